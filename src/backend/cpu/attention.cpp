@@ -1,0 +1,127 @@
+// Causal softmax attention with GQA, sliding window, right padding and packed segments; one query row at a time.
+// Invariant: never materialises more than one score row per thread; forward tasks own (batch, head), backward tasks
+// own (batch, kv head) and every query head sharing it, so dk/dv sums are race-free and in a fixed order.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/cpu_util.h"
+
+namespace mt::cpu {
+namespace {
+
+void check_shape(const AttnShape& s) {
+  MT_ASSERT(s.batch > 0 && s.seq > 0 && s.head_dim > 0 && s.window >= 0);
+  MT_ASSERT(s.n_kv_heads > 0 && s.n_heads % s.n_kv_heads == 0, "n_heads {} n_kv_heads {}", s.n_heads,
+            s.n_kv_heads);
+  if (s.seq_lens == nullptr) return;
+  for (int64_t b = 0; b < s.batch; ++b) {
+    MT_ASSERT(s.seq_lens[b] >= 0 && s.seq_lens[b] <= s.seq, "seq_lens[{}] = {} outside [0, {}]", b, s.seq_lens[b],
+              s.seq);
+  }
+}
+
+int64_t valid_len(const AttnShape& s, int64_t b) { return s.seq_lens != nullptr ? s.seq_lens[b] : s.seq; }
+
+// First key position query i may see (the window bound); keys run from here to i.
+int64_t first_key(const AttnShape& s, int64_t i) { return s.window > 0 ? std::max<int64_t>(0, i - s.window + 1) : 0; }
+
+// Whether key j and query i (positions in sequence b) lie in the same packed example.
+bool same_segment(const AttnShape& s, int64_t b, int64_t i, int64_t j) {
+  return s.segments == nullptr || s.segments[b * s.seq + j] == s.segments[b * s.seq + i];
+}
+
+// PyTorch multiplies fp32 scores by the Python float head_dim**-0.5, rounded to fp32.
+float softmax_scale(const AttnShape& s) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim))); }
+
+}  // namespace
+
+void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+                       const AttnShape& shape) {
+  check_shape(shape);
+  const AttnShape& s = shape;
+  const int64_t hd = s.head_dim, group = s.n_heads / s.n_kv_heads;
+  const int64_t q_stride = s.n_heads * hd, kv_stride = s.n_kv_heads * hd;
+  const float scale = softmax_scale(s);
+  constexpr float neg_inf = -std::numeric_limits<float>::infinity();
+#pragma omp parallel
+  {
+    std::vector<float> p(static_cast<size_t>(s.seq));
+#pragma omp for collapse(2) schedule(dynamic)
+    for (int64_t b = 0; b < s.batch; ++b) {
+      for (int64_t h = 0; h < s.n_heads; ++h) {
+        const int64_t len = valid_len(s, b), kv_off = (h / group) * hd;
+        for (int64_t i = 0; i < s.seq; ++i) {
+          float* o = out + (b * s.seq + i) * q_stride + h * hd;
+          float& l = lse[(b * s.n_heads + h) * s.seq + i];
+          std::fill(o, o + hd, 0.f);
+          if (i >= len) {
+            l = 0.f;
+            continue;
+          }
+          const float* qi = q + (b * s.seq + i) * q_stride + h * hd;
+          const int64_t lo = first_key(s, i);
+          float m = neg_inf;
+          for (int64_t j = lo; j <= i; ++j) {
+            p[j] = same_segment(s, b, i, j) ? dot(qi, k + (b * s.seq + j) * kv_stride + kv_off, hd) * scale : neg_inf;
+            m = std::max(m, p[j]);
+          }
+          double sum = 0.0;
+          for (int64_t j = lo; j <= i; ++j) {
+            p[j] = std::exp(p[j] - m);
+            sum += p[j];
+          }
+          const float inv = static_cast<float>(1.0 / sum);
+          for (int64_t j = lo; j <= i; ++j) {
+            if (p[j] != 0.f) axpy(o, p[j] * inv, v + (b * s.seq + j) * kv_stride + kv_off, hd);
+          }
+          l = m + static_cast<float>(std::log(sum));
+        }
+      }
+    }
+  }
+}
+
+void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
+                        const float* v, const float* out, const float* lse, const AttnShape& shape) {
+  check_shape(shape);
+  const AttnShape& s = shape;
+  const int64_t hd = s.head_dim, group = s.n_heads / s.n_kv_heads;
+  const int64_t q_stride = s.n_heads * hd, kv_stride = s.n_kv_heads * hd;
+  const float scale = softmax_scale(s);
+#pragma omp parallel for collapse(2) schedule(dynamic)
+  for (int64_t b = 0; b < s.batch; ++b) {
+    for (int64_t kvh = 0; kvh < s.n_kv_heads; ++kvh) {
+      const int64_t len = valid_len(s, b), kv_off = kvh * hd;
+      for (int64_t j = 0; j < s.seq; ++j) {
+        std::fill_n(dk + (b * s.seq + j) * kv_stride + kv_off, hd, 0.f);
+        std::fill_n(dv + (b * s.seq + j) * kv_stride + kv_off, hd, 0.f);
+      }
+      for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
+        for (int64_t i = 0; i < s.seq; ++i) {
+          const int64_t row = (b * s.seq + i) * q_stride + h * hd;
+          float* dqi = dq + row;
+          std::fill_n(dqi, hd, 0.f);
+          if (i >= len) continue;
+          const float* qi = q + row;
+          const float* doi = dout + row;
+          const float di = dot(doi, out + row, hd);
+          const float lse_i = lse[(b * s.n_heads + h) * s.seq + i];
+          for (int64_t j = first_key(s, i); j <= i; ++j) {
+            if (!same_segment(s, b, i, j)) continue;
+            const int64_t kv_row = (b * s.seq + j) * kv_stride + kv_off;
+            const float p = std::exp(dot(qi, k + kv_row, hd) * scale - lse_i);
+            const float ds = p * (dot(doi, v + kv_row, hd) - di);
+            axpy(dqi, scale * ds, k + kv_row, hd);
+            axpy(dk + kv_row, scale * ds, qi, hd);
+            axpy(dv + kv_row, p, doi, hd);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace mt::cpu

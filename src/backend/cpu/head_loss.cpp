@@ -1,0 +1,74 @@
+// Fused LM head + cross-entropy over row chunks: logits [chunk, V] = x·wᵀ exist for one chunk at a time.
+// Invariant: the returned Σ CE (fp64, unscaled) adds per-row losses in token order; rows with target −100 add
+// nothing and get zero gradient; dx is overwritten, dw accumulates grad_scale · ∂Σ/∂w.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/cpu_util.h"
+
+namespace mt::cpu {
+namespace {
+
+constexpr int32_t ignore_index = -100;
+
+// Rows per chunk: at most 128, and the logits scratch at most 8 Mi floats (32 MiB).
+int64_t chunk_rows(int64_t V) { return std::clamp<int64_t>((int64_t{1} << 23) / V, 1, 128); }
+
+// Turns one row of logits into its gradient scale·(softmax − onehot) in place; returns the row's CE.
+double softmax_ce_row(float* logits, int64_t V, int32_t target, float scale) {
+  const float m = *std::max_element(logits, logits + V);
+  double sum = 0.0;
+  for (int64_t c = 0; c < V; ++c) sum += std::exp(static_cast<double>(logits[c] - m));
+  const double lse = static_cast<double>(m) + std::log(sum);
+  const double ce = lse - static_cast<double>(logits[target]);
+  for (int64_t c = 0; c < V; ++c) logits[c] = scale * static_cast<float>(std::exp(logits[c] - lse));
+  logits[target] -= scale;
+  return ce;
+}
+
+}  // namespace
+
+double head_loss(float* dx, float* dw, const float* x, const float* w, const int32_t* targets, int64_t T,
+                 int64_t H, int64_t V, float grad_scale) {
+  MT_ASSERT(T >= 0 && H > 0 && V > 0);
+  for (int64_t t = 0; t < T; ++t) {
+    MT_ASSERT(targets[t] == ignore_index || (targets[t] >= 0 && targets[t] < V), "target {} at token {} (V = {})",
+              targets[t], t, V);
+  }
+  const int64_t chunk = chunk_rows(V);
+  std::vector<float> logits(static_cast<size_t>(std::min(chunk, T) * V));
+  std::vector<double> row_loss(static_cast<size_t>(chunk));
+  double total = 0.0;
+  for (int64_t t0 = 0; t0 < T; t0 += chunk) {
+    const int64_t rows = std::min(chunk, T - t0);
+    const int32_t* tg = targets + t0;
+    if (std::all_of(tg, tg + rows, [](int32_t t) { return t == ignore_index; })) {
+      std::fill_n(dx + t0 * H, rows * H, 0.f);
+      continue;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(rows), blas_int(V), blas_int(H), 1.f, x + t0 * H,
+                blas_int(H), w, blas_int(H), 0.f, logits.data(), blas_int(V));
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      float* row = logits.data() + r * V;
+      if (tg[r] == ignore_index) {
+        std::fill_n(row, V, 0.f);
+        row_loss[static_cast<size_t>(r)] = 0.0;
+      } else {
+        row_loss[static_cast<size_t>(r)] = softmax_ce_row(row, V, tg[r], grad_scale);
+      }
+    }
+    for (int64_t r = 0; r < rows; ++r) total += row_loss[static_cast<size_t>(r)];
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blas_int(rows), blas_int(H), blas_int(V), 1.f,
+                logits.data(), blas_int(V), w, blas_int(H), 0.f, dx + t0 * H, blas_int(H));
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, blas_int(V), blas_int(H), blas_int(rows), 1.f,
+                logits.data(), blas_int(V), x + t0 * H, blas_int(H), 1.f, dw, blas_int(H));
+  }
+  return total;
+}
+
+}  // namespace mt::cpu

@@ -1,0 +1,53 @@
+// Dense layer y = x·wᵀ + b and its backward, on OpenBLAS sgemm (row-major, w stored [O, I] as in PyTorch).
+// Invariant: dw and db accumulate (beta = 1); dx overwrites unless accumulate_dx; db column sums run in row order.
+#include <cblas.h>
+
+#include <algorithm>
+
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/cpu_util.h"
+
+namespace mt::cpu {
+
+void linear_forward(float* y, const float* x, const float* w, const float* b, int64_t T, int64_t I, int64_t O) {
+  MT_ASSERT(T >= 0 && I > 0 && O > 0);
+  if (T == 0) return;
+  if (b != nullptr) {
+#pragma omp parallel for if (T * O > parallel_min_elems) schedule(static)
+    for (int64_t t = 0; t < T; ++t) std::copy(b, b + O, y + t * O);
+  }
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(T), blas_int(O), blas_int(I), 1.f, x, blas_int(I),
+              w, blas_int(I), b != nullptr ? 1.f : 0.f, y, blas_int(O));
+}
+
+// db[O] += Σ_t dy[t, :], parallel over column blocks so each db element has one writer.
+static void column_sums_accumulate(float* db, const float* dy, int64_t T, int64_t O) {
+  constexpr int64_t block = 256;
+  const int64_t n_blocks = (O + block - 1) / block;
+#pragma omp parallel for if (T * O > parallel_min_elems) schedule(static)
+  for (int64_t cb = 0; cb < n_blocks; ++cb) {
+    const int64_t o0 = cb * block, o1 = std::min(O, o0 + block);
+    double acc[block] = {};
+    for (int64_t t = 0; t < T; ++t) {
+      const float* row = dy + t * O;
+      for (int64_t o = o0; o < o1; ++o) acc[o - o0] += row[o];
+    }
+    for (int64_t o = o0; o < o1; ++o) db[o] += static_cast<float>(acc[o - o0]);
+  }
+}
+
+void linear_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w, int64_t T,
+                     int64_t I, int64_t O, bool accumulate_dx) {
+  MT_ASSERT(T >= 0 && I > 0 && O > 0);
+  MT_ASSERT(dw != nullptr);
+  if (T == 0) return;
+  if (dx != nullptr) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blas_int(T), blas_int(I), blas_int(O), 1.f, dy,
+                blas_int(O), w, blas_int(I), accumulate_dx ? 1.f : 0.f, dx, blas_int(I));
+  }
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, blas_int(O), blas_int(I), blas_int(T), 1.f, dy, blas_int(O),
+              x, blas_int(I), 1.f, dw, blas_int(I));
+  if (db != nullptr) column_sums_accumulate(db, dy, T, O);
+}
+
+}  // namespace mt::cpu

@@ -1,0 +1,66 @@
+// RMSNorm over rows of D, as HF LlamaRMSNorm in fp32: y = (x · rsqrt(mean(x²) + eps)) · w.
+// Invariant: mean(x²) is accumulated in fp64; dw accumulates over rows in row order (one writer per column).
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/cpu_util.h"
+
+namespace mt::cpu {
+
+static float row_rstd(const float* x, int64_t D, float eps) {
+  double ss = 0.0;
+#pragma omp simd reduction(+ : ss)
+  for (int64_t d = 0; d < D; ++d) ss += static_cast<double>(x[d]) * x[d];
+  const float var = static_cast<float>(ss / static_cast<double>(D));
+  return 1.f / std::sqrt(var + eps);
+}
+
+void rmsnorm_forward(float* y, const float* x, const float* w, int64_t N, int64_t D, float eps) {
+  MT_ASSERT(N >= 0 && D > 0);
+#pragma omp parallel for if (N * D > parallel_min_elems) schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    const float* xr = x + n * D;
+    float* yr = y + n * D;
+    const float rstd = row_rstd(xr, D, eps);
+#pragma omp simd
+    for (int64_t d = 0; d < D; ++d) yr[d] = (xr[d] * rstd) * w[d];
+  }
+}
+
+void rmsnorm_backward(float* dx, float* dw, const float* dy, const float* x, const float* w, int64_t N, int64_t D,
+                      float eps) {
+  MT_ASSERT(N >= 0 && D > 0);
+  std::vector<float> rstd(static_cast<size_t>(N));
+  // dx = rstd·(w·dy) − x·rstd³/D · Σ_d (w·dy·x)
+#pragma omp parallel for if (N * D > parallel_min_elems) schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    const float* xr = x + n * D;
+    const float* dyr = dy + n * D;
+    float* dxr = dx + n * D;
+    const float r = row_rstd(xr, D, eps);
+    rstd[static_cast<size_t>(n)] = r;
+    double proj = 0.0;
+#pragma omp simd reduction(+ : proj)
+    for (int64_t d = 0; d < D; ++d) proj += static_cast<double>(w[d] * dyr[d]) * xr[d];
+    const float c = static_cast<float>(proj * r * r * r / static_cast<double>(D));
+#pragma omp simd
+    for (int64_t d = 0; d < D; ++d) dxr[d] = r * (w[d] * dyr[d]) - xr[d] * c;
+  }
+  // dw += Σ_n dy·x·rstd
+  constexpr int64_t block = 256;
+  const int64_t n_blocks = (D + block - 1) / block;
+#pragma omp parallel for if (N * D > parallel_min_elems) schedule(static)
+  for (int64_t cb = 0; cb < n_blocks; ++cb) {
+    const int64_t d0 = cb * block, d1 = std::min(D, d0 + block);
+    double acc[block] = {};
+    for (int64_t n = 0; n < N; ++n) {
+      const float r = rstd[static_cast<size_t>(n)];
+      for (int64_t d = d0; d < d1; ++d) acc[d - d0] += static_cast<double>(dy[n * D + d] * (x[n * D + d] * r));
+    }
+    for (int64_t d = d0; d < d1; ++d) dw[d] += static_cast<float>(acc[d - d0]);
+  }
+}
+
+}  // namespace mt::cpu

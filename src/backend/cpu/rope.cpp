@@ -1,0 +1,43 @@
+// Rotary position embedding in place on x[T, n_heads, head_dim], HF rotate_half convention on the first rot_dim dims.
+// Invariant: backward applies the transpose of the forward rotation (its inverse when cos² + sin² = 1); dims
+// rot_dim..head_dim pass through untouched.
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/cpu_util.h"
+
+namespace mt::cpu {
+
+// x[i] ← x[i]·c − x[i+half]·s', x[i+half] ← x[i+half]·c + x[i]·s' with s' = sign·s; sign +1 forward, −1 transpose.
+static void rotate(float* x, const float* cos, const float* sin, const int32_t* positions, int64_t T,
+                   int64_t n_heads, int64_t head_dim, int64_t rot_dim, float sign) {
+  MT_ASSERT(T >= 0 && n_heads > 0 && head_dim > 0);
+  MT_ASSERT(rot_dim > 0 && rot_dim % 2 == 0 && rot_dim <= head_dim, "rot_dim {} head_dim {}", rot_dim, head_dim);
+  const int64_t half = rot_dim / 2;
+  for (int64_t t = 0; t < T; ++t) MT_ASSERT(positions[t] >= 0, "negative position {} at token {}", positions[t], t);
+#pragma omp parallel for if (T * n_heads * head_dim > parallel_min_elems) schedule(static)
+  for (int64_t t = 0; t < T; ++t) {
+    const float* c = cos + static_cast<int64_t>(positions[t]) * half;
+    const float* s = sin + static_cast<int64_t>(positions[t]) * half;
+    for (int64_t h = 0; h < n_heads; ++h) {
+      float* lo = x + (t * n_heads + h) * head_dim;
+      float* hi = lo + half;
+#pragma omp simd
+      for (int64_t i = 0; i < half; ++i) {
+        const float a = lo[i], b = hi[i], si = sign * s[i];
+        lo[i] = a * c[i] - b * si;
+        hi[i] = b * c[i] + a * si;
+      }
+    }
+  }
+}
+
+void rope_forward(float* x, const float* cos, const float* sin, const int32_t* positions, int64_t T,
+                  int64_t n_heads, int64_t head_dim, int64_t rot_dim) {
+  rotate(x, cos, sin, positions, T, n_heads, head_dim, rot_dim, 1.f);
+}
+
+void rope_backward(float* dx, const float* cos, const float* sin, const int32_t* positions, int64_t T,
+                   int64_t n_heads, int64_t head_dim, int64_t rot_dim) {
+  rotate(dx, cos, sin, positions, T, n_heads, head_dim, rot_dim, -1.f);
+}
+
+}  // namespace mt::cpu

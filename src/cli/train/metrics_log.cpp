@@ -1,0 +1,36 @@
+// JSONL metrics writer (see metrics_log.h).
+#include "cli/train/metrics_log.h"
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace mt {
+
+MetricsLog::MetricsLog(std::filesystem::path file) : file_(std::move(file)) {}
+
+MetricsLog::~MetricsLog() {
+  if (out_) std::fclose(out_);
+}
+
+void MetricsLog::append(const StepRecord& r) {
+  if (!out_) {
+    out_ = std::fopen(file_.c_str(), "w");
+    MT_REQUIRE(out_ != nullptr, "{}: cannot open for writing", file_.string());
+  }
+  nlohmann::json j = {{"step", r.step},
+                      {"loss", r.loss},
+                      {"grad_norm", r.grad_norm},
+                      {"lr", r.lr},
+                      {"tokens", r.tokens},
+                      {"target_tokens", r.target_tokens},
+                      {"tokens_seen", r.tokens_seen},
+                      {"step_time_s", r.step_time_s},
+                      {"tokens_per_s", r.tokens_per_s}};
+  if (r.skipped) j["skipped"] = true;
+  const std::string line = j.dump() + "\n";
+  MT_REQUIRE(std::fwrite(line.data(), 1, line.size(), out_) == line.size() && std::fflush(out_) == 0,
+             "{}: write failed", file_.string());
+}
+
+}  // namespace mt

@@ -1,0 +1,264 @@
+// Loads the run configuration: YAML file, then `section.key=value` overrides, then validation; and back to YAML.
+// Invariant: the schema table below is the only list of sections and keys; parsing, accepted_config_keys and
+// config_to_yaml all walk it, in its order.
+#include "config/config.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <limits>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "config/yaml_fields.h"
+#include "core/error.h"
+
+namespace mt {
+namespace {
+
+// One key of the schema: how to read its YAML value into a Config and how to write it back as a scalar.
+struct Field {
+  std::string_view section;
+  std::string_view key;
+  std::function<void(Config&, const YAML::Node&, const YamlPlace&)> read;
+  std::function<std::string(const Config&)> show;
+};
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// Field builders; `at` is a generic lambda giving the member of a (const) Config.
+template <typename At>
+Field text(std::string_view section, std::string_view key, bool allow_empty, At at) {
+  return {section, key,
+          [=](Config& c, const YAML::Node& n, const YamlPlace& p) { at(c) = read_text(n, p, allow_empty); },
+          [=](const Config& c) { return at(c); }};
+}
+
+template <typename At>
+Field choice(std::string_view section, std::string_view key, std::vector<std::string_view> choices, At at,
+             std::vector<std::pair<std::string_view, std::string_view>> aliases = {}) {
+  return {section, key,
+          [=](Config& c, const YAML::Node& n, const YamlPlace& p) { at(c) = read_choice(n, p, choices, aliases); },
+          [=](const Config& c) { return at(c); }};
+}
+
+template <typename At>
+Field flag(std::string_view section, std::string_view key, At at) {
+  return {section, key, [=](Config& c, const YAML::Node& n, const YamlPlace& p) { at(c) = read_flag(n, p); },
+          [=](const Config& c) { return std::string(at(c) ? "true" : "false"); }};
+}
+
+template <typename At>
+Field integer(std::string_view section, std::string_view key, int64_t min, At at) {
+  return {section, key, [=](Config& c, const YAML::Node& n, const YamlPlace& p) { at(c) = read_integer(n, p, min); },
+          [=](const Config& c) { return std::to_string(at(c)); }};
+}
+
+template <typename At>
+Field integer_or_auto(std::string_view section, std::string_view key, int64_t min, At at) {
+  return {section, key,
+          [=](Config& c, const YAML::Node& n, const YamlPlace& p) { at(c) = read_integer_or_auto(n, p, min); },
+          [=](const Config& c) { return at(c) == 0 ? std::string("auto") : std::to_string(at(c)); }};
+}
+
+template <typename At>
+Field unsigned_integer(std::string_view section, std::string_view key, At at) {
+  return {section, key, [=](Config& c, const YAML::Node& n, const YamlPlace& p) { at(c) = read_unsigned(n, p); },
+          [=](const Config& c) { return std::to_string(at(c)); }};
+}
+
+template <typename At>
+Field real(std::string_view section, std::string_view key, RealBounds bounds, At at) {
+  return {section, key, [=](Config& c, const YAML::Node& n, const YamlPlace& p) { at(c) = read_real(n, p, bounds); },
+          [=](const Config& c) { return real_to_text(at(c)); }};
+}
+
+#define MT_AT(member) [](auto& c) -> auto& { return c.member; }
+
+// The schema: every section and key, in order, with its type and bounds (defaults live in config.h).
+const std::vector<Field>& schema() {
+  static const std::vector<Field> fields = {
+      text("model", "name", false, MT_AT(model.name)),
+      choice("model", "dtype", {"bfloat16", "float32"}, MT_AT(model.dtype),
+             {{"bf16", "bfloat16"}, {"fp32", "float32"}}),
+      choice("model", "attn_implementation", {"flash_attention_2", "sdpa", "eager"}, MT_AT(model.attn_implementation)),
+      flag("model", "trust_remote_code", MT_AT(model.trust_remote_code)),
+      choice("model", "init", {"pretrained", "random"}, MT_AT(model.init)),
+
+      text("dataset", "name", false, MT_AT(dataset.name)),
+      text("dataset", "dataset_dir", false, MT_AT(dataset.dataset_dir)),
+      integer("dataset", "max_seq_len", 2, MT_AT(dataset.max_seq_len)),
+      flag("dataset", "shuffle", MT_AT(dataset.shuffle)),
+      flag("dataset", "packing", MT_AT(dataset.packing)),
+      integer("dataset", "num_workers", 0, MT_AT(dataset.num_workers)),
+      text("dataset", "template", false, MT_AT(dataset.template_name)),
+      flag("dataset", "train_on_prompt", MT_AT(dataset.train_on_prompt)),
+
+      integer("training", "batch_size", 1, MT_AT(training.batch_size)),
+      integer_or_auto("training", "micro_batch_size", 1, MT_AT(training.micro_batch_size)),
+      integer("training", "gradient_accumulation_steps", 1, MT_AT(training.gradient_accumulation_steps)),
+      integer("training", "num_steps", 1, MT_AT(training.num_steps)),
+      real("training", "learning_rate", {0.0, kInf}, MT_AT(training.learning_rate)),
+      choice("training", "lr_scheduler", {"constant", "cosine", "linear"}, MT_AT(training.lr_scheduler)),
+      integer("training", "warmup_steps", 0, MT_AT(training.warmup_steps)),
+      real("training", "min_lr_ratio", {0.0, 1.0}, MT_AT(training.min_lr_ratio)),
+      real("training", "weight_decay", {0.0, kInf}, MT_AT(training.weight_decay)),
+      real("training", "max_grad_norm", {-kInf, kInf}, MT_AT(training.max_grad_norm)),
+      integer("training", "checkpoint_interval", 1, MT_AT(training.checkpoint_interval)),
+      unsigned_integer("training", "seed", MT_AT(training.seed)),
+      text("training", "output_dir", false, MT_AT(training.output_dir)),
+      integer("training", "logging_steps", 1, MT_AT(training.logging_steps)),
+      integer("training", "save_steps", 0, MT_AT(training.save_steps)),
+      integer("training", "save_total_limit", 0, MT_AT(training.save_total_limit)),
+      text("training", "resume_from", true, MT_AT(training.resume_from)),
+
+      choice("optimizer", "type", {"deepspeed_adam", "adamw"}, MT_AT(optimizer.type)),
+      real("optimizer", "beta1", {0.0, 1.0, false, true}, MT_AT(optimizer.beta1)),
+      real("optimizer", "beta2", {0.0, 1.0, false, true}, MT_AT(optimizer.beta2)),
+      real("optimizer", "eps", {0.0, kInf, true}, MT_AT(optimizer.eps)),
+  };
+  return fields;
+}
+
+#undef MT_AT
+
+// Section names in schema order.
+std::vector<std::string_view> sections() {
+  std::vector<std::string_view> names;
+  for (const Field& f : schema())
+    if (names.empty() || names.back() != f.section) names.push_back(f.section);
+  return names;
+}
+
+// Throws unless `section` is in the schema; the message lists the sections `origin` could have named.
+void require_section(std::string_view section, const std::string& origin) {
+  std::vector<std::string_view> names = sections();
+  MT_REQUIRE(std::find(names.begin(), names.end(), section) != names.end(), "{}: unknown section '{}' (accepted: {})",
+             origin, section, fmt::join(names, ", "));
+}
+
+// The field `section.key`; an unknown section or key throws, listing what `origin` could have said.
+const Field& find_field(std::string_view section, std::string_view key, const std::string& origin) {
+  require_section(section, origin);
+  std::vector<std::string_view> keys;
+  for (const Field& f : schema()) {
+    if (f.section != section) continue;
+    if (f.key == key) return f;
+    keys.push_back(f.key);
+  }
+  throw Error(fmt::format("{}: unknown key '{}.{}' (accepted: {})", origin, section, key, fmt::join(keys, ", ")));
+}
+
+// Reads one YAML document of `origin` into `config`, key by key.
+void apply_document(Config& config, const YAML::Node& root, const std::string& origin) {
+  if (root.IsNull()) return;
+  MT_REQUIRE(root.IsMap(), "{}: the top level must be a map of sections ({}), not {}", origin,
+             fmt::join(sections(), ", "), describe_node(root));
+  std::set<std::string> seen_sections;
+  for (const auto& section : root) {
+    MT_REQUIRE(section.first.IsScalar(), "{}: a section name must be a string, not {}", origin,
+               describe_node(section.first));
+    const std::string& name = section.first.Scalar();
+    require_section(name, origin);
+    MT_REQUIRE(seen_sections.insert(name).second, "{}: duplicate section '{}'", origin, name);
+    if (section.second.IsNull()) continue;
+    MT_REQUIRE(section.second.IsMap(), "{}: section '{}' must be a map of keys, not {}", origin, name,
+               describe_node(section.second));
+    std::set<std::string> seen_keys;
+    for (const auto& entry : section.second) {
+      MT_REQUIRE(entry.first.IsScalar(), "{}: a key of section '{}' must be a string, not {}", origin, name,
+                 describe_node(entry.first));
+      const std::string& key = entry.first.Scalar();
+      std::string path = name + "." + key;
+      const Field& field = find_field(name, key, origin);
+      MT_REQUIRE(seen_keys.insert(key).second, "{}: duplicate key '{}'", origin, path);
+      field.read(config, entry.second, {origin, path});
+    }
+  }
+}
+
+// Applies one `section.key=value` override; messages name the override.
+void apply_override(Config& config, const std::string& assignment) {
+  std::string origin = "--set " + assignment;
+  size_t eq = assignment.find('=');
+  size_t dot = assignment.find('.');
+  MT_REQUIRE(eq != std::string::npos && dot != std::string::npos && dot > 0 && dot + 1 < eq,
+             "{}: expected section.key=value", origin);
+  std::string section = assignment.substr(0, dot);
+  std::string key = assignment.substr(dot + 1, eq - dot - 1);
+  const Field& field = find_field(section, key, origin);
+  YAML::Node value;
+  try {
+    value = YAML::Load(assignment.substr(eq + 1));
+  } catch (const YAML::ParserException& e) {
+    throw Error(fmt::format("{}: the value is not valid YAML: {}", origin, e.msg));
+  }
+  field.read(config, value, {origin, section + "." + key});
+}
+
+// Checks that involve more than one key, or a key that has no usable default.
+void validate(const Config& config, const std::string& origin) {
+  MT_REQUIRE(!config.model.name.empty(), "{}: model.name is required (a Hugging Face model directory or hub id)",
+             origin);
+  MT_REQUIRE(!config.dataset.name.empty(), "{}: dataset.name is required (entries of dataset_info.json)", origin);
+  const TrainingConfig& t = config.training;
+  MT_REQUIRE(t.batch_size % t.gradient_accumulation_steps == 0,
+             "{}: training.gradient_accumulation_steps: {} does not divide training.batch_size {}", origin,
+             t.gradient_accumulation_steps, t.batch_size);
+}
+
+}  // namespace
+
+Config parse_config(const std::string& yaml_text, const std::string& origin,
+                    const std::vector<std::string>& overrides) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::ParserException& e) {
+    throw Error(fmt::format("{}:{}:{}: invalid YAML: {}", origin, e.mark.line + 1, e.mark.column + 1, e.msg));
+  }
+  Config config;
+  apply_document(config, root, origin);
+  for (const std::string& assignment : overrides) apply_override(config, assignment);
+  validate(config, origin);
+  config.yaml_text = config_to_yaml(config);
+  return config;
+}
+
+Config load_config(const std::filesystem::path& file, const std::vector<std::string>& overrides) {
+  std::error_code ec;
+  MT_REQUIRE(std::filesystem::is_regular_file(file, ec), "{}: no such configuration file", file.string());
+  std::ifstream in(file, std::ios::binary);
+  std::string text(std::istreambuf_iterator<char>(in), {});
+  MT_REQUIRE(in.is_open() && !in.bad(), "{}: cannot read the configuration file", file.string());
+  Config config = parse_config(text, file.string(), overrides);
+  config.source = file;
+  return config;
+}
+
+std::vector<std::string> accepted_config_keys() {
+  std::vector<std::string> keys;
+  for (const Field& f : schema()) keys.push_back(fmt::format("{}.{}", f.section, f.key));
+  return keys;
+}
+
+std::string config_to_yaml(const Config& config) {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  for (std::string_view section : sections()) {
+    out << YAML::Key << std::string(section) << YAML::Value << YAML::BeginMap;
+    for (const Field& f : schema())
+      if (f.section == section) out << YAML::Key << std::string(f.key) << YAML::Value << f.show(config);
+    out << YAML::EndMap;
+  }
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace mt

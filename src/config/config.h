@@ -1,0 +1,77 @@
+// The typed run configuration (`megatrain train --config FILE --set section.key=value`).
+// Invariant: a Config that load_config returns is fully validated; unknown keys and bad values never get this far.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace mt {
+
+struct ModelConfig {
+  std::string name;                      // local HF dir, a hub id in the local HF cache, or a checkpoint file
+  std::string dtype = "bfloat16";        // bfloat16 | float32
+  std::string attn_implementation = "sdpa";  // flash_attention_2 | sdpa | eager
+  bool trust_remote_code = false;
+  std::string init = "pretrained";       // pretrained | random
+};
+
+struct DatasetConfig {
+  std::string name;                      // entries of dataset_info.json, comma-separated
+  std::string dataset_dir = "data";
+  int64_t max_seq_len = 1024;
+  bool shuffle = true;
+  bool packing = false;
+  int64_t num_workers = 2;
+  std::string template_name = "auto";    // YAML key: template
+  bool train_on_prompt = false;
+};
+
+struct TrainingConfig {
+  int64_t batch_size = 32;               // sequences per optimizer step
+  int64_t micro_batch_size = 0;          // 0 = auto (YAML: auto)
+  int64_t gradient_accumulation_steps = 1;
+  int64_t num_steps = 100;
+  double learning_rate = 1.0e-5;
+  std::string lr_scheduler = "constant"; // constant | cosine | linear
+  int64_t warmup_steps = 0;
+  double min_lr_ratio = 0.0;
+  double weight_decay = 0.0;
+  double max_grad_norm = 1.0;            // <= 0 disables clipping
+  int64_t checkpoint_interval = 4;
+  uint64_t seed = 42;
+  std::string output_dir = "output";
+  int64_t logging_steps = 1;
+  int64_t save_steps = 0;
+  int64_t save_total_limit = 0;
+  std::string resume_from;               // "" | auto | path
+};
+
+struct OptimizerConfig {
+  std::string type = "adamw";            // deepspeed_adam | adamw
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1.0e-8;
+};
+
+struct Config {
+  ModelConfig model;
+  DatasetConfig dataset;
+  TrainingConfig training;
+  OptimizerConfig optimizer;
+  std::string yaml_text;                 // the effective configuration, as YAML (overrides applied)
+  std::filesystem::path source;          // the file it came from ("" when built in code)
+};
+
+// Reads FILE, applies `section.key=value` overrides in order, validates. Throws mt::Error naming
+// the file and the key's path (e.g. "config.yaml: training.batch_sise: unknown key; accepted: ...").
+Config load_config(const std::filesystem::path& file, const std::vector<std::string>& overrides = {});
+// The same from YAML text (`origin` names it in messages).
+Config parse_config(const std::string& yaml_text, const std::string& origin,
+                    const std::vector<std::string>& overrides = {});
+// Every accepted key as "section.key", in schema order (frozen by a test).
+std::vector<std::string> accepted_config_keys();
+// The configuration as YAML text (all keys, effective values).
+std::string config_to_yaml(const Config& config);
+
+}  // namespace mt

@@ -1,0 +1,109 @@
+// load_datasets (registry lookup, per-formatting loaders, concatenation) and the Batcher.
+// Invariant: the example stream is a pure function of (examples, batch_size, shuffle, seed, cursor),
+// identical on every standard library (own Fisher-Yates over std::mt19937_64's raw outputs).
+#include "data/dataset.h"
+
+#include <random>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "data/dataset_registry.h"
+#include "data/tokenized_loader.h"
+
+namespace mt {
+namespace {
+
+std::vector<std::string> split_names(const std::string& list) {
+  MT_REQUIRE(list.find_first_not_of(" \t") != std::string::npos,
+             "dataset.name is empty: name one or more entries of dataset_info.json, comma-separated");
+  std::vector<std::string> names;
+  size_t begin = 0;
+  while (true) {
+    const size_t end = list.find(',', begin);
+    const std::string piece = list.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+    const size_t first = piece.find_first_not_of(" \t");
+    MT_REQUIRE(first != std::string::npos, "dataset.name '{}': empty dataset name in the list", list);
+    names.push_back(piece.substr(first, piece.find_last_not_of(" \t") - first + 1));
+    if (end == std::string::npos) return names;
+    begin = end + 1;
+  }
+}
+
+// Uniform in [0, bound) from raw 64-bit outputs, without modulo bias (rejects the short low range).
+uint64_t uniform_below(std::mt19937_64& engine, uint64_t bound) {
+  const uint64_t threshold = (0 - bound) % bound;
+  uint64_t r = engine();
+  while (r < threshold) r = engine();
+  return r % bound;
+}
+
+}  // namespace
+
+std::vector<Example> load_datasets(const DatasetConfig& config, int64_t vocab_size, DatasetStats* stats) {
+  MT_REQUIRE(config.max_seq_len > 0, "dataset.max_seq_len must be positive, got {}", config.max_seq_len);
+  MT_REQUIRE(vocab_size > 0 && vocab_size <= (int64_t{1} << 31), "vocab_size {} is out of range", vocab_size);
+  const DatasetRegistry registry(config.dataset_dir);
+  std::vector<Example> examples;
+  DatasetStats total;
+  // Every name resolves before any file is read, so a typo in the last one fails at once.
+  std::vector<const DatasetEntry*> entries;
+  for (const std::string& name : split_names(config.name)) {
+    const DatasetEntry& entry = registry.entry(name);
+    MT_REQUIRE(entry.formatting == "tokenized",
+               "dataset '{}': formatting '{}' needs the text pipeline (not available yet)", name, entry.formatting);
+    entries.push_back(&entry);
+  }
+  for (const DatasetEntry* entry : entries) {
+    DatasetStats part;
+    std::vector<Example> loaded = load_tokenized(*entry, vocab_size, config.max_seq_len, &part);
+    log::info("dataset '{}': {} examples, {} tokens ({} truncated to {} tokens, {} dropped with no trained token)",
+              entry->name, part.examples, part.tokens, part.truncated, config.max_seq_len, part.dropped);
+    examples.insert(examples.end(), std::make_move_iterator(loaded.begin()), std::make_move_iterator(loaded.end()));
+    total.examples += part.examples;
+    total.tokens += part.tokens;
+    total.truncated += part.truncated;
+    total.dropped += part.dropped;
+  }
+  MT_REQUIRE(!examples.empty(), "dataset.name '{}': no examples to train on ({} dropped with no trained token)",
+             config.name, total.dropped);
+  if (stats) *stats = total;
+  return examples;
+}
+
+Batcher::Batcher(std::vector<Example> examples, int64_t batch_size, bool shuffle, uint64_t seed)
+    : examples_(std::move(examples)), batch_size_(batch_size), shuffle_(shuffle), seed_(seed) {
+  MT_REQUIRE(!examples_.empty(), "the dataset has no examples");
+  MT_REQUIRE(batch_size_ > 0, "batch_size must be positive, got {}", batch_size_);
+  build_order();
+}
+
+void Batcher::build_order() {
+  order_.resize(examples_.size());
+  for (size_t i = 0; i < order_.size(); ++i) order_[i] = static_cast<int64_t>(i);
+  if (!shuffle_) return;
+  std::mt19937_64 engine(seed_ ^ (static_cast<uint64_t>(cursor_.epoch) * 0x9E3779B97F4A7C15ULL));
+  for (size_t i = order_.size() - 1; i > 0; --i) std::swap(order_[i], order_[uniform_below(engine, i + 1)]);
+}
+
+Batch Batcher::next() {
+  std::vector<Example> picked;
+  picked.reserve(static_cast<size_t>(batch_size_));
+  for (int64_t k = 0; k < batch_size_; ++k) {
+    picked.push_back(examples_[static_cast<size_t>(order_[static_cast<size_t>(cursor_.index)])]);
+    if (++cursor_.index == num_examples()) {
+      cursor_ = {cursor_.epoch + 1, 0};
+      build_order();
+    }
+  }
+  return make_batch(picked);
+}
+
+void Batcher::seek(const DataCursor& cursor) {
+  MT_REQUIRE(cursor.epoch >= 0 && cursor.index >= 0 && cursor.index <= num_examples(),
+             "data cursor (epoch {}, index {}) does not fit a dataset of {} examples (did the dataset change?)",
+             cursor.epoch, cursor.index, num_examples());
+  cursor_ = cursor.index == num_examples() ? DataCursor{cursor.epoch + 1, 0} : cursor;
+  build_order();
+}
+
+}  // namespace mt

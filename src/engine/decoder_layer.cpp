@@ -1,0 +1,169 @@
+// Dense decoder layer: forward and backward over one micro-batch, following transformers' LlamaDecoderLayer
+// (Qwen2: q/k/v bias; Qwen3: per-head q/k RMSNorm before RoPE; Mistral: sliding window).
+#include "engine/decoder_layer.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace mt {
+namespace {
+
+const float* at(const float* base, int64_t offset) { return offset < 0 ? nullptr : base + offset; }
+float* at(float* base, int64_t offset) { return offset < 0 ? nullptr : base + offset; }
+
+struct Dims {
+  int64_t T, H, I, nh, nkv, hd, q_dim, kv_dim;
+};
+
+Dims dims_of(const ModelSpec& s, const MicroBatch& mb) {
+  return {mb.tokens(), s.hidden_size, s.intermediate_size, s.num_heads, s.num_kv_heads, s.head_dim,
+          s.num_heads * s.head_dim, s.num_kv_heads * s.head_dim};
+}
+
+AttnShape attn_shape(const ModelSpec& s, int64_t layer, const MicroBatch& mb) {
+  AttnShape a;
+  a.batch = mb.seqs;
+  a.seq = mb.seq_len;
+  a.n_heads = s.num_heads;
+  a.n_kv_heads = s.num_kv_heads;
+  a.head_dim = s.head_dim;
+  a.window = s.sliding_window.empty() ? 0 : s.sliding_window[static_cast<size_t>(layer)];
+  a.seq_lens = mb.seq_lens;
+  a.segments = mb.segments;
+  return a;
+}
+
+// Everything up to the attention output: norm1, q/k/v (normed, rotated), attn, lse.
+void attention_inputs_and_output(const LayerContext& ctx, int64_t layer, const float* w, const float* x,
+                                 const MicroBatch& mb, DecoderWorkspace& ws) {
+  Backend& be = *ctx.backend;
+  const ModelSpec& s = *ctx.spec;
+  const DecoderOffsets& o = ctx.layout->decoder;
+  const Dims d = dims_of(s, mb);
+  const auto eps = static_cast<float>(s.rms_norm_eps);
+
+  be.rmsnorm_forward(ws.norm1, x, at(w, o.input_norm), d.T, d.H, eps);
+  float* q_lin = s.qk_norm ? ws.q_raw : ws.q;
+  float* k_lin = s.qk_norm ? ws.k_raw : ws.k;
+  be.linear_forward(q_lin, ws.norm1, at(w, o.q), at(w, o.q_bias), d.T, d.H, d.q_dim);
+  be.linear_forward(k_lin, ws.norm1, at(w, o.k), at(w, o.k_bias), d.T, d.H, d.kv_dim);
+  be.linear_forward(ws.v, ws.norm1, at(w, o.v), at(w, o.v_bias), d.T, d.H, d.kv_dim);
+  if (s.qk_norm) {
+    be.rmsnorm_forward(ws.q, ws.q_raw, at(w, o.q_norm), d.T * d.nh, d.hd, eps);
+    be.rmsnorm_forward(ws.k, ws.k_raw, at(w, o.k_norm), d.T * d.nkv, d.hd, eps);
+  }
+  be.rope_forward(ws.q, ctx.rope_cos, ctx.rope_sin, mb.positions, d.T, d.nh, d.hd, ctx.rope_rot_dim);
+  be.rope_forward(ws.k, ctx.rope_cos, ctx.rope_sin, mb.positions, d.T, d.nkv, d.hd, ctx.rope_rot_dim);
+  be.attention_forward(ws.attn, ws.lse, ws.q, ws.k, ws.v, attn_shape(s, layer, mb));
+}
+
+// h1 = x + o_proj(attn); norm2; gate, up, act = silu(gate)·up.
+void mlp_inputs(const LayerContext& ctx, const float* w, const float* x, const MicroBatch& mb, DecoderWorkspace& ws) {
+  Backend& be = *ctx.backend;
+  const ModelSpec& s = *ctx.spec;
+  const DecoderOffsets& o = ctx.layout->decoder;
+  const Dims d = dims_of(s, mb);
+  be.linear_forward(ws.h1, ws.attn, at(w, o.o), at(w, o.o_bias), d.T, d.q_dim, d.H);
+  be.add(ws.h1, x, d.T * d.H);
+  be.rmsnorm_forward(ws.norm2, ws.h1, at(w, o.post_norm), d.T, d.H, static_cast<float>(s.rms_norm_eps));
+  be.linear_forward(ws.gate, ws.norm2, at(w, o.gate), at(w, o.gate_bias), d.T, d.H, d.I);
+  be.linear_forward(ws.up, ws.norm2, at(w, o.up), at(w, o.up_bias), d.T, d.H, d.I);
+  be.swiglu_forward(ws.act, ws.gate, ws.up, d.T * d.I);
+}
+
+}  // namespace
+
+DecoderWorkspace::DecoderWorkspace(Backend& be, const ModelSpec& s, int64_t max_tokens, int64_t max_seqs,
+                                   int64_t max_seq_len)
+    : backend(be) {
+  const int64_t T = max_tokens, H = s.hidden_size, I = s.intermediate_size;
+  const int64_t qd = s.num_heads * s.head_dim, kvd = s.num_kv_heads * s.head_dim;
+  norm1 = take(T * H);
+  q_raw = take(T * qd);
+  k_raw = take(T * kvd);
+  q = take(T * qd);
+  k = take(T * kvd);
+  v = take(T * kvd);
+  attn = take(T * qd);
+  lse = take(max_seqs * s.num_heads * max_seq_len);
+  h1 = take(T * H);
+  norm2 = take(T * H);
+  gate = take(T * I);
+  up = take(T * I);
+  act = take(T * I);
+  d_hidden = take(T * H);
+  d_norm = take(T * H);
+  d_attn = take(T * qd);
+  dq = take(T * qd);
+  dk = take(T * kvd);
+  dv = take(T * kvd);
+  d_gate = take(T * I);
+  d_up = take(T * I);
+  d_act = take(T * I);
+}
+
+DecoderWorkspace::~DecoderWorkspace() {
+  for (float* p : buffers_) backend.free_floats(p);
+}
+
+float* DecoderWorkspace::take(int64_t n) {
+  buffers_.push_back(backend.alloc_floats(n));
+  return buffers_.back();
+}
+
+void decoder_layer_forward(const LayerContext& ctx, int64_t layer, const float* w, const float* x, float* y,
+                           const MicroBatch& mb, DecoderWorkspace& ws) {
+  Backend& be = *ctx.backend;
+  const Dims d = dims_of(*ctx.spec, mb);
+  const DecoderOffsets& o = ctx.layout->decoder;
+  attention_inputs_and_output(ctx, layer, w, x, mb, ws);
+  mlp_inputs(ctx, w, x, mb, ws);
+  be.linear_forward(y, ws.act, at(w, o.down), at(w, o.down_bias), d.T, d.I, d.H);
+  be.add(y, ws.h1, d.T * d.H);
+}
+
+void decoder_layer_backward(const LayerContext& ctx, int64_t layer, const float* w, const float* x, const float* dy,
+                            float* dx, float* dw, const MicroBatch& mb, DecoderWorkspace& ws) {
+  Backend& be = *ctx.backend;
+  const ModelSpec& s = *ctx.spec;
+  const DecoderOffsets& o = ctx.layout->decoder;
+  const Dims d = dims_of(s, mb);
+  const auto eps = static_cast<float>(s.rms_norm_eps);
+
+  // Recompute the internals from the layer input.
+  attention_inputs_and_output(ctx, layer, w, x, mb, ws);
+  mlp_inputs(ctx, w, x, mb, ws);
+
+  // MLP: y = h1 + down(silu(gate)·up).
+  be.linear_backward(ws.d_act, at(dw, o.down), at(dw, o.down_bias), dy, ws.act, at(w, o.down), d.T, d.I, d.H, false);
+  be.swiglu_backward(ws.d_gate, ws.d_up, ws.d_act, ws.gate, ws.up, d.T * d.I);
+  be.linear_backward(ws.d_norm, at(dw, o.gate), at(dw, o.gate_bias), ws.d_gate, ws.norm2, at(w, o.gate), d.T, d.H,
+                     d.I, false);
+  be.linear_backward(ws.d_norm, at(dw, o.up), at(dw, o.up_bias), ws.d_up, ws.norm2, at(w, o.up), d.T, d.H, d.I, true);
+  be.rmsnorm_backward(ws.d_hidden, at(dw, o.post_norm), ws.d_norm, ws.h1, at(w, o.post_norm), d.T, d.H, eps);
+  be.add(ws.d_hidden, dy, d.T * d.H);  // d_hidden = ∂L/∂h1
+
+  // Attention: h1 = x + o_proj(attn).
+  be.linear_backward(ws.d_attn, at(dw, o.o), at(dw, o.o_bias), ws.d_hidden, ws.attn, at(w, o.o), d.T, d.q_dim, d.H,
+                     false);
+  be.attention_backward(ws.dq, ws.dk, ws.dv, ws.d_attn, ws.q, ws.k, ws.v, ws.attn, ws.lse, attn_shape(s, layer, mb));
+  be.rope_backward(ws.dq, ctx.rope_cos, ctx.rope_sin, mb.positions, d.T, d.nh, d.hd, ctx.rope_rot_dim);
+  be.rope_backward(ws.dk, ctx.rope_cos, ctx.rope_sin, mb.positions, d.T, d.nkv, d.hd, ctx.rope_rot_dim);
+  float* dq_lin = ws.dq;
+  float* dk_lin = ws.dk;
+  if (s.qk_norm) {
+    // The q/k projections' gradients land in q/k scratch that the recompute no longer needs.
+    be.rmsnorm_backward(ws.q, at(dw, o.q_norm), ws.dq, ws.q_raw, at(w, o.q_norm), d.T * d.nh, d.hd, eps);
+    be.rmsnorm_backward(ws.k, at(dw, o.k_norm), ws.dk, ws.k_raw, at(w, o.k_norm), d.T * d.nkv, d.hd, eps);
+    dq_lin = ws.q;
+    dk_lin = ws.k;
+  }
+  be.linear_backward(ws.d_norm, at(dw, o.q), at(dw, o.q_bias), dq_lin, ws.norm1, at(w, o.q), d.T, d.H, d.q_dim, false);
+  be.linear_backward(ws.d_norm, at(dw, o.k), at(dw, o.k_bias), dk_lin, ws.norm1, at(w, o.k), d.T, d.H, d.kv_dim, true);
+  be.linear_backward(ws.d_norm, at(dw, o.v), at(dw, o.v_bias), ws.dv, ws.norm1, at(w, o.v), d.T, d.H, d.kv_dim, true);
+  be.rmsnorm_backward(dx, at(dw, o.input_norm), ws.d_norm, x, at(w, o.input_norm), d.T, d.H, eps);
+  be.add(dx, ws.d_hidden, d.T * d.H);
+}
+
+}  // namespace mt

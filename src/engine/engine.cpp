@@ -1,0 +1,171 @@
+// The layer schedule of one step (see engine.h): embed → layers → head+loss (forward and its backward
+// fused), then segments in reverse: recompute from the checkpoint, backward layer by layer, then embed.
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "core/error.h"
+#include "engine/edge_layers.h"
+#include "model/rope.h"
+
+namespace mt {
+
+// Boundary hidden states of one pass, in backend memory, reused while shapes fit.
+struct Engine::Activations {
+  Backend& be;
+  int64_t tokens = 0, mb_tokens = 0, mb_seqs = 0, seq_len = 0;
+  std::vector<float*> checkpoints;  // boundary k·c, k = 0..
+  std::vector<float*> segment;      // inputs of the layers of the segment being recomputed
+  float* current = nullptr;
+  float* next = nullptr;
+  float* grad = nullptr;            // ∂L/∂(hidden) flowing backward
+  std::unique_ptr<DecoderWorkspace> ws;
+
+  explicit Activations(Backend& b) : be(b) {}
+  ~Activations() {
+    for (float* p : checkpoints) be.free_floats(p);
+    for (float* p : segment) be.free_floats(p);
+    for (float* p : {current, next, grad})
+      if (p) be.free_floats(p);
+  }
+};
+
+Engine::Engine(Backend& backend, const ModelSpec& spec, HostStore& store, const EngineOptions& options)
+    : backend_(backend), spec_(spec), store_(store), options_(options), weights_(backend, store, 2),
+      grads_(backend, store) {
+  MT_ASSERT(options_.checkpoint_interval >= 1 && options_.passes >= 1 && options_.max_positions > 0);
+  const RopeTable table = make_rope_table(spec_, options_.max_positions);
+  const auto n = static_cast<int64_t>(table.cos.size());
+  rope_cos_ = backend_.alloc_floats(n);
+  rope_sin_ = backend_.alloc_floats(n);
+  backend_.copy(rope_cos_, table.cos.data(), n);
+  backend_.copy(rope_sin_, table.sin.data(), n);
+  ctx_ = LayerContext{&backend_, &spec_, &store_.layout(), rope_cos_, rope_sin_, table.rot_dim};
+}
+
+Engine::~Engine() {
+  acts_.reset();
+  backend_.free_floats(rope_cos_);
+  backend_.free_floats(rope_sin_);
+}
+
+int64_t Engine::micro_batch_size_for(int64_t pass_seqs, int64_t seq_len) const {
+  if (options_.micro_batch_size > 0) return std::min(options_.micro_batch_size, pass_seqs);
+  return std::clamp<int64_t>(4096 / std::max<int64_t>(seq_len, 1), 1, pass_seqs);
+}
+
+Engine::Activations& Engine::activations_for(int64_t pass_tokens, int64_t mb_seqs, int64_t seq_len) {
+  const int64_t mb_tokens = mb_seqs * seq_len;
+  if (acts_ && acts_->tokens >= pass_tokens && acts_->mb_tokens >= mb_tokens && acts_->mb_seqs >= mb_seqs &&
+      acts_->seq_len >= seq_len)
+    return *acts_;
+  acts_.reset();
+  acts_ = std::make_unique<Activations>(backend_);
+  Activations& a = *acts_;
+  a.tokens = pass_tokens;
+  a.mb_tokens = mb_tokens;
+  a.mb_seqs = mb_seqs;
+  a.seq_len = seq_len;
+  const int64_t L = spec_.num_layers, c = options_.checkpoint_interval, H = spec_.hidden_size;
+  const int64_t n = pass_tokens * H;
+  for (int64_t k = 0; k * c < L; ++k) a.checkpoints.push_back(backend_.alloc_floats(n));
+  for (int64_t k = 1; k < std::min(c, L); ++k) a.segment.push_back(backend_.alloc_floats(n));
+  a.current = backend_.alloc_floats(n);
+  a.next = backend_.alloc_floats(n);
+  a.grad = backend_.alloc_floats(n);
+  // seq_len bounds every micro-batch's padded length, so lse fits max mb_seqs × heads × seq_len.
+  a.ws = std::make_unique<DecoderWorkspace>(backend_, spec_, mb_tokens, mb_seqs, seq_len);
+  return a;
+}
+
+StepLoss Engine::forward_backward(const Batch& batch) {
+  MT_REQUIRE(batch.num_target_tokens > 0, "batch has no target tokens (every label is -100)");
+  MT_REQUIRE(batch.seq_len <= options_.max_positions,
+             "sequence length {} exceeds the {} positions of the RoPE table", batch.seq_len, options_.max_positions);
+  MT_REQUIRE(batch.num_seqs % options_.passes == 0,
+             "batch of {} sequences does not split into {} gradient accumulation passes", batch.num_seqs,
+             options_.passes);
+  StepLoss loss;
+  loss.target_tokens = batch.num_target_tokens;
+  const float grad_scale = 1.0f / static_cast<float>(batch.num_target_tokens);
+  const int64_t per_pass = batch.num_seqs / options_.passes;
+  for (int64_t p = 0; p < options_.passes; ++p) run_pass(batch, p * per_pass, per_pass, p == 0, grad_scale, loss);
+  return loss;
+}
+
+void Engine::run_pass(const Batch& batch, int64_t first_seq, int64_t seqs, bool first_pass, float grad_scale,
+                      StepLoss& loss) {
+  const int64_t S = batch.seq_len, H = spec_.hidden_size, L = spec_.num_layers;
+  const int64_t c = options_.checkpoint_interval;
+  const int64_t mb_seqs = micro_batch_size_for(seqs, S);
+  Activations& a = activations_for(seqs * S, mb_seqs, S);
+
+  std::vector<MicroBatch> mbs;
+  for (int64_t s = first_seq; s < first_seq + seqs; s += mb_seqs) {
+    MicroBatch mb;
+    mb.first_seq = s;
+    mb.seqs = std::min(mb_seqs, first_seq + seqs - s);
+    mb.seq_len = S;
+    const auto t0 = static_cast<size_t>(s * S);
+    mb.input_ids = batch.input_ids.data() + t0;
+    mb.targets = batch.targets.data() + t0;
+    mb.positions = batch.positions.data() + t0;
+    mb.seq_lens = batch.seq_lens.data() + s;
+    mb.segments = batch.segments.empty() ? nullptr : batch.segments.data() + t0;
+    mbs.push_back(mb);
+  }
+  // Offset of a micro-batch's hidden rows inside a pass-sized buffer.
+  auto rows = [&](float* buf, const MicroBatch& mb) { return buf + (mb.first_seq - first_seq) * S * H; };
+  const int64_t pass_floats = seqs * S * H;
+  const int64_t embed_region = 0, head_region = L + 1;
+
+  // Forward: embedding, then every layer, keeping the boundary states at multiples of c.
+  float* table_grad = grads_.begin(embed_region);
+  {
+    const float* table = weights_.acquire(embed_region);
+    for (const auto& mb : mbs) embedding_forward(ctx_, table, rows(a.checkpoints[0], mb), mb);
+  }
+  backend_.copy(a.current, a.checkpoints[0], pass_floats);
+  for (int64_t i = 0; i < L; ++i) {
+    const float* w = weights_.acquire(i + 1);
+    for (const auto& mb : mbs) decoder_layer_forward(ctx_, i, w, rows(a.current, mb), rows(a.next, mb), mb, *a.ws);
+    std::swap(a.current, a.next);
+    if ((i + 1) % c == 0 && i + 1 < L) backend_.copy(a.checkpoints[(i + 1) / c], a.current, pass_floats);
+  }
+
+  // Head: loss and its gradient in the same pass over the weights.
+  {
+    const float* head = weights_.acquire(head_region);
+    const float* table = store_.layout().head.lm_head < 0 ? weights_.acquire(embed_region) : nullptr;
+    float* head_grad = grads_.begin(head_region);
+    for (const auto& mb : mbs)
+      loss.loss_sum += head_forward_backward(ctx_, head, table, rows(a.current, mb), rows(a.grad, mb), head_grad,
+                                             table_grad, mb, grad_scale, *a.ws);
+    grads_.finish(head_region, first_pass);
+  }
+
+  // Backward, segment by segment from the last: recompute the segment's layer inputs, then go back through it.
+  for (int64_t seg_start = (L - 1) / c * c; seg_start >= 0; seg_start -= c) {
+    const int64_t seg_end = std::min(seg_start + c, L);
+    auto layer_input = [&](int64_t i) { return i == seg_start ? a.checkpoints[seg_start / c] : a.segment[i - seg_start - 1]; };
+    for (int64_t i = seg_start; i + 1 < seg_end; ++i) {
+      const float* w = weights_.acquire(i + 1);
+      for (const auto& mb : mbs)
+        decoder_layer_forward(ctx_, i, w, rows(layer_input(i), mb), rows(layer_input(i + 1), mb), mb, *a.ws);
+    }
+    for (int64_t i = seg_end - 1; i >= seg_start; --i) {
+      const float* w = weights_.acquire(i + 1);
+      float* dw = grads_.begin(i + 1);
+      for (const auto& mb : mbs)
+        decoder_layer_backward(ctx_, i, w, rows(layer_input(i), mb), rows(a.grad, mb), rows(a.grad, mb), dw, mb,
+                               *a.ws);
+      grads_.finish(i + 1, first_pass);
+    }
+  }
+
+  for (const auto& mb : mbs) embedding_backward(ctx_, table_grad, rows(a.grad, mb), mb);
+  grads_.finish(embed_region, first_pass);
+}
+
+}  // namespace mt

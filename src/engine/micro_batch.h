@@ -1,0 +1,20 @@
+// MicroBatch: a contiguous run of sequences of the step's batch, as views into the Batch arrays.
+// Invariant: tokens = seqs * seq_len; every pointer addresses the first token/sequence of the run.
+#pragma once
+#include <cstdint>
+
+namespace mt {
+
+struct MicroBatch {
+  int64_t first_seq = 0;
+  int64_t seqs = 0;
+  int64_t seq_len = 0;
+  const int32_t* input_ids = nullptr;  // [tokens]
+  const int32_t* targets = nullptr;    // [tokens]
+  const int32_t* positions = nullptr;  // [tokens]
+  const int32_t* seq_lens = nullptr;   // [seqs]
+  const int32_t* segments = nullptr;   // [tokens] or null
+  int64_t tokens() const { return seqs * seq_len; }
+};
+
+}  // namespace mt

@@ -1,0 +1,223 @@
+// Model sources: resolving a name to a HF directory or config file, filling regions from safetensors or by
+// counter-based random init, and exporting a HF directory. Invariant: a filled region has every slot written;
+// random values depend only on (seed, tensor name, element index); an export leaves a complete directory or none.
+#include "model/model_source.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numbers>
+#include <string_view>
+
+#include "core/error.h"
+#include "io/safetensors.h"
+
+namespace mt {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr const char* kTokenizerFiles[] = {
+    "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
+    "merges.txt",     "tokenizer.model",       "generation_config.json",  "chat_template.jinja",
+};
+
+// "org/name" or "name": what the hub accepts as a model id, and nothing that reads as a path.
+bool looks_like_hub_id(const std::string& name) {
+  if (name.empty() || name.front() == '.' || name.front() == '/' || name.back() == '/') return false;
+  if (name.find("..") != std::string::npos || std::count(name.begin(), name.end(), '/') > 1) return false;
+  return std::all_of(name.begin(), name.end(),
+                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("-_./", c); });
+}
+
+std::vector<fs::path> hub_cache_roots() {
+  std::vector<fs::path> roots;
+  const auto env = [](const char* key) -> std::string {
+    const char* v = std::getenv(key);
+    return v ? v : "";
+  };
+  if (!env("HF_HUB_CACHE").empty()) roots.emplace_back(env("HF_HUB_CACHE"));
+  if (!env("HF_HOME").empty()) roots.push_back(fs::path(env("HF_HOME")) / "hub");
+  if (!env("HOME").empty()) roots.push_back(fs::path(env("HOME")) / ".cache" / "huggingface" / "hub");
+  return roots;
+}
+
+// The snapshot refs/main points at, else the newest snapshot holding a config.json; "" if none.
+fs::path pick_snapshot(const fs::path& repo) {
+  std::ifstream ref(repo / "refs" / "main");
+  std::string revision;
+  if (ref >> revision && fs::is_regular_file(repo / "snapshots" / revision / "config.json"))
+    return repo / "snapshots" / revision;
+  fs::path best;
+  fs::file_time_type best_time{};
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(repo / "snapshots", ec)) {
+    if (!fs::is_regular_file(entry.path() / "config.json")) continue;
+    const auto t = fs::last_write_time(entry.path(), ec);
+    if (best.empty() || t > best_time) {
+      best = entry.path();
+      best_time = t;
+    }
+  }
+  return best;
+}
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+uint64_t fnv1a(std::string_view s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const char c : s) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001b3ull;
+  return h;
+}
+
+// Element e of a N(0, std) tensor keyed by `key`: two uniforms from the counter, then Box–Muller.
+float normal_element(uint64_t key, int64_t e, double std) {
+  const auto counter = static_cast<uint64_t>(e) * 2;
+  const uint64_t h1 = splitmix64(splitmix64(counter) ^ key);
+  const uint64_t h2 = splitmix64(splitmix64(counter + 1) ^ key);
+  const double u1 = static_cast<double>((h1 >> 11) + 1) * 0x1p-53;  // (0, 1]
+  const double u2 = static_cast<double>(h2 >> 11) * 0x1p-53;        // [0, 1)
+  return static_cast<float>(std * std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2));
+}
+
+void fsync_path(const fs::path& p, bool directory) {
+  const int fd = ::open(p.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
+  MT_REQUIRE(fd >= 0, "export {}: cannot open to sync", p.string());
+  const int rc = ::fsync(fd);
+  ::close(fd);
+  MT_REQUIRE(rc == 0, "export {}: fsync failed", p.string());
+}
+
+void write_export(const fs::path& dir, const ModelSpec& spec, const ParamLayout& layout,
+                  const std::vector<const float*>& region_data, DType dtype, const fs::path& tokenizer_from) {
+  nlohmann::ordered_json config;
+  try {
+    config = nlohmann::ordered_json::parse(spec.config_json);
+  } catch (const nlohmann::json::exception& e) {
+    MT_REQUIRE(false, "export {}: the model's config.json text is not valid JSON: {}", dir.string(), e.what());
+  }
+  config["torch_dtype"] = dtype_name(dtype);
+  config["dtype"] = dtype_name(dtype);
+  {
+    std::ofstream out(dir / "config.json");
+    out << config.dump(2) << "\n";
+    MT_REQUIRE(out.good(), "export {}: cannot write config.json", dir.string());
+  }
+  fsync_path(dir / "config.json", false);
+
+  std::vector<StWriteTensor> tensors;
+  for (size_t r = 0; r < layout.regions.size(); ++r)
+    for (const ParamSlot& slot : layout.regions[r].params)
+      tensors.push_back({slot.hf_name, slot.shape, region_data[r] + slot.offset});
+  write_safetensors(dir / "model.safetensors", tensors, dtype);
+
+  if (tokenizer_from.empty()) return;
+  for (const char* name : kTokenizerFiles) {
+    if (!fs::is_regular_file(tokenizer_from / name)) continue;
+    std::error_code ec;
+    fs::copy_file(tokenizer_from / name, dir / name, fs::copy_options::overwrite_existing, ec);
+    MT_REQUIRE(!ec, "export {}: cannot copy {}: {}", dir.string(), (tokenizer_from / name).string(), ec.message());
+    fsync_path(dir / name, false);
+  }
+}
+
+}  // namespace
+
+ModelSource resolve_model_source(const std::string& name) {
+  const fs::path p(name);
+  if (fs::is_directory(p)) {
+    MT_REQUIRE(fs::is_regular_file(p / "config.json"), "model dir {}: no config.json", name);
+    return {p, p / "config.json"};
+  }
+  if (p.extension() == ".json") {
+    MT_REQUIRE(fs::is_regular_file(p), "model config {}: no such file", name);
+    return {fs::path(), p};
+  }
+  MT_REQUIRE(looks_like_hub_id(name), "model '{}': not a directory, a .json file or a hub id org/name", name);
+  std::string repo_dir = "models--" + name;
+  for (size_t i = repo_dir.find('/'); i != std::string::npos; i = repo_dir.find('/')) repo_dir.replace(i, 1, "--");
+  std::string searched;
+  for (const fs::path& root : hub_cache_roots()) {
+    searched += (searched.empty() ? "" : ", ") + (root / repo_dir).string();
+    if (!fs::is_directory(root / repo_dir)) continue;
+    const fs::path snapshot = pick_snapshot(root / repo_dir);
+    if (!snapshot.empty()) return {snapshot, snapshot / "config.json"};
+  }
+  MT_REQUIRE(false, "model '{}': no such directory, and no snapshot with config.json in the Hugging Face cache (searched {})",
+             name, searched.empty() ? "nothing: HF_HUB_CACHE, HF_HOME and HOME are unset" : searched);
+  return {};
+}
+
+void load_region(const Region& region, const SafetensorsModel& weights, float* dst) {
+  for (const ParamSlot& slot : region.params) {
+    const StTensor* t = weights.find(slot.hf_name);
+    MT_REQUIRE(t != nullptr, "model dir {}: tensor '{}' not found", weights.dir().string(), slot.hf_name);
+    MT_REQUIRE(t->shape == slot.shape, "model dir {}: tensor '{}' in {} has shape {}, expected {}",
+               weights.dir().string(), slot.hf_name, t->file.filename().string(), shape_text(t->shape),
+               shape_text(slot.shape));
+    read_as_f32(*t, dst + slot.offset);
+  }
+}
+
+void init_region_random(const Region& region, double initializer_range, uint64_t seed, float* dst) {
+  for (const ParamSlot& slot : region.params) {
+    float* out = dst + slot.offset;
+    const int64_t n = slot.numel;
+    if (slot.init != InitKind::normal) {
+      std::fill(out, out + n, slot.init == InitKind::ones ? 1.0f : 0.0f);
+      continue;
+    }
+    const uint64_t key = splitmix64(seed ^ splitmix64(fnv1a(slot.hf_name)));
+#pragma omp parallel for schedule(static) if (n > (int64_t{1} << 16))
+    for (int64_t e = 0; e < n; ++e) out[e] = normal_element(key, e, initializer_range);
+  }
+}
+
+void export_hf_directory(const fs::path& out, const ModelSpec& spec, const ParamLayout& layout,
+                         const std::vector<const float*>& region_data, DType dtype, const fs::path& tokenizer_from) {
+  MT_ASSERT(region_data.size() == layout.regions.size(), "{} region pointers for {} regions", region_data.size(),
+            layout.regions.size());
+  const std::string suffix = std::to_string(::getpid());
+  const fs::path tmp = out.string() + ".tmp-" + suffix;
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  fs::create_directories(tmp, ec);
+  MT_REQUIRE(!ec, "export {}: cannot create {}: {}", out.string(), tmp.string(), ec.message());
+  try {
+    write_export(tmp, spec, layout, region_data, dtype, tokenizer_from);
+    fsync_path(tmp, true);
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+  // Move an old export aside first, so that a crash leaves a complete directory under one of the two names.
+  const fs::path old = out.string() + ".old-" + suffix;
+  if (fs::exists(fs::symlink_status(out))) {
+    fs::rename(out, old, ec);
+    MT_REQUIRE(!ec, "export {}: cannot move the existing directory aside: {}", out.string(), ec.message());
+  }
+  fs::rename(tmp, out, ec);
+  MT_REQUIRE(!ec, "export {}: cannot rename {} into place: {}", out.string(), tmp.string(), ec.message());
+  fs::remove_all(old, ec);
+  const fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
+  fsync_path(parent, true);
+}
+
+}  // namespace mt

@@ -1,0 +1,40 @@
+// Where a model comes from (a local HF dir, a hub id in the local HF cache, or a bare config.json file),
+// filling host regions from its safetensors or by random init, and writing a HF directory back out.
+// Invariant: every slot of the layout is filled exactly once, or an mt::Error names the missing or
+// mis-shaped tensor and its file; export writes a complete directory or nothing.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "model/param_layout.h"
+
+namespace mt {
+
+struct ModelSource {
+  std::filesystem::path dir;          // the HF directory ("" for a bare config file)
+  std::filesystem::path config_json;  // its config.json
+};
+
+// `name`: a directory with config.json; a *.json shape file; or a hub id "org/name" found under
+// $HF_HUB_CACHE, $HF_HOME/hub or ~/.cache/huggingface/hub (models--org--name/snapshots/<rev>, via refs/main).
+ModelSource resolve_model_source(const std::string& name);
+
+// Fills dst[region.numel] from the model's safetensors (converted to fp32). Tied heads have no lm_head tensor.
+class SafetensorsModel;
+void load_region(const Region& region, const SafetensorsModel& weights, float* dst);
+
+// Deterministic random init as transformers does it (normal(0, initializer_range) for matrices,
+// zeros for biases, ones for norms): element e of tensor `hf_name` depends only on (seed, hf_name, e).
+void init_region_random(const Region& region, double initializer_range, uint64_t seed, float* dst);
+
+// A Hugging Face directory: config.json (spec.config_json, torch_dtype/dtype set to `dtype`),
+// model.safetensors with the original tensor names, and tokenizer files copied from `tokenizer_from` if present.
+// region_data[i] points at region i's fp32 values. Written to "<out>.tmp-XXXX" and renamed.
+void export_hf_directory(const std::filesystem::path& out, const ModelSpec& spec, const ParamLayout& layout,
+                         const std::vector<const float*>& region_data, DType dtype,
+                         const std::filesystem::path& tokenizer_from);
+
+}  // namespace mt

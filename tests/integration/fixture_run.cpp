@@ -1,0 +1,73 @@
+// Golden-fixture helpers (see fixture_run.h).
+#include "integration/fixture_run.h"
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "config/config.h"
+#include "io/safetensors.h"
+
+namespace mt::testing {
+
+std::filesystem::path fixture_dir(const std::string& name) {
+  return std::filesystem::path(MEGATRAIN_SOURCE_DIR) / "tests" / "fixtures" / name;
+}
+
+std::filesystem::path scratch_dir(const std::string& name) {
+  return std::filesystem::path(MEGATRAIN_BINARY_DIR) / "test-scratch" / name;
+}
+
+std::filesystem::path fresh_scratch_dir(const std::string& name) {
+  auto dir = scratch_dir(name);
+  std::filesystem::remove_all(dir);
+  return dir;
+}
+
+TrainSummary run_fixture(const std::string& name, const std::string& run, std::vector<std::string> overrides) {
+  const auto dir = fixture_dir(name);
+  std::vector<std::string> all = {"model.name=" + (dir / "model").string(),
+                                  "dataset.dataset_dir=" + (dir / "data").string(),
+                                  "training.output_dir=" + fresh_scratch_dir(run).string()};
+  all.insert(all.end(), overrides.begin(), overrides.end());
+  return run_training(load_config(dir / "train.yaml", all));
+}
+
+Reference read_reference(const std::string& name) {
+  std::ifstream in(fixture_dir(name) / "reference.json");
+  const auto j = nlohmann::json::parse(in);
+  return {j.at("losses").get<std::vector<double>>(), j.at("grad_norms").get<std::vector<double>>(),
+          j.at("lrs").get<std::vector<double>>()};
+}
+
+std::vector<MetricsRow> read_metrics(const std::filesystem::path& output_dir) {
+  std::ifstream in(output_dir / "metrics.jsonl");
+  std::vector<MetricsRow> rows;
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    rows.push_back({j.at("loss").get<double>(), j.at("grad_norm").get<double>(), j.at("lr").get<double>()});
+  }
+  return rows;
+}
+
+std::map<std::string, std::vector<float>> read_tensors(const std::filesystem::path& file) {
+  const SafetensorsFile st(file);
+  std::map<std::string, std::vector<float>> out;
+  for (const auto& [name, t] : st.tensors()) {
+    std::vector<float> v(static_cast<size_t>(t.numel()));
+    read_as_f32(t, v.data());
+    out.emplace(name, std::move(v));
+  }
+  return out;
+}
+
+double relative_difference(const std::vector<float>& ours, const std::vector<float>& ref) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    diff += (double(ours[i]) - ref[i]) * (double(ours[i]) - ref[i]);
+    norm += double(ref[i]) * ref[i];
+  }
+  return std::sqrt(diff) / std::sqrt(norm);
+}
+
+}  // namespace mt::testing
