@@ -66,34 +66,38 @@ StTensor parse_entry(const std::string& name, const nlohmann::json& entry, const
   t.file = path;
 
   const auto dt = entry.find("dtype");
-  MT_REQUIRE(dt != entry.end() && dt->is_string(), "safetensors file {}: tensor '{}' has no dtype", path.string(), name);
+  MT_REQUIRE(dt != entry.end() && dt->is_string(), "safetensors file {}: tensor '{}' has no dtype", path.string(),
+             name);
   const auto info = std::find_if(std::begin(kDTypes), std::end(kDTypes),
                                  [&](const StDTypeInfo& d) { return d.name == dt->get<std::string>(); });
-  MT_REQUIRE(info != std::end(kDTypes), "safetensors file {}: tensor '{}' has unsupported dtype {} (F32, BF16, F16, I32, I64)",
-             path.string(), name, dt->get<std::string>());
+  MT_REQUIRE(info != std::end(kDTypes),
+             "safetensors file {}: tensor '{}' has unsupported dtype {} (F32, BF16, F16, I32, I64)", path.string(),
+             name, dt->get<std::string>());
   t.dtype = info->dtype;
 
   const auto shape = entry.find("shape");
-  MT_REQUIRE(shape != entry.end() && shape->is_array(), "safetensors file {}: tensor '{}' has no shape", path.string(), name);
+  MT_REQUIRE(shape != entry.end() && shape->is_array(), "safetensors file {}: tensor '{}' has no shape", path.string(),
+             name);
   std::uint64_t numel = 1;
   for (const auto& d : *shape) {
-    MT_REQUIRE(d.is_number_unsigned(), "safetensors file {}: tensor '{}' has a bad shape {}", path.string(), name, shape->dump());
+    MT_REQUIRE(d.is_number_unsigned(), "safetensors file {}: tensor '{}' has a bad shape {}", path.string(), name,
+               shape->dump());
     const auto n = d.get<std::uint64_t>();
-    MT_REQUIRE(n == 0 || numel <= (std::uint64_t{1} << 62) / n, "safetensors file {}: tensor '{}' shape {} is too large",
-               path.string(), name, shape->dump());
+    MT_REQUIRE(n == 0 || numel <= (std::uint64_t{1} << 60) / n,
+               "safetensors file {}: tensor '{}' shape {} is too large", path.string(), name, shape->dump());
     numel *= n;
     t.shape.push_back(static_cast<int64_t>(n));
   }
 
   const auto offsets = entry.find("data_offsets");
-  MT_REQUIRE(offsets != entry.end() && offsets->is_array() && offsets->size() == 2 && (*offsets)[0].is_number_unsigned() &&
-                 (*offsets)[1].is_number_unsigned(),
+  MT_REQUIRE(offsets != entry.end() && offsets->is_array() && offsets->size() == 2 &&
+                 (*offsets)[0].is_number_unsigned() && (*offsets)[1].is_number_unsigned(),
              "safetensors file {}: tensor '{}' has no valid data_offsets", path.string(), name);
   const auto begin = (*offsets)[0].get<std::uint64_t>();
   const auto end = (*offsets)[1].get<std::uint64_t>();
   MT_REQUIRE(begin <= end && end <= data_size,
-             "safetensors file {}: tensor '{}' data_offsets [{}, {}] lie outside the data area ({} bytes)", path.string(),
-             name, begin, end, data_size);
+             "safetensors file {}: tensor '{}' data_offsets [{}, {}] lie outside the data area ({} bytes)",
+             path.string(), name, begin, end, data_size);
   MT_REQUIRE(end - begin == numel * info->size,
              "safetensors file {}: tensor '{}' holds {} bytes but shape {} of {} needs {}", path.string(), name,
              end - begin, shape->dump(), info->name, numel * info->size);

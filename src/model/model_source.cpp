@@ -87,14 +87,16 @@ uint64_t fnv1a(std::string_view s) {
   return h;
 }
 
-// Element e of a N(0, std) tensor keyed by `key`: two uniforms from the counter, then Box–Muller.
-float normal_element(uint64_t key, int64_t e, double std) {
-  const auto counter = static_cast<uint64_t>(e) * 2;
-  const uint64_t h1 = splitmix64(splitmix64(counter) ^ key);
-  const uint64_t h2 = splitmix64(splitmix64(counter + 1) ^ key);
+// Elements 2k and 2k+1 of a N(0, std) tensor keyed by `key`: two uniforms from counter k, then Box–Muller
+// (cosine for the even element, sine for the odd one).
+void normal_pair(uint64_t key, int64_t k, double std, float* out, bool both) {
+  const uint64_t h1 = splitmix64(splitmix64(2 * static_cast<uint64_t>(k)) ^ key);
+  const uint64_t h2 = splitmix64(splitmix64(2 * static_cast<uint64_t>(k) + 1) ^ key);
   const double u1 = static_cast<double>((h1 >> 11) + 1) * 0x1p-53;  // (0, 1]
   const double u2 = static_cast<double>(h2 >> 11) * 0x1p-53;        // [0, 1)
-  return static_cast<float>(std * std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2));
+  const double radius = std * std::sqrt(-2.0 * std::log(u1)), angle = 2.0 * std::numbers::pi * u2;
+  out[0] = static_cast<float>(radius * std::cos(angle));
+  if (both) out[1] = static_cast<float>(radius * std::sin(angle));
 }
 
 void fsync_path(const fs::path& p, bool directory) {
@@ -160,7 +162,8 @@ ModelSource resolve_model_source(const std::string& name) {
     const fs::path snapshot = pick_snapshot(root / repo_dir);
     if (!snapshot.empty()) return {snapshot, snapshot / "config.json"};
   }
-  MT_REQUIRE(false, "model '{}': no such directory, and no snapshot with config.json in the Hugging Face cache (searched {})",
+  MT_REQUIRE(false,
+             "model '{}': no such directory, and no snapshot with config.json in the Hugging Face cache (searched {})",
              name, searched.empty() ? "nothing: HF_HUB_CACHE, HF_HOME and HOME are unset" : searched);
   return {};
 }
@@ -186,7 +189,7 @@ void init_region_random(const Region& region, double initializer_range, uint64_t
     }
     const uint64_t key = splitmix64(seed ^ splitmix64(fnv1a(slot.hf_name)));
 #pragma omp parallel for schedule(static) if (n > (int64_t{1} << 16))
-    for (int64_t e = 0; e < n; ++e) out[e] = normal_element(key, e, initializer_range);
+    for (int64_t k = 0; k < (n + 1) / 2; ++k) normal_pair(key, k, initializer_range, out + 2 * k, 2 * k + 1 < n);
   }
 }
 

@@ -3,6 +3,7 @@
 // Invariant: a returned ModelSpec passed every check below; every rejection names the config and the key.
 #include "model/model_spec.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -122,8 +123,8 @@ RopeSpec parse_rope(const Keys& top, int64_t max_positions) {
     rope.original_max_position_embeddings = original_max();
     MT_REQUIRE(rope.original_max_position_embeddings > 0,
                "model config {}: key '{}original_max_position_embeddings' must be positive", top.origin, where);
-    rope.factor = r.number("factor", static_cast<double>(max_positions) /
-                                         static_cast<double>(rope.original_max_position_embeddings));
+    rope.factor = r.number(
+        "factor", static_cast<double>(max_positions) / static_cast<double>(rope.original_max_position_embeddings));
     const double beta_fast = r.number("beta_fast", 0.0), beta_slow = r.number("beta_slow", 0.0);
     rope.beta_fast = beta_fast != 0.0 ? beta_fast : 32.0;  // transformers: `get("beta_fast") or 32`
     rope.beta_slow = beta_slow != 0.0 ? beta_slow : 1.0;
@@ -193,13 +194,16 @@ ModelSpec parse_model_spec(const json& config, const std::string& origin) {
   s.intermediate_size = top.integer("intermediate_size");
   s.num_layers = top.integer("num_hidden_layers");
   s.num_heads = top.integer("num_attention_heads");
-  for (const auto& [key, value] : {std::pair{"vocab_size", s.vocab_size}, {"hidden_size", s.hidden_size},
-                                   {"intermediate_size", s.intermediate_size}, {"num_hidden_layers", s.num_layers},
+  for (const auto& [key, value] : {std::pair{"vocab_size", s.vocab_size},
+                                   {"hidden_size", s.hidden_size},
+                                   {"intermediate_size", s.intermediate_size},
+                                   {"num_hidden_layers", s.num_layers},
                                    {"num_attention_heads", s.num_heads}})
     MT_REQUIRE(value > 0, "model config {}: key '{}' must be positive, got {}", origin, key, value);
-  MT_REQUIRE(top.has("head_dim") || family.default_head_dim || s.hidden_size % s.num_heads == 0,
-             "model config {}: hidden_size ({}) is not a multiple of num_attention_heads ({}) and head_dim is not given",
-             origin, s.hidden_size, s.num_heads);
+  MT_REQUIRE(
+      top.has("head_dim") || family.default_head_dim || s.hidden_size % s.num_heads == 0,
+      "model config {}: hidden_size ({}) is not a multiple of num_attention_heads ({}) and head_dim is not given",
+      origin, s.hidden_size, s.num_heads);
   s.num_kv_heads = top.integer("num_key_value_heads", family.default_kv_heads ? family.default_kv_heads : s.num_heads);
   s.head_dim = top.integer("head_dim", family.default_head_dim ? family.default_head_dim : s.hidden_size / s.num_heads);
   s.max_position_embeddings = top.integer("max_position_embeddings", family.default_max_positions);

@@ -90,9 +90,7 @@ std::vector<float> rope_inverse_frequencies(const ModelSpec& spec, double* atten
     apply_llama3(r, inv_freq);
   } else if (r.type == "yarn") {
     apply_yarn(r, dim, inv_freq);
-    scaling = r.attention_factor != 0.0 ? r.attention_factor
-              : r.factor <= 1.0         ? 1.0
-                                        : 0.1 * std::log(r.factor) + 1.0;
+    scaling = r.attention_factor != 0.0 ? r.attention_factor : r.factor <= 1.0 ? 1.0 : 0.1 * std::log(r.factor) + 1.0;
   } else {
     MT_ASSERT(r.type == "default", "rope type '{}' passed validation", r.type);
   }

@@ -4,6 +4,7 @@
 
 #include "catch.h"
 #include "config/config.h"
+#include "core/error.h"
 #include "integration/fixture_run.h"
 
 using namespace mt::testing;

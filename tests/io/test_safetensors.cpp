@@ -146,8 +146,7 @@ TEST_CASE("a model directory: one file or shards listed by the index", "[safeten
   TempDir tmp;
   const std::vector<float> x = {1, 2, 3, 4}, y = {5, 6};
   SECTION("single file") {
-    mt::write_safetensors(tmp.path / "model.safetensors", {{"x", {4}, x.data()}, {"y", {2}, y.data()}},
-                          mt::DType::f32);
+    mt::write_safetensors(tmp.path / "model.safetensors", {{"x", {4}, x.data()}, {"y", {2}, y.data()}}, mt::DType::f32);
     const mt::SafetensorsModel m(tmp.path);
     CHECK(m.names() == std::vector<std::string>{"x", "y"});
     CHECK(m.find("nope") == nullptr);

@@ -65,8 +65,6 @@ TrainSummary run_training(const Config& c) {
 
   DatasetStats stats;
   std::vector<Example> examples = load_datasets(c.dataset, spec.vocab_size, &stats);
-  log::info("dataset {}: {} examples, {} tokens ({} truncated to {}, {} dropped)", c.dataset.name, stats.examples,
-            stats.tokens, stats.truncated, c.dataset.max_seq_len, stats.dropped);
 
   HostStore store(layout, dtype);
   fill_master_weights(c, source, spec, store);
