@@ -1,0 +1,35 @@
+// Tokenizer: a Hugging Face tokenizer.json (+ tokenizer_config.json) — byte-level BPE (GPT-2, Qwen2/2.5/3,
+// Llama-3) and SentencePiece-style BPE (Llama-2, Mistral) — with added and special tokens.
+// Invariant: encode/decode give the same ids/text as the `tokenizers` library for the same files.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mt {
+
+class Tokenizer {
+ public:
+  // Reads dir/tokenizer.json and, when present, dir/tokenizer_config.json; throws mt::Error naming the file.
+  static std::unique_ptr<Tokenizer> from_directory(const std::filesystem::path& dir);
+  virtual ~Tokenizer() = default;
+
+  // Special/added tokens written in `text` are recognised as themselves. add_special_tokens applies the
+  // post-processor (e.g. Llama's BOS), as tokenizers' encode(text, add_special_tokens=True) does.
+  virtual std::vector<int32_t> encode(std::string_view text, bool add_special_tokens = false) const = 0;
+  virtual std::string decode(std::span<const int32_t> ids, bool skip_special_tokens = false) const = 0;
+  virtual std::optional<int32_t> token_to_id(std::string_view token) const = 0;
+  virtual int64_t vocab_size() const = 0;  // highest id + 1, added tokens included
+
+  // From tokenizer_config.json (bos_token, eos_token, pad_token); nullopt where absent.
+  virtual std::optional<int32_t> bos_id() const = 0;
+  virtual std::optional<int32_t> eos_id() const = 0;
+  virtual std::optional<int32_t> pad_id() const = 0;
+};
+
+}  // namespace mt
