@@ -6,6 +6,8 @@
 #include <memory>
 #include <string>
 
+#include "core/dtype.h"
+
 namespace mt {
 
 // Geometry of one attention call over a right-padded batch.
@@ -17,63 +19,73 @@ struct AttnShape {
   const int32_t* segments = nullptr;     // [T] packed-example id; keys only from the query's segment; nullptr = one
 };
 
+// Tensors named x, y, q, k, v, out, gate, up, dx, dy, ... and weights w, b, table hold elements of dtype()
+// (fp32 on the CPU reference; bf16 or fp32 on CUDA). dw, db, dtable, lse, cos, sin are always fp32.
 class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
+  virtual DType dtype() const = 0;  // element type of activations and of the weights the ops read
+  virtual bool host_memory() const = 0;  // true when backend memory is ordinary host memory (CPU backend)
 
   // Memory the ops run on (host memory on the CPU backend, device memory on CUDA).
-  virtual float* alloc_floats(int64_t n) = 0;
-  virtual void free_floats(float* p) = 0;
-  virtual void zero(float* p, int64_t n) = 0;
-  virtual void copy(float* dst, const float* src, int64_t n) = 0;
+  virtual void* alloc_bytes(int64_t bytes) = 0;
+  virtual void free_bytes(void* p) = 0;
+  void* alloc(int64_t n) { return alloc_bytes(n * static_cast<int64_t>(dtype_size(dtype()))); }  // n of dtype()
+  float* alloc_floats(int64_t n) { return static_cast<float*>(alloc_bytes(n * 4)); }
+  // Host ↔ backend memory and backend → backend copies, in bytes; download returns when the data has landed.
+  virtual void upload(void* dst, const void* host_src, int64_t bytes) = 0;
+  virtual void download(void* host_dst, const void* src, int64_t bytes) = 0;
+  virtual void copy_bytes(void* dst, const void* src, int64_t bytes) = 0;
+  virtual void zero_bytes(void* p, int64_t bytes) = 0;
+  // Waits until every op issued so far has finished (host-visible results).
+  virtual void synchronize() = 0;
 
   // y[T,O] = x[T,I] · w[O,I]ᵀ + b[O] (b may be null).
-  virtual void linear_forward(float* y, const float* x, const float* w, const float* b,
-                              int64_t T, int64_t I, int64_t O) = 0;
+  virtual void linear_forward(void* y, const void* x, const void* w, const void* b, int64_t T, int64_t I,
+                              int64_t O) = 0;
   // dx[T,I] = dy·w (or += when accumulate_dx; dx may be null), dw[O,I] += dyᵀ·x, db[O] += Σ dy (db may be null).
-  virtual void linear_backward(float* dx, float* dw, float* db, const float* dy, const float* x,
-                               const float* w, int64_t T, int64_t I, int64_t O, bool accumulate_dx) = 0;
+  virtual void linear_backward(void* dx, float* dw, float* db, const void* dy, const void* x, const void* w,
+                               int64_t T, int64_t I, int64_t O, bool accumulate_dx) = 0;
 
   // y[T,H] = table[ids[t]]; dtable[ids[t]] += dy[t]. ids are checked in range by the data module.
-  virtual void embedding_forward(float* y, const float* table, const int32_t* ids, int64_t T, int64_t H) = 0;
-  virtual void embedding_backward(float* dtable, const float* dy, const int32_t* ids, int64_t T, int64_t H) = 0;
+  virtual void embedding_forward(void* y, const void* table, const int32_t* ids, int64_t T, int64_t H) = 0;
+  virtual void embedding_backward(float* dtable, const void* dy, const int32_t* ids, int64_t T, int64_t H) = 0;
 
   // y = x · rsqrt(mean(x²) + eps) · w over rows of D (HF LlamaRMSNorm); dx =, dw +=.
-  virtual void rmsnorm_forward(float* y, const float* x, const float* w, int64_t N, int64_t D, float eps) = 0;
-  virtual void rmsnorm_backward(float* dx, float* dw, const float* dy, const float* x, const float* w,
-                                int64_t N, int64_t D, float eps) = 0;
+  virtual void rmsnorm_forward(void* y, const void* x, const void* w, int64_t N, int64_t D, float eps) = 0;
+  virtual void rmsnorm_backward(void* dx, float* dw, const void* dy, const void* x, const void* w, int64_t N,
+                                int64_t D, float eps) = 0;
 
   // In-place rotary embedding on x[T, n_heads, head_dim] (HF rotate_half convention) on the first
   // rot_dim dims; cos/sin are [max_pos, rot_dim/2] tables, positions [T]. backward applies the transpose rotation.
-  virtual void rope_forward(float* x, const float* cos, const float* sin, const int32_t* positions,
-                            int64_t T, int64_t n_heads, int64_t head_dim, int64_t rot_dim) = 0;
-  virtual void rope_backward(float* dx, const float* cos, const float* sin, const int32_t* positions,
-                             int64_t T, int64_t n_heads, int64_t head_dim, int64_t rot_dim) = 0;
+  virtual void rope_forward(void* x, const float* cos, const float* sin, const int32_t* positions, int64_t T,
+                            int64_t n_heads, int64_t head_dim, int64_t rot_dim) = 0;
+  virtual void rope_backward(void* dx, const float* cos, const float* sin, const int32_t* positions, int64_t T,
+                             int64_t n_heads, int64_t head_dim, int64_t rot_dim) = 0;
 
   // Causal (optionally windowed, segmented) softmax attention, scale 1/sqrt(head_dim), GQA.
   // q,out [T, n_heads*head_dim]; k,v [T, n_kv_heads*head_dim]; lse [batch, n_heads, seq] (log-sum-exp saved
   // for backward). Rows at padded positions produce zeros. backward: dq, dk, dv =.
-  virtual void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+  virtual void attention_forward(void* out, float* lse, const void* q, const void* k, const void* v,
                                  const AttnShape& shape) = 0;
-  virtual void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q,
-                                  const float* k, const float* v, const float* out, const float* lse,
-                                  const AttnShape& shape) = 0;
+  virtual void attention_backward(void* dq, void* dk, void* dv, const void* dout, const void* q, const void* k,
+                                  const void* v, const void* out, const float* lse, const AttnShape& shape) = 0;
 
   // y = silu(gate) · up elementwise; dgate, dup =.
-  virtual void swiglu_forward(float* y, const float* gate, const float* up, int64_t n) = 0;
-  virtual void swiglu_backward(float* dgate, float* dup, const float* dy, const float* gate, const float* up,
+  virtual void swiglu_forward(void* y, const void* gate, const void* up, int64_t n) = 0;
+  virtual void swiglu_backward(void* dgate, void* dup, const void* dy, const void* gate, const void* up,
                                int64_t n) = 0;
 
-  // y += x.
-  virtual void add(float* y, const float* x, int64_t n) = 0;
+  // y += x (n elements of dtype()).
+  virtual void add(void* y, const void* x, int64_t n) = 0;
 
   // Fused, chunked LM head + cross-entropy: logits = x[T,H]·w[V,H]ᵀ are never held for all T at once.
   // Returns Σ CE over tokens whose target != -100 (fp64). dx[T,H] = grad_scale · ∂Σ/∂x, dw[V,H] += grad_scale · ∂Σ/∂w.
-  virtual double head_loss(float* dx, float* dw, const float* x, const float* w, const int32_t* targets,
-                           int64_t T, int64_t H, int64_t V, float grad_scale) = 0;
+  virtual double head_loss(void* dx, float* dw, const void* x, const void* w, const int32_t* targets, int64_t T,
+                           int64_t H, int64_t V, float grad_scale) = 0;
 
-  // Σ x² in fp64 (for the global gradient norm).
+  // Σ x² in fp64 over n fp32 values.
   virtual double sum_squares(const float* x, int64_t n) = 0;
 };
 

@@ -9,7 +9,11 @@
 namespace mt {
 namespace {
 
-const float* at(const float* base, int64_t offset) { return offset < 0 ? nullptr : base + offset; }
+// Tensor `offset` elements into a region: weights in the backend's dtype, gradients in fp32; null if absent.
+const void* at(const LayerContext& ctx, const void* base, int64_t offset) {
+  if (offset < 0) return nullptr;
+  return static_cast<const char*>(base) + offset * static_cast<int64_t>(dtype_size(ctx.backend->dtype()));
+}
 float* at(float* base, int64_t offset) { return offset < 0 ? nullptr : base + offset; }
 
 struct Dims {
@@ -35,7 +39,7 @@ AttnShape attn_shape(const ModelSpec& s, int64_t layer, const MicroBatch& mb) {
 }
 
 // Everything up to the attention output: norm1, q/k/v (normed, rotated), attn, lse.
-void attention_inputs_and_output(const LayerContext& ctx, int64_t layer, const float* w, const float* x,
+void attention_inputs_and_output(const LayerContext& ctx, int64_t layer, const void* w, const void* x,
                                  const MicroBatch& mb, DecoderWorkspace& ws) {
   Backend& be = *ctx.backend;
   const ModelSpec& s = *ctx.spec;
@@ -43,15 +47,15 @@ void attention_inputs_and_output(const LayerContext& ctx, int64_t layer, const f
   const Dims d = dims_of(s, mb);
   const auto eps = static_cast<float>(s.rms_norm_eps);
 
-  be.rmsnorm_forward(ws.norm1, x, at(w, o.input_norm), d.T, d.H, eps);
-  float* q_lin = s.qk_norm ? ws.q_raw : ws.q;
-  float* k_lin = s.qk_norm ? ws.k_raw : ws.k;
-  be.linear_forward(q_lin, ws.norm1, at(w, o.q), at(w, o.q_bias), d.T, d.H, d.q_dim);
-  be.linear_forward(k_lin, ws.norm1, at(w, o.k), at(w, o.k_bias), d.T, d.H, d.kv_dim);
-  be.linear_forward(ws.v, ws.norm1, at(w, o.v), at(w, o.v_bias), d.T, d.H, d.kv_dim);
+  be.rmsnorm_forward(ws.norm1, x, at(ctx, w, o.input_norm), d.T, d.H, eps);
+  void* q_lin = s.qk_norm ? ws.q_raw : ws.q;
+  void* k_lin = s.qk_norm ? ws.k_raw : ws.k;
+  be.linear_forward(q_lin, ws.norm1, at(ctx, w, o.q), at(ctx, w, o.q_bias), d.T, d.H, d.q_dim);
+  be.linear_forward(k_lin, ws.norm1, at(ctx, w, o.k), at(ctx, w, o.k_bias), d.T, d.H, d.kv_dim);
+  be.linear_forward(ws.v, ws.norm1, at(ctx, w, o.v), at(ctx, w, o.v_bias), d.T, d.H, d.kv_dim);
   if (s.qk_norm) {
-    be.rmsnorm_forward(ws.q, ws.q_raw, at(w, o.q_norm), d.T * d.nh, d.hd, eps);
-    be.rmsnorm_forward(ws.k, ws.k_raw, at(w, o.k_norm), d.T * d.nkv, d.hd, eps);
+    be.rmsnorm_forward(ws.q, ws.q_raw, at(ctx, w, o.q_norm), d.T * d.nh, d.hd, eps);
+    be.rmsnorm_forward(ws.k, ws.k_raw, at(ctx, w, o.k_norm), d.T * d.nkv, d.hd, eps);
   }
   be.rope_forward(ws.q, ctx.rope_cos, ctx.rope_sin, mb.positions, d.T, d.nh, d.hd, ctx.rope_rot_dim);
   be.rope_forward(ws.k, ctx.rope_cos, ctx.rope_sin, mb.positions, d.T, d.nkv, d.hd, ctx.rope_rot_dim);
@@ -59,16 +63,16 @@ void attention_inputs_and_output(const LayerContext& ctx, int64_t layer, const f
 }
 
 // h1 = x + o_proj(attn); norm2; gate, up, act = silu(gate)·up.
-void mlp_inputs(const LayerContext& ctx, const float* w, const float* x, const MicroBatch& mb, DecoderWorkspace& ws) {
+void mlp_inputs(const LayerContext& ctx, const void* w, const void* x, const MicroBatch& mb, DecoderWorkspace& ws) {
   Backend& be = *ctx.backend;
   const ModelSpec& s = *ctx.spec;
   const DecoderOffsets& o = ctx.layout->decoder;
   const Dims d = dims_of(s, mb);
-  be.linear_forward(ws.h1, ws.attn, at(w, o.o), at(w, o.o_bias), d.T, d.q_dim, d.H);
+  be.linear_forward(ws.h1, ws.attn, at(ctx, w, o.o), at(ctx, w, o.o_bias), d.T, d.q_dim, d.H);
   be.add(ws.h1, x, d.T * d.H);
-  be.rmsnorm_forward(ws.norm2, ws.h1, at(w, o.post_norm), d.T, d.H, static_cast<float>(s.rms_norm_eps));
-  be.linear_forward(ws.gate, ws.norm2, at(w, o.gate), at(w, o.gate_bias), d.T, d.H, d.I);
-  be.linear_forward(ws.up, ws.norm2, at(w, o.up), at(w, o.up_bias), d.T, d.H, d.I);
+  be.rmsnorm_forward(ws.norm2, ws.h1, at(ctx, w, o.post_norm), d.T, d.H, static_cast<float>(s.rms_norm_eps));
+  be.linear_forward(ws.gate, ws.norm2, at(ctx, w, o.gate), at(ctx, w, o.gate_bias), d.T, d.H, d.I);
+  be.linear_forward(ws.up, ws.norm2, at(ctx, w, o.up), at(ctx, w, o.up_bias), d.T, d.H, d.I);
   be.swiglu_forward(ws.act, ws.gate, ws.up, d.T * d.I);
 }
 
@@ -86,7 +90,8 @@ DecoderWorkspace::DecoderWorkspace(Backend& be, const ModelSpec& s, int64_t max_
   k = take(T * kvd);
   v = take(T * kvd);
   attn = take(T * qd);
-  lse = take(max_seqs * s.num_heads * max_seq_len);
+  lse = backend.alloc_floats(max_seqs * s.num_heads * max_seq_len);
+  buffers_.push_back(lse);
   h1 = take(T * H);
   norm2 = take(T * H);
   gate = take(T * I);
@@ -104,27 +109,27 @@ DecoderWorkspace::DecoderWorkspace(Backend& be, const ModelSpec& s, int64_t max_
 }
 
 DecoderWorkspace::~DecoderWorkspace() {
-  for (float* p : buffers_) backend.free_floats(p);
+  for (void* p : buffers_) backend.free_bytes(p);
 }
 
-float* DecoderWorkspace::take(int64_t n) {
-  buffers_.push_back(backend.alloc_floats(n));
+void* DecoderWorkspace::take(int64_t n) {
+  buffers_.push_back(backend.alloc(n));
   return buffers_.back();
 }
 
-void decoder_layer_forward(const LayerContext& ctx, int64_t layer, const float* w, const float* x, float* y,
+void decoder_layer_forward(const LayerContext& ctx, int64_t layer, const void* w, const void* x, void* y,
                            const MicroBatch& mb, DecoderWorkspace& ws) {
   Backend& be = *ctx.backend;
   const Dims d = dims_of(*ctx.spec, mb);
   const DecoderOffsets& o = ctx.layout->decoder;
   attention_inputs_and_output(ctx, layer, w, x, mb, ws);
   mlp_inputs(ctx, w, x, mb, ws);
-  be.linear_forward(y, ws.act, at(w, o.down), at(w, o.down_bias), d.T, d.I, d.H);
+  be.linear_forward(y, ws.act, at(ctx, w, o.down), at(ctx, w, o.down_bias), d.T, d.I, d.H);
   be.add(y, ws.h1, d.T * d.H);
 }
 
-void decoder_layer_backward(const LayerContext& ctx, int64_t layer, const float* w, const float* x, const float* dy,
-                            float* dx, float* dw, const MicroBatch& mb, DecoderWorkspace& ws) {
+void decoder_layer_backward(const LayerContext& ctx, int64_t layer, const void* w, const void* x, const void* dy,
+                            void* dx, float* dw, const MicroBatch& mb, DecoderWorkspace& ws) {
   Backend& be = *ctx.backend;
   const ModelSpec& s = *ctx.spec;
   const DecoderOffsets& o = ctx.layout->decoder;
@@ -136,33 +141,33 @@ void decoder_layer_backward(const LayerContext& ctx, int64_t layer, const float*
   mlp_inputs(ctx, w, x, mb, ws);
 
   // MLP: y = h1 + down(silu(gate)·up).
-  be.linear_backward(ws.d_act, at(dw, o.down), at(dw, o.down_bias), dy, ws.act, at(w, o.down), d.T, d.I, d.H, false);
+  be.linear_backward(ws.d_act, at(dw, o.down), at(dw, o.down_bias), dy, ws.act, at(ctx, w, o.down), d.T, d.I, d.H, false);
   be.swiglu_backward(ws.d_gate, ws.d_up, ws.d_act, ws.gate, ws.up, d.T * d.I);
-  be.linear_backward(ws.d_norm, at(dw, o.gate), at(dw, o.gate_bias), ws.d_gate, ws.norm2, at(w, o.gate), d.T, d.H,
+  be.linear_backward(ws.d_norm, at(dw, o.gate), at(dw, o.gate_bias), ws.d_gate, ws.norm2, at(ctx, w, o.gate), d.T, d.H,
                      d.I, false);
-  be.linear_backward(ws.d_norm, at(dw, o.up), at(dw, o.up_bias), ws.d_up, ws.norm2, at(w, o.up), d.T, d.H, d.I, true);
-  be.rmsnorm_backward(ws.d_hidden, at(dw, o.post_norm), ws.d_norm, ws.h1, at(w, o.post_norm), d.T, d.H, eps);
+  be.linear_backward(ws.d_norm, at(dw, o.up), at(dw, o.up_bias), ws.d_up, ws.norm2, at(ctx, w, o.up), d.T, d.H, d.I, true);
+  be.rmsnorm_backward(ws.d_hidden, at(dw, o.post_norm), ws.d_norm, ws.h1, at(ctx, w, o.post_norm), d.T, d.H, eps);
   be.add(ws.d_hidden, dy, d.T * d.H);  // d_hidden = ∂L/∂h1
 
   // Attention: h1 = x + o_proj(attn).
-  be.linear_backward(ws.d_attn, at(dw, o.o), at(dw, o.o_bias), ws.d_hidden, ws.attn, at(w, o.o), d.T, d.q_dim, d.H,
+  be.linear_backward(ws.d_attn, at(dw, o.o), at(dw, o.o_bias), ws.d_hidden, ws.attn, at(ctx, w, o.o), d.T, d.q_dim, d.H,
                      false);
   be.attention_backward(ws.dq, ws.dk, ws.dv, ws.d_attn, ws.q, ws.k, ws.v, ws.attn, ws.lse, attn_shape(s, layer, mb));
   be.rope_backward(ws.dq, ctx.rope_cos, ctx.rope_sin, mb.positions, d.T, d.nh, d.hd, ctx.rope_rot_dim);
   be.rope_backward(ws.dk, ctx.rope_cos, ctx.rope_sin, mb.positions, d.T, d.nkv, d.hd, ctx.rope_rot_dim);
-  float* dq_lin = ws.dq;
-  float* dk_lin = ws.dk;
+  void* dq_lin = ws.dq;
+  void* dk_lin = ws.dk;
   if (s.qk_norm) {
     // The q/k projections' gradients land in q/k scratch that the recompute no longer needs.
-    be.rmsnorm_backward(ws.q, at(dw, o.q_norm), ws.dq, ws.q_raw, at(w, o.q_norm), d.T * d.nh, d.hd, eps);
-    be.rmsnorm_backward(ws.k, at(dw, o.k_norm), ws.dk, ws.k_raw, at(w, o.k_norm), d.T * d.nkv, d.hd, eps);
+    be.rmsnorm_backward(ws.q, at(dw, o.q_norm), ws.dq, ws.q_raw, at(ctx, w, o.q_norm), d.T * d.nh, d.hd, eps);
+    be.rmsnorm_backward(ws.k, at(dw, o.k_norm), ws.dk, ws.k_raw, at(ctx, w, o.k_norm), d.T * d.nkv, d.hd, eps);
     dq_lin = ws.q;
     dk_lin = ws.k;
   }
-  be.linear_backward(ws.d_norm, at(dw, o.q), at(dw, o.q_bias), dq_lin, ws.norm1, at(w, o.q), d.T, d.H, d.q_dim, false);
-  be.linear_backward(ws.d_norm, at(dw, o.k), at(dw, o.k_bias), dk_lin, ws.norm1, at(w, o.k), d.T, d.H, d.kv_dim, true);
-  be.linear_backward(ws.d_norm, at(dw, o.v), at(dw, o.v_bias), ws.dv, ws.norm1, at(w, o.v), d.T, d.H, d.kv_dim, true);
-  be.rmsnorm_backward(dx, at(dw, o.input_norm), ws.d_norm, x, at(w, o.input_norm), d.T, d.H, eps);
+  be.linear_backward(ws.d_norm, at(dw, o.q), at(dw, o.q_bias), dq_lin, ws.norm1, at(ctx, w, o.q), d.T, d.H, d.q_dim, false);
+  be.linear_backward(ws.d_norm, at(dw, o.k), at(dw, o.k_bias), dk_lin, ws.norm1, at(ctx, w, o.k), d.T, d.H, d.kv_dim, true);
+  be.linear_backward(ws.d_norm, at(dw, o.v), at(dw, o.v_bias), ws.dv, ws.norm1, at(ctx, w, o.v), d.T, d.H, d.kv_dim, true);
+  be.rmsnorm_backward(dx, at(dw, o.input_norm), ws.d_norm, x, at(ctx, w, o.input_norm), d.T, d.H, eps);
   be.add(dx, ws.d_hidden, d.T * d.H);
 }
 

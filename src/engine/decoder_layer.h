@@ -20,17 +20,21 @@ class DecoderWorkspace {
   DecoderWorkspace& operator=(const DecoderWorkspace&) = delete;
 
   Backend& backend;
-  float *norm1, *q_raw, *k_raw, *q, *k, *v, *attn, *lse, *h1, *norm2, *gate, *up, *act;   // forward
-  float *d_hidden, *d_norm, *d_attn, *dq, *dk, *dv, *d_gate, *d_up, *d_act;             // backward
+  // Elements of backend.dtype(), except lse (fp32).
+  void *norm1, *q_raw, *k_raw, *q, *k, *v, *attn, *h1, *norm2, *gate, *up, *act;          // forward
+  void *d_hidden, *d_norm, *d_attn, *dq, *dk, *dv, *d_gate, *d_up, *d_act;                // backward
+  float* lse;
 
  private:
-  float* take(int64_t n);
-  std::vector<float*> buffers_;
+  void* take(int64_t n);
+  std::vector<void*> buffers_;
 };
 
-void decoder_layer_forward(const LayerContext& ctx, int64_t layer, const float* weights, const float* x, float* y,
+// weights: the layer's region in backend.dtype(); x, y, dx, dy: [tokens, hidden] in backend.dtype();
+// dweights: the region's fp32 gradient accumulator. dx may alias dy.
+void decoder_layer_forward(const LayerContext& ctx, int64_t layer, const void* weights, const void* x, void* y,
                            const MicroBatch& mb, DecoderWorkspace& ws);
-void decoder_layer_backward(const LayerContext& ctx, int64_t layer, const float* weights, const float* x,
-                            const float* dy, float* dx, float* dweights, const MicroBatch& mb, DecoderWorkspace& ws);
+void decoder_layer_backward(const LayerContext& ctx, int64_t layer, const void* weights, const void* x,
+                            const void* dy, void* dx, float* dweights, const MicroBatch& mb, DecoderWorkspace& ws);
 
 }  // namespace mt

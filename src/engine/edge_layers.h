@@ -8,13 +8,14 @@
 
 namespace mt {
 
-void embedding_forward(const LayerContext& ctx, const float* table, float* y, const MicroBatch& mb);
-void embedding_backward(const LayerContext& ctx, float* dtable, const float* dy, const MicroBatch& mb);
+// table, head, x, y, dx, dy in backend.dtype(); dtable, dhead are fp32 region-shaped accumulators.
+void embedding_forward(const LayerContext& ctx, const void* table, void* y, const MicroBatch& mb);
+void embedding_backward(const LayerContext& ctx, float* dtable, const void* dy, const MicroBatch& mb);
 
 // Runs the head forward and backward in one pass: returns Σ cross-entropy over the micro-batch's targets,
 // writes dx = grad_scale · ∂Σ/∂x, accumulates dhead (head region) and dtable (used only when tied).
-double head_forward_backward(const LayerContext& ctx, const float* head, const float* table, const float* x,
-                             float* dx, float* dhead, float* dtable, const MicroBatch& mb, float grad_scale,
+double head_forward_backward(const LayerContext& ctx, const void* head, const void* table, const void* x,
+                             void* dx, float* dhead, float* dtable, const MicroBatch& mb, float grad_scale,
                              DecoderWorkspace& ws);
 
 }  // namespace mt

@@ -15,19 +15,45 @@ namespace mt {
 struct Engine::Activations {
   Backend& be;
   int64_t tokens = 0, mb_tokens = 0, mb_seqs = 0, seq_len = 0;
-  std::vector<float*> checkpoints;  // boundary k·c, k = 0..
-  std::vector<float*> segment;      // inputs of the layers of the segment being recomputed
-  float* current = nullptr;
-  float* next = nullptr;
-  float* grad = nullptr;            // ∂L/∂(hidden) flowing backward
+  std::vector<void*> checkpoints;   // boundary k·c, k = 0..
+  std::vector<void*> segment;       // inputs of the layers of the segment being recomputed
+  void* current = nullptr;
+  void* next = nullptr;
+  void* grad = nullptr;             // ∂L/∂(hidden) flowing backward
   std::unique_ptr<DecoderWorkspace> ws;
 
   explicit Activations(Backend& b) : be(b) {}
   ~Activations() {
-    for (float* p : checkpoints) be.free_floats(p);
-    for (float* p : segment) be.free_floats(p);
-    for (float* p : {current, next, grad})
-      if (p) be.free_floats(p);
+    for (void* p : checkpoints) be.free_bytes(p);
+    for (void* p : segment) be.free_bytes(p);
+    for (void* p : {current, next, grad})
+      if (p) be.free_bytes(p);
+  }
+};
+
+// The batch's index arrays where the backend can read them (uploaded for device backends).
+struct Engine::BatchArrays {
+  Backend& be;
+  std::vector<void*> owned;
+  const int32_t *input_ids, *targets, *positions, *seq_lens, *segments;
+
+  BatchArrays(Backend& b, const Batch& batch) : be(b) {
+    input_ids = place(batch.input_ids);
+    targets = place(batch.targets);
+    positions = place(batch.positions);
+    seq_lens = place(batch.seq_lens);
+    segments = batch.segments.empty() ? nullptr : place(batch.segments);
+  }
+  ~BatchArrays() {
+    for (void* p : owned) be.free_bytes(p);
+  }
+  const int32_t* place(const std::vector<int32_t>& v) {
+    if (be.host_memory()) return v.data();
+    const auto bytes = static_cast<int64_t>(v.size() * sizeof(int32_t));
+    void* p = be.alloc_bytes(bytes);
+    be.upload(p, v.data(), bytes);
+    owned.push_back(p);
+    return static_cast<const int32_t*>(p);
   }
 };
 
@@ -39,15 +65,15 @@ Engine::Engine(Backend& backend, const ModelSpec& spec, HostStore& store, const 
   const auto n = static_cast<int64_t>(table.cos.size());
   rope_cos_ = backend_.alloc_floats(n);
   rope_sin_ = backend_.alloc_floats(n);
-  backend_.copy(rope_cos_, table.cos.data(), n);
-  backend_.copy(rope_sin_, table.sin.data(), n);
+  backend_.upload(rope_cos_, table.cos.data(), n * 4);
+  backend_.upload(rope_sin_, table.sin.data(), n * 4);
   ctx_ = LayerContext{&backend_, &spec_, &store_.layout(), rope_cos_, rope_sin_, table.rot_dim};
 }
 
 Engine::~Engine() {
   acts_.reset();
-  backend_.free_floats(rope_cos_);
-  backend_.free_floats(rope_sin_);
+  backend_.free_bytes(rope_cos_);
+  backend_.free_bytes(rope_sin_);
 }
 
 int64_t Engine::micro_batch_size_for(int64_t pass_seqs, int64_t seq_len) const {
@@ -69,11 +95,11 @@ Engine::Activations& Engine::activations_for(int64_t pass_tokens, int64_t mb_seq
   a.seq_len = seq_len;
   const int64_t L = spec_.num_layers, c = options_.checkpoint_interval, H = spec_.hidden_size;
   const int64_t n = pass_tokens * H;
-  for (int64_t k = 0; k * c < L; ++k) a.checkpoints.push_back(backend_.alloc_floats(n));
-  for (int64_t k = 1; k < std::min(c, L); ++k) a.segment.push_back(backend_.alloc_floats(n));
-  a.current = backend_.alloc_floats(n);
-  a.next = backend_.alloc_floats(n);
-  a.grad = backend_.alloc_floats(n);
+  for (int64_t k = 0; k * c < L; ++k) a.checkpoints.push_back(backend_.alloc(n));
+  for (int64_t k = 1; k < std::min(c, L); ++k) a.segment.push_back(backend_.alloc(n));
+  a.current = backend_.alloc(n);
+  a.next = backend_.alloc(n);
+  a.grad = backend_.alloc(n);
   // seq_len bounds every micro-batch's padded length, so lse fits max mb_seqs × heads × seq_len.
   a.ws = std::make_unique<DecoderWorkspace>(backend_, spec_, mb_tokens, mb_seqs, seq_len);
   return a;
@@ -90,12 +116,15 @@ StepLoss Engine::forward_backward(const Batch& batch) {
   loss.target_tokens = batch.num_target_tokens;
   const float grad_scale = 1.0f / static_cast<float>(batch.num_target_tokens);
   const int64_t per_pass = batch.num_seqs / options_.passes;
-  for (int64_t p = 0; p < options_.passes; ++p) run_pass(batch, p * per_pass, per_pass, p == 0, grad_scale, loss);
+  const BatchArrays arrays(backend_, batch);
+  for (int64_t p = 0; p < options_.passes; ++p)
+    run_pass(batch, arrays, p * per_pass, per_pass, p == 0, grad_scale, loss);
+  backend_.synchronize();
   return loss;
 }
 
-void Engine::run_pass(const Batch& batch, int64_t first_seq, int64_t seqs, bool first_pass, float grad_scale,
-                      StepLoss& loss) {
+void Engine::run_pass(const Batch& batch, const BatchArrays& arrays, int64_t first_seq, int64_t seqs,
+                      bool first_pass, float grad_scale, StepLoss& loss) {
   const int64_t S = batch.seq_len, H = spec_.hidden_size, L = spec_.num_layers;
   const int64_t c = options_.checkpoint_interval;
   const int64_t mb_seqs = micro_batch_size_for(seqs, S);
@@ -108,36 +137,39 @@ void Engine::run_pass(const Batch& batch, int64_t first_seq, int64_t seqs, bool 
     mb.seqs = std::min(mb_seqs, first_seq + seqs - s);
     mb.seq_len = S;
     const auto t0 = static_cast<size_t>(s * S);
-    mb.input_ids = batch.input_ids.data() + t0;
-    mb.targets = batch.targets.data() + t0;
-    mb.positions = batch.positions.data() + t0;
-    mb.seq_lens = batch.seq_lens.data() + s;
-    mb.segments = batch.segments.empty() ? nullptr : batch.segments.data() + t0;
+    mb.input_ids = arrays.input_ids + t0;
+    mb.targets = arrays.targets + t0;
+    mb.positions = arrays.positions + t0;
+    mb.seq_lens = arrays.seq_lens + s;
+    mb.segments = arrays.segments ? arrays.segments + t0 : nullptr;
     mbs.push_back(mb);
   }
-  // Offset of a micro-batch's hidden rows inside a pass-sized buffer.
-  auto rows = [&](float* buf, const MicroBatch& mb) { return buf + (mb.first_seq - first_seq) * S * H; };
-  const int64_t pass_floats = seqs * S * H;
+  // A micro-batch's hidden rows inside a pass-sized buffer.
+  const auto esize = static_cast<int64_t>(dtype_size(backend_.dtype()));
+  auto rows = [&](void* buf, const MicroBatch& mb) {
+    return static_cast<void*>(static_cast<char*>(buf) + (mb.first_seq - first_seq) * S * H * esize);
+  };
+  const int64_t pass_bytes = seqs * S * H * esize;
   const int64_t embed_region = 0, head_region = L + 1;
 
   // Forward: embedding, then every layer, keeping the boundary states at multiples of c.
   float* table_grad = grads_.begin(embed_region);
   {
-    const float* table = weights_.acquire(embed_region);
+    const void* table = weights_.acquire(embed_region);
     for (const auto& mb : mbs) embedding_forward(ctx_, table, rows(a.checkpoints[0], mb), mb);
   }
-  backend_.copy(a.current, a.checkpoints[0], pass_floats);
+  backend_.copy_bytes(a.current, a.checkpoints[0], pass_bytes);
   for (int64_t i = 0; i < L; ++i) {
-    const float* w = weights_.acquire(i + 1);
+    const void* w = weights_.acquire(i + 1);
     for (const auto& mb : mbs) decoder_layer_forward(ctx_, i, w, rows(a.current, mb), rows(a.next, mb), mb, *a.ws);
     std::swap(a.current, a.next);
-    if ((i + 1) % c == 0 && i + 1 < L) backend_.copy(a.checkpoints[(i + 1) / c], a.current, pass_floats);
+    if ((i + 1) % c == 0 && i + 1 < L) backend_.copy_bytes(a.checkpoints[(i + 1) / c], a.current, pass_bytes);
   }
 
   // Head: loss and its gradient in the same pass over the weights.
   {
-    const float* head = weights_.acquire(head_region);
-    const float* table = store_.layout().head.lm_head < 0 ? weights_.acquire(embed_region) : nullptr;
+    const void* head = weights_.acquire(head_region);
+    const void* table = store_.layout().head.lm_head < 0 ? weights_.acquire(embed_region) : nullptr;
     float* head_grad = grads_.begin(head_region);
     for (const auto& mb : mbs)
       loss.loss_sum += head_forward_backward(ctx_, head, table, rows(a.current, mb), rows(a.grad, mb), head_grad,
@@ -150,12 +182,12 @@ void Engine::run_pass(const Batch& batch, int64_t first_seq, int64_t seqs, bool 
     const int64_t seg_end = std::min(seg_start + c, L);
     auto layer_input = [&](int64_t i) { return i == seg_start ? a.checkpoints[seg_start / c] : a.segment[i - seg_start - 1]; };
     for (int64_t i = seg_start; i + 1 < seg_end; ++i) {
-      const float* w = weights_.acquire(i + 1);
+      const void* w = weights_.acquire(i + 1);
       for (const auto& mb : mbs)
         decoder_layer_forward(ctx_, i, w, rows(layer_input(i), mb), rows(layer_input(i + 1), mb), mb, *a.ws);
     }
     for (int64_t i = seg_end - 1; i >= seg_start; --i) {
-      const float* w = weights_.acquire(i + 1);
+      const void* w = weights_.acquire(i + 1);
       float* dw = grads_.begin(i + 1);
       for (const auto& mb : mbs)
         decoder_layer_backward(ctx_, i, w, rows(layer_input(i), mb), rows(a.grad, mb), rows(a.grad, mb), dw, mb,

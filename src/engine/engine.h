@@ -41,8 +41,9 @@ class Engine {
 
  private:
   struct Activations;
-  void run_pass(const Batch& batch, int64_t first_seq, int64_t seqs, bool first_pass, float grad_scale,
-                StepLoss& loss);
+  struct BatchArrays;
+  void run_pass(const Batch& batch, const BatchArrays& arrays, int64_t first_seq, int64_t seqs, bool first_pass,
+                float grad_scale, StepLoss& loss);
   Activations& activations_for(int64_t pass_tokens, int64_t mb_seqs, int64_t seq_len);
 
   Backend& backend_;

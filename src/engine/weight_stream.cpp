@@ -1,4 +1,4 @@
-// CPU-side weight streaming and gradient return (see weight_stream.h).
+// Weight streaming and gradient return through the backend's memory interface (see weight_stream.h).
 #include "engine/weight_stream.h"
 
 #include "core/dtype.h"
@@ -10,28 +10,47 @@ WeightStream::WeightStream(Backend& backend, HostStore& store, int64_t slots)
     : backend_(backend), store_(store), slots_(static_cast<size_t>(slots), nullptr),
       slot_region_(static_cast<size_t>(slots), -1) {
   MT_ASSERT(slots >= 2);
+  MT_ASSERT(backend_.dtype() == DType::f32 || store_.stream_dtype() == backend_.dtype(),
+            "a {} backend cannot compute on {} streamed weights", dtype_name(backend_.dtype()),
+            dtype_name(store_.stream_dtype()));
 }
 
 WeightStream::~WeightStream() {
-  for (float* p : slots_)
-    if (p) backend_.free_floats(p);
+  for (void* p : slots_)
+    if (p) backend_.free_bytes(p);
 }
 
-const float* WeightStream::acquire(int64_t region) {
-  if (store_.stream_dtype() == DType::f32) return store_.master(region);
+void WeightStream::fill(void* slot, int64_t region) {
+  const int64_t n = store_.layout().regions[static_cast<size_t>(region)].numel;
+  if (store_.stream_dtype() == backend_.dtype()) {
+    const void* src = store_.stream_dtype() == DType::f32 ? static_cast<const void*>(store_.master(region))
+                                                          : static_cast<const void*>(store_.stream_bf16(region));
+    backend_.upload(slot, src, n * static_cast<int64_t>(dtype_size(backend_.dtype())));
+    return;
+  }
+  // bf16 stream, fp32 compute: widen on the host.
+  const std::uint16_t* src = store_.stream_bf16(region);
+  float* dst = static_cast<float*>(slot);
+  if (!backend_.host_memory()) {
+    staging_.resize(static_cast<size_t>(n));
+    dst = staging_.data();
+  }
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(src[i]);
+  if (!backend_.host_memory()) backend_.upload(slot, dst, n * 4);
+}
+
+const void* WeightStream::acquire(int64_t region) {
+  if (backend_.host_memory() && store_.stream_dtype() == DType::f32) return store_.master(region);
   for (size_t i = 0; i < slots_.size(); ++i)
     if (slot_region_[i] == region) return slots_[i];
   const auto s = static_cast<size_t>(next_slot_);
   next_slot_ = (next_slot_ + 1) % static_cast<int64_t>(slots_.size());
-  if (!slots_[s]) slots_[s] = backend_.alloc_floats(store_.layout().largest_region_numel);
-  const std::uint16_t* src = store_.stream_bf16(region);
-  float* dst = slots_[s];
-  const int64_t n = store_.layout().regions[static_cast<size_t>(region)].numel;
-#pragma omp parallel for simd schedule(static)
-  for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(src[i]);
+  if (!slots_[s]) slots_[s] = backend_.alloc(store_.layout().largest_region_numel);
+  fill(slots_[s], region);
   slot_region_[s] = region;
   ++regions_moved_;
-  return dst;
+  return slots_[s];
 }
 
 GradientSink::GradientSink(Backend& backend, HostStore& store)
@@ -39,7 +58,7 @@ GradientSink::GradientSink(Backend& backend, HostStore& store)
 
 GradientSink::~GradientSink() {
   for (float* p : buffers_)
-    if (p) backend_.free_floats(p);
+    if (p) backend_.free_bytes(p);
 }
 
 // Buffer 0: embedding (lives across the whole pass when tied), 1: decoder layers, 2: head.
@@ -55,7 +74,7 @@ float* GradientSink::buffer_for(int64_t region) {
 
 float* GradientSink::begin(int64_t region) {
   float* b = buffer_for(region);
-  backend_.zero(b, store_.layout().regions[static_cast<size_t>(region)].numel);
+  backend_.zero_bytes(b, store_.layout().regions[static_cast<size_t>(region)].numel * 4);
   return b;
 }
 
@@ -64,10 +83,14 @@ void GradientSink::finish(int64_t region, bool first_pass) {
   const int64_t n = store_.layout().regions[static_cast<size_t>(region)].numel;
   float* host = store_.grad(region);
   if (first_pass) {
-    backend_.copy(host, b, n);
-  } else {
-    backend_.add(host, b, n);
+    backend_.download(host, b, n * 4);
+    return;
   }
+  staging_.resize(static_cast<size_t>(n));
+  backend_.download(staging_.data(), b, n * 4);
+  const float* add = staging_.data();
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) host[i] += add[i];
 }
 
 }  // namespace mt

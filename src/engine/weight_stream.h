@@ -1,7 +1,7 @@
-// WeightStream: brings a region's streaming copy from the host store into backend memory for compute.
-// On the CPU backend fp32 regions are read in place and bf16 regions are widened into one of `k` slots,
-// round-robin; the CUDA pipeline replaces this with page-locked DMA into GPU slots.
-// Invariant: a pointer from acquire() stays valid until `k` further acquires have happened.
+// WeightStream: brings a region's streaming copy from the host store into backend memory, in the
+// backend's dtype. Host-memory backends read fp32 regions in place and widen bf16 regions into one of `k`
+// slots, round-robin; device backends copy into `k` device slots (the CUDA pipeline overlaps these copies).
+// Invariant: a pointer from acquire() stays valid until `k` further acquires of other regions have happened.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -18,19 +18,21 @@ class WeightStream {
   WeightStream(const WeightStream&) = delete;
   WeightStream& operator=(const WeightStream&) = delete;
 
-  const float* acquire(int64_t region);
+  const void* acquire(int64_t region);
   int64_t regions_moved() const { return regions_moved_; }  // widened or copied regions, for accounting
 
  private:
+  void fill(void* slot, int64_t region);
   Backend& backend_;
   HostStore& store_;
-  std::vector<float*> slots_;
+  std::vector<void*> slots_;
   std::vector<int64_t> slot_region_;
+  std::vector<float> staging_;  // widened bf16 region for device backends computing in fp32
   int64_t next_slot_ = 0;
   int64_t regions_moved_ = 0;
 };
 
-// GradientSink: per-region gradient accumulators in backend memory, returned to the host store when final.
+// GradientSink: per-region fp32 gradient accumulators in backend memory, returned to the host store when final.
 class GradientSink {
  public:
   GradientSink(Backend& backend, HostStore& store);
@@ -44,7 +46,8 @@ class GradientSink {
  private:
   Backend& backend_;
   HostStore& store_;
-  std::vector<float*> buffers_;                  // lazily allocated, one per region kind in use
+  std::vector<float*> buffers_;                  // lazily allocated: embedding, decoder layers, head
+  std::vector<float> staging_;                   // host copy of an accumulator, for passes after the first
   float* buffer_for(int64_t region);
 };
 

@@ -11,7 +11,7 @@
 using mt::test::approx_equal;
 using mt::test::random_floats;
 
-TEST_CASE("alloc_floats is 64-byte aligned and zero copy add work", "[backend][elementwise]") {
+TEST_CASE("alloc_floats is 64-byte aligned and zero_bytes, copy_bytes and add work", "[backend][elementwise]") {
   auto be = mt::make_cpu_backend();
   const int64_t n = 100003;  // above the parallel threshold, not a multiple of anything
   float* a = be->alloc_floats(n);
@@ -21,16 +21,16 @@ TEST_CASE("alloc_floats is 64-byte aligned and zero copy add work", "[backend][e
   CHECK(reinterpret_cast<uintptr_t>(b) % 64 == 0);
   CHECK(empty != nullptr);
   const auto x = random_floats(n, 1), y = random_floats(n, 2);
-  be->copy(a, x.data(), n);
-  be->copy(b, y.data(), n);
+  be->copy_bytes(a, x.data(), n * 4);
+  be->copy_bytes(b, y.data(), n * 4);
   be->add(a, b, n);
   for (int64_t i = 0; i < n; i += 997) CHECK(a[i] == x[i] + y[i]);
   CHECK(a[n - 1] == x[n - 1] + y[n - 1]);
-  be->zero(b, n);
+  be->zero_bytes(b, n * 4);
   CHECK(be->sum_squares(b, n) == 0.0);
-  be->free_floats(a);
-  be->free_floats(b);
-  be->free_floats(empty);
+  be->free_bytes(a);
+  be->free_bytes(b);
+  be->free_bytes(empty);
 }
 
 TEST_CASE("sum_squares is fp64-accurate and independent of the thread count", "[backend][elementwise]") {

@@ -1,6 +1,8 @@
 // mt::Backend on the host: memory from std::aligned_alloc, ops delegated to the mt::cpu reference functions.
-// Invariant: holds no state; every buffer it hands out is 64-byte aligned and freed with std::free.
+// Invariant: holds no state; dtype() is fp32, so every tensor argument is a float array; every buffer it
+// hands out is 64-byte aligned and freed with std::free; ops complete before they return.
 #include <cstdlib>
+#include <cstring>
 
 #include "backend/cpu/cpu_ops.h"
 #include "core/error.h"
@@ -8,77 +10,91 @@
 namespace mt {
 namespace {
 
+float* f(void* p) { return static_cast<float*>(p); }
+const float* f(const void* p) { return static_cast<const float*>(p); }
+
 class CpuBackend final : public Backend {
  public:
   std::string name() const override { return "cpu"; }
+  DType dtype() const override { return DType::f32; }
 
-  float* alloc_floats(int64_t n) override {
-    MT_ASSERT(n >= 0);
+  void* alloc_bytes(int64_t bytes) override {
+    MT_ASSERT(bytes >= 0);
     constexpr size_t align = 64;
-    const size_t bytes = (static_cast<size_t>(n) * sizeof(float) + align - 1) / align * align;
-    void* p = std::aligned_alloc(align, bytes == 0 ? align : bytes);
-    MT_ASSERT(p != nullptr, "cannot allocate {} floats", n);
-    return static_cast<float*>(p);
+    const size_t rounded = (static_cast<size_t>(bytes) + align - 1) / align * align;
+    void* p = std::aligned_alloc(align, rounded == 0 ? align : rounded);
+    MT_ASSERT(p != nullptr, "cannot allocate {} bytes", bytes);
+    return p;
   }
-  void free_floats(float* p) override { std::free(p); }
-  void zero(float* p, int64_t n) override { cpu::zero(p, n); }
-  void copy(float* dst, const float* src, int64_t n) override { cpu::copy(dst, src, n); }
+  void free_bytes(void* p) override { std::free(p); }
+  bool host_memory() const override { return true; }
+  void upload(void* dst, const void* src, int64_t bytes) override { copy_bytes(dst, src, bytes); }
+  void download(void* dst, const void* src, int64_t bytes) override { copy_bytes(dst, src, bytes); }
+  void copy_bytes(void* dst, const void* src, int64_t bytes) override {
+    MT_ASSERT(bytes % 4 == 0);
+    cpu::copy(f(dst), f(src), bytes / 4);
+  }
+  void zero_bytes(void* p, int64_t bytes) override {
+    MT_ASSERT(bytes % 4 == 0);
+    cpu::zero(f(p), bytes / 4);
+  }
+  void synchronize() override {}
 
-  void linear_forward(float* y, const float* x, const float* w, const float* b, int64_t T, int64_t I,
+  void linear_forward(void* y, const void* x, const void* w, const void* b, int64_t T, int64_t I,
                       int64_t O) override {
-    cpu::linear_forward(y, x, w, b, T, I, O);
+    cpu::linear_forward(f(y), f(x), f(w), f(b), T, I, O);
   }
-  void linear_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w, int64_t T,
+  void linear_backward(void* dx, float* dw, float* db, const void* dy, const void* x, const void* w, int64_t T,
                        int64_t I, int64_t O, bool accumulate_dx) override {
-    cpu::linear_backward(dx, dw, db, dy, x, w, T, I, O, accumulate_dx);
+    cpu::linear_backward(f(dx), dw, db, f(dy), f(x), f(w), T, I, O, accumulate_dx);
   }
 
-  void embedding_forward(float* y, const float* table, const int32_t* ids, int64_t T, int64_t H) override {
-    cpu::embedding_forward(y, table, ids, T, H);
+  void embedding_forward(void* y, const void* table, const int32_t* ids, int64_t T, int64_t H) override {
+    cpu::embedding_forward(f(y), f(table), ids, T, H);
   }
-  void embedding_backward(float* dtable, const float* dy, const int32_t* ids, int64_t T, int64_t H) override {
-    cpu::embedding_backward(dtable, dy, ids, T, H);
+  void embedding_backward(float* dtable, const void* dy, const int32_t* ids, int64_t T, int64_t H) override {
+    cpu::embedding_backward(dtable, f(dy), ids, T, H);
   }
 
-  void rmsnorm_forward(float* y, const float* x, const float* w, int64_t N, int64_t D, float eps) override {
-    cpu::rmsnorm_forward(y, x, w, N, D, eps);
+  void rmsnorm_forward(void* y, const void* x, const void* w, int64_t N, int64_t D, float eps) override {
+    cpu::rmsnorm_forward(f(y), f(x), f(w), N, D, eps);
   }
-  void rmsnorm_backward(float* dx, float* dw, const float* dy, const float* x, const float* w, int64_t N, int64_t D,
+  void rmsnorm_backward(void* dx, float* dw, const void* dy, const void* x, const void* w, int64_t N, int64_t D,
                         float eps) override {
-    cpu::rmsnorm_backward(dx, dw, dy, x, w, N, D, eps);
+    cpu::rmsnorm_backward(f(dx), dw, f(dy), f(x), f(w), N, D, eps);
   }
 
-  void rope_forward(float* x, const float* cos, const float* sin, const int32_t* positions, int64_t T,
+  void rope_forward(void* x, const float* cos, const float* sin, const int32_t* positions, int64_t T,
                     int64_t n_heads, int64_t head_dim, int64_t rot_dim) override {
-    cpu::rope_forward(x, cos, sin, positions, T, n_heads, head_dim, rot_dim);
+    cpu::rope_forward(f(x), cos, sin, positions, T, n_heads, head_dim, rot_dim);
   }
-  void rope_backward(float* dx, const float* cos, const float* sin, const int32_t* positions, int64_t T,
+  void rope_backward(void* dx, const float* cos, const float* sin, const int32_t* positions, int64_t T,
                      int64_t n_heads, int64_t head_dim, int64_t rot_dim) override {
-    cpu::rope_backward(dx, cos, sin, positions, T, n_heads, head_dim, rot_dim);
+    cpu::rope_backward(f(dx), cos, sin, positions, T, n_heads, head_dim, rot_dim);
   }
 
-  void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+  void attention_forward(void* out, float* lse, const void* q, const void* k, const void* v,
                          const AttnShape& shape) override {
-    cpu::attention_forward(out, lse, q, k, v, shape);
+    cpu::attention_forward(f(out), lse, f(q), f(k), f(v), shape);
   }
-  void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
-                          const float* v, const float* out, const float* lse, const AttnShape& shape) override {
-    cpu::attention_backward(dq, dk, dv, dout, q, k, v, out, lse, shape);
+  void attention_backward(void* dq, void* dk, void* dv, const void* dout, const void* q, const void* k,
+                          const void* v, const void* out, const float* lse, const AttnShape& shape) override {
+    cpu::attention_backward(f(dq), f(dk), f(dv), f(dout), f(q), f(k), f(v), f(out), lse, shape);
   }
 
-  void swiglu_forward(float* y, const float* gate, const float* up, int64_t n) override {
-    cpu::swiglu_forward(y, gate, up, n);
+  void swiglu_forward(void* y, const void* gate, const void* up, int64_t n) override {
+    cpu::swiglu_forward(f(y), f(gate), f(up), n);
   }
-  void swiglu_backward(float* dgate, float* dup, const float* dy, const float* gate, const float* up,
+  void swiglu_backward(void* dgate, void* dup, const void* dy, const void* gate, const void* up,
                        int64_t n) override {
-    cpu::swiglu_backward(dgate, dup, dy, gate, up, n);
+    cpu::swiglu_backward(f(dgate), f(dup), f(dy), f(gate), f(up), n);
   }
 
-  void add(float* y, const float* x, int64_t n) override { cpu::add(y, x, n); }
+  void add(void* y, const void* x, int64_t n) override { cpu::add(f(y), f(x), n); }
 
-  double head_loss(float* dx, float* dw, const float* x, const float* w, const int32_t* targets, int64_t T,
-                   int64_t H, int64_t V, float grad_scale) override {
-    return cpu::head_loss(dx, dw, x, w, targets, T, H, V, grad_scale);
+  double head_loss(void* dx, float* dw, const void* x, const void* w, const int32_t* targets, int64_t T, int64_t H,
+                   int64_t V, float grad_scale) override {
+    return cpu::head_loss(f(dx), dw, f(x), f(w), targets, T, H, V, grad_scale);
   }
 
   double sum_squares(const float* x, int64_t n) override { return cpu::sum_squares(x, n); }
