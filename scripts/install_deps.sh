@@ -9,8 +9,10 @@ packages=(
   libhdf5-openmpi-dev hdf5-tools
   libhwloc-dev libnuma-dev
   libyaml-cpp-dev nlohmann-json3-dev libcli11-dev libfmt-dev
+  libpcre2-dev libicu-dev
   catch2
   libopenblas-openmp-dev
+  patchelf
 )
 
 missing=()

@@ -40,6 +40,9 @@ class Backend {
   virtual void zero_bytes(void* p, int64_t bytes) = 0;
   // Waits until every op issued so far has finished (host-visible results).
   virtual void synchronize() = 0;
+  // Most backend memory held at once so far (bytes), and the memory the device has in all (0 when unknown).
+  virtual int64_t peak_memory_bytes() const = 0;
+  virtual int64_t device_memory_bytes() const = 0;
 
   // y[T,O] = x[T,I] · w[O,I]ᵀ + b[O] (b may be null).
   virtual void linear_forward(void* y, const void* x, const void* w, const void* b, int64_t T, int64_t I,

@@ -14,5 +14,9 @@ struct Command {
 };
 
 void add_train_command(CLI::App& root, std::vector<Command>& commands);
+void add_preview_data_command(CLI::App& root, std::vector<Command>& commands);
+void add_bench_command(CLI::App& root, std::vector<Command>& commands);
+void add_tokenize_command(CLI::App& root, std::vector<Command>& commands);
+void add_bench_optim_command(CLI::App& root, std::vector<Command>& commands);
 
 }  // namespace mt

@@ -1,24 +1,32 @@
-// megatrain: the command-line entry point. Every subcommand registers itself (cli/command.h); every
-// failure ends as one line "megatrain: error: ..." on stderr and exit status 1.
-#include <cstdio>
+// megatrain: the command-line entry point, on every rank of an MPI job. Every subcommand registers itself
+// (cli/command.h); every failure ends as one line "megatrain: error: ..." on stderr and exit status 1, and
+// with several ranks it names the rank and ends the whole job (dist/check.h).
 #include <exception>
 #include <vector>
 
 #include "cli/command.h"
+#include "dist/check.h"
+#include "dist/context.h"
+#include "dist/numa_binding.h"
 
 int main(int argc, char** argv) {
+  mt::dist::init(&argc, &argv);
   CLI::App app{"MegaTrain: full-parameter training of large language models on one GPU"};
   app.require_subcommand(1);
   std::vector<mt::Command> commands;
   mt::add_train_command(app, commands);
+  mt::add_preview_data_command(app, commands);
+  mt::add_bench_command(app, commands);
+  mt::add_tokenize_command(app, commands);
+  mt::add_bench_optim_command(app, commands);
 
   CLI11_PARSE(app, argc, argv);
   try {
+    mt::dist::bind_rank(mt::dist::context());  // before the first OpenMP region
     for (const auto& c : commands)
       if (*c.app) c.run();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "megatrain: error: %s\n", e.what());
-    return 1;
+    return mt::dist::end_job_with_error(e.what());
   }
   return 0;
 }

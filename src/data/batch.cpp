@@ -1,8 +1,10 @@
 // make_batch: right-pads examples and shifts labels into targets (Hugging Face's causal-LM loss shift).
-// Invariant: targets[t] = labels[t+1] inside a sequence; -100 at its last token and on padding; padding ids 0.
+// Invariant: targets[t] = labels[t+1] inside one (packed) example; -100 at its last token and on padding; padding
+// ids 0; positions and segment ids restart at each packed example.
 #include "data/batch.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "core/error.h"
 
@@ -12,24 +14,38 @@ Batch make_batch(const std::vector<Example>& examples) {
   MT_ASSERT(!examples.empty());
   Batch batch;
   batch.num_seqs = static_cast<int64_t>(examples.size());
+  bool packed = false;
   for (const Example& e : examples) {
     MT_ASSERT(!e.input_ids.empty() && e.labels.size() == e.input_ids.size());
+    MT_ASSERT(e.pieces.empty() ||
+              std::accumulate(e.pieces.begin(), e.pieces.end(), size_t{0}) == e.input_ids.size());
     batch.seq_len = std::max(batch.seq_len, static_cast<int64_t>(e.input_ids.size()));
+    packed = packed || !e.pieces.empty();
   }
   const size_t cells = static_cast<size_t>(batch.num_seqs * batch.seq_len);
   batch.input_ids.assign(cells, 0);
   batch.targets.assign(cells, kIgnoreIndex);
   batch.positions.assign(cells, 0);
+  if (packed) batch.segments.assign(cells, -1);
   batch.seq_lens.reserve(examples.size());
   for (size_t s = 0; s < examples.size(); ++s) {
     const Example& e = examples[s];
     const size_t len = e.input_ids.size();
     const size_t row = s * static_cast<size_t>(batch.seq_len);
-    for (size_t t = 0; t < len; ++t) {
-      batch.input_ids[row + t] = e.input_ids[t];
-      batch.positions[row + t] = static_cast<int32_t>(t);
-      if (t + 1 < len) batch.targets[row + t] = e.labels[t + 1];
-      if (batch.targets[row + t] != kIgnoreIndex) ++batch.num_target_tokens;
+    const std::vector<int32_t> whole = {static_cast<int32_t>(len)};
+    size_t start = 0;
+    int32_t segment = 0;
+    for (const int32_t piece : e.pieces.empty() ? whole : e.pieces) {
+      const size_t end = start + static_cast<size_t>(piece);
+      for (size_t t = start; t < end; ++t) {
+        batch.input_ids[row + t] = e.input_ids[t];
+        batch.positions[row + t] = static_cast<int32_t>(t - start);
+        if (packed) batch.segments[row + t] = segment;
+        if (t + 1 < end) batch.targets[row + t] = e.labels[t + 1];
+        if (batch.targets[row + t] != kIgnoreIndex) ++batch.num_target_tokens;
+      }
+      start = end;
+      ++segment;
     }
     batch.seq_lens.push_back(static_cast<int32_t>(len));
     batch.num_tokens += static_cast<int64_t>(len);

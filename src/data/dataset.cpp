@@ -1,13 +1,19 @@
-// load_datasets (registry lookup, per-formatting loaders, concatenation) and the Batcher.
+// load_datasets (registry lookup, template choice, per-formatting loaders, concatenation) and the Batcher.
 // Invariant: the example stream is a pure function of (examples, batch_size, shuffle, seed, cursor),
 // identical on every standard library (own Fisher-Yates over std::mt19937_64's raw outputs).
 #include "data/dataset.h"
 
+#include <fmt/format.h>
+
+#include <memory>
 #include <random>
 
 #include "core/error.h"
 #include "core/log.h"
 #include "data/dataset_registry.h"
+#include "data/formats/text_loader.h"
+#include "data/templates/chat_template.h"
+#include "data/templates/template_renderer.h"
 #include "data/tokenized_loader.h"
 
 namespace mt {
@@ -39,33 +45,57 @@ uint64_t uniform_below(std::mt19937_64& engine, uint64_t bound) {
 
 }  // namespace
 
-std::vector<Example> load_datasets(const DatasetConfig& config, int64_t vocab_size, DatasetStats* stats) {
+bool needs_tokenizer(const DatasetConfig& config) {
+  const DatasetRegistry registry(config.dataset_dir);
+  for (const std::string& name : split_names(config.name))
+    if (registry.entry(name).formatting != "tokenized") return true;
+  return false;
+}
+
+std::vector<Example> load_datasets(const DatasetConfig& config, int64_t vocab_size, const TextOptions& text,
+                                   DatasetStats* stats) {
   MT_REQUIRE(config.max_seq_len > 0, "dataset.max_seq_len must be positive, got {}", config.max_seq_len);
   MT_REQUIRE(vocab_size > 0 && vocab_size <= (int64_t{1} << 31), "vocab_size {} is out of range", vocab_size);
   const DatasetRegistry registry(config.dataset_dir);
   std::vector<Example> examples;
   DatasetStats total;
-  // Every name resolves before any file is read, so a typo in the last one fails at once.
+  // Every name (and the template, if a text dataset needs one) resolves before any file is read, so a typo in the
+  // last one fails at once.
   std::vector<const DatasetEntry*> entries;
+  std::unique_ptr<TemplateRenderer> renderer;
   for (const std::string& name : split_names(config.name)) {
     const DatasetEntry& entry = registry.entry(name);
-    MT_REQUIRE(entry.formatting == "tokenized",
-               "dataset '{}': formatting '{}' needs the text pipeline (not available yet)", name, entry.formatting);
     entries.push_back(&entry);
+    if (entry.formatting == "tokenized" || renderer) continue;
+    MT_REQUIRE(text.tokenizer != nullptr,
+               "dataset '{}': formatting {} is text and needs the model's tokenizer (tokenizer.json in the model "
+               "directory), but there is none",
+               name, entry.formatting);
+    const std::string template_name = config.template_name == "auto"
+                                          ? auto_template_name(text.model_family, *text.tokenizer)
+                                          : config.template_name;
+    renderer = std::make_unique<TemplateRenderer>(find_chat_template(template_name), *text.tokenizer);
+    log::info("chat template '{}'{}", template_name, config.template_name == "auto" ? " (template: auto)" : "");
   }
+  const TextLimits limits{config.max_seq_len, config.train_on_prompt, vocab_size};
   for (const DatasetEntry* entry : entries) {
     DatasetStats part;
-    std::vector<Example> loaded = load_tokenized(*entry, vocab_size, config.max_seq_len, &part);
-    log::info("dataset '{}': {} examples, {} tokens ({} truncated to {} tokens, {} dropped with no trained token)",
-              entry->name, part.examples, part.tokens, part.truncated, config.max_seq_len, part.dropped);
+    std::vector<Example> loaded = entry->formatting == "tokenized"
+                                      ? load_tokenized(*entry, vocab_size, config.max_seq_len, &part)
+                                      : load_text(*entry, *renderer, limits, &part);
+    log::info("dataset '{}': {} examples, {} tokens ({} truncated to {} tokens, {} dropped with no trained token{})",
+              entry->name, part.examples, part.tokens, part.truncated, config.max_seq_len, part.dropped,
+              part.skipped ? fmt::format(", {} records skipped", part.skipped) : "");
     examples.insert(examples.end(), std::make_move_iterator(loaded.begin()), std::make_move_iterator(loaded.end()));
     total.examples += part.examples;
     total.tokens += part.tokens;
     total.truncated += part.truncated;
     total.dropped += part.dropped;
+    total.skipped += part.skipped;
   }
-  MT_REQUIRE(!examples.empty(), "dataset.name '{}': no examples to train on ({} dropped with no trained token)",
-             config.name, total.dropped);
+  MT_REQUIRE(!examples.empty(), "dataset.name '{}': no examples to train on ({} dropped with no trained token{})",
+             config.name, total.dropped,
+             total.skipped ? fmt::format(", {} records skipped", total.skipped) : "");
   if (stats) *stats = total;
   return examples;
 }
@@ -85,16 +115,25 @@ void Batcher::build_order() {
   for (size_t i = order_.size() - 1; i > 0; --i) std::swap(order_[i], order_[uniform_below(engine, i + 1)]);
 }
 
-Batch Batcher::next() {
-  std::vector<Example> picked;
-  picked.reserve(static_cast<size_t>(batch_size_));
+Batch Batcher::next() { return batch(next_indices()); }
+
+std::vector<int64_t> Batcher::next_indices() {
+  std::vector<int64_t> indices;
+  indices.reserve(static_cast<size_t>(batch_size_));
   for (int64_t k = 0; k < batch_size_; ++k) {
-    picked.push_back(examples_[static_cast<size_t>(order_[static_cast<size_t>(cursor_.index)])]);
+    indices.push_back(order_[static_cast<size_t>(cursor_.index)]);
     if (++cursor_.index == num_examples()) {
       cursor_ = {cursor_.epoch + 1, 0};
       build_order();
     }
   }
+  return indices;
+}
+
+Batch Batcher::batch(const std::vector<int64_t>& indices) const {
+  std::vector<Example> picked;
+  picked.reserve(indices.size());
+  for (const int64_t i : indices) picked.push_back(examples_[static_cast<size_t>(i)]);
   return make_batch(picked);
 }
 

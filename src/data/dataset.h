@@ -1,5 +1,5 @@
-// Datasets registered in <dataset_dir>/dataset_info.json (LLaMA-Factory's format), loaded into Examples,
-// and the Batcher that hands out one global batch per optimizer step.
+// Datasets registered in <dataset_dir>/dataset_info.json (LLaMA-Factory's format: tokenized, alpaca, sharegpt),
+// loaded into Examples, and the Batcher that hands out one global batch per optimizer step.
 // Invariant: every Example the loader returns has ids in [0, vocab_size) and labels in that range or -100;
 // bad input raises mt::Error naming the file and line (or the dataset_info.json entry and key).
 #pragma once
@@ -13,15 +13,29 @@
 
 namespace mt {
 
+class Tokenizer;
+
 struct DatasetStats {
   int64_t examples = 0;
   int64_t tokens = 0;
   int64_t truncated = 0;   // examples cut to max_seq_len
   int64_t dropped = 0;     // examples with no trained token left
+  int64_t skipped = 0;     // text records that are no usable conversation (empty, unknown role, not alternating...)
 };
 
-// Loads every dataset named in config.name (comma-separated) in order, truncating to max_seq_len.
-std::vector<Example> load_datasets(const DatasetConfig& config, int64_t vocab_size, DatasetStats* stats);
+// What text datasets (alpaca, sharegpt) need; tokenized datasets need none of it.
+struct TextOptions {
+  const Tokenizer* tokenizer = nullptr;  // nullptr: a text dataset raises mt::Error
+  std::string model_family;              // family_name(ModelSpec::family): picks the template for template: auto
+};
+
+// True when a dataset named in config.name is a text dataset, i.e. loading needs a tokenizer.
+bool needs_tokenizer(const DatasetConfig& config);
+
+// Loads every dataset named in config.name (comma-separated) in order, rendering text datasets with
+// config.template_name and truncating to max_seq_len (see data/formats/truncation.h). Never packs.
+std::vector<Example> load_datasets(const DatasetConfig& config, int64_t vocab_size, const TextOptions& text,
+                                   DatasetStats* stats);
 
 // Position in the example stream; part of the training state.
 struct DataCursor {
@@ -34,6 +48,10 @@ class Batcher {
   // shuffle: each epoch's order is a permutation drawn from (seed, epoch); otherwise file order.
   Batcher(std::vector<Example> examples, int64_t batch_size, bool shuffle, uint64_t seed);
   Batch next();            // the next batch_size examples (wrapping into the next epoch)
+  // next() in two halves, for prefetching: the next batch's example indices (advances the cursor), and the batch
+  // of given indices (reads only the examples, so other threads may call it while the cursor moves on).
+  std::vector<int64_t> next_indices();
+  Batch batch(const std::vector<int64_t>& indices) const;
   DataCursor cursor() const { return cursor_; }
   void seek(const DataCursor& cursor);
   int64_t num_examples() const { return static_cast<int64_t>(examples_.size()); }

@@ -3,6 +3,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -57,9 +58,25 @@ struct Engine::BatchArrays {
   }
 };
 
-Engine::Engine(Backend& backend, const ModelSpec& spec, HostStore& store, const EngineOptions& options)
-    : backend_(backend), spec_(spec), store_(store), options_(options), weights_(backend, store, 2),
-      grads_(backend, store) {
+std::vector<int64_t> pass_region_order(int64_t L, int64_t c, bool tied) {
+  std::vector<int64_t> order;
+  for (int64_t r = 0; r <= L + 1; ++r) order.push_back(r);
+  if (tied) order.push_back(0);
+  for (int64_t seg_start = (L - 1) / c * c; seg_start >= 0; seg_start -= c) {
+    const int64_t seg_end = std::min(seg_start + c, L);
+    for (int64_t i = seg_start; i + 1 < seg_end; ++i) order.push_back(i + 1);
+    for (int64_t i = seg_end - 1; i >= seg_start; --i) order.push_back(i + 1);
+  }
+  order.push_back(0);
+  return order;
+}
+
+Engine::Engine(Backend& backend, const ModelSpec& spec, HostStore& store, const EngineOptions& options,
+               EngineTransfers transfers)
+    : backend_(backend), spec_(spec), store_(store), options_(options), weights_(std::move(transfers.weights)),
+      grads_(std::move(transfers.grads)), counters_(std::move(transfers.counters)) {
+  if (!weights_) weights_ = std::make_unique<BasicWeightStream>(backend_, store_, 2);
+  if (!grads_) grads_ = std::make_unique<BasicGradientSink>(backend_, store_);
   MT_ASSERT(options_.checkpoint_interval >= 1 && options_.passes >= 1 && options_.max_positions > 0);
   const RopeTable table = make_rope_table(spec_, options_.max_positions);
   const auto n = static_cast<int64_t>(table.cos.size());
@@ -74,6 +91,13 @@ Engine::~Engine() {
   acts_.reset();
   backend_.free_bytes(rope_cos_);
   backend_.free_bytes(rope_sin_);
+}
+
+PipelineStats Engine::take_transfer_stats() {
+  PipelineStats s = counters_ ? counters_->take() : PipelineStats{};
+  s.h2d_bytes = weights_->bytes_moved() - std::exchange(h2d_reported_, weights_->bytes_moved());
+  s.d2h_bytes = grads_->bytes_moved() - std::exchange(d2h_reported_, grads_->bytes_moved());
+  return s;
 }
 
 int64_t Engine::micro_batch_size_for(int64_t pass_seqs, int64_t seq_len) const {
@@ -119,6 +143,7 @@ StepLoss Engine::forward_backward(const Batch& batch) {
   const BatchArrays arrays(backend_, batch);
   for (int64_t p = 0; p < options_.passes; ++p)
     run_pass(batch, arrays, p * per_pass, per_pass, p == 0, grad_scale, loss);
+  grads_->wait();
   backend_.synchronize();
   return loss;
 }
@@ -151,16 +176,17 @@ void Engine::run_pass(const Batch& batch, const BatchArrays& arrays, int64_t fir
   };
   const int64_t pass_bytes = seqs * S * H * esize;
   const int64_t embed_region = 0, head_region = L + 1;
+  weights_->plan(pass_region_order(L, c, store_.layout().head.lm_head < 0));
 
   // Forward: embedding, then every layer, keeping the boundary states at multiples of c.
-  float* table_grad = grads_.begin(embed_region);
+  float* table_grad = grads_->begin(embed_region);
   {
-    const void* table = weights_.acquire(embed_region);
+    const void* table = weights_->acquire(embed_region);
     for (const auto& mb : mbs) embedding_forward(ctx_, table, rows(a.checkpoints[0], mb), mb);
   }
   backend_.copy_bytes(a.current, a.checkpoints[0], pass_bytes);
   for (int64_t i = 0; i < L; ++i) {
-    const void* w = weights_.acquire(i + 1);
+    const void* w = weights_->acquire(i + 1);
     for (const auto& mb : mbs) decoder_layer_forward(ctx_, i, w, rows(a.current, mb), rows(a.next, mb), mb, *a.ws);
     std::swap(a.current, a.next);
     if ((i + 1) % c == 0 && i + 1 < L) backend_.copy_bytes(a.checkpoints[(i + 1) / c], a.current, pass_bytes);
@@ -168,13 +194,13 @@ void Engine::run_pass(const Batch& batch, const BatchArrays& arrays, int64_t fir
 
   // Head: loss and its gradient in the same pass over the weights.
   {
-    const void* head = weights_.acquire(head_region);
-    const void* table = store_.layout().head.lm_head < 0 ? weights_.acquire(embed_region) : nullptr;
-    float* head_grad = grads_.begin(head_region);
+    const void* head = weights_->acquire(head_region);
+    const void* table = store_.layout().head.lm_head < 0 ? weights_->acquire(embed_region) : nullptr;
+    float* head_grad = grads_->begin(head_region);
     for (const auto& mb : mbs)
       loss.loss_sum += head_forward_backward(ctx_, head, table, rows(a.current, mb), rows(a.grad, mb), head_grad,
                                              table_grad, mb, grad_scale, *a.ws);
-    grads_.finish(head_region, first_pass);
+    grads_->finish(head_region, first_pass);
   }
 
   // Backward, segment by segment from the last: recompute the segment's layer inputs, then go back through it.
@@ -182,22 +208,22 @@ void Engine::run_pass(const Batch& batch, const BatchArrays& arrays, int64_t fir
     const int64_t seg_end = std::min(seg_start + c, L);
     auto layer_input = [&](int64_t i) { return i == seg_start ? a.checkpoints[seg_start / c] : a.segment[i - seg_start - 1]; };
     for (int64_t i = seg_start; i + 1 < seg_end; ++i) {
-      const void* w = weights_.acquire(i + 1);
+      const void* w = weights_->acquire(i + 1);
       for (const auto& mb : mbs)
         decoder_layer_forward(ctx_, i, w, rows(layer_input(i), mb), rows(layer_input(i + 1), mb), mb, *a.ws);
     }
     for (int64_t i = seg_end - 1; i >= seg_start; --i) {
-      const void* w = weights_.acquire(i + 1);
-      float* dw = grads_.begin(i + 1);
+      const void* w = weights_->acquire(i + 1);
+      float* dw = grads_->begin(i + 1);
       for (const auto& mb : mbs)
         decoder_layer_backward(ctx_, i, w, rows(layer_input(i), mb), rows(a.grad, mb), rows(a.grad, mb), dw, mb,
                                *a.ws);
-      grads_.finish(i + 1, first_pass);
+      grads_->finish(i + 1, first_pass);
     }
   }
 
   for (const auto& mb : mbs) embedding_backward(ctx_, table_grad, rows(a.grad, mb), mb);
-  grads_.finish(embed_region, first_pass);
+  grads_->finish(embed_region, first_pass);
 }
 
 }  // namespace mt

@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "backend/backend.h"
 #include "data/batch.h"
@@ -29,14 +30,27 @@ struct StepLoss {
   double mean() const { return target_tokens ? loss_sum / static_cast<double>(target_tokens) : 0.0; }
 };
 
+// The acquisition order of one pass: embedding, layers, head (+ embedding when tied), then per segment from
+// the last: recompute inputs, backward in reverse; then the embedding. Regions: 0 embed, 1..L layers, L+1 head.
+std::vector<int64_t> pass_region_order(int64_t num_layers, int64_t checkpoint_interval, bool tied);
+
+struct EngineTransfers {
+  std::unique_ptr<WeightStream> weights;  // null: BasicWeightStream
+  std::unique_ptr<GradientSink> grads;    // null: BasicGradientSink
+  std::shared_ptr<PipelineCounters> counters;  // may be null
+};
+
 class Engine {
  public:
-  Engine(Backend& backend, const ModelSpec& spec, HostStore& store, const EngineOptions& options);
+  Engine(Backend& backend, const ModelSpec& spec, HostStore& store, const EngineOptions& options,
+         EngineTransfers transfers = {});
   ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
   StepLoss forward_backward(const Batch& batch);
+  // Transfer figures since the last call (bytes from the streams; times where the pipeline measures them).
+  PipelineStats take_transfer_stats();
   int64_t micro_batch_size_for(int64_t pass_seqs, int64_t seq_len) const;
 
  private:
@@ -53,8 +67,10 @@ class Engine {
   LayerContext ctx_;
   float* rope_cos_ = nullptr;
   float* rope_sin_ = nullptr;
-  WeightStream weights_;
-  GradientSink grads_;
+  std::unique_ptr<WeightStream> weights_;
+  std::unique_ptr<GradientSink> grads_;
+  std::shared_ptr<PipelineCounters> counters_;
+  int64_t h2d_reported_ = 0, d2h_reported_ = 0;
   std::unique_ptr<Activations> acts_;
 };
 

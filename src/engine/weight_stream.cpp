@@ -6,21 +6,21 @@
 
 namespace mt {
 
-WeightStream::WeightStream(Backend& backend, HostStore& store, int64_t slots)
+BasicWeightStream::BasicWeightStream(Backend& backend, HostStore& store, int64_t slots)
     : backend_(backend), store_(store), slots_(static_cast<size_t>(slots), nullptr),
-      slot_region_(static_cast<size_t>(slots), -1) {
+      slot_region_(static_cast<size_t>(slots), -1), slot_version_(static_cast<size_t>(slots), -1) {
   MT_ASSERT(slots >= 2);
   MT_ASSERT(backend_.dtype() == DType::f32 || store_.stream_dtype() == backend_.dtype(),
             "a {} backend cannot compute on {} streamed weights", dtype_name(backend_.dtype()),
             dtype_name(store_.stream_dtype()));
 }
 
-WeightStream::~WeightStream() {
+BasicWeightStream::~BasicWeightStream() {
   for (void* p : slots_)
     if (p) backend_.free_bytes(p);
 }
 
-void WeightStream::fill(void* slot, int64_t region) {
+void BasicWeightStream::fill(void* slot, int64_t region) {
   const int64_t n = store_.layout().regions[static_cast<size_t>(region)].numel;
   if (store_.stream_dtype() == backend_.dtype()) {
     const void* src = store_.stream_dtype() == DType::f32 ? static_cast<const void*>(store_.master(region))
@@ -40,29 +40,33 @@ void WeightStream::fill(void* slot, int64_t region) {
   if (!backend_.host_memory()) backend_.upload(slot, dst, n * 4);
 }
 
-const void* WeightStream::acquire(int64_t region) {
+const void* BasicWeightStream::acquire(int64_t region) {
+  store_.wait_region(region);
+  const int64_t version = store_.required_version();
   if (backend_.host_memory() && store_.stream_dtype() == DType::f32) return store_.master(region);
   for (size_t i = 0; i < slots_.size(); ++i)
-    if (slot_region_[i] == region) return slots_[i];
+    if (slot_region_[i] == region && slot_version_[i] == version) return slots_[i];
   const auto s = static_cast<size_t>(next_slot_);
   next_slot_ = (next_slot_ + 1) % static_cast<int64_t>(slots_.size());
   if (!slots_[s]) slots_[s] = backend_.alloc(store_.layout().largest_region_numel);
   fill(slots_[s], region);
   slot_region_[s] = region;
-  ++regions_moved_;
+  slot_version_[s] = version;
+  bytes_moved_ += store_.layout().regions[static_cast<size_t>(region)].numel *
+                  static_cast<int64_t>(dtype_size(store_.stream_dtype()));
   return slots_[s];
 }
 
-GradientSink::GradientSink(Backend& backend, HostStore& store)
+BasicGradientSink::BasicGradientSink(Backend& backend, HostStore& store)
     : backend_(backend), store_(store), buffers_(3, nullptr) {}
 
-GradientSink::~GradientSink() {
+BasicGradientSink::~BasicGradientSink() {
   for (float* p : buffers_)
     if (p) backend_.free_bytes(p);
 }
 
 // Buffer 0: embedding (lives across the whole pass when tied), 1: decoder layers, 2: head.
-float* GradientSink::buffer_for(int64_t region) {
+float* BasicGradientSink::buffer_for(int64_t region) {
   const auto& regions = store_.layout().regions;
   const size_t kind = region == 0 ? 0 : (region + 1 == static_cast<int64_t>(regions.size()) ? 2 : 1);
   if (!buffers_[kind]) {
@@ -72,16 +76,17 @@ float* GradientSink::buffer_for(int64_t region) {
   return buffers_[kind];
 }
 
-float* GradientSink::begin(int64_t region) {
+float* BasicGradientSink::begin(int64_t region) {
   float* b = buffer_for(region);
   backend_.zero_bytes(b, store_.layout().regions[static_cast<size_t>(region)].numel * 4);
   return b;
 }
 
-void GradientSink::finish(int64_t region, bool first_pass) {
+void BasicGradientSink::finish(int64_t region, bool first_pass) {
   const float* b = buffer_for(region);
   const int64_t n = store_.layout().regions[static_cast<size_t>(region)].numel;
   float* host = store_.grad(region);
+  bytes_moved_ += n * 4;
   if (first_pass) {
     backend_.download(host, b, n * 4);
     return;

@@ -1,7 +1,11 @@
 // WeightStream: brings a region's streaming copy from the host store into backend memory, in the
-// backend's dtype. Host-memory backends read fp32 regions in place and widen bf16 regions into one of `k`
-// slots, round-robin; device backends copy into `k` device slots (the CUDA pipeline overlaps these copies).
-// Invariant: a pointer from acquire() stays valid until `k` further acquires of other regions have happened.
+// backend's dtype; GradientSink returns each region's gradient to the host store. The engine announces a
+// pass's whole acquisition order first (plan), so a pipelined implementation can copy ahead.
+// BasicWeightStream / BasicGradientSink work with any backend, synchronously: host-memory backends read fp32
+// regions in place and widen bf16 regions into one of `k` slots; the CUDA pipeline overlaps its copies.
+// Invariants: a pointer from acquire() stays valid until the next acquire(). No implementation reads a region
+// of the store before store.wait_region(region) has returned (the optimizer of the previous step may still be
+// updating it), and a copy of a region is reused only at the same store.required_version().
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -11,15 +15,46 @@
 
 namespace mt {
 
+// Transfer figures since the last take(): copy-stream busy time and bytes, and how long compute waited
+// for weights (zero where a stream does not measure them).
+struct PipelineStats {
+  double h2d_seconds = 0, d2h_seconds = 0, compute_wait_seconds = 0;
+  int64_t h2d_bytes = 0, d2h_bytes = 0;
+};
+
+class PipelineCounters {
+ public:
+  virtual ~PipelineCounters() = default;
+  virtual PipelineStats take() = 0;  // call when the backend is idle (after a step)
+};
+
 class WeightStream {
  public:
-  WeightStream(Backend& backend, HostStore& store, int64_t slots);
-  ~WeightStream();
-  WeightStream(const WeightStream&) = delete;
-  WeightStream& operator=(const WeightStream&) = delete;
+  virtual ~WeightStream() = default;
+  virtual void plan(const std::vector<int64_t>& regions) = 0;  // the acquisitions of the coming pass, in order
+  virtual const void* acquire(int64_t region) = 0;              // the next planned region, ready for compute
+  virtual int64_t bytes_moved() const = 0;                      // host → backend bytes so far
+};
 
-  const void* acquire(int64_t region);
-  int64_t regions_moved() const { return regions_moved_; }  // widened or copied regions, for accounting
+class GradientSink {
+ public:
+  virtual ~GradientSink() = default;
+  virtual float* begin(int64_t region) = 0;                     // a zeroed fp32 accumulator for the region
+  virtual void finish(int64_t region, bool first_pass) = 0;     // host grad = (first_pass ? 0 : host grad) + acc
+  virtual void wait() = 0;                                      // every finished gradient has reached the host
+  virtual int64_t bytes_moved() const = 0;                      // backend → host bytes so far
+};
+
+class BasicWeightStream final : public WeightStream {
+ public:
+  BasicWeightStream(Backend& backend, HostStore& store, int64_t slots);
+  ~BasicWeightStream() override;
+  BasicWeightStream(const BasicWeightStream&) = delete;
+  BasicWeightStream& operator=(const BasicWeightStream&) = delete;
+
+  void plan(const std::vector<int64_t>&) override {}
+  const void* acquire(int64_t region) override;
+  int64_t bytes_moved() const override { return bytes_moved_; }
 
  private:
   void fill(void* slot, int64_t region);
@@ -27,27 +62,30 @@ class WeightStream {
   HostStore& store_;
   std::vector<void*> slots_;
   std::vector<int64_t> slot_region_;
+  std::vector<int64_t> slot_version_;   // store.required_version() when the slot was filled
   std::vector<float> staging_;  // widened bf16 region for device backends computing in fp32
   int64_t next_slot_ = 0;
-  int64_t regions_moved_ = 0;
+  int64_t bytes_moved_ = 0;
 };
 
-// GradientSink: per-region fp32 gradient accumulators in backend memory, returned to the host store when final.
-class GradientSink {
+class BasicGradientSink final : public GradientSink {
  public:
-  GradientSink(Backend& backend, HostStore& store);
-  ~GradientSink();
-  GradientSink(const GradientSink&) = delete;
-  GradientSink& operator=(const GradientSink&) = delete;
+  BasicGradientSink(Backend& backend, HostStore& store);
+  ~BasicGradientSink() override;
+  BasicGradientSink(const BasicGradientSink&) = delete;
+  BasicGradientSink& operator=(const BasicGradientSink&) = delete;
 
-  float* begin(int64_t region);                  // a zeroed accumulator for the region
-  void finish(int64_t region, bool first_pass);  // host grad = (first_pass ? 0 : host grad) + accumulator
+  float* begin(int64_t region) override;
+  void finish(int64_t region, bool first_pass) override;
+  void wait() override {}
+  int64_t bytes_moved() const override { return bytes_moved_; }
 
  private:
   Backend& backend_;
   HostStore& store_;
   std::vector<float*> buffers_;                  // lazily allocated: embedding, decoder layers, head
   std::vector<float> staging_;                   // host copy of an accumulator, for passes after the first
+  int64_t bytes_moved_ = 0;
   float* buffer_for(int64_t region);
 };
 

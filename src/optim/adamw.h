@@ -1,6 +1,9 @@
-// CPU AdamW over one contiguous slice, with torch.optim.AdamW's exact single-tensor semantics.
-// Invariant: one fused pass reads the gradient once and writes master, m, v (and the bf16 stream copy
-// when asked); the result does not depend on the number of threads.
+// CPU AdamW over one contiguous range, with torch.optim.AdamW's exact single-tensor semantics, and the
+// fixed-order block sums of squares that the global gradient norm is built from.
+// Invariants: one fused pass reads the gradient once and writes master, m, v (and the bf16 stream copy
+// when asked); every element goes through the same IEEE operations in the same order wherever it falls
+// (vector body or tail, any thread), so results do not depend on how a region is cut into slices or on
+// the thread count. block_sum_of_squares depends only on the block's values.
 #pragma once
 #include <cstdint>
 
@@ -9,14 +12,18 @@ namespace mt {
 struct AdamWStep {
   double lr = 0.0;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
-  double weight_decay = 0.0;   // applied only where the slice decays
+  double weight_decay = 0.0;   // applied only where the range decays
   int64_t step = 1;            // 1-based count of updates applied so far, this one included
   float grad_scale = 1.0f;     // clipping coefficient, multiplied into the gradient first
 };
 
 // param, exp_avg, exp_avg_sq, grad: n floats. bf16_out (may be null): receives the updated parameter
-// rounded to bf16 (the copy that streams to the GPU).
+// rounded to bf16 (the copy that streams to the GPU). Threaded with the calling thread's OpenMP team.
 void adamw_update(float* param, float* exp_avg, float* exp_avg_sq, const float* grad, int64_t n,
                   const AdamWStep& hp, bool decay, std::uint16_t* bf16_out);
+
+// Σ g² in fp64 over n values: 16 interleaved partial sums (element i goes to sum i mod 16), combined
+// pairwise. Single-threaded; the optimizer calls it once per norm block.
+double block_sum_of_squares(const float* g, int64_t n);
 
 }  // namespace mt

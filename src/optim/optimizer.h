@@ -1,10 +1,17 @@
-// Optimizer: one update of every parameter in the host store — global gradient norm, clipping, AdamW
-// (decay on matrices only), refresh of the streaming copy.
-// Invariant: the clipping coefficient is computed from the exact global norm before any region is
-// updated; a step whose gradient norm is not finite changes nothing and is reported as skipped.
+// Optimizer: one update of the host store by every rank of the node, each on its own slices — exact
+// global gradient norm, clipping, AdamW (decay on matrices only), the streaming copy — publishing each
+// region's slice as soon as it is updated, in forward order, so the next forward can start on it.
+// Invariants: every rank of the node calls step() once per optimizer step, in the same order. The norm is
+// Σ g² of fixed 4096-element blocks (HostStore::kSliceAlign, so a block never straddles two slices) summed
+// in global block order, so every rank computes the same norm and the result is bitwise independent of
+// the number of ranks and threads. It is known before any region is updated; a step whose norm is not
+// finite changes nothing and is reported as skipped on every rank.
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <vector>
 
+#include "dist/shared_window.h"
 #include "store/host_store.h"
 
 namespace mt {
@@ -16,25 +23,34 @@ struct OptimizerSettings {
 };
 
 struct OptimizerReport {
+  int64_t pass = 0;             // 1-based count of step() calls; the version its regions are published at
   double grad_norm = 0.0;       // global L2 norm before clipping
   float clip_coefficient = 1.0f;
   bool skipped = false;         // non-finite gradient norm
+  double norm_seconds = 0.0;    // this rank: until the global norm was known
+  double update_seconds = 0.0;  // this rank: its slices' updates
 };
 
 class Optimizer {
  public:
-  Optimizer(HostStore& store, const OptimizerSettings& settings);
-  OptimizerReport step(double lr);
+  Optimizer(HostStore& store, const OptimizerSettings& settings);  // collective over the node's ranks
+  // on_norm (may be empty) is called once the global norm is known, before this rank updates anything.
+  OptimizerReport step(double lr, const std::function<void(const OptimizerReport&)>& on_norm = {});
   int64_t updates_applied() const { return updates_; }
   void set_updates_applied(int64_t n) { updates_ = n; }
 
  private:
+  double global_sum_of_squares(const double* partials) const;
+
   HostStore& store_;
   OptimizerSettings settings_;
   int64_t updates_ = 0;
+  int64_t passes_ = 0;
+  std::vector<int64_t> first_block_;   // per region, its first block's index in global block order
+  int64_t blocks_ = 0;
+  dist::SharedWindow shared_;          // 2 × blocks_ partial sums (alternate steps), then per-rank counters
+  double* partials_ = nullptr;
+  int64_t* partials_done_ = nullptr;   // [rank × 8]: the last pass whose partials the rank has written
 };
-
-// Σ over all regions of Σ grad², in fp64.
-double gradient_sum_of_squares(const HostStore& store);
 
 }  // namespace mt

@@ -1,49 +1,122 @@
-// HostStore allocation: one 64-byte-aligned block per region and kind, Adam state and gradients zeroed.
+// HostStore over one MPI-3 shared window (see host_store.h). Window layout, every offset page-aligned:
+// per region, master, exp_avg, exp_avg_sq, grad (fp32) and the bf16 copy, each padded to a multiple of
+// kSliceAlign elements; then the version table, one row of version_stride_ counters per rank.
 #include "store/host_store.h"
 
-#include <cstdlib>
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "core/error.h"
+#include "dist/check.h"
+#include "dist/shared_flags.h"
+#include "store/shared_memory_check.h"
 
 namespace mt {
 namespace {
 
-void* allocate_zeroed(std::size_t bytes) {
-  const std::size_t rounded = (bytes + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
-  MT_REQUIRE(p != nullptr, "host store: cannot allocate {} bytes of host memory", bytes);
-  std::memset(p, 0, rounded);
-  return p;
+int64_t padded(int64_t n) { return (n + HostStore::kSliceAlign - 1) / HostStore::kSliceAlign * HostStore::kSliceAlign; }
+
+// Zeroes with the rank's threads: the first touch that places the pages in the rank's NUMA domain.
+void zero_parallel(void* data, int64_t bytes) {
+  constexpr int64_t kChunk = 1 << 16;
+  auto* p = static_cast<std::byte*>(data);
+#pragma omp parallel for schedule(static)
+  for (int64_t o = 0; o < bytes; o += kChunk) std::memset(p + o, 0, static_cast<size_t>(std::min(kChunk, bytes - o)));
 }
 
 }  // namespace
 
-HostStore::HostStore(const ParamLayout& layout, DType stream_dtype) : layout_(layout), stream_dtype_(stream_dtype) {
-  regions_.resize(layout_.regions.size());
-  for (std::size_t r = 0; r < regions_.size(); ++r) {
-    const auto n = static_cast<std::size_t>(layout_.regions[r].numel);
-    auto take = [&](std::size_t bytes) {
-      allocations_.push_back(allocate_zeroed(bytes));
-      return allocations_.back();
-    };
-    regions_[r].master = static_cast<float*>(take(n * 4));
-    regions_[r].exp_avg = static_cast<float*>(take(n * 4));
-    regions_[r].exp_avg_sq = static_cast<float*>(take(n * 4));
-    regions_[r].grad = static_cast<float*>(take(n * 4));
-    if (stream_dtype_ == DType::bf16) regions_[r].stream_bf16 = static_cast<std::uint16_t*>(take(n * 2));
-  }
+HostStore::Slice HostStore::slice_of(int64_t numel, int rank, int ranks) {
+  const int64_t chunk = padded((numel + ranks - 1) / ranks);
+  const int64_t begin = std::min(numel, rank * chunk);
+  return {begin, std::min(numel, begin + chunk)};
 }
 
-HostStore::~HostStore() {
-  for (void* p : allocations_) std::free(p);
+int64_t HostStore::rank_bytes(int rank) const {
+  int64_t n = 0;
+  for (const Region& region : layout_.regions) n += slice_of(region.numel, rank, ranks_).size();
+  return n * bytes_per_parameter();
+}
+
+HostStore::HostStore(const ParamLayout& layout, DType stream_dtype) : layout_(layout), stream_dtype_(stream_dtype) {
+  const dist::Context& ctx = dist::context();
+  rank_ = ctx.node_rank;
+  ranks_ = ctx.node_size;
+  const bool bf16 = stream_dtype_ == DType::bf16;
+  const size_t kinds = bf16 ? 5 : 4;
+
+  // Byte offsets of every (region, kind) buffer, then of the version table.
+  std::vector<std::vector<int64_t>> offsets(layout_.regions.size());
+  int64_t bytes = 0;
+  for (size_t r = 0; r < layout_.regions.size(); ++r) {
+    const int64_t n = padded(layout_.regions[r].numel);
+    for (size_t k = 0; k < kinds; ++k) {
+      offsets[r].push_back(bytes);
+      bytes += n * (k < 4 ? 4 : 2);
+    }
+  }
+  version_stride_ = (static_cast<int64_t>(layout_.regions.size()) + 7) / 8 * 8;  // whole cache lines
+  const int64_t versions_offset = bytes;
+  bytes += ranks_ * version_stride_ * static_cast<int64_t>(sizeof(int64_t));
+
+  // Each rank contributes its slices' bytes; rank 0 also the padding and the version table.
+  int64_t others = 0;
+  for (int q = 1; q < ranks_; ++q) others += rank_bytes(q);
+  const int64_t contribution = rank_ == 0 ? bytes - others : rank_bytes(rank_);
+  if (ranks_ > 1 && rank_ == 0)
+    require_shared_memory(static_cast<uint64_t>(bytes) + dist::page_size(), ranks_);
+  window_ = std::make_unique<dist::SharedWindow>(ctx, static_cast<size_t>(contribution));
+  MT_ASSERT(window_->bytes() == static_cast<size_t>(bytes));
+
+  std::byte* base = window_->base();
+  regions_.resize(layout_.regions.size());
+  for (size_t r = 0; r < regions_.size(); ++r) {
+    const int64_t n = padded(layout_.regions[r].numel);
+    auto at = [&](size_t k) { return base + offsets[r][k]; };
+    regions_[r].master = reinterpret_cast<float*>(at(0));
+    regions_[r].exp_avg = reinterpret_cast<float*>(at(1));
+    regions_[r].exp_avg_sq = reinterpret_cast<float*>(at(2));
+    regions_[r].grad = reinterpret_cast<float*>(at(3));
+    if (bf16) regions_[r].stream_bf16 = reinterpret_cast<std::uint16_t*>(at(4));
+    for (size_t k = 0; k < kinds; ++k) allocations_.push_back({at(k), static_cast<size_t>(n * (k < 4 ? 4 : 2))});
+  }
+  versions_ = reinterpret_cast<int64_t*>(base + versions_offset);
+
+  // First touch of this rank's slices (and version row), then nobody touches another rank's pages
+  // before they are placed.
+  for (int64_t r = 0; r < num_regions(); ++r) {
+    const Slice s = slice(r);
+    for (float* p : {master(r), exp_avg(r), exp_avg_sq(r), grad(r)}) zero_parallel(p + s.begin, s.size() * 4);
+    if (bf16) zero_parallel(stream_bf16(r) + s.begin, s.size() * 2);
+  }
+  zero_parallel(version_row(rank_), version_stride_ * static_cast<int64_t>(sizeof(int64_t)));
+  MT_CHECK_MPI(MPI_Barrier(ctx.node));
+}
+
+HostStore::~HostStore() = default;
+
+int64_t* HostStore::version_row(int rank) const { return versions_ + static_cast<int64_t>(rank) * version_stride_; }
+
+void HostStore::publish_slice(int64_t r, int64_t version) { dist::store_release(version_row(rank_)[r], version); }
+
+void HostStore::wait_region(int64_t r, int64_t version) const {
+  for (int q = 0; q < ranks_; ++q) {
+    const int64_t& v = version_row(q)[r];
+    if (dist::load_acquire(v) >= version) continue;
+    const auto t0 = std::chrono::steady_clock::now();
+    dist::wait_until([&] { return dist::load_acquire(v) >= version; });
+    waited_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
 }
 
 void HostStore::refresh_stream_copy(int64_t r) {
   if (stream_dtype_ != DType::bf16) return;
   const float* src = regions_[r].master;
   std::uint16_t* dst = regions_[r].stream_bf16;
-  const int64_t n = layout_.regions[r].numel;
+  const int64_t n = numel(r);
 #pragma omp parallel for simd schedule(static)
   for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
 }

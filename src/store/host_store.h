@@ -1,19 +1,28 @@
 // HostStore: all persistent per-parameter state in host RAM, one flat region per layer (ParamLayout):
 // fp32 master, fp32 Adam m and v, fp32 gradient, and in bf16 mode the bf16 copy that streams to compute.
-// Invariant: after refresh_stream_copy(r) (and after every optimizer update) the stream copy of region r
-// equals round_to_bf16(master); in fp32 mode the master itself streams.
+// All of it lives in one MPI-3 shared window on the node communicator, mapped by every rank. Each region
+// is split into contiguous per-rank slices (slice_of); each rank first-touches its own slices, so their
+// pages sit in its NUMA domain, and the optimizer of each rank updates only its own slices.
+// Invariants: every (region, kind) buffer is contiguous and page-aligned, and so is every slice of it;
+// after refresh_stream_copy(r) (and after every optimizer update) the stream copy of region r equals
+// round_to_bf16(master); in fp32 mode the master itself streams. Region r is at version v once every
+// rank has published its slice of r at v; readers wait for required_version().
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <vector>
 
 #include "core/dtype.h"
+#include "dist/context.h"
+#include "dist/shared_window.h"
 #include "model/param_layout.h"
 
 namespace mt {
 
 class HostStore {
  public:
+  // Collective over the node's ranks; every rank passes the same layout and dtype.
   HostStore(const ParamLayout& layout, DType stream_dtype);
   ~HostStore();
   HostStore(const HostStore&) = delete;
@@ -21,6 +30,7 @@ class HostStore {
 
   const ParamLayout& layout() const { return layout_; }
   int64_t num_regions() const { return static_cast<int64_t>(regions_.size()); }
+  int64_t numel(int64_t r) const { return layout_.regions[static_cast<size_t>(r)].numel; }
   DType stream_dtype() const { return stream_dtype_; }
 
   float* master(int64_t r) { return regions_[r].master; }
@@ -33,9 +43,43 @@ class HostStore {
   const std::uint16_t* stream_bf16(int64_t r) const { return regions_[r].stream_bf16; }
 
   void refresh_stream_copy(int64_t r);
-  // Host bytes held per parameter (fp32 master + m + v + grad, + 2 for the bf16 copy).
+
+  // Slices: a region of n elements is cut into `ranks` contiguous pieces of ceil(n / ranks) elements
+  // rounded up to kSliceAlign (the last ones shorter or empty). kSliceAlign is the optimizer's norm
+  // block and makes every slice page-aligned in fp32 (16 KiB) and bf16 (8 KiB).
+  static constexpr int64_t kSliceAlign = 4096;
+  struct Slice {
+    int64_t begin = 0, end = 0;
+    int64_t size() const { return end - begin; }
+  };
+  static Slice slice_of(int64_t numel, int rank, int ranks);
+  Slice slice(int64_t r) const { return slice_of(numel(r), rank_, ranks_); }
+  int rank() const { return rank_; }    // node rank
+  int ranks() const { return ranks_; }  // node size
+
+  // Page-locking hook: every (region, kind) buffer, for the CUDA backend to cudaHostRegister.
+  struct Allocation {
+    void* data = nullptr;
+    std::size_t bytes = 0;
+  };
+  const std::vector<Allocation>& allocations() const { return allocations_; }
+
+  // Host bytes per parameter (fp32 master + m + v + grad, + 2 for the bf16 copy); bytes of the
+  // parameters of `rank`'s slices; bytes of the shared window (with page padding and flags).
   int64_t bytes_per_parameter() const { return stream_dtype_ == DType::bf16 ? 18 : 16; }
   int64_t total_bytes() const { return layout_.total_numel * bytes_per_parameter(); }
+  int64_t rank_bytes(int rank) const;
+  int64_t window_bytes() const { return static_cast<int64_t>(window_->bytes()); }
+
+  // Versions: each rank publishes its slice of region r after updating it; readers (the engine) wait
+  // until every slice holds the version they require.
+  void publish_slice(int64_t r, int64_t version);
+  void set_required_version(int64_t version) { required_version_ = version; }
+  int64_t required_version() const { return required_version_; }
+  void wait_region(int64_t r) const { wait_region(r, required_version_); }
+  void wait_region(int64_t r, int64_t version) const;
+  // Seconds this process has spent blocked in wait_region: the optimizer work the forward did not hide.
+  double waited_seconds() const { return waited_seconds_; }
 
  private:
   struct RegionBuffers {
@@ -45,10 +89,18 @@ class HostStore {
     float* grad = nullptr;
     std::uint16_t* stream_bf16 = nullptr;
   };
+  int64_t* version_row(int rank) const;
+
   ParamLayout layout_;
   DType stream_dtype_;
+  int rank_ = 0, ranks_ = 1;
+  std::unique_ptr<dist::SharedWindow> window_;
   std::vector<RegionBuffers> regions_;
-  std::vector<void*> allocations_;
+  std::vector<Allocation> allocations_;
+  int64_t* versions_ = nullptr;   // [ranks][version_stride]: rank q's published version of each region
+  int64_t version_stride_ = 0;
+  int64_t required_version_ = 0;
+  mutable double waited_seconds_ = 0.0;
 };
 
 }  // namespace mt

@@ -72,7 +72,7 @@ TEST_CASE("load_datasets concatenates comma-separated datasets in order and sums
   test::TempDir dir;
   write_registry(dir);
   DatasetStats stats;
-  const auto examples = load_datasets(config_for(dir, " second , first"), 512, &stats);
+  const auto examples = load_datasets(config_for(dir, " second , first"), 512, {}, &stats);
   REQUIRE(examples.size() == 3);  // second's 1-token record is dropped
   CHECK(examples[0].input_ids == std::vector<int32_t>{20, 21});
   CHECK(examples[1].input_ids == std::vector<int32_t>{1, 2, 3});
@@ -86,20 +86,22 @@ TEST_CASE("load_datasets concatenates comma-separated datasets in order and sums
 TEST_CASE("load_datasets errors", "[data][load]") {
   test::TempDir dir;
   write_registry(dir);
-  CHECK(test::error_message([&] { load_datasets(config_for(dir, "first,instruct"), 512, nullptr); }) ==
-        "dataset 'instruct': formatting 'alpaca' needs the text pipeline (not available yet)");
-  CHECK(test::error_message([&] { load_datasets(config_for(dir, "chat"), 512, nullptr); }) ==
-        "dataset 'chat': formatting 'sharegpt' needs the text pipeline (not available yet)");
-  CHECK(test::error_message([&] { load_datasets(config_for(dir, "first,,second"), 512, nullptr); })
+  CHECK(test::error_message([&] { load_datasets(config_for(dir, "first,instruct"), 512, {}, nullptr); }) ==
+        "dataset 'instruct': formatting alpaca is text and needs the model's tokenizer (tokenizer.json in the model "
+        "directory), but there is none");
+  CHECK(test::error_message([&] { load_datasets(config_for(dir, "chat"), 512, {}, nullptr); }) ==
+        "dataset 'chat': formatting sharegpt is text and needs the model's tokenizer (tokenizer.json in the model "
+        "directory), but there is none");
+  CHECK(test::error_message([&] { load_datasets(config_for(dir, "first,,second"), 512, {}, nullptr); })
             .find("empty dataset name") != std::string::npos);
-  CHECK(test::error_message([&] { load_datasets(config_for(dir, "nope"), 512, nullptr); })
+  CHECK(test::error_message([&] { load_datasets(config_for(dir, "nope"), 512, {}, nullptr); })
             .find("no dataset named 'nope'") != std::string::npos);
-  CHECK(test::error_message([&] { load_datasets(config_for(dir, "first"), 10, nullptr); })
+  CHECK(test::error_message([&] { load_datasets(config_for(dir, "first"), 10, {}, nullptr); })
             .find("first.jsonl:2: input_ids[6] = 10 is out of range for vocab_size 10") != std::string::npos);
 
   dir.write("first.jsonl", "{\"input_ids\": [1]}\n");
   dir.write("second.json", "[]");
-  CHECK(test::error_message([&] { load_datasets(config_for(dir, "first,second"), 512, nullptr); }) ==
+  CHECK(test::error_message([&] { load_datasets(config_for(dir, "first,second"), 512, {}, nullptr); }) ==
         "dataset.name 'first,second': no examples to train on (1 dropped with no trained token)");
 }
 
@@ -109,7 +111,7 @@ TEST_CASE("the built-in demo dataset loads for a vocabulary of 512", "[data][loa
   config.dataset_dir = MEGATRAIN_SOURCE_DIR "/data";
   config.max_seq_len = 128;
   DatasetStats stats;
-  const auto examples = load_datasets(config, 512, &stats);
+  const auto examples = load_datasets(config, 512, {}, &stats);
   CHECK(examples.size() >= 1000);
   CHECK(stats.truncated == 0);
   CHECK(stats.dropped == 0);

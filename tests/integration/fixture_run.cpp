@@ -2,6 +2,7 @@
 #include "integration/fixture_run.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -10,12 +11,22 @@
 
 namespace mt::testing {
 
+namespace {
+
+// Build-time locations, overridable by the environment so a bundled test binary runs on another machine.
+std::filesystem::path location(const char* variable, const char* built_in) {
+  const char* env = std::getenv(variable);
+  return env && *env ? env : built_in;
+}
+
+}  // namespace
+
 std::filesystem::path fixture_dir(const std::string& name) {
-  return std::filesystem::path(MEGATRAIN_SOURCE_DIR) / "tests" / "fixtures" / name;
+  return location("MEGATRAIN_SOURCE_DIR", MEGATRAIN_SOURCE_DIR) / "tests" / "fixtures" / name;
 }
 
 std::filesystem::path scratch_dir(const std::string& name) {
-  return std::filesystem::path(MEGATRAIN_BINARY_DIR) / "test-scratch" / name;
+  return location("MEGATRAIN_BINARY_DIR", MEGATRAIN_BINARY_DIR) / "test-scratch" / name;
 }
 
 std::filesystem::path fresh_scratch_dir(const std::string& name) {

@@ -53,3 +53,17 @@ TEST_CASE("micro-batches and accumulation passes still match PyTorch", "[parity]
   check_against_reference("qwen3", "parity-qwen3-passes", {"training.gradient_accumulation_steps=2",
                                                            "training.micro_batch_size=1"});
 }
+
+TEST_CASE("bfloat16 training stays within 2e-2 of PyTorch's fp32 losses", "[parity][bf16]") {
+  for (const std::string name : {"llama", "qwen2", "qwen3", "mistral"}) {
+    const std::string run = "parity-bf16-" + name;
+    run_fixture(name, run, {"model.dtype=bfloat16"});
+    const Reference ref = read_reference(name);
+    const auto rows = read_metrics(scratch_dir(run));
+    REQUIRE(rows.size() == ref.losses.size());
+    for (size_t k = 0; k < rows.size(); ++k) {
+      INFO(name << " step " << k + 1);
+      CHECK(std::abs(rows[k].loss - ref.losses[k]) <= 2e-2 * ref.losses[k]);
+    }
+  }
+}

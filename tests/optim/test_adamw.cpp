@@ -1,5 +1,6 @@
 // AdamW against a scalar fp64 transcription of torch.optim.AdamW, every tail length, decay on/off,
-// bf16 copy rounding, and a thread-count-independent result.
+// bf16 copy rounding (ties, NaN, Inf), results independent of how a range is cut (vector body or tail)
+// and of the thread count, and the fixed-order block sums of squares.
 #include <cmath>
 #include <omp.h>
 #include <random>
@@ -102,4 +103,68 @@ TEST_CASE("bf16 rounding is round-to-nearest-even, NaN stays NaN", "[dtype]") {
   CHECK(mt::f32_to_bf16(1.01171875f) == 0x3f82);
   CHECK(std::isnan(mt::bf16_to_f32(mt::f32_to_bf16(std::nanf("")))));
   CHECK(mt::bf16_to_f32(mt::f32_to_bf16(-2.5f)) == -2.5f);
+}
+
+TEST_CASE("adamw gives bitwise the same result however the range is cut", "[adamw]") {
+  mt::AdamWStep hp;
+  hp.lr = 3e-3;
+  hp.weight_decay = 0.1;
+  hp.step = 5;
+  hp.grad_scale = 0.75f;
+  const int64_t n = 131;
+  const State start = random_state(n, 11);
+  State whole = start;
+  std::vector<uint16_t> whole_bf16(n);
+  mt::adamw_update(whole.p.data(), whole.m.data(), whole.v.data(), whole.g.data(), n, hp, true, whole_bf16.data());
+  for (int64_t cut = 0; cut <= n; ++cut) {
+    State split = start;
+    std::vector<uint16_t> bf16(n);
+    for (auto [b, e] : {std::pair<int64_t, int64_t>{0, cut}, {cut, n}})
+      mt::adamw_update(split.p.data() + b, split.m.data() + b, split.v.data() + b, split.g.data() + b, e - b, hp, true,
+                       bf16.data() + b);
+    INFO("cut at " << cut);
+    CHECK(split.p == whole.p);
+    CHECK(split.m == whole.m);
+    CHECK(split.v == whole.v);
+    CHECK(bf16 == whole_bf16);
+  }
+}
+
+TEST_CASE("the bf16 copy rounds ties to even and keeps NaN, Inf and signed zero", "[adamw][dtype]") {
+  // lr 0 and no decay leave every parameter as it is, so the copy is the rounding of the given values.
+  const std::vector<float> values = {1.00390625f,  1.01171875f, -1.00390625f, 3.0f,       0.0f,     -0.0f,
+                                     std::nanf(""), -std::nanf(""), INFINITY,   -INFINITY, 1e-40f,   -1e-40f,
+                                     65504.0f,     3.3895314e38f, 1.0000001f,  0.99999994f};
+  const auto n = static_cast<int64_t>(values.size());
+  for (int64_t offset = 0; offset < 3; ++offset) {
+    std::vector<float> p(values), m(n, 0.0f), v(n, 0.0f), g(n, 0.5f);
+    std::vector<uint16_t> bf16(n);
+    mt::AdamWStep hp;
+    hp.lr = 0.0;
+    mt::adamw_update(p.data() + offset, m.data() + offset, v.data() + offset, g.data() + offset, n - offset, hp, false,
+                     bf16.data() + offset);
+    for (int64_t i = offset; i < n; ++i) {
+      INFO("value " << values[i]);
+      CHECK(bf16[i] == mt::f32_to_bf16(values[i]));
+    }
+  }
+  CHECK(mt::f32_to_bf16(1.00390625f) == 0x3f80);  // tie, even below
+  CHECK(mt::f32_to_bf16(1.01171875f) == 0x3f82);  // tie, even above
+}
+
+TEST_CASE("block sums of squares: fp64 accuracy, every tail length, NaN and Inf propagate", "[norm]") {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> d(0.0f, 2.0f);
+  std::vector<float> g(4096);
+  for (float& x : g) x = d(rng);
+  for (int64_t n = 0; n <= 4096; n += (n < 40 ? 1 : 397)) {
+    double ref = 0;
+    for (int64_t i = 0; i < n; ++i) ref += double(g[i]) * g[i];
+    INFO("n=" << n);
+    CHECK(std::abs(mt::block_sum_of_squares(g.data(), n) - ref) <= 1e-12 * (1 + ref));
+  }
+  g[17] = std::nanf("");
+  CHECK(std::isnan(mt::block_sum_of_squares(g.data(), 4096)));
+  g[17] = INFINITY;
+  CHECK(std::isinf(mt::block_sum_of_squares(g.data(), 4096)));
 }

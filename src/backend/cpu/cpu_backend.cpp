@@ -39,6 +39,8 @@ class CpuBackend final : public Backend {
     cpu::zero(f(p), bytes / 4);
   }
   void synchronize() override {}
+  int64_t peak_memory_bytes() const override { return 0; }
+  int64_t device_memory_bytes() const override { return 0; }
 
   void linear_forward(void* y, const void* x, const void* w, const void* b, int64_t T, int64_t I,
                       int64_t O) override {

@@ -1,0 +1,59 @@
+// Launchers of the CUDA kernels, one op per file in kernels/ (forward and backward together).
+// Invariant: every launcher takes the stream it runs on, asserts its preconditions (MT_ASSERT), enqueues
+// work only on that stream (scratch via cudaMallocAsync/cudaFreeAsync on the same stream), never
+// synchronises, and checks the launch (cudaGetLastError) with an error naming the op and its sizes.
+// Element type T is float or __nv_bfloat16; accumulation is fp32; results are deterministic (no
+// floating-point atomics: reductions run in a fixed order). Every pointer, including ids, positions, targets and
+// AttnShape::seq_lens / segments, is device memory; their values are trusted (not range-checked on the host).
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "backend/backend.h"
+
+namespace mt::cuda {
+
+// y[t] = table[ids[t]]; dtable[ids[t]] += dy[t] (fp32, deterministic: a stable sort by id, then each id's rows
+// added in token order; tokens <= INT32_MAX).
+template <typename T> void embedding_forward(T* y, const T* table, const int32_t* ids, int64_t tokens, int64_t H, cudaStream_t s);
+template <typename T> void embedding_backward(float* dtable, const T* dy, const int32_t* ids, int64_t tokens, int64_t H, cudaStream_t s);
+
+// HF RMSNorm over rows of D: y = (x·rsqrt(mean(x²)+eps))·w, math in fp32; dx =, dw += (fp32).
+template <typename T> void rmsnorm_forward(T* y, const T* x, const T* w, int64_t N, int64_t D, float eps, cudaStream_t s);
+template <typename T> void rmsnorm_backward(T* dx, float* dw, const T* dy, const T* x, const T* w, int64_t N, int64_t D, float eps, cudaStream_t s);
+
+// In-place RoPE on x[tokens, n_heads, head_dim], first rot_dim dims (rotate_half); backward = transpose.
+template <typename T> void rope_forward(T* x, const float* cos, const float* sin, const int32_t* positions, int64_t tokens, int64_t n_heads, int64_t head_dim, int64_t rot_dim, cudaStream_t s);
+template <typename T> void rope_backward(T* dx, const float* cos, const float* sin, const int32_t* positions, int64_t tokens, int64_t n_heads, int64_t head_dim, int64_t rot_dim, cudaStream_t s);
+
+// y = silu(g)·u; dg, du =.
+template <typename T> void swiglu_forward(T* y, const T* g, const T* u, int64_t n, cudaStream_t s);
+template <typename T> void swiglu_backward(T* dg, T* du, const T* dy, const T* g, const T* u, int64_t n, cudaStream_t s);
+
+// y += x.
+template <typename T> void add(T* y, const T* x, int64_t n, cudaStream_t s);
+// y[t, o] += b[o]; db[o] += Σ_t dy[t, o] (fp32, deterministic).
+template <typename T> void bias_forward(T* y, const T* b, int64_t tokens, int64_t O, cudaStream_t s);
+template <typename T> void bias_backward(float* db, const T* dy, int64_t tokens, int64_t O, cudaStream_t s);
+
+// Flash-style attention (never materialises S×S): causal, GQA, sliding window, per-sequence valid lengths
+// (no work on padding), packed segments; semantics exactly as AttnShape in backend.h; lse fp32; head_dim 1..256.
+template <typename T> void attention_forward(T* out, float* lse, const T* q, const T* k, const T* v, const AttnShape& shape, cudaStream_t s);
+template <typename T> void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v, const T* out, const float* lse, const AttnShape& shape, cudaStream_t s);
+
+// Cross-entropy on one chunk of fp32 logits [rows, V] (in place allowed for dlogits when T = float):
+// row_loss[r] = logsumexp − logit[target] (0 where target == -100); dlogits = scale·(softmax − onehot), 0 on ignored rows;
+// a target outside [0, V) other than -100 gives NaN loss and gradient for its row.
+template <typename T> void cross_entropy(T* dlogits, float* row_loss, const float* logits, const int32_t* targets, int64_t rows, int64_t V, float scale, cudaStream_t s);
+
+// out[0] = Σ x² (fp64, deterministic); out[0] = Σ x (fp64) over n floats.
+void sum_squares(double* out, const float* x, int64_t n, cudaStream_t s);
+void sum(double* out, const float* x, int64_t n, cudaStream_t s);
+
+// y = (Tout) x; y += x (fp32).
+template <typename Tout, typename Tin> void cast(Tout* y, const Tin* x, int64_t n, cudaStream_t s);
+void accumulate(float* y, const float* x, int64_t n, cudaStream_t s);
+
+}  // namespace mt::cuda

@@ -1,0 +1,247 @@
+// mt::Backend on CUDA (see cuda_backend.h): dispatch by dtype to the kernels/ launchers, linear layers and
+// the chunked LM head through cuBLASLt.
+#include "backend/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/gemm.h"
+#include "kernels/kernels.h"
+
+namespace mt {
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(DType dtype, int device) : dtype_(dtype), device_(device) {
+    MT_CHECK_CUDA(cudaSetDevice(device_));
+    MT_CHECK_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    gemm_ = std::make_unique<cuda::Gemm>(stream_);
+    MT_CHECK_CUDA(cudaMalloc(&scalar_, sizeof(double)));
+  }
+  ~CudaBackend() override {
+    cudaStreamSynchronize(stream_);
+    gemm_.reset();
+    cudaFree(scalar_);
+    cudaFree(row_loss_);
+    cudaFree(logits_);
+    cudaFree(dlogits_);
+    cudaStreamDestroy(stream_);
+  }
+
+  std::string name() const override { return "cuda"; }
+  DType dtype() const override { return dtype_; }
+  bool host_memory() const override { return false; }
+  cudaStream_t stream() const { return stream_; }
+
+  int64_t peak_memory_bytes() const override { return peak_; }
+  int64_t device_memory_bytes() const override {
+    size_t free = 0, total = 0;
+    cudaMemGetInfo(&free, &total);
+    return static_cast<int64_t>(total);
+  }
+
+  void* alloc_bytes(int64_t bytes) override {
+    void* p = nullptr;
+    const cudaError_t err = cudaMalloc(&p, static_cast<size_t>(std::max<int64_t>(bytes, 1)));
+    if (err != cudaSuccess) {
+      size_t free = 0, total = 0;
+      cudaMemGetInfo(&free, &total);
+      throw Error(MT_FORMAT("GPU memory: cannot allocate {:.2f} GiB ({:.2f} GiB free of {:.2f} GiB): {}",
+                              bytes / 1073741824.0, free / 1073741824.0, total / 1073741824.0,
+                              cudaGetErrorString(err)));
+    }
+    sizes_[p] = bytes;
+    in_use_ += bytes;
+    peak_ = std::max(peak_, in_use_);
+    return p;
+  }
+  void free_bytes(void* p) override {
+    if (!p) return;
+    MT_CHECK_CUDA(cudaFree(p));
+    in_use_ -= sizes_[p];
+    sizes_.erase(p);
+  }
+  void upload(void* dst, const void* src, int64_t bytes) override {
+    MT_CHECK_CUDA(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, stream_));
+  }
+  void download(void* dst, const void* src, int64_t bytes) override {
+    MT_CHECK_CUDA(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost, stream_));
+    MT_CHECK_CUDA(cudaStreamSynchronize(stream_));
+  }
+  void copy_bytes(void* dst, const void* src, int64_t bytes) override {
+    MT_CHECK_CUDA(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToDevice, stream_));
+  }
+  void zero_bytes(void* p, int64_t bytes) override {
+    MT_CHECK_CUDA(cudaMemsetAsync(p, 0, static_cast<size_t>(bytes), stream_));
+  }
+  void synchronize() override { MT_CHECK_CUDA(cudaStreamSynchronize(stream_)); }
+
+  void linear_forward(void* y, const void* x, const void* w, const void* b, int64_t T, int64_t I,
+                      int64_t O) override {
+    gemm_->run(y, dtype_, x, w, dtype_, true, T, O, I, 0.0f, b);
+  }
+  void linear_backward(void* dx, float* dw, float* db, const void* dy, const void* x, const void* w, int64_t T,
+                       int64_t I, int64_t O, bool accumulate_dx) override {
+    if (dx) gemm_->run(dx, dtype_, dy, w, dtype_, false, T, I, O, accumulate_dx ? 1.0f : 0.0f);
+    gemm_->run_at_b(dw, dy, x, dtype_, O, I, T, 1.0f);
+    if (db) dispatch([&](auto* t) { cuda::bias_backward(db, cast(t, dy), T, O, stream_); });
+  }
+
+  void embedding_forward(void* y, const void* table, const int32_t* ids, int64_t T, int64_t H) override {
+    dispatch([&](auto* t) { cuda::embedding_forward(cast(t, y), cast(t, table), ids, T, H, stream_); });
+  }
+  void embedding_backward(float* dtable, const void* dy, const int32_t* ids, int64_t T, int64_t H) override {
+    dispatch([&](auto* t) { cuda::embedding_backward(dtable, cast(t, dy), ids, T, H, stream_); });
+  }
+  void rmsnorm_forward(void* y, const void* x, const void* w, int64_t N, int64_t D, float eps) override {
+    dispatch([&](auto* t) { cuda::rmsnorm_forward(cast(t, y), cast(t, x), cast(t, w), N, D, eps, stream_); });
+  }
+  void rmsnorm_backward(void* dx, float* dw, const void* dy, const void* x, const void* w, int64_t N, int64_t D,
+                        float eps) override {
+    dispatch([&](auto* t) {
+      cuda::rmsnorm_backward(cast(t, dx), dw, cast(t, dy), cast(t, x), cast(t, w), N, D, eps, stream_);
+    });
+  }
+  void rope_forward(void* x, const float* cos, const float* sin, const int32_t* positions, int64_t T,
+                    int64_t n_heads, int64_t head_dim, int64_t rot_dim) override {
+    dispatch([&](auto* t) {
+      cuda::rope_forward(cast(t, x), cos, sin, positions, T, n_heads, head_dim, rot_dim, stream_);
+    });
+  }
+  void rope_backward(void* dx, const float* cos, const float* sin, const int32_t* positions, int64_t T,
+                     int64_t n_heads, int64_t head_dim, int64_t rot_dim) override {
+    dispatch([&](auto* t) {
+      cuda::rope_backward(cast(t, dx), cos, sin, positions, T, n_heads, head_dim, rot_dim, stream_);
+    });
+  }
+  void attention_forward(void* out, float* lse, const void* q, const void* k, const void* v,
+                         const AttnShape& shape) override {
+    dispatch([&](auto* t) {
+      cuda::attention_forward(cast(t, out), lse, cast(t, q), cast(t, k), cast(t, v), shape, stream_);
+    });
+  }
+  void attention_backward(void* dq, void* dk, void* dv, const void* dout, const void* q, const void* k,
+                          const void* v, const void* out, const float* lse, const AttnShape& shape) override {
+    dispatch([&](auto* t) {
+      cuda::attention_backward(cast(t, dq), cast(t, dk), cast(t, dv), cast(t, dout), cast(t, q), cast(t, k),
+                               cast(t, v), cast(t, out), lse, shape, stream_);
+    });
+  }
+  void swiglu_forward(void* y, const void* gate, const void* up, int64_t n) override {
+    dispatch([&](auto* t) { cuda::swiglu_forward(cast(t, y), cast(t, gate), cast(t, up), n, stream_); });
+  }
+  void swiglu_backward(void* dgate, void* dup, const void* dy, const void* gate, const void* up,
+                       int64_t n) override {
+    dispatch([&](auto* t) {
+      cuda::swiglu_backward(cast(t, dgate), cast(t, dup), cast(t, dy), cast(t, gate), cast(t, up), n, stream_);
+    });
+  }
+  void add(void* y, const void* x, int64_t n) override {
+    dispatch([&](auto* t) { cuda::add(cast(t, y), cast(t, x), n, stream_); });
+  }
+
+  // Chunks of rows: fp32 logits = x·wᵀ, cross-entropy → dlogits, dx = dlogits·w, dw += dlogitsᵀ·x.
+  double head_loss(void* dx, float* dw, const void* x, const void* w, const int32_t* targets, int64_t T, int64_t H,
+                   int64_t V, float grad_scale) override {
+    const int64_t chunk = std::clamp<int64_t>((int64_t{1} << 28) / std::max<int64_t>(V, 1), 16, 4096);
+    ensure_head_buffers(std::min(chunk, T), V, T);
+    const auto es = static_cast<int64_t>(dtype_size(dtype_));
+    for (int64_t r0 = 0; r0 < T; r0 += chunk) {
+      const int64_t rows = std::min(chunk, T - r0);
+      const char* xr = static_cast<const char*>(x) + r0 * H * es;
+      char* dxr = static_cast<char*>(dx) + r0 * H * es;
+      gemm_->run(logits_, DType::f32, xr, w, dtype_, true, rows, V, H, 0.0f);
+      dispatch([&](auto* t) {
+        cuda::cross_entropy(cast(t, dlogits_), row_loss_ + r0, logits_, targets + r0, rows, V, grad_scale, stream_);
+      });
+      gemm_->run(dxr, dtype_, dlogits_, w, dtype_, false, rows, H, V, 0.0f);
+      gemm_->run_at_b(dw, dlogits_, xr, dtype_, V, H, rows, 1.0f);
+    }
+    cuda::sum(static_cast<double*>(scalar_), row_loss_, T, stream_);
+    double total = 0;
+    download(&total, scalar_, sizeof(double));
+    return total;
+  }
+
+  double sum_squares(const float* x, int64_t n) override {
+    cuda::sum_squares(static_cast<double*>(scalar_), x, n, stream_);
+    double total = 0;
+    download(&total, scalar_, sizeof(double));
+    return total;
+  }
+
+ private:
+  // Calls f with a typed null pointer naming the element type of dtype_.
+  template <typename F>
+  void dispatch(F&& f) {
+    if (dtype_ == DType::bf16) {
+      f(static_cast<bf16*>(nullptr));
+    } else {
+      f(static_cast<float*>(nullptr));
+    }
+  }
+  template <typename T>
+  static T* cast(T*, void* p) {
+    return static_cast<T*>(p);
+  }
+  template <typename T>
+  static const T* cast(T*, const void* p) {
+    return static_cast<const T*>(p);
+  }
+
+  void ensure_head_buffers(int64_t rows, int64_t V, int64_t T) {
+    if (rows * V > head_capacity_) {
+      free_bytes(logits_);
+      free_bytes(dlogits_);
+      logits_ = static_cast<float*>(alloc_bytes(rows * V * 4));
+      dlogits_ = alloc_bytes(rows * V * static_cast<int64_t>(dtype_size(dtype_)));
+      head_capacity_ = rows * V;
+    }
+    if (T > row_capacity_) {
+      free_bytes(row_loss_);
+      row_loss_ = static_cast<float*>(alloc_bytes(T * 4));
+      row_capacity_ = T;
+    }
+  }
+
+  DType dtype_;
+  int device_;
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<cuda::Gemm> gemm_;
+  void* scalar_ = nullptr;
+  float* logits_ = nullptr;
+  void* dlogits_ = nullptr;
+  float* row_loss_ = nullptr;
+  int64_t head_capacity_ = 0, row_capacity_ = 0;
+  std::unordered_map<void*, int64_t> sizes_;
+  int64_t in_use_ = 0, peak_ = 0;
+};
+
+}  // namespace
+
+int cuda_device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(DType dtype, int device) {
+  const int n = cuda_device_count();
+  MT_REQUIRE(n > device, "no usable CUDA GPU (found {} device(s), asked for device {})", n, device);
+  return std::make_unique<CudaBackend>(dtype, device);
+}
+
+cudaStream_t cuda_compute_stream(Backend& backend) {
+  auto* cuda = dynamic_cast<CudaBackend*>(&backend);
+  MT_ASSERT(cuda != nullptr, "not a CUDA backend");
+  return cuda->stream();
+}
+
+}  // namespace mt

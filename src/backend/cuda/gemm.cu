@@ -1,0 +1,88 @@
+// cuBLASLt GEMMs (see gemm.h). Row-major problems are issued as their column-major transposes:
+// row-major C = A·op(B) is column-major Cᵀ = op(B)ᵀ·Aᵀ, so the operands swap places.
+#include "backend/cuda/gemm.h"
+
+#include <vector>
+
+#include "backend/cuda/cuda_check.h"
+
+namespace mt::cuda {
+namespace {
+
+cudaDataType_t cuda_type(DType t) { return t == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F; }
+
+// Owns the descriptors of one matmul call.
+struct Descriptors {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  ~Descriptors() {
+    if (d) cublasLtMatrixLayoutDestroy(d);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (op) cublasLtMatmulDescDestroy(op);
+  }
+};
+
+}  // namespace
+
+Gemm::Gemm(cudaStream_t stream) : stream_(stream) {
+  MT_CHECK_CUBLAS(cublasLtCreate(&handle_));
+  MT_CHECK_CUDA(cudaMalloc(&workspace_, workspace_bytes_));
+}
+
+Gemm::~Gemm() {
+  cudaFree(workspace_);
+  cublasLtDestroy(handle_);
+}
+
+void Gemm::matmul(void* D, DType d, const void* colA, bool transA, const void* colB, bool transB, DType ab,
+                  int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldd, float beta,
+                  const void* bias) {
+  if (m == 0 || n == 0) return;
+  MT_ASSERT(k > 0, "gemm with k = 0");
+  Descriptors desc;
+  MT_CHECK_CUBLAS(cublasLtMatmulDescCreate(&desc.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t ta = transA ? CUBLAS_OP_T : CUBLAS_OP_N, tb = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
+  MT_CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  MT_CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  if (bias) {
+    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    MT_CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+    MT_CHECK_CUBLAS(
+        cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    const cudaDataType_t bt = cuda_type(d);
+    MT_CHECK_CUBLAS(
+        cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt)));
+  }
+  const cudaDataType_t abt = cuda_type(ab), dt = cuda_type(d);
+  MT_CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&desc.a, abt, transA ? k : m, transA ? m : k, lda));
+  MT_CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&desc.b, abt, transB ? n : k, transB ? k : n, ldb));
+  MT_CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&desc.d, dt, m, n, ldd));
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  MT_CHECK_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
+  MT_CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                       &workspace_bytes_, sizeof(workspace_bytes_)));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(handle_, desc.op, desc.a, desc.b, desc.d, desc.d, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  MT_REQUIRE(st == CUBLAS_STATUS_SUCCESS && found > 0,
+             "cuBLASLt has no algorithm for a {}x{}x{} GEMM ({} operands, {} output): {}", m, n, k, dtype_name(ab),
+             dtype_name(d), cublasLtGetStatusString(st));
+  const float alpha = 1.0f;
+  MT_CHECK_CUBLAS(cublasLtMatmul(handle_, desc.op, &alpha, colA, desc.a, colB, desc.b, &beta, D, desc.d, D, desc.d,
+                                 &result.algo, workspace_, workspace_bytes_, stream_));
+}
+
+void Gemm::run(void* C, DType c, const void* A, const void* B, DType ab, bool b_transposed, int64_t M, int64_t N,
+               int64_t K, float beta, const void* bias) {
+  matmul(C, c, B, b_transposed, A, false, ab, N, M, K, b_transposed ? K : N, K, N, beta, bias);
+}
+
+void Gemm::run_at_b(float* C, const void* A, const void* B, DType ab, int64_t M, int64_t N, int64_t K, float beta) {
+  matmul(C, DType::f32, B, false, A, true, ab, N, M, K, N, M, N, beta, nullptr);
+}
+
+}  // namespace mt::cuda

@@ -1,0 +1,325 @@
+// CUDA pipeline (see pipeline.h). Slot assignment for a pass is decided up front from the planned order
+// (a region already resident is reused; otherwise the slot whose next use is farthest away is refilled),
+// so copies can run as far ahead as free slots allow.
+#include "backend/cuda/pipeline.h"
+
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_check.h"
+
+namespace mt {
+namespace {
+
+// Event-timed intervals on a stream, summed when the stream is idle.
+class IntervalTimer {
+ public:
+  ~IntervalTimer() {
+    for (auto& [a, b] : pool_) {
+      cudaEventDestroy(a);
+      cudaEventDestroy(b);
+    }
+  }
+  std::pair<cudaEvent_t, cudaEvent_t> next() {
+    if (used_ == pool_.size()) {
+      cudaEvent_t a, b;
+      MT_CHECK_CUDA(cudaEventCreate(&a));
+      MT_CHECK_CUDA(cudaEventCreate(&b));
+      pool_.emplace_back(a, b);
+    }
+    return pool_[used_++];
+  }
+  double take_seconds() {
+    double total = 0;
+    for (size_t i = 0; i < used_; ++i) {
+      float ms = 0;
+      MT_CHECK_CUDA(cudaEventElapsedTime(&ms, pool_[i].first, pool_[i].second));
+      total += std::max(0.0f, ms) / 1e3;
+    }
+    used_ = 0;
+    return total;
+  }
+
+ private:
+  std::vector<std::pair<cudaEvent_t, cudaEvent_t>> pool_;
+  size_t used_ = 0;
+};
+
+struct Counters final : PipelineCounters {
+  IntervalTimer h2d, d2h, wait;
+  int64_t h2d_bytes = 0, d2h_bytes = 0;
+  PipelineStats take() override {
+    PipelineStats s;
+    s.h2d_seconds = h2d.take_seconds();
+    s.d2h_seconds = d2h.take_seconds();
+    s.compute_wait_seconds = wait.take_seconds();
+    s.h2d_bytes = std::exchange(h2d_bytes, 0);
+    s.d2h_bytes = std::exchange(d2h_bytes, 0);
+    return s;
+  }
+};
+
+// Page-locks host ranges for the pipeline's lifetime.
+class HostRegistration {
+ public:
+  void add(void* p, int64_t bytes) {
+    if (!p || bytes <= 0) return;
+    const cudaError_t err = cudaHostRegister(p, static_cast<size_t>(bytes), cudaHostRegisterDefault);
+    MT_REQUIRE(err == cudaSuccess,
+               "cannot page-lock {:.2f} GiB of the host store for DMA: {} (check `ulimit -l`, the locked-memory "
+               "limit)",
+               bytes / 1073741824.0, cudaGetErrorString(err));
+    ranges_.push_back(p);
+  }
+  ~HostRegistration() {
+    for (void* p : ranges_) cudaHostUnregister(p);
+  }
+
+ private:
+  std::vector<void*> ranges_;
+};
+
+struct Shared {
+  Backend& backend;
+  HostStore& store;
+  cudaStream_t compute;
+  std::shared_ptr<Counters> counters = std::make_shared<Counters>();
+  HostRegistration registration;
+};
+
+class CudaWeightStream final : public WeightStream {
+ public:
+  CudaWeightStream(std::shared_ptr<Shared> shared, int64_t slots) : sh_(std::move(shared)) {
+    MT_REQUIRE(slots >= 2, "the pipeline needs at least 2 weight slots (got {})", slots);
+    MT_CHECK_CUDA(cudaStreamCreateWithFlags(&h2d_, cudaStreamNonBlocking));
+    const int64_t bytes =
+        sh_->store.layout().largest_region_numel * static_cast<int64_t>(dtype_size(sh_->backend.dtype()));
+    for (int64_t s = 0; s < slots; ++s) slots_.push_back(sh_->backend.alloc_bytes(bytes));
+  }
+  ~CudaWeightStream() override {
+    cudaStreamSynchronize(h2d_);
+    for (cudaEvent_t e : events_) cudaEventDestroy(e);
+    for (void* p : slots_) sh_->backend.free_bytes(p);
+    cudaStreamDestroy(h2d_);
+  }
+
+  void plan(const std::vector<int64_t>& order) override {
+    // Every slot may be refilled now, but only after compute has finished the previous pass with it.
+    if (!events_.empty()) {
+      MT_CHECK_CUDA(cudaEventRecord(events_[1], sh_->compute));
+      MT_CHECK_CUDA(cudaStreamWaitEvent(h2d_, events_[1], 0));
+    }
+    order_ = order;
+    const size_t n = order.size(), k = slots_.size();
+    slot_of_.assign(n, 0);
+    loader_.assign(n, -1);
+    prev_user_.assign(n, -1);
+    std::vector<int64_t> resident(k, -1), last_entry(k, -1);
+    for (size_t i = 0; i < n; ++i) {
+      size_t s = k;
+      for (size_t j = 0; j < k; ++j)
+        if (resident[j] == order[i]) s = j;
+      if (s == k) {  // not resident: refill the slot used farthest in the future (never the one in use)
+        int64_t best = -1;
+        for (size_t j = 0; j < k; ++j) {
+          if (i > 0 && j == slot_of_[i - 1]) continue;
+          int64_t next = std::numeric_limits<int64_t>::max();
+          for (size_t t = i + 1; t < n; ++t)
+            if (order[t] == resident[j]) {
+              next = static_cast<int64_t>(t);
+              break;
+            }
+          if (resident[j] < 0) next = std::numeric_limits<int64_t>::max();
+          if (next > best) {
+            best = next;
+            s = j;
+          }
+        }
+        prev_user_[i] = last_entry[s];
+        loader_[i] = static_cast<int64_t>(i);
+        resident[s] = order[i];
+      } else {
+        loader_[i] = loader_[static_cast<size_t>(last_entry[s])];
+      }
+      slot_of_[i] = s;
+      last_entry[s] = static_cast<int64_t>(i);
+    }
+    while (events_.size() < 2 * n) {
+      cudaEvent_t e;
+      MT_CHECK_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      events_.push_back(e);
+    }
+    next_ = 0;
+    issued_ = 0;
+  }
+
+  const void* acquire(int64_t region) override {
+    MT_ASSERT(next_ < order_.size() && order_[next_] == region, "acquire({}) out of the planned order", region);
+    const size_t i = next_++;
+    if (i > 0) MT_CHECK_CUDA(cudaEventRecord(done(i - 1), sh_->compute));  // compute finished entry i-1
+    issue_ready_copies(i);
+    const auto loader = static_cast<size_t>(loader_[i]);
+    auto [w0, w1] = sh_->counters->wait.next();
+    MT_CHECK_CUDA(cudaEventRecord(w0, sh_->compute));
+    MT_CHECK_CUDA(cudaStreamWaitEvent(sh_->compute, loaded(loader), 0));
+    MT_CHECK_CUDA(cudaEventRecord(w1, sh_->compute));
+    return slots_[slot_of_[i]];
+  }
+
+  int64_t bytes_moved() const override { return bytes_moved_; }
+
+ private:
+  cudaEvent_t loaded(size_t i) { return events_[2 * i]; }
+  cudaEvent_t done(size_t i) { return events_[2 * i + 1]; }
+
+  // Issues, in order, every copy whose slot's previous reader has finished (its done event recorded).
+  void issue_ready_copies(size_t current) {
+    for (; issued_ < order_.size(); ++issued_) {
+      if (loader_[issued_] != static_cast<int64_t>(issued_)) continue;  // reuses a resident copy
+      const int64_t prev = prev_user_[issued_];
+      if (prev >= static_cast<int64_t>(current)) break;  // its slot is still needed
+      if (prev >= 0) MT_CHECK_CUDA(cudaStreamWaitEvent(h2d_, done(static_cast<size_t>(prev)), 0));
+      copy(issued_);
+    }
+  }
+
+  void copy(size_t i) {
+    const int64_t r = order_[i];
+    const int64_t n = sh_->store.layout().regions[static_cast<size_t>(r)].numel;
+    const DType dt = sh_->backend.dtype();
+    MT_ASSERT(dt == sh_->store.stream_dtype(), "the pipeline streams {} weights to a {} backend",
+              dtype_name(sh_->store.stream_dtype()), dtype_name(dt));
+    const void* src = dt == DType::f32 ? static_cast<const void*>(sh_->store.master(r))
+                                       : static_cast<const void*>(sh_->store.stream_bf16(r));
+    const int64_t bytes = n * static_cast<int64_t>(dtype_size(dt));
+    auto [t0, t1] = sh_->counters->h2d.next();
+    MT_CHECK_CUDA(cudaEventRecord(t0, h2d_));
+    MT_CHECK_CUDA(cudaMemcpyAsync(slots_[slot_of_[i]], src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, h2d_));
+    MT_CHECK_CUDA(cudaEventRecord(t1, h2d_));
+    MT_CHECK_CUDA(cudaEventRecord(loaded(i), h2d_));
+    bytes_moved_ += bytes;
+    sh_->counters->h2d_bytes += bytes;
+  }
+
+  std::shared_ptr<Shared> sh_;
+  cudaStream_t h2d_ = nullptr;
+  std::vector<void*> slots_;
+  std::vector<cudaEvent_t> events_;
+  std::vector<int64_t> order_, loader_, prev_user_;
+  std::vector<size_t> slot_of_;
+  size_t next_ = 0, issued_ = 0;
+  int64_t bytes_moved_ = 0;
+};
+
+class CudaGradientSink final : public GradientSink {
+ public:
+  explicit CudaGradientSink(std::shared_ptr<Shared> shared) : sh_(std::move(shared)) {
+    MT_CHECK_CUDA(cudaStreamCreateWithFlags(&d2h_, cudaStreamNonBlocking));
+  }
+  ~CudaGradientSink() override {
+    cudaStreamSynchronize(d2h_);
+    for (auto& b : buffers_) {
+      if (b.data) sh_->backend.free_bytes(b.data);
+      if (b.returned) cudaEventDestroy(b.returned);
+    }
+    cudaStreamDestroy(d2h_);
+  }
+
+  float* begin(int64_t region) override {
+    Buffer& b = buffer_for(region);
+    if (b.pending) MT_CHECK_CUDA(cudaStreamWaitEvent(sh_->compute, b.returned, 0));
+    b.pending = false;
+    sh_->backend.zero_bytes(b.data, numel(region) * 4);
+    b.region = region;
+    return b.data;
+  }
+
+  void finish(int64_t region, bool first_pass) override {
+    Buffer& b = buffer_of(region);
+    const int64_t bytes = numel(region) * 4;
+    MT_CHECK_CUDA(cudaEventRecord(b.returned, sh_->compute));
+    MT_CHECK_CUDA(cudaStreamWaitEvent(d2h_, b.returned, 0));
+    float* host = sh_->store.grad(region);
+    if (!first_pass) {
+      staging_.resize(static_cast<size_t>(numel(region)));
+      MT_CHECK_CUDA(cudaMemcpyAsync(staging_.data(), b.data, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost, d2h_));
+      MT_CHECK_CUDA(cudaStreamSynchronize(d2h_));
+      const float* add = staging_.data();
+      const int64_t n = numel(region);
+#pragma omp parallel for simd schedule(static)
+      for (int64_t i = 0; i < n; ++i) host[i] += add[i];
+    } else {
+      auto [t0, t1] = sh_->counters->d2h.next();
+      MT_CHECK_CUDA(cudaEventRecord(t0, d2h_));
+      MT_CHECK_CUDA(cudaMemcpyAsync(host, b.data, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost, d2h_));
+      MT_CHECK_CUDA(cudaEventRecord(t1, d2h_));
+    }
+    MT_CHECK_CUDA(cudaEventRecord(b.returned, d2h_));
+    b.pending = true;
+    bytes_moved_ += bytes;
+    sh_->counters->d2h_bytes += bytes;
+  }
+
+  void wait() override { MT_CHECK_CUDA(cudaStreamSynchronize(d2h_)); }
+  int64_t bytes_moved() const override { return bytes_moved_; }
+
+ private:
+  struct Buffer {
+    float* data = nullptr;
+    cudaEvent_t returned = nullptr;
+    bool pending = false;
+    int64_t region = -1;
+  };
+  int64_t numel(int64_t region) const { return sh_->store.layout().regions[static_cast<size_t>(region)].numel; }
+
+  // Embedding and head own a buffer each; decoder layers alternate between two so a layer's D2H overlaps
+  // the next layer's backward.
+  Buffer& buffer_for(int64_t region) {
+    const int64_t last = static_cast<int64_t>(sh_->store.layout().regions.size()) - 1;
+    size_t idx = region == 0 ? 0 : region == last ? 1 : 2 + static_cast<size_t>(next_layer_buffer_++ % 2);
+    if (buffers_.size() < 4) buffers_.resize(4);
+    Buffer& b = buffers_[idx];
+    if (!b.data) {
+      const int64_t n = idx >= 2 ? sh_->store.layout().largest_region_numel : numel(region);
+      b.data = static_cast<float*>(sh_->backend.alloc_bytes(n * 4));
+      MT_CHECK_CUDA(cudaEventCreateWithFlags(&b.returned, cudaEventDisableTiming));
+    }
+    return b;
+  }
+  Buffer& buffer_of(int64_t region) {
+    for (auto& b : buffers_)
+      if (b.region == region && b.data && !b.pending) return b;
+    MT_ASSERT(false, "finish({}) without begin", region);
+    return buffers_.front();
+  }
+
+  std::shared_ptr<Shared> sh_;
+  cudaStream_t d2h_ = nullptr;
+  std::vector<Buffer> buffers_;
+  std::vector<float> staging_;
+  int64_t next_layer_buffer_ = 0, bytes_moved_ = 0;
+};
+
+}  // namespace
+
+EngineTransfers make_cuda_pipeline(Backend& backend, HostStore& store, int64_t slots) {
+  auto shared = std::shared_ptr<Shared>(new Shared{backend, store, cuda_compute_stream(backend)});
+  for (int64_t r = 0; r < store.num_regions(); ++r) {
+    const int64_t n = store.layout().regions[static_cast<size_t>(r)].numel;
+    if (store.stream_dtype() == DType::bf16) {
+      shared->registration.add(store.stream_bf16(r), n * 2);
+    } else {
+      shared->registration.add(store.master(r), n * 4);
+    }
+    shared->registration.add(store.grad(r), n * 4);
+  }
+  EngineTransfers t;
+  t.counters = shared->counters;
+  t.weights = std::make_unique<CudaWeightStream>(shared, slots);
+  t.grads = std::make_unique<CudaGradientSink>(shared);
+  return t;
+}
+
+}  // namespace mt

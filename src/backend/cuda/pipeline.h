@@ -1,0 +1,17 @@
+// The CUDA weight-streaming pipeline: the host store page-locked; `k >= 2` device weight slots of the
+// largest region's size filled by an H2D stream ahead of compute (the engine announces each pass's order);
+// layer gradients returned by a D2H stream as soon as they are final. Streams are ordered by events only.
+// Invariant: a slot is overwritten only after the compute stream has finished every op that read it, and
+// compute reads a slot only after its copy has completed; a gradient buffer is reused only after its D2H.
+#pragma once
+#include <cstdint>
+
+#include "engine/engine.h"
+
+namespace mt {
+
+// backend must come from make_cuda_backend. Page-locks the store's streamed and gradient buffers for the
+// lifetime of the returned objects; their counters report copy-stream time and compute waits.
+EngineTransfers make_cuda_pipeline(Backend& backend, HostStore& store, int64_t slots);
+
+}  // namespace mt

@@ -1,0 +1,27 @@
+// `megatrain bench --model SHAPE [--batch B] [--seq S] [--steps N] ...` (see cli/train/bench.h).
+#include <memory>
+
+#include "cli/command.h"
+#include "cli/train/bench.h"
+
+namespace mt {
+
+void add_bench_command(CLI::App& root, std::vector<Command>& commands) {
+  auto o = std::make_shared<BenchOptions>();
+  CLI::App* app = root.add_subcommand("bench", "time training steps of a random-init model on random tokens");
+  app->add_option("--model", o->model, "shape file (configs/models/*.json) or model directory")->required();
+  app->add_option("--dtype", o->dtype, "bfloat16 or float32")->capture_default_str();
+  app->add_option("--batch", o->batch, "sequences per step")->capture_default_str()->check(CLI::PositiveNumber);
+  app->add_option("--seq", o->seq, "tokens per sequence")->capture_default_str()->check(CLI::PositiveNumber);
+  app->add_option("--steps", o->steps, "measured steps")->capture_default_str()->check(CLI::PositiveNumber);
+  app->add_option("--warmup", o->warmup, "unmeasured steps first")->capture_default_str()->check(CLI::NonNegativeNumber);
+  app->add_option("--checkpoint-interval", o->checkpoint_interval, "layers per recompute segment")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  app->add_option("--micro-batch", o->micro_batch, "sequences per micro-batch (0 = auto)")->capture_default_str();
+  app->add_option("--slots", o->slots, "GPU weight slots (>= 2)")->capture_default_str()->check(CLI::Range(2, 64));
+  app->add_option("--layers", o->layers, "override the number of layers (0 = as the shape says)")->capture_default_str();
+  app->add_flag("--json", o->json, "one JSON object on stdout");
+  commands.push_back({app, [o] { run_bench(*o); }});
+}
+
+}  // namespace mt

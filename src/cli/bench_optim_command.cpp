@@ -1,0 +1,26 @@
+// `megatrain bench-optim --params P [--steps N] [--warmup W] [--dtype D] [--json]` (see cli/train/bench_optim.h);
+// under mpirun every rank takes part, as in training.
+#include <memory>
+
+#include "cli/command.h"
+#include "cli/train/bench_optim.h"
+
+namespace mt {
+
+void add_bench_optim_command(CLI::App& root, std::vector<Command>& commands) {
+  auto o = std::make_shared<BenchOptimOptions>();
+  auto params = std::make_shared<double>(0.0);
+  CLI::App* app = root.add_subcommand("bench-optim", "time the optimizer step (global norm + AdamW) over P parameters");
+  app->add_option("--params", *params, "number of parameters P (1e9 notation accepted)")->required();
+  app->add_option("--steps", o->steps, "timed steps (median reported)");
+  app->add_option("--warmup", o->warmup, "untimed steps first");
+  app->add_option("--dtype", o->dtype, "streaming copy: bfloat16 (writes the bf16 copy) or float32");
+  app->add_option("--region", o->region, "parameters per region");
+  app->add_flag("--json", o->json, "print one JSON object on stdout");
+  commands.push_back({app, [o, params] {
+                        o->params = static_cast<int64_t>(*params);
+                        run_bench_optim(*o);
+                      }});
+}
+
+}  // namespace mt

@@ -1,0 +1,19 @@
+// Chooses the compute backend of a run: CUDA when this build has it and a GPU is visible, else the CPU
+// reference; MEGATRAIN_BACKEND=cpu|cuda forces one (an unavailable forced backend is an error).
+// Invariant: the returned backend computes in `dtype` where it can (the CPU reference always uses fp32).
+#pragma once
+#include <memory>
+
+#include "backend/backend.h"
+#include "core/dtype.h"
+#include "engine/engine.h"
+
+namespace mt {
+
+std::unique_ptr<Backend> select_backend(DType dtype);
+
+// The engine's weight and gradient transfers for `backend`: the CUDA pipeline with `slots` GPU weight slots
+// on a CUDA backend, the basic synchronous ones otherwise.
+EngineTransfers make_engine_transfers(Backend& backend, HostStore& store, int64_t slots);
+
+}  // namespace mt

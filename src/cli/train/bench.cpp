@@ -1,0 +1,141 @@
+// Benchmark driver (see bench.h).
+#include "cli/train/bench.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "cli/train/backend_select.h"
+#include "core/error.h"
+#include "core/log.h"
+#include "data/batch.h"
+#include "engine/engine.h"
+#include "model/model_source.h"
+#include "model/param_layout.h"
+#include "optim/optimizer.h"
+#include "store/host_store.h"
+
+namespace mt {
+namespace {
+
+struct StepFigures {
+  double step_s = 0, fb_s = 0, optim_s = 0, tokens_per_s = 0, tflops = 0, h2d_gbs = 0, d2h_gbs = 0;
+  double compute_busy = 0;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+Batch random_batch(int64_t batch, int64_t seq, int64_t vocab, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<Example> ex(static_cast<size_t>(batch));
+  for (auto& e : ex) {
+    e.input_ids.resize(static_cast<size_t>(seq));
+    for (auto& id : e.input_ids) id = static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab));
+    e.labels = e.input_ids;
+  }
+  return make_batch(ex);
+}
+
+}  // namespace
+
+void run_bench(const BenchOptions& o) {
+  const ModelSource source = resolve_model_source(o.model);
+  ModelSpec spec = load_model_spec(source.config_json);
+  if (o.layers > 0) {
+    spec.num_layers = o.layers;
+    spec.sliding_window.resize(static_cast<size_t>(o.layers), spec.sliding_window.empty() ? 0 : spec.sliding_window[0]);
+  }
+  const ParamLayout layout = make_param_layout(spec);
+  const DType dtype = dtype_from_name(o.dtype);
+  HostStore store(layout, dtype);
+#pragma omp parallel for schedule(dynamic)
+  for (int64_t r = 0; r < store.num_regions(); ++r) {
+    init_region_random(layout.regions[static_cast<size_t>(r)], spec.initializer_range, 1234, store.master(r));
+    store.refresh_stream_copy(r);
+  }
+  auto backend = select_backend(dtype);
+  EngineOptions eo;
+  eo.checkpoint_interval = o.checkpoint_interval;
+  eo.micro_batch_size = o.micro_batch;
+  eo.max_positions = std::max(o.seq, spec.max_position_embeddings);
+  Engine engine(*backend, spec, store, eo, make_engine_transfers(*backend, store, o.slots));
+  Optimizer optimizer(store, OptimizerSettings{});
+  const double params = static_cast<double>(layout.total_numel);
+  log::info("bench: {} ({:.3f} B parameters, {} layers) on {} ({}), batch {} x {} tokens, {} slots", o.model,
+            params / 1e9, spec.num_layers, backend->name(), o.dtype, o.batch, o.seq, o.slots);
+
+  nlohmann::json steps = nlohmann::json::array();
+  std::vector<StepFigures> figures;
+  for (int64_t step = 1; step <= o.warmup + o.steps; ++step) {
+    const Batch batch = random_batch(o.batch, o.seq, spec.vocab_size, static_cast<uint64_t>(step));
+    engine.take_transfer_stats();
+    const auto t0 = std::chrono::steady_clock::now();
+    const StepLoss loss = engine.forward_backward(batch);
+    const auto t1 = std::chrono::steady_clock::now();
+    optimizer.step(1e-5);
+    const auto t2 = std::chrono::steady_clock::now();
+    const PipelineStats ts = engine.take_transfer_stats();
+    StepFigures f;
+    f.fb_s = std::chrono::duration<double>(t1 - t0).count();
+    f.optim_s = std::chrono::duration<double>(t2 - t1).count();
+    f.step_s = f.fb_s + f.optim_s;
+    const double tokens = static_cast<double>(batch.num_tokens);
+    f.tokens_per_s = tokens / f.step_s;
+    f.tflops = 6.0 * params * tokens / f.step_s / 1e12;
+    f.h2d_gbs = ts.h2d_seconds > 0 ? static_cast<double>(ts.h2d_bytes) / ts.h2d_seconds / 1e9 : 0.0;
+    f.d2h_gbs = ts.d2h_seconds > 0 ? static_cast<double>(ts.d2h_bytes) / ts.d2h_seconds / 1e9 : 0.0;
+    f.compute_busy = 1.0 - ts.compute_wait_seconds / f.fb_s;
+    const bool measured = step > o.warmup;
+    if (!o.json)
+      log::info("{} {:>3} | loss {:.4f} | step {:.3f} s (fwd+bwd {:.3f}, optimizer {:.3f}) | {:.0f} tokens/s | "
+                "{:.1f} TFLOP/s | H2D {:.1f} GB/s ({:.2f} GB) | D2H {:.1f} GB/s | compute busy {:.1f}%",
+                measured ? "step  " : "warmup", step, loss.mean(), f.step_s, f.fb_s, f.optim_s, f.tokens_per_s,
+                f.tflops, f.h2d_gbs, ts.h2d_bytes / 1e9, f.d2h_gbs, 100 * f.compute_busy);
+    if (!measured) continue;
+    figures.push_back(f);
+    steps.push_back({{"step_s", f.step_s}, {"fwd_bwd_s", f.fb_s}, {"optimizer_s", f.optim_s},
+                     {"tokens_per_s", f.tokens_per_s}, {"tflops", f.tflops}, {"h2d_gbs", f.h2d_gbs},
+                     {"d2h_gbs", f.d2h_gbs}, {"compute_busy", f.compute_busy}, {"loss", loss.mean()}});
+  }
+  auto med = [&](double StepFigures::*field) {
+    std::vector<double> v;
+    for (const auto& f : figures) v.push_back(f.*field);
+    return median(v);
+  };
+  nlohmann::json summary = {{"model", o.model},
+                            {"backend", backend->name()},
+                            {"dtype", o.dtype},
+                            {"parameters", layout.total_numel},
+                            {"layers", spec.num_layers},
+                            {"batch", o.batch},
+                            {"seq", o.seq},
+                            {"slots", o.slots},
+                            {"checkpoint_interval", o.checkpoint_interval},
+                            {"median_step_s", med(&StepFigures::step_s)},
+                            {"median_fwd_bwd_s", med(&StepFigures::fb_s)},
+                            {"median_optimizer_s", med(&StepFigures::optim_s)},
+                            {"median_tokens_per_s", med(&StepFigures::tokens_per_s)},
+                            {"median_tflops", med(&StepFigures::tflops)},
+                            {"median_h2d_gbs", med(&StepFigures::h2d_gbs)},
+                            {"median_d2h_gbs", med(&StepFigures::d2h_gbs)},
+                            {"median_compute_busy", med(&StepFigures::compute_busy)},
+                            {"peak_gpu_memory_gib", static_cast<double>(backend->peak_memory_bytes()) / (1 << 30)},
+                            {"host_bytes_per_parameter", store.bytes_per_parameter()},
+                            {"steps", steps}};
+  if (o.json) {
+    std::printf("%s\n", summary.dump().c_str());
+  } else {
+    log::info("median: step {:.3f} s | {:.0f} tokens/s | {:.1f} TFLOP/s | H2D {:.1f} GB/s | D2H {:.1f} GB/s | "
+              "compute busy {:.1f}% | peak GPU memory {:.2f} GiB | host {} bytes/parameter",
+              med(&StepFigures::step_s), med(&StepFigures::tokens_per_s), med(&StepFigures::tflops),
+              med(&StepFigures::h2d_gbs), med(&StepFigures::d2h_gbs), 100 * med(&StepFigures::compute_busy),
+              summary["peak_gpu_memory_gib"].get<double>(), store.bytes_per_parameter());
+  }
+}
+
+}  // namespace mt

@@ -1,0 +1,27 @@
+// `megatrain bench`: training steps of a random-init model from a shape file (HF config.json) on random
+// tokens, timed after warm-up. Reports per step and as medians: step time, tokens/s, TFLOP/s as
+// 6 · parameters · tokens / step time, H2D/D2H GB/s while copying, the share of the step compute did not
+// wait for weights, peak GPU memory and host bytes per parameter. Invariant: measures, never asserts.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace mt {
+
+struct BenchOptions {
+  std::string model;             // shape file or HF dir
+  std::string dtype = "bfloat16";
+  int64_t batch = 8;             // sequences per step
+  int64_t seq = 1024;
+  int64_t steps = 5;
+  int64_t warmup = 2;
+  int64_t checkpoint_interval = 1;
+  int64_t micro_batch = 0;       // 0 = auto
+  int64_t slots = 2;             // GPU weight slots
+  int64_t layers = 0;            // override num_hidden_layers (0 = as the shape file says)
+  bool json = false;
+};
+
+void run_bench(const BenchOptions& options);
+
+}  // namespace mt

@@ -1,0 +1,23 @@
+// `megatrain bench-optim`: the optimizer step of the training run over P synthetic parameters, on every
+// rank with the training run's binding and host store: the global-norm pass and the fused AdamW pass,
+// timed after warm-up, as params/s and GB/s (AdamW moves 30 B per parameter with the bf16 copy: reads
+// g, p, m, v, writes p, m, v and bf16; 28 B without it), next to a copy over the same slices (8 B per
+// parameter) as the bandwidth ceiling. Invariant: measures, never asserts; world rank 0 reports.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace mt {
+
+struct BenchOptimOptions {
+  int64_t params = 0;
+  int64_t steps = 10;
+  int64_t warmup = 2;
+  std::string dtype = "bfloat16";   // streaming copy: bfloat16 writes the bf16 copy, float32 does not
+  int64_t region = int64_t{1} << 26;  // parameters per region (tools/bench_torch_adamw.py --chunk)
+  bool json = false;
+};
+
+void run_bench_optim(const BenchOptimOptions& options);
+
+}  // namespace mt

@@ -1,0 +1,56 @@
+// OptimizerService: the optimizer of every rank of the node during training. Rank 0's engine hands each
+// step over (submit) and goes on with the next forward while every rank — rank 0 on a thread of its own —
+// updates its slices region by region in forward order; the engine's weight stream waits per region for
+// the new version (HostStore versions), so the next forward streams each layer as soon as it is updated.
+// Invariants: steps go out in order through a shared-memory mailbox, one at a time (submit(k) first waits
+// until every rank has finished step k-1); every rank computes the same report; after finish() every rank
+// has applied every step and left its loop.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "dist/shared_window.h"
+#include "optim/optimizer.h"
+#include "store/host_store.h"
+
+namespace mt {
+
+class OptimizerService {
+ public:
+  OptimizerService(HostStore& store, const OptimizerSettings& settings);  // collective over the node's ranks
+  ~OptimizerService();
+  OptimizerService(const OptimizerService&) = delete;
+  OptimizerService& operator=(const OptimizerService&) = delete;
+
+  // World rank 0 (the engine's thread).
+  void submit(int64_t step, double lr);   // gradients of `step` are in the store; returns at once
+  OptimizerReport report();               // the submitted step's norm, clipping and skip, once known
+  double last_update_seconds() const { return last_update_seconds_.load(); }  // rank 0's slices, last finished step
+  void finish();                          // waits for every rank's last update, then ends every loop
+
+  // Every other rank: runs the steps rank 0 submits until finish().
+  void serve();
+
+ private:
+  struct Mailbox;
+  void loop();
+  void post(int64_t step, double lr, bool stop);
+
+  HostStore& store_;
+  Optimizer optimizer_;
+  dist::SharedWindow shared_;
+  Mailbox* mailbox_ = nullptr;
+  int64_t submitted_ = 0;
+  bool stopped_ = false;
+  std::thread thread_;                    // rank 0's optimizer loop
+  std::mutex mutex_;
+  std::condition_variable reported_;
+  std::optional<OptimizerReport> report_;
+  std::atomic<double> last_update_seconds_{0.0};
+};
+
+}  // namespace mt

@@ -1,0 +1,20 @@
+// TrainPlan: what the ranks without data need to take part in training — the parameter layout, the
+// streaming dtype and the optimizer settings — broadcast once by rank 0 after it has validated every input.
+// Invariant: every rank of the node builds its HostStore and Optimizer from the same plan, in the same order.
+#pragma once
+#include "core/dtype.h"
+#include "model/param_layout.h"
+#include "optim/optimizer.h"
+
+namespace mt {
+
+struct TrainPlan {
+  ParamLayout layout;
+  DType dtype = DType::f32;
+  OptimizerSettings optimizer;
+};
+
+void broadcast_train_plan(const TrainPlan& plan);  // world rank 0
+TrainPlan receive_train_plan();                    // every other rank
+
+}  // namespace mt

@@ -1,0 +1,26 @@
+// The training data of a run, shared by `train` and `preview-data`: the model's tokenizer (loaded only when a text
+// dataset needs it), the examples of dataset.name, their counts, and packing when asked for.
+// Invariant: a text dataset without a tokenizer.json in the model directory fails with one message naming both.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "config/config.h"
+#include "data/batch.h"
+#include "data/dataset.h"
+#include "data/tokenizer.h"
+#include "model/model_source.h"
+#include "model/model_spec.h"
+
+namespace mt {
+
+struct TrainingData {
+  std::unique_ptr<Tokenizer> tokenizer;  // null when every dataset is pre-tokenized
+  std::vector<Example> examples;         // load order; packed into sequences when `pack` and dataset.packing
+  DatasetStats stats;
+};
+
+TrainingData load_training_data(const DatasetConfig& dataset, const ModelSource& source, const ModelSpec& spec,
+                                bool pack);
+
+}  // namespace mt

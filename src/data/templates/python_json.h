@@ -1,0 +1,13 @@
+// JSON text exactly as Python's json.dumps(value, ensure_ascii=False[, indent=n]) writes it, which is what
+// LLaMA-Factory puts into prompts (tool descriptions, function calls). Invariant: keys keep their order; separators
+// are ", " / ": " without indent and "," / ": " with it; non-ASCII text is written as is.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace mt {
+
+// indent < 0: one line.
+std::string python_json_dumps(const nlohmann::ordered_json& value, int indent = -1);
+
+}  // namespace mt

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# `megatrain preview-data`: the demo config's first examples rendered with the chatml template, trained spans in
+# «», the counts line; and one-line errors for a text dataset without a tokenizer and for a template the tokenizer
+# cannot write. Usage: preview_data.sh MEGATRAIN_BINARY SOURCE_DIR
+set -uo pipefail
+bin=$1 src=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$src" || exit 1
+status=0
+
+fail() { echo "FAIL $1"; cat "$work/out" "$work/err"; status=1; }
+
+"$bin" preview-data --config configs/demo.yaml -n 2 >"$work/out" 2>"$work/err"
+rc=$?
+if [[ $rc -ne 0 ]]; then fail "preview-data exit status $rc"
+elif [[ $(grep -c '^=== example ' "$work/out") -ne 2 ]]; then fail "expected 2 examples"
+elif ! grep -q '^<|im_start|>user$' "$work/out"; then fail "no chatml user turn"
+elif ! grep -q '<|im_start|>assistant$' "$work/out"; then fail "no chatml assistant turn"
+elif ! grep -q '«.*<|im_end|>$' "$work/out"; then fail "trained span with <|im_end|> not marked"
+elif ! grep -Eq '^=== [0-9]+ examples, [0-9]+ tokens; 0 truncated to 128 tokens, 0 dropped' "$work/out"; then
+  fail "counts line"
+else echo "ok   preview-data: $(tail -n 1 "$work/out")"; fi
+
+# expect_error NAME PATTERN ARGS...: exit status 1 and exactly one error line matching PATTERN.
+expect_error() {
+  local name=$1 pattern=$2
+  shift 2
+  "$bin" preview-data --config configs/demo.yaml "$@" >"$work/out" 2>"$work/err"
+  local rc=$?
+  if [[ $rc -ne 1 ]] || [[ $(grep -c '^megatrain: error: ' "$work/err") -ne 1 ]] || ! grep -q -- "$pattern" "$work/err"
+  then fail "$name (rc=$rc)"; else echo "ok   $name: $(grep '^megatrain: error: ' "$work/err")"; fi
+}
+expect_error no_tokenizer "has text datasets, which need the model's tokenizer, but model.name is the bare config" \
+  --set model.name=configs/models/demo-tiny.json
+expect_error missing_token "dataset.template 'llama3' needs the token <|eot_id|>" --set dataset.template=llama3
+exit $status

@@ -1,0 +1,142 @@
+// Chat templates against LLaMA-Factory itself: tests/data/fixtures/templates/<name>.json (tools/
+// make_template_fixtures.py) hold what LLaMA-Factory 0.9.5 renders with the tokenizer fixtures — the (prompt,
+// response) pairs of encode_multiturn and the input_ids/labels of its supervised processor, whole and cut.
+// Also: template: auto, unknown names, missing tokens, and Python-compatible JSON text.
+#include <fmt/format.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "catch.h"
+#include "data/dataset.h"
+#include "data/formats/truncation.h"
+#include "data/templates/chat_template.h"
+#include "data/templates/python_json.h"
+#include "data/templates/template_renderer.h"
+#include "data/tokenizer.h"
+#include "fixture.h"
+
+namespace mt {
+namespace {
+
+using nlohmann::json;
+
+const std::string kSource = MEGATRAIN_SOURCE_DIR;
+
+std::unique_ptr<Tokenizer> fixture_tokenizer(const std::string& name) {
+  return Tokenizer::from_directory(kSource + "/tests/tokenizer/fixtures/" + name);
+}
+
+Role role_of(const std::string& name) {
+  if (name == "user") return Role::user;
+  if (name == "assistant") return Role::assistant;
+  if (name == "observation") return Role::observation;
+  REQUIRE(name == "function");
+  return Role::function;
+}
+
+std::vector<int32_t> ids_of(const json& list) { return list.get<std::vector<int32_t>>(); }
+
+// FNV-1a (64 bit) of a file, as hex; tools/make_template_fixtures.py records it for the tokenizer it used.
+std::string fnv1a64(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  uint64_t h = 0xCBF29CE484222325ULL;
+  for (char c; in.get(c);) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001B3ULL;
+  return fmt::format("{:016x}", h);
+}
+
+}  // namespace
+
+TEST_CASE("every template renders what LLaMA-Factory renders", "[data][templates]") {
+  const std::vector<std::string> names = chat_template_names();
+  CHECK(names ==
+        std::vector<std::string>{"chatml", "default", "empty", "llama2", "llama3", "mistral", "qwen", "qwen3"});
+  for (const std::string& name : names) {
+    std::ifstream in(kSource + "/tests/data/fixtures/templates/" + name + ".json");
+    REQUIRE(in.good());
+    const json fixture = json::parse(in);
+    const std::string tokenizer_dir = kSource + "/" + fixture["tokenizer"].get<std::string>();
+    INFO("the tokenizer fixture changed since the template fixtures were made: rerun tools/make_template_fixtures.py");
+    REQUIRE(fnv1a64(tokenizer_dir + "/tokenizer.json") == fixture["tokenizer_fnv1a64"].get<std::string>());
+    const std::unique_ptr<Tokenizer> tokenizer = Tokenizer::from_directory(tokenizer_dir);
+    const TemplateRenderer renderer(find_chat_template(name), *tokenizer);
+    for (const json& c : fixture["cases"]) {
+      INFO("template " << name << ", case " << c["name"].get<std::string>());
+      Conversation conversation{c["system"], c["tools"], {}};
+      for (const json& t : c["turns"]) conversation.turns.push_back({role_of(t["role"]), t["content"]});
+      const std::vector<EncodedPair> pairs = renderer.encode(conversation);
+      REQUIRE(pairs.size() == c["pairs"].size());
+      for (size_t i = 0; i < pairs.size(); ++i) {
+        CHECK(pairs[i].prompt == ids_of(c["pairs"][i][0]));
+        CHECK(pairs[i].response == ids_of(c["pairs"][i][1]));
+      }
+      bool truncated = true;
+      const Example full = assemble_example(pairs, c["full"]["cutoff"], false, &truncated);
+      CHECK(!truncated);
+      CHECK(full.input_ids == ids_of(c["full"]["input_ids"]));
+      CHECK(full.labels == ids_of(c["full"]["labels"]));
+      // LLaMA-Factory cuts later pairs too; both rules agree whenever the first pair alone reaches the cutoff.
+      const int64_t cutoff = c["cut"]["cutoff"];
+      if (static_cast<int64_t>(pairs[0].prompt.size() + pairs[0].response.size()) >= cutoff) {
+        const Example cut = assemble_example(pairs, cutoff, false, &truncated);
+        CHECK(cut.input_ids == ids_of(c["cut"]["input_ids"]));
+        CHECK(cut.labels == ids_of(c["cut"]["labels"]));
+      }
+    }
+  }
+}
+
+TEST_CASE("template: auto follows the model family and the tokenizer's specials", "[data][templates]") {
+  CHECK(auto_template_name("qwen2", *fixture_tokenizer("qwen2")) == "qwen");
+  CHECK(auto_template_name("qwen3", *fixture_tokenizer("qwen2")) == "qwen3");
+  CHECK(auto_template_name("mistral", *fixture_tokenizer("mistral")) == "mistral");
+  CHECK(auto_template_name("llama", *fixture_tokenizer("llama3")) == "llama3");
+  CHECK(auto_template_name("llama", *fixture_tokenizer("llama2")) == "llama2");
+  CHECK(test::error_message([] { auto_template_name("llama", *fixture_tokenizer("gpt2")); }) ==
+        "dataset.template: auto cannot tell the chat template of this llama model from its tokenizer; set "
+        "dataset.template to one of chatml, default, empty, llama2, llama3, mistral, qwen, qwen3");
+}
+
+TEST_CASE("a template whose tokens the tokenizer lacks is refused", "[data][templates]") {
+  const auto llama2 = fixture_tokenizer("llama2");
+  CHECK(test::error_message([&] { TemplateRenderer(find_chat_template("chatml"), *llama2); }) ==
+        "dataset.template 'chatml' needs the token <|im_end|> which the model's tokenizer does not have; choose the "
+        "template that matches the model");
+  // <|eom_id|> is a stop word of llama3 that no slot writes: Llama 3.0 tokenizers lack it, and that is fine.
+  CHECK(test::error_message([] { TemplateRenderer(find_chat_template("llama3"), *fixture_tokenizer("llama3")); })
+            .empty());
+  CHECK(test::error_message([] { find_chat_template("vicuna"); }).find("unknown template 'vicuna'") !=
+        std::string::npos);
+}
+
+TEST_CASE("the built-in text demo loads with the demo model's tokenizer", "[data][templates]") {
+  const auto tokenizer = Tokenizer::from_directory(kSource + "/configs/models/demo");
+  DatasetConfig config;
+  config.name = "alpaca_en_demo,alpaca_zh_demo";
+  config.dataset_dir = kSource + "/data";
+  config.max_seq_len = 128;
+  config.template_name = "chatml";
+  DatasetStats stats;
+  const auto examples = load_datasets(config, tokenizer->vocab_size(), TextOptions{tokenizer.get(), "llama"}, &stats);
+  CHECK(stats.examples >= 600);
+  CHECK(stats.truncated == 0);
+  CHECK(stats.dropped == 0);
+  CHECK(stats.skipped == 0);
+  CHECK(tokenizer->decode(examples[0].input_ids).starts_with("<|im_start|>user\n"));
+  const std::vector<int32_t>& ids = examples[0].input_ids;
+  CHECK(tokenizer->decode(std::vector<int32_t>(ids.end() - 2, ids.end())) == "<|im_end|>\n");
+}
+
+TEST_CASE("python_json_dumps writes what Python's json.dumps(ensure_ascii=False) writes", "[data][templates]") {
+  using nlohmann::ordered_json;
+  const ordered_json v = ordered_json::parse(
+      R"({"b": 1, "a": [1.5, 1e16, 1e15, 0.0001, 1e-05, -0.0, 100.0, 2.5e-300], "s": "é\n\"\\\t\u0001", "n": null,
+          "t": true, "e": {}, "l": []})");
+  CHECK(python_json_dumps(v) ==
+        R"({"b": 1, "a": [1.5, 1e+16, 1000000000000000.0, 0.0001, 1e-05, -0.0, 100.0, 2.5e-300], )"
+        R"("s": "é\n\"\\\t\u0001", "n": null, "t": true, "e": {}, "l": []})");
+  CHECK(python_json_dumps(ordered_json::parse(R"({"k": [1, {"x": []}]})"), 2) ==
+        "{\n  \"k\": [\n    1,\n    {\n      \"x\": []\n    }\n  ]\n}");
+}
+
+}  // namespace mt

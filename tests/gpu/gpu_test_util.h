@@ -1,0 +1,153 @@
+// Helpers for the CUDA op tests: GPU detection (skip without one), device buffers round-tripping fp32 host data as fp32
+// or bf16, the dtype loop, tolerances. Invariant: fresh buffers hold NaN bytes, so unwritten outputs show; every copy,
+// fill and launch goes through one stream (test_stream), so they run in program order.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "backend/grad_check.h"
+#include "catch.h"
+#include "core/dtype.h"
+
+namespace mt::test {
+
+inline bool gpu_available() {
+  static const bool available = [] {
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+  }();
+  return available;
+}
+
+// First statement of every GPU test case.
+#define MT_REQUIRE_GPU()                                    \
+  do {                                                      \
+    if (!::mt::test::gpu_available()) {                     \
+      WARN("no CUDA device: GPU test case skipped");        \
+      return;                                               \
+    }                                                       \
+  } while (0)
+
+#define MT_CUDA_OK(call)                                                  \
+  do {                                                                    \
+    const cudaError_t mt_err_ = (call);                                   \
+    INFO(#call << ": " << cudaGetErrorString(mt_err_));                  \
+    REQUIRE(mt_err_ == cudaSuccess);                                      \
+  } while (0)
+
+// The stream every test launches on (a created one, so nothing relies on the legacy default stream).
+inline cudaStream_t test_stream() {
+  static cudaStream_t s = [] {
+    cudaStream_t created = nullptr;
+    cudaStreamCreateWithFlags(&created, cudaStreamNonBlocking);
+    return created;
+  }();
+  return s;
+}
+
+inline void sync() { MT_CUDA_OK(cudaStreamSynchronize(test_stream())); }
+
+// n elements of E in device memory, NaN-filled (0xff bytes) at birth.
+template <typename E>
+class DeviceBuffer {
+ public:
+  explicit DeviceBuffer(size_t n) : n_(n) {
+    MT_CUDA_OK(cudaMalloc(reinterpret_cast<void**>(&p_), std::max<size_t>(n, 1) * sizeof(E)));
+    MT_CUDA_OK(cudaMemsetAsync(p_, 0xff, std::max<size_t>(n, 1) * sizeof(E), test_stream()));
+  }
+  ~DeviceBuffer() { cudaFree(p_); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  E* get() const { return p_; }
+  size_t size() const { return n_; }
+
+  template <typename H>
+  void write(const std::vector<H>& host) {
+    static_assert(sizeof(H) == sizeof(E));
+    REQUIRE(host.size() == n_);
+    if (n_ > 0) MT_CUDA_OK(cudaMemcpyAsync(p_, host.data(), n_ * sizeof(E), cudaMemcpyHostToDevice, test_stream()));
+    sync();  // the host vector may go away
+  }
+  template <typename H>
+  std::vector<H> read() const {
+    static_assert(sizeof(H) == sizeof(E));
+    std::vector<H> host(n_);
+    if (n_ > 0) MT_CUDA_OK(cudaMemcpyAsync(host.data(), p_, n_ * sizeof(E), cudaMemcpyDeviceToHost, test_stream()));
+    sync();
+    return host;
+  }
+
+ private:
+  E* p_ = nullptr;
+  size_t n_;
+};
+
+template <typename T> inline constexpr bool is_f32 = std::is_same_v<T, float>;
+template <typename T> inline constexpr const char* dtype_label = is_f32<T> ? "float32" : "bfloat16";
+
+// The values a T tensor can hold: bf16 rounds to nearest even (as the kernels and torch do).
+template <typename T>
+std::vector<float> rounded(std::vector<float> v) {
+  if constexpr (!is_f32<T>) {
+    for (float& x : v) x = mt::round_to_bf16(x);
+  }
+  return v;
+}
+
+template <typename T>
+std::unique_ptr<DeviceBuffer<T>> upload(const std::vector<float>& host) {
+  auto buf = std::make_unique<DeviceBuffer<T>>(host.size());
+  if constexpr (is_f32<T>) {
+    buf->write(host);
+  } else {
+    std::vector<uint16_t> bits(host.size());
+    for (size_t i = 0; i < host.size(); ++i) bits[i] = mt::f32_to_bf16(host[i]);
+    buf->write(bits);
+  }
+  return buf;
+}
+
+inline std::unique_ptr<DeviceBuffer<int32_t>> upload_ints(const std::vector<int32_t>& host) {
+  auto buf = std::make_unique<DeviceBuffer<int32_t>>(host.size());
+  buf->write(host);
+  return buf;
+}
+
+template <typename T>
+std::vector<float> download(const DeviceBuffer<T>& buf) {
+  if constexpr (is_f32<T>) {
+    return buf.template read<float>();
+  } else {
+    const auto bits = buf.template read<uint16_t>();
+    std::vector<float> v(bits.size());
+    for (size_t i = 0; i < bits.size(); ++i) v[i] = mt::bf16_to_f32(bits[i]);
+    return v;
+  }
+}
+
+// Runs f.template operator()<T>() for T = float, then __nv_bfloat16.
+template <typename F>
+void for_each_dtype(F&& f) {
+  f.template operator()<float>();
+  f.template operator()<__nv_bfloat16>();
+}
+
+// ‖got − want‖/‖want‖ bound per dtype: fp32 math against the fp32 reference, or bf16 storage of the outputs.
+template <typename T> inline constexpr double tolerance = is_f32<T> ? 1e-5 : 2e-2;
+
+template <typename A, typename B>
+void check_close(const std::string& what, const std::vector<A>& got, const std::vector<B>& want, double tol) {
+  REQUIRE(got.size() == want.size());
+  const double err = rel_err(got, want);
+  INFO(what << ": relative error " << err << " (tolerance " << tol << ", " << got.size() << " elements)");
+  CHECK(err <= tol);  // false for NaN: catches elements an op never wrote
+}
+
+}  // namespace mt::test

@@ -1,0 +1,106 @@
+// The optimizer step on a one-rank host store: the global norm, clipping, skipped steps on NaN and Inf
+// gradients (nothing changes, the step count does not advance, every region is still published), and
+// the same result as per-slot AdamW. The MPI tests check that several ranks give bitwise the same.
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "catch.h"
+#include "optim/adamw.h"
+#include "optim/grad_clip.h"
+#include "optim/optimizer.h"
+#include "store/host_store.h"
+
+namespace {
+
+// Two regions: a decayed matrix and an undecayed vector, then a region larger than one norm block.
+mt::ParamLayout test_layout() {
+  mt::ParamLayout l;
+  mt::Region a{mt::RegionKind::embedding, -1, {}, 300};
+  a.params.push_back({"w", {10, 20}, 0, 200, true, mt::InitKind::normal});
+  a.params.push_back({"b", {100}, 200, 100, false, mt::InitKind::zeros});
+  mt::Region b{mt::RegionKind::decoder_layer, 0, {}, 9000};
+  b.params.push_back({"big", {9000}, 0, 9000, true, mt::InitKind::normal});
+  l.regions = {a, b};
+  l.total_numel = 9300;
+  l.largest_region_numel = 9000;
+  return l;
+}
+
+void fill(mt::HostStore& store, float grad_scale) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  for (int64_t r = 0; r < store.num_regions(); ++r)
+    for (int64_t i = 0; i < store.numel(r); ++i) {
+      store.master(r)[i] = d(rng);
+      store.grad(r)[i] = grad_scale * d(rng);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("the optimizer step is the exact global norm, clipping and per-slot AdamW", "[optimizer]") {
+  mt::HostStore store(test_layout(), mt::DType::bf16);
+  fill(store, 0.1f);
+  mt::OptimizerSettings s;
+  s.weight_decay = 0.1;
+  s.max_grad_norm = 1.0;
+  double ss = 0;
+  std::vector<std::vector<float>> p, m, v, g;
+  for (int64_t r = 0; r < store.num_regions(); ++r) {
+    for (int64_t i = 0; i < store.numel(r); ++i) ss += double(store.grad(r)[i]) * store.grad(r)[i];
+    p.emplace_back(store.master(r), store.master(r) + store.numel(r));
+    m.emplace_back(store.numel(r), 0.0f);
+    v.emplace_back(store.numel(r), 0.0f);
+    g.emplace_back(store.grad(r), store.grad(r) + store.numel(r));
+  }
+  mt::Optimizer opt(store, s);
+  const mt::OptimizerReport report = opt.step(1e-2);
+  CHECK(!report.skipped);
+  CHECK(report.pass == 1);
+  CHECK(std::abs(report.grad_norm - std::sqrt(ss)) <= 1e-12 * std::sqrt(ss));
+  CHECK(report.clip_coefficient == mt::clip_coefficient(report.grad_norm, 1.0));
+  CHECK(report.clip_coefficient < 1.0f);
+
+  mt::AdamWStep hp;
+  hp.lr = 1e-2;
+  hp.weight_decay = 0.1;
+  hp.grad_scale = report.clip_coefficient;
+  for (int64_t r = 0; r < store.num_regions(); ++r) {
+    for (const mt::ParamSlot& slot : store.layout().regions[static_cast<size_t>(r)].params) {
+      const auto o = static_cast<size_t>(slot.offset);
+      mt::adamw_update(p[r].data() + o, m[r].data() + o, v[r].data() + o, g[r].data() + o, slot.numel, hp,
+                       slot.weight_decay, nullptr);
+    }
+    CHECK(std::vector<float>(store.master(r), store.master(r) + store.numel(r)) == p[r]);
+    for (int64_t i = 0; i < store.numel(r); ++i) REQUIRE(store.stream_bf16(r)[i] == mt::f32_to_bf16(p[r][i]));
+  }
+  store.wait_region(1, 1);  // published
+}
+
+TEST_CASE("NaN and Inf gradients skip the step on every region, and the next step counts from 1", "[optimizer]") {
+  for (float bad : {std::nanf(""), INFINITY, -INFINITY}) {
+    mt::HostStore store(test_layout(), mt::DType::bf16);
+    fill(store, 0.1f);
+    std::vector<float> before(store.master(1), store.master(1) + store.numel(1));
+    store.grad(1)[8000] = bad;
+    mt::Optimizer opt(store, mt::OptimizerSettings{});
+    bool called = false;
+    const mt::OptimizerReport report = opt.step(1e-3, [&](const mt::OptimizerReport& r) { called = r.skipped; });
+    INFO("bad gradient " << bad);
+    CHECK(report.skipped);
+    CHECK(called);
+    CHECK(opt.updates_applied() == 0);
+    CHECK(std::vector<float>(store.master(1), store.master(1) + store.numel(1)) == before);
+    CHECK(store.exp_avg(1)[0] == 0.0f);
+    store.wait_region(0, 1);  // still published: readers never wait forever on a skipped step
+    store.wait_region(1, 1);
+
+    store.grad(1)[8000] = 0.0f;
+    const mt::OptimizerReport next = opt.step(1e-3);
+    CHECK(!next.skipped);
+    CHECK(opt.updates_applied() == 1);
+    // First applied update: |Δp| = lr for every element with a non-zero gradient (bias-corrected Adam).
+    CHECK(std::abs(std::abs(store.master(1)[0] - before[0]) - 1e-3f) < 1e-6f);
+  }
+}
