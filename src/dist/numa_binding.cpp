@@ -5,7 +5,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -71,7 +70,7 @@ struct Bitmap {
 };
 
 // NUMA domains that have CPUs, in logical order, with their cores (PUs where hwloc sees no cores).
-// Memory-only nodes that share a domain's CPUs (HBM, CXL) are left out.
+// Memory-only nodes (HBM, CXL) are left out: those whose CPUs equal or strictly contain another node's.
 struct Domain {
   hwloc_obj_t node;
   std::vector<hwloc_obj_t> cores;
@@ -83,9 +82,14 @@ std::vector<Domain> numa_domains(hwloc_topology_t t) {
   const int n = hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_NUMANODE);
   for (int i = 0; i < n; ++i) {
     hwloc_obj_t node = hwloc_get_obj_by_type(t, HWLOC_OBJ_NUMANODE, static_cast<unsigned>(i));
-    bool duplicate = false;
-    for (const Domain& d : out) duplicate = duplicate || hwloc_bitmap_isequal(d.node->cpuset, node->cpuset);
-    if (duplicate) continue;
+    bool far = false;
+    for (const Domain& d : out) far = far || hwloc_bitmap_isequal(d.node->cpuset, node->cpuset);
+    for (int j = 0; j < n; ++j) {
+      hwloc_obj_t other = hwloc_get_obj_by_type(t, HWLOC_OBJ_NUMANODE, static_cast<unsigned>(j));
+      far = far || (hwloc_bitmap_isincluded(other->cpuset, node->cpuset) &&
+                    !hwloc_bitmap_isequal(other->cpuset, node->cpuset));
+    }
+    if (far) continue;
     Domain d{node, {}};
     for (hwloc_obj_t c = nullptr; (c = hwloc_get_next_obj_inside_cpuset_by_type(t, node->cpuset, unit, c));)
       d.cores.push_back(c);
@@ -132,15 +136,12 @@ Binding bind_rank(const Context& ctx) {
     b.cores = share.core_count;
     b.by = "megatrain";
   }
-  // Memory: bound to the one node, interleaved over several. Containers often refuse memory policies
-  // (EPERM without CAP_SYS_NICE); then pages still land where the bound threads first touch them.
+  // Memory: bound to the one node, interleaved over several. Best effort: containers often refuse memory
+  // policies (EPERM without CAP_SYS_NICE), and pages still land where the bound threads first touch them.
   const int node_count = hwloc_bitmap_weight(nodes.b);
   if (hwloc_set_membind(t, nodes.b, node_count > 1 ? HWLOC_MEMBIND_INTERLEAVE : HWLOC_MEMBIND_BIND,
-                        HWLOC_MEMBIND_BYNODESET) < 0) {
-    if (errno != ENOSYS && errno != EPERM && errno != EXDEV)
-      fail_call("hwloc", "hwloc_set_membind(nodes)", __FILE__, __LINE__, errno_text());
+                        HWLOC_MEMBIND_BYNODESET) < 0)
     b.note = "memory binding refused (" + errno_text() + "), pages follow first touch";
-  }
   b.numa_nodes = nodes.list();
   b.cpus = cpus.list();
   b.cores = std::max(b.cores, 1);

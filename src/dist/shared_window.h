@@ -1,8 +1,6 @@
-// SharedWindow: one MPI-3 shared-memory window on the node communicator (MPI_Win_allocate_shared,
-// contiguous), mapped by every rank of the node at its own address.
-// Invariant: base() is page-aligned and addresses the same bytes on every rank. Freeing is collective;
-// while an exception unwinds a job of several ranks the window is left to process exit instead, because
-// that job is about to be aborted and the other ranks will never join MPI_Win_free.
+// SharedWindow: one MPI-3 shared-memory window on the node communicator, mapped by every rank of the node.
+// Invariant: base() is page-aligned and the same bytes on every rank. Freeing is collective; while an exception
+// unwinds a job of several ranks (about to be aborted, no other rank will join MPI_Win_free) it is left to exit.
 #pragma once
 #include <mpi.h>
 

@@ -67,7 +67,6 @@ std::vector<int64_t> pass_region_order(int64_t L, int64_t c, bool tied) {
     for (int64_t i = seg_start; i + 1 < seg_end; ++i) order.push_back(i + 1);
     for (int64_t i = seg_end - 1; i >= seg_start; --i) order.push_back(i + 1);
   }
-  order.push_back(0);
   return order;
 }
 
@@ -183,11 +182,13 @@ void Engine::run_pass(const Batch& batch, const BatchArrays& arrays, int64_t fir
   {
     const void* table = weights_->acquire(embed_region);
     for (const auto& mb : mbs) embedding_forward(ctx_, table, rows(a.checkpoints[0], mb), mb);
+    weights_->release(embed_region);
   }
   backend_.copy_bytes(a.current, a.checkpoints[0], pass_bytes);
   for (int64_t i = 0; i < L; ++i) {
     const void* w = weights_->acquire(i + 1);
     for (const auto& mb : mbs) decoder_layer_forward(ctx_, i, w, rows(a.current, mb), rows(a.next, mb), mb, *a.ws);
+    weights_->release(i + 1);
     std::swap(a.current, a.next);
     if ((i + 1) % c == 0 && i + 1 < L) backend_.copy_bytes(a.checkpoints[(i + 1) / c], a.current, pass_bytes);
   }
@@ -200,6 +201,8 @@ void Engine::run_pass(const Batch& batch, const BatchArrays& arrays, int64_t fir
     for (const auto& mb : mbs)
       loss.loss_sum += head_forward_backward(ctx_, head, table, rows(a.current, mb), rows(a.grad, mb), head_grad,
                                              table_grad, mb, grad_scale, *a.ws);
+    weights_->release(head_region);
+    if (table) weights_->release(embed_region);
     grads_->finish(head_region, first_pass);
   }
 
@@ -211,6 +214,7 @@ void Engine::run_pass(const Batch& batch, const BatchArrays& arrays, int64_t fir
       const void* w = weights_->acquire(i + 1);
       for (const auto& mb : mbs)
         decoder_layer_forward(ctx_, i, w, rows(layer_input(i), mb), rows(layer_input(i + 1), mb), mb, *a.ws);
+      weights_->release(i + 1);
     }
     for (int64_t i = seg_end - 1; i >= seg_start; --i) {
       const void* w = weights_->acquire(i + 1);
@@ -218,6 +222,7 @@ void Engine::run_pass(const Batch& batch, const BatchArrays& arrays, int64_t fir
       for (const auto& mb : mbs)
         decoder_layer_backward(ctx_, i, w, rows(layer_input(i), mb), rows(a.grad, mb), rows(a.grad, mb), dw, mb,
                                *a.ws);
+      weights_->release(i + 1);
       grads_->finish(i + 1, first_pass);
     }
   }

@@ -31,7 +31,8 @@ struct StepLoss {
 };
 
 // The acquisition order of one pass: embedding, layers, head (+ embedding when tied), then per segment from
-// the last: recompute inputs, backward in reverse; then the embedding. Regions: 0 embed, 1..L layers, L+1 head.
+// the last: recompute inputs, backward in reverse (the embedding's backward needs no weights).
+// Regions: 0 embedding, 1..L layers, L+1 head.
 std::vector<int64_t> pass_region_order(int64_t num_layers, int64_t checkpoint_interval, bool tied);
 
 struct EngineTransfers {

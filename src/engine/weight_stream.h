@@ -33,6 +33,7 @@ class WeightStream {
   virtual ~WeightStream() = default;
   virtual void plan(const std::vector<int64_t>& regions) = 0;  // the acquisitions of the coming pass, in order
   virtual const void* acquire(int64_t region) = 0;              // the next planned region, ready for compute
+  virtual void release(int64_t region) = 0;                     // every op reading it has been issued
   virtual int64_t bytes_moved() const = 0;                      // host → backend bytes so far
 };
 
@@ -54,6 +55,7 @@ class BasicWeightStream final : public WeightStream {
 
   void plan(const std::vector<int64_t>&) override {}
   const void* acquire(int64_t region) override;
+  void release(int64_t) override {}
   int64_t bytes_moved() const override { return bytes_moved_; }
 
  private:

@@ -1,9 +1,7 @@
-// AdamW, fused and vectorised: torch's single-tensor order of fp32 operations, scalars computed in fp64
-// and rounded to fp32 as torch does when it hands Python floats to fp32 kernels.
-// The loops are compiler-vectorised, cloned for AVX-512, AVX2 and baseline x86-64 and picked at run time
-// (target_clones): on the 16-core H200 host explicit AVX2 and AVX-512 intrinsics measured the same, all
-// memory-bound (docs/PERFORMANCE.md). This file is compiled with -fno-math-errno (so sqrt vectorises) and
-// -ffp-contract=off (so no clone fuses a multiply-add that the scalar tail would round twice).
+// AdamW, fused: torch's single-tensor order of fp32 operations, scalars in fp64 rounded to fp32 as torch does.
+// Compiler-vectorised loops cloned for AVX-512 / AVX2 / x86-64 (target_clones; intrinsics measured no faster,
+// docs/PERFORMANCE.md), built with -fno-math-errno (sqrt vectorises) and -ffp-contract=off (no clone fuses a
+// multiply-add that the scalar tail would round twice).
 #include "optim/adamw.h"
 
 #include <omp.h>

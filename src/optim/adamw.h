@@ -1,9 +1,7 @@
-// CPU AdamW over one contiguous range, with torch.optim.AdamW's exact single-tensor semantics, and the
-// fixed-order block sums of squares that the global gradient norm is built from.
-// Invariants: one fused pass reads the gradient once and writes master, m, v (and the bf16 stream copy
-// when asked); every element goes through the same IEEE operations in the same order wherever it falls
-// (vector body or tail, any thread), so results do not depend on how a region is cut into slices or on
-// the thread count. block_sum_of_squares depends only on the block's values.
+// CPU AdamW over one contiguous range with torch.optim.AdamW's single-tensor semantics, and the fixed-order block
+// sums of squares of the global norm. Invariants: one fused pass reads the gradient once and writes master, m, v
+// (and the bf16 copy); every element takes the same IEEE operations wherever it falls (vector body, tail, any
+// thread), so results do not depend on slicing or threads; block_sum_of_squares depends only on its values.
 #pragma once
 #include <cstdint>
 

@@ -1,11 +1,8 @@
-// Optimizer: one update of the host store by every rank of the node, each on its own slices — exact
-// global gradient norm, clipping, AdamW (decay on matrices only), the streaming copy — publishing each
-// region's slice as soon as it is updated, in forward order, so the next forward can start on it.
-// Invariants: every rank of the node calls step() once per optimizer step, in the same order. The norm is
-// Σ g² of fixed 4096-element blocks (HostStore::kSliceAlign, so a block never straddles two slices) summed
-// in global block order, so every rank computes the same norm and the result is bitwise independent of
-// the number of ranks and threads. It is known before any region is updated; a step whose norm is not
-// finite changes nothing and is reported as skipped on every rank.
+// Optimizer: one update of the host store by every rank of the node on its own slices (exact global norm,
+// clipping, AdamW with decay on matrices, the stream copy), publishing each region as soon as it is updated,
+// in forward order. Invariants: every rank calls step() once per step; the norm is Σg² of fixed 4096-element
+// blocks summed in global block order, known before any update and bitwise independent of ranks and threads;
+// a non-finite norm skips the step on every rank.
 #pragma once
 #include <cstdint>
 #include <functional>

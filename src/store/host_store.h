@@ -1,12 +1,8 @@
-// HostStore: all persistent per-parameter state in host RAM, one flat region per layer (ParamLayout):
-// fp32 master, fp32 Adam m and v, fp32 gradient, and in bf16 mode the bf16 copy that streams to compute.
-// All of it lives in one MPI-3 shared window on the node communicator, mapped by every rank. Each region
-// is split into contiguous per-rank slices (slice_of); each rank first-touches its own slices, so their
-// pages sit in its NUMA domain, and the optimizer of each rank updates only its own slices.
-// Invariants: every (region, kind) buffer is contiguous and page-aligned, and so is every slice of it;
-// after refresh_stream_copy(r) (and after every optimizer update) the stream copy of region r equals
-// round_to_bf16(master); in fp32 mode the master itself streams. Region r is at version v once every
-// rank has published its slice of r at v; readers wait for required_version().
+// HostStore: per-parameter state in host RAM (fp32 master, m, v, gradient; bf16 stream copy in bf16 mode), one
+// flat region per layer, in one MPI-3 shared window of the node; each region is cut into per-rank slices that
+// their owners first-touch (NUMA-local) and update. Invariants: every (region, kind) buffer and every slice is
+// contiguous and page-aligned; the stream copy equals round_to_bf16(master) after every update; region r is at
+// version v once every rank has published its slice of r at v, and readers wait for required_version().
 #pragma once
 #include <cstddef>
 #include <cstdint>

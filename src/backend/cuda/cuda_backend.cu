@@ -82,7 +82,8 @@ class CudaBackend final : public Backend {
 
   void linear_forward(void* y, const void* x, const void* w, const void* b, int64_t T, int64_t I,
                       int64_t O) override {
-    gemm_->run(y, dtype_, x, w, dtype_, true, T, O, I, 0.0f, b);
+    gemm_->run(y, dtype_, x, w, dtype_, true, T, O, I, 0.0f);
+    if (b) dispatch([&](auto* t) { cuda::bias_forward(cast(t, y), cast(t, b), T, O, stream_); });
   }
   void linear_backward(void* dx, float* dw, float* db, const void* dy, const void* x, const void* w, int64_t T,
                        int64_t I, int64_t O, bool accumulate_dx) override {

@@ -36,8 +36,7 @@ Gemm::~Gemm() {
 }
 
 void Gemm::matmul(void* D, DType d, const void* colA, bool transA, const void* colB, bool transB, DType ab,
-                  int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldd, float beta,
-                  const void* bias) {
+                  int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldd, float beta) {
   if (m == 0 || n == 0) return;
   MT_ASSERT(k > 0, "gemm with k = 0");
   Descriptors desc;
@@ -45,15 +44,6 @@ void Gemm::matmul(void* D, DType d, const void* colA, bool transA, const void* c
   const cublasOperation_t ta = transA ? CUBLAS_OP_T : CUBLAS_OP_N, tb = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
   MT_CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
   MT_CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-  if (bias) {
-    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
-    MT_CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
-    MT_CHECK_CUBLAS(
-        cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-    const cudaDataType_t bt = cuda_type(d);
-    MT_CHECK_CUBLAS(
-        cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt)));
-  }
   const cudaDataType_t abt = cuda_type(ab), dt = cuda_type(d);
   MT_CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&desc.a, abt, transA ? k : m, transA ? m : k, lda));
   MT_CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&desc.b, abt, transB ? n : k, transB ? k : n, ldb));
@@ -77,12 +67,12 @@ void Gemm::matmul(void* D, DType d, const void* colA, bool transA, const void* c
 }
 
 void Gemm::run(void* C, DType c, const void* A, const void* B, DType ab, bool b_transposed, int64_t M, int64_t N,
-               int64_t K, float beta, const void* bias) {
-  matmul(C, c, B, b_transposed, A, false, ab, N, M, K, b_transposed ? K : N, K, N, beta, bias);
+               int64_t K, float beta) {
+  matmul(C, c, B, b_transposed, A, false, ab, N, M, K, b_transposed ? K : N, K, N, beta);
 }
 
 void Gemm::run_at_b(float* C, const void* A, const void* B, DType ab, int64_t M, int64_t N, int64_t K, float beta) {
-  matmul(C, DType::f32, B, false, A, true, ab, N, M, K, N, M, N, beta, nullptr);
+  matmul(C, DType::f32, B, false, A, true, ab, N, M, K, N, M, N, beta);
 }
 
 }  // namespace mt::cuda

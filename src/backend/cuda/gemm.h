@@ -1,5 +1,5 @@
 // Row-major GEMMs through cuBLASLt for the linear layers and the LM head: bf16 or fp32 operands,
-// fp32 accumulation (TF32 off in fp32 mode), outputs in the operand type or fp32, optional bias epilogue.
+// fp32 accumulation (TF32 off in fp32 mode), outputs in the operand type or fp32.
 // Invariant: every call is enqueued on the given stream; plans are cached per shape.
 #pragma once
 #include <cublasLt.h>
@@ -21,16 +21,15 @@ class Gemm {
   Gemm& operator=(const Gemm&) = delete;
 
   // Row-major C[M,N] = alpha · A[M,K] · op(B) + beta · C, where op(B) = B[N,K]ᵀ when b_transposed (the
-  // "x · wᵀ" of a linear layer) and B[K,N] otherwise. A, B in `ab`; C in `c` (`ab` or f32); bias[N] (in `c`'s
-  // type, nullable) is added to every row.
+  // "x · wᵀ" of a linear layer) and B[K,N] otherwise. A, B in `ab`; C in `c` (`ab` or f32).
   void run(void* C, DType c, const void* A, const void* B, DType ab, bool b_transposed, int64_t M, int64_t N,
-           int64_t K, float beta, const void* bias = nullptr);
+           int64_t K, float beta);
   // Row-major C[M,N] (+)= A[K,M]ᵀ · B[K,N]: the weight gradient dyᵀ·x, accumulated in fp32 C.
   void run_at_b(float* C, const void* A, const void* B, DType ab, int64_t M, int64_t N, int64_t K, float beta);
 
  private:
   void matmul(void* D, DType d, const void* colA, bool transA, const void* colB, bool transB, DType ab, int64_t m,
-              int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldd, float beta, const void* bias);
+              int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldd, float beta);
   cudaStream_t stream_;
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;

@@ -151,6 +151,7 @@ class CudaWeightStream final : public WeightStream {
       MT_CHECK_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
       events_.push_back(e);
     }
+    released_.assign(n, false);
     next_ = 0;
     issued_ = 0;
   }
@@ -158,8 +159,7 @@ class CudaWeightStream final : public WeightStream {
   const void* acquire(int64_t region) override {
     MT_ASSERT(next_ < order_.size() && order_[next_] == region, "acquire({}) out of the planned order", region);
     const size_t i = next_++;
-    if (i > 0) MT_CHECK_CUDA(cudaEventRecord(done(i - 1), sh_->compute));  // compute finished entry i-1
-    issue_ready_copies(i);
+    issue_ready_copies();
     const auto loader = static_cast<size_t>(loader_[i]);
     auto [w0, w1] = sh_->counters->wait.next();
     MT_CHECK_CUDA(cudaEventRecord(w0, sh_->compute));
@@ -168,19 +168,32 @@ class CudaWeightStream final : public WeightStream {
     return slots_[slot_of_[i]];
   }
 
+  // The latest acquired, unreleased entry of `region` is done once the compute stream passes this point.
+  void release(int64_t region) override {
+    for (size_t i = next_; i-- > 0;) {
+      if (order_[i] != region || released_[i]) continue;
+      MT_CHECK_CUDA(cudaEventRecord(done(i), sh_->compute));
+      released_[i] = true;
+      break;
+    }
+    issue_ready_copies();
+  }
+
   int64_t bytes_moved() const override { return bytes_moved_; }
 
  private:
   cudaEvent_t loaded(size_t i) { return events_[2 * i]; }
   cudaEvent_t done(size_t i) { return events_[2 * i + 1]; }
 
-  // Issues, in order, every copy whose slot's previous reader has finished (its done event recorded).
-  void issue_ready_copies(size_t current) {
+  // Issues, in order, every copy whose slot's previous reader has been released (its done event recorded).
+  // A region still being updated by the optimizer ranks is waited for on the host before its copy.
+  void issue_ready_copies() {
     for (; issued_ < order_.size(); ++issued_) {
       if (loader_[issued_] != static_cast<int64_t>(issued_)) continue;  // reuses a resident copy
       const int64_t prev = prev_user_[issued_];
-      if (prev >= static_cast<int64_t>(current)) break;  // its slot is still needed
+      if (prev >= 0 && !released_[static_cast<size_t>(prev)]) break;  // its slot is still needed
       if (prev >= 0) MT_CHECK_CUDA(cudaStreamWaitEvent(h2d_, done(static_cast<size_t>(prev)), 0));
+      sh_->store.wait_region(order_[issued_]);
       copy(issued_);
     }
   }
@@ -209,6 +222,7 @@ class CudaWeightStream final : public WeightStream {
   std::vector<cudaEvent_t> events_;
   std::vector<int64_t> order_, loader_, prev_user_;
   std::vector<size_t> slot_of_;
+  std::vector<bool> released_;
   size_t next_ = 0, issued_ = 0;
   int64_t bytes_moved_ = 0;
 };

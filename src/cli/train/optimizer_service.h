@@ -1,10 +1,7 @@
-// OptimizerService: the optimizer of every rank of the node during training. Rank 0's engine hands each
-// step over (submit) and goes on with the next forward while every rank — rank 0 on a thread of its own —
-// updates its slices region by region in forward order; the engine's weight stream waits per region for
-// the new version (HostStore versions), so the next forward streams each layer as soon as it is updated.
-// Invariants: steps go out in order through a shared-memory mailbox, one at a time (submit(k) first waits
-// until every rank has finished step k-1); every rank computes the same report; after finish() every rank
-// has applied every step and left its loop.
+// OptimizerService: every rank's optimizer during training. Rank 0's engine submits each step and starts the
+// next forward while every rank (rank 0 on its own thread) updates its slices; the weight stream waits per region.
+// Invariants: steps go out in order through a shared-memory mailbox, one at a time (submit(k) first waits until
+// every rank has finished step k-1); after finish() every rank has applied every step and left its loop.
 #pragma once
 #include <atomic>
 #include <condition_variable>
