@@ -8,6 +8,7 @@
 #include <random>
 
 #include "cli/train/backend_select.h"
+#include "cli/train/optimizer_service.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "data/batch.h"
@@ -64,26 +65,36 @@ void run_bench(const BenchOptions& o) {
   eo.micro_batch_size = o.micro_batch;
   eo.max_positions = std::max(o.seq, spec.max_position_embeddings);
   Engine engine(*backend, spec, store, eo, make_engine_transfers(*backend, store, o.slots));
-  Optimizer optimizer(store, OptimizerSettings{});
+  OptimizerService optimizer(store, OptimizerSettings{});
   const double params = static_cast<double>(layout.total_numel);
   log::info("bench: {} ({:.3f} B parameters, {} layers) on {} ({}), batch {} x {} tokens, {} slots", o.model,
             params / 1e9, spec.num_layers, backend->name(), o.dtype, o.batch, o.seq, o.slots);
 
+  // As in training, the update of step k runs while step k+1's forward streams each region as soon as it is
+  // updated: a step's time is from its forward's start to the next forward's start (the last step's update is
+  // waited for before the clock stops).
   nlohmann::json steps = nlohmann::json::array();
   std::vector<StepFigures> figures;
-  for (int64_t step = 1; step <= o.warmup + o.steps; ++step) {
-    const Batch batch = random_batch(o.batch, o.seq, spec.vocab_size, static_cast<uint64_t>(step));
+  const int64_t total = o.warmup + o.steps;
+  std::vector<Batch> batches;
+  for (int64_t step = 1; step <= total; ++step)
+    batches.push_back(random_batch(o.batch, o.seq, spec.vocab_size, static_cast<uint64_t>(step)));
+  auto t0 = std::chrono::steady_clock::now();
+  for (int64_t step = 1; step <= total; ++step) {
+    const Batch& batch = batches[static_cast<size_t>(step - 1)];
     engine.take_transfer_stats();
-    const auto t0 = std::chrono::steady_clock::now();
     const StepLoss loss = engine.forward_backward(batch);
     const auto t1 = std::chrono::steady_clock::now();
-    optimizer.step(1e-5);
+    optimizer.submit(step, 1e-5);
+    optimizer.report();
+    if (step == total) optimizer.finish();
     const auto t2 = std::chrono::steady_clock::now();
     const PipelineStats ts = engine.take_transfer_stats();
     StepFigures f;
     f.fb_s = std::chrono::duration<double>(t1 - t0).count();
     f.optim_s = std::chrono::duration<double>(t2 - t1).count();
     f.step_s = f.fb_s + f.optim_s;
+    t0 = t2;
     const double tokens = static_cast<double>(batch.num_tokens);
     f.tokens_per_s = tokens / f.step_s;
     f.tflops = 6.0 * params * tokens / f.step_s / 1e12;

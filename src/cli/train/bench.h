@@ -1,5 +1,5 @@
 // `megatrain bench`: training steps of a random-init model from a shape file (HF config.json) on random
-// tokens, timed after warm-up. Reports per step and as medians: step time, tokens/s, TFLOP/s as
+// tokens, timed after warm-up, with the training run's overlapped optimizer (single rank). Reports per step and as medians: step time, tokens/s, TFLOP/s as
 // 6 · parameters · tokens / step time, H2D/D2H GB/s while copying, the share of the step compute did not
 // wait for weights, peak GPU memory and host bytes per parameter. Invariant: measures, never asserts.
 #pragma once
