@@ -68,8 +68,16 @@ std::vector<JsonRecord> read_array(const std::string& text, const std::string& f
   MT_REQUIRE(root.is_array(), "{}: expected a JSON array of records, got {}", file, root.type_name());
   const std::vector<size_t> starts = element_offsets(text);
   MT_ASSERT(starts.size() == root.size(), "{}: {} elements, {} offsets", file, root.size(), starts.size());
+  // Offsets ascend: count newlines once, from one element's start to the next.
   std::vector<JsonRecord> records(root.size());
-  for (size_t i = 0; i < root.size(); ++i) records[i] = {std::move(root[i]), line_at(text, starts[i])};
+  int64_t line = 1;
+  size_t counted = 0;
+  for (size_t i = 0; i < root.size(); ++i) {
+    line += std::count(text.begin() + static_cast<std::ptrdiff_t>(counted),
+                       text.begin() + static_cast<std::ptrdiff_t>(starts[i]), '\n');
+    counted = starts[i];
+    records[i] = {std::move(root[i]), line};
+  }
   return records;
 }
 
