@@ -161,6 +161,9 @@ class CudaWeightStream final : public WeightStream {
     const size_t i = next_++;
     issue_ready_copies();
     const auto loader = static_cast<size_t>(loader_[i]);
+    // Waiting on a copy never issued would not wait at all: the slot plan must have let it start by now.
+    MT_ASSERT(issued_ > loader, "weight copy for entry {} (region {}) not issued when compute needs it", loader,
+              region);
     auto [w0, w1] = sh_->counters->wait.next();
     MT_CHECK_CUDA(cudaEventRecord(w0, sh_->compute));
     MT_CHECK_CUDA(cudaStreamWaitEvent(sh_->compute, loaded(loader), 0));
