@@ -1,6 +1,8 @@
 // A tiny random model for engine tests: a Qwen3-shaped spec with every optional feature switched on
 // (q/k norm, q/k/v/o bias, sliding window, yarn RoPE), its layout, a filled host store, and a batch.
 #pragma once
+#include <algorithm>
+#include <cmath>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -47,6 +49,21 @@ inline void fill_random(HostStore& store, uint32_t seed) {
     }
     store.refresh_stream_copy(r);
   }
+}
+
+// Worst per-region ‖a − b‖ / ‖b‖ over region-shaped gradient copies.
+inline double worst_region_difference(const std::vector<std::vector<float>>& a,
+                                      const std::vector<std::vector<float>>& b) {
+  double worst = 0;
+  for (size_t r = 0; r < a.size(); ++r) {
+    double diff = 0, norm = 0;
+    for (size_t i = 0; i < a[r].size(); ++i) {
+      diff += (double(a[r][i]) - b[r][i]) * (double(a[r][i]) - b[r][i]);
+      norm += double(b[r][i]) * b[r][i];
+    }
+    worst = std::max(worst, std::sqrt(diff / norm));
+  }
+  return worst;
 }
 
 inline Batch tiny_batch(int64_t vocab, uint32_t seed) {
