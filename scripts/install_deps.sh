@@ -13,6 +13,7 @@ packages=(
   catch2
   libopenblas-openmp-dev
   patchelf
+  slurm-wlm munge            # tests/slurm: a real single-node Slurm on localhost
 )
 
 missing=()

@@ -9,6 +9,7 @@
 namespace mt_test {
 inline auto contains(const std::string& text) { return Catch::Matchers::ContainsSubstring(text); }
 }  // namespace mt_test
+using Catch::Approx;  // Catch2 2.x has it in the global namespace
 #else
 #include <catch2/catch.hpp>
 namespace mt_test {

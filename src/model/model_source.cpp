@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <numbers>
 #include <string_view>
@@ -107,8 +108,43 @@ void fsync_path(const fs::path& p, bool directory) {
   MT_REQUIRE(rc == 0, "export {}: fsync failed", p.string());
 }
 
+// The tensors in shards of at most max_shard_bytes each (in layout order); one shard: model.safetensors.
+void write_shards(const fs::path& dir, const std::vector<StWriteTensor>& tensors, DType dtype,
+                  int64_t max_shard_bytes) {
+  const int64_t element_bytes = dtype == DType::bf16 ? 2 : 4;
+  std::vector<std::vector<StWriteTensor>> shards(1);
+  int64_t shard_bytes = 0, total_bytes = 0;
+  for (const StWriteTensor& t : tensors) {
+    int64_t bytes = element_bytes;
+    for (const int64_t d : t.shape) bytes *= d;
+    if (!shards.back().empty() && shard_bytes + bytes > max_shard_bytes) {
+      shards.emplace_back();
+      shard_bytes = 0;
+    }
+    shards.back().push_back(t);
+    shard_bytes += bytes;
+    total_bytes += bytes;
+  }
+  if (shards.size() == 1) {
+    write_safetensors(dir / "model.safetensors", tensors, dtype);
+    return;
+  }
+  nlohmann::ordered_json index = {{"metadata", {{"total_size", total_bytes}}}, {"weight_map", nlohmann::ordered_json::object()}};
+  for (size_t i = 0; i < shards.size(); ++i) {
+    const std::string name = fmt::format("model-{:05d}-of-{:05d}.safetensors", i + 1, shards.size());
+    write_safetensors(dir / name, shards[i], dtype);
+    for (const StWriteTensor& t : shards[i]) index["weight_map"][t.name] = name;
+  }
+  std::ofstream out(dir / "model.safetensors.index.json");
+  out << index.dump(2) << "\n";
+  MT_REQUIRE(out.good(), "export {}: cannot write model.safetensors.index.json", dir.string());
+  out.close();
+  fsync_path(dir / "model.safetensors.index.json", false);
+}
+
 void write_export(const fs::path& dir, const ModelSpec& spec, const ParamLayout& layout,
-                  const std::vector<const float*>& region_data, DType dtype, const fs::path& tokenizer_from) {
+                  const std::vector<const float*>& region_data, DType dtype, const fs::path& tokenizer_from,
+                  int64_t max_shard_bytes) {
   nlohmann::ordered_json config;
   try {
     config = nlohmann::ordered_json::parse(spec.config_json);
@@ -128,7 +164,7 @@ void write_export(const fs::path& dir, const ModelSpec& spec, const ParamLayout&
   for (size_t r = 0; r < layout.regions.size(); ++r)
     for (const ParamSlot& slot : layout.regions[r].params)
       tensors.push_back({slot.hf_name, slot.shape, region_data[r] + slot.offset});
-  write_safetensors(dir / "model.safetensors", tensors, dtype);
+  write_shards(dir, tensors, dtype, max_shard_bytes);
 
   if (tokenizer_from.empty()) return;
   for (const char* name : kTokenizerFiles) {
@@ -194,7 +230,8 @@ void init_region_random(const Region& region, double initializer_range, uint64_t
 }
 
 void export_hf_directory(const fs::path& out, const ModelSpec& spec, const ParamLayout& layout,
-                         const std::vector<const float*>& region_data, DType dtype, const fs::path& tokenizer_from) {
+                         const std::vector<const float*>& region_data, DType dtype, const fs::path& tokenizer_from,
+                         int64_t max_shard_bytes) {
   MT_ASSERT(region_data.size() == layout.regions.size(), "{} region pointers for {} regions", region_data.size(),
             layout.regions.size());
   const std::string suffix = std::to_string(::getpid());
@@ -204,7 +241,7 @@ void export_hf_directory(const fs::path& out, const ModelSpec& spec, const Param
   fs::create_directories(tmp, ec);
   MT_REQUIRE(!ec, "export {}: cannot create {}: {}", out.string(), tmp.string(), ec.message());
   try {
-    write_export(tmp, spec, layout, region_data, dtype, tokenizer_from);
+    write_export(tmp, spec, layout, region_data, dtype, tokenizer_from, max_shard_bytes);
     fsync_path(tmp, true);
   } catch (...) {
     fs::remove_all(tmp, ec);

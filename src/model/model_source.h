@@ -31,10 +31,13 @@ void load_region(const Region& region, const SafetensorsModel& weights, float* d
 void init_region_random(const Region& region, double initializer_range, uint64_t seed, float* dst);
 
 // A Hugging Face directory: config.json (spec.config_json, torch_dtype/dtype set to `dtype`),
-// model.safetensors with the original tensor names, and tokenizer files copied from `tokenizer_from` if present.
+// model.safetensors with the original tensor names — or, when the tensors exceed max_shard_bytes, shards
+// model-0000k-of-0000n.safetensors of at most that size (a larger single tensor alone) and
+// model.safetensors.index.json — and tokenizer files copied from `tokenizer_from` if present.
 // region_data[i] points at region i's fp32 values. Written to "<out>.tmp-XXXX" and renamed.
+inline constexpr int64_t kMaxShardBytes = 5'000'000'000;
 void export_hf_directory(const std::filesystem::path& out, const ModelSpec& spec, const ParamLayout& layout,
                          const std::vector<const float*>& region_data, DType dtype,
-                         const std::filesystem::path& tokenizer_from);
+                         const std::filesystem::path& tokenizer_from, int64_t max_shard_bytes = kMaxShardBytes);
 
 }  // namespace mt

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "catch.h"
@@ -266,4 +267,29 @@ TEST_CASE("export of a tied model has no lm_head", "[model_source]") {
   CHECK(weights.find("lm_head.weight") == nullptr);
   CHECK(weights.find("model.norm.weight") != nullptr);
   CHECK_FALSE(fs::exists(tmp.path / "out" / "tokenizer.json"));
+}
+
+TEST_CASE("export above the shard size writes shards and an index", "[model_source]") {
+  TempDir tmp;
+  const mt::ModelSpec spec = tiny_spec();
+  const mt::ParamLayout layout = mt::make_param_layout(spec);
+  const auto data = distinct_values(layout);
+  const int64_t shard_bytes = layout.total_numel * 2 / 3;  // fp32: at least two shards
+  mt::export_hf_directory(tmp.path / "out", spec, layout, pointers(data), mt::DType::f32, fs::path(), shard_bytes);
+  CHECK_FALSE(fs::exists(tmp.path / "out" / "model.safetensors"));
+  const auto index = nlohmann::json::parse(read_text(tmp.path / "out" / "model.safetensors.index.json"));
+  CHECK(index["metadata"]["total_size"] == layout.total_numel * 4);
+  std::set<std::string> shards;
+  for (const auto& [name, file] : index["weight_map"].items()) shards.insert(file.get<std::string>());
+  CHECK(shards.size() >= 2);
+  for (const auto& s : shards) {
+    CHECK(fs::exists(tmp.path / "out" / s));
+    CHECK(static_cast<int64_t>(fs::file_size(tmp.path / "out" / s)) <= shard_bytes + 4096);  // + header
+  }
+  const mt::SafetensorsModel weights(tmp.path / "out");
+  for (size_t r = 0; r < layout.regions.size(); ++r) {
+    std::vector<float> back(data[r].size());
+    mt::load_region(layout.regions[r], weights, back.data());
+    CHECK(back == data[r]);
+  }
 }

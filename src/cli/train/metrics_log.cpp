@@ -1,13 +1,25 @@
 // JSONL metrics writer (see metrics_log.h).
 #include "cli/train/metrics_log.h"
 
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "core/error.h"
 
 namespace mt {
 
-MetricsLog::MetricsLog(std::filesystem::path file) : file_(std::move(file)) {}
+MetricsLog::MetricsLog(std::filesystem::path file, int64_t resumed_at) : file_(std::move(file)) {
+  if (resumed_at <= 0 || !std::filesystem::exists(file_)) return;
+  std::string kept;
+  std::ifstream in(file_);
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty() && nlohmann::json::parse(line).at("step").get<int64_t>() <= resumed_at) kept += line + "\n";
+  in.close();
+  out_ = std::fopen(file_.c_str(), "w");
+  MT_REQUIRE(out_ != nullptr && std::fwrite(kept.data(), 1, kept.size(), out_) == kept.size() && std::fflush(out_) == 0,
+             "{}: cannot rewrite for the resumed run", file_.string());
+}
 
 MetricsLog::~MetricsLog() {
   if (out_) std::fclose(out_);

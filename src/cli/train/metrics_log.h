@@ -1,5 +1,6 @@
 // MetricsLog: <output_dir>/metrics.jsonl, one JSON object per logged step, flushed per line.
-// Invariant: each line is a complete JSON object; the file is created at the first record, never before.
+// Invariant: each line is a complete JSON object; the file is created at the first record, never before. A resumed
+// run keeps the lines of the steps up to its checkpoint and appends after them.
 #pragma once
 #include <cstdint>
 #include <cstdio>
@@ -22,7 +23,8 @@ struct StepRecord {
 
 class MetricsLog {
  public:
-  explicit MetricsLog(std::filesystem::path file);
+  // resumed_at > 0: a run resumed from the checkpoint of that step; earlier lines of later steps are dropped.
+  explicit MetricsLog(std::filesystem::path file, int64_t resumed_at = 0);
   ~MetricsLog();
   MetricsLog(const MetricsLog&) = delete;
   MetricsLog& operator=(const MetricsLog&) = delete;

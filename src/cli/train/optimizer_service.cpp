@@ -17,7 +17,7 @@ namespace mt {
 struct OptimizerService::Mailbox {
   int64_t sequence;   // number of messages posted; published last (release)
   int64_t step;       // the step the message hands out
-  int64_t stop;       // 1: leave the loop
+  int64_t kind;       // Message: a step, leave the loop, or a checkpoint
   double lr;
   int64_t pad[4];
 };
@@ -32,7 +32,7 @@ OptimizerService::OptimizerService(HostStore& store, const OptimizerSettings& se
     const int threads = omp_get_max_threads();
     thread_ = std::thread([this, threads] {
       omp_set_num_threads(threads);  // a new thread starts from the process-wide default
-      loop();
+      loop({});
     });
   }
 }
@@ -45,18 +45,20 @@ OptimizerService::~OptimizerService() {
     thread_.detach();
     return;
   }
-  if (!stopped_) post(submitted_, 0.0, true);
+  if (!stopped_) post(submitted_, 0.0, Message::stop);
   thread_.join();
 }
 
-void OptimizerService::post(int64_t step, double lr, bool stop) {
-  // The previous message has been taken by every loop once every rank has published step-1 everywhere.
+void OptimizerService::post(int64_t step, double lr, Message kind) {
+  // The previous message has been taken by every loop once every rank has published step-1 everywhere (a
+  // checkpoint ends collectively on the other ranks) and rank 0's loop has finished with it.
   for (int64_t r = 0; r < store_.num_regions(); ++r) store_.wait_region(r, submitted_);
+  if (thread_.joinable()) dist::wait_until([&] { return consumed_.load() >= mailbox_->sequence; });
   mailbox_->step = step;
-  mailbox_->stop = stop ? 1 : 0;
+  mailbox_->kind = static_cast<int64_t>(kind);
   mailbox_->lr = lr;
   dist::store_release(mailbox_->sequence, mailbox_->sequence + 1);
-  stopped_ = stop;
+  stopped_ = kind == Message::stop;
 }
 
 void OptimizerService::submit(int64_t step, double lr) {
@@ -65,7 +67,7 @@ void OptimizerService::submit(int64_t step, double lr) {
     std::lock_guard lock(mutex_);
     report_.reset();
   }
-  post(step, lr, false);
+  post(step, lr, Message::step);
   submitted_ = step;
   store_.set_required_version(step);  // the next forward reads what this step writes
 }
@@ -77,13 +79,18 @@ OptimizerReport OptimizerService::report() {
 }
 
 void OptimizerService::finish() {
-  post(submitted_, 0.0, true);  // after every rank's last update (see post)
+  post(submitted_, 0.0, Message::stop);  // after every rank's last update (see post)
   if (thread_.joinable()) thread_.join();
 }
 
-void OptimizerService::serve() { loop(); }
+void OptimizerService::checkpoint(const std::function<void()>& save) {
+  post(submitted_, 0.0, Message::checkpoint);
+  save();
+}
 
-void OptimizerService::loop() {
+void OptimizerService::serve(const std::function<void()>& on_checkpoint) { loop(on_checkpoint); }
+
+void OptimizerService::loop(const std::function<void()>& on_checkpoint) {
   // Test hook (not documented for users): world rank 1 kills itself with SIGKILL when it receives step k.
   const char* die = std::getenv("MEGATRAIN_TEST_DIE_AT_STEP");
   const int64_t die_at = die && dist::context().rank == 1 ? std::atoll(die) : -1;
@@ -92,7 +99,13 @@ void OptimizerService::loop() {
       const int64_t& sequence = mailbox_->sequence;
       dist::wait_until([&] { return dist::load_acquire(sequence) > seen; });
       seen = dist::load_acquire(sequence);
-      if (mailbox_->stop) return;
+      const auto kind = static_cast<Message>(mailbox_->kind);
+      if (kind == Message::stop) return;
+      if (kind == Message::checkpoint) {
+        if (on_checkpoint) on_checkpoint();  // the other ranks; rank 0's main thread saves for rank 0
+        consumed_.store(seen);
+        continue;
+      }
       if (mailbox_->step == die_at) std::raise(SIGKILL);
       const OptimizerReport done = optimizer_.step(mailbox_->lr, [this](const OptimizerReport& r) {
         if (!dist::context().is_root()) return;
@@ -101,6 +114,7 @@ void OptimizerService::loop() {
         reported_.notify_all();
       });
       last_update_seconds_ = done.update_seconds;
+      consumed_.store(seen);
     }
   } catch (const std::exception& e) {
     dist::abort_job(e.what());

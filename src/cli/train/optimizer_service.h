@@ -2,10 +2,12 @@
 // next forward while every rank (rank 0 on its own thread) updates its slices; the weight stream waits per region.
 // Invariants: steps go out in order through a shared-memory mailbox, one at a time (submit(k) first waits until
 // every rank has finished step k-1); after finish() every rank has applied every step and left its loop.
+// A checkpoint message runs the save on every rank at once (collective), between two steps.
 #pragma once
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -28,14 +30,19 @@ class OptimizerService {
   OptimizerReport report();               // the submitted step's norm, clipping and skip, once known
   double last_update_seconds() const { return last_update_seconds_.load(); }  // rank 0's slices, last finished step
   void finish();                          // waits for every rank's last update, then ends every loop
+  // After every rank's last update: every other rank runs its serve() on_checkpoint while this rank runs save.
+  void checkpoint(const std::function<void()>& save);
+  int64_t updates_applied() const { return optimizer_.updates_applied(); }   // with every rank idle
+  void set_updates_applied(int64_t n) { optimizer_.set_updates_applied(n); } // before the first step (resume)
 
-  // Every other rank: runs the steps rank 0 submits until finish().
-  void serve();
+  // Every other rank: runs the steps rank 0 submits, and on_checkpoint for each checkpoint, until finish().
+  void serve(const std::function<void()>& on_checkpoint);
 
  private:
   struct Mailbox;
-  void loop();
-  void post(int64_t step, double lr, bool stop);
+  enum class Message : int64_t { step = 0, stop = 1, checkpoint = 2 };
+  void loop(const std::function<void()>& on_checkpoint);
+  void post(int64_t step, double lr, Message kind);
 
   HostStore& store_;
   Optimizer optimizer_;
@@ -48,6 +55,7 @@ class OptimizerService {
   std::condition_variable reported_;
   std::optional<OptimizerReport> report_;
   std::atomic<double> last_update_seconds_{0.0};
+  std::atomic<int64_t> consumed_{0};      // rank 0's loop: the last message it has finished with
 };
 
 }  // namespace mt

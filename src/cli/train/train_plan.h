@@ -2,6 +2,8 @@
 // streaming dtype and the optimizer settings — broadcast once by rank 0 after it has validated every input.
 // Invariant: every rank of the node builds its HostStore and Optimizer from the same plan, in the same order.
 #pragma once
+#include <cstdint>
+
 #include "core/dtype.h"
 #include "model/param_layout.h"
 #include "optim/optimizer.h"
@@ -12,6 +14,7 @@ struct TrainPlan {
   ParamLayout layout;
   DType dtype = DType::f32;
   OptimizerSettings optimizer;
+  int64_t updates_applied = 0;  // AdamW's step count restored from a checkpoint (0 for a fresh run)
 };
 
 void broadcast_train_plan(const TrainPlan& plan);  // world rank 0

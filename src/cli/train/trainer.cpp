@@ -3,12 +3,20 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
+#include <sstream>
 #include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
 
 #include "backend/backend.h"
+#include "checkpoint/checkpoint_reader.h"
+#include "checkpoint/checkpoint_writer.h"
 #include "cli/train/backend_select.h"
 #include "cli/train/metrics_log.h"
 #include "cli/train/optimizer_service.h"
+#include "cli/train/preflight.h"
+#include "cli/train/resume.h"
 #include "cli/train/train_plan.h"
 #include "cli/train/training_data.h"
 #include "core/error.h"
@@ -19,6 +27,7 @@
 #include "engine/engine.h"
 #include "io/safetensors.h"
 #include "model/model_source.h"
+#include "model/model_spec.h"
 #include "model/param_layout.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
@@ -28,21 +37,31 @@
 namespace mt {
 namespace {
 
-// Keys the schema accepts whose effect arrives with later capabilities: refuse what would silently
-// change the meaning of a run, note the rest.
-void check_supported(const Config& c) {
-  MT_REQUIRE(c.training.resume_from.empty(),
-             "training.resume_from: '{}': resuming needs HDF5 checkpoints, which this build does not write yet",
-             c.training.resume_from);
-  if (c.training.save_steps > 0)
-    log::warn("training.save_steps = {}: intermediate checkpoints are not written by this build; "
-              "the final model is exported to {}/final",
-              c.training.save_steps, c.training.output_dir);
+// model.name naming a checkpoint file (*.h5): the model comes from its /meta and /params.
+bool names_checkpoint(const std::string& name) {
+  return name.ends_with(".h5") && std::filesystem::is_regular_file(name);
 }
 
-void fill_master_weights(const Config& c, const ModelSource& source, const ModelSpec& spec, HostStore& store) {
+// The model source of a checkpoint: its config.json text, and the model directory it was saved from (tokenizer
+// files) where that still exists.
+ModelSource checkpoint_model_source(const CheckpointFile& checkpoint) {
+  ModelSource source;
+  source.config_json = checkpoint.path();
+  const std::filesystem::path saved_from = checkpoint.meta().model_name;
+  if (std::filesystem::is_regular_file(saved_from / "config.json")) source.dir = saved_from;
+  return source;
+}
+
+void fill_master_weights(const Config& c, const ModelSource& source, const ModelSpec& spec,
+                         const std::optional<CheckpointFile>& init_from, HostStore& store) {
   const ParamLayout& layout = store.layout();
-  if (c.model.init == "random") {
+  if (init_from) {
+    for (int64_t r = 0; r < store.num_regions(); ++r)
+      for (const ParamSlot& slot : layout.regions[static_cast<size_t>(r)].params)
+        init_from->read_into("params", slot.hf_name, slot.shape, store.master(r) + slot.offset);
+    log::info("initialised the weights from checkpoint {} (step {}); optimizer state starts fresh",
+              init_from->path().string(), init_from->meta().step);
+  } else if (c.model.init == "random") {
     for (int64_t r = 0; r < store.num_regions(); ++r)
       init_region_random(layout.regions[static_cast<size_t>(r)], spec.initializer_range, c.training.seed,
                          store.master(r));
@@ -76,12 +95,23 @@ void log_store(const HostStore& store) {
             dtype_name(store.stream_dtype()), per_rank);
 }
 
+std::string read_text(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  MT_REQUIRE(in.good(), "{}: cannot read", file.string());
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 }  // namespace
 
 TrainSummary run_training(const Config& c) {
-  check_supported(c);
-  const ModelSource source = resolve_model_source(c.model.name);
-  const ModelSpec spec = load_model_spec(source.config_json);
+  std::optional<CheckpointFile> init_from;
+  if (names_checkpoint(c.model.name)) init_from.emplace(c.model.name);
+  const ModelSource source = init_from ? checkpoint_model_source(*init_from) : resolve_model_source(c.model.name);
+  const ModelSpec spec = init_from ? parse_model_spec(nlohmann::json::parse(init_from->meta().model_config_json),
+                                                      c.model.name)
+                                   : load_model_spec(source.config_json);
   const ParamLayout layout = make_param_layout(spec);
   const DType dtype = dtype_from_name(c.model.dtype);
   log::info("model {} ({}): {} layers, hidden {}, {} heads / {} kv heads, vocab {}, {:.3f} M parameters",
@@ -89,6 +119,9 @@ TrainSummary run_training(const Config& c) {
             spec.vocab_size, static_cast<double>(layout.total_numel) / 1e6);
 
   TrainingData data = load_training_data(c.dataset, source, spec, true);
+  const std::optional<CheckpointFile> resume = open_resume_checkpoint(c);
+  if (resume) check_resume_fits(*resume, c, layout);
+  const int64_t start_step = resume ? resume->meta().step : 0;
 
   // Every input is valid: the other ranks of the node join (training_worker.cpp), building the same store
   // and optimizer, and every rank updates its own slices.
@@ -96,14 +129,25 @@ TrainSummary run_training(const Config& c) {
   MT_REQUIRE(ctx.size == ctx.node_size,
              "the job's {} ranks span several nodes ({} on {}); this build trains on one node (multi-node data "
              "parallelism arrives with NCCL)", ctx.size, ctx.node_size, ctx.host);
+  std::unique_ptr<Backend> backend = select_backend(dtype);
+  preflight(c, spec, *backend, ctx.node_size);  // before the store and the output directory exist
   const OptimizerSettings os = optimizer_settings(c);
-  broadcast_train_plan({layout, dtype, os});
+  const int64_t updates_applied = resume ? resume->meta().updates_applied : 0;
+  broadcast_train_plan({layout, dtype, os, updates_applied});
   HostStore store(layout, dtype);
   OptimizerService optimizer(store, os);
-  fill_master_weights(c, source, spec, store);
+  optimizer.set_updates_applied(updates_applied);
+  if (resume) {
+    const auto t_load = std::chrono::steady_clock::now();
+    restore_store(*resume, store);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
+    log::info("restored master weights and optimizer state from {} in {:.3f} s ({:.2f} GB/s)",
+              resume->path().string(), s, static_cast<double>(layout.total_numel) * 12 / 1e9 / s);
+  } else {
+    fill_master_weights(c, source, spec, init_from, store);
+  }
   log_store(store);
 
-  std::unique_ptr<Backend> backend = select_backend(dtype);
   EngineOptions eo;
   eo.checkpoint_interval = c.training.checkpoint_interval;
   eo.micro_batch_size = c.training.micro_batch_size;
@@ -114,23 +158,48 @@ TrainSummary run_training(const Config& c) {
   const LrSchedule schedule{c.training.lr_scheduler, c.training.learning_rate, c.training.warmup_steps,
                             c.training.num_steps, c.training.min_lr_ratio};
   Batcher batcher(std::move(data.examples), c.training.batch_size, c.dataset.shuffle, c.training.seed);
+  if (resume) batcher.seek({resume->meta().data_epoch, resume->meta().data_index});
   Prefetcher prefetcher(batcher, c.dataset.num_workers);
 
   const std::filesystem::path out = c.training.output_dir;
   std::filesystem::create_directories(out);
-  MetricsLog metrics(out / "metrics.jsonl");
+  MetricsLog metrics(out / "metrics.jsonl", start_step);
+  const std::string model_config_json = init_from ? init_from->meta().model_config_json : read_text(source.config_json);
+  int64_t tokens_seen = resume ? resume->meta().tokens_seen : 0;
+  const auto save = [&](int64_t step) {
+    const std::filesystem::path dir = out / "checkpoints", file = checkpoint_path(dir, step);
+    SaveReport saved;
+    optimizer.checkpoint([&] {  // every rank idle: the store holds exactly `step` updates
+      CheckpointMeta m;
+      m.step = step;
+      m.tokens_seen = tokens_seen;
+      m.updates_applied = optimizer.updates_applied();
+      m.data_epoch = prefetcher.cursor().epoch;
+      m.data_index = prefetcher.cursor().index;
+      m.seed = static_cast<int64_t>(c.training.seed);
+      m.shuffle = c.dataset.shuffle ? 1 : 0;
+      m.model_name = c.model.name;
+      m.config_yaml = c.yaml_text;
+      m.model_config_json = model_config_json;
+      saved = save_checkpoint(file, store, m);
+    });
+    log::info("saved checkpoint {} (step {}): {} in {:.3f} s, {:.2f} GB/s", file.string(), step,
+              format_bytes(static_cast<uint64_t>(saved.bytes)), saved.seconds,
+              static_cast<double>(saved.bytes) / 1e9 / saved.seconds);
+    prune_checkpoints(dir, c.training.save_total_limit);
+  };
   log::info("training on the {} backend: {} steps of {} sequences ({} pass(es), checkpoint every {} layers)",
             backend->name(), c.training.num_steps, c.training.batch_size, eo.passes, eo.checkpoint_interval);
 
   TrainSummary summary;
-  int64_t tokens_seen = 0;
-  for (int64_t step = 1; step <= c.training.num_steps; ++step) {
+  summary.steps = start_step;
+  for (int64_t step = start_step + 1; step <= c.training.num_steps; ++step) {
     const auto t0 = std::chrono::steady_clock::now();
     const double waited_before = store.waited_seconds();
     const Batch batch = prefetcher.next();
     const StepLoss loss = engine.forward_backward(batch);
     const double lr = lr_at(schedule, step);
-    optimizer.submit(step, lr);  // every rank updates its slices while the next forward starts
+    optimizer.submit(step - start_step, lr);  // every rank updates its slices while the next forward starts
     const OptimizerReport report = optimizer.report();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double waited = store.waited_seconds() - waited_before;  // the previous update the forward did not hide
@@ -149,7 +218,9 @@ TrainSummary run_training(const Config& c) {
                 step, c.training.num_steps, r.loss, r.grad_norm, lr, r.tokens_per_s, seconds, report.norm_seconds,
                 previous_update, waited);
     }
+    if (c.training.save_steps > 0 && step % c.training.save_steps == 0 && step != c.training.num_steps) save(step);
   }
+  if (summary.steps > start_step || !resume) save(summary.steps);
 
   optimizer.finish();
   std::vector<const float*> regions;

@@ -1,0 +1,29 @@
+# Sourced by the jobs/*.sh launchers (one machine, no Slurm): runs `megatrain ARGS...` with one rank per NUMA
+# domain, each bound to its domain's cores and memory by mpirun (--map-by numa --bind-to numa), and logs the
+# bindings. Invariant: every input comes from environment variables with defaults:
+#   MEGATRAIN_BIN (megatrain on PATH)   MEGATRAIN_RANKS (the NUMA domains, from lscpu)
+#   MEGATRAIN_MPIRUN (mpirun)             MEGATRAIN_HOME (the repository holding this file)
+set -euo pipefail
+MEGATRAIN_HOME=${MEGATRAIN_HOME:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
+MEGATRAIN_BIN=${MEGATRAIN_BIN:-megatrain}
+MEGATRAIN_MPIRUN=${MEGATRAIN_MPIRUN:-mpirun}
+if [[ -z ${MEGATRAIN_RANKS:-} ]]; then
+  MEGATRAIN_RANKS=$(lscpu -p=NODE 2>/dev/null | grep -v '^#' | sort -u | grep -c . || true)
+  ((MEGATRAIN_RANKS > 0)) || MEGATRAIN_RANKS=1
+fi
+
+megatrain_mpirun() {
+  echo "megatrain on $(hostname): $MEGATRAIN_RANKS rank(s), one per NUMA domain: $*"
+  "$MEGATRAIN_MPIRUN" -np "$MEGATRAIN_RANKS" --map-by numa --bind-to numa --report-bindings "$MEGATRAIN_BIN" "$@"
+}
+
+# train CONFIG_DEFAULT NAME: trains $MEGATRAIN_CONFIG (default CONFIG_DEFAULT) into $MEGATRAIN_OUTPUT_DIR
+# (default output/NAME), resuming from its newest checkpoint (MEGATRAIN_RESUME, default auto; set it empty to start afresh).
+megatrain_train() {
+  local config=${MEGATRAIN_CONFIG:-$MEGATRAIN_HOME/$1} out=${MEGATRAIN_OUTPUT_DIR:-$MEGATRAIN_HOME/output/$2}
+  local extra
+  read -r -d "" -a extra <<<"${MEGATRAIN_EXTRA_ARGS:-}" || true
+  mkdir -p "$out"
+  megatrain_mpirun train --config "$config" --set "training.output_dir=$out" \
+    --set "training.resume_from=${MEGATRAIN_RESUME-auto}" "${extra[@]}"
+}

@@ -1,0 +1,201 @@
+// `megatrain calc-resource`: sizes a run for a machine from the memory plan that train's preflight uses
+// (plan/resource_advice.h). Flags, or prompts when run on a terminal without any flag; --json for machines.
+// Invariant: without a terminal every missing required input is an error naming its flag, never a prompt.
+#include <unistd.h>
+
+#include <fmt/ranges.h>
+
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "cli/command.h"
+#include "core/error.h"
+#include "model/model_spec.h"
+#include "plan/resource_advice.h"
+#include "store/shared_memory_check.h"
+
+namespace mt {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct Inputs {
+  std::optional<double> gpu_gib, ram_gib;
+  std::optional<std::string> model;
+  std::optional<int64_t> seq;
+  int64_t batch = 8, micro_batch = 0, interval = 0, slots = 2, ranks = 1;
+  std::string dtype = "bfloat16";
+  bool json = false;
+};
+
+// Known names: configs/models/<name>.json under $MEGATRAIN_HOME, the working directory, the binary's parent
+// directories, then the source tree the binary was built from.
+fs::path find_model(const std::string& name) {
+  if (fs::is_regular_file(name)) return name;
+  if (fs::is_directory(name) && fs::is_regular_file(fs::path(name) / "config.json")) return fs::path(name) / "config.json";
+  std::vector<fs::path> roots;
+  if (const char* home = std::getenv("MEGATRAIN_HOME")) roots.emplace_back(home);
+  roots.emplace_back(".");
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) roots.insert(roots.end(), {exe.parent_path().parent_path(), exe.parent_path()});
+  roots.emplace_back(MEGATRAIN_SOURCE_DIR);
+  std::set<std::string> known;
+  for (const fs::path& root : roots) {
+    const fs::path file = root / "configs" / "models" / (name + ".json");
+    if (fs::is_regular_file(file)) return file;
+    if (known.empty() && fs::is_directory(root / "configs" / "models"))
+      for (const auto& e : fs::directory_iterator(root / "configs" / "models"))
+        if (e.path().extension() == ".json") known.insert(e.path().stem().string());
+  }
+  throw Error(MT_FORMAT("calc-resource: --model '{}' is neither a known model ({}) nor a config.json path", name,
+                        known.empty() ? "configs/models/ not found" : fmt::format("{}", fmt::join(known, ", "))));
+}
+
+template <typename T>
+void ask(std::optional<T>& value, const char* flag, const std::string& question, bool tty) {
+  if (value) return;
+  MT_REQUIRE(tty, "calc-resource: {} is missing (stdin is not a terminal, so nothing is asked)", flag);
+  std::cout << question << ": " << std::flush;
+  std::string line;
+  MT_REQUIRE(static_cast<bool>(std::getline(std::cin, line)), "calc-resource: no answer for {}", flag);
+  if constexpr (std::is_same_v<T, std::string>) {
+    value = line;
+  } else {
+    size_t used = 0;
+    double v = 0;
+    try {
+      v = std::stod(line, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    MT_REQUIRE(used > 0 && line.find_first_not_of(' ', used) == std::string::npos,
+               "calc-resource: {}: '{}' is not a number", flag, line);
+    value = static_cast<T>(v);
+  }
+}
+
+void validate(const Inputs& in) {
+  MT_REQUIRE(std::isfinite(*in.gpu_gib) && *in.gpu_gib > 0, "calc-resource: --gpu-mem must be a positive number of GiB, not {}", *in.gpu_gib);
+  MT_REQUIRE(std::isfinite(*in.ram_gib) && *in.ram_gib > 0, "calc-resource: --ram must be a positive number of GiB, not {}", *in.ram_gib);
+  MT_REQUIRE(*in.seq > 0, "calc-resource: --seq must be positive, not {}", *in.seq);
+  MT_REQUIRE(in.batch > 0, "calc-resource: --batch must be positive, not {}", in.batch);
+  MT_REQUIRE(in.micro_batch >= 0, "calc-resource: --micro-batch must be positive (0 = auto), not {}", in.micro_batch);
+  MT_REQUIRE(in.interval >= 0, "calc-resource: --checkpoint-interval must be positive (0 = choose), not {}", in.interval);
+  MT_REQUIRE(in.slots >= 2, "calc-resource: --slots must be at least 2, not {}", in.slots);
+  MT_REQUIRE(in.ranks > 0 && in.ranks <= 1024, "calc-resource: --ranks must be in 1..1024, not {}", in.ranks);
+}
+
+json to_json(const std::string& model, const ModelSpec& spec, const Machine& m, const ResourceAdvice& a) {
+  const HostPlan& h = a.plan.host;
+  const GpuPlan& g = a.plan.gpu;
+  return {{"model", model},
+          {"architecture", spec.architecture},
+          {"parameters", h.parameters},
+          {"host", {{"bytes_per_parameter", h.bytes_per_parameter()},
+                    {"per_parameter", {{"master_fp32", h.master}, {"adam_m", h.exp_avg}, {"adam_v", h.exp_avg_sq},
+                                       {"gradient_fp32", h.grad}, {"streaming_copy", h.stream_copy}}},
+                    {"store_bytes", h.store_bytes}, {"per_rank_bytes", h.rank_bytes}, {"ram_bytes", m.ram_bytes},
+                    {"usable_bytes", a.host_usable_bytes}, {"fits", a.host_fits}}},
+          {"gpu", {{"checkpoint_interval", a.run.checkpoint_interval}, {"micro_batch_size", g.micro_batch_size},
+                   {"weight_slots", g.weight_slots}, {"gradient_buffers", g.grad_buffers},
+                   {"checkpoints", g.checkpoints}, {"segment_activations", g.segment},
+                   {"layer_workspace", g.layer_workspace}, {"head_logits", g.head}, {"batch_arrays", g.batch_arrays},
+                   {"gemm_workspace", g.gemm_workspace}, {"total", g.total()}, {"gpu_bytes", m.gpu_bytes},
+                   {"fits", a.gpu_fits}}},
+          {"largest_trainable_parameters", a.largest_parameters},
+          {"largest_micro_batch", a.largest_micro_batch},
+          {"recommended", {{"batch_size", a.run.batch_size}, {"micro_batch_size", a.largest_micro_batch},
+                           {"checkpoint_interval", a.recommended_interval}}},
+          {"verdict", a.fits() ? "fits" : a.shortfall}};
+}
+
+void print_text(const std::string& model, const Machine& m, const ResourceAdvice& a) {
+  const auto b = [](int64_t v) { return format_bytes(static_cast<uint64_t>(v)); };
+  const HostPlan& h = a.plan.host;
+  const GpuPlan& g = a.plan.gpu;
+  std::cout << MT_FORMAT("model {}: {:.3f} B parameters\n", model, static_cast<double>(h.parameters) / 1e9)
+            << MT_FORMAT("host: {} B/parameter (master {}, Adam m {}, Adam v {}, gradient {}, streaming copy {}) = {}"
+                         " of {} usable ({} RAM)\n", h.bytes_per_parameter(), h.master, h.exp_avg, h.exp_avg_sq, h.grad,
+                         h.stream_copy, b(h.store_bytes), b(a.host_usable_bytes), b(m.ram_bytes));
+  for (size_t q = 0; q < h.rank_bytes.size(); ++q) std::cout << MT_FORMAT("  rank {}: {}\n", q, b(h.rank_bytes[q]));
+  std::cout << MT_FORMAT("GPU (checkpoint_interval {}, micro_batch_size {}): {} of {}\n", a.run.checkpoint_interval,
+                         g.micro_batch_size, b(g.total()), b(m.gpu_bytes))
+            << MT_FORMAT("  weight slots {} | gradient buffers {} | checkpoints {} | segment activations {}\n",
+                         b(g.weight_slots), b(g.grad_buffers), b(g.checkpoints), b(g.segment))
+            << MT_FORMAT("  layer workspace {} | head logits {} | batch arrays {} | cuBLASLt workspace {}\n",
+                         b(g.layer_workspace), b(g.head), b(g.batch_arrays), b(g.gemm_workspace))
+            << MT_FORMAT("largest trainable model for this RAM: {:.2f} B parameters\n",
+                         static_cast<double>(a.largest_parameters) / 1e9);
+  if (a.recommended_interval)
+    std::cout << MT_FORMAT("recommended: batch_size {}, micro_batch_size {}, checkpoint_interval {}\n",
+                           a.run.batch_size, a.largest_micro_batch, a.recommended_interval);
+  std::cout << "verdict: " << (a.fits() ? "fits" : "does not fit: " + a.shortfall) << "\n";
+}
+
+void run_calc_resource(Inputs in, bool interactive_allowed) {
+  const bool tty = interactive_allowed && isatty(STDIN_FILENO);
+  ask(in.gpu_gib, "--gpu-mem", "GPU memory (GiB)", tty);
+  ask(in.ram_gib, "--ram", "host RAM (GiB)", tty);
+  ask(in.model, "--model", "model (a known name such as qwen2.5-7b, or a config.json path)", tty);
+  ask(in.seq, "--seq", "sequence length (tokens)", tty);
+  validate(in);
+  const ModelSpec spec = load_model_spec(find_model(*in.model));
+  RunShape run;
+  run.dtype = dtype_from_name(in.dtype);
+  run.seq_len = *in.seq;
+  run.batch_size = in.batch;
+  run.micro_batch_size = in.micro_batch;
+  run.checkpoint_interval = in.interval;
+  run.weight_slots = in.slots;
+  run.ranks = static_cast<int>(in.ranks);
+  const Machine m{static_cast<int64_t>(*in.gpu_gib * (1 << 30)), static_cast<int64_t>(*in.ram_gib * (1 << 30))};
+  const ResourceAdvice a = advise(spec, run, m);
+  if (in.json)
+    std::cout << to_json(*in.model, spec, m, a).dump(2) << "\n";
+  else
+    print_text(*in.model, m, a);
+  std::cout << std::flush;
+  MT_REQUIRE(a.fits(), "calc-resource: {} does not fit: {}", *in.model, a.shortfall);
+}
+
+}  // namespace
+
+void add_calc_resource_command(CLI::App& root, std::vector<Command>& commands) {
+  auto in = std::make_shared<Inputs>();
+  auto gpu = std::make_shared<double>(), ram = std::make_shared<double>();
+  auto model = std::make_shared<std::string>();
+  auto seq = std::make_shared<int64_t>();
+  CLI::App* app = root.add_subcommand("calc-resource", "size a run for a machine: host and GPU memory plan");
+  CLI::Option* o_gpu = app->add_option("--gpu-mem", *gpu, "GPU memory, GiB");
+  CLI::Option* o_ram = app->add_option("--ram", *ram, "host RAM, GiB");
+  CLI::Option* o_model = app->add_option("--model", *model, "known model name or config.json path");
+  CLI::Option* o_seq = app->add_option("--seq", *seq, "sequence length, tokens");
+  app->add_option("--batch", in->batch, "sequences per optimizer step (default 8)");
+  app->add_option("--micro-batch", in->micro_batch, "sequences per micro-batch (default 0 = auto)");
+  app->add_option("--checkpoint-interval", in->interval, "layers per checkpoint (default 0 = choose)");
+  app->add_option("--slots", in->slots, "GPU weight slots (default 2)");
+  app->add_option("--ranks,--numa", in->ranks, "ranks (NUMA domains) sharing the host store (default 1)");
+  app->add_option("--dtype", in->dtype, "bfloat16 or float32 (default bfloat16)");
+  app->add_flag("--json", in->json, "print the plan as JSON");
+  commands.push_back({app, [=] {
+                        Inputs given = *in;
+                        if (*o_gpu) given.gpu_gib = *gpu;
+                        if (*o_ram) given.ram_gib = *ram;
+                        if (*o_model) given.model = *model;
+                        if (*o_seq) given.seq = *seq;
+                        // Prompts only when no flag was given at all, on a terminal.
+                        size_t flags = 0;
+                        for (const CLI::Option* o : app->get_options()) flags += o->count();
+                        run_calc_resource(given, flags == 0);
+                      }});
+}
+
+}  // namespace mt

@@ -1,0 +1,51 @@
+// `megatrain export --checkpoint FILE --out DIR [--dtype bfloat16|float32]`: a checkpoint's master weights as a
+// Hugging Face directory (config.json from the checkpoint, safetensors, tokenizer files from the saved model
+// directory when it still exists). Invariant: every parameter of the checkpoint's model is exported exactly once,
+// from /params, or nothing is written.
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/checkpoint_reader.h"
+#include "cli/command.h"
+#include "core/log.h"
+#include "model/model_source.h"
+#include "model/model_spec.h"
+#include "model/param_layout.h"
+
+namespace mt {
+namespace {
+
+void export_checkpoint(const std::string& file, const std::string& out, const std::string& dtype_name_arg) {
+  const CheckpointFile ckpt(file);
+  const ModelSpec spec = parse_model_spec(nlohmann::json::parse(ckpt.meta().model_config_json), file);
+  const ParamLayout layout = make_param_layout(spec);
+  std::vector<std::vector<float>> regions;
+  std::vector<const float*> region_data;
+  for (const Region& region : layout.regions) {
+    std::vector<float>& data = regions.emplace_back(static_cast<size_t>(region.numel));
+    for (const ParamSlot& slot : region.params) ckpt.read_into("params", slot.hf_name, slot.shape, data.data() + slot.offset);
+  }
+  for (const auto& r : regions) region_data.push_back(r.data());
+  std::filesystem::path tokenizer_from;
+  if (std::filesystem::is_directory(ckpt.meta().model_name)) tokenizer_from = ckpt.meta().model_name;
+  export_hf_directory(out, spec, layout, region_data, dtype_from_name(dtype_name_arg), tokenizer_from);
+  log::info("exported {} (step {}) as {} to {}", file, ckpt.meta().step, dtype_name_arg, out);
+}
+
+}  // namespace
+
+void add_export_command(CLI::App& root, std::vector<Command>& commands) {
+  auto file = std::make_shared<std::string>();
+  auto out = std::make_shared<std::string>();
+  auto dtype = std::make_shared<std::string>("bfloat16");
+  CLI::App* app = root.add_subcommand("export", "write a checkpoint's weights as a Hugging Face directory");
+  app->add_option("--checkpoint", *file, "checkpoint file (.h5)")->required();
+  app->add_option("--out", *out, "output directory")->required();
+  app->add_option("--dtype", *dtype, "bfloat16 (default) or float32")->check(CLI::IsMember({"bfloat16", "float32"}));
+  commands.push_back({app, [=] { export_checkpoint(*file, *out, *dtype); }});
+}
+
+}  // namespace mt

@@ -1,0 +1,102 @@
+// Preflight checks (see preflight.h).
+#include "cli/train/preflight.h"
+
+#include <sys/resource.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/log.h"
+#include "store/shared_memory_check.h"
+
+namespace mt {
+namespace {
+
+std::string bytes(int64_t b) { return format_bytes(static_cast<uint64_t>(b)); }
+
+int64_t mem_available() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  int64_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib) {
+    std::getline(in, unit);
+    if (key == "MemAvailable:") return kib * 1024;
+  }
+  return -1;
+}
+
+}  // namespace
+
+RunShape run_shape(const Config& c, int ranks) {
+  RunShape r;
+  r.dtype = dtype_from_name(c.model.dtype);
+  r.seq_len = c.dataset.max_seq_len;
+  r.batch_size = c.training.batch_size;
+  r.micro_batch_size = c.training.micro_batch_size;
+  r.passes = c.training.gradient_accumulation_steps;
+  r.checkpoint_interval = c.training.checkpoint_interval;
+  r.weight_slots = 2;
+  r.ranks = ranks;
+  return r;
+}
+
+std::string preflight_shortfall(const ModelSpec& spec, const RunShape& run, bool gpu, const MachineLimits& limits) {
+  const HostPlan host = plan_host(spec, run.dtype, run.ranks);
+  const int64_t host_need = gpu ? host.store_bytes : cpu_backend_host_bytes(spec, run);
+  if (limits.mem_available >= 0 && host_need > limits.mem_available)
+    return MT_FORMAT("host RAM: the run needs {} ({} B/parameter × {:.3f} B parameters{}) but only {} is available "
+                     "(MemAvailable)", bytes(host_need), host.bytes_per_parameter(),
+                     static_cast<double>(host.parameters) / 1e9, gpu ? "" : " plus CPU-backend activations",
+                     bytes(limits.mem_available));
+  if (limits.shm_free >= 0) {
+    const std::string shortage = shared_memory_shortage(limits.shm_dir, static_cast<uint64_t>(host.store_bytes),
+                                                        static_cast<uint64_t>(limits.shm_free), run.ranks);
+    if (!shortage.empty()) return shortage;
+  }
+  if (gpu && limits.memlock >= 0 && host.store_bytes > limits.memlock)
+    return MT_FORMAT("locked memory: the CUDA backend page-locks the {} host store but RLIMIT_MEMLOCK is {} "
+                     "(ulimit -l unlimited, or LimitMEMLOCK / Slurm PropagateResourceLimits)",
+                     bytes(host.store_bytes), bytes(limits.memlock));
+  if (gpu && limits.gpu_bytes > 0) {
+    const GpuPlan g = plan_gpu(spec, run);
+    if (g.total() > limits.gpu_bytes)
+      return MT_FORMAT("GPU memory: the plan needs {} (weight slots {}, gradient buffers {}, checkpoints {}, "
+                       "activations and workspace {}) but the GPU has {}", bytes(g.total()), bytes(g.weight_slots),
+                       bytes(g.grad_buffers), bytes(g.checkpoints),
+                       bytes(g.segment + g.layer_workspace + g.head + g.batch_arrays + g.gemm_workspace),
+                       bytes(limits.gpu_bytes));
+  }
+  return "";
+}
+
+MachineLimits read_machine_limits(const Backend& backend) {
+  MachineLimits m;
+  m.mem_available = mem_available();
+  m.shm_dir = shared_memory_dir();
+  struct statvfs fs {};
+  if (statvfs(m.shm_dir.c_str(), &fs) == 0) m.shm_free = static_cast<int64_t>(fs.f_bavail * fs.f_frsize);
+  struct rlimit rl {};
+  if (geteuid() != 0 && getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+    m.memlock = static_cast<int64_t>(rl.rlim_cur);
+  m.gpu_bytes = backend.device_memory_bytes();
+  return m;
+}
+
+void preflight(const Config& c, const ModelSpec& spec, const Backend& backend, int ranks) {
+  const RunShape run = run_shape(c, ranks);
+  const bool gpu = backend.device_memory_bytes() > 0;
+  const std::string shortfall = preflight_shortfall(spec, run, gpu, read_machine_limits(backend));
+  MT_REQUIRE(shortfall.empty(),
+             "{}; size the run with `megatrain calc-resource --model {} --seq {} --batch {} --ranks {} "
+             "--gpu-mem GiB --ram GiB`", shortfall, c.model.name, run.seq_len, run.batch_size, ranks);
+  const MemoryPlan plan = plan_memory(spec, run);
+  log::info("memory plan: host {} ({} B/parameter){}", bytes(plan.host.store_bytes),
+            plan.host.bytes_per_parameter(),
+            gpu ? MT_FORMAT(", GPU {} of {}", bytes(plan.gpu.total()), bytes(backend.device_memory_bytes())) : "");
+}
+
+}  // namespace mt

@@ -1,0 +1,31 @@
+// Preflight of `train`: before the host store exists, the memory plan (plan/memory_plan.h) against what the
+// machine has — MemAvailable, the shared-memory filesystem, RLIMIT_MEMLOCK where the CUDA backend page-locks
+// the store, the GPU's memory. Invariant: a run that cannot fit stops here with one line naming the shortfall
+// and the calc-resource command that sizes it, before any large allocation or output directory.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "backend/backend.h"
+#include "config/config.h"
+#include "model/model_spec.h"
+#include "plan/memory_plan.h"
+
+namespace mt {
+
+struct MachineLimits {
+  int64_t mem_available = -1;      // bytes; -1 unknown
+  std::string shm_dir;
+  int64_t shm_free = -1;           // bytes; -1 unknown
+  int64_t memlock = -1;            // bytes of RLIMIT_MEMLOCK; -1 unlimited or not binding (CAP_IPC_LOCK)
+  int64_t gpu_bytes = 0;           // device memory; 0 without a GPU backend
+};
+
+RunShape run_shape(const Config& c, int ranks);   // the shape train runs with (2 GPU weight slots)
+// The first shortfall of `plan` (run on a GPU backend when `gpu`) against `limits`; empty when it fits.
+std::string preflight_shortfall(const ModelSpec& spec, const RunShape& run, bool gpu, const MachineLimits& limits);
+MachineLimits read_machine_limits(const Backend& backend);
+// Throws mt::Error: the shortfall and `megatrain calc-resource ...` for this model and shape.
+void preflight(const Config& c, const ModelSpec& spec, const Backend& backend, int ranks);
+
+}  // namespace mt

@@ -1,0 +1,74 @@
+// Choosing and checking the checkpoint a run resumes from (see resume.h).
+#include "cli/train/resume.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <map>
+#include <string>
+
+#include "core/error.h"
+#include "core/log.h"
+
+namespace mt {
+namespace {
+
+void flatten(const YAML::Node& node, const std::string& prefix, std::map<std::string, std::string>& out) {
+  if (node.IsMap()) {
+    for (const auto& kv : node) flatten(kv.second, prefix.empty() ? kv.first.as<std::string>() : prefix + "." + kv.first.as<std::string>(), out);
+  } else if (node.IsScalar()) {
+    out[prefix] = node.as<std::string>();
+  } else {
+    out[prefix] = YAML::Dump(node);
+  }
+}
+
+std::map<std::string, std::string> flat_yaml(const std::string& text) {
+  std::map<std::string, std::string> out;
+  flatten(YAML::Load(text), "", out);
+  return out;
+}
+
+}  // namespace
+
+std::optional<CheckpointFile> open_resume_checkpoint(const Config& c) {
+  const std::string& from = c.training.resume_from;
+  if (from.empty()) return std::nullopt;
+  if (from == "auto") {
+    const std::filesystem::path dir = std::filesystem::path(c.training.output_dir) / "checkpoints";
+    const auto latest = find_latest_checkpoint(dir);
+    if (!latest) {
+      log::info("training.resume_from: auto: no checkpoint in {}; starting from step 0", dir.string());
+      return std::nullopt;
+    }
+    return CheckpointFile(*latest);
+  }
+  return CheckpointFile(from);
+}
+
+void check_resume_fits(const CheckpointFile& checkpoint, const Config& c, const ParamLayout& layout) {
+  const std::string file = checkpoint.path().string();
+  for (const Region& region : layout.regions)
+    for (const ParamSlot& slot : region.params) {
+      std::vector<int64_t> shape;
+      try {
+        shape = checkpoint.shape("params", slot.hf_name);
+      } catch (const Error&) {
+        MT_REQUIRE(false, "{}: has no tensor {}: a checkpoint of another model than '{}' (saved from '{}')", file,
+                   slot.hf_name, c.model.name, checkpoint.meta().model_name);
+      }
+      MT_REQUIRE(shape == slot.shape,
+                 "{}: tensor {} has another shape than in model '{}': a checkpoint of another model (saved from '{}')",
+                 file, slot.hf_name, c.model.name, checkpoint.meta().model_name);
+    }
+  const auto saved = flat_yaml(checkpoint.meta().config_yaml), now = flat_yaml(c.yaml_text);
+  for (const auto& [key, value] : now) {
+    const auto it = saved.find(key);
+    if (key == "training.resume_from" || (it != saved.end() && it->second == value)) continue;
+    log::info("resume: {} changed from '{}' to '{}'", key, it == saved.end() ? "" : it->second, value);
+  }
+  log::info("resuming from {} at step {} ({} tokens seen, {} optimizer updates, data epoch {} index {})", file,
+            checkpoint.meta().step, checkpoint.meta().tokens_seen, checkpoint.meta().updates_applied,
+            checkpoint.meta().data_epoch, checkpoint.meta().data_index);
+}
+
+}  // namespace mt

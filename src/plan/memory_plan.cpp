@@ -1,0 +1,87 @@
+// Memory plan arithmetic (see memory_plan.h): each term names the allocation it mirrors.
+#include "plan/memory_plan.h"
+
+#include <algorithm>
+
+#include "model/param_layout.h"
+#include "store/host_store.h"
+
+namespace mt {
+namespace {
+
+constexpr int64_t kGemmWorkspace = int64_t{64} << 20;  // cuda::Gemm::workspace_bytes_
+constexpr int64_t kAutoMicroBatchTokens = 4096;        // Engine::micro_batch_size_for
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Elements of DecoderWorkspace (engine/decoder_layer.cpp) for `tokens` rows, excluding lse.
+int64_t decoder_workspace_elements(const ModelSpec& s, int64_t tokens) {
+  const int64_t H = s.hidden_size, I = s.intermediate_size;
+  const int64_t qd = s.num_heads * s.head_dim, kvd = s.num_kv_heads * s.head_dim;
+  // norm1 h1 norm2 d_hidden d_norm | q_raw q attn d_attn dq | k_raw k v dk dv | gate up act d_gate d_up d_act
+  return tokens * (5 * H + 5 * qd + 5 * kvd + 6 * I);
+}
+
+// The activation-side terms (everything but weight slots and gradient buffers) in `es`-byte elements.
+void plan_activations(const ModelSpec& s, const RunShape& run, int64_t es, GpuPlan& g) {
+  const int64_t L = s.num_layers, c = run.checkpoint_interval, H = s.hidden_size, V = s.vocab_size;
+  const int64_t pass_seqs = run.batch_size / run.passes;
+  const int64_t mb = resolve_micro_batch(run);
+  const int64_t n = pass_seqs * run.seq_len * H * es;  // one hidden state of the pass
+  const int64_t mb_tokens = mb * run.seq_len;
+  g.micro_batch_size = mb;
+  g.checkpoints = ceil_div(L, c) * n;
+  g.segment = (std::min(c, L) - 1 + 3) * n;
+  g.layer_workspace = decoder_workspace_elements(s, mb_tokens) * es + mb * s.num_heads * run.seq_len * 4;
+  const int64_t chunk = std::min(std::clamp<int64_t>((int64_t{1} << 28) / std::max<int64_t>(V, 1), 16, 4096), mb_tokens);
+  g.head = chunk * V * 4 + chunk * V * es + mb_tokens * 4;
+  g.batch_arrays = pass_seqs * run.seq_len * 4 * 4 + pass_seqs * 4;
+}
+
+}  // namespace
+
+int64_t resolve_micro_batch(const RunShape& run) {
+  const int64_t pass_seqs = run.batch_size / run.passes;
+  if (run.micro_batch_size > 0) return std::min(run.micro_batch_size, pass_seqs);
+  return std::clamp<int64_t>(kAutoMicroBatchTokens / std::max<int64_t>(run.seq_len, 1), 1, pass_seqs);
+}
+
+HostPlan plan_host(const ModelSpec& spec, DType dtype, int ranks) {
+  const ParamLayout layout = make_param_layout(spec);
+  HostPlan h;
+  h.parameters = layout.total_numel;
+  h.stream_copy = dtype == DType::bf16 ? 2 : 0;
+  h.store_bytes = h.parameters * h.bytes_per_parameter();
+  h.rank_bytes.assign(static_cast<size_t>(ranks), 0);
+  for (const Region& r : layout.regions)
+    for (int q = 0; q < ranks; ++q)
+      h.rank_bytes[static_cast<size_t>(q)] += HostStore::slice_of(r.numel, q, ranks).size() * h.bytes_per_parameter();
+  return h;
+}
+
+GpuPlan plan_gpu(const ModelSpec& spec, const RunShape& run) {
+  const ParamLayout layout = make_param_layout(spec);
+  const auto es = static_cast<int64_t>(dtype_size(run.dtype));
+  GpuPlan g;
+  g.weight_slots = run.weight_slots * layout.largest_region_numel * es;
+  g.grad_buffers = (layout.embedding().numel + layout.head_region().numel + 2 * layout.largest_region_numel) * 4;
+  plan_activations(spec, run, es, g);
+  g.gemm_workspace = kGemmWorkspace;
+  return g;
+}
+
+MemoryPlan plan_memory(const ModelSpec& spec, const RunShape& run) {
+  return {plan_host(spec, run.dtype, run.ranks), plan_gpu(spec, run)};
+}
+
+int64_t cpu_backend_host_bytes(const ModelSpec& spec, const RunShape& run) {
+  const ParamLayout layout = make_param_layout(spec);
+  GpuPlan g;
+  plan_activations(spec, run, 4, g);  // the CPU reference computes in fp32
+  // BasicGradientSink: embedding, head and one decoder-layer accumulator (every layer region has one size).
+  const int64_t grads = (layout.embedding().numel + layout.head_region().numel + layout.layer(0).numel) * 4;
+  return plan_host(spec, run.dtype, run.ranks).store_bytes + grads + g.checkpoints + g.segment + g.layer_workspace +
+         g.head + g.batch_arrays;
+}
+
+}  // namespace mt

@@ -1,0 +1,68 @@
+// The memory plan of a training run: host bytes (the HostStore, per parameter and per rank) and GPU bytes
+// (weight slots, gradient buffers, activation checkpoints, segment activations, one micro-batch's layer
+// workspace, the LM head's logits chunk, the cuBLASLt workspace) as pure functions of the shapes.
+// Invariant: every figure mirrors an allocation the code makes — HostStore (store/host_store.h), the CUDA
+// pipeline's slots and gradient buffers (backend/cuda/pipeline.cu), Engine::activations_for and
+// DecoderWorkspace (engine/), CudaBackend::head_loss and cuda::Gemm — so train's preflight and calc-resource
+// agree with what a run allocates.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "core/dtype.h"
+#include "model/model_spec.h"
+
+namespace mt {
+
+struct RunShape {
+  DType dtype = DType::bf16;            // streaming / compute dtype
+  int64_t seq_len = 1024;
+  int64_t batch_size = 8;               // sequences per optimizer step
+  int64_t micro_batch_size = 0;         // 0 = auto, as Engine::micro_batch_size_for
+  int64_t passes = 1;                   // gradient_accumulation_steps
+  int64_t checkpoint_interval = 4;
+  int64_t weight_slots = 2;
+  int ranks = 1;                        // ranks of the node sharing the store
+};
+
+struct HostPlan {
+  int64_t parameters = 0;
+  // Bytes per parameter: fp32 master, Adam m, Adam v, fp32 gradient, streaming copy (bf16 mode only).
+  int64_t master = 4, exp_avg = 4, exp_avg_sq = 4, grad = 4, stream_copy = 0;
+  int64_t bytes_per_parameter() const { return master + exp_avg + exp_avg_sq + grad + stream_copy; }
+  int64_t store_bytes = 0;              // parameters × bytes_per_parameter
+  std::vector<int64_t> rank_bytes;      // bytes of each rank's slices (HostStore::slice_of)
+};
+
+struct GpuPlan {
+  int64_t micro_batch_size = 0;         // sequences (resolved from auto)
+  int64_t weight_slots = 0;             // slots × largest region × dtype size
+  int64_t grad_buffers = 0;             // embedding, head and two layer buffers, fp32
+  int64_t checkpoints = 0;              // ceil(L / c) × pass tokens × hidden × dtype size
+  int64_t segment = 0;                  // (min(c, L) − 1) segment inputs + current, next, grad
+  int64_t layer_workspace = 0;          // DecoderWorkspace for one micro-batch
+  int64_t head = 0;                     // logits chunk (fp32) + dlogits chunk + per-row losses
+  int64_t batch_arrays = 0;             // input ids, targets, positions, segments, lengths (int32)
+  int64_t gemm_workspace = 0;           // cuBLASLt
+  int64_t total() const {
+    return weight_slots + grad_buffers + checkpoints + segment + layer_workspace + head + batch_arrays +
+           gemm_workspace;
+  }
+};
+
+struct MemoryPlan {
+  HostPlan host;
+  GpuPlan gpu;
+};
+
+HostPlan plan_host(const ModelSpec& spec, DType dtype, int ranks);
+GpuPlan plan_gpu(const ModelSpec& spec, const RunShape& run);
+MemoryPlan plan_memory(const ModelSpec& spec, const RunShape& run);
+
+// Sequences per micro-batch, as the engine picks them (micro_batch_size 0 = about 4096 tokens).
+int64_t resolve_micro_batch(const RunShape& run);
+// Host bytes of a run on the CPU reference backend, where "GPU" buffers are fp32 host memory: the store plus
+// the activations and workspace (no weight slots: the CPU backend reads the store directly).
+int64_t cpu_backend_host_bytes(const ModelSpec& spec, const RunShape& run);
+
+}  // namespace mt

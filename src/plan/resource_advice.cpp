@@ -1,0 +1,55 @@
+// Sizing advice (see resource_advice.h): searches over checkpoint_interval and micro_batch_size with the plan.
+#include "plan/resource_advice.h"
+
+#include "core/error.h"
+#include "store/shared_memory_check.h"
+
+namespace mt {
+namespace {
+
+bool gpu_fits(const ModelSpec& spec, const RunShape& run, const Machine& m) { return plan_gpu(spec, run).total() <= m.gpu_bytes; }
+
+}  // namespace
+
+ResourceAdvice advise(const ModelSpec& spec, RunShape run, const Machine& machine) {
+  ResourceAdvice a;
+  RunShape probe = run;
+  probe.micro_batch_size = 1;
+  for (int64_t c = 1; c <= spec.num_layers && !a.recommended_interval; ++c) {
+    probe.checkpoint_interval = c;
+    if (gpu_fits(spec, probe, machine)) a.recommended_interval = c;
+  }
+  const bool choose = run.checkpoint_interval == 0;
+  if (choose) run.checkpoint_interval = a.recommended_interval ? a.recommended_interval : 1;
+  if (a.recommended_interval) {
+    probe.checkpoint_interval = a.recommended_interval;
+    for (int64_t mb = run.batch_size / run.passes; mb >= 1 && !a.largest_micro_batch; --mb) {
+      probe.micro_batch_size = mb;
+      if (gpu_fits(spec, probe, machine)) a.largest_micro_batch = mb;
+    }
+  }
+  if (choose && run.micro_batch_size == 0 && a.largest_micro_batch &&
+      resolve_micro_batch(run) > a.largest_micro_batch)
+    run.micro_batch_size = a.largest_micro_batch;
+  a.run = run;
+  a.plan = plan_memory(spec, run);
+  a.host_usable_bytes = static_cast<int64_t>(static_cast<double>(machine.ram_bytes) * kHostUsableShare);
+  a.largest_parameters = a.host_usable_bytes / a.plan.host.bytes_per_parameter();
+  a.host_fits = a.plan.host.store_bytes <= a.host_usable_bytes;
+  a.gpu_fits = a.plan.gpu.total() <= machine.gpu_bytes;
+  const auto gb = [](int64_t b) { return format_bytes(static_cast<uint64_t>(b)); };
+  if (!a.host_fits)
+    a.shortfall = MT_FORMAT("host RAM: the store needs {} but {} of {} is usable; the largest model for this RAM "
+                            "has {:.2f} B parameters", gb(a.plan.host.store_bytes), gb(a.host_usable_bytes),
+                            gb(machine.ram_bytes), static_cast<double>(a.largest_parameters) / 1e9);
+  else if (!a.gpu_fits && !a.recommended_interval)
+    a.shortfall = MT_FORMAT("GPU memory: even micro-batch 1 at every checkpoint interval needs more than {} "
+                            "(weight slots alone {})", gb(machine.gpu_bytes), gb(a.plan.gpu.weight_slots));
+  else if (!a.gpu_fits)
+    a.shortfall = MT_FORMAT("GPU memory: the plan needs {} of {}; use checkpoint_interval {} and "
+                            "micro_batch_size {}", gb(a.plan.gpu.total()), gb(machine.gpu_bytes),
+                            a.recommended_interval, a.largest_micro_batch);
+  return a;
+}
+
+}  // namespace mt

@@ -1,0 +1,35 @@
+// Sizing advice from the memory plan: does a run fit a machine (GPU memory, host RAM), the largest model the
+// RAM holds, the largest micro-batch the GPU holds, and the recommended checkpoint_interval / micro_batch_size.
+// Invariant: every figure comes from plan_memory (memory_plan.h), the same plan train's preflight checks.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "plan/memory_plan.h"
+
+namespace mt {
+
+// Share of host RAM the store may take; the rest is left to the OS, data, tokenizer and the process itself.
+inline constexpr double kHostUsableShare = 0.9;
+
+struct Machine {
+  int64_t gpu_bytes = 0;
+  int64_t ram_bytes = 0;
+};
+
+struct ResourceAdvice {
+  RunShape run;                          // the shape evaluated (interval and micro-batch resolved)
+  MemoryPlan plan;                       // plan_memory(spec, run)
+  int64_t host_usable_bytes = 0;
+  int64_t largest_parameters = 0;        // at the run's bytes per parameter
+  int64_t largest_micro_batch = 0;       // sequences at the recommended interval; 0: not even 1 fits
+  int64_t recommended_interval = 0;      // smallest checkpoint_interval with micro-batch 1 fitting; 0: none
+  bool host_fits = false, gpu_fits = false;
+  std::string shortfall;                 // empty when the run fits
+  bool fits() const { return host_fits && gpu_fits; }
+};
+
+// run.checkpoint_interval 0 = choose: the plan is then evaluated at the recommended interval.
+ResourceAdvice advise(const ModelSpec& spec, RunShape run, const Machine& machine);
+
+}  // namespace mt

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# `megatrain calc-resource`: golden --json plans for known models (tests/cli/calc_resource/*.json), the text
+# report, and bad input (unknown model, nonsense sizes, a missing flag without a terminal, a run that fits no
+# machine): exit status 1 and one error line naming the problem.
+# Usage: calc_resource.sh MEGATRAIN_BINARY SOURCE_DIR
+set -uo pipefail
+bin=$1 src=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+status=0
+
+golden() {
+  local name=$1
+  shift
+  if ! "$bin" calc-resource "$@" --json </dev/null >"$work/$name.json" 2>"$work/$name.err" ||
+     ! diff -u "$src/tests/cli/calc_resource/$name.json" "$work/$name.json"; then
+    echo "FAIL golden $name"; cat "$work/$name.err"; status=1
+  else
+    echo "ok   golden $name"
+  fi
+}
+
+expect_failure() {
+  local name=$1 pattern=$2
+  shift 2
+  "$bin" calc-resource "$@" </dev/null >"$work/$name.out" 2>"$work/$name.err"
+  local rc=$?
+  if [[ $rc -ne 1 ]] || [[ $(grep -c '^megatrain: error: ' "$work/$name.err") -ne 1 ]] ||
+     ! grep -q -- "$pattern" "$work/$name.err"; then
+    echo "FAIL $name: rc=$rc"; cat "$work/$name.out" "$work/$name.err"; status=1
+  else
+    echo "ok   $name: $(cat "$work/$name.err")"
+  fi
+}
+
+golden qwen2.5-3b_h200_bench --gpu-mem 139 --ram 125 --model qwen2.5-3b --seq 1024 --batch 8 --checkpoint-interval 1
+golden qwen2.5-7b_h200_256g --gpu-mem 139 --ram 256 --model qwen2.5-7b --seq 1024 --batch 8 --checkpoint-interval 4
+golden llama-3.1-70b_a100_2tb_2ranks --gpu-mem 80 --ram 2048 --ranks 2 --model llama-3.1-70b --seq 4096 --batch 16
+
+# A config.json path works as well as a name; the text report names every part.
+"$bin" calc-resource --gpu-mem 139 --ram 256 --model "$src/configs/models/qwen2.5-7b.json" --seq 1024 >"$work/text" 2>&1
+for want in "18 B/parameter (master 4, Adam m 4, Adam v 4, gradient 4, streaming copy 2)" "weight slots" \
+            "checkpoints" "layer workspace" "largest trainable model for this RAM" "recommended: batch_size 8" \
+            "verdict: fits"; do
+  grep -qF -- "$want" "$work/text" || { echo "FAIL text report lacks '$want'"; cat "$work/text"; status=1; }
+done
+
+ok=(--gpu-mem 80 --ram 512 --seq 1024)
+expect_failure unknown_model "--model 'qwen9-1t' is neither a known model (.*qwen2.5-7b" "${ok[@]}" --model qwen9-1t
+printf '{"hidden_size": 8}' >"$work/bad.json"
+expect_failure bad_config_json "bad.json" "${ok[@]}" --model "$work/bad.json"
+expect_failure negative_gpu "--gpu-mem must be a positive number of GiB, not -3" --gpu-mem -3 --ram 512 --seq 1024 --model qwen2.5-7b
+expect_failure zero_ram "--ram must be a positive number of GiB, not 0" --gpu-mem 80 --ram 0 --seq 1024 --model qwen2.5-7b
+expect_failure zero_seq "--seq must be positive, not 0" --gpu-mem 80 --ram 512 --seq 0 --model qwen2.5-7b
+expect_failure zero_batch "--batch must be positive, not 0" "${ok[@]}" --model qwen2.5-7b --batch 0
+expect_failure missing_flag "--gpu-mem is missing (stdin is not a terminal" --ram 512 --seq 1024 --model qwen2.5-7b
+expect_failure no_flags_no_tty "--gpu-mem is missing"
+expect_failure gpu_too_small "GPU memory: even micro-batch 1 at every checkpoint interval needs more than 1.00 GiB" \
+  --gpu-mem 1 --ram 4096 --seq 1024 --model llama-3.1-70b
+expect_failure ram_too_small "host RAM: the store needs 1218.83 GiB but 230.40 GiB of 256.00 GiB is usable" \
+  --gpu-mem 141 --ram 256 --seq 1024 --model qwen2.5-72b
+"$bin" calc-resource --gpu-mem lots --ram 1 --seq 1 --model x </dev/null >/dev/null 2>&1 && { echo "FAIL --gpu-mem lots accepted"; status=1; }
+
+# On a terminal without flags it asks (script(1) provides the terminal).
+if command -v script >/dev/null; then
+  printf '139\n256\nqwen2.5-7b\n1024\n' | timeout 20 script -qec "$bin calc-resource" /dev/null >"$work/tty" 2>&1
+  for want in "GPU memory (GiB):" "host RAM (GiB):" "sequence length (tokens):" "verdict: fits"; do
+    grep -qF -- "$want" "$work/tty" || { echo "FAIL interactive run lacks '$want'"; cat "$work/tty"; status=1; }
+  done
+fi
+exit $status

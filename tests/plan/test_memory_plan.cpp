@@ -1,0 +1,86 @@
+// Memory plan arithmetic against hand-computed figures and against the H200 measurements of docs/PERFORMANCE.md
+// (peak GPU memory of `megatrain bench`, Qwen2.5-3B shape, seq 1024, checkpoint_interval 1, 2 slots, bf16).
+#include <cmath>
+
+#include "catch.h"
+#include "model/model_spec.h"
+#include "plan/memory_plan.h"
+
+namespace {
+
+mt::ModelSpec qwen25_3b() { return mt::load_model_spec(MEGATRAIN_SOURCE_DIR "/configs/models/qwen2.5-3b.json"); }
+
+double gib(int64_t b) { return static_cast<double>(b) / (1 << 30); }
+
+mt::RunShape bench_run(int64_t batch) {
+  mt::RunShape r;
+  r.dtype = mt::DType::bf16;
+  r.seq_len = 1024;
+  r.batch_size = batch;
+  r.checkpoint_interval = 1;
+  r.weight_slots = 2;
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("host bytes per parameter: 18 in bf16, 16 in fp32, sliced per rank", "[plan]") {
+  const mt::ModelSpec spec = qwen25_3b();
+  const mt::HostPlan bf16 = mt::plan_host(spec, mt::DType::bf16, 2);
+  CHECK(bf16.bytes_per_parameter() == 18);
+  CHECK(bf16.store_bytes == bf16.parameters * 18);
+  REQUIRE(bf16.rank_bytes.size() == 2);
+  CHECK(bf16.rank_bytes[0] + bf16.rank_bytes[1] == bf16.store_bytes);
+  CHECK(std::abs(bf16.rank_bytes[0] - bf16.rank_bytes[1]) < bf16.store_bytes / 100);
+  const mt::HostPlan f32 = mt::plan_host(spec, mt::DType::f32, 1);
+  CHECK(f32.bytes_per_parameter() == 16);
+  CHECK(f32.parameters == mt::count_parameters(spec));
+}
+
+TEST_CASE("GPU plan terms for Qwen2.5-3B, batch 8, seq 1024, c = 1", "[plan]") {
+  const mt::ModelSpec spec = qwen25_3b();
+  const mt::GpuPlan g = mt::plan_gpu(spec, bench_run(8));
+  const int64_t emb = spec.vocab_size * spec.hidden_size;  // the largest region (tied embedding)
+  CHECK(g.weight_slots == 2 * emb * 2);
+  CHECK(g.checkpoints == 36 * 8 * 1024 * spec.hidden_size * 2);
+  CHECK(g.segment == 3 * 8 * 1024 * spec.hidden_size * 2);
+  CHECK(g.micro_batch_size == 4);  // auto: 4096 tokens
+  CHECK(g.gemm_workspace == 64 << 20);
+}
+
+TEST_CASE("GPU plan within 10% of the H200 bench peaks", "[plan]") {
+  const mt::ModelSpec spec = qwen25_3b();
+  CHECK(gib(mt::plan_gpu(spec, bench_run(8)).total()) == Approx(8.0).epsilon(0.10));
+  CHECK(gib(mt::plan_gpu(spec, bench_run(16)).total()) == Approx(9.3).epsilon(0.10));
+  mt::ModelSpec twelve = spec;
+  twelve.num_layers = 12;
+  if (!twelve.sliding_window.empty()) twelve.sliding_window.resize(12);
+  CHECK(gib(mt::plan_gpu(twelve, bench_run(8)).total()) == Approx(7.3).epsilon(0.10));
+}
+
+TEST_CASE("micro-batch resolution follows the engine", "[plan]") {
+  mt::RunShape r;
+  r.seq_len = 1024;
+  r.batch_size = 16;
+  r.passes = 2;
+  CHECK(mt::resolve_micro_batch(r) == 4);
+  r.micro_batch_size = 3;
+  CHECK(mt::resolve_micro_batch(r) == 3);
+  r.micro_batch_size = 100;
+  CHECK(mt::resolve_micro_batch(r) == 8);
+  r.micro_batch_size = 0;
+  r.seq_len = 8192;
+  CHECK(mt::resolve_micro_batch(r) == 1);
+}
+
+TEST_CASE("checkpoints scale with ceil(L / c), activations with the micro-batch", "[plan]") {
+  const mt::ModelSpec spec = qwen25_3b();
+  mt::RunShape r = bench_run(8);
+  r.checkpoint_interval = 5;  // 36 layers -> 8 checkpoints, 4 extra segment inputs
+  const mt::GpuPlan g = mt::plan_gpu(spec, r);
+  const int64_t n = 8 * 1024 * spec.hidden_size * 2;
+  CHECK(g.checkpoints == 8 * n);
+  CHECK(g.segment == 7 * n);
+  r.micro_batch_size = 1;
+  CHECK(mt::plan_gpu(spec, r).layer_workspace * 4 == Approx(g.layer_workspace).epsilon(0.01));
+}
