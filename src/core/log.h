@@ -11,6 +11,9 @@ enum class Level { debug, info, warn };
 void set_level(Level level);
 bool enabled(Level level);
 void write(Level level, std::string_view text);
+// On a terminal, a live one-line status at the bottom (replaced by the next status, cleared by the next
+// message); elsewhere nothing, so batch logs keep one plain line per message.
+void status(std::string_view text);
 
 template <typename... Args>
 void info(fmt::format_string<Args...> f, Args&&... args) {

@@ -103,6 +103,14 @@ std::string read_text(const std::filesystem::path& file) {
   return text.str();
 }
 
+// "1h02m03s", "4m05s", "12s".
+std::string format_duration(double seconds) {
+  const auto s = static_cast<int64_t>(seconds + 0.5);
+  if (s >= 3600) return fmt::format("{}h{:02}m{:02}s", s / 3600, s % 3600 / 60, s % 60);
+  if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);
+  return fmt::format("{}s", s);
+}
+
 }  // namespace
 
 TrainSummary run_training(const Config& c) {
@@ -114,6 +122,14 @@ TrainSummary run_training(const Config& c) {
                                    : load_model_spec(source.config_json);
   const ParamLayout layout = make_param_layout(spec);
   const DType dtype = dtype_from_name(c.model.dtype);
+  std::string banner;
+  for (size_t at = 0; at < c.yaml_text.size();) {
+    const size_t end = std::min(c.yaml_text.find('\n', at), c.yaml_text.size());
+    banner += "\n    " + c.yaml_text.substr(at, end - at);
+    at = end + 1;
+  }
+  log::info("megatrain {} train, configuration {}:{}", MEGATRAIN_VERSION,
+            c.source.empty() ? std::string("(built in)") : c.source.string(), banner);
   log::info("model {} ({}): {} layers, hidden {}, {} heads / {} kv heads, vocab {}, {:.3f} M parameters",
             c.model.name, spec.architecture, spec.num_layers, spec.hidden_size, spec.num_heads, spec.num_kv_heads,
             spec.vocab_size, static_cast<double>(layout.total_numel) / 1e6);
@@ -193,6 +209,7 @@ TrainSummary run_training(const Config& c) {
 
   TrainSummary summary;
   summary.steps = start_step;
+  double elapsed = 0;  // seconds in the steps of this run, for the ETA
   for (int64_t step = start_step + 1; step <= c.training.num_steps; ++step) {
     const auto t0 = std::chrono::steady_clock::now();
     const double waited_before = store.waited_seconds();
@@ -211,13 +228,21 @@ TrainSummary run_training(const Config& c) {
     StepRecord r{step, loss.mean(), report.grad_norm, lr, batch.num_tokens, batch.num_target_tokens, tokens_seen,
                  seconds, static_cast<double>(batch.num_tokens) / seconds, report.skipped};
     if (report.skipped) log::warn("step {}: gradient norm is not finite; update skipped", step);
+    elapsed += seconds;
+    const double tflops = 6.0 * static_cast<double>(layout.total_numel) * static_cast<double>(batch.num_tokens) /
+                          seconds / 1e12;
+    const std::string eta = format_duration(elapsed / static_cast<double>(step - start_step) *
+                                            static_cast<double>(c.training.num_steps - step));
     if (step % c.training.logging_steps == 0 || step == c.training.num_steps) {
       metrics.append(r);
-      log::info("step {:>5}/{} | loss {:.4f} | grad_norm {:.4f} | lr {:.3e} | {:.0f} tokens/s | {:.3f} s | "
-                "optimizer: norm {:.3f} s, previous update {:.3f} s of which the forward waited {:.3f} s",
-                step, c.training.num_steps, r.loss, r.grad_norm, lr, r.tokens_per_s, seconds, report.norm_seconds,
-                previous_update, waited);
+      log::info("step {:>5}/{} | loss {:.4f} | grad_norm {:.4f} | lr {:.3e} | {:.0f} tokens/s | {:.2f} TFLOP/s | "
+                "{:.3f} s | ETA {} | optimizer: norm {:.3f} s, previous update {:.3f} s of which the forward waited "
+                "{:.3f} s",
+                step, c.training.num_steps, r.loss, r.grad_norm, lr, r.tokens_per_s, tflops, seconds, eta,
+                report.norm_seconds, previous_update, waited);
     }
+    log::status(fmt::format("step {}/{} | loss {:.4f} | {:.0f} tokens/s | {:.2f} TFLOP/s | ETA {}", step,
+                            c.training.num_steps, r.loss, r.tokens_per_s, tflops, eta));
     if (c.training.save_steps > 0 && step % c.training.save_steps == 0 && step != c.training.num_steps) save(step);
   }
   if (summary.steps > start_step || !resume) save(summary.steps);
