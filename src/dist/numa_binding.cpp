@@ -107,9 +107,20 @@ int cores_intersecting(hwloc_topology_t t, hwloc_const_cpuset_t cpus) {
 
 }  // namespace
 
+static hwloc_topology_t topology() {
+  static Topology loaded;  // once per process
+  return loaded.t;
+}
+
+std::vector<DomainInfo> numa_domain_list() {
+  std::vector<DomainInfo> out;
+  for (const Domain& d : numa_domains(topology()))
+    out.push_back({static_cast<int>(d.node->os_index), static_cast<int>(d.cores.size())});
+  return out;
+}
+
 Binding bind_rank(const Context& ctx) {
-  static Topology topology;  // loaded once per process
-  hwloc_topology_t t = topology.t;
+  hwloc_topology_t t = topology();
   Binding b;
   Bitmap cpus, nodes;
   const char* policy = std::getenv("OMPI_MCA_hwloc_base_binding_policy");

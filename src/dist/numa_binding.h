@@ -35,4 +35,11 @@ struct RankShare {
 };
 RankShare plan_rank_share(int rank, int ranks, const std::vector<int>& cores_per_domain);
 
+// This node's NUMA domains with CPUs, in the order plan_rank_share numbers them.
+struct DomainInfo {
+  int os_index = 0;   // the kernel's node number (/sys/devices/system/node/node<os_index>)
+  int cores = 0;
+};
+std::vector<DomainInfo> numa_domain_list();
+
 }  // namespace mt::dist

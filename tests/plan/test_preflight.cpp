@@ -52,3 +52,18 @@ TEST_CASE("preflight: each shortfall is named", "[plan][preflight]") {
   m.gpu_bytes = 8 * GiB;
   CHECK_THAT(mt::preflight_shortfall(spec, run(), true, m), mt_test::contains("GPU memory: the plan needs"));
 }
+
+TEST_CASE("preflight refuses a store whose slices do not fit a NUMA domain", "[plan][preflight]") {
+  const mt::ModelSpec spec = qwen25_7b();
+  mt::MachineLimits m = roomy();
+  m.numa_os_index = {0, 1};
+  m.numa_cores = {8, 8};
+  m.numa_free = {int64_t{1} << 40, int64_t{1} << 40};
+  mt::RunShape two = run();
+  two.ranks = 2;
+  CHECK(mt::preflight_shortfall(spec, two, true, m).empty());
+  m.numa_free[1] = int64_t{40} << 30;  // 7.6 B parameters × 18 B / 2 ranks ≈ 64 GiB per domain
+  CHECK_THAT(mt::preflight_shortfall(spec, two, true, m), mt_test::contains("host RAM of NUMA domain 1"));
+  two.ranks = 1;  // one rank binds to both domains and may allocate from either: only the total counts
+  CHECK(mt::preflight_shortfall(spec, two, true, m).empty());
+}

@@ -5,11 +5,13 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
 #include "core/error.h"
 #include "core/log.h"
+#include "dist/numa_binding.h"
 #include "store/shared_memory_check.h"
 
 namespace mt {
@@ -27,6 +29,39 @@ int64_t mem_available() {
     if (key == "MemAvailable:") return kib * 1024;
   }
   return -1;
+}
+
+// MemFree + FilePages (page cache the kernel can drop) of NUMA node `os_index`; -1 when unreadable.
+int64_t numa_node_free(int os_index) {
+  std::ifstream in("/sys/devices/system/node/node" + std::to_string(os_index) + "/meminfo");
+  std::string line;
+  int64_t total = -1;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::string node, number, key;
+    int64_t kib = 0;
+    if (!(words >> node >> number >> key >> kib)) continue;
+    if (key == "MemFree:" || key == "FilePages:") total = (total < 0 ? 0 : total) + kib * 1024;
+  }
+  return total;
+}
+
+// The first NUMA domain whose ranks' store slices do not fit its free memory; empty when all fit. Only ranks
+// bound to a single domain count (a rank bound to several allocates from any of them; the total check covers it).
+std::string numa_shortfall(int64_t store_bytes, int ranks, const MachineLimits& m) {
+  if (m.numa_free.size() < 2) return "";
+  std::vector<double> need(m.numa_free.size(), 0.0);
+  for (int q = 0; q < ranks; ++q) {
+    const dist::RankShare share = dist::plan_rank_share(q, ranks, m.numa_cores);
+    if (share.domains.size() == 1)
+      need[static_cast<size_t>(share.domains.front())] += static_cast<double>(store_bytes) / ranks;
+  }
+  for (size_t d = 0; d < need.size(); ++d)
+    if (m.numa_free[d] >= 0 && need[d] > static_cast<double>(m.numa_free[d]))
+      return MT_FORMAT("host RAM of NUMA domain {}: its ranks' slices of the host store need {} but the node has {} "
+                       "free (MemFree + FilePages)", m.numa_os_index[d], bytes(static_cast<int64_t>(need[d])),
+                       bytes(m.numa_free[d]));
+  return "";
 }
 
 }  // namespace
@@ -52,6 +87,7 @@ std::string preflight_shortfall(const ModelSpec& spec, const RunShape& run, bool
                      "(MemAvailable)", bytes(host_need), host.bytes_per_parameter(),
                      static_cast<double>(host.parameters) / 1e9, gpu ? "" : " plus CPU-backend activations",
                      bytes(limits.mem_available));
+  if (const std::string numa = numa_shortfall(host.store_bytes, run.ranks, limits); !numa.empty()) return numa;
   if (limits.shm_free >= 0) {
     const std::string shortage = shared_memory_shortage(limits.shm_dir, static_cast<uint64_t>(host.store_bytes),
                                                         static_cast<uint64_t>(limits.shm_free), run.ranks);
@@ -83,6 +119,14 @@ MachineLimits read_machine_limits(const Backend& backend) {
   if (geteuid() != 0 && getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
     m.memlock = static_cast<int64_t>(rl.rlim_cur);
   m.gpu_bytes = backend.device_memory_bytes();
+  const char* policy = std::getenv("OMPI_MCA_hwloc_base_binding_policy");
+  if (!policy || !*policy || std::string(policy) == "none") {  // megatrain binds: plan_rank_share's mapping
+    for (const dist::DomainInfo& d : dist::numa_domain_list()) {
+      m.numa_os_index.push_back(d.os_index);
+      m.numa_cores.push_back(d.cores);
+      m.numa_free.push_back(numa_node_free(d.os_index));
+    }
+  }
   return m;
 }
 

@@ -1,10 +1,11 @@
 // Preflight of `train`: before the host store exists, the memory plan (plan/memory_plan.h) against what the
-// machine has — MemAvailable, the shared-memory filesystem, RLIMIT_MEMLOCK where the CUDA backend page-locks
+// machine has — MemAvailable, each NUMA domain's free memory against its ranks' slices, the shared-memory filesystem, RLIMIT_MEMLOCK where the CUDA backend page-locks
 // the store, the GPU's memory. Invariant: a run that cannot fit stops here with one line naming the shortfall
 // and the calc-resource command that sizes it, before any large allocation or output directory.
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "backend/backend.h"
 #include "config/config.h"
@@ -19,6 +20,9 @@ struct MachineLimits {
   int64_t shm_free = -1;           // bytes; -1 unknown
   int64_t memlock = -1;            // bytes of RLIMIT_MEMLOCK; -1 unlimited or not binding (CAP_IPC_LOCK)
   int64_t gpu_bytes = 0;           // device memory; 0 without a GPU backend
+  // Per NUMA domain with CPUs, in dist::plan_rank_share's order (empty: one domain, or the launcher binds):
+  std::vector<int> numa_os_index, numa_cores;
+  std::vector<int64_t> numa_free;  // MemFree + FilePages of the domain's node, bytes
 };
 
 RunShape run_shape(const Config& c, int ranks);   // the shape train runs with (2 GPU weight slots)
