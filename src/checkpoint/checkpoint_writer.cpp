@@ -3,11 +3,14 @@
 
 #include <fmt/format.h>
 #include <mpi.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -78,14 +81,15 @@ void write_meta(hid_t file_id, const CheckpointMeta& m, const std::string& file)
 }
 
 // Every rank creates every dataset (collective); each writes the part of it inside its own slice.
-int64_t write_kind(hid_t file_id, const char* group_name, HostStore& store, float* (HostStore::*data)(int64_t),
-                   hid_t dcpl, const std::string& file) {
+int64_t write_kind(hid_t file_id, const char* group_name, const CheckpointSource& source,
+                   const float* CheckpointSource::Region::*data, hid_t dcpl, const std::string& file) {
   h5::Handle lcpl(h5::check(H5Pcreate(H5P_LINK_CREATE), file, "link property list"));
   h5::check(H5Pset_create_intermediate_group(lcpl.get(), 1), file, "link property list");
   int64_t bytes = 0;
-  for (int64_t r = 0; r < store.num_regions(); ++r) {
-    const HostStore::Slice s = store.slice(r);
-    for (const ParamSlot& slot : store.layout().regions[static_cast<size_t>(r)].params) {
+  for (size_t r = 0; r < source.regions.size(); ++r) {
+    const CheckpointSource::Region& region = source.regions[r];
+    const HostStore::Slice s = region.slice;
+    for (const ParamSlot& slot : source.layout->regions[r].params) {
       const std::string name = std::string(group_name) + "/" + slot.hf_name;
       const std::vector<hsize_t> dims(slot.shape.begin(), slot.shape.end());
       h5::Handle space(h5::check(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), file, name));
@@ -97,7 +101,8 @@ int64_t write_kind(hid_t file_id, const char* group_name, HostStore& store, floa
       select_flat_range(space.get(), slot.shape, begin - slot.offset, end - slot.offset, file, name);
       const hsize_t count = static_cast<hsize_t>(end - begin);
       h5::Handle mem(h5::check(H5Screate_simple(1, &count, nullptr), file, name));
-      h5::check(H5Dwrite(ds.get(), H5T_NATIVE_FLOAT, mem.get(), space.get(), H5P_DEFAULT, (store.*data)(r) + begin),
+      h5::check(H5Dwrite(ds.get(), H5T_NATIVE_FLOAT, mem.get(), space.get(), H5P_DEFAULT,
+                         region.*data + (begin - s.begin)),
                 file, name);
     }
   }
@@ -106,7 +111,58 @@ int64_t write_kind(hid_t file_id, const char* group_name, HostStore& store, floa
 
 }  // namespace
 
-SaveReport save_checkpoint(const std::filesystem::path& path, HostStore& store, const CheckpointMeta& meta) {
+CheckpointSource store_source(HostStore& store) {
+  CheckpointSource source;
+  source.layout = &store.layout();
+  for (int64_t r = 0; r < store.num_regions(); ++r) {
+    const HostStore::Slice s = store.slice(r);
+    source.regions.push_back({s, store.master(r) + s.begin, store.exp_avg(r) + s.begin, store.exp_avg_sq(r) + s.begin});
+  }
+  return source;
+}
+
+CheckpointSnapshot::CheckpointSnapshot(HostStore& store) {
+  const CheckpointSource live = store_source(store);
+  source_.layout = live.layout;
+  for (const CheckpointSource::Region& region : live.regions) elements_ += 3 * static_cast<size_t>(region.slice.size());
+  // Anonymous memory in transparent huge pages where the kernel allows (madvise): first-touching it page by
+  // page costs more than the copy itself. The copy's threads first-touch it.
+  const size_t bytes = std::max<size_t>(elements_, 1) * sizeof(float);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  MT_REQUIRE(p != MAP_FAILED, "checkpoint snapshot: cannot map {} bytes", bytes);
+  madvise(p, bytes, MADV_HUGEPAGE);  // advice only
+  data_ = std::unique_ptr<float, Unmap>(static_cast<float*>(p), Unmap{bytes});
+  std::vector<std::pair<const float*, float*>> copies;     // (from, to) of each region's three kinds
+  std::vector<int64_t> lengths;
+  float* at = data_.get();
+  for (const CheckpointSource::Region& region : live.regions) {
+    const int64_t n = region.slice.size();
+    CheckpointSource::Region mine{region.slice, at, at + n, at + 2 * n};
+    for (auto [from, to] : {std::pair{region.master, at}, std::pair{region.exp_avg, at + n},
+                            std::pair{region.exp_avg_sq, at + 2 * n}}) {
+      copies.emplace_back(from, to);
+      lengths.push_back(n);
+    }
+    source_.regions.push_back(mine);
+    at += 3 * n;
+  }
+  // Chunks of 1 Mi elements over every (region, kind), spread over the threads.
+  constexpr int64_t kChunk = int64_t{1} << 20;
+  std::vector<std::pair<size_t, int64_t>> chunks;  // (copy, first element)
+  for (size_t i = 0; i < copies.size(); ++i)
+    for (int64_t e = 0; e < lengths[i]; e += kChunk) chunks.emplace_back(i, e);
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int64_t c = 0; c < static_cast<int64_t>(chunks.size()); ++c) {
+    const auto [i, e] = chunks[static_cast<size_t>(c)];
+    const int64_t n = std::min(kChunk, lengths[i] - e);
+    std::memcpy(copies[i].second + e, copies[i].first + e, static_cast<size_t>(n) * sizeof(float));
+  }
+}
+
+void CheckpointSnapshot::Unmap::operator()(float* p) const { munmap(p, bytes); }
+
+SaveReport save_checkpoint(const std::filesystem::path& path, const CheckpointSource& source,
+                           const CheckpointMeta& meta, int64_t keep) {
   const auto t0 = std::chrono::steady_clock::now();
   const dist::Context& ctx = dist::context();
   h5::quiet_errors();
@@ -128,9 +184,10 @@ SaveReport save_checkpoint(const std::filesystem::path& path, HostStore& store, 
     h5::Handle dcpl(h5::check(H5Pcreate(H5P_DATASET_CREATE), file, "dataset creation list"));
     h5::check(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), file, "dataset creation list");
     write_meta(f.get(), m, file);
-    report.bytes += write_kind(f.get(), "/params", store, &HostStore::master, dcpl.get(), file);
-    report.bytes += write_kind(f.get(), "/optim/exp_avg", store, &HostStore::exp_avg, dcpl.get(), file);
-    report.bytes += write_kind(f.get(), "/optim/exp_avg_sq", store, &HostStore::exp_avg_sq, dcpl.get(), file);
+    using Region = CheckpointSource::Region;
+    report.bytes += write_kind(f.get(), "/params", source, &Region::master, dcpl.get(), file);
+    report.bytes += write_kind(f.get(), "/optim/exp_avg", source, &Region::exp_avg, dcpl.get(), file);
+    report.bytes += write_kind(f.get(), "/optim/exp_avg_sq", source, &Region::exp_avg_sq, dcpl.get(), file);
     h5::check(H5Fflush(f.get(), H5F_SCOPE_GLOBAL), file, "flush");
   }  // closed by every rank (collective)
   MT_CHECK_MPI(MPI_Barrier(ctx.world));
@@ -139,6 +196,7 @@ SaveReport save_checkpoint(const std::filesystem::path& path, HostStore& store, 
     const char* kill_at = std::getenv("MEGATRAIN_TEST_KILL_IN_SAVE");
     if (kill_at && *kill_at && std::atoll(kill_at) == m.step) std::raise(SIGKILL);
     std::filesystem::rename(tmp, final_path);
+    prune_checkpoints(final_path.parent_path(), keep);
   }
   MT_CHECK_MPI(MPI_Barrier(ctx.world));
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

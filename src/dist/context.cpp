@@ -24,6 +24,9 @@ void finalize_at_exit() {
 void init(int* argc, char*** argv) {
   if (g_initialized) return;
   int provided = 0;
+  // SERIALIZED, not MULTIPLE, also for checkpoints written in the background: while one runs, its thread makes
+  // all of the process's MPI calls (training and the optimizer service use shared memory only; see
+  // cli/train/checkpoint_saver.h), and it is joined before the next MPI call elsewhere.
   MT_CHECK_MPI(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided));
   g_initialized = true;
   std::atexit(finalize_at_exit);

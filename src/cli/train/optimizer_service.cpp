@@ -32,7 +32,7 @@ OptimizerService::OptimizerService(HostStore& store, const OptimizerSettings& se
     const int threads = omp_get_max_threads();
     thread_ = std::thread([this, threads] {
       omp_set_num_threads(threads);  // a new thread starts from the process-wide default
-      loop({});
+      loop({}, {});
     });
   }
 }
@@ -88,10 +88,14 @@ void OptimizerService::checkpoint(const std::function<void()>& save) {
   save();
 }
 
-void OptimizerService::serve(const std::function<void()>& on_checkpoint) { loop(on_checkpoint); }
+void OptimizerService::serve(const std::function<void()>& on_checkpoint,
+                             const std::function<void()>& before_test_kill) {
+  loop(on_checkpoint, before_test_kill);
+}
 
-void OptimizerService::loop(const std::function<void()>& on_checkpoint) {
-  // Test hook (not documented for users): world rank 1 kills itself with SIGKILL when it receives step k.
+void OptimizerService::loop(const std::function<void()>& on_checkpoint, const std::function<void()>& before_test_kill) {
+  // Test hook (not documented for users): world rank 1 kills itself with SIGKILL when it receives step k (once a
+  // checkpoint written in the background has completed, so the test knows which checkpoints exist).
   const char* die = std::getenv("MEGATRAIN_TEST_DIE_AT_STEP");
   const int64_t die_at = die && dist::context().rank == 1 ? std::atoll(die) : -1;
   try {
@@ -106,7 +110,10 @@ void OptimizerService::loop(const std::function<void()>& on_checkpoint) {
         consumed_.store(seen);
         continue;
       }
-      if (mailbox_->step == die_at) std::raise(SIGKILL);
+      if (mailbox_->step == die_at) {
+        if (before_test_kill) before_test_kill();
+        std::raise(SIGKILL);
+      }
       const OptimizerReport done = optimizer_.step(mailbox_->lr, [this](const OptimizerReport& r) {
         if (!dist::context().is_root()) return;
         std::lock_guard lock(mutex_);

@@ -2,7 +2,8 @@
 // next forward while every rank (rank 0 on its own thread) updates its slices; the weight stream waits per region.
 // Invariants: steps go out in order through a shared-memory mailbox, one at a time (submit(k) first waits until
 // every rank has finished step k-1); after finish() every rank has applied every step and left its loop.
-// A checkpoint message runs the save on every rank at once (collective), between two steps.
+// A checkpoint message runs the save on every rank at once (collective), between two steps; it ends with a
+// collective call on every rank (the synchronous write, or the barrier after the snapshot of a background one).
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -36,12 +37,13 @@ class OptimizerService {
   void set_updates_applied(int64_t n) { optimizer_.set_updates_applied(n); } // before the first step (resume)
 
   // Every other rank: runs the steps rank 0 submits, and on_checkpoint for each checkpoint, until finish().
-  void serve(const std::function<void()>& on_checkpoint);
+  // before_test_kill runs before the MEGATRAIN_TEST_DIE_AT_STEP hook kills the rank.
+  void serve(const std::function<void()>& on_checkpoint, const std::function<void()>& before_test_kill = {});
 
  private:
   struct Mailbox;
   enum class Message : int64_t { step = 0, stop = 1, checkpoint = 2 };
-  void loop(const std::function<void()>& on_checkpoint);
+  void loop(const std::function<void()>& on_checkpoint, const std::function<void()>& before_test_kill);
   void post(int64_t step, double lr, Message kind);
 
   HostStore& store_;

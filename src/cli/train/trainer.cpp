@@ -12,6 +12,7 @@
 #include "backend/backend.h"
 #include "checkpoint/checkpoint_reader.h"
 #include "checkpoint/checkpoint_writer.h"
+#include "cli/train/checkpoint_saver.h"
 #include "cli/train/backend_select.h"
 #include "cli/train/metrics_log.h"
 #include "cli/train/optimizer_service.h"
@@ -182,9 +183,9 @@ TrainSummary run_training(const Config& c) {
   MetricsLog metrics(out / "metrics.jsonl", start_step);
   const std::string model_config_json = init_from ? init_from->meta().model_config_json : read_text(source.config_json);
   int64_t tokens_seen = resume ? resume->meta().tokens_seen : 0;
-  const auto save = [&](int64_t step) {
-    const std::filesystem::path dir = out / "checkpoints", file = checkpoint_path(dir, step);
-    SaveReport saved;
+  CheckpointSaver saver(store);  // after the optimizer service: a save in flight ends first on every path
+  const auto save = [&](int64_t step, bool last) {
+    const std::filesystem::path file = checkpoint_path(out / "checkpoints", step);
     optimizer.checkpoint([&] {  // every rank idle: the store holds exactly `step` updates
       CheckpointMeta m;
       m.step = step;
@@ -197,12 +198,9 @@ TrainSummary run_training(const Config& c) {
       m.model_name = c.model.name;
       m.config_yaml = c.yaml_text;
       m.model_config_json = model_config_json;
-      saved = save_checkpoint(file, store, m);
+      // A snapshot, then training goes on while it is written (or a synchronous save: the last one, or no room).
+      saver.save(file, m, c.training.save_total_limit, !last);
     });
-    log::info("saved checkpoint {} (step {}): {} in {:.3f} s, {:.2f} GB/s", file.string(), step,
-              format_bytes(static_cast<uint64_t>(saved.bytes)), saved.seconds,
-              static_cast<double>(saved.bytes) / 1e9 / saved.seconds);
-    prune_checkpoints(dir, c.training.save_total_limit);
   };
   log::info("training on the {} backend: {} steps of {} sequences ({} pass(es), checkpoint every {} layers)",
             backend->name(), c.training.num_steps, c.training.batch_size, eo.passes, eo.checkpoint_interval);
@@ -243,9 +241,10 @@ TrainSummary run_training(const Config& c) {
     }
     log::status(fmt::format("step {}/{} | loss {:.4f} | {:.0f} tokens/s | {:.2f} TFLOP/s | ETA {}", step,
                             c.training.num_steps, r.loss, r.tokens_per_s, tflops, eta));
-    if (c.training.save_steps > 0 && step % c.training.save_steps == 0 && step != c.training.num_steps) save(step);
+    if (c.training.save_steps > 0 && step % c.training.save_steps == 0 && step != c.training.num_steps)
+      save(step, false);
   }
-  if (summary.steps > start_step || !resume) save(summary.steps);
+  if (summary.steps > start_step || !resume) save(summary.steps, true);
 
   optimizer.finish();
   std::vector<const float*> regions;
