@@ -13,28 +13,15 @@ using namespace mt::testing;
 
 namespace {
 
-struct Run {
-  double loss = 0;
-  std::vector<std::vector<float>> grads;
-};
+using Run = EngineRun;
 
 Run run_engine(bool tied, int64_t checkpoint_interval, int64_t micro_batch, int64_t passes, DType dtype = DType::f32) {
-  const ModelSpec spec = tiny_spec(3, tied);
-  const ParamLayout layout = make_param_layout(spec);
-  HostStore store(layout, dtype);
-  fill_random(store, 21);
   auto be = make_cpu_backend();
   EngineOptions o;
   o.checkpoint_interval = checkpoint_interval;
   o.micro_batch_size = micro_batch;
   o.passes = passes;
-  o.max_positions = 32;
-  Engine engine(*be, spec, store, o);
-  Run run;
-  run.loss = engine.forward_backward(tiny_batch(spec.vocab_size, 4)).mean();
-  for (int64_t r = 0; r < store.num_regions(); ++r)
-    run.grads.emplace_back(store.grad(r), store.grad(r) + layout.regions[static_cast<size_t>(r)].numel);
-  return run;
+  return run_tiny_engine(*be, tied, o, dtype);
 }
 
 }  // namespace

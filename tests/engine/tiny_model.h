@@ -2,12 +2,14 @@
 // (q/k norm, q/k/v/o bias, sliding window, yarn RoPE), its layout, a filled host store, and a batch.
 #pragma once
 #include <algorithm>
+#include <functional>
 #include <cmath>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
 
 #include "data/batch.h"
+#include "engine/engine.h"
 #include "model/model_source.h"
 #include "model/model_spec.h"
 #include "model/param_layout.h"
@@ -77,6 +79,29 @@ inline Batch tiny_batch(int64_t vocab, uint32_t seed) {
     ex.push_back(e);
   }
   return make_batch(ex);
+}
+
+// Loss and every region's gradient after one forward_backward of the 3-layer tiny model on tiny_batch.
+struct EngineRun {
+  double loss = 0;
+  std::vector<std::vector<float>> grads;
+};
+using TransfersFactory = std::function<EngineTransfers(Backend&, HostStore&)>;
+inline EngineRun run_tiny_engine(Backend& be, bool tied, EngineOptions options, DType dtype = DType::f32,
+                                 const TransfersFactory& transfers = {}) {
+  const ModelSpec spec = tiny_spec(3, tied);
+  const ParamLayout layout = make_param_layout(spec);
+  HostStore store(layout, dtype);
+  fill_random(store, 21);
+  options.max_positions = 32;
+  EngineRun run;
+  {
+    Engine engine(be, spec, store, options, transfers ? transfers(be, store) : EngineTransfers{});
+    run.loss = engine.forward_backward(tiny_batch(spec.vocab_size, 4)).mean();
+  }
+  for (int64_t r = 0; r < store.num_regions(); ++r)
+    run.grads.emplace_back(store.grad(r), store.grad(r) + layout.regions[static_cast<size_t>(r)].numel);
+  return run;
 }
 
 }  // namespace mt::testing

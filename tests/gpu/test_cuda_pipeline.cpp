@@ -14,29 +14,16 @@ using namespace mt::testing;
 
 namespace {
 
-struct Run {
-  double loss = 0;
-  std::vector<std::vector<float>> grads;
-};
+using Run = EngineRun;
 
 Run run_engine(bool tied, bool cuda, int64_t slots, int64_t micro_batch) {
-  const ModelSpec spec = tiny_spec(3, tied);
-  const ParamLayout layout = make_param_layout(spec);
-  HostStore store(layout, DType::f32);
-  fill_random(store, 21);
   std::unique_ptr<Backend> be = cuda ? make_cuda_backend(DType::f32) : make_cpu_backend();
   EngineOptions o;
   o.checkpoint_interval = 2;
   o.micro_batch_size = micro_batch;
-  o.max_positions = 32;
-  Run run;
-  {
-    Engine engine(*be, spec, store, o, cuda ? make_cuda_pipeline(*be, store, slots) : EngineTransfers{});
-    run.loss = engine.forward_backward(tiny_batch(spec.vocab_size, 4)).mean();
-  }
-  for (int64_t r = 0; r < store.num_regions(); ++r)
-    run.grads.emplace_back(store.grad(r), store.grad(r) + layout.regions[static_cast<size_t>(r)].numel);
-  return run;
+  TransfersFactory pipeline;
+  if (cuda) pipeline = [slots](Backend& b, HostStore& store) { return make_cuda_pipeline(b, store, slots); };
+  return run_tiny_engine(*be, tied, o, DType::f32, pipeline);
 }
 
 }  // namespace
