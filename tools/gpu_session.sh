@@ -27,6 +27,7 @@ bench() {  # name, args...
   note "bench $name rc=$rc $(python3 -c "import json,sys; d=json.load(open('$out/bench_$name.json')); print('step %.3fs tok/s %.0f TFLOP/s %.1f H2D %.1f GB/s D2H %.1f GB/s busy %.0f%% peak %.1f GiB' % (d['median_step_s'], d['median_tokens_per_s'], d['median_tflops'], d['median_h2d_gbs'], d['median_d2h_gbs'], 100*d['median_compute_busy'], d['peak_gpu_memory_gib']))" 2>/dev/null || tail -n 3 "$out/bench_$name.log")"
 }
 bench qwen3b_b8 --model configs/models/qwen2.5-3b.json --batch 8 --seq 1024 --steps 3 --warmup 1
+bench qwen3b_b16 --model configs/models/qwen2.5-3b.json --batch 16 --seq 1024 --steps 3 --warmup 1
 bench qwen3b_12l --model configs/models/qwen2.5-3b.json --batch 8 --seq 1024 --steps 2 --warmup 1 --layers 12
 timeout 150 python3 tools/bench_torch_train.py --model configs/models/qwen2.5-3b.json --batch 8 --seq 1024 --steps 3 \
   --warmup 1 >"$out/torch_qwen3b_b8.json" 2>"$out/torch_qwen3b_b8.log"

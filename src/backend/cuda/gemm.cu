@@ -2,8 +2,6 @@
 // row-major C = A·op(B) is column-major Cᵀ = op(B)ᵀ·Aᵀ, so the operands swap places.
 #include "backend/cuda/gemm.h"
 
-#include <vector>
-
 #include "backend/cuda/cuda_check.h"
 
 namespace mt::cuda {
@@ -11,19 +9,20 @@ namespace {
 
 cudaDataType_t cuda_type(DType t) { return t == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F; }
 
-// Owns the descriptors of one matmul call.
-struct Descriptors {
+}  // namespace
+
+// The descriptors and algorithm of one shape, for the Gemm's lifetime.
+struct Gemm::Plan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
-  ~Descriptors() {
+  cublasLtMatmulAlgo_t algo{};
+  ~Plan() {
     if (d) cublasLtMatrixLayoutDestroy(d);
     if (b) cublasLtMatrixLayoutDestroy(b);
     if (a) cublasLtMatrixLayoutDestroy(a);
     if (op) cublasLtMatmulDescDestroy(op);
   }
 };
-
-}  // namespace
 
 Gemm::Gemm(cudaStream_t stream) : stream_(stream) {
   MT_CHECK_CUBLAS(cublasLtCreate(&handle_));
@@ -35,19 +34,20 @@ Gemm::~Gemm() {
   cublasLtDestroy(handle_);
 }
 
-void Gemm::matmul(void* D, DType d, const void* colA, bool transA, const void* colB, bool transB, DType ab,
-                  int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldd, float beta) {
-  if (m == 0 || n == 0) return;
-  MT_ASSERT(k > 0, "gemm with k = 0");
-  Descriptors desc;
-  MT_CHECK_CUBLAS(cublasLtMatmulDescCreate(&desc.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+const Gemm::Plan& Gemm::plan_for(const Shape& shape) {
+  auto& slot = plans_[shape];
+  if (slot) return *slot;
+  const auto [d_type, transA, transB, ab_type, m, n, k, lda, ldb, ldd] = shape;
+  const auto ab = static_cast<DType>(ab_type), d = static_cast<DType>(d_type);
+  auto plan = std::make_unique<Plan>();
+  MT_CHECK_CUBLAS(cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t ta = transA ? CUBLAS_OP_T : CUBLAS_OP_N, tb = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
-  MT_CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
-  MT_CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  MT_CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  MT_CHECK_CUBLAS(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
   const cudaDataType_t abt = cuda_type(ab), dt = cuda_type(d);
-  MT_CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&desc.a, abt, transA ? k : m, transA ? m : k, lda));
-  MT_CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&desc.b, abt, transB ? n : k, transB ? k : n, ldb));
-  MT_CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&desc.d, dt, m, n, ldd));
+  MT_CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&plan->a, abt, transA ? k : m, transA ? m : k, lda));
+  MT_CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&plan->b, abt, transB ? n : k, transB ? k : n, ldb));
+  MT_CHECK_CUBLAS(cublasLtMatrixLayoutCreate(&plan->d, dt, m, n, ldd));
 
   cublasLtMatmulPreference_t pref = nullptr;
   MT_CHECK_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
@@ -55,15 +55,25 @@ void Gemm::matmul(void* D, DType d, const void* colA, bool transA, const void* c
                                                        &workspace_bytes_, sizeof(workspace_bytes_)));
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  const cublasStatus_t st =
-      cublasLtMatmulAlgoGetHeuristic(handle_, desc.op, desc.a, desc.b, desc.d, desc.d, pref, 1, &result, &found);
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, plan->op, plan->a, plan->b, plan->d, plan->d,
+                                                           pref, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   MT_REQUIRE(st == CUBLAS_STATUS_SUCCESS && found > 0,
              "cuBLASLt has no algorithm for a {}x{}x{} GEMM ({} operands, {} output): {}", m, n, k, dtype_name(ab),
              dtype_name(d), cublasLtGetStatusString(st));
+  plan->algo = result.algo;
+  slot = std::move(plan);
+  return *slot;
+}
+
+void Gemm::matmul(void* D, DType d, const void* colA, bool transA, const void* colB, bool transB, DType ab,
+                  int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldd, float beta) {
+  if (m == 0 || n == 0) return;
+  MT_ASSERT(k > 0, "gemm with k = 0");
+  const Plan& plan = plan_for({static_cast<int>(d), transA, transB, static_cast<int>(ab), m, n, k, lda, ldb, ldd});
   const float alpha = 1.0f;
-  MT_CHECK_CUBLAS(cublasLtMatmul(handle_, desc.op, &alpha, colA, desc.a, colB, desc.b, &beta, D, desc.d, D, desc.d,
-                                 &result.algo, workspace_, workspace_bytes_, stream_));
+  MT_CHECK_CUBLAS(cublasLtMatmul(handle_, plan.op, &alpha, colA, plan.a, colB, plan.b, &beta, D, plan.d, D, plan.d,
+                                 &plan.algo, workspace_, workspace_bytes_, stream_));
 }
 
 void Gemm::run(void* C, DType c, const void* A, const void* B, DType ab, bool b_transposed, int64_t M, int64_t N,

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <tuple>
 
 #include "core/dtype.h"
@@ -28,9 +29,14 @@ class Gemm {
   void run_at_b(float* C, const void* A, const void* B, DType ab, int64_t M, int64_t N, int64_t K, float beta);
 
  private:
+  // One column-major problem: descriptors and the heuristic's algorithm, built on first use.
+  struct Plan;
+  using Shape = std::tuple<int, bool, bool, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
+  const Plan& plan_for(const Shape& shape);
   void matmul(void* D, DType d, const void* colA, bool transA, const void* colB, bool transB, DType ab, int64_t m,
               int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldd, float beta);
   cudaStream_t stream_;
+  std::map<Shape, std::unique_ptr<Plan>> plans_;
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   std::size_t workspace_bytes_ = 64u << 20;
