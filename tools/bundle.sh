@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes a relocatable directory: the megatrain binary (and, with --tests, the test binaries) at its top and
 # the shared libraries a compute node may lack in lib/ (found with ldd); binaries get rpath $ORIGIN/lib.
-# Left out on purpose: the C/C++ runtime, the GPU driver, the CUDA runtime and libraries, and MPI/hwloc/numa
+# Left out on purpose: the C/C++ runtime, the GPU driver, the CUDA runtime and libraries (NCCL among them), and MPI/hwloc/numa
 # (a node's MPI must match its launcher). Usage: tools/bundle.sh [--tests] [BUILD_DIR] [OUT_DIR]
 set -euo pipefail
 with_tests=0
@@ -15,11 +15,11 @@ rm -rf "$out"
 mkdir -p "$out/lib"
 binaries=("$build/megatrain")
 if ((with_tests)); then
-  while IFS= read -r t; do binaries+=("$t"); done < <(find "$build/tests" -maxdepth 1 -type f -name 'tests_*' -perm -u+x)
+  while IFS= read -r t; do binaries+=("$t"); done < <(find "$build/tests" -maxdepth 1 -type f \( -name 'tests_*' -o -name mpi_compare_runs \) -perm -u+x)
 fi
 
 # System, driver, CUDA and MPI libraries stay with the node.
-keep_on_node='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|librt\.|libpthread\.|libstdc\+\+|libgcc_s|libgomp|libcuda\.|libcudart|libcublas|libnvidia|libmpi|libopen-(pal|rte)|libhwloc|libnuma|libevent|libpmix|libz\.|libudev|libutil)'
+keep_on_node='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|librt\.|libpthread\.|libstdc\+\+|libgcc_s|libgomp|libcuda\.|libcudart|libcublas|libnccl|libnvidia|libmpi|libopen-(pal|rte)|libhwloc|libnuma|libevent|libpmix|libz\.|libudev|libutil)'
 for b in "${binaries[@]}"; do
   cp "$b" "$out/"
   patchelf --set-rpath '$ORIGIN/lib' "$out/$(basename "$b")"

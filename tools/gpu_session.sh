@@ -2,7 +2,7 @@
 # One GPU-machine session, run from the repository root with a bundle made by `tools/bundle.sh --tests`
 # in bundle/: the CUDA op table, the PyTorch-parity fixtures on the CUDA backend, pipeline variants, the
 # benchmarks and the PyTorch reference. Logs go to $OUT; a short table is printed last.
-# Usage: tools/gpu_session.sh [quick|full]
+# Usage: tools/gpu_session.sh [quick|full|dp]   (dp: the tests, then only the data-parallel part)
 set -uo pipefail
 mode=${1:-full}
 out=${OUT:-/tmp/megatrain-gpu}
@@ -20,16 +20,40 @@ MEGATRAIN_BACKEND=cuda timeout 90 $b/tests_integration "[parity]" >"$out/parity_
 note "parity on cuda rc=$? $(tail -n 2 "$out/parity_cuda.log" | tr '\n' ' ')"
 [[ $mode == quick ]] && { printf '%s\n' "${summary[@]}"; exit 0; }
 
-bench() {  # name, args...
-  local name=$1; shift
-  timeout 120 $b/megatrain bench --json "$@" >"$out/bench_$name.json" 2>"$out/bench_$name.log"
+# name, ranks (GPUs), bench arguments...: one `megatrain bench --json` under mpiexec, the host's 16 optimizer
+# threads split over the ranks.
+bench() {
+  local name=$1 n=$2
+  shift 2
+  OMP_NUM_THREADS=$((16 / n)) timeout 150 mpiexec -np "$n" $b/megatrain bench --json --gpus-per-node "$n" "$@" \
+    >"$out/bench_$name.json" 2>"$out/bench_$name.log"
   local rc=$?
-  note "bench $name rc=$rc $(python3 -c "import json,sys; d=json.load(open('$out/bench_$name.json')); print('step %.3fs tok/s %.0f TFLOP/s %.1f H2D %.1f GB/s D2H %.1f GB/s busy %.0f%% peak %.1f GiB' % (d['median_step_s'], d['median_tokens_per_s'], d['median_tflops'], d['median_h2d_gbs'], d['median_d2h_gbs'], 100*d['median_compute_busy'], d['peak_gpu_memory_gib']))" 2>/dev/null || tail -n 3 "$out/bench_$name.log")"
+  note "bench $name rc=$rc $(python3 -c "import json; d=json.load(open('$out/bench_$name.json')); print('gpus %d step %.3fs (fwd+bwd %.3f, optimizer %.3f) tok/s %.0f TFLOP/s %.1f H2D %.1f D2H %.1f GB/s busy %.0f%% peak %.1f GiB' % (d['gpus'], d['median_step_s'], d['median_fwd_bwd_s'], d['median_optimizer_s'], d['median_tokens_per_s'], d['median_tflops'], d['median_h2d_gbs'], d['median_d2h_gbs'], 100*d['median_compute_busy'], d['peak_gpu_memory_gib']))" 2>/dev/null || tail -n 3 "$out/bench_$name.log")"
 }
-bench qwen3b_b8 --model configs/models/qwen2.5-3b.json --batch 8 --seq 1024 --steps 3 --warmup 1
-bench qwen3b_b16 --model configs/models/qwen2.5-3b.json --batch 16 --seq 1024 --steps 3 --warmup 1
-bench qwen3b_12l --model configs/models/qwen2.5-3b.json --batch 8 --seq 1024 --steps 2 --warmup 1 --layers 12
-timeout 150 python3 tools/bench_torch_train.py --model configs/models/qwen2.5-3b.json --batch 8 --seq 1024 --steps 3 \
-  --warmup 1 >"$out/torch_qwen3b_b8.json" 2>"$out/torch_qwen3b_b8.log"
-note "torch qwen3b_b8 rc=$? $(cat "$out/torch_qwen3b_b8.json" 2>/dev/null | tail -c 300)"
+torch_bench() {  # batch
+  timeout 150 python3 tools/bench_torch_train.py --model configs/models/qwen2.5-3b.json --batch "$1" --seq 1024 \
+    --steps 3 --warmup 1 >"$out/torch_qwen3b_b$1.json" 2>"$out/torch_qwen3b_b$1.log"
+  note "torch qwen3b_b$1 rc=$? $(tail -c 300 "$out/torch_qwen3b_b$1.json" 2>/dev/null)"
+}
+qwen3b=(--model configs/models/qwen2.5-3b.json --seq 1024 --steps 3 --warmup 1)
+
+if [[ $mode == full ]]; then
+  for batch in 16 32 64; do bench "qwen3b_b$batch" 1 "${qwen3b[@]}" --batch $batch; done
+  bench qwen3b_12l 1 "${qwen3b[@]}" --batch 8 --layers 12
+  bench qwen3b_36l 1 "${qwen3b[@]}" --batch 8
+  torch_bench 16
+  torch_bench 32
+fi
+# Data parallelism on every visible GPU (at least 2): the fixtures against one GPU, then weak scaling of the bench
+# (the same sequences per GPU).
+gpus=$(nvidia-smi -L | wc -l)
+if ((gpus >= 2)); then
+  MEGATRAIN_BACKEND=cuda timeout 200 bash tests/mpi/data_parallel_agrees.sh $b/megatrain mpiexec $b/mpi_compare_runs \
+    "$PWD" llama >"$out/dp_llama.log" 2>&1
+  note "data parallel llama on $gpus GPUs rc=$? $(grep -E '^(ok|FAIL)' "$out/dp_llama.log" | tail -n 3 | tr '\n' ' ')"
+  bench dp1_b16 1 "${qwen3b[@]}" --batch 16
+  bench dp2_b32 2 "${qwen3b[@]}" --batch 32
+  bench dp1_b32 1 "${qwen3b[@]}" --batch 32
+  bench dp2_b64 2 "${qwen3b[@]}" --batch 64
+fi
 printf '%s\n' "${summary[@]}"

@@ -25,11 +25,11 @@ namespace mt {
 namespace {
 
 std::string broadcast_string(std::string s) {
-  const MPI_Comm world = dist::context().world;
+  const MPI_Comm node = dist::context().node;
   int64_t n = static_cast<int64_t>(s.size());
-  MT_CHECK_MPI(MPI_Bcast(&n, 1, MPI_INT64_T, 0, world));
+  MT_CHECK_MPI(MPI_Bcast(&n, 1, MPI_INT64_T, 0, node));
   s.resize(static_cast<size_t>(n));
-  MT_CHECK_MPI(MPI_Bcast(s.data(), static_cast<int>(n), MPI_CHAR, 0, world));
+  MT_CHECK_MPI(MPI_Bcast(s.data(), static_cast<int>(n), MPI_CHAR, 0, node));
   return s;
 }
 
@@ -172,12 +172,12 @@ SaveReport save_checkpoint(const std::filesystem::path& path, const CheckpointSo
   const std::filesystem::path tmp = final_path.string() + ".tmp";
   const std::string file = tmp.string();
   if (ctx.is_root()) std::filesystem::create_directories(final_path.parent_path());
-  MT_CHECK_MPI(MPI_Barrier(ctx.world));
+  MT_CHECK_MPI(MPI_Barrier(ctx.node));
 
   SaveReport report;
   {
     h5::Handle fapl(h5::check(H5Pcreate(H5P_FILE_ACCESS), file, "file access list"));
-    h5::check(H5Pset_fapl_mpio(fapl.get(), ctx.world, MPI_INFO_NULL), file, "H5Pset_fapl_mpio");
+    h5::check(H5Pset_fapl_mpio(fapl.get(), ctx.node, MPI_INFO_NULL), file, "H5Pset_fapl_mpio");
     h5::check(H5Pset_all_coll_metadata_ops(fapl.get(), true), file, "collective metadata");
     h5::check(H5Pset_coll_metadata_write(fapl.get(), true), file, "collective metadata");
     h5::Handle f(h5::check(H5Fcreate(file.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), file, "create"));
@@ -190,7 +190,7 @@ SaveReport save_checkpoint(const std::filesystem::path& path, const CheckpointSo
     report.bytes += write_kind(f.get(), "/optim/exp_avg_sq", source, &Region::exp_avg_sq, dcpl.get(), file);
     h5::check(H5Fflush(f.get(), H5F_SCOPE_GLOBAL), file, "flush");
   }  // closed by every rank (collective)
-  MT_CHECK_MPI(MPI_Barrier(ctx.world));
+  MT_CHECK_MPI(MPI_Barrier(ctx.node));
   if (ctx.is_root()) {
     // Test hook (not documented for users): rank 0 dies between writing the .tmp and renaming it.
     const char* kill_at = std::getenv("MEGATRAIN_TEST_KILL_IN_SAVE");
@@ -198,7 +198,7 @@ SaveReport save_checkpoint(const std::filesystem::path& path, const CheckpointSo
     std::filesystem::rename(tmp, final_path);
     prune_checkpoints(final_path.parent_path(), keep);
   }
-  MT_CHECK_MPI(MPI_Barrier(ctx.world));
+  MT_CHECK_MPI(MPI_Barrier(ctx.node));
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return report;
 }

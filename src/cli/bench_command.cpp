@@ -20,6 +20,9 @@ void add_bench_command(CLI::App& root, std::vector<Command>& commands) {
   app->add_option("--micro-batch", o->micro_batch, "sequences per micro-batch (0 = auto)")->capture_default_str();
   app->add_option("--slots", o->slots, "GPU weight slots (>= 2)")->capture_default_str()->check(CLI::Range(2, 64));
   app->add_option("--layers", o->layers, "override the number of layers (0 = as the shape says)")->capture_default_str();
+  app->add_option("--gpus-per-node", o->gpus_per_node,
+                  "data-parallel GPU ranks per node under mpirun (0 = one per visible GPU, up to the node's ranks)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
   app->add_flag("--json", o->json, "one JSON object on stdout");
   commands.push_back({app, [o] { run_bench(*o); }});
 }

@@ -1,12 +1,17 @@
 // `megatrain train --config FILE [--set section.key=value ...]`, under mpirun on every rank: world rank 0
-// reads the config and trains; the other ranks serve the optimizer on their slices of the host store.
+// reads the config first and fixes the compute ranks per node; compute ranks train on their shares of each
+// batch (rank 0 logs and saves), the other ranks serve the optimizer on their slices of the host store.
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "cli/command.h"
+#include "cli/train/backend_select.h"
 #include "cli/train/trainer.h"
 #include "cli/train/training_worker.h"
 #include "config/config.h"
+#include "core/log.h"
+#include "dist/data_parallel.h"
 #include "dist/numa_binding.h"
 
 namespace mt {
@@ -20,10 +25,16 @@ void add_train_command(CLI::App& root, std::vector<Command>& commands) {
   commands.push_back({app, [=] {
                         const dist::Context& ctx = dist::context();
                         dist::log_bindings(ctx);
-                        if (ctx.is_root())
-                          run_training(load_config(*config_file, *overrides));
-                        else
-                          run_training_worker();
+                        std::optional<Config> config;
+                        if (ctx.is_root()) config = load_config(*config_file, *overrides);
+                        const dist::DataParallel dp =
+                            dist::make_data_parallel(config ? gpus_per_node(*config) : 0, visible_gpus());
+                        if (!dp.computes()) return run_training_worker();
+                        if (!ctx.is_root()) {
+                          log::set_level(log::Level::warn);  // world rank 0 tells the story
+                          config = load_config(*config_file, *overrides);
+                        }
+                        run_training(*config, dp);
                       }});
 }
 

@@ -103,6 +103,7 @@ const std::vector<Field>& schema() {
       integer("training", "batch_size", 1, MT_AT(training.batch_size)),
       integer_or_auto("training", "micro_batch_size", 1, MT_AT(training.micro_batch_size)),
       integer("training", "gradient_accumulation_steps", 1, MT_AT(training.gradient_accumulation_steps)),
+      integer_or_auto("training", "gpus_per_node", 1, MT_AT(training.gpus_per_node)),
       integer("training", "num_steps", 1, MT_AT(training.num_steps)),
       real("training", "learning_rate", {0.0, kInf}, MT_AT(training.learning_rate)),
       choice("training", "lr_scheduler", {"constant", "cosine", "linear"}, MT_AT(training.lr_scheduler)),

@@ -24,10 +24,9 @@ void finalize_at_exit() {
 void init(int* argc, char*** argv) {
   if (g_initialized) return;
   int provided = 0;
-  // SERIALIZED, not MULTIPLE, also for checkpoints written in the background: while one runs, its thread makes
-  // all of the process's MPI calls (training and the optimizer service use shared memory only; see
-  // cli/train/checkpoint_saver.h), and it is joined before the next MPI call elsewhere.
-  MT_CHECK_MPI(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided));
+  // MULTIPLE: a checkpoint written in the background makes its collective calls (world/node) on its own
+  // thread while data-parallel training reduces losses and host gradients on its own communicator.
+  MT_CHECK_MPI(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided));
   g_initialized = true;
   std::atexit(finalize_at_exit);
   // Failures return to the caller, so MT_CHECK_MPI names them and aborts the job itself.
@@ -40,10 +39,17 @@ void init(int* argc, char*** argv) {
   int len = 0;
   MT_CHECK_MPI(MPI_Get_processor_name(name, &len));
   c.host.assign(name, static_cast<size_t>(len));
-  if (provided < MPI_THREAD_SERIALIZED)
+  if (provided < MPI_THREAD_MULTIPLE)
     abort_job("the MPI library grants thread level " + std::to_string(provided) +
-              "; megatrain needs MPI_THREAD_SERIALIZED (" + std::to_string(MPI_THREAD_SERIALIZED) + ")");
-  MT_CHECK_MPI(MPI_Comm_split_type(c.world, MPI_COMM_TYPE_SHARED, c.rank, MPI_INFO_NULL, &c.node));
+              "; megatrain needs MPI_THREAD_MULTIPLE (" + std::to_string(MPI_THREAD_MULTIPLE) +
+              "): use an MPI built with thread support (Open MPI 4 and MPICH 4 have it)");
+  // Test hook (not documented for users): MEGATRAIN_TEST_RANKS_PER_NODE=k makes every k consecutive ranks one
+  // "node" (a sub-communicator of the shared-memory one), so multi-node replicas are testable on one machine.
+  const char* per_node = std::getenv("MEGATRAIN_TEST_RANKS_PER_NODE");
+  if (per_node && std::atoi(per_node) > 0)
+    MT_CHECK_MPI(MPI_Comm_split(c.world, c.rank / std::atoi(per_node), c.rank, &c.node));
+  else
+    MT_CHECK_MPI(MPI_Comm_split_type(c.world, MPI_COMM_TYPE_SHARED, c.rank, MPI_INFO_NULL, &c.node));
   MT_CHECK_MPI(MPI_Comm_rank(c.node, &c.node_rank));
   MT_CHECK_MPI(MPI_Comm_size(c.node, &c.node_size));
 }

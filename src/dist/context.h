@@ -1,7 +1,8 @@
 // The MPI runtime of this process: MPI_Init_thread, the world and node communicators, rank roles, and
 // MPI_Finalize at exit. Invariant: MPI is initialised once per process, before any other MPI use (main()
-// calls init first; library tests get it from the first context() call); world rank 0 drives compute and
-// data, and every rank of the node runs the optimizer on its own slices of the host store.
+// calls init first; library tests get it from the first context() call); world rank 0 logs and writes
+// checkpoints, the first ranks of each node drive its GPUs (dist/data_parallel.h), and every rank of the node
+// runs the optimizer on its own slices of the node's host store.
 #pragma once
 #include <mpi.h>
 
@@ -18,8 +19,9 @@ struct Context {
   bool is_root() const { return rank == 0; }
 };
 
-// MPI_THREAD_SERIALIZED: the main thread makes every MPI call; the rank-0 optimizer thread only ever
-// calls MPI_Abort, on a fatal error. Registers MPI_Finalize to run at exit.
+// MPI_THREAD_MULTIPLE: the main thread makes the training's MPI calls, a background checkpoint's thread its
+// own collectives on other communicators; optimizer threads only ever call MPI_Abort (and a follower's
+// checkpoint collectives, see cli/train/optimizer_service.h). Registers MPI_Finalize to run at exit.
 void init(int* argc, char*** argv);
 const Context& context();          // initialises MPI on first use when main() did not
 bool initialized();                // init has run and MPI is not finalized yet

@@ -128,20 +128,23 @@ Engine::Activations& Engine::activations_for(int64_t pass_tokens, int64_t mb_seq
   return a;
 }
 
-StepLoss Engine::forward_backward(const Batch& batch) {
-  MT_REQUIRE(batch.num_target_tokens > 0, "batch has no target tokens (every label is -100)");
+StepLoss Engine::forward_backward(const Batch& batch, int64_t loss_tokens) {
+  if (loss_tokens == 0) loss_tokens = batch.num_target_tokens;
+  MT_REQUIRE(loss_tokens > 0, "batch has no target tokens (every label is -100)");
   MT_REQUIRE(batch.seq_len <= options_.max_positions,
              "sequence length {} exceeds the {} positions of the RoPE table", batch.seq_len, options_.max_positions);
-  MT_REQUIRE(batch.num_seqs % options_.passes == 0,
+  MT_REQUIRE(batch.num_seqs >= options_.passes,
              "batch of {} sequences does not split into {} gradient accumulation passes", batch.num_seqs,
              options_.passes);
   StepLoss loss;
   loss.target_tokens = batch.num_target_tokens;
-  const float grad_scale = 1.0f / static_cast<float>(batch.num_target_tokens);
-  const int64_t per_pass = batch.num_seqs / options_.passes;
+  const float grad_scale = 1.0f / static_cast<float>(loss_tokens);
   const BatchArrays arrays(backend_, batch);
-  for (int64_t p = 0; p < options_.passes; ++p)
-    run_pass(batch, arrays, p * per_pass, per_pass, p == 0, grad_scale, loss);
+  // Pass p takes sequences [p·n/passes, (p+1)·n/passes): equal runs when passes divides n.
+  for (int64_t p = 0; p < options_.passes; ++p) {
+    const int64_t first = p * batch.num_seqs / options_.passes, end = (p + 1) * batch.num_seqs / options_.passes;
+    run_pass(batch, arrays, first, end - first, p == 0, grad_scale, loss);
+  }
   grads_->wait();
   backend_.synchronize();
   return loss;

@@ -49,7 +49,9 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  StepLoss forward_backward(const Batch& batch);
+  // Gradients are of Σ CE / loss_tokens (0: the batch's own target tokens; data parallelism passes the global
+  // batch's, so that the ranks' gradients sum to the global mean's).
+  StepLoss forward_backward(const Batch& batch, int64_t loss_tokens = 0);
   // Transfer figures since the last call (bytes from the streams; times where the pipeline measures them).
   PipelineStats take_transfer_stats();
   int64_t micro_batch_size_for(int64_t pass_seqs, int64_t seq_len) const;

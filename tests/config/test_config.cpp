@@ -179,6 +179,7 @@ TEST_CASE("config: the accepted keys are frozen", "[config]") {
       "training.batch_size",
       "training.micro_batch_size",
       "training.gradient_accumulation_steps",
+      "training.gpus_per_node",
       "training.num_steps",
       "training.learning_rate",
       "training.lr_scheduler",

@@ -5,34 +5,58 @@
 #include <string>
 
 #include "core/error.h"
+#include "engine/host_gradient_reducer.h"
 #ifdef MEGATRAIN_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/pipeline.h"
 #endif
+#ifdef MEGATRAIN_HAVE_NCCL
+#include "backend/cuda/nccl_reducer.h"
+#endif
 
 namespace mt {
 
-std::unique_ptr<Backend> select_backend(DType dtype) {
+std::unique_ptr<Backend> select_backend(DType dtype, int device) {
   const char* env = std::getenv("MEGATRAIN_BACKEND");
   const std::string wanted = env ? env : "";
   MT_REQUIRE(wanted.empty() || wanted == "cpu" || wanted == "cuda",
              "MEGATRAIN_BACKEND='{}': expected cpu or cuda", wanted);
   if (wanted == "cpu") return make_cpu_backend();
 #ifdef MEGATRAIN_HAVE_CUDA
-  if (wanted == "cuda" || cuda_device_count() > 0) return make_cuda_backend(dtype);
+  if (wanted == "cuda" || cuda_device_count() > 0) return make_cuda_backend(dtype, device);
 #else
+  (void)device;
   MT_REQUIRE(wanted != "cuda", "MEGATRAIN_BACKEND=cuda: this build has no CUDA backend (nvcc was not found)");
 #endif
   return make_cpu_backend();
 }
 
-EngineTransfers make_engine_transfers(Backend& backend, HostStore& store, int64_t slots) {
+int visible_gpus() {
+  const char* env = std::getenv("MEGATRAIN_BACKEND");
+  if (env && std::string(env) == "cpu") return 0;
 #ifdef MEGATRAIN_HAVE_CUDA
-  if (!backend.host_memory()) return make_cuda_pipeline(backend, store, slots);
+  return cuda_device_count();
+#else
+  return 0;
 #endif
-  (void)store;
+}
+
+EngineTransfers make_engine_transfers(Backend& backend, HostStore& store, int64_t slots,
+                                      const dist::DataParallel& dp) {
+  EngineTransfers t;
+#ifdef MEGATRAIN_HAVE_CUDA
+  if (!backend.host_memory()) t = make_cuda_pipeline(backend, store, slots);
+#endif
   (void)slots;
-  return {};
+  if (dp.size <= 1) return t;
+  std::unique_ptr<GradientReducer> reducer;
+#ifdef MEGATRAIN_HAVE_NCCL
+  if (!backend.host_memory()) reducer = make_nccl_reducer(backend, dp.comm);
+#endif
+  if (!reducer) reducer = std::make_unique<HostGradientReducer>(backend, dp.comm);
+  if (!t.grads) t.grads = std::make_unique<BasicGradientSink>(backend, store);
+  t.grads = std::make_unique<ReducingGradientSink>(std::move(t.grads), std::move(reducer), store, dp.leads_node());
+  return t;
 }
 
 }  // namespace mt

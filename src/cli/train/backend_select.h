@@ -6,14 +6,19 @@
 
 #include "backend/backend.h"
 #include "core/dtype.h"
+#include "dist/data_parallel.h"
 #include "engine/engine.h"
 
 namespace mt {
 
-std::unique_ptr<Backend> select_backend(DType dtype);
+std::unique_ptr<Backend> select_backend(DType dtype, int device = 0);
+// GPUs the CUDA backend would see (0 when the CPU backend is forced, or without CUDA).
+int visible_gpus();
 
 // The engine's weight and gradient transfers for `backend`: the CUDA pipeline with `slots` GPU weight slots
-// on a CUDA backend, the basic synchronous ones otherwise.
-EngineTransfers make_engine_transfers(Backend& backend, HostStore& store, int64_t slots);
+// on a CUDA backend, the basic synchronous ones otherwise; with several compute ranks, gradients summed over
+// them first (NCCL on GPUs where the build has it, MPI otherwise) and delivered by the node's rank 0.
+EngineTransfers make_engine_transfers(Backend& backend, HostStore& store, int64_t slots,
+                                      const dist::DataParallel& dp);
 
 }  // namespace mt

@@ -8,10 +8,13 @@
 #include <random>
 
 #include "cli/train/backend_select.h"
+#include "cli/train/data_parallel_step.h"
 #include "cli/train/optimizer_service.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "data/batch.h"
+#include "dist/check.h"
+#include "dist/data_parallel.h"
 #include "engine/engine.h"
 #include "model/model_source.h"
 #include "model/param_layout.h"
@@ -53,22 +56,32 @@ void run_bench(const BenchOptions& o) {
   }
   const ParamLayout layout = make_param_layout(spec);
   const DType dtype = dtype_from_name(o.dtype);
+  const dist::Context& ctx = dist::context();
+  const int per_node = o.gpus_per_node > 0 ? static_cast<int>(o.gpus_per_node)
+                                           : std::clamp(visible_gpus(), 1, ctx.node_size);
+  const dist::DataParallel dp = dist::make_data_parallel(per_node, visible_gpus());
   HostStore store(layout, dtype);
+  OptimizerService optimizer(store, OptimizerSettings{}, dp.computes());
+  if (store.rank() == 0) {
 #pragma omp parallel for schedule(dynamic)
-  for (int64_t r = 0; r < store.num_regions(); ++r) {
-    init_region_random(layout.regions[static_cast<size_t>(r)], spec.initializer_range, 1234, store.master(r));
-    store.refresh_stream_copy(r);
+    for (int64_t r = 0; r < store.num_regions(); ++r) {
+      init_region_random(layout.regions[static_cast<size_t>(r)], spec.initializer_range, 1234, store.master(r));
+      store.refresh_stream_copy(r);
+    }
   }
-  auto backend = select_backend(dtype);
+  MT_CHECK_MPI(MPI_Barrier(ctx.node));  // the store is filled before any rank streams it
+  if (!dp.computes()) return optimizer.serve({});
+  if (!ctx.is_root()) log::set_level(log::Level::warn);
+  auto backend = select_backend(dtype, dp.device);
   EngineOptions eo;
   eo.checkpoint_interval = o.checkpoint_interval;
   eo.micro_batch_size = o.micro_batch;
   eo.max_positions = std::max(o.seq, spec.max_position_embeddings);
-  Engine engine(*backend, spec, store, eo, make_engine_transfers(*backend, store, o.slots));
-  OptimizerService optimizer(store, OptimizerSettings{});
+  Engine engine(*backend, spec, store, eo, make_engine_transfers(*backend, store, o.slots, dp));
   const double params = static_cast<double>(layout.total_numel);
-  log::info("bench: {} ({:.3f} B parameters, {} layers) on {} ({}), batch {} x {} tokens, {} slots", o.model,
-            params / 1e9, spec.num_layers, backend->name(), o.dtype, o.batch, o.seq, o.slots);
+  log::info("bench: {} ({:.3f} B parameters, {} layers) on {} ({}), batch {} x {} tokens, {} slots, {} GPU rank(s) "
+            "per node on {} node(s)", o.model, params / 1e9, spec.num_layers, backend->name(), o.dtype, o.batch,
+            o.seq, o.slots, dp.per_node, dp.nodes);
 
   // As in training, the update of step k runs while step k+1's forward streams each region as soon as it is
   // updated: a step's time is from its forward's start to the next forward's start (the last step's update is
@@ -83,13 +96,19 @@ void run_bench(const BenchOptions& o) {
   for (int64_t step = 1; step <= total; ++step) {
     const Batch& batch = batches[static_cast<size_t>(step - 1)];
     engine.take_transfer_stats();
-    const StepLoss loss = engine.forward_backward(batch);
+    if (!dp.leads_node()) optimizer.expect_updates(step - 1);
+    const StepLoss loss = forward_backward_share(engine, dp, batch, 1);
     const auto t1 = std::chrono::steady_clock::now();
-    optimizer.submit(step, 1e-5);
-    optimizer.report();
-    if (step == total) optimizer.finish();
+    if (dp.leads_node()) {
+      optimizer.submit(step, 1e-5);
+      optimizer.report();
+      if (step == total) optimizer.finish();
+    } else if (step == total) {
+      optimizer.wait_finished();
+    }
     const auto t2 = std::chrono::steady_clock::now();
     const PipelineStats ts = engine.take_transfer_stats();
+    if (!ctx.is_root()) continue;
     StepFigures f;
     f.fb_s = std::chrono::duration<double>(t1 - t0).count();
     f.optim_s = std::chrono::duration<double>(t2 - t1).count();
@@ -113,6 +132,7 @@ void run_bench(const BenchOptions& o) {
                      {"tokens_per_s", f.tokens_per_s}, {"tflops", f.tflops}, {"h2d_gbs", f.h2d_gbs},
                      {"d2h_gbs", f.d2h_gbs}, {"compute_busy", f.compute_busy}, {"loss", loss.mean()}});
   }
+  if (!ctx.is_root()) return;
   auto med = [&](double StepFigures::*field) {
     std::vector<double> v;
     for (const auto& f : figures) v.push_back(f.*field);
@@ -126,6 +146,7 @@ void run_bench(const BenchOptions& o) {
                             {"batch", o.batch},
                             {"seq", o.seq},
                             {"slots", o.slots},
+                            {"gpus", dp.size},
                             {"checkpoint_interval", o.checkpoint_interval},
                             {"median_step_s", med(&StepFigures::step_s)},
                             {"median_fwd_bwd_s", med(&StepFigures::fb_s)},

@@ -1,7 +1,10 @@
 // `megatrain bench`: training steps of a random-init model from a shape file (HF config.json) on random
-// tokens, timed after warm-up, with the training run's overlapped optimizer (single rank). Reports per step and as medians: step time, tokens/s, TFLOP/s as
-// 6 · parameters · tokens / step time, H2D/D2H GB/s while copying, the share of the step compute did not
-// wait for weights, peak GPU memory and host bytes per parameter. Invariant: measures, never asserts.
+// tokens, timed after warm-up, with the training run's ranks: under mpirun every rank of the node holds its
+// slices and runs the overlapped optimizer, and the first --gpus-per-node ranks of each node train on their
+// shares of the global batch (data parallelism, as `train`). World rank 0 reports per step and as medians:
+// step time, tokens/s, TFLOP/s as 6 · parameters · tokens / step time, its H2D/D2H GB/s while copying, the
+// share of the step its compute did not wait for weights, its peak GPU memory and host bytes per parameter.
+// Invariant: measures, never asserts.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -11,7 +14,7 @@ namespace mt {
 struct BenchOptions {
   std::string model;             // shape file or HF dir
   std::string dtype = "bfloat16";
-  int64_t batch = 8;             // sequences per step
+  int64_t batch = 8;             // sequences per step (the global batch, over every GPU)
   int64_t seq = 1024;
   int64_t steps = 5;
   int64_t warmup = 2;
@@ -19,6 +22,7 @@ struct BenchOptions {
   int64_t micro_batch = 0;       // 0 = auto
   int64_t slots = 2;             // GPU weight slots
   int64_t layers = 0;            // override num_hidden_layers (0 = as the shape file says)
+  int64_t gpus_per_node = 0;     // compute ranks per node (0 = one per visible GPU, up to the node's ranks)
   bool json = false;
 };
 

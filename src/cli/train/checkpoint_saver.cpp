@@ -56,7 +56,7 @@ void CheckpointSaver::save(const std::filesystem::path& path, const CheckpointMe
   const bool forced_sync = sync_env && *sync_env && std::string(sync_env) != "0";
   const bool fits = available >= 0 && need <= available - margin;
   int go = background && !forced_sync && fits ? 1 : 0, all_go = 0;
-  MT_CHECK_MPI(MPI_Allreduce(&go, &all_go, 1, MPI_INT, MPI_MIN, ctx.world));
+  MT_CHECK_MPI(MPI_Allreduce(&go, &all_go, 1, MPI_INT, MPI_MIN, ctx.node));
 
   if (!all_go) {
     if (ctx.is_root())
@@ -79,7 +79,7 @@ void CheckpointSaver::save(const std::filesystem::path& path, const CheckpointMe
   const auto t0 = std::chrono::steady_clock::now();
   auto snapshot = std::make_shared<const CheckpointSnapshot>(store_);
   // Every rank holds its snapshot (and has taken the checkpoint message) before rank 0 posts the next step.
-  MT_CHECK_MPI(MPI_Barrier(ctx.world));
+  MT_CHECK_MPI(MPI_Barrier(ctx.node));
   const double stall = seconds_since(t0);
   if (ctx.is_root())
     log::info("checkpoint step {}: snapshot of {} in {:.3f} s (the training stall), {:.2f} GB/s; writing {} in the "

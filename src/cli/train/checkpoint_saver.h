@@ -3,9 +3,10 @@
 // and the collective write of the snapshot (.tmp, close, barrier, rename, prune) runs on a background thread
 // of every rank while training continues; when the snapshot does not fit in MemAvailable minus a margin, the
 // save is written synchronously from the store instead (logged).
-// Invariants: at most one save in flight; save(), wait() and the destructor first wait for it; while a
-// background save runs, its thread makes this process's only MPI and HDF5 calls (the training loop and the
-// optimizer service talk through shared memory), so MPI_THREAD_SERIALIZED suffices.
+// Invariants: at most one save in flight; save(), wait() and the destructor first wait for it; a background
+// save's thread makes this process's only HDF5 calls and its MPI calls are on the node communicator, which
+// training never uses while it runs (data-parallel reductions have their own). Only the first node saves:
+// every node holds the same replica.
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -23,7 +24,7 @@ class CheckpointSaver {
   CheckpointSaver(const CheckpointSaver&) = delete;
   CheckpointSaver& operator=(const CheckpointSaver&) = delete;
 
-  // Collective over the world, every rank's optimizer idle. `path`, `meta` and `keep` (save_total_limit) are
+  // Collective over the node's ranks (the first node's), every rank's optimizer idle. `path`, `meta` and `keep` (save_total_limit) are
   // world rank 0's; other ranks may pass anything. Returns once training may go on. background = false on any
   // rank (rank 0 passes it for the run's last save: nothing is left to overlap) writes synchronously.
   void save(const std::filesystem::path& path, const CheckpointMeta& meta, int64_t keep, bool background = true);

@@ -1,4 +1,4 @@
-// Rank 0 hands out steps, every rank's loop runs them (see optimizer_service.h).
+// The node's rank 0 hands out steps, every rank's loop runs them (see optimizer_service.h).
 #include "cli/train/optimizer_service.h"
 
 #include <omp.h>
@@ -13,7 +13,7 @@
 
 namespace mt {
 
-// One cache line in the shared window, written by rank 0's engine thread only.
+// One cache line in the shared window, written by node rank 0's engine thread only.
 struct OptimizerService::Mailbox {
   int64_t sequence;   // number of messages posted; published last (release)
   int64_t step;       // the step the message hands out
@@ -22,17 +22,19 @@ struct OptimizerService::Mailbox {
   int64_t pad[4];
 };
 
-OptimizerService::OptimizerService(HostStore& store, const OptimizerSettings& settings)
+OptimizerService::OptimizerService(HostStore& store, const OptimizerSettings& settings, bool computes,
+                                   std::function<void()> on_checkpoint)
     : store_(store), optimizer_(store, settings),
-      shared_(dist::context(), store.rank() == 0 ? sizeof(Mailbox) : 0) {
+      shared_(dist::context(), store.rank() == 0 ? sizeof(Mailbox) : 0), drives_(store.rank() == 0) {
   mailbox_ = reinterpret_cast<Mailbox*>(shared_.base());
-  if (store_.rank() == 0) *mailbox_ = Mailbox{};
+  if (drives_) *mailbox_ = Mailbox{};
   MT_CHECK_MPI(MPI_Barrier(dist::context().node));
-  if (dist::context().is_root()) {
+  MT_ASSERT(computes || !drives_, "the node's rank 0 runs an engine");
+  if (computes) {
     const int threads = omp_get_max_threads();
-    thread_ = std::thread([this, threads] {
+    thread_ = std::thread([this, threads, on_checkpoint = std::move(on_checkpoint)] {
       omp_set_num_threads(threads);  // a new thread starts from the process-wide default
-      loop({}, {});
+      loop(on_checkpoint, {});
     });
   }
 }
@@ -45,11 +47,17 @@ OptimizerService::~OptimizerService() {
     thread_.detach();
     return;
   }
-  if (!stopped_) post(submitted_, 0.0, Message::stop);
+  if (drives_ && !stopped_) post(submitted_, 0.0, Message::stop);
   thread_.join();
 }
 
+void OptimizerService::wait_finished() {
+  MT_ASSERT(!drives_, "the node's rank 0 ends the loops with finish()");
+  if (thread_.joinable()) thread_.join();
+}
+
 void OptimizerService::post(int64_t step, double lr, Message kind) {
+  MT_ASSERT(drives_, "only the node's rank 0 posts optimizer messages");
   // The previous message has been taken by every loop once every rank has published step-1 everywhere (a
   // checkpoint ends collectively on the other ranks) and rank 0's loop has finished with it.
   for (int64_t r = 0; r < store_.num_regions(); ++r) store_.wait_region(r, submitted_);
@@ -106,7 +114,7 @@ void OptimizerService::loop(const std::function<void()>& on_checkpoint, const st
       const auto kind = static_cast<Message>(mailbox_->kind);
       if (kind == Message::stop) return;
       if (kind == Message::checkpoint) {
-        if (on_checkpoint) on_checkpoint();  // the other ranks; rank 0's main thread saves for rank 0
+        if (on_checkpoint) on_checkpoint();  // the other ranks; node rank 0's main thread saves for itself
         consumed_.store(seen);
         continue;
       }
@@ -115,7 +123,7 @@ void OptimizerService::loop(const std::function<void()>& on_checkpoint, const st
         std::raise(SIGKILL);
       }
       const OptimizerReport done = optimizer_.step(mailbox_->lr, [this](const OptimizerReport& r) {
-        if (!dist::context().is_root()) return;
+        if (!drives_) return;
         std::lock_guard lock(mutex_);
         report_ = r;
         reported_.notify_all();

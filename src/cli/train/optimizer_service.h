@@ -1,5 +1,6 @@
-// OptimizerService: every rank's optimizer during training. Rank 0's engine submits each step and starts the
-// next forward while every rank (rank 0 on its own thread) updates its slices; the weight stream waits per region.
+// OptimizerService: every rank's optimizer during training. The node's rank 0 submits each step and starts the
+// next forward while every rank of the node updates its slices — ranks that run an engine (compute ranks) on
+// their own thread, the others on their main thread (serve); weight streams wait per region.
 // Invariants: steps go out in order through a shared-memory mailbox, one at a time (submit(k) first waits until
 // every rank has finished step k-1); after finish() every rank has applied every step and left its loop.
 // A checkpoint message runs the save on every rank at once (collective), between two steps; it ends with a
@@ -21,16 +22,22 @@ namespace mt {
 
 class OptimizerService {
  public:
-  OptimizerService(HostStore& store, const OptimizerSettings& settings);  // collective over the node's ranks
+  // Collective over the node's ranks. A compute rank runs its loop on a thread, calling on_checkpoint for each
+  // checkpoint message when it is not the node's rank 0 (which saves on its main thread).
+  OptimizerService(HostStore& store, const OptimizerSettings& settings, bool computes,
+                   std::function<void()> on_checkpoint = {});
   ~OptimizerService();
   OptimizerService(const OptimizerService&) = delete;
   OptimizerService& operator=(const OptimizerService&) = delete;
 
-  // World rank 0 (the engine's thread).
+  // The node's rank 0 (the engine's thread).
   void submit(int64_t step, double lr);   // gradients of `step` are in the store; returns at once
   OptimizerReport report();               // the submitted step's norm, clipping and skip, once known
   double last_update_seconds() const { return last_update_seconds_.load(); }  // rank 0's slices, last finished step
   void finish();                          // waits for every rank's last update, then ends every loop
+  // Other compute ranks: the next forward reads the store after `updates` updates (the steps submitted so far).
+  void expect_updates(int64_t updates) { store_.set_required_version(updates); }
+  void wait_finished();                   // until the node's rank 0 has called finish()
   // After every rank's last update: every other rank runs its serve() on_checkpoint while this rank runs save.
   void checkpoint(const std::function<void()>& save);
   int64_t updates_applied() const { return optimizer_.updates_applied(); }   // with every rank idle
@@ -52,12 +59,13 @@ class OptimizerService {
   Mailbox* mailbox_ = nullptr;
   int64_t submitted_ = 0;
   bool stopped_ = false;
-  std::thread thread_;                    // rank 0's optimizer loop
+  bool drives_ = false;                   // node rank 0: posts the messages
+  std::thread thread_;                    // a compute rank's optimizer loop
   std::mutex mutex_;
   std::condition_variable reported_;
   std::optional<OptimizerReport> report_;
   std::atomic<double> last_update_seconds_{0.0};
-  std::atomic<int64_t> consumed_{0};      // rank 0's loop: the last message it has finished with
+  std::atomic<int64_t> consumed_{0};      // the thread's loop: the last message it has finished with
 };
 
 }  // namespace mt

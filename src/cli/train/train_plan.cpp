@@ -64,15 +64,15 @@ TrainPlan from_json(const json& j) {
 void broadcast_train_plan(const TrainPlan& plan) {
   const std::string text = to_json(plan).dump();
   unsigned long long size = text.size();
-  MT_CHECK_MPI(MPI_Bcast(&size, 1, MPI_UNSIGNED_LONG_LONG, 0, dist::context().world));
-  MT_CHECK_MPI(MPI_Bcast(const_cast<char*>(text.data()), static_cast<int>(size), MPI_CHAR, 0, dist::context().world));
+  MT_CHECK_MPI(MPI_Bcast(&size, 1, MPI_UNSIGNED_LONG_LONG, 0, dist::context().node));
+  MT_CHECK_MPI(MPI_Bcast(const_cast<char*>(text.data()), static_cast<int>(size), MPI_CHAR, 0, dist::context().node));
 }
 
 TrainPlan receive_train_plan() {
   unsigned long long size = 0;
-  MT_CHECK_MPI(MPI_Bcast(&size, 1, MPI_UNSIGNED_LONG_LONG, 0, dist::context().world));
+  MT_CHECK_MPI(MPI_Bcast(&size, 1, MPI_UNSIGNED_LONG_LONG, 0, dist::context().node));
   std::string text(size, '\0');
-  MT_CHECK_MPI(MPI_Bcast(text.data(), static_cast<int>(size), MPI_CHAR, 0, dist::context().world));
+  MT_CHECK_MPI(MPI_Bcast(text.data(), static_cast<int>(size), MPI_CHAR, 0, dist::context().node));
   return from_json(json::parse(text));
 }
 

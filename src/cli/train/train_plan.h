@@ -1,5 +1,6 @@
 // TrainPlan: what the ranks without data need to take part in training — the parameter layout, the
-// streaming dtype and the optimizer settings — broadcast once by rank 0 after it has validated every input.
+// streaming dtype and the optimizer settings — broadcast once over the node by its rank 0 after it has validated
+// every input.
 // Invariant: every rank of the node builds its HostStore and Optimizer from the same plan, in the same order.
 #pragma once
 #include <cstdint>
@@ -17,7 +18,7 @@ struct TrainPlan {
   int64_t updates_applied = 0;  // AdamW's step count restored from a checkpoint (0 for a fresh run)
 };
 
-void broadcast_train_plan(const TrainPlan& plan);  // world rank 0
-TrainPlan receive_train_plan();                    // every other rank
+void broadcast_train_plan(const TrainPlan& plan);  // node rank 0
+TrainPlan receive_train_plan();                    // every other rank of the node
 
 }  // namespace mt

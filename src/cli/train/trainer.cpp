@@ -14,6 +14,7 @@
 #include "checkpoint/checkpoint_writer.h"
 #include "cli/train/checkpoint_saver.h"
 #include "cli/train/backend_select.h"
+#include "cli/train/data_parallel_step.h"
 #include "cli/train/metrics_log.h"
 #include "cli/train/optimizer_service.h"
 #include "cli/train/preflight.h"
@@ -24,6 +25,7 @@
 #include "core/log.h"
 #include "data/dataset.h"
 #include "data/prefetcher.h"
+#include "dist/check.h"
 #include "dist/context.h"
 #include "engine/engine.h"
 #include "io/safetensors.h"
@@ -114,7 +116,18 @@ std::string format_duration(double seconds) {
 
 }  // namespace
 
+int gpus_per_node(const Config& c) {
+  if (c.training.gpus_per_node > 0) return static_cast<int>(c.training.gpus_per_node);
+  return std::clamp(visible_gpus(), 1, dist::context().node_size);
+}
+
 TrainSummary run_training(const Config& c) {
+  return run_training(c, dist::make_data_parallel(gpus_per_node(c), visible_gpus()));
+}
+
+TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
+  const dist::Context& ctx = dist::context();
+  const bool root = ctx.is_root(), leads = dp.leads_node();
   std::optional<CheckpointFile> init_from;
   if (names_checkpoint(c.model.name)) init_from.emplace(c.model.name);
   const ModelSource source = init_from ? checkpoint_model_source(*init_from) : resolve_model_source(c.model.name);
@@ -129,9 +142,9 @@ TrainSummary run_training(const Config& c) {
     banner += "\n    " + c.yaml_text.substr(at, end - at);
     at = end + 1;
   }
-  log::info("megatrain {} train, configuration {}:{}", MEGATRAIN_VERSION,
+  if (root) log::info("megatrain {} train, configuration {}:{}", MEGATRAIN_VERSION,
             c.source.empty() ? std::string("(built in)") : c.source.string(), banner);
-  log::info("model {} ({}): {} layers, hidden {}, {} heads / {} kv heads, vocab {}, {:.3f} M parameters",
+  if (root) log::info("model {} ({}): {} layers, hidden {}, {} heads / {} kv heads, vocab {}, {:.3f} M parameters",
             c.model.name, spec.architecture, spec.num_layers, spec.hidden_size, spec.num_heads, spec.num_kv_heads,
             spec.vocab_size, static_cast<double>(layout.total_numel) / 1e6);
 
@@ -141,20 +154,26 @@ TrainSummary run_training(const Config& c) {
   const int64_t start_step = resume ? resume->meta().step : 0;
 
   // Every input is valid: the other ranks of the node join (training_worker.cpp), building the same store
-  // and optimizer, and every rank updates its own slices.
-  const dist::Context& ctx = dist::context();
-  MT_REQUIRE(ctx.size == ctx.node_size,
-             "the job's {} ranks span several nodes ({} on {}); this build trains on one node (multi-node data "
-             "parallelism arrives with NCCL)", ctx.size, ctx.node_size, ctx.host);
-  std::unique_ptr<Backend> backend = select_backend(dtype);
+  // and optimizer, and every rank updates its own slices. Every node holds a replica; every compute rank
+  // (dist/data_parallel.h) runs this function on its share of each batch.
+  std::unique_ptr<Backend> backend = select_backend(dtype, dp.device);
   preflight(c, spec, *backend, ctx.node_size);  // before the store and the output directory exist
   const OptimizerSettings os = optimizer_settings(c);
   const int64_t updates_applied = resume ? resume->meta().updates_applied : 0;
-  broadcast_train_plan({layout, dtype, os, updates_applied});
+  if (leads)
+    broadcast_train_plan({layout, dtype, os, updates_applied});
+  else
+    receive_train_plan();  // the node's rank 0 validated the same inputs
   HostStore store(layout, dtype);
-  OptimizerService optimizer(store, os);
+  // A compute rank other than the node's rank 0 takes part in checkpoints from its optimizer thread.
+  std::optional<CheckpointSaver> saver;
+  OptimizerService optimizer(store, os, true,
+                             leads ? std::function<void()>{} : [&saver] { saver->save({}, {}, 0); });
+  saver.emplace(store);
   optimizer.set_updates_applied(updates_applied);
-  if (resume) {
+  if (!leads) {
+    // The node's rank 0 fills the store.
+  } else if (resume) {
     const auto t_load = std::chrono::steady_clock::now();
     restore_store(*resume, store);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
@@ -163,14 +182,19 @@ TrainSummary run_training(const Config& c) {
   } else {
     fill_master_weights(c, source, spec, init_from, store);
   }
-  log_store(store);
+  MT_CHECK_MPI(MPI_Barrier(ctx.node));  // the store is filled before any rank of the node streams it
+  if (root) log_store(store);
+  if (root && dp.size > 1)
+    log::info("data parallel: {} GPU rank(s) on each of {} node(s), each node a replica of the host store; "
+              "gradients summed on the {}", dp.per_node, dp.nodes,
+              backend->host_memory() ? "host (MPI)" : "GPUs (NCCL where the build has it, else MPI)");
 
   EngineOptions eo;
   eo.checkpoint_interval = c.training.checkpoint_interval;
   eo.micro_batch_size = c.training.micro_batch_size;
   eo.passes = c.training.gradient_accumulation_steps;
   eo.max_positions = std::max(spec.max_position_embeddings, c.dataset.max_seq_len);
-  Engine engine(*backend, spec, store, eo, make_engine_transfers(*backend, store, 2));
+  Engine engine(*backend, spec, store, eo, make_engine_transfers(*backend, store, 2, dp));
 
   const LrSchedule schedule{c.training.lr_scheduler, c.training.learning_rate, c.training.warmup_steps,
                             c.training.num_steps, c.training.min_lr_ratio};
@@ -179,11 +203,11 @@ TrainSummary run_training(const Config& c) {
   Prefetcher prefetcher(batcher, c.dataset.num_workers);
 
   const std::filesystem::path out = c.training.output_dir;
-  std::filesystem::create_directories(out);
-  MetricsLog metrics(out / "metrics.jsonl", start_step);
+  if (root) std::filesystem::create_directories(out);
+  std::optional<MetricsLog> metrics;
+  if (root) metrics.emplace(out / "metrics.jsonl", start_step);
   const std::string model_config_json = init_from ? init_from->meta().model_config_json : read_text(source.config_json);
   int64_t tokens_seen = resume ? resume->meta().tokens_seen : 0;
-  CheckpointSaver saver(store);  // after the optimizer service: a save in flight ends first on every path
   const auto save = [&](int64_t step, bool last) {
     const std::filesystem::path file = checkpoint_path(out / "checkpoints", step);
     optimizer.checkpoint([&] {  // every rank idle: the store holds exactly `step` updates
@@ -199,10 +223,10 @@ TrainSummary run_training(const Config& c) {
       m.config_yaml = c.yaml_text;
       m.model_config_json = model_config_json;
       // A snapshot, then training goes on while it is written (or a synchronous save: the last one, or no room).
-      saver.save(file, m, c.training.save_total_limit, !last);
+      saver->save(file, m, c.training.save_total_limit, !last);
     });
   };
-  log::info("training on the {} backend: {} steps of {} sequences ({} pass(es), checkpoint every {} layers)",
+  if (root) log::info("training on the {} backend: {} steps of {} sequences ({} pass(es), checkpoint every {} layers)",
             backend->name(), c.training.num_steps, c.training.batch_size, eo.passes, eo.checkpoint_interval);
 
   TrainSummary summary;
@@ -212,16 +236,19 @@ TrainSummary run_training(const Config& c) {
     const auto t0 = std::chrono::steady_clock::now();
     const double waited_before = store.waited_seconds();
     const Batch batch = prefetcher.next();
-    const StepLoss loss = engine.forward_backward(batch);
+    if (!leads) optimizer.expect_updates(step - 1 - start_step);  // the node's rank 0 submitted step - 1
+    const StepLoss loss = forward_backward_share(engine, dp, batch, eo.passes);
+    tokens_seen += batch.num_tokens;
+    summary.steps = step;
+    if (!leads) continue;
     const double lr = lr_at(schedule, step);
     optimizer.submit(step - start_step, lr);  // every rank updates its slices while the next forward starts
     const OptimizerReport report = optimizer.report();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double waited = store.waited_seconds() - waited_before;  // the previous update the forward did not hide
     const double previous_update = optimizer.last_update_seconds();
-    tokens_seen += batch.num_tokens;
     summary.losses.push_back(loss.mean());
-    summary.steps = step;
+    if (!root) continue;  // other nodes' ranks 0: a replica, neither logged nor saved
 
     StepRecord r{step, loss.mean(), report.grad_norm, lr, batch.num_tokens, batch.num_target_tokens, tokens_seen,
                  seconds, static_cast<double>(batch.num_tokens) / seconds, report.skipped};
@@ -232,7 +259,7 @@ TrainSummary run_training(const Config& c) {
     const std::string eta = format_duration(elapsed / static_cast<double>(step - start_step) *
                                             static_cast<double>(c.training.num_steps - step));
     if (step % c.training.logging_steps == 0 || step == c.training.num_steps) {
-      metrics.append(r);
+      metrics->append(r);
       log::info("step {:>5}/{} | loss {:.4f} | grad_norm {:.4f} | lr {:.3e} | {:.0f} tokens/s | {:.2f} TFLOP/s | "
                 "{:.3f} s | ETA {} | optimizer: norm {:.3f} s, previous update {:.3f} s of which the forward waited "
                 "{:.3f} s",
@@ -244,9 +271,15 @@ TrainSummary run_training(const Config& c) {
     if (c.training.save_steps > 0 && step % c.training.save_steps == 0 && step != c.training.num_steps)
       save(step, false);
   }
-  if (summary.steps > start_step || !resume) save(summary.steps, true);
+  if (!leads) {
+    optimizer.wait_finished();  // every checkpoint message has been served
+    return summary;
+  }
+  if (root && (summary.steps > start_step || !resume)) save(summary.steps, true);
 
   optimizer.finish();
+  saver->wait();
+  if (!root) return summary;
   std::vector<const float*> regions;
   for (int64_t r = 0; r < store.num_regions(); ++r) regions.push_back(store.master(r));
   summary.final_dir = out / "final";

@@ -1,0 +1,60 @@
+// Data-parallel roles (see data_parallel.h).
+#include "dist/data_parallel.h"
+
+#include <string>
+
+#include "core/error.h"
+#include "dist/check.h"
+
+namespace mt::dist {
+DataParallel make_data_parallel(int per_node, int visible_devices) {
+  const Context& ctx = context();
+  MT_CHECK_MPI(MPI_Bcast(&per_node, 1, MPI_INT, 0, ctx.world));
+  int sizes[2] = {ctx.node_size, -ctx.node_size}, extremes[2] = {};
+  MT_CHECK_MPI(MPI_Allreduce(sizes, extremes, 2, MPI_INT, MPI_MAX, ctx.world));
+  MT_REQUIRE(extremes[0] == -extremes[1],
+             "the job's nodes have unequal numbers of ranks (from {} to {}); launch the same number of ranks on "
+             "every node (e.g. mpirun --map-by ppr:N:node)", -extremes[1], extremes[0]);
+  MT_REQUIRE(per_node >= 1 && per_node <= ctx.node_size,
+             "training.gpus_per_node: {} GPU rank(s) per node, but the node {} runs {} rank(s); launch at least one "
+             "rank per GPU", per_node, ctx.host, ctx.node_size);
+  DataParallel dp;
+  dp.per_node = per_node;
+  dp.nodes = ctx.size / ctx.node_size;
+  // Node index: the rank of the node's rank 0 among the nodes' first ranks, told to the rest of the node.
+  MPI_Comm leaders = MPI_COMM_NULL;
+  MT_CHECK_MPI(MPI_Comm_split(ctx.world, ctx.node_rank == 0 ? 0 : MPI_UNDEFINED, ctx.rank, &leaders));
+  if (leaders != MPI_COMM_NULL) {
+    MT_CHECK_MPI(MPI_Comm_rank(leaders, &dp.node_index));
+    MT_CHECK_MPI(MPI_Comm_free(&leaders));
+  }
+  MT_CHECK_MPI(MPI_Bcast(&dp.node_index, 1, MPI_INT, 0, ctx.node));
+  const bool computes = ctx.node_rank < per_node;
+  MT_CHECK_MPI(MPI_Comm_split(ctx.world, computes ? 0 : MPI_UNDEFINED, dp.node_index * per_node + ctx.node_rank,
+                              &dp.comm));
+  if (computes) {
+    MT_CHECK_MPI(MPI_Comm_rank(dp.comm, &dp.rank));
+    MT_CHECK_MPI(MPI_Comm_size(dp.comm, &dp.size));
+    MT_CHECK_MPI(MPI_Comm_set_errhandler(dp.comm, MPI_ERRORS_RETURN));
+  } else {
+    dp.rank = -1;
+    dp.size = per_node * dp.nodes;
+  }
+  // The compute ranks of one host take its visible devices in turn (a host may hold several simulated nodes).
+  MPI_Comm host = MPI_COMM_NULL, host_computes = MPI_COMM_NULL;
+  MT_CHECK_MPI(MPI_Comm_split_type(ctx.world, MPI_COMM_TYPE_SHARED, ctx.rank, MPI_INFO_NULL, &host));
+  MT_CHECK_MPI(MPI_Comm_split(host, computes ? 0 : 1, ctx.rank, &host_computes));
+  int host_index = 0;
+  MT_CHECK_MPI(MPI_Comm_rank(host_computes, &host_index));
+  MT_CHECK_MPI(MPI_Comm_free(&host_computes));
+  MT_CHECK_MPI(MPI_Comm_free(&host));
+  dp.device = visible_devices > 0 ? host_index % visible_devices : 0;
+  return dp;
+}
+
+void all_reduce_sum(const DataParallel& dp, double* values, int n) {
+  if (dp.size <= 1) return;
+  MT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, values, n, MPI_DOUBLE, MPI_SUM, dp.comm));
+}
+
+}  // namespace mt::dist

@@ -1,0 +1,41 @@
+// Data parallelism in the engine: a GradientReducer sums a finished gradient accumulator over the compute ranks
+// (NCCL on the GPU, or MPI through host memory), and ReducingGradientSink puts it between the engine and the
+// real sink. Invariants: every compute rank reduces the same regions in the same order (the engine's schedule
+// is the same on every rank); only the rank that delivers for its node hands the summed gradient to the store.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+
+#include "engine/weight_stream.h"
+
+namespace mt {
+
+class GradientReducer {
+ public:
+  virtual ~GradientReducer() = default;
+  // In place: data (n fp32 values in backend memory, written by ops already issued) becomes the sum over the
+  // compute ranks; ops issued afterwards see the sum.
+  virtual void all_reduce(float* data, int64_t n) = 0;
+};
+
+class ReducingGradientSink final : public GradientSink {
+ public:
+  // delivers: this rank writes the node's store (node rank 0); the others only take part in the sums.
+  ReducingGradientSink(std::unique_ptr<GradientSink> inner, std::unique_ptr<GradientReducer> reducer,
+                       const HostStore& store, bool delivers);
+
+  float* begin(int64_t region) override;
+  void finish(int64_t region, bool first_pass) override;
+  void wait() override { inner_->wait(); }
+  int64_t bytes_moved() const override { return inner_->bytes_moved(); }
+
+ private:
+  std::unique_ptr<GradientSink> inner_;
+  std::unique_ptr<GradientReducer> reducer_;
+  const HostStore& store_;
+  bool delivers_;
+  std::unordered_map<int64_t, float*> open_;  // region → its accumulator, between begin and finish
+};
+
+}  // namespace mt
