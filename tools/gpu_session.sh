@@ -20,15 +20,15 @@ MEGATRAIN_BACKEND=cuda timeout 90 $b/tests_integration "[parity]" >"$out/parity_
 note "parity on cuda rc=$? $(tail -n 2 "$out/parity_cuda.log" | tr '\n' ' ')"
 [[ $mode == quick ]] && { printf '%s\n' "${summary[@]}"; exit 0; }
 
-# name, ranks (GPUs), bench arguments...: one `megatrain bench --json` under mpiexec, the host's 16 optimizer
-# threads split over the ranks.
+# name, ranks (GPUs), bench arguments...: one `megatrain bench --json` under mpiexec, the host's $THREADS
+# (default 16) optimizer threads split over the ranks.
 bench() {
   local name=$1 n=$2
   shift 2
-  OMP_NUM_THREADS=$((16 / n)) timeout 150 mpiexec -np "$n" $b/megatrain bench --json --gpus-per-node "$n" "$@" \
+  OMP_NUM_THREADS=$((${THREADS:-16} / n)) timeout 150 mpiexec -np "$n" $b/megatrain bench --json --gpus-per-node "$n" "$@" \
     >"$out/bench_$name.json" 2>"$out/bench_$name.log"
   local rc=$?
-  note "bench $name rc=$rc $(python3 -c "import json; d=json.load(open('$out/bench_$name.json')); print('gpus %d step %.3fs (fwd+bwd %.3f, optimizer %.3f) tok/s %.0f TFLOP/s %.1f H2D %.1f D2H %.1f GB/s busy %.0f%% peak %.1f GiB' % (d['gpus'], d['median_step_s'], d['median_fwd_bwd_s'], d['median_optimizer_s'], d['median_tokens_per_s'], d['median_tflops'], d['median_h2d_gbs'], d['median_d2h_gbs'], 100*d['median_compute_busy'], d['peak_gpu_memory_gib']))" 2>/dev/null || tail -n 3 "$out/bench_$name.log")"
+  note "bench $name rc=$rc $(python3 -c "import json; d=json.load(open('$out/bench_$name.json')); print('gpus %d step %.3fs (fwd+bwd %.3f, optimizer %.3f exposed %.3f) tok/s %.0f TFLOP/s %.1f H2D %.1f D2H %.1f GB/s busy %.0f%% peak %.1f GiB' % (d['gpus'], d['median_step_s'], d['median_fwd_bwd_s'], d['median_optimizer_s'], d['median_optimizer_exposed_s'], d['median_tokens_per_s'], d['median_tflops'], d['median_h2d_gbs'], d['median_d2h_gbs'], 100*d['median_compute_busy'], d['peak_gpu_memory_gib']))" 2>/dev/null || tail -n 3 "$out/bench_$name.log")"
 }
 torch_bench() {  # batch
   timeout 150 python3 tools/bench_torch_train.py --model configs/models/qwen2.5-3b.json --batch "$1" --seq 1024 \
@@ -41,6 +41,7 @@ if [[ $mode == full ]]; then
   for batch in 16 32 64; do bench "qwen3b_b$batch" 1 "${qwen3b[@]}" --batch $batch; done
   bench qwen3b_12l 1 "${qwen3b[@]}" --batch 8 --layers 12
   bench qwen3b_36l 1 "${qwen3b[@]}" --batch 8
+  (($(nproc) >= 32)) && THREADS=32 bench qwen3b_b32_32threads 1 "${qwen3b[@]}" --batch 32
   torch_bench 16
   torch_bench 32
 fi

@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "backend/backend.h"
@@ -52,6 +53,10 @@ class Engine {
   // Gradients are of Σ CE / loss_tokens (0: the batch's own target tokens; data parallelism passes the global
   // batch's, so that the ranks' gradients sum to the global mean's).
   StepLoss forward_backward(const Batch& batch, int64_t loss_tokens = 0);
+  // Σ g² of the gradients the last forward_backward delivered, where the gradient sink computed it on the
+  // backend and the step had one pass (the accumulators were the final gradients); else empty (the optimizer
+  // computes the norm on the host).
+  std::optional<double> gradient_sum_of_squares() const { return sum_of_squares_; }
   // Transfer figures since the last call (bytes from the streams; times where the pipeline measures them).
   PipelineStats take_transfer_stats();
   int64_t micro_batch_size_for(int64_t pass_seqs, int64_t seq_len) const;
@@ -74,6 +79,7 @@ class Engine {
   std::unique_ptr<GradientSink> grads_;
   std::shared_ptr<PipelineCounters> counters_;
   int64_t h2d_reported_ = 0, d2h_reported_ = 0;
+  std::optional<double> sum_of_squares_;
   std::unique_ptr<Activations> acts_;
 };
 

@@ -29,6 +29,7 @@ class ReducingGradientSink final : public GradientSink {
   void finish(int64_t region, bool first_pass) override;
   void wait() override { inner_->wait(); }
   int64_t bytes_moved() const override { return inner_->bytes_moved(); }
+  std::optional<double> sum_of_squares() override { return inner_->sum_of_squares(); }  // of the sums
 
  private:
   std::unique_ptr<GradientSink> inner_;

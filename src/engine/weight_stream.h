@@ -8,6 +8,7 @@
 // updating it), and a copy of a region is reused only at the same store.required_version().
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "backend/backend.h"
@@ -44,6 +45,9 @@ class GradientSink {
   virtual void finish(int64_t region, bool first_pass) = 0;     // host grad = (first_pass ? 0 : host grad) + acc
   virtual void wait() = 0;                                      // every finished gradient has reached the host
   virtual int64_t bytes_moved() const = 0;                      // backend → host bytes so far
+  // Σ g² over the accumulators finished since the last call, where the sink computes it on the backend
+  // (deterministically, in region order); call after wait(). Empty where it does not.
+  virtual std::optional<double> sum_of_squares() { return std::nullopt; }
 };
 
 class BasicWeightStream final : public WeightStream {

@@ -67,14 +67,15 @@ double Optimizer::global_sum_of_squares(const double* partials) const {
   return total;
 }
 
-OptimizerReport Optimizer::step(double lr, const std::function<void(const OptimizerReport&)>& on_norm) {
+OptimizerReport Optimizer::step(double lr, const std::function<void(const OptimizerReport&)>& on_norm,
+                                std::optional<double> sum_of_squares) {
   const auto t0 = std::chrono::steady_clock::now();
   OptimizerReport report;
   report.pass = ++passes_;
   double* partials = partials_ + (passes_ % 2) * blocks_;
 
-  // 1. Σ g² of this rank's blocks; then wait for every rank's.
-  for (int64_t r = 0; r < store_.num_regions(); ++r) {
+  // 1. Σ g² of this rank's blocks; then wait for every rank's (unless given).
+  for (int64_t r = 0; r < store_.num_regions() && !sum_of_squares; ++r) {
     const HostStore::Slice s = store_.slice(r);
     const float* g = store_.grad(r);
     const int64_t n = store_.numel(r), first = first_block_[static_cast<size_t>(r)];
@@ -83,11 +84,11 @@ OptimizerReport Optimizer::step(double lr, const std::function<void(const Optimi
       partials[first + b] = block_sum_of_squares(g + b * kBlock, std::min(kBlock, n - b * kBlock));
   }
   dist::store_release(partials_done_[store_.rank() * kCounterStride], passes_);
-  for (int q = 0; q < store_.ranks(); ++q) {
+  for (int q = 0; q < store_.ranks() && !sum_of_squares; ++q) {
     const int64_t& done = partials_done_[q * kCounterStride];
     dist::wait_until([&] { return dist::load_acquire(done) >= passes_; });
   }
-  report.grad_norm = std::sqrt(global_sum_of_squares(partials));
+  report.grad_norm = std::sqrt(sum_of_squares ? *sum_of_squares : global_sum_of_squares(partials));
   report.skipped = !std::isfinite(report.grad_norm);
   report.clip_coefficient = report.skipped ? 1.0f : clip_coefficient(report.grad_norm, settings_.max_grad_norm);
   report.norm_seconds = seconds_since(t0);

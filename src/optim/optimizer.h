@@ -1,11 +1,13 @@
 // Optimizer: one update of the host store by every rank of the node on its own slices (exact global norm,
 // clipping, AdamW with decay on matrices, the stream copy), publishing each region as soon as it is updated,
 // in forward order. Invariants: every rank calls step() once per step; the norm is Σg² of fixed 4096-element
-// blocks summed in global block order, known before any update and bitwise independent of ranks and threads;
-// a non-finite norm skips the step on every rank.
+// blocks summed in global block order, known before any update and bitwise independent of ranks and threads
+// (or the Σg² every rank is given, computed where the gradients were: the GPU); a non-finite norm skips the
+// step on every rank.
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "dist/shared_window.h"
@@ -32,7 +34,9 @@ class Optimizer {
  public:
   Optimizer(HostStore& store, const OptimizerSettings& settings);  // collective over the node's ranks
   // on_norm (may be empty) is called once the global norm is known, before this rank updates anything.
-  OptimizerReport step(double lr, const std::function<void(const OptimizerReport&)>& on_norm = {});
+  // sum_of_squares: Σg² of the whole gradient, the same on every rank, when already known (no host pass).
+  OptimizerReport step(double lr, const std::function<void(const OptimizerReport&)>& on_norm = {},
+                       std::optional<double> sum_of_squares = std::nullopt);
   int64_t updates_applied() const { return updates_; }
   void set_updates_applied(int64_t n) { updates_ = n; }
 

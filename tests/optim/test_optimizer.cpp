@@ -104,3 +104,28 @@ TEST_CASE("NaN and Inf gradients skip the step on every region, and the next ste
     CHECK(std::abs(std::abs(store.master(1)[0] - before[0]) - 1e-3f) < 1e-6f);
   }
 }
+
+TEST_CASE("a given Σg² (computed on the GPU) replaces the host norm pass exactly", "[optimizer]") {
+  // Two identical stores: one computes the norm on the host, the other is told the same Σg² as its grad_norm².
+  mt::HostStore host(test_layout(), mt::DType::bf16), given(test_layout(), mt::DType::bf16);
+  fill(host, 0.1f);
+  fill(given, 0.1f);
+  mt::OptimizerSettings s;
+  s.max_grad_norm = 1.0;
+  mt::Optimizer by_host(host, s), by_given(given, s);
+  const mt::OptimizerReport a = by_host.step(1e-2);
+  const mt::OptimizerReport b = by_given.step(1e-2, {}, a.grad_norm * a.grad_norm);
+  CHECK(b.grad_norm == std::sqrt(a.grad_norm * a.grad_norm));
+  CHECK(b.clip_coefficient == mt::clip_coefficient(b.grad_norm, 1.0));
+  if (b.clip_coefficient == a.clip_coefficient)
+    for (int64_t r = 0; r < host.num_regions(); ++r)
+      CHECK(std::vector<float>(host.master(r), host.master(r) + host.numel(r)) ==
+            std::vector<float>(given.master(r), given.master(r) + given.numel(r)));
+  given.wait_region(1, 1);
+
+  // A non-finite given sum skips the step like a non-finite host norm.
+  const mt::OptimizerReport skipped = by_given.step(1e-2, {}, std::nan(""));
+  CHECK(skipped.skipped);
+  CHECK(by_given.updates_applied() == 1);
+  given.wait_region(1, 2);
+}

@@ -9,6 +9,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
+#include "kernels/kernels.h"
 
 namespace mt {
 namespace {
@@ -241,6 +242,7 @@ class CudaGradientSink final : public GradientSink {
       if (b.data) sh_->backend.free_bytes(b.data);
       if (b.returned) cudaEventDestroy(b.returned);
     }
+    if (sums_) sh_->backend.free_bytes(sums_);
     cudaStreamDestroy(d2h_);
   }
 
@@ -258,6 +260,10 @@ class CudaGradientSink final : public GradientSink {
     const int64_t bytes = numel(region) * 4;
     MT_CHECK_CUDA(cudaEventRecord(b.returned, sh_->compute));
     MT_CHECK_CUDA(cudaStreamWaitEvent(d2h_, b.returned, 0));
+    // Σ g² of the accumulator beside its copy (the next begin() on this buffer is ordered after it).
+    if (!sums_) sums_ = static_cast<double*>(sh_->backend.alloc_bytes(sh_->store.num_regions() * 8));
+    cuda::sum_squares(sums_ + region, b.data, numel(region), sh_->compute);
+    ++summed_;
     float* host = sh_->store.grad(region);
     if (!first_pass) {
       staging_.resize(static_cast<size_t>(numel(region)));
@@ -280,6 +286,19 @@ class CudaGradientSink final : public GradientSink {
   }
 
   void wait() override { MT_CHECK_CUDA(cudaStreamSynchronize(d2h_)); }
+  std::optional<double> sum_of_squares() override {
+    const int64_t regions = sh_->store.num_regions();
+    if (summed_ != regions) {  // some region finished twice or not at all: no single per-region sum
+      summed_ = 0;
+      return std::nullopt;
+    }
+    summed_ = 0;
+    std::vector<double> per_region(static_cast<size_t>(regions));
+    sh_->backend.download(per_region.data(), sums_, regions * 8);
+    double total = 0;
+    for (double s : per_region) total += s;
+    return total;
+  }
   int64_t bytes_moved() const override { return bytes_moved_; }
 
  private:
@@ -316,6 +335,8 @@ class CudaGradientSink final : public GradientSink {
   cudaStream_t d2h_ = nullptr;
   std::vector<Buffer> buffers_;
   std::vector<float> staging_;
+  double* sums_ = nullptr;   // [regions] Σ g² of each region's last finished accumulator
+  int64_t summed_ = 0;       // finishes since the last sum_of_squares()
   int64_t next_layer_buffer_ = 0, bytes_moved_ = 0;
 };
 

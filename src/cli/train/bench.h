@@ -3,7 +3,8 @@
 // slices and runs the overlapped optimizer, and the first --gpus-per-node ranks of each node train on their
 // shares of the global batch (data parallelism, as `train`). World rank 0 reports per step and as medians:
 // step time, tokens/s, TFLOP/s as 6 · parameters · tokens / step time, its H2D/D2H GB/s while copying, the
-// share of the step its compute did not wait for weights, its peak GPU memory and host bytes per parameter.
+// optimizer's exposed time (norm wait + the forward's waits for updated regions), the share of the step its
+// compute waited neither for weights nor for the optimizer, its peak GPU memory and host bytes per parameter.
 // Invariant: measures, never asserts.
 #pragma once
 #include <cstdint>

@@ -19,7 +19,9 @@ struct OptimizerService::Mailbox {
   int64_t step;       // the step the message hands out
   int64_t kind;       // Message: a step, leave the loop, or a checkpoint
   double lr;
-  int64_t pad[4];
+  int64_t has_sum_of_squares;  // the step's Σg² is given (computed on the GPU): no host norm pass
+  double sum_of_squares;
+  int64_t pad[2];
 };
 
 OptimizerService::OptimizerService(HostStore& store, const OptimizerSettings& settings, bool computes,
@@ -56,7 +58,7 @@ void OptimizerService::wait_finished() {
   if (thread_.joinable()) thread_.join();
 }
 
-void OptimizerService::post(int64_t step, double lr, Message kind) {
+void OptimizerService::post(int64_t step, double lr, Message kind, std::optional<double> sum_of_squares) {
   MT_ASSERT(drives_, "only the node's rank 0 posts optimizer messages");
   // The previous message has been taken by every loop once every rank has published step-1 everywhere (a
   // checkpoint ends collectively on the other ranks) and rank 0's loop has finished with it.
@@ -65,17 +67,19 @@ void OptimizerService::post(int64_t step, double lr, Message kind) {
   mailbox_->step = step;
   mailbox_->kind = static_cast<int64_t>(kind);
   mailbox_->lr = lr;
+  mailbox_->has_sum_of_squares = sum_of_squares ? 1 : 0;
+  mailbox_->sum_of_squares = sum_of_squares.value_or(0.0);
   dist::store_release(mailbox_->sequence, mailbox_->sequence + 1);
   stopped_ = kind == Message::stop;
 }
 
-void OptimizerService::submit(int64_t step, double lr) {
+void OptimizerService::submit(int64_t step, double lr, std::optional<double> sum_of_squares) {
   MT_ASSERT(step == submitted_ + 1 && !stopped_, "step {} submitted after {}", step, submitted_);
   {
     std::lock_guard lock(mutex_);
     report_.reset();
   }
-  post(step, lr, Message::step);
+  post(step, lr, Message::step, sum_of_squares);
   submitted_ = step;
   store_.set_required_version(step);  // the next forward reads what this step writes
 }
@@ -122,12 +126,17 @@ void OptimizerService::loop(const std::function<void()>& on_checkpoint, const st
         if (before_test_kill) before_test_kill();
         std::raise(SIGKILL);
       }
-      const OptimizerReport done = optimizer_.step(mailbox_->lr, [this](const OptimizerReport& r) {
-        if (!drives_) return;
-        std::lock_guard lock(mutex_);
-        report_ = r;
-        reported_.notify_all();
-      });
+      const std::optional<double> given =
+          mailbox_->has_sum_of_squares ? std::optional<double>(mailbox_->sum_of_squares) : std::nullopt;
+      const OptimizerReport done = optimizer_.step(
+          mailbox_->lr,
+          [this](const OptimizerReport& r) {
+            if (!drives_) return;
+            std::lock_guard lock(mutex_);
+            report_ = r;
+            reported_.notify_all();
+          },
+          given);
       last_update_seconds_ = done.update_seconds;
       consumed_.store(seen);
     }

@@ -31,7 +31,8 @@ class OptimizerService {
   OptimizerService& operator=(const OptimizerService&) = delete;
 
   // The node's rank 0 (the engine's thread).
-  void submit(int64_t step, double lr);   // gradients of `step` are in the store; returns at once
+  // Gradients of `step` are in the store; returns at once. sum_of_squares: their Σg² where the engine knows it.
+  void submit(int64_t step, double lr, std::optional<double> sum_of_squares = std::nullopt);
   OptimizerReport report();               // the submitted step's norm, clipping and skip, once known
   double last_update_seconds() const { return last_update_seconds_.load(); }  // rank 0's slices, last finished step
   void finish();                          // waits for every rank's last update, then ends every loop
@@ -51,7 +52,7 @@ class OptimizerService {
   struct Mailbox;
   enum class Message : int64_t { step = 0, stop = 1, checkpoint = 2 };
   void loop(const std::function<void()>& on_checkpoint, const std::function<void()>& before_test_kill);
-  void post(int64_t step, double lr, Message kind);
+  void post(int64_t step, double lr, Message kind, std::optional<double> sum_of_squares = std::nullopt);
 
   HostStore& store_;
   Optimizer optimizer_;

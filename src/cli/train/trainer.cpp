@@ -242,7 +242,7 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
     summary.steps = step;
     if (!leads) continue;
     const double lr = lr_at(schedule, step);
-    optimizer.submit(step - start_step, lr);  // every rank updates its slices while the next forward starts
+    optimizer.submit(step - start_step, lr, engine.gradient_sum_of_squares());  // every rank updates its slices while the next forward starts
     const OptimizerReport report = optimizer.report();
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double waited = store.waited_seconds() - waited_before;  // the previous update the forward did not hide
