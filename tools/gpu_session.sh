@@ -2,7 +2,8 @@
 # One GPU-machine session, run from the repository root with a bundle made by `tools/bundle.sh --tests`
 # in bundle/: the CUDA op table, the PyTorch-parity fixtures on the CUDA backend, pipeline variants, the
 # benchmarks and the PyTorch reference. Logs go to $OUT; a short table is printed last.
-# Usage: tools/gpu_session.sh [quick|full|dp]   (dp: the tests, then only the data-parallel part)
+# Usage: tools/gpu_session.sh [quick|full|dp]   (quick: the tests; full: the tests and the one-GPU benchmarks
+# with PyTorch's; dp: the tests and the data-parallel part, on 2 or more GPUs)
 set -uo pipefail
 mode=${1:-full}
 out=${OUT:-/tmp/megatrain-gpu}
@@ -48,7 +49,7 @@ fi
 # Data parallelism on every visible GPU (at least 2): the fixtures against one GPU, then weak scaling of the bench
 # (the same sequences per GPU).
 gpus=$(nvidia-smi -L | wc -l)
-if ((gpus >= 2)); then
+if [[ $mode == dp ]] && ((gpus >= 2)); then
   MEGATRAIN_BACKEND=cuda timeout 200 bash tests/mpi/data_parallel_agrees.sh $b/megatrain mpiexec $b/mpi_compare_runs \
     "$PWD" llama >"$out/dp_llama.log" 2>&1
   note "data parallel llama on $gpus GPUs rc=$? $(grep -E '^(ok|FAIL)' "$out/dp_llama.log" | tail -n 3 | tr '\n' ' ')"
