@@ -29,7 +29,7 @@ bench() {
   OMP_NUM_THREADS=$((${THREADS:-16} / n)) timeout 150 mpiexec -np "$n" $b/megatrain bench --json --gpus-per-node "$n" "$@" \
     >"$out/bench_$name.json" 2>"$out/bench_$name.log"
   local rc=$?
-  note "bench $name rc=$rc $(python3 -c "import json; d=json.load(open('$out/bench_$name.json')); print('gpus %d step %.3fs (fwd+bwd %.3f, optimizer %.3f exposed %.3f) tok/s %.0f TFLOP/s %.1f H2D %.1f D2H %.1f GB/s busy %.0f%% peak %.1f GiB' % (d['gpus'], d['median_step_s'], d['median_fwd_bwd_s'], d['median_optimizer_s'], d['median_optimizer_exposed_s'], d['median_tokens_per_s'], d['median_tflops'], d['median_h2d_gbs'], d['median_d2h_gbs'], 100*d['median_compute_busy'], d['peak_gpu_memory_gib']))" 2>/dev/null || tail -n 3 "$out/bench_$name.log")"
+  note "bench $name rc=$rc $(python3 -c "import json; d=json.load(open('$out/bench_$name.json')); print('gpus %d step %.3fs (fwd+bwd %.3f, optimizer %.3f) tok/s %.0f TFLOP/s %.1f H2D %.1f D2H %.1f GB/s busy %.0f%% peak %.1f GiB' % (d['gpus'], d['median_step_s'], d['median_fwd_bwd_s'], d['median_optimizer_s'], d['median_tokens_per_s'], d['median_tflops'], d['median_h2d_gbs'], d['median_d2h_gbs'], 100*d['median_compute_busy'], d['peak_gpu_memory_gib']))" 2>/dev/null || tail -n 3 "$out/bench_$name.log")"
 }
 torch_bench() {  # batch
   timeout 150 python3 tools/bench_torch_train.py --model configs/models/qwen2.5-3b.json --batch "$1" --seq 1024 \

@@ -23,6 +23,7 @@ void add_bench_command(CLI::App& root, std::vector<Command>& commands) {
   app->add_option("--gpus-per-node", o->gpus_per_node,
                   "data-parallel GPU ranks per node under mpirun (0 = one per visible GPU, up to the node's ranks)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
+  app->add_flag("--skip-update", o->skip_update, "no optimizer (the pipeline alone; the weights never change)");
   app->add_flag("--json", o->json, "one JSON object on stdout");
   commands.push_back({app, [o] { run_bench(*o); }});
 }

@@ -43,6 +43,20 @@ grep -q "resum" "$work/dp2_resumed.log" || { echo "FAIL: no resume:"; cat "$work
 "$compare" "$work/dp2" "$work/dp2_saves" "$work/dp2_resumed" || exit 1
 "$compare" --tolerance 1e-5 "$work/one" "$work/dp2" "$work/nodes2" || exit 1
 "$compare" --tolerance 1e-5 "$work/one_passes" "$work/dp2_passes" || exit 1
+# Bad shapes: more GPU ranks per node than ranks, a batch smaller than the ranks; one error line each.
+expect_error() {  # name, np, expected text
+  local name=$1 np=$2 text=$3
+  if timeout 60 "$mpiexec" --oversubscribe -np "$np" "$bin" train --config "$f/train.yaml" --set "model.name=$f/model" \
+      --set "dataset.dataset_dir=$f/data" --set "training.output_dir=$work/$name" ${SETS[@]+"${SETS[@]}"} \
+      >"$work/$name.log" 2>&1; then
+    echo "FAIL: $name succeeded"; exit 1
+  fi
+  grep -q "$text" "$work/$name.log" || { echo "FAIL: $name did not say '$text':"; cat "$work/$name.log"; exit 1; }
+  [[ ! -e $work/$name ]] || { echo "FAIL: $name created its output directory"; exit 1; }
+}
+SETS=(--set training.gpus_per_node=2); expect_error too_many_gpus 1 "training.gpus_per_node: 2 GPU rank(s) per node, but"
+SETS=(--set training.gpus_per_node=2 --set training.batch_size=2 --set training.gradient_accumulation_steps=2)
+expect_error batch_too_small 2 "training.batch_size: 2 sequences do not split into 2 data-parallel GPU ranks × 2"
 # Only the first node writes: one final checkpoint.
 ls "$work/nodes2/checkpoints/"*.h5 >/dev/null || { echo "FAIL: no checkpoint from the first node"; exit 1; }
 echo "ok: data parallelism agrees with one rank"

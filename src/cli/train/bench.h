@@ -3,8 +3,9 @@
 // slices and runs the overlapped optimizer, and the first --gpus-per-node ranks of each node train on their
 // shares of the global batch (data parallelism, as `train`). World rank 0 reports per step and as medians:
 // step time, tokens/s, TFLOP/s as 6 · parameters · tokens / step time, its H2D/D2H GB/s while copying, the
-// optimizer's exposed time (norm wait + the forward's waits for updated regions), the share of the step its
-// compute waited neither for weights nor for the optimizer, its peak GPU memory and host bytes per parameter.
+// time after backward until the optimizer has the norm (the update itself overlaps the next forward), the share of
+// the step its compute stream did not wait for weights, its peak GPU memory and host bytes per parameter.
+// --skip-update times the pipeline alone (no optimizer): the optimizer's cost is the difference.
 // Invariant: measures, never asserts.
 #pragma once
 #include <cstdint>
@@ -24,6 +25,7 @@ struct BenchOptions {
   int64_t slots = 2;             // GPU weight slots
   int64_t layers = 0;            // override num_hidden_layers (0 = as the shape file says)
   int64_t gpus_per_node = 0;     // compute ranks per node (0 = one per visible GPU, up to the node's ranks)
+  bool skip_update = false;      // no optimizer: the weights never change
   bool json = false;
 };
 

@@ -128,6 +128,10 @@ TrainSummary run_training(const Config& c) {
 TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
   const dist::Context& ctx = dist::context();
   const bool root = ctx.is_root(), leads = dp.leads_node();
+  MT_REQUIRE(c.training.batch_size >= dp.size * c.training.gradient_accumulation_steps,
+             "{}: training.batch_size: {} sequences do not split into {} data-parallel GPU ranks × {} gradient "
+             "accumulation passes; raise batch_size to at least {}", c.source.string(), c.training.batch_size, dp.size,
+             c.training.gradient_accumulation_steps, dp.size * c.training.gradient_accumulation_steps);
   std::optional<CheckpointFile> init_from;
   if (names_checkpoint(c.model.name)) init_from.emplace(c.model.name);
   const ModelSource source = init_from ? checkpoint_model_source(*init_from) : resolve_model_source(c.model.name);
