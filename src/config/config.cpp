@@ -87,6 +87,8 @@ const std::vector<Field>& schema() {
       text("model", "name", false, MT_AT(model.name)),
       choice("model", "dtype", {"bfloat16", "float32"}, MT_AT(model.dtype),
              {{"bf16", "bfloat16"}, {"fp32", "float32"}}),
+      choice("model", "stream_dtype", {"auto", "bfloat16", "float32"}, MT_AT(model.stream_dtype),
+             {{"bf16", "bfloat16"}, {"fp32", "float32"}}),
       choice("model", "attn_implementation", {"flash_attention_2", "sdpa", "eager"}, MT_AT(model.attn_implementation)),
       flag("model", "trust_remote_code", MT_AT(model.trust_remote_code)),
       choice("model", "init", {"pretrained", "random"}, MT_AT(model.init)),
@@ -208,6 +210,8 @@ void validate(const Config& config, const std::string& origin) {
   MT_REQUIRE(!config.model.name.empty(), "{}: model.name is required (a Hugging Face model directory or hub id)",
              origin);
   MT_REQUIRE(!config.dataset.name.empty(), "{}: dataset.name is required (entries of dataset_info.json)", origin);
+  MT_REQUIRE(!(config.model.dtype == "float32" && config.model.stream_dtype == "bfloat16"),
+             "{}: model.stream_dtype: bfloat16 weights cannot feed model.dtype float32 (use auto or float32)", origin);
   const TrainingConfig& t = config.training;
   MT_REQUIRE(t.batch_size % t.gradient_accumulation_steps == 0,
              "{}: training.gradient_accumulation_steps: {} does not divide training.batch_size {}", origin,
@@ -230,6 +234,10 @@ Config parse_config(const std::string& yaml_text, const std::string& origin,
   validate(config, origin);
   config.yaml_text = config_to_yaml(config);
   return config;
+}
+
+DType stream_dtype_of(const Config& config) {
+  return dtype_from_name(config.model.stream_dtype == "auto" ? config.model.dtype : config.model.stream_dtype);
 }
 
 Config load_config(const std::filesystem::path& file, const std::vector<std::string>& overrides) {

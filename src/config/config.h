@@ -6,11 +6,14 @@
 #include <string>
 #include <vector>
 
+#include "core/dtype.h"
+
 namespace mt {
 
 struct ModelConfig {
   std::string name;                      // local HF dir, a hub id in the local HF cache, or a checkpoint file
   std::string dtype = "bfloat16";        // bfloat16 | float32
+  std::string stream_dtype = "auto";     // auto (= dtype) | bfloat16 | float32: the weights crossing PCIe
   std::string attn_implementation = "sdpa";  // flash_attention_2 | sdpa | eager
   bool trust_remote_code = false;
   std::string init = "pretrained";       // pretrained | random
@@ -66,6 +69,9 @@ struct Config {
 
 // Reads FILE, applies `section.key=value` overrides in order, validates. Throws mt::Error naming
 // the file and the key's path (e.g. "config.yaml: training.batch_sise: unknown key; accepted: ...").
+// The weights' dtype in host RAM that streams to the compute backend: model.stream_dtype, auto = model.dtype.
+DType stream_dtype_of(const Config& config);
+
 Config load_config(const std::filesystem::path& file, const std::vector<std::string>& overrides = {});
 // The same from YAML text (`origin` names it in messages).
 Config parse_config(const std::string& yaml_text, const std::string& origin,

@@ -6,13 +6,14 @@
 
 namespace mt {
 
-BasicWeightStream::BasicWeightStream(Backend& backend, HostStore& store, int64_t slots)
+BasicWeightStream::BasicWeightStream(Backend& backend, HostStore& store, int64_t slots, std::optional<DType> weights)
     : backend_(backend), store_(store), slots_(static_cast<size_t>(slots), nullptr),
-      slot_region_(static_cast<size_t>(slots), -1), slot_version_(static_cast<size_t>(slots), -1) {
+      slot_region_(static_cast<size_t>(slots), -1), slot_version_(static_cast<size_t>(slots), -1),
+      weights_(weights.value_or(store.stream_dtype())) {
   MT_ASSERT(slots >= 2);
-  MT_ASSERT(backend_.dtype() == DType::f32 || store_.stream_dtype() == backend_.dtype(),
-            "a {} backend cannot compute on {} streamed weights", dtype_name(backend_.dtype()),
-            dtype_name(store_.stream_dtype()));
+  MT_ASSERT(backend_.dtype() == DType::f32 || weights_ == backend_.dtype(),
+            "a {} backend cannot compute on {} weights", dtype_name(backend_.dtype()), dtype_name(weights_));
+  MT_ASSERT(store_.stream_dtype() == DType::f32 || weights_ == DType::bf16, "bf16 copies cannot give fp32 weights");
 }
 
 BasicWeightStream::~BasicWeightStream() {
@@ -22,28 +23,42 @@ BasicWeightStream::~BasicWeightStream() {
 
 void BasicWeightStream::fill(void* slot, int64_t region) {
   const int64_t n = store_.layout().regions[static_cast<size_t>(region)].numel;
-  if (store_.stream_dtype() == backend_.dtype()) {
-    const void* src = store_.stream_dtype() == DType::f32 ? static_cast<const void*>(store_.master(region))
-                                                          : static_cast<const void*>(store_.stream_bf16(region));
+  const bool from_master = store_.stream_dtype() == DType::f32;
+  const float* master = store_.master(region);
+  if (backend_.dtype() == weights_ && (weights_ == DType::f32) == from_master) {  // the store holds them as they are
+    const void* src = from_master ? static_cast<const void*>(master) : static_cast<const void*>(store_.stream_bf16(region));
     backend_.upload(slot, src, n * static_cast<int64_t>(dtype_size(backend_.dtype())));
     return;
   }
-  // bf16 stream, fp32 compute: widen on the host.
-  const std::uint16_t* src = store_.stream_bf16(region);
+  if (backend_.dtype() == DType::bf16) {  // fp32 master, bf16 compute: round on the host
+    staging16_.resize(static_cast<size_t>(n));
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i) staging16_[static_cast<size_t>(i)] = f32_to_bf16(master[i]);
+    backend_.upload(slot, staging16_.data(), n * 2);
+    return;
+  }
+  // fp32 compute on bf16 weights: widen the bf16 copy, or master rounded to bf16.
+  const std::uint16_t* copy = store_.stream_bf16(region);
   float* dst = static_cast<float*>(slot);
   if (!backend_.host_memory()) {
     staging_.resize(static_cast<size_t>(n));
     dst = staging_.data();
   }
+  if (from_master) {
 #pragma omp parallel for simd schedule(static)
-  for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(src[i]);
+    for (int64_t i = 0; i < n; ++i) dst[i] = round_to_bf16(master[i]);
+  } else {
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(copy[i]);
+  }
   if (!backend_.host_memory()) backend_.upload(slot, dst, n * 4);
 }
 
 const void* BasicWeightStream::acquire(int64_t region) {
   store_.wait_region(region);
   const int64_t version = store_.required_version();
-  if (backend_.host_memory() && store_.stream_dtype() == DType::f32) return store_.master(region);
+  if (backend_.host_memory() && store_.stream_dtype() == DType::f32 && weights_ == DType::f32)
+    return store_.master(region);
   for (size_t i = 0; i < slots_.size(); ++i)
     if (slot_region_[i] == region && slot_version_[i] == version) return slots_[i];
   const auto s = static_cast<size_t>(next_slot_);

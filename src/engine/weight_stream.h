@@ -2,7 +2,8 @@
 // backend's dtype; GradientSink returns each region's gradient to the host store. The engine announces a
 // pass's whole acquisition order first (plan), so a pipelined implementation can copy ahead.
 // BasicWeightStream / BasicGradientSink work with any backend, synchronously: host-memory backends read fp32
-// regions in place and widen bf16 regions into one of `k` slots; the CUDA pipeline overlaps its copies.
+// regions in place and widen bf16 weights (the bf16 copy, or fp32 master rounded to bf16 when the store streams
+// fp32 for a bf16 model) into one of `k` slots; the CUDA pipeline overlaps its copies.
 // Invariants: a pointer from acquire() stays valid until the next acquire(). No implementation reads a region
 // of the store before store.wait_region(region) has returned (the optimizer of the previous step may still be
 // updating it), and a copy of a region is reused only at the same store.required_version().
@@ -52,7 +53,8 @@ class GradientSink {
 
 class BasicWeightStream final : public WeightStream {
  public:
-  BasicWeightStream(Backend& backend, HostStore& store, int64_t slots);
+  // weights: the dtype the model computes its weights in (bf16 or fp32); unset = the store's streaming dtype.
+  BasicWeightStream(Backend& backend, HostStore& store, int64_t slots, std::optional<DType> weights = std::nullopt);
   ~BasicWeightStream() override;
   BasicWeightStream(const BasicWeightStream&) = delete;
   BasicWeightStream& operator=(const BasicWeightStream&) = delete;
@@ -69,7 +71,9 @@ class BasicWeightStream final : public WeightStream {
   std::vector<void*> slots_;
   std::vector<int64_t> slot_region_;
   std::vector<int64_t> slot_version_;   // store.required_version() when the slot was filled
-  std::vector<float> staging_;  // widened bf16 region for device backends computing in fp32
+  DType weights_;
+  std::vector<float> staging_;            // widened bf16 region for device backends computing in fp32
+  std::vector<std::uint16_t> staging16_;  // fp32 master rounded to bf16, for device backends computing in bf16
   int64_t next_slot_ = 0;
   int64_t bytes_moved_ = 0;
 };

@@ -46,11 +46,11 @@ int64_t resolve_micro_batch(const RunShape& run) {
   return std::clamp<int64_t>(kAutoMicroBatchTokens / std::max<int64_t>(run.seq_len, 1), 1, pass_seqs);
 }
 
-HostPlan plan_host(const ModelSpec& spec, DType dtype, int ranks) {
+HostPlan plan_host(const ModelSpec& spec, DType stream_dtype, int ranks) {
   const ParamLayout layout = make_param_layout(spec);
   HostPlan h;
   h.parameters = layout.total_numel;
-  h.stream_copy = dtype == DType::bf16 ? 2 : 0;
+  h.stream_copy = stream_dtype == DType::bf16 ? 2 : 0;
   h.store_bytes = h.parameters * h.bytes_per_parameter();
   h.rank_bytes.assign(static_cast<size_t>(ranks), 0);
   for (const Region& r : layout.regions)
@@ -64,6 +64,7 @@ GpuPlan plan_gpu(const ModelSpec& spec, const RunShape& run) {
   const auto es = static_cast<int64_t>(dtype_size(run.dtype));
   GpuPlan g;
   g.weight_slots = run.weight_slots * layout.largest_region_numel * es;
+  if (run.dtype == DType::bf16 && run.stream_dtype == DType::f32) g.weight_slots += layout.largest_region_numel * 4;  // fp32 staging
   g.grad_buffers = (layout.embedding().numel + layout.head_region().numel + 2 * layout.largest_region_numel) * 4;
   plan_activations(spec, run, es, g);
   g.gemm_workspace = kGemmWorkspace;
@@ -71,7 +72,7 @@ GpuPlan plan_gpu(const ModelSpec& spec, const RunShape& run) {
 }
 
 MemoryPlan plan_memory(const ModelSpec& spec, const RunShape& run) {
-  return {plan_host(spec, run.dtype, run.ranks), plan_gpu(spec, run)};
+  return {plan_host(spec, run.stream_dtype, run.ranks), plan_gpu(spec, run)};
 }
 
 int64_t cpu_backend_host_bytes(const ModelSpec& spec, const RunShape& run) {
@@ -80,7 +81,7 @@ int64_t cpu_backend_host_bytes(const ModelSpec& spec, const RunShape& run) {
   plan_activations(spec, run, 4, g);  // the CPU reference computes in fp32
   // BasicGradientSink: embedding, head and one decoder-layer accumulator (every layer region has one size).
   const int64_t grads = (layout.embedding().numel + layout.head_region().numel + layout.layer(0).numel) * 4;
-  return plan_host(spec, run.dtype, run.ranks).store_bytes + grads + g.checkpoints + g.segment + g.layer_workspace +
+  return plan_host(spec, run.stream_dtype, run.ranks).store_bytes + grads + g.checkpoints + g.segment + g.layer_workspace +
          g.head + g.batch_arrays;
 }
 

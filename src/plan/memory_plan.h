@@ -15,7 +15,9 @@
 namespace mt {
 
 struct RunShape {
-  DType dtype = DType::bf16;            // streaming / compute dtype
+  DType dtype = DType::bf16;            // compute dtype (activations, GPU weight slots)
+  DType stream_dtype = DType::bf16;     // weights in host RAM that cross PCIe: bf16 copy, or fp32 master (cast on
+                                        // the GPU through one fp32 staging buffer when dtype is bf16)
   int64_t seq_len = 1024;
   int64_t batch_size = 8;               // sequences per optimizer step
   int64_t micro_batch_size = 0;         // 0 = auto, as Engine::micro_batch_size_for
@@ -36,7 +38,7 @@ struct HostPlan {
 
 struct GpuPlan {
   int64_t micro_batch_size = 0;         // sequences (resolved from auto)
-  int64_t weight_slots = 0;             // slots × largest region × dtype size
+  int64_t weight_slots = 0;             // slots × largest region × dtype size (+ the fp32 staging buffer)
   int64_t grad_buffers = 0;             // embedding, head and two layer buffers, fp32
   int64_t checkpoints = 0;              // ceil(L / c) × pass tokens × hidden × dtype size
   int64_t segment = 0;                  // (min(c, L) − 1) segment inputs + current, next, grad
@@ -55,7 +57,7 @@ struct MemoryPlan {
   GpuPlan gpu;
 };
 
-HostPlan plan_host(const ModelSpec& spec, DType dtype, int ranks);
+HostPlan plan_host(const ModelSpec& spec, DType stream_dtype, int ranks);
 GpuPlan plan_gpu(const ModelSpec& spec, const RunShape& run);
 MemoryPlan plan_memory(const ModelSpec& spec, const RunShape& run);
 

@@ -165,6 +165,7 @@ TEST_CASE("config: the accepted keys are frozen", "[config]") {
   const std::vector<std::string> frozen = {
       "model.name",
       "model.dtype",
+      "model.stream_dtype",
       "model.attn_implementation",
       "model.trust_remote_code",
       "model.init",

@@ -103,6 +103,7 @@ class CudaWeightStream final : public WeightStream {
     cudaStreamSynchronize(h2d_);
     for (cudaEvent_t e : events_) cudaEventDestroy(e);
     for (void* p : slots_) sh_->backend.free_bytes(p);
+    if (staging_) sh_->backend.free_bytes(staging_);
     cudaStreamDestroy(h2d_);
   }
 
@@ -205,24 +206,36 @@ class CudaWeightStream final : public WeightStream {
   void copy(size_t i) {
     const int64_t r = order_[i];
     const int64_t n = sh_->store.layout().regions[static_cast<size_t>(r)].numel;
-    const DType dt = sh_->backend.dtype();
-    MT_ASSERT(dt == sh_->store.stream_dtype(), "the pipeline streams {} weights to a {} backend",
-              dtype_name(sh_->store.stream_dtype()), dtype_name(dt));
-    const void* src = dt == DType::f32 ? static_cast<const void*>(sh_->store.master(r))
+    const DType dt = sh_->backend.dtype(), st = sh_->store.stream_dtype();
+    MT_ASSERT(dt == st || (dt == DType::bf16 && st == DType::f32), "the pipeline streams {} weights to a {} backend",
+              dtype_name(st), dtype_name(dt));
+    const void* src = st == DType::f32 ? static_cast<const void*>(sh_->store.master(r))
                                        : static_cast<const void*>(sh_->store.stream_bf16(r));
-    const int64_t bytes = n * static_cast<int64_t>(dtype_size(dt));
+    const int64_t bytes = n * static_cast<int64_t>(dtype_size(st));
+    // fp32 master for bf16 compute: into the staging buffer, then cast into the slot (both on the H2D stream, so
+    // the next copy into staging follows the cast).
+    void* dst = dt == st ? slots_[slot_of_[i]] : staging();
     auto [t0, t1] = sh_->counters->h2d.next();
     MT_CHECK_CUDA(cudaEventRecord(t0, h2d_));
-    MT_CHECK_CUDA(cudaMemcpyAsync(slots_[slot_of_[i]], src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, h2d_));
+    MT_CHECK_CUDA(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, h2d_));
     MT_CHECK_CUDA(cudaEventRecord(t1, h2d_));
+    if (dt != st)
+      cuda::cast(static_cast<__nv_bfloat16*>(slots_[slot_of_[i]]), static_cast<const float*>(dst), n, h2d_);
     MT_CHECK_CUDA(cudaEventRecord(loaded(i), h2d_));
     bytes_moved_ += bytes;
     sh_->counters->h2d_bytes += bytes;
   }
 
+  void* staging() {
+    if (!staging_)
+      staging_ = sh_->backend.alloc_bytes(sh_->store.layout().largest_region_numel * static_cast<int64_t>(sizeof(float)));
+    return staging_;
+  }
+
   std::shared_ptr<Shared> sh_;
   cudaStream_t h2d_ = nullptr;
   std::vector<void*> slots_;
+  void* staging_ = nullptr;   // fp32 landing buffer when fp32 master streams to bf16 compute
   std::vector<cudaEvent_t> events_;
   std::vector<int64_t> order_, loader_, prev_user_;
   std::vector<size_t> slot_of_;

@@ -42,12 +42,12 @@ int visible_gpus() {
 }
 
 EngineTransfers make_engine_transfers(Backend& backend, HostStore& store, int64_t slots,
-                                      const dist::DataParallel& dp) {
+                                      const dist::DataParallel& dp, DType weights) {
   EngineTransfers t;
 #ifdef MEGATRAIN_HAVE_CUDA
   if (!backend.host_memory()) t = make_cuda_pipeline(backend, store, slots);
 #endif
-  (void)slots;
+  if (!t.weights) t.weights = std::make_unique<BasicWeightStream>(backend, store, slots, weights);
   if (dp.size <= 1) return t;
   std::unique_ptr<GradientReducer> reducer;
 #ifdef MEGATRAIN_HAVE_NCCL

@@ -60,7 +60,9 @@ void run_bench(const BenchOptions& o) {
   const int per_node = o.gpus_per_node > 0 ? static_cast<int>(o.gpus_per_node)
                                            : std::clamp(visible_gpus(), 1, ctx.node_size);
   const dist::DataParallel dp = dist::make_data_parallel(per_node, visible_gpus());
-  HostStore store(layout, dtype);
+  const DType stream = o.stream_dtype.empty() ? dtype : dtype_from_name(o.stream_dtype);
+  MT_REQUIRE(!(dtype == DType::f32 && stream == DType::bf16), "--stream-dtype bfloat16 cannot feed --dtype float32");
+  HostStore store(layout, stream);
   OptimizerService optimizer(store, OptimizerSettings{}, dp.computes());
   if (store.rank() == 0) {
 #pragma omp parallel for schedule(dynamic)
@@ -77,7 +79,7 @@ void run_bench(const BenchOptions& o) {
   eo.checkpoint_interval = o.checkpoint_interval;
   eo.micro_batch_size = o.micro_batch;
   eo.max_positions = std::max(o.seq, spec.max_position_embeddings);
-  Engine engine(*backend, spec, store, eo, make_engine_transfers(*backend, store, o.slots, dp));
+  Engine engine(*backend, spec, store, eo, make_engine_transfers(*backend, store, o.slots, dp, dtype));
   const double params = static_cast<double>(layout.total_numel);
   log::info("bench: {} ({:.3f} B parameters, {} layers) on {} ({}), batch {} x {} tokens, {} slots, {} GPU rank(s) "
             "per node on {} node(s)", o.model, params / 1e9, spec.num_layers, backend->name(), o.dtype, o.batch,
@@ -143,6 +145,7 @@ void run_bench(const BenchOptions& o) {
   nlohmann::json summary = {{"model", o.model},
                             {"backend", backend->name()},
                             {"dtype", o.dtype},
+                            {"stream_dtype", dtype_name(stream)},
                             {"parameters", layout.total_numel},
                             {"layers", spec.num_layers},
                             {"batch", o.batch},

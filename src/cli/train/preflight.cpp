@@ -69,6 +69,7 @@ std::string numa_shortfall(int64_t store_bytes, int ranks, const MachineLimits& 
 RunShape run_shape(const Config& c, int ranks) {
   RunShape r;
   r.dtype = dtype_from_name(c.model.dtype);
+  r.stream_dtype = stream_dtype_of(c);
   r.seq_len = c.dataset.max_seq_len;
   r.batch_size = c.training.batch_size;
   r.micro_batch_size = c.training.micro_batch_size;
@@ -80,7 +81,7 @@ RunShape run_shape(const Config& c, int ranks) {
 }
 
 std::string preflight_shortfall(const ModelSpec& spec, const RunShape& run, bool gpu, const MachineLimits& limits) {
-  const HostPlan host = plan_host(spec, run.dtype, run.ranks);
+  const HostPlan host = plan_host(spec, run.stream_dtype, run.ranks);
   const int64_t host_need = gpu ? host.store_bytes : cpu_backend_host_bytes(spec, run);
   if (limits.mem_available >= 0 && host_need > limits.mem_available)
     return MT_FORMAT("host RAM: the run needs {} ({} B/parameter × {:.3f} B parameters{}) but only {} is available "

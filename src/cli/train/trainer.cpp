@@ -165,10 +165,10 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
   const OptimizerSettings os = optimizer_settings(c);
   const int64_t updates_applied = resume ? resume->meta().updates_applied : 0;
   if (leads)
-    broadcast_train_plan({layout, dtype, os, updates_applied});
+    broadcast_train_plan({layout, stream_dtype_of(c), os, updates_applied});
   else
     receive_train_plan();  // the node's rank 0 validated the same inputs
-  HostStore store(layout, dtype);
+  HostStore store(layout, stream_dtype_of(c));
   // A compute rank other than the node's rank 0 takes part in checkpoints from its optimizer thread.
   std::optional<CheckpointSaver> saver;
   OptimizerService optimizer(store, os, true,
@@ -198,7 +198,7 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
   eo.micro_batch_size = c.training.micro_batch_size;
   eo.passes = c.training.gradient_accumulation_steps;
   eo.max_positions = std::max(spec.max_position_embeddings, c.dataset.max_seq_len);
-  Engine engine(*backend, spec, store, eo, make_engine_transfers(*backend, store, 2, dp));
+  Engine engine(*backend, spec, store, eo, make_engine_transfers(*backend, store, 2, dp, dtype));
 
   const LrSchedule schedule{c.training.lr_scheduler, c.training.learning_rate, c.training.warmup_steps,
                             c.training.num_steps, c.training.min_lr_ratio};
