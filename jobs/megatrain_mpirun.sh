@@ -1,7 +1,8 @@
 # Sourced by the jobs/*.sh launchers (one machine, no Slurm): runs `megatrain ARGS...` with one rank per NUMA
-# domain, each bound to its domain's cores and memory by mpirun (--map-by numa --bind-to numa), and logs the
-# bindings. Invariant: every input comes from environment variables with defaults:
-#   MEGATRAIN_BIN (megatrain on PATH)   MEGATRAIN_RANKS (the NUMA domains, from lscpu)
+# domain (or per GPU where the machine has more GPUs than domains: every GPU gets a rank that drives it), each
+# bound to its domain's cores and memory by mpirun (--map-by numa --bind-to numa), and logs the bindings.
+# Invariant: every input comes from environment variables with defaults:
+#   MEGATRAIN_BIN (megatrain on PATH)   MEGATRAIN_RANKS (max(NUMA domains from lscpu, GPUs from nvidia-smi))
 #   MEGATRAIN_MPIRUN (mpirun)             MEGATRAIN_HOME (the repository holding this file)
 set -euo pipefail
 MEGATRAIN_HOME=${MEGATRAIN_HOME:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
@@ -10,10 +11,12 @@ MEGATRAIN_MPIRUN=${MEGATRAIN_MPIRUN:-mpirun}
 if [[ -z ${MEGATRAIN_RANKS:-} ]]; then
   MEGATRAIN_RANKS=$(lscpu -p=NODE 2>/dev/null | grep -v '^#' | sort -u | grep -c . || true)
   ((MEGATRAIN_RANKS > 0)) || MEGATRAIN_RANKS=1
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+  if ((${gpus:-0} > MEGATRAIN_RANKS)); then MEGATRAIN_RANKS=$gpus; fi
 fi
 
 megatrain_mpirun() {
-  echo "megatrain on $(hostname): $MEGATRAIN_RANKS rank(s), one per NUMA domain: $*"
+  echo "megatrain on $(hostname): $MEGATRAIN_RANKS rank(s) over the NUMA domains: $*"
   "$MEGATRAIN_MPIRUN" -np "$MEGATRAIN_RANKS" --map-by numa --bind-to numa --report-bindings "$MEGATRAIN_BIN" "$@"
 }
 

@@ -3,7 +3,9 @@
 # by a stand-in device file so `--gpus=1` runs unchanged) runs the real slurm/train_7b.sh with the demo config
 # through sbatch: the job must complete (sacct -c, jobcomp file), its rank must be bound as the script says
 # (srun's cpu-bind/mem-bind lines, megatrain's binding line), metrics and checkpoints must exist; then
-# `scontrol requeue` reruns it and the rerun resumes from the newest checkpoint. Slurm is shut down cleanly.
+# `scontrol requeue` reruns it and the rerun resumes from the newest checkpoint; then slurm/multi_node_template.sh
+# (on this one node: 2 tasks, both training on their shares of each batch, data parallelism on CPU ranks) must
+# complete with 2 compute ranks. Slurm is shut down cleanly.
 # Exit 77 (skipped) only where Slurm cannot start here (not root, packages missing, daemons refuse to run).
 # Usage: train_job.sh MEGATRAIN_BINARY SOURCE_DIR   (recipe: ../shared/notes/slurm-localhost.md)
 set -uo pipefail
@@ -122,3 +124,19 @@ wait_job "$job"
 grep -q "megatrain job $job on .* restart 1" "$log" || fail "the requeued job did not run again"
 grep -q "resuming from .*step-0*4.h5 at step 4" "$log" || fail "the requeued job did not resume from step 4"
 echo "ok   requeued job $job resumed: $(grep -m1 'resuming from' "$log" | cut -c12-)"
+
+# The multi-node template, scaled to this node: 2 tasks on its one socket, each a data-parallel compute rank.
+dp_out=$B/dp_out
+export MEGATRAIN_OUTPUT_DIR=$dp_out
+export MEGATRAIN_EXTRA_ARGS="--set model.name=$src/configs/models/demo --set dataset.dataset_dir=$src/data
+  --set training.num_steps=2 --set training.logging_steps=1 --set training.gpus_per_node=2"
+job=$(cd "$src" && sbatch --parsable --nodes=1 --ntasks-per-node=2 --ntasks-per-socket=2 --gpus-per-node=1 \
+      --output="$B/job-%j.log" slurm/multi_node_template.sh) || fail "sbatch refused slurm/multi_node_template.sh"
+job=${job%%;*}
+wait_job "$job"
+log=$B/job-$job.log
+state=$(sacct -c -n -X -j "$job" -o State,ExitCode 2>/dev/null | head -1 | xargs)
+[[ $state == "COMPLETED 0:0" ]] || fail "multi-node template job $job ended '$state'"
+grep -q "data parallel: 2 GPU rank(s) on each of 1 node(s)" "$log" || fail "the template job did not train on 2 ranks"
+[[ $(grep -c '"step"' "$dp_out/metrics.jsonl" 2>/dev/null) -eq 2 ]] || fail "template: metrics.jsonl does not hold 2 steps"
+echo "ok   multi-node template job $job COMPLETED: $(grep -m1 'data parallel:' "$log" | cut -c12-)"
