@@ -99,14 +99,21 @@ out=$B/out
 export MEGATRAIN_CONFIG=$src/configs/demo.yaml MEGATRAIN_OUTPUT_DIR=$out MEGATRAIN_BIN=$bin
 export MEGATRAIN_EXTRA_ARGS="--set model.name=$src/configs/models/demo --set dataset.dataset_dir=$src/data
   --set training.num_steps=4 --set training.save_steps=2 --set training.logging_steps=1"  # over two lines on purpose
+# run_job SCRIPT SBATCH_ARGS...: submits SCRIPT from the repository, waits for it and requires it COMPLETED; sets
+# job and log.
+run_job() {
+  local script=$1
+  shift
+  job=$(cd "$src" && sbatch --parsable "$@" --output="$B/job-%j.log" "$script") || fail "sbatch refused $script"
+  job=${job%%;*}
+  wait_job "$job"
+  log=$B/job-$job.log
+  local state
+  state=$(sacct -c -n -X -j "$job" -o State,ExitCode 2>/dev/null | head -1 | xargs)
+  [[ $state == "COMPLETED 0:0" ]] || fail "$script: job $job ended '$state'"
+}
 # This node has one socket, so one task (the header asks for one per socket on two-socket nodes).
-job=$(cd "$src" && sbatch --parsable --ntasks-per-node=1 --output="$B/job-%j.log" slurm/train_7b.sh) ||
-  fail "sbatch refused slurm/train_7b.sh"
-job=${job%%;*}
-wait_job "$job"
-log=$B/job-$job.log
-state=$(sacct -c -n -X -j "$job" -o State,ExitCode 2>/dev/null | head -1 | xargs)
-[[ $state == "COMPLETED 0:0" ]] || fail "job $job ended '$state'"
+run_job slurm/train_7b.sh --ntasks-per-node=1
 grep -q "cpu-bind=.*task *0 .*mask" "$log" || fail "no srun cpu-bind line for task 0"
 grep -q "mem-bind=" "$log" || fail "no srun mem-bind line"
 grep -q "rank 0 on .*: NUMA node 0, cpus .*bound by" "$log" || fail "no megatrain binding line"
@@ -130,13 +137,7 @@ dp_out=$B/dp_out
 export MEGATRAIN_OUTPUT_DIR=$dp_out
 export MEGATRAIN_EXTRA_ARGS="--set model.name=$src/configs/models/demo --set dataset.dataset_dir=$src/data
   --set training.num_steps=2 --set training.logging_steps=1 --set training.gpus_per_node=2"
-job=$(cd "$src" && sbatch --parsable --nodes=1 --ntasks-per-node=2 --ntasks-per-socket=2 --gpus-per-node=1 \
-      --output="$B/job-%j.log" slurm/multi_node_template.sh) || fail "sbatch refused slurm/multi_node_template.sh"
-job=${job%%;*}
-wait_job "$job"
-log=$B/job-$job.log
-state=$(sacct -c -n -X -j "$job" -o State,ExitCode 2>/dev/null | head -1 | xargs)
-[[ $state == "COMPLETED 0:0" ]] || fail "multi-node template job $job ended '$state'"
+run_job slurm/multi_node_template.sh --nodes=1 --ntasks-per-node=2 --ntasks-per-socket=2 --gpus-per-node=1
 grep -q "data parallel: 2 GPU rank(s) on each of 1 node(s)" "$log" || fail "the template job did not train on 2 ranks"
 [[ $(grep -c '"step"' "$dp_out/metrics.jsonl" 2>/dev/null) -eq 2 ]] || fail "template: metrics.jsonl does not hold 2 steps"
 echo "ok   multi-node template job $job COMPLETED: $(grep -m1 'data parallel:' "$log" | cut -c12-)"
