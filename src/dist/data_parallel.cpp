@@ -1,6 +1,7 @@
 // Data-parallel roles (see data_parallel.h).
 #include "dist/data_parallel.h"
 
+#include <algorithm>
 #include <string>
 
 #include "core/error.h"
@@ -50,6 +51,23 @@ DataParallel make_data_parallel(int per_node, int visible_devices) {
   MT_CHECK_MPI(MPI_Comm_free(&host));
   dp.device = visible_devices > 0 ? host_index % visible_devices : 0;
   return dp;
+}
+
+void require_same(const DataParallel& dp, const std::string& what, const std::string& value) {
+  if (dp.size <= 1) return;
+  constexpr int kField = 64;  // value, then host, each truncated to 63 characters
+  std::string mine(2 * kField, '\0');
+  mine.replace(0, std::min<size_t>(value.size(), kField - 1), value.substr(0, kField - 1));
+  const std::string& host = context().host;
+  mine.replace(kField, std::min<size_t>(host.size(), kField - 1), host.substr(0, kField - 1));
+  std::string all(static_cast<size_t>(dp.size) * 2 * kField, '\0');
+  MT_CHECK_MPI(MPI_Allgather(mine.data(), 2 * kField, MPI_CHAR, all.data(), 2 * kField, MPI_CHAR, dp.comm));
+  auto field = [&](int rank, int k) { return std::string(all.c_str() + (2 * rank + k) * kField); };
+  for (int r = 1; r < dp.size; ++r)
+    MT_REQUIRE(field(r, 0) == field(0, 0),
+               "data-parallel GPU rank {} on {} has {} '{}' while rank 0 on {} has '{}': every GPU rank needs the same "
+               "(a node without a usable GPU, or a different build?)", r, field(r, 1), what, field(r, 0), field(0, 1),
+               field(0, 0));
 }
 
 void all_reduce_sum(const DataParallel& dp, double* values, int n) {

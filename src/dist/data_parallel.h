@@ -6,6 +6,7 @@
 #include <mpi.h>
 
 #include <cstdint>
+#include <string>
 
 #include "dist/context.h"
 
@@ -25,6 +26,10 @@ struct DataParallel {
 // Collective over the world. `per_node` is world rank 0's (others pass anything); `visible_devices` is this
 // rank's count of visible GPUs (0 on CPU). Throws mt::Error on unequal node sizes or per_node > node size.
 DataParallel make_data_parallel(int per_node, int visible_devices);
+
+// Every compute rank must report the same `value` of `what` (e.g. the compute backend): throws mt::Error naming
+// the first rank, and its host, whose value differs from compute rank 0's. Collective over the compute ranks.
+void require_same(const DataParallel& dp, const std::string& what, const std::string& value);
 
 // Sums `n` doubles over the compute ranks, in place (every compute rank gets the same values).
 void all_reduce_sum(const DataParallel& dp, double* values, int n);

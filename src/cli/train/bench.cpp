@@ -75,6 +75,7 @@ void run_bench(const BenchOptions& o) {
   if (!dp.computes()) return optimizer.serve({});
   if (!ctx.is_root()) log::set_level(log::Level::warn);
   auto backend = select_backend(dtype, dp.device);
+  dist::require_same(dp, "compute backend", backend->name());
   EngineOptions eo;
   eo.checkpoint_interval = o.checkpoint_interval;
   eo.micro_batch_size = o.micro_batch;

@@ -161,6 +161,7 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
   // and optimizer, and every rank updates its own slices. Every node holds a replica; every compute rank
   // (dist/data_parallel.h) runs this function on its share of each batch.
   std::unique_ptr<Backend> backend = select_backend(dtype, dp.device);
+  dist::require_same(dp, "compute backend", backend->name());  // NCCL and MPI sums cannot mix
   preflight(c, spec, *backend, ctx.node_size);  // before the store and the output directory exist
   const OptimizerSettings os = optimizer_settings(c);
   const int64_t updates_applied = resume ? resume->meta().updates_applied : 0;
