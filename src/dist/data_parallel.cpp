@@ -33,6 +33,7 @@ DataParallel make_data_parallel(int per_node, int visible_devices) {
   const bool computes = ctx.node_rank < per_node;
   MT_CHECK_MPI(MPI_Comm_split(ctx.world, computes ? 0 : MPI_UNDEFINED, dp.node_index * per_node + ctx.node_rank,
                               &dp.comm));
+  MT_CHECK_MPI(MPI_Comm_split(ctx.node, computes ? 0 : MPI_UNDEFINED, ctx.node_rank, &dp.node_comm));
   if (computes) {
     MT_CHECK_MPI(MPI_Comm_rank(dp.comm, &dp.rank));
     MT_CHECK_MPI(MPI_Comm_size(dp.comm, &dp.size));

@@ -14,6 +14,7 @@ namespace mt::dist {
 
 struct DataParallel {
   MPI_Comm comm = MPI_COMM_NULL;  // the compute ranks of every node; MPI_COMM_NULL on the other ranks
+  MPI_Comm node_comm = MPI_COMM_NULL;  // this node's compute ranks (its rank 0 leads the node); null elsewhere
   int rank = 0, size = 1;         // among the compute ranks
   int per_node = 1;               // compute ranks (GPUs) per node
   int node_index = 0, nodes = 1;  // this node among the job's nodes

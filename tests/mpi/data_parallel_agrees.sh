@@ -3,7 +3,7 @@
 # fixture with 1 compute rank, with 2 compute ranks sharing one node's store (and with 2 accumulation passes),
 # and with 2 simulated nodes of 2 ranks (1 compute rank + 1 optimizer rank each, every node a replica) gives the
 # same losses, gradient norms and final parameters as the single rank within 1e-5 relative (the sums run in
-# another order); 2 compute ranks with 2 passes agree with 1 rank with 2 passes the same way. With
+# another order); 2 compute ranks with 2 passes, and with packed examples, agree with 1 rank the same way. With
 # MEGATRAIN_BACKEND=cuda each compute rank drives its own GPU and gradients are summed with NCCL (needs 2 GPUs;
 # exit 77 = skipped otherwise).
 # Usage: data_parallel_agrees.sh MEGATRAIN MPIEXEC COMPARE SOURCE_DIR FIXTURE
@@ -43,6 +43,10 @@ grep -q "resum" "$work/dp2_resumed.log" || { echo "FAIL: no resume:"; cat "$work
 "$compare" "$work/dp2" "$work/dp2_saves" "$work/dp2_resumed" || exit 1
 "$compare" --tolerance 1e-5 "$work/one" "$work/dp2" "$work/nodes2" || exit 1
 "$compare" --tolerance 1e-5 "$work/one_passes" "$work/dp2_passes" || exit 1
+# Packed examples reach the second GPU rank intact (the node's first rank tokenizes and sends them).
+SETS=(--set training.gpus_per_node=1 --set dataset.packing=true); run one_packed 1
+SETS=(--set training.gpus_per_node=2 --set dataset.packing=true); run dp2_packed 2
+"$compare" --tolerance 1e-5 "$work/one_packed" "$work/dp2_packed" || exit 1
 # Bad shapes: more GPU ranks per node than ranks, a batch smaller than the ranks; one error line each.
 expect_error() {  # name, np, expected text
   local name=$1 np=$2 text=$3

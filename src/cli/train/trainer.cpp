@@ -15,6 +15,7 @@
 #include "cli/train/checkpoint_saver.h"
 #include "cli/train/backend_select.h"
 #include "cli/train/data_parallel_step.h"
+#include "cli/train/example_broadcast.h"
 #include "cli/train/metrics_log.h"
 #include "cli/train/optimizer_service.h"
 #include "cli/train/preflight.h"
@@ -152,7 +153,10 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
             c.model.name, spec.architecture, spec.num_layers, spec.hidden_size, spec.num_heads, spec.num_kv_heads,
             spec.vocab_size, static_cast<double>(layout.total_numel) / 1e6);
 
-  TrainingData data = load_training_data(c.dataset, source, spec, true);
+  // The node's leading GPU rank reads and tokenizes the data; the node's other GPU ranks receive its examples.
+  TrainingData data;
+  if (leads) data = load_training_data(c.dataset, source, spec, true);
+  broadcast_examples(data.examples, dp.node_comm);
   const std::optional<CheckpointFile> resume = open_resume_checkpoint(c);
   if (resume) check_resume_fits(*resume, c, layout);
   const int64_t start_step = resume ? resume->meta().step : 0;
