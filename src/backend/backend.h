@@ -90,6 +90,10 @@ class Backend {
 
   // Σ x² in fp64 over n fp32 values.
   virtual double sum_squares(const float* x, int64_t n) = 0;
+
+  // Device time per op since the start, where the backend measures it (CUDA with MEGATRAIN_PROFILE_OPS=1): a
+  // printable table; empty otherwise.
+  virtual std::string op_profile() { return {}; }
 };
 
 std::unique_ptr<Backend> make_cpu_backend();

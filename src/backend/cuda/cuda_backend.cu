@@ -7,6 +7,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/op_profile.h"
 #include "kernels/kernels.h"
 
 namespace mt {
@@ -78,76 +79,94 @@ class CudaBackend final : public Backend {
   void zero_bytes(void* p, int64_t bytes) override {
     MT_CHECK_CUDA(cudaMemsetAsync(p, 0, static_cast<size_t>(bytes), stream_));
   }
-  void synchronize() override { MT_CHECK_CUDA(cudaStreamSynchronize(stream_)); }
+  void synchronize() override {
+    MT_CHECK_CUDA(cudaStreamSynchronize(stream_));
+    if (profile_.enabled()) profile_.fold();
+  }
+  std::string op_profile() override { return profile_.report(); }
 
   void linear_forward(void* y, const void* x, const void* w, const void* b, int64_t T, int64_t I,
                       int64_t O) override {
+    const cuda::OpProfile::Span span(profile_, "linear_forward", stream_);
     gemm_->run(y, dtype_, x, w, dtype_, true, T, O, I, 0.0f);
     if (b) dispatch([&](auto* t) { cuda::bias_forward(cast(t, y), cast(t, b), T, O, stream_); });
   }
   void linear_backward(void* dx, float* dw, float* db, const void* dy, const void* x, const void* w, int64_t T,
                        int64_t I, int64_t O, bool accumulate_dx) override {
+    const cuda::OpProfile::Span span(profile_, "linear_backward", stream_);
     if (dx) gemm_->run(dx, dtype_, dy, w, dtype_, false, T, I, O, accumulate_dx ? 1.0f : 0.0f);
     gemm_->run_at_b(dw, dy, x, dtype_, O, I, T, 1.0f);
     if (db) dispatch([&](auto* t) { cuda::bias_backward(db, cast(t, dy), T, O, stream_); });
   }
 
   void embedding_forward(void* y, const void* table, const int32_t* ids, int64_t T, int64_t H) override {
+    const cuda::OpProfile::Span span(profile_, "embedding_forward", stream_);
     dispatch([&](auto* t) { cuda::embedding_forward(cast(t, y), cast(t, table), ids, T, H, stream_); });
   }
   void embedding_backward(float* dtable, const void* dy, const int32_t* ids, int64_t T, int64_t H) override {
+    const cuda::OpProfile::Span span(profile_, "embedding_backward", stream_);
     dispatch([&](auto* t) { cuda::embedding_backward(dtable, cast(t, dy), ids, T, H, stream_); });
   }
   void rmsnorm_forward(void* y, const void* x, const void* w, int64_t N, int64_t D, float eps) override {
+    const cuda::OpProfile::Span span(profile_, "rmsnorm_forward", stream_);
     dispatch([&](auto* t) { cuda::rmsnorm_forward(cast(t, y), cast(t, x), cast(t, w), N, D, eps, stream_); });
   }
   void rmsnorm_backward(void* dx, float* dw, const void* dy, const void* x, const void* w, int64_t N, int64_t D,
                         float eps) override {
+    const cuda::OpProfile::Span span(profile_, "rmsnorm_backward", stream_);
     dispatch([&](auto* t) {
       cuda::rmsnorm_backward(cast(t, dx), dw, cast(t, dy), cast(t, x), cast(t, w), N, D, eps, stream_);
     });
   }
   void rope_forward(void* x, const float* cos, const float* sin, const int32_t* positions, int64_t T,
                     int64_t n_heads, int64_t head_dim, int64_t rot_dim) override {
+    const cuda::OpProfile::Span span(profile_, "rope_forward", stream_);
     dispatch([&](auto* t) {
       cuda::rope_forward(cast(t, x), cos, sin, positions, T, n_heads, head_dim, rot_dim, stream_);
     });
   }
   void rope_backward(void* dx, const float* cos, const float* sin, const int32_t* positions, int64_t T,
                      int64_t n_heads, int64_t head_dim, int64_t rot_dim) override {
+    const cuda::OpProfile::Span span(profile_, "rope_backward", stream_);
     dispatch([&](auto* t) {
       cuda::rope_backward(cast(t, dx), cos, sin, positions, T, n_heads, head_dim, rot_dim, stream_);
     });
   }
   void attention_forward(void* out, float* lse, const void* q, const void* k, const void* v,
                          const AttnShape& shape) override {
+    const cuda::OpProfile::Span span(profile_, "attention_forward", stream_);
     dispatch([&](auto* t) {
       cuda::attention_forward(cast(t, out), lse, cast(t, q), cast(t, k), cast(t, v), shape, stream_);
     });
   }
   void attention_backward(void* dq, void* dk, void* dv, const void* dout, const void* q, const void* k,
                           const void* v, const void* out, const float* lse, const AttnShape& shape) override {
+    const cuda::OpProfile::Span span(profile_, "attention_backward", stream_);
     dispatch([&](auto* t) {
       cuda::attention_backward(cast(t, dq), cast(t, dk), cast(t, dv), cast(t, dout), cast(t, q), cast(t, k),
                                cast(t, v), cast(t, out), lse, shape, stream_);
     });
   }
   void swiglu_forward(void* y, const void* gate, const void* up, int64_t n) override {
+    const cuda::OpProfile::Span span(profile_, "swiglu_forward", stream_);
     dispatch([&](auto* t) { cuda::swiglu_forward(cast(t, y), cast(t, gate), cast(t, up), n, stream_); });
   }
   void swiglu_backward(void* dgate, void* dup, const void* dy, const void* gate, const void* up,
                        int64_t n) override {
+    const cuda::OpProfile::Span span(profile_, "swiglu_backward", stream_);
     dispatch([&](auto* t) {
       cuda::swiglu_backward(cast(t, dgate), cast(t, dup), cast(t, dy), cast(t, gate), cast(t, up), n, stream_);
     });
   }
   void add(void* y, const void* x, int64_t n) override {
+    const cuda::OpProfile::Span span(profile_, "add", stream_);
     dispatch([&](auto* t) { cuda::add(cast(t, y), cast(t, x), n, stream_); });
   }
 
   // Chunks of rows: fp32 logits = x·wᵀ, cross-entropy → dlogits, dx = dlogits·w, dw += dlogitsᵀ·x.
   double head_loss(void* dx, float* dw, const void* x, const void* w, const int32_t* targets, int64_t T, int64_t H,
                    int64_t V, float grad_scale) override {
+    const cuda::OpProfile::Span span(profile_, "head_loss", stream_);
     const int64_t chunk = std::clamp<int64_t>((int64_t{1} << 28) / std::max<int64_t>(V, 1), 16, 4096);
     ensure_head_buffers(std::min(chunk, T), V, T);
     const auto es = static_cast<int64_t>(dtype_size(dtype_));
@@ -220,6 +239,7 @@ class CudaBackend final : public Backend {
   int64_t head_capacity_ = 0, row_capacity_ = 0;
   std::unordered_map<void*, int64_t> sizes_;
   int64_t in_use_ = 0, peak_ = 0;
+  cuda::OpProfile profile_;
 };
 
 }  // namespace

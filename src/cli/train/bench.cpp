@@ -138,6 +138,7 @@ void run_bench(const BenchOptions& o) {
                      {"d2h_gbs", f.d2h_gbs}, {"compute_busy", f.compute_busy}, {"loss", loss.mean()}});
   }
   if (!ctx.is_root()) return;
+  if (const std::string profile = backend->op_profile(); !profile.empty()) log::info("{}", profile);
   auto med = [&](double StepFigures::*field) {
     std::vector<double> v;
     for (const auto& f : figures) v.push_back(f.*field);
