@@ -6,9 +6,37 @@
 
 #include "core/error.h"
 #include "dist/check.h"
+#include "dist/numa_binding.h"
 
 namespace mt::dist {
-DataParallel make_data_parallel(int per_node, int visible_devices) {
+std::vector<int> assign_devices(const std::vector<int>& rank_numa_nodes, const std::vector<int>& gpu_numa_nodes) {
+  const size_t ranks = rank_numa_nodes.size(), gpus = gpu_numa_nodes.size();
+  std::vector<int> device(ranks, -1);
+  const bool known = std::none_of(rank_numa_nodes.begin(), rank_numa_nodes.end(), [](int n) { return n < 0; }) &&
+                     std::none_of(gpu_numa_nodes.begin(), gpu_numa_nodes.end(), [](int n) { return n < 0; });
+  if (gpus == 0) return std::vector<int>(ranks, 0);
+  if (!known || ranks > gpus) {
+    for (size_t r = 0; r < ranks; ++r) device[r] = static_cast<int>(r % gpus);
+    return device;
+  }
+  std::vector<bool> taken(gpus, false);
+  for (size_t r = 0; r < ranks; ++r)
+    for (size_t g = 0; g < gpus; ++g)
+      if (!taken[g] && gpu_numa_nodes[g] == rank_numa_nodes[r]) {
+        device[r] = static_cast<int>(g);
+        taken[g] = true;
+        break;
+      }
+  for (size_t r = 0; r < ranks; ++r)
+    for (size_t g = 0; g < gpus && device[r] < 0; ++g)
+      if (!taken[g]) {
+        device[r] = static_cast<int>(g);
+        taken[g] = true;
+      }
+  return device;
+}
+
+DataParallel make_data_parallel(int per_node, const std::vector<int>& gpu_numa_nodes) {
   const Context& ctx = context();
   MT_CHECK_MPI(MPI_Bcast(&per_node, 1, MPI_INT, 0, ctx.world));
   int sizes[2] = {ctx.node_size, -ctx.node_size}, extremes[2] = {};
@@ -42,15 +70,20 @@ DataParallel make_data_parallel(int per_node, int visible_devices) {
     dp.rank = -1;
     dp.size = per_node * dp.nodes;
   }
-  // The compute ranks of one host take its visible devices in turn (a host may hold several simulated nodes).
+  // The compute ranks of one host (which may hold several simulated nodes) share out its GPUs by NUMA node.
   MPI_Comm host = MPI_COMM_NULL, host_computes = MPI_COMM_NULL;
   MT_CHECK_MPI(MPI_Comm_split_type(ctx.world, MPI_COMM_TYPE_SHARED, ctx.rank, MPI_INFO_NULL, &host));
   MT_CHECK_MPI(MPI_Comm_split(host, computes ? 0 : 1, ctx.rank, &host_computes));
-  int host_index = 0;
+  int host_index = 0, host_ranks = 1;
   MT_CHECK_MPI(MPI_Comm_rank(host_computes, &host_index));
+  MT_CHECK_MPI(MPI_Comm_size(host_computes, &host_ranks));
+  std::vector<int> rank_nodes(static_cast<size_t>(host_ranks));
+  const int mine = bound_numa_node();
+  MT_CHECK_MPI(MPI_Allgather(&mine, 1, MPI_INT, rank_nodes.data(), 1, MPI_INT, host_computes));
   MT_CHECK_MPI(MPI_Comm_free(&host_computes));
   MT_CHECK_MPI(MPI_Comm_free(&host));
-  dp.device = visible_devices > 0 ? host_index % visible_devices : 0;
+  dp.numa_node = mine;
+  dp.device = gpu_numa_nodes.empty() ? 0 : assign_devices(rank_nodes, gpu_numa_nodes)[static_cast<size_t>(host_index)];
   return dp;
 }
 
@@ -69,6 +102,21 @@ void require_same(const DataParallel& dp, const std::string& what, const std::st
                "data-parallel GPU rank {} on {} has {} '{}' while rank 0 on {} has '{}': every GPU rank needs the same "
                "(a node without a usable GPU, or a different build?)", r, field(r, 1), what, field(r, 0), field(0, 1),
                field(0, 0));
+}
+
+std::string describe_gpu_ranks(const DataParallel& dp) {
+  const Context& ctx = context();
+  constexpr int kLine = 128;
+  std::string mine = ctx.host.substr(0, 64) + ": GPU " + std::to_string(dp.device) +
+                     (dp.numa_node >= 0 ? " (NUMA node " + std::to_string(dp.numa_node) + ")" : "");
+  mine.resize(kLine - 1);
+  mine.push_back('\0');
+  std::string all(dp.rank == 0 ? static_cast<size_t>(dp.size) * kLine : 0, '\0');
+  MT_CHECK_MPI(MPI_Gather(mine.data(), kLine, MPI_CHAR, all.data(), kLine, MPI_CHAR, 0, dp.comm));
+  std::string out;
+  for (int r = 0; r < (dp.rank == 0 ? dp.size : 0); ++r)
+    out += (r ? ", " : "") + std::string("rank ") + std::to_string(r) + " on " + std::string(all.c_str() + r * kLine);
+  return out;
 }
 
 void all_reduce_sum(const DataParallel& dp, double* values, int n) {

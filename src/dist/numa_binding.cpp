@@ -154,6 +154,7 @@ Binding bind_rank(const Context& ctx) {
                         HWLOC_MEMBIND_BYNODESET) < 0)
     b.note = "memory binding refused (" + errno_text() + "), pages follow first touch";
   b.numa_nodes = nodes.list();
+  if (node_count == 1) b.numa_node = hwloc_bitmap_first(nodes.b);
   b.cpus = cpus.list();
   b.cores = std::max(b.cores, 1);
   const char* omp_env = std::getenv("OMP_NUM_THREADS");
@@ -166,6 +167,8 @@ Binding bind_rank(const Context& ctx) {
   g_binding = b;
   return b;
 }
+
+int bound_numa_node() { return g_binding ? g_binding->numa_node : -1; }
 
 void log_bindings(const Context& ctx) {
   constexpr int kLine = 512;

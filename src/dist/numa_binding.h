@@ -17,12 +17,16 @@ struct Binding {
   int threads = 1;          // OpenMP threads of this rank
   std::string by;           // who chose the binding: "megatrain", or the launcher's explicit policy
   std::string note;         // anything that did not apply (empty when all did)
+  int numa_node = -1;       // OS index of the one NUMA node the rank is bound to; -1 when several
 };
 
 // The launcher's explicit binding (mpirun --bind-to numa|socket|core...) is kept; otherwise, and with
 // --bind-to none, this rank binds itself as plan_rank_share says. OMP_NUM_THREADS, when set, wins over
 // the core count.
 Binding bind_rank(const Context& ctx);
+
+// The NUMA node (OS index) this rank is bound to, once bind_rank has run; -1 when unbound or bound to several.
+int bound_numa_node();
 
 // Logs every rank's binding (bind_rank's, or "not bound") from rank 0, in rank order; collective over the world.
 void log_bindings(const Context& ctx);

@@ -3,6 +3,9 @@
 #include "backend/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <string>
 #include <unordered_map>
 
 #include "backend/cuda/cuda_check.h"
@@ -251,6 +254,24 @@ int cuda_device_count() {
     return 0;
   }
   return n;
+}
+
+std::vector<int> cuda_device_numa_nodes() {
+  std::vector<int> nodes;
+  for (int d = 0; d < cuda_device_count(); ++d) {
+    char bus[32] = {};
+    int node = -1;
+    if (cudaDeviceGetPCIBusId(bus, sizeof(bus), d) == cudaSuccess) {
+      std::string id(bus);
+      std::transform(id.begin(), id.end(), id.begin(), [](unsigned char c) { return std::tolower(c); });
+      std::ifstream in("/sys/bus/pci/devices/" + id + "/numa_node");
+      if (!(in >> node)) node = -1;
+    } else {
+      cudaGetLastError();
+    }
+    nodes.push_back(node);
+  }
+  return nodes;
 }
 
 std::unique_ptr<Backend> make_cuda_backend(DType dtype, int device) {

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <memory>
+#include <vector>
 
 #include "backend/backend.h"
 
@@ -12,6 +13,8 @@ namespace mt {
 
 // Number of CUDA devices visible (0 when there is no driver or no GPU); never throws.
 int cuda_device_count();
+// The NUMA node each visible device hangs off (from its PCI bus id in sysfs; -1 where unknown); never throws.
+std::vector<int> cuda_device_numa_nodes();
 
 // dtype: activations and streamed weights (bfloat16 or float32). Throws mt::Error if no GPU is usable.
 std::unique_ptr<Backend> make_cuda_backend(DType dtype, int device = 0);

@@ -41,6 +41,15 @@ int visible_gpus() {
 #endif
 }
 
+std::vector<int> visible_gpu_numa_nodes() {
+  if (visible_gpus() == 0) return {};
+#ifdef MEGATRAIN_HAVE_CUDA
+  return cuda_device_numa_nodes();
+#else
+  return {};
+#endif
+}
+
 EngineTransfers make_engine_transfers(Backend& backend, HostStore& store, int64_t slots,
                                       const dist::DataParallel& dp, DType weights) {
   EngineTransfers t;

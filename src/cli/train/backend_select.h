@@ -3,6 +3,7 @@
 // Invariant: the returned backend computes in `dtype` where it can (the CPU reference always uses fp32).
 #pragma once
 #include <memory>
+#include <vector>
 
 #include "backend/backend.h"
 #include "core/dtype.h"
@@ -12,8 +13,9 @@
 namespace mt {
 
 std::unique_ptr<Backend> select_backend(DType dtype, int device = 0);
-// GPUs the CUDA backend would see (0 when the CPU backend is forced, or without CUDA).
+// GPUs the CUDA backend would see (0 when the CPU backend is forced, or without CUDA), and the NUMA node of each.
 int visible_gpus();
+std::vector<int> visible_gpu_numa_nodes();
 
 // The engine's weight and gradient transfers for `backend`: the CUDA pipeline with `slots` GPU weight slots
 // on a CUDA backend, the basic synchronous ones otherwise; with several compute ranks, gradients summed over

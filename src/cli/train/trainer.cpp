@@ -123,7 +123,7 @@ int gpus_per_node(const Config& c) {
 }
 
 TrainSummary run_training(const Config& c) {
-  return run_training(c, dist::make_data_parallel(gpus_per_node(c), visible_gpus()));
+  return run_training(c, dist::make_data_parallel(gpus_per_node(c), visible_gpu_numa_nodes()));
 }
 
 TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
@@ -166,6 +166,7 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
   // (dist/data_parallel.h) runs this function on its share of each batch.
   std::unique_ptr<Backend> backend = select_backend(dtype, dp.device);
   dist::require_same(dp, "compute backend", backend->name());  // NCCL and MPI sums cannot mix
+  const std::string gpu_ranks = dp.size > 1 && !backend->host_memory() ? dist::describe_gpu_ranks(dp) : "";
   preflight(c, spec, *backend, ctx.node_size);  // before the store and the output directory exist
   const OptimizerSettings os = optimizer_settings(c);
   const int64_t updates_applied = resume ? resume->meta().updates_applied : 0;
@@ -197,6 +198,7 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
     log::info("data parallel: {} GPU rank(s) on each of {} node(s), each node a replica of the host store; "
               "gradients summed on the {}", dp.per_node, dp.nodes,
               backend->host_memory() ? "host (MPI)" : "GPUs (NCCL where the build has it, else MPI)");
+  if (root && !gpu_ranks.empty()) log::info("GPU ranks: {}", gpu_ranks);
 
   EngineOptions eo;
   eo.checkpoint_interval = c.training.checkpoint_interval;
