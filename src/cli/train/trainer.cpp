@@ -181,15 +181,13 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
                              leads ? std::function<void()>{} : [&saver] { saver->save({}, {}, 0); });
   saver.emplace(store);
   optimizer.set_updates_applied(updates_applied);
-  if (!leads) {
-    // The node's rank 0 fills the store.
-  } else if (resume) {
+  if (leads && resume) {  // the node's rank 0 fills the store
     const auto t_load = std::chrono::steady_clock::now();
     restore_store(*resume, store);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
     log::info("restored master weights and optimizer state from {} in {:.3f} s ({:.2f} GB/s)",
               resume->path().string(), s, static_cast<double>(layout.total_numel) * 12 / 1e9 / s);
-  } else {
+  } else if (leads) {
     fill_master_weights(c, source, spec, init_from, store);
   }
   MT_CHECK_MPI(MPI_Barrier(ctx.node));  // the store is filled before any rank of the node streams it
