@@ -1,5 +1,5 @@
 // train's preflight decisions (cli/train/preflight.h) on made-up machine limits: each shortfall is named, and a
-// machine with room passes.
+// machine with room passes; a data-parallel run plans one GPU's share of the batch.
 #include "catch.h"
 #include "cli/train/preflight.h"
 #include "model/model_spec.h"
@@ -66,4 +66,11 @@ TEST_CASE("preflight refuses a store whose slices do not fit a NUMA domain", "[p
   CHECK_THAT(mt::preflight_shortfall(spec, two, true, m), mt_test::contains("host RAM of NUMA domain 1"));
   two.ranks = 1;  // one rank binds to both domains and may allocate from either: only the total counts
   CHECK(mt::preflight_shortfall(spec, two, true, m).empty());
+}
+
+TEST_CASE("preflight plans one GPU's share of a data-parallel batch", "[plan][preflight]") {
+  const mt::Config c = mt::load_config(MEGATRAIN_SOURCE_DIR "/configs/demo.yaml", {"training.batch_size=10"});
+  CHECK(mt::run_shape(c, 1).batch_size == 10);
+  CHECK(mt::run_shape(c, 1, 4).batch_size == 3);  // token-balanced shares of about 10 / 4, rounded up
+  CHECK(mt::run_shape(c, 2, 10).batch_size == 1);
 }

@@ -66,12 +66,12 @@ std::string numa_shortfall(int64_t store_bytes, int ranks, const MachineLimits& 
 
 }  // namespace
 
-RunShape run_shape(const Config& c, int ranks) {
+RunShape run_shape(const Config& c, int ranks, int gpus) {
   RunShape r;
   r.dtype = dtype_from_name(c.model.dtype);
   r.stream_dtype = stream_dtype_of(c);
   r.seq_len = c.dataset.max_seq_len;
-  r.batch_size = c.training.batch_size;
+  r.batch_size = (c.training.batch_size + gpus - 1) / gpus;
   r.micro_batch_size = c.training.micro_batch_size;
   r.passes = c.training.gradient_accumulation_steps;
   r.checkpoint_interval = c.training.checkpoint_interval;
@@ -131,8 +131,8 @@ MachineLimits read_machine_limits(const Backend& backend) {
   return m;
 }
 
-void preflight(const Config& c, const ModelSpec& spec, const Backend& backend, int ranks) {
-  const RunShape run = run_shape(c, ranks);
+void preflight(const Config& c, const ModelSpec& spec, const Backend& backend, int ranks, int gpus) {
+  const RunShape run = run_shape(c, ranks, gpus);
   const bool gpu = backend.device_memory_bytes() > 0;
   const std::string shortfall = preflight_shortfall(spec, run, gpu, read_machine_limits(backend));
   MT_REQUIRE(shortfall.empty(),

@@ -25,11 +25,13 @@ struct MachineLimits {
   std::vector<int64_t> numa_free;  // MemFree + FilePages of the domain's node, bytes
 };
 
-RunShape run_shape(const Config& c, int ranks);   // the shape train runs with (2 GPU weight slots)
+// The shape one GPU of train runs with (2 GPU weight slots): with data parallelism over `gpus` GPU ranks, each
+// holds about batch_size / gpus sequences (their token-balanced share).
+RunShape run_shape(const Config& c, int ranks, int gpus = 1);
 // The first shortfall of `plan` (run on a GPU backend when `gpu`) against `limits`; empty when it fits.
 std::string preflight_shortfall(const ModelSpec& spec, const RunShape& run, bool gpu, const MachineLimits& limits);
 MachineLimits read_machine_limits(const Backend& backend);
 // Throws mt::Error: the shortfall and `megatrain calc-resource ...` for this model and shape.
-void preflight(const Config& c, const ModelSpec& spec, const Backend& backend, int ranks);
+void preflight(const Config& c, const ModelSpec& spec, const Backend& backend, int ranks, int gpus = 1);
 
 }  // namespace mt
