@@ -28,7 +28,7 @@ void add_train_command(CLI::App& root, std::vector<Command>& commands) {
                         std::optional<Config> config;
                         if (ctx.is_root()) config = load_config(*config_file, *overrides);
                         const dist::DataParallel dp =
-                            dist::make_data_parallel(config ? gpus_per_node(*config) : 0, visible_gpu_numa_nodes());
+                            dist::make_data_parallel(config ? gpus_per_node(config->training.gpus_per_node) : 0, visible_gpu_numa_nodes());
                         if (!dp.computes()) return run_training_worker();
                         if (!ctx.is_root()) {
                           log::set_level(log::Level::warn);  // world rank 0 tells the story

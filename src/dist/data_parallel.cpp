@@ -9,6 +9,26 @@
 #include "dist/numa_binding.h"
 
 namespace mt::dist {
+namespace {
+
+// Every rank's `mine`, in rank order, on every rank of comm.
+std::vector<std::string> all_gather_strings(const std::string& mine, MPI_Comm comm) {
+  int size = 1;
+  MT_CHECK_MPI(MPI_Comm_size(comm, &size));
+  const int length = static_cast<int>(mine.size());
+  std::vector<int> lengths(static_cast<size_t>(size)), offsets(static_cast<size_t>(size), 0);
+  MT_CHECK_MPI(MPI_Allgather(&length, 1, MPI_INT, lengths.data(), 1, MPI_INT, comm));
+  for (int r = 1; r < size; ++r) offsets[static_cast<size_t>(r)] = offsets[static_cast<size_t>(r) - 1] + lengths[static_cast<size_t>(r) - 1];
+  std::string all(static_cast<size_t>(offsets.back() + lengths.back()), '\0');
+  MT_CHECK_MPI(MPI_Allgatherv(mine.data(), length, MPI_CHAR, all.data(), lengths.data(), offsets.data(), MPI_CHAR, comm));
+  std::vector<std::string> out;
+  for (int r = 0; r < size; ++r)
+    out.push_back(all.substr(static_cast<size_t>(offsets[static_cast<size_t>(r)]), static_cast<size_t>(lengths[static_cast<size_t>(r)])));
+  return out;
+}
+
+}  // namespace
+
 std::vector<int> assign_devices(const std::vector<int>& rank_numa_nodes, const std::vector<int>& gpu_numa_nodes) {
   const size_t ranks = rank_numa_nodes.size(), gpus = gpu_numa_nodes.size();
   std::vector<int> device(ranks, -1);
@@ -89,33 +109,22 @@ DataParallel make_data_parallel(int per_node, const std::vector<int>& gpu_numa_n
 
 void require_same(const DataParallel& dp, const std::string& what, const std::string& value) {
   if (dp.size <= 1) return;
-  constexpr int kField = 64;  // value, then host, each truncated to 63 characters
-  std::string mine(2 * kField, '\0');
-  mine.replace(0, std::min<size_t>(value.size(), kField - 1), value.substr(0, kField - 1));
-  const std::string& host = context().host;
-  mine.replace(kField, std::min<size_t>(host.size(), kField - 1), host.substr(0, kField - 1));
-  std::string all(static_cast<size_t>(dp.size) * 2 * kField, '\0');
-  MT_CHECK_MPI(MPI_Allgather(mine.data(), 2 * kField, MPI_CHAR, all.data(), 2 * kField, MPI_CHAR, dp.comm));
-  auto field = [&](int rank, int k) { return std::string(all.c_str() + (2 * rank + k) * kField); };
+  const std::vector<std::string> values = all_gather_strings(value, dp.comm);
+  const std::vector<std::string> hosts = all_gather_strings(context().host, dp.comm);
   for (int r = 1; r < dp.size; ++r)
-    MT_REQUIRE(field(r, 0) == field(0, 0),
+    MT_REQUIRE(values[static_cast<size_t>(r)] == values[0],
                "data-parallel GPU rank {} on {} has {} '{}' while rank 0 on {} has '{}': every GPU rank needs the same "
-               "(a node without a usable GPU, or a different build?)", r, field(r, 1), what, field(r, 0), field(0, 1),
-               field(0, 0));
+               "(a node without a usable GPU, or a different build?)", r, hosts[static_cast<size_t>(r)], what,
+               values[static_cast<size_t>(r)], hosts[0], values[0]);
 }
 
 std::string describe_gpu_ranks(const DataParallel& dp) {
-  const Context& ctx = context();
-  constexpr int kLine = 128;
-  std::string mine = ctx.host.substr(0, 64) + ": GPU " + std::to_string(dp.device) +
-                     (dp.numa_node >= 0 ? " (NUMA node " + std::to_string(dp.numa_node) + ")" : "");
-  mine.resize(kLine - 1);
-  mine.push_back('\0');
-  std::string all(dp.rank == 0 ? static_cast<size_t>(dp.size) * kLine : 0, '\0');
-  MT_CHECK_MPI(MPI_Gather(mine.data(), kLine, MPI_CHAR, all.data(), kLine, MPI_CHAR, 0, dp.comm));
+  const std::string mine = context().host + ": GPU " + std::to_string(dp.device) +
+                           (dp.numa_node >= 0 ? " (NUMA node " + std::to_string(dp.numa_node) + ")" : "");
+  const std::vector<std::string> all = all_gather_strings(mine, dp.comm);
   std::string out;
-  for (int r = 0; r < (dp.rank == 0 ? dp.size : 0); ++r)
-    out += (r ? ", " : "") + std::string("rank ") + std::to_string(r) + " on " + std::string(all.c_str() + r * kLine);
+  for (size_t r = 0; dp.rank == 0 && r < all.size(); ++r)
+    out += (r ? ", " : "") + std::string("rank ") + std::to_string(r) + " on " + all[r];
   return out;
 }
 

@@ -258,7 +258,7 @@ int cuda_device_count() {
 
 std::vector<int> cuda_device_numa_nodes() {
   std::vector<int> nodes;
-  for (int d = 0; d < cuda_device_count(); ++d) {
+  for (int d = 0, n = cuda_device_count(); d < n; ++d) {
     char bus[32] = {};
     int node = -1;
     if (cudaDeviceGetPCIBusId(bus, sizeof(bus), d) == cudaSuccess) {

@@ -1,6 +1,7 @@
 // Backend choice (see backend_select.h).
 #include "cli/train/backend_select.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -48,6 +49,11 @@ std::vector<int> visible_gpu_numa_nodes() {
 #else
   return {};
 #endif
+}
+
+int gpus_per_node(int64_t requested) {
+  if (requested > 0) return static_cast<int>(requested);
+  return std::clamp(visible_gpus(), 1, dist::context().node_size);
 }
 
 EngineTransfers make_engine_transfers(Backend& backend, HostStore& store, int64_t slots,

@@ -16,6 +16,9 @@ std::unique_ptr<Backend> select_backend(DType dtype, int device = 0);
 // GPUs the CUDA backend would see (0 when the CPU backend is forced, or without CUDA), and the NUMA node of each.
 int visible_gpus();
 std::vector<int> visible_gpu_numa_nodes();
+// Data-parallel GPU ranks per node: `requested` when > 0, else one per visible GPU up to the node's ranks (1 on
+// CPU).
+int gpus_per_node(int64_t requested);
 
 // The engine's weight and gradient transfers for `backend`: the CUDA pipeline with `slots` GPU weight slots
 // on a CUDA backend, the basic synchronous ones otherwise; with several compute ranks, gradients summed over

@@ -57,9 +57,7 @@ void run_bench(const BenchOptions& o) {
   const ParamLayout layout = make_param_layout(spec);
   const DType dtype = dtype_from_name(o.dtype);
   const dist::Context& ctx = dist::context();
-  const int per_node = o.gpus_per_node > 0 ? static_cast<int>(o.gpus_per_node)
-                                           : std::clamp(visible_gpus(), 1, ctx.node_size);
-  const dist::DataParallel dp = dist::make_data_parallel(per_node, visible_gpu_numa_nodes());
+  const dist::DataParallel dp = dist::make_data_parallel(gpus_per_node(o.gpus_per_node), visible_gpu_numa_nodes());
   const DType stream = o.stream_dtype.empty() ? dtype : dtype_from_name(o.stream_dtype);
   MT_REQUIRE(!(dtype == DType::f32 && stream == DType::bf16), "--stream-dtype bfloat16 cannot feed --dtype float32");
   HostStore store(layout, stream);

@@ -117,13 +117,8 @@ std::string format_duration(double seconds) {
 
 }  // namespace
 
-int gpus_per_node(const Config& c) {
-  if (c.training.gpus_per_node > 0) return static_cast<int>(c.training.gpus_per_node);
-  return std::clamp(visible_gpus(), 1, dist::context().node_size);
-}
-
 TrainSummary run_training(const Config& c) {
-  return run_training(c, dist::make_data_parallel(gpus_per_node(c), visible_gpu_numa_nodes()));
+  return run_training(c, dist::make_data_parallel(gpus_per_node(c.training.gpus_per_node), visible_gpu_numa_nodes()));
 }
 
 TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {

@@ -17,8 +17,6 @@ struct TrainSummary {
   std::filesystem::path final_dir;
 };
 
-// Compute ranks per node: training.gpus_per_node, or one per visible GPU up to the node's ranks (1 on CPU).
-int gpus_per_node(const Config& config);
 // Every compute rank of `dp` (world rank 0 logs, saves and exports; the others return their losses).
 TrainSummary run_training(const Config& config, const dist::DataParallel& dp);
 // A single-process run (tests): make_data_parallel, then the above.
