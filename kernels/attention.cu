@@ -628,13 +628,16 @@ __global__ void __launch_bounds__(threads)
   }
 }
 
-// Block (key tile, kv head, batch · column split): dk, dv for output columns [d0, d0 + dcols); warp w owns keys
-// 16w..16w+15; for every query head of the GQA group, in order, the query tiles that see the keys stream through smem.
-// Transposed products: sᵀ = K·Qᵀ, dpᵀ = V·dOᵀ, dv += pᵀ·dO, dk += dsᵀ·Q (then · scale).
+// Block (key tile, kv head, batch · column split, group split gs): dk, dv for output columns [d0, d0 + dcols); warp w
+// owns keys 16w..16w+15; for every query head of its share of the GQA group (heads gs·group/gsplit.. in order), the
+// query tiles that see the keys stream through smem. Transposed products: sᵀ = K·Qᵀ, dpᵀ = V·dOᵀ, dv += pᵀ·dO,
+// dk += dsᵀ·Q (then · scale). With gsplit > 1 the block writes fp32 partial sums to dk_part/dv_part + gs·part_stride
+// (laid out as dk/dv) and attn_group_sum_kernel adds them in gs order: more blocks in flight, still deterministic.
 template <typename T, int HD>
 __global__ void __launch_bounds__(threads)
     attn_dkdv_kernel(T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v, const float* lse,
-                     const float* dsum, const attn_args a) {
+                     const float* dsum, const attn_args a, float* dk_part, float* dv_part, int gsplit,
+                     int64_t part_stride) {
   using C = cfg<T, HD>;
   using L = dkdv_layout<T, HD>;
   constexpr int BKB = C::bkb, BQB = C::bqb, ST = C::stride, DC = C::dcols, splits = HD / DC;
@@ -651,24 +654,34 @@ __global__ void __launch_bounds__(threads)
 
   const int n_kv = a.n_heads / a.group, d0 = (blockIdx.x % splits) * DC, kvh = (blockIdx.x / splits) % n_kv;
   const int b = blockIdx.x / splits / n_kv, k0 = blockIdx.y * BKB;  // heaviest (earliest) tiles first
+  const int gs = blockIdx.z, heads = a.group / gsplit;
+  const bool partial = gsplit > 1;
+  float* dkp = partial ? dk_part + gs * part_stride : nullptr;
+  float* dvp = partial ? dv_part + gs * part_stride : nullptr;
   const int len = valid_len(a, b);
   const int64_t tok0 = static_cast<int64_t>(b) * a.seq, kv_off = static_cast<int64_t>(kvh) * a.hd;
   if (k0 >= len) {
     const int rows = min(BKB, a.seq - k0), cols = min(DC, a.hd - d0);
-    zero_rows(dk + (tok0 + k0) * a.kv_stride + kv_off + d0, a.kv_stride, rows, cols);
-    zero_rows(dv + (tok0 + k0) * a.kv_stride + kv_off + d0, a.kv_stride, rows, cols);
+    const int64_t at = (tok0 + k0) * a.kv_stride + kv_off + d0;
+    if (partial) {
+      zero_rows(dkp + at, a.kv_stride, rows, cols);
+      zero_rows(dvp + at, a.kv_stride, rows, cols);
+    } else {
+      zero_rows(dk + at, a.kv_stride, rows, cols);
+      zero_rows(dv + at, a.kv_stride, rows, cols);
+    }
     return;
   }
   // Queries that see keys [k0, k0 + BKB): i in [k0, i_last].
   const int i_last = a.window > 0 ? min(len - 1, k0 + BKB - 1 + a.window - 1) : len - 1;
-  const int qt0 = k0 / BQB, nq = i_last / BQB - qt0 + 1, n_iter = a.group * nq;
+  const int qt0 = k0 / BQB, nq = i_last / BQB - qt0 + 1, n_iter = heads * nq;
   const int k_valid = min(BKB, len - k0);
 
   load_tile<T, BKB, HD>(k_s, k + (tok0 + k0) * a.kv_stride + kv_off, a.kv_stride, k_valid, a);
   load_tile<T, BKB, HD>(v_s, v + (tok0 + k0) * a.kv_stride + kv_off, a.kv_stride, k_valid, a);
   load_segments(kseg_s, a, tok0 + k0, BKB, k_valid);
   auto load_q = [&](int it, int buf) {
-    const int h = kvh * a.group + it / nq, q0 = (qt0 + it % nq) * BQB, n_valid = min(BQB, len - q0);
+    const int h = kvh * a.group + gs * heads + it / nq, q0 = (qt0 + it % nq) * BQB, n_valid = min(BQB, len - q0);
     const int64_t src = (tok0 + q0) * a.q_stride + static_cast<int64_t>(h) * a.hd;
     load_tile<T, BQB, HD>(q_s + buf * BQB * ST, q + src, a.q_stride, n_valid, a);
     load_tile<T, BQB, HD>(do_s + buf * BQB * ST, dout + src, a.q_stride, n_valid, a);
@@ -736,11 +749,27 @@ __global__ void __launch_bounds__(threads)
 #pragma unroll
     for (int n = 0; n < DC / 8; ++n) {
       const int d = n * 8 + 2 * t4;
-      store_pair(dk + off, d, valid ? a.scale * dk_acc[0][n][2 * r] : 0.f,
-                 valid ? a.scale * dk_acc[0][n][2 * r + 1] : 0.f, a.hd - d0, a.vec);
-      store_pair(dv + off, d, valid ? dv_acc[0][n][2 * r] : 0.f, valid ? dv_acc[0][n][2 * r + 1] : 0.f, a.hd - d0,
-                 a.vec);
+      const float k0v = valid ? a.scale * dk_acc[0][n][2 * r] : 0.f, k1v = valid ? a.scale * dk_acc[0][n][2 * r + 1] : 0.f;
+      const float v0v = valid ? dv_acc[0][n][2 * r] : 0.f, v1v = valid ? dv_acc[0][n][2 * r + 1] : 0.f;
+      if (partial) {
+        store_pair(dkp + off, d, k0v, k1v, a.hd - d0, a.vec);
+        store_pair(dvp + off, d, v0v, v1v, a.hd - d0, a.vec);
+      } else {
+        store_pair(dk + off, d, k0v, k1v, a.hd - d0, a.vec);
+        store_pair(dv + off, d, v0v, v1v, a.hd - d0, a.vec);
+      }
     }
+  }
+}
+
+// out[i] = Σ_gs part[gs·stride + i], gs in order (the dk/dv partial sums of the GQA group splits).
+template <typename T>
+__global__ void attn_group_sum_kernel(T* out, const float* part, int gsplit, int64_t stride, int64_t n) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    float acc = 0.f;
+    for (int g = 0; g < gsplit; ++g) acc += part[g * stride + i];
+    out[i] = from_f32<T>(acc);
   }
 }
 
@@ -798,10 +827,28 @@ void launch_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k,
   attn_dq_kernel<T, HD><<<dq_grid, threads, dq_bytes, s>>>(dq, dout, q, k, v, lse, dsum, a);
   MT_CHECK_LAUNCH("attention_backward dq", "batch={} seq={} n_heads={} group={} head_dim={} window={}", batch, a.seq,
                   a.n_heads, a.group, a.hd, a.window);
-  const dim3 dkdv_grid(static_cast<unsigned>(a.n_heads / a.group * batch * splits), tiles(a.seq, C::bkb));
-  attn_dkdv_kernel<T, HD><<<dkdv_grid, threads, dkdv_bytes, s>>>(dk, dv, dout, q, k, v, lse, dsum, a);
-  MT_CHECK_LAUNCH("attention_backward dk/dv", "batch={} seq={} n_heads={} group={} head_dim={} window={}", batch,
-                  a.seq, a.n_heads, a.group, a.hd, a.window);
+  // Split the GQA group over blocks (the largest divisor keeping about four blocks per SM) when one block per kv
+  // head and key tile would leave the GPU mostly idle.
+  const unsigned base = static_cast<unsigned>(a.n_heads / a.group * batch * splits) * tiles(a.seq, C::bkb);
+  int gsplit = 1;
+  for (int d = 2; d <= a.group; ++d)
+    if (a.group % d == 0 && static_cast<int64_t>(base) * d <= 4 * static_cast<int64_t>(sm_count())) gsplit = d;
+  const int64_t part_stride = static_cast<int64_t>(batch) * a.seq * a.kv_stride;
+  Scratch<float> dk_part("attention_backward", gsplit > 1 ? gsplit * part_stride : 0, s);
+  Scratch<float> dv_part("attention_backward", gsplit > 1 ? gsplit * part_stride : 0, s);
+  const dim3 dkdv_grid(static_cast<unsigned>(a.n_heads / a.group * batch * splits), tiles(a.seq, C::bkb),
+                       static_cast<unsigned>(gsplit));
+  attn_dkdv_kernel<T, HD><<<dkdv_grid, threads, dkdv_bytes, s>>>(dk, dv, dout, q, k, v, lse, dsum, a, dk_part.get(),
+                                                                 dv_part.get(), gsplit, part_stride);
+  MT_CHECK_LAUNCH("attention_backward dk/dv", "batch={} seq={} n_heads={} group={} head_dim={} window={} gsplit={}",
+                  batch, a.seq, a.n_heads, a.group, a.hd, a.window, gsplit);
+  if (gsplit > 1) {
+    attn_group_sum_kernel<T><<<grid_for(part_stride, 256), 256, 0, s>>>(dk, dk_part.get(), gsplit, part_stride,
+                                                                       part_stride);
+    attn_group_sum_kernel<T><<<grid_for(part_stride, 256), 256, 0, s>>>(dv, dv_part.get(), gsplit, part_stride,
+                                                                       part_stride);
+    MT_CHECK_LAUNCH("attention_backward group sum", "gsplit={} elements={}", gsplit, part_stride);
+  }
 }
 
 }  // namespace

@@ -32,7 +32,9 @@ void plan_activations(const ModelSpec& s, const RunShape& run, int64_t es, GpuPl
   g.micro_batch_size = mb;
   g.checkpoints = ceil_div(L, c) * n;
   g.segment = (std::min(c, L) - 1 + 3) * n;
-  g.layer_workspace = decoder_workspace_elements(s, mb_tokens) * es + mb * s.num_heads * run.seq_len * 4;
+  const int64_t kvd = s.num_kv_heads * s.head_dim, group = s.num_heads / std::max<int64_t>(s.num_kv_heads, 1);
+  const int64_t attention_partials = group > 1 ? 2 * group * mb_tokens * kvd * 4 : 0;  // kernels/attention.cu
+  g.layer_workspace = decoder_workspace_elements(s, mb_tokens) * es + mb * s.num_heads * run.seq_len * 4 + attention_partials;
   const int64_t chunk = std::min(std::clamp<int64_t>((int64_t{1} << 28) / std::max<int64_t>(V, 1), 16, 4096), mb_tokens);
   g.head = chunk * V * 4 + chunk * V * es + mb_tokens * 4;
   g.batch_arrays = pass_seqs * run.seq_len * 4 * 4 + pass_seqs * 4;

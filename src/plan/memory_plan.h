@@ -42,7 +42,8 @@ struct GpuPlan {
   int64_t grad_buffers = 0;             // embedding, head and two layer buffers, fp32
   int64_t checkpoints = 0;              // ceil(L / c) × pass tokens × hidden × dtype size
   int64_t segment = 0;                  // (min(c, L) − 1) segment inputs + current, next, grad
-  int64_t layer_workspace = 0;          // DecoderWorkspace for one micro-batch
+  int64_t layer_workspace = 0;          // DecoderWorkspace for one micro-batch, and the attention backward's fp32
+                                        // dk/dv partials of the GQA group splits (at most one split per query head)
   int64_t head = 0;                     // logits chunk (fp32) + dlogits chunk + per-row losses
   int64_t batch_arrays = 0;             // input ids, targets, positions, segments, lengths (int32)
   int64_t gemm_workspace = 0;           // cuBLASLt

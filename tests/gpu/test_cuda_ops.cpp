@@ -269,6 +269,7 @@ TEST_CASE("cuda attention forward and deterministic backward match the reference
       {2, 17, 3, 1, 16, 5, {17, 9}, true},          // everything at once, small
       {1, 70, 2, 2, 200, 0, {}, false},             // head_dim bucket 256 (column-split backward)
       {2, 96, 4, 4, 96, 0, {96, 95}, false},        // head_dim 96 in bucket 128
+      {4, 1024, 16, 2, 64, 0, {1024, 1000, 999, 512}, false},  // GQA 8 split in part over blocks (132 SMs: 4 of 8)
   };
   for (const AttnCase& c : cases) {
     INFO("batch " << c.batch << " seq " << c.seq << " heads " << c.heads << "/" << c.kv_heads << " head_dim "
