@@ -1,4 +1,5 @@
 // `megatrain bench --model SHAPE [--batch B] [--seq S] [--steps N] ...` (see cli/train/bench.h).
+#include <limits>
 #include <memory>
 
 #include "cli/command.h"
@@ -20,6 +21,10 @@ void add_bench_command(CLI::App& root, std::vector<Command>& commands) {
   app->add_option("--warmup", o->warmup, "unmeasured steps first")->capture_default_str()->check(CLI::NonNegativeNumber);
   app->add_option("--checkpoint-interval", o->checkpoint_interval, "layers per recompute segment")
       ->capture_default_str()->check(CLI::PositiveNumber);
+  app->add_option("--recompute-layers", o->recompute_layers,
+                  "the first layers recompute their activations in backward, the rest keep them (-1 = as few as the "
+                  "GPU's memory allows)")
+      ->capture_default_str()->check(CLI::Range(int64_t{-1}, std::numeric_limits<int64_t>::max()));
   app->add_option("--micro-batch", o->micro_batch, "sequences per micro-batch (0 = auto)")->capture_default_str();
   app->add_option("--slots", o->slots, "GPU weight slots (>= 2)")->capture_default_str()->check(CLI::Range(2, 64));
   app->add_option("--layers", o->layers, "override the number of layers (0 = as the shape says)")->capture_default_str();

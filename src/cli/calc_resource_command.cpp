@@ -30,7 +30,7 @@ struct Inputs {
   std::optional<double> gpu_gib, ram_gib;
   std::optional<std::string> model;
   std::optional<int64_t> seq;
-  int64_t batch = 8, micro_batch = 0, interval = 0, slots = 2, ranks = 1;
+  int64_t batch = 8, micro_batch = 0, interval = 0, slots = 2, ranks = 1, recompute = -1;
   std::string dtype = "bfloat16";
   std::string stream_dtype;  // empty: dtype
   bool json = false;
@@ -90,6 +90,8 @@ void validate(const Inputs& in) {
   MT_REQUIRE(in.batch > 0, "calc-resource: --batch must be positive, not {}", in.batch);
   MT_REQUIRE(in.micro_batch >= 0, "calc-resource: --micro-batch must be positive (0 = auto), not {}", in.micro_batch);
   MT_REQUIRE(in.interval >= 0, "calc-resource: --checkpoint-interval must be positive (0 = choose), not {}", in.interval);
+  MT_REQUIRE(in.recompute >= -1, "calc-resource: --recompute-layers must be -1 (auto) or a layer count, not {}",
+             in.recompute);
   MT_REQUIRE(in.slots >= 2, "calc-resource: --slots must be at least 2, not {}", in.slots);
   MT_REQUIRE(in.ranks > 0 && in.ranks <= 1024, "calc-resource: --ranks must be in 1..1024, not {}", in.ranks);
 }
@@ -106,19 +108,22 @@ json to_json(const std::string& model, const ModelSpec& spec, const Machine& m, 
                     {"store_bytes", h.store_bytes}, {"per_rank_bytes", h.rank_bytes}, {"ram_bytes", m.ram_bytes},
                     {"usable_bytes", a.host_usable_bytes}, {"fits", a.host_fits}}},
           {"gpu", {{"checkpoint_interval", a.run.checkpoint_interval}, {"micro_batch_size", g.micro_batch_size},
+                   {"recompute_layers", std::min(a.run.recompute_layers, spec.num_layers)},
                    {"weight_slots", g.weight_slots}, {"gradient_buffers", g.grad_buffers},
                    {"checkpoints", g.checkpoints}, {"segment_activations", g.segment},
+                   {"saved_layer_activations", g.saved_layers},
                    {"layer_workspace", g.layer_workspace}, {"head_logits", g.head}, {"batch_arrays", g.batch_arrays},
                    {"gemm_workspace", g.gemm_workspace}, {"total", g.total()}, {"gpu_bytes", m.gpu_bytes},
                    {"fits", a.gpu_fits}}},
           {"largest_trainable_parameters", a.largest_parameters},
           {"largest_micro_batch", a.largest_micro_batch},
           {"recommended", {{"batch_size", a.run.batch_size}, {"micro_batch_size", a.largest_micro_batch},
-                           {"checkpoint_interval", a.recommended_interval}}},
+                           {"checkpoint_interval", a.recommended_interval},
+                           {"recompute_layers", std::min(a.run.recompute_layers, spec.num_layers)}}},
           {"verdict", a.fits() ? "fits" : a.shortfall}};
 }
 
-void print_text(const std::string& model, const Machine& m, const ResourceAdvice& a) {
+void print_text(const std::string& model, const ModelSpec& spec, const Machine& m, const ResourceAdvice& a) {
   const auto b = [](int64_t v) { return format_bytes(static_cast<uint64_t>(v)); };
   const HostPlan& h = a.plan.host;
   const GpuPlan& g = a.plan.gpu;
@@ -127,17 +132,21 @@ void print_text(const std::string& model, const Machine& m, const ResourceAdvice
                          " of {} usable ({} RAM)\n", h.bytes_per_parameter(), h.master, h.exp_avg, h.exp_avg_sq, h.grad,
                          h.stream_copy, b(h.store_bytes), b(a.host_usable_bytes), b(m.ram_bytes));
   for (size_t q = 0; q < h.rank_bytes.size(); ++q) std::cout << MT_FORMAT("  rank {}: {}\n", q, b(h.rank_bytes[q]));
-  std::cout << MT_FORMAT("GPU (checkpoint_interval {}, micro_batch_size {}): {} of {}\n", a.run.checkpoint_interval,
-                         g.micro_batch_size, b(g.total()), b(m.gpu_bytes))
+  const int64_t recompute = std::min(a.run.recompute_layers, spec.num_layers);
+  std::cout << MT_FORMAT("GPU (checkpoint_interval {}, micro_batch_size {}, {} of {} layers recompute): {} of {}\n",
+                         a.run.checkpoint_interval, g.micro_batch_size, recompute, spec.num_layers, b(g.total()),
+                         b(m.gpu_bytes))
             << MT_FORMAT("  weight slots {} | gradient buffers {} | checkpoints {} | segment activations {}\n",
                          b(g.weight_slots), b(g.grad_buffers), b(g.checkpoints), b(g.segment))
+            << MT_FORMAT("  saved activations of {} layers {}\n", spec.num_layers - recompute, b(g.saved_layers))
             << MT_FORMAT("  layer workspace {} | head logits {} | batch arrays {} | cuBLASLt workspace {}\n",
                          b(g.layer_workspace), b(g.head), b(g.batch_arrays), b(g.gemm_workspace))
             << MT_FORMAT("largest trainable model for this RAM: {:.2f} B parameters\n",
                          static_cast<double>(a.largest_parameters) / 1e9);
   if (a.recommended_interval)
-    std::cout << MT_FORMAT("recommended: batch_size {}, micro_batch_size {}, checkpoint_interval {}\n",
-                           a.run.batch_size, a.largest_micro_batch, a.recommended_interval);
+    std::cout << MT_FORMAT("recommended: batch_size {}, micro_batch_size {}, checkpoint_interval {}, "
+                           "recompute_layers {}\n", a.run.batch_size, a.largest_micro_batch, a.recommended_interval,
+                           recompute);
   std::cout << "verdict: " << (a.fits() ? "fits" : "does not fit: " + a.shortfall) << "\n";
 }
 
@@ -160,12 +169,13 @@ void run_calc_resource(Inputs in, bool interactive_allowed) {
   run.checkpoint_interval = in.interval;
   run.weight_slots = in.slots;
   run.ranks = static_cast<int>(in.ranks);
+  if (in.recompute >= 0) run.recompute_layers = in.recompute;
   const Machine m{static_cast<int64_t>(*in.gpu_gib * (1 << 30)), static_cast<int64_t>(*in.ram_gib * (1 << 30))};
-  const ResourceAdvice a = advise(spec, run, m);
+  const ResourceAdvice a = advise(spec, run, m, in.recompute < 0);
   if (in.json)
     std::cout << to_json(*in.model, spec, m, a).dump(2) << "\n";
   else
-    print_text(*in.model, m, a);
+    print_text(*in.model, spec, m, a);
   std::cout << std::flush;
   MT_REQUIRE(a.fits(), "calc-resource: {} does not fit: {}", *in.model, a.shortfall);
 }
@@ -185,6 +195,9 @@ void add_calc_resource_command(CLI::App& root, std::vector<Command>& commands) {
   app->add_option("--batch", in->batch, "sequences per optimizer step (default 8)");
   app->add_option("--micro-batch", in->micro_batch, "sequences per micro-batch (default 0 = auto)");
   app->add_option("--checkpoint-interval", in->interval, "layers per checkpoint (default 0 = choose)");
+  app->add_option("--recompute-layers", in->recompute,
+                  "layers that recompute their activations in backward, the first ones (default -1 = as few as the "
+                  "GPU's memory allows)");
   app->add_option("--slots", in->slots, "GPU weight slots (default 2)");
   app->add_option("--ranks,--numa", in->ranks, "ranks (NUMA domains) sharing the host store (default 1)");
   app->add_option("--dtype", in->dtype, "bfloat16 or float32 (default bfloat16)");

@@ -62,9 +62,10 @@ Field integer(std::string_view section, std::string_view key, int64_t min, At at
 
 template <typename At>
 Field integer_or_auto(std::string_view section, std::string_view key, int64_t min, At at) {
+  const int64_t auto_value = min - 1;  // 0 where min is 1, -1 where 0 is a valid value
   return {section, key,
-          [=](Config& c, const YAML::Node& n, const YamlPlace& p) { at(c) = read_integer_or_auto(n, p, min); },
-          [=](const Config& c) { return at(c) == 0 ? std::string("auto") : std::to_string(at(c)); }};
+          [=](Config& c, const YAML::Node& n, const YamlPlace& p) { at(c) = read_integer_or_auto(n, p, min, auto_value); },
+          [=](const Config& c) { return at(c) == auto_value ? std::string("auto") : std::to_string(at(c)); }};
 }
 
 template <typename At>
@@ -114,6 +115,7 @@ const std::vector<Field>& schema() {
       real("training", "weight_decay", {0.0, kInf}, MT_AT(training.weight_decay)),
       real("training", "max_grad_norm", {-kInf, kInf}, MT_AT(training.max_grad_norm)),
       integer("training", "checkpoint_interval", 1, MT_AT(training.checkpoint_interval)),
+      integer_or_auto("training", "recompute_layers", 0, MT_AT(training.recompute_layers)),
       unsigned_integer("training", "seed", MT_AT(training.seed)),
       text("training", "output_dir", false, MT_AT(training.output_dir)),
       integer("training", "logging_steps", 1, MT_AT(training.logging_steps)),

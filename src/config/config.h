@@ -43,6 +43,8 @@ struct TrainingConfig {
   double weight_decay = 0.0;
   double max_grad_norm = 1.0;            // <= 0 disables clipping
   int64_t checkpoint_interval = 4;
+  int64_t recompute_layers = -1;         // the first layers that recompute in backward, the rest save their
+                                         // internals; -1 = auto (YAML: auto): as few as GPU memory allows
   uint64_t seed = 42;
   std::string output_dir = "output";
   int64_t logging_steps = 1;

@@ -77,8 +77,8 @@ int64_t read_integer(const YAML::Node& node, const YamlPlace& place, int64_t min
   return *value;
 }
 
-int64_t read_integer_or_auto(const YAML::Node& node, const YamlPlace& place, int64_t min) {
-  if (node.IsScalar() && node.Scalar() == "auto") return 0;
+int64_t read_integer_or_auto(const YAML::Node& node, const YamlPlace& place, int64_t min, int64_t auto_value) {
+  if (node.IsScalar() && node.Scalar() == "auto") return auto_value;
   std::optional<int64_t> value = parse_integer<int64_t>(node);
   if (!value || *value < min) reject(node, place, fmt::format("auto or an integer >= {}", min));
   return *value;

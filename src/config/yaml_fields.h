@@ -37,8 +37,8 @@ std::string read_choice(const YAML::Node& node, const YamlPlace& place, const st
 bool read_flag(const YAML::Node& node, const YamlPlace& place);
 // A decimal integer >= min (`4.0` and `1e3` are not integers).
 int64_t read_integer(const YAML::Node& node, const YamlPlace& place, int64_t min);
-// `auto` reads as 0; otherwise a decimal integer >= min (min >= 1).
-int64_t read_integer_or_auto(const YAML::Node& node, const YamlPlace& place, int64_t min);
+// `auto` reads as auto_value (below min); otherwise a decimal integer >= min.
+int64_t read_integer_or_auto(const YAML::Node& node, const YamlPlace& place, int64_t min, int64_t auto_value);
 uint64_t read_unsigned(const YAML::Node& node, const YamlPlace& place);
 // A finite number within `bounds` (`1e-5`, `1.0e-5` and `3` all read).
 double read_real(const YAML::Node& node, const YamlPlace& place, const RealBounds& bounds);

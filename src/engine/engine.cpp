@@ -3,6 +3,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -12,12 +13,21 @@
 
 namespace mt {
 
-// Boundary hidden states of one pass, in backend memory, reused while shapes fit.
+// A layer that recomputes nothing: its internals over the whole pass, and its input where that is not a
+// checkpoint (null where it is).
+struct SavedLayer {
+  LayerInternals internals;
+  void* input = nullptr;
+};
+
+// Boundary hidden states and saved layers of one pass, in backend memory, reused while shapes fit.
 struct Engine::Activations {
   Backend& be;
   int64_t tokens = 0, mb_tokens = 0, mb_seqs = 0, seq_len = 0;
   std::vector<void*> checkpoints;   // boundary k·c, k = 0..
   std::vector<void*> segment;       // inputs of the layers of the segment being recomputed
+  std::vector<SavedLayer> saved;    // layers recompute_layers.. L-1
+  std::vector<void*> saved_buffers;
   void* current = nullptr;
   void* next = nullptr;
   void* grad = nullptr;             // ∂L/∂(hidden) flowing backward
@@ -27,6 +37,7 @@ struct Engine::Activations {
   ~Activations() {
     for (void* p : checkpoints) be.free_bytes(p);
     for (void* p : segment) be.free_bytes(p);
+    for (void* p : saved_buffers) be.free_bytes(p);
     for (void* p : {current, next, grad})
       if (p) be.free_bytes(p);
   }
@@ -58,13 +69,13 @@ struct Engine::BatchArrays {
   }
 };
 
-std::vector<int64_t> pass_region_order(int64_t L, int64_t c, bool tied) {
+std::vector<int64_t> pass_region_order(int64_t L, int64_t c, bool tied, int64_t recompute_layers) {
   std::vector<int64_t> order;
   for (int64_t r = 0; r <= L + 1; ++r) order.push_back(r);
   if (tied) order.push_back(0);
   for (int64_t seg_start = (L - 1) / c * c; seg_start >= 0; seg_start -= c) {
     const int64_t seg_end = std::min(seg_start + c, L);
-    for (int64_t i = seg_start; i + 1 < seg_end; ++i) order.push_back(i + 1);
+    for (int64_t i = seg_start; i + 1 < std::min(seg_end, recompute_layers); ++i) order.push_back(i + 1);
     for (int64_t i = seg_end - 1; i >= seg_start; --i) order.push_back(i + 1);
   }
   return order;
@@ -76,7 +87,9 @@ Engine::Engine(Backend& backend, const ModelSpec& spec, HostStore& store, const 
       grads_(std::move(transfers.grads)), counters_(std::move(transfers.counters)) {
   if (!weights_) weights_ = std::make_unique<BasicWeightStream>(backend_, store_, 2);
   if (!grads_) grads_ = std::make_unique<BasicGradientSink>(backend_, store_);
-  MT_ASSERT(options_.checkpoint_interval >= 1 && options_.passes >= 1 && options_.max_positions > 0);
+  MT_ASSERT(options_.checkpoint_interval >= 1 && options_.passes >= 1 && options_.max_positions > 0 &&
+            options_.recompute_layers >= 0);
+  options_.recompute_layers = std::min(options_.recompute_layers, spec_.num_layers);
   const RopeTable table = make_rope_table(spec_, options_.max_positions);
   const auto n = static_cast<int64_t>(table.cos.size());
   rope_cos_ = backend_.alloc_floats(n);
@@ -125,6 +138,31 @@ Engine::Activations& Engine::activations_for(int64_t pass_tokens, int64_t mb_seq
   a.grad = backend_.alloc(n);
   // seq_len bounds every micro-batch's padded length, so lse fits max mb_seqs × heads × seq_len.
   a.ws = std::make_unique<DecoderWorkspace>(backend_, spec_, mb_tokens, mb_seqs, seq_len);
+  const int64_t qd = spec_.num_heads * spec_.head_dim, kvd = spec_.num_kv_heads * spec_.head_dim;
+  const int64_t I = spec_.intermediate_size, T = pass_tokens;
+  auto take = [&](int64_t elements) {
+    a.saved_buffers.push_back(backend_.alloc(elements));
+    return a.saved_buffers.back();
+  };
+  for (int64_t i = options_.recompute_layers; i < L; ++i) {
+    SavedLayer s;
+    LayerInternals& n = s.internals;
+    if (spec_.qk_norm) {
+      n.q_raw = take(T * qd);
+      n.k_raw = take(T * kvd);
+    }
+    n.q = take(T * qd);
+    n.k = take(T * kvd);
+    n.v = take(T * kvd);
+    n.attn = take(T * qd);
+    n.h1 = take(T * H);
+    n.gate = take(T * I);
+    n.up = take(T * I);
+    n.lse = backend_.alloc_floats(pass_tokens / seq_len * spec_.num_heads * seq_len);
+    a.saved_buffers.push_back(n.lse);
+    if (i % c != 0) s.input = take(T * H);
+    a.saved.push_back(s);
+  }
   return a;
 }
 
@@ -178,8 +216,14 @@ void Engine::run_pass(const Batch& batch, const BatchArrays& arrays, int64_t fir
     return static_cast<void*>(static_cast<char*>(buf) + (mb.first_seq - first_seq) * S * H * esize);
   };
   const int64_t pass_bytes = seqs * S * H * esize;
-  const int64_t embed_region = 0, head_region = L + 1;
-  weights_->plan(pass_region_order(L, c, store_.layout().head.lm_head < 0));
+  const int64_t embed_region = 0, head_region = L + 1, R = options_.recompute_layers;
+  weights_->plan(pass_region_order(L, c, store_.layout().head.lm_head < 0, R));
+  // A saved layer's internals for one micro-batch.
+  auto saved = [&](int64_t i, const MicroBatch& mb) -> std::optional<LayerInternals> {
+    if (i < R) return std::nullopt;
+    return internals_rows(a.saved[static_cast<size_t>(i - R)].internals, spec_, esize, mb.first_seq - first_seq, S);
+  };
+  auto saved_input = [&](int64_t i) { return i < R ? nullptr : a.saved[static_cast<size_t>(i - R)].input; };
 
   // Forward: embedding, then every layer, keeping the boundary states at multiples of c.
   float* table_grad = grads_->begin(embed_region);
@@ -190,8 +234,12 @@ void Engine::run_pass(const Batch& batch, const BatchArrays& arrays, int64_t fir
   }
   backend_.copy_bytes(a.current, a.checkpoints[0], pass_bytes);
   for (int64_t i = 0; i < L; ++i) {
+    if (void* input = saved_input(i)) backend_.copy_bytes(input, a.current, pass_bytes);
     const void* w = weights_->acquire(i + 1);
-    for (const auto& mb : mbs) decoder_layer_forward(ctx_, i, w, rows(a.current, mb), rows(a.next, mb), mb, *a.ws);
+    for (const auto& mb : mbs) {
+      const std::optional<LayerInternals> n = saved(i, mb);
+      decoder_layer_forward(ctx_, i, w, rows(a.current, mb), rows(a.next, mb), mb, *a.ws, n ? &*n : nullptr);
+    }
     weights_->release(i + 1);
     std::swap(a.current, a.next);
     if ((i + 1) % c == 0 && i + 1 < L) backend_.copy_bytes(a.checkpoints[(i + 1) / c], a.current, pass_bytes);
@@ -210,11 +258,16 @@ void Engine::run_pass(const Batch& batch, const BatchArrays& arrays, int64_t fir
     grads_->finish(head_region, first_pass);
   }
 
-  // Backward, segment by segment from the last: recompute the segment's layer inputs, then go back through it.
+  // Backward, segment by segment from the last: recompute the inputs of the segment's layers that saved
+  // nothing, then go back through it.
   for (int64_t seg_start = (L - 1) / c * c; seg_start >= 0; seg_start -= c) {
     const int64_t seg_end = std::min(seg_start + c, L);
-    auto layer_input = [&](int64_t i) { return i == seg_start ? a.checkpoints[seg_start / c] : a.segment[i - seg_start - 1]; };
-    for (int64_t i = seg_start; i + 1 < seg_end; ++i) {
+    auto layer_input = [&](int64_t i) {
+      if (i == seg_start) return a.checkpoints[seg_start / c];
+      if (void* input = saved_input(i)) return input;
+      return a.segment[i - seg_start - 1];
+    };
+    for (int64_t i = seg_start; i + 1 < std::min(seg_end, R); ++i) {
       const void* w = weights_->acquire(i + 1);
       for (const auto& mb : mbs)
         decoder_layer_forward(ctx_, i, w, rows(layer_input(i), mb), rows(layer_input(i + 1), mb), mb, *a.ws);
@@ -223,9 +276,11 @@ void Engine::run_pass(const Batch& batch, const BatchArrays& arrays, int64_t fir
     for (int64_t i = seg_end - 1; i >= seg_start; --i) {
       const void* w = weights_->acquire(i + 1);
       float* dw = grads_->begin(i + 1);
-      for (const auto& mb : mbs)
+      for (const auto& mb : mbs) {
+        const std::optional<LayerInternals> n = saved(i, mb);
         decoder_layer_backward(ctx_, i, w, rows(layer_input(i), mb), rows(a.grad, mb), rows(a.grad, mb), dw, mb,
-                               *a.ws);
+                               *a.ws, n ? &*n : nullptr);
+      }
       weights_->release(i + 1);
       grads_->finish(i + 1, first_pass);
     }

@@ -1,10 +1,13 @@
 // Engine: one training step's forward and backward over the global batch, layer by layer.
 // The whole pass batch goes through each layer while its weights are bound; micro-batches are the inner
-// loop; hidden states are kept only at every checkpoint_interval-th layer boundary and each segment is
-// recomputed from its checkpoint during backward. gradient_accumulation_steps splits the batch into passes.
+// loop. The first recompute_layers layers keep hidden states only at every checkpoint_interval-th layer
+// boundary and recompute each segment (and each layer's internals) from its checkpoint during backward; the
+// layers after them save their internals in forward and recompute none (bitwise the same gradients).
+// gradient_accumulation_steps splits the batch into passes.
 // Invariant: after forward_backward the store's grad regions hold ∂(mean CE over all targets of the batch)/∂θ.
 #pragma once
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -23,6 +26,7 @@ struct EngineOptions {
   int64_t micro_batch_size = 0;   // sequences per micro-batch; 0 = auto (about 4096 tokens)
   int64_t passes = 1;             // gradient_accumulation_steps
   int64_t max_positions = 0;      // RoPE table length; sequences must not exceed it
+  int64_t recompute_layers = std::numeric_limits<int64_t>::max();  // the first ones recompute; above L: all
 };
 
 struct StepLoss {
@@ -32,9 +36,10 @@ struct StepLoss {
 };
 
 // The acquisition order of one pass: embedding, layers, head (+ embedding when tied), then per segment from
-// the last: recompute inputs, backward in reverse (the embedding's backward needs no weights).
-// Regions: 0 embedding, 1..L layers, L+1 head.
-std::vector<int64_t> pass_region_order(int64_t num_layers, int64_t checkpoint_interval, bool tied);
+// the last: recompute the inputs of its layers below recompute_layers, backward in reverse (the embedding's
+// backward needs no weights). Regions: 0 embedding, 1..L layers, L+1 head.
+std::vector<int64_t> pass_region_order(int64_t num_layers, int64_t checkpoint_interval, bool tied,
+                                       int64_t recompute_layers = std::numeric_limits<int64_t>::max());
 
 struct EngineTransfers {
   std::unique_ptr<WeightStream> weights;  // null: BasicWeightStream

@@ -32,7 +32,14 @@ void plan_activations(const ModelSpec& s, const RunShape& run, int64_t es, GpuPl
   g.micro_batch_size = mb;
   g.checkpoints = ceil_div(L, c) * n;
   g.segment = (std::min(c, L) - 1 + 3) * n;
-  const int64_t kvd = s.num_kv_heads * s.head_dim, group = s.num_heads / std::max<int64_t>(s.num_kv_heads, 1);
+  // Engine::activations_for: per saved layer LayerInternals (engine/decoder_layer.h) and lse over the pass.
+  const int64_t qd = s.num_heads * s.head_dim, kvd = s.num_kv_heads * s.head_dim;
+  const int64_t internals = 2 * qd + 2 * kvd + H + 2 * s.intermediate_size + (s.qk_norm ? qd + kvd : 0);
+  const int64_t pass_tokens = pass_seqs * run.seq_len;
+  g.saved_layers = 0;
+  for (int64_t i = std::min(run.recompute_layers, L); i < L; ++i)
+    g.saved_layers += pass_tokens * internals * es + pass_tokens * s.num_heads * 4 + (i % c != 0 ? n : 0);
+  const int64_t group = s.num_heads / std::max<int64_t>(s.num_kv_heads, 1);
   const int64_t attention_partials = group > 1 ? 2 * group * mb_tokens * kvd * 4 : 0;  // kernels/attention.cu
   g.layer_workspace = decoder_workspace_elements(s, mb_tokens) * es + mb * s.num_heads * run.seq_len * 4 + attention_partials;
   const int64_t chunk = std::min(std::clamp<int64_t>((int64_t{1} << 28) / std::max<int64_t>(V, 1), 16, 4096), mb_tokens);
@@ -41,6 +48,21 @@ void plan_activations(const ModelSpec& s, const RunShape& run, int64_t es, GpuPl
 }
 
 }  // namespace
+
+int64_t usable_gpu_bytes(int64_t gpu_bytes) {
+  return static_cast<int64_t>(static_cast<double>(gpu_bytes) * 0.94) - (int64_t{1} << 30);
+}
+
+int64_t auto_recompute_layers(const ModelSpec& spec, RunShape run, int64_t gpu_bytes) {
+  const int64_t L = spec.num_layers;
+  if (gpu_bytes <= 0) return L;
+  const int64_t usable = usable_gpu_bytes(gpu_bytes);
+  for (int64_t r = 0; r < L; ++r) {
+    run.recompute_layers = r;
+    if (plan_gpu(spec, run).total() <= usable) return r;
+  }
+  return L;
+}
 
 int64_t resolve_micro_batch(const RunShape& run) {
   const int64_t pass_seqs = run.batch_size / run.passes;
@@ -83,7 +105,8 @@ int64_t cpu_backend_host_bytes(const ModelSpec& spec, const RunShape& run) {
   plan_activations(spec, run, 4, g);  // the CPU reference computes in fp32
   // BasicGradientSink: embedding, head and one decoder-layer accumulator (every layer region has one size).
   const int64_t grads = (layout.embedding().numel + layout.head_region().numel + layout.layer(0).numel) * 4;
-  return plan_host(spec, run.stream_dtype, run.ranks).store_bytes + grads + g.checkpoints + g.segment + g.layer_workspace +
+  return plan_host(spec, run.stream_dtype, run.ranks).store_bytes + grads + g.checkpoints + g.segment + g.saved_layers +
+         g.layer_workspace +
          g.head + g.batch_arrays;
 }
 

@@ -1,12 +1,14 @@
 // The memory plan of a training run: host bytes (the HostStore, per parameter and per rank) and GPU bytes
-// (weight slots, gradient buffers, activation checkpoints, segment activations, one micro-batch's layer
-// workspace, the LM head's logits chunk, the cuBLASLt workspace) as pure functions of the shapes.
+// (weight slots, gradient buffers, activation checkpoints, segment activations, the internals of the layers
+// that save them instead of recomputing, one micro-batch's layer workspace, the LM head's logits chunk, the
+// cuBLASLt workspace) as pure functions of the shapes.
 // Invariant: every figure mirrors an allocation the code makes — HostStore (store/host_store.h), the CUDA
 // pipeline's slots and gradient buffers (backend/cuda/pipeline.cu), Engine::activations_for and
 // DecoderWorkspace (engine/), CudaBackend::head_loss and cuda::Gemm — so train's preflight and calc-resource
 // agree with what a run allocates.
 #pragma once
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "core/dtype.h"
@@ -23,6 +25,7 @@ struct RunShape {
   int64_t micro_batch_size = 0;         // 0 = auto, as Engine::micro_batch_size_for
   int64_t passes = 1;                   // gradient_accumulation_steps
   int64_t checkpoint_interval = 4;
+  int64_t recompute_layers = std::numeric_limits<int64_t>::max();  // as EngineOptions: the first ones recompute
   int64_t weight_slots = 2;
   int ranks = 1;                        // ranks of the node sharing the store
 };
@@ -42,14 +45,15 @@ struct GpuPlan {
   int64_t grad_buffers = 0;             // embedding, head and two layer buffers, fp32
   int64_t checkpoints = 0;              // ceil(L / c) × pass tokens × hidden × dtype size
   int64_t segment = 0;                  // (min(c, L) − 1) segment inputs + current, next, grad
+  int64_t saved_layers = 0;             // layers recompute_layers.. L−1: internals over the pass (+ input off a checkpoint)
   int64_t layer_workspace = 0;          // DecoderWorkspace for one micro-batch, and the attention backward's fp32
                                         // dk/dv partials of the GQA group splits (at most one split per query head)
   int64_t head = 0;                     // logits chunk (fp32) + dlogits chunk + per-row losses
   int64_t batch_arrays = 0;             // input ids, targets, positions, segments, lengths (int32)
   int64_t gemm_workspace = 0;           // cuBLASLt
   int64_t total() const {
-    return weight_slots + grad_buffers + checkpoints + segment + layer_workspace + head + batch_arrays +
-           gemm_workspace;
+    return weight_slots + grad_buffers + checkpoints + segment + saved_layers + layer_workspace + head +
+           batch_arrays + gemm_workspace;
   }
 };
 
@@ -61,6 +65,13 @@ struct MemoryPlan {
 HostPlan plan_host(const ModelSpec& spec, DType stream_dtype, int ranks);
 GpuPlan plan_gpu(const ModelSpec& spec, const RunShape& run);
 MemoryPlan plan_memory(const ModelSpec& spec, const RunShape& run);
+
+// The fewest layers that must recompute for the plan to fit in gpu_bytes less a margin for the CUDA context,
+// library workspaces and fragmentation (run.recompute_layers is ignored); L where nothing fits or gpu_bytes
+// is 0 (the CPU backend recomputes, keeping host memory lean).
+int64_t auto_recompute_layers(const ModelSpec& spec, RunShape run, int64_t gpu_bytes);
+// Bytes the plan may use on a GPU of gpu_bytes (the margin auto_recompute_layers leaves).
+int64_t usable_gpu_bytes(int64_t gpu_bytes);
 
 // Sequences per micro-batch, as the engine picks them (micro_batch_size 0 = about 4096 tokens).
 int64_t resolve_micro_batch(const RunShape& run);

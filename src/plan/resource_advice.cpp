@@ -11,7 +11,7 @@ bool gpu_fits(const ModelSpec& spec, const RunShape& run, const Machine& m) { re
 
 }  // namespace
 
-ResourceAdvice advise(const ModelSpec& spec, RunShape run, const Machine& machine) {
+ResourceAdvice advise(const ModelSpec& spec, RunShape run, const Machine& machine, bool choose_recompute) {
   ResourceAdvice a;
   RunShape probe = run;
   probe.micro_batch_size = 1;
@@ -31,6 +31,8 @@ ResourceAdvice advise(const ModelSpec& spec, RunShape run, const Machine& machin
   if (choose && run.micro_batch_size == 0 && a.largest_micro_batch &&
       resolve_micro_batch(run) > a.largest_micro_batch)
     run.micro_batch_size = a.largest_micro_batch;
+  if (choose_recompute && gpu_fits(spec, run, machine))
+    run.recompute_layers = auto_recompute_layers(spec, run, machine.gpu_bytes);
   a.run = run;
   a.plan = plan_memory(spec, run);
   a.host_usable_bytes = static_cast<int64_t>(static_cast<double>(machine.ram_bytes) * kHostUsableShare);

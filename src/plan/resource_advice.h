@@ -1,5 +1,6 @@
 // Sizing advice from the memory plan: does a run fit a machine (GPU memory, host RAM), the largest model the
-// RAM holds, the largest micro-batch the GPU holds, and the recommended checkpoint_interval / micro_batch_size.
+// RAM holds, the largest micro-batch the GPU holds, and the recommended checkpoint_interval / micro_batch_size /
+// recompute_layers.
 // Invariant: every figure comes from plan_memory (memory_plan.h), the same plan train's preflight checks.
 #pragma once
 #include <cstdint>
@@ -29,7 +30,9 @@ struct ResourceAdvice {
   bool fits() const { return host_fits && gpu_fits; }
 };
 
-// run.checkpoint_interval 0 = choose: the plan is then evaluated at the recommended interval.
-ResourceAdvice advise(const ModelSpec& spec, RunShape run, const Machine& machine);
+// run.checkpoint_interval 0 = choose: the plan is then evaluated at the recommended interval. The interval and
+// micro-batch are chosen with run.recompute_layers as given; choose_recompute then fills the GPU with saved
+// layers (auto_recompute_layers).
+ResourceAdvice advise(const ModelSpec& spec, RunShape run, const Machine& machine, bool choose_recompute = false);
 
 }  // namespace mt

@@ -189,6 +189,7 @@ TEST_CASE("config: the accepted keys are frozen", "[config]") {
       "training.weight_decay",
       "training.max_grad_norm",
       "training.checkpoint_interval",
+      "training.recompute_layers",
       "training.seed",
       "training.output_dir",
       "training.logging_steps",
@@ -280,6 +281,16 @@ TEST_CASE("config: micro_batch_size is auto or a positive integer", "[config]") 
         "cfg.yaml: training.micro_batch_size: '0' is not auto or an integer >= 1");
 }
 
+TEST_CASE("config: recompute_layers is auto or a layer count from 0", "[config]") {
+  CHECK(mt::parse_config(with("training", "recompute_layers", "auto"), "cfg.yaml").training.recompute_layers == -1);
+  CHECK(mt::parse_config(with("training", "recompute_layers", "0"), "cfg.yaml").training.recompute_layers == 0);
+  CHECK(mt::parse_config(with("training", "recompute_layers", "12"), "cfg.yaml").training.recompute_layers == 12);
+  CHECK(error_of(with("training", "recompute_layers", "-1")) ==
+        "cfg.yaml: training.recompute_layers: '-1' is not auto or an integer >= 0");
+  const mt::Config c = mt::parse_config(with("training", "recompute_layers", "0"), "cfg.yaml");
+  CHECK(c.yaml_text.find("recompute_layers: 0\n") != std::string::npos);
+}
+
 TEST_CASE("config: overrides apply in order after the file", "[config]") {
   mt::Config c =
       mt::parse_config(kFull, "cfg.yaml",
@@ -327,6 +338,7 @@ TEST_CASE("config: config_to_yaml reloads to the same config", "[config]") {
   }
   mt::Config c = mt::parse_config(kMinimal, "cfg.yaml");
   CHECK(c.yaml_text.find("micro_batch_size: auto\n") != std::string::npos);
+  CHECK(c.yaml_text.find("recompute_layers: auto\n") != std::string::npos);
   CHECK(c.yaml_text.find("max_grad_norm: 1.0\n") != std::string::npos);
   CHECK(c.yaml_text.find("learning_rate: 1e-05\n") != std::string::npos);
 }

@@ -1,6 +1,8 @@
-// The layer schedule: recompute with checkpoint_interval 1, 2 and L gives bitwise-identical gradients and
-// loss; micro-batching and accumulation passes agree within fp32 rounding; tied embeddings get both grads.
+// The layer schedule: recompute with checkpoint_interval 1, 2 and L, and layers that save their internals
+// instead of recomputing them, give bitwise-identical gradients and loss; micro-batching and accumulation
+// passes agree within fp32 rounding; tied embeddings get both grads.
 #include <cmath>
+#include <limits>
 
 #include "backend/backend.h"
 #include "catch.h"
@@ -15,12 +17,14 @@ namespace {
 
 using Run = EngineRun;
 
-Run run_engine(bool tied, int64_t checkpoint_interval, int64_t micro_batch, int64_t passes, DType dtype = DType::f32) {
+Run run_engine(bool tied, int64_t checkpoint_interval, int64_t micro_batch, int64_t passes, DType dtype = DType::f32,
+               int64_t recompute_layers = std::numeric_limits<int64_t>::max()) {
   auto be = make_cpu_backend();
   EngineOptions o;
   o.checkpoint_interval = checkpoint_interval;
   o.micro_batch_size = micro_batch;
   o.passes = passes;
+  o.recompute_layers = recompute_layers;
   return run_tiny_engine(*be, tied, o, dtype);
 }
 
@@ -35,6 +39,23 @@ TEST_CASE("recompute with checkpoint_interval 1, 2 and L is bitwise identical", 
       CHECK(other.grads == every.grads);
     }
   }
+}
+
+TEST_CASE("layers that save their internals train bitwise like recomputed ones", "[engine][recompute]") {
+  // The tiny model has q/k norm, so q_raw/k_raw are saved too; 3 layers: every split of recomputed and saved.
+  for (bool tied : {false, true})
+    for (int64_t mb : {0, 1, 3})
+      for (int64_t passes : {1, 2}) {
+        const Run recomputed = run_engine(tied, 1, mb, passes);
+        for (int64_t c : {1, 2, 3})
+          for (int64_t recompute : {0, 1, 2}) {
+            INFO("tied " << tied << " micro_batch " << mb << " passes " << passes << " interval " << c
+                         << " recompute_layers " << recompute);
+            const Run run = run_engine(tied, c, mb, passes, DType::f32, recompute);
+            CHECK(run.loss == recomputed.loss);
+            CHECK(run.grads == recomputed.grads);
+          }
+      }
 }
 
 TEST_CASE("micro-batches and passes change only the rounding", "[engine][microbatch]") {
@@ -86,4 +107,8 @@ TEST_CASE("each pass acquires every layer at most twice with checkpoint_interval
   // forward 0..4, tied head reads the table again, segment [2,3): layer 3, segment [0,2): recompute 1, then 2, 1.
   const std::vector<int64_t> expected_tied = {0, 1, 2, 3, 4, 0, 3, 1, 2, 1};
   CHECK(tied == expected_tied);
+  // Layers 2.. save their internals: segment [0,4) recomputes only layer 2's input (from layer 1).
+  const auto saved = mt::pass_region_order(5, 4, false, 2);
+  const std::vector<int64_t> expected_saved = {0, 1, 2, 3, 4, 5, 6, 5, 1, 4, 3, 2, 1};
+  CHECK(saved == expected_saved);
 }

@@ -1,7 +1,9 @@
 // The CUDA engine with the weight-streaming pipeline against the CPU reference, on a tiny model with every
 // optional feature (q/k norm, biases, GQA, sliding window, yarn RoPE), tied and untied: fp32 gradients and loss
-// within 1e-5 of the CPU's; bitwise identical for 2, 3 and 4 weight slots; within rounding for any micro-batch.
+// within 1e-5 of the CPU's; bitwise identical for 2, 3 and 4 weight slots and for layers that save their
+// internals instead of recomputing them; within rounding for any micro-batch.
 #include <cmath>
+#include <limits>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/pipeline.h"
@@ -16,11 +18,13 @@ namespace {
 
 using Run = EngineRun;
 
-Run run_engine(bool tied, bool cuda, int64_t slots, int64_t micro_batch) {
+Run run_engine(bool tied, bool cuda, int64_t slots, int64_t micro_batch,
+               int64_t recompute_layers = std::numeric_limits<int64_t>::max()) {
   std::unique_ptr<Backend> be = cuda ? make_cuda_backend(DType::f32) : make_cpu_backend();
   EngineOptions o;
   o.checkpoint_interval = 2;
   o.micro_batch_size = micro_batch;
+  o.recompute_layers = recompute_layers;
   TransfersFactory pipeline;
   if (cuda) pipeline = [slots](Backend& b, HostStore& store) { return make_cuda_pipeline(b, store, slots); };
   return run_tiny_engine(*be, tied, o, DType::f32, pipeline);
@@ -45,6 +49,12 @@ TEST_CASE("CUDA engine and pipeline match the CPU reference in fp32", "[gpu][pip
       const Run split = run_engine(tied, true, 2, mb);
       CHECK(std::abs(split.loss - two.loss) <= 1e-6 * two.loss);
       CHECK(worst_region_difference(split.grads, two.grads) <= 1e-5);
+      for (const int64_t recompute : {0, 2}) {
+        INFO("micro-batch " << mb << " recompute_layers " << recompute);
+        const Run saved = run_engine(tied, true, 2, mb, recompute);
+        CHECK(saved.loss == split.loss);
+        CHECK(saved.grads == split.grads);
+      }
     }
   }
 }

@@ -84,3 +84,27 @@ TEST_CASE("checkpoints scale with ceil(L / c), activations with the micro-batch"
   r.micro_batch_size = 1;
   CHECK(mt::plan_gpu(spec, r).layer_workspace * 4 == Approx(g.layer_workspace).epsilon(0.01));
 }
+
+TEST_CASE("saved layers hold their internals over the pass; auto saves as many as the GPU holds", "[plan]") {
+  const mt::ModelSpec spec = qwen25_3b();
+  mt::RunShape r = bench_run(8);
+  CHECK(mt::plan_gpu(spec, r).saved_layers == 0);  // every layer recomputes by default
+  // q, attn (2 × 2048), k, v (2 × 256), h1 (2048), gate, up (2 × 11008) in bf16, lse (16 heads) in fp32.
+  const int64_t tokens = 8 * 1024, per_layer = tokens * 28672 * 2 + tokens * 16 * 4;
+  r.recompute_layers = 30;
+  CHECK(mt::plan_gpu(spec, r).saved_layers == 6 * per_layer);
+  r.checkpoint_interval = 5;  // saved layers 30..35: 31–34 are off a checkpoint and keep their input too
+  CHECK(mt::plan_gpu(spec, r).saved_layers == 6 * per_layer + 4 * tokens * spec.hidden_size * 2);
+
+  r = bench_run(64);
+  CHECK(mt::auto_recompute_layers(spec, r, 0) == 36);               // the CPU backend recomputes all
+  CHECK(mt::auto_recompute_layers(spec, r, int64_t{1} << 40) == 0);  // room for every layer
+  const int64_t h200 = int64_t{139} << 30;
+  const int64_t chosen = mt::auto_recompute_layers(spec, r, h200);
+  CHECK(chosen > 0);
+  CHECK(chosen < 36);
+  r.recompute_layers = chosen;
+  CHECK(mt::plan_gpu(spec, r).total() <= mt::usable_gpu_bytes(h200));
+  r.recompute_layers = chosen - 1;
+  CHECK(mt::plan_gpu(spec, r).total() > mt::usable_gpu_bytes(h200));
+}

@@ -22,6 +22,7 @@ struct BenchOptions {
   int64_t steps = 5;
   int64_t warmup = 2;
   int64_t checkpoint_interval = 1;
+  int64_t recompute_layers = -1; // layers that recompute in backward (the first ones); -1 = as few as GPU memory allows
   int64_t micro_batch = 0;       // 0 = auto
   int64_t slots = 2;             // GPU weight slots
   int64_t layers = 0;            // override num_hidden_layers (0 = as the shape file says)

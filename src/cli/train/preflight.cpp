@@ -75,6 +75,7 @@ RunShape run_shape(const Config& c, int ranks, int gpus) {
   r.micro_batch_size = c.training.micro_batch_size;
   r.passes = c.training.gradient_accumulation_steps;
   r.checkpoint_interval = c.training.checkpoint_interval;
+  if (c.training.recompute_layers >= 0) r.recompute_layers = c.training.recompute_layers;
   r.weight_slots = 2;
   r.ranks = ranks;
   return r;
@@ -131,17 +132,23 @@ MachineLimits read_machine_limits(const Backend& backend) {
   return m;
 }
 
-void preflight(const Config& c, const ModelSpec& spec, const Backend& backend, int ranks, int gpus) {
-  const RunShape run = run_shape(c, ranks, gpus);
+RunShape preflight(const Config& c, const ModelSpec& spec, const Backend& backend, int ranks, int gpus) {
+  RunShape run = run_shape(c, ranks, gpus);
   const bool gpu = backend.device_memory_bytes() > 0;
+  if (c.training.recompute_layers < 0) run.recompute_layers = auto_recompute_layers(spec, run, backend.device_memory_bytes());
+  run.recompute_layers = std::min(run.recompute_layers, spec.num_layers);
   const std::string shortfall = preflight_shortfall(spec, run, gpu, read_machine_limits(backend));
   MT_REQUIRE(shortfall.empty(),
              "{}; size the run with `megatrain calc-resource --model {} --seq {} --batch {} --ranks {} "
              "--gpu-mem GiB --ram GiB`", shortfall, c.model.name, run.seq_len, run.batch_size, ranks);
   const MemoryPlan plan = plan_memory(spec, run);
-  log::info("memory plan: host {} ({} B/parameter){}", bytes(plan.host.store_bytes),
-            plan.host.bytes_per_parameter(),
-            gpu ? MT_FORMAT(", GPU {} of {}", bytes(plan.gpu.total()), bytes(backend.device_memory_bytes())) : "");
+  log::info("memory plan: host {} ({} B/parameter){}; {} of {} layers recompute in backward{}",
+            bytes(plan.host.store_bytes), plan.host.bytes_per_parameter(),
+            gpu ? MT_FORMAT(", GPU {} of {}", bytes(plan.gpu.total()), bytes(backend.device_memory_bytes())) : "",
+            run.recompute_layers, spec.num_layers,
+            run.recompute_layers < spec.num_layers
+                ? MT_FORMAT(", the others keep their activations ({})", bytes(plan.gpu.saved_layers)) : "");
+  return run;
 }
 
 }  // namespace mt

@@ -26,12 +26,14 @@ struct MachineLimits {
 };
 
 // The shape one GPU of train runs with (2 GPU weight slots): with data parallelism over `gpus` GPU ranks, each
-// holds about batch_size / gpus sequences (their token-balanced share).
+// holds about batch_size / gpus sequences (their token-balanced share). recompute_layers auto reads as all
+// layers (the leanest plan); preflight resolves it for the GPU.
 RunShape run_shape(const Config& c, int ranks, int gpus = 1);
 // The first shortfall of `plan` (run on a GPU backend when `gpu`) against `limits`; empty when it fits.
 std::string preflight_shortfall(const ModelSpec& spec, const RunShape& run, bool gpu, const MachineLimits& limits);
 MachineLimits read_machine_limits(const Backend& backend);
-// Throws mt::Error: the shortfall and `megatrain calc-resource ...` for this model and shape.
-void preflight(const Config& c, const ModelSpec& spec, const Backend& backend, int ranks, int gpus = 1);
+// Throws mt::Error: the shortfall and `megatrain calc-resource ...` for this model and shape. Returns the
+// checked shape, recompute_layers resolved (auto: as few as the GPU's memory allows).
+RunShape preflight(const Config& c, const ModelSpec& spec, const Backend& backend, int ranks, int gpus = 1);
 
 }  // namespace mt

@@ -162,7 +162,7 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
   std::unique_ptr<Backend> backend = select_backend(dtype, dp.device);
   dist::require_same(dp, "compute backend", backend->name());  // NCCL and MPI sums cannot mix
   const std::string gpu_ranks = dp.size > 1 && !backend->host_memory() ? dist::describe_gpu_ranks(dp) : "";
-  preflight(c, spec, *backend, ctx.node_size, dp.size);  // before the store and the output directory exist
+  const RunShape run = preflight(c, spec, *backend, ctx.node_size, dp.size);  // before the store and the output directory exist
   const OptimizerSettings os = optimizer_settings(c);
   const int64_t updates_applied = resume ? resume->meta().updates_applied : 0;
   if (leads)
@@ -195,6 +195,7 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
 
   EngineOptions eo;
   eo.checkpoint_interval = c.training.checkpoint_interval;
+  eo.recompute_layers = run.recompute_layers;
   eo.micro_batch_size = c.training.micro_batch_size;
   eo.passes = c.training.gradient_accumulation_steps;
   eo.max_positions = std::max(spec.max_position_embeddings, c.dataset.max_seq_len);
