@@ -96,18 +96,7 @@ DecoderWorkspace::DecoderWorkspace(Backend& be, const ModelSpec& s, int64_t max_
     : backend(be) {
   const int64_t T = max_tokens, H = s.hidden_size, I = s.intermediate_size;
   const int64_t qd = s.num_heads * s.head_dim, kvd = s.num_kv_heads * s.head_dim;
-  LayerInternals& n = internals;
-  n.q_raw = take(T * qd);
-  n.k_raw = take(T * kvd);
-  n.q = take(T * qd);
-  n.k = take(T * kvd);
-  n.v = take(T * kvd);
-  n.attn = take(T * qd);
-  n.lse = backend.alloc_floats(max_seqs * s.num_heads * max_seq_len);
-  buffers_.push_back(n.lse);
-  n.h1 = take(T * H);
-  n.gate = take(T * I);
-  n.up = take(T * I);
+  internals = allocate_internals(backend, s, max_seqs, max_seq_len, true, buffers_);
   norm1 = take(T * H);
   norm2 = take(T * H);
   act = take(T * I);
@@ -129,6 +118,31 @@ DecoderWorkspace::~DecoderWorkspace() {
 void* DecoderWorkspace::take(int64_t n) {
   buffers_.push_back(backend.alloc(n));
   return buffers_.back();
+}
+
+LayerInternals allocate_internals(Backend& be, const ModelSpec& s, int64_t seqs, int64_t seq_len, bool with_raw,
+                                  std::vector<void*>& owned) {
+  const int64_t T = seqs * seq_len, qd = s.num_heads * s.head_dim, kvd = s.num_kv_heads * s.head_dim;
+  const int64_t H = s.hidden_size, I = s.intermediate_size;
+  auto take = [&](int64_t n) {
+    owned.push_back(be.alloc(n));
+    return owned.back();
+  };
+  LayerInternals n;
+  if (with_raw) {
+    n.q_raw = take(T * qd);
+    n.k_raw = take(T * kvd);
+  }
+  n.q = take(T * qd);
+  n.k = take(T * kvd);
+  n.v = take(T * kvd);
+  n.attn = take(T * qd);
+  n.h1 = take(T * H);
+  n.gate = take(T * I);
+  n.up = take(T * I);
+  n.lse = be.alloc_floats(seqs * s.num_heads * seq_len);
+  owned.push_back(n.lse);
+  return n;
 }
 
 int64_t layer_internals_elements(const ModelSpec& s) {

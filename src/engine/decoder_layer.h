@@ -22,6 +22,10 @@ struct LayerInternals {
 
 // Elements per token of a LayerInternals (without lse: n_heads fp32 per token).
 int64_t layer_internals_elements(const ModelSpec& spec);
+// Internals for `seqs` sequences of seq_len tokens in backend memory, the buffers appended to `owned` (q_raw/k_raw
+// where with_raw).
+LayerInternals allocate_internals(Backend& backend, const ModelSpec& spec, int64_t seqs, int64_t seq_len,
+                                  bool with_raw, std::vector<void*>& owned);
 // The rows of sequences [first_seq, first_seq + seqs) of internals laid out for sequences of seq_len tokens.
 LayerInternals internals_rows(const LayerInternals& all, const ModelSpec& spec, int64_t element_size,
                               int64_t first_seq, int64_t seq_len);

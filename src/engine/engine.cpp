@@ -138,29 +138,13 @@ Engine::Activations& Engine::activations_for(int64_t pass_tokens, int64_t mb_seq
   a.grad = backend_.alloc(n);
   // seq_len bounds every micro-batch's padded length, so lse fits max mb_seqs × heads × seq_len.
   a.ws = std::make_unique<DecoderWorkspace>(backend_, spec_, mb_tokens, mb_seqs, seq_len);
-  const int64_t qd = spec_.num_heads * spec_.head_dim, kvd = spec_.num_kv_heads * spec_.head_dim;
-  const int64_t I = spec_.intermediate_size, T = pass_tokens;
-  auto take = [&](int64_t elements) {
-    a.saved_buffers.push_back(backend_.alloc(elements));
-    return a.saved_buffers.back();
-  };
   for (int64_t i = options_.recompute_layers; i < L; ++i) {
     SavedLayer s;
-    LayerInternals& n = s.internals;
-    if (spec_.qk_norm) {
-      n.q_raw = take(T * qd);
-      n.k_raw = take(T * kvd);
+    s.internals = allocate_internals(backend_, spec_, pass_tokens / seq_len, seq_len, spec_.qk_norm, a.saved_buffers);
+    if (i % c != 0) {
+      s.input = backend_.alloc(n);
+      a.saved_buffers.push_back(s.input);
     }
-    n.q = take(T * qd);
-    n.k = take(T * kvd);
-    n.v = take(T * kvd);
-    n.attn = take(T * qd);
-    n.h1 = take(T * H);
-    n.gate = take(T * I);
-    n.up = take(T * I);
-    n.lse = backend_.alloc_floats(pass_tokens / seq_len * spec_.num_heads * seq_len);
-    a.saved_buffers.push_back(n.lse);
-    if (i % c != 0) s.input = take(T * H);
     a.saved.push_back(s);
   }
   return a;
