@@ -66,14 +66,15 @@ void adamw_update(float* param, float* exp_avg, float* exp_avg_sq, const float* 
                        static_cast<float>(std::sqrt(bias_correction2)),
                        static_cast<float>(hp.eps),
                        hp.grad_scale};
-  // Contiguous per-thread chunks, whole cache lines each; small ranges run on the calling thread.
-  constexpr int64_t kMinPerThread = 1 << 15;
-  const int threads = static_cast<int>(std::clamp<int64_t>(n / kMinPerThread, 1, omp_get_max_threads()));
-#pragma omp parallel num_threads(threads) if (threads > 1)
-  {
-    const int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
-    const int64_t chunk = ((n + T - 1) / T + 15) / 16 * 16;
-    const int64_t begin = std::min(n, t * chunk), end = std::min(n, begin + chunk);
+  // Chunks of whole cache lines handed out dynamically, so that a thread slowed by another on its core (the
+  // engine's, the pipeline's) delays the range by one chunk, not by its whole share; small ranges run on the
+  // calling thread. Every element takes the same operations wherever the cuts fall.
+  constexpr int64_t kChunk = 1 << 16;
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  const int threads = static_cast<int>(std::clamp<int64_t>(chunks / 2, 1, omp_get_max_threads()));
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1)
+  for (int64_t k = 0; k < chunks; ++k) {
+    const int64_t begin = k * kChunk, end = std::min(n, begin + kChunk);
     adamw_range(param + begin, exp_avg + begin, exp_avg_sq + begin, grad + begin, end - begin, c,
                 bf16_out ? bf16_out + begin : nullptr);
   }

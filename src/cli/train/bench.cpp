@@ -78,6 +78,7 @@ void run_bench(const BenchOptions& o) {
   EngineOptions eo;
   eo.checkpoint_interval = o.checkpoint_interval;
   eo.micro_batch_size = o.micro_batch;
+  eo.passes = o.passes;
   if (o.recompute_layers >= 0) {
     eo.recompute_layers = std::min(o.recompute_layers, spec.num_layers);
   } else {
@@ -87,6 +88,7 @@ void run_bench(const BenchOptions& o) {
     run.seq_len = o.seq;
     run.batch_size = (o.batch + dp.size - 1) / dp.size;
     run.micro_batch_size = o.micro_batch;
+    run.passes = o.passes;
     run.checkpoint_interval = o.checkpoint_interval;
     run.weight_slots = o.slots;
     eo.recompute_layers = auto_recompute_layers(spec, run, backend->device_memory_bytes());
@@ -112,7 +114,7 @@ void run_bench(const BenchOptions& o) {
     const Batch& batch = batches[static_cast<size_t>(step - 1)];
     engine.take_transfer_stats();
     if (!dp.leads_node() && !o.skip_update) optimizer.expect_updates(step - 1);
-    const StepLoss loss = forward_backward_share(engine, dp, batch, 1);
+    const StepLoss loss = forward_backward_share(engine, dp, batch, o.passes);
     const auto t1 = std::chrono::steady_clock::now();
     if (dp.leads_node()) {
       if (!o.skip_update) {  // --skip-update: the pipeline alone, the weights never change
@@ -167,6 +169,7 @@ void run_bench(const BenchOptions& o) {
                             {"slots", o.slots},
                             {"gpus", dp.size},
                             {"checkpoint_interval", o.checkpoint_interval},
+                            {"passes", o.passes},
                             {"recompute_layers", eo.recompute_layers},
                             {"median_step_s", med(&StepFigures::step_s)},
                             {"median_fwd_bwd_s", med(&StepFigures::fb_s)},
