@@ -53,6 +53,19 @@ int64_t usable_gpu_bytes(int64_t gpu_bytes) {
   return static_cast<int64_t>(static_cast<double>(gpu_bytes) * 0.94) - (int64_t{1} << 30);
 }
 
+int64_t auto_micro_batch(const ModelSpec& spec, RunShape run, int64_t gpu_bytes) {
+  run.micro_batch_size = 0;
+  const int64_t fallback = resolve_micro_batch(run);
+  if (gpu_bytes <= 0) return fallback;
+  for (const int64_t tokens : {16384, 8192}) {
+    run.micro_batch_size = std::max<int64_t>(tokens / std::max<int64_t>(run.seq_len, 1), 1);
+    const int64_t seqs = resolve_micro_batch(run);
+    if (seqs <= fallback) return fallback;
+    if (plan_gpu(spec, run).layer_workspace * 20 <= usable_gpu_bytes(gpu_bytes)) return seqs;
+  }
+  return fallback;
+}
+
 int64_t auto_recompute_layers(const ModelSpec& spec, RunShape run, int64_t gpu_bytes) {
   const int64_t L = spec.num_layers;
   if (gpu_bytes <= 0) return L;

@@ -31,6 +31,7 @@ ResourceAdvice advise(const ModelSpec& spec, RunShape run, const Machine& machin
   if (choose && run.micro_batch_size == 0 && a.largest_micro_batch &&
       resolve_micro_batch(run) > a.largest_micro_batch)
     run.micro_batch_size = a.largest_micro_batch;
+  if (run.micro_batch_size == 0) run.micro_batch_size = auto_micro_batch(spec, run, machine.gpu_bytes);
   if (choose_recompute && gpu_fits(spec, run, machine))
     run.recompute_layers = auto_recompute_layers(spec, run, machine.gpu_bytes);
   a.run = run;

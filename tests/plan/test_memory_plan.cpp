@@ -108,3 +108,16 @@ TEST_CASE("saved layers hold their internals over the pass; auto saves as many a
   r.recompute_layers = chosen - 1;
   CHECK(mt::plan_gpu(spec, r).total() > mt::usable_gpu_bytes(h200));
 }
+
+TEST_CASE("auto micro-batch: 16384 tokens where the workspace is small beside the GPU, else 4096", "[plan]") {
+  const mt::ModelSpec spec = qwen25_3b();
+  mt::RunShape r = bench_run(64);
+  CHECK(mt::auto_micro_batch(spec, r, 0) == 4);                     // no GPU: resolve_micro_batch
+  CHECK(mt::auto_micro_batch(spec, r, int64_t{139} << 30) == 16);   // H200: a 2.9 GiB workspace
+  CHECK(mt::auto_micro_batch(spec, r, int64_t{40} << 30) == 8);     // 1.5 GiB fits 5 % of 40 GiB, 2.9 does not
+  CHECK(mt::auto_micro_batch(spec, r, int64_t{16} << 30) == 4);
+  r.batch_size = 8;
+  CHECK(mt::auto_micro_batch(spec, r, int64_t{139} << 30) == 8);    // never above the pass
+  r.micro_batch_size = 2;                                           // auto ignores a given size
+  CHECK(mt::auto_micro_batch(spec, r, int64_t{139} << 30) == 8);
+}

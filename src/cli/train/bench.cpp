@@ -77,28 +77,26 @@ void run_bench(const BenchOptions& o) {
   dist::require_same(dp, "compute backend", backend->name());
   EngineOptions eo;
   eo.checkpoint_interval = o.checkpoint_interval;
-  eo.micro_batch_size = o.micro_batch;
   eo.passes = o.passes;
-  if (o.recompute_layers >= 0) {
-    eo.recompute_layers = std::min(o.recompute_layers, spec.num_layers);
-  } else {
-    RunShape run;  // one GPU's share of the batch, as preflight plans it
-    run.dtype = dtype;
-    run.stream_dtype = stream;
-    run.seq_len = o.seq;
-    run.batch_size = (o.batch + dp.size - 1) / dp.size;
-    run.micro_batch_size = o.micro_batch;
-    run.passes = o.passes;
-    run.checkpoint_interval = o.checkpoint_interval;
-    run.weight_slots = o.slots;
-    eo.recompute_layers = auto_recompute_layers(spec, run, backend->device_memory_bytes());
-  }
+  RunShape run;  // one GPU's share of the batch, as preflight plans it
+  run.dtype = dtype;
+  run.stream_dtype = stream;
+  run.seq_len = o.seq;
+  run.batch_size = (o.batch + dp.size - 1) / dp.size;
+  run.passes = o.passes;
+  run.checkpoint_interval = o.checkpoint_interval;
+  run.weight_slots = o.slots;
+  run.micro_batch_size = o.micro_batch > 0 ? o.micro_batch : auto_micro_batch(spec, run, backend->device_memory_bytes());
+  eo.micro_batch_size = run.micro_batch_size;
   eo.max_positions = std::max(o.seq, spec.max_position_embeddings);
+  eo.recompute_layers = o.recompute_layers >= 0 ? std::min(o.recompute_layers, spec.num_layers)
+                                                : auto_recompute_layers(spec, run, backend->device_memory_bytes());
   Engine engine(*backend, spec, store, eo, make_engine_transfers(*backend, store, o.slots, dp, dtype));
   const double params = static_cast<double>(layout.total_numel);
-  log::info("bench: {} ({:.3f} B parameters, {} layers, {} recompute in backward) on {} ({}), batch {} x {} tokens, "
-            "{} slots, {} GPU rank(s) per node on {} node(s)", o.model, params / 1e9, spec.num_layers,
-            eo.recompute_layers, backend->name(), o.dtype, o.batch, o.seq, o.slots, dp.per_node, dp.nodes);
+  log::info("bench: {} ({:.3f} B parameters, {} layers, {} recompute in backward) on {} ({}), batch {} x {} tokens "
+            "in micro-batches of {}, {} slots, {} GPU rank(s) per node on {} node(s)", o.model, params / 1e9,
+            spec.num_layers, eo.recompute_layers, backend->name(), o.dtype, o.batch, o.seq,
+            engine.micro_batch_size_for(run.batch_size / o.passes, o.seq), o.slots, dp.per_node, dp.nodes);
 
   // As in training, the update of step k runs while step k+1's forward streams each region as soon as it is
   // updated: a step's time is from its forward's start to the next forward's start (the last step's update is
@@ -170,6 +168,7 @@ void run_bench(const BenchOptions& o) {
                             {"gpus", dp.size},
                             {"checkpoint_interval", o.checkpoint_interval},
                             {"passes", o.passes},
+                            {"micro_batch", engine.micro_batch_size_for(run.batch_size / o.passes, o.seq)},
                             {"recompute_layers", eo.recompute_layers},
                             {"median_step_s", med(&StepFigures::step_s)},
                             {"median_fwd_bwd_s", med(&StepFigures::fb_s)},

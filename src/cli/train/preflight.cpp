@@ -135,6 +135,7 @@ MachineLimits read_machine_limits(const Backend& backend) {
 RunShape preflight(const Config& c, const ModelSpec& spec, const Backend& backend, int ranks, int gpus) {
   RunShape run = run_shape(c, ranks, gpus);
   const bool gpu = backend.device_memory_bytes() > 0;
+  if (c.training.micro_batch_size == 0) run.micro_batch_size = auto_micro_batch(spec, run, backend.device_memory_bytes());
   if (c.training.recompute_layers < 0) run.recompute_layers = auto_recompute_layers(spec, run, backend.device_memory_bytes());
   run.recompute_layers = std::min(run.recompute_layers, spec.num_layers);
   const std::string shortfall = preflight_shortfall(spec, run, gpu, read_machine_limits(backend));
@@ -142,10 +143,10 @@ RunShape preflight(const Config& c, const ModelSpec& spec, const Backend& backen
              "{}; size the run with `megatrain calc-resource --model {} --seq {} --batch {} --ranks {} "
              "--gpu-mem GiB --ram GiB`", shortfall, c.model.name, run.seq_len, run.batch_size, ranks);
   const MemoryPlan plan = plan_memory(spec, run);
-  log::info("memory plan: host {} ({} B/parameter){}; {} of {} layers recompute in backward{}",
-            bytes(plan.host.store_bytes), plan.host.bytes_per_parameter(),
+  log::info("memory plan: host {} ({} B/parameter){}; micro-batches of {} sequences; {} of {} layers recompute in "
+            "backward{}", bytes(plan.host.store_bytes), plan.host.bytes_per_parameter(),
             gpu ? MT_FORMAT(", GPU {} of {}", bytes(plan.gpu.total()), bytes(backend.device_memory_bytes())) : "",
-            run.recompute_layers, spec.num_layers,
+            plan.gpu.micro_batch_size, run.recompute_layers, spec.num_layers,
             run.recompute_layers < spec.num_layers
                 ? MT_FORMAT(", the others keep their activations ({})", bytes(plan.gpu.saved_layers)) : "");
   return run;

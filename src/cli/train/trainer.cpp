@@ -196,7 +196,7 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
   EngineOptions eo;
   eo.checkpoint_interval = c.training.checkpoint_interval;
   eo.recompute_layers = run.recompute_layers;
-  eo.micro_batch_size = c.training.micro_batch_size;
+  eo.micro_batch_size = run.micro_batch_size;
   eo.passes = c.training.gradient_accumulation_steps;
   eo.max_positions = std::max(spec.max_position_embeddings, c.dataset.max_seq_len);
   Engine engine(*backend, spec, store, eo, make_engine_transfers(*backend, store, 2, dp, dtype));
