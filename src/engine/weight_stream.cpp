@@ -97,6 +97,7 @@ float* BasicGradientSink::begin(int64_t region) {
 void BasicGradientSink::finish(int64_t region, bool first_pass) {
   const float* b = buffer_for(region);
   const int64_t n = store_.layout().regions[static_cast<size_t>(region)].numel;
+  store_.wait_moments(region);  // the optimizer's moments pass has read the previous gradient
   float* host = store_.grad(region);
   bytes_moved_ += n * 4;
   if (first_pass) {

@@ -1,4 +1,5 @@
-// AdamW, fused: torch's single-tensor order of fp32 operations, scalars in fp64 rounded to fp32 as torch does.
+// AdamW in two passes over the same inputs: torch's single-tensor order of fp32 operations, scalars in fp64
+// rounded to fp32 as torch does; both passes compute m' and v' with the same operations.
 // Compiler-vectorised loops cloned for AVX-512 / AVX2 / x86-64 (target_clones; intrinsics measured no faster,
 // docs/PERFORMANCE.md), built with -fno-math-errno (sqrt vectorises) and -ffp-contract=off (no clone fuses a
 // multiply-add that the scalar tail would round twice).
@@ -25,59 +26,90 @@ inline std::uint16_t to_bf16(float x) {
   return static_cast<std::uint16_t>((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
 }
 
-template <bool kBf16>
+// One element: m' and v' from g, m, v; p' (and its bf16 copy) when kParams; m', v' stored when kMoments.
+template <bool kParams, bool kMoments, bool kBf16>
 inline void adamw_element(float* param, float* exp_avg, float* exp_avg_sq, const float* grad, int64_t i,
                           const Coefficients& c, std::uint16_t* bf16_out) {
   const float g = grad[i] * c.scale;
-  float p = param[i] * c.decay_factor;
   const float m = exp_avg[i] + c.m_weight * (g - exp_avg[i]);
   const float v = exp_avg_sq[i] * c.v_decay + c.v_weight * g * g;
-  const float denom = std::sqrt(v) / c.bc2_sqrt + c.eps;
-  p = p + c.neg_step_size * m / denom;
-  exp_avg[i] = m;
-  exp_avg_sq[i] = v;
-  param[i] = p;
-  if constexpr (kBf16) bf16_out[i] = to_bf16(p);
-}
-
-__attribute__((target_clones("avx512f", "avx2", "default")))
-void adamw_range(float* param, float* exp_avg, float* exp_avg_sq, const float* grad, int64_t n, const Coefficients& c,
-                 std::uint16_t* bf16_out) {
-  if (bf16_out) {
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i) adamw_element<true>(param, exp_avg, exp_avg_sq, grad, i, c, bf16_out);
-  } else {
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i) adamw_element<false>(param, exp_avg, exp_avg_sq, grad, i, c, nullptr);
+  if constexpr (kParams) {
+    float p = param[i] * c.decay_factor;
+    const float denom = std::sqrt(v) / c.bc2_sqrt + c.eps;
+    p = p + c.neg_step_size * m / denom;
+    param[i] = p;
+    if constexpr (kBf16) bf16_out[i] = to_bf16(p);
+  }
+  if constexpr (kMoments) {
+    exp_avg[i] = m;
+    exp_avg_sq[i] = v;
   }
 }
 
-}  // namespace
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void params_range(float* param, const float* exp_avg, const float* exp_avg_sq, const float* grad, int64_t n,
+                  const Coefficients& c, std::uint16_t* bf16_out) {
+  float* m = const_cast<float*>(exp_avg);  // read only: kMoments is false
+  float* v = const_cast<float*>(exp_avg_sq);
+  if (bf16_out) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) adamw_element<true, false, true>(param, m, v, grad, i, c, bf16_out);
+  } else {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) adamw_element<true, false, false>(param, m, v, grad, i, c, nullptr);
+  }
+}
 
-void adamw_update(float* param, float* exp_avg, float* exp_avg_sq, const float* grad, int64_t n,
-                  const AdamWStep& hp, bool decay, std::uint16_t* bf16_out) {
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void moments_range(float* exp_avg, float* exp_avg_sq, const float* grad, int64_t n, const Coefficients& c) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) adamw_element<false, true, false>(nullptr, exp_avg, exp_avg_sq, grad, i, c, nullptr);
+}
+
+Coefficients coefficients(const AdamWStep& hp, bool decay) {
   const double bias_correction1 = 1.0 - std::pow(hp.beta1, static_cast<double>(hp.step));
   const double bias_correction2 = 1.0 - std::pow(hp.beta2, static_cast<double>(hp.step));
-  const Coefficients c{static_cast<float>(1.0 - hp.lr * (decay ? hp.weight_decay : 0.0)),
-                       static_cast<float>(1.0 - hp.beta1),
-                       static_cast<float>(hp.beta2),
-                       static_cast<float>(1.0 - hp.beta2),
-                       static_cast<float>(-(hp.lr / bias_correction1)),
-                       static_cast<float>(std::sqrt(bias_correction2)),
-                       static_cast<float>(hp.eps),
-                       hp.grad_scale};
-  // Chunks of whole cache lines handed out dynamically, so that a thread slowed by another on its core (the
-  // engine's, the pipeline's) delays the range by one chunk, not by its whole share; small ranges run on the
-  // calling thread. Every element takes the same operations wherever the cuts fall.
+  return {static_cast<float>(1.0 - hp.lr * (decay ? hp.weight_decay : 0.0)),
+          static_cast<float>(1.0 - hp.beta1),
+          static_cast<float>(hp.beta2),
+          static_cast<float>(1.0 - hp.beta2),
+          static_cast<float>(-(hp.lr / bias_correction1)),
+          static_cast<float>(std::sqrt(bias_correction2)),
+          static_cast<float>(hp.eps),
+          hp.grad_scale};
+}
+
+// Runs body(begin, end) over [0, n) in chunks of whole cache lines handed out dynamically, so that a thread
+// slowed by another on its core (the engine's, the pipeline's) delays the range by one chunk, not by its whole
+// share; small ranges run on the calling thread.
+template <typename Body>
+void for_chunks(int64_t n, const Body& body) {
   constexpr int64_t kChunk = 1 << 16;
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   const int threads = static_cast<int>(std::clamp<int64_t>(chunks / 2, 1, omp_get_max_threads()));
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads) if (threads > 1)
-  for (int64_t k = 0; k < chunks; ++k) {
-    const int64_t begin = k * kChunk, end = std::min(n, begin + kChunk);
-    adamw_range(param + begin, exp_avg + begin, exp_avg_sq + begin, grad + begin, end - begin, c,
-                bf16_out ? bf16_out + begin : nullptr);
-  }
+  for (int64_t k = 0; k < chunks; ++k) body(k * kChunk, std::min(n, (k + 1) * kChunk));
+}
+
+}  // namespace
+
+void adamw_params(float* param, const float* exp_avg, const float* exp_avg_sq, const float* grad, int64_t n,
+                  const AdamWStep& hp, bool decay, std::uint16_t* bf16_out) {
+  const Coefficients c = coefficients(hp, decay);
+  for_chunks(n, [&](int64_t b, int64_t e) {
+    params_range(param + b, exp_avg + b, exp_avg_sq + b, grad + b, e - b, c, bf16_out ? bf16_out + b : nullptr);
+  });
+}
+
+void adamw_moments(float* exp_avg, float* exp_avg_sq, const float* grad, int64_t n, const AdamWStep& hp) {
+  const Coefficients c = coefficients(hp, false);
+  for_chunks(n, [&](int64_t b, int64_t e) { moments_range(exp_avg + b, exp_avg_sq + b, grad + b, e - b, c); });
+}
+
+void adamw_update(float* param, float* exp_avg, float* exp_avg_sq, const float* grad, int64_t n,
+                  const AdamWStep& hp, bool decay, std::uint16_t* bf16_out) {
+  adamw_params(param, exp_avg, exp_avg_sq, grad, n, hp, decay, bf16_out);
+  adamw_moments(exp_avg, exp_avg_sq, grad, n, hp);
 }
 
 __attribute__((target_clones("avx512f", "avx2", "default")))

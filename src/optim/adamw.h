@@ -1,7 +1,9 @@
 // CPU AdamW over one contiguous range with torch.optim.AdamW's single-tensor semantics, and the fixed-order block
-// sums of squares of the global norm. Invariants: one fused pass reads the gradient once and writes master, m, v
-// (and the bf16 copy); every element takes the same IEEE operations wherever it falls (vector body, tail, any
-// thread), so results do not depend on slicing or threads; block_sum_of_squares depends only on its values.
+// sums of squares of the global norm. An update is two passes: adamw_params (reads p, m, v, g; writes p and the
+// bf16 copy: what the next forward waits for) and adamw_moments (reads m, v, g; writes m, v), which compute m' and
+// v' with the same operations, so p' is the one fused AdamW gives. Invariants: every element takes the same IEEE
+// operations wherever it falls (vector body, tail, any thread), so results do not depend on slicing or threads;
+// block_sum_of_squares depends only on its values.
 #pragma once
 #include <cstdint>
 
@@ -16,7 +18,13 @@ struct AdamWStep {
 };
 
 // param, exp_avg, exp_avg_sq, grad: n floats. bf16_out (may be null): receives the updated parameter
-// rounded to bf16 (the copy that streams to the GPU). Threaded with the calling thread's OpenMP team.
+// rounded to bf16 (the copy that streams to the GPU). m and v are left as they were. Threaded with the calling
+// thread's OpenMP team (as adamw_moments).
+void adamw_params(float* param, const float* exp_avg, const float* exp_avg_sq, const float* grad, int64_t n,
+                  const AdamWStep& hp, bool decay, std::uint16_t* bf16_out);
+// m ← m', v ← v': after adamw_params of the same step over the same range (which must read the old m, v).
+void adamw_moments(float* exp_avg, float* exp_avg_sq, const float* grad, int64_t n, const AdamWStep& hp);
+// Both passes, one after the other.
 void adamw_update(float* param, float* exp_avg, float* exp_avg_sq, const float* grad, int64_t n,
                   const AdamWStep& hp, bool decay, std::uint16_t* bf16_out);
 

@@ -106,18 +106,33 @@ OptimizerReport Optimizer::step(double lr, const std::function<void(const Optimi
     hp.step = ++updates_;
     hp.grad_scale = report.clip_coefficient;
   }
-  for (int64_t r = 0; r < store_.num_regions(); ++r) {
+  // Parameters first, region by region in forward order (each published as soon as it is done: the next
+  // forward waits for them), then the Adam moments in reverse order (the next backward overwrites gradients from
+  // the last layer on, and waits for each region's moments).
+  auto slots = [&](int64_t r, const auto& update) {
     const HostStore::Slice s = store_.slice(r);
-    std::uint16_t* bf16 = store_.stream_bf16(r);
     for (const ParamSlot& slot : store_.layout().regions[static_cast<size_t>(r)].params) {
       const int64_t begin = std::max(slot.offset, s.begin), end = std::min(slot.offset + slot.numel, s.end);
-      if (report.skipped || begin >= end) continue;
-      adamw_update(store_.master(r) + begin, store_.exp_avg(r) + begin, store_.exp_avg_sq(r) + begin,
-                   store_.grad(r) + begin, end - begin, hp, slot.weight_decay, bf16 ? bf16 + begin : nullptr);
+      if (!report.skipped && begin < end) update(slot, begin, end);
     }
+  };
+  for (int64_t r = 0; r < store_.num_regions(); ++r) {
+    std::uint16_t* bf16 = store_.stream_bf16(r);
+    slots(r, [&](const ParamSlot& slot, int64_t begin, int64_t end) {
+      adamw_params(store_.master(r) + begin, store_.exp_avg(r) + begin, store_.exp_avg_sq(r) + begin,
+                   store_.grad(r) + begin, end - begin, hp, slot.weight_decay, bf16 ? bf16 + begin : nullptr);
+    });
     store_.publish_slice(r, passes_);
   }
   report.update_seconds = seconds_since(t1);
+  const auto t2 = std::chrono::steady_clock::now();
+  for (int64_t r = store_.num_regions() - 1; r >= 0; --r) {
+    slots(r, [&](const ParamSlot&, int64_t begin, int64_t end) {
+      adamw_moments(store_.exp_avg(r) + begin, store_.exp_avg_sq(r) + begin, store_.grad(r) + begin, end - begin, hp);
+    });
+    store_.publish_moments(r, passes_);
+  }
+  report.moments_seconds = seconds_since(t2);
   return report;
 }
 

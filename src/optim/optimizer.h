@@ -1,6 +1,6 @@
 // Optimizer: one update of the host store by every rank of the node on its own slices (exact global norm,
-// clipping, AdamW with decay on matrices, the stream copy), publishing each region as soon as it is updated,
-// in forward order. Invariants: every rank calls step() once per step; the norm is Σg² of fixed 4096-element
+// clipping, AdamW with decay on matrices, the stream copy), publishing each region's parameters as soon as they
+// are updated, in forward order, then its Adam moments, in reverse order (optim/adamw.h: two passes). Invariants: every rank calls step() once per step; the norm is Σg² of fixed 4096-element
 // blocks summed in global block order, known before any update and bitwise independent of ranks and threads
 // (or the Σg² every rank is given, computed where the gradients were: the GPU); a non-finite norm skips the
 // step on every rank.
@@ -27,7 +27,8 @@ struct OptimizerReport {
   float clip_coefficient = 1.0f;
   bool skipped = false;         // non-finite gradient norm
   double norm_seconds = 0.0;    // this rank: until the global norm was known
-  double update_seconds = 0.0;  // this rank: its slices' updates
+  double update_seconds = 0.0;  // this rank: its slices' parameters (what the next forward waits for)
+  double moments_seconds = 0.0; // this rank: then its slices' Adam moments
 };
 
 class Optimizer {

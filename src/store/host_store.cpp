@@ -60,7 +60,7 @@ HostStore::HostStore(const ParamLayout& layout, DType stream_dtype) : layout_(la
   }
   version_stride_ = (static_cast<int64_t>(layout_.regions.size()) + 7) / 8 * 8;  // whole cache lines
   const int64_t versions_offset = bytes;
-  bytes += ranks_ * version_stride_ * static_cast<int64_t>(sizeof(int64_t));
+  bytes += 2 * ranks_ * version_stride_ * static_cast<int64_t>(sizeof(int64_t));  // regions, moments
 
   // Each rank contributes its slices' bytes; rank 0 also the padding and the version table.
   int64_t others = 0;
@@ -84,6 +84,7 @@ HostStore::HostStore(const ParamLayout& layout, DType stream_dtype) : layout_(la
     for (size_t k = 0; k < kinds; ++k) allocations_.push_back({at(k), static_cast<size_t>(n * (k < 4 ? 4 : 2))});
   }
   versions_ = reinterpret_cast<int64_t*>(base + versions_offset);
+  moment_versions_ = versions_ + ranks_ * version_stride_;
 
   // First touch of this rank's slices (and version row), then nobody touches another rank's pages
   // before they are placed.
@@ -92,19 +93,30 @@ HostStore::HostStore(const ParamLayout& layout, DType stream_dtype) : layout_(la
     for (float* p : {master(r), exp_avg(r), exp_avg_sq(r), grad(r)}) zero_parallel(p + s.begin, s.size() * 4);
     if (bf16) zero_parallel(stream_bf16(r) + s.begin, s.size() * 2);
   }
-  zero_parallel(version_row(rank_), version_stride_ * static_cast<int64_t>(sizeof(int64_t)));
+  for (const int64_t* table : {versions_, moment_versions_})
+    zero_parallel(version_row(table, rank_), version_stride_ * static_cast<int64_t>(sizeof(int64_t)));
   MT_CHECK_MPI(MPI_Barrier(ctx.node));
 }
 
 HostStore::~HostStore() = default;
 
-int64_t* HostStore::version_row(int rank) const { return versions_ + static_cast<int64_t>(rank) * version_stride_; }
+int64_t* HostStore::version_row(const int64_t* table, int rank) const {
+  return const_cast<int64_t*>(table) + static_cast<int64_t>(rank) * version_stride_;
+}
 
-void HostStore::publish_slice(int64_t r, int64_t version) { dist::store_release(version_row(rank_)[r], version); }
+void HostStore::publish_slice(int64_t r, int64_t version) {
+  dist::store_release(version_row(versions_, rank_)[r], version);
+}
 
-void HostStore::wait_region(int64_t r, int64_t version) const {
+void HostStore::publish_moments(int64_t r, int64_t version) {
+  dist::store_release(version_row(moment_versions_, rank_)[r], version);
+}
+
+void HostStore::wait_region(int64_t r, int64_t version) const { wait_versions(versions_, r, version); }
+
+void HostStore::wait_versions(const int64_t* table, int64_t r, int64_t version) const {
   for (int q = 0; q < ranks_; ++q) {
-    const int64_t& v = version_row(q)[r];
+    const int64_t& v = version_row(table, q)[r];
     if (dist::load_acquire(v) >= version) continue;
     const auto t0 = std::chrono::steady_clock::now();
     dist::wait_until([&] { return dist::load_acquire(v) >= version; });

@@ -2,7 +2,8 @@
 // flat region per layer, in one MPI-3 shared window of the node; each region is cut into per-rank slices that
 // their owners first-touch (NUMA-local) and update. Invariants: every (region, kind) buffer and every slice is
 // contiguous and page-aligned; the stream copy equals round_to_bf16(master) after every update; region r is at
-// version v once every rank has published its slice of r at v, and readers wait for required_version().
+// version v once every rank has published its slice of r at v, and readers wait for required_version(); its
+// gradient may be overwritten once every rank has published its slice's Adam moments of that version too.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -74,7 +75,12 @@ class HostStore {
   int64_t required_version() const { return required_version_; }
   void wait_region(int64_t r) const { wait_region(r, required_version_); }
   void wait_region(int64_t r, int64_t version) const;
-  // Seconds this process has spent blocked in wait_region: the optimizer work the forward did not hide.
+  // The optimizer's second pass (Adam m, v) reads the gradient after the region is published: each rank
+  // publishes its slice's moments, and a writer of region r's gradient waits for the required version.
+  void publish_moments(int64_t r, int64_t version);
+  void wait_moments(int64_t r) const { wait_versions(moment_versions_, r, required_version_); }
+  void wait_moments(int64_t r, int64_t version) const { wait_versions(moment_versions_, r, version); }
+  // Seconds this process has spent blocked in wait_region and wait_moments: optimizer work the engine did not hide.
   double waited_seconds() const { return waited_seconds_; }
 
  private:
@@ -85,7 +91,8 @@ class HostStore {
     float* grad = nullptr;
     std::uint16_t* stream_bf16 = nullptr;
   };
-  int64_t* version_row(int rank) const;
+  int64_t* version_row(const int64_t* table, int rank) const;
+  void wait_versions(const int64_t* table, int64_t r, int64_t version) const;
 
   ParamLayout layout_;
   DType stream_dtype_;
@@ -94,6 +101,7 @@ class HostStore {
   std::vector<RegionBuffers> regions_;
   std::vector<Allocation> allocations_;
   int64_t* versions_ = nullptr;   // [ranks][version_stride]: rank q's published version of each region
+  int64_t* moment_versions_ = nullptr;  // the same for its Adam moments
   int64_t version_stride_ = 0;
   int64_t required_version_ = 0;
   mutable double waited_seconds_ = 0.0;

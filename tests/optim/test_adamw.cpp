@@ -44,7 +44,34 @@ void reference(State& s, const mt::AdamWStep& hp, bool decay) {
   }
 }
 
+mt::AdamWStep decayed_step(double lr, int64_t step, float grad_scale) {
+  mt::AdamWStep hp;
+  hp.lr = lr;
+  hp.weight_decay = 0.1;
+  hp.step = step;
+  hp.grad_scale = grad_scale;
+  return hp;
+}
+
 }  // namespace
+
+TEST_CASE("the parameters pass leaves m and v; the moments pass then completes the update", "[adamw]") {
+  const mt::AdamWStep hp = decayed_step(1e-3, 2, 0.25f);
+  const int64_t n = 1000;
+  const State start = random_state(n, 7);
+  State both = start, split = start;
+  mt::adamw_update(both.p.data(), both.m.data(), both.v.data(), both.g.data(), n, hp, true, nullptr);
+  std::vector<uint16_t> bf16(n);
+  mt::adamw_params(split.p.data(), split.m.data(), split.v.data(), split.g.data(), n, hp, true, bf16.data());
+  CHECK(split.p == both.p);
+  CHECK(split.m == start.m);
+  CHECK(split.v == start.v);
+  for (int64_t i = 0; i < n; ++i) REQUIRE(bf16[i] == mt::f32_to_bf16(split.p[i]));
+  mt::adamw_moments(split.m.data(), split.v.data(), split.g.data(), n, hp);
+  CHECK(split.m == both.m);
+  CHECK(split.v == both.v);
+  CHECK(split.p == both.p);
+}
 
 TEST_CASE("adamw matches torch's formula for every tail length", "[adamw]") {
   mt::AdamWStep hp;
@@ -106,11 +133,7 @@ TEST_CASE("bf16 rounding is round-to-nearest-even, NaN stays NaN", "[dtype]") {
 }
 
 TEST_CASE("adamw gives bitwise the same result however the range is cut", "[adamw]") {
-  mt::AdamWStep hp;
-  hp.lr = 3e-3;
-  hp.weight_decay = 0.1;
-  hp.step = 5;
-  hp.grad_scale = 0.75f;
+  const mt::AdamWStep hp = decayed_step(3e-3, 5, 0.75f);
   const int64_t n = 131;
   const State start = random_state(n, 11);
   State whole = start;

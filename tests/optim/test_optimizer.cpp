@@ -75,7 +75,8 @@ TEST_CASE("the optimizer step is the exact global norm, clipping and per-slot Ad
     CHECK(std::vector<float>(store.master(r), store.master(r) + store.numel(r)) == p[r]);
     for (int64_t i = 0; i < store.numel(r); ++i) REQUIRE(store.stream_bf16(r)[i] == mt::f32_to_bf16(p[r][i]));
   }
-  store.wait_region(1, 1);  // published
+  store.wait_region(1, 1);  // published, parameters and moments
+  store.wait_moments(1, 1);
 }
 
 TEST_CASE("NaN and Inf gradients skip the step on every region, and the next step counts from 1", "[optimizer]") {

@@ -277,6 +277,7 @@ class CudaGradientSink final : public GradientSink {
     if (!sums_) sums_ = static_cast<double*>(sh_->backend.alloc_bytes(sh_->store.num_regions() * 8));
     cuda::sum_squares(sums_ + region, b.data, numel(region), sh_->compute);
     ++summed_;
+    sh_->store.wait_moments(region);  // the optimizer's moments pass has read the previous gradient
     float* host = sh_->store.grad(region);
     if (!first_pass) {
       staging_.resize(static_cast<size_t>(numel(region)));

@@ -1,7 +1,7 @@
 // `megatrain bench-optim`: the optimizer step of the training run over P synthetic parameters, on every
-// rank with the training run's binding and host store: the global-norm pass and the fused AdamW pass,
-// timed after warm-up, as params/s and GB/s (AdamW moves 30 B per parameter with the bf16 copy: reads
-// g, p, m, v, writes p, m, v and bf16; 28 B without it), next to a copy over the same slices (8 B per
+// rank with the training run's binding and host store: the global-norm pass and AdamW's two passes, timed
+// after warm-up, as params/s and GB/s (parameters: reads g, p, m, v, writes p and bf16, 22 B per parameter, 20
+// without the bf16 copy; moments: reads g, m, v, writes m, v, 20 B), next to a copy over the same slices (8 B per
 // parameter) as the bandwidth ceiling. Invariant: measures, never asserts; world rank 0 reports.
 #pragma once
 #include <cstdint>
