@@ -32,7 +32,7 @@ struct Inputs {
   std::optional<int64_t> seq;
   int64_t batch = 8, micro_batch = 0, interval = 0, slots = 2, ranks = 1, recompute = -1;
   std::string dtype = "bfloat16";
-  std::string stream_dtype;  // empty: dtype
+  std::string stream_dtype = "float32";
   bool json = false;
 };
 
@@ -160,7 +160,7 @@ void run_calc_resource(Inputs in, bool interactive_allowed) {
   const ModelSpec spec = load_model_spec(find_model(*in.model));
   RunShape run;
   run.dtype = dtype_from_name(in.dtype);
-  run.stream_dtype = in.stream_dtype.empty() ? run.dtype : dtype_from_name(in.stream_dtype);
+  run.stream_dtype = dtype_from_name(in.stream_dtype);
   MT_REQUIRE(!(run.dtype == DType::f32 && run.stream_dtype == DType::bf16),
              "--stream-dtype bfloat16 cannot feed --dtype float32");
   run.seq_len = *in.seq;
@@ -202,8 +202,8 @@ void add_calc_resource_command(CLI::App& root, std::vector<Command>& commands) {
   app->add_option("--ranks,--numa", in->ranks, "ranks (NUMA domains) sharing the host store (default 1)");
   app->add_option("--dtype", in->dtype, "bfloat16 or float32 (default bfloat16)");
   app->add_option("--stream-dtype", in->stream_dtype,
-                  "weights in host RAM that cross PCIe: bfloat16 (bf16 copy) or float32 (fp32 master, 2 B/parameter "
-                  "less; default: --dtype)");
+                  "weights in host RAM that cross PCIe: float32 (the fp32 master, default) or bfloat16 (a bf16 copy, "
+                  "2 B/parameter more)");
   app->add_flag("--json", in->json, "print the plan as JSON");
   commands.push_back({app, [=] {
                         Inputs given = *in;

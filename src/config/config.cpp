@@ -239,7 +239,7 @@ Config parse_config(const std::string& yaml_text, const std::string& origin,
 }
 
 DType stream_dtype_of(const Config& config) {
-  return dtype_from_name(config.model.stream_dtype == "auto" ? config.model.dtype : config.model.stream_dtype);
+  return config.model.stream_dtype == "auto" ? DType::f32 : dtype_from_name(config.model.stream_dtype);
 }
 
 Config load_config(const std::filesystem::path& file, const std::vector<std::string>& overrides) {

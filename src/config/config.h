@@ -13,7 +13,7 @@ namespace mt {
 struct ModelConfig {
   std::string name;                      // local HF dir, a hub id in the local HF cache, or a checkpoint file
   std::string dtype = "bfloat16";        // bfloat16 | float32
-  std::string stream_dtype = "auto";     // auto (= dtype) | bfloat16 | float32: the weights crossing PCIe
+  std::string stream_dtype = "auto";     // auto (= float32) | bfloat16 | float32: the weights crossing PCIe
   std::string attn_implementation = "sdpa";  // flash_attention_2 | sdpa | eager
   bool trust_remote_code = false;
   std::string init = "pretrained";       // pretrained | random
@@ -71,7 +71,8 @@ struct Config {
 
 // Reads FILE, applies `section.key=value` overrides in order, validates. Throws mt::Error naming
 // the file and the key's path (e.g. "config.yaml: training.batch_sise: unknown key; accepted: ...").
-// The weights' dtype in host RAM that streams to the compute backend: model.stream_dtype, auto = model.dtype.
+// The weights' dtype in host RAM that streams to the compute backend: model.stream_dtype; auto = float32 (the
+// fp32 master itself, cast where bf16 compute uses it: 16 B/parameter, no bf16 copy).
 DType stream_dtype_of(const Config& config);
 
 Config load_config(const std::filesystem::path& file, const std::vector<std::string>& overrides = {});

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `megatrain bench` on the CPU backend: a tiny shape runs its steps and prints one JSON object with the
-# documented medians; a bad shape path fails with one error line.
+# documented medians (16 B/parameter by default, 18 with a bf16 streaming copy); a bad shape path fails with one
+# error line.
 # Usage: bench.sh MEGATRAIN_BINARY SOURCE_DIR
 set -uo pipefail
 bin=$1 src=$2
@@ -10,7 +11,10 @@ for key in median_step_s median_tokens_per_s median_tflops median_h2d_gbs median
            peak_gpu_memory_gib host_bytes_per_parameter; do
   grep -q "\"$key\":" <<<"$json" || { echo "FAIL: $key missing in: $json"; exit 1; }
 done
-grep -q '"host_bytes_per_parameter":18' <<<"$json" || { echo "FAIL: bf16 store should hold 18 B/parameter"; exit 1; }
+grep -q '"host_bytes_per_parameter":16' <<<"$json" || { echo "FAIL: the default store (fp32 master streamed) should hold 16 B/parameter"; exit 1; }
+copy=$(MEGATRAIN_BACKEND=cpu "$bin" bench --model "$src/configs/models/demo-tiny.json" --batch 2 --seq 32 --steps 1 \
+  --warmup 0 --stream-dtype bfloat16 --json 2>/dev/null) || { echo "FAIL: bench --stream-dtype bfloat16 exited non-zero"; exit 1; }
+grep -q '"host_bytes_per_parameter":18' <<<"$copy" || { echo "FAIL: a bf16 streaming copy should make 18 B/parameter"; exit 1; }
 err=$("$bin" bench --model "$src/configs/models/absent.json" 2>&1 >/dev/null)
 [[ $? -eq 1 && $(grep -c '^megatrain: error: ' <<<"$err") -eq 1 ]] || { echo "FAIL: bad shape: $err"; exit 1; }
 echo "ok: $json" | cut -c1-200

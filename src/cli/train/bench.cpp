@@ -59,7 +59,7 @@ void run_bench(const BenchOptions& o) {
   const DType dtype = dtype_from_name(o.dtype);
   const dist::Context& ctx = dist::context();
   const dist::DataParallel dp = dist::make_data_parallel(gpus_per_node(o.gpus_per_node), visible_gpu_numa_nodes());
-  const DType stream = o.stream_dtype.empty() ? dtype : dtype_from_name(o.stream_dtype);
+  const DType stream = dtype_from_name(o.stream_dtype);
   MT_REQUIRE(!(dtype == DType::f32 && stream == DType::bf16), "--stream-dtype bfloat16 cannot feed --dtype float32");
   HostStore store(layout, stream);
   OptimizerService optimizer(store, OptimizerSettings{}, dp.computes());

@@ -16,7 +16,7 @@ namespace mt {
 struct BenchOptions {
   std::string model;             // shape file or HF dir
   std::string dtype = "bfloat16";
-  std::string stream_dtype;      // weights crossing PCIe: empty = dtype; float32 streams fp32 master (16 B/parameter)
+  std::string stream_dtype = "float32";  // weights crossing PCIe: the fp32 master (16 B/parameter) or a bf16 copy (18)
   int64_t batch = 8;             // sequences per step (the global batch, over every GPU)
   int64_t seq = 1024;
   int64_t steps = 5;
