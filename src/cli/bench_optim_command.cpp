@@ -14,7 +14,9 @@ void add_bench_optim_command(CLI::App& root, std::vector<Command>& commands) {
   app->add_option("--params", *params, "number of parameters P (1e9 notation accepted)")->required();
   app->add_option("--steps", o->steps, "timed steps (median reported)");
   app->add_option("--warmup", o->warmup, "untimed steps first");
-  app->add_option("--dtype", o->dtype, "streaming copy: bfloat16 (writes the bf16 copy) or float32");
+  app->add_option("--dtype", o->dtype,
+                  "the store's stream dtype: float32 (no copy, the default) or bfloat16 (writes the bf16 copy)")
+      ->capture_default_str();
   app->add_option("--region", o->region, "parameters per region");
   app->add_flag("--json", o->json, "print one JSON object on stdout");
   commands.push_back({app, [o, params] {
