@@ -93,10 +93,9 @@ OptimizerSettings optimizer_settings(const Config& c) {
 void log_store(const HostStore& store) {
   std::string per_rank;
   for (int q = 0; q < store.ranks(); ++q) per_rank += (q ? ", " : "") + format_bytes(static_cast<uint64_t>(store.rank_bytes(q)));
-  log::info("host store: {} in one shared window on {} rank(s), {} bytes per parameter ({} streaming copy); "
-            "per rank: {}",
+  log::info("host store: {} in one shared window on {} rank(s), {} bytes per parameter ({}); per rank: {}",
             format_bytes(static_cast<uint64_t>(store.window_bytes())), store.ranks(), store.bytes_per_parameter(),
-            dtype_name(store.stream_dtype()), per_rank);
+            store.stream_dtype() == DType::bf16 ? "with a bf16 streaming copy" : "the fp32 master streams", per_rank);
 }
 
 std::string read_text(const std::filesystem::path& file) {
