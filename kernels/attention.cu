@@ -749,7 +749,8 @@ __global__ void __launch_bounds__(threads)
 #pragma unroll
     for (int n = 0; n < DC / 8; ++n) {
       const int d = n * 8 + 2 * t4;
-      const float k0v = valid ? a.scale * dk_acc[0][n][2 * r] : 0.f, k1v = valid ? a.scale * dk_acc[0][n][2 * r + 1] : 0.f;
+      const float k0v = valid ? a.scale * dk_acc[0][n][2 * r] : 0.f;
+      const float k1v = valid ? a.scale * dk_acc[0][n][2 * r + 1] : 0.f;
       const float v0v = valid ? dv_acc[0][n][2 * r] : 0.f, v1v = valid ? dv_acc[0][n][2 * r + 1] : 0.f;
       if (partial) {
         store_pair(dkp + off, d, k0v, k1v, a.hd - d0, a.vec);

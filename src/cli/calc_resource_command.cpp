@@ -108,7 +108,7 @@ json to_json(const std::string& model, const ModelSpec& spec, const Machine& m, 
                     {"store_bytes", h.store_bytes}, {"per_rank_bytes", h.rank_bytes}, {"ram_bytes", m.ram_bytes},
                     {"usable_bytes", a.host_usable_bytes}, {"fits", a.host_fits}}},
           {"gpu", {{"checkpoint_interval", a.run.checkpoint_interval}, {"micro_batch_size", g.micro_batch_size},
-                   {"recompute_layers", std::min(a.run.recompute_layers, spec.num_layers)},
+                   {"recompute_layers", a.run.recompute_layers},
                    {"weight_slots", g.weight_slots}, {"gradient_buffers", g.grad_buffers},
                    {"checkpoints", g.checkpoints}, {"segment_activations", g.segment},
                    {"saved_layer_activations", g.saved_layers},
@@ -119,7 +119,7 @@ json to_json(const std::string& model, const ModelSpec& spec, const Machine& m, 
           {"largest_micro_batch", a.largest_micro_batch},
           {"recommended", {{"batch_size", a.run.batch_size}, {"micro_batch_size", a.largest_micro_batch},
                            {"checkpoint_interval", a.recommended_interval},
-                           {"recompute_layers", std::min(a.run.recompute_layers, spec.num_layers)}}},
+                           {"recompute_layers", a.run.recompute_layers}}},
           {"verdict", a.fits() ? "fits" : a.shortfall}};
 }
 
@@ -132,7 +132,7 @@ void print_text(const std::string& model, const ModelSpec& spec, const Machine& 
                          " of {} usable ({} RAM)\n", h.bytes_per_parameter(), h.master, h.exp_avg, h.exp_avg_sq, h.grad,
                          h.stream_copy, b(h.store_bytes), b(a.host_usable_bytes), b(m.ram_bytes));
   for (size_t q = 0; q < h.rank_bytes.size(); ++q) std::cout << MT_FORMAT("  rank {}: {}\n", q, b(h.rank_bytes[q]));
-  const int64_t recompute = std::min(a.run.recompute_layers, spec.num_layers);
+  const int64_t recompute = a.run.recompute_layers;
   std::cout << MT_FORMAT("GPU (checkpoint_interval {}, micro_batch_size {}, {} of {} layers recompute): {} of {}\n",
                          a.run.checkpoint_interval, g.micro_batch_size, recompute, spec.num_layers, b(g.total()),
                          b(m.gpu_bytes))

@@ -64,7 +64,9 @@ template <typename At>
 Field integer_or_auto(std::string_view section, std::string_view key, int64_t min, At at) {
   const int64_t auto_value = min - 1;  // 0 where min is 1, -1 where 0 is a valid value
   return {section, key,
-          [=](Config& c, const YAML::Node& n, const YamlPlace& p) { at(c) = read_integer_or_auto(n, p, min, auto_value); },
+          [=](Config& c, const YAML::Node& n, const YamlPlace& p) {
+            at(c) = read_integer_or_auto(n, p, min, auto_value);
+          },
           [=](const Config& c) { return at(c) == auto_value ? std::string("auto") : std::to_string(at(c)); }};
 }
 

@@ -62,18 +62,6 @@ void attention_inputs_and_output(const LayerContext& ctx, int64_t layer, const v
   be.attention_forward(n.attn, n.lse, n.q, n.k, n.v, attn_shape(s, layer, mb));
 }
 
-// norm2 = rmsnorm(h1); act = silu(gate)·up: the MLP's cheap inputs.
-void mlp_norm_and_act(const LayerContext& ctx, const void* w, const MicroBatch& mb, DecoderWorkspace& ws,
-                      const LayerInternals& n, bool with_norm2) {
-  Backend& be = *ctx.backend;
-  const ModelSpec& s = *ctx.spec;
-  const Dims d = dims_of(s, mb);
-  if (with_norm2)
-    be.rmsnorm_forward(ws.norm2, n.h1, at(ctx, w, ctx.layout->decoder.post_norm), d.T, d.H,
-                       static_cast<float>(s.rms_norm_eps));
-  be.swiglu_forward(ws.act, n.gate, n.up, d.T * d.I);
-}
-
 // h1 = x + o_proj(attn); norm2; gate, up, act = silu(gate)·up.
 void mlp_inputs(const LayerContext& ctx, const void* w, const void* x, const MicroBatch& mb, DecoderWorkspace& ws,
                 const LayerInternals& n) {
@@ -86,7 +74,7 @@ void mlp_inputs(const LayerContext& ctx, const void* w, const void* x, const Mic
   be.rmsnorm_forward(ws.norm2, n.h1, at(ctx, w, o.post_norm), d.T, d.H, static_cast<float>(s.rms_norm_eps));
   be.linear_forward(n.gate, ws.norm2, at(ctx, w, o.gate), at(ctx, w, o.gate_bias), d.T, d.H, d.I);
   be.linear_forward(n.up, ws.norm2, at(ctx, w, o.up), at(ctx, w, o.up_bias), d.T, d.H, d.I);
-  mlp_norm_and_act(ctx, w, mb, ws, n, false);
+  be.swiglu_forward(ws.act, n.gate, n.up, d.T * d.I);
 }
 
 }  // namespace
@@ -145,11 +133,6 @@ LayerInternals allocate_internals(Backend& be, const ModelSpec& s, int64_t seqs,
   return n;
 }
 
-int64_t layer_internals_elements(const ModelSpec& s) {
-  const int64_t qd = s.num_heads * s.head_dim, kvd = s.num_kv_heads * s.head_dim;
-  return 2 * qd + 2 * kvd + s.hidden_size + 2 * s.intermediate_size + (s.qk_norm ? qd + kvd : 0);
-}
-
 LayerInternals internals_rows(const LayerInternals& all, const ModelSpec& s, int64_t es, int64_t first_seq,
                               int64_t seq_len) {
   const int64_t t0 = first_seq * seq_len;
@@ -195,7 +178,8 @@ void decoder_layer_backward(const LayerContext& ctx, int64_t layer, const void* 
 
   if (saved) {  // only the cheap internals; the same kernels on the same inputs give the same values
     be.rmsnorm_forward(ws.norm1, x, at(ctx, w, o.input_norm), d.T, d.H, eps);
-    mlp_norm_and_act(ctx, w, mb, ws, n, true);
+    be.rmsnorm_forward(ws.norm2, n.h1, at(ctx, w, o.post_norm), d.T, d.H, eps);
+    be.swiglu_forward(ws.act, n.gate, n.up, d.T * d.I);
   } else {  // recompute the internals from the layer input
     attention_inputs_and_output(ctx, layer, w, x, mb, ws, n);
     mlp_inputs(ctx, w, x, mb, ws, n);

@@ -20,8 +20,6 @@ struct LayerInternals {
   float* lse = nullptr;
 };
 
-// Elements per token of a LayerInternals (without lse: n_heads fp32 per token).
-int64_t layer_internals_elements(const ModelSpec& spec);
 // Internals for `seqs` sequences of seq_len tokens in backend memory, the buffers appended to `owned` (q_raw/k_raw
 // where with_raw).
 LayerInternals allocate_internals(Backend& backend, const ModelSpec& spec, int64_t seqs, int64_t seq_len,

@@ -1,9 +1,9 @@
 // Optimizer: one update of the host store by every rank of the node on its own slices (exact global norm,
 // clipping, AdamW with decay on matrices, the stream copy), publishing each region's parameters as soon as they
-// are updated, in forward order, then its Adam moments, in reverse order (optim/adamw.h: two passes). Invariants: every rank calls step() once per step; the norm is Σg² of fixed 4096-element
-// blocks summed in global block order, known before any update and bitwise independent of ranks and threads
-// (or the Σg² every rank is given, computed where the gradients were: the GPU); a non-finite norm skips the
-// step on every rank.
+// are updated, in forward order, then its Adam moments, in reverse order (optim/adamw.h: two passes).
+// Invariants: every rank calls step() once per step; the norm is Σg² of fixed 4096-element blocks summed in
+// global block order, known before any update and bitwise independent of ranks and threads (or the Σg² every
+// rank is given, computed where the gradients were: the GPU); a non-finite norm skips the step on every rank.
 #pragma once
 #include <cstdint>
 #include <functional>

@@ -32,7 +32,7 @@ void plan_activations(const ModelSpec& s, const RunShape& run, int64_t es, GpuPl
   g.micro_batch_size = mb;
   g.checkpoints = ceil_div(L, c) * n;
   g.segment = (std::min(c, L) - 1 + 3) * n;
-  // Engine::activations_for: per saved layer LayerInternals (engine/decoder_layer.h) and lse over the pass.
+  // Engine::activations_for: per saved layer allocate_internals (engine/decoder_layer.h) over the pass.
   const int64_t qd = s.num_heads * s.head_dim, kvd = s.num_kv_heads * s.head_dim;
   const int64_t internals = 2 * qd + 2 * kvd + H + 2 * s.intermediate_size + (s.qk_norm ? qd + kvd : 0);
   const int64_t pass_tokens = pass_seqs * run.seq_len;
@@ -41,7 +41,8 @@ void plan_activations(const ModelSpec& s, const RunShape& run, int64_t es, GpuPl
     g.saved_layers += pass_tokens * internals * es + pass_tokens * s.num_heads * 4 + (i % c != 0 ? n : 0);
   const int64_t group = s.num_heads / std::max<int64_t>(s.num_kv_heads, 1);
   const int64_t attention_partials = group > 1 ? 2 * group * mb_tokens * kvd * 4 : 0;  // kernels/attention.cu
-  g.layer_workspace = decoder_workspace_elements(s, mb_tokens) * es + mb * s.num_heads * run.seq_len * 4 + attention_partials;
+  g.layer_workspace =
+      decoder_workspace_elements(s, mb_tokens) * es + mb * s.num_heads * run.seq_len * 4 + attention_partials;
   const int64_t chunk = std::min(std::clamp<int64_t>((int64_t{1} << 28) / std::max<int64_t>(V, 1), 16, 4096), mb_tokens);
   g.head = chunk * V * 4 + chunk * V * es + mb_tokens * 4;
   g.batch_arrays = pass_seqs * run.seq_len * 4 * 4 + pass_seqs * 4;
@@ -75,6 +76,12 @@ int64_t auto_recompute_layers(const ModelSpec& spec, RunShape run, int64_t gpu_b
     if (plan_gpu(spec, run).total() <= usable) return r;
   }
   return L;
+}
+
+void resolve_auto(const ModelSpec& spec, RunShape& run, int64_t gpu_bytes, bool auto_recompute) {
+  if (run.micro_batch_size == 0) run.micro_batch_size = auto_micro_batch(spec, run, gpu_bytes);
+  if (auto_recompute) run.recompute_layers = auto_recompute_layers(spec, run, gpu_bytes);
+  run.recompute_layers = std::min(run.recompute_layers, spec.num_layers);
 }
 
 int64_t resolve_micro_batch(const RunShape& run) {

@@ -45,7 +45,8 @@ struct GpuPlan {
   int64_t grad_buffers = 0;             // embedding, head and two layer buffers, fp32
   int64_t checkpoints = 0;              // ceil(L / c) × pass tokens × hidden × dtype size
   int64_t segment = 0;                  // (min(c, L) − 1) segment inputs + current, next, grad
-  int64_t saved_layers = 0;             // layers recompute_layers.. L−1: internals over the pass (+ input off a checkpoint)
+  int64_t saved_layers = 0;             // layers recompute_layers.. L−1: internals over the pass (and the input
+                                        // where it is not a checkpoint)
   int64_t layer_workspace = 0;          // DecoderWorkspace for one micro-batch, and the attention backward's fp32
                                         // dk/dv partials of the GQA group splits (at most one split per query head)
   int64_t head = 0;                     // logits chunk (fp32) + dlogits chunk + per-row losses
@@ -76,6 +77,10 @@ int64_t auto_recompute_layers(const ModelSpec& spec, RunShape run, int64_t gpu_b
 int64_t auto_micro_batch(const ModelSpec& spec, RunShape run, int64_t gpu_bytes);
 // Bytes the plan may use on a GPU of gpu_bytes (the margin auto_recompute_layers leaves).
 int64_t usable_gpu_bytes(int64_t gpu_bytes);
+// What a run leaves to the plan, resolved in order for a GPU of gpu_bytes (0: the CPU backend): micro_batch_size
+// 0 becomes auto_micro_batch; with auto_recompute, recompute_layers becomes auto_recompute_layers; recompute_layers
+// is then at most L. train's preflight, bench and calc-resource all resolve through it.
+void resolve_auto(const ModelSpec& spec, RunShape& run, int64_t gpu_bytes, bool auto_recompute);
 
 // Sequences per micro-batch, as the engine picks them (micro_batch_size 0 = about 4096 tokens).
 int64_t resolve_micro_batch(const RunShape& run);

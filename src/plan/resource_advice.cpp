@@ -31,9 +31,7 @@ ResourceAdvice advise(const ModelSpec& spec, RunShape run, const Machine& machin
   if (choose && run.micro_batch_size == 0 && a.largest_micro_batch &&
       resolve_micro_batch(run) > a.largest_micro_batch)
     run.micro_batch_size = a.largest_micro_batch;
-  if (run.micro_batch_size == 0) run.micro_batch_size = auto_micro_batch(spec, run, machine.gpu_bytes);
-  if (choose_recompute && gpu_fits(spec, run, machine))
-    run.recompute_layers = auto_recompute_layers(spec, run, machine.gpu_bytes);
+  resolve_auto(spec, run, machine.gpu_bytes, choose_recompute);
   a.run = run;
   a.plan = plan_memory(spec, run);
   a.host_usable_bytes = static_cast<int64_t>(static_cast<double>(machine.ram_bytes) * kHostUsableShare);

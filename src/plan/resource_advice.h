@@ -31,8 +31,8 @@ struct ResourceAdvice {
 };
 
 // run.checkpoint_interval 0 = choose: the plan is then evaluated at the recommended interval. The interval and
-// micro-batch are chosen with run.recompute_layers as given; choose_recompute then fills the GPU with saved
-// layers (auto_recompute_layers).
+// micro-batch are chosen with run.recompute_layers as given; then resolve_auto (choose_recompute: fill the GPU
+// with saved layers).
 ResourceAdvice advise(const ModelSpec& spec, RunShape run, const Machine& machine, bool choose_recompute = false);
 
 }  // namespace mt

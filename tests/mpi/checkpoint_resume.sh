@@ -23,6 +23,11 @@ fail() { echo "FAIL: $1"; for l in "$work"/*.log; do echo "== $l"; cat "$l"; don
 state() {  # the optimizer state and parameters of a checkpoint, without its file name
   "$bin" inspect --json "$1" | grep -v '"file"' || fail "inspect $1"
 }
+same_as_ref() {  # same_as_ref RUN WHAT: final model, metrics and the step-6 checkpoint bitwise the reference's
+  "$compare" "$work/ref" "$work/$1" || fail "$2 differs from the reference"
+  [[ "$(state "$work/ref/checkpoints/step-000006.h5")" == "$(state "$work/$1/checkpoints/step-000006.h5")" ]] ||
+    fail "step-6 optimizer state differs ($2)"
+}
 
 train 1 "$work/ref" --set training.save_steps=3 || fail "reference run"
 [[ -f $work/ref/checkpoints/step-000003.h5 && -f $work/ref/checkpoints/step-000006.h5 ]] || fail "reference checkpoints"
@@ -32,9 +37,7 @@ MEGATRAIN_TEST_DIE_AT_STEP=4 train 2 "$work/killed" --set training.save_steps=3 
 [[ -f $work/killed/checkpoints/step-000003.h5 ]] || fail "no step-3 checkpoint of the killed run"
 train 1 "$work/killed" --set training.save_steps=3 --set training.resume_from=auto || fail "resume -np 1"
 grep -q "resuming from .*step-000003.h5 at step 3" "$work/killed.log" || fail "did not resume from step 3"
-"$compare" "$work/ref" "$work/killed" || fail "np 2 + resume np 1 differs from the reference"
-[[ "$(state "$work/ref/checkpoints/step-000006.h5")" == "$(state "$work/killed/checkpoints/step-000006.h5")" ]] ||
-  fail "step-6 optimizer state differs (np 2 + resume np 1)"
+same_as_ref killed "np 2 + resume np 1"
 echo "ok   saved with -np 2, killed at step 4, resumed with -np 1: bitwise equal"
 
 MEGATRAIN_TEST_KILL_IN_SAVE=4 train 1 "$work/cut" --set training.save_steps=2 && fail "the save was not killed"
@@ -43,7 +46,5 @@ MEGATRAIN_TEST_KILL_IN_SAVE=4 train 1 "$work/cut" --set training.save_steps=2 &&
 "$bin" inspect "$work/cut/checkpoints/step-000002.h5" >/dev/null || fail "step-2 checkpoint damaged"
 train 2 "$work/cut" --set training.save_steps=2 --set training.resume_from=auto || fail "resume -np 2"
 grep -q "resuming from .*step-000002.h5 at step 2" "$work/cut.log" || fail "did not resume from step 2"
-"$compare" "$work/ref" "$work/cut" || fail "killed save + resume np 2 differs from the reference"
-[[ "$(state "$work/ref/checkpoints/step-000006.h5")" == "$(state "$work/cut/checkpoints/step-000006.h5")" ]] ||
-  fail "step-6 optimizer state differs (killed save + resume np 2)"
+same_as_ref cut "killed save + resume np 2"
 echo "ok   killed inside the step-4 save: step 2 intact, resumed with -np 2: bitwise equal"

@@ -86,17 +86,19 @@ void run_bench(const BenchOptions& o) {
   run.passes = o.passes;
   run.checkpoint_interval = o.checkpoint_interval;
   run.weight_slots = o.slots;
-  run.micro_batch_size = o.micro_batch > 0 ? o.micro_batch : auto_micro_batch(spec, run, backend->device_memory_bytes());
+  run.micro_batch_size = o.micro_batch;
+  if (o.recompute_layers >= 0) run.recompute_layers = o.recompute_layers;
+  resolve_auto(spec, run, backend->device_memory_bytes(), o.recompute_layers < 0);
+  const int64_t micro_batch = resolve_micro_batch(run);  // as the engine clamps it to the pass
   eo.micro_batch_size = run.micro_batch_size;
   eo.max_positions = std::max(o.seq, spec.max_position_embeddings);
-  eo.recompute_layers = o.recompute_layers >= 0 ? std::min(o.recompute_layers, spec.num_layers)
-                                                : auto_recompute_layers(spec, run, backend->device_memory_bytes());
+  eo.recompute_layers = run.recompute_layers;
   Engine engine(*backend, spec, store, eo, make_engine_transfers(*backend, store, o.slots, dp, dtype));
   const double params = static_cast<double>(layout.total_numel);
   log::info("bench: {} ({:.3f} B parameters, {} layers, {} recompute in backward) on {} ({}), batch {} x {} tokens "
             "in micro-batches of {}, {} slots, {} GPU rank(s) per node on {} node(s)", o.model, params / 1e9,
-            spec.num_layers, eo.recompute_layers, backend->name(), o.dtype, o.batch, o.seq,
-            engine.micro_batch_size_for(run.batch_size / o.passes, o.seq), o.slots, dp.per_node, dp.nodes);
+            spec.num_layers, eo.recompute_layers, backend->name(), o.dtype, o.batch, o.seq, micro_batch, o.slots,
+            dp.per_node, dp.nodes);
 
   // As in training, the update of step k runs while step k+1's forward streams each region as soon as it is
   // updated: a step's time is from its forward's start to the next forward's start (the last step's update is
@@ -168,7 +170,7 @@ void run_bench(const BenchOptions& o) {
                             {"gpus", dp.size},
                             {"checkpoint_interval", o.checkpoint_interval},
                             {"passes", o.passes},
-                            {"micro_batch", engine.micro_batch_size_for(run.batch_size / o.passes, o.seq)},
+                            {"micro_batch", micro_batch},
                             {"recompute_layers", eo.recompute_layers},
                             {"median_step_s", med(&StepFigures::step_s)},
                             {"median_fwd_bwd_s", med(&StepFigures::fb_s)},

@@ -13,7 +13,7 @@ struct BenchOptimOptions {
   int64_t params = 0;
   int64_t steps = 10;
   int64_t warmup = 2;
-  std::string dtype = "float32";    // the store's stream dtype: float32 (the default store: no copy) or bfloat16 (writes the bf16 copy)
+  std::string dtype = "float32";    // the store's stream dtype: float32 (no copy, as train's default) or bfloat16
   int64_t region = int64_t{1} << 26;  // parameters per region (tools/bench_torch_adamw.py --chunk)
   bool json = false;
 };

@@ -135,9 +135,7 @@ MachineLimits read_machine_limits(const Backend& backend) {
 RunShape preflight(const Config& c, const ModelSpec& spec, const Backend& backend, int ranks, int gpus) {
   RunShape run = run_shape(c, ranks, gpus);
   const bool gpu = backend.device_memory_bytes() > 0;
-  if (c.training.micro_batch_size == 0) run.micro_batch_size = auto_micro_batch(spec, run, backend.device_memory_bytes());
-  if (c.training.recompute_layers < 0) run.recompute_layers = auto_recompute_layers(spec, run, backend.device_memory_bytes());
-  run.recompute_layers = std::min(run.recompute_layers, spec.num_layers);
+  resolve_auto(spec, run, backend.device_memory_bytes(), c.training.recompute_layers < 0);
   const std::string shortfall = preflight_shortfall(spec, run, gpu, read_machine_limits(backend));
   MT_REQUIRE(shortfall.empty(),
              "{}; size the run with `megatrain calc-resource --model {} --seq {} --batch {} --ranks {} "

@@ -33,8 +33,7 @@ RunShape run_shape(const Config& c, int ranks, int gpus = 1);
 std::string preflight_shortfall(const ModelSpec& spec, const RunShape& run, bool gpu, const MachineLimits& limits);
 MachineLimits read_machine_limits(const Backend& backend);
 // Throws mt::Error: the shortfall and `megatrain calc-resource ...` for this model and shape. Returns the
-// checked shape, micro_batch_size and recompute_layers resolved where auto (auto_micro_batch, then as few
-// recomputing layers as the GPU's memory allows).
+// checked shape, micro_batch_size and recompute_layers resolved where auto (plan/memory_plan.h: resolve_auto).
 RunShape preflight(const Config& c, const ModelSpec& spec, const Backend& backend, int ranks, int gpus = 1);
 
 }  // namespace mt

@@ -161,7 +161,8 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
   std::unique_ptr<Backend> backend = select_backend(dtype, dp.device);
   dist::require_same(dp, "compute backend", backend->name());  // NCCL and MPI sums cannot mix
   const std::string gpu_ranks = dp.size > 1 && !backend->host_memory() ? dist::describe_gpu_ranks(dp) : "";
-  const RunShape run = preflight(c, spec, *backend, ctx.node_size, dp.size);  // before the store and the output directory exist
+  // Before the store and the output directory exist.
+  const RunShape run = preflight(c, spec, *backend, ctx.node_size, dp.size);
   const OptimizerSettings os = optimizer_settings(c);
   const int64_t updates_applied = resume ? resume->meta().updates_applied : 0;
   if (leads)
