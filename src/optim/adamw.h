@@ -1,9 +1,10 @@
 // CPU AdamW over one contiguous range with torch.optim.AdamW's single-tensor semantics, and the fixed-order block
-// sums of squares of the global norm. An update is two passes: adamw_params (reads p, m, v, g; writes p and the
-// bf16 copy: what the next forward waits for) and adamw_moments (reads m, v, g; writes m, v), which compute m' and
-// v' with the same operations, so p' is the one fused AdamW gives. Invariants: every element takes the same IEEE
-// operations wherever it falls (vector body, tail, any thread), so results do not depend on slicing or threads;
-// block_sum_of_squares depends only on its values.
+// sums of squares of the global norm. An update is one fused pass, adamw_update (reads p, m, v, g; writes p, m, v
+// and the bf16 copy: 28 B per parameter, 30 with the copy), or two: adamw_params (reads p, m, v, g; writes p and the
+// bf16 copy: what the next forward waits for) then adamw_moments (reads m, v, g; writes m, v). All three compute
+// m' and v' with the same operations, so both ways give bitwise the same p', m', v'. Invariants: every element
+// takes the same IEEE operations wherever it falls (vector body, tail, any thread), so results do not depend on
+// slicing or threads; block_sum_of_squares depends only on its values.
 #pragma once
 #include <cstdint>
 
@@ -24,7 +25,7 @@ void adamw_params(float* param, const float* exp_avg, const float* exp_avg_sq, c
                   const AdamWStep& hp, bool decay, std::uint16_t* bf16_out);
 // m ← m', v ← v': after adamw_params of the same step over the same range (which must read the old m, v).
 void adamw_moments(float* exp_avg, float* exp_avg_sq, const float* grad, int64_t n, const AdamWStep& hp);
-// Both passes, one after the other.
+// p, m, v ← p', m', v' in one pass (bf16_out as in adamw_params).
 void adamw_update(float* param, float* exp_avg, float* exp_avg_sq, const float* grad, int64_t n,
                   const AdamWStep& hp, bool decay, std::uint16_t* bf16_out);
 

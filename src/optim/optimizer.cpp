@@ -106,9 +106,10 @@ OptimizerReport Optimizer::step(double lr, const std::function<void(const Optimi
     hp.step = ++updates_;
     hp.grad_scale = report.clip_coefficient;
   }
-  // Parameters first, region by region in forward order (each published as soon as it is done: the next
-  // forward waits for them), then the Adam moments in reverse order (the next backward overwrites gradients from
-  // the last layer on, and waits for each region's moments).
+  // Parameters region by region in forward order, each published as soon as it is done (the next forward waits
+  // for them); split: then the Adam moments in reverse order (the next backward overwrites gradients from the
+  // last layer on, and waits for each region's moments).
+  const bool fused = settings_.passes == UpdatePasses::fused;
   auto slots = [&](int64_t r, const auto& update) {
     const HostStore::Slice s = store_.slice(r);
     for (const ParamSlot& slot : store_.layout().regions[static_cast<size_t>(r)].params) {
@@ -119,12 +120,19 @@ OptimizerReport Optimizer::step(double lr, const std::function<void(const Optimi
   for (int64_t r = 0; r < store_.num_regions(); ++r) {
     std::uint16_t* bf16 = store_.stream_bf16(r);
     slots(r, [&](const ParamSlot& slot, int64_t begin, int64_t end) {
-      adamw_params(store_.master(r) + begin, store_.exp_avg(r) + begin, store_.exp_avg_sq(r) + begin,
-                   store_.grad(r) + begin, end - begin, hp, slot.weight_decay, bf16 ? bf16 + begin : nullptr);
+      float *p = store_.master(r) + begin, *m = store_.exp_avg(r) + begin, *v = store_.exp_avg_sq(r) + begin;
+      const float* g = store_.grad(r) + begin;
+      std::uint16_t* copy = bf16 ? bf16 + begin : nullptr;
+      if (fused)
+        adamw_update(p, m, v, g, end - begin, hp, slot.weight_decay, copy);
+      else
+        adamw_params(p, m, v, g, end - begin, hp, slot.weight_decay, copy);
     });
     store_.publish_slice(r, passes_);
+    if (fused) store_.publish_moments(r, passes_);
   }
   report.update_seconds = seconds_since(t1);
+  if (fused) return report;
   const auto t2 = std::chrono::steady_clock::now();
   for (int64_t r = store_.num_regions() - 1; r >= 0; --r) {
     slots(r, [&](const ParamSlot&, int64_t begin, int64_t end) {

@@ -55,22 +55,25 @@ mt::AdamWStep decayed_step(double lr, int64_t step, float grad_scale) {
 
 }  // namespace
 
-TEST_CASE("the parameters pass leaves m and v; the moments pass then completes the update", "[adamw]") {
+TEST_CASE("the parameters pass leaves m and v; the moments pass then gives the fused pass's result bitwise",
+          "[adamw]") {
   const mt::AdamWStep hp = decayed_step(1e-3, 2, 0.25f);
-  const int64_t n = 1000;
-  const State start = random_state(n, 7);
-  State both = start, split = start;
-  mt::adamw_update(both.p.data(), both.m.data(), both.v.data(), both.g.data(), n, hp, true, nullptr);
-  std::vector<uint16_t> bf16(n);
-  mt::adamw_params(split.p.data(), split.m.data(), split.v.data(), split.g.data(), n, hp, true, bf16.data());
-  CHECK(split.p == both.p);
-  CHECK(split.m == start.m);
-  CHECK(split.v == start.v);
-  for (int64_t i = 0; i < n; ++i) REQUIRE(bf16[i] == mt::f32_to_bf16(split.p[i]));
-  mt::adamw_moments(split.m.data(), split.v.data(), split.g.data(), n, hp);
-  CHECK(split.m == both.m);
-  CHECK(split.v == both.v);
-  CHECK(split.p == both.p);
+  for (int64_t n : {1, 15, 16, 17, 31, 33, 47, 64, 67, 1000, 5003}) {
+    INFO("n=" << n);
+    const State start = random_state(n, static_cast<uint32_t>(n));
+    State fused = start, split = start;
+    std::vector<uint16_t> fused_bf16(n), split_bf16(n);
+    mt::adamw_update(fused.p.data(), fused.m.data(), fused.v.data(), fused.g.data(), n, hp, true, fused_bf16.data());
+    mt::adamw_params(split.p.data(), split.m.data(), split.v.data(), split.g.data(), n, hp, true, split_bf16.data());
+    CHECK(split.p == fused.p);
+    CHECK(split_bf16 == fused_bf16);
+    CHECK(split.m == start.m);
+    CHECK(split.v == start.v);
+    mt::adamw_moments(split.m.data(), split.v.data(), split.g.data(), n, hp);
+    CHECK(split.m == fused.m);
+    CHECK(split.v == fused.v);
+    CHECK(split.p == fused.p);
+  }
 }
 
 TEST_CASE("adamw matches torch's formula for every tail length", "[adamw]") {

@@ -1,6 +1,7 @@
 // The optimizer step on a one-rank host store: the global norm, clipping, skipped steps on NaN and Inf
 // gradients (nothing changes, the step count does not advance, every region is still published), and
-// the same result as per-slot AdamW. The MPI tests check that several ranks give bitwise the same.
+// the same result as per-slot AdamW, with fused and split passes alike. The MPI tests check that several ranks give bitwise the same.
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -77,6 +78,34 @@ TEST_CASE("the optimizer step is the exact global norm, clipping and per-slot Ad
   }
   store.wait_region(1, 1);  // published, parameters and moments
   store.wait_moments(1, 1);
+}
+
+TEST_CASE("fused and split update passes leave bitwise the same store, step after step", "[optimizer]") {
+  mt::HostStore fused_store(test_layout(), mt::DType::bf16), split_store(test_layout(), mt::DType::bf16);
+  mt::OptimizerSettings s;
+  s.weight_decay = 0.1;
+  s.passes = mt::UpdatePasses::fused;
+  mt::Optimizer fused(fused_store, s);
+  s.passes = mt::UpdatePasses::split;
+  mt::Optimizer split(split_store, s);
+  for (int step = 1; step <= 3; ++step) {
+    fill(fused_store, 0.1f * static_cast<float>(step));  // a fresh draw of parameters and gradients each step
+    fill(split_store, 0.1f * static_cast<float>(step));
+    const mt::OptimizerReport a = fused.step(1e-2), b = split.step(1e-2);
+    CHECK(a.moments_seconds == 0.0);
+    CHECK(a.grad_norm == b.grad_norm);
+    for (int64_t r = 0; r < fused_store.num_regions(); ++r) {
+      fused_store.wait_moments(r, step);  // the fused pass publishes the moments with the parameters
+      split_store.wait_moments(r, step);
+      const auto n = static_cast<size_t>(fused_store.numel(r));
+      auto same = [n](const auto* x, const auto* y) { return std::equal(x, x + n, y); };
+      INFO("step " << step << " region " << r);
+      CHECK(same(fused_store.master(r), split_store.master(r)));
+      CHECK(same(fused_store.exp_avg(r), split_store.exp_avg(r)));
+      CHECK(same(fused_store.exp_avg_sq(r), split_store.exp_avg_sq(r)));
+      CHECK(same(fused_store.stream_bf16(r), split_store.stream_bf16(r)));
+    }
+  }
 }
 
 TEST_CASE("NaN and Inf gradients skip the step on every region, and the next step counts from 1", "[optimizer]") {

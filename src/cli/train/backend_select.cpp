@@ -51,6 +51,8 @@ std::vector<int> visible_gpu_numa_nodes() {
 #endif
 }
 
+UpdatePasses update_passes() { return visible_gpus() > 0 ? UpdatePasses::split : UpdatePasses::fused; }
+
 int gpus_per_node(int64_t requested) {
   if (requested > 0) return static_cast<int>(requested);
   return std::clamp(visible_gpus(), 1, dist::context().node_size);

@@ -9,6 +9,7 @@
 #include "core/dtype.h"
 #include "dist/data_parallel.h"
 #include "engine/engine.h"
+#include "optim/optimizer.h"
 
 namespace mt {
 
@@ -16,6 +17,10 @@ std::unique_ptr<Backend> select_backend(DType dtype, int device = 0);
 // GPUs the CUDA backend would see (0 when the CPU backend is forced, or without CUDA), and the NUMA node of each.
 int visible_gpus();
 std::vector<int> visible_gpu_numa_nodes();
+// The optimizer's passes for the backend select_backend picks: split on CUDA (the next forward waits only for the
+// parameters pass; the moments pass overlaps the head and backward), fused on the CPU (its engine shares the
+// cores: one pass moves the fewest bytes).
+UpdatePasses update_passes();
 // Data-parallel GPU ranks per node: `requested` when > 0, else one per visible GPU up to the node's ranks (1 on
 // CPU).
 int gpus_per_node(int64_t requested);

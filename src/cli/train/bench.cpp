@@ -62,7 +62,9 @@ void run_bench(const BenchOptions& o) {
   const DType stream = dtype_from_name(o.stream_dtype);
   MT_REQUIRE(!(dtype == DType::f32 && stream == DType::bf16), "--stream-dtype bfloat16 cannot feed --dtype float32");
   HostStore store(layout, stream);
-  OptimizerService optimizer(store, OptimizerSettings{}, dp.computes());
+  OptimizerSettings settings;
+  settings.passes = update_passes();
+  OptimizerService optimizer(store, settings, dp.computes());
   if (store.rank() == 0) {
 #pragma omp parallel for schedule(dynamic)
     for (int64_t r = 0; r < store.num_regions(); ++r) {

@@ -1,8 +1,9 @@
 // `megatrain bench-optim`: the optimizer step of the training run over P synthetic parameters, on every
-// rank with the training run's binding and host store: the global-norm pass and AdamW's two passes, timed
-// after warm-up, as params/s and GB/s (parameters: reads g, p, m, v, writes p and bf16, 22 B per parameter, 20
-// without the bf16 copy; moments: reads g, m, v, writes m, v, 20 B), next to a copy over the same slices (8 B per
-// parameter) as the bandwidth ceiling. Invariant: measures, never asserts; world rank 0 reports.
+// rank with the training run's binding and host store: the global-norm pass and AdamW, timed after warm-up as
+// params/s and GB/s, both ways (optim/optimizer.h): fused (reads g, p, m, v, writes p, m, v and the bf16 copy:
+// 28 B per parameter, 30 with the copy; what torch.optim.AdamW(fused=True) does in 28 B) and split (parameters
+// pass 20 or 22 B, then moments pass 20 B), next to a copy over the same slices (8 B per parameter) as the
+// bandwidth ceiling. Invariant: measures, never asserts; world rank 0 reports.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -32,7 +32,7 @@ json to_json(const TrainPlan& p) {
           {"largest_region_numel", l.largest_region_numel},
           {"dtype", static_cast<int>(p.dtype)},
           {"optimizer", {p.optimizer.beta1, p.optimizer.beta2, p.optimizer.eps, p.optimizer.weight_decay,
-                         p.optimizer.max_grad_norm}},
+                         p.optimizer.max_grad_norm, static_cast<double>(p.optimizer.passes)}},
           {"updates_applied", p.updates_applied}};
 }
 
@@ -54,7 +54,7 @@ TrainPlan from_json(const json& j) {
   l.largest_region_numel = j.at("largest_region_numel").get<int64_t>();
   p.dtype = static_cast<DType>(j.at("dtype").get<int>());
   const auto o = j.at("optimizer").get<std::vector<double>>();
-  p.optimizer = {o[0], o[1], o[2], o[3], o[4]};
+  p.optimizer = {o[0], o[1], o[2], o[3], o[4], static_cast<UpdatePasses>(static_cast<int>(o[5]))};
   p.updates_applied = j.at("updates_applied").get<int64_t>();
   return p;
 }

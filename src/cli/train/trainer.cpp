@@ -82,6 +82,7 @@ void fill_master_weights(const Config& c, const ModelSource& source, const Model
 
 OptimizerSettings optimizer_settings(const Config& c) {
   OptimizerSettings os;
+  os.passes = update_passes();
   os.beta1 = c.optimizer.beta1;
   os.beta2 = c.optimizer.beta2;
   os.eps = c.optimizer.eps;
