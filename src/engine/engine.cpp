@@ -168,7 +168,7 @@ StepLoss Engine::forward_backward(const Batch& batch, int64_t loss_tokens) {
     run_pass(batch, arrays, first, end - first, p == 0, grad_scale, loss);
   }
   grads_->wait();
-  sum_of_squares_ = options_.passes == 1 ? grads_->sum_of_squares() : std::nullopt;
+  sum_of_squares_ = grads_->sum_of_squares();
   backend_.synchronize();
   return loss;
 }

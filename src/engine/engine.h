@@ -59,8 +59,8 @@ class Engine {
   // batch's, so that the ranks' gradients sum to the global mean's).
   StepLoss forward_backward(const Batch& batch, int64_t loss_tokens = 0);
   // Σ g² of the gradients the last forward_backward delivered, where the gradient sink computed it on the
-  // backend and the step had one pass (the accumulators were the final gradients); else empty (the optimizer
-  // computes the norm on the host).
+  // backend (of the final gradients: after the last pass's sums); else empty (the optimizer computes the norm on
+  // the host).
   std::optional<double> gradient_sum_of_squares() const { return sum_of_squares_; }
   // Transfer figures since the last call (bytes from the streams; times where the pipeline measures them).
   PipelineStats take_transfer_stats();

@@ -10,6 +10,7 @@ namespace mt {
 namespace {
 
 constexpr int64_t kGemmWorkspace = int64_t{64} << 20;  // cuda::Gemm::workspace_bytes_
+constexpr int64_t kGradientAddChunk = int64_t{64} << 20;  // the CUDA gradient sink's chunk, passes after the first
 constexpr int64_t kAutoMicroBatchTokens = 4096;        // Engine::micro_batch_size_for
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -109,7 +110,8 @@ GpuPlan plan_gpu(const ModelSpec& spec, const RunShape& run) {
   GpuPlan g;
   g.weight_slots = run.weight_slots * layout.largest_region_numel * es;
   if (run.dtype == DType::bf16 && run.stream_dtype == DType::f32) g.weight_slots += layout.largest_region_numel * 4;  // fp32 staging
-  g.grad_buffers = (layout.embedding().numel + layout.head_region().numel + 2 * layout.largest_region_numel) * 4;
+  g.grad_buffers = (layout.embedding().numel + layout.head_region().numel + 2 * layout.largest_region_numel) * 4 +
+                   (run.passes > 1 ? kGradientAddChunk : 0);
   plan_activations(spec, run, es, g);
   g.gemm_workspace = kGemmWorkspace;
   return g;

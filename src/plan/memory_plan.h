@@ -42,7 +42,8 @@ struct HostPlan {
 struct GpuPlan {
   int64_t micro_batch_size = 0;         // sequences (resolved from auto)
   int64_t weight_slots = 0;             // slots × largest region × dtype size (+ the fp32 staging buffer)
-  int64_t grad_buffers = 0;             // embedding, head and two layer buffers, fp32
+  int64_t grad_buffers = 0;             // embedding, head and two layer buffers, fp32 (+ a 64 MiB chunk of
+                                        // the host sum with several passes)
   int64_t checkpoints = 0;              // ceil(L / c) × pass tokens × hidden × dtype size
   int64_t segment = 0;                  // (min(c, L) − 1) segment inputs + current, next, grad
   int64_t saved_layers = 0;             // layers recompute_layers.. L−1: internals over the pass (and the input

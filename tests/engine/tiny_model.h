@@ -3,6 +3,7 @@
 #pragma once
 #include <algorithm>
 #include <functional>
+#include <optional>
 #include <cmath>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -85,6 +86,7 @@ inline Batch tiny_batch(int64_t vocab, uint32_t seed) {
 struct EngineRun {
   double loss = 0;
   std::vector<std::vector<float>> grads;
+  std::optional<double> sum_of_squares;  // Engine::gradient_sum_of_squares()
 };
 using TransfersFactory = std::function<EngineTransfers(Backend&, HostStore&)>;
 inline EngineRun run_tiny_engine(Backend& be, bool tied, EngineOptions options, DType dtype = DType::f32,
@@ -98,6 +100,7 @@ inline EngineRun run_tiny_engine(Backend& be, bool tied, EngineOptions options, 
   {
     Engine engine(be, spec, store, options, transfers ? transfers(be, store) : EngineTransfers{});
     run.loss = engine.forward_backward(tiny_batch(spec.vocab_size, 4)).mean();
+    run.sum_of_squares = engine.gradient_sum_of_squares();
   }
   for (int64_t r = 0; r < store.num_regions(); ++r)
     run.grads.emplace_back(store.grad(r), store.grad(r) + layout.regions[static_cast<size_t>(r)].numel);

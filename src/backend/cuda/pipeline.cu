@@ -246,7 +246,8 @@ class CudaWeightStream final : public WeightStream {
 
 class CudaGradientSink final : public GradientSink {
  public:
-  explicit CudaGradientSink(std::shared_ptr<Shared> shared) : sh_(std::move(shared)) {
+  explicit CudaGradientSink(std::shared_ptr<Shared> shared)
+      : sh_(std::move(shared)), finished_(static_cast<size_t>(sh_->store.num_regions()), false) {
     MT_CHECK_CUDA(cudaStreamCreateWithFlags(&d2h_, cudaStreamNonBlocking));
   }
   ~CudaGradientSink() override {
@@ -256,6 +257,7 @@ class CudaGradientSink final : public GradientSink {
       if (b.returned) cudaEventDestroy(b.returned);
     }
     if (sums_) sh_->backend.free_bytes(sums_);
+    if (chunk_) sh_->backend.free_bytes(chunk_);
     cudaStreamDestroy(d2h_);
   }
 
@@ -268,31 +270,24 @@ class CudaGradientSink final : public GradientSink {
     return b.data;
   }
 
+  // On the D2H stream, after the compute stream's last write: passes after the first add the host's sum so far
+  // (acc += host, chunk by chunk through a device buffer: the same fp32 sums as adding on the host), then Σ g²
+  // of the accumulator and its copy into the store. The compute stream never waits for any of it.
   void finish(int64_t region, bool first_pass) override {
     Buffer& b = buffer_of(region);
-    const int64_t bytes = numel(region) * 4;
+    const int64_t n = numel(region), bytes = n * 4;
     MT_CHECK_CUDA(cudaEventRecord(b.returned, sh_->compute));
     MT_CHECK_CUDA(cudaStreamWaitEvent(d2h_, b.returned, 0));
-    // Σ g² of the accumulator beside its copy (the next begin() on this buffer is ordered after it).
-    if (!sums_) sums_ = static_cast<double*>(sh_->backend.alloc_bytes(sh_->store.num_regions() * 8));
-    cuda::sum_squares(sums_ + region, b.data, numel(region), sh_->compute);
-    ++summed_;
     sh_->store.wait_moments(region);  // the optimizer's moments pass has read the previous gradient
     float* host = sh_->store.grad(region);
-    if (!first_pass) {
-      staging_.resize(static_cast<size_t>(numel(region)));
-      MT_CHECK_CUDA(cudaMemcpyAsync(staging_.data(), b.data, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost, d2h_));
-      MT_CHECK_CUDA(cudaStreamSynchronize(d2h_));
-      const float* add = staging_.data();
-      const int64_t n = numel(region);
-#pragma omp parallel for simd schedule(static)
-      for (int64_t i = 0; i < n; ++i) host[i] += add[i];
-    } else {
-      auto [t0, t1] = sh_->counters->d2h.next();
-      MT_CHECK_CUDA(cudaEventRecord(t0, d2h_));
-      MT_CHECK_CUDA(cudaMemcpyAsync(host, b.data, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost, d2h_));
-      MT_CHECK_CUDA(cudaEventRecord(t1, d2h_));
-    }
+    if (!first_pass) add_host_sum(b.data, host, n);
+    if (!sums_) sums_ = static_cast<double*>(sh_->backend.alloc_bytes(sh_->store.num_regions() * 8));
+    cuda::sum_squares(sums_ + region, b.data, n, d2h_);
+    finished_[static_cast<size_t>(region)] = true;
+    auto [t0, t1] = sh_->counters->d2h.next();
+    MT_CHECK_CUDA(cudaEventRecord(t0, d2h_));
+    MT_CHECK_CUDA(cudaMemcpyAsync(host, b.data, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost, d2h_));
+    MT_CHECK_CUDA(cudaEventRecord(t1, d2h_));
     MT_CHECK_CUDA(cudaEventRecord(b.returned, d2h_));
     b.pending = true;
     bytes_moved_ += bytes;
@@ -301,12 +296,10 @@ class CudaGradientSink final : public GradientSink {
 
   void wait() override { MT_CHECK_CUDA(cudaStreamSynchronize(d2h_)); }
   std::optional<double> sum_of_squares() override {
+    const bool every_region = std::all_of(finished_.begin(), finished_.end(), [](bool f) { return f; });
+    std::fill(finished_.begin(), finished_.end(), false);
+    if (!every_region) return std::nullopt;  // no gradient of this step on this rank (it does not deliver)
     const int64_t regions = sh_->store.num_regions();
-    if (summed_ != regions) {  // some region finished twice or not at all: no single per-region sum
-      summed_ = 0;
-      return std::nullopt;
-    }
-    summed_ = 0;
     std::vector<double> per_region(static_cast<size_t>(regions));
     sh_->backend.download(per_region.data(), sums_, regions * 8);
     double total = 0;
@@ -323,6 +316,16 @@ class CudaGradientSink final : public GradientSink {
     int64_t region = -1;
   };
   int64_t numel(int64_t region) const { return sh_->store.layout().regions[static_cast<size_t>(region)].numel; }
+
+  // acc += host on the D2H stream, through one device chunk (the stream orders each copy after the previous add).
+  void add_host_sum(float* acc, const float* host, int64_t n) {
+    if (!chunk_) chunk_ = static_cast<float*>(sh_->backend.alloc_bytes(kAddChunk * 4));
+    for (int64_t o = 0; o < n; o += kAddChunk) {
+      const int64_t c = std::min(kAddChunk, n - o);
+      MT_CHECK_CUDA(cudaMemcpyAsync(chunk_, host + o, static_cast<size_t>(c * 4), cudaMemcpyHostToDevice, d2h_));
+      cuda::accumulate(acc + o, chunk_, c, d2h_);
+    }
+  }
 
   // Embedding and head own a buffer each; decoder layers alternate between two so a layer's D2H overlaps
   // the next layer's backward.
@@ -348,9 +351,10 @@ class CudaGradientSink final : public GradientSink {
   std::shared_ptr<Shared> sh_;
   cudaStream_t d2h_ = nullptr;
   std::vector<Buffer> buffers_;
-  std::vector<float> staging_;
-  double* sums_ = nullptr;   // [regions] Σ g² of each region's last finished accumulator
-  int64_t summed_ = 0;       // finishes since the last sum_of_squares()
+  static constexpr int64_t kAddChunk = int64_t{1} << 24;  // floats (64 MiB; plan/memory_plan.cpp counts it)
+  float* chunk_ = nullptr;   // device landing buffer of the host sum, for passes after the first
+  double* sums_ = nullptr;   // [regions] Σ g² of each region's last finished accumulator (after any host sum)
+  std::vector<bool> finished_;  // regions finished since the last sum_of_squares()
   int64_t next_layer_buffer_ = 0, bytes_moved_ = 0;
 };
 
