@@ -27,8 +27,9 @@ void add_bench_command(CLI::App& root, std::vector<Command>& commands) {
                   "GPU's memory allows)")
       ->capture_default_str()->check(CLI::Range(int64_t{-1}, std::numeric_limits<int64_t>::max()));
   app->add_option("--micro-batch", o->micro_batch, "sequences per micro-batch (0 = auto)")->capture_default_str();
-  app->add_option("--passes", o->passes, "gradient accumulation passes per step (gradient_accumulation_steps)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+  app->add_option("--passes", o->passes,
+                  "gradient accumulation passes per step (gradient_accumulation_steps; 0 = auto, as train)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
   app->add_option("--slots", o->slots, "GPU weight slots (>= 2)")->capture_default_str()->check(CLI::Range(2, 64));
   app->add_option("--layers", o->layers, "override the number of layers (0 = as the shape says)")->capture_default_str();
   app->add_option("--gpus-per-node", o->gpus_per_node,

@@ -30,7 +30,7 @@ struct Inputs {
   std::optional<double> gpu_gib, ram_gib;
   std::optional<std::string> model;
   std::optional<int64_t> seq;
-  int64_t batch = 8, micro_batch = 0, interval = 0, slots = 2, ranks = 1, recompute = -1;
+  int64_t batch = 8, micro_batch = 0, passes = 0, interval = 0, slots = 2, ranks = 1, recompute = -1;
   std::string dtype = "bfloat16";
   std::string stream_dtype = "float32";
   bool json = false;
@@ -89,6 +89,8 @@ void validate(const Inputs& in) {
   MT_REQUIRE(*in.seq > 0, "calc-resource: --seq must be positive, not {}", *in.seq);
   MT_REQUIRE(in.batch > 0, "calc-resource: --batch must be positive, not {}", in.batch);
   MT_REQUIRE(in.micro_batch >= 0, "calc-resource: --micro-batch must be positive (0 = auto), not {}", in.micro_batch);
+  MT_REQUIRE(in.passes >= 0 && (in.passes == 0 || in.batch % in.passes == 0),
+             "calc-resource: --passes must divide --batch {} (0 = auto), not {}", in.batch, in.passes);
   MT_REQUIRE(in.interval >= 0, "calc-resource: --checkpoint-interval must be positive (0 = choose), not {}", in.interval);
   MT_REQUIRE(in.recompute >= -1, "calc-resource: --recompute-layers must be -1 (auto) or a layer count, not {}",
              in.recompute);
@@ -107,7 +109,8 @@ json to_json(const std::string& model, const ModelSpec& spec, const Machine& m, 
                                        {"gradient_fp32", h.grad}, {"streaming_copy", h.stream_copy}}},
                     {"store_bytes", h.store_bytes}, {"per_rank_bytes", h.rank_bytes}, {"ram_bytes", m.ram_bytes},
                     {"usable_bytes", a.host_usable_bytes}, {"fits", a.host_fits}}},
-          {"gpu", {{"checkpoint_interval", a.run.checkpoint_interval}, {"micro_batch_size", g.micro_batch_size},
+          {"gpu", {{"gradient_accumulation_steps", a.run.passes},
+                   {"checkpoint_interval", a.run.checkpoint_interval}, {"micro_batch_size", g.micro_batch_size},
                    {"recompute_layers", a.run.recompute_layers},
                    {"weight_slots", g.weight_slots}, {"gradient_buffers", g.grad_buffers},
                    {"checkpoints", g.checkpoints}, {"segment_activations", g.segment},
@@ -117,7 +120,8 @@ json to_json(const std::string& model, const ModelSpec& spec, const Machine& m, 
                    {"fits", a.gpu_fits}}},
           {"largest_trainable_parameters", a.largest_parameters},
           {"largest_micro_batch", a.largest_micro_batch},
-          {"recommended", {{"batch_size", a.run.batch_size}, {"micro_batch_size", a.largest_micro_batch},
+          {"recommended", {{"batch_size", a.run.batch_size}, {"gradient_accumulation_steps", a.run.passes},
+                           {"micro_batch_size", a.largest_micro_batch},
                            {"checkpoint_interval", a.recommended_interval},
                            {"recompute_layers", a.run.recompute_layers}}},
           {"verdict", a.fits() ? "fits" : a.shortfall}};
@@ -133,9 +137,9 @@ void print_text(const std::string& model, const ModelSpec& spec, const Machine& 
                          h.stream_copy, b(h.store_bytes), b(a.host_usable_bytes), b(m.ram_bytes));
   for (size_t q = 0; q < h.rank_bytes.size(); ++q) std::cout << MT_FORMAT("  rank {}: {}\n", q, b(h.rank_bytes[q]));
   const int64_t recompute = a.run.recompute_layers;
-  std::cout << MT_FORMAT("GPU (checkpoint_interval {}, micro_batch_size {}, {} of {} layers recompute): {} of {}\n",
-                         a.run.checkpoint_interval, g.micro_batch_size, recompute, spec.num_layers, b(g.total()),
-                         b(m.gpu_bytes))
+  std::cout << MT_FORMAT("GPU ({} pass(es), checkpoint_interval {}, micro_batch_size {}, {} of {} layers recompute): "
+                         "{} of {}\n", a.run.passes, a.run.checkpoint_interval, g.micro_batch_size, recompute,
+                         spec.num_layers, b(g.total()), b(m.gpu_bytes))
             << MT_FORMAT("  weight slots {} | gradient buffers {} | checkpoints {} | segment activations {}\n",
                          b(g.weight_slots), b(g.grad_buffers), b(g.checkpoints), b(g.segment))
             << MT_FORMAT("  saved activations of {} layers {}\n", spec.num_layers - recompute, b(g.saved_layers))
@@ -144,9 +148,9 @@ void print_text(const std::string& model, const ModelSpec& spec, const Machine& 
             << MT_FORMAT("largest trainable model for this RAM: {:.2f} B parameters\n",
                          static_cast<double>(a.largest_parameters) / 1e9);
   if (a.recommended_interval)
-    std::cout << MT_FORMAT("recommended: batch_size {}, micro_batch_size {}, checkpoint_interval {}, "
-                           "recompute_layers {}\n", a.run.batch_size, a.largest_micro_batch, a.recommended_interval,
-                           recompute);
+    std::cout << MT_FORMAT("recommended: batch_size {}, gradient_accumulation_steps {}, micro_batch_size {}, "
+                           "checkpoint_interval {}, recompute_layers {}\n", a.run.batch_size, a.run.passes,
+                           a.largest_micro_batch, a.recommended_interval, recompute);
   std::cout << "verdict: " << (a.fits() ? "fits" : "does not fit: " + a.shortfall) << "\n";
 }
 
@@ -166,6 +170,7 @@ void run_calc_resource(Inputs in, bool interactive_allowed) {
   run.seq_len = *in.seq;
   run.batch_size = in.batch;
   run.micro_batch_size = in.micro_batch;
+  run.passes = in.passes;
   run.checkpoint_interval = in.interval;
   run.weight_slots = in.slots;
   run.ranks = static_cast<int>(in.ranks);
@@ -194,6 +199,9 @@ void add_calc_resource_command(CLI::App& root, std::vector<Command>& commands) {
   CLI::Option* o_seq = app->add_option("--seq", *seq, "sequence length, tokens");
   app->add_option("--batch", in->batch, "sequences per optimizer step (default 8)");
   app->add_option("--micro-batch", in->micro_batch, "sequences per micro-batch (default 0 = auto)");
+  app->add_option("--passes", in->passes,
+                  "gradient accumulation passes per step (default 0 = auto: the fewest recomputing layers, passes "
+                  "of at least 65 536 tokens)");
   app->add_option("--checkpoint-interval", in->interval, "layers per checkpoint (default 0 = choose)");
   app->add_option("--recompute-layers", in->recompute,
                   "layers that recompute their activations in backward, the first ones (default -1 = as few as the "

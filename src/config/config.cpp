@@ -107,7 +107,7 @@ const std::vector<Field>& schema() {
 
       integer("training", "batch_size", 1, MT_AT(training.batch_size)),
       integer_or_auto("training", "micro_batch_size", 1, MT_AT(training.micro_batch_size)),
-      integer("training", "gradient_accumulation_steps", 1, MT_AT(training.gradient_accumulation_steps)),
+      integer_or_auto("training", "gradient_accumulation_steps", 1, MT_AT(training.gradient_accumulation_steps)),
       integer_or_auto("training", "gpus_per_node", 1, MT_AT(training.gpus_per_node)),
       integer("training", "num_steps", 1, MT_AT(training.num_steps)),
       real("training", "learning_rate", {0.0, kInf}, MT_AT(training.learning_rate)),
@@ -217,7 +217,7 @@ void validate(const Config& config, const std::string& origin) {
   MT_REQUIRE(!(config.model.dtype == "float32" && config.model.stream_dtype == "bfloat16"),
              "{}: model.stream_dtype: bfloat16 weights cannot feed model.dtype float32 (use auto or float32)", origin);
   const TrainingConfig& t = config.training;
-  MT_REQUIRE(t.batch_size % t.gradient_accumulation_steps == 0,
+  MT_REQUIRE(t.gradient_accumulation_steps == 0 || t.batch_size % t.gradient_accumulation_steps == 0,
              "{}: training.gradient_accumulation_steps: {} does not divide training.batch_size {}", origin,
              t.gradient_accumulation_steps, t.batch_size);
 }

@@ -33,7 +33,7 @@ struct DatasetConfig {
 struct TrainingConfig {
   int64_t batch_size = 32;               // sequences per optimizer step
   int64_t micro_batch_size = 0;          // 0 = auto (YAML: auto)
-  int64_t gradient_accumulation_steps = 1;
+  int64_t gradient_accumulation_steps = 0;  // 0 = auto (YAML: auto): plan/memory_plan.h auto_passes
   int64_t gpus_per_node = 0;             // data-parallel compute ranks per node; 0 = auto (YAML: auto)
   int64_t num_steps = 100;
   double learning_rate = 1.0e-5;

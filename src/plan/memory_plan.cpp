@@ -2,7 +2,9 @@
 #include "plan/memory_plan.h"
 
 #include <algorithm>
+#include <limits>
 
+#include "core/error.h"
 #include "model/param_layout.h"
 #include "store/host_store.h"
 
@@ -26,6 +28,8 @@ int64_t decoder_workspace_elements(const ModelSpec& s, int64_t tokens) {
 // The activation-side terms (everything but weight slots and gradient buffers) in `es`-byte elements.
 void plan_activations(const ModelSpec& s, const RunShape& run, int64_t es, GpuPlan& g) {
   const int64_t L = s.num_layers, c = run.checkpoint_interval, H = s.hidden_size, V = s.vocab_size;
+  MT_ASSERT(run.passes >= 1 && c >= 1, "plan of an unresolved run shape (passes {}, checkpoint_interval {})",
+            run.passes, c);
   const int64_t pass_seqs = run.batch_size / run.passes;
   const int64_t mb = resolve_micro_batch(run);
   const int64_t n = pass_seqs * run.seq_len * H * es;  // one hidden state of the pass
@@ -79,13 +83,41 @@ int64_t auto_recompute_layers(const ModelSpec& spec, RunShape run, int64_t gpu_b
   return L;
 }
 
-void resolve_auto(const ModelSpec& spec, RunShape& run, int64_t gpu_bytes, bool auto_recompute) {
+namespace {
+
+// resolve_auto once the passes are known.
+void resolve_pass_shape(const ModelSpec& spec, RunShape& run, int64_t gpu_bytes, bool auto_recompute) {
   if (run.micro_batch_size == 0) run.micro_batch_size = auto_micro_batch(spec, run, gpu_bytes);
   if (auto_recompute) run.recompute_layers = auto_recompute_layers(spec, run, gpu_bytes);
   run.recompute_layers = std::min(run.recompute_layers, spec.num_layers);
 }
 
+}  // namespace
+
+int64_t auto_passes(const ModelSpec& spec, RunShape run, int64_t gpu_bytes, bool auto_recompute) {
+  if (gpu_bytes <= 0) return 1;
+  int64_t best = 1, fewest_recomputing = std::numeric_limits<int64_t>::max();
+  for (int64_t p = 1; p <= run.batch_size; ++p) {
+    if (run.batch_size % p != 0 || (p > 1 && run.batch_size / p * run.seq_len < kAutoPassTokens)) continue;
+    RunShape candidate = run;
+    candidate.passes = p;
+    resolve_pass_shape(spec, candidate, gpu_bytes, auto_recompute);
+    if (plan_gpu(spec, candidate).total() > usable_gpu_bytes(gpu_bytes)) continue;
+    if (candidate.recompute_layers < fewest_recomputing) {
+      best = p;
+      fewest_recomputing = candidate.recompute_layers;
+    }
+  }
+  return best;
+}
+
+void resolve_auto(const ModelSpec& spec, RunShape& run, int64_t gpu_bytes, bool auto_recompute) {
+  if (run.passes == 0) run.passes = auto_passes(spec, run, gpu_bytes, auto_recompute);
+  resolve_pass_shape(spec, run, gpu_bytes, auto_recompute);
+}
+
 int64_t resolve_micro_batch(const RunShape& run) {
+  MT_ASSERT(run.passes >= 1, "micro-batch of an unresolved pass count");
   const int64_t pass_seqs = run.batch_size / run.passes;
   if (run.micro_batch_size > 0) return std::min(run.micro_batch_size, pass_seqs);
   return std::clamp<int64_t>(kAutoMicroBatchTokens / std::max<int64_t>(run.seq_len, 1), 1, pass_seqs);

@@ -1,6 +1,8 @@
 // Sizing advice (see resource_advice.h): searches over checkpoint_interval and micro_batch_size with the plan.
 #include "plan/resource_advice.h"
 
+#include <algorithm>
+
 #include "core/error.h"
 #include "store/shared_memory_check.h"
 
@@ -15,6 +17,7 @@ ResourceAdvice advise(const ModelSpec& spec, RunShape run, const Machine& machin
   ResourceAdvice a;
   RunShape probe = run;
   probe.micro_batch_size = 1;
+  probe.passes = std::max<int64_t>(run.passes, 1);  // auto passes are chosen with the rest, below
   for (int64_t c = 1; c <= spec.num_layers && !a.recommended_interval; ++c) {
     probe.checkpoint_interval = c;
     if (gpu_fits(spec, probe, machine)) a.recommended_interval = c;
@@ -23,15 +26,18 @@ ResourceAdvice advise(const ModelSpec& spec, RunShape run, const Machine& machin
   if (choose) run.checkpoint_interval = a.recommended_interval ? a.recommended_interval : 1;
   if (a.recommended_interval) {
     probe.checkpoint_interval = a.recommended_interval;
-    for (int64_t mb = run.batch_size / run.passes; mb >= 1 && !a.largest_micro_batch; --mb) {
+    for (int64_t mb = probe.batch_size / probe.passes; mb >= 1 && !a.largest_micro_batch; --mb) {
       probe.micro_batch_size = mb;
       if (gpu_fits(spec, probe, machine)) a.largest_micro_batch = mb;
     }
   }
+  RunShape auto_micro = run;
+  auto_micro.passes = probe.passes;
   if (choose && run.micro_batch_size == 0 && a.largest_micro_batch &&
-      resolve_micro_batch(run) > a.largest_micro_batch)
+      resolve_micro_batch(auto_micro) > a.largest_micro_batch)
     run.micro_batch_size = a.largest_micro_batch;
   resolve_auto(spec, run, machine.gpu_bytes, choose_recompute);
+  a.largest_micro_batch = std::min(a.largest_micro_batch, run.batch_size / run.passes);  // never above a pass
   a.run = run;
   a.plan = plan_memory(spec, run);
   a.host_usable_bytes = static_cast<int64_t>(static_cast<double>(machine.ram_bytes) * kHostUsableShare);

@@ -281,6 +281,18 @@ TEST_CASE("config: micro_batch_size is auto or a positive integer", "[config]") 
         "cfg.yaml: training.micro_batch_size: '0' is not auto or an integer >= 1");
 }
 
+TEST_CASE("config: gradient_accumulation_steps is auto (the default) or a divisor of batch_size", "[config]") {
+  CHECK(mt::parse_config(kMinimal, "cfg.yaml").training.gradient_accumulation_steps == 0);
+  CHECK(mt::parse_config(with("training", "gradient_accumulation_steps", "auto"), "cfg.yaml")
+            .training.gradient_accumulation_steps == 0);
+  CHECK(mt::parse_config(with("training", "gradient_accumulation_steps", "4"), "cfg.yaml")
+            .training.gradient_accumulation_steps == 4);
+  CHECK(error_of(with("training", "gradient_accumulation_steps", "0")) ==
+        "cfg.yaml: training.gradient_accumulation_steps: '0' is not auto or an integer >= 1");
+  CHECK(mt::parse_config(kMinimal, "cfg.yaml").yaml_text.find("gradient_accumulation_steps: auto\n") !=
+        std::string::npos);
+}
+
 TEST_CASE("config: recompute_layers is auto or a layer count from 0", "[config]") {
   CHECK(mt::parse_config(with("training", "recompute_layers", "auto"), "cfg.yaml").training.recompute_layers == -1);
   CHECK(mt::parse_config(with("training", "recompute_layers", "0"), "cfg.yaml").training.recompute_layers == 0);

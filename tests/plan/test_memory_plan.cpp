@@ -121,3 +121,36 @@ TEST_CASE("auto micro-batch: 16384 tokens where the workspace is small beside th
   r.micro_batch_size = 2;                                           // auto ignores a given size
   CHECK(mt::auto_micro_batch(spec, r, int64_t{139} << 30) == 8);
 }
+
+TEST_CASE("auto passes: the fewest recomputing layers among passes of at least 65 536 tokens that fit", "[plan]") {
+  const mt::ModelSpec spec = qwen25_3b();
+  const mt::ModelSpec seven = mt::load_model_spec(MEGATRAIN_SOURCE_DIR "/configs/models/qwen2.5-7b.json");
+  const int64_t h200 = int64_t{139} << 30;
+  // The choices measured on the H200 (docs/PERFORMANCE.md): each is the faster one there.
+  CHECK(mt::auto_passes(spec, bench_run(64), h200, true) == 1);   // a pass of 32 sequences is too short
+  CHECK(mt::auto_passes(spec, bench_run(128), h200, true) == 2);  // 5 layers recompute instead of 22
+  CHECK(mt::auto_passes(spec, bench_run(256), h200, true) == 4);  // 5 instead of 31
+  CHECK(mt::auto_passes(seven, bench_run(64), h200, true) == 1);
+  CHECK(mt::auto_passes(seven, bench_run(128), h200, true) == 2);
+  CHECK(mt::auto_passes(spec, bench_run(256), 0, true) == 1);     // the CPU backend: one pass
+  mt::RunShape odd = bench_run(192);                               // passes divide the batch: 1, 2 or 3
+  const int64_t p = mt::auto_passes(spec, odd, h200, true);
+  CHECK(192 % p == 0);
+  CHECK(192 / p * 1024 >= mt::kAutoPassTokens);
+  // With recompute_layers given, more passes recompute no fewer layers: the fewest passes that fit.
+  mt::RunShape fixed = bench_run(256);
+  fixed.recompute_layers = 36;
+  CHECK(mt::auto_passes(spec, fixed, h200, false) == 1);
+
+  // resolve_auto fills in the passes first, then the micro-batch and recompute layers of one pass.
+  mt::RunShape r = bench_run(256);
+  r.passes = 0;
+  r.micro_batch_size = 0;
+  mt::resolve_auto(spec, r, h200, true);
+  CHECK(r.passes == 4);
+  CHECK(r.micro_batch_size == 16);
+  mt::RunShape one_pass = bench_run(64);
+  one_pass.micro_batch_size = 0;
+  mt::resolve_auto(spec, one_pass, h200, true);
+  CHECK(r.recompute_layers == one_pass.recompute_layers);  // a pass of 64 sequences either way
+}

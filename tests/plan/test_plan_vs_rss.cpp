@@ -98,8 +98,10 @@ TEST_CASE("plan's host bytes within 10% of the peak RSS of a CPU run", "[plan][r
     REQUIRE(rc == 0);
     const mt::Config c = mt::load_config(MEGATRAIN_SOURCE_DIR "/configs/demo.yaml", overrides);
     const mt::ModelSpec spec = mt::load_model_spec(dir / "config.json");
+    mt::RunShape run = mt::run_shape(c, 1);
+    mt::resolve_auto(spec, run, 0, true);  // as preflight on the CPU backend
     return std::pair<double, double>{static_cast<double>(peak_rss),
-                                     static_cast<double>(mt::cpu_backend_host_bytes(spec, mt::run_shape(c, 1)))};
+                                     static_cast<double>(mt::cpu_backend_host_bytes(spec, run))};
   };
   const auto [base_rss, base_plan] = measure(tiny, "tiny");
   const auto [rss, plan] = measure(model, "small");

@@ -79,7 +79,6 @@ void run_bench(const BenchOptions& o) {
   dist::require_same(dp, "compute backend", backend->name());
   EngineOptions eo;
   eo.checkpoint_interval = o.checkpoint_interval;
-  eo.passes = o.passes;
   RunShape run;  // one GPU's share of the batch, as preflight plans it
   run.dtype = dtype;
   run.stream_dtype = stream;
@@ -92,15 +91,16 @@ void run_bench(const BenchOptions& o) {
   if (o.recompute_layers >= 0) run.recompute_layers = o.recompute_layers;
   resolve_auto(spec, run, backend->device_memory_bytes(), o.recompute_layers < 0);
   const int64_t micro_batch = resolve_micro_batch(run);  // as the engine clamps it to the pass
+  eo.passes = run.passes;
   eo.micro_batch_size = run.micro_batch_size;
   eo.max_positions = std::max(o.seq, spec.max_position_embeddings);
   eo.recompute_layers = run.recompute_layers;
   Engine engine(*backend, spec, store, eo, make_engine_transfers(*backend, store, o.slots, dp, dtype));
   const double params = static_cast<double>(layout.total_numel);
   log::info("bench: {} ({:.3f} B parameters, {} layers, {} recompute in backward) on {} ({}), batch {} x {} tokens "
-            "in micro-batches of {}, {} slots, {} GPU rank(s) per node on {} node(s)", o.model, params / 1e9,
-            spec.num_layers, eo.recompute_layers, backend->name(), o.dtype, o.batch, o.seq, micro_batch, o.slots,
-            dp.per_node, dp.nodes);
+            "in {} pass(es) of micro-batches of {}, {} slots, {} GPU rank(s) per node on {} node(s)", o.model,
+            params / 1e9, spec.num_layers, eo.recompute_layers, backend->name(), o.dtype, o.batch, o.seq, eo.passes,
+            micro_batch, o.slots, dp.per_node, dp.nodes);
 
   // As in training, the update of step k runs while step k+1's forward streams each region as soon as it is
   // updated: a step's time is from its forward's start to the next forward's start (the last step's update is
@@ -116,7 +116,7 @@ void run_bench(const BenchOptions& o) {
     const Batch& batch = batches[static_cast<size_t>(step - 1)];
     engine.take_transfer_stats();
     if (!dp.leads_node() && !o.skip_update) optimizer.expect_updates(step - 1);
-    const StepLoss loss = forward_backward_share(engine, dp, batch, o.passes);
+    const StepLoss loss = forward_backward_share(engine, dp, batch, eo.passes);
     const auto t1 = std::chrono::steady_clock::now();
     if (dp.leads_node()) {
       if (!o.skip_update) {  // --skip-update: the pipeline alone, the weights never change
@@ -171,7 +171,7 @@ void run_bench(const BenchOptions& o) {
                             {"slots", o.slots},
                             {"gpus", dp.size},
                             {"checkpoint_interval", o.checkpoint_interval},
-                            {"passes", o.passes},
+                            {"passes", eo.passes},
                             {"micro_batch", micro_batch},
                             {"recompute_layers", eo.recompute_layers},
                             {"median_step_s", med(&StepFigures::step_s)},

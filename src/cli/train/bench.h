@@ -24,7 +24,7 @@ struct BenchOptions {
   int64_t checkpoint_interval = 1;
   int64_t recompute_layers = -1; // layers that recompute in backward (the first ones); -1 = as few as GPU memory allows
   int64_t micro_batch = 0;       // 0 = auto
-  int64_t passes = 1;            // gradient accumulation passes per step
+  int64_t passes = 0;            // gradient accumulation passes per step (0 = auto, as train)
   int64_t slots = 2;             // GPU weight slots
   int64_t layers = 0;            // override num_hidden_layers (0 = as the shape file says)
   int64_t gpus_per_node = 0;     // compute ranks per node (0 = one per visible GPU, up to the node's ranks)

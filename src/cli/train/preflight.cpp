@@ -141,10 +141,10 @@ RunShape preflight(const Config& c, const ModelSpec& spec, const Backend& backen
              "{}; size the run with `megatrain calc-resource --model {} --seq {} --batch {} --ranks {} "
              "--gpu-mem GiB --ram GiB`", shortfall, c.model.name, run.seq_len, run.batch_size, ranks);
   const MemoryPlan plan = plan_memory(spec, run);
-  log::info("memory plan: host {} ({} B/parameter){}; micro-batches of {} sequences; {} of {} layers recompute in "
-            "backward{}", bytes(plan.host.store_bytes), plan.host.bytes_per_parameter(),
+  log::info("memory plan: host {} ({} B/parameter){}; {} pass(es) in micro-batches of {} sequences; {} of {} layers "
+            "recompute in backward{}", bytes(plan.host.store_bytes), plan.host.bytes_per_parameter(),
             gpu ? MT_FORMAT(", GPU {} of {}", bytes(plan.gpu.total()), bytes(backend.device_memory_bytes())) : "",
-            plan.gpu.micro_batch_size, run.recompute_layers, spec.num_layers,
+            run.passes, plan.gpu.micro_batch_size, run.recompute_layers, spec.num_layers,
             run.recompute_layers < spec.num_layers
                 ? MT_FORMAT(", the others keep their activations ({})", bytes(plan.gpu.saved_layers)) : "");
   return run;

@@ -80,6 +80,13 @@ void fill_master_weights(const Config& c, const ModelSource& source, const Model
   for (int64_t r = 0; r < store.num_regions(); ++r) store.refresh_stream_copy(r);
 }
 
+void require_batch_splits(const Config& c, const dist::DataParallel& dp, int64_t passes) {
+  MT_REQUIRE(c.training.batch_size >= dp.size * passes,
+             "{}: training.batch_size: {} sequences do not split into {} data-parallel GPU ranks × {} gradient "
+             "accumulation passes; raise batch_size to at least {}", c.source.string(), c.training.batch_size, dp.size,
+             passes, dp.size * passes);
+}
+
 OptimizerSettings optimizer_settings(const Config& c) {
   OptimizerSettings os;
   os.passes = update_passes();
@@ -124,10 +131,7 @@ TrainSummary run_training(const Config& c) {
 TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
   const dist::Context& ctx = dist::context();
   const bool root = ctx.is_root(), leads = dp.leads_node();
-  MT_REQUIRE(c.training.batch_size >= dp.size * c.training.gradient_accumulation_steps,
-             "{}: training.batch_size: {} sequences do not split into {} data-parallel GPU ranks × {} gradient "
-             "accumulation passes; raise batch_size to at least {}", c.source.string(), c.training.batch_size, dp.size,
-             c.training.gradient_accumulation_steps, dp.size * c.training.gradient_accumulation_steps);
+  require_batch_splits(c, dp, std::max<int64_t>(c.training.gradient_accumulation_steps, 1));
   std::optional<CheckpointFile> init_from;
   if (names_checkpoint(c.model.name)) init_from.emplace(c.model.name);
   const ModelSource source = init_from ? checkpoint_model_source(*init_from) : resolve_model_source(c.model.name);
@@ -164,6 +168,7 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
   const std::string gpu_ranks = dp.size > 1 && !backend->host_memory() ? dist::describe_gpu_ranks(dp) : "";
   // Before the store and the output directory exist.
   const RunShape run = preflight(c, spec, *backend, ctx.node_size, dp.size);
+  require_batch_splits(c, dp, run.passes);  // auto passes are known now
   const OptimizerSettings os = optimizer_settings(c);
   const int64_t updates_applied = resume ? resume->meta().updates_applied : 0;
   if (leads)
@@ -198,7 +203,7 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
   eo.checkpoint_interval = c.training.checkpoint_interval;
   eo.recompute_layers = run.recompute_layers;
   eo.micro_batch_size = run.micro_batch_size;
-  eo.passes = c.training.gradient_accumulation_steps;
+  eo.passes = run.passes;
   eo.max_positions = std::max(spec.max_position_embeddings, c.dataset.max_seq_len);
   Engine engine(*backend, spec, store, eo, make_engine_transfers(*backend, store, 2, dp, dtype));
 
