@@ -53,6 +53,13 @@ void plan_activations(const ModelSpec& s, const RunShape& run, int64_t es, GpuPl
   g.batch_arrays = pass_seqs * run.seq_len * 4 * 4 + pass_seqs * 4;
 }
 
+// resolve_auto once the passes are known.
+void resolve_pass_shape(const ModelSpec& spec, RunShape& run, int64_t gpu_bytes, bool auto_recompute) {
+  if (run.micro_batch_size == 0) run.micro_batch_size = auto_micro_batch(spec, run, gpu_bytes);
+  if (auto_recompute) run.recompute_layers = auto_recompute_layers(spec, run, gpu_bytes);
+  run.recompute_layers = std::min(run.recompute_layers, spec.num_layers);
+}
+
 }  // namespace
 
 int64_t usable_gpu_bytes(int64_t gpu_bytes) {
@@ -82,17 +89,6 @@ int64_t auto_recompute_layers(const ModelSpec& spec, RunShape run, int64_t gpu_b
   }
   return L;
 }
-
-namespace {
-
-// resolve_auto once the passes are known.
-void resolve_pass_shape(const ModelSpec& spec, RunShape& run, int64_t gpu_bytes, bool auto_recompute) {
-  if (run.micro_batch_size == 0) run.micro_batch_size = auto_micro_batch(spec, run, gpu_bytes);
-  if (auto_recompute) run.recompute_layers = auto_recompute_layers(spec, run, gpu_bytes);
-  run.recompute_layers = std::min(run.recompute_layers, spec.num_layers);
-}
-
-}  // namespace
 
 int64_t auto_passes(const ModelSpec& spec, RunShape run, int64_t gpu_bytes, bool auto_recompute) {
   if (gpu_bytes <= 0) return 1;

@@ -15,9 +15,10 @@ bool gpu_fits(const ModelSpec& spec, const RunShape& run, const Machine& m) { re
 
 ResourceAdvice advise(const ModelSpec& spec, RunShape run, const Machine& machine, bool choose_recompute) {
   ResourceAdvice a;
-  RunShape probe = run;
+  RunShape given = run;  // auto passes read as one until resolve_auto chooses them, below
+  given.passes = std::max<int64_t>(run.passes, 1);
+  RunShape probe = given;
   probe.micro_batch_size = 1;
-  probe.passes = std::max<int64_t>(run.passes, 1);  // auto passes are chosen with the rest, below
   for (int64_t c = 1; c <= spec.num_layers && !a.recommended_interval; ++c) {
     probe.checkpoint_interval = c;
     if (gpu_fits(spec, probe, machine)) a.recommended_interval = c;
@@ -31,10 +32,8 @@ ResourceAdvice advise(const ModelSpec& spec, RunShape run, const Machine& machin
       if (gpu_fits(spec, probe, machine)) a.largest_micro_batch = mb;
     }
   }
-  RunShape auto_micro = run;
-  auto_micro.passes = probe.passes;
   if (choose && run.micro_batch_size == 0 && a.largest_micro_batch &&
-      resolve_micro_batch(auto_micro) > a.largest_micro_batch)
+      resolve_micro_batch(given) > a.largest_micro_batch)
     run.micro_batch_size = a.largest_micro_batch;
   resolve_auto(spec, run, machine.gpu_bytes, choose_recompute);
   a.largest_micro_batch = std::min(a.largest_micro_batch, run.batch_size / run.passes);  // never above a pass
