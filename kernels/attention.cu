@@ -1,6 +1,9 @@
-// Flash attention (FA2-style) forward/backward: causal, GQA, sliding window, right padding, packed segments (AttnShape).
+// Flash attention (FA2-style) forward/backward: causal, GQA, sliding window, right padding, packed segments, logit
+// scale, soft-capping (Gemma 2) and ALiBi (Baichuan 2) (AttnShape).
 // Invariant: S×S never exists; tiles outside the causal/window/length range are never visited; padded rows give 0;
 // deterministic (dk/dv and dq by separate kernels, no atomics); bf16 runs mma.sync tensor cores, fp32 FMA loops.
+// Soft-cap and ALiBi are compile-time kernel variants (Cap, Alibi): the plain kernels (any scale) are exactly the
+// kernels without those options, and only the variants turn scores into final logits before the softmax.
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
@@ -19,7 +22,9 @@ struct attn_args {
   int64_t q_stride, kv_stride;          // elements per token row of q/out/dq/dout and of k/v/dk/dv
   const int32_t* seq_lens;              // device [batch] or null
   const int32_t* segments;              // device [batch·seq] or null
-  float scale;                          // 1/sqrt(hd), as the CPU reference rounds it
+  float scale;                          // AttnShape::scale, or 1/sqrt(hd) as the CPU reference rounds it
+  float cap;                            // soft-cap (> 0 in the Cap kernels; 0 = none)
+  const float* alibi;                   // device [n_heads] ALiBi slopes (the Alibi kernels) or null
   bool vec;                             // hd and every pointer allow 16-byte global accesses
 };
 
@@ -78,6 +83,51 @@ __device__ __forceinline__ float exp_u(float x) {
   } else {
     return exp2f(x);
   }
+}
+
+// tanh(x) for the soft-cap: tanhf for fp32 (the reference-precision path); for bf16 1 − 2/(e^{2x} + 1) through exp2
+// and a fast divide, absolute error about 1e-7 (far below the bf16 rounding of P), saturating to ±1 for large |x|.
+template <typename T>
+__device__ __forceinline__ float tanh_u(float x) {
+  if constexpr (std::is_same_v<T, float>) {
+    return tanhf(x);
+  } else {
+    return 1.f - __fdividef(2.f, 1.f + exp2f(x * 2.8853900817779268f));  // 2·log2(e)
+  }
+}
+
+// The variants' map from a raw score s = q·k to its final logit in units of cfg::unit (see AttnShape):
+// z = scale·s; where Cap, z = cap·tanh(z/cap) (th = tanh(z/cap) for the backward's 1 − th²); where Alibi,
+// z += slope_h·(j − i).
+struct logit_map {
+  float mul;      // Cap: scale / cap; otherwise scale·unit
+  float cap_u;    // Cap: cap·unit
+  float slope_u;  // Alibi: slope of the head · unit
+};
+
+template <typename T, bool Cap, bool Alibi>
+__device__ __forceinline__ float final_logit(float s, int j_minus_i, const logit_map& lm, float& th) {
+  float z;
+  if constexpr (Cap) {
+    th = tanh_u<T>(s * lm.mul);
+    z = lm.cap_u * th;
+  } else {
+    th = 0.f;
+    z = s * lm.mul;
+  }
+  if constexpr (Alibi) z = fmaf(lm.slope_u, static_cast<float>(j_minus_i), z);
+  return z;
+}
+
+// The map for head h (the slope read from device memory where Alibi).
+template <typename T, int HD, bool Cap, bool Alibi>
+__device__ __forceinline__ logit_map logit_map_of(const attn_args& a, int h) {
+  constexpr float unit = cfg<T, HD>::unit;
+  logit_map lm;
+  lm.mul = Cap ? a.scale / a.cap : a.scale * unit;
+  lm.cap_u = Cap ? a.cap * unit : 0.f;
+  lm.slope_u = Alibi ? a.alibi[h] * unit : 0.f;
+  return lm;
 }
 
 __device__ __forceinline__ unsigned smem_addr(const void* p) {
@@ -360,10 +410,12 @@ __device__ __forceinline__ void store_pair(T* row, int d, float x0, float x1, in
 }
 
 // Block (query tile, head, batch); warp w owns query rows [16·mb·w, 16·mb·(w+1)) of the tile; K/V tiles stream
-// through smem. Scores stay raw until the softmax, which works in units of cfg::unit (exp or exp2).
-template <typename T, int HD>
+// through smem. Plain: scores stay raw until the softmax, which works in units of cfg::unit (exp or exp2); Cap / Alibi:
+// each tile's scores become final logits (units of cfg::unit) first, and the softmax takes them as they are.
+template <typename T, int HD, bool Cap, bool Alibi>
 __global__ void __launch_bounds__(threads)
     attn_forward_kernel(T* out, float* lse, const T* q, const T* k, const T* v, const attn_args a) {
+  constexpr bool logits = Cap || Alibi;
   using C = cfg<T, HD>;
   using L = fwd_layout<T, HD>;
   constexpr int MB = C::mb, BQ = C::bq, BK = C::bk, ST = C::stride;
@@ -403,7 +455,9 @@ __global__ void __launch_bounds__(threads)
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, t4 = lane % 4;
   const int wr = warp * 16 * MB + lane / 4;  // this thread's tile rows: wr + 16·mb + 8·hr
-  const float sc = a.scale * C::unit;
+  const float sc = logits ? 1.f : a.scale * C::unit;
+  [[maybe_unused]] logit_map lm;
+  if constexpr (logits) lm = logit_map_of<T, HD, Cap, Alibi>(a, h);
   float o[MB][HD / 8][4] = {};
   float m[MB][2], l[MB][2];  // running max (units of cfg::unit) and this thread's share of Σ p
 #pragma unroll
@@ -426,6 +480,20 @@ __global__ void __launch_bounds__(threads)
     const int* kseg = kseg_s + buf * BK;
     float s[MB][BK / 8][4] = {};
     mma_abt<T, HD, MB, BK / 8>(s, q_s + warp * 16 * MB * ST, k_s + buf * BK * ST);
+    if constexpr (logits) {
+#pragma unroll
+      for (int mb = 0; mb < MB; ++mb) {
+#pragma unroll
+        for (int n = 0; n < BK / 8; ++n) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int r = wr + mb * 16 + (e / 2) * 8, c = n * 8 + 2 * t4 + e % 2;
+            float th;
+            s[mb][n][e] = final_logit<T, Cap, Alibi>(s[mb][n][e], k0 + c - (q0 + r), lm, th);
+          }
+        }
+      }
+    }
     if (needs_mask(a, q0, BQ, k0, BK, len)) {
 #pragma unroll
       for (int mb = 0; mb < MB; ++mb) {
@@ -518,11 +586,12 @@ __global__ void attn_dsum_kernel(float* dsum, const T* __restrict__ dout, const 
 
 // Block (query tile, head, batch · column split): dq for output columns [d0, d0 + dcols); warp w owns query rows
 // [16·mb·w, 16·mb·(w+1)); K/V tiles stream through smem; p = exp(s·scale − lse), ds = p·(dp − dsum),
-// dq = scale·Σ ds·k.
-template <typename T, int HD>
+// dq = scale·Σ ds·k. Cap / Alibi: p = exp(z − lse) of the final logit z, and with Cap ds carries 1 − tanh².
+template <typename T, int HD, bool Cap, bool Alibi>
 __global__ void __launch_bounds__(threads)
     attn_dq_kernel(T* dq, const T* dout, const T* q, const T* k, const T* v, const float* lse, const float* dsum,
                    const attn_args a) {
+  constexpr bool logits = Cap || Alibi;
   using C = cfg<T, HD>;
   using L = dq_layout<T, HD>;
   constexpr int MB = C::mb, BQ = C::bq, BK = C::bkq, ST = C::stride, DC = C::dcols, splits = HD / DC;
@@ -563,6 +632,8 @@ __global__ void __launch_bounds__(threads)
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, t4 = lane % 4;
   const int wr = warp * 16 * MB + lane / 4;  // this thread's tile rows: wr + 16·mb + 8·hr
   const float sc = a.scale * C::unit;
+  [[maybe_unused]] logit_map lm;
+  if constexpr (logits) lm = logit_map_of<T, HD, Cap, Alibi>(a, h);
   float row_lse[MB][2], row_dsum[MB][2];
 #pragma unroll
   for (int mb = 0; mb < MB; ++mb) {
@@ -599,8 +670,16 @@ __global__ void __launch_bounds__(threads)
         for (int e = 0; e < 4; ++e) {
           const int r = wr + mb * 16 + (e / 2) * 8, c = n * 8 + 2 * t4 + e % 2;
           const bool vis = !masked || visible(a, q0 + r, k0 + c, len, qseg_s[r], kseg[c]);
-          const float p = vis ? exp_u<T>(fmaf(s[mb][n][e], sc, -row_lse[mb][e / 2])) : 0.f;
-          s[mb][n][e] = p * (dp[mb][n][e] - row_dsum[mb][e / 2]);
+          if constexpr (logits) {
+            float th;
+            const float z = final_logit<T, Cap, Alibi>(s[mb][n][e], k0 + c - (q0 + r), lm, th);
+            const float p = vis ? exp_u<T>(z - row_lse[mb][e / 2]) : 0.f;
+            const float ds = p * (dp[mb][n][e] - row_dsum[mb][e / 2]);
+            s[mb][n][e] = Cap ? ds * (1.f - th * th) : ds;
+          } else {
+            const float p = vis ? exp_u<T>(fmaf(s[mb][n][e], sc, -row_lse[mb][e / 2])) : 0.f;
+            s[mb][n][e] = p * (dp[mb][n][e] - row_dsum[mb][e / 2]);
+          }
         }
       }
     }
@@ -633,11 +712,13 @@ __global__ void __launch_bounds__(threads)
 // query tiles that see the keys stream through smem. Transposed products: sᵀ = K·Qᵀ, dpᵀ = V·dOᵀ, dv += pᵀ·dO,
 // dk += dsᵀ·Q (then · scale). With gsplit > 1 the block writes fp32 partial sums to dk_part/dv_part + gs·part_stride
 // (laid out as dk/dv) and attn_group_sum_kernel adds them in gs order: more blocks in flight, still deterministic.
-template <typename T, int HD>
+// Cap / Alibi: p and ds of the final logits, as in attn_dq_kernel.
+template <typename T, int HD, bool Cap, bool Alibi>
 __global__ void __launch_bounds__(threads)
     attn_dkdv_kernel(T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v, const float* lse,
                      const float* dsum, const attn_args a, float* dk_part, float* dv_part, int gsplit,
                      int64_t part_stride) {
+  constexpr bool logits = Cap || Alibi;
   using C = cfg<T, HD>;
   using L = dkdv_layout<T, HD>;
   constexpr int BKB = C::bkb, BQB = C::bqb, ST = C::stride, DC = C::dcols, splits = HD / DC;
@@ -719,15 +800,26 @@ __global__ void __launch_bounds__(threads)
     float st[1][BQB / 8][4] = {}, dpt[1][BQB / 8][4] = {};
     mma_abt2<T, HD, 1, BQB / 8>(st, k_s + warp * 16 * ST, qb, dpt, v_s + warp * 16 * ST, dob);
     const bool masked = needs_mask(a, q0, BQB, k0, BKB, len);
+    [[maybe_unused]] logit_map lm;
+    if constexpr (logits) lm = logit_map_of<T, HD, Cap, Alibi>(a, kvh * a.group + gs * heads + it / nq);
 #pragma unroll
     for (int n = 0; n < BQB / 8; ++n) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int jr = wr + (e / 2) * 8, c = n * 8 + 2 * t4 + e % 2;  // key row, query column
         const bool vis = !masked || visible(a, q0 + c, k0 + jr, len, qseg[c], kseg_s[jr]);
-        const float p = vis ? exp_u<T>(fmaf(st[0][n][e], sc, -lseb[c])) : 0.f;
-        st[0][n][e] = p;
-        dpt[0][n][e] = p * (dpt[0][n][e] - dsumb[c]);
+        if constexpr (logits) {
+          float th;
+          const float z = final_logit<T, Cap, Alibi>(st[0][n][e], k0 + jr - (q0 + c), lm, th);
+          const float p = vis ? exp_u<T>(z - lseb[c]) : 0.f;
+          const float ds = p * (dpt[0][n][e] - dsumb[c]);
+          st[0][n][e] = p;
+          dpt[0][n][e] = Cap ? ds * (1.f - th * th) : ds;
+        } else {
+          const float p = vis ? exp_u<T>(fmaf(st[0][n][e], sc, -lseb[c])) : 0.f;
+          st[0][n][e] = p;
+          dpt[0][n][e] = p * (dpt[0][n][e] - dsumb[c]);
+        }
       }
     }
     float* staging = p_s + warp * 16 * (BQB + 4);
@@ -793,39 +885,67 @@ attn_args make_args(const char* op, const AttnShape& s, std::initializer_list<co
   a.kv_stride = s.n_kv_heads * s.head_dim;
   a.seq_lens = s.seq_lens;
   a.segments = s.segments;
-  a.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
+  MT_ASSERT(std::isfinite(s.scale) && s.scale >= 0.f, "{}: scale {} (0 = 1/sqrt(head_dim))", op, s.scale);
+  MT_ASSERT(std::isfinite(s.softcap) && s.softcap >= 0.f, "{}: softcap {} (0 = none)", op, s.softcap);
+  a.scale = s.scale > 0.f ? s.scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
+  a.cap = s.softcap;
+  a.alibi = s.alibi_slopes;
   a.vec = vec_ok(vec16<T>, {s.head_dim}, ptrs);
   return a;
 }
 
 int hd_bucket(int hd) { return hd <= 32 ? 32 : hd <= 64 ? 64 : hd <= 128 ? 128 : 256; }
 
+// Calls f(std::integral_constant<int, HD>{}, std::bool_constant<Cap>{}, std::bool_constant<Alibi>{}) for the head_dim
+// bucket and the kernel variant of a.
+template <typename F>
+void with_variant(const attn_args& a, F&& f) {
+  auto features = [&](auto hd) {
+    const bool cap = a.cap > 0.f, alibi = a.alibi != nullptr;
+    if (cap && alibi) {
+      f(hd, std::true_type{}, std::true_type{});
+    } else if (cap) {
+      f(hd, std::true_type{}, std::false_type{});
+    } else if (alibi) {
+      f(hd, std::false_type{}, std::true_type{});
+    } else {
+      f(hd, std::false_type{}, std::false_type{});
+    }
+  };
+  switch (hd_bucket(a.hd)) {
+    case 32: features(std::integral_constant<int, 32>{}); break;
+    case 64: features(std::integral_constant<int, 64>{}); break;
+    case 128: features(std::integral_constant<int, 128>{}); break;
+    default: features(std::integral_constant<int, 256>{}); break;
+  }
+}
+
 unsigned tiles(int n, int tile) { return static_cast<unsigned>((n + tile - 1) / tile); }
 
-template <typename T, int HD>
+template <typename T, int HD, bool Cap, bool Alibi>
 void launch_forward(T* out, float* lse, const T* q, const T* k, const T* v, const attn_args& a, int batch,
                     cudaStream_t s) {
   using C = cfg<T, HD>;
   constexpr int bytes = fwd_layout<T, HD>::bytes;
-  MT_CUDA_CHECK("attention_forward",
-                cudaFuncSetAttribute(attn_forward_kernel<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  MT_CUDA_CHECK("attention_forward", cudaFuncSetAttribute(attn_forward_kernel<T, HD, Cap, Alibi>,
+                                                          cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   const dim3 grid(static_cast<unsigned>(a.n_heads * batch), tiles(a.seq, C::bq));
-  attn_forward_kernel<T, HD><<<grid, threads, bytes, s>>>(out, lse, q, k, v, a);
-  MT_CHECK_LAUNCH("attention_forward", "batch={} seq={} n_heads={} group={} head_dim={} window={}", batch, a.seq,
-                  a.n_heads, a.group, a.hd, a.window);
+  attn_forward_kernel<T, HD, Cap, Alibi><<<grid, threads, bytes, s>>>(out, lse, q, k, v, a);
+  MT_CHECK_LAUNCH("attention_forward", "batch={} seq={} n_heads={} group={} head_dim={} window={} scale={} softcap={} "
+                  "alibi={}", batch, a.seq, a.n_heads, a.group, a.hd, a.window, a.scale, a.cap, Alibi);
 }
 
-template <typename T, int HD>
+template <typename T, int HD, bool Cap, bool Alibi>
 void launch_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v, const float* lse,
                      const float* dsum, const attn_args& a, int batch, cudaStream_t s) {
   using C = cfg<T, HD>;
   constexpr int splits = HD / C::dcols, dq_bytes = dq_layout<T, HD>::bytes, dkdv_bytes = dkdv_layout<T, HD>::bytes;
-  MT_CUDA_CHECK("attention_backward",
-                cudaFuncSetAttribute(attn_dq_kernel<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, dq_bytes));
-  MT_CUDA_CHECK("attention_backward", cudaFuncSetAttribute(attn_dkdv_kernel<T, HD>,
+  MT_CUDA_CHECK("attention_backward", cudaFuncSetAttribute(attn_dq_kernel<T, HD, Cap, Alibi>,
+                                                           cudaFuncAttributeMaxDynamicSharedMemorySize, dq_bytes));
+  MT_CUDA_CHECK("attention_backward", cudaFuncSetAttribute(attn_dkdv_kernel<T, HD, Cap, Alibi>,
                                                            cudaFuncAttributeMaxDynamicSharedMemorySize, dkdv_bytes));
   const dim3 dq_grid(static_cast<unsigned>(a.n_heads * batch * splits), tiles(a.seq, C::bq));
-  attn_dq_kernel<T, HD><<<dq_grid, threads, dq_bytes, s>>>(dq, dout, q, k, v, lse, dsum, a);
+  attn_dq_kernel<T, HD, Cap, Alibi><<<dq_grid, threads, dq_bytes, s>>>(dq, dout, q, k, v, lse, dsum, a);
   MT_CHECK_LAUNCH("attention_backward dq", "batch={} seq={} n_heads={} group={} head_dim={} window={}", batch, a.seq,
                   a.n_heads, a.group, a.hd, a.window);
   // Split the GQA group over blocks (the largest divisor keeping about four blocks per SM) when one block per kv
@@ -839,8 +959,9 @@ void launch_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k,
   Scratch<float> dv_part("attention_backward", gsplit > 1 ? gsplit * part_stride : 0, s);
   const dim3 dkdv_grid(static_cast<unsigned>(a.n_heads / a.group * batch * splits), tiles(a.seq, C::bkb),
                        static_cast<unsigned>(gsplit));
-  attn_dkdv_kernel<T, HD><<<dkdv_grid, threads, dkdv_bytes, s>>>(dk, dv, dout, q, k, v, lse, dsum, a, dk_part.get(),
-                                                                 dv_part.get(), gsplit, part_stride);
+  attn_dkdv_kernel<T, HD, Cap, Alibi><<<dkdv_grid, threads, dkdv_bytes, s>>>(dk, dv, dout, q, k, v, lse, dsum, a,
+                                                                             dk_part.get(), dv_part.get(), gsplit,
+                                                                             part_stride);
   MT_CHECK_LAUNCH("attention_backward dk/dv", "batch={} seq={} n_heads={} group={} head_dim={} window={} gsplit={}",
                   batch, a.seq, a.n_heads, a.group, a.hd, a.window, gsplit);
   if (gsplit > 1) {
@@ -858,12 +979,10 @@ template <typename T>
 void attention_forward(T* out, float* lse, const T* q, const T* k, const T* v, const AttnShape& shape, cudaStream_t s) {
   const attn_args a = make_args<T>("attention_forward", shape, {out, q, k, v});
   const int batch = static_cast<int>(shape.batch);
-  switch (hd_bucket(a.hd)) {
-    case 32: launch_forward<T, 32>(out, lse, q, k, v, a, batch, s); break;
-    case 64: launch_forward<T, 64>(out, lse, q, k, v, a, batch, s); break;
-    case 128: launch_forward<T, 128>(out, lse, q, k, v, a, batch, s); break;
-    default: launch_forward<T, 256>(out, lse, q, k, v, a, batch, s); break;
-  }
+  with_variant(a, [&](auto hd, auto cap, auto alibi) {
+    launch_forward<T, decltype(hd)::value, decltype(cap)::value, decltype(alibi)::value>(out, lse, q, k, v, a, batch,
+                                                                                          s);
+  });
 }
 
 template <typename T>
@@ -875,12 +994,10 @@ void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T*
   Scratch<float> dsum("attention_backward", rows, s);
   attn_dsum_kernel<T><<<grid_for(rows * 32, 256), 256, 0, s>>>(dsum.get(), dout, out, a, rows);
   MT_CHECK_LAUNCH("attention_backward dsum", "rows={} head_dim={}", rows, a.hd);
-  switch (hd_bucket(a.hd)) {
-    case 32: launch_backward<T, 32>(dq, dk, dv, dout, q, k, v, lse, dsum.get(), a, batch, s); break;
-    case 64: launch_backward<T, 64>(dq, dk, dv, dout, q, k, v, lse, dsum.get(), a, batch, s); break;
-    case 128: launch_backward<T, 128>(dq, dk, dv, dout, q, k, v, lse, dsum.get(), a, batch, s); break;
-    default: launch_backward<T, 256>(dq, dk, dv, dout, q, k, v, lse, dsum.get(), a, batch, s); break;
-  }
+  with_variant(a, [&](auto hd, auto cap, auto alibi) {
+    launch_backward<T, decltype(hd)::value, decltype(cap)::value, decltype(alibi)::value>(
+        dq, dk, dv, dout, q, k, v, lse, dsum.get(), a, batch, s);
+  });
 }
 
 template void attention_forward<float>(float*, float*, const float*, const float*, const float*, const AttnShape&,

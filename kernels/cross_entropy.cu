@@ -1,7 +1,11 @@
 // Cross-entropy over rows of fp32 logits [rows, V]: row_loss = logsumexp − logit[target] (0 if target = −100),
-// dlogits = scale·(softmax − onehot). Invariant: one block per row, fixed-order merges; dlogits may alias logits (each
-// element is read before its own thread writes it; the target logit is read before the block's first barrier).
+// dlogits = scale·(softmax − onehot); with a soft-cap c > 0 the logits x are first z = c·tanh(x/c) (Gemma 2's final
+// soft-capping, as HF divides, tanh's, multiplies) and dlogits carries the chain factor 1 − tanh²(x/c).
+// Invariant: one block per row, fixed-order merges; dlogits may alias logits (each element is read before its own
+// thread writes it; the target logit is read before the block's first barrier); the soft-cap is a compile-time switch,
+// so without it the arithmetic is exactly the uncapped kernel's.
 #include <cfloat>
+#include <cmath>
 
 #include "kernels/device_util.cuh"
 #include "kernels/kernels.h"
@@ -32,11 +36,14 @@ struct max_sum {
   }
 };
 
-template <typename T, int N>
+// tanh(x/c) for the soft-cap c (the logit becomes c·tanh(x/c)).
+__device__ __forceinline__ float cap_tanh(float x, float cap) { return tanhf(x / cap); }
+
+template <typename T, int N, bool Cap>
 __global__ void __launch_bounds__(threads) cross_entropy_kernel(T* dlogits, float* __restrict__ row_loss,
                                                                 const float* logits,
                                                                 const int32_t* __restrict__ targets, int64_t V,
-                                                                float scale) {
+                                                                float scale, float cap) {
   const int64_t row = blockIdx.x;
   const int32_t target = targets[row];
   const float* x = logits + row * V;
@@ -58,7 +65,13 @@ __global__ void __launch_bounds__(threads) cross_entropy_kernel(T* dlogits, floa
     float v[N];
     load_f32<float, N>(v, x + c);
 #pragma unroll
-    for (int k = 0; k < N; ++k) acc.add(v[k]);
+    for (int k = 0; k < N; ++k) {
+      if constexpr (Cap) {
+        acc.add(cap_tanh(v[k], cap) * cap);
+      } else {
+        acc.add(v[k]);
+      }
+    }
   }
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
@@ -79,7 +92,8 @@ __global__ void __launch_bounds__(threads) cross_entropy_kernel(T* dlogits, floa
     max_sum total;
     for (int i = 0; i < threads / 32; ++i) total.merge(warp_m[i], warp_s[i]);
     row_lse = static_cast<double>(total.m) + log(total.s);
-    row_loss[row] = static_cast<float>(row_lse - static_cast<double>(x_target));
+    const float z_target = Cap ? cap_tanh(x_target, cap) * cap : x_target;
+    row_loss[row] = static_cast<float>(row_lse - static_cast<double>(z_target));
   }
   __syncthreads();
   const float lse = static_cast<float>(row_lse);
@@ -88,10 +102,30 @@ __global__ void __launch_bounds__(threads) cross_entropy_kernel(T* dlogits, floa
     load_f32<float, N>(v, x + c);
 #pragma unroll
     for (int k = 0; k < N; ++k) {
-      v[k] = scale * expf(v[k] - lse);
-      if (c + k == target) v[k] -= scale;
+      if constexpr (Cap) {
+        const float t = cap_tanh(v[k], cap);
+        float g = scale * expf(t * cap - lse);
+        if (c + k == target) g -= scale;
+        v[k] = g * (1.f - t * t);
+      } else {
+        v[k] = scale * expf(v[k] - lse);
+        if (c + k == target) v[k] -= scale;
+      }
     }
     store_f32<T, N>(dx + c, v);
+  }
+}
+
+template <typename T, bool Cap>
+void launch(T* dlogits, float* row_loss, const float* logits, const int32_t* targets, int64_t rows, int64_t V,
+            float scale, float softcap, cudaStream_t s) {
+  constexpr int N = 4;
+  if (V % N == 0 && is_aligned(logits, 16) && is_aligned(dlogits, N * sizeof(T))) {
+    cross_entropy_kernel<T, N, Cap><<<static_cast<unsigned>(rows), threads, 0, s>>>(dlogits, row_loss, logits,
+                                                                                   targets, V, scale, softcap);
+  } else {
+    cross_entropy_kernel<T, 1, Cap><<<static_cast<unsigned>(rows), threads, 0, s>>>(dlogits, row_loss, logits,
+                                                                                   targets, V, scale, softcap);
   }
 }
 
@@ -99,23 +133,22 @@ __global__ void __launch_bounds__(threads) cross_entropy_kernel(T* dlogits, floa
 
 template <typename T>
 void cross_entropy(T* dlogits, float* row_loss, const float* logits, const int32_t* targets, int64_t rows, int64_t V,
-                   float scale, cudaStream_t s) {
+                   float scale, float softcap, cudaStream_t s) {
   MT_ASSERT(rows >= 0 && V > 0, "cross_entropy: rows {} V {}", rows, V);
   MT_ASSERT(rows <= 0x7fffffff, "cross_entropy: rows {} exceed the grid", rows);
+  MT_ASSERT(softcap >= 0.f && std::isfinite(softcap), "cross_entropy: softcap {} (0 = none)", softcap);
   if (rows == 0) return;
-  constexpr int N = 4;
-  if (V % N == 0 && is_aligned(logits, 16) && is_aligned(dlogits, N * sizeof(T))) {
-    cross_entropy_kernel<T, N><<<static_cast<unsigned>(rows), threads, 0, s>>>(dlogits, row_loss, logits, targets, V,
-                                                                              scale);
+  if (softcap > 0.f) {
+    launch<T, true>(dlogits, row_loss, logits, targets, rows, V, scale, softcap, s);
   } else {
-    cross_entropy_kernel<T, 1><<<static_cast<unsigned>(rows), threads, 0, s>>>(dlogits, row_loss, logits, targets, V,
-                                                                              scale);
+    launch<T, false>(dlogits, row_loss, logits, targets, rows, V, scale, softcap, s);
   }
-  MT_CHECK_LAUNCH("cross_entropy", "rows={} V={}", rows, V);
+  MT_CHECK_LAUNCH("cross_entropy", "rows={} V={} softcap={}", rows, V, softcap);
 }
 
-template void cross_entropy<float>(float*, float*, const float*, const int32_t*, int64_t, int64_t, float, cudaStream_t);
+template void cross_entropy<float>(float*, float*, const float*, const int32_t*, int64_t, int64_t, float, float,
+                                   cudaStream_t);
 template void cross_entropy<__nv_bfloat16>(__nv_bfloat16*, float*, const float*, const int32_t*, int64_t, int64_t,
-                                           float, cudaStream_t);
+                                           float, float, cudaStream_t);
 
 }  // namespace mt::cuda

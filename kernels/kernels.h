@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "backend/backend.h"
+#include "core/activation.h"
 
 namespace mt::cuda {
 
@@ -20,33 +21,43 @@ namespace mt::cuda {
 template <typename T> void embedding_forward(T* y, const T* table, const int32_t* ids, int64_t tokens, int64_t H, cudaStream_t s);
 template <typename T> void embedding_backward(float* dtable, const T* dy, const int32_t* ids, int64_t tokens, int64_t H, cudaStream_t s);
 
-// HF RMSNorm over rows of D: y = (x·rsqrt(mean(x²)+eps))·w, math in fp32; dx =, dw += (fp32).
-template <typename T> void rmsnorm_forward(T* y, const T* x, const T* w, int64_t N, int64_t D, float eps, cudaStream_t s);
-template <typename T> void rmsnorm_backward(T* dx, float* dw, const T* dy, const T* x, const T* w, int64_t N, int64_t D, float eps, cudaStream_t s);
+// HF RMSNorm over rows of D: y = (x·rstd)·(w + weight_offset), math in fp32; dx =, dw += (fp32). With offset 0
+// (Llama) x·rstd rounds to T before the weight multiply (HF LlamaRMSNorm); with an offset (Gemma's (1 + w)) the
+// product stays fp32 and rounds once (HF GemmaRMSNorm).
+template <typename T> void rmsnorm_forward(T* y, const T* x, const T* w, int64_t N, int64_t D, float eps, float weight_offset, cudaStream_t s);
+template <typename T> void rmsnorm_backward(T* dx, float* dw, const T* dy, const T* x, const T* w, int64_t N, int64_t D, float eps, float weight_offset, cudaStream_t s);
 
-// In-place RoPE on x[tokens, n_heads, head_dim], first rot_dim dims (rotate_half); backward = transpose.
-template <typename T> void rope_forward(T* x, const float* cos, const float* sin, const int32_t* positions, int64_t tokens, int64_t n_heads, int64_t head_dim, int64_t rot_dim, cudaStream_t s);
-template <typename T> void rope_backward(T* dx, const float* cos, const float* sin, const int32_t* positions, int64_t tokens, int64_t n_heads, int64_t head_dim, int64_t rot_dim, cudaStream_t s);
+// y[N, D] = x / max(‖x‖₂, 1e-12) per row (F.normalize); dx[N, D] (fp32) += the gradient of Σ dy·y (dy fp32).
+template <typename T> void normalize_rows_forward(T* y, const T* x, int64_t N, int64_t D, cudaStream_t s);
+template <typename T> void normalize_rows_backward(float* dx, const float* dy, const T* x, int64_t N, int64_t D, cudaStream_t s);
 
-// y = silu(g)·u; dg, du =.
-template <typename T> void swiglu_forward(T* y, const T* g, const T* u, int64_t n, cudaStream_t s);
-template <typename T> void swiglu_backward(T* dg, T* du, const T* dy, const T* g, const T* u, int64_t n, cudaStream_t s);
+// In-place RoPE on x[tokens, n_heads, head_dim], first rot_dim dims; pair i is (x[i], x[i + rot_dim/2]) (rotate_half)
+// or, interleaved, (x[2i], x[2i+1]) (GLM), both with frequency column i of cos/sin; backward = transpose.
+template <typename T> void rope_forward(T* x, const float* cos, const float* sin, const int32_t* positions, int64_t tokens, int64_t n_heads, int64_t head_dim, int64_t rot_dim, bool interleaved, cudaStream_t s);
+template <typename T> void rope_backward(T* dx, const float* cos, const float* sin, const int32_t* positions, int64_t tokens, int64_t n_heads, int64_t head_dim, int64_t rot_dim, bool interleaved, cudaStream_t s);
 
-// y += x.
+// y = act(g)·u (silu: SwiGLU; gelu_tanh: GeGLU, torch's tanh approximation); dg, du =.
+template <typename T> void glu_forward(T* y, const T* g, const T* u, int64_t n, Activation act, cudaStream_t s);
+template <typename T> void glu_backward(T* dg, T* du, const T* dy, const T* g, const T* u, int64_t n, Activation act, cudaStream_t s);
+
+// y += x; y *= alpha.
 template <typename T> void add(T* y, const T* x, int64_t n, cudaStream_t s);
+template <typename T> void scale(T* y, float alpha, int64_t n, cudaStream_t s);
 // y[t, o] += b[o]; db[o] += Σ_t dy[t, o] (fp32, deterministic).
 template <typename T> void bias_forward(T* y, const T* b, int64_t tokens, int64_t O, cudaStream_t s);
 template <typename T> void bias_backward(float* db, const T* dy, int64_t tokens, int64_t O, cudaStream_t s);
 
 // Flash-style attention (never materialises S×S): causal, GQA, sliding window, per-sequence valid lengths
-// (no work on padding), packed segments; semantics exactly as AttnShape in backend.h; lse fp32; head_dim 1..256.
+// (no work on padding), packed segments, logit scale, soft-capping, ALiBi (slopes in device memory); semantics exactly
+// as AttnShape in backend.h; lse fp32 (of the final logits); head_dim 1..256.
 template <typename T> void attention_forward(T* out, float* lse, const T* q, const T* k, const T* v, const AttnShape& shape, cudaStream_t s);
 template <typename T> void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v, const T* out, const float* lse, const AttnShape& shape, cudaStream_t s);
 
-// Cross-entropy on one chunk of fp32 logits [rows, V] (in place allowed for dlogits when T = float):
-// row_loss[r] = logsumexp − logit[target] (0 where target == -100); dlogits = scale·(softmax − onehot), 0 on ignored rows;
-// a target outside [0, V) other than -100 gives NaN loss and gradient for its row.
-template <typename T> void cross_entropy(T* dlogits, float* row_loss, const float* logits, const int32_t* targets, int64_t rows, int64_t V, float scale, cudaStream_t s);
+// Cross-entropy on one chunk of fp32 logits [rows, V] (in place allowed for dlogits when T = float), each logit x first
+// soft-capped to z = softcap·tanh(x/softcap) where softcap > 0 (z = x otherwise):
+// row_loss[r] = logsumexp(z) − z[target] (0 where target == -100); dlogits = scale·(softmax(z) − onehot)·∂z/∂x, 0 on
+// ignored rows; a target outside [0, V) other than -100 gives NaN loss and gradient for its row.
+template <typename T> void cross_entropy(T* dlogits, float* row_loss, const float* logits, const int32_t* targets, int64_t rows, int64_t V, float scale, float softcap, cudaStream_t s);
 
 // out[0] = Σ x² (fp64, deterministic); out[0] = Σ x (fp64) over n floats.
 void sum_squares(double* out, const float* x, int64_t n, cudaStream_t s);

@@ -5,6 +5,10 @@ with each chat template MegaTrain implements, using the tokenizer fixtures of te
 Invariant: every number comes from LLaMA-Factory 0.9.5 (Template.encode_multiturn for the (prompt, response) pairs,
 SupervisedDatasetProcessor._encode_data_example for input_ids/labels with and without a cutoff); nothing is
 re-implemented here. The llama3 tool prompt's "Today Date" is pinned to 26 Jul 2024, as MegaTrain writes it.
+baichuan2, which 0.9.5 dropped, is registered here with LLaMA-Factory's own register_template as its last published
+definition had it (template.py before commit 5cccaeec8, "[model] clean obsolete models"). gemma3's multimodal plugin
+is given a stand-in processor (no images, so it only passes the text through). A case LLaMA-Factory refuses is
+recorded with its error message, and MegaTrain must refuse it too.
 
 Run by hand from the repository root, in an environment with LLaMA-Factory (its data module needs peft and datasets;
 torchaudio is stubbed out below):
@@ -28,7 +32,9 @@ from transformers import AutoTokenizer  # noqa: E402
 
 from llamafactory.data import tool_utils  # noqa: E402
 from llamafactory.data.processor.supervised import SupervisedDatasetProcessor  # noqa: E402
-from llamafactory.data.template import get_template_and_fix_tokenizer  # noqa: E402
+from llamafactory.data.formatter import StringFormatter  # noqa: E402
+from llamafactory.data.template import TEMPLATES, Llama2Template, get_template_and_fix_tokenizer  # noqa: E402
+from llamafactory.data.template import register_template  # noqa: E402
 from llamafactory.hparams import DataArguments  # noqa: E402
 
 
@@ -40,10 +46,23 @@ class PinnedDatetime(real_datetime.datetime):
 
 tool_utils.datetime = PinnedDatetime
 
+if "baichuan2" not in TEMPLATES:
+    register_template(
+        name="baichuan2",
+        format_user=StringFormatter(slots=["<reserved_106>{{content}}<reserved_107>"]),
+        efficient_eos=True,
+    )
+
+# What Gemma3Plugin reads from the processor; with no images in the messages none of it reaches the text.
+GEMMA3_PROCESSOR = types.SimpleNamespace(image_processor=object(), boi_token="<start_of_image>",
+                                         full_image_sequence="<start_of_image>", image_seq_length=0)
+
 OUT = Path("tests/data/fixtures/templates")
 TOKENIZERS = "tests/tokenizer/fixtures"
 TEMPLATE_TOKENIZER = {"qwen": "qwen2", "qwen3": "qwen2", "chatml": "qwen2", "llama3": "llama3", "llama2": "llama2",
-                      "mistral": "mistral", "default": "gpt2", "empty": "gpt2"}
+                      "mistral": "mistral", "default": "gpt2", "empty": "gpt2",
+                      "gemma": "gemma", "gemma2": "gemma", "gemma3": "gemma", "phi": "phi3", "phi4": "phi4",
+                      "phi4_mini": "phi4_mini", "glm4": "glm4", "intern2": "internlm2", "baichuan2": "baichuan2"}
 
 TOOLS = json.dumps([
     {"type": "function", "function": {
@@ -84,6 +103,14 @@ CASES = [
       turn("assistant", "<think>\nThe tool said 1, 2, 3.\n</think>\n\n1, 2, 3"),
       turn("user", "Thanks."),
       turn("assistant", "You are welcome.")]),
+    ("one_call_per_turn", "", "[]",   # thoughts and <tool_call> for glm4, which has no parallel calls
+     [turn("user", "Sort 3, 1, 2."),
+      turn("function", "<think>\nOne call.\n</think>\n\n"
+                       + json.dumps({"name": "sort_numbers", "arguments": {"values": [3, 1, 2]}})),
+      turn("observation", "[1, 2, 3]"),
+      turn("function", 'Once more.<tool_call>{"name": "sort_numbers", "arguments": {"values": [1]}}</tool_call>'),
+      turn("observation", "[1]"),
+      turn("assistant", "Sorted: 1, 2, 3.")]),
 ]
 CUTOFF = 12   # small enough to cut the first pair of every case
 
@@ -102,21 +129,26 @@ def main():
         tokenizer = AutoTokenizer.from_pretrained(f"{TOKENIZERS}/{tok_dir}")
         data_args = DataArguments(template=name, cutoff_len=1_000_000)
         template = get_template_and_fix_tokenizer(tokenizer, data_args)
+        mm_processor = GEMMA3_PROCESSOR if name == "gemma3" else None
         cases = []
         for case_name, system, tools, messages in CASES:
-            if name in ("llama2", "mistral") and any(m["role"] == "function" and "<" in m["content"] for m in messages):
-                continue  # Llama2-style templates take a function call's content as bare JSON
-            pairs = template.encode_multiturn(tokenizer, messages, system, tools)
-            record = {"name": case_name, "system": system, "tools": tools, "turns": messages,
-                      "pairs": [[list(p), list(r)] for p, r in pairs]}
+            record = {"name": case_name, "system": system, "tools": tools, "turns": messages}
+            try:
+                pairs = template.encode_multiturn(tokenizer, messages, system, tools)
+            except (RuntimeError, ValueError) as e:
+                # e.g. Llama2-style templates take a function call's content as bare JSON; GLM-4 has no parallel calls
+                assert isinstance(template, Llama2Template) or name == "glm4", (name, case_name, e)
+                cases.append({**record, "error": str(e)})
+                continue
+            record["pairs"] = [[list(p), list(r)] for p, r in pairs]
             for key, cutoff in (("full", 1_000_000), ("cut", CUTOFF)):
-                processor = SupervisedDatasetProcessor(template=template, tokenizer=tokenizer, processor=None,
+                processor = SupervisedDatasetProcessor(template=template, tokenizer=tokenizer, processor=mm_processor,
                                                        data_args=DataArguments(template=name, cutoff_len=cutoff))
                 ids, labels = processor._encode_data_example(messages[:-1], messages[-1:], system, tools, [], [], [])
                 record[key] = {"cutoff": cutoff, "input_ids": ids, "labels": labels}
             cases.append(record)
         path = OUT / f"{name}.json"
-        fixture = {"template": name, "tokenizer": f"{TOKENIZERS}/{tok_dir}",
+        fixture = {"template": name, "tokenizer": f"{TOKENIZERS}/{tok_dir}", "efficient_eos": template.efficient_eos,
                    "tokenizer_fnv1a64": fnv1a64(f"{TOKENIZERS}/{tok_dir}/tokenizer.json"), "cases": cases}
         path.write_text(json.dumps(fixture, ensure_ascii=False, indent=1) + "\n")
         print(f"{path}: {len(cases)} cases")

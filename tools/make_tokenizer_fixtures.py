@@ -5,9 +5,14 @@ each kind real checkpoints use, trained with the `tokenizers` library, and its a
 Invariant: cases.jsonl holds what `tokenizers` itself returns (encode with and without special tokens, decode
 with and without skipping them, decode of the ids without the first); inputs given as bytes are decoded with
 errors='replace' first, the rule mt::Tokenizer applies. Deterministic: a rerun writes the same files.
-Run by hand from the repository root: python3 tools/make_tokenizer_fixtures.py
+
+The chat-family kinds (FAMILIES: gemma, phi3, phi4, phi4_mini, glm4, internlm2, baichuan2) are for the chat
+template fixtures (tools/make_template_fixtures.py): a base kind's model with that family's special tokens, flags
+and bos/eos as its real tokenizer files have them; they get no cases.jsonl.
+Run by hand from the repository root: python3 tools/make_tokenizer_fixtures.py [kind ...]  (no kind: all of them)
 """
 import json
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -233,6 +238,54 @@ def make_prefix_space():
     return tok, {"bos_token": "<s>", "eos_token": "</s>"}, ["<s>", "</s>"]
 
 
+def family(base, tokens, config):
+    """`base`'s tokenizer without its added tokens (ids the model's vocab has keep their ids), then `tokens`
+    (content or AddedToken; strings become special tokens that are not normalized) as added tokens, in order."""
+    tok, *_ = base()
+    tok = edited(tok, lambda data: data.update(added_tokens=[]))
+    for token in tokens:
+        if isinstance(token, str):
+            token = AddedToken(token, normalized=False, special=True)
+        (tok.add_special_tokens if token.special else tok.add_tokens)([token])
+    return tok, config, [t if isinstance(t, str) else t.content for t in tokens]
+
+
+def stripping(content, lstrip=False, rstrip=False, special=True):
+    return AddedToken(content, lstrip=lstrip, rstrip=rstrip, normalized=False, special=special)
+
+
+# A family's chat tokens on a small model: byte-level (qwen2's) for the byte-level BPE families, SentencePiece-style
+# (llama2's) for Phi-3, InternLM2 and Baichuan2. Flags and bos/eos follow each family's tokenizer_config.json.
+FAMILIES = {
+    "gemma": lambda: family(make_qwen2, ["<pad>", "<eos>", "<bos>", "<unk>", "<start_of_turn>", "<end_of_turn>"],
+                            {"bos_token": "<bos>", "eos_token": "<eos>", "pad_token": "<pad>", "unk_token": "<unk>"}),
+    # Phi-3 / Phi-3.5: the chat tokens strip whitespace on their right (rstrip), </s> is not special.
+    "phi3": lambda: family(make_llama2, ["<unk>", "<s>", stripping("</s>", rstrip=True, special=False),
+                                         "<|endoftext|>", stripping("<|assistant|>", rstrip=True),
+                                         stripping("<|system|>", rstrip=True), stripping("<|end|>", rstrip=True),
+                                         stripping("<|user|>", rstrip=True)],
+                           {"bos_token": "<s>", "eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>",
+                            "unk_token": "<unk>"}),
+    # Phi-4: its special tokens strip whitespace on both sides.
+    "phi4": lambda: family(make_qwen2, [stripping(t, lstrip=True, rstrip=True) for t in
+                                        ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|im_sep|>"]],
+                           {"bos_token": "<|endoftext|>", "eos_token": "<|im_end|>"}),
+    "phi4_mini": lambda: family(make_qwen2, ["<|endoftext|>", "<|assistant|>", "<|end|>", "<|user|>", "<|system|>",
+                                             "<|tool|>", "<|/tool|>", "<|tool_call|>", "<|/tool_call|>",
+                                             "<|tool_response|>"],
+                                {"bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>",
+                                 "pad_token": "<|endoftext|>", "unk_token": "<|endoftext|>"}),
+    "glm4": lambda: family(make_qwen2, ["<|endoftext|>", "[MASK]", "[gMASK]", "[sMASK]", "<sop>", "<eop>",
+                                        "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"],
+                           {"eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>"}),
+    "internlm2": lambda: family(make_llama2, ["<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>",
+                                              "<|action_start|>", "<|action_end|>", "<|interpreter|>", "<|plugin|>"],
+                                {"bos_token": "<s>", "eos_token": "</s>", "pad_token": "</s>", "unk_token": "<unk>"}),
+    "baichuan2": lambda: family(make_llama2, ["<unk>", "<s>", "</s>", "<reserved_106>", "<reserved_107>"],
+                                {"bos_token": "<s>", "eos_token": "</s>", "pad_token": "<unk>", "unk_token": "<unk>"}),
+}
+
+
 GENERAL_CASES = [
     "", "Hello, world!", " ", "   ", "  leading spaces", "trailing spaces   ", "a  b   c    d     e",
     "\t\ttabs\tinside\t", "line1\nline2\n\nline4\n", "crlf\r\nline\r\n", "\r\n\r\n", "\n\n\n  \n", " \n \t \r\n x",
@@ -282,20 +335,24 @@ def record(tok, raw):
 
 
 def main():
-    # kind: (maker, whether to record every case or a subset that keeps the fixture small)
+    # kind: (maker, whether to record every case or a subset that keeps the fixture small, or None for no cases)
     makers = {"qwen2": (make_qwen2, True), "llama3": (make_llama3, True), "gpt2": (make_gpt2, True),
               "llama2": (make_llama2, True), "mistral": (make_mistral, True), "splits": (make_splits, False),
               "prefix_space": (make_prefix_space, False)}
-    for kind, (make, all_cases) in makers.items():
+    makers.update({kind: (make, None) for kind, make in FAMILIES.items()})
+    kinds = sys.argv[1:] or list(makers)
+    for kind in kinds:
+        make, all_cases = makers[kind]
         tok, config, specials, *text = make()  # a maker may give the file's text, else the tokenizer writes it
         folder = OUT / kind
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "tokenizer.json").write_text(text[0] if text else tok.to_str())
         (folder / "tokenizer_config.json").write_text(json.dumps(config, ensure_ascii=False, indent=1) + "\n")
-        cases = GENERAL_CASES + INVALID_UTF8_CASES if all_cases else GENERAL_CASES[::2] + INVALID_UTF8_CASES[:3]
-        with open(folder / "cases.jsonl", "w", encoding="utf-8") as f:
-            for raw in cases + special_cases(specials):
-                f.write(json.dumps(record(tok, raw), ensure_ascii=False) + "\n")
+        if all_cases is not None:
+            cases = GENERAL_CASES + INVALID_UTF8_CASES if all_cases else GENERAL_CASES[::2] + INVALID_UTF8_CASES[:3]
+            with open(folder / "cases.jsonl", "w", encoding="utf-8") as f:
+                for raw in cases + special_cases(specials):
+                    f.write(json.dumps(record(tok, raw), ensure_ascii=False) + "\n")
         print(f"{kind}: vocab {tok.get_vocab_size()}, {folder}")
 
 

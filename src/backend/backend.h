@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "core/activation.h"
 #include "core/dtype.h"
 
 namespace mt {
@@ -15,6 +16,9 @@ struct AttnShape {
   int64_t batch = 0, seq = 0;            // T = batch * seq
   int64_t n_heads = 0, n_kv_heads = 0, head_dim = 0;
   int64_t window = 0;                    // sliding window: query i sees keys j with i - window < j <= i; 0 = none
+  float scale = 0.0f;                    // logit scale; 0 = 1/sqrt(head_dim)
+  float softcap = 0.0f;                  // logits s -> softcap·tanh(s/softcap) (Gemma 2); 0 = none
+  const float* alibi_slopes = nullptr;   // [n_heads] fp32 backend memory: logit += slope_h·(j − i) (ALiBi); null = none
   const int32_t* seq_lens = nullptr;     // [batch] valid tokens per sequence; nullptr = all valid
   const int32_t* segments = nullptr;     // [T] packed-example id; keys only from the query's segment; nullptr = one
 };
@@ -55,19 +59,28 @@ class Backend {
   virtual void embedding_forward(void* y, const void* table, const int32_t* ids, int64_t T, int64_t H) = 0;
   virtual void embedding_backward(float* dtable, const void* dy, const int32_t* ids, int64_t T, int64_t H) = 0;
 
-  // y = x · rsqrt(mean(x²) + eps) · w over rows of D (HF LlamaRMSNorm); dx =, dw +=.
-  virtual void rmsnorm_forward(void* y, const void* x, const void* w, int64_t N, int64_t D, float eps) = 0;
+  // y = x · rsqrt(mean(x²) + eps) · (w + weight_offset) over rows of D (HF LlamaRMSNorm with offset 0, Gemma's
+  // (1+w)·x̂ with offset 1); dx =, dw +=.
+  virtual void rmsnorm_forward(void* y, const void* x, const void* w, int64_t N, int64_t D, float eps,
+                               float weight_offset) = 0;
   virtual void rmsnorm_backward(void* dx, float* dw, const void* dy, const void* x, const void* w, int64_t N,
-                                int64_t D, float eps) = 0;
+                                int64_t D, float eps, float weight_offset) = 0;
 
-  // In-place rotary embedding on x[T, n_heads, head_dim] (HF rotate_half convention) on the first
-  // rot_dim dims; cos/sin are [max_pos, rot_dim/2] tables, positions [T]. backward applies the transpose rotation.
+  // y[N,D] = x / max(‖x‖₂, 1e-12) per row (torch.nn.functional.normalize; Baichuan's normalised LM head);
+  // backward: dx[N,D] += ∂/∂x of Σ dy·y, dy and dx fp32.
+  virtual void normalize_rows_forward(void* y, const void* x, int64_t N, int64_t D) = 0;
+  virtual void normalize_rows_backward(float* dx, const float* dy, const void* x, int64_t N, int64_t D) = 0;
+
+  // In-place rotary embedding on x[T, n_heads, head_dim] on the first rot_dim dims; cos/sin are
+  // [max_pos, rot_dim/2] tables (frequency i at column i), positions [T]. Pair i is (x[i], x[i + rot_dim/2])
+  // (HF rotate_half) or, when interleaved, (x[2i], x[2i+1]) (GLM). backward applies the transpose rotation.
   virtual void rope_forward(void* x, const float* cos, const float* sin, const int32_t* positions, int64_t T,
-                            int64_t n_heads, int64_t head_dim, int64_t rot_dim) = 0;
+                            int64_t n_heads, int64_t head_dim, int64_t rot_dim, bool interleaved) = 0;
   virtual void rope_backward(void* dx, const float* cos, const float* sin, const int32_t* positions, int64_t T,
-                             int64_t n_heads, int64_t head_dim, int64_t rot_dim) = 0;
+                             int64_t n_heads, int64_t head_dim, int64_t rot_dim, bool interleaved) = 0;
 
-  // Causal (optionally windowed, segmented) softmax attention, scale 1/sqrt(head_dim), GQA.
+  // Causal (optionally windowed, segmented) softmax attention, GQA. Logit of query i, key j:
+  // s = scale·q·k, then s = softcap·tanh(s/softcap) where softcap > 0, then s += slope_h·(j − i) where ALiBi.
   // q,out [T, n_heads*head_dim]; k,v [T, n_kv_heads*head_dim]; lse [batch, n_heads, seq] (log-sum-exp saved
   // for backward). Rows at padded positions produce zeros. backward: dq, dk, dv =.
   virtual void attention_forward(void* out, float* lse, const void* q, const void* k, const void* v,
@@ -75,18 +88,20 @@ class Backend {
   virtual void attention_backward(void* dq, void* dk, void* dv, const void* dout, const void* q, const void* k,
                                   const void* v, const void* out, const float* lse, const AttnShape& shape) = 0;
 
-  // y = silu(gate) · up elementwise; dgate, dup =.
-  virtual void swiglu_forward(void* y, const void* gate, const void* up, int64_t n) = 0;
-  virtual void swiglu_backward(void* dgate, void* dup, const void* dy, const void* gate, const void* up,
-                               int64_t n) = 0;
+  // y = act(gate) · up elementwise (silu: SwiGLU; gelu_tanh: GeGLU with torch's tanh approximation); dgate, dup =.
+  virtual void glu_forward(void* y, const void* gate, const void* up, int64_t n, Activation act) = 0;
+  virtual void glu_backward(void* dgate, void* dup, const void* dy, const void* gate, const void* up, int64_t n,
+                            Activation act) = 0;
 
-  // y += x (n elements of dtype()).
+  // y += x; y *= alpha (n elements of dtype()).
   virtual void add(void* y, const void* x, int64_t n) = 0;
+  virtual void scale(void* y, float alpha, int64_t n) = 0;
 
-  // Fused, chunked LM head + cross-entropy: logits = x[T,H]·w[V,H]ᵀ are never held for all T at once.
+  // Fused, chunked LM head + cross-entropy: logits = x[T,H]·w[V,H]ᵀ are never held for all T at once; where
+  // softcap > 0 they become softcap·tanh(logits/softcap) before the softmax (Gemma 2's final soft-capping).
   // Returns Σ CE over tokens whose target != -100 (fp64). dx[T,H] = grad_scale · ∂Σ/∂x, dw[V,H] += grad_scale · ∂Σ/∂w.
   virtual double head_loss(void* dx, float* dw, const void* x, const void* w, const int32_t* targets, int64_t T,
-                           int64_t H, int64_t V, float grad_scale) = 0;
+                           int64_t H, int64_t V, float grad_scale, float softcap) = 0;
 
   // Σ x² in fp64 over n fp32 values.
   virtual double sum_squares(const float* x, int64_t n) = 0;

@@ -161,7 +161,7 @@ void run_calc_resource(Inputs in, bool interactive_allowed) {
   ask(in.model, "--model", "model (a known name such as qwen2.5-7b, or a config.json path)", tty);
   ask(in.seq, "--seq", "sequence length (tokens)", tty);
   validate(in);
-  const ModelSpec spec = load_model_spec(find_model(*in.model));
+  const ModelSpec spec = load_model_spec(find_model(*in.model), true);  // sizes only: no modeling code runs
   RunShape run;
   run.dtype = dtype_from_name(in.dtype);
   run.stream_dtype = dtype_from_name(in.stream_dtype);

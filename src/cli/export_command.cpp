@@ -20,7 +20,8 @@ namespace {
 
 void export_checkpoint(const std::string& file, const std::string& out, const std::string& dtype_name_arg) {
   const CheckpointFile ckpt(file);
-  const ModelSpec spec = parse_model_spec(nlohmann::json::parse(ckpt.meta().model_config_json), file);
+  const ModelSpec spec = parse_model_spec(nlohmann::json::parse(ckpt.meta().model_config_json), file,
+                                          true);  // accepted by the run that wrote the checkpoint
   const ParamLayout layout = make_param_layout(spec);
   std::vector<std::vector<float>> regions;
   std::vector<const float*> region_data;

@@ -23,7 +23,9 @@ double l2_norm(const std::vector<float>& v) {
 
 nlohmann::json describe(const CheckpointFile& ckpt) {
   const CheckpointMeta& m = ckpt.meta();
-  const ModelSpec spec = parse_model_spec(nlohmann::json::parse(m.model_config_json), ckpt.path().string());
+  // A checkpoint's model was accepted (trust_remote_code included) by the run that wrote it.
+  const ModelSpec spec = parse_model_spec(nlohmann::json::parse(m.model_config_json), ckpt.path().string(), true);
+  const AttentionSpec& first = spec.layers.front().attention;
   nlohmann::json groups = nlohmann::json::object();
   for (const char* group : {"params", "optim/exp_avg", "optim/exp_avg_sq"}) {
     nlohmann::json tensors = nlohmann::json::array();
@@ -45,8 +47,8 @@ nlohmann::json describe(const CheckpointFile& ckpt) {
           {"tokens_seen", m.tokens_seen},
           {"optimizer_updates_applied", m.updates_applied},
           {"model", {{"name", m.model_name}, {"architecture", spec.architecture}, {"num_layers", spec.num_layers},
-                     {"hidden_size", spec.hidden_size}, {"num_heads", spec.num_heads},
-                     {"num_kv_heads", spec.num_kv_heads}, {"vocab_size", spec.vocab_size}}},
+                     {"hidden_size", spec.hidden_size}, {"num_heads", first.num_heads},
+                     {"num_kv_heads", first.num_kv_heads}, {"vocab_size", spec.vocab_size}}},
           {"data_cursor", {{"epoch", m.data_epoch}, {"index", m.data_index}, {"seed", m.seed},
                            {"shuffle", m.shuffle != 0}}},
           {"versions", m.versions},

@@ -26,7 +26,7 @@ struct DatasetStats {
 // What text datasets (alpaca, sharegpt) need; tokenized datasets need none of it.
 struct TextOptions {
   const Tokenizer* tokenizer = nullptr;  // nullptr: a text dataset raises mt::Error
-  std::string model_family;              // family_name(ModelSpec::family): picks the template for template: auto
+  std::string model_family;              // ModelSpec::family: picks the template for template: auto
 };
 
 // True when a dataset named in config.name is a text dataset, i.e. loading needs a tokenizer.

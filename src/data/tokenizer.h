@@ -33,6 +33,11 @@ class Tokenizer {
   virtual std::optional<int32_t> token_to_id(std::string_view token) const = 0;
   virtual int64_t vocab_size() const = 0;  // highest id + 1, added tokens included
 
+  // This tokenizer with `tokens` (contents of its added tokens; any other text is skipped) turned into special
+  // tokens without lstrip / rstrip / single_word, found in the raw text: what transformers' add_special_tokens makes
+  // of a token it is given as a string, as LLaMA-Factory does with a chat template's stop words.
+  virtual std::unique_ptr<Tokenizer> with_plain_special_tokens(const std::vector<std::string>& tokens) const = 0;
+
   // From tokenizer_config.json (bos_token, eos_token, pad_token); nullopt where absent.
   virtual std::optional<int32_t> bos_id() const = 0;
   virtual std::optional<int32_t> eos_id() const = 0;

@@ -1,22 +1,47 @@
 // Embedding and head templates (see edge_layers.h).
 #include "engine/edge_layers.h"
 
+#include "core/error.h"
+
 namespace mt {
 
 namespace {
 
-const void* element(const LayerContext& ctx, const void* base, int64_t offset) {
-  return static_cast<const char*>(base) + offset * static_cast<int64_t>(dtype_size(ctx.backend->dtype()));
+// The embedding multiplier in the compute dtype, as transformers' Gemma models hold it
+// (torch.tensor(hidden_size ** 0.5, dtype=hidden_states.dtype)).
+float embedding_multiplier(const LayerContext& ctx) {
+  const auto scale = static_cast<float>(ctx.spec->embedding_scale);
+  return ctx.backend->dtype() == DType::bf16 ? round_to_bf16(scale) : scale;
 }
 
 }  // namespace
 
 void embedding_forward(const LayerContext& ctx, const void* table, void* y, const MicroBatch& mb) {
   ctx.backend->embedding_forward(y, table, mb.input_ids, mb.tokens(), ctx.spec->hidden_size);
+  if (ctx.spec->embedding_scale != 1.0)
+    ctx.backend->scale(y, embedding_multiplier(ctx), mb.tokens() * ctx.spec->hidden_size);
 }
 
-void embedding_backward(const LayerContext& ctx, float* dtable, const void* dy, const MicroBatch& mb) {
+void embedding_backward(const LayerContext& ctx, float* dtable, void* dy, const MicroBatch& mb) {
+  if (ctx.spec->embedding_scale != 1.0)
+    ctx.backend->scale(dy, embedding_multiplier(ctx), mb.tokens() * ctx.spec->hidden_size);
   ctx.backend->embedding_backward(dtable, dy, mb.input_ids, mb.tokens(), ctx.spec->hidden_size);
+}
+
+void head_prepare(const LayerContext& ctx, const void* head, DecoderWorkspace& ws) {
+  if (!ctx.spec->normalized_head) return;
+  const ModelSpec& s = *ctx.spec;
+  ctx.backend->normalize_rows_forward(ws.head_weight, weight_at(ctx, head, ctx.layout->head.lm_head), s.vocab_size,
+                                      s.hidden_size);
+  ctx.backend->zero_bytes(ws.head_weight_grad, s.vocab_size * s.hidden_size * 4);
+}
+
+void head_finish(const LayerContext& ctx, const void* head, float* dhead, DecoderWorkspace& ws) {
+  if (!ctx.spec->normalized_head) return;
+  const ModelSpec& s = *ctx.spec;
+  const int64_t lm_head = ctx.layout->head.lm_head;
+  ctx.backend->normalize_rows_backward(dhead + lm_head, ws.head_weight_grad, weight_at(ctx, head, lm_head),
+                                       s.vocab_size, s.hidden_size);
 }
 
 double head_forward_backward(const LayerContext& ctx, const void* head, const void* table, const void* x,
@@ -28,13 +53,16 @@ double head_forward_backward(const LayerContext& ctx, const void* head, const vo
   const int64_t T = mb.tokens(), H = s.hidden_size, V = s.vocab_size;
   const auto eps = static_cast<float>(s.rms_norm_eps);
   const bool tied = o.lm_head < 0;
-  const void* w_out = tied ? table : element(ctx, head, o.lm_head);
-  const void* norm_w = element(ctx, head, o.norm);
-  float* dw_out = tied ? dtable : dhead + o.lm_head;
+  MT_ASSERT(!(tied && s.normalized_head), "a normalised head is never tied");
+  const void* w_out = s.normalized_head ? ws.head_weight : tied ? table : weight_at(ctx, head, o.lm_head);
+  float* dw_out = s.normalized_head ? ws.head_weight_grad : tied ? dtable : dhead + o.lm_head;
+  const void* norm_w = weight_at(ctx, head, o.norm);
+  const LayerScratch& sc = ws.scratch;
 
-  be.rmsnorm_forward(ws.norm1, x, norm_w, T, H, eps);
-  const double loss_sum = be.head_loss(ws.d_norm, dw_out, ws.norm1, w_out, mb.targets, T, H, V, grad_scale);
-  be.rmsnorm_backward(dx, dhead + o.norm, ws.d_norm, x, norm_w, T, H, eps);
+  be.rmsnorm_forward(sc.norm1, x, norm_w, T, H, eps, s.norm_weight_offset());
+  const double loss_sum = be.head_loss(sc.d_norm, dw_out, sc.norm1, w_out, mb.targets, T, H, V, grad_scale,
+                                       static_cast<float>(s.final_logit_softcap));
+  be.rmsnorm_backward(dx, dhead + o.norm, sc.d_norm, x, norm_w, T, H, eps, s.norm_weight_offset());
   return loss_sum;
 }
 

@@ -1,6 +1,8 @@
-// The two edge layer templates: token embedding (first), and final norm + fused chunked LM head +
-// cross-entropy (last). Stateless like the decoder layer; gradients ACCUMULATE into region-shaped buffers.
-// Invariant: with tied embeddings the head reads the embedding table and adds its gradient to the table's.
+// The two edge layer templates: token embedding (first; scaled where the family scales it), and final norm +
+// fused chunked LM head + cross-entropy (last; soft-capped or with normalised head rows where the family says).
+// Stateless like the decoder layer; gradients ACCUMULATE into region-shaped buffers.
+// Invariant: with tied embeddings the head reads the embedding table and adds its gradient to the table's; with a
+// normalised head, head_prepare runs before a pass's head calls and head_finish after them.
 #pragma once
 #include <cstdint>
 
@@ -8,9 +10,15 @@
 
 namespace mt {
 
-// table, head, x, y, dx, dy in backend.dtype(); dtable, dhead are fp32 region-shaped accumulators.
+// table, head, x, y, dx, dy in backend.dtype(); dtable, dhead are fp32 region-shaped accumulators. backward may
+// overwrite dy.
 void embedding_forward(const LayerContext& ctx, const void* table, void* y, const MicroBatch& mb);
-void embedding_backward(const LayerContext& ctx, float* dtable, const void* dy, const MicroBatch& mb);
+void embedding_backward(const LayerContext& ctx, float* dtable, void* dy, const MicroBatch& mb);
+
+// A normalised head (ModelSpec::normalized_head): the unit rows into ws.head_weight and a zero gradient for them;
+// head_finish adds that gradient, through the normalisation, into dhead. Both do nothing for other heads.
+void head_prepare(const LayerContext& ctx, const void* head, DecoderWorkspace& ws);
+void head_finish(const LayerContext& ctx, const void* head, float* dhead, DecoderWorkspace& ws);
 
 // Runs the head forward and backward in one pass: returns Σ cross-entropy over the micro-batch's targets,
 // writes dx = grad_scale · ∂Σ/∂x, accumulates dhead (head region) and dtable (used only when tied).

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "engine/edge_layers.h"
+#include "model/alibi.h"
 #include "model/rope.h"
 
 namespace mt {
@@ -16,6 +17,7 @@ namespace mt {
 // A layer that recomputes nothing: its internals over the whole pass, and its input where that is not a
 // checkpoint (null where it is).
 struct SavedLayer {
+  InternalsWidths widths;
   LayerInternals internals;
   void* input = nullptr;
 };
@@ -90,19 +92,58 @@ Engine::Engine(Backend& backend, const ModelSpec& spec, HostStore& store, const 
   MT_ASSERT(options_.checkpoint_interval >= 1 && options_.passes >= 1 && options_.max_positions > 0 &&
             options_.recompute_layers >= 0);
   options_.recompute_layers = std::min(options_.recompute_layers, spec_.num_layers);
-  const RopeTable table = make_rope_table(spec_, options_.max_positions);
-  const auto n = static_cast<int64_t>(table.cos.size());
-  rope_cos_ = backend_.alloc_floats(n);
-  rope_sin_ = backend_.alloc_floats(n);
-  backend_.upload(rope_cos_, table.cos.data(), n * 4);
-  backend_.upload(rope_sin_, table.sin.data(), n * 4);
-  ctx_ = LayerContext{&backend_, &spec_, &store_.layout(), rope_cos_, rope_sin_, table.rot_dim};
+  ctx_.backend = &backend_;
+  ctx_.spec = &spec_;
+  ctx_.layout = &store_.layout();
+  ctx_.rope.resize(spec_.rope_tables.size());
+  rope_tables_.resize(spec_.rope_tables.size());
+  for (size_t t = 0; t < spec_.rope_tables.size(); ++t) {
+    const int64_t n = options_.max_positions * (spec_.rope_tables[t].rot_dim() / 2);
+    RopeBuffers& b = rope_tables_[t];
+    b.cos = backend_.alloc_floats(n);
+    b.sin = backend_.alloc_floats(n);
+    ctx_.rope[t] = {b.cos, b.sin, spec_.rope_tables[t].rot_dim(), spec_.rope_tables[t].interleaved};
+    upload_rope_table(t, 0);
+  }
+  // ALiBi slopes, one buffer per head count.
+  for (const LayerSpec& l : spec_.layers) {
+    const float* slopes = nullptr;
+    if (l.attention.alibi) {
+      for (size_t i = 0; i < alibi_heads_.size() && !slopes; ++i)
+        if (alibi_heads_[i] == l.attention.num_heads) slopes = alibi_buffers_[i];
+      if (!slopes) {
+        const std::vector<float> host = alibi_slopes(l.attention.num_heads);
+        float* buffer = backend_.alloc_floats(l.attention.num_heads);
+        backend_.upload(buffer, host.data(), l.attention.num_heads * 4);
+        alibi_heads_.push_back(l.attention.num_heads);
+        alibi_buffers_.push_back(buffer);
+        slopes = buffer;
+      }
+    }
+    ctx_.alibi_slopes.push_back(slopes);
+  }
 }
 
 Engine::~Engine() {
   acts_.reset();
-  backend_.free_bytes(rope_cos_);
-  backend_.free_bytes(rope_sin_);
+  for (const RopeBuffers& b : rope_tables_) {
+    backend_.free_bytes(b.cos);
+    backend_.free_bytes(b.sin);
+  }
+  for (float* p : alibi_buffers_) backend_.free_bytes(p);
+}
+
+void Engine::upload_rope_table(size_t t, int64_t longest) {
+  const RopeSpec& rope = spec_.rope_tables[t];
+  RopeBuffers& b = rope_tables_[t];
+  const int64_t key = rope_table_key(rope, longest);
+  if (b.uploaded && b.key == key) return;
+  const RopeTable table = make_rope_table(rope, options_.max_positions, longest);
+  const auto n = static_cast<int64_t>(table.cos.size());
+  backend_.upload(b.cos, table.cos.data(), n * 4);
+  backend_.upload(b.sin, table.sin.data(), n * 4);
+  b.key = key;
+  b.uploaded = true;
 }
 
 PipelineStats Engine::take_transfer_stats() {
@@ -140,7 +181,8 @@ Engine::Activations& Engine::activations_for(int64_t pass_tokens, int64_t mb_seq
   a.ws = std::make_unique<DecoderWorkspace>(backend_, spec_, mb_tokens, mb_seqs, seq_len);
   for (int64_t i = options_.recompute_layers; i < L; ++i) {
     SavedLayer s;
-    s.internals = allocate_internals(backend_, spec_, pass_tokens / seq_len, seq_len, spec_.qk_norm, a.saved_buffers);
+    s.widths = saved_layer_widths(spec_, i);
+    s.internals = allocate_internals(backend_, s.widths, pass_tokens / seq_len, seq_len, a.saved_buffers);
     if (i % c != 0) {
       s.input = backend_.alloc(n);
       a.saved_buffers.push_back(s.input);
@@ -158,6 +200,9 @@ StepLoss Engine::forward_backward(const Batch& batch, int64_t loss_tokens) {
   MT_REQUIRE(batch.num_seqs >= options_.passes,
              "batch of {} sequences does not split into {} gradient accumulation passes", batch.num_seqs,
              options_.passes);
+  // Length-dependent RoPE (longrope, dynamic) sees the batch's longest position, as transformers does.
+  const int32_t longest = batch.positions.empty() ? 0 : *std::max_element(batch.positions.begin(), batch.positions.end()) + 1;
+  for (size_t t = 0; t < rope_tables_.size(); ++t) upload_rope_table(t, longest);
   StepLoss loss;
   loss.target_tokens = batch.num_target_tokens;
   const float grad_scale = 1.0f / static_cast<float>(loss_tokens);
@@ -205,7 +250,8 @@ void Engine::run_pass(const Batch& batch, const BatchArrays& arrays, int64_t fir
   // A saved layer's internals for one micro-batch.
   auto saved = [&](int64_t i, const MicroBatch& mb) -> std::optional<LayerInternals> {
     if (i < R) return std::nullopt;
-    return internals_rows(a.saved[static_cast<size_t>(i - R)].internals, spec_, esize, mb.first_seq - first_seq, S);
+    const SavedLayer& layer = a.saved[static_cast<size_t>(i - R)];
+    return internals_rows(layer.internals, layer.widths, esize, mb.first_seq - first_seq, S);
   };
   auto saved_input = [&](int64_t i) { return i < R ? nullptr : a.saved[static_cast<size_t>(i - R)].input; };
 
@@ -234,9 +280,11 @@ void Engine::run_pass(const Batch& batch, const BatchArrays& arrays, int64_t fir
     const void* head = weights_->acquire(head_region);
     const void* table = store_.layout().head.lm_head < 0 ? weights_->acquire(embed_region) : nullptr;
     float* head_grad = grads_->begin(head_region);
+    head_prepare(ctx_, head, *a.ws);
     for (const auto& mb : mbs)
       loss.loss_sum += head_forward_backward(ctx_, head, table, rows(a.current, mb), rows(a.grad, mb), head_grad,
                                              table_grad, mb, grad_scale, *a.ws);
+    head_finish(ctx_, head, head_grad, *a.ws);
     weights_->release(head_region);
     if (table) weights_->release(embed_region);
     grads_->finish(head_region, first_pass);

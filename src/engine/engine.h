@@ -73,13 +73,22 @@ class Engine {
                 float grad_scale, StepLoss& loss);
   Activations& activations_for(int64_t pass_tokens, int64_t mb_seqs, int64_t seq_len);
 
+  // The table of spec.rope_tables[t] for a batch whose longest position + 1 is `longest` (rebuilt where it changes).
+  void upload_rope_table(size_t t, int64_t longest);
+
+  struct RopeBuffers {
+    float *cos = nullptr, *sin = nullptr;
+    int64_t key = 0;
+    bool uploaded = false;
+  };
   Backend& backend_;
   const ModelSpec& spec_;
   HostStore& store_;
   EngineOptions options_;
   LayerContext ctx_;
-  float* rope_cos_ = nullptr;
-  float* rope_sin_ = nullptr;
+  std::vector<RopeBuffers> rope_tables_;
+  std::vector<int64_t> alibi_heads_;
+  std::vector<float*> alibi_buffers_;
   std::unique_ptr<WeightStream> weights_;
   std::unique_ptr<GradientSink> grads_;
   std::shared_ptr<PipelineCounters> counters_;

@@ -1,19 +1,42 @@
-// LayerContext: what every layer template needs besides weights and activations — the backend, the
-// model's shape, and the RoPE tables in backend memory. Invariant: read-only during a step.
+// LayerContext: what every layer template needs besides weights and activations — the backend, the model's
+// shape and layout, and the tables its layers read in backend memory (RoPE per table, ALiBi slopes per layer).
+// Invariant: read-only during a pass; rope[t] is the table of ModelSpec::rope_tables[t] for the pass's batch.
 #pragma once
+#include <vector>
+
 #include "backend/backend.h"
 #include "model/model_spec.h"
 #include "model/param_layout.h"
 
 namespace mt {
 
+struct RopeTableView {
+  const float* cos = nullptr;  // [max_positions, rot_dim/2], backend memory
+  const float* sin = nullptr;
+  int64_t rot_dim = 0;
+  bool interleaved = false;
+};
+
 struct LayerContext {
   Backend* backend = nullptr;
   const ModelSpec* spec = nullptr;
   const ParamLayout* layout = nullptr;
-  const float* rope_cos = nullptr;  // [max_positions, rot_dim/2], backend memory
-  const float* rope_sin = nullptr;
-  int64_t rope_rot_dim = 0;
+  std::vector<RopeTableView> rope;            // one per ModelSpec::rope_tables entry
+  std::vector<const float*> alibi_slopes;     // per layer: [num_heads] in backend memory, or null
+
+  const LayerSpec& layer(int64_t i) const { return spec->layers[static_cast<size_t>(i)]; }
+  const LayerOffsets& offsets(int64_t i) const { return layout->layer(i).offsets; }
 };
+
+}  // namespace mt
+
+namespace mt {
+
+// Tensor `offset` elements into a region: weights in the backend's dtype, gradients in fp32; null if absent (-1).
+inline const void* weight_at(const LayerContext& ctx, const void* base, int64_t offset) {
+  if (offset < 0) return nullptr;
+  return static_cast<const char*>(base) + offset * static_cast<int64_t>(dtype_size(ctx.backend->dtype()));
+}
+inline float* grad_at(float* base, int64_t offset) { return offset < 0 ? nullptr : base + offset; }
 
 }  // namespace mt

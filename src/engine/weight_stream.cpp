@@ -80,11 +80,12 @@ BasicGradientSink::~BasicGradientSink() {
     if (p) backend_.free_bytes(p);
 }
 
-// Buffer 0: embedding (lives across the whole pass when tied), 1: decoder layers (all of one size), 2: head.
+// Buffer 0: embedding (lives across the whole pass when tied), 1: decoder layers (of the largest's size), 2: head.
 float* BasicGradientSink::buffer_for(int64_t region) {
-  const auto& regions = store_.layout().regions;
-  const size_t kind = region == 0 ? 0 : (region + 1 == static_cast<int64_t>(regions.size()) ? 2 : 1);
-  if (!buffers_[kind]) buffers_[kind] = backend_.alloc_floats(regions[static_cast<size_t>(region)].numel);
+  const ParamLayout& layout = store_.layout();
+  const size_t kind = region == 0 ? 0 : (region + 1 == static_cast<int64_t>(layout.regions.size()) ? 2 : 1);
+  const int64_t n = kind == 1 ? layout.largest_layer_numel : layout.regions[static_cast<size_t>(region)].numel;
+  if (!buffers_[kind]) buffers_[kind] = backend_.alloc_floats(n);
   return buffers_[kind];
 }
 

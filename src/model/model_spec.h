@@ -1,5 +1,8 @@
-// ModelSpec: what a Hugging Face config.json says about a decoder-only model, validated and typed.
-// Invariant: a ModelSpec is internally consistent (heads divide, head_dim set, rope parameters complete).
+// ModelSpec: what a Hugging Face config.json says about a decoder-only model, validated and typed: one LayerSpec
+// per layer, the RoPE tables the layers use, the model-wide norm style, embedding and head, and the HF names of
+// every tensor. Family parsers (src/model/family_*.cpp, registered in families.cpp) build it.
+// Invariant: a ModelSpec is internally consistent (heads divide, dims set, rope parameters complete, one layer
+// spec per layer, every layer's rope index names a table).
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -8,50 +11,85 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "model/layer_spec.h"
+
 namespace mt {
 
-enum class ModelFamily { llama, qwen2, qwen3, mistral };
-
 struct RopeSpec {
-  std::string type = "default";          // default | linear | llama3 | yarn
+  std::string type = "default";          // default | linear | llama3 | yarn | longrope | dynamic
   double theta = 10000.0;
-  double factor = 1.0;                   // linear, llama3, yarn
+  double factor = 1.0;                   // linear, llama3, yarn, dynamic
   double low_freq_factor = 1.0;          // llama3
   double high_freq_factor = 4.0;         // llama3
-  int64_t original_max_position_embeddings = 0;  // llama3, yarn
+  int64_t original_max_position_embeddings = 0;  // llama3, yarn, longrope, dynamic
   double beta_fast = 32.0;               // yarn
   double beta_slow = 1.0;                // yarn
-  double attention_factor = 0.0;         // yarn; 0 = derived from factor as transformers does
+  double attention_factor = 0.0;         // yarn, longrope; 0 = derived from factor as transformers does
   bool truncate = true;                  // yarn
+  std::vector<double> short_factor, long_factor;  // longrope: per-frequency divisors below / above the original length
   double partial_rotary_factor = 1.0;    // fraction of head_dim that rotates
+  int64_t head_dim = 0;                  // head_dim of the layers using the table
+  bool interleaved = false;              // rotate pairs (2i, 2i+1) (GLM) instead of (i, i + rot_dim/2)
+  int64_t rot_dim() const { return static_cast<int64_t>(static_cast<double>(head_dim) * partial_rotary_factor); }
+  // longrope and dynamic tables depend on the longest position of a batch
+  bool depends_on_length() const { return type == "longrope" || type == "dynamic"; }
+};
+
+enum class NormStyle {
+  weight,           // x̂·w (Llama)
+  one_plus_weight,  // x̂·(1 + w) (Gemma)
+};
+
+// The HF tensor names of a family. Layer tensors are "<layer_prefix><i>.<name>.weight" (and ".bias").
+struct TensorNames {
+  std::string embedding = "model.embed_tokens.weight";
+  std::string final_norm = "model.norm.weight";
+  std::string lm_head = "lm_head.weight";
+  std::string layer_prefix = "model.layers.";
+  std::string input_norm = "input_layernorm";
+  std::string attn_out_norm;                          // post_norms only
+  std::string mlp_norm = "post_attention_layernorm";
+  std::string mlp_out_norm;                           // post_norms only
+  std::string q = "self_attn.q_proj", k = "self_attn.k_proj", v = "self_attn.v_proj";
+  std::string qkv;                                    // fused q|k|v rows in one tensor; "" = separate q, k, v
+  bool qkv_grouped = false;                           // fused rows grouped by kv head: per group its q heads, k, v
+  std::string o = "self_attn.o_proj";
+  std::string q_norm = "self_attn.q_norm", k_norm = "self_attn.k_norm";
+  std::string gate = "mlp.gate_proj", up = "mlp.up_proj", down = "mlp.down_proj";
+  std::string gate_up;                                // fused gate|up rows in one tensor; "" = separate
 };
 
 struct ModelSpec {
   std::string architecture;              // e.g. "Qwen2ForCausalLM"
-  ModelFamily family = ModelFamily::llama;
+  std::string family;                    // the family's model_type, e.g. "qwen2" (families.cpp)
   int64_t vocab_size = 0;
   int64_t hidden_size = 0;
-  int64_t intermediate_size = 0;
   int64_t num_layers = 0;
-  int64_t num_heads = 0;
-  int64_t num_kv_heads = 0;
-  int64_t head_dim = 0;
   int64_t max_position_embeddings = 0;
   double rms_norm_eps = 1e-6;
   double initializer_range = 0.02;
   bool tie_word_embeddings = false;
-  bool attention_bias = false;           // bias on q, k, v projections (Qwen2; Llama's attention_bias)
-  bool o_proj_bias = false;              // bias on o_proj (Llama's attention_bias also sets this)
-  bool mlp_bias = false;                 // bias on gate/up/down (Llama's mlp_bias)
-  bool qk_norm = false;                  // per-head RMSNorm on q and k before RoPE (Qwen3)
-  std::vector<int64_t> sliding_window;   // per layer: window in tokens, 0 = full causal attention
-  RopeSpec rope;
+  std::vector<LayerSpec> layers;         // one per layer
+  std::vector<RopeSpec> rope_tables;     // what AttentionSpec::rope indexes
+  NormStyle norm_style = NormStyle::weight;  // every RMSNorm of the model (layers, q/k norms, final norm)
+  double embedding_scale = 1.0;          // embeddings multiply by it (Gemma: √hidden_size, in the compute dtype)
+  double final_logit_softcap = 0.0;      // logits -> cap·tanh(logits/cap); 0 = none
+  bool normalized_head = false;          // logits use the LM head's rows normalised to unit length (Baichuan 2)
+  bool trust_remote_code = false;        // the family's modeling code is not part of transformers
+  TensorNames names;
   std::string config_json;               // the original config.json text
+
+  float norm_weight_offset() const { return norm_style == NormStyle::one_plus_weight ? 1.0f : 0.0f; }
 };
 
-ModelSpec parse_model_spec(const nlohmann::json& config, const std::string& origin);
-ModelSpec load_model_spec(const std::filesystem::path& config_json);  // throws mt::Error naming the file
-std::string family_name(ModelFamily f);
+// `origin` names the file in errors; `trust_remote_code` is model.trust_remote_code of the run config.
+ModelSpec parse_model_spec(const nlohmann::json& config, const std::string& origin, bool trust_remote_code = false);
+ModelSpec load_model_spec(const std::filesystem::path& config_json, bool trust_remote_code = false);
 int64_t count_parameters(const ModelSpec& spec);
+// The model cut to its first `layers` layers (bench --layers), as valid as the original.
+ModelSpec first_layers(const ModelSpec& spec, int64_t layers);
+// One line for the log: the distinct layer kinds in order, e.g. "attention 32/8 heads × 128, window 4096, MLP
+// 14336 silu ×24; attention 32/8 heads × 128, MLP 14336 silu ×8".
+std::string describe_layers(const ModelSpec& spec);
 
 }  // namespace mt

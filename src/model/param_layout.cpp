@@ -1,8 +1,10 @@
-// ModelSpec → ParamLayout: the HF tensors of each host region, in the fixed order param_layout.h states.
-// Invariant: slots are packed back to back from offset 0, and decoder regions differ only in their names.
+// ModelSpec → ParamLayout: the HF tensors of each host region from its layer's spec and the family's tensor names.
+// Invariant: slots are packed back to back from offset 0 in a fixed order (input norm, attention, its output
+// norm, MLP norm, MLP, its output norm), so layers with equal specs have equal offsets.
 #include "model/param_layout.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/error.h"
 
@@ -10,7 +12,7 @@ namespace mt {
 namespace {
 
 // Appends a slot at the region's end and returns its offset.
-int64_t add(Region& r, std::string name, std::vector<int64_t> shape, InitKind init) {
+int64_t add(Region& r, std::string name, std::vector<int64_t> shape, InitKind init, RowGrouping rows = {}) {
   ParamSlot p;
   p.hf_name = std::move(name);
   p.shape = std::move(shape);
@@ -19,70 +21,144 @@ int64_t add(Region& r, std::string name, std::vector<int64_t> shape, InitKind in
   for (const int64_t d : p.shape) p.numel *= d;
   p.weight_decay = p.shape.size() >= 2;
   p.init = init;
+  p.rows = std::move(rows);
   r.numel += p.numel;
   r.params.push_back(std::move(p));
   return r.params.back().offset;
 }
 
-int64_t add_matrix(Region& r, const std::string& name, int64_t rows, int64_t cols) {
-  return add(r, name, {rows, cols}, InitKind::normal);
-}
-int64_t add_vector(Region& r, const std::string& name, int64_t n, InitKind init) { return add(r, name, {n}, init); }
+struct LayerBuilder {
+  Region& r;
+  std::string prefix;  // "model.layers.3."
+  int64_t H;
 
-Region decoder_region(const ModelSpec& s, int64_t layer, DecoderOffsets& o) {
+  int64_t norm(const std::string& name, int64_t n) { return add(r, prefix + name + ".weight", {n}, InitKind::ones); }
+  // A projection [out, in] and, when `bias`, its bias [out].
+  void linear(const std::string& name, int64_t out, int64_t in, bool bias, int64_t& w, int64_t& b) {
+    w = add(r, prefix + name + ".weight", {out, in}, InitKind::normal);
+    if (bias) b = add(r, prefix + name + ".bias", {out}, InitKind::zeros);
+  }
+  // One HF tensor of row blocks `outs` (each [outs[p], in]); offsets of the parts in the store's order.
+  void fused(const std::string& name, const std::vector<int64_t>& outs, int64_t in, bool bias,
+             const std::vector<int64_t*>& w, const std::vector<int64_t*>& b, const RowGrouping& rows) {
+    int64_t total = 0;
+    for (const int64_t o : outs) total += o;
+    const int64_t base = add(r, prefix + name + ".weight", {total, in}, InitKind::normal, rows);
+    for (size_t p = 0, row = 0; p < outs.size(); row += static_cast<size_t>(outs[p]), ++p)
+      *w[p] = base + static_cast<int64_t>(row) * in;
+    if (!bias) return;
+    const int64_t bias_base = add(r, prefix + name + ".bias", {total}, InitKind::zeros, rows);
+    for (size_t p = 0, row = 0; p < outs.size(); row += static_cast<size_t>(outs[p]), ++p)
+      *b[p] = bias_base + static_cast<int64_t>(row);
+  }
+};
+
+void attention_params(LayerBuilder& l, const AttentionSpec& a, const TensorNames& n, AttentionOffsets& o) {
+  const int64_t qd = a.q_dim(), kvd = a.kv_dim(), H = l.H;
+  if (n.qkv.empty()) {
+    l.linear(n.q, qd, H, a.qkv_bias, o.q, o.q_bias);
+    l.linear(n.k, kvd, H, a.qkv_bias, o.k, o.k_bias);
+    l.linear(n.v, kvd, H, a.qkv_bias, o.v, o.v_bias);
+  } else {
+    RowGrouping rows;
+    if (n.qkv_grouped && a.num_kv_heads > 1) {
+      const int64_t group = a.num_heads / a.num_kv_heads;
+      rows = {a.num_kv_heads, {group * a.head_dim, a.head_dim, a.head_dim}};
+    }
+    l.fused(n.qkv, {qd, kvd, kvd}, H, a.qkv_bias, {&o.q, &o.k, &o.v}, {&o.q_bias, &o.k_bias, &o.v_bias}, rows);
+  }
+  l.linear(n.o, H, qd, a.o_bias, o.o, o.o_bias);
+  if (a.qk_norm) {
+    o.q_norm = l.norm(n.q_norm, a.head_dim);
+    o.k_norm = l.norm(n.k_norm, a.head_dim);
+  }
+}
+
+void mlp_params(LayerBuilder& l, const MlpSpec& m, const TensorNames& n, MlpOffsets& o) {
+  const int64_t I = m.intermediate_size, H = l.H;
+  if (n.gate_up.empty()) {
+    l.linear(n.gate, I, H, m.bias, o.gate, o.gate_bias);
+    l.linear(n.up, I, H, m.bias, o.up, o.up_bias);
+  } else {
+    l.fused(n.gate_up, {I, I}, H, m.bias, {&o.gate, &o.up}, {&o.gate_bias, &o.up_bias}, {});
+  }
+  l.linear(n.down, H, I, m.bias, o.down, o.down_bias);
+}
+
+Region decoder_region(const ModelSpec& s, int64_t layer) {
   Region r;
   r.kind = RegionKind::decoder_layer;
   r.layer = layer;
-  const std::string p = "model.layers." + std::to_string(layer) + ".";
-  const int64_t h = s.hidden_size, q_dim = s.num_heads * s.head_dim, kv_dim = s.num_kv_heads * s.head_dim;
-  const int64_t inter = s.intermediate_size;
-  // A projection [out, in] and, when `bias`, its bias [out].
-  const auto linear = [&](const std::string& name, int64_t out, int64_t in, bool bias, int64_t& w, int64_t& b) {
-    w = add_matrix(r, p + name + ".weight", out, in);
-    if (bias) b = add_vector(r, p + name + ".bias", out, InitKind::zeros);
-  };
-  o.input_norm = add_vector(r, p + "input_layernorm.weight", h, InitKind::ones);
-  linear("self_attn.q_proj", q_dim, h, s.attention_bias, o.q, o.q_bias);
-  linear("self_attn.k_proj", kv_dim, h, s.attention_bias, o.k, o.k_bias);
-  linear("self_attn.v_proj", kv_dim, h, s.attention_bias, o.v, o.v_bias);
-  linear("self_attn.o_proj", h, q_dim, s.o_proj_bias, o.o, o.o_bias);
-  if (s.qk_norm) {
-    o.q_norm = add_vector(r, p + "self_attn.q_norm.weight", s.head_dim, InitKind::ones);
-    o.k_norm = add_vector(r, p + "self_attn.k_norm.weight", s.head_dim, InitKind::ones);
-  }
-  o.post_norm = add_vector(r, p + "post_attention_layernorm.weight", h, InitKind::ones);
-  linear("mlp.gate_proj", inter, h, s.mlp_bias, o.gate, o.gate_bias);
-  linear("mlp.up_proj", inter, h, s.mlp_bias, o.up, o.up_bias);
-  linear("mlp.down_proj", h, inter, s.mlp_bias, o.down, o.down_bias);
+  const LayerSpec& spec = s.layers[static_cast<size_t>(layer)];
+  const TensorNames& n = s.names;
+  LayerBuilder l{r, n.layer_prefix + std::to_string(layer) + ".", s.hidden_size};
+  LayerOffsets& o = r.offsets;
+  o.input_norm = l.norm(n.input_norm, s.hidden_size);
+  attention_params(l, spec.attention, n, o.attention);
+  if (spec.post_norms) o.attn_out_norm = l.norm(n.attn_out_norm, s.hidden_size);
+  o.mlp_norm = l.norm(n.mlp_norm, s.hidden_size);
+  mlp_params(l, spec.mlp, n, o.mlp);
+  if (spec.post_norms) o.mlp_out_norm = l.norm(n.mlp_out_norm, s.hidden_size);
   return r;
+}
+
+// Calls f(hf_row_start, store_row_start, rows) for every run of rows a grouping moves.
+template <typename F>
+void for_row_runs(const ParamSlot& slot, F f) {
+  const int64_t cols = slot.shape.size() >= 2 ? slot.numel / slot.shape[0] : 1;
+  const RowGrouping& g = slot.rows;
+  int64_t group_rows = 0;
+  for (const int64_t p : g.parts) group_rows += p;
+  int64_t store_row = 0;
+  for (size_t p = 0, part_start = 0; p < g.parts.size(); part_start += g.parts[p], ++p)
+    for (int64_t k = 0; k < g.groups; ++k, store_row += g.parts[p])
+      f((k * group_rows + static_cast<int64_t>(part_start)) * cols, store_row * cols, g.parts[p] * cols);
 }
 
 }  // namespace
 
 ParamLayout make_param_layout(const ModelSpec& spec) {
-  MT_ASSERT(spec.num_layers > 0 && spec.hidden_size > 0 && spec.head_dim > 0, "ModelSpec not validated");
+  MT_ASSERT(spec.num_layers > 0 && spec.hidden_size > 0 && static_cast<int64_t>(spec.layers.size()) == spec.num_layers,
+            "ModelSpec not validated");
   ParamLayout layout;
   layout.regions.reserve(static_cast<size_t>(spec.num_layers) + 2);
 
   Region embedding;
   embedding.kind = RegionKind::embedding;
-  add_matrix(embedding, "model.embed_tokens.weight", spec.vocab_size, spec.hidden_size);
+  add(embedding, spec.names.embedding, {spec.vocab_size, spec.hidden_size}, InitKind::normal);
   layout.regions.push_back(std::move(embedding));
 
-  for (int64_t i = 0; i < spec.num_layers; ++i) layout.regions.push_back(decoder_region(spec, i, layout.decoder));
+  for (int64_t i = 0; i < spec.num_layers; ++i) layout.regions.push_back(decoder_region(spec, i));
 
   Region head;
   head.kind = RegionKind::head;
-  layout.head.norm = add_vector(head, "model.norm.weight", spec.hidden_size, InitKind::ones);
+  layout.head.norm = add(head, spec.names.final_norm, {spec.hidden_size}, InitKind::ones);
   if (!spec.tie_word_embeddings)
-    layout.head.lm_head = add_matrix(head, "lm_head.weight", spec.vocab_size, spec.hidden_size);
+    layout.head.lm_head = add(head, spec.names.lm_head, {spec.vocab_size, spec.hidden_size}, InitKind::normal);
   layout.regions.push_back(std::move(head));
 
   for (const Region& r : layout.regions) {
     layout.total_numel += r.numel;
     layout.largest_region_numel = std::max(layout.largest_region_numel, r.numel);
+    if (r.kind == RegionKind::decoder_layer) layout.largest_layer_numel = std::max(layout.largest_layer_numel, r.numel);
   }
   return layout;
+}
+
+void hf_rows_to_store(const ParamSlot& slot, const float* hf, float* store) {
+  if (slot.rows.parts.empty()) {
+    std::memcpy(store, hf, static_cast<size_t>(slot.numel) * sizeof(float));
+    return;
+  }
+  for_row_runs(slot, [&](int64_t h, int64_t s, int64_t n) { std::memcpy(store + s, hf + h, static_cast<size_t>(n) * 4); });
+}
+
+void store_rows_to_hf(const ParamSlot& slot, const float* store, float* hf) {
+  if (slot.rows.parts.empty()) {
+    std::memcpy(hf, store, static_cast<size_t>(slot.numel) * sizeof(float));
+    return;
+  }
+  for_row_runs(slot, [&](int64_t h, int64_t s, int64_t n) { std::memcpy(hf + h, store + s, static_cast<size_t>(n) * 4); });
 }
 
 }  // namespace mt

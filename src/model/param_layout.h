@@ -1,7 +1,9 @@
 // ParamLayout: the flat host regions of a model and the Hugging Face tensor that each slot holds.
-// Region 0 is the embedding table, regions 1..L the decoder layers, region L+1 the final norm and
-// (untied) LM head. Invariant: slots within a region are contiguous, in this fixed order, and every
-// decoder region has the same offsets (DecoderOffsets), so one layer template serves all layers.
+// Region 0 is the embedding table, regions 1..L the decoder layers, region L+1 the final norm and (untied) LM
+// head. Each decoder region is laid out from its own LayerSpec, so regions may differ in size and content; its
+// LayerOffsets say where each block's tensors sit. A fused HF tensor (Phi-3's qkv_proj, gate_up_proj) is one slot
+// whose parts the offsets address; a slot with a RowGrouping holds its rows regrouped (InternLM2's wqkv).
+// Invariant: slots within a region are contiguous and packed from offset 0; every offset points into its region.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -14,6 +16,13 @@ namespace mt {
 enum class RegionKind { embedding, decoder_layer, head };
 enum class InitKind { normal, zeros, ones };  // random init as transformers does it
 
+// HF rows come as `groups` groups of parts (part p: parts[p] rows each); the store holds part 0 of every group,
+// then part 1 of every group, ...: contiguous q | k | v from a tensor grouped by kv head. Empty: same order.
+struct RowGrouping {
+  int64_t groups = 0;
+  std::vector<int64_t> parts;
+};
+
 struct ParamSlot {
   std::string hf_name;          // e.g. "model.layers.3.self_attn.q_proj.weight"
   std::vector<int64_t> shape;   // as in the HF checkpoint
@@ -21,6 +30,21 @@ struct ParamSlot {
   int64_t numel = 0;
   bool weight_decay = false;    // matrices decay; norms and biases do not
   InitKind init = InitKind::normal;
+  RowGrouping rows;             // how the store orders the HF rows
+};
+
+// Offsets (elements) of each tensor inside a decoder region; -1 where the layer has no such tensor.
+struct AttentionOffsets {
+  int64_t q = -1, q_bias = -1, k = -1, k_bias = -1, v = -1, v_bias = -1, o = -1, o_bias = -1;
+  int64_t q_norm = -1, k_norm = -1;
+};
+struct MlpOffsets {
+  int64_t gate = -1, gate_bias = -1, up = -1, up_bias = -1, down = -1, down_bias = -1;
+};
+struct LayerOffsets {
+  int64_t input_norm = -1, attn_out_norm = -1, mlp_norm = -1, mlp_out_norm = -1;
+  AttentionOffsets attention;
+  MlpOffsets mlp;
 };
 
 struct Region {
@@ -28,13 +52,7 @@ struct Region {
   int64_t layer = -1;           // decoder layer index, -1 otherwise
   std::vector<ParamSlot> params;
   int64_t numel = 0;
-};
-
-// Offsets (elements) of each tensor inside a decoder region; -1 where the family has no such tensor.
-struct DecoderOffsets {
-  int64_t input_norm = -1, q = -1, q_bias = -1, k = -1, k_bias = -1, v = -1, v_bias = -1;
-  int64_t o = -1, o_bias = -1, q_norm = -1, k_norm = -1, post_norm = -1;
-  int64_t gate = -1, gate_bias = -1, up = -1, up_bias = -1, down = -1, down_bias = -1;
+  LayerOffsets offsets;         // decoder layers only
 };
 
 struct HeadOffsets {
@@ -44,10 +62,10 @@ struct HeadOffsets {
 
 struct ParamLayout {
   std::vector<Region> regions;  // size num_layers + 2
-  DecoderOffsets decoder;
   HeadOffsets head;
   int64_t total_numel = 0;
   int64_t largest_region_numel = 0;
+  int64_t largest_layer_numel = 0;  // the largest decoder region
 
   const Region& embedding() const { return regions.front(); }
   const Region& layer(int64_t i) const { return regions[static_cast<size_t>(i) + 1]; }
@@ -55,5 +73,9 @@ struct ParamLayout {
 };
 
 ParamLayout make_param_layout(const ModelSpec& spec);
+
+// A slot's values between the HF row order and the store's (identity without a RowGrouping); src and dst differ.
+void hf_rows_to_store(const ParamSlot& slot, const float* hf, float* store);
+void store_rows_to_hf(const ParamSlot& slot, const float* store, float* hf);
 
 }  // namespace mt

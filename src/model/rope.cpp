@@ -12,10 +12,6 @@
 namespace mt {
 namespace {
 
-int64_t rotary_dim(const ModelSpec& spec) {
-  return static_cast<int64_t>(static_cast<double>(spec.head_dim) * spec.rope.partial_rotary_factor);
-}
-
 // base ** (arange(0, dim, 2).float() / dim), in float32.
 std::vector<float> position_frequencies(double base, int64_t dim) {
   std::vector<float> out(static_cast<size_t>(dim / 2));
@@ -77,13 +73,30 @@ void apply_yarn(const RopeSpec& r, int64_t dim, std::vector<float>& inv_freq) {
 
 }  // namespace
 
-std::vector<float> rope_inverse_frequencies(const ModelSpec& spec, double* attention_scaling) {
-  const RopeSpec& r = spec.rope;
-  const int64_t dim = rotary_dim(spec);
-  MT_ASSERT(dim >= 2 && dim % 2 == 0, "rotary dim {} of head_dim {}", dim, spec.head_dim);
-  std::vector<float> inv_freq = position_frequencies(r.theta, dim);
-  for (float& f : inv_freq) f = 1.0f / f;
+int64_t rope_table_key(const RopeSpec& r, int64_t longest) {
+  if (!r.depends_on_length() || longest <= r.original_max_position_embeddings) return 0;
+  return r.type == "longrope" ? 1 : longest;
+}
+
+std::vector<float> rope_inverse_frequencies(const RopeSpec& r, double* attention_scaling, int64_t longest) {
+  const int64_t dim = r.rot_dim();
+  MT_ASSERT(dim >= 2 && dim % 2 == 0, "rotary dim {} of head_dim {}", dim, r.head_dim);
+  double base = r.theta;
+  if (r.type == "dynamic" && rope_table_key(r, longest) != 0) {
+    // transformers' _compute_dynamic_ntk_parameters with seq_len = longest
+    const auto original = static_cast<double>(r.original_max_position_embeddings);
+    base *= std::pow(r.factor * static_cast<double>(longest) / original - (r.factor - 1.0),
+                     static_cast<double>(dim) / static_cast<double>(dim - 2));
+  }
+  std::vector<float> inv_freq = position_frequencies(base, dim);
   double scaling = 1.0;
+  if (r.type == "longrope") {  // 1 / (ext_factors · base^(2i/d)) in float32
+    const std::vector<double>& ext = rope_table_key(r, longest) != 0 ? r.long_factor : r.short_factor;
+    for (size_t i = 0; i < inv_freq.size(); ++i) inv_freq[i] = 1.0f / (static_cast<float>(ext[i]) * inv_freq[i]);
+    scaling = r.attention_factor;
+  } else {
+    for (float& f : inv_freq) f = 1.0f / f;
+  }
   if (r.type == "linear") {
     for (float& f : inv_freq) f /= static_cast<float>(r.factor);
   } else if (r.type == "llama3") {
@@ -92,16 +105,17 @@ std::vector<float> rope_inverse_frequencies(const ModelSpec& spec, double* atten
     apply_yarn(r, dim, inv_freq);
     scaling = r.attention_factor != 0.0 ? r.attention_factor : r.factor <= 1.0 ? 1.0 : 0.1 * std::log(r.factor) + 1.0;
   } else {
-    MT_ASSERT(r.type == "default", "rope type '{}' passed validation", r.type);
+    MT_ASSERT(r.type == "default" || r.type == "longrope" || r.type == "dynamic", "rope type '{}' passed validation",
+              r.type);
   }
   if (attention_scaling) *attention_scaling = scaling;
   return inv_freq;
 }
 
-RopeTable make_rope_table(const ModelSpec& spec, int64_t max_positions) {
+RopeTable make_rope_table(const RopeSpec& rope, int64_t max_positions, int64_t longest) {
   MT_ASSERT(max_positions >= 0);
   double scaling = 1.0;
-  const std::vector<float> inv_freq = rope_inverse_frequencies(spec, &scaling);
+  const std::vector<float> inv_freq = rope_inverse_frequencies(rope, &scaling, longest);
   const auto half = static_cast<int64_t>(inv_freq.size());
   const auto fscaling = static_cast<float>(scaling);
   RopeTable t;

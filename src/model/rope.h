@@ -15,8 +15,12 @@ struct RopeTable {
   std::vector<float> sin;     // [max_positions, rot_dim/2]
 };
 
-// inv_freq[rot_dim/2] and the attention scaling transformers computes for spec.rope.
-std::vector<float> rope_inverse_frequencies(const ModelSpec& spec, double* attention_scaling);
-RopeTable make_rope_table(const ModelSpec& spec, int64_t max_positions);
+// inv_freq[rot_dim/2] and the attention scaling transformers computes for `rope`, for a batch whose longest
+// position + 1 is `longest` (longrope switches to its long factors above the original length; dynamic NTK
+// scaling grows the base above it; the other types ignore it).
+std::vector<float> rope_inverse_frequencies(const RopeSpec& rope, double* attention_scaling, int64_t longest = 0);
+RopeTable make_rope_table(const RopeSpec& rope, int64_t max_positions, int64_t longest = 0);
+// What a table of `rope` depends on for such a batch: equal keys give equal tables.
+int64_t rope_table_key(const RopeSpec& rope, int64_t longest);
 
 }  // namespace mt

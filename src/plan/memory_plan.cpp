@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "engine/layer_internals.h"
 #include "model/param_layout.h"
 #include "store/host_store.h"
 
@@ -17,12 +18,13 @@ constexpr int64_t kAutoMicroBatchTokens = 4096;        // Engine::micro_batch_si
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Elements of DecoderWorkspace (engine/decoder_layer.cpp) for `tokens` rows, excluding lse.
-int64_t decoder_workspace_elements(const ModelSpec& s, int64_t tokens) {
-  const int64_t H = s.hidden_size, I = s.intermediate_size;
-  const int64_t qd = s.num_heads * s.head_dim, kvd = s.num_kv_heads * s.head_dim;
-  // norm1 h1 norm2 d_hidden d_norm | q_raw q attn d_attn dq | k_raw k v dk dv | gate up act d_gate d_up d_act
-  return tokens * (5 * H + 5 * qd + 5 * kvd + 6 * I);
+// Bytes of DecoderWorkspace (engine/decoder_layer.h) for micro-batches of mb sequences of seq_len tokens: the
+// internals of layers that save none, the scratch, and a normalised head's two [V, H] buffers.
+int64_t decoder_workspace_bytes(const ModelSpec& s, int64_t mb, int64_t seq_len, int64_t es) {
+  const InternalsWidths internals = max_internals_widths(s);
+  const int64_t tokens = mb * seq_len;
+  const int64_t head = s.normalized_head ? s.vocab_size * s.hidden_size * (es + 4) : 0;
+  return tokens * (internals.elements() + scratch_widths(s).elements()) * es + tokens * internals.lse_heads * 4 + head;
 }
 
 // The activation-side terms (everything but weight slots and gradient buffers) in `es`-byte elements.
@@ -37,17 +39,19 @@ void plan_activations(const ModelSpec& s, const RunShape& run, int64_t es, GpuPl
   g.micro_batch_size = mb;
   g.checkpoints = ceil_div(L, c) * n;
   g.segment = (std::min(c, L) - 1 + 3) * n;
-  // Engine::activations_for: per saved layer allocate_internals (engine/decoder_layer.h) over the pass.
-  const int64_t qd = s.num_heads * s.head_dim, kvd = s.num_kv_heads * s.head_dim;
-  const int64_t internals = 2 * qd + 2 * kvd + H + 2 * s.intermediate_size + (s.qk_norm ? qd + kvd : 0);
+  // Engine::activations_for: per saved layer allocate_internals (engine/layer_internals.h) over the pass.
   const int64_t pass_tokens = pass_seqs * run.seq_len;
   g.saved_layers = 0;
-  for (int64_t i = std::min(run.recompute_layers, L); i < L; ++i)
-    g.saved_layers += pass_tokens * internals * es + pass_tokens * s.num_heads * 4 + (i % c != 0 ? n : 0);
-  const int64_t group = s.num_heads / std::max<int64_t>(s.num_kv_heads, 1);
-  const int64_t attention_partials = group > 1 ? 2 * group * mb_tokens * kvd * 4 : 0;  // kernels/attention.cu
-  g.layer_workspace =
-      decoder_workspace_elements(s, mb_tokens) * es + mb * s.num_heads * run.seq_len * 4 + attention_partials;
+  for (int64_t i = std::min(run.recompute_layers, L); i < L; ++i) {
+    const InternalsWidths w = saved_layer_widths(s, i);
+    g.saved_layers += pass_tokens * w.elements() * es + pass_tokens * w.lse_heads * 4 + (i % c != 0 ? n : 0);
+  }
+  int64_t attention_partials = 0;  // kernels/attention.cu: fp32 dk/dv partials of a GQA group, the widest layer's
+  for (const LayerSpec& l : s.layers) {
+    const int64_t group = l.attention.num_heads / std::max<int64_t>(l.attention.num_kv_heads, 1);
+    if (group > 1) attention_partials = std::max(attention_partials, 2 * group * mb_tokens * l.attention.kv_dim() * 4);
+  }
+  g.layer_workspace = decoder_workspace_bytes(s, mb, run.seq_len, es) + attention_partials;
   const int64_t chunk = std::min(std::clamp<int64_t>((int64_t{1} << 28) / std::max<int64_t>(V, 1), 16, 4096), mb_tokens);
   g.head = chunk * V * 4 + chunk * V * es + mb_tokens * 4;
   g.batch_arrays = pass_seqs * run.seq_len * 4 * 4 + pass_seqs * 4;
@@ -153,8 +157,8 @@ int64_t cpu_backend_host_bytes(const ModelSpec& spec, const RunShape& run) {
   const ParamLayout layout = make_param_layout(spec);
   GpuPlan g;
   plan_activations(spec, run, 4, g);  // the CPU reference computes in fp32
-  // BasicGradientSink: embedding, head and one decoder-layer accumulator (every layer region has one size).
-  const int64_t grads = (layout.embedding().numel + layout.head_region().numel + layout.layer(0).numel) * 4;
+  // BasicGradientSink: embedding, head and a decoder-layer accumulator per region size (lazily, of the largest).
+  const int64_t grads = (layout.embedding().numel + layout.head_region().numel + layout.largest_layer_numel) * 4;
   return plan_host(spec, run.stream_dtype, run.ranks).store_bytes + grads + g.checkpoints + g.segment + g.saved_layers +
          g.layer_workspace +
          g.head + g.batch_arrays;

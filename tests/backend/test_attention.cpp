@@ -1,5 +1,6 @@
 // CPU backend attention: forward and lse against a naive masked full softmax (causal, window, right padding,
-// segments, GQA), padded rows are zero and inert, backward against finite differences.
+// segments, GQA, custom scale, Gemma 2 soft-capping, ALiBi with a non-power-of-two head count), padded rows are zero
+// and inert, backward against finite differences.
 #include <cmath>
 #include <limits>
 
@@ -17,6 +18,7 @@ namespace {
 struct Case {
   mt::AttnShape shape;
   std::vector<int32_t> seq_lens, segments;
+  std::vector<float> slopes;
   int64_t T() const { return shape.batch * shape.seq; }
   int64_t q_size() const { return T() * shape.n_heads * shape.head_dim; }
   int64_t kv_size() const { return T() * shape.n_kv_heads * shape.head_dim; }
@@ -31,6 +33,54 @@ Case masked_case() {
   c.segments = {0, 0, 0, 1, 1, 1, 1, 2, 2, 3, 3, 3, 9, 9};
   c.shape.seq_lens = c.seq_lens.data();
   c.shape.segments = c.segments.data();
+  return c;
+}
+
+// ALiBi slopes for n heads as BLOOM and Baichuan 2 compute them: a geometric sequence for the largest power of two
+// ≤ n, then every other slope of the next power's sequence.
+std::vector<float> alibi_slopes(int64_t n) {
+  const int64_t p = int64_t{1} << static_cast<int>(std::floor(std::log2(double(n))));
+  std::vector<float> s;
+  const double base = std::pow(2.0, -std::pow(2.0, -(std::log2(double(p)) - 3)));
+  for (int64_t i = 1; i <= p; ++i) s.push_back(static_cast<float>(std::pow(base, double(i))));
+  const double extra = std::pow(2.0, -std::pow(2.0, -(std::log2(double(2 * p)) - 3)));
+  for (int64_t i = 1; i < 2 * (n - p); i += 2) s.push_back(static_cast<float>(std::pow(extra, double(i))));
+  return s;
+}
+
+// Gemma 2 style: the masked geometry with a custom scale and logit soft-capping (scores of std ≈ 1.2 against a cap
+// of 1.5, so the tanh bends them).
+Case softcap_case() {
+  Case c = masked_case();
+  c.shape.scale = 0.6f;
+  c.shape.softcap = 1.5f;
+  return c;
+}
+
+// Baichuan 2 style ALiBi over 6 query heads (not a power of two) sharing 3 kv heads, padding and segments.
+Case alibi_case() {
+  Case c;
+  c.shape = {.batch = 2, .seq = 7, .n_heads = 6, .n_kv_heads = 3, .head_dim = 4};
+  c.seq_lens = {6, 7};
+  c.segments = {0, 0, 0, 0, 1, 1, 1, 4, 4, 4, 4, 4, 4, 4};
+  c.slopes = alibi_slopes(6);
+  c.shape.seq_lens = c.seq_lens.data();
+  c.shape.segments = c.segments.data();
+  c.shape.alibi_slopes = c.slopes.data();
+  return c;
+}
+
+// Everything at once: GQA 6 query / 2 kv heads, window 4, second sequence padded to 5, segments, scale, cap, ALiBi.
+Case combined_case() {
+  Case c;
+  c.shape = {.batch = 2, .seq = 7, .n_heads = 6, .n_kv_heads = 2, .head_dim = 4, .window = 4, .scale = 0.45f,
+             .softcap = 2.f};
+  c.seq_lens = {7, 5};
+  c.segments = {0, 0, 0, 0, 1, 1, 1, 2, 2, 3, 3, 3, 9, 9};
+  c.slopes = alibi_slopes(6);
+  c.shape.seq_lens = c.seq_lens.data();
+  c.shape.segments = c.segments.data();
+  c.shape.alibi_slopes = c.slopes.data();
   return c;
 }
 
@@ -67,7 +117,10 @@ void naive_attention(const Case& c, const std::vector<float>& q, const std::vect
           if (!visible(c, b, i, j)) continue;
           double d = 0.0;
           for (int64_t e = 0; e < hd; ++e) d += double(qi[e]) * k[(b * s.seq + j) * ks + kvh * hd + e];
-          sc[j] = d / std::sqrt(double(hd));
+          double logit = d * (s.scale != 0.f ? double(s.scale) : 1.0 / std::sqrt(double(hd)));
+          if (s.softcap > 0.f) logit = s.softcap * std::tanh(logit / s.softcap);
+          if (s.alibi_slopes != nullptr) logit += double(s.alibi_slopes[h]) * double(j - i);
+          sc[j] = logit;
           m = std::max(m, sc[j]);
         }
         double z = 0.0;
@@ -86,8 +139,9 @@ void naive_attention(const Case& c, const std::vector<float>& q, const std::vect
 
 TEST_CASE("attention_forward matches a naive masked softmax", "[backend][attention]") {
   auto be = mt::make_cpu_backend();
-  for (const Case& c : {masked_case(), plain_case()}) {
+  for (const Case& c : {masked_case(), plain_case(), softcap_case(), alibi_case(), combined_case()}) {
     const auto& s = c.shape;
+    CAPTURE(s.n_heads, s.scale, s.softcap, s.alibi_slopes != nullptr);
     auto q = random_floats(c.q_size(), 1), k = random_floats(c.kv_size(), 2), v = random_floats(c.kv_size(), 3);
     std::vector<float> out(c.q_size(), 42.f), lse(s.batch * s.n_heads * s.seq, 42.f);
     be->attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), s);
@@ -100,8 +154,10 @@ TEST_CASE("attention_forward matches a naive masked softmax", "[backend][attenti
 
 TEST_CASE("attention padded rows are zero and do not influence valid rows", "[backend][attention]") {
   auto be = mt::make_cpu_backend();
-  const Case c = masked_case();
+  const bool extended = GENERATE(false, true);
+  const Case c = extended ? combined_case() : masked_case();
   const auto& s = c.shape;
+  CAPTURE(extended);
   const int64_t qs = s.n_heads * s.head_dim, ks = s.n_kv_heads * s.head_dim;
   auto q = random_floats(c.q_size(), 4), k = random_floats(c.kv_size(), 5), v = random_floats(c.kv_size(), 6);
   std::vector<float> out(c.q_size()), lse(s.batch * s.n_heads * s.seq);
@@ -149,4 +205,88 @@ TEST_CASE("attention_backward matches finite differences", "[backend][attention]
     CHECK(rel_err(dk, numeric_grad(k, loss, 1e-3f)) < 1e-2);
     CHECK(rel_err(dv, numeric_grad(v, loss, 1e-3f)) < 1e-2);
   }
+}
+
+// The soft-capped and ALiBi cases differentiate the fp64 reference (checked against the op above), which costs no
+// thread start-ups per evaluation: the op's backward runs once per case.
+TEST_CASE("attention_backward with scale, soft-cap and ALiBi matches finite differences", "[backend][attention]") {
+  auto be = mt::make_cpu_backend();
+  for (const Case& c : {softcap_case(), alibi_case(), combined_case()}) {
+    const auto& s = c.shape;
+    CAPTURE(s.n_heads, s.scale, s.softcap, s.alibi_slopes != nullptr);
+    auto q = random_floats(c.q_size(), 20), k = random_floats(c.kv_size(), 21), v = random_floats(c.kv_size(), 22);
+    const auto r = random_floats(c.q_size(), 23);
+    auto loss = [&] {
+      std::vector<double> want_out, want_lse;
+      naive_attention(c, q, k, v, want_out, want_lse);
+      double sum = 0.0;
+      for (size_t i = 0; i < want_out.size(); ++i) sum += r[i] * want_out[i];
+      return sum;
+    };
+    std::vector<float> out(c.q_size()), lse(s.batch * s.n_heads * s.seq);
+    be->attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), s);
+    std::vector<float> dq(c.q_size(), 7.f), dk(c.kv_size(), 7.f), dv(c.kv_size(), 7.f);
+    be->attention_backward(dq.data(), dk.data(), dv.data(), r.data(), q.data(), k.data(), v.data(), out.data(),
+                           lse.data(), s);
+    CHECK(rel_err(dq, numeric_grad(q, loss, 1e-3f)) < 1e-3);
+    CHECK(rel_err(dk, numeric_grad(k, loss, 1e-3f)) < 1e-3);
+    CHECK(rel_err(dv, numeric_grad(v, loss, 1e-3f)) < 1e-3);
+  }
+}
+
+TEST_CASE("attention scale 0 means 1/sqrt(head_dim), bitwise", "[backend][attention]") {
+  auto be = mt::make_cpu_backend();
+  const Case c = masked_case();
+  mt::AttnShape explicit_scale = c.shape;
+  explicit_scale.scale = static_cast<float>(1.0 / std::sqrt(double(c.shape.head_dim)));
+  auto q = random_floats(c.q_size(), 12), k = random_floats(c.kv_size(), 13), v = random_floats(c.kv_size(), 14);
+  const auto dout = random_floats(c.q_size(), 15);
+  const int64_t n_lse = c.shape.batch * c.shape.n_heads * c.shape.seq;
+  std::vector<float> out(c.q_size()), lse(n_lse), out2(c.q_size()), lse2(n_lse);
+  be->attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), c.shape);
+  be->attention_forward(out2.data(), lse2.data(), q.data(), k.data(), v.data(), explicit_scale);
+  CHECK(out == out2);
+  CHECK(lse == lse2);
+  std::vector<float> dq(c.q_size()), dk(c.kv_size()), dv(c.kv_size()), dq2(c.q_size()), dk2(c.kv_size()),
+      dv2(c.kv_size());
+  be->attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(), out.data(),
+                         lse.data(), c.shape);
+  be->attention_backward(dq2.data(), dk2.data(), dv2.data(), dout.data(), q.data(), k.data(), v.data(), out.data(),
+                         lse.data(), explicit_scale);
+  CHECK(dq == dq2);
+  CHECK(dk == dk2);
+  CHECK(dv == dv2);
+}
+
+TEST_CASE("attention with zero ALiBi slopes and a vast soft-cap is plain attention", "[backend][attention]") {
+  auto be = mt::make_cpu_backend();
+  const Case c = masked_case();
+  const std::vector<float> zero_slopes(c.shape.n_heads, 0.f);
+  mt::AttnShape ext = c.shape;
+  ext.softcap = 1e6f;
+  ext.alibi_slopes = zero_slopes.data();
+  auto q = random_floats(c.q_size(), 16), k = random_floats(c.kv_size(), 17), v = random_floats(c.kv_size(), 18);
+  const auto dout = random_floats(c.q_size(), 19);
+  const int64_t n_lse = c.shape.batch * c.shape.n_heads * c.shape.seq;
+  std::vector<float> out(c.q_size()), lse(n_lse), out2(c.q_size()), lse2(n_lse);
+  be->attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), c.shape);
+  be->attention_forward(out2.data(), lse2.data(), q.data(), k.data(), v.data(), ext);
+  CHECK(rel_err(out2, out) < 1e-6);
+  CHECK(rel_err(lse2, lse) < 1e-6);
+  std::vector<float> dq(c.q_size()), dk(c.kv_size()), dv(c.kv_size()), dq2(c.q_size()), dk2(c.kv_size()),
+      dv2(c.kv_size());
+  be->attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(), out.data(),
+                         lse.data(), c.shape);
+  be->attention_backward(dq2.data(), dk2.data(), dv2.data(), dout.data(), q.data(), k.data(), v.data(), out2.data(),
+                         lse2.data(), ext);
+  CHECK(rel_err(dq2, dq) < 1e-5);
+  CHECK(rel_err(dk2, dk) < 1e-5);
+  CHECK(rel_err(dv2, dv) < 1e-5);
+}
+
+TEST_CASE("attention ALiBi slopes follow BLOOM's sequence for 6 heads", "[backend][attention]") {
+  const std::vector<float> want = {0.25f, 0.0625f, 0.015625f, 0.00390625f, 0.5f, 0.125f};
+  CHECK(alibi_slopes(6) == want);
+  CHECK(alibi_slopes(8) == std::vector<float>{0.5f, 0.25f, 0.125f, 0.0625f, 0.03125f, 0.015625f, 0.0078125f,
+                                              0.00390625f});
 }

@@ -1,5 +1,5 @@
-// CPU backend memory and elementwise ops: aligned allocation, zero/copy/add, and sum_squares (exact in fp64 terms,
-// bitwise independent of the thread count).
+// CPU backend memory and elementwise ops: aligned allocation, zero/copy/add/scale, and sum_squares (exact in fp64
+// terms, bitwise independent of the thread count).
 #include <omp.h>
 
 #include <cstdint>
@@ -47,4 +47,18 @@ TEST_CASE("sum_squares is fp64-accurate and independent of the thread count", "[
   omp_set_num_threads(threads);
   CHECK(approx_equal(one, static_cast<double>(want), 1e-12));
   CHECK(one == two);
+}
+
+TEST_CASE("scale multiplies in place by alpha", "[backend][elementwise]") {
+  auto be = mt::make_cpu_backend();
+  for (const int64_t n : {int64_t{37}, int64_t{100003}}) {  // below and above the parallel threshold
+    const auto x = random_floats(n, 4);
+    auto y = x;
+    be->scale(y.data(), 0.3f, n);
+    for (int64_t i = 0; i < n; ++i) {
+      if (y[i] != x[i] * 0.3f) FAIL("element " << i);
+    }
+    be->scale(y.data(), 0.f, n);
+    CHECK(be->sum_squares(y.data(), n) == 0.0);
+  }
 }

@@ -2,6 +2,7 @@
 // special tokens <s> </s> <|im_start|> <|im_end|> <|endoftext|> as ids 256..260 wherever they are written.
 // Invariant: decode(encode(text)) == text; bos <s> (256), eos </s> (257).
 #pragma once
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,9 @@ class ByteTokenizer : public Tokenizer {
     return std::nullopt;
   }
   int64_t vocab_size() const override { return 256 + static_cast<int64_t>(specials().size()); }
+  std::unique_ptr<Tokenizer> with_plain_special_tokens(const std::vector<std::string>&) const override {
+    return std::make_unique<ByteTokenizer>();   // its specials have no strip rules
+  }
   std::optional<int32_t> bos_id() const override { return 256; }
   std::optional<int32_t> eos_id() const override { return 257; }
   std::optional<int32_t> pad_id() const override { return std::nullopt; }

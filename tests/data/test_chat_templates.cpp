@@ -1,7 +1,8 @@
 // Chat templates against LLaMA-Factory itself: tests/data/fixtures/templates/<name>.json (tools/
 // make_template_fixtures.py) hold what LLaMA-Factory 0.9.5 renders with the tokenizer fixtures — the (prompt,
-// response) pairs of encode_multiturn and the input_ids/labels of its supervised processor, whole and cut.
-// Also: template: auto, unknown names, missing tokens, and Python-compatible JSON text.
+// response) pairs of encode_multiturn and the input_ids/labels of its supervised processor, whole and cut, or the
+// refusal of a conversation LLaMA-Factory refuses. Also: template: auto, unknown names, missing tokens, and
+// Python-compatible JSON text.
 #include <fmt/format.h>
 
 #include <fstream>
@@ -49,8 +50,9 @@ std::string fnv1a64(const std::string& path) {
 
 TEST_CASE("every template renders what LLaMA-Factory renders", "[data][templates]") {
   const std::vector<std::string> names = chat_template_names();
-  CHECK(names ==
-        std::vector<std::string>{"chatml", "default", "empty", "llama2", "llama3", "mistral", "qwen", "qwen3"});
+  CHECK(names == std::vector<std::string>{"baichuan2", "chatml", "default",   "empty", "gemma",  "gemma2",
+                                          "gemma3",    "glm4",   "intern2",   "llama2", "llama3", "mistral",
+                                          "phi",       "phi4",   "phi4_mini", "qwen",   "qwen3"});
   for (const std::string& name : names) {
     std::ifstream in(kSource + "/tests/data/fixtures/templates/" + name + ".json");
     REQUIRE(in.good());
@@ -60,10 +62,17 @@ TEST_CASE("every template renders what LLaMA-Factory renders", "[data][templates
     REQUIRE(fnv1a64(tokenizer_dir + "/tokenizer.json") == fixture["tokenizer_fnv1a64"].get<std::string>());
     const std::unique_ptr<Tokenizer> tokenizer = Tokenizer::from_directory(tokenizer_dir);
     const TemplateRenderer renderer(find_chat_template(name), *tokenizer);
+    CHECK(renderer.chat_template().efficient_eos == fixture["efficient_eos"].get<bool>());
+    const std::optional<int32_t> efficient_eos = renderer.efficient_eos();
     for (const json& c : fixture["cases"]) {
       INFO("template " << name << ", case " << c["name"].get<std::string>());
       Conversation conversation{c["system"], c["tools"], {}};
       for (const json& t : c["turns"]) conversation.turns.push_back({role_of(t["role"]), t["content"]});
+      if (c.contains("error")) {   // LLaMA-Factory refuses this conversation with this template
+        INFO("LLaMA-Factory: " << c["error"].get<std::string>());
+        CHECK(!test::error_message([&] { renderer.encode(conversation); }).empty());
+        continue;
+      }
       const std::vector<EncodedPair> pairs = renderer.encode(conversation);
       REQUIRE(pairs.size() == c["pairs"].size());
       for (size_t i = 0; i < pairs.size(); ++i) {
@@ -71,14 +80,16 @@ TEST_CASE("every template renders what LLaMA-Factory renders", "[data][templates
         CHECK(pairs[i].response == ids_of(c["pairs"][i][1]));
       }
       bool truncated = true;
-      const Example full = assemble_example(pairs, c["full"]["cutoff"], false, &truncated);
+      const Example full = assemble_example(pairs, c["full"]["cutoff"], false, &truncated, efficient_eos);
       CHECK(!truncated);
       CHECK(full.input_ids == ids_of(c["full"]["input_ids"]));
       CHECK(full.labels == ids_of(c["full"]["labels"]));
-      // LLaMA-Factory cuts later pairs too; both rules agree whenever the first pair alone reaches the cutoff.
+      // LLaMA-Factory cuts later pairs too; both rules agree whenever the first pair alone (with the closing EOS of
+      // an efficient_eos template) reaches the cutoff.
       const int64_t cutoff = c["cut"]["cutoff"];
-      if (static_cast<int64_t>(pairs[0].prompt.size() + pairs[0].response.size()) >= cutoff) {
-        const Example cut = assemble_example(pairs, cutoff, false, &truncated);
+      if (static_cast<int64_t>(pairs[0].prompt.size() + pairs[0].response.size() + (efficient_eos ? 1 : 0)) >=
+          cutoff) {
+        const Example cut = assemble_example(pairs, cutoff, false, &truncated, efficient_eos);
         CHECK(cut.input_ids == ids_of(c["cut"]["input_ids"]));
         CHECK(cut.labels == ids_of(c["cut"]["labels"]));
       }
@@ -92,9 +103,24 @@ TEST_CASE("template: auto follows the model family and the tokenizer's specials"
   CHECK(auto_template_name("mistral", *fixture_tokenizer("mistral")) == "mistral");
   CHECK(auto_template_name("llama", *fixture_tokenizer("llama3")) == "llama3");
   CHECK(auto_template_name("llama", *fixture_tokenizer("llama2")) == "llama2");
+  CHECK(auto_template_name("gemma2", *fixture_tokenizer("gemma")) == "gemma2");
+  CHECK(auto_template_name("gemma3", *fixture_tokenizer("gemma")) == "gemma3");
+  CHECK(auto_template_name("glm4", *fixture_tokenizer("glm4")) == "glm4");
+  CHECK(auto_template_name("internlm2", *fixture_tokenizer("internlm2")) == "intern2");
+  CHECK(auto_template_name("baichuan", *fixture_tokenizer("baichuan2")) == "baichuan2");
+  // One family, three templates: Phi-3/3.5 (<|user|>... with BOS <s>), Phi-4 (<|im_start|>, <|im_sep|>),
+  // Phi-4-mini (<|user|>... with BOS <|endoftext|>).
+  CHECK(auto_template_name("phi3", *fixture_tokenizer("phi3")) == "phi");
+  CHECK(auto_template_name("phi3", *fixture_tokenizer("phi4")) == "phi4");
+  CHECK(auto_template_name("phi3", *fixture_tokenizer("phi4_mini")) == "phi4_mini");
+  const std::string known = "baichuan2, chatml, default, empty, gemma, gemma2, gemma3, glm4, intern2, llama2, llama3, "
+                            "mistral, phi, phi4, phi4_mini, qwen, qwen3";
   CHECK(test::error_message([] { auto_template_name("llama", *fixture_tokenizer("gpt2")); }) ==
         "dataset.template: auto cannot tell the chat template of this llama model from its tokenizer; set "
-        "dataset.template to one of chatml, default, empty, llama2, llama3, mistral, qwen, qwen3");
+        "dataset.template to one of " + known);
+  CHECK(test::error_message([] { auto_template_name("phi3", *fixture_tokenizer("qwen2")); }) ==
+        "dataset.template: auto cannot tell the chat template of this phi3 model from its tokenizer; set "
+        "dataset.template to one of " + known);
 }
 
 TEST_CASE("a template whose tokens the tokenizer lacks is refused", "[data][templates]") {
@@ -125,6 +151,46 @@ TEST_CASE("the built-in text demo loads with the demo model's tokenizer", "[data
   CHECK(tokenizer->decode(examples[0].input_ids).starts_with("<|im_start|>user\n"));
   const std::vector<int32_t>& ids = examples[0].input_ids;
   CHECK(tokenizer->decode(std::vector<int32_t>(ids.end() - 2, ids.end())) == "<|im_end|>\n");
+}
+
+TEST_CASE("stop words lose their strip rules, as LLaMA-Factory's fix_special_tokens leaves them", "[data][templates]") {
+  // Phi-3's <|end|> strips the white space on its right; LLaMA-Factory re-adds it as the EOS (a plain special
+  // token), so "<|end|>\n" keeps its "\n" there. <|user|>, no stop word, keeps its rule.
+  const auto phi3 = fixture_tokenizer("phi3");
+  const int32_t end = *phi3->token_to_id("<|end|>"), user = *phi3->token_to_id("<|user|>");
+  CHECK(phi3->encode("<|end|>\n") == std::vector<int32_t>{end});
+  const auto plain = phi3->with_plain_special_tokens({"<|end|>", "not a token"});
+  const std::vector<int32_t> ids = plain->encode("<|end|>\n");
+  CHECK(ids.size() > 1);
+  CHECK(ids[0] == end);
+  CHECK(plain->encode("<|user|>\n") == std::vector<int32_t>{user});
+  CHECK(plain->eos_id() == phi3->eos_id());
+  CHECK(plain->vocab_size() == phi3->vocab_size());
+}
+
+TEST_CASE("efficient_eos templates end examples with one EOS and refuse train_on_prompt", "[data][templates]") {
+  // LLaMA-Factory's efficient_eos: no EOS after each answer; a later prompt's first token is labelled EOS, and one
+  // EOS closes the example within max_seq_len.
+  const std::vector<EncodedPair> pairs = {{{1, 2}, {3, 4}}, {{5, 6}, {7}}};
+  bool truncated = true;
+  const Example whole = assemble_example(pairs, 8, false, &truncated, 99);
+  CHECK(!truncated);
+  CHECK(whole.input_ids == std::vector<int32_t>{1, 2, 3, 4, 5, 6, 7, 99});
+  CHECK(whole.labels == std::vector<int32_t>{kIgnoreIndex, kIgnoreIndex, 3, 4, 99, kIgnoreIndex, 7, 99});
+  const Example cut = assemble_example(pairs, 7, false, &truncated, 99);
+  CHECK(truncated);
+  CHECK(cut.input_ids == std::vector<int32_t>{1, 2, 3, 4, 99});
+  CHECK(cut.labels == std::vector<int32_t>{kIgnoreIndex, kIgnoreIndex, 3, 4, 99});
+
+  const auto tokenizer = Tokenizer::from_directory(kSource + "/configs/models/demo");
+  DatasetConfig config;
+  config.name = "alpaca_en_demo";
+  config.dataset_dir = kSource + "/data";
+  config.template_name = "baichuan2";
+  config.train_on_prompt = true;
+  CHECK(test::error_message([&] {
+          load_datasets(config, tokenizer->vocab_size(), TextOptions{tokenizer.get(), "llama"}, nullptr);
+        }).find("dataset.train_on_prompt: the chat template 'baichuan2' does not support it") != std::string::npos);
 }
 
 TEST_CASE("python_json_dumps writes what Python's json.dumps(ensure_ascii=False) writes", "[data][templates]") {

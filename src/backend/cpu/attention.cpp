@@ -1,6 +1,9 @@
-// Causal softmax attention with GQA, sliding window, right padding and packed segments; one query row at a time.
+// Causal softmax attention with GQA, sliding window, right padding and packed segments, a custom logit scale, Gemma 2
+// logit soft-capping and ALiBi biases; one query row at a time.
 // Invariant: never materialises more than one score row per thread; forward tasks own (batch, head), backward tasks
-// own (batch, kv head) and every query head sharing it, so dk/dv sums are race-free and in a fixed order.
+// own (batch, kv head) and every query head sharing it, so dk/dv sums are race-free and in a fixed order. Without
+// soft-capping and ALiBi the kernels are instantiated with those steps compiled out, so that path runs exactly the
+// operations it always has.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -14,6 +17,8 @@ namespace {
 
 void check_shape(const AttnShape& s) {
   MT_ASSERT(s.batch > 0 && s.seq > 0 && s.head_dim > 0 && s.window >= 0);
+  MT_ASSERT(std::isfinite(s.scale) && s.scale >= 0.f, "attention scale {}", s.scale);
+  MT_ASSERT(std::isfinite(s.softcap) && s.softcap >= 0.f, "attention softcap {}", s.softcap);
   MT_ASSERT(s.n_kv_heads > 0 && s.n_heads % s.n_kv_heads == 0, "n_heads {} n_kv_heads {}", s.n_heads,
             s.n_kv_heads);
   if (s.seq_lens == nullptr) return;
@@ -33,15 +38,31 @@ bool same_segment(const AttnShape& s, int64_t b, int64_t i, int64_t j) {
   return s.segments == nullptr || s.segments[b * s.seq + j] == s.segments[b * s.seq + i];
 }
 
-// PyTorch multiplies fp32 scores by the Python float head_dim**-0.5, rounded to fp32.
-float softmax_scale(const AttnShape& s) { return static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim))); }
+// PyTorch multiplies fp32 scores by the Python float head_dim**-0.5, rounded to fp32; a given scale is used as is.
+float softmax_scale(const AttnShape& s) {
+  if (s.scale != 0.f) return s.scale;
+  return static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
+}
 
-}  // namespace
+// Whether the logits go through soft-capping or ALiBi (the kernels' Ext instantiation).
+bool extended_logits(const AttnShape& s) { return s.softcap > 0.f || s.alibi_slopes != nullptr; }
 
-void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
-                       const AttnShape& shape) {
-  check_shape(shape);
-  const AttnShape& s = shape;
+// The final logit of query i, key j from the scaled score `raw`: Gemma 2's softcap·tanh(raw/softcap) (divide, tanh,
+// multiply, as its eager attention), then + slope·(j − i). *dcap gets ∂logit/∂raw = 1 − tanh² (1 without a cap).
+float final_logit(const AttnShape& s, float raw, float slope, int64_t i, int64_t j, float* dcap) {
+  float logit = raw;
+  *dcap = 1.f;
+  if (s.softcap > 0.f) {
+    const float t = std::tanh(raw / s.softcap);
+    logit = s.softcap * t;
+    *dcap = 1.f - t * t;
+  }
+  if (s.alibi_slopes != nullptr) logit += slope * static_cast<float>(j - i);
+  return logit;
+}
+
+template <bool Ext>
+void forward_impl(float* out, float* lse, const float* q, const float* k, const float* v, const AttnShape& s) {
   const int64_t hd = s.head_dim, group = s.n_heads / s.n_kv_heads;
   const int64_t q_stride = s.n_heads * hd, kv_stride = s.n_kv_heads * hd;
   const float scale = softmax_scale(s);
@@ -53,6 +74,7 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
     for (int64_t b = 0; b < s.batch; ++b) {
       for (int64_t h = 0; h < s.n_heads; ++h) {
         const int64_t len = valid_len(s, b), kv_off = (h / group) * hd;
+        const float slope = Ext && s.alibi_slopes != nullptr ? s.alibi_slopes[h] : 0.f;
         for (int64_t i = 0; i < s.seq; ++i) {
           float* o = out + (b * s.seq + i) * q_stride + h * hd;
           float& l = lse[(b * s.n_heads + h) * s.seq + i];
@@ -65,7 +87,16 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
           const int64_t lo = first_key(s, i);
           float m = neg_inf;
           for (int64_t j = lo; j <= i; ++j) {
-            p[j] = same_segment(s, b, i, j) ? dot(qi, k + (b * s.seq + j) * kv_stride + kv_off, hd) * scale : neg_inf;
+            if constexpr (Ext) {
+              float dcap;
+              p[j] = same_segment(s, b, i, j)
+                         ? final_logit(s, dot(qi, k + (b * s.seq + j) * kv_stride + kv_off, hd) * scale, slope, i, j,
+                                       &dcap)
+                         : neg_inf;
+            } else {
+              p[j] = same_segment(s, b, i, j) ? dot(qi, k + (b * s.seq + j) * kv_stride + kv_off, hd) * scale
+                                              : neg_inf;
+            }
             m = std::max(m, p[j]);
           }
           double sum = 0.0;
@@ -84,10 +115,9 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
   }
 }
 
-void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
-                        const float* v, const float* out, const float* lse, const AttnShape& shape) {
-  check_shape(shape);
-  const AttnShape& s = shape;
+template <bool Ext>
+void backward_impl(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
+                   const float* v, const float* out, const float* lse, const AttnShape& s) {
   const int64_t hd = s.head_dim, group = s.n_heads / s.n_kv_heads;
   const int64_t q_stride = s.n_heads * hd, kv_stride = s.n_kv_heads * hd;
   const float scale = softmax_scale(s);
@@ -100,6 +130,7 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
         std::fill_n(dv + (b * s.seq + j) * kv_stride + kv_off, hd, 0.f);
       }
       for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
+        const float slope = Ext && s.alibi_slopes != nullptr ? s.alibi_slopes[h] : 0.f;
         for (int64_t i = 0; i < s.seq; ++i) {
           const int64_t row = (b * s.seq + i) * q_stride + h * hd;
           float* dqi = dq + row;
@@ -112,15 +143,47 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dout, cons
           for (int64_t j = first_key(s, i); j <= i; ++j) {
             if (!same_segment(s, b, i, j)) continue;
             const int64_t kv_row = (b * s.seq + j) * kv_stride + kv_off;
-            const float p = std::exp(dot(qi, k + kv_row, hd) * scale - lse_i);
-            const float ds = p * (dot(doi, v + kv_row, hd) - di);
-            axpy(dqi, scale * ds, k + kv_row, hd);
-            axpy(dk + kv_row, scale * ds, qi, hd);
-            axpy(dv + kv_row, p, doi, hd);
+            if constexpr (Ext) {
+              float dcap;
+              const float logit = final_logit(s, dot(qi, k + kv_row, hd) * scale, slope, i, j, &dcap);
+              const float p = std::exp(logit - lse_i);
+              const float ds = p * (dot(doi, v + kv_row, hd) - di) * dcap;  // through the tanh: ds_raw
+              axpy(dqi, scale * ds, k + kv_row, hd);
+              axpy(dk + kv_row, scale * ds, qi, hd);
+              axpy(dv + kv_row, p, doi, hd);
+            } else {
+              const float p = std::exp(dot(qi, k + kv_row, hd) * scale - lse_i);
+              const float ds = p * (dot(doi, v + kv_row, hd) - di);
+              axpy(dqi, scale * ds, k + kv_row, hd);
+              axpy(dk + kv_row, scale * ds, qi, hd);
+              axpy(dv + kv_row, p, doi, hd);
+            }
           }
         }
       }
     }
+  }
+}
+
+}  // namespace
+
+void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+                       const AttnShape& shape) {
+  check_shape(shape);
+  if (extended_logits(shape)) {
+    forward_impl<true>(out, lse, q, k, v, shape);
+  } else {
+    forward_impl<false>(out, lse, q, k, v, shape);
+  }
+}
+
+void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
+                        const float* v, const float* out, const float* lse, const AttnShape& shape) {
+  check_shape(shape);
+  if (extended_logits(shape)) {
+    backward_impl<true>(dq, dk, dv, dout, q, k, v, out, lse, shape);
+  } else {
+    backward_impl<false>(dq, dk, dv, dout, q, k, v, out, lse, shape);
   }
 }
 

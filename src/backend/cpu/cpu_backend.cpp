@@ -58,21 +58,29 @@ class CpuBackend final : public Backend {
     cpu::embedding_backward(dtable, f(dy), ids, T, H);
   }
 
-  void rmsnorm_forward(void* y, const void* x, const void* w, int64_t N, int64_t D, float eps) override {
-    cpu::rmsnorm_forward(f(y), f(x), f(w), N, D, eps);
+  void rmsnorm_forward(void* y, const void* x, const void* w, int64_t N, int64_t D, float eps,
+                       float weight_offset) override {
+    cpu::rmsnorm_forward(f(y), f(x), f(w), N, D, eps, weight_offset);
   }
   void rmsnorm_backward(void* dx, float* dw, const void* dy, const void* x, const void* w, int64_t N, int64_t D,
-                        float eps) override {
-    cpu::rmsnorm_backward(f(dx), dw, f(dy), f(x), f(w), N, D, eps);
+                        float eps, float weight_offset) override {
+    cpu::rmsnorm_backward(f(dx), dw, f(dy), f(x), f(w), N, D, eps, weight_offset);
+  }
+
+  void normalize_rows_forward(void* y, const void* x, int64_t N, int64_t D) override {
+    cpu::normalize_rows_forward(f(y), f(x), N, D);
+  }
+  void normalize_rows_backward(float* dx, const float* dy, const void* x, int64_t N, int64_t D) override {
+    cpu::normalize_rows_backward(dx, dy, f(x), N, D);
   }
 
   void rope_forward(void* x, const float* cos, const float* sin, const int32_t* positions, int64_t T,
-                    int64_t n_heads, int64_t head_dim, int64_t rot_dim) override {
-    cpu::rope_forward(f(x), cos, sin, positions, T, n_heads, head_dim, rot_dim);
+                    int64_t n_heads, int64_t head_dim, int64_t rot_dim, bool interleaved) override {
+    cpu::rope_forward(f(x), cos, sin, positions, T, n_heads, head_dim, rot_dim, interleaved);
   }
   void rope_backward(void* dx, const float* cos, const float* sin, const int32_t* positions, int64_t T,
-                     int64_t n_heads, int64_t head_dim, int64_t rot_dim) override {
-    cpu::rope_backward(f(dx), cos, sin, positions, T, n_heads, head_dim, rot_dim);
+                     int64_t n_heads, int64_t head_dim, int64_t rot_dim, bool interleaved) override {
+    cpu::rope_backward(f(dx), cos, sin, positions, T, n_heads, head_dim, rot_dim, interleaved);
   }
 
   void attention_forward(void* out, float* lse, const void* q, const void* k, const void* v,
@@ -84,19 +92,20 @@ class CpuBackend final : public Backend {
     cpu::attention_backward(f(dq), f(dk), f(dv), f(dout), f(q), f(k), f(v), f(out), lse, shape);
   }
 
-  void swiglu_forward(void* y, const void* gate, const void* up, int64_t n) override {
-    cpu::swiglu_forward(f(y), f(gate), f(up), n);
+  void glu_forward(void* y, const void* gate, const void* up, int64_t n, Activation act) override {
+    cpu::glu_forward(f(y), f(gate), f(up), n, act);
   }
-  void swiglu_backward(void* dgate, void* dup, const void* dy, const void* gate, const void* up,
-                       int64_t n) override {
-    cpu::swiglu_backward(f(dgate), f(dup), f(dy), f(gate), f(up), n);
+  void glu_backward(void* dgate, void* dup, const void* dy, const void* gate, const void* up, int64_t n,
+                    Activation act) override {
+    cpu::glu_backward(f(dgate), f(dup), f(dy), f(gate), f(up), n, act);
   }
 
   void add(void* y, const void* x, int64_t n) override { cpu::add(f(y), f(x), n); }
+  void scale(void* y, float alpha, int64_t n) override { cpu::scale(f(y), alpha, n); }
 
   double head_loss(void* dx, float* dw, const void* x, const void* w, const int32_t* targets, int64_t T, int64_t H,
-                   int64_t V, float grad_scale) override {
-    return cpu::head_loss(f(dx), dw, f(x), f(w), targets, T, H, V, grad_scale);
+                   int64_t V, float grad_scale, float softcap) override {
+    return cpu::head_loss(f(dx), dw, f(x), f(w), targets, T, H, V, grad_scale, softcap);
   }
 
   double sum_squares(const float* x, int64_t n) override { return cpu::sum_squares(x, n); }

@@ -10,6 +10,7 @@ namespace mt::cpu {
 void zero(float* p, int64_t n);
 void copy(float* dst, const float* src, int64_t n);
 void add(float* y, const float* x, int64_t n);
+void scale(float* y, float alpha, int64_t n);
 double sum_squares(const float* x, int64_t n);
 
 void linear_forward(float* y, const float* x, const float* w, const float* b, int64_t T, int64_t I, int64_t O);
@@ -19,24 +20,28 @@ void linear_backward(float* dx, float* dw, float* db, const float* dy, const flo
 void embedding_forward(float* y, const float* table, const int32_t* ids, int64_t T, int64_t H);
 void embedding_backward(float* dtable, const float* dy, const int32_t* ids, int64_t T, int64_t H);
 
-void rmsnorm_forward(float* y, const float* x, const float* w, int64_t N, int64_t D, float eps);
+void rmsnorm_forward(float* y, const float* x, const float* w, int64_t N, int64_t D, float eps, float weight_offset);
 void rmsnorm_backward(float* dx, float* dw, const float* dy, const float* x, const float* w, int64_t N, int64_t D,
-                      float eps);
+                      float eps, float weight_offset);
+
+void normalize_rows_forward(float* y, const float* x, int64_t N, int64_t D);
+void normalize_rows_backward(float* dx, const float* dy, const float* x, int64_t N, int64_t D);
 
 void rope_forward(float* x, const float* cos, const float* sin, const int32_t* positions, int64_t T,
-                  int64_t n_heads, int64_t head_dim, int64_t rot_dim);
+                  int64_t n_heads, int64_t head_dim, int64_t rot_dim, bool interleaved);
 void rope_backward(float* dx, const float* cos, const float* sin, const int32_t* positions, int64_t T,
-                   int64_t n_heads, int64_t head_dim, int64_t rot_dim);
+                   int64_t n_heads, int64_t head_dim, int64_t rot_dim, bool interleaved);
 
 void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
                        const AttnShape& shape);
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
                         const float* v, const float* out, const float* lse, const AttnShape& shape);
 
-void swiglu_forward(float* y, const float* gate, const float* up, int64_t n);
-void swiglu_backward(float* dgate, float* dup, const float* dy, const float* gate, const float* up, int64_t n);
+void glu_forward(float* y, const float* gate, const float* up, int64_t n, Activation act);
+void glu_backward(float* dgate, float* dup, const float* dy, const float* gate, const float* up, int64_t n,
+                  Activation act);
 
 double head_loss(float* dx, float* dw, const float* x, const float* w, const int32_t* targets, int64_t T,
-                 int64_t H, int64_t V, float grad_scale);
+                 int64_t H, int64_t V, float grad_scale, float softcap);
 
 }  // namespace mt::cpu

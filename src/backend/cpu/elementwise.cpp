@@ -1,4 +1,4 @@
-// zero, copy, add and the fp64 sum of squares over flat fp32 buffers.
+// zero, copy, add, scale and the fp64 sum of squares over flat fp32 buffers.
 // Invariant: sum_squares adds fixed-size block partials in block order, so it is bitwise independent of thread count.
 #include <algorithm>
 #include <cstring>
@@ -23,6 +23,11 @@ void copy(float* dst, const float* src, int64_t n) {
 void add(float* y, const float* x, int64_t n) {
 #pragma omp parallel for simd if (n > parallel_min_elems) schedule(static)
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+void scale(float* y, float alpha, int64_t n) {
+#pragma omp parallel for simd if (n > parallel_min_elems) schedule(static)
+  for (int64_t i = 0; i < n; ++i) y[i] *= alpha;
 }
 
 double sum_squares(const float* x, int64_t n) {

@@ -1,4 +1,6 @@
-// Fused LM head + cross-entropy over row chunks: logits [chunk, V] = x·wᵀ exist for one chunk at a time.
+// Fused LM head + cross-entropy over row chunks: logits [chunk, V] = x·wᵀ exist for one chunk at a time; with a
+// soft-cap they become softcap·tanh(logits/softcap) (Gemma 2's final_logit_softcapping: divide, tanh, multiply) and
+// the gradient goes back through the tanh.
 // Invariant: the returned Σ CE (fp64, unscaled) adds per-row losses in token order; rows with target −100 add
 // nothing and get zero gradient; dx is overwritten, dw accumulates grad_scale · ∂Σ/∂w.
 #include <cblas.h>
@@ -30,17 +32,28 @@ double softmax_ce_row(float* logits, int64_t V, int32_t target, float scale) {
   return ce;
 }
 
+// Soft-caps one row of logits in place; dcap[c] gets ∂capped/∂logit = 1 − tanh².
+void softcap_row(float* logits, float* dcap, int64_t V, float softcap) {
+  for (int64_t c = 0; c < V; ++c) {
+    const float t = std::tanh(logits[c] / softcap);
+    logits[c] = softcap * t;
+    dcap[c] = 1.f - t * t;
+  }
+}
+
 }  // namespace
 
 double head_loss(float* dx, float* dw, const float* x, const float* w, const int32_t* targets, int64_t T,
-                 int64_t H, int64_t V, float grad_scale) {
+                 int64_t H, int64_t V, float grad_scale, float softcap) {
   MT_ASSERT(T >= 0 && H > 0 && V > 0);
+  MT_ASSERT(std::isfinite(softcap) && softcap >= 0.f, "head softcap {}", softcap);
   for (int64_t t = 0; t < T; ++t) {
     MT_ASSERT(targets[t] == ignore_index || (targets[t] >= 0 && targets[t] < V), "target {} at token {} (V = {})",
               targets[t], t, V);
   }
   const int64_t chunk = chunk_rows(V);
   std::vector<float> logits(static_cast<size_t>(std::min(chunk, T) * V));
+  std::vector<float> dcap(softcap > 0.f ? logits.size() : 0);  // the tanh's derivative, where soft-capped
   std::vector<double> row_loss(static_cast<size_t>(chunk));
   double total = 0.0;
   for (int64_t t0 = 0; t0 < T; t0 += chunk) {
@@ -58,6 +71,11 @@ double head_loss(float* dx, float* dw, const float* x, const float* w, const int
       if (tg[r] == ignore_index) {
         std::fill_n(row, V, 0.f);
         row_loss[static_cast<size_t>(r)] = 0.0;
+      } else if (softcap > 0.f) {
+        float* dc = dcap.data() + r * V;
+        softcap_row(row, dc, V, softcap);
+        row_loss[static_cast<size_t>(r)] = softmax_ce_row(row, V, tg[r], grad_scale);
+        for (int64_t c = 0; c < V; ++c) row[c] *= dc[c];
       } else {
         row_loss[static_cast<size_t>(r)] = softmax_ce_row(row, V, tg[r], grad_scale);
       }

@@ -1,5 +1,7 @@
-// RMSNorm over rows of D, as HF LlamaRMSNorm in fp32: y = (x · rsqrt(mean(x²) + eps)) · w.
-// Invariant: mean(x²) is accumulated in fp64; dw accumulates over rows in row order (one writer per column).
+// RMSNorm over rows of D, as HF LlamaRMSNorm in fp32: y = (x · rsqrt(mean(x²) + eps)) · w, or · (w + offset) with
+// a weight offset (Gemma's (1 + w), the fp32 sum formed first as Gemma2RMSNorm does).
+// Invariant: mean(x²) is accumulated in fp64; dw accumulates over rows in row order (one writer per column); offset 0
+// runs on w itself, so it is bitwise the plain LlamaRMSNorm.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -9,7 +11,9 @@
 
 namespace mt::cpu {
 
-static float row_rstd(const float* x, int64_t D, float eps) {
+namespace {
+
+float row_rstd(const float* x, int64_t D, float eps) {
   double ss = 0.0;
 #pragma omp simd reduction(+ : ss)
   for (int64_t d = 0; d < D; ++d) ss += static_cast<double>(x[d]) * x[d];
@@ -17,8 +21,21 @@ static float row_rstd(const float* x, int64_t D, float eps) {
   return 1.f / std::sqrt(var + eps);
 }
 
-void rmsnorm_forward(float* y, const float* x, const float* w, int64_t N, int64_t D, float eps) {
+// The weight the rows are scaled by: w itself at offset 0, else w + offset in `scratch`.
+const float* effective_weight(const float* w, int64_t D, float offset, std::vector<float>& scratch) {
+  if (offset == 0.f) return w;
+  scratch.resize(static_cast<size_t>(D));
+  for (int64_t d = 0; d < D; ++d) scratch[static_cast<size_t>(d)] = w[d] + offset;
+  return scratch.data();
+}
+
+}  // namespace
+
+void rmsnorm_forward(float* y, const float* x, const float* w_in, int64_t N, int64_t D, float eps,
+                     float weight_offset) {
   MT_ASSERT(N >= 0 && D > 0);
+  std::vector<float> scratch;
+  const float* w = effective_weight(w_in, D, weight_offset, scratch);
 #pragma omp parallel for if (N * D > parallel_min_elems) schedule(static)
   for (int64_t n = 0; n < N; ++n) {
     const float* xr = x + n * D;
@@ -29,9 +46,11 @@ void rmsnorm_forward(float* y, const float* x, const float* w, int64_t N, int64_
   }
 }
 
-void rmsnorm_backward(float* dx, float* dw, const float* dy, const float* x, const float* w, int64_t N, int64_t D,
-                      float eps) {
+void rmsnorm_backward(float* dx, float* dw, const float* dy, const float* x, const float* w_in, int64_t N, int64_t D,
+                      float eps, float weight_offset) {
   MT_ASSERT(N >= 0 && D > 0);
+  std::vector<float> scratch;
+  const float* w = effective_weight(w_in, D, weight_offset, scratch);  // ∂(w + offset)/∂w = 1: dw keeps its form
   std::vector<float> rstd(static_cast<size_t>(N));
   // dx = rstd·(w·dy) − x·rstd³/D · Σ_d (w·dy·x)
 #pragma omp parallel for if (N * D > parallel_min_elems) schedule(static)

@@ -110,29 +110,40 @@ class CudaBackend final : public Backend {
     const cuda::OpProfile::Span span(profile_, "embedding_backward", stream_);
     dispatch([&](auto* t) { cuda::embedding_backward(dtable, cast(t, dy), ids, T, H, stream_); });
   }
-  void rmsnorm_forward(void* y, const void* x, const void* w, int64_t N, int64_t D, float eps) override {
+  void rmsnorm_forward(void* y, const void* x, const void* w, int64_t N, int64_t D, float eps,
+                       float weight_offset) override {
     const cuda::OpProfile::Span span(profile_, "rmsnorm_forward", stream_);
-    dispatch([&](auto* t) { cuda::rmsnorm_forward(cast(t, y), cast(t, x), cast(t, w), N, D, eps, stream_); });
-  }
-  void rmsnorm_backward(void* dx, float* dw, const void* dy, const void* x, const void* w, int64_t N, int64_t D,
-                        float eps) override {
-    const cuda::OpProfile::Span span(profile_, "rmsnorm_backward", stream_);
     dispatch([&](auto* t) {
-      cuda::rmsnorm_backward(cast(t, dx), dw, cast(t, dy), cast(t, x), cast(t, w), N, D, eps, stream_);
+      cuda::rmsnorm_forward(cast(t, y), cast(t, x), cast(t, w), N, D, eps, weight_offset, stream_);
     });
   }
+  void rmsnorm_backward(void* dx, float* dw, const void* dy, const void* x, const void* w, int64_t N, int64_t D,
+                        float eps, float weight_offset) override {
+    const cuda::OpProfile::Span span(profile_, "rmsnorm_backward", stream_);
+    dispatch([&](auto* t) {
+      cuda::rmsnorm_backward(cast(t, dx), dw, cast(t, dy), cast(t, x), cast(t, w), N, D, eps, weight_offset, stream_);
+    });
+  }
+  void normalize_rows_forward(void* y, const void* x, int64_t N, int64_t D) override {
+    const cuda::OpProfile::Span span(profile_, "normalize_rows_forward", stream_);
+    dispatch([&](auto* t) { cuda::normalize_rows_forward(cast(t, y), cast(t, x), N, D, stream_); });
+  }
+  void normalize_rows_backward(float* dx, const float* dy, const void* x, int64_t N, int64_t D) override {
+    const cuda::OpProfile::Span span(profile_, "normalize_rows_backward", stream_);
+    dispatch([&](auto* t) { cuda::normalize_rows_backward(dx, dy, cast(t, x), N, D, stream_); });
+  }
   void rope_forward(void* x, const float* cos, const float* sin, const int32_t* positions, int64_t T,
-                    int64_t n_heads, int64_t head_dim, int64_t rot_dim) override {
+                    int64_t n_heads, int64_t head_dim, int64_t rot_dim, bool interleaved) override {
     const cuda::OpProfile::Span span(profile_, "rope_forward", stream_);
     dispatch([&](auto* t) {
-      cuda::rope_forward(cast(t, x), cos, sin, positions, T, n_heads, head_dim, rot_dim, stream_);
+      cuda::rope_forward(cast(t, x), cos, sin, positions, T, n_heads, head_dim, rot_dim, interleaved, stream_);
     });
   }
   void rope_backward(void* dx, const float* cos, const float* sin, const int32_t* positions, int64_t T,
-                     int64_t n_heads, int64_t head_dim, int64_t rot_dim) override {
+                     int64_t n_heads, int64_t head_dim, int64_t rot_dim, bool interleaved) override {
     const cuda::OpProfile::Span span(profile_, "rope_backward", stream_);
     dispatch([&](auto* t) {
-      cuda::rope_backward(cast(t, dx), cos, sin, positions, T, n_heads, head_dim, rot_dim, stream_);
+      cuda::rope_backward(cast(t, dx), cos, sin, positions, T, n_heads, head_dim, rot_dim, interleaved, stream_);
     });
   }
   void attention_forward(void* out, float* lse, const void* q, const void* k, const void* v,
@@ -150,25 +161,30 @@ class CudaBackend final : public Backend {
                                cast(t, v), cast(t, out), lse, shape, stream_);
     });
   }
-  void swiglu_forward(void* y, const void* gate, const void* up, int64_t n) override {
-    const cuda::OpProfile::Span span(profile_, "swiglu_forward", stream_);
-    dispatch([&](auto* t) { cuda::swiglu_forward(cast(t, y), cast(t, gate), cast(t, up), n, stream_); });
+  void glu_forward(void* y, const void* gate, const void* up, int64_t n, Activation act) override {
+    const cuda::OpProfile::Span span(profile_, "glu_forward", stream_);
+    dispatch([&](auto* t) { cuda::glu_forward(cast(t, y), cast(t, gate), cast(t, up), n, act, stream_); });
   }
-  void swiglu_backward(void* dgate, void* dup, const void* dy, const void* gate, const void* up,
-                       int64_t n) override {
-    const cuda::OpProfile::Span span(profile_, "swiglu_backward", stream_);
+  void glu_backward(void* dgate, void* dup, const void* dy, const void* gate, const void* up, int64_t n,
+                    Activation act) override {
+    const cuda::OpProfile::Span span(profile_, "glu_backward", stream_);
     dispatch([&](auto* t) {
-      cuda::swiglu_backward(cast(t, dgate), cast(t, dup), cast(t, dy), cast(t, gate), cast(t, up), n, stream_);
+      cuda::glu_backward(cast(t, dgate), cast(t, dup), cast(t, dy), cast(t, gate), cast(t, up), n, act, stream_);
     });
   }
   void add(void* y, const void* x, int64_t n) override {
     const cuda::OpProfile::Span span(profile_, "add", stream_);
     dispatch([&](auto* t) { cuda::add(cast(t, y), cast(t, x), n, stream_); });
   }
+  void scale(void* y, float alpha, int64_t n) override {
+    const cuda::OpProfile::Span span(profile_, "scale", stream_);
+    dispatch([&](auto* t) { cuda::scale(cast(t, y), alpha, n, stream_); });
+  }
 
-  // Chunks of rows: fp32 logits = x·wᵀ, cross-entropy → dlogits, dx = dlogits·w, dw += dlogitsᵀ·x.
+  // Chunks of rows: fp32 logits = x·wᵀ, cross-entropy (soft-capped where softcap > 0) → dlogits, dx = dlogits·w,
+  // dw += dlogitsᵀ·x.
   double head_loss(void* dx, float* dw, const void* x, const void* w, const int32_t* targets, int64_t T, int64_t H,
-                   int64_t V, float grad_scale) override {
+                   int64_t V, float grad_scale, float softcap) override {
     const cuda::OpProfile::Span span(profile_, "head_loss", stream_);
     const int64_t chunk = std::clamp<int64_t>((int64_t{1} << 28) / std::max<int64_t>(V, 1), 16, 4096);
     ensure_head_buffers(std::min(chunk, T), V, T);
@@ -179,7 +195,8 @@ class CudaBackend final : public Backend {
       char* dxr = static_cast<char*>(dx) + r0 * H * es;
       gemm_->run(logits_, DType::f32, xr, w, dtype_, true, rows, V, H, 0.0f);
       dispatch([&](auto* t) {
-        cuda::cross_entropy(cast(t, dlogits_), row_loss_ + r0, logits_, targets + r0, rows, V, grad_scale, stream_);
+        cuda::cross_entropy(cast(t, dlogits_), row_loss_ + r0, logits_, targets + r0, rows, V, grad_scale, softcap,
+                            stream_);
       });
       gemm_->run(dxr, dtype_, dlogits_, w, dtype_, false, rows, H, V, 0.0f);
       gemm_->run_at_b(dw, dlogits_, xr, dtype_, V, H, rows, 1.0f);

@@ -50,11 +50,8 @@ Batch random_batch(int64_t batch, int64_t seq, int64_t vocab, uint64_t seed) {
 
 void run_bench(const BenchOptions& o) {
   const ModelSource source = resolve_model_source(o.model);
-  ModelSpec spec = load_model_spec(source.config_json);
-  if (o.layers > 0) {
-    spec.num_layers = o.layers;
-    spec.sliding_window.resize(static_cast<size_t>(o.layers), spec.sliding_window.empty() ? 0 : spec.sliding_window[0]);
-  }
+  ModelSpec spec = load_model_spec(source.config_json, true);  // a shape to measure: no modeling code runs
+  if (o.layers > 0) spec = first_layers(spec, o.layers);
   const ParamLayout layout = make_param_layout(spec);
   const DType dtype = dtype_from_name(o.dtype);
   const dist::Context& ctx = dist::context();

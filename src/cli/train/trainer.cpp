@@ -136,8 +136,8 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
   if (names_checkpoint(c.model.name)) init_from.emplace(c.model.name);
   const ModelSource source = init_from ? checkpoint_model_source(*init_from) : resolve_model_source(c.model.name);
   const ModelSpec spec = init_from ? parse_model_spec(nlohmann::json::parse(init_from->meta().model_config_json),
-                                                      c.model.name)
-                                   : load_model_spec(source.config_json);
+                                                      c.model.name, c.model.trust_remote_code)
+                                   : load_model_spec(source.config_json, c.model.trust_remote_code);
   const ParamLayout layout = make_param_layout(spec);
   const DType dtype = dtype_from_name(c.model.dtype);
   std::string banner;
@@ -148,9 +148,9 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
   }
   if (root) log::info("megatrain {} train, configuration {}:{}", MEGATRAIN_VERSION,
             c.source.empty() ? std::string("(built in)") : c.source.string(), banner);
-  if (root) log::info("model {} ({}): {} layers, hidden {}, {} heads / {} kv heads, vocab {}, {:.3f} M parameters",
-            c.model.name, spec.architecture, spec.num_layers, spec.hidden_size, spec.num_heads, spec.num_kv_heads,
-            spec.vocab_size, static_cast<double>(layout.total_numel) / 1e6);
+  if (root) log::info("model {} ({}): {} layers ({}), hidden {}, vocab {}, {:.3f} M parameters", c.model.name,
+                      spec.architecture, spec.num_layers, describe_layers(spec), spec.hidden_size, spec.vocab_size,
+                      static_cast<double>(layout.total_numel) / 1e6);
 
   // The node's leading GPU rank reads and tokenizes the data; the node's other GPU ranks receive its examples.
   TrainingData data;

@@ -23,7 +23,7 @@ TrainingData load_training_data(const DatasetConfig& dataset, const ModelSource&
                dataset.name, source.dir.string());
     data.tokenizer = Tokenizer::from_directory(source.dir);
   }
-  data.examples = load_datasets(dataset, spec.vocab_size, TextOptions{data.tokenizer.get(), family_name(spec.family)},
+  data.examples = load_datasets(dataset, spec.vocab_size, TextOptions{data.tokenizer.get(), spec.family},
                                 &data.stats);
   if (pack && dataset.packing) {
     const size_t examples = data.examples.size();

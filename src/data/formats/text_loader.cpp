@@ -40,6 +40,10 @@ void require_columns(const DatasetEntry& entry, const RecordConverter& converter
 std::vector<Example> load_text(const DatasetEntry& entry, const TemplateRenderer& renderer, const TextLimits& limits,
                                DatasetStats* stats) {
   MT_ASSERT(limits.max_seq_len > 0 && limits.vocab_size > 0);
+  MT_REQUIRE(!limits.train_on_prompt || !renderer.efficient_eos(),
+             "dataset.train_on_prompt: the chat template '{}' does not support it (its answers end with an "
+             "efficient EOS, as in LLaMA-Factory, which refuses this too)",
+             renderer.chat_template().name);
   const RecordConverter converter(entry);
   const std::vector<JsonRecord> records = read_json_records(entry.file, entry.name);
   require_columns(entry, converter, records);
@@ -64,7 +68,8 @@ std::vector<Example> load_text(const DatasetEntry& entry, const TemplateRenderer
       continue;
     }
     bool truncated = false;
-    Example e = assemble_example(pairs, limits.max_seq_len, limits.train_on_prompt, &truncated);
+    Example e =
+        assemble_example(pairs, limits.max_seq_len, limits.train_on_prompt, &truncated, renderer.efficient_eos());
     for (const int32_t id : e.input_ids)
       MT_REQUIRE(id >= 0 && id < limits.vocab_size,
                  "dataset '{}': {}: token id {} is outside the model's vocab_size {} (the tokenizer does not belong "

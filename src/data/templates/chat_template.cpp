@@ -1,7 +1,10 @@
 // The template table (LLaMA-Factory's definitions of the same names) and the `template: auto` rule.
 // Invariant: slot texts are copied character for character from LLaMA-Factory's formats; defaults it fills in
-// (assistant = content + EOS, system = observation = user, function = assistant slots) are spelled out here.
+// (assistant = content + EOS, or content alone with efficient_eos; system = content; observation = user;
+// function = assistant slots) are spelled out here.
 #include "data/templates/chat_template.h"
+
+#include <algorithm>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -98,6 +101,100 @@ std::vector<ChatTemplate> make_templates() {
   qwen3.default_system = "";
   qwen3.empty_thought = true;
   all.push_back(qwen3);
+
+  // Gemma: no system turn (Llama2Template: the system text opens the first user message).
+  ChatTemplate gemma;
+  gemma.name = "gemma";
+  gemma.prefix = {kBos};
+  gemma.user = {text("<start_of_turn>user\n{{content}}<end_of_turn>\n<start_of_turn>model\n")};
+  gemma.assistant = gemma.function = {text("{{content}}<end_of_turn>\n")};
+  gemma.system = {text("{{content}}\n\n")};
+  gemma.observation = {text("<start_of_turn>tool\n{{content}}<end_of_turn>\n<start_of_turn>model\n")};
+  gemma.stop_words = {"<end_of_turn>"};
+  gemma.replace_eos = true;
+  gemma.llama2_style = true;
+  all.push_back(gemma);
+
+  ChatTemplate gemma2 = gemma;
+  gemma2.name = "gemma2";
+  gemma2.stop_words = {"<eos>", "<end_of_turn>"};
+  gemma2.replace_eos = false;
+  gemma2.efficient_eos = true;
+  all.push_back(gemma2);
+
+  ChatTemplate gemma3 = gemma;   // its image plugin leaves text alone
+  gemma3.name = "gemma3";
+  all.push_back(gemma3);
+
+  ChatTemplate phi;
+  phi.name = "phi";
+  phi.user = {text("<|user|>\n{{content}}<|end|>\n<|assistant|>\n")};
+  phi.assistant = phi.function = {text("{{content}}<|end|>\n")};
+  phi.system = {text("<|system|>\n{{content}}<|end|>\n")};
+  phi.observation = phi.user;
+  phi.stop_words = {"<|end|>"};
+  phi.replace_eos = true;
+  all.push_back(phi);
+
+  ChatTemplate phi4;
+  phi4.name = "phi4";
+  phi4.user = {text("<|im_start|>user<|im_sep|>{{content}}<|im_end|><|im_start|>assistant<|im_sep|>")};
+  phi4.assistant = phi4.function = {text("{{content}}<|im_end|>")};
+  phi4.system = {text("<|im_start|>system<|im_sep|>{{content}}<|im_end|>")};
+  phi4.observation = phi4.user;
+  phi4.stop_words = {"<|im_end|>"};
+  phi4.replace_eos = true;
+  all.push_back(phi4);
+
+  ChatTemplate phi4_mini;
+  phi4_mini.name = "phi4_mini";
+  phi4_mini.user = {text("<|user|>{{content}}<|end|><|assistant|>")};
+  phi4_mini.assistant = phi4_mini.function = {text("{{content}}<|end|>")};
+  phi4_mini.system = {text("<|system|>{{content}}<|end|>")};
+  phi4_mini.observation = phi4_mini.user;
+  phi4_mini.tools_slot = "<|tool|>{{content}}<|/tool|>";
+  phi4_mini.stop_words = {"<|end|>"};
+  phi4_mini.replace_eos = true;
+  all.push_back(phi4_mini);
+
+  ChatTemplate glm4;
+  glm4.name = "glm4";
+  glm4.prefix = {text("[gMASK]<sop>")};
+  glm4.user = {text("<|user|>\n{{content}}<|assistant|>")};
+  glm4.assistant = {text("\n{{content}}")};
+  glm4.system = {text("<|system|>\n{{content}}")};
+  glm4.function = kContent;
+  glm4.observation = {text("<|observation|>\n{{content}}<|assistant|>")};
+  glm4.tool_format = ToolFormat::glm4;
+  glm4.stop_words = {"<|user|>", "<|observation|>"};
+  glm4.efficient_eos = true;
+  all.push_back(glm4);
+
+  ChatTemplate intern2;
+  intern2.name = "intern2";
+  intern2.prefix = {kBos};
+  intern2.user = {text("<|im_start|>user\n{{content}}<|im_end|>\n<|im_start|>assistant\n")};
+  intern2.assistant = intern2.function = {text("{{content}}<|im_end|>\n")};
+  intern2.system = {text("<|im_start|>system\n{{content}}<|im_end|>\n")};
+  intern2.observation = intern2.user;
+  intern2.default_system =
+      "You are an AI assistant whose name is InternLM (书生·浦语).\n"
+      "- InternLM (书生·浦语) is a conversational language model that is developed by Shanghai AI Laboratory "
+      "(上海人工智能实验室). It is designed to be helpful, honest, and harmless.\n"
+      "- InternLM (书生·浦语) can understand and communicate fluently in the language "
+      "chosen by the user such as English and 中文.";
+  intern2.stop_words = {"<|im_end|>"};
+  all.push_back(intern2);
+
+  // Dropped from LLaMA-Factory 0.9.5; its last published definition (before commit 5cccaeec8).
+  ChatTemplate baichuan2;
+  baichuan2.name = "baichuan2";
+  baichuan2.user = baichuan2.observation = {text("<reserved_106>{{content}}<reserved_107>")};
+  baichuan2.assistant = baichuan2.function = baichuan2.system = kContent;
+  baichuan2.efficient_eos = true;
+  all.push_back(baichuan2);
+
+  std::sort(all.begin(), all.end(), [](const ChatTemplate& a, const ChatTemplate& b) { return a.name < b.name; });
   return all;
 }
 
@@ -122,13 +219,29 @@ std::vector<std::string> chat_template_names() {
 }
 
 std::string auto_template_name(const std::string& model_family, const Tokenizer& tokenizer) {
+  auto has = [&](const char* token) { return tokenizer.token_to_id(token).has_value(); };
+  auto bos_is = [&](const char* token) {
+    const auto bos = tokenizer.bos_id();
+    return bos && tokenizer.token_to_id(token) == bos;
+  };
   if (model_family == "qwen2") return "qwen";
   if (model_family == "qwen3") return "qwen3";
   if (model_family == "mistral") return "mistral";
+  if (model_family == "gemma2") return "gemma2";
+  if (model_family == "gemma3") return "gemma3";
+  if (model_family == "glm4") return "glm4";
+  if (model_family == "internlm2") return "intern2";
+  if (model_family == "baichuan") return "baichuan2";
   if (model_family == "llama") {
-    if (tokenizer.token_to_id("<|begin_of_text|>")) return "llama3";
-    const auto bos = tokenizer.bos_id();
-    if (bos && tokenizer.token_to_id("<s>") == bos) return "llama2";
+    if (has("<|begin_of_text|>")) return "llama3";
+    if (bos_is("<s>")) return "llama2";
+  }
+  if (model_family == "phi3") {
+    if (has("<|im_start|>") && has("<|im_sep|>")) return "phi4";
+    if (has("<|user|>") && has("<|assistant|>") && has("<|end|>")) {
+      if (bos_is("<s>")) return "phi";
+      if (bos_is("<|endoftext|>")) return "phi4_mini";
+    }
   }
   throw Error(fmt::format("dataset.template: auto cannot tell the chat template of this {} model from its tokenizer; "
                           "set dataset.template to one of {}",

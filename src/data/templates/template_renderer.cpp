@@ -36,7 +36,7 @@ std::string fill(const std::string& slot, const std::string& content) {
 }  // namespace
 
 TemplateRenderer::TemplateRenderer(const ChatTemplate& chat_template, const Tokenizer& tokenizer)
-    : template_(chat_template), tokenizer_(tokenizer), bos_id_(tokenizer.bos_id()) {
+    : template_(chat_template), tokenizer_(&tokenizer), bos_id_(tokenizer.bos_id()) {
   // A stop word the template writes (or uses as EOS) must be one token, or its text would be split into pieces.
   for (size_t i = 0; i < template_.stop_words.size(); ++i) {
     const std::string& word = template_.stop_words[i];
@@ -47,12 +47,25 @@ TemplateRenderer::TemplateRenderer(const ChatTemplate& chat_template, const Toke
                template_.name, word);
   }
   eos_id_ = template_.replace_eos ? tokenizer.token_to_id(template_.stop_words.at(0)) : tokenizer.eos_id();
-  MT_REQUIRE(eos_id_.has_value() || !uses_eos(template_),
+  MT_REQUIRE(eos_id_.has_value() || (!uses_eos(template_) && !template_.efficient_eos),
              "dataset.template '{}' ends turns with the EOS token, but the tokenizer has no eos_token "
              "(tokenizer_config.json)",
              template_.name);
+  // LLaMA-Factory re-adds the stop words as special tokens given as strings (replace_eos: the first one as the EOS,
+  // unless it already is the EOS), and transformers then drops their strip rules.
+  std::vector<std::string> readded;
+  for (size_t i = 0; i < template_.stop_words.size(); ++i) {
+    const std::string& word = template_.stop_words[i];
+    const auto id = tokenizer.token_to_id(word);
+    if (!id || (i == 0 && template_.replace_eos && id == tokenizer.eos_id())) continue;
+    readded.push_back(word);
+  }
+  if (!readded.empty()) {
+    own_tokenizer_ = tokenizer.with_plain_special_tokens(readded);
+    tokenizer_ = own_tokenizer_.get();
+  }
   if (template_.empty_thought)
-    thought_ids_ = tokenizer.encode(std::string(kThoughtOpen) + kThoughtClose, false);
+    thought_ids_ = tokenizer_->encode(std::string(kThoughtOpen) + kThoughtClose, false);
 }
 
 void TemplateRenderer::append(std::vector<int32_t>& ids, const Slots& slots, const std::string& content) const {
@@ -62,7 +75,7 @@ void TemplateRenderer::append(std::vector<int32_t>& ids, const Slots& slots, con
     } else if (slot.kind == Slot::Kind::eos) {
       ids.push_back(*eos_id_);
     } else if (const std::string text = fill(slot.text, content); !text.empty()) {
-      const std::vector<int32_t> piece = tokenizer_.encode(text, false);
+      const std::vector<int32_t> piece = tokenizer_->encode(text, false);
       ids.insert(ids.end(), piece.begin(), piece.end());
     }
   }
@@ -108,7 +121,10 @@ std::vector<EncodedPair> TemplateRenderer::encode(const Conversation& c) const {
     if (i == 0) {
       append(ids, template_.prefix, "");
       if (!system.empty() || !c.tools.empty()) {
-        const std::string content = system + (c.tools.empty() ? "" : tool_system_text(template_.tool_format, c.tools));
+        const std::string tools = c.tools.empty()                  ? ""
+                                  : template_.tools_slot.empty() ? tool_system_text(template_.tool_format, c.tools)
+                                                                 : fill(template_.tools_slot, c.tools);
+        const std::string content = system + tools;
         if (template_.llama2_style) system_text = fill(template_.system.at(0).text, content);
         else append(ids, template_.system, content);
       }

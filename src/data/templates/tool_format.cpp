@@ -1,5 +1,6 @@
 // Tool prompt and function-call text per tool format (LLaMA-Factory's DefaultToolUtils, QwenToolUtils,
-// Llama3ToolUtils, MistralToolUtils). Invariant: the prompt wording is LLaMA-Factory's, character for character.
+// Llama3ToolUtils, MistralToolUtils, GLM4ToolUtils). Invariant: the prompt wording is LLaMA-Factory's, character for
+// character.
 #include "data/templates/tool_format.h"
 
 #include <fmt/format.h>
@@ -107,6 +108,19 @@ std::string mistral_tools(const ordered_json& tools) {
   return "[AVAILABLE_TOOLS] " + python_json_dumps(list) + "[/AVAILABLE_TOOLS]";
 }
 
+std::string glm4_tools(const ordered_json& tools) {
+  std::string tool_text;
+  for (const ordered_json& entry : tools) {
+    const ordered_json tool = is_function_type(entry) ? entry.value("function", ordered_json()) : entry;
+    MT_REQUIRE(tool.is_object() && tool.contains("name"), "tools: every tool needs a \"name\"");
+    tool_text += "\n\n## " + str(tool["name"]) + "\n\n" + python_json_dumps(tool, 4) +
+                 "\n在调用上述函数时，请使用 Json 格式表示调用的参数。";
+  }
+  return "你是一个名为 ChatGLM 的人工智能助手。你是基于智谱 AI 公司训练的语言模型 GLM-4 模型开发的，"
+         "你的任务是针对用户的问题和要求提供适当的答复和支持。\n\n# 可用工具" +
+         tool_text;
+}
+
 }  // namespace
 
 std::string tool_system_text(ToolFormat format, const std::string& tools_json) {
@@ -119,6 +133,7 @@ std::string tool_system_text(ToolFormat format, const std::string& tools_json) {
     case ToolFormat::qwen: return qwen_tools(tools);
     case ToolFormat::llama3: return llama3_tools(tools);
     case ToolFormat::mistral: return mistral_tools(tools);
+    case ToolFormat::glm4: return glm4_tools(tools);
   }
   MT_ASSERT(false, "unknown tool format");
   return "";
@@ -155,6 +170,10 @@ std::string function_call_text(ToolFormat format, const std::string& content) {
       for (const auto& [name, args] : functions) list.push_back({{"name", name}, {"arguments", args}});
       return python_json_dumps(list);
     }
+    case ToolFormat::glm4:
+      MT_REQUIRE(functions.size() == 1, "function call: GLM-4 does not support parallel functions; got {} calls",
+                 functions.size());
+      return functions[0].first + "\n" + python_json_dumps(functions[0].second);
   }
   MT_ASSERT(false, "unknown tool format");
   return "";

@@ -1,5 +1,5 @@
 // Tool descriptions and function calls as text, per LLaMA-Factory's tool formats (tool_utils.py): generic
-// ("default"), qwen, llama3 and mistral. Invariant: JSON inside the text is written as Python's json.dumps would.
+// ("default"), qwen, llama3, mistral and glm4. Invariant: JSON inside the text is written as Python's json.dumps would.
 #pragma once
 #include <string>
 
@@ -13,7 +13,7 @@ namespace mt {
 std::string tool_system_text(ToolFormat format, const std::string& tools_json);
 
 // The assistant text for a function-call turn whose content is `{"name": ..., "arguments": {...}}` or a list of
-// them. Invalid JSON or a call without name/arguments raises mt::Error.
+// them. Invalid JSON, a call without name/arguments, or (glm4) anything but exactly one call raises mt::Error.
 std::string function_call_text(ToolFormat format, const std::string& content);
 
 }  // namespace mt

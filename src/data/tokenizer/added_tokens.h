@@ -41,6 +41,7 @@ class AddedVocabulary {
   std::optional<int32_t> id_of(std::string_view content) const;
   bool is_special(std::string_view content) const;
   int32_t id_limit() const;  // highest id + 1, 0 when empty
+  const std::vector<AddedToken>& tokens() const { return tokens_; }
 
  private:
   // A byte trie of the patterns; a walk from a position finds the longest pattern starting there.

@@ -1,6 +1,8 @@
 // The encode/decode pipeline of HfTokenizer and the assembly of its parts from the parsed JSON.
 #include "data/tokenizer/hf_tokenizer.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -136,5 +138,17 @@ std::optional<int32_t> HfTokenizer::token_to_id(std::string_view token) const {
 }
 
 int64_t HfTokenizer::vocab_size() const { return std::max<int64_t>(model_->id_limit(), added_->id_limit()); }
+
+std::unique_ptr<Tokenizer> HfTokenizer::with_plain_special_tokens(const std::vector<std::string>& tokens) const {
+  std::vector<AddedToken> added = added_->tokens();
+  for (AddedToken& t : added) {
+    if (std::find(tokens.begin(), tokens.end(), t.content) == tokens.end()) continue;
+    t.special = true;
+    t.single_word = t.lstrip = t.rstrip = t.normalized = false;
+  }
+  auto copy = std::make_unique<HfTokenizer>(*this);
+  copy->added_ = std::make_shared<const AddedVocabulary>(std::move(added), normalizer_.get());
+  return copy;
+}
 
 }  // namespace mt::tok

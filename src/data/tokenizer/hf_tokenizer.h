@@ -29,6 +29,7 @@ class HfTokenizer final : public Tokenizer {
   std::string decode(std::span<const int32_t> ids, bool skip_special_tokens) const override;
   std::optional<int32_t> token_to_id(std::string_view token) const override;
   int64_t vocab_size() const override;
+  std::unique_ptr<Tokenizer> with_plain_special_tokens(const std::vector<std::string>& tokens) const override;
   std::optional<int32_t> bos_id() const override { return bos_; }
   std::optional<int32_t> eos_id() const override { return eos_; }
   std::optional<int32_t> pad_id() const override { return pad_; }
@@ -38,12 +39,13 @@ class HfTokenizer final : public Tokenizer {
   void encode_piece(std::string_view piece, bool at_text_start, std::vector<int32_t>& ids) const;
   std::optional<int32_t> special_id(const nlohmann::json& config, const char* key, const std::string& file) const;
 
-  std::unique_ptr<Normalizer> normalizer_;
-  std::unique_ptr<PreTokenizer> pre_tokenizer_;
-  std::unique_ptr<BpeModel> model_;
-  std::unique_ptr<Decoder> decoder_;
-  std::unique_ptr<PostProcessor> post_processor_;
-  std::unique_ptr<AddedVocabulary> added_;
+  // Shared with the tokenizers with_plain_special_tokens makes (all of them immutable).
+  std::shared_ptr<const Normalizer> normalizer_;
+  std::shared_ptr<const PreTokenizer> pre_tokenizer_;
+  std::shared_ptr<const BpeModel> model_;
+  std::shared_ptr<const Decoder> decoder_;
+  std::shared_ptr<const PostProcessor> post_processor_;
+  std::shared_ptr<const AddedVocabulary> added_;
   std::optional<int32_t> bos_, eos_, pad_;
 };
 

@@ -1,0 +1,91 @@
+// Gated MLP activations y = act(gate) · up, elementwise, as PyTorch's CPU kernels compute them in fp32:
+// silu(g) = g / (1 + exp(−g)) (SwiGLU); gelu_tanh(g) = 0.5·g·(1 + tanh(√(2/π)·(g + 0.044715·g³))) (GeGLU,
+// torch.nn.functional.gelu(approximate="tanh")) with the derivative of GeluBackwardKernelImpl.
+// Invariant: dgate and dup are overwritten; the silu path is the former SwiGLU op unchanged.
+#include <cmath>
+
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/cpu_util.h"
+#include "core/error.h"
+
+namespace mt::cpu {
+namespace {
+
+// torch's kBeta = M_SQRT2 · M_2_SQRTPI · 0.5 = √(2/π), formed in double and rounded to fp32, and kKappa.
+constexpr float gelu_beta = static_cast<float>(1.41421356237309504880 * 1.12837916709551257390 * 0.5);
+constexpr float gelu_kappa = 0.044715f;
+
+inline float gelu_tanh(float x) {
+  const float x_cube = x * x * x;
+  const float inner = gelu_beta * (x + gelu_kappa * x_cube);
+  return 0.5f * x * (1.f + std::tanh(inner));
+}
+
+// d gelu_tanh / dx, in torch's order of operations.
+inline float gelu_tanh_grad(float x) {
+  const float x_sq = x * x;
+  const float x_cube = x_sq * x;
+  const float inner = gelu_beta * (x + gelu_kappa * x_cube);
+  const float tanh_inner = std::tanh(inner);
+  const float left = 0.5f * x;
+  const float right = 1.f + tanh_inner;
+  const float left_derivative = 0.5f * right;
+  const float tanh_derivative = 1.f - tanh_inner * tanh_inner;
+  const float inner_derivative = gelu_beta * (1.f + 3.f * gelu_kappa * x_sq);
+  const float right_derivative = left * tanh_derivative * inner_derivative;
+  return left_derivative + right_derivative;
+}
+
+void swiglu_forward(float* y, const float* gate, const float* up, int64_t n) {
+#pragma omp parallel for if (n > parallel_min_elems) schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    y[i] = (g / (1.f + std::exp(-g))) * up[i];
+  }
+}
+
+void swiglu_backward(float* dgate, float* dup, const float* dy, const float* gate, const float* up, int64_t n) {
+#pragma omp parallel for if (n > parallel_min_elems) schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    const float sig = 1.f / (1.f + std::exp(-g));
+    dgate[i] = dy[i] * up[i] * (sig * (1.f + g * (1.f - sig)));
+    dup[i] = dy[i] * (g / (1.f + std::exp(-g)));
+  }
+}
+
+void geglu_forward(float* y, const float* gate, const float* up, int64_t n) {
+#pragma omp parallel for if (n > parallel_min_elems) schedule(static)
+  for (int64_t i = 0; i < n; ++i) y[i] = gelu_tanh(gate[i]) * up[i];
+}
+
+// torch: the product's gradient dy·up goes through gelu_backward(dy·up, gate).
+void geglu_backward(float* dgate, float* dup, const float* dy, const float* gate, const float* up, int64_t n) {
+#pragma omp parallel for if (n > parallel_min_elems) schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    dgate[i] = (dy[i] * up[i]) * gelu_tanh_grad(g);
+    dup[i] = dy[i] * gelu_tanh(g);
+  }
+}
+
+}  // namespace
+
+void glu_forward(float* y, const float* gate, const float* up, int64_t n, Activation act) {
+  switch (act) {
+    case Activation::silu: return swiglu_forward(y, gate, up, n);
+    case Activation::gelu_tanh: return geglu_forward(y, gate, up, n);
+  }
+  MT_ASSERT(false, "unknown activation {}", static_cast<int>(act));
+}
+
+void glu_backward(float* dgate, float* dup, const float* dy, const float* gate, const float* up, int64_t n,
+                  Activation act) {
+  switch (act) {
+    case Activation::silu: return swiglu_backward(dgate, dup, dy, gate, up, n);
+    case Activation::gelu_tanh: return geglu_backward(dgate, dup, dy, gate, up, n);
+  }
+  MT_ASSERT(false, "unknown activation {}", static_cast<int>(act));
+}
+
+}  // namespace mt::cpu

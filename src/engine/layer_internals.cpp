@@ -1,0 +1,123 @@
+// Widths, allocation and row views of layer internals and scratch (see layer_internals.h).
+#include "engine/layer_internals.h"
+
+#include <algorithm>
+
+namespace mt {
+namespace {
+
+// f(buffer, width) for each buffer of the internals, in member order.
+template <typename I, typename W, typename F>
+void each_buffer(I& n, const W& w, F f) {
+  f(n.q_raw, w.q_raw);
+  f(n.k_raw, w.k_raw);
+  f(n.q, w.q);
+  f(n.k, w.k);
+  f(n.v, w.v);
+  f(n.attn, w.attn);
+  f(n.attn_out, w.attn_out);
+  f(n.h1, w.h1);
+  f(n.gate, w.gate);
+  f(n.up, w.up);
+  f(n.mlp_out, w.mlp_out);
+}
+
+template <typename S, typename W, typename F>
+void each_scratch(S& s, const W& w, F f) {
+  f(s.norm1, w.norm1);
+  f(s.norm2, w.norm2);
+  f(s.act, w.act);
+  f(s.d_hidden, w.d_hidden);
+  f(s.d_norm, w.d_norm);
+  f(s.d_block, w.d_block);
+  f(s.d_attn, w.d_attn);
+  f(s.dq, w.dq);
+  f(s.dk, w.dk);
+  f(s.dv, w.dv);
+  f(s.d_gate, w.d_gate);
+  f(s.d_up, w.d_up);
+  f(s.d_act, w.d_act);
+}
+
+}  // namespace
+
+InternalsWidths internals_widths(const LayerSpec& l, int64_t H, bool with_raw) {
+  const AttentionSpec& a = l.attention;
+  InternalsWidths w;
+  if (with_raw) {
+    w.q_raw = a.q_dim();
+    w.k_raw = a.kv_dim();
+  }
+  w.q = a.q_dim();
+  w.k = w.v = a.kv_dim();
+  w.attn = a.q_dim();
+  w.attn_out = l.post_norms ? H : 0;
+  w.h1 = H;
+  w.gate = w.up = l.mlp.intermediate_size;
+  w.mlp_out = l.post_norms ? H : 0;
+  w.lse_heads = a.num_heads;
+  return w;
+}
+
+InternalsWidths saved_layer_widths(const ModelSpec& spec, int64_t layer) {
+  const LayerSpec& l = spec.layers[static_cast<size_t>(layer)];
+  return internals_widths(l, spec.hidden_size, l.attention.qk_norm);
+}
+
+InternalsWidths max_internals_widths(const ModelSpec& spec) {
+  InternalsWidths m;
+  for (const LayerSpec& l : spec.layers) {
+    const InternalsWidths w = internals_widths(l, spec.hidden_size, true);
+    each_buffer(m, w, [](int64_t& a, int64_t b) { a = std::max(a, b); });
+    m.lse_heads = std::max(m.lse_heads, w.lse_heads);
+  }
+  return m;
+}
+
+LayerInternals allocate_internals(Backend& be, const InternalsWidths& w, int64_t seqs, int64_t seq_len,
+                                  std::vector<void*>& owned) {
+  const int64_t T = seqs * seq_len;
+  LayerInternals n;
+  each_buffer(n, w, [&](void*& p, int64_t width) {
+    if (width == 0) return;
+    owned.push_back(be.alloc(T * width));
+    p = owned.back();
+  });
+  n.lse = be.alloc_floats(T * w.lse_heads);
+  owned.push_back(n.lse);
+  return n;
+}
+
+LayerInternals internals_rows(const LayerInternals& all, const InternalsWidths& w, int64_t es, int64_t first_seq,
+                              int64_t seq_len) {
+  const int64_t t0 = first_seq * seq_len;
+  LayerInternals r = all;
+  each_buffer(r, w, [&](void*& p, int64_t width) {
+    if (p) p = static_cast<char*>(p) + t0 * width * es;
+  });
+  r.lse = all.lse + t0 * w.lse_heads;
+  return r;
+}
+
+ScratchWidths scratch_widths(const ModelSpec& spec) {
+  ScratchWidths m;
+  const int64_t H = spec.hidden_size;
+  for (const LayerSpec& l : spec.layers) {
+    const int64_t qd = l.attention.q_dim(), kvd = l.attention.kv_dim(), I = l.mlp.intermediate_size;
+    const ScratchWidths w{H, H, I, H, H, l.post_norms ? H : 0, qd, qd, kvd, kvd, I, I, I};
+    each_scratch(m, w, [](int64_t& a, int64_t b) { a = std::max(a, b); });
+  }
+  return m;
+}
+
+LayerScratch allocate_scratch(Backend& be, const ScratchWidths& w, int64_t tokens, std::vector<void*>& owned) {
+  LayerScratch s;
+  each_scratch(s, w, [&](void*& p, int64_t width) {
+    if (width == 0) return;
+    owned.push_back(be.alloc(tokens * width));
+    p = owned.back();
+  });
+  return s;
+}
+
+}  // namespace mt

@@ -1,0 +1,61 @@
+// The activations of one decoder layer: what its forward leaves for backward (LayerInternals: the values that
+// cost a GEMM or attention to recompute) and the per-micro-batch scratch every layer shares (LayerScratch).
+// Sizes come from the layer specs through internals_widths / scratch_widths alone: allocation, row views and the
+// memory plan all use them. Invariant: a buffer whose width is 0 is null; widths are elements of the compute
+// dtype per token (lse: fp32 per head and token).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "backend/backend.h"
+#include "model/model_spec.h"
+
+namespace mt {
+
+struct LayerInternals {
+  void *q_raw = nullptr, *k_raw = nullptr;  // q, k before the q/k norm (layers with one)
+  void *q = nullptr, *k = nullptr, *v = nullptr, *attn = nullptr;  // normed and rotated q, k; v; attention output
+  void* attn_out = nullptr;                 // output projection before its post-norm (post_norms)
+  void* h1 = nullptr;                       // residual stream after attention
+  void *gate = nullptr, *up = nullptr;      // MLP projections
+  void* mlp_out = nullptr;                  // down projection before its post-norm (post_norms)
+  float* lse = nullptr;                     // [seqs, n_heads, seq_len]
+};
+
+// Per-token widths, in LayerInternals member order; lse_heads: fp32 lse values per token.
+struct InternalsWidths {
+  int64_t q_raw = 0, k_raw = 0, q = 0, k = 0, v = 0, attn = 0, attn_out = 0, h1 = 0, gate = 0, up = 0, mlp_out = 0;
+  int64_t lse_heads = 0;
+  int64_t elements() const { return q_raw + k_raw + q + k + v + attn + attn_out + h1 + gate + up + mlp_out; }
+};
+// with_raw: also q_raw/k_raw (the workspace keeps them; a saved layer needs them only with a q/k norm).
+InternalsWidths internals_widths(const LayerSpec& layer, int64_t hidden, bool with_raw);
+// What layer `layer` keeps when it saves its internals (q_raw/k_raw only with a q/k norm).
+InternalsWidths saved_layer_widths(const ModelSpec& spec, int64_t layer);
+// The widest of every layer's, buffer by buffer (the workspace's internals, used by any layer that saves none).
+InternalsWidths max_internals_widths(const ModelSpec& spec);
+
+// Internals for `seqs` sequences of seq_len tokens in backend memory, the buffers appended to `owned`.
+LayerInternals allocate_internals(Backend& backend, const InternalsWidths& w, int64_t seqs, int64_t seq_len,
+                                  std::vector<void*>& owned);
+// The rows of sequences [first_seq, first_seq + seqs) of internals laid out for sequences of seq_len tokens.
+LayerInternals internals_rows(const LayerInternals& all, const InternalsWidths& w, int64_t element_size,
+                              int64_t first_seq, int64_t seq_len);
+
+// Scratch for one micro-batch: recomputed even from saved internals (norm1, norm2, act) and backward's gradients.
+struct LayerScratch {
+  void *norm1 = nullptr, *norm2 = nullptr, *act = nullptr;
+  void *d_hidden = nullptr, *d_norm = nullptr, *d_block = nullptr, *d_attn = nullptr;
+  void *dq = nullptr, *dk = nullptr, *dv = nullptr, *d_gate = nullptr, *d_up = nullptr, *d_act = nullptr;
+};
+struct ScratchWidths {
+  int64_t norm1 = 0, norm2 = 0, act = 0, d_hidden = 0, d_norm = 0, d_block = 0, d_attn = 0;
+  int64_t dq = 0, dk = 0, dv = 0, d_gate = 0, d_up = 0, d_act = 0;
+  int64_t elements() const {
+    return norm1 + norm2 + act + d_hidden + d_norm + d_block + d_attn + dq + dk + dv + d_gate + d_up + d_act;
+  }
+};
+ScratchWidths scratch_widths(const ModelSpec& spec);  // the widest over the layers
+LayerScratch allocate_scratch(Backend& backend, const ScratchWidths& w, int64_t tokens, std::vector<void*>& owned);
+
+}  // namespace mt

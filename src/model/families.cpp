@@ -1,0 +1,120 @@
+// The family table and the dense-transformer pieces the family parsers share (see families.h).
+#include "model/families.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "model/rope_config.h"
+
+namespace mt {
+
+const std::vector<FamilyEntry>& model_families() {
+  static const std::vector<FamilyEntry> table = {
+      {"LlamaForCausalLM", "llama", parse_llama, false},
+      {"MistralForCausalLM", "mistral", parse_mistral, false},
+      {"Qwen2ForCausalLM", "qwen2", parse_qwen2, false},
+      {"Qwen3ForCausalLM", "qwen3", parse_qwen3, false},
+  };
+  return table;
+}
+
+Activation parse_activation(const ConfigKeys& top, const char* key, const std::string& value) {
+  if (value == "silu" || value == "swish") return Activation::silu;
+  if (value == "gelu_pytorch_tanh" || value == "gelu_new" || value == "gelu_fast") return Activation::gelu_tanh;
+  MT_REQUIRE(false, "model config {}: key '{}' is '{}'; supported: silu, gelu_pytorch_tanh", top.origin, key, value);
+  return Activation::silu;
+}
+
+void parse_dense_model(const ConfigKeys& top, const DenseDefaults& d, ModelSpec& s) {
+  s.vocab_size = top.positive("vocab_size");
+  s.hidden_size = top.positive("hidden_size");
+  const int64_t intermediate = top.positive("intermediate_size");
+  s.num_layers = top.positive("num_hidden_layers");
+  const int64_t heads = top.positive(d.heads_key);
+  MT_REQUIRE(top.has("head_dim") || d.head_dim || s.hidden_size % heads == 0,
+             "model config {}: hidden_size ({}) is not a multiple of {} ({}) and head_dim is not given", top.origin,
+             s.hidden_size, d.heads_key, heads);
+  AttentionSpec a;
+  a.num_heads = heads;
+  a.num_kv_heads = top.integer(d.kv_heads_key, d.kv_heads ? d.kv_heads : heads);
+  a.head_dim = top.integer("head_dim", d.head_dim ? d.head_dim : s.hidden_size / heads);
+  MT_REQUIRE(a.num_kv_heads > 0 && a.num_heads % a.num_kv_heads == 0,
+             "model config {}: {} ({}) is not a multiple of {} ({})", top.origin, d.heads_key, a.num_heads,
+             d.kv_heads_key, a.num_kv_heads);
+  MT_REQUIRE(a.head_dim > 0 && a.head_dim % 2 == 0, "model config {}: key 'head_dim' must be positive and even, got {}",
+             top.origin, a.head_dim);
+  a.scale = 1.0 / std::sqrt(static_cast<double>(a.head_dim));
+  s.max_position_embeddings = top.integer("max_position_embeddings", d.max_positions);
+  s.rms_norm_eps = top.number(d.eps_key, d.eps);
+  s.initializer_range = top.number("initializer_range", 0.02);
+  s.tie_word_embeddings = top.boolean("tie_word_embeddings", false);
+  MT_REQUIRE(s.max_position_embeddings > 0, "model config {}: key 'max_position_embeddings' must be positive",
+             top.origin);
+  MT_REQUIRE(s.rms_norm_eps > 0.0, "model config {}: key '{}' must be positive", top.origin, d.eps_key);
+  MT_REQUIRE(s.initializer_range >= 0.0, "model config {}: key 'initializer_range' must not be negative", top.origin);
+
+  MlpSpec m;
+  m.intermediate_size = intermediate;
+  const char* act_key = top.has("hidden_activation") ? "hidden_activation" : "hidden_act";
+  m.activation = parse_activation(top, act_key, top.string(act_key, d.hidden_act));
+
+  const ConfigKeys dict = rope_dict(top);
+  MT_REQUIRE(!dict.has("full_attention") && !dict.has("sliding_attention"),
+             "model config {}: per-layer-type '{}' are not supported by {}", top.origin,
+             dict.where.substr(0, dict.where.size() - 1), s.architecture);
+  RopeSpec rope = parse_rope(top, dict, s.max_position_embeddings);
+  rope.head_dim = a.head_dim;
+  s.rope_tables = {rope};
+  s.layers.assign(static_cast<size_t>(s.num_layers), LayerSpec{a, m, false});
+}
+
+std::vector<bool> sliding_layers(const ConfigKeys& top, int64_t num_layers, const std::vector<bool>& fallback) {
+  if (!top.has("layer_types")) return fallback;
+  const nlohmann::json& types = top.at("layer_types");
+  MT_REQUIRE(types.is_array() && static_cast<int64_t>(types.size()) == num_layers,
+             "model config {}: key 'layer_types' must list {} layer types (num_hidden_layers), got {}", top.origin,
+             num_layers, types.is_array() ? std::to_string(types.size()) : types.dump());
+  std::vector<bool> sliding(static_cast<size_t>(num_layers));
+  for (size_t i = 0; i < sliding.size(); ++i) {
+    sliding[i] = types[i] == "sliding_attention";
+    MT_REQUIRE(sliding[i] || types[i] == "full_attention",
+               "model config {}: key 'layer_types' entry {} must be full_attention or sliding_attention, got {}",
+               top.origin, i, types[i].dump());
+  }
+  return sliding;
+}
+
+int64_t sliding_window_size(const ConfigKeys& top, int64_t fallback) {
+  const int64_t window = top.integer("sliding_window", fallback);
+  MT_REQUIRE(window > 0, "model config {}: key 'sliding_window' must be positive or null", top.origin);
+  return window;
+}
+
+void validate_model_spec(const ModelSpec& s, const std::string& origin) {
+  MT_REQUIRE(static_cast<int64_t>(s.layers.size()) == s.num_layers && !s.rope_tables.empty(),
+             "model config {}: {} layer specs for {} layers", origin, s.layers.size(), s.num_layers);
+  for (size_t t = 0; t < s.rope_tables.size(); ++t) {
+    const RopeSpec& r = s.rope_tables[t];
+    MT_REQUIRE(r.rot_dim() >= 2 && r.rot_dim() % 2 == 0,
+               "model config {}: rotary dimension {} (head_dim {} × partial_rotary_factor {}) must be even and positive",
+               origin, r.rot_dim(), r.head_dim, r.partial_rotary_factor);
+    if (r.type == "longrope")
+      for (const auto* f : {&r.short_factor, &r.long_factor})
+        MT_REQUIRE(static_cast<int64_t>(f->size()) == r.rot_dim() / 2,
+                   "model config {}: longrope short_factor and long_factor must have {} entries (rotary dim / 2), got {}",
+                   origin, r.rot_dim() / 2, f->size());
+  }
+  for (size_t i = 0; i < s.layers.size(); ++i) {
+    const AttentionSpec& a = s.layers[i].attention;
+    MT_REQUIRE(a.rope >= -1 && a.rope < static_cast<int>(s.rope_tables.size()),
+               "model config {}: layer {} names rope table {} of {}", origin, i, a.rope, s.rope_tables.size());
+    MT_REQUIRE(a.rope < 0 || s.rope_tables[static_cast<size_t>(a.rope)].head_dim == a.head_dim,
+               "model config {}: layer {}'s rope table is for another head_dim", origin, i);
+    MT_REQUIRE(a.window >= 0 && a.window <= s.max_position_embeddings,
+               "model config {}: sliding window {} of layer {} exceeds max_position_embeddings ({})", origin, a.window,
+               i, s.max_position_embeddings);
+    MT_REQUIRE(s.layers[i].mlp.intermediate_size > 0, "model config {}: layer {} has no MLP width", origin, i);
+  }
+}
+
+}  // namespace mt

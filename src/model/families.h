@@ -1,0 +1,63 @@
+// The table of model families: which config.json `architectures` (or `model_type`) each parser reads, and the
+// shared pieces the parsers of dense transformer families build on (src/model/family_*.cpp, one per family).
+// Invariant: a family parser leaves a ModelSpec that validate_model_spec accepts, or raises mt::Error naming the
+// config and the key.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/config_keys.h"
+#include "model/model_spec.h"
+
+namespace mt {
+
+using FamilyParser = void (*)(const ConfigKeys& top, ModelSpec& spec);
+
+struct FamilyEntry {
+  const char* architecture;  // e.g. "Gemma2ForCausalLM"
+  const char* model_type;    // family name: config.json model_type, ModelSpec::family, template: auto's key
+  FamilyParser parse;
+  bool trust_remote_code;    // the modeling code is not in transformers (model.trust_remote_code must be true)
+};
+const std::vector<FamilyEntry>& model_families();
+
+// The parsers (one file each).
+void parse_llama(const ConfigKeys&, ModelSpec&);
+void parse_mistral(const ConfigKeys&, ModelSpec&);
+void parse_qwen2(const ConfigKeys&, ModelSpec&);
+void parse_qwen3(const ConfigKeys&, ModelSpec&);
+void parse_gemma2(const ConfigKeys&, ModelSpec&);
+void parse_gemma3(const ConfigKeys&, ModelSpec&);
+void parse_phi3(const ConfigKeys&, ModelSpec&);
+void parse_glm4(const ConfigKeys&, ModelSpec&);
+void parse_internlm2(const ConfigKeys&, ModelSpec&);
+void parse_baichuan(const ConfigKeys&, ModelSpec&);
+
+// transformers' config class defaults that differ between families.
+struct DenseDefaults {
+  int64_t max_positions = 2048;
+  int64_t kv_heads = 0;        // 0: num_attention_heads
+  int64_t head_dim = 0;        // 0: hidden_size / num_attention_heads
+  const char* hidden_act = "silu";
+  const char* heads_key = "num_attention_heads";
+  const char* kv_heads_key = "num_key_value_heads";
+  const char* eps_key = "rms_norm_eps";
+  double eps = 1e-6;
+};
+// The model-wide fields and num_layers identical layers: full causal attention with rope table 0 (read with
+// parse_rope from rope_dict(top); per-layer-type rope dicts are refused), scale 1/sqrt(head_dim), a bias-free
+// MLP with hidden_act.
+void parse_dense_model(const ConfigKeys& top, const DenseDefaults& defaults, ModelSpec& spec);
+// hidden_act / hidden_activation value → Activation; unknown names are refused naming the key.
+Activation parse_activation(const ConfigKeys& top, const char* key, const std::string& value);
+// config.json `layer_types` (each full_attention or sliding_attention) as "is sliding" per layer, or
+// `fallback` when the key is absent; a wrong length or entry is refused.
+std::vector<bool> sliding_layers(const ConfigKeys& top, int64_t num_layers, const std::vector<bool>& fallback);
+// The sliding_window key, positive.
+int64_t sliding_window_size(const ConfigKeys& top, int64_t fallback);
+
+// The whole-spec checks every family's result must pass.
+void validate_model_spec(const ModelSpec& spec, const std::string& origin);
+
+}  // namespace mt

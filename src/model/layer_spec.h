@@ -1,0 +1,41 @@
+// LayerSpec: what one decoder layer computes — its token mixer (attention), its feed-forward (a gated MLP) and
+// where its norms sit. ModelSpec holds one per layer; blocks (src/engine/) size and run themselves from it.
+// Invariant: a LayerSpec in a ModelSpec passed its family parser's checks (heads divide, dims positive and even).
+#pragma once
+#include <cstdint>
+
+#include "core/activation.h"
+
+namespace mt {
+
+// Softmax attention with RoPE (or ALiBi, or neither), GQA, an optional sliding window and soft-cap.
+struct AttentionSpec {
+  int64_t num_heads = 0, num_kv_heads = 0, head_dim = 0;
+  int64_t window = 0;          // query i sees keys i - window < j <= i; 0 = full causal attention
+  int rope = 0;                // index into ModelSpec::rope_tables; -1 = no rotary embedding (NoPE)
+  double scale = 0.0;          // logit scale (1/sqrt(head_dim) unless the family says otherwise)
+  double softcap = 0.0;        // logits -> softcap·tanh(logits/softcap); 0 = none
+  bool alibi = false;          // ALiBi biases (Baichuan 2 13B)
+  bool qk_norm = false;        // per-head RMSNorm on q and k before RoPE
+  bool qkv_bias = false;       // biases on the q, k and v projections
+  bool o_bias = false;         // bias on the output projection
+  int64_t q_dim() const { return num_heads * head_dim; }
+  int64_t kv_dim() const { return num_kv_heads * head_dim; }
+};
+
+// down(act(gate(x)) · up(x)).
+struct MlpSpec {
+  int64_t intermediate_size = 0;
+  Activation activation = Activation::silu;
+  bool bias = false;
+};
+
+struct LayerSpec {
+  AttentionSpec attention;
+  MlpSpec mlp;
+  // Sandwich norms (Gemma 2/3, GLM-4): a norm on the attention output and one on the MLP output, each before
+  // its residual add, beside the pre-norms every layer has.
+  bool post_norms = false;
+};
+
+}  // namespace mt
