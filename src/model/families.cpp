@@ -14,6 +14,12 @@ const std::vector<FamilyEntry>& model_families() {
       {"MistralForCausalLM", "mistral", parse_mistral, false},
       {"Qwen2ForCausalLM", "qwen2", parse_qwen2, false},
       {"Qwen3ForCausalLM", "qwen3", parse_qwen3, false},
+      {"Gemma2ForCausalLM", "gemma2", parse_gemma2, false},
+      {"Gemma3ForCausalLM", "gemma3_text", parse_gemma3, false},
+      {"Phi3ForCausalLM", "phi3", parse_phi3, false},
+      {"Glm4ForCausalLM", "glm4", parse_glm4, false},
+      {"InternLM2ForCausalLM", "internlm2", parse_internlm2, true},
+      {"BaichuanForCausalLM", "baichuan", parse_baichuan, true},
   };
   return table;
 }

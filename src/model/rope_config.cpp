@@ -56,9 +56,8 @@ RopeSpec parse_rope(const ConfigKeys& top, const ConfigKeys& r, int64_t max_posi
     rope.original_max_position_embeddings = has_original ? original_max() : max_positions;
     MT_REQUIRE(rope.original_max_position_embeddings > 0,
                "model config {}: key 'original_max_position_embeddings' must be positive", top.origin);
-    rope.factor = has_original ? static_cast<double>(max_positions) /
-                                     static_cast<double>(rope.original_max_position_embeddings)
-                               : r.number("factor", 1.0);
+    rope.factor = r.number("factor", static_cast<double>(max_positions) /
+                                         static_cast<double>(rope.original_max_position_embeddings));
     if (r.has("attention_factor")) {
       rope.attention_factor = r.number("attention_factor");
     } else {

@@ -105,6 +105,7 @@ TEST_CASE("template: auto follows the model family and the tokenizer's specials"
   CHECK(auto_template_name("llama", *fixture_tokenizer("llama2")) == "llama2");
   CHECK(auto_template_name("gemma2", *fixture_tokenizer("gemma")) == "gemma2");
   CHECK(auto_template_name("gemma3", *fixture_tokenizer("gemma")) == "gemma3");
+  CHECK(auto_template_name("gemma3_text", *fixture_tokenizer("gemma")) == "gemma2");
   CHECK(auto_template_name("glm4", *fixture_tokenizer("glm4")) == "glm4");
   CHECK(auto_template_name("internlm2", *fixture_tokenizer("internlm2")) == "intern2");
   CHECK(auto_template_name("baichuan", *fixture_tokenizer("baichuan2")) == "baichuan2");

@@ -10,6 +10,7 @@
 #include "cli/train/backend_select.h"
 #include "cli/train/data_parallel_step.h"
 #include "cli/train/optimizer_service.h"
+#include "model/flops.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "data/batch.h"
@@ -26,7 +27,7 @@ namespace mt {
 namespace {
 
 struct StepFigures {
-  double step_s = 0, fb_s = 0, optim_s = 0, tokens_per_s = 0, tflops = 0, h2d_gbs = 0, d2h_gbs = 0;
+  double step_s = 0, fb_s = 0, optim_s = 0, tokens_per_s = 0, tflops = 0, model_tflops = 0, h2d_gbs = 0, d2h_gbs = 0;
   double compute_busy = 0;
 };
 
@@ -134,20 +135,22 @@ void run_bench(const BenchOptions& o) {
     t0 = t2;
     const double tokens = static_cast<double>(batch.num_tokens);
     f.tokens_per_s = tokens / f.step_s;
-    f.tflops = 6.0 * params * tokens / f.step_s / 1e12;
+    const StepFlops flops = step_flops(spec, layout, batch.num_tokens, batch.seq_len);
+    f.tflops = flops.six_n / f.step_s / 1e12;
+    f.model_tflops = flops.model / f.step_s / 1e12;
     f.h2d_gbs = ts.h2d_seconds > 0 ? static_cast<double>(ts.h2d_bytes) / ts.h2d_seconds / 1e9 : 0.0;
     f.d2h_gbs = ts.d2h_seconds > 0 ? static_cast<double>(ts.d2h_bytes) / ts.d2h_seconds / 1e9 : 0.0;
     f.compute_busy = 1.0 - ts.compute_wait_seconds / f.step_s;
     const bool measured = step > o.warmup;
     if (!o.json)
       log::info("{} {:>3} | loss {:.4f} | step {:.3f} s (fwd+bwd {:.3f}, optimizer {:.3f}) | {:.0f} tokens/s | "
-                "{:.1f} TFLOP/s | H2D {:.1f} GB/s ({:.2f} GB) | D2H {:.1f} GB/s | compute busy {:.1f}%",
+                "{:.1f} TFLOP/s (6N) {:.1f} (model) | H2D {:.1f} GB/s ({:.2f} GB) | D2H {:.1f} GB/s | compute busy {:.1f}%",
                 measured ? "step  " : "warmup", step, loss.mean(), f.step_s, f.fb_s, f.optim_s, f.tokens_per_s,
-                f.tflops, f.h2d_gbs, ts.h2d_bytes / 1e9, f.d2h_gbs, 100 * f.compute_busy);
+                f.tflops, f.model_tflops, f.h2d_gbs, ts.h2d_bytes / 1e9, f.d2h_gbs, 100 * f.compute_busy);
     if (!measured) continue;
     figures.push_back(f);
     steps.push_back({{"step_s", f.step_s}, {"fwd_bwd_s", f.fb_s}, {"optimizer_s", f.optim_s},
-                     {"tokens_per_s", f.tokens_per_s}, {"tflops", f.tflops}, {"h2d_gbs", f.h2d_gbs},
+                     {"tokens_per_s", f.tokens_per_s}, {"tflops", f.tflops}, {"model_tflops", f.model_tflops}, {"h2d_gbs", f.h2d_gbs},
                      {"d2h_gbs", f.d2h_gbs}, {"compute_busy", f.compute_busy}, {"loss", loss.mean()}});
   }
   if (!ctx.is_root()) return;
@@ -177,6 +180,7 @@ void run_bench(const BenchOptions& o) {
                             {"skip_update", o.skip_update},
                             {"median_tokens_per_s", med(&StepFigures::tokens_per_s)},
                             {"median_tflops", med(&StepFigures::tflops)},
+                            {"median_model_tflops", med(&StepFigures::model_tflops)},
                             {"median_h2d_gbs", med(&StepFigures::h2d_gbs)},
                             {"median_d2h_gbs", med(&StepFigures::d2h_gbs)},
                             {"median_compute_busy", med(&StepFigures::compute_busy)},
@@ -186,9 +190,10 @@ void run_bench(const BenchOptions& o) {
   if (o.json) {
     std::printf("%s\n", summary.dump().c_str());
   } else {
-    log::info("median: step {:.3f} s | {:.0f} tokens/s | {:.1f} TFLOP/s | H2D {:.1f} GB/s | D2H {:.1f} GB/s | "
-              "compute busy {:.1f}% | peak GPU memory {:.2f} GiB | host {} bytes/parameter",
+    log::info("median: step {:.3f} s | {:.0f} tokens/s | {:.1f} TFLOP/s (6N) {:.1f} (model) | H2D {:.1f} GB/s | "
+              "D2H {:.1f} GB/s | compute busy {:.1f}% | peak GPU memory {:.2f} GiB | host {} bytes/parameter",
               med(&StepFigures::step_s), med(&StepFigures::tokens_per_s), med(&StepFigures::tflops),
+              med(&StepFigures::model_tflops),
               med(&StepFigures::h2d_gbs), med(&StepFigures::d2h_gbs), 100 * med(&StepFigures::compute_busy),
               summary["peak_gpu_memory_gib"].get<double>(), store.bytes_per_parameter());
   }

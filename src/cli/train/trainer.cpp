@@ -31,6 +31,7 @@
 #include "engine/engine.h"
 #include "io/safetensors.h"
 #include "model/model_source.h"
+#include "model/flops.h"
 #include "model/model_spec.h"
 #include "model/param_layout.h"
 #include "optim/lr_schedule.h"
@@ -265,16 +266,16 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
                  seconds, static_cast<double>(batch.num_tokens) / seconds, report.skipped};
     if (report.skipped) log::warn("step {}: gradient norm is not finite; update skipped", step);
     elapsed += seconds;
-    const double tflops = 6.0 * static_cast<double>(layout.total_numel) * static_cast<double>(batch.num_tokens) /
-                          seconds / 1e12;
+    const StepFlops flops = step_flops(spec, layout, batch.num_tokens, batch.seq_len);
+    const double tflops = flops.six_n / seconds / 1e12, model_tflops = flops.model / seconds / 1e12;
     const std::string eta = format_duration(elapsed / static_cast<double>(step - start_step) *
                                             static_cast<double>(c.training.num_steps - step));
     if (step % c.training.logging_steps == 0 || step == c.training.num_steps) {
       metrics->append(r);
-      log::info("step {:>5}/{} | loss {:.4f} | grad_norm {:.4f} | lr {:.3e} | {:.0f} tokens/s | {:.2f} TFLOP/s | "
-                "{:.3f} s | ETA {} | optimizer: norm {:.3f} s, previous update {:.3f} s of which the forward waited "
-                "{:.3f} s",
-                step, c.training.num_steps, r.loss, r.grad_norm, lr, r.tokens_per_s, tflops, seconds, eta,
+      log::info("step {:>5}/{} | loss {:.4f} | grad_norm {:.4f} | lr {:.3e} | {:.0f} tokens/s | {:.2f} TFLOP/s (6N) "
+                "{:.2f} (model) | {:.3f} s | ETA {} | optimizer: norm {:.3f} s, previous update {:.3f} s of which the "
+                "forward waited {:.3f} s",
+                step, c.training.num_steps, r.loss, r.grad_norm, lr, r.tokens_per_s, tflops, model_tflops, seconds, eta,
                 report.norm_seconds, previous_update, waited);
     }
     log::status(fmt::format("step {}/{} | loss {:.4f} | {:.0f} tokens/s | {:.2f} TFLOP/s | ETA {}", step,

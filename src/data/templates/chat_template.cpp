@@ -229,6 +229,7 @@ std::string auto_template_name(const std::string& model_family, const Tokenizer&
   if (model_family == "mistral") return "mistral";
   if (model_family == "gemma2") return "gemma2";
   if (model_family == "gemma3") return "gemma3";
+  if (model_family == "gemma3_text") return "gemma2";  // the text-only 270M and 1B, as LLaMA-Factory registers them
   if (model_family == "glm4") return "glm4";
   if (model_family == "internlm2") return "intern2";
   if (model_family == "baichuan") return "baichuan2";

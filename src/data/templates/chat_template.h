@@ -44,7 +44,7 @@ const ChatTemplate& find_chat_template(const std::string& name);
 std::vector<std::string> chat_template_names();
 
 // `template: auto`, by model family (and, where one family has several templates, the tokenizer's tokens):
-//   qwen2 -> qwen, qwen3 -> qwen3, mistral -> mistral, gemma2 -> gemma2, gemma3 -> gemma3, glm4 -> glm4,
+//   qwen2 -> qwen, qwen3 -> qwen3, mistral -> mistral, gemma2 -> gemma2, gemma3 -> gemma3, gemma3_text -> gemma2, glm4 -> glm4,
 //   internlm2 -> intern2, baichuan -> baichuan2;
 //   llama -> llama3 when the tokenizer has <|begin_of_text|>, llama2 when its BOS is <s>;
 //   phi3 -> phi4 when the tokenizer has <|im_start|> and <|im_sep|> (Phi-4), else, when it has <|user|>,

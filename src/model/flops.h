@@ -1,0 +1,21 @@
+// FLOP accounting of a training step, two ways: the paper's 6 × parameters × tokens (kept for comparison with
+// the reference implementation), and model FLOPs as torchtitan counts them — 6 × matrix-multiply parameters (every
+// projection and the LM head, not the embedding lookup) × tokens, plus each layer's attention term
+// 12 × heads × head_dim × keys per token, keys = min(window, seq_len) on sliding layers and seq_len on others.
+// Invariant: both are forward + backward FLOPs per step, without recompute.
+#pragma once
+#include <cstdint>
+
+#include "model/model_spec.h"
+#include "model/param_layout.h"
+
+namespace mt {
+
+struct StepFlops {
+  double six_n = 0;   // 6 · parameters · tokens
+  double model = 0;   // 6 · matmul parameters · tokens + attention
+};
+
+StepFlops step_flops(const ModelSpec& spec, const ParamLayout& layout, int64_t tokens, int64_t seq_len);
+
+}  // namespace mt
