@@ -6,6 +6,15 @@
 #include "model/families.h"
 
 namespace mt {
+namespace {
+
+// A soft-cap key: absent takes the family default, null means none (as transformers' None).
+double softcap(const ConfigKeys& top, const char* key, double fallback) {
+  if (top.j.contains(key) && top.at(key).is_null()) return 0.0;
+  return top.number(key, fallback);
+}
+
+}  // namespace
 
 // The pieces Gemma 2 and Gemma 3 share: names, norms, embedding scale, scale, soft-caps, windows.
 void parse_gemma_common(const ConfigKeys& top, int64_t window_pattern, ModelSpec& s) {
@@ -13,13 +22,13 @@ void parse_gemma_common(const ConfigKeys& top, int64_t window_pattern, ModelSpec
     l.post_norms = true;
     l.attention.qkv_bias = l.attention.o_bias = top.boolean("attention_bias", false);
     l.attention.scale = 1.0 / std::sqrt(top.number("query_pre_attn_scalar", 256.0));
-    l.attention.softcap = top.number("attn_logit_softcapping", s.family == "gemma2" ? 50.0 : 0.0);
+    l.attention.softcap = softcap(top, "attn_logit_softcapping", s.family == "gemma2" ? 50.0 : 0.0);
   }
   MT_REQUIRE(s.layers.front().attention.scale > 0 && std::isfinite(s.layers.front().attention.scale),
              "model config {}: key 'query_pre_attn_scalar' must be positive", top.origin);
   for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping"})
     MT_REQUIRE(top.number(key, 0.0) >= 0.0, "model config {}: key '{}' must be positive or null", top.origin, key);
-  s.final_logit_softcap = top.number("final_logit_softcapping", s.family == "gemma2" ? 30.0 : 0.0);
+  s.final_logit_softcap = softcap(top, "final_logit_softcapping", s.family == "gemma2" ? 30.0 : 0.0);
   s.norm_style = NormStyle::one_plus_weight;
   s.embedding_scale = std::sqrt(static_cast<double>(s.hidden_size));
   s.names.attn_out_norm = "post_attention_layernorm";

@@ -14,6 +14,8 @@ void parse_phi3(const ConfigKeys& top, ModelSpec& s) {
       if (config[key].contains(type_key) && (config[key][type_key] == "su" || config[key][type_key] == "yarn"))
         config[key][type_key] = "longrope";
   }
+  if (!config.contains("original_max_position_embeddings") || config["original_max_position_embeddings"].is_null())
+    config["original_max_position_embeddings"] = 4096;  // Phi3Config's default
   const ConfigKeys fixed{config, top.origin, top.where};
   parse_dense_model(fixed, {.max_positions = 4096, .eps = 1e-5}, s);
   const std::string& type = s.rope_tables.front().type;

@@ -161,9 +161,17 @@ void write_export(const fs::path& dir, const ModelSpec& spec, const ParamLayout&
   fsync_path(dir / "config.json", false);
 
   std::vector<StWriteTensor> tensors;
+  std::vector<std::vector<float>> hf_order;  // regrouped slots back in the HF row order (moves keep data())
   for (size_t r = 0; r < layout.regions.size(); ++r)
-    for (const ParamSlot& slot : layout.regions[r].params)
-      tensors.push_back({slot.hf_name, slot.shape, region_data[r] + slot.offset});
+    for (const ParamSlot& slot : layout.regions[r].params) {
+      const float* values = region_data[r] + slot.offset;
+      if (!slot.rows.parts.empty()) {
+        hf_order.emplace_back(static_cast<size_t>(slot.numel));
+        store_rows_to_hf(slot, values, hf_order.back().data());
+        values = hf_order.back().data();
+      }
+      tensors.push_back({slot.hf_name, slot.shape, values});
+    }
   write_shards(dir, tensors, dtype, max_shard_bytes);
 
   if (tokenizer_from.empty()) return;
@@ -211,7 +219,13 @@ void load_region(const Region& region, const SafetensorsModel& weights, float* d
     MT_REQUIRE(t->shape == slot.shape, "model dir {}: tensor '{}' in {} has shape {}, expected {}",
                weights.dir().string(), slot.hf_name, t->file.filename().string(), shape_text(t->shape),
                shape_text(slot.shape));
-    read_as_f32(*t, dst + slot.offset);
+    if (slot.rows.parts.empty()) {
+      read_as_f32(*t, dst + slot.offset);
+    } else {  // rows regrouped into the store's order (param_layout.h)
+      std::vector<float> hf(static_cast<size_t>(slot.numel));
+      read_as_f32(*t, hf.data());
+      hf_rows_to_store(slot, hf.data(), dst + slot.offset);
+    }
   }
 }
 

@@ -17,8 +17,8 @@ struct LayerHarness {
   ParamLayout layout = make_param_layout(spec);
   HostStore store{layout, DType::f32};
   std::unique_ptr<Backend> be = make_cpu_backend();
-  RopeTable rope = make_rope_table(spec, 32);
-  LayerContext ctx{be.get(), &spec, &layout, rope.cos.data(), rope.sin.data(), rope.rot_dim};
+  RopeTable rope = make_rope_table(spec.rope_tables.at(0), 32);
+  LayerContext ctx{be.get(), &spec, &layout, {{rope.cos.data(), rope.sin.data(), rope.rot_dim, false}}, {}};
   Batch batch = tiny_batch(spec.vocab_size, 3);
   MicroBatch mb;
   DecoderWorkspace ws{*be, spec, batch.num_seqs * batch.seq_len, batch.num_seqs, batch.seq_len};

@@ -180,10 +180,10 @@ TEST_CASE("load_region names the missing or mis-shaped tensor", "[model_source]"
 
 TEST_CASE("random init: deterministic per (seed, name, element), normal(0, range)", "[model_source]") {
   mt::Region r;
-  r.params = {{"a.weight", {256, 256}, 0, 65536, true, mt::InitKind::normal},
-              {"b.weight", {256, 256}, 65536, 65536, true, mt::InitKind::normal},
-              {"n.weight", {8}, 131072, 8, false, mt::InitKind::ones},
-              {"c.bias", {8}, 131080, 8, false, mt::InitKind::zeros}};
+  r.params = {{"a.weight", {256, 256}, 0, 65536, true, mt::InitKind::normal, {}},
+              {"b.weight", {256, 256}, 65536, 65536, true, mt::InitKind::normal, {}},
+              {"n.weight", {8}, 131072, 8, false, mt::InitKind::ones, {}},
+              {"c.bias", {8}, 131080, 8, false, mt::InitKind::zeros, {}}};
   r.numel = 131088;
   std::vector<float> x(static_cast<size_t>(r.numel)), y(x.size()), z(x.size());
   mt::init_region_random(r, 0.02, 42, x.data());
@@ -193,7 +193,7 @@ TEST_CASE("random init: deterministic per (seed, name, element), normal(0, range
 
   // Same name at another offset: same values (the position in the region plays no part).
   mt::Region moved;
-  moved.params = {{"b.weight", {256, 256}, 0, 65536, true, mt::InitKind::normal}};
+  moved.params = {{"b.weight", {256, 256}, 0, 65536, true, mt::InitKind::normal, {}}};
   moved.numel = 65536;
   std::vector<float> b(65536);
   mt::init_region_random(moved, 0.02, 42, b.data());
@@ -291,5 +291,40 @@ TEST_CASE("export above the shard size writes shards and an index", "[model_sour
     std::vector<float> back(data[r].size());
     mt::load_region(layout.regions[r], weights, back.data());
     CHECK(back == data[r]);
+  }
+}
+
+TEST_CASE("export writes a kv-grouped tensor in the HF row order; load_region regroups it", "[model_source]") {
+  TempDir tmp;
+  nlohmann::json config = nlohmann::json::parse(kConfig);
+  config["num_attention_heads"] = 4;  // head_dim 2, 2 query heads per kv head
+  config["num_key_value_heads"] = 2;
+  mt::ModelSpec spec = mt::parse_model_spec(config, "grouped");
+  spec.names.qkv = "attention.wqkv";  // InternLM2: per kv head its q heads, its k, its v
+  spec.names.qkv_grouped = true;
+  const mt::ParamLayout layout = mt::make_param_layout(spec);
+  REQUIRE(layout.layer(0).params[1].hf_name == "model.layers.0.attention.wqkv.weight");
+  REQUIRE_FALSE(layout.layer(0).params[1].rows.parts.empty());
+  const auto data = distinct_values(layout);
+  mt::export_hf_directory(tmp.path / "out", spec, layout, pointers(data), mt::DType::f32, fs::path());
+  const mt::SafetensorsModel weights(tmp.path / "out");
+  for (int64_t i = 0; i < 2; ++i) {
+    INFO("layer " << i);
+    const mt::Region& region = layout.layer(i);
+    const std::vector<float>& stored = data[static_cast<size_t>(i) + 1];
+    // The file holds the HF order: read it through a copy of the region without the regrouping.
+    mt::Region as_saved = region;
+    for (mt::ParamSlot& p : as_saved.params) p.rows = {};
+    std::vector<float> file(stored.size()), back(stored.size());
+    mt::load_region(as_saved, weights, file.data());
+    for (const mt::ParamSlot& p : region.params) {
+      INFO(p.hf_name);
+      std::vector<float> hf(static_cast<size_t>(p.numel));
+      mt::store_rows_to_hf(p, stored.data() + p.offset, hf.data());
+      CHECK(std::equal(hf.begin(), hf.end(), file.begin() + p.offset));
+      if (!p.rows.parts.empty()) CHECK_FALSE(std::equal(hf.begin(), hf.end(), stored.begin() + p.offset));
+    }
+    mt::load_region(region, weights, back.data());
+    CHECK(back == stored);
   }
 }

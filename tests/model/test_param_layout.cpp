@@ -1,10 +1,14 @@
 // ParamLayout: slot order, offsets and counts for tiny Qwen2 (q/k/v biases, tied), Qwen3 (qk norm) and Llama
-// (every bias) models, and agreement with the tensors transformers saved for the golden fixtures.
+// (every bias) models, fused q|k|v and gate|up tensors (Phi-3 style, and InternLM2's wqkv grouped by kv head with
+// its row regrouping), layers of different specs and sandwich norms, and agreement with the tensors transformers
+// saved for the golden fixtures.
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "catch.h"
 #include "io/safetensors.h"
+#include "model/families.h"
 #include "model/model_source.h"
 #include "model/param_layout.h"
 
@@ -71,24 +75,30 @@ TEST_CASE("qwen2 layout: q/k/v biases, no o_proj bias, tied head", "[param_layou
     check_layer(l.layer(i), i, layer);
     CHECK(l.layer(i).numel == 512);
   }
-  const mt::DecoderOffsets& d = l.decoder;
-  CHECK(d.input_norm == 0);
-  CHECK(d.q == 8);
-  CHECK(d.q_bias == 72);
-  CHECK(d.k == 80);
-  CHECK(d.k_bias == 112);
-  CHECK(d.v == 116);
-  CHECK(d.v_bias == 148);
-  CHECK(d.o == 152);
-  CHECK(d.o_bias == -1);
-  CHECK(d.q_norm == -1);
-  CHECK(d.k_norm == -1);
-  CHECK(d.post_norm == 216);
-  CHECK(d.gate == 224);
-  CHECK(d.gate_bias == -1);
-  CHECK(d.up == 320);
-  CHECK(d.down == 416);
-  CHECK(d.down_bias == -1);
+  for (int64_t i = 0; i < 2; ++i) {
+    INFO("layer " << i);
+    const mt::LayerOffsets& d = l.layer(i).offsets;
+    CHECK(d.input_norm == 0);
+    CHECK(d.attention.q == 8);
+    CHECK(d.attention.q_bias == 72);
+    CHECK(d.attention.k == 80);
+    CHECK(d.attention.k_bias == 112);
+    CHECK(d.attention.v == 116);
+    CHECK(d.attention.v_bias == 148);
+    CHECK(d.attention.o == 152);
+    CHECK(d.attention.o_bias == -1);
+    CHECK(d.attention.q_norm == -1);
+    CHECK(d.attention.k_norm == -1);
+    CHECK(d.attn_out_norm == -1);
+    CHECK(d.mlp_norm == 216);
+    CHECK(d.mlp.gate == 224);
+    CHECK(d.mlp.gate_bias == -1);
+    CHECK(d.mlp.up == 320);
+    CHECK(d.mlp.up_bias == -1);
+    CHECK(d.mlp.down == 416);
+    CHECK(d.mlp.down_bias == -1);
+    CHECK(d.mlp_out_norm == -1);
+  }
 
   const mt::Region& head = l.head_region();
   CHECK(head.kind == mt::RegionKind::head);
@@ -98,6 +108,7 @@ TEST_CASE("qwen2 layout: q/k/v biases, no o_proj bias, tied head", "[param_layou
   CHECK(l.head.lm_head == -1);
   CHECK(l.total_numel == 128 + 2 * 512 + 8);
   CHECK(l.largest_region_numel == 512);
+  CHECK(l.largest_layer_numel == 512);
 }
 
 TEST_CASE("qwen3 layout: q_norm and k_norm after o_proj, untied head", "[param_layout]") {
@@ -114,9 +125,14 @@ TEST_CASE("qwen3 layout: q_norm and k_norm after o_proj, untied head", "[param_l
                {"mlp.gate_proj.weight", {12, 8}, 216},
                {"mlp.up_proj.weight", {12, 8}, 312},
                {"mlp.down_proj.weight", {8, 12}, 408}});
-  CHECK(l.decoder.q_norm == 200);
-  CHECK(l.decoder.k_norm == 204);
-  CHECK(l.decoder.q_bias == -1);
+  for (int64_t i = 0; i < 2; ++i) {
+    INFO("layer " << i);
+    const mt::AttentionOffsets& a = l.layer(i).offsets.attention;
+    CHECK(a.q_norm == 200);
+    CHECK(a.k_norm == 204);
+    CHECK(a.q_bias == -1);
+    CHECK(l.layer(i).offsets.mlp_norm == 208);
+  }
   const mt::Region& head = l.head_region();
   REQUIRE(head.params.size() == 2);
   CHECK(head.params[1].hf_name == "lm_head.weight");
@@ -146,11 +162,16 @@ TEST_CASE("llama layout with attention_bias and mlp_bias: every projection has a
                {"mlp.up_proj.bias", {12}, 436},
                {"mlp.down_proj.weight", {8, 12}, 448},
                {"mlp.down_proj.bias", {8}, 544}});
-  CHECK(l.decoder.o_bias == 216);
-  CHECK(l.decoder.gate_bias == 328);
-  CHECK(l.decoder.up_bias == 436);
-  CHECK(l.decoder.down_bias == 544);
+  for (int64_t i = 0; i < 2; ++i) {
+    INFO("layer " << i);
+    const mt::LayerOffsets& d = l.layer(i).offsets;
+    CHECK(d.attention.o_bias == 216);
+    CHECK(d.mlp.gate_bias == 328);
+    CHECK(d.mlp.up_bias == 436);
+    CHECK(d.mlp.down_bias == 544);
+  }
   CHECK(l.largest_region_numel == 552);
+  CHECK(l.largest_layer_numel == 552);
 }
 
 TEST_CASE("layouts name exactly the tensors transformers saved for the golden fixtures", "[param_layout]") {
@@ -170,4 +191,240 @@ TEST_CASE("layouts name exactly the tensors transformers saved for the golden fi
     CHECK(slots == weights.names().size());
     CHECK(layout.total_numel == mt::count_parameters(spec));
   }
+}
+
+namespace {
+
+// A model built by hand, as a family parser would leave it: `layers` identical layers of 4 query heads over
+// `kv_heads` kv heads of head_dim 2 on hidden size 8, MLP 12.
+mt::ModelSpec hand_spec(int64_t kv_heads, int64_t layers = 2) {
+  mt::ModelSpec s;
+  s.architecture = "HandForCausalLM";
+  s.family = "hand";
+  s.vocab_size = 16;
+  s.hidden_size = 8;
+  s.num_layers = layers;
+  s.max_position_embeddings = 32;
+  mt::RopeSpec rope;
+  rope.head_dim = 2;
+  s.rope_tables = {rope};
+  mt::LayerSpec l;
+  l.attention.num_heads = 4;
+  l.attention.num_kv_heads = kv_heads;
+  l.attention.head_dim = 2;
+  l.attention.scale = 1.0 / std::sqrt(2.0);
+  l.mlp.intermediate_size = 12;
+  s.layers.assign(static_cast<size_t>(layers), l);
+  mt::validate_model_spec(s, "hand spec");
+  return s;
+}
+
+// InternLM2's names: wqkv holds, per kv head, its query heads, then its key, then its value.
+mt::ModelSpec internlm2_like(int64_t kv_heads, bool bias) {
+  mt::ModelSpec s = hand_spec(kv_heads);
+  s.names.embedding = "model.tok_embeddings.weight";
+  s.names.lm_head = "output.weight";
+  s.names.input_norm = "attention_norm";
+  s.names.mlp_norm = "ffn_norm";
+  s.names.qkv = "attention.wqkv";
+  s.names.qkv_grouped = true;
+  s.names.o = "attention.wo";
+  s.names.gate = "feed_forward.w1";
+  s.names.up = "feed_forward.w3";
+  s.names.down = "feed_forward.w2";
+  for (mt::LayerSpec& l : s.layers) l.attention.qkv_bias = bias;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("fused q|k|v and gate|up tensors: one slot each, the offsets address their parts", "[param_layout]") {
+  mt::ModelSpec spec = tiny("LlamaForCausalLM", {{"attention_bias", true}, {"mlp_bias", true}});
+  spec.names.qkv = "self_attn.qkv_proj";  // Phi-3: q, k, v rows one after the other
+  spec.names.gate_up = "mlp.gate_up_proj";
+  const mt::ParamLayout l = mt::make_param_layout(spec);
+  for (int64_t i = 0; i < 2; ++i) {
+    check_layer(l.layer(i), i,
+                {{"input_layernorm.weight", {8}, 0},
+                 {"self_attn.qkv_proj.weight", {16, 8}, 8},
+                 {"self_attn.qkv_proj.bias", {16}, 136},
+                 {"self_attn.o_proj.weight", {8, 8}, 152},
+                 {"self_attn.o_proj.bias", {8}, 216},
+                 {"post_attention_layernorm.weight", {8}, 224},
+                 {"mlp.gate_up_proj.weight", {24, 8}, 232},
+                 {"mlp.gate_up_proj.bias", {24}, 424},
+                 {"mlp.down_proj.weight", {8, 12}, 448},
+                 {"mlp.down_proj.bias", {8}, 544}});
+    for (const mt::ParamSlot& p : l.layer(i).params) CHECK(p.rows.parts.empty());  // kept in HF order
+    INFO("layer " << i);
+    const mt::LayerOffsets& d = l.layer(i).offsets;
+    // q is rows 0..7 of qkv_proj, k rows 8..11, v rows 12..15; their biases likewise.
+    CHECK(d.attention.q == 8);
+    CHECK(d.attention.k == 8 + 8 * 8);
+    CHECK(d.attention.v == 8 + 12 * 8);
+    CHECK(d.attention.q_bias == 136);
+    CHECK(d.attention.k_bias == 136 + 8);
+    CHECK(d.attention.v_bias == 136 + 12);
+    CHECK(d.attention.o == 152);
+    CHECK(d.attention.o_bias == 216);
+    CHECK(d.mlp_norm == 224);
+    // gate is rows 0..11 of gate_up_proj, up rows 12..23.
+    CHECK(d.mlp.gate == 232);
+    CHECK(d.mlp.up == 232 + 12 * 8);
+    CHECK(d.mlp.gate_bias == 424);
+    CHECK(d.mlp.up_bias == 424 + 12);
+    CHECK(d.mlp.down == 448);
+    CHECK(d.mlp.down_bias == 544);
+  }
+  // The same parameters as the separate tensors hold.
+  CHECK(l.total_numel == mt::make_param_layout(tiny("LlamaForCausalLM", {{"attention_bias", true}, {"mlp_bias", true}}))
+                             .total_numel);
+}
+
+TEST_CASE("a q|k|v tensor grouped by kv head is one slot whose rows the store regroups", "[param_layout]") {
+  const mt::ParamLayout l = mt::make_param_layout(internlm2_like(2, true));
+  CHECK(l.embedding().params[0].hf_name == "model.tok_embeddings.weight");
+  CHECK(l.head_region().params[1].hf_name == "output.weight");
+  const std::vector<Expected> layer = {
+      {"attention_norm.weight", {8}, 0},       {"attention.wqkv.weight", {16, 8}, 8},
+      {"attention.wqkv.bias", {16}, 136},      {"attention.wo.weight", {8, 8}, 152},
+      {"ffn_norm.weight", {8}, 216},           {"feed_forward.w1.weight", {12, 8}, 224},
+      {"feed_forward.w3.weight", {12, 8}, 320}, {"feed_forward.w2.weight", {8, 12}, 416},
+  };
+  for (int64_t i = 0; i < 2; ++i) {
+    check_layer(l.layer(i), i, layer);
+    INFO("layer " << i);
+    // 2 groups, each 2 query heads (4 rows), a key head (2 rows) and a value head (2 rows).
+    for (const size_t slot : {size_t{1}, size_t{2}}) {
+      const mt::RowGrouping& g = l.layer(i).params[slot].rows;
+      CHECK(g.groups == 2);
+      CHECK(g.parts == std::vector<int64_t>{4, 2, 2});
+    }
+    for (const size_t slot : {size_t{0}, size_t{3}, size_t{4}, size_t{5}}) CHECK(l.layer(i).params[slot].rows.parts.empty());
+    // In the store, all q rows come first, then all k rows, then all v rows.
+    const mt::AttentionOffsets& a = l.layer(i).offsets.attention;
+    CHECK(a.q == 8);
+    CHECK(a.k == 8 + 8 * 8);
+    CHECK(a.v == 8 + 12 * 8);
+    CHECK(a.q_bias == 136);
+    CHECK(a.k_bias == 144);
+    CHECK(a.v_bias == 148);
+    CHECK(a.o == 152);
+    CHECK(l.layer(i).offsets.mlp_norm == 216);
+    CHECK(l.layer(i).offsets.mlp.gate == 224);
+    CHECK(l.layer(i).offsets.mlp.up == 320);
+    CHECK(l.layer(i).offsets.mlp.down == 416);
+  }
+
+  SECTION("the weight's rows round-trip between the HF and the store order") {
+    const mt::ParamSlot& w = l.layer(0).params[1];
+    std::vector<float> hf(static_cast<size_t>(w.numel)), store(hf.size(), -1.0f), back(hf.size(), -1.0f);
+    for (size_t e = 0; e < hf.size(); ++e) hf[e] = static_cast<float>(e);  // row r holds 8r .. 8r + 7
+    mt::hf_rows_to_store(w, hf.data(), store.data());
+    // HF rows: group 0 = q heads 0, 1 (rows 0-3), k head 0 (4-5), v head 0 (6-7); group 1 = rows 8-15 likewise.
+    const std::vector<int64_t> hf_row_of_store_row = {0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15};
+    for (int64_t r = 0; r < 16; ++r)
+      for (int64_t c = 0; c < 8; ++c) {
+        INFO("store row " << r << " column " << c);
+        CHECK(store[static_cast<size_t>(r * 8 + c)] == static_cast<float>(hf_row_of_store_row[r] * 8 + c));
+      }
+    mt::store_rows_to_hf(w, store.data(), back.data());
+    CHECK(back == hf);
+  }
+  SECTION("the bias's rows round-trip too") {
+    const mt::ParamSlot& b = l.layer(1).params[2];
+    std::vector<float> hf(16), store(16, -1.0f), back(16, -1.0f);
+    for (size_t e = 0; e < hf.size(); ++e) hf[e] = static_cast<float>(e);
+    mt::hf_rows_to_store(b, hf.data(), store.data());
+    CHECK(store == std::vector<float>{0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15});
+    mt::store_rows_to_hf(b, store.data(), back.data());
+    CHECK(back == hf);
+  }
+  SECTION("slots without a grouping copy as they are") {
+    const mt::ParamSlot& o = l.layer(0).params[3];
+    std::vector<float> hf(static_cast<size_t>(o.numel)), store(hf.size()), back(hf.size());
+    for (size_t e = 0; e < hf.size(); ++e) hf[e] = static_cast<float>(e) * 0.5f;
+    mt::hf_rows_to_store(o, hf.data(), store.data());
+    CHECK(store == hf);
+    mt::store_rows_to_hf(o, store.data(), back.data());
+    CHECK(back == hf);
+  }
+}
+
+TEST_CASE("with one kv head the grouped order is the plain one: no regrouping", "[param_layout]") {
+  const mt::ParamLayout l = mt::make_param_layout(internlm2_like(1, false));
+  const mt::ParamSlot& w = l.layer(0).params[1];
+  CHECK(w.hf_name == "model.layers.0.attention.wqkv.weight");
+  CHECK(w.shape == std::vector<int64_t>{12, 8});  // 4 q heads, 1 k, 1 v of 2 rows
+  CHECK(w.rows.parts.empty());
+  const mt::AttentionOffsets& a = l.layer(0).offsets.attention;
+  CHECK(a.q == 8);
+  CHECK(a.k == 8 + 8 * 8);
+  CHECK(a.v == 8 + 10 * 8);
+  CHECK(a.q_bias == -1);
+}
+
+TEST_CASE("layers of different specs get their own slots and offsets", "[param_layout]") {
+  mt::ModelSpec spec = hand_spec(2, 3);
+  spec.names.attn_out_norm = "post_attention_layernorm";  // Gemma 2's sandwich norms
+  spec.names.mlp_norm = "pre_feedforward_layernorm";
+  spec.names.mlp_out_norm = "post_feedforward_layernorm";
+  spec.layers[1].post_norms = true;
+  spec.layers[1].attention.qk_norm = true;
+  spec.layers[2].mlp.intermediate_size = 20;
+  mt::validate_model_spec(spec, "hand spec");
+  const mt::ParamLayout l = mt::make_param_layout(spec);
+  REQUIRE(l.regions.size() == 5);
+
+  // Layer 0: norm 8, q 64, k 32, v 32, o 64, norm 8, MLP 3 × 96.
+  check_layer(l.layer(0), 0,
+              {{"input_layernorm.weight", {8}, 0},
+               {"self_attn.q_proj.weight", {8, 8}, 8},
+               {"self_attn.k_proj.weight", {4, 8}, 72},
+               {"self_attn.v_proj.weight", {4, 8}, 104},
+               {"self_attn.o_proj.weight", {8, 8}, 136},
+               {"pre_feedforward_layernorm.weight", {8}, 200},
+               {"mlp.gate_proj.weight", {12, 8}, 208},
+               {"mlp.up_proj.weight", {12, 8}, 304},
+               {"mlp.down_proj.weight", {8, 12}, 400}});
+  CHECK(l.layer(0).numel == 496);
+  CHECK(l.layer(0).offsets.attn_out_norm == -1);
+  CHECK(l.layer(0).offsets.mlp_out_norm == -1);
+
+  // Layer 1: q/k norms after o_proj, a norm on the attention output and one on the MLP output.
+  check_layer(l.layer(1), 1,
+              {{"input_layernorm.weight", {8}, 0},
+               {"self_attn.q_proj.weight", {8, 8}, 8},
+               {"self_attn.k_proj.weight", {4, 8}, 72},
+               {"self_attn.v_proj.weight", {4, 8}, 104},
+               {"self_attn.o_proj.weight", {8, 8}, 136},
+               {"self_attn.q_norm.weight", {2}, 200},
+               {"self_attn.k_norm.weight", {2}, 202},
+               {"post_attention_layernorm.weight", {8}, 204},
+               {"pre_feedforward_layernorm.weight", {8}, 212},
+               {"mlp.gate_proj.weight", {12, 8}, 220},
+               {"mlp.up_proj.weight", {12, 8}, 316},
+               {"mlp.down_proj.weight", {8, 12}, 412},
+               {"post_feedforward_layernorm.weight", {8}, 508}});
+  const mt::LayerOffsets& o1 = l.layer(1).offsets;
+  CHECK(o1.attention.q_norm == 200);
+  CHECK(o1.attention.k_norm == 202);
+  CHECK(o1.attn_out_norm == 204);
+  CHECK(o1.mlp_norm == 212);
+  CHECK(o1.mlp.gate == 220);
+  CHECK(o1.mlp.down == 412);
+  CHECK(o1.mlp_out_norm == 508);
+  CHECK(l.layer(1).numel == 516);
+
+  // Layer 2: a wider MLP.
+  const mt::LayerOffsets& o2 = l.layer(2).offsets;
+  CHECK(o2.mlp.gate == 208);
+  CHECK(o2.mlp.up == 208 + 160);
+  CHECK(o2.mlp.down == 208 + 320);
+  CHECK(l.layer(2).numel == 208 + 3 * 160);
+
+  CHECK(l.largest_layer_numel == 688);
+  CHECK(l.largest_region_numel == 688);
+  CHECK(l.total_numel == 128 + 496 + 516 + 688 + 8 + 128);
+  CHECK(mt::count_parameters(spec) == l.total_numel);
 }

@@ -1,6 +1,7 @@
 // RoPE tables against transformers 5.24: inv_freq, attention scaling and cos/sin of LlamaRotaryEmbedding for
 // default, linear (also partial rotary), llama3 and yarn (also mscale/mscale_all_dim, betas, no truncation).
-// The numbers were printed once by hand from transformers; no Python runs here.
+// The numbers were printed once by hand from transformers; no Python runs here. Longrope and dynamic NTK tables,
+// which depend on the batch's longest position, against their formulas (modeling_rope_utils.py).
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -174,14 +175,17 @@ const RopeCase kCases[] = {
 };
 // clang-format on
 
-mt::ModelSpec spec_of(const char* config) {
+// The RoPE table spec of a tiny Llama config with `config` merged in.
+mt::RopeSpec rope_of(const char* config) {
   nlohmann::json j = {{"architectures", {"LlamaForCausalLM"}},
                       {"vocab_size", 32},
                       {"intermediate_size", 64},
                       {"num_hidden_layers", 1},
                       {"max_position_embeddings", 4096}};
   j.update(nlohmann::json::parse(config));
-  return mt::parse_model_spec(j, "rope test");
+  const mt::ModelSpec spec = mt::parse_model_spec(j, "rope test");
+  REQUIRE(spec.rope_tables.size() == 1);
+  return spec.rope_tables[0];
 }
 
 }  // namespace
@@ -190,7 +194,7 @@ TEST_CASE("RoPE inverse frequencies equal transformers' to the last bit", "[rope
   for (const RopeCase& c : kCases) {
     INFO(c.name);
     double scaling = 0.0;
-    const std::vector<float> inv_freq = mt::rope_inverse_frequencies(spec_of(c.config), &scaling);
+    const std::vector<float> inv_freq = mt::rope_inverse_frequencies(rope_of(c.config), &scaling);
     CHECK(std::abs(scaling - c.attention_scaling) < 1e-15);
     REQUIRE(inv_freq.size() == c.inv_freq.size());
     for (size_t i = 0; i < inv_freq.size(); ++i) {
@@ -203,7 +207,7 @@ TEST_CASE("RoPE inverse frequencies equal transformers' to the last bit", "[rope
 TEST_CASE("RoPE tables equal transformers' cos and sin within one float rounding", "[rope]") {
   for (const RopeCase& c : kCases) {
     INFO(c.name);
-    const mt::RopeTable t = mt::make_rope_table(spec_of(c.config), 4096);
+    const mt::RopeTable t = mt::make_rope_table(rope_of(c.config), 4096);
     const auto half = static_cast<int64_t>(c.inv_freq.size());
     CHECK(t.rot_dim == 2 * half);
     CHECK(t.max_positions == 4096);
@@ -220,5 +224,116 @@ TEST_CASE("RoPE tables equal transformers' cos and sin within one float rounding
       CHECK(std::abs(t.cos[k] - s.cos) <= 1.2e-7f * scale);
       CHECK(std::abs(t.sin[k] - s.sin) <= 1.2e-7f * scale);
     }
+  }
+}
+
+namespace {
+
+// |a − b| within `rel` of |b|.
+bool close(double a, double b, double rel) { return std::abs(a - b) <= rel * std::abs(b); }
+
+// A table's entries equal cos/sin(position · inv_freq) · scaling within one float rounding.
+void check_table(const mt::RopeTable& t, const std::vector<float>& inv_freq, double scaling) {
+  const auto half = static_cast<int64_t>(inv_freq.size());
+  REQUIRE(t.rot_dim == 2 * half);
+  REQUIRE(t.cos.size() == static_cast<size_t>(t.max_positions * half));
+  const auto scale = static_cast<float>(scaling);
+  for (const int64_t p : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{1000}, t.max_positions - 1})
+    for (int64_t i = 0; i < half; ++i) {
+      INFO("position " << p << " pair " << i);
+      const double angle = static_cast<float>(p) * inv_freq[static_cast<size_t>(i)];
+      const auto k = static_cast<size_t>(p * half + i);
+      CHECK(std::abs(t.cos[k] - static_cast<float>(std::cos(angle)) * scale) <= 1.2e-7f * scale);
+      CHECK(std::abs(t.sin[k] - static_cast<float>(std::sin(angle)) * scale) <= 1.2e-7f * scale);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("longrope: short factors up to the original length, long factors above it", "[rope]") {
+  // head_dim 16: 8 frequencies; Phi-3 style: max 4096 positions over an original 1024, so factor 4.
+  const mt::RopeSpec r = rope_of(R"({"hidden_size": 64, "num_attention_heads": 4, "rope_theta": 10000.0,
+      "original_max_position_embeddings": 1024,
+      "rope_scaling": {"type": "longrope", "short_factor": [1.0, 1.0, 1.05, 1.1, 1.3, 1.6, 2.0, 2.5],
+                       "long_factor": [1.0, 1.25, 1.5, 2.0, 3.0, 5.0, 8.0, 12.0]}})");
+  REQUIRE(r.type == "longrope");
+  REQUIRE(r.original_max_position_embeddings == 1024);
+  const double expected_scaling = std::sqrt(1.0 + std::log(4.0) / std::log(1024.0));
+  // inv_freq[i] = 1 / (ext[i] · base^(2i/d)).
+  const auto expected = [&](const std::vector<double>& ext) {
+    std::vector<double> out;
+    for (size_t i = 0; i < ext.size(); ++i) out.push_back(1.0 / (ext[i] * std::pow(10000.0, 2.0 * i / 16.0)));
+    return out;
+  };
+  const std::vector<double> short_freq = expected(r.short_factor), long_freq = expected(r.long_factor);
+  for (const int64_t longest : {0, 1, 512, 1024, 1025, 2048, 4096}) {
+    INFO("longest " << longest);
+    const bool long_table = longest > 1024;
+    double scaling = 0.0;
+    const std::vector<float> inv_freq = mt::rope_inverse_frequencies(r, &scaling, longest);
+    CHECK(std::abs(scaling - expected_scaling) < 1e-15);  // the same for both factor sets
+    REQUIRE(inv_freq.size() == 8);
+    for (size_t i = 0; i < inv_freq.size(); ++i) {
+      INFO("pair " << i);
+      CHECK(close(inv_freq[i], (long_table ? long_freq : short_freq)[i], 4e-7));
+    }
+    CHECK(mt::rope_table_key(r, longest) == (long_table ? 1 : 0));  // one table per factor set
+    const mt::RopeTable t = mt::make_rope_table(r, 2048, longest);
+    CHECK(t.max_positions == 2048);
+    check_table(t, inv_freq, expected_scaling);
+  }
+  // The two factor sets give different tables.
+  CHECK(mt::make_rope_table(r, 64, 1024).cos != mt::make_rope_table(r, 64, 1025).cos);
+}
+
+TEST_CASE("longrope without an original length: factor from the dict, no scaling at factor 1", "[rope]") {
+  const mt::RopeSpec r = rope_of(R"({"hidden_size": 64, "num_attention_heads": 4,
+      "rope_parameters": {"rope_type": "longrope", "rope_theta": 500.0,
+                          "short_factor": [1, 1, 1, 1, 1, 1, 1, 1], "long_factor": [2, 2, 2, 2, 2, 2, 2, 2]}})");
+  CHECK(r.original_max_position_embeddings == 4096);  // max_position_embeddings
+  double scaling = 0.0;
+  const std::vector<float> inv_freq = mt::rope_inverse_frequencies(r, &scaling, 4096);
+  CHECK(scaling == 1.0);
+  // Short factors of 1: the default table's frequencies.
+  double default_scaling = 0.0;
+  const std::vector<float> plain = mt::rope_inverse_frequencies(
+      rope_of(R"({"hidden_size": 64, "num_attention_heads": 4, "rope_theta": 500.0})"), &default_scaling);
+  CHECK(inv_freq == plain);
+  CHECK(default_scaling == 1.0);
+}
+
+TEST_CASE("dynamic NTK: the plain table up to max_position_embeddings, a larger base above", "[rope]") {
+  // head_dim 16, factor 2, max_position_embeddings 4096.
+  const mt::RopeSpec r = rope_of(R"({"hidden_size": 64, "num_attention_heads": 4, "rope_theta": 10000.0,
+      "rope_scaling": {"type": "dynamic", "factor": 2.0}})");
+  REQUIRE(r.type == "dynamic");
+  const mt::RopeSpec plain = rope_of(R"({"hidden_size": 64, "num_attention_heads": 4, "rope_theta": 10000.0})");
+  const std::vector<float> plain_freq = mt::rope_inverse_frequencies(plain, nullptr);
+  for (const int64_t longest : {0, 1, 100, 4095, 4096}) {
+    INFO("longest " << longest);
+    double scaling = 0.0;
+    CHECK(mt::rope_inverse_frequencies(r, &scaling, longest) == plain_freq);
+    CHECK(scaling == 1.0);
+    CHECK(mt::rope_table_key(r, longest) == 0);
+    const mt::RopeTable t = mt::make_rope_table(r, 256, longest);
+    CHECK(t.cos == mt::make_rope_table(plain, 256).cos);
+    CHECK(t.sin == mt::make_rope_table(plain, 256).sin);
+  }
+  for (const int64_t longest : {4097, 6000, 8192, 16384}) {
+    INFO("longest " << longest);
+    // base · (factor · L / max − (factor − 1))^(d / (d − 2))
+    const double base = 10000.0 * std::pow(2.0 * static_cast<double>(longest) / 4096.0 - 1.0, 16.0 / 14.0);
+    double scaling = 0.0;
+    const std::vector<float> inv_freq = mt::rope_inverse_frequencies(r, &scaling, longest);
+    CHECK(scaling == 1.0);
+    REQUIRE(inv_freq.size() == 8);
+    for (size_t i = 0; i < inv_freq.size(); ++i) {
+      INFO("pair " << i);
+      CHECK(close(inv_freq[i], 1.0 / std::pow(base, 2.0 * i / 16.0), 4e-7));
+      if (i > 0) CHECK(inv_freq[i] < plain_freq[i]);  // a larger base: lower frequencies
+    }
+    CHECK(inv_freq[0] == 1.0f);
+    CHECK(mt::rope_table_key(r, longest) == longest);  // one table per length
+    check_table(mt::make_rope_table(r, 2048, longest), inv_freq, 1.0);
   }
 }

@@ -52,9 +52,7 @@ TEST_CASE("GPU plan within 10% of the H200 bench peaks", "[plan]") {
   const mt::ModelSpec spec = qwen25_3b();
   CHECK(gib(mt::plan_gpu(spec, bench_run(8)).total()) == Approx(8.0).epsilon(0.10));
   CHECK(gib(mt::plan_gpu(spec, bench_run(16)).total()) == Approx(9.3).epsilon(0.10));
-  mt::ModelSpec twelve = spec;
-  twelve.num_layers = 12;
-  if (!twelve.sliding_window.empty()) twelve.sliding_window.resize(12);
+  const mt::ModelSpec twelve = mt::first_layers(spec, 12);  // bench --layers 12
   CHECK(gib(mt::plan_gpu(twelve, bench_run(8)).total()) == Approx(7.3).epsilon(0.10));
 }
 
