@@ -1,9 +1,11 @@
 // `megatrain export --checkpoint FILE --out DIR [--dtype bfloat16|float32]`: a checkpoint's master weights as a
 // Hugging Face directory (config.json from the checkpoint, safetensors, tokenizer files from the saved model
 // directory when it still exists). Invariant: every parameter of the checkpoint's model is exported exactly once,
-// from /params, or nothing is written.
+// from /params, or nothing is written; frozen tensors of a multimodal checkpoint come from its model directory.
+#include <algorithm>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -11,6 +13,7 @@
 #include "checkpoint/checkpoint_reader.h"
 #include "cli/command.h"
 #include "core/log.h"
+#include "io/safetensors.h"
 #include "model/model_source.h"
 #include "model/model_spec.h"
 #include "model/param_layout.h"
@@ -20,9 +23,22 @@ namespace {
 
 void export_checkpoint(const std::string& file, const std::string& out, const std::string& dtype_name_arg) {
   const CheckpointFile ckpt(file);
-  const ModelSpec spec = parse_model_spec(nlohmann::json::parse(ckpt.meta().model_config_json), file,
-                                          true);  // accepted by the run that wrote the checkpoint
+  ModelSpec spec = parse_model_spec(nlohmann::json::parse(ckpt.meta().model_config_json), file,
+                                    true);  // accepted by the run that wrote the checkpoint
+  const std::vector<std::string> saved = ckpt.tensor_names("params");
+  match_tensor_names(spec, [&](const std::string& name) { return std::binary_search(saved.begin(), saved.end(), name); });
   const ParamLayout layout = make_param_layout(spec);
+  // Frozen tensors (a vision tower) are not in the checkpoint: they come from the model directory it trained.
+  std::optional<SafetensorsModel> weights;
+  if (spec.carries_other_tensors) {
+    MT_REQUIRE(std::filesystem::is_directory(ckpt.meta().model_name),
+               "export {}: {} keeps its frozen tensors (vision tower, projector) in the model directory '{}', which "
+               "no longer exists",
+               file, spec.architecture, ckpt.meta().model_name);
+    weights.emplace(ckpt.meta().model_name);
+  }
+  const std::vector<const StTensor*> carried = weights ? carried_tensors(spec, layout, *weights)
+                                                       : std::vector<const StTensor*>{};
   std::vector<std::vector<float>> regions;
   std::vector<const float*> region_data;
   for (const Region& region : layout.regions) {
@@ -32,7 +48,7 @@ void export_checkpoint(const std::string& file, const std::string& out, const st
   for (const auto& r : regions) region_data.push_back(r.data());
   std::filesystem::path tokenizer_from;
   if (std::filesystem::is_directory(ckpt.meta().model_name)) tokenizer_from = ckpt.meta().model_name;
-  export_hf_directory(out, spec, layout, region_data, dtype_from_name(dtype_name_arg), tokenizer_from);
+  export_hf_directory(out, spec, layout, region_data, dtype_from_name(dtype_name_arg), tokenizer_from, carried);
   log::info("exported {} (step {}) as {} to {}", file, ckpt.meta().step, dtype_name_arg, out);
 }
 

@@ -263,6 +263,13 @@ void read_as_f32(const StTensor& t, float* dst) {
   }
 }
 
+std::size_t StWriteTensor::nbytes(DType dtype) const {
+  if (raw) return raw->nbytes;
+  int64_t numel = 1;
+  for (const int64_t d : shape) numel *= d;
+  return static_cast<std::size_t>(numel) * dtype_size(dtype);
+}
+
 void write_safetensors(const fs::path& path, const std::vector<StWriteTensor>& tensors, DType dtype,
                        const std::map<std::string, std::string>& metadata) {
   const std::size_t elem = dtype_size(dtype);
@@ -282,9 +289,11 @@ void write_safetensors(const fs::path& path, const std::vector<StWriteTensor>& t
       MT_REQUIRE(d >= 0, "safetensors file {}: tensor '{}' has a negative dimension", path.string(), t.name);
       numel *= d;
     }
-    MT_REQUIRE(numel == 0 || t.data != nullptr, "safetensors file {}: tensor '{}' has no data", path.string(), t.name);
-    const std::uint64_t nbytes = static_cast<std::uint64_t>(numel) * elem;
-    header[t.name] = {{"dtype", dtype == DType::f32 ? "F32" : "BF16"},
+    MT_REQUIRE(numel == 0 || t.data != nullptr || t.raw != nullptr, "safetensors file {}: tensor '{}' has no data",
+               path.string(), t.name);
+    MT_REQUIRE(!t.raw || t.raw->shape == t.shape, "safetensors file {}: tensor '{}' changes shape", path.string(), t.name);
+    const std::uint64_t nbytes = t.raw ? t.raw->nbytes : static_cast<std::uint64_t>(numel) * elem;
+    header[t.name] = {{"dtype", t.raw ? dtype_info(t.raw->dtype).name : dtype == DType::f32 ? "F32" : "BF16"},
                       {"shape", t.shape},
                       {"data_offsets", {offset, offset + nbytes}}};
     offset += nbytes;
@@ -303,6 +312,10 @@ void write_safetensors(const fs::path& path, const std::vector<StWriteTensor>& t
     for (const auto& t : tensors) {
       int64_t numel = 1;
       for (const int64_t d : t.shape) numel *= d;
+      if (t.raw) {
+        write_all(fd, t.raw->data, t.raw->nbytes, tmp);
+        continue;
+      }
       if (dtype == DType::f32) {
         write_all(fd, t.data, static_cast<std::size_t>(numel) * 4, tmp);
         continue;

@@ -63,9 +63,12 @@ struct StWriteTensor {
   std::string name;
   std::vector<int64_t> shape;
   const float* data = nullptr;      // fp32 source, converted to the file dtype
+  const StTensor* raw = nullptr;    // or a tensor of another file, written byte for byte in its own dtype
+  std::size_t nbytes(DType dtype) const;  // bytes in the file
 };
 
-// Writes one safetensors file with every tensor in `dtype` (float32 or bfloat16), tensors in the given order.
+// Writes one safetensors file with every tensor in `dtype` (float32 or bfloat16) — raw ones in their own dtype —
+// tensors in the given order.
 void write_safetensors(const std::filesystem::path& path, const std::vector<StWriteTensor>& tensors, DType dtype,
                        const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
 

@@ -16,6 +16,7 @@ const std::vector<FamilyEntry>& model_families() {
       {"Qwen3ForCausalLM", "qwen3", parse_qwen3, false},
       {"Gemma2ForCausalLM", "gemma2", parse_gemma2, false},
       {"Gemma3ForCausalLM", "gemma3_text", parse_gemma3, false},
+      {"Gemma3ForConditionalGeneration", "gemma3", parse_gemma3_multimodal, false},
       {"Phi3ForCausalLM", "phi3", parse_phi3, false},
       {"Glm4ForCausalLM", "glm4", parse_glm4, false},
       {"InternLM2ForCausalLM", "internlm2", parse_internlm2, true},

@@ -29,6 +29,7 @@ void parse_qwen2(const ConfigKeys&, ModelSpec&);
 void parse_qwen3(const ConfigKeys&, ModelSpec&);
 void parse_gemma2(const ConfigKeys&, ModelSpec&);
 void parse_gemma3(const ConfigKeys&, ModelSpec&);
+void parse_gemma3_multimodal(const ConfigKeys&, ModelSpec&);
 void parse_phi3(const ConfigKeys&, ModelSpec&);
 void parse_glm4(const ConfigKeys&, ModelSpec&);
 void parse_internlm2(const ConfigKeys&, ModelSpec&);

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <numbers>
+#include <set>
 #include <string_view>
 
 #include "core/error.h"
@@ -111,12 +112,10 @@ void fsync_path(const fs::path& p, bool directory) {
 // The tensors in shards of at most max_shard_bytes each (in layout order); one shard: model.safetensors.
 void write_shards(const fs::path& dir, const std::vector<StWriteTensor>& tensors, DType dtype,
                   int64_t max_shard_bytes) {
-  const int64_t element_bytes = dtype == DType::bf16 ? 2 : 4;
   std::vector<std::vector<StWriteTensor>> shards(1);
   int64_t shard_bytes = 0, total_bytes = 0;
   for (const StWriteTensor& t : tensors) {
-    int64_t bytes = element_bytes;
-    for (const int64_t d : t.shape) bytes *= d;
+    const auto bytes = static_cast<int64_t>(t.nbytes(dtype));
     if (!shards.back().empty() && shard_bytes + bytes > max_shard_bytes) {
       shards.emplace_back();
       shard_bytes = 0;
@@ -144,7 +143,7 @@ void write_shards(const fs::path& dir, const std::vector<StWriteTensor>& tensors
 
 void write_export(const fs::path& dir, const ModelSpec& spec, const ParamLayout& layout,
                   const std::vector<const float*>& region_data, DType dtype, const fs::path& tokenizer_from,
-                  int64_t max_shard_bytes) {
+                  const std::vector<const StTensor*>& carried, int64_t max_shard_bytes) {
   nlohmann::ordered_json config;
   try {
     config = nlohmann::ordered_json::parse(spec.config_json);
@@ -170,8 +169,9 @@ void write_export(const fs::path& dir, const ModelSpec& spec, const ParamLayout&
         store_rows_to_hf(slot, values, hf_order.back().data());
         values = hf_order.back().data();
       }
-      tensors.push_back({slot.hf_name, slot.shape, values});
+      tensors.push_back({slot.hf_name, slot.shape, values, nullptr});
     }
+  for (const StTensor* t : carried) tensors.push_back({t->name, t->shape, nullptr, t});
   write_shards(dir, tensors, dtype, max_shard_bytes);
 
   if (tokenizer_from.empty()) return;
@@ -229,6 +229,18 @@ void load_region(const Region& region, const SafetensorsModel& weights, float* d
   }
 }
 
+std::vector<const StTensor*> carried_tensors(const ModelSpec& spec, const ParamLayout& layout,
+                                             const SafetensorsModel& weights) {
+  std::vector<const StTensor*> out;
+  if (!spec.carries_other_tensors) return out;
+  std::set<std::string> held;
+  for (const Region& r : layout.regions)
+    for (const ParamSlot& slot : r.params) held.insert(slot.hf_name);
+  for (const std::string& name : weights.names())
+    if (!held.count(name)) out.push_back(weights.find(name));
+  return out;
+}
+
 void init_region_random(const Region& region, double initializer_range, uint64_t seed, float* dst) {
   for (const ParamSlot& slot : region.params) {
     float* out = dst + slot.offset;
@@ -245,7 +257,7 @@ void init_region_random(const Region& region, double initializer_range, uint64_t
 
 void export_hf_directory(const fs::path& out, const ModelSpec& spec, const ParamLayout& layout,
                          const std::vector<const float*>& region_data, DType dtype, const fs::path& tokenizer_from,
-                         int64_t max_shard_bytes) {
+                         const std::vector<const StTensor*>& carried, int64_t max_shard_bytes) {
   MT_ASSERT(region_data.size() == layout.regions.size(), "{} region pointers for {} regions", region_data.size(),
             layout.regions.size());
   const std::string suffix = std::to_string(::getpid());
@@ -255,7 +267,7 @@ void export_hf_directory(const fs::path& out, const ModelSpec& spec, const Param
   fs::create_directories(tmp, ec);
   MT_REQUIRE(!ec, "export {}: cannot create {}: {}", out.string(), tmp.string(), ec.message());
   try {
-    write_export(tmp, spec, layout, region_data, dtype, tokenizer_from, max_shard_bytes);
+    write_export(tmp, spec, layout, region_data, dtype, tokenizer_from, carried, max_shard_bytes);
     fsync_path(tmp, true);
   } catch (...) {
     fs::remove_all(tmp, ec);

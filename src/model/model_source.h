@@ -24,7 +24,12 @@ ModelSource resolve_model_source(const std::string& name);
 
 // Fills dst[region.numel] from the model's safetensors (converted to fp32). Tied heads have no lm_head tensor.
 class SafetensorsModel;
+struct StTensor;
 void load_region(const Region& region, const SafetensorsModel& weights, float* dst);
+// The tensors of `weights` that no slot of `layout` holds, in name order: what a spec with
+// carries_other_tensors leaves frozen and exports unchanged (empty for other specs).
+std::vector<const StTensor*> carried_tensors(const ModelSpec& spec, const ParamLayout& layout,
+                                             const SafetensorsModel& weights);
 
 // Deterministic random init as transformers does it (normal(0, initializer_range) for matrices,
 // zeros for biases, ones for norms): element e of tensor `hf_name` depends only on (seed, hf_name, e).
@@ -34,10 +39,12 @@ void init_region_random(const Region& region, double initializer_range, uint64_t
 // model.safetensors with the original tensor names — or, when the tensors exceed max_shard_bytes, shards
 // model-0000k-of-0000n.safetensors of at most that size (a larger single tensor alone) and
 // model.safetensors.index.json — and tokenizer files copied from `tokenizer_from` if present.
-// region_data[i] points at region i's fp32 values. Written to "<out>.tmp-XXXX" and renamed.
+// region_data[i] points at region i's fp32 values; `carried` tensors follow them byte for byte. Written to
+// "<out>.tmp-XXXX" and renamed.
 inline constexpr int64_t kMaxShardBytes = 5'000'000'000;
 void export_hf_directory(const std::filesystem::path& out, const ModelSpec& spec, const ParamLayout& layout,
                          const std::vector<const float*>& region_data, DType dtype,
-                         const std::filesystem::path& tokenizer_from, int64_t max_shard_bytes = kMaxShardBytes);
+                         const std::filesystem::path& tokenizer_from,
+                         const std::vector<const StTensor*>& carried = {}, int64_t max_shard_bytes = kMaxShardBytes);
 
 }  // namespace mt

@@ -82,6 +82,21 @@ ModelSpec load_model_spec(const std::filesystem::path& config_json, bool trust_r
 
 int64_t count_parameters(const ModelSpec& spec) { return make_param_layout(spec).total_numel; }
 
+void match_tensor_names(ModelSpec& spec, const std::function<bool(const std::string&)>& has_tensor) {
+  TensorNames& n = spec.names;
+  if (has_tensor(n.embedding)) return;
+  for (const auto& [here, there] : n.legacy_prefixes) {
+    const auto renamed = [&](const std::string& name) {
+      return name.starts_with(here) ? there + name.substr(here.size()) : name;
+    };
+    if (!has_tensor(renamed(n.embedding))) continue;
+    for (const auto& [a, b] : n.legacy_prefixes)
+      for (std::string* name : {&n.embedding, &n.final_norm, &n.lm_head, &n.layer_prefix})
+        if (name->starts_with(a)) *name = b + name->substr(a.size());
+    return;
+  }
+}
+
 ModelSpec first_layers(const ModelSpec& spec, int64_t layers) {
   MT_ASSERT(layers > 0 && layers <= spec.num_layers, "{} of {} layers", layers, spec.num_layers);
   ModelSpec s = spec;

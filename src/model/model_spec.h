@@ -6,7 +6,9 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -57,6 +59,9 @@ struct TensorNames {
   std::string q_norm = "self_attn.q_norm", k_norm = "self_attn.k_norm";
   std::string gate = "mlp.gate_proj", up = "mlp.up_proj", down = "mlp.down_proj";
   std::string gate_up;                                // fused gate|up rows in one tensor; "" = separate
+  // Older checkpoints of the family name the same tensors under another prefix: {prefix here, prefix there}
+  // (match_tensor_names picks the one the weights use).
+  std::vector<std::pair<std::string, std::string>> legacy_prefixes;
 };
 
 struct ModelSpec {
@@ -76,6 +81,9 @@ struct ModelSpec {
   double final_logit_softcap = 0.0;      // logits -> cap·tanh(logits/cap); 0 = none
   bool normalized_head = false;          // logits use the LM head's rows normalised to unit length (Baichuan 2)
   bool trust_remote_code = false;        // the family's modeling code is not part of transformers
+  // The checkpoint holds more than the text model (a vision tower, a projector): those tensors stay frozen and are
+  // carried through export unchanged.
+  bool carries_other_tensors = false;
   TensorNames names;
   std::string config_json;               // the original config.json text
 
@@ -91,5 +99,8 @@ ModelSpec first_layers(const ModelSpec& spec, int64_t layers);
 // One line for the log: the distinct layer kinds in order, e.g. "attention 32/8 heads × 128, window 4096, MLP
 // 14336 silu ×24; attention 32/8 heads × 128, MLP 14336 silu ×8".
 std::string describe_layers(const ModelSpec& spec);
+// Where the weights name the model's tensors under a legacy prefix (names.legacy_prefixes), renames spec.names
+// to it; `has_tensor` asks the weights. Names the weights already use, or no match at all, leave spec unchanged.
+void match_tensor_names(ModelSpec& spec, const std::function<bool(const std::string&)>& has_tensor);
 
 }  // namespace mt

@@ -275,7 +275,7 @@ TEST_CASE("export above the shard size writes shards and an index", "[model_sour
   const mt::ParamLayout layout = mt::make_param_layout(spec);
   const auto data = distinct_values(layout);
   const int64_t shard_bytes = layout.total_numel * 2 / 3;  // fp32: at least two shards
-  mt::export_hf_directory(tmp.path / "out", spec, layout, pointers(data), mt::DType::f32, fs::path(), shard_bytes);
+  mt::export_hf_directory(tmp.path / "out", spec, layout, pointers(data), mt::DType::f32, fs::path(), {}, shard_bytes);
   CHECK_FALSE(fs::exists(tmp.path / "out" / "model.safetensors"));
   const auto index = nlohmann::json::parse(read_text(tmp.path / "out" / "model.safetensors.index.json"));
   CHECK(index["metadata"]["total_size"] == layout.total_numel * 4);

@@ -1,6 +1,8 @@
 // Training driver (see trainer.h).
 #include "cli/train/trainer.h"
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <chrono>
 #include <fstream>
@@ -8,6 +10,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 
 #include "backend/backend.h"
 #include "checkpoint/checkpoint_reader.h"
@@ -57,8 +60,8 @@ ModelSource checkpoint_model_source(const CheckpointFile& checkpoint) {
   return source;
 }
 
-void fill_master_weights(const Config& c, const ModelSource& source, const ModelSpec& spec,
-                         const std::optional<CheckpointFile>& init_from, HostStore& store) {
+void fill_master_weights(const Config& c, const ModelSpec& spec, const std::optional<CheckpointFile>& init_from,
+                         const SafetensorsModel* weights, HostStore& store) {
   const ParamLayout& layout = store.layout();
   if (init_from) {
     for (int64_t r = 0; r < store.num_regions(); ++r)
@@ -71,12 +74,8 @@ void fill_master_weights(const Config& c, const ModelSource& source, const Model
       init_region_random(layout.regions[static_cast<size_t>(r)], spec.initializer_range, c.training.seed,
                          store.master(r));
   } else {
-    MT_REQUIRE(!source.dir.empty(),
-               "model.name: '{}' is a config file without weights; use a model directory or set model.init: random",
-               c.model.name);
-    const SafetensorsModel weights(source.dir);
     for (int64_t r = 0; r < store.num_regions(); ++r)
-      load_region(layout.regions[static_cast<size_t>(r)], weights, store.master(r));
+      load_region(layout.regions[static_cast<size_t>(r)], *weights, store.master(r));
   }
   for (int64_t r = 0; r < store.num_regions(); ++r) store.refresh_stream_copy(r);
 }
@@ -136,10 +135,32 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
   std::optional<CheckpointFile> init_from;
   if (names_checkpoint(c.model.name)) init_from.emplace(c.model.name);
   const ModelSource source = init_from ? checkpoint_model_source(*init_from) : resolve_model_source(c.model.name);
-  const ModelSpec spec = init_from ? parse_model_spec(nlohmann::json::parse(init_from->meta().model_config_json),
-                                                      c.model.name, c.model.trust_remote_code)
-                                   : load_model_spec(source.config_json, c.model.trust_remote_code);
+  ModelSpec spec = init_from ? parse_model_spec(nlohmann::json::parse(init_from->meta().model_config_json),
+                                                c.model.name, c.model.trust_remote_code)
+                             : load_model_spec(source.config_json, c.model.trust_remote_code);
+  // The model's safetensors (mapped for the run where they give the weights or carry frozen tensors), and the
+  // names its tensors go by.
+  std::optional<SafetensorsModel> weights;
+  const bool pretrained = !init_from && c.model.init != "random";
+  if (pretrained) {
+    MT_REQUIRE(!source.dir.empty(),
+               "model.name: '{}' is a config file without weights; use a model directory or set model.init: random",
+               c.model.name);
+    weights.emplace(source.dir);
+    match_tensor_names(spec, [&](const std::string& name) { return weights->find(name) != nullptr; });
+  } else if (init_from) {
+    const std::vector<std::string> saved = init_from->tensor_names("params");
+    match_tensor_names(spec, [&](const std::string& name) { return std::binary_search(saved.begin(), saved.end(), name); });
+    if (spec.carries_other_tensors && !source.dir.empty()) weights.emplace(source.dir);
+  }
+  MT_REQUIRE(!spec.carries_other_tensors || weights,
+             "model.name: '{}' ({}) holds more than the text model; its other tensors (vision tower, projector) come "
+             "from the model directory, so it cannot start from random weights or a checkpoint whose model "
+             "directory is gone",
+             c.model.name, spec.architecture);
   const ParamLayout layout = make_param_layout(spec);
+  const std::vector<const StTensor*> carried = weights ? carried_tensors(spec, layout, *weights)
+                                                       : std::vector<const StTensor*>{};
   const DType dtype = dtype_from_name(c.model.dtype);
   std::string banner;
   for (size_t at = 0; at < c.yaml_text.size();) {
@@ -152,6 +173,16 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
   if (root) log::info("model {} ({}): {} layers ({}), hidden {}, vocab {}, {:.3f} M parameters", c.model.name,
                       spec.architecture, spec.num_layers, describe_layers(spec), spec.hidden_size, spec.vocab_size,
                       static_cast<double>(layout.total_numel) / 1e6);
+  if (root && !carried.empty()) {
+    int64_t frozen = 0;
+    std::set<std::string> groups;
+    for (const StTensor* t : carried) {
+      frozen += t->numel();
+      groups.insert(t->name.substr(0, t->name.find('.', t->name.find('.') + 1)));
+    }
+    log::info("left frozen and carried through export unchanged: {} tensors, {:.3f} M parameters ({})", carried.size(),
+              static_cast<double>(frozen) / 1e6, fmt::format("{}", fmt::join(groups, ", ")));
+  }
 
   // The node's leading GPU rank reads and tokenizes the data; the node's other GPU ranks receive its examples.
   TrainingData data;
@@ -190,7 +221,7 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
     log::info("restored master weights and optimizer state from {} in {:.3f} s ({:.2f} GB/s)",
               resume->path().string(), s, static_cast<double>(layout.total_numel) * 12 / 1e9 / s);
   } else if (leads) {
-    fill_master_weights(c, source, spec, init_from, store);
+    fill_master_weights(c, spec, init_from, weights ? &*weights : nullptr, store);
   }
   MT_CHECK_MPI(MPI_Barrier(ctx.node));  // the store is filled before any rank of the node streams it
   if (root) log_store(store);
@@ -295,7 +326,7 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
   std::vector<const float*> regions;
   for (int64_t r = 0; r < store.num_regions(); ++r) regions.push_back(store.master(r));
   summary.final_dir = out / "final";
-  export_hf_directory(summary.final_dir, spec, layout, regions, dtype, source.dir);
+  export_hf_directory(summary.final_dir, spec, layout, regions, dtype, source.dir, carried);
   log::info("saved the final model ({}) to {}", dtype_name(dtype), summary.final_dir.string());
   return summary;
 }
