@@ -2,8 +2,10 @@
 # One GPU-machine session, run from the repository root with a bundle made by `tools/bundle.sh --tests`
 # in bundle/: the CUDA op table, the PyTorch-parity fixtures on the CUDA backend, pipeline variants, the
 # benchmarks and the PyTorch reference. Logs go to $OUT; a short table is printed last.
-# Usage: tools/gpu_session.sh [quick|full|dp]   (quick: the tests; full: the tests and the one-GPU benchmarks
-# with PyTorch's; dp: the tests and the data-parallel part, on 2 or more GPUs)
+# Usage: tools/gpu_session.sh [quick|full|dp|families]   (quick: the tests; full: the tests and the one-GPU
+# benchmarks with PyTorch's; dp: the tests and the data-parallel part, on 2 or more GPUs; families: the tests, then
+# Qwen2.5-3B batch 64 and Qwen2.5-7B batch 32 with this build and, where bundle_base/ holds an earlier build, with
+# that one in the same call, then Gemma-2-9B and Phi-4 at batch 32 with as many layers as the host RAM holds)
 set -uo pipefail
 mode=${1:-full}
 out=${OUT:-/tmp/megatrain-gpu}
@@ -29,7 +31,7 @@ bench() {
   OMP_NUM_THREADS=$((${THREADS:-16} / n)) timeout 150 mpiexec -np "$n" $b/megatrain bench --json --gpus-per-node "$n" "$@" \
     >"$out/bench_$name.json" 2>"$out/bench_$name.log"
   local rc=$?
-  note "bench $name rc=$rc $(python3 -c "import json; d=json.load(open('$out/bench_$name.json')); print('gpus %d step %.3fs (fwd+bwd %.3f, optimizer %.3f) tok/s %.0f TFLOP/s %.1f H2D %.1f D2H %.1f GB/s busy %.0f%% peak %.1f GiB' % (d['gpus'], d['median_step_s'], d['median_fwd_bwd_s'], d['median_optimizer_s'], d['median_tokens_per_s'], d['median_tflops'], d['median_h2d_gbs'], d['median_d2h_gbs'], 100*d['median_compute_busy'], d['peak_gpu_memory_gib']))" 2>/dev/null || tail -n 3 "$out/bench_$name.log")"
+  note "bench $name rc=$rc $(python3 -c "import json; d=json.load(open('$out/bench_$name.json')); print('gpus %d layers %d step %.3fs (fwd+bwd %.3f, optimizer %.3f) tok/s %.0f TFLOP/s %.1f (6N) %.1f (model) H2D %.1f D2H %.1f GB/s busy %.0f%% peak %.1f GiB' % (d['gpus'], d['layers'], d['median_step_s'], d['median_fwd_bwd_s'], d['median_optimizer_s'], d['median_tokens_per_s'], d['median_tflops'], d.get('median_model_tflops', 0), d['median_h2d_gbs'], d['median_d2h_gbs'], 100*d['median_compute_busy'], d['peak_gpu_memory_gib']))" 2>/dev/null || tail -n 3 "$out/bench_$name.log")"
 }
 torch_bench() {  # batch
   timeout 150 python3 tools/bench_torch_train.py --model configs/models/qwen2.5-3b.json --batch "$1" --seq 1024 \
@@ -45,6 +47,17 @@ if [[ $mode == full ]]; then
   (($(nproc) >= 32)) && THREADS=32 bench qwen3b_b32_32threads 1 "${qwen3b[@]}" --batch 32
   torch_bench 16
   torch_bench 32
+fi
+if [[ $mode == families ]]; then
+  for build in bundle bundle_base; do
+    [[ -x $build/megatrain ]] || continue
+    b=$build
+    bench "qwen3b_b64_$build" 1 "${qwen3b[@]}" --batch 64
+    bench "qwen7b_b32_$build" 1 --model configs/models/qwen2.5-7b.json --seq 1024 --steps 3 --warmup 1 --batch 32
+  done
+  b=bundle
+  bench gemma2_9b_24l_b32 1 --model configs/models/gemma-2-9b.json --layers 24 --seq 1024 --steps 3 --warmup 1 --batch 32
+  bench phi4_14l_b32 1 --model configs/models/phi-4.json --layers 14 --seq 1024 --steps 3 --warmup 1 --batch 32
 fi
 # Data parallelism on every visible GPU (at least 2): the fixtures against one GPU, then weak scaling of the bench
 # (the same sequences per GPU).
