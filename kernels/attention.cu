@@ -23,9 +23,10 @@ struct attn_args {
   const int32_t* seq_lens;              // device [batch] or null
   const int32_t* segments;              // device [batch·seq] or null
   float scale;                          // AttnShape::scale, or 1/sqrt(hd) as the CPU reference rounds it
+  bool vec;                             // hd and every pointer allow 16-byte global accesses
+  // Last, so that the plain kernels read the fields above exactly as before these were added:
   float cap;                            // soft-cap (> 0 in the Cap kernels; 0 = none)
   const float* alibi;                   // device [n_heads] ALiBi slopes (the Alibi kernels) or null
-  bool vec;                             // hd and every pointer allow 16-byte global accesses
 };
 
 // Tiling for element type T and head_dim bucket HD (head_dim padded up to 32, 64, 128 or 256 with zeros).

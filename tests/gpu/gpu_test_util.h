@@ -1,17 +1,21 @@
 // Helpers for the CUDA op tests: GPU detection (skip without one), device buffers round-tripping fp32 host data as fp32
-// or bf16, the dtype loop, tolerances. Invariant: fresh buffers hold NaN bytes, so unwritten outputs show; every copy,
-// fill and launch goes through one stream (test_stream), so they run in program order.
+// or bf16 (on the tests' stream, or in a Backend's memory), the dtype loop, tolerances. Invariant: fresh buffers hold
+// NaN bytes, so unwritten outputs show; every copy, fill and launch of the kernel tests goes through one stream
+// (test_stream), so they run in program order; a BackendBuffer's copies go through its backend (which orders them
+// with the backend's ops) and return once the data has landed.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
 
+#include "backend/backend.h"
 #include "backend/grad_check.h"
 #include "catch.h"
 #include "core/dtype.h"
@@ -132,6 +136,71 @@ std::vector<float> download(const DeviceBuffer<T>& buf) {
   }
 }
 
+// fp32 values as a tensor of dtype dt holds them (bf16 rounds to nearest even).
+inline std::vector<float> rounded_to(mt::DType dt, std::vector<float> v) {
+  if (dt == mt::DType::bf16) {
+    for (float& x : v) x = mt::round_to_bf16(x);
+  }
+  return v;
+}
+
+// n elements of dt in a backend's memory (alloc_bytes / free_bytes), NaN-filled at birth, holding fp32 host data as dt.
+class BackendBuffer {
+ public:
+  BackendBuffer(mt::Backend& be, int64_t n, mt::DType dt) : be_(be), n_(n), dt_(dt) {
+    p_ = be_.alloc_bytes(bytes());
+    const std::vector<unsigned char> nan(static_cast<size_t>(bytes()), 0xff);
+    be_.upload(p_, nan.data(), bytes());
+    be_.synchronize();
+  }
+  BackendBuffer(mt::Backend& be, const std::vector<float>& host, mt::DType dt)
+      : BackendBuffer(be, static_cast<int64_t>(host.size()), dt) {
+    write(host);
+  }
+  ~BackendBuffer() { be_.free_bytes(p_); }
+  BackendBuffer(const BackendBuffer&) = delete;
+  BackendBuffer& operator=(const BackendBuffer&) = delete;
+
+  void* get() const { return p_; }
+  float* floats() const {
+    REQUIRE(dt_ == mt::DType::f32);
+    return static_cast<float*>(p_);
+  }
+  void write(const std::vector<float>& host) {
+    REQUIRE(static_cast<int64_t>(host.size()) == n_);
+    if (dt_ == mt::DType::f32) {
+      be_.upload(p_, host.data(), bytes());
+    } else {
+      std::vector<uint16_t> bits(host.size());
+      for (size_t i = 0; i < host.size(); ++i) bits[i] = mt::f32_to_bf16(host[i]);
+      be_.upload(p_, bits.data(), bytes());
+    }
+    be_.synchronize();  // the host vector may go away
+  }
+  std::vector<float> read() const {
+    std::vector<float> host(static_cast<size_t>(n_));
+    if (n_ == 0) return host;
+    if (dt_ == mt::DType::f32) {
+      be_.download(host.data(), p_, bytes());
+    } else {
+      std::vector<uint16_t> bits(host.size());
+      be_.download(bits.data(), p_, bytes());
+      for (size_t i = 0; i < host.size(); ++i) host[i] = mt::bf16_to_f32(bits[i]);
+    }
+    return host;
+  }
+
+ private:
+  int64_t bytes() const { return std::max<int64_t>(n_, 1) * static_cast<int64_t>(mt::dtype_size(dt_)); }
+  mt::Backend& be_;
+  int64_t n_;
+  mt::DType dt_;
+  void* p_ = nullptr;
+};
+
+// ‖got − want‖/‖want‖ bound for a backend of dtype dt (as tolerance<T>).
+inline double tolerance_of(mt::DType dt) { return dt == mt::DType::f32 ? 1e-5 : 2e-2; }
+
 // Runs f.template operator()<T>() for T = float, then __nv_bfloat16.
 template <typename F>
 void for_each_dtype(F&& f) {
@@ -141,6 +210,12 @@ void for_each_dtype(F&& f) {
 
 // ‖got − want‖/‖want‖ bound per dtype: fp32 math against the fp32 reference, or bf16 storage of the outputs.
 template <typename T> inline constexpr double tolerance = is_f32<T> ? 1e-5 : 2e-2;
+
+// Whether two vectors hold the same bits (a bool, so that a failing CHECK does not print millions of elements).
+template <typename E>
+bool same_bits(const std::vector<E>& a, const std::vector<E>& b) {
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(E)) == 0);
+}
 
 template <typename A, typename B>
 void check_close(const std::string& what, const std::vector<A>& got, const std::vector<B>& want, double tol) {
