@@ -18,8 +18,10 @@ summary=()
 note() { summary+=("$1"); echo "== $1"; }
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv >"$out/gpu.txt" 2>&1
-timeout 60 $b/tests_gpu >"$out/tests_gpu.log" 2>&1; note "tests_gpu rc=$? $(tail -n 2 "$out/tests_gpu.log" | tr '\n' ' ')"
-MEGATRAIN_BACKEND=cuda timeout 90 $b/tests_integration "[parity]" >"$out/parity_cuda.log" 2>&1
+if [[ -z ${SKIP_OP_TABLE:-} ]]; then
+  timeout 60 $b/tests_gpu >"$out/tests_gpu.log" 2>&1; note "tests_gpu rc=$? $(tail -n 2 "$out/tests_gpu.log" | tr '\n' ' ')"
+fi
+MEGATRAIN_BACKEND=cuda timeout 150 $b/tests_integration "[parity]" >"$out/parity_cuda.log" 2>&1
 note "parity on cuda rc=$? $(tail -n 2 "$out/parity_cuda.log" | tr '\n' ' ')"
 [[ $mode == quick ]] && { printf '%s\n' "${summary[@]}"; exit 0; }
 
@@ -48,16 +50,16 @@ if [[ $mode == full ]]; then
   torch_bench 16
   torch_bench 32
 fi
-if [[ $mode == families ]]; then
+if [[ $mode == families ]]; then  # most wanted first: what runs out of time comes back as far as it got
+  steps=(--seq 1024 --steps 3 --warmup 1)
   for build in bundle bundle_base; do
-    [[ -x $build/megatrain ]] || continue
-    b=$build
-    bench "qwen3b_b64_$build" 1 "${qwen3b[@]}" --batch 64
-    bench "qwen7b_b32_$build" 1 --model configs/models/qwen2.5-7b.json --seq 1024 --steps 3 --warmup 1 --batch 32
+    [[ -x $build/megatrain ]] && b=$build bench "qwen3b_b64_$build" 1 --model configs/models/qwen2.5-3b.json "${steps[@]}" --batch 64
   done
-  b=bundle
-  bench gemma2_9b_24l_b32 1 --model configs/models/gemma-2-9b.json --layers 24 --seq 1024 --steps 3 --warmup 1 --batch 32
-  bench phi4_14l_b32 1 --model configs/models/phi-4.json --layers 14 --seq 1024 --steps 3 --warmup 1 --batch 32
+  bench gemma2_9b_24l_b32 1 --model configs/models/gemma-2-9b.json --layers 24 "${steps[@]}" --batch 32
+  bench phi4_14l_b32 1 --model configs/models/phi-4.json --layers 14 "${steps[@]}" --batch 32
+  for build in bundle bundle_base; do
+    [[ -x $build/megatrain ]] && b=$build bench "qwen7b_b32_$build" 1 --model configs/models/qwen2.5-7b.json "${steps[@]}" --batch 32
+  done
 fi
 # Data parallelism on every visible GPU (at least 2): the fixtures against one GPU, then weak scaling of the bench
 # (the same sequences per GPU).
