@@ -32,4 +32,29 @@ expect_failure missing_model "$work/absent" "${base[@]}" --set "model.name=$work
 expect_failure unknown_dataset "nosuch" "${base[@]}" --set dataset.name=nosuch
 printf 'model: {name: x\n' >"$work/broken.yaml"
 expect_failure yaml_syntax "broken.yaml:" --config "$work/broken.yaml"
+
+# The layer-kinds families: a copy of a fixture model with one field or tensor broken.
+broken_model() {  # NAME FIXTURE PYTHON-EXPRESSION-ON-config: a model dir whose config.json is edited
+  local dir=$work/model-$1
+  mkdir -p "$dir" && cp "$src/tests/fixtures/$2/model/model.safetensors" "$dir/"
+  CONFIG="$src/tests/fixtures/$2/model/config.json" OUT="$dir/config.json" python3 -c "
+import json, os
+config = json.load(open(os.environ['CONFIG']))
+$3
+json.dump(config, open(os.environ['OUT'], 'w'))"
+  echo "$dir"
+}
+fx() { echo --config "$src/tests/fixtures/$1/train.yaml" --set "dataset.dataset_dir=$src/tests/fixtures/$1/data"; }
+# shellcheck disable=SC2046
+expect_failure remote_code_without_flag "model.trust_remote_code: true" $(fx internlm2) \
+  --set "model.name=$src/tests/fixtures/internlm2/model" --set model.trust_remote_code=false
+# shellcheck disable=SC2046
+expect_failure layer_types_length "'layer_types' must list 4 layer types" $(fx gemma3) \
+  --set "model.name=$(broken_model layer_types gemma3 "config['layer_types'] = config['layer_types'][:3]")"
+# shellcheck disable=SC2046
+expect_failure heads_not_dividing "num_attention_heads (4) is not a multiple of num_key_value_heads (3)" $(fx phi3) \
+  --set "model.name=$(broken_model heads phi3 "config['num_key_value_heads'] = 3")"
+# shellcheck disable=SC2046
+expect_failure fused_tensor_shape "qkv_proj.weight' in model.safetensors has shape" $(fx phi3) \
+  --set "model.name=$(broken_model shape phi3 "config['num_key_value_heads'] = 4")"
 exit $status
