@@ -13,6 +13,7 @@ packages=(
   catch2
   libopenblas-openmp-dev
   patchelf
+  python3                    # tests/cli/bad_input.sh edits fixture configs
   slurm-wlm munge            # tests/slurm: a real single-node Slurm on localhost
 )
 
