@@ -1,9 +1,9 @@
-// `megatrain bench --model SHAPE [--batch B] [--seq S] [--steps N] ...` (see cli/train/bench.h).
+// `megatrain bench --model SHAPE [--batch B] [--seq S] [--steps N] ...` (see cli/bench/bench.h).
 #include <limits>
 #include <memory>
 
 #include "cli/command.h"
-#include "cli/train/bench.h"
+#include "cli/bench/bench.h"
 
 namespace mt {
 

@@ -1,9 +1,9 @@
-// `megatrain bench-optim --params P [--steps N] [--warmup W] [--dtype D] [--json]` (see cli/train/bench_optim.h);
+// `megatrain bench-optim --params P [--steps N] [--warmup W] [--dtype D] [--json]` (see cli/bench/bench_optim.h);
 // under mpirun every rank takes part, as in training.
 #include <memory>
 
 #include "cli/command.h"
-#include "cli/train/bench_optim.h"
+#include "cli/bench/bench_optim.h"
 
 namespace mt {
 

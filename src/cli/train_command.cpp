@@ -6,7 +6,7 @@
 #include <string>
 
 #include "cli/command.h"
-#include "cli/train/backend_select.h"
+#include "cli/runtime/backend_select.h"
 #include "cli/train/trainer.h"
 #include "cli/train/training_worker.h"
 #include "config/config.h"

@@ -21,7 +21,7 @@ struct Context {
 
 // MPI_THREAD_MULTIPLE: the main thread makes the training's MPI calls, a background checkpoint's thread its
 // own collectives on other communicators; optimizer threads only ever call MPI_Abort (and a follower's
-// checkpoint collectives, see cli/train/optimizer_service.h). Registers MPI_Finalize to run at exit.
+// checkpoint collectives, see cli/runtime/optimizer_service.h). Registers MPI_Finalize to run at exit.
 void init(int* argc, char*** argv);
 const Context& context();          // initialises MPI on first use when main() did not
 bool initialized();                // init has run and MPI is not finalized yet

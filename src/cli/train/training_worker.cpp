@@ -1,8 +1,8 @@
 // A worker rank's part of `train` (see training_worker.h).
 #include "cli/train/training_worker.h"
 
+#include "cli/runtime/optimizer_service.h"
 #include "cli/train/checkpoint_saver.h"
-#include "cli/train/optimizer_service.h"
 #include "cli/train/train_plan.h"
 #include "dist/check.h"
 #include "dist/context.h"

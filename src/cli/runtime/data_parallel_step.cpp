@@ -1,5 +1,5 @@
 // One data-parallel forward and backward (see data_parallel_step.h).
-#include "cli/train/data_parallel_step.h"
+#include "cli/runtime/data_parallel_step.h"
 
 #include "data/batch_share.h"
 

@@ -1,5 +1,5 @@
 // The node's rank 0 hands out steps, every rank's loop runs them (see optimizer_service.h).
-#include "cli/train/optimizer_service.h"
+#include "cli/runtime/optimizer_service.h"
 
 #include <omp.h>
 

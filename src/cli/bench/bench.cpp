@@ -1,5 +1,5 @@
 // Benchmark driver (see bench.h).
-#include "cli/train/bench.h"
+#include "cli/bench/bench.h"
 
 #include <algorithm>
 #include <chrono>
@@ -7,9 +7,9 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "cli/train/backend_select.h"
-#include "cli/train/data_parallel_step.h"
-#include "cli/train/optimizer_service.h"
+#include "cli/runtime/backend_select.h"
+#include "cli/runtime/data_parallel_step.h"
+#include "cli/runtime/optimizer_service.h"
 #include "model/flops.h"
 #include "core/error.h"
 #include "core/log.h"

@@ -1,5 +1,5 @@
 // Backend choice (see backend_select.h).
-#include "cli/train/backend_select.h"
+#include "cli/runtime/backend_select.h"
 
 #include <algorithm>
 #include <cstdlib>

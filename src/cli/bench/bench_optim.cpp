@@ -1,5 +1,5 @@
 // Optimizer benchmark (see bench_optim.h).
-#include "cli/train/bench_optim.h"
+#include "cli/bench/bench_optim.h"
 
 #include <mpi.h>
 #include <omp.h>
