@@ -7,6 +7,9 @@
 #include <cstdint>
 #include <initializer_list>
 
+#include <string>
+
+#include "core/check.h"
 #include "core/error.h"
 
 // After a kernel launch: MT_CHECK_LAUNCH("rmsnorm_forward", "N={} D={}", N, D).
@@ -19,14 +22,11 @@
     }                                                                                            \
   } while (0)
 
-// Around a CUDA runtime call made by a launcher: MT_CUDA_CHECK("attention_forward", cudaFuncSetAttribute(...)).
-#define MT_CUDA_CHECK(op, call)                                                                  \
-  do {                                                                                           \
-    const cudaError_t mt_err_ = (call);                                                          \
-    if (mt_err_ != cudaSuccess) {                                                                \
-      throw ::mt::Error(MT_FORMAT("CUDA {}: {} failed: {}", op, #call, cudaGetErrorString(mt_err_))); \
-    }                                                                                            \
-  } while (0)
+// Around a CUDA runtime call made by a launcher: MT_CUDA_CHECK("attention_forward", cudaFuncSetAttribute(...)), the
+// CUDA member of the check family (src/core/check.h) with the op named.
+#define MT_CUDA_CHECK(op, call)                                                                            \
+  MT_CHECK_CALL(throw_error, "CUDA", call, mt_rc_ == cudaSuccess,                                          \
+                std::string(op) + ": " + cudaGetErrorString(mt_rc_))
 
 namespace mt::cuda {
 

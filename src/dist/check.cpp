@@ -39,11 +39,6 @@ int end_job_with_error(const std::string& message) {
   return 1;
 }
 
-void fail_call(const char* library, const char* statement, const char* file, int line, const std::string& detail) {
-  abort_job(std::string(library) + " call failed at " + file + ":" + std::to_string(line) + ": `" + statement +
-            "`" + (detail.empty() ? "" : ": " + detail));
-}
-
 std::string mpi_error_text(int code) {
   char text[MPI_MAX_ERROR_STRING] = {};
   int len = 0;

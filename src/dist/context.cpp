@@ -23,6 +23,7 @@ void finalize_at_exit() {
 
 void init(int* argc, char*** argv) {
   if (g_initialized) return;
+  set_job_abort_handler(abort_job);  // MPI and hwloc check failures end every rank
   int provided = 0;
   // MULTIPLE: a checkpoint written in the background makes its collective calls (world/node) on its own
   // thread while data-parallel training reduces losses and host gradients on its own communicator.

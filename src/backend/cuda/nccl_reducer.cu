@@ -11,13 +11,8 @@
 #include "backend/cuda/cuda_check.h"
 #include "dist/check.h"
 
-#define MT_CHECK_NCCL(call)                                                                            \
-  do {                                                                                                 \
-    const ncclResult_t mt_nc_ = (call);                                                                \
-    if (mt_nc_ != ncclSuccess)                                                                         \
-      throw ::mt::Error(MT_FORMAT("NCCL error at {}:{}: `{}`: {}", __FILE__, __LINE__, #call,        \
-                                    ncclGetErrorString(mt_nc_)));                                     \
-  } while (0)
+// The NCCL member of the check macro family (src/core/check.h).
+#define MT_CHECK_NCCL(call) MT_CHECK_CALL(throw_error, "NCCL", call, mt_rc_ == ncclSuccess, ncclGetErrorString(mt_rc_))
 
 namespace mt {
 namespace {
