@@ -22,7 +22,13 @@ void embedding_forward(const LayerContext& ctx, const void* table, void* y, cons
     ctx.backend->scale(y, embedding_multiplier(ctx), mb.tokens() * ctx.spec->hidden_size);
 }
 
-void embedding_backward(const LayerContext& ctx, float* dtable, void* dy, const MicroBatch& mb) {
+void embedding_backward(const LayerContext& ctx, float* dtable, void* dy, const MicroBatch& mb,
+                        const int32_t* host_ids) {
+  const int64_t H = ctx.spec->hidden_size;
+  const auto row_bytes = H * static_cast<int64_t>(dtype_size(ctx.backend->dtype()));
+  if (ctx.spec->padding_idx >= 0)
+    for (int64_t t = 0; t < mb.tokens(); ++t)
+      if (host_ids[t] == ctx.spec->padding_idx) ctx.backend->zero_bytes(static_cast<char*>(dy) + t * row_bytes, row_bytes);
   if (ctx.spec->embedding_scale != 1.0)
     ctx.backend->scale(dy, embedding_multiplier(ctx), mb.tokens() * ctx.spec->hidden_size);
   ctx.backend->embedding_backward(dtable, dy, mb.input_ids, mb.tokens(), ctx.spec->hidden_size);

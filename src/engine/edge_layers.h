@@ -11,9 +11,10 @@
 namespace mt {
 
 // table, head, x, y, dx, dy in backend.dtype(); dtable, dhead are fp32 region-shaped accumulators. backward may
-// overwrite dy.
+// overwrite dy; `host_ids` are the micro-batch's input ids in host memory: tokens of the model's padding_idx add
+// nothing to dtable (their dy rows are zeroed), as nn.Embedding's padding_idx does.
 void embedding_forward(const LayerContext& ctx, const void* table, void* y, const MicroBatch& mb);
-void embedding_backward(const LayerContext& ctx, float* dtable, void* dy, const MicroBatch& mb);
+void embedding_backward(const LayerContext& ctx, float* dtable, void* dy, const MicroBatch& mb, const int32_t* host_ids);
 
 // A normalised head (ModelSpec::normalized_head): the unit rows into ws.head_weight and a zero gradient for them;
 // head_finish adds that gradient, through the normalisation, into dhead. Both do nothing for other heads.

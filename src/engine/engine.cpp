@@ -318,7 +318,8 @@ void Engine::run_pass(const Batch& batch, const BatchArrays& arrays, int64_t fir
     }
   }
 
-  for (const auto& mb : mbs) embedding_backward(ctx_, table_grad, rows(a.grad, mb), mb);
+  for (const auto& mb : mbs)
+    embedding_backward(ctx_, table_grad, rows(a.grad, mb), mb, batch.input_ids.data() + mb.first_seq * S);
   grads_->finish(embed_region, first_pass);
 }
 

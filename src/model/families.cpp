@@ -55,6 +55,14 @@ void parse_dense_model(const ConfigKeys& top, const DenseDefaults& d, ModelSpec&
   s.rms_norm_eps = top.number(d.eps_key, d.eps);
   s.initializer_range = top.number("initializer_range", 0.02);
   s.tie_word_embeddings = top.boolean("tie_word_embeddings", false);
+  // transformers builds nn.Embedding(vocab, hidden, padding_idx=pad_token_id): that row gets no gradient from the
+  // lookup (it still gets the tied head's).
+  const bool null_pad = top.j.contains("pad_token_id") && top.at("pad_token_id").is_null();
+  const int64_t default_pad = d.pad_token_id < s.vocab_size ? d.pad_token_id : -1;  // tiny configs: none
+  s.padding_idx = null_pad ? -1 : top.integer("pad_token_id", default_pad);
+  MT_REQUIRE(s.padding_idx >= -1 && s.padding_idx < s.vocab_size,
+             "model config {}: key 'pad_token_id' ({}) must name a token below vocab_size ({})", top.origin,
+             s.padding_idx, s.vocab_size);
   MT_REQUIRE(s.max_position_embeddings > 0, "model config {}: key 'max_position_embeddings' must be positive",
              top.origin);
   MT_REQUIRE(s.rms_norm_eps > 0.0, "model config {}: key '{}' must be positive", top.origin, d.eps_key);

@@ -45,6 +45,7 @@ struct DenseDefaults {
   const char* kv_heads_key = "num_key_value_heads";
   const char* eps_key = "rms_norm_eps";
   double eps = 1e-6;
+  int64_t pad_token_id = -1;   // the config class's default pad_token_id; -1: None
 };
 // The model-wide fields and num_layers identical layers: full causal attention with rope table 0 (read with
 // parse_rope from rope_dict(top); per-layer-type rope dicts are refused), scale 1/sqrt(head_dim), a bias-free

@@ -10,7 +10,7 @@ void parse_baichuan(const ConfigKeys& top, ModelSpec& s) {
   nlohmann::json config = top.j;
   if (alibi) config["max_position_embeddings"] = top.integer("model_max_length", 4096);
   const ConfigKeys fixed{config, top.origin, top.where};
-  parse_dense_model(fixed, {.max_positions = 4096}, s);
+  parse_dense_model(fixed, {.max_positions = 4096, .pad_token_id = 0}, s);
   MT_REQUIRE(top.number("z_loss_weight", 0.0) == 0.0,
              "model config {}: key 'z_loss_weight' must be 0 (the z-loss is not implemented)", top.origin);
   MT_REQUIRE(!s.tie_word_embeddings, "model config {}: Baichuan's normalised LM head cannot be tied to the embeddings",

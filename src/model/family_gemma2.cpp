@@ -45,7 +45,7 @@ void parse_gemma_common(const ConfigKeys& top, int64_t window_pattern, ModelSpec
 
 void parse_gemma2(const ConfigKeys& top, ModelSpec& s) {
   const bool tied = top.boolean("tie_word_embeddings", true);
-  parse_dense_model(top, {.max_positions = 8192, .kv_heads = 4, .head_dim = 256, .hidden_act = "gelu_pytorch_tanh"}, s);
+  parse_dense_model(top, {.max_positions = 8192, .kv_heads = 4, .head_dim = 256, .hidden_act = "gelu_pytorch_tanh", .pad_token_id = 0}, s);
   s.tie_word_embeddings = tied;
   parse_gemma_common(top, 2, s);
 }

@@ -19,7 +19,8 @@ void parse_gemma3(const ConfigKeys& top, ModelSpec& s) {
   plain.erase("rope_parameters");
   plain.erase("rope_scaling");
   const ConfigKeys plain_top{plain, top.origin, top.where};
-  parse_dense_model(plain_top, {.max_positions = 131072, .kv_heads = 4, .head_dim = 256, .hidden_act = "gelu_pytorch_tanh"},
+  parse_dense_model(plain_top, {.max_positions = 131072, .kv_heads = 4, .head_dim = 256, .hidden_act = "gelu_pytorch_tanh",
+                                    .pad_token_id = 0},
                     s);
   s.tie_word_embeddings = tied;
   parse_gemma_common(top, top.integer("sliding_window_pattern", 6), s);

@@ -15,7 +15,7 @@ void parse_glm4(const ConfigKeys& top, ModelSpec& s) {
     if (!in_dict) config["partial_rotary_factor"] = 0.5;  // Glm4Config's default
   }
   const ConfigKeys fixed{config, top.origin, top.where};
-  parse_dense_model(fixed, {.max_positions = 131072, .kv_heads = 2, .head_dim = 128, .eps = 1.5625e-7}, s);
+  parse_dense_model(fixed, {.max_positions = 131072, .kv_heads = 2, .head_dim = 128, .eps = 1.5625e-7, .pad_token_id = 151329}, s);
   const bool bias = top.boolean("attention_bias", true);
   for (LayerSpec& l : s.layers) {
     l.attention.qkv_bias = bias;

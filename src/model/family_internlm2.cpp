@@ -7,7 +7,7 @@
 namespace mt {
 
 void parse_internlm2(const ConfigKeys& top, ModelSpec& s) {
-  parse_dense_model(top, {.max_positions = 2048}, s);
+  parse_dense_model(top, {.max_positions = 2048, .pad_token_id = 0}, s);
   const std::string& type = s.rope_tables.front().type;
   MT_REQUIRE(type == "default" || type == "dynamic" || type == "linear",
              "model config {}: InternLM2 rope scaling must be dynamic or linear, got '{}'", top.origin, type);

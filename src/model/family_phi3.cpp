@@ -17,7 +17,7 @@ void parse_phi3(const ConfigKeys& top, ModelSpec& s) {
   if (!config.contains("original_max_position_embeddings") || config["original_max_position_embeddings"].is_null())
     config["original_max_position_embeddings"] = 4096;  // Phi3Config's default
   const ConfigKeys fixed{config, top.origin, top.where};
-  parse_dense_model(fixed, {.max_positions = 4096, .eps = 1e-5}, s);
+  parse_dense_model(fixed, {.max_positions = 4096, .eps = 1e-5, .pad_token_id = 32000}, s);
   const std::string& type = s.rope_tables.front().type;
   MT_REQUIRE(type == "default" || type == "longrope",
              "model config {}: Phi-3 rope type must be default or longrope, got '{}'", top.origin, type);

@@ -77,6 +77,7 @@ struct ModelSpec {
   std::vector<LayerSpec> layers;         // one per layer
   std::vector<RopeSpec> rope_tables;     // what AttentionSpec::rope indexes
   NormStyle norm_style = NormStyle::weight;  // every RMSNorm of the model (layers, q/k norms, final norm)
+  int64_t padding_idx = -1;              // pad_token_id: nn.Embedding's padding_idx, a row the lookup never trains
   double embedding_scale = 1.0;          // embeddings multiply by it (Gemma: √hidden_size, in the compute dtype)
   double final_logit_softcap = 0.0;      // logits -> cap·tanh(logits/cap); 0 = none
   bool normalized_head = false;          // logits use the LM head's rows normalised to unit length (Baichuan 2)

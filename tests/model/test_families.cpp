@@ -63,6 +63,14 @@ TEST_CASE("Gemma 2: sandwich (1+w) norms, scaled embeddings, soft-caps, alternat
   const mt::ModelSpec none = parse(j);
   CHECK(none.final_logit_softcap == 0.0);
   CHECK(none.layers[0].attention.softcap == 0.0);
+  CHECK(s.padding_idx == 0);  // Gemma2Config's pad_token_id
+  CHECK(none.padding_idx == 0);
+  j["pad_token_id"] = nullptr;
+  CHECK(parse(j).padding_idx == -1);
+  j["pad_token_id"] = 128;
+  CHECK(has(parse_error(j), "'pad_token_id' (128) must name a token below vocab_size (128)"));
+  j["pad_token_id"] = 3;
+  CHECK(parse(j).padding_idx == 3);
   j["layer_types"] = {"full_attention", "sliding_attention"};
   CHECK(has(parse_error(j), "'layer_types' must list 4 layer types"));
 }
