@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "backend/cuda/cuda_check.h"
+#include "core/error.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/op_profile.h"
 #include "kernels/kernels.h"

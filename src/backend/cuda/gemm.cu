@@ -3,6 +3,7 @@
 #include "backend/cuda/gemm.h"
 
 #include "backend/cuda/cuda_check.h"
+#include "core/error.h"
 
 namespace mt::cuda {
 namespace {

@@ -9,6 +9,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
+#include "core/error.h"
 #include "dist/check.h"
 
 // The NCCL member of the check macro family (src/core/check.h).

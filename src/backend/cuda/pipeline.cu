@@ -9,6 +9,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
+#include "core/error.h"
 #include "kernels/kernels.h"
 
 namespace mt {
