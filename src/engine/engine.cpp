@@ -107,18 +107,15 @@ Engine::Engine(Backend& backend, const ModelSpec& spec, HostStore& store, const 
   }
   // ALiBi slopes, one buffer per head count.
   for (const LayerSpec& l : spec_.layers) {
-    const float* slopes = nullptr;
-    if (l.attention.alibi) {
-      for (size_t i = 0; i < alibi_heads_.size() && !slopes; ++i)
-        if (alibi_heads_[i] == l.attention.num_heads) slopes = alibi_buffers_[i];
-      if (!slopes) {
-        const std::vector<float> host = alibi_slopes(l.attention.num_heads);
-        float* buffer = backend_.alloc_floats(l.attention.num_heads);
-        backend_.upload(buffer, host.data(), l.attention.num_heads * 4);
-        alibi_heads_.push_back(l.attention.num_heads);
-        alibi_buffers_.push_back(buffer);
-        slopes = buffer;
-      }
+    if (!l.attention.alibi) {
+      ctx_.alibi_slopes.push_back(nullptr);
+      continue;
+    }
+    float*& slopes = alibi_slopes_[l.attention.num_heads];
+    if (!slopes) {
+      const std::vector<float> host = alibi_slopes(l.attention.num_heads);
+      slopes = backend_.alloc_floats(l.attention.num_heads);
+      backend_.upload(slopes, host.data(), l.attention.num_heads * 4);
     }
     ctx_.alibi_slopes.push_back(slopes);
   }
@@ -130,7 +127,7 @@ Engine::~Engine() {
     backend_.free_bytes(b.cos);
     backend_.free_bytes(b.sin);
   }
-  for (float* p : alibi_buffers_) backend_.free_bytes(p);
+  for (const auto& [heads, slopes] : alibi_slopes_) backend_.free_bytes(slopes);
 }
 
 void Engine::upload_rope_table(size_t t, int64_t longest) {

@@ -8,6 +8,7 @@
 #pragma once
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -87,8 +88,7 @@ class Engine {
   EngineOptions options_;
   LayerContext ctx_;
   std::vector<RopeBuffers> rope_tables_;
-  std::vector<int64_t> alibi_heads_;
-  std::vector<float*> alibi_buffers_;
+  std::map<int64_t, float*> alibi_slopes_;  // by head count, backend memory
   std::unique_ptr<WeightStream> weights_;
   std::unique_ptr<GradientSink> grads_;
   std::shared_ptr<PipelineCounters> counters_;
