@@ -249,9 +249,13 @@ void init_region_random(const Region& region, double initializer_range, uint64_t
       std::fill(out, out + n, slot.init == InitKind::ones ? 1.0f : 0.0f);
       continue;
     }
+    // Element e of the HF tensor: drawn in HF row order, then regrouped where the store orders rows otherwise.
+    std::vector<float> hf_order(slot.rows.parts.empty() ? 0 : static_cast<size_t>(n));
+    float* values = hf_order.empty() ? out : hf_order.data();
     const uint64_t key = splitmix64(seed ^ splitmix64(fnv1a(slot.hf_name)));
 #pragma omp parallel for schedule(static) if (n > (int64_t{1} << 16))
-    for (int64_t k = 0; k < (n + 1) / 2; ++k) normal_pair(key, k, initializer_range, out + 2 * k, 2 * k + 1 < n);
+    for (int64_t k = 0; k < (n + 1) / 2; ++k) normal_pair(key, k, initializer_range, values + 2 * k, 2 * k + 1 < n);
+    if (!hf_order.empty()) hf_rows_to_store(slot, values, out);
   }
 }
 

@@ -328,3 +328,23 @@ TEST_CASE("export writes a kv-grouped tensor in the HF row order; load_region re
     CHECK(back == stored);
   }
 }
+
+TEST_CASE("random init of a regrouped slot draws element e of the HF tensor, then regroups", "[model_source]") {
+  mt::Region plain, grouped;
+  mt::ParamSlot slot;
+  slot.hf_name = "model.layers.0.attention.wqkv.weight";
+  slot.shape = {8, 3};  // 2 kv groups of [q 2 rows, k 1, v 1]
+  slot.numel = 24;
+  slot.weight_decay = true;
+  plain.params.push_back(slot);
+  plain.numel = 24;
+  slot.rows = {2, {2, 1, 1}};
+  grouped.params.push_back(slot);
+  grouped.numel = 24;
+  std::vector<float> hf(24), store(24), expected(24);
+  mt::init_region_random(plain, 0.02, 7, hf.data());
+  mt::init_region_random(grouped, 0.02, 7, store.data());
+  mt::hf_rows_to_store(grouped.params[0], hf.data(), expected.data());
+  CHECK(store == expected);
+  CHECK(store != hf);
+}
