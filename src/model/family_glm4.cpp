@@ -2,20 +2,17 @@
 // (partial_rotary_factor 0.5 unless given) in GLM's interleaved pairs, sandwich norms (post_self_attn_layernorm,
 // post_mlp_layernorm) and a fused gate_up_proj.
 #include "model/families.h"
+#include "model/rope_config.h"
 
 namespace mt {
 
 void parse_glm4(const ConfigKeys& top, ModelSpec& s) {
   nlohmann::json config = top.j;
-  if (!config.contains("partial_rotary_factor") ||  config["partial_rotary_factor"].is_null()) {
-    const bool in_dict = (config.contains("rope_parameters") && config["rope_parameters"].is_object() &&
-                          config["rope_parameters"].contains("partial_rotary_factor")) ||
-                         (config.contains("rope_scaling") && config["rope_scaling"].is_object() &&
-                          config["rope_scaling"].contains("partial_rotary_factor"));
-    if (!in_dict) config["partial_rotary_factor"] = 0.5;  // Glm4Config's default
-  }
+  if (!top.has("partial_rotary_factor") && !rope_dict(top).has("partial_rotary_factor"))
+    config["partial_rotary_factor"] = 0.5;  // Glm4Config's default
   const ConfigKeys fixed{config, top.origin, top.where};
-  parse_dense_model(fixed, {.max_positions = 131072, .kv_heads = 2, .head_dim = 128, .eps = 1.5625e-7, .pad_token_id = 151329}, s);
+  parse_dense_model(
+      fixed, {.max_positions = 131072, .kv_heads = 2, .head_dim = 128, .eps = 1.5625e-7, .pad_token_id = 151329}, s);
   const bool bias = top.boolean("attention_bias", true);
   for (LayerSpec& l : s.layers) {
     l.attention.qkv_bias = bias;
