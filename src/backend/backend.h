@@ -23,6 +23,19 @@ struct AttnShape {
   const int32_t* segments = nullptr;     // [T] packed-example id; keys only from the query's segment; nullptr = one
 };
 
+// Geometry of one gated-delta-rule call over a right-padded batch. qkv rows hold q [n_k_heads·k_head_dim] | k
+// [n_k_heads·k_head_dim] | v [n_v_heads·v_head_dim]; v head h reads k head h / (n_v_heads / n_k_heads); g, beta
+// [T, n_v_heads] fp32; o [T, n_v_heads·v_head_dim].
+struct DeltaRuleShape {
+  int64_t batch = 0, seq = 0;            // T = batch * seq
+  int64_t n_k_heads = 0, n_v_heads = 0, k_head_dim = 0, v_head_dim = 0;
+  const int32_t* seq_lens = nullptr;     // [batch] valid tokens per sequence; nullptr = all valid
+  const int32_t* segments = nullptr;     // [T] packed-example id; the state restarts at zero where it changes
+  int64_t key_dim() const { return n_k_heads * k_head_dim; }
+  int64_t value_dim() const { return n_v_heads * v_head_dim; }
+  int64_t row() const { return 2 * key_dim() + value_dim(); }
+};
+
 // Tensors named x, y, q, k, v, out, gate, up, dx, dy, ... and weights w, b, table hold elements of dtype()
 // (fp32 on the CPU reference; bf16 or fp32 on CUDA). dw, db, dtable, lse, cos, sin are always fp32.
 class Backend {
@@ -92,6 +105,43 @@ class Backend {
   virtual void glu_forward(void* y, const void* gate, const void* up, int64_t n, Activation act) = 0;
   virtual void glu_backward(void* dgate, void* dup, const void* dy, const void* gate, const void* up, int64_t n,
                             Activation act) = 0;
+
+  // Sigmoid output gate (Qwen3.5 attention): y = x·σ(gate); dx, dgate = (dx may alias dy).
+  virtual void sigmoid_gate_forward(void* y, const void* x, const void* gate, int64_t n) = 0;
+  virtual void sigmoid_gate_backward(void* dx, void* dgate, const void* dy, const void* x, const void* gate,
+                                     int64_t n) = 0;
+
+  // Depthwise causal conv1d + SiLU over x[T, C] (batch × seq tokens): y[t, c] = silu(Σ_j w[c, j]·x[t − K + 1 + j, c]),
+  // w [C, K] (HF Conv1d weight [C, 1, K]); taps before the token's sequence start or in another packed segment
+  // (segments may be null) read zero. backward: dx =, dw +=.
+  virtual void causal_conv1d_forward(void* y, const void* x, const void* w, int64_t batch, int64_t seq, int64_t C,
+                                     int64_t K, const int32_t* segments) = 0;
+  virtual void causal_conv1d_backward(void* dx, float* dw, const void* dy, const void* x, const void* w,
+                                      int64_t batch, int64_t seq, int64_t C, int64_t K, const int32_t* segments) = 0;
+
+  // Gated DeltaNet gates from ba[T, 2n] (b | a per token): beta = σ(b), g = −exp(A_log)·softplus(a + dt_bias)
+  // (fp32 [T, n] each); backward: d_ba =, d_a_log and d_dt_bias += (fp32).
+  virtual void deltanet_gates_forward(float* g, float* beta, const void* ba, const void* a_log, const void* dt_bias,
+                                      int64_t T, int64_t n) = 0;
+  virtual void deltanet_gates_backward(void* d_ba, float* d_a_log, float* d_dt_bias, const float* dg,
+                                       const float* dbeta, const void* ba, const void* a_log, const void* dt_bias,
+                                       int64_t T, int64_t n) = 0;
+
+  // The gated delta rule with q and k L2-normalised (x·rsqrt(Σx² + 1e-6)) and q scaled by 1/sqrt(k_head_dim), per
+  // sequence, v head and token t: S ← exp(g_t)·S; S ← S + k_t·(β_t·(v_t − Sᵀk_t))ᵀ; o_t = Sᵀq_t, S [k_head_dim,
+  // v_head_dim] fp32 starting at zero for every sequence and packed segment; padded tokens give o = 0 and no
+  // gradient. backward: d_qkv (∂ wrt the raw q, k, v) =, dg, dbeta =.
+  virtual void gated_delta_rule_forward(void* o, const void* qkv, const float* g, const float* beta,
+                                        const DeltaRuleShape& shape) = 0;
+  virtual void gated_delta_rule_backward(void* d_qkv, float* dg, float* dbeta, const void* d_o, const void* qkv,
+                                         const float* g, const float* beta, const DeltaRuleShape& shape) = 0;
+
+  // RMSNorm gated by silu(z) (Qwen3.5's RMSNormGated, norm before gate): y = w·x̂·silu(z) over rows of D,
+  // x̂ = x·rsqrt(mean(x²) + eps); dx, dz =, dw +=.
+  virtual void gated_rmsnorm_forward(void* y, const void* x, const void* z, const void* w, int64_t N, int64_t D,
+                                     float eps) = 0;
+  virtual void gated_rmsnorm_backward(void* dx, void* dz, float* dw, const void* dy, const void* x, const void* z,
+                                      const void* w, int64_t N, int64_t D, float eps) = 0;
 
   // y += x; y *= alpha (n elements of dtype()).
   virtual void add(void* y, const void* x, int64_t n) = 0;

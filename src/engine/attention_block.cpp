@@ -1,6 +1,7 @@
 // Attention block forward and backward (see attention_block.h), following transformers' attention modules:
 // Llama's (q/k/v bias: Qwen2; per-head q/k RMSNorm before RoPE: Qwen3, Gemma 3), with the family's scale,
-// soft-cap (Gemma 2), sliding window, partial or interleaved RoPE (Phi-3, GLM-4), NoPE and ALiBi (Baichuan 2).
+// soft-cap (Gemma 2), sliding window, partial or interleaved RoPE (Phi-3, GLM-4), NoPE and ALiBi (Baichuan 2), and
+// Qwen3.5's / Qwen3-Next's sigmoid output gate (attn·σ(gate) before o_proj, the gate rows from q_proj).
 #include "engine/attention_block.h"
 
 namespace mt {
@@ -55,7 +56,14 @@ void attention_block_forward(const LayerContext& ctx, int64_t layer, const void*
   rope(ctx, a, n.q, a.num_heads, mb, true);
   rope(ctx, a, n.k, a.num_kv_heads, mb, true);
   be.attention_forward(n.attn, n.lse, n.q, n.k, n.v, attn_shape(ctx, layer, mb));
-  be.linear_forward(out, n.attn, weight_at(ctx, w, o.o), weight_at(ctx, w, o.o_bias), T, a.q_dim(), H);
+  const void* o_in = n.attn;
+  if (a.output_gate) {
+    be.linear_forward(n.out_gate, in, weight_at(ctx, w, o.out_gate), weight_at(ctx, w, o.out_gate_bias), T, H,
+                      a.q_dim());
+    be.sigmoid_gate_forward(n.gated_attn, n.attn, n.out_gate, T * a.q_dim());
+    o_in = n.gated_attn;
+  }
+  be.linear_forward(out, o_in, weight_at(ctx, w, o.o), weight_at(ctx, w, o.o_bias), T, a.q_dim(), H);
 }
 
 void attention_block_backward(const LayerContext& ctx, int64_t layer, const void* w, const void* in,
@@ -68,8 +76,9 @@ void attention_block_backward(const LayerContext& ctx, int64_t layer, const void
   const auto eps = static_cast<float>(ctx.spec->rms_norm_eps);
   const float offset = ctx.spec->norm_weight_offset();
 
-  be.linear_backward(s.d_attn, grad_at(dw, o.o), grad_at(dw, o.o_bias), d_out, n.attn, weight_at(ctx, w, o.o), T,
-                     a.q_dim(), H, false);
+  be.linear_backward(s.d_attn, grad_at(dw, o.o), grad_at(dw, o.o_bias), d_out, a.output_gate ? n.gated_attn : n.attn,
+                     weight_at(ctx, w, o.o), T, a.q_dim(), H, false);
+  if (a.output_gate) be.sigmoid_gate_backward(s.d_attn, s.d_out_gate, s.d_attn, n.attn, n.out_gate, T * a.q_dim());
   be.attention_backward(s.dq, s.dk, s.dv, s.d_attn, n.q, n.k, n.v, n.attn, n.lse, attn_shape(ctx, layer, mb));
   rope(ctx, a, s.dq, a.num_heads, mb, false);
   rope(ctx, a, s.dk, a.num_kv_heads, mb, false);
@@ -90,6 +99,9 @@ void attention_block_backward(const LayerContext& ctx, int64_t layer, const void
                      a.kv_dim(), true);
   be.linear_backward(d_in, grad_at(dw, o.v), grad_at(dw, o.v_bias), s.dv, in, weight_at(ctx, w, o.v), T, H,
                      a.kv_dim(), true);
+  if (a.output_gate)
+    be.linear_backward(d_in, grad_at(dw, o.out_gate), grad_at(dw, o.out_gate_bias), s.d_out_gate, in,
+                       weight_at(ctx, w, o.out_gate), T, H, a.q_dim(), true);
 }
 
 }  // namespace mt

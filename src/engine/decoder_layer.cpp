@@ -1,8 +1,10 @@
-// Decoder layer: the composition of blocks (see decoder_layer.h), following transformers' decoder layers —
+// Decoder layer: the composition of blocks (see decoder_layer.h; the mixer is attention or Gated DeltaNet by the
+// layer's spec), following transformers' decoder layers —
 // LlamaDecoderLayer's pre-norm residuals, and Gemma 2/3's and GLM-4's sandwich norms (post_norms).
 #include "engine/decoder_layer.h"
 
 #include "engine/attention_block.h"
+#include "engine/deltanet_block.h"
 #include "engine/mlp_block.h"
 
 namespace mt {
@@ -29,7 +31,10 @@ void layer_inputs(const LayerContext& ctx, int64_t layer, const void* w, const v
   const LayerOffsets& o = ctx.offsets(layer);
   const Norm norm{ctx, w, mb.tokens()};
   norm.forward(s.norm1, x, o.input_norm);
-  attention_block_forward(ctx, layer, w, s.norm1, post ? n.attn_out : n.h1, mb, n);
+  if (ctx.layer(layer).is_deltanet())
+    deltanet_block_forward(ctx, layer, w, s.norm1, post ? n.attn_out : n.h1, mb, n);
+  else
+    attention_block_forward(ctx, layer, w, s.norm1, post ? n.attn_out : n.h1, mb, n);
   if (post) norm.forward(n.h1, n.attn_out, o.attn_out_norm);
   ctx.backend->add(n.h1, x, mb.tokens() * ctx.spec->hidden_size);
   norm.forward(s.norm2, n.h1, o.mlp_norm);
@@ -103,7 +108,10 @@ void decoder_layer_backward(const LayerContext& ctx, int64_t layer, const void* 
     norm.backward(s.d_block, dw, s.d_hidden, n.attn_out, o.attn_out_norm);
     d_attn_out = s.d_block;
   }
-  attention_block_backward(ctx, layer, w, s.norm1, d_attn_out, s.d_norm, dw, mb, s, n);
+  if (ctx.layer(layer).is_deltanet())
+    deltanet_block_backward(ctx, layer, w, s.norm1, d_attn_out, s.d_norm, dw, mb, s, n);
+  else
+    attention_block_backward(ctx, layer, w, s.norm1, d_attn_out, s.d_norm, dw, mb, s, n);
   norm.backward(dx, dw, s.d_norm, x, o.input_norm);
   be.add(dx, s.d_hidden, TH);
 }

@@ -20,7 +20,16 @@ void each_buffer(I& n, const W& w, F f) {
   f(n.gate, w.gate);
   f(n.up, w.up);
   f(n.mlp_out, w.mlp_out);
+  f(n.out_gate, w.out_gate);
+  f(n.gated_attn, w.gated_attn);
+  f(n.dn_qkv_raw, w.dn_qkv_raw);
+  f(n.dn_qkv, w.dn_qkv);
+  f(n.dn_z, w.dn_z);
+  f(n.dn_ba, w.dn_ba);
+  f(n.dn_core, w.dn_core);
+  f(n.dn_normed, w.dn_normed);
 }
+
 
 template <typename S, typename W, typename F>
 void each_scratch(S& s, const W& w, F f) {
@@ -37,13 +46,32 @@ void each_scratch(S& s, const W& w, F f) {
   f(s.d_gate, w.d_gate);
   f(s.d_up, w.d_up);
   f(s.d_act, w.d_act);
+  f(s.d_out_gate, w.d_out_gate);
+  f(s.dn_d_normed, w.dn_d_normed);
+  f(s.dn_d_core, w.dn_d_core);
+  f(s.dn_d_z, w.dn_d_z);
+  f(s.dn_d_qkv, w.dn_d_qkv);
+  f(s.dn_d_qkv_raw, w.dn_d_qkv_raw);
+  f(s.dn_d_ba, w.dn_d_ba);
 }
 
 }  // namespace
 
 InternalsWidths internals_widths(const LayerSpec& l, int64_t H, bool with_raw) {
-  const AttentionSpec& a = l.attention;
   InternalsWidths w;
+  w.attn_out = l.post_norms ? H : 0;
+  w.h1 = H;
+  w.gate = w.up = l.mlp.intermediate_size;
+  w.mlp_out = l.post_norms ? H : 0;
+  if (l.is_deltanet()) {
+    const DeltaNetSpec& d = l.deltanet;
+    w.dn_qkv_raw = w.dn_qkv = d.conv_dim();
+    w.dn_z = w.dn_core = w.dn_normed = d.value_dim();
+    w.dn_ba = 2 * d.num_v_heads;
+    w.dn_heads = d.num_v_heads;
+    return w;
+  }
+  const AttentionSpec& a = l.attention;
   if (with_raw) {
     w.q_raw = a.q_dim();
     w.k_raw = a.kv_dim();
@@ -51,17 +79,14 @@ InternalsWidths internals_widths(const LayerSpec& l, int64_t H, bool with_raw) {
   w.q = a.q_dim();
   w.k = w.v = a.kv_dim();
   w.attn = a.q_dim();
-  w.attn_out = l.post_norms ? H : 0;
-  w.h1 = H;
-  w.gate = w.up = l.mlp.intermediate_size;
-  w.mlp_out = l.post_norms ? H : 0;
+  w.out_gate = w.gated_attn = a.output_gate ? a.q_dim() : 0;
   w.lse_heads = a.num_heads;
   return w;
 }
 
 InternalsWidths saved_layer_widths(const ModelSpec& spec, int64_t layer) {
   const LayerSpec& l = spec.layers[static_cast<size_t>(layer)];
-  return internals_widths(l, spec.hidden_size, l.attention.qk_norm);
+  return internals_widths(l, spec.hidden_size, l.attention.qk_norm && !l.is_deltanet());
 }
 
 InternalsWidths max_internals_widths(const ModelSpec& spec) {
@@ -70,6 +95,7 @@ InternalsWidths max_internals_widths(const ModelSpec& spec) {
     const InternalsWidths w = internals_widths(l, spec.hidden_size, true);
     each_buffer(m, w, [](int64_t& a, int64_t b) { a = std::max(a, b); });
     m.lse_heads = std::max(m.lse_heads, w.lse_heads);
+    m.dn_heads = std::max(m.dn_heads, w.dn_heads);
   }
   return m;
 }
@@ -85,6 +111,11 @@ LayerInternals allocate_internals(Backend& be, const InternalsWidths& w, int64_t
   });
   n.lse = be.alloc_floats(T * w.lse_heads);
   owned.push_back(n.lse);
+  if (w.dn_heads > 0)
+    for (float** p : {&n.dn_g, &n.dn_beta}) {
+      *p = be.alloc_floats(T * w.dn_heads);
+      owned.push_back(*p);
+    }
   return n;
 }
 
@@ -96,6 +127,8 @@ LayerInternals internals_rows(const LayerInternals& all, const InternalsWidths& 
     if (p) p = static_cast<char*>(p) + t0 * width * es;
   });
   r.lse = all.lse + t0 * w.lse_heads;
+  if (all.dn_g) r.dn_g = all.dn_g + t0 * w.dn_heads;
+  if (all.dn_beta) r.dn_beta = all.dn_beta + t0 * w.dn_heads;
   return r;
 }
 
@@ -104,8 +137,17 @@ ScratchWidths scratch_widths(const ModelSpec& spec) {
   const int64_t H = spec.hidden_size;
   for (const LayerSpec& l : spec.layers) {
     const int64_t qd = l.attention.q_dim(), kvd = l.attention.kv_dim(), I = l.mlp.intermediate_size;
-    const ScratchWidths w{H, H, I, H, H, l.post_norms ? H : 0, qd, qd, kvd, kvd, I, I, I};
+    ScratchWidths w{H, H, I, H, H, l.post_norms ? H : 0, qd, qd, kvd, kvd, I, I, I};
+    w.d_out_gate = l.attention.output_gate ? qd : 0;
+    if (l.is_deltanet()) {
+      const DeltaNetSpec& d = l.deltanet;
+      w.dn_d_normed = w.dn_d_core = w.dn_d_z = d.value_dim();
+      w.dn_d_qkv = w.dn_d_qkv_raw = d.conv_dim();
+      w.dn_d_ba = 2 * d.num_v_heads;
+      w.dn_heads = d.num_v_heads;
+    }
     each_scratch(m, w, [](int64_t& a, int64_t b) { a = std::max(a, b); });
+    m.dn_heads = std::max(m.dn_heads, w.dn_heads);
   }
   return m;
 }
@@ -117,6 +159,11 @@ LayerScratch allocate_scratch(Backend& be, const ScratchWidths& w, int64_t token
     owned.push_back(be.alloc(tokens * width));
     p = owned.back();
   });
+  if (w.dn_heads > 0)
+    for (float** p : {&s.dn_dg, &s.dn_dbeta}) {
+      *p = be.alloc_floats(tokens * w.dn_heads);
+      owned.push_back(*p);
+    }
   return s;
 }
 

@@ -20,13 +20,27 @@ struct LayerInternals {
   void *gate = nullptr, *up = nullptr;      // MLP projections
   void* mlp_out = nullptr;                  // down projection before its post-norm (post_norms)
   float* lse = nullptr;                     // [seqs, n_heads, seq_len]
+  // Gated attention (output_gate): the gate before its sigmoid, and attn·σ(gate) (o_proj's input).
+  void *out_gate = nullptr, *gated_attn = nullptr;
+  // Gated DeltaNet: in_proj q|k|v (the conv's input), the conv's output, z, b|a, the delta rule's output and the
+  // gated norm's output (out_proj's input); g and beta in fp32.
+  void *dn_qkv_raw = nullptr, *dn_qkv = nullptr, *dn_z = nullptr, *dn_ba = nullptr, *dn_core = nullptr,
+       *dn_normed = nullptr;
+  float *dn_g = nullptr, *dn_beta = nullptr;  // [tokens, n_v_heads]
 };
 
 // Per-token widths, in LayerInternals member order; lse_heads: fp32 lse values per token.
 struct InternalsWidths {
   int64_t q_raw = 0, k_raw = 0, q = 0, k = 0, v = 0, attn = 0, attn_out = 0, h1 = 0, gate = 0, up = 0, mlp_out = 0;
   int64_t lse_heads = 0;
-  int64_t elements() const { return q_raw + k_raw + q + k + v + attn + attn_out + h1 + gate + up + mlp_out; }
+  int64_t out_gate = 0, gated_attn = 0;
+  int64_t dn_qkv_raw = 0, dn_qkv = 0, dn_z = 0, dn_ba = 0, dn_core = 0, dn_normed = 0;
+  int64_t dn_heads = 0;  // fp32 dn_g and dn_beta values per token, each
+  int64_t elements() const {
+    return q_raw + k_raw + q + k + v + attn + attn_out + h1 + gate + up + mlp_out + out_gate + gated_attn +
+           dn_qkv_raw + dn_qkv + dn_z + dn_ba + dn_core + dn_normed;
+  }
+  int64_t fp32_elements() const { return lse_heads + 2 * dn_heads; }  // per token
 };
 // with_raw: also q_raw/k_raw (the workspace keeps them; a saved layer needs them only with a q/k norm).
 InternalsWidths internals_widths(const LayerSpec& layer, int64_t hidden, bool with_raw);
@@ -47,13 +61,23 @@ struct LayerScratch {
   void *norm1 = nullptr, *norm2 = nullptr, *act = nullptr;
   void *d_hidden = nullptr, *d_norm = nullptr, *d_block = nullptr, *d_attn = nullptr;
   void *dq = nullptr, *dk = nullptr, *dv = nullptr, *d_gate = nullptr, *d_up = nullptr, *d_act = nullptr;
+  void* d_out_gate = nullptr;  // output_gate: ∂/∂ the gate rows of q_proj
+  // Gated DeltaNet backward: ∂/∂ normed, core, z, conv output, conv input, b|a; dg and dbeta in fp32.
+  void *dn_d_normed = nullptr, *dn_d_core = nullptr, *dn_d_z = nullptr, *dn_d_qkv = nullptr, *dn_d_qkv_raw = nullptr,
+       *dn_d_ba = nullptr;
+  float *dn_dg = nullptr, *dn_dbeta = nullptr;
 };
 struct ScratchWidths {
   int64_t norm1 = 0, norm2 = 0, act = 0, d_hidden = 0, d_norm = 0, d_block = 0, d_attn = 0;
   int64_t dq = 0, dk = 0, dv = 0, d_gate = 0, d_up = 0, d_act = 0;
+  int64_t d_out_gate = 0;
+  int64_t dn_d_normed = 0, dn_d_core = 0, dn_d_z = 0, dn_d_qkv = 0, dn_d_qkv_raw = 0, dn_d_ba = 0;
+  int64_t dn_heads = 0;  // fp32 dn_dg and dn_dbeta values per token, each
   int64_t elements() const {
-    return norm1 + norm2 + act + d_hidden + d_norm + d_block + d_attn + dq + dk + dv + d_gate + d_up + d_act;
+    return norm1 + norm2 + act + d_hidden + d_norm + d_block + d_attn + dq + dk + dv + d_gate + d_up + d_act +
+           d_out_gate + dn_d_normed + dn_d_core + dn_d_z + dn_d_qkv + dn_d_qkv_raw + dn_d_ba;
   }
+  int64_t fp32_elements() const { return 2 * dn_heads; }  // per token
 };
 ScratchWidths scratch_widths(const ModelSpec& spec);  // the widest over the layers
 LayerScratch allocate_scratch(Backend& backend, const ScratchWidths& w, int64_t tokens, std::vector<void*>& owned);

@@ -21,6 +21,11 @@ const std::vector<FamilyEntry>& model_families() {
       {"Glm4ForCausalLM", "glm4", parse_glm4, false},
       {"InternLM2ForCausalLM", "internlm2", parse_internlm2, true},
       {"BaichuanForCausalLM", "baichuan", parse_baichuan, true},
+      {"Qwen3_5ForCausalLM", "qwen3_5_text", parse_qwen3_5, false},
+      {"Qwen3_5ForConditionalGeneration", "qwen3_5", parse_qwen3_5_multimodal, false},
+      {"Qwen3_5MoeForCausalLM", "qwen3_5_moe_text", parse_qwen3_5, false},
+      {"Qwen3_5MoeForConditionalGeneration", "qwen3_5_moe", parse_qwen3_5_multimodal, false},
+      {"Qwen3NextForCausalLM", "qwen3_next", parse_qwen3_next, false},
   };
   return table;
 }

@@ -34,6 +34,9 @@ void parse_phi3(const ConfigKeys&, ModelSpec&);
 void parse_glm4(const ConfigKeys&, ModelSpec&);
 void parse_internlm2(const ConfigKeys&, ModelSpec&);
 void parse_baichuan(const ConfigKeys&, ModelSpec&);
+void parse_qwen3_5(const ConfigKeys&, ModelSpec&);
+void parse_qwen3_5_multimodal(const ConfigKeys&, ModelSpec&);
+void parse_qwen3_next(const ConfigKeys&, ModelSpec&);
 
 // transformers' config class defaults that differ between families.
 struct DenseDefaults {
@@ -58,6 +61,12 @@ Activation parse_activation(const ConfigKeys& top, const char* key, const std::s
 std::vector<bool> sliding_layers(const ConfigKeys& top, int64_t num_layers, const std::vector<bool>& fallback);
 // The sliding_window key, positive.
 int64_t sliding_window_size(const ConfigKeys& top, int64_t fallback);
+
+// The hybrid stack of Qwen3.5 and Qwen3-Next (family_qwen3_5.cpp): parse_dense_model, then per layer (layer_types
+// or full_attention_interval) a Gated DeltaNet mixer or gated full attention with q/k norm; (1 + w) norms.
+void parse_hybrid_model(const ConfigKeys& top, const DenseDefaults& defaults, ModelSpec& spec);
+// Refuses a config whose feed-forward has `experts` > 0 experts, naming the file and the key.
+void refuse_mixture_of_experts(const ConfigKeys& top, const ModelSpec& spec, int64_t experts);
 
 // The whole-spec checks every family's result must pass.
 void validate_model_spec(const ModelSpec& spec, const std::string& origin);

@@ -1,4 +1,4 @@
-// LayerSpec: what one decoder layer computes — its token mixer (attention), its feed-forward (a gated MLP) and
+// LayerSpec: what one decoder layer computes — its token mixer (attention or Gated DeltaNet), its feed-forward (a gated MLP) and
 // where its norms sit. ModelSpec holds one per layer; blocks (src/engine/) size and run themselves from it.
 // Invariant: a LayerSpec in a ModelSpec passed its family parser's checks (heads divide, dims positive and even).
 #pragma once
@@ -19,6 +19,8 @@ struct AttentionSpec {
   bool qk_norm = false;        // per-head RMSNorm on q and k before RoPE
   bool qkv_bias = false;       // biases on the q, k and v projections
   bool o_bias = false;         // bias on the output projection
+  // Sigmoid output gate (Qwen3.5, Qwen3-Next): q_proj emits per head [query, gate]; attn ← attn · σ(gate).
+  bool output_gate = false;
   int64_t q_dim() const { return num_heads * head_dim; }
   int64_t kv_dim() const { return num_kv_heads * head_dim; }
 };
@@ -30,12 +32,30 @@ struct MlpSpec {
   bool bias = false;
 };
 
+// Gated DeltaNet linear attention (Qwen3.5, Qwen3-Next): in_proj → depthwise causal conv1d + SiLU over q|k|v,
+// L2-normalised q and k, β = σ(b), g = −exp(A_log)·softplus(a + dt_bias), the gated delta rule (state zero at
+// every sequence and packed example), RMSNorm gated by silu(z), out_proj. Each k head serves
+// num_v_heads / num_k_heads consecutive v heads.
+struct DeltaNetSpec {
+  int64_t num_k_heads = 0, num_v_heads = 0, k_head_dim = 0, v_head_dim = 0;
+  int64_t conv_kernel = 4;     // linear_conv_kernel_dim
+  int64_t key_dim() const { return num_k_heads * k_head_dim; }
+  int64_t value_dim() const { return num_v_heads * v_head_dim; }
+  int64_t conv_dim() const { return 2 * key_dim() + value_dim(); }  // q | k | v channels of the conv
+};
+
+// The layer's token mixer.
+enum class MixerKind { attention, gated_deltanet };
+
 struct LayerSpec {
-  AttentionSpec attention;
+  AttentionSpec attention;     // mixer == attention
   MlpSpec mlp;
   // Sandwich norms (Gemma 2/3, GLM-4): a norm on the attention output and one on the MLP output, each before
   // its residual add, beside the pre-norms every layer has.
   bool post_norms = false;
+  MixerKind mixer = MixerKind::attention;
+  DeltaNetSpec deltanet;       // mixer == gated_deltanet
+  bool is_deltanet() const { return mixer == MixerKind::gated_deltanet; }
 };
 
 }  // namespace mt

@@ -245,6 +245,14 @@ void init_region_random(const Region& region, double initializer_range, uint64_t
   for (const ParamSlot& slot : region.params) {
     float* out = dst + slot.offset;
     const int64_t n = slot.numel;
+    if (slot.init == InitKind::a_log) {  // log(U(0.01, 16)), transformers' Gated DeltaNet A_log
+      const uint64_t key = splitmix64(seed ^ splitmix64(fnv1a(slot.hf_name)));
+      for (int64_t k = 0; k < n; ++k) {
+        const double u = static_cast<double>(splitmix64(key + static_cast<uint64_t>(k)) >> 11) * 0x1.0p-53;
+        out[k] = static_cast<float>(std::log(0.01 + u * (16.0 - 0.01)));
+      }
+      continue;
+    }
     if (slot.init != InitKind::normal) {
       std::fill(out, out + n, slot.init == InitKind::ones ? 1.0f : 0.0f);
       continue;

@@ -59,6 +59,12 @@ struct TensorNames {
   std::string q_norm = "self_attn.q_norm", k_norm = "self_attn.k_norm";
   std::string gate = "mlp.gate_proj", up = "mlp.up_proj", down = "mlp.down_proj";
   std::string gate_up;                                // fused gate|up rows in one tensor; "" = separate
+  // Gated DeltaNet layers (Qwen3.5: separate projections; Qwen3-Next: dn_qkvz and dn_ba fused, grouped by k head).
+  std::string dn_qkv = "linear_attn.in_proj_qkv", dn_z = "linear_attn.in_proj_z";
+  std::string dn_b = "linear_attn.in_proj_b", dn_a = "linear_attn.in_proj_a";
+  std::string dn_qkvz, dn_ba;                         // fused; "" = the separate tensors above
+  std::string dn_conv = "linear_attn.conv1d", dn_a_log = "linear_attn.A_log", dn_dt_bias = "linear_attn.dt_bias";
+  std::string dn_norm = "linear_attn.norm", dn_out = "linear_attn.out_proj";
   // Older checkpoints of the family name the same tensors under another prefix: {prefix here, prefix there}
   // (match_tensor_names picks the one the weights use).
   std::vector<std::pair<std::string, std::string>> legacy_prefixes;

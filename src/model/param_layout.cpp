@@ -1,6 +1,6 @@
 // ModelSpec → ParamLayout: the HF tensors of each host region from its layer's spec and the family's tensor names.
 // Invariant: slots are packed back to back from offset 0 in a fixed order (input norm, attention, its output
-// norm, MLP norm, MLP, its output norm), so layers with equal specs have equal offsets.
+// norm, MLP norm, MLP, its output norm; a Gated DeltaNet layer's mixer in place of attention), so layers with equal specs have equal offsets.
 #include "model/param_layout.h"
 
 #include <algorithm>
@@ -32,7 +32,13 @@ struct LayerBuilder {
   std::string prefix;  // "model.layers.3."
   int64_t H;
 
-  int64_t norm(const std::string& name, int64_t n) { return add(r, prefix + name + ".weight", {n}, InitKind::ones); }
+  InitKind norm_init;  // ones for w·x̂ norms, zeros for (1 + w)·x̂ ones (transformers' init of both)
+
+  int64_t norm(const std::string& name, int64_t n) { return add(r, prefix + name + ".weight", {n}, norm_init); }
+  // A tensor named without the ".weight" suffix (A_log, dt_bias).
+  int64_t raw(const std::string& name, std::vector<int64_t> shape, InitKind init) {
+    return add(r, prefix + name, std::move(shape), init);
+  }
   // A projection [out, in] and, when `bias`, its bias [out].
   void linear(const std::string& name, int64_t out, int64_t in, bool bias, int64_t& w, int64_t& b) {
     w = add(r, prefix + name + ".weight", {out, in}, InitKind::normal);
@@ -55,7 +61,14 @@ struct LayerBuilder {
 
 void attention_params(LayerBuilder& l, const AttentionSpec& a, const TensorNames& n, AttentionOffsets& o) {
   const int64_t qd = a.q_dim(), kvd = a.kv_dim(), H = l.H;
-  if (n.qkv.empty()) {
+  if (a.output_gate) {
+    // q_proj rows per head: head_dim query rows then head_dim gate rows; stored as all queries | all gates.
+    MT_ASSERT(n.qkv.empty(), "an output gate with a fused qkv tensor");
+    const RowGrouping rows{a.num_heads, {a.head_dim, a.head_dim}};
+    l.fused(n.q, {qd, qd}, H, a.qkv_bias, {&o.q, &o.out_gate}, {&o.q_bias, &o.out_gate_bias}, rows);
+    l.linear(n.k, kvd, H, a.qkv_bias, o.k, o.k_bias);
+    l.linear(n.v, kvd, H, a.qkv_bias, o.v, o.v_bias);
+  } else if (n.qkv.empty()) {
     l.linear(n.q, qd, H, a.qkv_bias, o.q, o.q_bias);
     l.linear(n.k, kvd, H, a.qkv_bias, o.k, o.k_bias);
     l.linear(n.v, kvd, H, a.qkv_bias, o.v, o.v_bias);
@@ -72,6 +85,31 @@ void attention_params(LayerBuilder& l, const AttentionSpec& a, const TensorNames
     o.q_norm = l.norm(n.q_norm, a.head_dim);
     o.k_norm = l.norm(n.k_norm, a.head_dim);
   }
+}
+
+void deltanet_params(LayerBuilder& l, const DeltaNetSpec& d, const TensorNames& n, DeltaNetOffsets& o) {
+  const int64_t H = l.H, nv = d.num_v_heads, group = d.num_v_heads / d.num_k_heads;
+  int64_t unused = -1;
+  if (n.dn_qkvz.empty()) {
+    l.linear(n.dn_qkv, d.conv_dim(), H, false, o.qkv, unused);
+    l.linear(n.dn_z, d.value_dim(), H, false, o.z, unused);
+    l.linear(n.dn_b, nv, H, false, o.ba, unused);
+    int64_t a = -1;
+    l.linear(n.dn_a, nv, H, false, a, unused);  // directly after b: ba addresses both
+  } else {
+    // Qwen3-Next: rows grouped by k head (its q, k, v heads, z heads; its b heads, a heads), stored q|k|v|z and b|a.
+    const int64_t dk = d.k_head_dim, gv = group * d.v_head_dim;
+    int64_t k = -1, v = -1;
+    l.fused(n.dn_qkvz, {d.key_dim(), d.key_dim(), d.value_dim(), d.value_dim()}, H, false, {&o.qkv, &k, &v, &o.z}, {},
+            {d.num_k_heads, {dk, dk, gv, gv}});
+    int64_t a = -1;
+    l.fused(n.dn_ba, {nv, nv}, H, false, {&o.ba, &a}, {}, {d.num_k_heads, {group, group}});
+  }
+  o.conv = l.raw(n.dn_conv + ".weight", {d.conv_dim(), 1, d.conv_kernel}, InitKind::normal);
+  o.dt_bias = l.raw(n.dn_dt_bias, {nv}, InitKind::ones);
+  o.a_log = l.raw(n.dn_a_log, {nv}, InitKind::a_log);
+  o.norm = add(l.r, l.prefix + n.dn_norm + ".weight", {d.v_head_dim}, InitKind::ones);  // a plain w·x̂ norm
+  l.linear(n.dn_out, H, d.value_dim(), false, o.out, unused);
 }
 
 void mlp_params(LayerBuilder& l, const MlpSpec& m, const TensorNames& n, MlpOffsets& o) {
@@ -91,10 +129,14 @@ Region decoder_region(const ModelSpec& s, int64_t layer) {
   r.layer = layer;
   const LayerSpec& spec = s.layers[static_cast<size_t>(layer)];
   const TensorNames& n = s.names;
-  LayerBuilder l{r, n.layer_prefix + std::to_string(layer) + ".", s.hidden_size};
+  LayerBuilder l{r, n.layer_prefix + std::to_string(layer) + ".", s.hidden_size,
+                 s.norm_style == NormStyle::one_plus_weight ? InitKind::zeros : InitKind::ones};
   LayerOffsets& o = r.offsets;
   o.input_norm = l.norm(n.input_norm, s.hidden_size);
-  attention_params(l, spec.attention, n, o.attention);
+  if (spec.is_deltanet())
+    deltanet_params(l, spec.deltanet, n, o.deltanet);
+  else
+    attention_params(l, spec.attention, n, o.attention);
   if (spec.post_norms) o.attn_out_norm = l.norm(n.attn_out_norm, s.hidden_size);
   o.mlp_norm = l.norm(n.mlp_norm, s.hidden_size);
   mlp_params(l, spec.mlp, n, o.mlp);
@@ -132,7 +174,8 @@ ParamLayout make_param_layout(const ModelSpec& spec) {
 
   Region head;
   head.kind = RegionKind::head;
-  layout.head.norm = add(head, spec.names.final_norm, {spec.hidden_size}, InitKind::ones);
+  layout.head.norm = add(head, spec.names.final_norm, {spec.hidden_size},
+                         spec.norm_style == NormStyle::one_plus_weight ? InitKind::zeros : InitKind::ones);
   if (!spec.tie_word_embeddings)
     layout.head.lm_head = add(head, spec.names.lm_head, {spec.vocab_size, spec.hidden_size}, InitKind::normal);
   layout.regions.push_back(std::move(head));

@@ -14,7 +14,8 @@
 namespace mt {
 
 enum class RegionKind { embedding, decoder_layer, head };
-enum class InitKind { normal, zeros, ones };  // random init as transformers does it
+// Random init as transformers does it; a_log: log(U(0.01, 16)) (Gated DeltaNet's A_log).
+enum class InitKind { normal, zeros, ones, a_log };
 
 // HF rows come as `groups` groups of parts (part p: parts[p] rows each); the store holds part 0 of every group,
 // then part 1 of every group, ...: contiguous q | k | v from a tensor grouped by kv head. Empty: same order.
@@ -37,6 +38,12 @@ struct ParamSlot {
 struct AttentionOffsets {
   int64_t q = -1, q_bias = -1, k = -1, k_bias = -1, v = -1, v_bias = -1, o = -1, o_bias = -1;
   int64_t q_norm = -1, k_norm = -1;
+  int64_t out_gate = -1, out_gate_bias = -1;  // output_gate: the gate rows of q_proj
+};
+// Gated DeltaNet: in_proj q|k|v rows, z rows, b rows directly followed by a rows (one [2·n_v, H] matrix), the conv
+// weight [conv_dim, K], A_log and dt_bias [n_v], the gated norm [v_head_dim], out_proj.
+struct DeltaNetOffsets {
+  int64_t qkv = -1, z = -1, ba = -1, conv = -1, a_log = -1, dt_bias = -1, norm = -1, out = -1;
 };
 struct MlpOffsets {
   int64_t gate = -1, gate_bias = -1, up = -1, up_bias = -1, down = -1, down_bias = -1;
@@ -45,6 +52,7 @@ struct LayerOffsets {
   int64_t input_norm = -1, attn_out_norm = -1, mlp_norm = -1, mlp_out_norm = -1;
   AttentionOffsets attention;
   MlpOffsets mlp;
+  DeltaNetOffsets deltanet;
 };
 
 struct Region {

@@ -24,7 +24,9 @@ int64_t decoder_workspace_bytes(const ModelSpec& s, int64_t mb, int64_t seq_len,
   const InternalsWidths internals = max_internals_widths(s);
   const int64_t tokens = mb * seq_len;
   const int64_t head = s.normalized_head ? s.vocab_size * s.hidden_size * (es + 4) : 0;
-  return tokens * (internals.elements() + scratch_widths(s).elements()) * es + tokens * internals.lse_heads * 4 + head;
+  const ScratchWidths scratch = scratch_widths(s);
+  return tokens * (internals.elements() + scratch.elements()) * es +
+         tokens * (internals.fp32_elements() + scratch.fp32_elements()) * 4 + head;
 }
 
 // The activation-side terms (everything but weight slots and gradient buffers) in `es`-byte elements.
@@ -44,7 +46,7 @@ void plan_activations(const ModelSpec& s, const RunShape& run, int64_t es, GpuPl
   g.saved_layers = 0;
   for (int64_t i = std::min(run.recompute_layers, L); i < L; ++i) {
     const InternalsWidths w = saved_layer_widths(s, i);
-    g.saved_layers += pass_tokens * w.elements() * es + pass_tokens * w.lse_heads * 4 + (i % c != 0 ? n : 0);
+    g.saved_layers += pass_tokens * w.elements() * es + pass_tokens * w.fp32_elements() * 4 + (i % c != 0 ? n : 0);
   }
   int64_t attention_partials = 0;  // kernels/attention.cu: fp32 dk/dv partials of a GQA group, the widest layer's
   for (const LayerSpec& l : s.layers) {

@@ -100,6 +100,50 @@ class CpuBackend final : public Backend {
     cpu::glu_backward(f(dgate), f(dup), f(dy), f(gate), f(up), n, act);
   }
 
+  void sigmoid_gate_forward(void* y, const void* x, const void* gate, int64_t n) override {
+    cpu::sigmoid_gate_forward(f(y), f(x), f(gate), n);
+  }
+  void sigmoid_gate_backward(void* dx, void* dgate, const void* dy, const void* x, const void* gate,
+                             int64_t n) override {
+    cpu::sigmoid_gate_backward(f(dx), f(dgate), f(dy), f(x), f(gate), n);
+  }
+
+  void causal_conv1d_forward(void* y, const void* x, const void* w, int64_t batch, int64_t seq, int64_t C, int64_t K,
+                             const int32_t* segments) override {
+    cpu::causal_conv1d_forward(f(y), f(x), f(w), batch, seq, C, K, segments);
+  }
+  void causal_conv1d_backward(void* dx, float* dw, const void* dy, const void* x, const void* w, int64_t batch,
+                              int64_t seq, int64_t C, int64_t K, const int32_t* segments) override {
+    cpu::causal_conv1d_backward(f(dx), dw, f(dy), f(x), f(w), batch, seq, C, K, segments);
+  }
+
+  void deltanet_gates_forward(float* g, float* beta, const void* ba, const void* a_log, const void* dt_bias,
+                              int64_t T, int64_t n) override {
+    cpu::deltanet_gates_forward(g, beta, f(ba), f(a_log), f(dt_bias), T, n);
+  }
+  void deltanet_gates_backward(void* d_ba, float* d_a_log, float* d_dt_bias, const float* dg, const float* dbeta,
+                               const void* ba, const void* a_log, const void* dt_bias, int64_t T, int64_t n) override {
+    cpu::deltanet_gates_backward(f(d_ba), d_a_log, d_dt_bias, dg, dbeta, f(ba), f(a_log), f(dt_bias), T, n);
+  }
+
+  void gated_delta_rule_forward(void* o, const void* qkv, const float* g, const float* beta,
+                                const DeltaRuleShape& shape) override {
+    cpu::gated_delta_rule_forward(f(o), f(qkv), g, beta, shape);
+  }
+  void gated_delta_rule_backward(void* d_qkv, float* dg, float* dbeta, const void* d_o, const void* qkv,
+                                 const float* g, const float* beta, const DeltaRuleShape& shape) override {
+    cpu::gated_delta_rule_backward(f(d_qkv), dg, dbeta, f(d_o), f(qkv), g, beta, shape);
+  }
+
+  void gated_rmsnorm_forward(void* y, const void* x, const void* z, const void* w, int64_t N, int64_t D,
+                             float eps) override {
+    cpu::gated_rmsnorm_forward(f(y), f(x), f(z), f(w), N, D, eps);
+  }
+  void gated_rmsnorm_backward(void* dx, void* dz, float* dw, const void* dy, const void* x, const void* z,
+                              const void* w, int64_t N, int64_t D, float eps) override {
+    cpu::gated_rmsnorm_backward(f(dx), f(dz), dw, f(dy), f(x), f(z), f(w), N, D, eps);
+  }
+
   void add(void* y, const void* x, int64_t n) override { cpu::add(f(y), f(x), n); }
   void scale(void* y, float alpha, int64_t n) override { cpu::scale(f(y), alpha, n); }
 

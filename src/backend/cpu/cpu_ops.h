@@ -41,6 +41,31 @@ void glu_forward(float* y, const float* gate, const float* up, int64_t n, Activa
 void glu_backward(float* dgate, float* dup, const float* dy, const float* gate, const float* up, int64_t n,
                   Activation act);
 
+void sigmoid_gate_forward(float* y, const float* x, const float* gate, int64_t n);
+void sigmoid_gate_backward(float* dx, float* dgate, const float* dy, const float* x, const float* gate, int64_t n);
+
+void causal_conv1d_forward(float* y, const float* x, const float* w, int64_t batch, int64_t seq, int64_t C, int64_t K,
+                           const int32_t* segments);
+void causal_conv1d_backward(float* dx, float* dw, const float* dy, const float* x, const float* w, int64_t batch,
+                            int64_t seq, int64_t C, int64_t K, const int32_t* segments);
+
+void deltanet_gates_forward(float* g, float* beta, const float* ba, const float* a_log, const float* dt_bias,
+                            int64_t T, int64_t n);
+void deltanet_gates_backward(float* d_ba, float* d_a_log, float* d_dt_bias, const float* dg, const float* dbeta,
+                             const float* ba, const float* a_log, const float* dt_bias, int64_t T, int64_t n);
+
+void gated_delta_rule_forward(float* o, const float* qkv, const float* g, const float* beta, const DeltaRuleShape& s);
+void gated_delta_rule_backward(float* d_qkv, float* dg, float* dbeta, const float* d_o, const float* qkv,
+                               const float* g, const float* beta, const DeltaRuleShape& s);
+// The chunked (WY) form of gated_delta_rule_forward, chunks of `chunk` tokens: the CUDA kernel's algorithm,
+// checked against the recurrent form by the tests.
+void gated_delta_rule_chunked_forward(float* o, const float* qkv, const float* g, const float* beta,
+                                      const DeltaRuleShape& s, int64_t chunk);
+
+void gated_rmsnorm_forward(float* y, const float* x, const float* z, const float* w, int64_t N, int64_t D, float eps);
+void gated_rmsnorm_backward(float* dx, float* dz, float* dw, const float* dy, const float* x, const float* z,
+                            const float* w, int64_t N, int64_t D, float eps);
+
 double head_loss(float* dx, float* dw, const float* x, const float* w, const int32_t* targets, int64_t T,
                  int64_t H, int64_t V, float grad_scale, float softcap);
 

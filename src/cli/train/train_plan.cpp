@@ -20,7 +20,9 @@ void each_offset(O& o, F f) {
   for (auto* v : {&o.input_norm, &o.attn_out_norm, &o.mlp_norm, &o.mlp_out_norm, &o.attention.q, &o.attention.q_bias,
                   &o.attention.k, &o.attention.k_bias, &o.attention.v, &o.attention.v_bias, &o.attention.o,
                   &o.attention.o_bias, &o.attention.q_norm, &o.attention.k_norm, &o.mlp.gate, &o.mlp.gate_bias,
-                  &o.mlp.up, &o.mlp.up_bias, &o.mlp.down, &o.mlp.down_bias})
+                  &o.mlp.up, &o.mlp.up_bias, &o.mlp.down, &o.mlp.down_bias, &o.attention.out_gate,
+                  &o.attention.out_gate_bias, &o.deltanet.qkv, &o.deltanet.z, &o.deltanet.ba, &o.deltanet.conv,
+                  &o.deltanet.a_log, &o.deltanet.dt_bias, &o.deltanet.norm, &o.deltanet.out})
     f(*v);
 }
 

@@ -1,0 +1,217 @@
+// CPU backend Gated DeltaNet ops and the gated-attention output gate: forwards against direct formulas, backwards
+// against finite differences, the chunked (WY) delta rule against the recurrent one, and the state restarting at
+// every sequence and packed segment (packing leaks nothing, padding changes nothing).
+#include <cmath>
+
+#include "backend/backend.h"
+#include "backend/cpu/cpu_ops.h"
+#include "backend/grad_check.h"
+#include "catch.h"
+
+using mt::DeltaRuleShape;
+using mt::test::approx_equal;
+using mt::test::numeric_grad;
+using mt::test::project;
+using mt::test::random_floats;
+using mt::test::rel_err;
+
+namespace {
+
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+DeltaRuleShape rule_shape(int64_t batch, int64_t seq, int64_t nk, int64_t nv, int64_t dk, int64_t dv) {
+  DeltaRuleShape s;
+  s.batch = batch;
+  s.seq = seq;
+  s.n_k_heads = nk;
+  s.n_v_heads = nv;
+  s.k_head_dim = dk;
+  s.v_head_dim = dv;
+  return s;
+}
+
+// g < 0 as the model's −exp(A_log)·softplus(·) gives, beta in (0, 1).
+std::vector<float> decays(int64_t n, uint32_t seed) {
+  auto g = random_floats(n, seed);
+  for (float& x : g) x = -0.05f - 0.5f * std::abs(x);
+  return g;
+}
+std::vector<float> betas(int64_t n, uint32_t seed) {
+  auto b = random_floats(n, seed);
+  for (float& x : b) x = static_cast<float>(sigmoid(x));
+  return b;
+}
+
+}  // namespace
+
+TEST_CASE("sigmoid output gate forward and backward", "[backend][deltanet]") {
+  auto be = mt::make_cpu_backend();
+  const int64_t n = 40;
+  auto x = random_floats(n, 1), gate = random_floats(n, 2, 2.f), r = random_floats(n, 3);
+  std::vector<float> y(n);
+  be->sigmoid_gate_forward(y.data(), x.data(), gate.data(), n);
+  for (int64_t i = 0; i < n; ++i) CHECK(approx_equal(y[i], x[i] * sigmoid(gate[i]), 1e-6));
+  auto loss = [&] {
+    std::vector<float> out(n);
+    be->sigmoid_gate_forward(out.data(), x.data(), gate.data(), n);
+    return project(r, out);
+  };
+  std::vector<float> dx = r, dgate(n);  // dx aliases dy
+  be->sigmoid_gate_backward(dx.data(), dgate.data(), dx.data(), x.data(), gate.data(), n);
+  CHECK(rel_err(dx, numeric_grad(x, loss, 1e-3f)) < 1e-3);
+  CHECK(rel_err(dgate, numeric_grad(gate, loss, 1e-3f)) < 1e-3);
+}
+
+TEST_CASE("gated rmsnorm forward and backward (w·x̂·silu(z))", "[backend][deltanet]") {
+  auto be = mt::make_cpu_backend();
+  const int64_t N = 5, D = 8;
+  const float eps = 1e-6f;
+  auto x = random_floats(N * D, 4), z = random_floats(N * D, 5, 2.f), w = random_floats(D, 6),
+       r = random_floats(N * D, 7);
+  std::vector<float> y(N * D);
+  be->gated_rmsnorm_forward(y.data(), x.data(), z.data(), w.data(), N, D, eps);
+  for (int64_t n = 0; n < N; ++n) {
+    double ss = 0;
+    for (int64_t d = 0; d < D; ++d) ss += double(x[n * D + d]) * x[n * D + d];
+    const double rstd = 1.0 / std::sqrt(ss / D + eps);
+    for (int64_t d = 0; d < D; ++d) {
+      const double zz = z[n * D + d];
+      CHECK(approx_equal(y[n * D + d], w[d] * x[n * D + d] * rstd * zz * sigmoid(zz), 1e-5));
+    }
+  }
+  auto loss = [&] {
+    std::vector<float> out(N * D);
+    be->gated_rmsnorm_forward(out.data(), x.data(), z.data(), w.data(), N, D, eps);
+    return project(r, out);
+  };
+  std::vector<float> dx(N * D), dz(N * D), dw(D, 0.5f);
+  be->gated_rmsnorm_backward(dx.data(), dz.data(), dw.data(), r.data(), x.data(), z.data(), w.data(), N, D, eps);
+  for (float& v : dw) v -= 0.5f;  // dw accumulates
+  CHECK(rel_err(dx, numeric_grad(x, loss, 1e-3f)) < 2e-3);
+  CHECK(rel_err(dz, numeric_grad(z, loss, 1e-3f)) < 2e-3);
+  CHECK(rel_err(dw, numeric_grad(w, loss, 1e-3f)) < 2e-3);
+}
+
+TEST_CASE("causal conv1d + silu: taps stop at sequence and segment starts; backward", "[backend][deltanet]") {
+  auto be = mt::make_cpu_backend();
+  const int64_t batch = 2, seq = 6, C = 3, K = 4, T = batch * seq;
+  auto x = random_floats(T * C, 8), w = random_floats(C * K, 9), r = random_floats(T * C, 10);
+  const std::vector<int32_t> segments = {0, 0, 0, 1, 1, 1, 2, 2, 2, 2, 2, 3};
+  std::vector<float> y(T * C);
+  be->causal_conv1d_forward(y.data(), x.data(), w.data(), batch, seq, C, K, segments.data());
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t c = 0; c < C; ++c) {
+      double a = 0;
+      for (int64_t j = 0; j < K; ++j) {
+        const int64_t src = t - K + 1 + j;
+        if (src >= t / seq * seq && segments[src] == segments[t]) a += double(w[c * K + j]) * x[src * C + c];
+      }
+      CHECK(approx_equal(y[t * C + c], a * sigmoid(a), 1e-5));
+    }
+  auto loss = [&] {
+    std::vector<float> out(T * C);
+    be->causal_conv1d_forward(out.data(), x.data(), w.data(), batch, seq, C, K, segments.data());
+    return project(r, out);
+  };
+  std::vector<float> dx(T * C), dw(C * K, 0.f);
+  be->causal_conv1d_backward(dx.data(), dw.data(), r.data(), x.data(), w.data(), batch, seq, C, K, segments.data());
+  CHECK(rel_err(dx, numeric_grad(x, loss, 1e-3f)) < 1e-3);
+  CHECK(rel_err(dw, numeric_grad(w, loss, 1e-3f)) < 1e-3);
+}
+
+TEST_CASE("deltanet gates: beta = sigmoid(b), g = -exp(A_log)·softplus(a + dt_bias); backward", "[backend][deltanet]") {
+  auto be = mt::make_cpu_backend();
+  const int64_t T = 4, n = 3;
+  auto ba = random_floats(T * 2 * n, 11, 2.f), a_log = random_floats(n, 12), dt = random_floats(n, 13);
+  ba[n] = 25.f;  // softplus's linear branch
+  auto rg = random_floats(T * n, 14), rb = random_floats(T * n, 15);
+  std::vector<float> g(T * n), beta(T * n);
+  be->deltanet_gates_forward(g.data(), beta.data(), ba.data(), a_log.data(), dt.data(), T, n);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t h = 0; h < n; ++h) {
+      const double x = double(ba[t * 2 * n + n + h]) + dt[h];
+      CHECK(approx_equal(beta[t * n + h], sigmoid(ba[t * 2 * n + h]), 1e-6));
+      CHECK(approx_equal(g[t * n + h], -std::exp(double(a_log[h])) * (x > 20 ? x : std::log1p(std::exp(x))), 1e-5));
+    }
+  auto loss = [&] {
+    std::vector<float> g2(T * n), b2(T * n);
+    be->deltanet_gates_forward(g2.data(), b2.data(), ba.data(), a_log.data(), dt.data(), T, n);
+    return project(rg, g2) + project(rb, b2);
+  };
+  std::vector<float> dba(T * 2 * n), da(n, 0.f), ddt(n, 0.f);
+  be->deltanet_gates_backward(dba.data(), da.data(), ddt.data(), rg.data(), rb.data(), ba.data(), a_log.data(),
+                              dt.data(), T, n);
+  CHECK(rel_err(dba, numeric_grad(ba, loss, 1e-3f)) < 1e-3);
+  CHECK(rel_err(da, numeric_grad(a_log, loss, 1e-3f)) < 1e-3);
+  CHECK(rel_err(ddt, numeric_grad(dt, loss, 1e-3f)) < 1e-3);
+}
+
+TEST_CASE("gated delta rule backward matches finite differences (GQA, padding, segments)", "[backend][deltanet]") {
+  auto be = mt::make_cpu_backend();
+  DeltaRuleShape s = rule_shape(2, 7, 1, 2, 4, 3);
+  const std::vector<int32_t> lens = {7, 5};
+  const std::vector<int32_t> segments = {0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 2, 3, 3};
+  s.seq_lens = lens.data();
+  s.segments = segments.data();
+  const int64_t T = s.batch * s.seq, nv = s.n_v_heads;
+  auto qkv = random_floats(T * s.row(), 16), g = decays(T * nv, 17), beta = betas(T * nv, 18),
+       r = random_floats(T * s.value_dim(), 19);
+  auto loss = [&] {
+    std::vector<float> o(T * s.value_dim());
+    be->gated_delta_rule_forward(o.data(), qkv.data(), g.data(), beta.data(), s);
+    return project(r, o);
+  };
+  std::vector<float> o(T * s.value_dim());
+  be->gated_delta_rule_forward(o.data(), qkv.data(), g.data(), beta.data(), s);
+  for (int64_t t = 5; t < 7; ++t)  // padding of sequence 1
+    for (int64_t j = 0; j < s.value_dim(); ++j) CHECK(o[(7 + t) * s.value_dim() + j] == 0.f);
+  std::vector<float> dqkv(T * s.row()), dg(T * nv), dbeta(T * nv);
+  be->gated_delta_rule_backward(dqkv.data(), dg.data(), dbeta.data(), r.data(), qkv.data(), g.data(), beta.data(), s);
+  CHECK(rel_err(dqkv, numeric_grad(qkv, loss, 1e-3f)) < 2e-3);
+  CHECK(rel_err(dg, numeric_grad(g, loss, 1e-3f)) < 2e-3);
+  CHECK(rel_err(dbeta, numeric_grad(beta, loss, 1e-3f)) < 2e-3);
+}
+
+TEST_CASE("gated delta rule: a packed example and a padded sequence give what they give alone", "[backend][deltanet]") {
+  auto be = mt::make_cpu_backend();
+  // Sequence 0 packs examples of 5 and 4 tokens; sequence 1 holds the second example alone, padded to 9.
+  DeltaRuleShape packed = rule_shape(2, 9, 2, 4, 4, 4);
+  const std::vector<int32_t> lens = {9, 4};
+  const std::vector<int32_t> segments = {0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 3};
+  packed.seq_lens = lens.data();
+  packed.segments = segments.data();
+  const int64_t R = packed.row(), V = packed.value_dim(), nv = packed.n_v_heads, T = 18;
+  auto qkv = random_floats(T * R, 20), g = decays(T * nv, 21), beta = betas(T * nv, 22);
+  for (int64_t t = 0; t < 4; ++t) {  // sequence 1's tokens = the packed second example; its padding is noise
+    std::copy_n(qkv.begin() + (5 + t) * R, R, qkv.begin() + (9 + t) * R);
+    std::copy_n(g.begin() + (5 + t) * nv, nv, g.begin() + (9 + t) * nv);
+    std::copy_n(beta.begin() + (5 + t) * nv, nv, beta.begin() + (9 + t) * nv);
+  }
+  std::vector<float> o(T * V);
+  be->gated_delta_rule_forward(o.data(), qkv.data(), g.data(), beta.data(), packed);
+  for (int64_t t = 0; t < 4; ++t)
+    for (int64_t j = 0; j < V; ++j) CHECK(o[(5 + t) * V + j] == o[(9 + t) * V + j]);
+}
+
+TEST_CASE("chunked (WY) delta rule equals the recurrent one", "[backend][deltanet]") {
+  auto be = mt::make_cpu_backend();
+  struct Case {
+    int64_t seq, nk, nv, dk, dv, chunk;
+  };
+  // Lengths of several chunks, not multiples of the chunk; chunk 64 over two and a half chunks.
+  for (const Case c : {Case{13, 1, 1, 4, 4, 4}, Case{21, 2, 4, 8, 6, 5}, Case{150, 1, 2, 16, 8, 64}}) {
+    INFO("seq " << c.seq << " chunk " << c.chunk);
+    DeltaRuleShape s = rule_shape(2, c.seq, c.nk, c.nv, c.dk, c.dv);
+    const std::vector<int32_t> lens = {static_cast<int32_t>(c.seq), static_cast<int32_t>(c.seq - 3)};
+    std::vector<int32_t> segments(static_cast<size_t>(2 * c.seq));
+    for (int64_t t = 0; t < 2 * c.seq; ++t) segments[t] = static_cast<int32_t>(t < c.seq ? t * 3 / c.seq : 7);
+    s.seq_lens = lens.data();
+    s.segments = segments.data();
+    const int64_t T = 2 * c.seq;
+    auto qkv = random_floats(T * s.row(), 23), g = decays(T * c.nv, 24), beta = betas(T * c.nv, 25);
+    std::vector<float> recurrent(T * s.value_dim()), chunked(T * s.value_dim());
+    be->gated_delta_rule_forward(recurrent.data(), qkv.data(), g.data(), beta.data(), s);
+    mt::cpu::gated_delta_rule_chunked_forward(chunked.data(), qkv.data(), g.data(), beta.data(), s, c.chunk);
+    CHECK(rel_err(chunked, recurrent) < 1e-5);
+  }
+}
