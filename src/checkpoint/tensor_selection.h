@@ -1,6 +1,6 @@
 // Selecting a flat element range of a tensor stored in its HF shape: the range [begin, end) in row-major order
-// of a 1-D or 2-D dataset is the union of at most three boxes (a partial first row, full rows, a partial last
-// row). Invariant: the selection's elements, in HDF5's row-major order, are exactly elements begin..end-1.
+// of an N-D dataset is a union of boxes (along each dimension a partial first slice, whole slices, a partial last
+// slice, the partial ones recursively). Invariant: the selection's elements, in HDF5's row-major order, are exactly elements begin..end-1.
 #pragma once
 #include <hdf5.h>
 

@@ -1,0 +1,264 @@
+#!/usr/bin/env python3
+"""Write the golden training fixtures of the hybrid linear-attention families under tests/fixtures/ (run by hand,
+never by CI), in the format tools/make_fixtures.py documents (model/, data/, reference.json,
+reference/final.safetensors, train.yaml).
+
+Usage, from the repository root (torch 2.x, transformers 5.x with Qwen3.5; CPU only):
+
+    python3 tools/make_hybrid_fixtures.py            # every case
+    python3 tools/make_hybrid_fixtures.py qwen3_5    # only the named cases
+
+Cases:
+  qwen3_5         Qwen3_5ForCausalLM, 4 layers (linear, linear, full, linear attention), padded batches of sequences
+                  3..200 tokens long (longer than two of transformers' 64-token chunks, lengths not chunk multiples).
+  qwen3_5_packed  the same model with dataset.packing: true (max_seq_len 256): several examples per sequence.
+  qwen3_next      Qwen3NextForCausalLM with num_experts 0 (dense): the fused in_proj_qkvz / in_proj_ba grouped by k head.
+
+The reference is transformers' own model with its PyTorch fallback of the chunked gated delta rule (no
+flash-linear-attention installed), fp32, eager attention, 3 AdamW steps of 4 sequences. transformers' fallback does
+not cut the recurrent state at packed-example boundaries, so the packed case's reference runs each step's examples
+as one padded batch: what a packed step must compute when packing leaks nothing (mean cross-entropy over the same
+targets). The packing itself is MegaTrain's (src/data/packing.h: LLaMA-Factory's greedy knapsack, deterministic),
+replayed here to know which examples each step holds.
+"""
+
+import argparse
+import json
+import random
+import shutil
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import make_fixtures as mf  # noqa: E402  (its seeds, threads, determinism, writers and the AdamW loop semantics)
+from safetensors.torch import load_file, save_file  # noqa: E402
+from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig, Qwen3NextConfig, Qwen3NextForCausalLM  # noqa: E402
+
+FIXTURES = mf.FIXTURES
+MAX_SEQ_LEN = 256
+TRAINING = dict(mf.COMMON_TRAINING, num_steps=3, lr_scheduler="cosine", warmup_steps=1, min_lr_ratio=0.1,
+                max_grad_norm=1.0)
+
+HYBRID_MODEL = dict(
+    vocab_size=mf.VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=4, max_position_embeddings=MAX_SEQ_LEN,
+    hidden_act="silu", initializer_range=0.02, use_cache=False, pad_token_id=None, bos_token_id=None,
+    eos_token_id=None, num_attention_heads=4, num_key_value_heads=2, head_dim=16, rms_norm_eps=1e-6,
+    tie_word_embeddings=False, attention_bias=False,
+    layer_types=["linear_attention", "linear_attention", "full_attention", "linear_attention"],
+    linear_conv_kernel_dim=4, linear_key_head_dim=8, linear_value_head_dim=8, linear_num_key_heads=2,
+    linear_num_value_heads=4,
+    rope_parameters={"rope_type": "default", "rope_theta": 1000.0, "partial_rotary_factor": 0.25},
+)
+
+CASES = [
+    dict(case="qwen3_5", seed=31, model_cls=Qwen3_5ForCausalLM, config=lambda: Qwen3_5TextConfig(**HYBRID_MODEL),
+         lengths=(3, 200), packing=False),
+    dict(case="qwen3_5_packed", seed=32, model_cls=Qwen3_5ForCausalLM,
+         config=lambda: Qwen3_5TextConfig(**HYBRID_MODEL), lengths=(20, 150), packing=True),
+    dict(case="qwen3_next", seed=33, model_cls=Qwen3NextForCausalLM,
+         config=lambda: Qwen3NextConfig(**HYBRID_MODEL, num_experts=0), lengths=(3, 140), packing=False),
+]
+
+
+def build_model(spec):
+    """The model under torch.manual_seed(seed), every parameter then redrawn: matrices and the conv N(0, 0.05²) and
+    N(0, 0.3²), (1 + w) norms around 0 and the gated norm around 1 (± 0.1), A_log = log U(1, 4), dt_bias N(0, 0.5²)."""
+    torch.manual_seed(spec["seed"])
+    config = spec["config"]()
+    config._attn_implementation = "eager"
+    model = spec["model_cls"](config).to(torch.float32)
+    gen = torch.Generator().manual_seed(1000 + spec["seed"])
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("conv1d.weight"):
+                value = torch.randn(p.shape, generator=gen) * 0.3
+            elif p.ndim == 2:
+                value = torch.randn(p.shape, generator=gen) * 0.05
+            elif name.endswith("A_log"):
+                value = torch.log(1.0 + 3.0 * torch.rand(p.shape, generator=gen))
+            elif name.endswith("dt_bias"):
+                value = torch.randn(p.shape, generator=gen) * 0.5
+            elif name.endswith("linear_attn.norm.weight"):
+                value = 1.0 + torch.randn(p.shape, generator=gen) * 0.1
+            elif "norm" in name:
+                value = torch.randn(p.shape, generator=gen) * 0.1
+            else:
+                raise RuntimeError(f"unexpected parameter {name} {tuple(p.shape)}")
+            p.copy_(value)
+    return model
+
+
+def make_examples(seed, n, lengths):
+    """n examples of lengths uniform in `lengths`; every other one carries labels with a masked prompt prefix."""
+    rng = random.Random(seed)
+    examples = []
+    for i in range(n):
+        length = rng.randint(*lengths)
+        ids = [rng.randrange(mf.VOCAB) for _ in range(length)]
+        ex = {"input_ids": ids}
+        if i % 2 == 1:
+            k = rng.randint(1, length - 2)
+            ex["labels"] = [mf.IGNORE] * k + ids[k:]
+        examples.append(ex)
+    return examples
+
+
+def pack(examples, max_len):
+    """src/data/packing.cpp's greedy knapsack: open a sequence, add the longest remaining example that fits (the
+    earliest among equal lengths) until none fits; sequences in opening order, each a list of example indices."""
+    remaining = list(range(len(examples)))
+    sequences = []
+    while remaining:
+        used, seq = 0, []
+        while True:
+            fits = [i for i in remaining if used + len(examples[i]["input_ids"]) <= max_len]
+            if not fits:
+                break
+            best = max(fits, key=lambda i: (len(examples[i]["input_ids"]), -i))
+            seq.append(best)
+            used += len(examples[best]["input_ids"])
+            remaining.remove(best)
+        sequences.append(seq)
+    return sequences
+
+
+def step_batches(spec, examples, t):
+    """Each step's examples: 4 lines per step, or (packed) the examples of 4 packed sequences."""
+    bs = t["batch_size"]
+    if not spec["packing"]:
+        return [examples[k * bs:(k + 1) * bs] for k in range(t["num_steps"])]
+    sequences = pack(examples, MAX_SEQ_LEN)
+    if len(sequences) != bs * t["num_steps"]:
+        raise RuntimeError(f"{spec['case']}: {len(examples)} examples packed into {len(sequences)} sequences, "
+                           f"need {bs * t['num_steps']}")
+    return [[examples[i] for seq in sequences[k * bs:(k + 1) * bs] for i in seq] for k in range(t["num_steps"])]
+
+
+def train(model, batches, t):
+    """make_fixtures.train's loop (AdamW, decay on ndim >= 2, LambdaLR, clipping) over explicit per-step batches."""
+    decay = [p for p in model.parameters() if p.ndim >= 2]
+    no_decay = [p for p in model.parameters() if p.ndim < 2]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": t["weight_decay"]},
+                                   {"params": no_decay, "weight_decay": 0.0}],
+                                  lr=t["learning_rate"], betas=(t["beta1"], t["beta2"]), eps=t["eps"], foreach=False,
+                                  fused=False)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: mf.lr_factor(
+        s, t["lr_scheduler"], t["warmup_steps"], t["num_steps"], t["min_lr_ratio"]))
+    losses, grad_norms, lrs = [], [], []
+    model.train()
+    for batch in batches:
+        loss = mf.batch_loss(model, batch)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), t["max_grad_norm"])
+        lrs.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+        grad_norms.append(grad_norm.item())
+    return losses, grad_norms, lrs
+
+
+def chunked_vs_recurrent(model, batch):
+    """The largest relative difference between transformers' chunked and recurrent delta-rule fallbacks on the
+    first DeltaNet layer's inputs of `batch` (a check that the chunked reference computes the recurrence)."""
+    from transformers.models.qwen3_5 import modeling_qwen3_5 as m
+    captured = {}
+
+    def capture(query, key, value, g, beta, **kwargs):
+        captured.setdefault("args", (query, key, value, g, beta))
+        return m.torch_chunk_gated_delta_rule.__wrapped__(query, key, value, g, beta, **kwargs) \
+            if hasattr(m.torch_chunk_gated_delta_rule, "__wrapped__") else original(query, key, value, g, beta, **kwargs)
+
+    original = m.torch_chunk_gated_delta_rule
+    with torch.no_grad():
+        m.torch_chunk_gated_delta_rule = capture
+        try:
+            mf.batch_loss(model, batch)
+        finally:
+            m.torch_chunk_gated_delta_rule = original
+        q, k, v, g, beta = captured["args"]
+        a, _ = original(q, k, v, g=g, beta=beta, use_qk_l2norm_in_kernel=True)
+        b, _ = m.torch_recurrent_gated_delta_rule(q, k, v, g=g, beta=beta, use_qk_l2norm_in_kernel=True)
+    return ((a - b).norm() / b.norm()).item()
+
+
+def write_train_yaml(path, spec, t):
+    mf.write_train_yaml(path, spec, t)
+    text = path.read_text()
+    text = text.replace(f"max_seq_len: {mf.MAX_SEQ_LEN}\n", f"max_seq_len: {MAX_SEQ_LEN}\n")
+    text = text.replace("packing: false\n", f"packing: {'true' if spec['packing'] else 'false'}\n")
+    text = text.replace("tools/make_fixtures.py", "tools/make_hybrid_fixtures.py")
+    path.write_text(text)
+
+
+def make_case(spec):
+    case = spec["case"]
+    out = FIXTURES / case
+    if out.exists():
+        shutil.rmtree(out)
+    for sub in ("model", "data", "reference"):
+        (out / sub).mkdir(parents=True)
+    t = dict(TRAINING)
+    n_examples = t["batch_size"] * t["num_steps"]
+    if spec["packing"]:  # enough examples for 4 sequences per step
+        rng_len = spec["lengths"]
+        n_examples = 1
+        while True:
+            examples = make_examples(spec["seed"], n_examples, rng_len)
+            if len(pack(examples, MAX_SEQ_LEN)) >= t["batch_size"] * t["num_steps"]:
+                break
+            n_examples += 1
+        if len(pack(examples, MAX_SEQ_LEN)) != t["batch_size"] * t["num_steps"]:
+            raise RuntimeError(f"{case}: no example count packs into exactly {t['batch_size'] * t['num_steps']}")
+    else:
+        examples = make_examples(spec["seed"], n_examples, spec["lengths"])
+    batches = step_batches(spec, examples, t)
+
+    model = build_model(spec)
+    model.save_pretrained(out / "model", safe_serialization=True)
+    (out / "model" / "generation_config.json").unlink(missing_ok=True)
+    mf.write_json(out / "data" / "dataset_info.json", {"fixture": {"file_name": "train.jsonl", "formatting": "tokenized"}})
+    with open(out / "data" / "train.jsonl", "w") as f:
+        for ex in examples:
+            f.write(json.dumps(ex, separators=(",", ":")) + "\n")
+
+    notes = {"max_example_length": max(len(ex["input_ids"]) for ex in examples),
+             "examples_per_step": [len(b) for b in batches]}
+    if spec["model_cls"] is Qwen3_5ForCausalLM:
+        notes["chunked_vs_recurrent_rel_diff"] = chunked_vs_recurrent(build_model(spec), batches[0])
+
+    losses, grad_norms, lrs = train(model, batches, t)
+    saved_keys = set(load_file(out / "model" / "model.safetensors").keys())
+    final = {k: v.detach().to(torch.float32).contiguous().clone() for k, v in model.state_dict().items()
+             if k in saved_keys}
+    save_file(final, str(out / "reference" / "final.safetensors"), metadata={"format": "pt"})
+    reference = {"case": case, "architecture": spec["model_cls"].__name__,
+                 "training": {k: t[k] for k in ("batch_size", "num_steps", "learning_rate", "lr_scheduler",
+                                                "warmup_steps", "min_lr_ratio", "weight_decay", "max_grad_norm",
+                                                "beta1", "beta2", "eps")},
+                 "losses": losses, "grad_norms": grad_norms, "lrs": lrs, "notes": notes}
+    mf.write_json(out / "reference.json", reference)
+    write_train_yaml(out / "train.yaml", spec, t)
+    size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
+    print(f"{case}: losses {losses}, notes {notes}, {size} bytes")
+
+
+def main():
+    names = [c["case"] for c in CASES]
+    parser = argparse.ArgumentParser(description="Write the hybrid linear-attention fixtures under tests/fixtures/.")
+    parser.add_argument("cases", nargs="*", metavar="CASE", help=f"default all: {', '.join(names)}")
+    args = parser.parse_args()
+    unknown = sorted(set(args.cases) - set(names))
+    if unknown:
+        parser.error(f"unknown case(s) {', '.join(unknown)}")
+    for spec in CASES:
+        if not args.cases or spec["case"] in args.cases:
+            make_case(spec)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
