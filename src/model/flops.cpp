@@ -13,6 +13,12 @@ StepFlops step_flops(const ModelSpec& spec, const ParamLayout& layout, int64_t t
   if (layout.head.lm_head < 0) matmul += static_cast<double>(spec.vocab_size * spec.hidden_size);  // tied head
   double attention_per_token = 0;
   for (const LayerSpec& l : spec.layers) {
+    if (l.is_deltanet()) {
+      const DeltaNetSpec& d = l.deltanet;
+      attention_per_token += 18.0 * static_cast<double>(d.num_v_heads * d.k_head_dim * d.v_head_dim) +
+                             6.0 * static_cast<double>(d.conv_dim() * d.conv_kernel);
+      continue;
+    }
     const int64_t keys = l.attention.window > 0 ? std::min(l.attention.window, seq_len) : seq_len;
     attention_per_token += 12.0 * static_cast<double>(l.attention.num_heads * l.attention.head_dim * keys);
   }

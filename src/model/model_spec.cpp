@@ -108,9 +108,15 @@ ModelSpec first_layers(const ModelSpec& spec, int64_t layers) {
 std::string describe_layers(const ModelSpec& spec) {
   const auto kind = [&](const LayerSpec& l) {
     const AttentionSpec& a = l.attention;
-    std::string text = fmt::format("attention {}/{} heads × {}", a.num_heads, a.num_kv_heads, a.head_dim);
+    const DeltaNetSpec& d = l.deltanet;
+    std::string text =
+        l.is_deltanet()
+            ? fmt::format("gated deltanet {}/{} heads × {}/{}, conv {}", d.num_k_heads, d.num_v_heads, d.k_head_dim,
+                          d.v_head_dim, d.conv_kernel)
+            : fmt::format("attention {}/{} heads × {}", a.num_heads, a.num_kv_heads, a.head_dim);
+    if (a.output_gate) text += ", output gate";
     if (a.window) text += fmt::format(", window {}", a.window);
-    if (a.rope < 0) text += a.alibi ? ", ALiBi" : ", NoPE";
+    if (a.rope < 0 && !l.is_deltanet()) text += a.alibi ? ", ALiBi" : ", NoPE";
     if (a.rope > 0) text += fmt::format(", rope table {}", a.rope);
     if (a.softcap > 0) text += fmt::format(", soft-cap {}", a.softcap);
     text += fmt::format(", MLP {} {}", l.mlp.intermediate_size, l.mlp.activation == Activation::silu ? "silu" : "gelu_tanh");
