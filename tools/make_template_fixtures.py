@@ -57,12 +57,18 @@ if "baichuan2" not in TEMPLATES:
 GEMMA3_PROCESSOR = types.SimpleNamespace(image_processor=object(), boi_token="<start_of_image>",
                                          full_image_sequence="<start_of_image>", image_seq_length=0)
 
+# What Qwen3VLPlugin (qwen3_5's image plugin) reads from the processor; with no images or videos none of it reaches
+# the text.
+QWEN3_VL_PROCESSOR = types.SimpleNamespace(image_processor=types.SimpleNamespace(merge_size=2),
+                                           video_processor=types.SimpleNamespace(merge_size=2), model_input_names=[])
+
 OUT = Path("tests/data/fixtures/templates")
 TOKENIZERS = "tests/tokenizer/fixtures"
 TEMPLATE_TOKENIZER = {"qwen": "qwen2", "qwen3": "qwen2", "chatml": "qwen2", "llama3": "llama3", "llama2": "llama2",
                       "mistral": "mistral", "default": "gpt2", "empty": "gpt2",
                       "gemma": "gemma", "gemma2": "gemma", "gemma3": "gemma", "phi": "phi3", "phi4": "phi4",
-                      "phi4_mini": "phi4_mini", "glm4": "glm4", "intern2": "internlm2", "baichuan2": "baichuan2"}
+                      "phi4_mini": "phi4_mini", "glm4": "glm4", "intern2": "internlm2", "baichuan2": "baichuan2",
+                      "qwen3_5": "qwen2", "qwen3_5_nothink": "qwen2"}
 
 TOOLS = json.dumps([
     {"type": "function", "function": {
@@ -129,7 +135,8 @@ def main():
         tokenizer = AutoTokenizer.from_pretrained(f"{TOKENIZERS}/{tok_dir}")
         data_args = DataArguments(template=name, cutoff_len=1_000_000)
         template = get_template_and_fix_tokenizer(tokenizer, data_args)
-        mm_processor = GEMMA3_PROCESSOR if name == "gemma3" else None
+        mm_processor = {"gemma3": GEMMA3_PROCESSOR, "qwen3_5": QWEN3_VL_PROCESSOR,
+                        "qwen3_5_nothink": QWEN3_VL_PROCESSOR}.get(name)
         cases = []
         for case_name, system, tools, messages in CASES:
             record = {"name": case_name, "system": system, "tools": tools, "turns": messages}

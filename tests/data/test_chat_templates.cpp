@@ -52,7 +52,8 @@ TEST_CASE("every template renders what LLaMA-Factory renders", "[data][templates
   const std::vector<std::string> names = chat_template_names();
   CHECK(names == std::vector<std::string>{"baichuan2", "chatml", "default",   "empty", "gemma",  "gemma2",
                                           "gemma3",    "glm4",   "intern2",   "llama2", "llama3", "mistral",
-                                          "phi",       "phi4",   "phi4_mini", "qwen",   "qwen3"});
+                                          "phi",       "phi4",   "phi4_mini", "qwen",   "qwen3",
+                                          "qwen3_5",   "qwen3_5_nothink"});
   for (const std::string& name : names) {
     std::ifstream in(kSource + "/tests/data/fixtures/templates/" + name + ".json");
     REQUIRE(in.good());
@@ -100,6 +101,8 @@ TEST_CASE("every template renders what LLaMA-Factory renders", "[data][templates
 TEST_CASE("template: auto follows the model family and the tokenizer's specials", "[data][templates]") {
   CHECK(auto_template_name("qwen2", *fixture_tokenizer("qwen2")) == "qwen");
   CHECK(auto_template_name("qwen3", *fixture_tokenizer("qwen2")) == "qwen3");
+  for (const char* family : {"qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"})
+    CHECK(auto_template_name(family, *fixture_tokenizer("qwen2")) == "qwen3_5");
   CHECK(auto_template_name("mistral", *fixture_tokenizer("mistral")) == "mistral");
   CHECK(auto_template_name("llama", *fixture_tokenizer("llama3")) == "llama3");
   CHECK(auto_template_name("llama", *fixture_tokenizer("llama2")) == "llama2");
@@ -115,7 +118,7 @@ TEST_CASE("template: auto follows the model family and the tokenizer's specials"
   CHECK(auto_template_name("phi3", *fixture_tokenizer("phi4")) == "phi4");
   CHECK(auto_template_name("phi3", *fixture_tokenizer("phi4_mini")) == "phi4_mini");
   const std::string known = "baichuan2, chatml, default, empty, gemma, gemma2, gemma3, glm4, intern2, llama2, llama3, "
-                            "mistral, phi, phi4, phi4_mini, qwen, qwen3";
+                            "mistral, phi, phi4, phi4_mini, qwen, qwen3, qwen3_5, qwen3_5_nothink";
   CHECK(test::error_message([] { auto_template_name("llama", *fixture_tokenizer("gpt2")); }) ==
         "dataset.template: auto cannot tell the chat template of this llama model from its tokenizer; set "
         "dataset.template to one of " + known);

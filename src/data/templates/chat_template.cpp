@@ -102,6 +102,16 @@ std::vector<ChatTemplate> make_templates() {
   qwen3.empty_thought = true;
   all.push_back(qwen3);
 
+  // Qwen 3.5: Qwen 3's turns with XML-style tool calls; _nothink is the same without the reasoning template.
+  ChatTemplate qwen3_5 = qwen3;
+  qwen3_5.name = "qwen3_5";
+  qwen3_5.tool_format = ToolFormat::qwen3_5;
+  all.push_back(qwen3_5);
+  ChatTemplate qwen3_5_nothink = qwen3_5;
+  qwen3_5_nothink.name = "qwen3_5_nothink";
+  qwen3_5_nothink.empty_thought = false;
+  all.push_back(qwen3_5_nothink);
+
   // Gemma: no system turn (Llama2Template: the system text opens the first user message).
   ChatTemplate gemma;
   gemma.name = "gemma";
@@ -226,6 +236,9 @@ std::string auto_template_name(const std::string& model_family, const Tokenizer&
   };
   if (model_family == "qwen2") return "qwen";
   if (model_family == "qwen3") return "qwen3";
+  if (model_family == "qwen3_5" || model_family == "qwen3_5_text" || model_family == "qwen3_5_moe" ||
+      model_family == "qwen3_5_moe_text")
+    return "qwen3_5";
   if (model_family == "mistral") return "mistral";
   if (model_family == "gemma2") return "gemma2";
   if (model_family == "gemma3") return "gemma3";

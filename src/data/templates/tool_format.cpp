@@ -1,5 +1,5 @@
 // Tool prompt and function-call text per tool format (LLaMA-Factory's DefaultToolUtils, QwenToolUtils,
-// Llama3ToolUtils, MistralToolUtils, GLM4ToolUtils). Invariant: the prompt wording is LLaMA-Factory's, character for
+// Llama3ToolUtils, MistralToolUtils, GLM4ToolUtils, Qwen35ToolUtils). Invariant: the prompt wording is LLaMA-Factory's, character for
 // character.
 #include "data/templates/tool_format.h"
 
@@ -92,6 +92,23 @@ std::string qwen_tools(const ordered_json& tools) {
          "\"arguments\": <args-json-object>}\n</tool_call>";
 }
 
+// Qwen 3.5: the bare function objects, one per line, and XML-style calls.
+std::string qwen3_5_tools(const ordered_json& tools) {
+  std::string tool_text;
+  for (const ordered_json& tool : tools)
+    tool_text += "\n" + python_json_dumps(is_function_type(tool) ? tool.value("function", tool) : tool);
+  return "\n\n# Tools\n\nYou have access to the following functions:\n\n<tools>" + tool_text +
+         "\n</tools>\n\nIf you choose to call a function ONLY reply in the following format with NO suffix:\n\n"
+         "<tool_call>\n<function=example_function_name>\n<parameter=example_parameter_1>\nvalue_1\n</parameter>\n"
+         "<parameter=example_parameter_2>\nThis is the value for the second parameter\nthat can span\nmultiple "
+         "lines\n</parameter>\n</function>\n</tool_call>\n\n<IMPORTANT>\nReminder:\n"
+         "- Function calls MUST follow the specified format: an inner <function=...></function> block must be nested "
+         "within <tool_call></tool_call> XML tags\n- Required parameters MUST be specified\n"
+         "- You may provide optional reasoning for your function call in natural language BEFORE the function call, "
+         "but NOT after\n- If there is no function call available, answer the question like normal with your current "
+         "knowledge and do not tell the user about function calls\n</IMPORTANT>";
+}
+
 std::string llama3_tools(const ordered_json& tools) {
   std::string tool_text;
   for (const ordered_json& tool : tools) tool_text += python_json_dumps(wrapped(tool), 4) + "\n\n";
@@ -134,6 +151,7 @@ std::string tool_system_text(ToolFormat format, const std::string& tools_json) {
     case ToolFormat::llama3: return llama3_tools(tools);
     case ToolFormat::mistral: return mistral_tools(tools);
     case ToolFormat::glm4: return glm4_tools(tools);
+    case ToolFormat::qwen3_5: return qwen3_5_tools(tools);
   }
   MT_ASSERT(false, "unknown tool format");
   return "";
@@ -174,6 +192,15 @@ std::string function_call_text(ToolFormat format, const std::string& content) {
       MT_REQUIRE(functions.size() == 1, "function call: GLM-4 does not support parallel functions; got {} calls",
                  functions.size());
       return functions[0].first + "\n" + python_json_dumps(functions[0].second);
+    case ToolFormat::qwen3_5:
+      for (const auto& [name, args] : functions) {
+        MT_REQUIRE(args.is_object(), "function call: Qwen 3.5 calls need \"arguments\" as a JSON object");
+        std::string call = "<tool_call>\n<function=" + name + ">";
+        for (const auto& [key, value] : args.items())
+          call += "\n<parameter=" + key + ">\n" + str(value) + "\n</parameter>";
+        out += (out.empty() ? "" : "\n") + call + "\n</function>\n</tool_call>";
+      }
+      return out;
   }
   MT_ASSERT(false, "unknown tool format");
   return "";

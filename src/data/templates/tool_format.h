@@ -1,5 +1,5 @@
 // Tool descriptions and function calls as text, per LLaMA-Factory's tool formats (tool_utils.py): generic
-// ("default"), qwen, llama3, mistral and glm4. Invariant: JSON inside the text is written as Python's json.dumps would.
+// ("default"), qwen, llama3, mistral, glm4 and qwen3_5. Invariant: JSON inside the text is written as Python's json.dumps would.
 #pragma once
 #include <string>
 
