@@ -40,6 +40,22 @@ template <typename T> void rope_backward(T* dx, const float* cos, const float* s
 template <typename T> void glu_forward(T* y, const T* g, const T* u, int64_t n, Activation act, cudaStream_t s);
 template <typename T> void glu_backward(T* dg, T* du, const T* dy, const T* g, const T* u, int64_t n, Activation act, cudaStream_t s);
 
+// Gated attention's output gate: y = x·σ(gate); dx, dgate = (dx may alias dy).
+template <typename T> void sigmoid_gate_forward(T* y, const T* x, const T* gate, int64_t n, cudaStream_t s);
+template <typename T> void sigmoid_gate_backward(T* dx, T* dgate, const T* dy, const T* x, const T* gate, int64_t n, cudaStream_t s);
+
+// Gated DeltaNet (semantics as in backend.h): the depthwise causal conv1d + SiLU (kernel ≤ 8; dx =, dw += fp32), the
+// gates from b | a (g, beta fp32), the gated delta rule (recurrent, state fp32; head dims ≤ 256) and the RMSNorm
+// gated by silu(z) (dx, dz =, dw += fp32).
+template <typename T> void causal_conv1d_forward(T* y, const T* x, const T* w, int64_t batch, int64_t seq, int64_t C, int64_t K, const int32_t* segments, cudaStream_t s);
+template <typename T> void causal_conv1d_backward(T* dx, float* dw, const T* dy, const T* x, const T* w, int64_t batch, int64_t seq, int64_t C, int64_t K, const int32_t* segments, cudaStream_t s);
+template <typename T> void deltanet_gates_forward(float* g, float* beta, const T* ba, const T* a_log, const T* dt_bias, int64_t T_, int64_t n, cudaStream_t s);
+template <typename T> void deltanet_gates_backward(T* d_ba, float* d_a_log, float* d_dt_bias, const float* dg, const float* dbeta, const T* ba, const T* a_log, const T* dt_bias, int64_t T_, int64_t n, cudaStream_t s);
+template <typename T> void gated_delta_rule_forward(T* o, const T* qkv, const float* g, const float* beta, const DeltaRuleShape& shape, cudaStream_t s);
+template <typename T> void gated_delta_rule_backward(T* d_qkv, float* dg, float* dbeta, const T* d_o, const T* qkv, const float* g, const float* beta, const DeltaRuleShape& shape, cudaStream_t s);
+template <typename T> void gated_rmsnorm_forward(T* y, const T* x, const T* z, const T* w, int64_t N, int64_t D, float eps, cudaStream_t s);
+template <typename T> void gated_rmsnorm_backward(T* dx, T* dz, float* dw, const T* dy, const T* x, const T* z, const T* w, int64_t N, int64_t D, float eps, cudaStream_t s);
+
 // y += x; y *= alpha.
 template <typename T> void add(T* y, const T* x, int64_t n, cudaStream_t s);
 template <typename T> void scale(T* y, float alpha, int64_t n, cudaStream_t s);

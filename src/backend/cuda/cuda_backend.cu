@@ -173,6 +173,74 @@ class CudaBackend final : public Backend {
       cuda::glu_backward(cast(t, dgate), cast(t, dup), cast(t, dy), cast(t, gate), cast(t, up), n, act, stream_);
     });
   }
+  void sigmoid_gate_forward(void* y, const void* x, const void* gate, int64_t n) override {
+    const cuda::OpProfile::Span span(profile_, "sigmoid_gate_forward", stream_);
+    dispatch([&](auto* t) { cuda::sigmoid_gate_forward(cast(t, y), cast(t, x), cast(t, gate), n, stream_); });
+  }
+  void sigmoid_gate_backward(void* dx, void* dgate, const void* dy, const void* x, const void* gate,
+                             int64_t n) override {
+    const cuda::OpProfile::Span span(profile_, "sigmoid_gate_backward", stream_);
+    dispatch([&](auto* t) {
+      cuda::sigmoid_gate_backward(cast(t, dx), cast(t, dgate), cast(t, dy), cast(t, x), cast(t, gate), n, stream_);
+    });
+  }
+  void causal_conv1d_forward(void* y, const void* x, const void* w, int64_t batch, int64_t seq, int64_t C, int64_t K,
+                             const int32_t* segments) override {
+    const cuda::OpProfile::Span span(profile_, "causal_conv1d_forward", stream_);
+    dispatch([&](auto* t) {
+      cuda::causal_conv1d_forward(cast(t, y), cast(t, x), cast(t, w), batch, seq, C, K, segments, stream_);
+    });
+  }
+  void causal_conv1d_backward(void* dx, float* dw, const void* dy, const void* x, const void* w, int64_t batch,
+                              int64_t seq, int64_t C, int64_t K, const int32_t* segments) override {
+    const cuda::OpProfile::Span span(profile_, "causal_conv1d_backward", stream_);
+    dispatch([&](auto* t) {
+      cuda::causal_conv1d_backward(cast(t, dx), dw, cast(t, dy), cast(t, x), cast(t, w), batch, seq, C, K, segments,
+                                   stream_);
+    });
+  }
+  void deltanet_gates_forward(float* g, float* beta, const void* ba, const void* a_log, const void* dt_bias,
+                              int64_t T, int64_t n) override {
+    const cuda::OpProfile::Span span(profile_, "deltanet_gates_forward", stream_);
+    dispatch([&](auto* t) {
+      cuda::deltanet_gates_forward(g, beta, cast(t, ba), cast(t, a_log), cast(t, dt_bias), T, n, stream_);
+    });
+  }
+  void deltanet_gates_backward(void* d_ba, float* d_a_log, float* d_dt_bias, const float* dg, const float* dbeta,
+                               const void* ba, const void* a_log, const void* dt_bias, int64_t T, int64_t n) override {
+    const cuda::OpProfile::Span span(profile_, "deltanet_gates_backward", stream_);
+    dispatch([&](auto* t) {
+      cuda::deltanet_gates_backward(cast(t, d_ba), d_a_log, d_dt_bias, dg, dbeta, cast(t, ba), cast(t, a_log),
+                                    cast(t, dt_bias), T, n, stream_);
+    });
+  }
+  void gated_delta_rule_forward(void* o, const void* qkv, const float* g, const float* beta,
+                                const DeltaRuleShape& shape) override {
+    const cuda::OpProfile::Span span(profile_, "gated_delta_rule_forward", stream_);
+    dispatch([&](auto* t) { cuda::gated_delta_rule_forward(cast(t, o), cast(t, qkv), g, beta, shape, stream_); });
+  }
+  void gated_delta_rule_backward(void* d_qkv, float* dg, float* dbeta, const void* d_o, const void* qkv,
+                                 const float* g, const float* beta, const DeltaRuleShape& shape) override {
+    const cuda::OpProfile::Span span(profile_, "gated_delta_rule_backward", stream_);
+    dispatch([&](auto* t) {
+      cuda::gated_delta_rule_backward(cast(t, d_qkv), dg, dbeta, cast(t, d_o), cast(t, qkv), g, beta, shape, stream_);
+    });
+  }
+  void gated_rmsnorm_forward(void* y, const void* x, const void* z, const void* w, int64_t N, int64_t D,
+                             float eps) override {
+    const cuda::OpProfile::Span span(profile_, "gated_rmsnorm_forward", stream_);
+    dispatch([&](auto* t) {
+      cuda::gated_rmsnorm_forward(cast(t, y), cast(t, x), cast(t, z), cast(t, w), N, D, eps, stream_);
+    });
+  }
+  void gated_rmsnorm_backward(void* dx, void* dz, float* dw, const void* dy, const void* x, const void* z,
+                              const void* w, int64_t N, int64_t D, float eps) override {
+    const cuda::OpProfile::Span span(profile_, "gated_rmsnorm_backward", stream_);
+    dispatch([&](auto* t) {
+      cuda::gated_rmsnorm_backward(cast(t, dx), cast(t, dz), dw, cast(t, dy), cast(t, x), cast(t, z), cast(t, w), N, D,
+                                   eps, stream_);
+    });
+  }
   void add(void* y, const void* x, int64_t n) override {
     const cuda::OpProfile::Span span(profile_, "add", stream_);
     dispatch([&](auto* t) { cuda::add(cast(t, y), cast(t, x), n, stream_); });
