@@ -2,10 +2,13 @@
 # One GPU-machine session, run from the repository root with a bundle made by `tools/bundle.sh --tests`
 # in bundle/: the CUDA op table, the PyTorch-parity fixtures on the CUDA backend, pipeline variants, the
 # benchmarks and the PyTorch reference. Logs go to $OUT; a short table is printed last.
-# Usage: tools/gpu_session.sh [quick|full|dp|families]   (quick: the tests; full: the tests and the one-GPU
+# Usage: tools/gpu_session.sh [quick|full|dp|families|hybrid]   (quick: the tests; full: the tests and the one-GPU
 # benchmarks with PyTorch's; dp: the tests and the data-parallel part, on 2 or more GPUs; families: the tests, then
 # Qwen2.5-3B batch 64 and Qwen2.5-7B batch 32 with this build and, where bundle_base/ holds an earlier build, with
-# that one in the same call, then Gemma-2-9B and Phi-4 at batch 32 with as many layers as the host RAM holds)
+# that one in the same call, then Gemma-2-9B and Phi-4 at batch 32 with as many layers as the host RAM holds; hybrid:
+# the tests, then the Qwen3.5-27B shape with 12 of its 64 layers (9 Gated DeltaNet, 3 gated attention: what 125 GiB of
+# host RAM holds at 16 B/parameter) at batch 32 × 1024 and 8 × 4096, and the same 4096 run with per-op device times,
+# whose gated_delta_rule rows time the delta-rule kernels against the GEMMs of the same step)
 set -uo pipefail
 mode=${1:-full}
 out=${OUT:-/tmp/megatrain-gpu}
@@ -60,6 +63,14 @@ if [[ $mode == families ]]; then  # most wanted first: what runs out of time com
   for build in bundle bundle_base; do
     [[ -x $build/megatrain ]] && b=$build bench "qwen7b_b32_$build" 1 --model configs/models/qwen2.5-7b.json "${steps[@]}" --batch 32
   done
+fi
+if [[ $mode == hybrid ]]; then
+  qwen35=(--model configs/models/qwen3.5-27b.json --layers 12 --steps 3 --warmup 1)
+  bench qwen35_27b_12l_b32_s1024 1 "${qwen35[@]}" --batch 32 --seq 1024
+  bench qwen35_27b_12l_b8_s4096 1 "${qwen35[@]}" --batch 8 --seq 4096
+  MEGATRAIN_PROFILE_OPS=1 bench qwen35_27b_12l_b8_s4096_ops 1 "${qwen35[@]}" --batch 8 --seq 4096
+  note "op times (bench_qwen35_27b_12l_b8_s4096_ops.log): $(grep -E 'gated_delta_rule|causal_conv1d|linear_|attention_(for|back)' \
+    "$out/bench_qwen35_27b_12l_b8_s4096_ops.log" | tr -s ' ' | tr '\n' ';' | cut -c1-600)"
 fi
 # Data parallelism on every visible GPU (at least 2): the fixtures against one GPU, then weak scaling of the bench
 # (the same sequences per GPU).
