@@ -5,7 +5,9 @@
 #include <cmath>
 
 #include "catch.h"
+#include "core/error.h"
 #include "integration/fixture_run.h"
+#include "io/safetensors.h"
 
 using namespace mt::testing;
 
@@ -49,4 +51,43 @@ TEST_CASE("qwen3_next fixture (in_proj_qkvz / in_proj_ba grouped by k head, dens
 }
 TEST_CASE("hybrid fixtures match PyTorch in micro-batches of one sequence", "[parity][hybrid]") {
   check_hybrid_fixture("qwen3_5", "parity-qwen3_5-mb1", {"training.micro_batch_size=1"});
+}
+
+TEST_CASE("a Qwen3.5 checkpoint missing A_log or dt_bias is refused in one line, nothing written", "[hybrid]") {
+  for (const std::string missing : {"model.layers.1.linear_attn.A_log", "model.layers.3.linear_attn.dt_bias"}) {
+    INFO(missing);
+    const std::filesystem::path dir = fresh_scratch_dir("hybrid-missing") / "model";
+    std::filesystem::create_directories(dir);
+    const std::filesystem::path fixture = fixture_dir("qwen3_5") / "model";
+    std::filesystem::copy_file(fixture / "config.json", dir / "config.json");
+    const auto tensors = read_tensors(fixture / "model.safetensors");
+    const mt::SafetensorsFile shapes(fixture / "model.safetensors");
+    std::vector<mt::StWriteTensor> kept;
+    for (const auto& [name, values] : tensors)
+      if (name != missing) kept.push_back({name, shapes.tensors().at(name).shape, values.data(), nullptr});
+    mt::write_safetensors(dir / "model.safetensors", kept, mt::DType::f32);
+    const std::filesystem::path out = scratch_dir("hybrid-missing") / "output";
+    std::string message;
+    try {
+      run_fixture("qwen3_5", "hybrid-missing-run", {"model.name=" + dir.string(), "training.output_dir=" + out.string()});
+    } catch (const mt::Error& e) {
+      message = e.what();
+    }
+    CHECK(message == "model dir " + dir.string() + ": tensor '" + missing + "' not found");
+    CHECK(!std::filesystem::exists(out));
+  }
+}
+
+TEST_CASE("hybrid fixtures in bfloat16 stay within 2e-2 of PyTorch's fp32 losses", "[parity][hybrid][bf16]") {
+  for (const std::string name : {"qwen3_5", "qwen3_5_packed", "qwen3_next"}) {
+    const std::string run = "parity-bf16-" + name;
+    run_fixture(name, run, {"model.dtype=bfloat16"});
+    const Reference ref = read_reference(name);
+    const auto rows = read_metrics(scratch_dir(run));
+    REQUIRE(rows.size() == ref.losses.size());
+    for (size_t k = 0; k < rows.size(); ++k) {
+      INFO(name << " step " << k + 1);
+      CHECK(std::abs(rows[k].loss - ref.losses[k]) <= 2e-2 * ref.losses[k]);
+    }
+  }
 }
