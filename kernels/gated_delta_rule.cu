@@ -13,7 +13,8 @@
 namespace mt::cuda {
 namespace {
 
-constexpr int threads = 128;
+constexpr int threads = 128;                  // a multiple of 32: block_sum reduces warp by warp
+constexpr int red_floats = 3 * threads / 32;  // block_sum's scratch
 constexpr int64_t chunk = 64;
 constexpr int max_head_dim = 256;
 
@@ -28,37 +29,50 @@ struct Geometry {
   __device__ int64_t k_head(int64_t h) const { return h / (nv / nk); }
 };
 
-// Loads token t's q, k of k head kh into shared qh, kh (normalised, q scaled) and its v slice into vs; returns after
-// a barrier.
+// v[n] ← its sum over the block, the same on every thread: warp sums, then the warps' sums in warp order
+// (deterministic). Every thread of the block calls it; red holds red_floats floats.
+template <int N>
+__device__ void block_sum(float (&v)[N], float* red) {
+  static_assert(N <= 3);
+  const int warp = threadIdx.x / 32, warps = blockDim.x / 32;
+#pragma unroll
+  for (int n = 0; n < N; ++n) v[n] = warp_sum(v[n]);
+  if (threadIdx.x % 32 == 0)
+    for (int n = 0; n < N; ++n) red[n * warps + warp] = v[n];
+  __syncthreads();
+#pragma unroll
+  for (int n = 0; n < N; ++n) {
+    v[n] = 0.f;
+    for (int w = 0; w < warps; ++w) v[n] += red[n * warps + w];
+  }
+  __syncthreads();  // red is free again
+}
+
+// Loads token t's q, k of k head kh into shared qh, kh (normalised, q scaled) and its v slice into vs; returns Σq²
+// and Σk² of the raw q, k (for the backward of the normalisation) after a barrier.
 template <typename T>
-__device__ void load_token(const T* qkv, const Geometry& G, int64_t row_index, int64_t h, float* qh, float* kh,
-                           float* vs, float* red) {
+__device__ float2 load_token(const T* qkv, const Geometry& G, int64_t row_index, int64_t h, float* qh, float* kh,
+                             float* vs, float* red) {
   const T* q = qkv + row_index * G.row + G.k_head(h) * G.dk;
   const T* k = q + G.nk * G.dk;
   const T* v = qkv + row_index * G.row + 2 * G.nk * G.dk + h * G.dv;
+  float sums[2] = {0.f, 0.f};
   for (int64_t i = threadIdx.x; i < G.dk; i += blockDim.x) {
-    qh[i] = to_f32(q[i]);
-    kh[i] = to_f32(k[i]);
+    const float qv = to_f32(q[i]), kv = to_f32(k[i]);
+    qh[i] = qv;
+    kh[i] = kv;
+    sums[0] += qv * qv;
+    sums[1] += kv * kv;
   }
   for (int64_t j = threadIdx.x; j < G.dv; j += blockDim.x) vs[j] = to_f32(v[j]);
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    float sq = 0.f, sk = 0.f;
-    for (int64_t i = 0; i < G.dk; ++i) {
-      sq += qh[i] * qh[i];
-      sk += kh[i] * kh[i];
-    }
-    red[0] = rsqrtf(sq + 1e-6f) * rsqrtf(static_cast<float>(G.dk));
-    red[1] = rsqrtf(sk + 1e-6f);
-    red[2] = sq;  // raw sums, for the backward of the normalisation
-    red[3] = sk;
-  }
-  __syncthreads();
+  block_sum(sums, red);
+  const float rq = rsqrtf(sums[0] + 1e-6f) * rsqrtf(static_cast<float>(G.dk)), rk = rsqrtf(sums[1] + 1e-6f);
   for (int64_t i = threadIdx.x; i < G.dk; i += blockDim.x) {
-    qh[i] *= red[0];
-    kh[i] *= red[1];
+    qh[i] *= rq;
+    kh[i] *= rk;
   }
   __syncthreads();
+  return {sums[0], sums[1]};
 }
 
 // One recurrence step on the shared state S [dk, columns ≥ dv] of row stride `stride`: S ← decay·S + k̂·δᵀ with
@@ -86,7 +100,7 @@ __global__ void forward_kernel(T* o, const T* qkv, const float* g, const float* 
   float* qh = S + G.dk * G.dv;           // [dk]
   float* kh = qh + G.dk;                 // [dk]
   float* vs = kh + G.dk;                 // [dv]
-  float* red = vs + G.dv;                // [4]
+  float* red = vs + G.dv;                // [red_floats]
   const int64_t b = blockIdx.x / G.nv, h = blockIdx.x % G.nv, L = G.length(b);
   for (int64_t t = 0; t < G.seq; ++t) {
     const int64_t r = b * G.seq + t;
@@ -127,8 +141,7 @@ __global__ void backward_kernel(T* d_qkv, float* dq_part, float* dk_part, float*
   float* du = vmu + G.dv;                 // [dv]
   float* dqh = du + G.dv;                 // [dk]
   float* dkh = dqh + G.dk;                // [dk]
-  float* red = dkh + G.dk;                // [4]
-  float* part = red + 4;                  // [max(dk, dv)] per-thread partial sums
+  float* red = dkh + G.dk;                // [red_floats]
   const int64_t b = blockIdx.x / G.nv, h = blockIdx.x % G.nv, L = G.length(b);
   const int64_t chunks = (L + chunk - 1) / chunk, DD = G.dk * G.dv;
   float* ckpt = ckpt_all + static_cast<int64_t>(blockIdx.x) * ((G.seq + chunk - 1) / chunk) * DD;
@@ -171,8 +184,8 @@ __global__ void backward_kernel(T* d_qkv, float* dq_part, float* dk_part, float*
       const int64_t r = b * G.seq + t;
       const float decay = expf(g[r * G.nv + h]), bt = beta[r * G.nv + h];
       const bool start = G.segment_start(b, t);
-      load_token(qkv, G, r, h, qh, kh, vs, red);
-      const float sq = red[2], sk = red[3];
+      const float2 sums = load_token(qkv, G, r, h, qh, kh, vs, red);
+      const float sq = sums.x, sk = sums.y;
       for (int64_t j = threadIdx.x; j < G.dv; j += blockDim.x) dos[j] = to_f32(d_o[r * G.nv * G.dv + h * G.dv + j]);
       // S' = decay·S_{t−1}; u, δ.
       const float* prev = t > t0 ? states + (t - 1 - t0) * DD : ckpt + c * DD;
@@ -187,7 +200,8 @@ __global__ void backward_kernel(T* d_qkv, float* dq_part, float* dk_part, float*
         vmu[j] = vs[j] - u;
       }
       __syncthreads();
-      // dS += q̂·doᵀ; dδ = dSᵀk̂; dv, du, dβ terms.
+      // dS += q̂·doᵀ; dδ = dSᵀk̂; dv, du, dβ = Σ dδ·(v − u).
+      float dbeta_sum[1] = {0.f};
       for (int64_t j = threadIdx.x; j < G.dv; j += blockDim.x) {
         float dd = 0.f;
         for (int64_t i = 0; i < G.dk; ++i) {
@@ -196,17 +210,15 @@ __global__ void backward_kernel(T* d_qkv, float* dq_part, float* dk_part, float*
         }
         d_qkv[r * G.row + 2 * G.nk * G.dk + h * G.dv + j] = from_f32<T>(bt * dd);
         du[j] = -bt * dd;
-        part[j] = dd * vmu[j];
+        dbeta_sum[0] += dd * vmu[j];
       }
-      __syncthreads();
-      if (threadIdx.x == 0) {
-        float s = 0.f;
-        for (int64_t j = 0; j < G.dv; ++j) s += part[j];
-        dbeta[r * G.nv + h] = s;
-      }
-      __syncthreads();
+      block_sum(dbeta_sum, red);  // its barriers also publish du
+      if (threadIdx.x == 0) dbeta[r * G.nv + h] = dbeta_sum[0];
       // Rows: dq̂ = S_t·do, dk̂ = dS·δ + S'·du; dS' = dS + k̂·duᵀ; dg = Σ dS'⊙S'; dS_{t−1} = decay·dS'.
       const float* St = states + (t - t0) * DD;
+      const T* q = qkv + r * G.row + G.k_head(h) * G.dk;
+      const T* k = q + G.nk * G.dk;
+      float row_sums[3] = {0.f, 0.f, 0.f};  // dg; q·dq̂ and k·dk̂ (the normalisations' backward)
       for (int64_t i = threadIdx.x; i < G.dk; i += blockDim.x) {
         float a = 0.f, k2 = 0.f, gsum = 0.f;
         for (int64_t j = 0; j < G.dv; ++j) {
@@ -218,32 +230,16 @@ __global__ void backward_kernel(T* d_qkv, float* dq_part, float* dk_part, float*
         }
         dqh[i] = a;
         dkh[i] = k2;
-        part[i] = gsum;
+        row_sums[0] += gsum;
+        row_sums[1] += to_f32(q[i]) * a;
+        row_sums[2] += to_f32(k[i]) * k2;
       }
-      __syncthreads();
-      if (threadIdx.x == 0) {
-        float s = 0.f, xq = 0.f, xk = 0.f;
-        for (int64_t i = 0; i < G.dk; ++i) s += part[i];
-        dg[r * G.nv + h] = s;
-        // x·dy of the normalisations (raw q and k against their gradients, scaled as the forward scaled them).
-        const T* q = qkv + r * G.row + G.k_head(h) * G.dk;
-        const T* k = q + G.nk * G.dk;
-        for (int64_t i = 0; i < G.dk; ++i) {
-          xq += to_f32(q[i]) * dqh[i];
-          xk += to_f32(k[i]) * dkh[i];
-        }
-        red[0] = xq;
-        red[1] = xk;
-      }
-      __syncthreads();
-      {
-        const T* q = qkv + r * G.row + G.k_head(h) * G.dk;
-        const T* k = q + G.nk * G.dk;
-        const float rq = rsqrtf(sq + 1e-6f), rk = rsqrtf(sk + 1e-6f), scale = rsqrtf(static_cast<float>(G.dk));
-        for (int64_t i = threadIdx.x; i < G.dk; i += blockDim.x) {
-          dq_part[(r * G.nv + h) * G.dk + i] = scale * (rq * dqh[i] - to_f32(q[i]) * rq * rq * rq * red[0]);
-          dk_part[(r * G.nv + h) * G.dk + i] = rk * dkh[i] - to_f32(k[i]) * rk * rk * rk * red[1];
-        }
+      block_sum(row_sums, red);
+      if (threadIdx.x == 0) dg[r * G.nv + h] = row_sums[0];
+      const float rq = rsqrtf(sq + 1e-6f), rk = rsqrtf(sk + 1e-6f), scale = rsqrtf(static_cast<float>(G.dk));
+      for (int64_t i = threadIdx.x; i < G.dk; i += blockDim.x) {
+        dq_part[(r * G.nv + h) * G.dk + i] = scale * (rq * dqh[i] - to_f32(q[i]) * rq * rq * rq * row_sums[1]);
+        dk_part[(r * G.nv + h) * G.dk + i] = rk * dkh[i] - to_f32(k[i]) * rk * rk * rk * row_sums[2];
       }
       __syncthreads();
     }
@@ -286,7 +282,7 @@ void gated_delta_rule_forward(T* o, const T* qkv, const float* g, const float* b
   check_shape("gated_delta_rule_forward", shape);
   if (shape.batch == 0) return;
   const Geometry G = geometry(shape);
-  const size_t smem = static_cast<size_t>(G.dk * G.dv + 2 * G.dk + G.dv + 4) * sizeof(float);
+  const size_t smem = static_cast<size_t>(G.dk * G.dv + 2 * G.dk + G.dv + red_floats) * sizeof(float);
   MT_CUDA_CHECK("gated_delta_rule_forward",
                 cudaFuncSetAttribute(forward_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      static_cast<int>(smem)));
@@ -315,7 +311,7 @@ void gated_delta_rule_backward(T* d_qkv, float* dg, float* dbeta, const T* d_o, 
   const Scratch<float> states("gated_delta_rule_backward", blocks * chunk * DD, s);
   const int64_t P = G.dv + 1;
   const size_t smem =
-      static_cast<size_t>(2 * G.dk * P + 4 * G.dk + 5 * G.dv + 4 + std::max(G.dk, G.dv)) * sizeof(float);
+      static_cast<size_t>(2 * G.dk * P + 4 * G.dk + 5 * G.dv + red_floats) * sizeof(float);
   MT_CUDA_CHECK("gated_delta_rule_backward",
                 cudaFuncSetAttribute(backward_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      static_cast<int>(smem)));
