@@ -1,7 +1,7 @@
 // The CUDA backend's Gated DeltaNet and gated-attention ops against the CPU backend, through the Backend interface:
 // the sigmoid output gate, the causal conv1d + SiLU (packed segments), the DeltaNet gates, the gated delta rule
-// (the recurrent CPU reference; lengths within, across and past several 64-token chunks, GQA head groups, padding
-// and packed segments) and the gated RMSNorm, forward and backward, fp32 and bf16 (bf16 inputs rounded first).
+// (the recurrent CPU reference; lengths within, across and past several 64-token chunks, GQA head groups, one and
+// several column tiles, padding and packed segments) and the gated RMSNorm, forward and backward, fp32 and bf16 (bf16 inputs rounded first).
 // Tolerances ‖out − ref‖/‖ref‖: 1e-5 (fp32; 1e-4 for the delta rule's backward, whose sums run in another order
 // over hundreds of tokens) and 2e-2 (bf16 storage).
 #include <cmath>
@@ -141,7 +141,7 @@ TEST_CASE("cuda backend gated delta rule matches the CPU recurrence (lengths, he
     int64_t batch, seq, nk, nv, dk, dv;
     bool segments;
   };
-  for (const Row r : {Row{"one chunk, 1/1 heads x 32", 1, 40, 1, 1, 32, 32, false},
+  for (const Row r : {Row{"one chunk, 1/1 heads x 32/48 (a partial column tile)", 1, 40, 1, 1, 32, 48, false},
                       Row{"three chunks, GQA 2/4 x 64/32, padded", 2, 150, 2, 4, 64, 32, false},
                       Row{"Qwen3.5 head dims 128, 1/3 heads, packed", 2, 200, 1, 3, 128, 128, true}}) {
     for (const DType dt : {DType::f32, DType::bf16}) {
