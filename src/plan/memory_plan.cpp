@@ -53,14 +53,17 @@ void plan_activations(const ModelSpec& s, const RunShape& run, int64_t es, GpuPl
     const int64_t group = l.attention.num_heads / std::max<int64_t>(l.attention.num_kv_heads, 1);
     if (group > 1) attention_partials = std::max(attention_partials, 2 * group * mb_tokens * l.attention.kv_dim() * 4);
   }
-  // kernels/gated_delta_rule.cu's backward scratch: per (sequence, v head) the state at every 64-token chunk start
-  // and the states of one chunk, plus fp32 dq, dk per v head; the conv's and the gates' fp32 partials are smaller.
+  // kernels/gated_delta_rule.cu's backward scratch: per (sequence, v head, tile of 32 state columns) the tile's state
+  // at every 64-token chunk start and over one chunk, and fp32 dq, dk, dg, dbeta per token and tile; the conv's and
+  // the gates' fp32 partials are smaller.
   int64_t deltanet_scratch = 0;
   for (const LayerSpec& l : s.layers) {
     if (!l.is_deltanet()) continue;
     const DeltaNetSpec& d = l.deltanet;
-    const int64_t states = mb * d.num_v_heads * (ceil_div(run.seq_len, 64) + 64) * d.k_head_dim * d.v_head_dim * 4;
-    deltanet_scratch = std::max(deltanet_scratch, states + 2 * mb_tokens * d.num_v_heads * d.k_head_dim * 4);
+    const int64_t tiles = ceil_div(d.v_head_dim, 32);
+    const int64_t states = mb * d.num_v_heads * tiles * (ceil_div(run.seq_len, 64) + 64) * d.k_head_dim * 32 * 4;
+    const int64_t parts = mb_tokens * d.num_v_heads * tiles * (2 * d.k_head_dim + 2) * 4;
+    deltanet_scratch = std::max(deltanet_scratch, states + parts);
   }
   g.layer_workspace = decoder_workspace_bytes(s, mb, run.seq_len, es) + std::max(attention_partials, deltanet_scratch);
   const int64_t chunk = std::min(std::clamp<int64_t>((int64_t{1} << 28) / std::max<int64_t>(V, 1), 16, 4096), mb_tokens);
