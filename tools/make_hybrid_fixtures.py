@@ -14,6 +14,8 @@ Cases:
   qwen3_5_packed  the same model with dataset.packing: true (max_seq_len 256): several examples per sequence.
   qwen3_next      Qwen3NextForCausalLM with num_experts 0 (dense): the fused in_proj_qkvz / in_proj_ba grouped by k head.
 
+It also writes tests/fixtures/HYBRID.md (the cases and what each reference recorded; `--readme` writes only that).
+
 The reference is transformers' own model with its PyTorch fallback of the chunked gated delta rule (no
 flash-linear-attention installed), fp32, eager attention, 3 AdamW steps of 4 sequences. transformers' fallback does
 not cut the recurrent state at packed-example boundaries, so the packed case's reference runs each step's examples
@@ -167,12 +169,12 @@ def chunked_vs_recurrent(model, batch):
     from transformers.models.qwen3_5 import modeling_qwen3_5 as m
     captured = {}
 
+    original = m.torch_chunk_gated_delta_rule
+
     def capture(query, key, value, g, beta, **kwargs):
         captured.setdefault("args", (query, key, value, g, beta))
-        return m.torch_chunk_gated_delta_rule.__wrapped__(query, key, value, g, beta, **kwargs) \
-            if hasattr(m.torch_chunk_gated_delta_rule, "__wrapped__") else original(query, key, value, g, beta, **kwargs)
+        return original(query, key, value, g, beta, **kwargs)
 
-    original = m.torch_chunk_gated_delta_rule
     with torch.no_grad():
         m.torch_chunk_gated_delta_rule = capture
         try:
@@ -246,17 +248,49 @@ def make_case(spec):
     print(f"{case}: losses {losses}, notes {notes}, {size} bytes")
 
 
+CASE_TEXT = {
+    "qwen3_5": "Qwen3_5ForCausalLM: 4 layers (layer_types linear, linear, full, linear), hidden 32, 4 heads / 2 kv "
+               "heads × 16 with the sigmoid output gate, q/k norm and partial rotary 0.25 (rotary dim 4, theta 1000); "
+               "Gated DeltaNet 2 k heads / 4 v heads × 8, conv kernel 4; (1 + w) norms; padded batches of sequences "
+               "3..200 tokens (past two 64-token chunks, not chunk multiples).",
+    "qwen3_5_packed": "The same model with dataset.packing: true (max_seq_len 256): every step packs several examples "
+                      "per sequence; the reference runs them unpacked (the state must restart per example).",
+    "qwen3_next": "Qwen3NextForCausalLM with num_experts 0 (dense feed-forward): in_proj_qkvz and in_proj_ba grouped "
+                  "by k head; otherwise the qwen3_5 shape.",
+}
+
+
+def write_readme():
+    lines = ["# Hybrid linear-attention fixtures", "",
+             "Written by `tools/make_hybrid_fixtures.py` (run by hand; same format and training loop as "
+             "`tools/make_fixtures.py`, see README.md): transformers' own models with its PyTorch fallbacks of the "
+             "chunked gated delta rule and the causal conv1d, fp32, eager attention, 3 AdamW steps (cosine, 1 warmup "
+             "step, min_lr_ratio 0.1, clipping at 1.0) of 4 sequences.", "",
+             "| case | what it covers | losses | notes |", "|---|---|---|---|"]
+    for spec in CASES:
+        ref = json.loads((FIXTURES / spec["case"] / "reference.json").read_text())
+        losses = ", ".join(f"{x:.6f}" for x in ref["losses"])
+        notes = "; ".join(f"{k} {v}" for k, v in ref["notes"].items())
+        lines.append(f"| `{spec['case']}` | {CASE_TEXT[spec['case']]} | {losses} | {notes} |")
+    (FIXTURES / "HYBRID.md").write_text("\n".join(lines) + "\n")
+
+
 def main():
     names = [c["case"] for c in CASES]
     parser = argparse.ArgumentParser(description="Write the hybrid linear-attention fixtures under tests/fixtures/.")
     parser.add_argument("cases", nargs="*", metavar="CASE", help=f"default all: {', '.join(names)}")
+    parser.add_argument("--readme", action="store_true", help="only write tests/fixtures/HYBRID.md")
     args = parser.parse_args()
+    if args.readme:
+        write_readme()
+        return 0
     unknown = sorted(set(args.cases) - set(names))
     if unknown:
         parser.error(f"unknown case(s) {', '.join(unknown)}")
     for spec in CASES:
         if not args.cases or spec["case"] in args.cases:
             make_case(spec)
+    write_readme()
     return 0
 
 
