@@ -49,8 +49,11 @@ TEST_CASE("qwen3_next fixture (in_proj_qkvz / in_proj_ba grouped by k head, dens
           "[parity][hybrid]") {
   check_hybrid_fixture("qwen3_next", "parity-qwen3_next");
 }
-TEST_CASE("hybrid fixtures match PyTorch in micro-batches of one sequence", "[parity][hybrid]") {
+TEST_CASE("hybrid fixtures match PyTorch in micro-batches of one sequence and with saved internals",
+          "[parity][hybrid]") {
   check_hybrid_fixture("qwen3_5", "parity-qwen3_5-mb1", {"training.micro_batch_size=1"});
+  // No layer recomputes: backward reads the DeltaNet's and the gated attention's saved internals.
+  check_hybrid_fixture("qwen3_5_packed", "parity-qwen3_5-saved", {"training.recompute_layers=0"});
 }
 
 TEST_CASE("a Qwen3.5 checkpoint missing A_log or dt_bias is refused in one line, nothing written", "[hybrid]") {

@@ -81,6 +81,9 @@ TEST_CASE("Qwen3-Next: fused projections grouped by k head; MoE configs refused 
   j["mlp_only_layers"] = {0, 1, 2, 3, 4, 5, 6, 7};
   CHECK(parse_error(j) == "(no error)");
   CHECK(has(parse_error(qwen3_5("Qwen3_5MoeForCausalLM")), "needs the MoE feed-forward block"));
+  const json moe_cg = {{"architectures", {"Qwen3_5MoeForConditionalGeneration"}}, {"text_config", qwen3_5()}};
+  CHECK(has(parse_error(moe_cg), "Qwen3_5MoeForConditionalGeneration has mixture-of-experts feed-forward layers "
+                                 "(text_config.num_experts 256)"));
 }
 
 TEST_CASE("Qwen3.5 bad configs: one line naming the file and the field", "[families][hybrid]") {
