@@ -4,6 +4,7 @@
 
 #include "catch.h"
 #include "core/error.h"
+#include "model/flops.h"
 #include "model/model_spec.h"
 #include "model/param_layout.h"
 
@@ -104,4 +105,20 @@ TEST_CASE("Qwen3.5 bad configs: one line naming the file and the field", "[famil
   json cg = {{"architectures", {"Qwen3_5ForConditionalGeneration"}}, {"text_config", qwen3_5()}};
   cg["text_config"]["linear_key_head_dim"] = 0;
   CHECK(parse_error(cg) == "model config cfg.json: key 'text_config.linear_key_head_dim' must be positive, got 0");
+}
+
+TEST_CASE("model FLOPs of a hybrid stack: the DeltaNet layers' state updates and conv beside attention",
+          "[families][hybrid]") {
+  const mt::ModelSpec s = mt::parse_model_spec(qwen3_5(), "cfg.json");
+  const mt::ParamLayout layout = mt::make_param_layout(s);
+  const int64_t tokens = 1000, seq = 250;
+  double matmul = 0;
+  for (size_t r = 1; r < layout.regions.size(); ++r)
+    for (const auto& p : layout.regions[r].params)
+      if (p.shape.size() == 2) matmul += static_cast<double>(p.numel);  // the conv weight [C, 1, K] is not one
+  const double deltanet = 18.0 * 4 * 16 * 8 + 6.0 * (2 * 2 * 16 + 4 * 8) * 4;  // per token and DeltaNet layer
+  const double attention = 12.0 * 4 * 32 * seq;                                 // per token and attention layer
+  const mt::StepFlops f = mt::step_flops(s, layout, tokens, seq);
+  CHECK(f.model == 6.0 * matmul * tokens + (6 * deltanet + 2 * attention) * tokens);
+  CHECK(f.six_n == 6.0 * static_cast<double>(layout.total_numel) * tokens);
 }
