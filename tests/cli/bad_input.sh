@@ -57,4 +57,11 @@ expect_failure heads_not_dividing "num_attention_heads (4) is not a multiple of 
 # shellcheck disable=SC2046
 expect_failure fused_tensor_shape "qkv_proj.weight' in model.safetensors has shape" $(fx phi3) \
   --set "model.name=$(broken_model shape phi3 "config['num_key_value_heads'] = 4")"
+# The hybrid linear-attention family (Qwen3.5).
+# shellcheck disable=SC2046
+expect_failure hybrid_layer_type "'layer_types' entry 1 must be linear_attention or full_attention" $(fx qwen3_5) \
+  --set "model.name=$(broken_model hybrid_type qwen3_5 "config['layer_types'][1] = 'mamba'")"
+# shellcheck disable=SC2046
+expect_failure hybrid_heads "'linear_num_value_heads' (3) is not a multiple of linear_num_key_heads (2)" $(fx qwen3_5) \
+  --set "model.name=$(broken_model hybrid_heads qwen3_5 "config['linear_num_value_heads'] = 3")"
 exit $status
