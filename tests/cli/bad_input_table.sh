@@ -14,11 +14,12 @@ fx=$src/tests/fixtures/llama
 demo=$src/configs/models/demo
 status=0
 
-# row NAME RC PATTERN CMD...: runs CMD (stdin from $stdin, /dev/null by default; at most 60 s).
+mt() { timeout 60 "$bin" "$@"; }  # every run at most 60 s: a hang fails its row
+# row NAME RC PATTERN CMD...: runs CMD (stdin from $stdin, /dev/null by default).
 row() {
   local name=$1 rc_want=$2 pattern=$3
   shift 3
-  timeout 60 "$@" <"${stdin:-/dev/null}" >"$work/$name.stdout" 2>"$work/$name.stderr"
+  "$@" <"${stdin:-/dev/null}" >"$work/$name.stdout" 2>"$work/$name.stderr"
   local rc=$? errors
   errors=$(grep -c '^megatrain: error: ' "$work/$name.stderr")
   if [[ $rc -ne $rc_want ]] || { [[ $rc_want -ne 0 ]] && { [[ $errors -ne 1 ]] || ! grep -q -- "$pattern" "$work/$name.stderr"; }; }; then
@@ -30,7 +31,7 @@ row() {
 train_llama() {  # train_llama OUT [more]: one step of the llama fixture
   local out=$1
   shift
-  "$bin" train --config "$fx/train.yaml" --set "model.name=$fx/model" --set "dataset.dataset_dir=$fx/data" \
+  mt train --config "$fx/train.yaml" --set "model.name=$fx/model" --set "dataset.dataset_dir=$fx/data" \
     --set training.num_steps=1 --set "training.output_dir=$out" "$@"
 }
 
@@ -55,14 +56,14 @@ row st_deep_header 1 "model.safetensors: header: JSON nested deeper than 512 lev
 train_llama "$work/run" >"$work/run.log" 2>&1 || { echo "FAIL: the llama run for a checkpoint"; cat "$work/run.log"; exit 1; }
 ckpt=$work/run/checkpoints/step-000001.h5
 echo "my notes" >"$work/a_file"
-row export_onto_file 1 "export $work/a_file: exists and is not a directory" "$bin" export --checkpoint "$ckpt" --out "$work/a_file"
+row export_onto_file 1 "export $work/a_file: exists and is not a directory" mt export --checkpoint "$ckpt" --out "$work/a_file"
 [[ $(cat "$work/a_file") == "my notes" ]] || { echo "FAIL: export_onto_file changed the file"; status=1; }
 mkdir -p "$work/user_dir" && echo "keep" >"$work/user_dir/notes.txt"
-row export_onto_user_dir 1 "export $work/user_dir: the directory exists and is not empty; pass --overwrite" "$bin" export --checkpoint "$ckpt" --out "$work/user_dir"
+row export_onto_user_dir 1 "export $work/user_dir: the directory exists and is not empty; pass --overwrite" mt export --checkpoint "$ckpt" --out "$work/user_dir"
 [[ $(cat "$work/user_dir/notes.txt") == keep ]] || { echo "FAIL: export_onto_user_dir changed the directory"; status=1; }
-row export_fresh 0 "" "$bin" export --checkpoint "$ckpt" --out "$work/exported"
-row export_again 1 "exported: the directory exists and is not empty (an earlier export); pass --overwrite" "$bin" export --checkpoint "$ckpt" --out "$work/exported"
-row export_overwrite 0 "" "$bin" export --checkpoint "$ckpt" --out "$work/exported" --overwrite
+row export_fresh 0 "" mt export --checkpoint "$ckpt" --out "$work/exported"
+row export_again 1 "exported: the directory exists and is not empty (an earlier export); pass --overwrite" mt export --checkpoint "$ckpt" --out "$work/exported"
+row export_overwrite 0 "" mt export --checkpoint "$ckpt" --out "$work/exported" --overwrite
 [[ -f $work/exported/model.safetensors && -f $work/exported/megatrain_manifest.json ]] || { echo "FAIL: export_overwrite"; status=1; }
 ls -d "$work"/exported.* 2>/dev/null && { echo "FAIL: temporary export directories left"; status=1; }
 mkdir -p "$work/run2/final" && echo "mine" >"$work/run2/final/notes.txt"
@@ -80,41 +81,41 @@ mkdir -p "$work/deep_records"
 echo '{"deep": {"file_name": "deep.json"}}' >"$work/deep_records/dataset_info.json"
 { echo -n '[{"instruction": "a", "output": '; deep '[' 100000; echo '}]'; } >"$work/deep_records/deep.json"
 demo_train() {  # demo_train [more]: the README demo, one step
-  "$bin" train --config "$src/configs/demo.yaml" --set "model.name=$demo" --set "dataset.dataset_dir=$src/data" \
+  mt train --config "$src/configs/demo.yaml" --set "model.name=$demo" --set "dataset.dataset_dir=$src/data" \
     --set training.num_steps=1 --set "training.output_dir=$work/o" "$@"
 }
 row dataset_record_deep 1 "deep_records/deep.json: JSON nested deeper than 512 levels" demo_train --set "dataset.dataset_dir=$work/deep_records" --set dataset.name=deep
 mkdir -p "$work/deep_tokenizer" && cp "$demo"/*.json "$work/deep_tokenizer/" && deep '{"a":' 100000 >"$work/deep_tokenizer/tokenizer.json"
 row tokenizer_json_deep 1 "deep_tokenizer/tokenizer.json: JSON nested deeper than 512 levels" demo_train --set "model.name=$work/deep_tokenizer"
 deep '[' 100000 >"$work/deep_ids"
-stdin=$work/deep_ids row decode_deep 1 "stdin line 1: JSON nested deeper than 512 levels" "$bin" tokenize --model "$demo" --decode
-{ echo -n 'model: {name: '; deep '[' 100000; echo '}'; } >"$work/deep_flow.yaml"
-row yaml_flow_deep 1 "deep_flow.yaml:.*YAML nested deeper than 512 levels" "$bin" train --config "$work/deep_flow.yaml"
+stdin=$work/deep_ids row decode_deep 1 "stdin line 1: JSON nested deeper than 512 levels" mt tokenize --model "$demo" --decode
+{ echo -n 'model: {name: '; deep '[' 100000; deep ']' 100000; echo '}'; } >"$work/deep_flow.yaml"
+row yaml_flow_deep 1 "deep_flow.yaml:.*YAML nested deeper than 512 levels" mt train --config "$work/deep_flow.yaml"
 python3 -c "print(''.join(' ' * i + 'k:\n' for i in range(600)) + ' ' * 600 + 'x')" >"$work/deep_block.yaml"
-row yaml_block_deep 1 "deep_block.yaml: YAML nested deeper than 512 levels" "$bin" train --config "$work/deep_block.yaml"
+row yaml_block_deep 1 "deep_block.yaml:.*YAML nested deeper than 512 levels" mt train --config "$work/deep_block.yaml"
 row yaml_set_deep 1 "--set model.name=.*YAML nested deeper than 512 levels" train_llama "$work/o" --set "model.name=$(deep '[' 600)"
 
 # --- configs from streams; inputs that are not regular files
-row config_pipe 0 "" "$bin" train --config <(cat "$fx/train.yaml") --set "model.name=$fx/model" --set "dataset.dataset_dir=$fx/data" --set training.num_steps=1 --set "training.output_dir=$work/pipe"
-stdin=$fx/train.yaml row config_stdin 0 "" "$bin" train --config /dev/stdin --set "model.name=$fx/model" --set "dataset.dataset_dir=$fx/data" --set training.num_steps=1 --set "training.output_dir=$work/stdin"
-row config_directory 1 "$work: is a directory, not a configuration file" "$bin" train --config "$work"
-row config_dev_null 1 "/dev/null: model.name is required" "$bin" train --config /dev/null
+row config_pipe 0 "" mt train --config <(cat "$fx/train.yaml") --set "model.name=$fx/model" --set "dataset.dataset_dir=$fx/data" --set training.num_steps=1 --set "training.output_dir=$work/pipe"
+stdin=$fx/train.yaml row config_stdin 0 "" mt train --config /dev/stdin --set "model.name=$fx/model" --set "dataset.dataset_dir=$fx/data" --set training.num_steps=1 --set "training.output_dir=$work/stdin"
+row config_directory 1 "$work: is a directory, not a configuration file" mt train --config "$work"
+row config_dev_null 1 "/dev/null: model.name is required" mt train --config /dev/null
 mkdir -p "$work/fifo_data" && cp "$fx/data/dataset_info.json" "$work/fifo_data/" && mkfifo "$work/fifo_data/train.jsonl"
 row dataset_fifo 1 "dataset 'fixture': $work/fifo_data/train.jsonl: is a FIFO (named pipe), not a regular file" train_llama "$work/o" --set "dataset.dataset_dir=$work/fifo_data"
 mkdir -p "$work/dir_data/train.jsonl" && cp "$fx/data/dataset_info.json" "$work/dir_data/"
 row dataset_directory 1 "dataset 'fixture': $work/dir_data/train.jsonl: is a directory, not a regular file" train_llama "$work/o" --set "dataset.dataset_dir=$work/dir_data"
 
 # --- subcommands and numeric flags
-row unknown_subcommand 1 "unknown subcommand 'trian' (one of: train, " "$bin" trian --config x.yaml
-row bench_layers 1 "--layers: -1 is below the minimum 0" "$bin" bench --model "$demo" --layers -1
-row bench_micro_batch 1 "--micro-batch: -1 is below the minimum 0" "$bin" bench --model "$demo" --micro-batch -1
-row bench_seq 1 "--seq: 0 is below the minimum 1" "$bin" bench --model "$demo" --seq 0
-row bench_batch 1 "--batch: 'x' is not an integer >= 1" "$bin" bench --model "$demo" --batch x
-row bench_slots 1 "--slots: 65 is above the maximum 64" "$bin" bench --model "$demo" --slots 65
-row bench_optim_params 1 "--params: '-5' is not a positive number" "$bin" bench-optim --params -5
-row bench_optim_steps 1 "--steps: 0 is below the minimum 1" "$bin" bench-optim --params 1e6 --steps 0
-row calc_resource_seq 1 "--seq: 0 is below the minimum 1" "$bin" calc-resource --seq 0
-row calc_resource_gpu 1 "--gpu-mem: '0' is not a positive number" "$bin" calc-resource --gpu-mem 0
-row preview_n 1 "-n: -1 is below the minimum 0" "$bin" preview-data --config "$fx/train.yaml" -n -1
+row unknown_subcommand 1 "unknown subcommand 'trian' (one of: train, " mt trian --config x.yaml
+row bench_layers 1 "--layers: -1 is below the minimum 0" mt bench --model "$demo" --layers -1
+row bench_micro_batch 1 "--micro-batch: -1 is below the minimum 0" mt bench --model "$demo" --micro-batch -1
+row bench_seq 1 "--seq: 0 is below the minimum 1" mt bench --model "$demo" --seq 0
+row bench_batch 1 "--batch: 'x' is not an integer >= 1" mt bench --model "$demo" --batch x
+row bench_slots 1 "--slots: 65 is above the maximum 64" mt bench --model "$demo" --slots 65
+row bench_optim_params 1 "--params: '-5' is not a positive number" mt bench-optim --params -5
+row bench_optim_steps 1 "--steps: 0 is below the minimum 1" mt bench-optim --params 1e6 --steps 0
+row calc_resource_seq 1 "--seq: 0 is below the minimum 1" mt calc-resource --seq 0
+row calc_resource_gpu 1 "--gpu-mem: '0' is not a positive number" mt calc-resource --gpu-mem 0
+row preview_n 1 "-n: -1 is below the minimum 0" mt preview-data --config "$fx/train.yaml" -n -1
 [[ ! -e $work/o ]] || { echo "FAIL: a refused run created its output_dir"; status=1; }
 exit $status
