@@ -3,7 +3,7 @@
 # step, exits with status 75 and writes no final model; resumed with resume_from auto it ends bitwise equal to the
 # uninterrupted run (every step's metrics, the final model). On 1 rank (SIGTERM to the process), on 2 ranks
 # (SIGUSR1 to mpiexec, which passes it to both; rank 1 serves the optimizer) and on 2 data-parallel compute ranks
-# (SIGUSR1). A second signal ends a run at once: SIGTERM and SIGINT both pending while the process is stopped.
+# (SIGUSR1), on the README demo. A second signal ends a run at once: SIGTERM and SIGINT both pending while the process is stopped.
 # Usage: graceful_stop.sh MEGATRAIN MPIEXEC COMPARE SOURCE_DIR
 set -uo pipefail
 bin=$1 mpiexec=$2 compare=$3 src=$4
@@ -11,13 +11,13 @@ work=$(mktemp -d)
 pid=
 trap '[[ -n $pid ]] && kill -9 "$pid" 2>/dev/null; rm -rf "$work"' EXIT
 export HDF5_USE_FILE_LOCKING=FALSE
-f=$src/tests/fixtures/llama
-steps=400
-args() {  # args OUT [more]: the llama fixture, $steps steps, every step logged
+steps=8
+args() {  # args OUT [more]: the README demo (about 0.2 s a step here), $steps steps, every step logged
   local out=$1
   shift
-  echo train --config "$f/train.yaml" --set "model.name=$f/model" --set "dataset.dataset_dir=$f/data" \
-    --set "training.num_steps=$steps" --set training.lr_scheduler=cosine --set "training.output_dir=$out" "$@"
+  echo train --config "$src/configs/demo.yaml" --set "model.name=$src/configs/models/demo" \
+    --set "dataset.dataset_dir=$src/data" --set "training.num_steps=$steps" --set training.logging_steps=1 \
+    --set "training.output_dir=$out" "$@"
 }
 fail() { echo "FAIL: $1"; for l in "$work"/*.log; do echo "== $l"; tail -30 "$l"; done; exit 1; }
 # shellcheck disable=SC2046
@@ -39,14 +39,23 @@ wait_steps() {  # wait_steps OUT N: until metrics.jsonl holds N lines (at most 6
   done
   fail "$1: no step $2 after 60 s"
 }
-# shellcheck disable=SC2046
-"$bin" $(args "$work/ref") >"$work/ref.log" 2>&1 || fail "reference run"
+run() {  # run NP OUT [more]: in the foreground
+  local np=$1 out=$2
+  shift 2
+  start "$np" "$out" "$@"
+  wait "$pid"
+  local rc=$?
+  pid=
+  return $rc
+}
 
-# stop_and_resume NAME NP SIGNAL [more]: signalled after step 3, then resumed with the same ranks.
+# stop_and_resume NAME NP SIGNAL [more]: signalled after step 3, then resumed with the same ranks, against the
+# uninterrupted run on as many ranks (the gradient norm's sum over rank slices is ordered by the ranks).
 stop_and_resume() {
   local name=$1 np=$2 sig=$3
   shift 3
   local out=$work/$name
+  run "$np" "$work/$name.ref" "$@" || fail "$name: the uninterrupted run"
   start "$np" "$out" "$@"
   wait_steps "$out" 3
   kill "-$sig" "$pid"
@@ -60,16 +69,9 @@ stop_and_resume() {
   grep -q "stopped by signal .* after step $k of $steps; checkpoint written" "$out.log" || fail "$name: no stop line"
   [[ -f $out/checkpoints/$(printf 'step-%06d.h5' "$k") ]] || fail "$name: no checkpoint of step $k"
   [[ ! -e $out/final ]] || fail "$name: a stopped run wrote final/"
-  if [[ $np -eq 1 ]]; then
-    # shellcheck disable=SC2046
-    "$bin" $(args "$out" --set training.resume_from=auto "$@") >>"$out.log" 2>&1 || fail "$name: resume"
-  else
-    # shellcheck disable=SC2046
-    "$mpiexec" -x HDF5_USE_FILE_LOCKING -np "$np" "$bin" $(args "$out" --set training.resume_from=auto "$@") \
-      >>"$out.log" 2>&1 || fail "$name: resume"
-  fi
+  run "$np" "$out" --set training.resume_from=auto "$@" || fail "$name: resume"
   grep -q "resuming from .*step-0*$k.h5 at step $k" "$out.log" || fail "$name: did not resume from step $k"
-  "$compare" "$work/ref" "$out" || fail "$name: stopped at step $k and resumed differs from the uninterrupted run"
+  "$compare" "$work/$name.ref" "$out" || fail "$name: stopped at step $k and resumed differs from the uninterrupted run"
   echo "ok   $name: SIG$sig after step $k of $steps, exit 75, checkpoint, resumed: bitwise equal to the uninterrupted run"
 }
 stop_and_resume one_rank 1 TERM
