@@ -5,11 +5,13 @@
 #include <mpi.h>
 #include <sys/mman.h>
 #include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <cerrno>
 #include <cstring>
 #include <utility>
 #include <string>
@@ -204,12 +206,13 @@ SaveReport save_checkpoint(const std::filesystem::path& path, const CheckpointSo
 
   SaveReport report;
   WriteProgress progress = planned_writes(source);
+  h5::Handle f;  // outside the try: a failed save closes it only after emptying the file
   try {
     h5::Handle fapl(h5::check_write(H5Pcreate(H5P_FILE_ACCESS), file, "file access list"));
     h5::check_write(H5Pset_fapl_mpio(fapl.get(), ctx.node, MPI_INFO_NULL), file, "H5Pset_fapl_mpio");
     h5::check_write(H5Pset_all_coll_metadata_ops(fapl.get(), true), file, "collective metadata");
     h5::check_write(H5Pset_coll_metadata_write(fapl.get(), true), file, "collective metadata");
-    h5::Handle f(h5::check_write(H5Fcreate(file.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), file, "create"));
+    f = h5::Handle(h5::check_write(H5Fcreate(file.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), file, "create"));
     h5::Handle dcpl(h5::check_write(H5Pcreate(H5P_DATASET_CREATE), file, "dataset creation list"));
     h5::check_write(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), file, "dataset creation list");
     write_meta(f.get(), m, file);
@@ -222,15 +225,26 @@ SaveReport save_checkpoint(const std::filesystem::path& path, const CheckpointSo
     fapl.reset();
     h5::check_write(H5Fclose(f.release()), file, "close");  // collective; it writes the file's metadata
   } catch (const Error& e) {
+    // The free space while the partial file still holds its bytes tells a full disk from another failure.
+    const std::filesystem::path dir = final_path.parent_path();
+    const int64_t free = free_bytes(dir), remaining = progress.mine - progress.written;
+    const std::string room = free < 0 ? std::string("free space unknown")
+                                      : fmt::format("{} free on {}", format_bytes(static_cast<uint64_t>(free)), dir.string());
+    // The file is still open: emptied first, its close can write the metadata it holds even on a full disk
+    // (otherwise the close fails, and HDF5 crashes closing it again at exit).
+    const int emptied = ::truncate(file.c_str(), 0);
+    (void)emptied;  // the removal below is what matters
+    f.reset();
+    H5Eclear2(H5E_DEFAULT);
     // The partial file goes (any rank may remove it); the earlier checkpoints were never touched.
     std::error_code ec;
     std::filesystem::remove(tmp, ec);
-    const int64_t free = free_bytes(final_path.parent_path());
-    throw Error(fmt::format("checkpoint {}: {}; {} free on {}; the partial file is removed and the earlier "
-                            "checkpoints are intact",
+    throw Error(fmt::format("checkpoint {}: {}: {}; the partial file is removed and the earlier checkpoints are "
+                            "intact",
                             final_path.string(), e.what(),
-                            free < 0 ? std::string("unknown") : format_bytes(static_cast<uint64_t>(free)),
-                            final_path.parent_path().string()));
+                            free >= 0 && free < remaining ? fmt::format("{} ({}, {} bytes still to write)",
+                                                                        std::strerror(ENOSPC), room, remaining)
+                                                          : room));
   }
   MT_CHECK_MPI(MPI_Barrier(ctx.node));
   if (ctx.is_root()) {

@@ -1,7 +1,9 @@
 // HDF5 error handling for the checkpoint module (see h5_handle.h).
 #include "checkpoint/h5_handle.h"
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 namespace mt::h5 {
 
@@ -14,11 +16,11 @@ hid_t check(hid_t id, const std::string& file, const std::string& what) {
 
 namespace {
 
-// The descriptions on HDF5's error stack, outermost first, without repeats.
+// The descriptions on HDF5's error stack, innermost last, without repeats.
 herr_t collect_error(unsigned, const H5E_error2_t* e, void* out) {
-  auto& text = *static_cast<std::string*>(out);
+  auto& descs = *static_cast<std::vector<std::string>*>(out);
   const std::string desc = e->desc ? e->desc : "";
-  if (!desc.empty() && text.find(desc) == std::string::npos) text += (text.empty() ? "" : "; ") + desc;
+  if (!desc.empty() && std::find(descs.begin(), descs.end(), desc) == descs.end()) descs.push_back(desc);
   return 0;
 }
 
@@ -26,10 +28,13 @@ herr_t collect_error(unsigned, const H5E_error2_t* e, void* out) {
 
 hid_t check_write(hid_t id, const std::string& file, const std::string& what) {
   if (id >= 0) return id;
-  std::string stack;
-  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, collect_error, &stack);
+  std::vector<std::string> descs;
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, collect_error, &descs);
   H5Eclear2(H5E_DEFAULT);
-  throw Error(fmt::format("{}: {} failed: {}", file, what, stack.empty() ? "HDF5 gave no reason" : stack));
+  // The innermost three say where it failed (the driver's write); the outer ones only repeat that it did.
+  std::string stack;
+  for (size_t i = descs.size() > 3 ? descs.size() - 3 : 0; i < descs.size(); ++i) stack += (stack.empty() ? "" : "; ") + descs[i];
+  throw Error(fmt::format("{}: {} failed (HDF5: {})", file, what, stack.empty() ? "no reason given" : stack));
 }
 
 }  // namespace mt::h5

@@ -51,6 +51,8 @@ echo "ok   checkpoint on a full disk: $(grep '^megatrain: error: ' "$work/save.l
 # Preflight: less room than one checkpoint is a warning naming output_dir.
 mount_disk $((ckpt_bytes / 2))
 train "$disk/small" "$work/preflight.log" --set training.num_steps=1
+rc=$?
+[[ $rc -eq 1 ]] || fail "the run's last save on a full disk: exit status $rc, expected 1"
 grep -q "training.output_dir $disk/small: its file system has .* free, less than one checkpoint" "$work/preflight.log" ||
   fail "no preflight warning"
 echo "ok   preflight: $(grep -m1 'less than one checkpoint' "$work/preflight.log" | cut -c1-200)"
