@@ -30,7 +30,13 @@ k=$(sed -nE 's/.*stopped by signal 10 after step ([0-9]+) of .*/\1/p' "$log" | h
 ckpt=$out/checkpoints/$(printf 'step-%06d.h5' "$k")
 [[ -f $ckpt ]] || fail "no checkpoint of step $k"
 cp "$ckpt" "$B/at_stop.h5"
-scontrol update JobId="$job" StartTime=now >/dev/null 2>&1  # Slurm delays a requeued job's start otherwise
+# Once requeued (pending again) and the first run's step gone (its PMIx socket, which the rerun's step of the same
+# id binds again), its start is brought forward: Slurm delays a requeued job's start otherwise.
+for _ in $(seq 150); do
+  [[ $(squeue -h -j "$job" -o %T 2>/dev/null) == PENDING && ! -e $S/spool/stepd.slurm.pmix.$job.0 ]] && break
+  sleep 0.2
+done
+scontrol update JobId="$job" StartTime=now >/dev/null 2>&1
 wait_log "megatrain job $job on .* restart 1" 30
 wait_log "resuming from .*step-0*$k.h5 at step $k" 30
 for _ in $(seq 150); do [[ $(wc -l <"$out/metrics.jsonl") -ge $((k + 3)) ]] && break; sleep 0.2; done
@@ -47,7 +53,12 @@ for _ in $(seq 300); do [[ $(wc -l <"$B/here/metrics.jsonl" 2>/dev/null) -ge 3 ]
 kill -TERM "$here"
 wait "$here"
 [[ $? -eq 75 ]] || fail "the local continuation did not stop with status 75: $(tail -3 "$B/here.log")"
-steps_of() { sed -E 's/.*"step":([0-9]+).*"loss":([^,]+),"grad_norm":([^,]+).*/\1 \2 \3/' "$1"; }
+steps_of() {  # steps_of METRICS: "step loss grad_norm" per line, as the file spells the numbers
+  python3 -c 'import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line, parse_float=str)
+    print(r["step"], r["loss"], r["grad_norm"])' "$1"
+}
 [[ "$(steps_of "$out/metrics.jsonl" | head -$k | cut -d' ' -f1 | tr '\n' ' ')" == "$(seq -s ' ' 1 "$k") " ]] ||
   fail "metrics.jsonl does not hold steps 1..$k of the first run"
 diff <(steps_of "$out/metrics.jsonl" | sed -n "$((k + 1)),$((k + 3))p") <(steps_of "$B/here/metrics.jsonl" | head -3) ||
