@@ -92,19 +92,31 @@ void write_manifest(const fs::path& dir) {
   for (const auto& entry : fs::directory_iterator(dir)) files.push_back(entry.path().filename().string());
   std::sort(files.begin(), files.end());
   const nlohmann::json j = {{"written_by", "megatrain " MEGATRAIN_VERSION}, {"files", files}};
-  const std::string text = j.dump(2) + "\n";
-  const fs::path path = dir / kManifestName;
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  MT_REQUIRE(fd >= 0, "{}: cannot create: {}", path.string(), std::strerror(errno));
-  const ssize_t w = ::write(fd, text.data(), text.size());
-  const int saved = errno;
-  const bool synced = w == static_cast<ssize_t>(text.size()) && ::fsync(fd) == 0;
-  ::close(fd);
-  MT_REQUIRE(synced, "{}: write failed after {} of {} bytes: {}", path.string(), std::max<ssize_t>(w, 0), text.size(),
-             std::strerror(w < 0 ? saved : errno));
+  write_file_durably(dir / kManifestName, j.dump(2) + "\n");
 }
 
 }  // namespace
+
+void write_file_durably(const fs::path& path, const std::string& text) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  MT_REQUIRE(fd >= 0, "{}: cannot create: {}", path.string(), std::strerror(errno));
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t w = ::write(fd, text.data() + done, text.size() - done);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      const int why = w == 0 ? ENOSPC : errno;
+      ::close(fd);
+      MT_REQUIRE(false, "{}: write failed after {} of {} bytes: {}", path.string(), done, text.size(), std::strerror(why));
+    }
+    done += static_cast<size_t>(w);
+  }
+  const bool synced = ::fsync(fd) == 0;
+  const int why = errno;
+  const bool closed = ::close(fd) == 0;
+  MT_REQUIRE(synced && closed, "{}: {} failed after writing {} bytes: {}", path.string(), synced ? "close" : "fsync",
+             text.size(), std::strerror(synced ? errno : why));
+}
 
 void require_replaceable(const fs::path& target, Replace replace, const std::string& what) {
   inspect_target(target, replace, what);

@@ -29,4 +29,8 @@ void write_owned_directory(const std::filesystem::path& target, Replace replace,
 // Throws mt::Error naming the target when write_owned_directory would refuse it (a preflight before training).
 void require_replaceable(const std::filesystem::path& target, Replace replace, const std::string& what);
 
+// A small file of an owned directory (config.json, an index): written, fsynced and closed; a failure (a full disk)
+// throws mt::Error naming the path, the OS error and the bytes written of those needed.
+void write_file_durably(const std::filesystem::path& path, const std::string& text);
+
 }  // namespace mt

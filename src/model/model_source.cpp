@@ -134,11 +134,7 @@ void write_shards(const fs::path& dir, const std::vector<StWriteTensor>& tensors
     write_safetensors(dir / name, shards[i], dtype);
     for (const StWriteTensor& t : shards[i]) index["weight_map"][t.name] = name;
   }
-  std::ofstream out(dir / "model.safetensors.index.json");
-  out << index.dump(2) << "\n";
-  MT_REQUIRE(out.good(), "export {}: cannot write model.safetensors.index.json", dir.string());
-  out.close();
-  fsync_path(dir / "model.safetensors.index.json", false);
+  write_file_durably(dir / "model.safetensors.index.json", index.dump(2) + "\n");
 }
 
 void write_export(const fs::path& dir, const ModelSpec& spec, const ParamLayout& layout,
@@ -152,12 +148,7 @@ void write_export(const fs::path& dir, const ModelSpec& spec, const ParamLayout&
   }
   config["torch_dtype"] = dtype_name(dtype);
   config["dtype"] = dtype_name(dtype);
-  {
-    std::ofstream out(dir / "config.json");
-    out << config.dump(2) << "\n";
-    MT_REQUIRE(out.good(), "export {}: cannot write config.json", dir.string());
-  }
-  fsync_path(dir / "config.json", false);
+  write_file_durably(dir / "config.json", config.dump(2) + "\n");
 
   std::vector<StWriteTensor> tensors;
   std::vector<std::vector<float>> hf_order;  // regrouped slots back in the HF row order (moves keep data())
