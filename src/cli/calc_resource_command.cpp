@@ -15,7 +15,6 @@
 #include <string>
 
 #include "cli/command.h"
-#include "cli/numeric_flag.h"
 #include "core/error.h"
 #include "model/model_spec.h"
 #include "plan/resource_advice.h"
@@ -194,21 +193,21 @@ void add_calc_resource_command(CLI::App& root, std::vector<Command>& commands) {
   auto model = std::make_shared<std::string>();
   auto seq = std::make_shared<int64_t>();
   CLI::App* app = root.add_subcommand("calc-resource", "size a run for a machine: host and GPU memory plan");
-  CLI::Option* o_gpu = app->add_option("--gpu-mem", *gpu, "GPU memory, GiB")->check(positive_real());
-  CLI::Option* o_ram = app->add_option("--ram", *ram, "host RAM, GiB")->check(positive_real());
+  CLI::Option* o_gpu = app->add_option("--gpu-mem", *gpu, "GPU memory, GiB");
+  CLI::Option* o_ram = app->add_option("--ram", *ram, "host RAM, GiB");
   CLI::Option* o_model = app->add_option("--model", *model, "known model name or config.json path");
-  CLI::Option* o_seq = app->add_option("--seq", *seq, "sequence length, tokens")->check(integer_in(1));
-  app->add_option("--batch", in->batch, "sequences per optimizer step (default 8)")->check(integer_in(1));
-  app->add_option("--micro-batch", in->micro_batch, "sequences per micro-batch (default 0 = auto)")->check(integer_in(0));
+  CLI::Option* o_seq = app->add_option("--seq", *seq, "sequence length, tokens");
+  app->add_option("--batch", in->batch, "sequences per optimizer step (default 8)");
+  app->add_option("--micro-batch", in->micro_batch, "sequences per micro-batch (default 0 = auto)");
   app->add_option("--passes", in->passes,
                   "gradient accumulation passes per step (default 0 = auto: the fewest recomputing layers, passes "
-                  "of at least 65 536 tokens)")->check(integer_in(0));
-  app->add_option("--checkpoint-interval", in->interval, "layers per checkpoint (default 0 = choose)")->check(integer_in(0));
+                  "of at least 65 536 tokens)");
+  app->add_option("--checkpoint-interval", in->interval, "layers per checkpoint (default 0 = choose)");
   app->add_option("--recompute-layers", in->recompute,
                   "layers that recompute their activations in backward, the first ones (default -1 = as few as the "
-                  "GPU's memory allows)")->check(integer_in(-1));
-  app->add_option("--slots", in->slots, "GPU weight slots (default 2)")->check(integer_in(2));
-  app->add_option("--ranks,--numa", in->ranks, "ranks (NUMA domains) sharing the host store (default 1)")->check(integer_in(1, 1024));
+                  "GPU's memory allows)");
+  app->add_option("--slots", in->slots, "GPU weight slots (default 2)");
+  app->add_option("--ranks,--numa", in->ranks, "ranks (NUMA domains) sharing the host store (default 1)");
   app->add_option("--dtype", in->dtype, "bfloat16 or float32 (default bfloat16)");
   app->add_option("--stream-dtype", in->stream_dtype,
                   "weights in host RAM that cross PCIe: float32 (the fp32 master, default) or bfloat16 (a bf16 copy, "

@@ -114,8 +114,8 @@ row bench_batch 1 "--batch: 'x' is not an integer >= 1" mt bench --model "$demo"
 row bench_slots 1 "--slots: 65 is above the maximum 64" mt bench --model "$demo" --slots 65
 row bench_optim_params 1 "--params: '-5' is not a positive number" mt bench-optim --params -5
 row bench_optim_steps 1 "--steps: 0 is below the minimum 1" mt bench-optim --params 1e6 --steps 0
-row calc_resource_seq 1 "--seq: 0 is below the minimum 1" mt calc-resource --seq 0
-row calc_resource_gpu 1 "--gpu-mem: '0' is not a positive number" mt calc-resource --gpu-mem 0
+row calc_resource_seq 1 "--seq must be positive, not 0" mt calc-resource --gpu-mem 80 --ram 512 --model qwen2.5-7b --seq 0
+row calc_resource_gpu 1 "--gpu-mem must be a positive number of GiB, not 0" mt calc-resource --gpu-mem 0 --ram 512 --model qwen2.5-7b --seq 1024
 row preview_n 1 "-n: -1 is below the minimum 0" mt preview-data --config "$fx/train.yaml" -n -1
 [[ ! -e $work/o ]] || { echo "FAIL: a refused run created its output_dir"; status=1; }
 exit $status
