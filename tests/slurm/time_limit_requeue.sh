@@ -31,11 +31,15 @@ ckpt=$out/checkpoints/$(printf 'step-%06d.h5' "$k")
 [[ -f $ckpt ]] || fail "no checkpoint of step $k"
 cp "$ckpt" "$B/at_stop.h5"
 # Once requeued (pending again) and the first run's step gone (its PMIx socket, which the rerun's step of the same
-# id binds again), its start is brought forward: Slurm delays a requeued job's start otherwise.
+# id binds again), its start is brought forward: Slurm delays a requeued job's start otherwise. slurmd refuses a
+# launch whose credential is not newer than the requeue's revocation, in whole seconds: the start waits for the
+# second after next.
 for _ in $(seq 150); do
   [[ $(squeue -h -j "$job" -o %T 2>/dev/null) == PENDING && ! -e $S/spool/stepd.slurm.pmix.$job.0 ]] && break
   sleep 0.2
 done
+requeued_at=$(date +%s)
+while (( $(date +%s) < requeued_at + 2 )); do sleep 0.2; done
 scontrol update JobId="$job" StartTime=now >/dev/null 2>&1
 wait_log "megatrain job $job on .* restart 1" 30
 wait_log "resuming from .*step-0*$k.h5 at step $k" 30
