@@ -15,6 +15,7 @@
 #SBATCH --exclusive
 #SBATCH --time=7-00:00:00
 #SBATCH --requeue
+#SBATCH --signal=B:USR1@900
 #SBATCH --open-mode=append
 #SBATCH --output=megatrain-multinode-%j.log
 set -euo pipefail

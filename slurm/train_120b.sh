@@ -14,6 +14,7 @@
 #SBATCH --exclusive
 #SBATCH --time=14-00:00:00
 #SBATCH --requeue
+#SBATCH --signal=B:USR1@900
 #SBATCH --open-mode=append
 #SBATCH --output=megatrain-120b-%j.log
 set -euo pipefail

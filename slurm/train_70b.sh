@@ -14,6 +14,7 @@
 #SBATCH --exclusive
 #SBATCH --time=7-00:00:00
 #SBATCH --requeue
+#SBATCH --signal=B:USR1@600
 #SBATCH --open-mode=append
 #SBATCH --output=megatrain-70b-%j.log
 set -euo pipefail

@@ -14,6 +14,7 @@
 #SBATCH --exclusive
 #SBATCH --time=2-00:00:00
 #SBATCH --requeue
+#SBATCH --signal=B:USR1@300
 #SBATCH --open-mode=append
 #SBATCH --output=megatrain-7b-%j.log
 set -euo pipefail

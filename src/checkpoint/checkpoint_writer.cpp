@@ -4,11 +4,14 @@
 #include <fmt/format.h>
 #include <mpi.h>
 #include <sys/mman.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <cerrno>
 #include <cstring>
 #include <utility>
 #include <string>
@@ -20,6 +23,7 @@
 #include "core/log.h"
 #include "dist/check.h"
 #include "dist/context.h"
+#include "store/shared_memory_check.h"
 
 namespace mt {
 namespace {
@@ -45,26 +49,26 @@ std::string library_versions() {
 }
 
 void write_int_attribute(hid_t group, const char* name, int64_t value, const std::string& file) {
-  h5::Handle space(h5::check(H5Screate(H5S_SCALAR), file, "/meta dataspace"));
-  h5::Handle attr(h5::check(H5Acreate2(group, name, H5T_NATIVE_INT64, space.get(), H5P_DEFAULT, H5P_DEFAULT), file,
+  h5::Handle space(h5::check_write(H5Screate(H5S_SCALAR), file, "/meta dataspace"));
+  h5::Handle attr(h5::check_write(H5Acreate2(group, name, H5T_NATIVE_INT64, space.get(), H5P_DEFAULT, H5P_DEFAULT), file,
                             std::string("/meta ") + name));
-  h5::check(H5Awrite(attr.get(), H5T_NATIVE_INT64, &value), file, std::string("/meta ") + name);
+  h5::check_write(H5Awrite(attr.get(), H5T_NATIVE_INT64, &value), file, std::string("/meta ") + name);
 }
 
 void write_string_attribute(hid_t group, const char* name, const std::string& value, const std::string& file) {
-  h5::Handle type(h5::check(H5Tcopy(H5T_C_S1), file, "string type"));
-  h5::check(H5Tset_size(type.get(), std::max<size_t>(value.size(), 1)), file, "string type");
-  h5::check(H5Tset_strpad(type.get(), H5T_STR_NULLPAD), file, "string type");
-  h5::Handle space(h5::check(H5Screate(H5S_SCALAR), file, "/meta dataspace"));
-  h5::Handle attr(h5::check(H5Acreate2(group, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), file,
+  h5::Handle type(h5::check_write(H5Tcopy(H5T_C_S1), file, "string type"));
+  h5::check_write(H5Tset_size(type.get(), std::max<size_t>(value.size(), 1)), file, "string type");
+  h5::check_write(H5Tset_strpad(type.get(), H5T_STR_NULLPAD), file, "string type");
+  h5::Handle space(h5::check_write(H5Screate(H5S_SCALAR), file, "/meta dataspace"));
+  h5::Handle attr(h5::check_write(H5Acreate2(group, name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), file,
                             std::string("/meta ") + name));
   std::string padded = value;
   padded.resize(std::max<size_t>(value.size(), 1), '\0');
-  h5::check(H5Awrite(attr.get(), type.get(), padded.data()), file, std::string("/meta ") + name);
+  h5::check_write(H5Awrite(attr.get(), type.get(), padded.data()), file, std::string("/meta ") + name);
 }
 
 void write_meta(hid_t file_id, const CheckpointMeta& m, const std::string& file) {
-  h5::Handle g(h5::check(H5Gcreate2(file_id, "/meta", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), file, "/meta"));
+  h5::Handle g(h5::check_write(H5Gcreate2(file_id, "/meta", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), file, "/meta"));
   const hid_t id = g.get();
   write_int_attribute(id, "format_version", m.format_version, file);
   write_int_attribute(id, "step", m.step, file);
@@ -80,11 +84,35 @@ void write_meta(hid_t file_id, const CheckpointMeta& m, const std::string& file)
   write_string_attribute(id, "versions", m.versions, file);
 }
 
+// How far this rank's writes are, for the message of a failed one (a full disk).
+struct WriteProgress {
+  int64_t written = 0;     // this rank's tensor bytes written so far
+  int64_t mine = 0;        // this rank's tensor bytes in the file
+  int64_t file_bytes = 0;  // every rank's
+};
+
+WriteProgress planned_writes(const CheckpointSource& source) {
+  WriteProgress p;
+  for (size_t r = 0; r < source.regions.size(); ++r) {
+    p.mine += 3 * 4 * source.regions[r].slice.size();
+    p.file_bytes += 3 * 4 * source.layout->regions[r].numel;
+  }
+  return p;
+}
+
+// Free bytes for an unprivileged writer on the file system of `dir`; -1 when unknown.
+int64_t free_bytes(const std::filesystem::path& dir) {
+  struct statvfs fs {};
+  if (::statvfs(dir.c_str(), &fs) != 0) return -1;
+  return static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize);
+}
+
 // Every rank creates every dataset (collective); each writes the part of it inside its own slice.
 int64_t write_kind(hid_t file_id, const char* group_name, const CheckpointSource& source,
-                   const float* CheckpointSource::Region::*data, hid_t dcpl, const std::string& file) {
-  h5::Handle lcpl(h5::check(H5Pcreate(H5P_LINK_CREATE), file, "link property list"));
-  h5::check(H5Pset_create_intermediate_group(lcpl.get(), 1), file, "link property list");
+                   const float* CheckpointSource::Region::*data, hid_t dcpl, const std::string& file,
+                   WriteProgress& progress) {
+  h5::Handle lcpl(h5::check_write(H5Pcreate(H5P_LINK_CREATE), file, "link property list"));
+  h5::check_write(H5Pset_create_intermediate_group(lcpl.get(), 1), file, "link property list");
   int64_t bytes = 0;
   for (size_t r = 0; r < source.regions.size(); ++r) {
     const CheckpointSource::Region& region = source.regions[r];
@@ -92,18 +120,20 @@ int64_t write_kind(hid_t file_id, const char* group_name, const CheckpointSource
     for (const ParamSlot& slot : source.layout->regions[r].params) {
       const std::string name = std::string(group_name) + "/" + slot.hf_name;
       const std::vector<hsize_t> dims(slot.shape.begin(), slot.shape.end());
-      h5::Handle space(h5::check(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), file, name));
-      h5::Handle ds(h5::check(H5Dcreate2(file_id, name.c_str(), H5T_IEEE_F32LE, space.get(), lcpl.get(), dcpl,
+      h5::Handle space(h5::check_write(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), file, name));
+      h5::Handle ds(h5::check_write(H5Dcreate2(file_id, name.c_str(), H5T_IEEE_F32LE, space.get(), lcpl.get(), dcpl,
                                          H5P_DEFAULT), file, name));
       bytes += slot.numel * 4;
       const int64_t begin = std::max(slot.offset, s.begin), end = std::min(slot.offset + slot.numel, s.end);
       if (begin >= end) continue;
       select_flat_range(space.get(), slot.shape, begin - slot.offset, end - slot.offset, file, name);
       const hsize_t count = static_cast<hsize_t>(end - begin);
-      h5::Handle mem(h5::check(H5Screate_simple(1, &count, nullptr), file, name));
-      h5::check(H5Dwrite(ds.get(), H5T_NATIVE_FLOAT, mem.get(), space.get(), H5P_DEFAULT,
-                         region.*data + (begin - s.begin)),
-                file, name);
+      h5::Handle mem(h5::check_write(H5Screate_simple(1, &count, nullptr), file, name));
+      h5::check_write(H5Dwrite(ds.get(), H5T_NATIVE_FLOAT, mem.get(), space.get(), H5P_DEFAULT,
+                               region.*data + (begin - s.begin)),
+                      file, fmt::format("writing {} after {} of this rank's {} bytes (the file needs {})", name,
+                                        progress.written, progress.mine, progress.file_bytes));
+      progress.written += static_cast<int64_t>(count) * 4;
     }
   }
   return bytes;
@@ -175,21 +205,47 @@ SaveReport save_checkpoint(const std::filesystem::path& path, const CheckpointSo
   MT_CHECK_MPI(MPI_Barrier(ctx.node));
 
   SaveReport report;
-  {
-    h5::Handle fapl(h5::check(H5Pcreate(H5P_FILE_ACCESS), file, "file access list"));
-    h5::check(H5Pset_fapl_mpio(fapl.get(), ctx.node, MPI_INFO_NULL), file, "H5Pset_fapl_mpio");
-    h5::check(H5Pset_all_coll_metadata_ops(fapl.get(), true), file, "collective metadata");
-    h5::check(H5Pset_coll_metadata_write(fapl.get(), true), file, "collective metadata");
-    h5::Handle f(h5::check(H5Fcreate(file.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), file, "create"));
-    h5::Handle dcpl(h5::check(H5Pcreate(H5P_DATASET_CREATE), file, "dataset creation list"));
-    h5::check(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), file, "dataset creation list");
+  WriteProgress progress = planned_writes(source);
+  h5::Handle f;  // outside the try: a failed save closes it only after emptying the file
+  try {
+    h5::Handle fapl(h5::check_write(H5Pcreate(H5P_FILE_ACCESS), file, "file access list"));
+    h5::check_write(H5Pset_fapl_mpio(fapl.get(), ctx.node, MPI_INFO_NULL), file, "H5Pset_fapl_mpio");
+    h5::check_write(H5Pset_all_coll_metadata_ops(fapl.get(), true), file, "collective metadata");
+    h5::check_write(H5Pset_coll_metadata_write(fapl.get(), true), file, "collective metadata");
+    f = h5::Handle(h5::check_write(H5Fcreate(file.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), file, "create"));
+    h5::Handle dcpl(h5::check_write(H5Pcreate(H5P_DATASET_CREATE), file, "dataset creation list"));
+    h5::check_write(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), file, "dataset creation list");
     write_meta(f.get(), m, file);
     using Region = CheckpointSource::Region;
-    report.bytes += write_kind(f.get(), "/params", source, &Region::master, dcpl.get(), file);
-    report.bytes += write_kind(f.get(), "/optim/exp_avg", source, &Region::exp_avg, dcpl.get(), file);
-    report.bytes += write_kind(f.get(), "/optim/exp_avg_sq", source, &Region::exp_avg_sq, dcpl.get(), file);
-    h5::check(H5Fflush(f.get(), H5F_SCOPE_GLOBAL), file, "flush");
-  }  // closed by every rank (collective)
+    report.bytes += write_kind(f.get(), "/params", source, &Region::master, dcpl.get(), file, progress);
+    report.bytes += write_kind(f.get(), "/optim/exp_avg", source, &Region::exp_avg, dcpl.get(), file, progress);
+    report.bytes += write_kind(f.get(), "/optim/exp_avg_sq", source, &Region::exp_avg_sq, dcpl.get(), file, progress);
+    h5::check_write(H5Fflush(f.get(), H5F_SCOPE_GLOBAL), file, "flush");
+    dcpl.reset();
+    fapl.reset();
+    h5::check_write(H5Fclose(f.release()), file, "close");  // collective; it writes the file's metadata
+  } catch (const Error& e) {
+    // The free space while the partial file still holds its bytes tells a full disk from another failure.
+    const std::filesystem::path dir = final_path.parent_path();
+    const int64_t free = free_bytes(dir), remaining = progress.mine - progress.written;
+    const std::string room = free < 0 ? std::string("free space unknown")
+                                      : fmt::format("{} free on {}", format_bytes(static_cast<uint64_t>(free)), dir.string());
+    // The file is still open: emptied first, its close can write the metadata it holds even on a full disk
+    // (otherwise the close fails, and HDF5 crashes closing it again at exit).
+    const int emptied = ::truncate(file.c_str(), 0);
+    (void)emptied;  // the removal below is what matters
+    f.reset();
+    H5Eclear2(H5E_DEFAULT);
+    // The partial file goes (any rank may remove it); the earlier checkpoints were never touched.
+    std::error_code ec;
+    std::filesystem::remove(tmp, ec);
+    throw Error(fmt::format("checkpoint {}: {}: {}; the partial file is removed and the earlier checkpoints are "
+                            "intact",
+                            final_path.string(), e.what(),
+                            free >= 0 && free < remaining ? fmt::format("{} ({}, {} bytes still to write)",
+                                                                        std::strerror(ENOSPC), room, remaining)
+                                                          : room));
+  }
   MT_CHECK_MPI(MPI_Barrier(ctx.node));
   if (ctx.is_root()) {
     // Test hook (not documented for users): rank 0 dies between writing the .tmp and renaming it.

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "cli/command.h"
+#include "cli/numeric_flag.h"
 #include "cli/bench/bench.h"
 
 namespace mt {
@@ -16,25 +17,25 @@ void add_bench_command(CLI::App& root, std::vector<Command>& commands) {
                   "weights in host RAM that cross PCIe: float32 (the fp32 master, cast on the GPU, 16 B/parameter) or "
                   "bfloat16 (a bf16 copy, 18 B/parameter, half the H2D bytes)")
       ->capture_default_str();
-  app->add_option("--batch", o->batch, "sequences per step")->capture_default_str()->check(CLI::PositiveNumber);
-  app->add_option("--seq", o->seq, "tokens per sequence")->capture_default_str()->check(CLI::PositiveNumber);
-  app->add_option("--steps", o->steps, "measured steps")->capture_default_str()->check(CLI::PositiveNumber);
-  app->add_option("--warmup", o->warmup, "unmeasured steps first")->capture_default_str()->check(CLI::NonNegativeNumber);
+  app->add_option("--batch", o->batch, "sequences per step")->capture_default_str()->check(integer_in(1));
+  app->add_option("--seq", o->seq, "tokens per sequence")->capture_default_str()->check(integer_in(1));
+  app->add_option("--steps", o->steps, "measured steps")->capture_default_str()->check(integer_in(1));
+  app->add_option("--warmup", o->warmup, "unmeasured steps first")->capture_default_str()->check(integer_in(0));
   app->add_option("--checkpoint-interval", o->checkpoint_interval, "layers per recompute segment")
-      ->capture_default_str()->check(CLI::PositiveNumber);
+      ->capture_default_str()->check(integer_in(1));
   app->add_option("--recompute-layers", o->recompute_layers,
                   "the first layers recompute their activations in backward, the rest keep them (-1 = as few as the "
                   "GPU's memory allows)")
-      ->capture_default_str()->check(CLI::Range(int64_t{-1}, std::numeric_limits<int64_t>::max()));
-  app->add_option("--micro-batch", o->micro_batch, "sequences per micro-batch (0 = auto)")->capture_default_str();
+      ->capture_default_str()->check(integer_in(-1));
+  app->add_option("--micro-batch", o->micro_batch, "sequences per micro-batch (0 = auto)")->capture_default_str()->check(integer_in(0));
   app->add_option("--passes", o->passes,
                   "gradient accumulation passes per step (gradient_accumulation_steps; 0 = auto, as train)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
-  app->add_option("--slots", o->slots, "GPU weight slots (>= 2)")->capture_default_str()->check(CLI::Range(2, 64));
-  app->add_option("--layers", o->layers, "override the number of layers (0 = as the shape says)")->capture_default_str();
+      ->capture_default_str()->check(integer_in(0));
+  app->add_option("--slots", o->slots, "GPU weight slots (>= 2)")->capture_default_str()->check(integer_in(2, 64));
+  app->add_option("--layers", o->layers, "override the number of layers (0 = as the shape says)")->capture_default_str()->check(integer_in(0));
   app->add_option("--gpus-per-node", o->gpus_per_node,
                   "data-parallel GPU ranks per node under mpirun (0 = one per visible GPU, up to the node's ranks)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+      ->capture_default_str()->check(integer_in(0));
   app->add_flag("--skip-update", o->skip_update, "no optimizer (the pipeline alone; the weights never change)");
   app->add_flag("--json", o->json, "one JSON object on stdout");
   commands.push_back({app, [o] { run_bench(*o); }});

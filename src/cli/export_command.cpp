@@ -1,7 +1,8 @@
-// `megatrain export --checkpoint FILE --out DIR [--dtype bfloat16|float32]`: a checkpoint's master weights as a
+// `megatrain export --checkpoint FILE --out DIR [--dtype bfloat16|float32] [--overwrite]`: a checkpoint's master weights as a
 // Hugging Face directory (config.json from the checkpoint, safetensors, tokenizer files from the saved model
 // directory when it still exists). Invariant: every parameter of the checkpoint's model is exported exactly once,
 // from /params, or nothing is written; frozen tensors of a multimodal checkpoint come from its model directory.
+// An existing non-empty DIR is replaced only with --overwrite, a file never (io/owned_directory.h).
 #include <algorithm>
 #include <filesystem>
 #include <memory>
@@ -21,7 +22,10 @@
 namespace mt {
 namespace {
 
-void export_checkpoint(const std::string& file, const std::string& out, const std::string& dtype_name_arg) {
+void export_checkpoint(const std::string& file, const std::string& out, const std::string& dtype_name_arg,
+                       bool overwrite) {
+  const Replace replace = overwrite ? Replace::any : Replace::none;
+  require_replaceable(out, replace, "export");  // before reading the checkpoint
   const CheckpointFile ckpt(file);
   ModelSpec spec = parse_model_spec(nlohmann::json::parse(ckpt.meta().model_config_json), file,
                                     true);  // accepted by the run that wrote the checkpoint
@@ -48,7 +52,8 @@ void export_checkpoint(const std::string& file, const std::string& out, const st
   for (const auto& r : regions) region_data.push_back(r.data());
   std::filesystem::path tokenizer_from;
   if (std::filesystem::is_directory(ckpt.meta().model_name)) tokenizer_from = ckpt.meta().model_name;
-  export_hf_directory(out, spec, layout, region_data, dtype_from_name(dtype_name_arg), tokenizer_from, carried);
+  export_hf_directory(out, spec, layout, region_data, dtype_from_name(dtype_name_arg), tokenizer_from, carried,
+                      kMaxShardBytes, replace);
   log::info("exported {} (step {}) as {} to {}", file, ckpt.meta().step, dtype_name_arg, out);
 }
 
@@ -58,11 +63,13 @@ void add_export_command(CLI::App& root, std::vector<Command>& commands) {
   auto file = std::make_shared<std::string>();
   auto out = std::make_shared<std::string>();
   auto dtype = std::make_shared<std::string>("bfloat16");
+  auto overwrite = std::make_shared<bool>(false);
   CLI::App* app = root.add_subcommand("export", "write a checkpoint's weights as a Hugging Face directory");
   app->add_option("--checkpoint", *file, "checkpoint file (.h5)")->required();
   app->add_option("--out", *out, "output directory")->required();
   app->add_option("--dtype", *dtype, "bfloat16 (default) or float32")->check(CLI::IsMember({"bfloat16", "float32"}));
-  commands.push_back({app, [=] { export_checkpoint(*file, *out, *dtype); }});
+  app->add_flag("--overwrite", *overwrite, "replace an existing non-empty output directory (never a file)");
+  commands.push_back({app, [=] { export_checkpoint(*file, *out, *dtype, *overwrite); }});
 }
 
 }  // namespace mt

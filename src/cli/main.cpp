@@ -1,10 +1,14 @@
 // megatrain: the command-line entry point, on every rank of an MPI job. Every subcommand registers itself
 // (cli/command.h); every failure ends as one line "megatrain: error: ..." on stderr and exit status 1, and
-// with several ranks it names the rank and ends the whole job (dist/check.h).
+// with several ranks it names the rank and ends the whole job (dist/check.h). A training run stopped by a
+// signal after its checkpoint exits with stop_signal::kExitStoppedForRequeue (core/stop_signal.h).
 #include <exception>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "cli/command.h"
+#include "core/stop_signal.h"
 #include "dist/check.h"
 #include "dist/context.h"
 #include "dist/numa_binding.h"
@@ -23,7 +27,24 @@ int main(int argc, char** argv) {
   mt::add_inspect_command(app, commands);
   mt::add_export_command(app, commands);
 
-  CLI11_PARSE(app, argc, argv);
+  // The first word that is not an option names the subcommand: an unknown one is named, with the known ones.
+  if (argc > 1 && argv[1][0] != '-') {
+    const std::string_view word = argv[1];
+    std::string known;
+    bool found = false;
+    for (const auto& c : commands) {
+      found = found || c.app->get_name() == word;
+      known += (known.empty() ? "" : ", ") + c.app->get_name();
+    }
+    if (!found) return mt::dist::end_job_with_error("unknown subcommand '" + std::string(word) + "' (one of: " + known + ")");
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {  // --help, --version
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {  // a bad flag or value: one line naming it
+    return mt::dist::end_job_with_error(e.what());
+  }
   try {
     mt::dist::bind_rank(mt::dist::context());  // before the first OpenMP region
     for (const auto& c : commands)
@@ -31,5 +52,5 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     return mt::dist::end_job_with_error(e.what());
   }
-  return 0;
+  return mt::stop_signal::exit_status();
 }

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "cli/command.h"
+#include "cli/numeric_flag.h"
 #include "cli/train/training_data.h"
 #include "config/config.h"
 #include "model/model_source.h"
@@ -69,7 +70,7 @@ void add_preview_data_command(CLI::App& root, std::vector<Command>& commands) {
   CLI::App* app = root.add_subcommand("preview-data", "print the first examples as training sees them");
   app->add_option("--config", *config_file, "run configuration (YAML)")->required();
   app->add_option("--set", *overrides, "override one key: section.key=value (repeatable)");
-  app->add_option("-n", *count, "how many examples to print (default 3)")->check(CLI::NonNegativeNumber);
+  app->add_option("-n", *count, "how many examples to print (default 3)")->check(integer_in(0));
   commands.push_back({app, [=] { preview(load_config(*config_file, *overrides), *count); }});
 }
 

@@ -14,6 +14,7 @@
 
 #include "cli/command.h"
 #include "core/error.h"
+#include "core/json_depth.h"
 #include "data/tokenizer.h"
 
 namespace mt {
@@ -26,6 +27,7 @@ struct TokenizeOptions {
 };
 
 std::vector<int32_t> parse_ids(const std::string& line, size_t line_number) {
+  require_json_depth(line, fmt::format("stdin line {}", line_number));
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(line);

@@ -1,6 +1,7 @@
 // `megatrain train --config FILE [--set section.key=value ...]`, under mpirun on every rank: world rank 0
 // reads the config first and fixes the compute ranks per node; compute ranks train on their shares of each
 // batch (rank 0 logs and saves), the other ranks serve the optimizer on their slices of the host store.
+// SIGTERM, SIGINT and SIGUSR1 stop the run gracefully after a checkpoint (core/stop_signal.h).
 #include <memory>
 #include <optional>
 #include <string>
@@ -10,6 +11,7 @@
 #include "cli/train/trainer.h"
 #include "cli/train/training_worker.h"
 #include "config/config.h"
+#include "core/stop_signal.h"
 #include "core/log.h"
 #include "dist/data_parallel.h"
 #include "dist/numa_binding.h"
@@ -23,6 +25,7 @@ void add_train_command(CLI::App& root, std::vector<Command>& commands) {
   app->add_option("--config", *config_file, "run configuration (YAML)")->required();
   app->add_option("--set", *overrides, "override one key: section.key=value (repeatable)");
   commands.push_back({app, [=] {
+                        stop_signal::install();
                         const dist::Context& ctx = dist::context();
                         dist::log_bindings(ctx);
                         std::optional<Config> config;

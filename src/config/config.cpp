@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "config/yaml_depth.h"
 #include "config/yaml_fields.h"
 #include "core/error.h"
 
@@ -202,7 +203,7 @@ void apply_override(Config& config, const std::string& assignment) {
   const Field& field = find_field(section, key, origin);
   YAML::Node value;
   try {
-    value = YAML::Load(assignment.substr(eq + 1));
+    value = load_yaml_bounded(assignment.substr(eq + 1), origin);
   } catch (const YAML::ParserException& e) {
     throw Error(fmt::format("{}: the value is not valid YAML: {}", origin, e.msg));
   }
@@ -228,7 +229,7 @@ Config parse_config(const std::string& yaml_text, const std::string& origin,
                     const std::vector<std::string>& overrides) {
   YAML::Node root;
   try {
-    root = YAML::Load(yaml_text);
+    root = load_yaml_bounded(yaml_text, origin);
   } catch (const YAML::ParserException& e) {
     throw Error(fmt::format("{}:{}:{}: invalid YAML: {}", origin, e.mark.line + 1, e.mark.column + 1, e.msg));
   }
@@ -245,8 +246,11 @@ DType stream_dtype_of(const Config& config) {
 }
 
 Config load_config(const std::filesystem::path& file, const std::vector<std::string>& overrides) {
+  // A regular file, or a stream: a pipe, `--config <(...)`, /dev/stdin.
   std::error_code ec;
-  MT_REQUIRE(std::filesystem::is_regular_file(file, ec), "{}: no such configuration file", file.string());
+  const std::filesystem::file_status st = std::filesystem::status(file, ec);
+  MT_REQUIRE(std::filesystem::exists(st), "{}: no such configuration file", file.string());
+  MT_REQUIRE(!std::filesystem::is_directory(st), "{}: is a directory, not a configuration file", file.string());
   std::ifstream in(file, std::ios::binary);
   std::string text(std::istreambuf_iterator<char>(in), {});
   MT_REQUIRE(in.is_open() && !in.bad(), "{}: cannot read the configuration file", file.string());

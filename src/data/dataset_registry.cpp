@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_depth.h"
 #include "data/json_message.h"
 
 namespace mt {
@@ -61,9 +62,11 @@ DatasetRegistry::DatasetRegistry(const std::filesystem::path& dataset_dir)
   std::ifstream in(info_file_);
   MT_REQUIRE(in.good(), "{}: dataset registry not found (set dataset.dataset_dir to the folder that holds it)",
              info_file_.string());
+  const std::string text(std::istreambuf_iterator<char>(in), {});
+  require_json_depth(text, info_file_.string());
   json root;
   try {
-    root = json::parse(in);
+    root = json::parse(text);
   } catch (const json::parse_error& e) {
     throw Error(fmt::format("{}: malformed JSON: {}", info_file_.string(), json_message(e)));
   }

@@ -10,6 +10,8 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/json_depth.h"
+#include "core/regular_file.h"
 #include "data/json_message.h"
 
 namespace mt {
@@ -73,6 +75,7 @@ struct TokenizedReader {
   }
 
   void read_array(const std::string& text, const std::string& file) {
+    require_json_depth(text, file);
     json root;
     try {
       root = json::parse(text);
@@ -89,6 +92,7 @@ struct TokenizedReader {
     for (int64_t number = 1; std::getline(in, line); ++number) {
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
       const std::string where = fmt::format("{}:{}", file, number);
+      require_json_depth(line, where);
       json record;
       try {
         record = json::parse(line);
@@ -111,9 +115,9 @@ std::vector<Example> load_tokenized(const DatasetEntry& entry, int64_t vocab_siz
   const std::string ext = entry.file.extension().string();
   MT_REQUIRE(ext == ".json" || ext == ".jsonl", "dataset '{}': {}: expected a .json or .jsonl file", entry.name,
              file);
+  require_regular_file(entry.file, fmt::format("dataset '{}'", entry.name));
   std::ifstream in(entry.file, std::ios::binary);
-  MT_REQUIRE(in.good() && !std::filesystem::is_directory(entry.file), "dataset '{}': {}: file not found",
-             entry.name, file);
+  MT_REQUIRE(in.good(), "dataset '{}': {}: cannot open", entry.name, file);
   std::ostringstream buffer;
   buffer << in.rdbuf();
   const std::string text = buffer.str();

@@ -14,10 +14,14 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <string_view>
 
 #include "core/error.h"
+#include "core/json_depth.h"
+#include "core/regular_file.h"
 
 namespace mt {
 namespace {
@@ -106,14 +110,52 @@ StTensor parse_entry(const std::string& name, const nlohmann::json& entry, const
   return t;
 }
 
-void write_all(int fd, const void* buf, std::size_t n, const fs::path& path) {
+// The format requires the tensors' byte ranges, in offset order, to tile the data region exactly: the first
+// starts at 0, each starts where the previous ends, the last ends at the end of the file. A gap, an overlap or
+// trailing bytes mean the header and the data disagree; such a file is refused rather than read shifted.
+void require_tiled(const std::map<std::string, StTensor>& tensors, const std::byte* data, std::size_t data_size,
+                   std::uint64_t header_len, const fs::path& path) {
+  std::vector<const StTensor*> order;
+  for (const auto& [name, t] : tensors) order.push_back(&t);
+  std::sort(order.begin(), order.end(), [](const StTensor* a, const StTensor* b) {
+    return a->data != b->data ? a->data < b->data : a->nbytes < b->nbytes;
+  });
+  std::size_t end = 0;
+  const StTensor* previous = nullptr;
+  const auto before = [&] { return previous ? "tensor '" + previous->name + "' ends" : std::string("the data region starts"); };
+  for (const StTensor* t : order) {
+    const auto begin = static_cast<std::size_t>(t->data - data);
+    MT_REQUIRE(begin >= end, "safetensors file {}: tensor '{}' data_offsets [{}, {}] overlap: {} at {}", path.string(),
+               t->name, begin, begin + t->nbytes, before(), end);
+    MT_REQUIRE(begin == end, "safetensors file {}: tensor '{}' data_offsets [{}, {}] leave a gap: {} at {} ({} bytes "
+               "between)", path.string(), t->name, begin, begin + t->nbytes, before(), end, begin - end);
+    end = begin + t->nbytes;
+    previous = t;
+  }
+  MT_REQUIRE(end == data_size,
+             "safetensors file {}: {} bytes after the last tensor: the file holds {} bytes, not 8 + header {} + "
+             "tensors {} = {}",
+             path.string(), data_size - end, 8 + header_len + data_size, header_len, end, 8 + header_len + end);
+}
+
+// The temporary file being written, and how far: a failed write names the OS error and the bytes.
+struct Output {
+  int fd = -1;
+  fs::path tmp;
+  std::uint64_t written = 0, total = 0;
+};
+
+void write_all(Output& out, const void* buf, std::size_t n) {
   const char* p = static_cast<const char*>(buf);
   while (n > 0) {
-    const ssize_t w = ::write(fd, p, std::min<std::size_t>(n, std::size_t{1} << 30));
+    errno = 0;
+    const ssize_t w = ::write(out.fd, p, std::min<std::size_t>(n, std::size_t{1} << 30));
     if (w < 0 && errno == EINTR) continue;
-    MT_REQUIRE(w > 0, "safetensors file {}: write failed: {}", path.string(), errno_text());
+    MT_REQUIRE(w > 0, "safetensors file {}: write failed after {} of {} bytes: {}", out.tmp.string(), out.written,
+               out.total, errno ? errno_text() : std::string("no progress"));
     p += w;
     n -= static_cast<std::size_t>(w);
+    out.written += static_cast<std::uint64_t>(w);
   }
 }
 
@@ -133,6 +175,7 @@ int64_t StTensor::numel() const {
 }
 
 SafetensorsFile::SafetensorsFile(const fs::path& path) {
+  require_regular_file(path, "safetensors file");
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   MT_REQUIRE(fd >= 0, "safetensors file {}: cannot open: {}", path.string(), errno_text());
   struct stat st {};
@@ -158,6 +201,8 @@ SafetensorsFile::SafetensorsFile(const fs::path& path) {
     MT_REQUIRE(header_len <= size_ - 8, "safetensors file {}: header length {} exceeds the file ({} bytes)",
                path.string(), header_len, size_);
     const char* header = reinterpret_cast<const char*>(bytes + 8);
+    require_json_depth(std::string_view(header, static_cast<size_t>(header_len)),
+                       "safetensors file " + path.string() + ": header");
     nlohmann::json j;
     try {
       j = nlohmann::json::parse(header, header + header_len);
@@ -175,6 +220,7 @@ SafetensorsFile::SafetensorsFile(const fs::path& path) {
       }
       tensors_.emplace(key, parse_entry(key, value, path, data, data_size));
     }
+    require_tiled(tensors_, data, data_size, header_len, path);
   } catch (...) {
     ::munmap(map_, size_);
     throw;
@@ -200,7 +246,9 @@ SafetensorsModel::SafetensorsModel(const fs::path& dir) : dir_(dir) {
   try {
     std::ifstream in(index_path);
     MT_REQUIRE(in.good(), "safetensors index {}: cannot open", index_path.string());
-    index = nlohmann::json::parse(in);
+    const std::string text(std::istreambuf_iterator<char>(in), {});
+    require_json_depth(text, "safetensors index " + index_path.string());
+    index = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     MT_REQUIRE(false, "safetensors index {}: not valid JSON: {}", index_path.string(), e.what());
   }
@@ -305,19 +353,20 @@ void write_safetensors(const fs::path& path, const std::vector<StWriteTensor>& t
   const fs::path tmp = path.string() + ".tmp-" + std::to_string(::getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   MT_REQUIRE(fd >= 0, "safetensors file {}: cannot create: {}", tmp.string(), errno_text());
+  Output out{fd, tmp, 0, 8 + header_len + offset};
   try {
-    write_all(fd, &header_len, 8, tmp);
-    write_all(fd, text.data(), text.size(), tmp);
+    write_all(out, &header_len, 8);
+    write_all(out, text.data(), text.size());
     std::vector<std::uint16_t> chunk;
     for (const auto& t : tensors) {
       int64_t numel = 1;
       for (const int64_t d : t.shape) numel *= d;
       if (t.raw) {
-        write_all(fd, t.raw->data, t.raw->nbytes, tmp);
+        write_all(out, t.raw->data, t.raw->nbytes);
         continue;
       }
       if (dtype == DType::f32) {
-        write_all(fd, t.data, static_cast<std::size_t>(numel) * 4, tmp);
+        write_all(out, t.data, static_cast<std::size_t>(numel) * 4);
         continue;
       }
       constexpr int64_t kChunk = int64_t{1} << 20;
@@ -325,13 +374,15 @@ void write_safetensors(const fs::path& path, const std::vector<StWriteTensor>& t
       for (int64_t start = 0; start < numel; start += kChunk) {
         const int64_t n = std::min(kChunk, numel - start);
         for (int64_t i = 0; i < n; ++i) chunk[static_cast<std::size_t>(i)] = f32_to_bf16(t.data[start + i]);
-        write_all(fd, chunk.data(), static_cast<std::size_t>(n) * 2, tmp);
+        write_all(out, chunk.data(), static_cast<std::size_t>(n) * 2);
       }
     }
-    MT_REQUIRE(::fsync(fd) == 0, "safetensors file {}: fsync failed: {}", tmp.string(), errno_text());
+    MT_REQUIRE(::fsync(fd) == 0, "safetensors file {}: fsync failed after writing {} bytes: {}", tmp.string(),
+               out.written, errno_text());
     const int closed = ::close(fd);
     fd = -1;
-    MT_REQUIRE(closed == 0, "safetensors file {}: close failed: {}", tmp.string(), errno_text());
+    MT_REQUIRE(closed == 0, "safetensors file {}: close failed after writing {} bytes: {}", tmp.string(), out.written,
+               errno_text());
   } catch (...) {
     if (fd >= 0) ::close(fd);
     ::unlink(tmp.c_str());

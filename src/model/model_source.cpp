@@ -134,11 +134,7 @@ void write_shards(const fs::path& dir, const std::vector<StWriteTensor>& tensors
     write_safetensors(dir / name, shards[i], dtype);
     for (const StWriteTensor& t : shards[i]) index["weight_map"][t.name] = name;
   }
-  std::ofstream out(dir / "model.safetensors.index.json");
-  out << index.dump(2) << "\n";
-  MT_REQUIRE(out.good(), "export {}: cannot write model.safetensors.index.json", dir.string());
-  out.close();
-  fsync_path(dir / "model.safetensors.index.json", false);
+  write_file_durably(dir / "model.safetensors.index.json", index.dump(2) + "\n");
 }
 
 void write_export(const fs::path& dir, const ModelSpec& spec, const ParamLayout& layout,
@@ -152,12 +148,7 @@ void write_export(const fs::path& dir, const ModelSpec& spec, const ParamLayout&
   }
   config["torch_dtype"] = dtype_name(dtype);
   config["dtype"] = dtype_name(dtype);
-  {
-    std::ofstream out(dir / "config.json");
-    out << config.dump(2) << "\n";
-    MT_REQUIRE(out.good(), "export {}: cannot write config.json", dir.string());
-  }
-  fsync_path(dir / "config.json", false);
+  write_file_durably(dir / "config.json", config.dump(2) + "\n");
 
   std::vector<StWriteTensor> tensors;
   std::vector<std::vector<float>> hf_order;  // regrouped slots back in the HF row order (moves keep data())
@@ -269,33 +260,12 @@ void init_region_random(const Region& region, double initializer_range, uint64_t
 
 void export_hf_directory(const fs::path& out, const ModelSpec& spec, const ParamLayout& layout,
                          const std::vector<const float*>& region_data, DType dtype, const fs::path& tokenizer_from,
-                         const std::vector<const StTensor*>& carried, int64_t max_shard_bytes) {
+                         const std::vector<const StTensor*>& carried, int64_t max_shard_bytes, Replace replace) {
   MT_ASSERT(region_data.size() == layout.regions.size(), "{} region pointers for {} regions", region_data.size(),
             layout.regions.size());
-  const std::string suffix = std::to_string(::getpid());
-  const fs::path tmp = out.string() + ".tmp-" + suffix;
-  std::error_code ec;
-  fs::remove_all(tmp, ec);
-  fs::create_directories(tmp, ec);
-  MT_REQUIRE(!ec, "export {}: cannot create {}: {}", out.string(), tmp.string(), ec.message());
-  try {
-    write_export(tmp, spec, layout, region_data, dtype, tokenizer_from, carried, max_shard_bytes);
-    fsync_path(tmp, true);
-  } catch (...) {
-    fs::remove_all(tmp, ec);
-    throw;
-  }
-  // Move an old export aside first, so that a crash leaves a complete directory under one of the two names.
-  const fs::path old = out.string() + ".old-" + suffix;
-  if (fs::exists(fs::symlink_status(out))) {
-    fs::rename(out, old, ec);
-    MT_REQUIRE(!ec, "export {}: cannot move the existing directory aside: {}", out.string(), ec.message());
-  }
-  fs::rename(tmp, out, ec);
-  MT_REQUIRE(!ec, "export {}: cannot rename {} into place: {}", out.string(), tmp.string(), ec.message());
-  fs::remove_all(old, ec);
-  const fs::path parent = out.has_parent_path() ? out.parent_path() : fs::path(".");
-  fsync_path(parent, true);
+  write_owned_directory(out, replace, "export", [&](const fs::path& dir) {
+    write_export(dir, spec, layout, region_data, dtype, tokenizer_from, carried, max_shard_bytes);
+  });
 }
 
 }  // namespace mt

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "io/owned_directory.h"
 #include "model/param_layout.h"
 
 namespace mt {
@@ -39,12 +40,13 @@ void init_region_random(const Region& region, double initializer_range, uint64_t
 // model.safetensors with the original tensor names — or, when the tensors exceed max_shard_bytes, shards
 // model-0000k-of-0000n.safetensors of at most that size (a larger single tensor alone) and
 // model.safetensors.index.json — and tokenizer files copied from `tokenizer_from` if present.
-// region_data[i] points at region i's fp32 values; `carried` tensors follow them byte for byte. Written to
-// "<out>.tmp-XXXX" and renamed.
+// region_data[i] points at region i's fp32 values; `carried` tensors follow them byte for byte. Written whole
+// by io/owned_directory.h: an existing `out` is replaced only as `replace` allows.
 inline constexpr int64_t kMaxShardBytes = 5'000'000'000;
 void export_hf_directory(const std::filesystem::path& out, const ModelSpec& spec, const ParamLayout& layout,
                          const std::vector<const float*>& region_data, DType dtype,
                          const std::filesystem::path& tokenizer_from,
-                         const std::vector<const StTensor*>& carried = {}, int64_t max_shard_bytes = kMaxShardBytes);
+                         const std::vector<const StTensor*>& carried = {}, int64_t max_shard_bytes = kMaxShardBytes,
+                         Replace replace = Replace::ours);
 
 }  // namespace mt

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/json_depth.h"
 #include "model/families.h"
 #include "model/param_layout.h"
 
@@ -69,6 +70,7 @@ ModelSpec load_model_spec(const std::filesystem::path& config_json, bool trust_r
   MT_REQUIRE(in.good(), "model config {}: cannot open", config_json.string());
   std::stringstream text;
   text << in.rdbuf();
+  require_json_depth(text.str(), "model config " + config_json.string());
   json j;
   try {
     j = json::parse(text.str());

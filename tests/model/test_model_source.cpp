@@ -225,14 +225,20 @@ TEST_CASE("export writes a complete HF directory and replaces an old one", "[mod
   write_text(tok / "tokenizer.json", "{\"model\": {}}");
   write_text(tok / "merges.txt", "a b\n");
   write_text(tok / "unrelated.bin", "x");
-  write_text(out / "stale.txt", "old export");
+  write_text(out / "stale.txt", "not ours");
+  // A directory holding a file megatrain did not write is refused, untouched; one of ours is replaced.
+  CHECK_THROWS_WITH(mt::export_hf_directory(out, spec, layout, pointers(data), mt::DType::f32, tok),
+                    mt_test::contains("holds 'stale.txt', which megatrain did not write"));
+  CHECK(read_text(out / "stale.txt") == "not ours");
+  fs::remove(out / "stale.txt");
 
   for (const auto dtype : {mt::DType::f32, mt::DType::bf16}) {
     mt::export_hf_directory(out, spec, layout, pointers(data), dtype, tok);
     std::vector<std::string> files;
     for (const auto& e : fs::directory_iterator(out)) files.push_back(e.path().filename().string());
     std::sort(files.begin(), files.end());
-    CHECK(files == std::vector<std::string>{"config.json", "merges.txt", "model.safetensors", "tokenizer.json"});
+    CHECK(files == std::vector<std::string>{"config.json", "megatrain_manifest.json", "merges.txt",
+                                            "model.safetensors", "tokenizer.json"});
     CHECK(read_text(out / "merges.txt") == "a b\n");
     std::vector<std::string> siblings;
     for (const auto& e : fs::directory_iterator(tmp.path)) siblings.push_back(e.path().filename().string());

@@ -1,10 +1,12 @@
 // MetricsLog: <output_dir>/metrics.jsonl, one JSON object per logged step, flushed per line.
 // Invariant: each line is a complete JSON object; the file is created at the first record, never before. A resumed
-// run keeps the lines of the steps up to its checkpoint and appends after them.
+// run keeps the lines of the steps up to its checkpoint (rewritten under a temporary name, then renamed) and
+// appends after them. A failed write (a full disk) names the OS error and the bytes, and cuts the file back to its
+// last complete line.
 #pragma once
 #include <cstdint>
-#include <cstdio>
 #include <filesystem>
+#include <string>
 
 namespace mt {
 
@@ -31,8 +33,11 @@ class MetricsLog {
   void append(const StepRecord& record);
 
  private:
+  void write_line(const std::string& line, int64_t step);
+
   std::filesystem::path file_;
-  std::FILE* out_ = nullptr;
+  int fd_ = -1;
+  int64_t size_ = 0;  // bytes of complete lines in the file
 };
 
 }  // namespace mt

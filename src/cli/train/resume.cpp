@@ -1,11 +1,13 @@
 // Choosing and checking the checkpoint a run resumes from (see resume.h).
 #include "cli/train/resume.h"
 
+#include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
 #include <map>
 #include <string>
 
+#include "config/yaml_depth.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -24,7 +26,7 @@ void flatten(const YAML::Node& node, const std::string& prefix, std::map<std::st
 
 std::map<std::string, std::string> flat_yaml(const std::string& text) {
   std::map<std::string, std::string> out;
-  flatten(YAML::Load(text), "", out);
+  flatten(load_yaml_bounded(text, "the configuration saved in the checkpoint"), "", out);
   return out;
 }
 
@@ -57,8 +59,10 @@ void check_resume_fits(const CheckpointFile& checkpoint, const Config& c, const 
                    slot.hf_name, c.model.name, checkpoint.meta().model_name);
       }
       MT_REQUIRE(shape == slot.shape,
-                 "{}: tensor {} has another shape than in model '{}': a checkpoint of another model (saved from '{}')",
-                 file, slot.hf_name, c.model.name, checkpoint.meta().model_name);
+                 "{}: tensor {} has shape [{}], the model '{}' has [{}]: a checkpoint of another model (saved from "
+                 "'{}')",
+                 file, slot.hf_name, fmt::join(shape, ", "), c.model.name, fmt::join(slot.shape, ", "),
+                 checkpoint.meta().model_name);
     }
   const auto saved = flat_yaml(checkpoint.meta().config_yaml), now = flat_yaml(c.yaml_text);
   for (const auto& [key, value] : now) {

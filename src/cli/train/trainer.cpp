@@ -20,13 +20,16 @@
 #include "cli/runtime/optimizer_service.h"
 #include "cli/train/checkpoint_saver.h"
 #include "cli/train/example_broadcast.h"
+#include "cli/train/graceful_stop.h"
 #include "cli/train/metrics_log.h"
+#include "cli/train/output_room.h"
 #include "cli/train/preflight.h"
 #include "cli/train/resume.h"
 #include "cli/train/train_plan.h"
 #include "cli/train/training_data.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/stop_signal.h"
 #include "data/dataset.h"
 #include "data/prefetcher.h"
 #include "dist/check.h"
@@ -246,6 +249,8 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
   Prefetcher prefetcher(batcher, c.dataset.num_workers);
 
   const std::filesystem::path out = c.training.output_dir;
+  if (root) require_replaceable(out / "final", Replace::ours, "final model");  // before hours of training
+  if (root) warn_if_no_room_for_checkpoint(out, layout.total_numel * 12);
   if (root) std::filesystem::create_directories(out);
   std::optional<MetricsLog> metrics;
   if (root) metrics.emplace(out / "metrics.jsonl", start_step);
@@ -275,12 +280,14 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
   TrainSummary summary;
   summary.steps = start_step;
   double elapsed = 0;  // seconds in the steps of this run, for the ETA
-  for (int64_t step = start_step + 1; step <= c.training.num_steps; ++step) {
+  bool stopping = false;  // a stop signal: this step is the last one (graceful_stop.h)
+  for (int64_t step = start_step + 1; step <= c.training.num_steps && !stopping; ++step) {
     const auto t0 = std::chrono::steady_clock::now();
     const double waited_before = store.waited_seconds();
     const Batch batch = prefetcher.next();
     if (!leads) optimizer.expect_updates(step - 1 - start_step);  // the node's rank 0 submitted step - 1
     const StepLoss loss = forward_backward_share(engine, dp, batch, eo.passes);
+    stopping = stop_agreed(dp) && step < c.training.num_steps;
     tokens_seen += batch.num_tokens;
     summary.steps = step;
     if (!leads) continue;
@@ -311,9 +318,10 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
     }
     log::status(fmt::format("step {}/{} | loss {:.4f} | {:.0f} tokens/s | {:.2f} TFLOP/s | ETA {}", step,
                             c.training.num_steps, r.loss, r.tokens_per_s, tflops, eta));
-    if (c.training.save_steps > 0 && step % c.training.save_steps == 0 && step != c.training.num_steps)
+    if (c.training.save_steps > 0 && step % c.training.save_steps == 0 && step != c.training.num_steps && !stopping)
       save(step, false);
   }
+  if (stopping) stop_signal::mark_stopped();  // after the checkpoint below, the process exits for a requeue
   if (!leads) {
     optimizer.wait_finished();  // every checkpoint message has been served
     return summary;
@@ -323,10 +331,16 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
   optimizer.finish();
   saver->wait();
   if (!root) return summary;
+  if (stopping) {
+    log::info("stopped by signal {} after step {} of {}; checkpoint written, exiting with status {} for a requeue",
+              stop_signal::requested(), summary.steps, c.training.num_steps, stop_signal::kExitStoppedForRequeue);
+    return summary;
+  }
   std::vector<const float*> regions;
   for (int64_t r = 0; r < store.num_regions(); ++r) regions.push_back(store.master(r));
   summary.final_dir = out / "final";
-  export_hf_directory(summary.final_dir, spec, layout, regions, dtype, source.dir, carried);
+  export_hf_directory(summary.final_dir, spec, layout, regions, dtype, source.dir, carried, kMaxShardBytes,
+                      Replace::ours);
   log::info("saved the final model ({}) to {}", dtype_name(dtype), summary.final_dir.string());
   return summary;
 }

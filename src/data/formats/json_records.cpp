@@ -9,6 +9,8 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/json_depth.h"
+#include "core/regular_file.h"
 #include "data/json_message.h"
 
 namespace mt {
@@ -58,6 +60,7 @@ std::vector<size_t> element_offsets(const std::string& text) {
 }
 
 std::vector<JsonRecord> read_array(const std::string& text, const std::string& file) {
+  require_json_depth(text, file);
   ordered_json root;
   try {
     root = ordered_json::parse(text);
@@ -87,6 +90,7 @@ std::vector<JsonRecord> read_lines(const std::string& text, const std::string& f
   std::string line;
   for (int64_t number = 1; std::getline(in, line); ++number) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    require_json_depth(line, fmt::format("{}:{}", file, number));
     try {
       records.push_back({ordered_json::parse(line), number});
     } catch (const ordered_json::parse_error& e) {
@@ -102,8 +106,9 @@ std::vector<JsonRecord> read_json_records(const std::filesystem::path& path, con
   const std::string file = path.string();
   const std::string ext = path.extension().string();
   MT_REQUIRE(ext == ".json" || ext == ".jsonl", "dataset '{}': {}: expected a .json or .jsonl file", dataset, file);
+  require_regular_file(path, fmt::format("dataset '{}'", dataset));
   std::ifstream in(path, std::ios::binary);
-  MT_REQUIRE(in.good() && !std::filesystem::is_directory(path), "dataset '{}': {}: file not found", dataset, file);
+  MT_REQUIRE(in.good(), "dataset '{}': {}: cannot open", dataset, file);
   std::ostringstream buffer;
   buffer << in.rdbuf();
   const std::string text = buffer.str();

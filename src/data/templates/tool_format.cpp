@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_depth.h"
 #include "data/json_message.h"
 #include "data/templates/python_json.h"
 
@@ -17,6 +18,7 @@ namespace {
 using nlohmann::ordered_json;
 
 ordered_json parse(const std::string& text, const char* what) {
+  require_json_depth(text, what);
   try {
     return ordered_json::parse(text);
   } catch (const ordered_json::parse_error& e) {

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_depth.h"
 #include "core/log.h"
 #include "data/tokenizer.h"
 #include "data/tokenizer/hf_tokenizer.h"
@@ -18,6 +19,7 @@ nlohmann::json read_json(const std::filesystem::path& path) {
   MT_REQUIRE(in, "{}: cannot open the file", path.string());
   std::stringstream text;
   text << in.rdbuf();
+  require_json_depth(text.str(), path.string());
   try {
     return nlohmann::json::parse(text.str());
   } catch (const nlohmann::json::parse_error& e) {
