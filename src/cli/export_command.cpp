@@ -12,6 +12,8 @@
 
 #include "checkpoint/checkpoint_reader.h"
 #include "cli/command.h"
+#include "cli/train/chat_export.h"
+#include "config/config.h"
 #include "core/log.h"
 #include "io/safetensors.h"
 #include "model/model_source.h"
@@ -49,6 +51,7 @@ void export_checkpoint(const std::string& file, const std::string& out, const st
   std::filesystem::path tokenizer_from;
   if (std::filesystem::is_directory(ckpt.meta().model_name)) tokenizer_from = ckpt.meta().model_name;
   export_hf_directory(out, spec, layout, region_data, dtype_from_name(dtype_name_arg), tokenizer_from, carried);
+  if (!tokenizer_from.empty()) write_chat_files(out, parse_config(ckpt.meta().config_yaml, file), spec.family);
   log::info("exported {} (step {}) as {} to {}", file, ckpt.meta().step, dtype_name_arg, out);
 }
 

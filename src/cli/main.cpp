@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   mt::add_calc_resource_command(app, commands);
   mt::add_inspect_command(app, commands);
   mt::add_export_command(app, commands);
+  mt::add_convert_config_command(app, commands);
 
   CLI11_PARSE(app, argc, argv);
   try {

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "cli/train/evaluation.h"
 #include "core/error.h"
 
 namespace mt {
@@ -25,11 +26,16 @@ MetricsLog::~MetricsLog() {
   if (out_) std::fclose(out_);
 }
 
-void MetricsLog::append(const StepRecord& r) {
+void MetricsLog::write(const std::string& line) {
   if (!out_) {
     out_ = std::fopen(file_.c_str(), "w");
     MT_REQUIRE(out_ != nullptr, "{}: cannot open for writing", file_.string());
   }
+  MT_REQUIRE(std::fwrite(line.data(), 1, line.size(), out_) == line.size() && std::fflush(out_) == 0,
+             "{}: write failed", file_.string());
+}
+
+void MetricsLog::append(const StepRecord& r) {
   nlohmann::json j = {{"step", r.step},
                       {"loss", r.loss},
                       {"grad_norm", r.grad_norm},
@@ -38,11 +44,22 @@ void MetricsLog::append(const StepRecord& r) {
                       {"target_tokens", r.target_tokens},
                       {"tokens_seen", r.tokens_seen},
                       {"step_time_s", r.step_time_s},
-                      {"tokens_per_s", r.tokens_per_s}};
+                      {"tokens_per_s", r.tokens_per_s},
+                      {"epoch", r.epoch},
+                      {"elapsed_s", r.elapsed_s}};
   if (r.skipped) j["skipped"] = true;
-  const std::string line = j.dump() + "\n";
-  MT_REQUIRE(std::fwrite(line.data(), 1, line.size(), out_) == line.size() && std::fflush(out_) == 0,
-             "{}: write failed", file_.string());
+  for (const auto& [name, value] : r.extra) j[name] = value;
+  write(j.dump() + "\n");
+}
+
+void MetricsLog::append_eval(const EvalResult& r, double elapsed_s) {
+  const nlohmann::json j = {{"step", r.step},
+                            {"eval_loss", r.loss},
+                            {"eval_target_tokens", r.target_tokens},
+                            {"eval_examples", r.examples},
+                            {"eval_time_s", r.seconds},
+                            {"elapsed_s", elapsed_s}};
+  write(j.dump() + "\n");
 }
 
 }  // namespace mt

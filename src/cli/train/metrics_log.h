@@ -1,10 +1,13 @@
-// MetricsLog: <output_dir>/metrics.jsonl, one JSON object per logged step, flushed per line.
+// MetricsLog: <output_dir>/metrics.jsonl, one JSON object per logged step (and one per evaluation), flushed per line.
 // Invariant: each line is a complete JSON object; the file is created at the first record, never before. A resumed
 // run keeps the lines of the steps up to its checkpoint and appends after them.
 #pragma once
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace mt {
 
@@ -19,7 +22,12 @@ struct StepRecord {
   double step_time_s = 0.0;
   double tokens_per_s = 0.0;
   bool skipped = false;         // non-finite gradient norm: no update applied
+  double epoch = 0.0;           // epochs of the training examples consumed after this step (fractional)
+  double elapsed_s = 0.0;       // seconds since this run's first step began
+  std::vector<std::pair<std::string, double>> extra = {};  // optional scalars (e.g. aux_loss), logged under their names
 };
+
+struct EvalResult;
 
 class MetricsLog {
  public:
@@ -29,8 +37,11 @@ class MetricsLog {
   MetricsLog(const MetricsLog&) = delete;
   MetricsLog& operator=(const MetricsLog&) = delete;
   void append(const StepRecord& record);
+  // An evaluation line: {"step", "eval_loss", "eval_target_tokens", "eval_examples", "eval_time_s", "elapsed_s"}.
+  void append_eval(const EvalResult& result, double elapsed_s);
 
  private:
+  void write(const std::string& line);
   std::filesystem::path file_;
   std::FILE* out_ = nullptr;
 };

@@ -1,6 +1,8 @@
 // The training data of a run, shared by `train` and `preview-data`: the model's tokenizer (loaded only when a text
-// dataset needs it), the examples of dataset.name, their counts, and packing when asked for.
-// Invariant: a text dataset without a tokenizer.json in the model directory fails with one message naming both.
+// dataset needs it), the examples of dataset.name, their counts, packing when asked for, and the held-out evaluation
+// examples (dataset.eval_dataset, or dataset.val_size split out of dataset.name before packing).
+// Invariant: a text dataset without a tokenizer.json in the model directory fails with one message naming both; the
+// evaluation examples are never packed and never among the training examples.
 #pragma once
 #include <memory>
 #include <vector>
@@ -17,10 +19,10 @@ namespace mt {
 struct TrainingData {
   std::unique_ptr<Tokenizer> tokenizer;  // null when every dataset is pre-tokenized
   std::vector<Example> examples;         // load order; packed into sequences when `pack` and dataset.packing
+  std::vector<Example> eval_examples;    // empty: no evaluation
   DatasetStats stats;
 };
 
-TrainingData load_training_data(const DatasetConfig& dataset, const ModelSource& source, const ModelSpec& spec,
-                                bool pack);
+TrainingData load_training_data(const Config& config, const ModelSource& source, const ModelSpec& spec, bool pack);
 
 }  // namespace mt
