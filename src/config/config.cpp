@@ -128,6 +128,7 @@ const std::vector<Field>& schema() {
       text("dataset", "eval_dataset", true, MT_AT(dataset.eval_dataset)),
       real("dataset", "val_size", {0.0, kInf}, MT_AT(dataset.val_size)),
       integer("dataset", "max_samples", 0, MT_AT(dataset.max_samples)),
+      flag("dataset", "streaming", MT_AT(dataset.streaming)),
 
       integer("training", "batch_size", 1, MT_AT(training.batch_size)),
       integer_or_auto("training", "micro_batch_size", 1, MT_AT(training.micro_batch_size)),
@@ -256,6 +257,15 @@ void validate(const Config& config, const std::string& origin) {
              real_to_text(d.val_size));
   MT_REQUIRE(d.val_size == 0.0 || d.eval_dataset.empty(),
              "{}: dataset.val_size and dataset.eval_dataset both name an evaluation set; keep one", origin);
+  MT_REQUIRE(!d.streaming || t.stage == "pt",
+             "{}: dataset.streaming reads plain-text corpora for training.stage pt, not {}", origin, t.stage);
+  MT_REQUIRE(!d.streaming || !d.shuffle,
+             "{}: dataset.streaming reads blocks in corpus order; set dataset.shuffle: false", origin);
+  MT_REQUIRE(!d.streaming || t.num_train_epochs == 0.0,
+             "{}: dataset.streaming does not know the corpus length before reading it; set training.num_steps, not "
+             "training.num_train_epochs", origin);
+  MT_REQUIRE(!d.streaming || d.val_size == 0.0,
+             "{}: dataset.streaming cannot hold examples out of a stream; use dataset.eval_dataset", origin);
   MT_REQUIRE(t.warmup_steps == 0 || t.warmup_ratio == 0.0,
              "{}: training.warmup_steps {} and training.warmup_ratio {} both set the warmup; keep one", origin,
              t.warmup_steps, real_to_text(t.warmup_ratio));

@@ -31,6 +31,7 @@ struct DatasetConfig {
   std::string eval_dataset;              // entries of dataset_info.json held out for evaluation ("" = none)
   double val_size = 0.0;                 // held out of dataset.name: a fraction < 1 or a count >= 1; 0 = none
   int64_t max_samples = 0;               // the first N records of each dataset; 0 = all
+  bool streaming = false;                // training.stage pt: blocks read from the files as training goes
 };
 
 struct TrainingConfig {

@@ -10,9 +10,9 @@
 
 namespace mt {
 
-BlockStream::BlockStream(std::vector<DatasetEntry> entries, const Tokenizer& tokenizer, int64_t block_size,
-                         int64_t batch_size, int64_t max_samples, int64_t vocab_size)
-    : entries_(std::move(entries)), tokenizer_(tokenizer), block_size_(block_size), batch_size_(batch_size),
+BlockStream::BlockStream(std::vector<DatasetEntry> entries, std::shared_ptr<const Tokenizer> tokenizer,
+                         int64_t block_size, int64_t batch_size, int64_t max_samples, int64_t vocab_size)
+    : entries_(std::move(entries)), tokenizer_(std::move(tokenizer)), block_size_(block_size), batch_size_(batch_size),
       max_samples_(max_samples), vocab_size_(vocab_size) {
   MT_REQUIRE(!entries_.empty(), "dataset.streaming: no dataset to stream");
   for (const DatasetEntry& e : entries_) {
@@ -24,7 +24,7 @@ BlockStream::BlockStream(std::vector<DatasetEntry> entries, const Tokenizer& tok
                e.name, e.formatting);
     MT_REQUIRE(std::filesystem::is_regular_file(e.file), "dataset '{}': {}: file not found", e.name, e.file.string());
   }
-  const std::optional<int32_t> eos = tokenizer.eos_id();
+  const std::optional<int32_t> eos = tokenizer_->eos_id();
   MT_REQUIRE(eos.has_value(), "dataset.streaming: training.stage pt appends the EOS token to each document, but the "
              "tokenizer has no eos_token (tokenizer_config.json)");
   eos_id_ = *eos;
@@ -73,7 +73,7 @@ bool BlockStream::read_document() {
                    e.columns.count("prompt") ? "" : ", LLaMA-Factory's default");
         text = record[column].get<std::string>();
       }
-      for (const int32_t id : tokenizer_.encode(text)) {
+      for (const int32_t id : tokenizer_->encode(text)) {
         MT_REQUIRE(id >= 0 && id < vocab_size_, "dataset '{}': {}:{}: token id {} is outside the model's vocab_size {}",
                    e.name, e.file.string(), line_, id, vocab_size_);
         tokens_.push_back(id);

@@ -24,8 +24,8 @@ class Tokenizer;
 class BlockStream final : public BatchSource {
  public:
   // entries: line-oriented files only (.txt, .jsonl), checked here; max_samples > 0: documents per file per pass.
-  BlockStream(std::vector<DatasetEntry> entries, const Tokenizer& tokenizer, int64_t block_size, int64_t batch_size,
-              int64_t max_samples, int64_t vocab_size);
+  BlockStream(std::vector<DatasetEntry> entries, std::shared_ptr<const Tokenizer> tokenizer, int64_t block_size,
+              int64_t batch_size, int64_t max_samples, int64_t vocab_size);
   ~BlockStream() override;
 
   std::vector<int64_t> next_indices() override;
@@ -43,7 +43,7 @@ class BlockStream final : public BatchSource {
   void restart();             // back to the first file of the corpus
 
   std::vector<DatasetEntry> entries_;
-  const Tokenizer& tokenizer_;
+  std::shared_ptr<const Tokenizer> tokenizer_;
   int32_t eos_id_ = 0;
   int64_t block_size_, batch_size_, max_samples_, vocab_size_;
   DataCursor cursor_;

@@ -20,9 +20,8 @@
 #include "data/tokenizer.h"
 
 namespace mt {
-namespace {
 
-std::vector<std::string> split_names(const std::string& list) {
+std::vector<std::string> dataset_names(const std::string& list) {
   MT_REQUIRE(list.find_first_not_of(" \t") != std::string::npos,
              "dataset.name is empty: name one or more entries of dataset_info.json, comma-separated");
   std::vector<std::string> names;
@@ -37,6 +36,8 @@ std::vector<std::string> split_names(const std::string& list) {
     begin = end + 1;
   }
 }
+
+namespace {
 
 // Uniform in [0, bound) from raw 64-bit outputs, without modulo bias (rejects the short low range).
 uint64_t uniform_below(std::mt19937_64& engine, uint64_t bound) {
@@ -79,7 +80,7 @@ std::vector<Example> load_pretrain_blocks(const DatasetConfig& config, const std
 
 bool needs_tokenizer(const DatasetConfig& config) {
   const DatasetRegistry registry(config.dataset_dir);
-  for (const std::string& name : split_names(config.name))
+  for (const std::string& name : dataset_names(config.name))
     if (registry.entry(name).formatting != "tokenized") return true;
   return false;
 }
@@ -95,7 +96,7 @@ std::vector<Example> load_datasets(const DatasetConfig& config, int64_t vocab_si
   // last one fails at once.
   std::vector<const DatasetEntry*> entries;
   std::unique_ptr<TemplateRenderer> renderer;
-  for (const std::string& name : split_names(config.name)) {
+  for (const std::string& name : dataset_names(config.name)) {
     const DatasetEntry& entry = registry.entry(name);
     entries.push_back(&entry);
     if (text.pretrain) continue;
@@ -166,8 +167,6 @@ void Batcher::build_order() {
   for (size_t i = 0; i < order_.size(); ++i) order_[i] = static_cast<int64_t>(i);
 }
 
-Batch Batcher::next() { return batch(next_indices()); }
-
 std::vector<int64_t> Batcher::next_indices() {
   std::vector<int64_t> indices;
   indices.reserve(static_cast<size_t>(batch_size_));
@@ -181,7 +180,7 @@ std::vector<int64_t> Batcher::next_indices() {
   return indices;
 }
 
-Batch Batcher::batch(const std::vector<int64_t>& indices) const {
+Batch Batcher::batch(const std::vector<int64_t>& indices) {
   std::vector<Example> picked;
   picked.reserve(indices.size());
   for (const int64_t i : indices) picked.push_back(examples_[static_cast<size_t>(i)]);

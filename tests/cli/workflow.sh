@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The LLaMA-Factory workflow end to end on the demo model: an example YAML from LLaMA-Factory's examples/train_full/
 # (paths and sizes made local and tiny) trains as it is, with its val_size evaluated; `convert-config` prints our
-# YAML for it; continued pre-training (stage pt) reads a .txt corpus; bad LLaMA-Factory values and refused keys end
+# YAML for it; continued pre-training (stage pt) reads a .txt corpus, in memory or streamed, and resumes mid-corpus
+# with the same blocks; bad LLaMA-Factory values and refused keys end
 # with one error line naming the file and the key, nothing written.
 # Usage: workflow.sh MEGATRAIN_BINARY SOURCE_DIR
 set -uo pipefail
@@ -104,6 +105,23 @@ resumed=$(grep -o '"loss":[^,]*' "$work/pt_b/metrics.jsonl" 2>/dev/null | tail -
 if [[ $rc -ne 0 ]]; then fail "stage pt resumes (rc=$rc)"
 elif [[ -z "$straight" || "$straight" != "$resumed" ]]; then fail "resumed pt steps 3-4: '$resumed' vs '$straight'"
 else echo "ok   stage pt resumed mid-corpus: the same blocks and losses"; fi
+
+# dataset.streaming: the same corpus read as training goes gives the in-memory path's blocks (shuffle off: corpus
+# order), so the same losses; resumed from its step-2 checkpoint it continues with the same blocks.
+ordered=("${pt[@]}" --set dataset.shuffle=false --set training.save_steps=2)
+"$bin" train "${ordered[@]}" --set "training.output_dir=$work/pt_mem" >"$work/out" 2>"$work/err" &&
+"$bin" train "${ordered[@]}" --set dataset.streaming=true --set "training.output_dir=$work/pt_stream" \
+  >"$work/out" 2>"$work/err" &&
+"$bin" train "${ordered[@]}" --set dataset.streaming=true --set "training.output_dir=$work/pt_stream_b" \
+  --set "training.resume_from=$work/pt_stream/checkpoints/step-000002.h5" >"$work/out" 2>"$work/err"
+rc=$?
+in_memory=$(grep -o '"loss":[^,]*' "$work/pt_mem/metrics.jsonl" 2>/dev/null)
+streamed=$(grep -o '"loss":[^,]*' "$work/pt_stream/metrics.jsonl" 2>/dev/null)
+resumed=$(grep -o '"loss":[^,]*' "$work/pt_stream_b/metrics.jsonl" 2>/dev/null)
+if [[ $rc -ne 0 ]]; then fail "dataset.streaming runs (rc=$rc)"
+elif [[ -z "$streamed" || "$streamed" != "$in_memory" ]]; then fail "streamed losses differ from in-memory ones"
+elif [[ "$resumed" != "$(tail -n 2 <<<"$streamed")" ]]; then fail "resumed stream: '$resumed'"
+else echo "ok   dataset.streaming: the in-memory blocks, and resumed mid-corpus with the same blocks"; fi
 
 # expect_error NAME PATTERN: exit 1, one error line matching PATTERN, no output directory.
 expect_error() {

@@ -180,6 +180,7 @@ TEST_CASE("config: the accepted keys are frozen", "[config]") {
       "dataset.eval_dataset",
       "dataset.val_size",
       "dataset.max_samples",
+      "dataset.streaming",
       "training.batch_size",
       "training.micro_batch_size",
       "training.gradient_accumulation_steps",
@@ -405,6 +406,14 @@ TEST_CASE("config: evaluation, length and warmup keys are checked together", "[c
         "cfg.yaml: dataset.val_size and dataset.eval_dataset both name an evaluation set; keep one");
   CHECK(error_of(kMinimal, {"training.warmup_steps=3", "training.warmup_ratio=0.1"}) ==
         "cfg.yaml: training.warmup_steps 3 and training.warmup_ratio 0.1 both set the warmup; keep one");
+  CHECK(error_of(kMinimal, {"dataset.streaming=true", "dataset.shuffle=false"}) ==
+        "cfg.yaml: dataset.streaming reads plain-text corpora for training.stage pt, not sft");
+  CHECK(error_of(kMinimal, {"dataset.streaming=true", "training.stage=pt"}) ==
+        "cfg.yaml: dataset.streaming reads blocks in corpus order; set dataset.shuffle: false");
+  CHECK(error_of(kMinimal, {"dataset.streaming=true", "training.stage=pt", "dataset.shuffle=false",
+                            "training.num_train_epochs=1"}) ==
+        "cfg.yaml: dataset.streaming does not know the corpus length before reading it; set training.num_steps, not "
+        "training.num_train_epochs");
   CHECK(error_of(kMinimal, {"training.stage=rm"}) ==
         "--set training.stage=rm: training.stage: 'rm' is not one of sft, pt");
   const mt::Config c = mt::parse_config(kMinimal, "cfg.yaml",

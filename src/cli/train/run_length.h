@@ -15,6 +15,7 @@ struct RunLength {
   int64_t steps_per_epoch = 0;
 };
 
+// num_examples 0: a stream (dataset.streaming), whose length is num_steps.
 RunLength resolve_run_length(const TrainingConfig& training, int64_t num_examples);
 
 }  // namespace mt

@@ -290,10 +290,15 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
                         [&](int64_t step) {
                           if (!leads) optimizer.expect_updates(step - start_step);  // else submit has set it
                         });
-  const auto num_examples = static_cast<double>(data.examples.size());
-  Batcher batcher(std::move(data.examples), c.training.batch_size, c.dataset.shuffle, c.training.seed);
-  if (resume) batcher.seek({resume->meta().data_epoch, resume->meta().data_index});
-  Prefetcher prefetcher(batcher, c.dataset.num_workers);
+  const auto num_examples = static_cast<double>(data.examples.size());  // 0: a stream
+  const std::unique_ptr<BatchSource> batches = make_batch_source(c, source, spec, std::move(data.examples));
+  if (resume) batches->seek({resume->meta().data_epoch, resume->meta().data_index});
+  Prefetcher prefetcher(*batches, c.dataset.num_workers);
+  // Epochs of the training examples consumed (whole passes only, for a stream of unknown length).
+  const auto epochs_done = [&] {
+    const DataCursor at = prefetcher.cursor();
+    return static_cast<double>(at.epoch) + (num_examples > 0 ? static_cast<double>(at.index) / num_examples : 0.0);
+  };
 
   const std::filesystem::path out = c.training.output_dir;
   if (root) std::filesystem::create_directories(out);
@@ -363,7 +368,7 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
     totals.sequences += batch.num_seqs;
     totals.tokens += batch.num_tokens;
     totals.seconds += seconds;
-    r.epoch = static_cast<double>(prefetcher.cursor().epoch) + static_cast<double>(prefetcher.cursor().index) / num_examples;
+    r.epoch = epochs_done();
     r.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
     if (report.skipped) log::warn("step {}: gradient norm is not finite; update skipped", step);
     elapsed += seconds;
@@ -400,7 +405,7 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
   summary.final_dir = out / "final";
   export_hf_directory(summary.final_dir, spec, layout, regions, dtype, source.dir, carried);
   write_chat_files(summary.final_dir, c, spec.family);
-  totals.epoch = static_cast<double>(prefetcher.cursor().epoch) + static_cast<double>(prefetcher.cursor().index) / num_examples;
+  totals.epoch = epochs_done();
   for (const std::filesystem::path& file : reports->finish(totals)) log::info("wrote {}", file.string());
   log::info("saved the final model ({}) to {}", dtype_name(dtype), summary.final_dir.string());
   return summary;

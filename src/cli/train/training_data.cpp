@@ -10,6 +10,7 @@
 #include "config/yaml_fields.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "data/block_stream.h"
 #include "data/dataset_registry.h"
 #include "data/eval_split.h"
 #include "data/packing.h"
@@ -45,9 +46,10 @@ TrainingData load_training_data(const Config& config, const ModelSource& source,
   };
   const bool eval_text = !dataset.eval_dataset.empty() && for_eval([&] { return needs_tokenizer(eval_config); });
   TrainingData data;
-  if (needs_tokenizer(dataset) || eval_text) data.tokenizer = load_tokenizer(dataset, source);
+  if ((!dataset.streaming && needs_tokenizer(dataset)) || eval_text)
+    data.tokenizer = load_tokenizer(dataset, source);
   const TextOptions text{data.tokenizer.get(), spec.family, config.training.stage == "pt"};
-  data.examples = load_datasets(dataset, spec.vocab_size, text, &data.stats);
+  if (!dataset.streaming) data.examples = load_datasets(dataset, spec.vocab_size, text, &data.stats);
   if (!dataset.eval_dataset.empty()) {
     DatasetStats eval_stats;
     data.eval_examples = for_eval([&] { return load_datasets(eval_config, spec.vocab_size, text, &eval_stats); });
@@ -74,6 +76,20 @@ TrainingData load_training_data(const Config& config, const ModelSource& source,
                   static_cast<double>(static_cast<int64_t>(data.examples.size()) * dataset.max_seq_len));
   }
   return data;
+}
+
+std::unique_ptr<BatchSource> make_batch_source(const Config& c, const ModelSource& source, const ModelSpec& spec,
+                                               std::vector<Example> examples) {
+  if (!c.dataset.streaming)
+    return std::make_unique<Batcher>(std::move(examples), c.training.batch_size, c.dataset.shuffle, c.training.seed);
+  const DatasetRegistry registry(c.dataset.dataset_dir);
+  std::vector<DatasetEntry> entries;
+  for (const std::string& name : dataset_names(c.dataset.name)) entries.push_back(registry.entry(name));
+  std::shared_ptr<const Tokenizer> tokenizer = load_tokenizer(c.dataset, source);
+  log::info("dataset.streaming: blocks of {} tokens read from {} file(s) as training goes, in corpus order",
+            c.dataset.max_seq_len, entries.size());
+  return std::make_unique<BlockStream>(std::move(entries), std::move(tokenizer), c.dataset.max_seq_len,
+                                       c.training.batch_size, c.dataset.max_samples, spec.vocab_size);
 }
 
 }  // namespace mt

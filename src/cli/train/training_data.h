@@ -9,6 +9,7 @@
 
 #include "config/config.h"
 #include "data/batch.h"
+#include "data/batch_source.h"
 #include "data/dataset.h"
 #include "data/tokenizer.h"
 #include "model/model_source.h"
@@ -23,6 +24,13 @@ struct TrainingData {
   DatasetStats stats;
 };
 
+// With dataset.streaming the training examples stay in their files (make_batch_source reads them); only the
+// evaluation set is loaded.
 TrainingData load_training_data(const Config& config, const ModelSource& source, const ModelSpec& spec, bool pack);
+
+// What hands out the run's batches: a Batcher over `examples`, or with dataset.streaming a BlockStream over
+// dataset.name's files (every compute rank reads them itself, with its own tokenizer).
+std::unique_ptr<BatchSource> make_batch_source(const Config& config, const ModelSource& source, const ModelSpec& spec,
+                                               std::vector<Example> examples);
 
 }  // namespace mt
