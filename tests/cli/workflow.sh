@@ -72,6 +72,11 @@ elif ! grep -q "LLaMA-Factory keys that change nothing here, ignored: .*deepspee
 elif [[ $(grep -c '"eval_loss"' "$work/lf_out/metrics.jsonl") -ne 2 ]]; then fail "eval after each of the 2 steps"
 elif ! grep -q "training.num_train_epochs 1.0: 2 steps" "$work/err"; then fail "epochs resolved to steps"
 elif [[ ! -f "$work/lf_out/final/model.safetensors" ]]; then fail "final model"
+elif ! python3 -c "import json, sys; c = json.load(open(sys.argv[1])); sys.exit(not (c['eos_token'] == '<|im_end|>'
+    and \"'<|im_start|>user\\n' + content + '<|im_end|>\\n<|im_start|>assistant\\n'\" in c['chat_template']))" \
+    "$work/lf_out/final/tokenizer_config.json"; then fail "final/ carries the chatml chat_template and its EOS"
+elif ! grep -q '"eos_token_id"' "$work/lf_out/final/generation_config.json"; then fail "generation_config.json"
+elif [[ ! -f "$work/lf_out/training_loss.png" || ! -f "$work/lf_out/all_results.json" ]]; then fail "plot_loss, all_results"
 else echo "ok   LLaMA-Factory YAML trains: $(grep -c . "$work/lf_out/metrics.jsonl") metrics lines"; fi
 
 "$bin" convert-config "$work/lf.yaml" >"$work/out" 2>"$work/err"

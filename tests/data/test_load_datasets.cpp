@@ -128,7 +128,7 @@ TEST_CASE("the built-in demo dataset loads for a vocabulary of 512", "[data][loa
 
 namespace mt {
 
-TEST_CASE("hub entries name their download command; num_samples and other splits are refused", "[data][registry]") {
+TEST_CASE("hub entries name their download command, and num_samples and other splits are refused", "[data][registry]") {
   test::TempDir dir;
   dir.write("dataset_info.json", R"({
     "alpaca_en": {"hf_hub_url": "llamafactory/alpaca_en", "ms_hub_url": "llamafactory/alpaca_en"},

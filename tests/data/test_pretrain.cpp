@@ -87,7 +87,7 @@ TEST_CASE("a pt record without the text column is named with its line", "[data][
         "dataset 'd': " + (dir.path() / "bad.csv").string() + ":2: 1 fields, but the header names 2 columns");
 }
 
-TEST_CASE("val_size holds out a seeded, disjoint set; too large a set is refused", "[data][eval]") {
+TEST_CASE("val_size holds out a seeded, disjoint set, and too large a set is refused", "[data][eval]") {
   std::vector<Example> examples;
   for (int32_t i = 0; i < 20; ++i) examples.push_back({{i, i}, {i, i}});
   const EvalSplit a = split_eval(examples, 0.1, 7, "cfg.yaml");

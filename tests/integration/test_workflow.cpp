@@ -164,7 +164,7 @@ uint32_t be32(const std::string& s, size_t at) {
 
 }  // namespace
 
-TEST_CASE("TensorBoard files hold the logged values; plots and all_results.json are written", "[workflow][trackers]") {
+TEST_CASE("TensorBoard files hold the logged values, and the plots and all_results.json are written", "[workflow][trackers]") {
   run_fixture("llama", "trackers", {"dataset.val_size=4", "training.batch_size=4", "training.num_steps=4",
                                     "training.logging_steps=2", "training.eval_steps=2",
                                     "training.report_to=[tensorboard]", "training.plot_loss=true"});
