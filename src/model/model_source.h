@@ -19,7 +19,8 @@ struct ModelSource {
 };
 
 // `name`: a directory with config.json; a *.json shape file; or a hub id "org/name" found under
-// $HF_HUB_CACHE, $HF_HOME/hub or ~/.cache/huggingface/hub (models--org--name/snapshots/<rev>, via refs/main).
+// $HF_HUB_CACHE, $HF_HOME/hub or ~/.cache/huggingface/hub (models--org--name/snapshots/<rev>, via refs/main), else
+// the shape we ship as configs/models/<name, lowercase>.json (a bare config: Qwen/Qwen2.5-7B -> qwen2.5-7b.json).
 ModelSource resolve_model_source(const std::string& name);
 
 // Fills dst[region.numel] from the model's safetensors (converted to fp32). Tied heads have no lm_head tensor.
