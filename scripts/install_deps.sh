@@ -14,6 +14,8 @@ packages=(
   libopenblas-openmp-dev
   patchelf
   python3                    # tests/cli/bad_input.sh edits fixture configs
+  python3-jinja2             # tests/data: the exported chat_template rendered by Jinja itself
+  libpng-dev                 # training.plot_loss: training_loss.png
   slurm-wlm munge            # tests/slurm: a real single-node Slurm on localhost
 )
 

@@ -13,7 +13,7 @@ recorded with its error message, and MegaTrain must refuse it too.
 Run by hand from the repository root, in an environment with LLaMA-Factory (its data module needs peft and datasets;
 torchaudio is stubbed out below):
     python3 -m venv --system-site-packages /tmp/lf && /tmp/lf/bin/pip install --no-deps llamafactory==0.9.5
-    /tmp/lf/bin/pip install peft datasets omegaconf && /tmp/lf/bin/python tools/make_template_fixtures.py
+    /tmp/lf/bin/pip install peft datasets omegaconf && /tmp/lf/bin/python tools/make_template_fixtures.py [NAME ...]
 """
 import datetime as real_datetime
 import importlib.machinery
@@ -68,7 +68,9 @@ TEMPLATE_TOKENIZER = {"qwen": "qwen2", "qwen3": "qwen2", "chatml": "qwen2", "lla
                       "mistral": "mistral", "default": "gpt2", "empty": "gpt2",
                       "gemma": "gemma", "gemma2": "gemma", "gemma3": "gemma", "phi": "phi3", "phi4": "phi4",
                       "phi4_mini": "phi4_mini", "glm4": "glm4", "intern2": "internlm2", "baichuan2": "baichuan2",
-                      "qwen3_5": "qwen2", "qwen3_5_nothink": "qwen2"}
+                      "qwen3_5": "qwen2", "qwen3_5_nothink": "qwen2",
+                      "qwen3_nothink": "qwen2", "yi": "qwen2", "deepseek": "llama2", "deepseekr1": "llama2",
+                      "deepseekcoder": "llama2"}
 
 TOOLS = json.dumps([
     {"type": "function", "function": {
@@ -131,7 +133,10 @@ def fnv1a64(path):
 
 def main():
     OUT.mkdir(parents=True, exist_ok=True)
+    only = set(sys.argv[1:])  # template names to write; none: all
     for name, tok_dir in TEMPLATE_TOKENIZER.items():
+        if only and name not in only:
+            continue
         tokenizer = AutoTokenizer.from_pretrained(f"{TOKENIZERS}/{tok_dir}")
         data_args = DataArguments(template=name, cutoff_len=1_000_000)
         template = get_template_and_fix_tokenizer(tokenizer, data_args)

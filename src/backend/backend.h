@@ -150,6 +150,7 @@ class Backend {
   // Fused, chunked LM head + cross-entropy: logits = x[T,H]·w[V,H]ᵀ are never held for all T at once; where
   // softcap > 0 they become softcap·tanh(logits/softcap) before the softmax (Gemma 2's final soft-capping).
   // Returns Σ CE over tokens whose target != -100 (fp64). dx[T,H] = grad_scale · ∂Σ/∂x, dw[V,H] += grad_scale · ∂Σ/∂w.
+  // dx and dw both null: the loss only (evaluation), no gradient computed.
   virtual double head_loss(void* dx, float* dw, const void* x, const void* w, const int32_t* targets, int64_t T,
                            int64_t H, int64_t V, float grad_scale, float softcap) = 0;
 

@@ -5,6 +5,8 @@
 
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <filesystem>
 #include <iostream>
@@ -16,6 +18,7 @@
 
 #include "cli/command.h"
 #include "core/error.h"
+#include "model/model_source.h"
 #include "model/model_spec.h"
 #include "plan/resource_advice.h"
 #include "store/shared_memory_check.h"
@@ -37,10 +40,23 @@ struct Inputs {
 };
 
 // Known names: configs/models/<name>.json under $MEGATRAIN_HOME, the working directory, the binary's parent
-// directories, then the source tree the binary was built from.
-fs::path find_model(const std::string& name) {
-  if (fs::is_regular_file(name)) return name;
-  if (fs::is_directory(name) && fs::is_regular_file(fs::path(name) / "config.json")) return fs::path(name) / "config.json";
+// directories, then the source tree the binary was built from. A hub id (org/Name, as the hub writes it) is its
+// snapshot in the local Hugging Face cache, else the shape we ship under the lowercase Name
+// (Qwen/Qwen2.5-7B -> qwen2.5-7b).
+fs::path find_model(const std::string& given) {
+  if (fs::is_regular_file(given)) return given;
+  if (fs::is_directory(given) && fs::is_regular_file(fs::path(given) / "config.json"))
+    return fs::path(given) / "config.json";
+  std::string name = given;
+  const size_t slash = given.find('/');
+  if (slash != std::string::npos && slash > 0 && given.find('/', slash + 1) == std::string::npos) {
+    try {
+      return resolve_model_source(given).config_json;
+    } catch (const Error&) {  // not in the cache: a shape we ship, by name
+      name = given.substr(slash + 1);
+      std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+    }
+  }
   std::vector<fs::path> roots;
   if (const char* home = std::getenv("MEGATRAIN_HOME")) roots.emplace_back(home);
   roots.emplace_back(".");
@@ -56,7 +72,8 @@ fs::path find_model(const std::string& name) {
       for (const auto& e : fs::directory_iterator(root / "configs" / "models"))
         if (e.path().extension() == ".json") known.insert(e.path().stem().string());
   }
-  throw Error(MT_FORMAT("calc-resource: --model '{}' is neither a known model ({}) nor a config.json path", name,
+  throw Error(MT_FORMAT("calc-resource: --model '{}' is neither a known model ({}) nor a config.json path, nor a hub "
+                        "id in the local Hugging Face cache", given,
                         known.empty() ? "configs/models/ not found" : fmt::format("{}", fmt::join(known, ", "))));
 }
 
@@ -158,7 +175,8 @@ void run_calc_resource(Inputs in, bool interactive_allowed) {
   const bool tty = interactive_allowed && isatty(STDIN_FILENO);
   ask(in.gpu_gib, "--gpu-mem", "GPU memory (GiB)", tty);
   ask(in.ram_gib, "--ram", "host RAM (GiB)", tty);
-  ask(in.model, "--model", "model (a known name such as qwen2.5-7b, or a config.json path)", tty);
+  ask(in.model, "--model", "model (a hub id such as Qwen/Qwen2.5-7B, a known name such as qwen2.5-7b, or a config.json "
+      "path)", tty);
   ask(in.seq, "--seq", "sequence length (tokens)", tty);
   validate(in);
   const ModelSpec spec = load_model_spec(find_model(*in.model), true);  // sizes only: no modeling code runs

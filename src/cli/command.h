@@ -21,5 +21,6 @@ void add_bench_optim_command(CLI::App& root, std::vector<Command>& commands);
 void add_calc_resource_command(CLI::App& root, std::vector<Command>& commands);
 void add_inspect_command(CLI::App& root, std::vector<Command>& commands);
 void add_export_command(CLI::App& root, std::vector<Command>& commands);
+void add_convert_config_command(CLI::App& root, std::vector<Command>& commands);
 
 }  // namespace mt

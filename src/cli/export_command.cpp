@@ -13,6 +13,8 @@
 
 #include "checkpoint/checkpoint_reader.h"
 #include "cli/command.h"
+#include "cli/train/chat_export.h"
+#include "config/config.h"
 #include "core/log.h"
 #include "io/safetensors.h"
 #include "model/model_source.h"
@@ -52,8 +54,11 @@ void export_checkpoint(const std::string& file, const std::string& out, const st
   for (const auto& r : regions) region_data.push_back(r.data());
   std::filesystem::path tokenizer_from;
   if (std::filesystem::is_directory(ckpt.meta().model_name)) tokenizer_from = ckpt.meta().model_name;
+  const auto chat_files = [&](const std::filesystem::path& dir) {
+    if (!tokenizer_from.empty()) write_chat_files(dir, parse_config(ckpt.meta().config_yaml, file), spec.family);
+  };
   export_hf_directory(out, spec, layout, region_data, dtype_from_name(dtype_name_arg), tokenizer_from, carried,
-                      kMaxShardBytes, replace);
+                      kMaxShardBytes, replace, chat_files);
   log::info("exported {} (step {}) as {} to {}", file, ckpt.meta().step, dtype_name_arg, out);
 }
 

@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   mt::add_calc_resource_command(app, commands);
   mt::add_inspect_command(app, commands);
   mt::add_export_command(app, commands);
+  mt::add_convert_config_command(app, commands);
 
   // The first word that is not an option names the subcommand: an unknown one is named, with the known ones.
   if (argc > 1 && argv[1][0] != '-') {

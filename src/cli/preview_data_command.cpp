@@ -32,7 +32,7 @@ std::string span_text(const TrainingData& data, const std::vector<int32_t>& ids,
 void preview(const Config& c, int64_t count) {
   const ModelSource source = resolve_model_source(c.model.name);
   const ModelSpec spec = load_model_spec(source.config_json, c.model.trust_remote_code);
-  const TrainingData data = load_training_data(c.dataset, source, spec, false);
+  const TrainingData data = load_training_data(c, source, spec, false);
   const bool tty = ::isatty(::fileno(stdout)) != 0;
   const char* open = tty ? "\033[32m" : "«";
   const char* close = tty ? "\033[0m" : "»";

@@ -16,9 +16,11 @@
 #include <string>
 #include <vector>
 
+#include "config/llamafactory_config.h"
 #include "config/yaml_depth.h"
 #include "config/yaml_fields.h"
 #include "core/error.h"
+#include "core/log.h"
 
 namespace mt {
 namespace {
@@ -83,6 +85,25 @@ Field real(std::string_view section, std::string_view key, RealBounds bounds, At
           [=](const Config& c) { return real_to_text(at(c)); }};
 }
 
+// A list of trackers: `none`, one name, or a sequence of names (LLaMA-Factory writes `report_to: [tensorboard]`).
+template <typename At>
+Field trackers(std::string_view section, std::string_view key, std::vector<std::string_view> names, At at) {
+  return {section, key,
+          [=](Config& c, const YAML::Node& n, const YamlPlace& p) {
+            std::vector<std::string>& list = at(c);
+            list.clear();
+            if (n.IsSequence()) {
+              for (size_t i = 0; i < n.size(); ++i) list.push_back(read_choice(n[i], p, names));
+            } else {
+              std::vector<std::string_view> with_none = names;
+              with_none.insert(with_none.begin(), "none");
+              const std::string one = read_choice(n, p, with_none);
+              if (one != "none") list.push_back(one);
+            }
+          },
+          [=](const Config& c) { return at(c).empty() ? std::string("none") : fmt::format("{}", fmt::join(at(c), ",")); }};
+}
+
 #define MT_AT(member) [](auto& c) -> auto& { return c.member; }
 
 // The schema: every section and key, in order, with its type and bounds (defaults live in config.h).
@@ -105,15 +126,25 @@ const std::vector<Field>& schema() {
       integer("dataset", "num_workers", 0, MT_AT(dataset.num_workers)),
       text("dataset", "template", false, MT_AT(dataset.template_name)),
       flag("dataset", "train_on_prompt", MT_AT(dataset.train_on_prompt)),
+      text("dataset", "eval_dataset", true, MT_AT(dataset.eval_dataset)),
+      real("dataset", "val_size", {0.0, kInf}, MT_AT(dataset.val_size)),
+      integer("dataset", "max_samples", 0, MT_AT(dataset.max_samples)),
+      flag("dataset", "streaming", MT_AT(dataset.streaming)),
 
       integer("training", "batch_size", 1, MT_AT(training.batch_size)),
       integer_or_auto("training", "micro_batch_size", 1, MT_AT(training.micro_batch_size)),
       integer_or_auto("training", "gradient_accumulation_steps", 1, MT_AT(training.gradient_accumulation_steps)),
       integer_or_auto("training", "gpus_per_node", 1, MT_AT(training.gpus_per_node)),
+      choice("training", "stage", {"sft", "pt"}, MT_AT(training.stage)),
       integer("training", "num_steps", 1, MT_AT(training.num_steps)),
+      real("training", "num_train_epochs", {0.0, kInf}, MT_AT(training.num_train_epochs)),
       real("training", "learning_rate", {0.0, kInf}, MT_AT(training.learning_rate)),
-      choice("training", "lr_scheduler", {"constant", "cosine", "linear"}, MT_AT(training.lr_scheduler)),
+      // transformers' names where they mean the same: our constant warms up; cosine_with_min_lr is cosine with
+      // min_lr_ratio.
+      choice("training", "lr_scheduler", {"constant", "cosine", "linear"}, MT_AT(training.lr_scheduler),
+             {{"constant_with_warmup", "constant"}, {"cosine_with_min_lr", "cosine"}}),
       integer("training", "warmup_steps", 0, MT_AT(training.warmup_steps)),
+      real("training", "warmup_ratio", {0.0, 1.0}, MT_AT(training.warmup_ratio)),
       real("training", "min_lr_ratio", {0.0, 1.0}, MT_AT(training.min_lr_ratio)),
       real("training", "weight_decay", {0.0, kInf}, MT_AT(training.weight_decay)),
       real("training", "max_grad_norm", {-kInf, kInf}, MT_AT(training.max_grad_norm)),
@@ -124,6 +155,9 @@ const std::vector<Field>& schema() {
       integer("training", "logging_steps", 1, MT_AT(training.logging_steps)),
       integer("training", "save_steps", 0, MT_AT(training.save_steps)),
       integer("training", "save_total_limit", 0, MT_AT(training.save_total_limit)),
+      integer("training", "eval_steps", 0, MT_AT(training.eval_steps)),
+      trackers("training", "report_to", {"tensorboard"}, MT_AT(training.report_to)),
+      flag("training", "plot_loss", MT_AT(training.plot_loss)),
       text("training", "resume_from", true, MT_AT(training.resume_from)),
 
       choice("optimizer", "type", {"deepspeed_adam", "adamw"}, MT_AT(optimizer.type)),
@@ -218,6 +252,24 @@ void validate(const Config& config, const std::string& origin) {
   MT_REQUIRE(!(config.model.dtype == "float32" && config.model.stream_dtype == "bfloat16"),
              "{}: model.stream_dtype: bfloat16 weights cannot feed model.dtype float32 (use auto or float32)", origin);
   const TrainingConfig& t = config.training;
+  const DatasetConfig& d = config.dataset;
+  MT_REQUIRE(d.val_size == 0.0 || d.val_size < 1.0 || d.val_size == static_cast<double>(static_cast<int64_t>(d.val_size)),
+             "{}: dataset.val_size: {} is neither a fraction below 1 nor a whole count of examples", origin,
+             real_to_text(d.val_size));
+  MT_REQUIRE(d.val_size == 0.0 || d.eval_dataset.empty(),
+             "{}: dataset.val_size and dataset.eval_dataset both name an evaluation set; keep one", origin);
+  MT_REQUIRE(!d.streaming || t.stage == "pt",
+             "{}: dataset.streaming reads plain-text corpora for training.stage pt, not {}", origin, t.stage);
+  MT_REQUIRE(!d.streaming || !d.shuffle,
+             "{}: dataset.streaming reads blocks in corpus order; set dataset.shuffle: false", origin);
+  MT_REQUIRE(!d.streaming || t.num_train_epochs == 0.0,
+             "{}: dataset.streaming does not know the corpus length before reading it; set training.num_steps, not "
+             "training.num_train_epochs", origin);
+  MT_REQUIRE(!d.streaming || d.val_size == 0.0,
+             "{}: dataset.streaming cannot hold examples out of a stream; use dataset.eval_dataset", origin);
+  MT_REQUIRE(t.warmup_steps == 0 || t.warmup_ratio == 0.0,
+             "{}: training.warmup_steps {} and training.warmup_ratio {} both set the warmup; keep one", origin,
+             t.warmup_steps, real_to_text(t.warmup_ratio));
   MT_REQUIRE(t.gradient_accumulation_steps == 0 || t.batch_size % t.gradient_accumulation_steps == 0,
              "{}: training.gradient_accumulation_steps: {} does not divide training.batch_size {}", origin,
              t.gradient_accumulation_steps, t.batch_size);
@@ -232,6 +284,13 @@ Config parse_config(const std::string& yaml_text, const std::string& origin,
     root = load_yaml_bounded(yaml_text, origin);
   } catch (const YAML::ParserException& e) {
     throw Error(fmt::format("{}:{}:{}: invalid YAML: {}", origin, e.mark.line + 1, e.mark.column + 1, e.msg));
+  }
+  if (is_llamafactory_config(root)) {  // LLaMA-Factory's flat YAML: turned into ours, then read as ours
+    const ConvertedConfig converted = convert_llamafactory_config(root, origin);
+    if (!converted.ignored.empty())
+      log::warn("{}: LLaMA-Factory keys that change nothing here, ignored: {}", origin,
+                fmt::join(converted.ignored, "; "));
+    root = YAML::Load(converted.yaml_text);
   }
   Config config;
   apply_document(config, root, origin);

@@ -28,6 +28,10 @@ struct DatasetConfig {
   int64_t num_workers = 2;
   std::string template_name = "auto";    // YAML key: template
   bool train_on_prompt = false;
+  std::string eval_dataset;              // entries of dataset_info.json held out for evaluation ("" = none)
+  double val_size = 0.0;                 // held out of dataset.name: a fraction < 1 or a count >= 1; 0 = none
+  int64_t max_samples = 0;               // the first N records of each dataset; 0 = all
+  bool streaming = false;                // training.stage pt: blocks read from the files as training goes
 };
 
 struct TrainingConfig {
@@ -35,10 +39,13 @@ struct TrainingConfig {
   int64_t micro_batch_size = 0;          // 0 = auto (YAML: auto)
   int64_t gradient_accumulation_steps = 0;  // 0 = auto (YAML: auto): plan/memory_plan.h auto_passes
   int64_t gpus_per_node = 0;             // data-parallel compute ranks per node; 0 = auto (YAML: auto)
+  std::string stage = "sft";             // sft (chat template, answers trained) | pt (plain text, every token trained)
   int64_t num_steps = 100;
+  double num_train_epochs = 0.0;         // > 0: the run's length in epochs of the prepared dataset (replaces num_steps)
   double learning_rate = 1.0e-5;
   std::string lr_scheduler = "constant"; // constant | cosine | linear
   int64_t warmup_steps = 0;
+  double warmup_ratio = 0.0;             // > 0: warmup_steps = ceil(ratio × the run's steps)
   double min_lr_ratio = 0.0;
   double weight_decay = 0.0;
   double max_grad_norm = 1.0;            // <= 0 disables clipping
@@ -50,6 +57,9 @@ struct TrainingConfig {
   int64_t logging_steps = 1;
   int64_t save_steps = 0;
   int64_t save_total_limit = 0;
+  int64_t eval_steps = 0;                // evaluate every N steps (and after the last) when there is an eval set
+  std::vector<std::string> report_to;    // trackers: tensorboard (YAML: none | tensorboard | [tensorboard])
+  bool plot_loss = false;                // training_loss.png (and training_eval_loss.png) at the end
   std::string resume_from;               // "" | auto | path
 };
 
@@ -75,6 +85,8 @@ struct Config {
 // fp32 master itself, cast where bf16 compute uses it: 16 B/parameter, no bf16 copy).
 DType stream_dtype_of(const Config& config);
 
+// A LLaMA-Factory training YAML (config/llamafactory_config.h) is accepted too: converted, its ignored keys named in
+// one warning.
 Config load_config(const std::filesystem::path& file, const std::vector<std::string>& overrides = {});
 // The same from YAML text (`origin` names it in messages).
 Config parse_config(const std::string& yaml_text, const std::string& origin,

@@ -6,20 +6,22 @@
 #include <fmt/format.h>
 
 #include <memory>
+#include <optional>
 #include <random>
 
 #include "core/error.h"
 #include "core/log.h"
 #include "data/dataset_registry.h"
+#include "data/formats/pretrain_loader.h"
 #include "data/formats/text_loader.h"
 #include "data/templates/chat_template.h"
 #include "data/templates/template_renderer.h"
 #include "data/tokenized_loader.h"
+#include "data/tokenizer.h"
 
 namespace mt {
-namespace {
 
-std::vector<std::string> split_names(const std::string& list) {
+std::vector<std::string> dataset_names(const std::string& list) {
   MT_REQUIRE(list.find_first_not_of(" \t") != std::string::npos,
              "dataset.name is empty: name one or more entries of dataset_info.json, comma-separated");
   std::vector<std::string> names;
@@ -35,6 +37,8 @@ std::vector<std::string> split_names(const std::string& list) {
   }
 }
 
+namespace {
+
 // Uniform in [0, bound) from raw 64-bit outputs, without modulo bias (rejects the short low range).
 uint64_t uniform_below(std::mt19937_64& engine, uint64_t bound) {
   const uint64_t threshold = (0 - bound) % bound;
@@ -43,11 +47,40 @@ uint64_t uniform_below(std::mt19937_64& engine, uint64_t bound) {
   return r % bound;
 }
 
+// training.stage pt: every dataset's documents end to end, cut into max_seq_len blocks.
+std::vector<Example> load_pretrain_blocks(const DatasetConfig& config, const std::vector<const DatasetEntry*>& entries,
+                                          int64_t vocab_size, const TextOptions& text, DatasetStats* stats) {
+  MT_REQUIRE(text.tokenizer != nullptr, "dataset.name '{}': training.stage pt needs the model's tokenizer "
+             "(tokenizer.json in the model directory), but there is none", config.name);
+  const std::optional<int32_t> eos = text.tokenizer->eos_id();
+  MT_REQUIRE(eos.has_value(), "dataset.name '{}': training.stage pt appends the EOS token to each document, but the "
+             "tokenizer has no eos_token (tokenizer_config.json)", config.name);
+  std::vector<int32_t> stream;
+  DatasetStats total;
+  for (const DatasetEntry* entry : entries) {
+    const size_t before = stream.size();
+    const int64_t documents = append_documents(*entry, *text.tokenizer, *eos, config.max_samples, vocab_size, stream);
+    log::info("dataset '{}': {} documents, {} tokens with their EOS{}", entry->name, documents, stream.size() - before,
+              config.max_samples > 0 ? fmt::format(" (dataset.max_samples {})", config.max_samples) : "");
+    total.documents += documents;
+  }
+  std::vector<Example> blocks = cut_blocks(stream, config.max_seq_len, &total.dropped_tokens);
+  MT_REQUIRE(!blocks.empty(), "dataset.name '{}': its {} tokens do not fill one block of dataset.max_seq_len {}",
+             config.name, stream.size(), config.max_seq_len);
+  total.examples = static_cast<int64_t>(blocks.size());
+  total.tokens = total.examples * config.max_seq_len;
+  log::info("training.stage pt: {} documents, {} tokens in {} blocks of {} tokens; the final {} tokens, less than a "
+            "block, are left out", total.documents, stream.size(), blocks.size(), config.max_seq_len,
+            total.dropped_tokens);
+  if (stats) *stats = total;
+  return blocks;
+}
+
 }  // namespace
 
 bool needs_tokenizer(const DatasetConfig& config) {
   const DatasetRegistry registry(config.dataset_dir);
-  for (const std::string& name : split_names(config.name))
+  for (const std::string& name : dataset_names(config.name))
     if (registry.entry(name).formatting != "tokenized") return true;
   return false;
 }
@@ -63,9 +96,10 @@ std::vector<Example> load_datasets(const DatasetConfig& config, int64_t vocab_si
   // last one fails at once.
   std::vector<const DatasetEntry*> entries;
   std::unique_ptr<TemplateRenderer> renderer;
-  for (const std::string& name : split_names(config.name)) {
+  for (const std::string& name : dataset_names(config.name)) {
     const DatasetEntry& entry = registry.entry(name);
     entries.push_back(&entry);
+    if (text.pretrain) continue;
     if (entry.formatting == "tokenized" || renderer) continue;
     MT_REQUIRE(text.tokenizer != nullptr,
                "dataset '{}': formatting {} is text and needs the model's tokenizer (tokenizer.json in the model "
@@ -77,12 +111,21 @@ std::vector<Example> load_datasets(const DatasetConfig& config, int64_t vocab_si
     renderer = std::make_unique<TemplateRenderer>(find_chat_template(template_name), *text.tokenizer);
     log::info("chat template '{}'{}", template_name, config.template_name == "auto" ? " (template: auto)" : "");
   }
+  if (text.pretrain) return load_pretrain_blocks(config, entries, vocab_size, text, stats);
   const TextLimits limits{config.max_seq_len, config.train_on_prompt, vocab_size};
   for (const DatasetEntry* entry : entries) {
     DatasetStats part;
     std::vector<Example> loaded = entry->formatting == "tokenized"
                                       ? load_tokenized(*entry, vocab_size, config.max_seq_len, &part)
                                       : load_text(*entry, *renderer, limits, &part);
+    if (config.max_samples > 0 && static_cast<int64_t>(loaded.size()) > config.max_samples) {
+      for (size_t k = static_cast<size_t>(config.max_samples); k < loaded.size(); ++k) {
+        --part.examples;
+        part.tokens -= static_cast<int64_t>(loaded[k].input_ids.size());
+      }
+      loaded.resize(static_cast<size_t>(config.max_samples));
+      log::info("dataset '{}': dataset.max_samples keeps its first {} examples", entry->name, config.max_samples);
+    }
     log::info("dataset '{}': {} examples, {} tokens ({} truncated to {} tokens, {} dropped with no trained token{})",
               entry->name, part.examples, part.tokens, part.truncated, config.max_seq_len, part.dropped,
               part.skipped ? fmt::format(", {} records skipped", part.skipped) : "");
@@ -107,15 +150,22 @@ Batcher::Batcher(std::vector<Example> examples, int64_t batch_size, bool shuffle
   build_order();
 }
 
-void Batcher::build_order() {
-  order_.resize(examples_.size());
-  for (size_t i = 0; i < order_.size(); ++i) order_[i] = static_cast<int64_t>(i);
-  if (!shuffle_) return;
-  std::mt19937_64 engine(seed_ ^ (static_cast<uint64_t>(cursor_.epoch) * 0x9E3779B97F4A7C15ULL));
-  for (size_t i = order_.size() - 1; i > 0; --i) std::swap(order_[i], order_[uniform_below(engine, i + 1)]);
+std::vector<int64_t> seeded_permutation(int64_t n, uint64_t seed) {
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
+  std::mt19937_64 engine(seed);
+  for (size_t i = order.size(); i-- > 1;) std::swap(order[i], order[uniform_below(engine, i + 1)]);
+  return order;
 }
 
-Batch Batcher::next() { return batch(next_indices()); }
+void Batcher::build_order() {
+  if (shuffle_) {
+    order_ = seeded_permutation(num_examples(), seed_ ^ (static_cast<uint64_t>(cursor_.epoch) * 0x9E3779B97F4A7C15ULL));
+    return;
+  }
+  order_.resize(examples_.size());
+  for (size_t i = 0; i < order_.size(); ++i) order_[i] = static_cast<int64_t>(i);
+}
 
 std::vector<int64_t> Batcher::next_indices() {
   std::vector<int64_t> indices;
@@ -130,7 +180,7 @@ std::vector<int64_t> Batcher::next_indices() {
   return indices;
 }
 
-Batch Batcher::batch(const std::vector<int64_t>& indices) const {
+Batch Batcher::batch(const std::vector<int64_t>& indices) {
   std::vector<Example> picked;
   picked.reserve(indices.size());
   for (const int64_t i : indices) picked.push_back(examples_[static_cast<size_t>(i)]);

@@ -20,6 +20,13 @@ using nlohmann::json;
 
 const std::vector<std::string> kFormattings = {"alpaca", "sharegpt", "tokenized"};
 
+// LLaMA-Factory's hub keys and the command that downloads such a dataset ({0}: its id, {1}: a folder for it).
+const std::vector<std::pair<std::string, std::string>> kHubDownloads = {
+    {"hf_hub_url", "huggingface-cli download --repo-type dataset {0} --local-dir {1}"},
+    {"ms_hub_url", "modelscope download --dataset {0} --local_dir {1}"},
+    {"om_hub_url", "openmind-cli pull {0} --local_dir {1}"},
+};
+
 std::map<std::string, std::string> string_map(const json& value, const std::string& where) {
   MT_REQUIRE(value.is_object(), "{} must be an object of strings", where);
   std::map<std::string, std::string> out;
@@ -35,8 +42,24 @@ DatasetEntry parse_entry(const std::filesystem::path& dataset_dir, const std::st
   DatasetEntry entry;
   entry.name = name;
   const auto file_name = value.find("file_name");
-  MT_REQUIRE(file_name != value.end(), "entry '{}' has no file_name{}", name,
-             value.contains("hf_hub_id") ? " (hub datasets are not supported: download it and set file_name)" : "");
+  if (file_name == value.end()) {
+    for (const auto& [key, command] : kHubDownloads) {
+      const auto hub = value.find(key);
+      if (hub == value.end() || !hub->is_string()) continue;
+      const std::string id = hub->get<std::string>();
+      const std::string dir = (dataset_dir / id.substr(id.rfind('/') + 1)).string();
+      throw Error(fmt::format("entry '{}' is the hub dataset {} \"{}\" and MegaTrain reads local files only (no "
+                              "network): download it with `{}`, then set \"file_name\" to the downloaded file",
+                              name, key, id, fmt::format(fmt::runtime(command), id, dir)));
+    }
+    throw Error(fmt::format("entry '{}' has no file_name", name));
+  }
+  for (const char* key : {"num_samples", "ranking", "subset", "folder", "script_url", "cloud_file_name"})
+    MT_REQUIRE(!value.contains(key), "entry '{}': \"{}\" is not supported (a local file is read whole{}); remove it",
+               name, key, std::string_view(key) == "num_samples" ? "; dataset.max_samples keeps the first N" : "");
+  if (value.contains("split"))
+    MT_REQUIRE(value["split"] == "train", "entry '{}': split {} is not supported: a local file is read whole as the "
+               "train split", name, value["split"].dump());
   MT_REQUIRE(file_name->is_string() && !file_name->get<std::string>().empty(),
              "entry '{}': file_name must be a non-empty string", name);
   entry.file = dataset_dir / file_name->get<std::string>();

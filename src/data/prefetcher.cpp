@@ -7,7 +7,7 @@
 
 namespace mt {
 
-Prefetcher::Prefetcher(Batcher& batcher, int64_t num_workers)
+Prefetcher::Prefetcher(BatchSource& batcher, int64_t num_workers)
     : batcher_(batcher), depth_(num_workers), cursor_(batcher.cursor()) {
   MT_REQUIRE(num_workers >= 0, "dataset.num_workers must be >= 0, got {}", num_workers);
   for (int64_t w = 0; w < num_workers; ++w) workers_.emplace_back([this] { work(); });

@@ -1,6 +1,6 @@
-// Prefetcher (dataset.num_workers): background threads build the Batcher's next batches while the step runs.
-// Invariant: next() returns exactly Batcher::next()'s batches in the same order for any number of workers; cursor()
-// is the position after the last batch returned, not after those built ahead. Use the Batcher only through it.
+// Prefetcher (dataset.num_workers): background threads build the BatchSource's next batches while the step runs.
+// Invariant: next() returns exactly BatchSource::next()'s batches in the same order for any number of workers; cursor()
+// is the position after the last batch returned, not after those built ahead. Use the source only through it.
 #pragma once
 #include <condition_variable>
 #include <cstdint>
@@ -11,14 +11,14 @@
 #include <vector>
 
 #include "data/batch.h"
-#include "data/dataset.h"
+#include "data/batch_source.h"
 
 namespace mt {
 
 class Prefetcher {
  public:
   // num_workers = 0: no threads; next() builds each batch when asked. Otherwise each worker keeps one batch ready.
-  Prefetcher(Batcher& batcher, int64_t num_workers);
+  Prefetcher(BatchSource& batcher, int64_t num_workers);
   ~Prefetcher();
   Prefetcher(const Prefetcher&) = delete;
   Prefetcher& operator=(const Prefetcher&) = delete;
@@ -33,7 +33,7 @@ class Prefetcher {
   };
   void work();
 
-  Batcher& batcher_;
+  BatchSource& batcher_;
   const int64_t depth_;
   mutable std::mutex mutex_;
   std::condition_variable changed_;

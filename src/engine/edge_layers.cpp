@@ -72,4 +72,18 @@ double head_forward_backward(const LayerContext& ctx, const void* head, const vo
   return loss_sum;
 }
 
+double head_loss_only(const LayerContext& ctx, const void* head, const void* table, const void* x,
+                      const MicroBatch& mb, DecoderWorkspace& ws) {
+  Backend& be = *ctx.backend;
+  const ModelSpec& s = *ctx.spec;
+  const HeadOffsets& o = ctx.layout->head;
+  const int64_t T = mb.tokens(), H = s.hidden_size, V = s.vocab_size;
+  const void* w_out = s.normalized_head ? ws.head_weight : o.lm_head < 0 ? table : weight_at(ctx, head, o.lm_head);
+  const LayerScratch& sc = ws.scratch;
+  be.rmsnorm_forward(sc.norm1, x, weight_at(ctx, head, o.norm), T, H, static_cast<float>(s.rms_norm_eps),
+                     s.norm_weight_offset());
+  return be.head_loss(nullptr, nullptr, sc.norm1, w_out, mb.targets, T, H, V, 0.f,
+                      static_cast<float>(s.final_logit_softcap));
+}
+
 }  // namespace mt

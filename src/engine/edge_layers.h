@@ -27,4 +27,8 @@ double head_forward_backward(const LayerContext& ctx, const void* head, const vo
                              void* dx, float* dhead, float* dtable, const MicroBatch& mb, float grad_scale,
                              DecoderWorkspace& ws);
 
+// The head's forward only (evaluation): Σ cross-entropy over the micro-batch's targets; no gradient anywhere.
+double head_loss_only(const LayerContext& ctx, const void* head, const void* table, const void* x,
+                      const MicroBatch& mb, DecoderWorkspace& ws);
+
 }  // namespace mt

@@ -189,6 +189,31 @@ Engine::Activations& Engine::activations_for(int64_t pass_tokens, int64_t mb_seq
   return a;
 }
 
+// Length-dependent RoPE (longrope, dynamic) sees the batch's longest position, as transformers does.
+void Engine::upload_batch_rope(const Batch& batch) {
+  const int32_t longest = batch.positions.empty() ? 0 : *std::max_element(batch.positions.begin(), batch.positions.end()) + 1;
+  for (size_t t = 0; t < rope_tables_.size(); ++t) upload_rope_table(t, longest);
+}
+
+std::vector<MicroBatch> Engine::micro_batches(const BatchArrays& arrays, int64_t first_seq, int64_t seqs,
+                                              int64_t mb_seqs, int64_t S) const {
+  std::vector<MicroBatch> mbs;
+  for (int64_t s = first_seq; s < first_seq + seqs; s += mb_seqs) {
+    MicroBatch mb;
+    mb.first_seq = s;
+    mb.seqs = std::min(mb_seqs, first_seq + seqs - s);
+    mb.seq_len = S;
+    const auto t0 = static_cast<size_t>(s * S);
+    mb.input_ids = arrays.input_ids + t0;
+    mb.targets = arrays.targets + t0;
+    mb.positions = arrays.positions + t0;
+    mb.seq_lens = arrays.seq_lens + s;
+    mb.segments = arrays.segments ? arrays.segments + t0 : nullptr;
+    mbs.push_back(mb);
+  }
+  return mbs;
+}
+
 StepLoss Engine::forward_backward(const Batch& batch, int64_t loss_tokens) {
   if (loss_tokens == 0) loss_tokens = batch.num_target_tokens;
   MT_REQUIRE(loss_tokens > 0, "batch has no target tokens (every label is -100)");
@@ -197,9 +222,7 @@ StepLoss Engine::forward_backward(const Batch& batch, int64_t loss_tokens) {
   MT_REQUIRE(batch.num_seqs >= options_.passes,
              "batch of {} sequences does not split into {} gradient accumulation passes", batch.num_seqs,
              options_.passes);
-  // Length-dependent RoPE (longrope, dynamic) sees the batch's longest position, as transformers does.
-  const int32_t longest = batch.positions.empty() ? 0 : *std::max_element(batch.positions.begin(), batch.positions.end()) + 1;
-  for (size_t t = 0; t < rope_tables_.size(); ++t) upload_rope_table(t, longest);
+  upload_batch_rope(batch);
   StepLoss loss;
   loss.target_tokens = batch.num_target_tokens;
   const float grad_scale = 1.0f / static_cast<float>(loss_tokens);
@@ -222,20 +245,7 @@ void Engine::run_pass(const Batch& batch, const BatchArrays& arrays, int64_t fir
   const int64_t mb_seqs = micro_batch_size_for(seqs, S);
   Activations& a = activations_for(seqs * S, mb_seqs, S);
 
-  std::vector<MicroBatch> mbs;
-  for (int64_t s = first_seq; s < first_seq + seqs; s += mb_seqs) {
-    MicroBatch mb;
-    mb.first_seq = s;
-    mb.seqs = std::min(mb_seqs, first_seq + seqs - s);
-    mb.seq_len = S;
-    const auto t0 = static_cast<size_t>(s * S);
-    mb.input_ids = arrays.input_ids + t0;
-    mb.targets = arrays.targets + t0;
-    mb.positions = arrays.positions + t0;
-    mb.seq_lens = arrays.seq_lens + s;
-    mb.segments = arrays.segments ? arrays.segments + t0 : nullptr;
-    mbs.push_back(mb);
-  }
+  const std::vector<MicroBatch> mbs = micro_batches(arrays, first_seq, seqs, mb_seqs, S);
   // A micro-batch's hidden rows inside a pass-sized buffer.
   const auto esize = static_cast<int64_t>(dtype_size(backend_.dtype()));
   auto rows = [&](void* buf, const MicroBatch& mb) {
@@ -318,6 +328,57 @@ void Engine::run_pass(const Batch& batch, const BatchArrays& arrays, int64_t fir
   for (const auto& mb : mbs)
     embedding_backward(ctx_, table_grad, rows(a.grad, mb), mb, batch.input_ids.data() + mb.first_seq * S);
   grads_->finish(embed_region, first_pass);
+}
+
+StepLoss Engine::forward_loss(const Batch& batch) {
+  MT_REQUIRE(batch.seq_len <= options_.max_positions,
+             "sequence length {} exceeds the {} positions of the RoPE table", batch.seq_len, options_.max_positions);
+  upload_batch_rope(batch);
+  StepLoss loss;
+  loss.target_tokens = batch.num_target_tokens;
+  const BatchArrays arrays(backend_, batch);
+  // The passes of forward_backward where the batch splits into them, so that activations fit the same plan.
+  const int64_t passes = std::min(options_.passes, batch.num_seqs);
+  for (int64_t p = 0; p < passes; ++p) {
+    const int64_t first = p * batch.num_seqs / passes, end = (p + 1) * batch.num_seqs / passes;
+    run_forward_pass(arrays, first, end - first, batch.seq_len, loss);
+  }
+  backend_.synchronize();
+  return loss;
+}
+
+// Embedding, every layer and the head's loss over one pass; the weights stream in forward order only.
+void Engine::run_forward_pass(const BatchArrays& arrays, int64_t first_seq, int64_t seqs, int64_t S, StepLoss& loss) {
+  const int64_t H = spec_.hidden_size, L = spec_.num_layers;
+  const int64_t mb_seqs = micro_batch_size_for(seqs, S);
+  Activations& a = activations_for(seqs * S, mb_seqs, S);
+  const std::vector<MicroBatch> mbs = micro_batches(arrays, first_seq, seqs, mb_seqs, S);
+  const auto esize = static_cast<int64_t>(dtype_size(backend_.dtype()));
+  auto rows = [&](void* buf, const MicroBatch& mb) {
+    return static_cast<void*>(static_cast<char*>(buf) + (mb.first_seq - first_seq) * S * H * esize);
+  };
+  const bool tied = store_.layout().head.lm_head < 0;
+  std::vector<int64_t> order;
+  for (int64_t r = 0; r <= L + 1; ++r) order.push_back(r);
+  if (tied) order.push_back(0);
+  weights_->plan(order);
+  {
+    const void* table = weights_->acquire(0);
+    for (const auto& mb : mbs) embedding_forward(ctx_, table, rows(a.current, mb), mb);
+    weights_->release(0);
+  }
+  for (int64_t i = 0; i < L; ++i) {
+    const void* w = weights_->acquire(i + 1);
+    for (const auto& mb : mbs) decoder_layer_forward(ctx_, i, w, rows(a.current, mb), rows(a.next, mb), mb, *a.ws);
+    weights_->release(i + 1);
+    std::swap(a.current, a.next);
+  }
+  const void* head = weights_->acquire(L + 1);
+  const void* table = tied ? weights_->acquire(0) : nullptr;
+  head_prepare(ctx_, head, *a.ws);
+  for (const auto& mb : mbs) loss.loss_sum += head_loss_only(ctx_, head, table, rows(a.current, mb), mb, *a.ws);
+  weights_->release(L + 1);
+  if (table) weights_->release(0);
 }
 
 }  // namespace mt

@@ -59,6 +59,9 @@ class Engine {
   // Gradients are of Σ CE / loss_tokens (0: the batch's own target tokens; data parallelism passes the global
   // batch's, so that the ranks' gradients sum to the global mean's).
   StepLoss forward_backward(const Batch& batch, int64_t loss_tokens = 0);
+  // Forward only (evaluation): Σ CE of `batch` under the weights the store holds now, in the same passes and
+  // micro-batches as forward_backward; no gradient is computed, no gradient region is touched or returned.
+  StepLoss forward_loss(const Batch& batch);
   // Σ g² of the gradients the last forward_backward delivered, where the gradient sink computed it on the
   // backend (of the final gradients: after the last pass's sums); else empty (the optimizer computes the norm on
   // the host).
@@ -72,6 +75,10 @@ class Engine {
   struct BatchArrays;
   void run_pass(const Batch& batch, const BatchArrays& arrays, int64_t first_seq, int64_t seqs, bool first_pass,
                 float grad_scale, StepLoss& loss);
+  std::vector<MicroBatch> micro_batches(const BatchArrays& arrays, int64_t first_seq, int64_t seqs, int64_t mb_seqs,
+                                        int64_t seq_len) const;
+  void run_forward_pass(const BatchArrays& arrays, int64_t first_seq, int64_t seqs, int64_t seq_len, StepLoss& loss);
+  void upload_batch_rope(const Batch& batch);
   Activations& activations_for(int64_t pass_tokens, int64_t mb_seqs, int64_t seq_len);
 
   // The table of spec.rope_tables[t] for a batch whose longest position + 1 is `longest` (rebuilt where it changes).

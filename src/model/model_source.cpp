@@ -19,6 +19,7 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "core/log.h"
 #include "io/safetensors.h"
 
 namespace mt {
@@ -175,6 +176,24 @@ void write_export(const fs::path& dir, const ModelSpec& spec, const ParamLayout&
   }
 }
 
+// The shape we ship for hub id org/Name: configs/models/<name, lowercase>.json under $MEGATRAIN_HOME, the working
+// directory, or the binary's directory and its parent ("" when none).
+fs::path shipped_shape(const std::string& hub_id) {
+  std::string stem = hub_id.substr(hub_id.find('/') + 1);
+  std::transform(stem.begin(), stem.end(), stem.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::vector<fs::path> roots;
+  if (const char* home = std::getenv("MEGATRAIN_HOME")) roots.emplace_back(home);
+  roots.emplace_back(".");
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) roots.insert(roots.end(), {exe.parent_path(), exe.parent_path().parent_path()});
+  for (const fs::path& root : roots) {
+    const fs::path file = root / "configs" / "models" / (stem + ".json");
+    if (fs::is_regular_file(file)) return file;
+  }
+  return {};
+}
+
 }  // namespace
 
 ModelSource resolve_model_source(const std::string& name) {
@@ -197,8 +216,14 @@ ModelSource resolve_model_source(const std::string& name) {
     const fs::path snapshot = pick_snapshot(root / repo_dir);
     if (!snapshot.empty()) return {snapshot, snapshot / "config.json"};
   }
+  if (const fs::path shape = shipped_shape(name); !shape.empty()) {
+    log::info("model '{}': not in the Hugging Face cache; the shape we ship, {} (config only: model.init random)",
+              name, shape.string());
+    return {fs::path(), shape};
+  }
   MT_REQUIRE(false,
-             "model '{}': no such directory, and no snapshot with config.json in the Hugging Face cache (searched {})",
+             "model '{}': no such directory, no snapshot with config.json in the Hugging Face cache (searched {}), "
+             "and no shape of that name in configs/models/",
              name, searched.empty() ? "nothing: HF_HUB_CACHE, HF_HOME and HOME are unset" : searched);
   return {};
 }
@@ -260,11 +285,13 @@ void init_region_random(const Region& region, double initializer_range, uint64_t
 
 void export_hf_directory(const fs::path& out, const ModelSpec& spec, const ParamLayout& layout,
                          const std::vector<const float*>& region_data, DType dtype, const fs::path& tokenizer_from,
-                         const std::vector<const StTensor*>& carried, int64_t max_shard_bytes, Replace replace) {
+                         const std::vector<const StTensor*>& carried, int64_t max_shard_bytes, Replace replace,
+                         const std::function<void(const fs::path& dir)>& add_files) {
   MT_ASSERT(region_data.size() == layout.regions.size(), "{} region pointers for {} regions", region_data.size(),
             layout.regions.size());
   write_owned_directory(out, replace, "export", [&](const fs::path& dir) {
     write_export(dir, spec, layout, region_data, dtype, tokenizer_from, carried, max_shard_bytes);
+    if (add_files) add_files(dir);
   });
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,7 +21,8 @@ struct ModelSource {
 };
 
 // `name`: a directory with config.json; a *.json shape file; or a hub id "org/name" found under
-// $HF_HUB_CACHE, $HF_HOME/hub or ~/.cache/huggingface/hub (models--org--name/snapshots/<rev>, via refs/main).
+// $HF_HUB_CACHE, $HF_HOME/hub or ~/.cache/huggingface/hub (models--org--name/snapshots/<rev>, via refs/main), else
+// the shape we ship as configs/models/<name, lowercase>.json (a bare config: Qwen/Qwen2.5-7B -> qwen2.5-7b.json).
 ModelSource resolve_model_source(const std::string& name);
 
 // Fills dst[region.numel] from the model's safetensors (converted to fp32). Tied heads have no lm_head tensor.
@@ -41,12 +43,14 @@ void init_region_random(const Region& region, double initializer_range, uint64_t
 // model-0000k-of-0000n.safetensors of at most that size (a larger single tensor alone) and
 // model.safetensors.index.json — and tokenizer files copied from `tokenizer_from` if present.
 // region_data[i] points at region i's fp32 values; `carried` tensors follow them byte for byte. Written whole
-// by io/owned_directory.h: an existing `out` is replaced only as `replace` allows.
+// by io/owned_directory.h: an existing `out` is replaced only as `replace` allows. `add_files`, when given, writes
+// further files (the chat files of data/templates/inference_files.h) into the directory before it is renamed.
 inline constexpr int64_t kMaxShardBytes = 5'000'000'000;
 void export_hf_directory(const std::filesystem::path& out, const ModelSpec& spec, const ParamLayout& layout,
                          const std::vector<const float*>& region_data, DType dtype,
                          const std::filesystem::path& tokenizer_from,
                          const std::vector<const StTensor*>& carried = {}, int64_t max_shard_bytes = kMaxShardBytes,
-                         Replace replace = Replace::ours);
+                         Replace replace = Replace::ours,
+                         const std::function<void(const std::filesystem::path& dir)>& add_files = {});
 
 }  // namespace mt

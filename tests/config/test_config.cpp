@@ -177,14 +177,21 @@ TEST_CASE("config: the accepted keys are frozen", "[config]") {
       "dataset.num_workers",
       "dataset.template",
       "dataset.train_on_prompt",
+      "dataset.eval_dataset",
+      "dataset.val_size",
+      "dataset.max_samples",
+      "dataset.streaming",
       "training.batch_size",
       "training.micro_batch_size",
       "training.gradient_accumulation_steps",
       "training.gpus_per_node",
+      "training.stage",
       "training.num_steps",
+      "training.num_train_epochs",
       "training.learning_rate",
       "training.lr_scheduler",
       "training.warmup_steps",
+      "training.warmup_ratio",
       "training.min_lr_ratio",
       "training.weight_decay",
       "training.max_grad_norm",
@@ -195,6 +202,9 @@ TEST_CASE("config: the accepted keys are frozen", "[config]") {
       "training.logging_steps",
       "training.save_steps",
       "training.save_total_limit",
+      "training.eval_steps",
+      "training.report_to",
+      "training.plot_loss",
       "training.resume_from",
       "optimizer.type",
       "optimizer.beta1",
@@ -227,7 +237,8 @@ TEST_CASE("config: a top level or section that is not a map is an error", "[conf
 
 TEST_CASE("config: a bad choice lists the choices", "[config]") {
   CHECK(error_of(with("training", "lr_scheduler", "cosin")) ==
-        "cfg.yaml: training.lr_scheduler: 'cosin' is not one of constant, cosine, linear");
+        "cfg.yaml: training.lr_scheduler: 'cosin' is not one of constant, cosine, linear (or constant_with_warmup, "
+        "cosine_with_min_lr)");
   CHECK(error_of(with("optimizer", "type", "adam")) ==
         "cfg.yaml: optimizer.type: 'adam' is not one of deepspeed_adam, adamw");
   CHECK(error_of(kMinimal, {"model.dtype=fp16"}) ==
@@ -386,4 +397,37 @@ TEST_CASE("config: load_config reads a file and records its path", "[config]") {
     CHECK(std::string(e.what()) == file.string() + ": optimizer.beta2: '1' is not a number in [0, 1)");
   }
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("config: evaluation, length and warmup keys are checked together", "[config]") {
+  CHECK(error_of(kMinimal, {"dataset.val_size=2.5"}) ==
+        "cfg.yaml: dataset.val_size: 2.5 is neither a fraction below 1 nor a whole count of examples");
+  CHECK(error_of(kMinimal, {"dataset.val_size=0.1", "dataset.eval_dataset=held_out"}) ==
+        "cfg.yaml: dataset.val_size and dataset.eval_dataset both name an evaluation set; keep one");
+  CHECK(error_of(kMinimal, {"training.warmup_steps=3", "training.warmup_ratio=0.1"}) ==
+        "cfg.yaml: training.warmup_steps 3 and training.warmup_ratio 0.1 both set the warmup; keep one");
+  CHECK(error_of(kMinimal, {"dataset.streaming=true", "dataset.shuffle=false"}) ==
+        "cfg.yaml: dataset.streaming reads plain-text corpora for training.stage pt, not sft");
+  CHECK(error_of(kMinimal, {"dataset.streaming=true", "training.stage=pt"}) ==
+        "cfg.yaml: dataset.streaming reads blocks in corpus order; set dataset.shuffle: false");
+  CHECK(error_of(kMinimal, {"dataset.streaming=true", "training.stage=pt", "dataset.shuffle=false",
+                            "training.num_train_epochs=1"}) ==
+        "cfg.yaml: dataset.streaming does not know the corpus length before reading it; set training.num_steps, not "
+        "training.num_train_epochs");
+  CHECK(error_of(kMinimal, {"training.stage=rm"}) ==
+        "--set training.stage=rm: training.stage: 'rm' is not one of sft, pt");
+  const mt::Config c = mt::parse_config(kMinimal, "cfg.yaml",
+                                        {"training.lr_scheduler=cosine_with_min_lr", "dataset.val_size=16",
+                                         "training.num_train_epochs=2.5", "training.stage=pt"});
+  CHECK(c.training.lr_scheduler == "cosine");
+  CHECK(c.dataset.val_size == 16.0);
+  CHECK(c.training.num_train_epochs == 2.5);
+  CHECK(c.training.stage == "pt");
+  CHECK(c.training.report_to.empty());
+  const mt::Config tb = mt::parse_config(kMinimal + "training:\n  report_to: [tensorboard]\n  plot_loss: true\n", "cfg.yaml");
+  CHECK(tb.training.report_to == std::vector<std::string>{"tensorboard"});
+  CHECK(tb.training.plot_loss);
+  CHECK(mt::parse_config(tb.yaml_text, "again.yaml").training.report_to == tb.training.report_to);
+  CHECK(error_of(kMinimal, {"training.report_to=[wandb]"}) ==
+        "--set training.report_to=[wandb]: training.report_to: 'wandb' is not one of tensorboard");
 }

@@ -50,10 +50,10 @@ std::string fnv1a64(const std::string& path) {
 
 TEST_CASE("every template renders what LLaMA-Factory renders", "[data][templates]") {
   const std::vector<std::string> names = chat_template_names();
-  CHECK(names == std::vector<std::string>{"baichuan2", "chatml", "default",   "empty", "gemma",  "gemma2",
-                                          "gemma3",    "glm4",   "intern2",   "llama2", "llama3", "mistral",
-                                          "phi",       "phi4",   "phi4_mini", "qwen",   "qwen3",
-                                          "qwen3_5",   "qwen3_5_nothink"});
+  CHECK(names == std::vector<std::string>{"baichuan2", "chatml", "deepseek", "deepseekcoder", "deepseekr1",
+                                          "default", "empty", "gemma", "gemma2", "gemma3", "glm4", "intern2",
+                                          "llama2", "llama3", "mistral", "phi", "phi4", "phi4_mini", "qwen", "qwen3",
+                                          "qwen3_5", "qwen3_5_nothink", "qwen3_nothink", "yi"});
   for (const std::string& name : names) {
     std::ifstream in(kSource + "/tests/data/fixtures/templates/" + name + ".json");
     REQUIRE(in.good());
@@ -117,8 +117,9 @@ TEST_CASE("template: auto follows the model family and the tokenizer's specials"
   CHECK(auto_template_name("phi3", *fixture_tokenizer("phi3")) == "phi");
   CHECK(auto_template_name("phi3", *fixture_tokenizer("phi4")) == "phi4");
   CHECK(auto_template_name("phi3", *fixture_tokenizer("phi4_mini")) == "phi4_mini");
-  const std::string known = "baichuan2, chatml, default, empty, gemma, gemma2, gemma3, glm4, intern2, llama2, llama3, "
-                            "mistral, phi, phi4, phi4_mini, qwen, qwen3, qwen3_5, qwen3_5_nothink";
+  const std::string known = "baichuan2, chatml, deepseek, deepseekcoder, deepseekr1, default, empty, gemma, gemma2, "
+                            "gemma3, glm4, intern2, llama2, llama3, mistral, phi, phi4, phi4_mini, qwen, qwen3, "
+                            "qwen3_5, qwen3_5_nothink, qwen3_nothink, yi";
   CHECK(test::error_message([] { auto_template_name("llama", *fixture_tokenizer("gpt2")); }) ==
         "dataset.template: auto cannot tell the chat template of this llama model from its tokenizer; set "
         "dataset.template to one of " + known);

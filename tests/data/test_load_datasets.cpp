@@ -125,3 +125,33 @@ TEST_CASE("the built-in demo dataset loads for a vocabulary of 512", "[data][loa
 }
 
 }  // namespace mt
+
+namespace mt {
+
+TEST_CASE("hub entries name their download command, and num_samples and other splits are refused", "[data][registry]") {
+  test::TempDir dir;
+  dir.write("dataset_info.json", R"({
+    "alpaca_en": {"hf_hub_url": "llamafactory/alpaca_en", "ms_hub_url": "llamafactory/alpaca_en"},
+    "ms_only": {"ms_hub_url": "AI-ModelScope/some_data"},
+    "sampled": {"file_name": "a.json", "num_samples": 100},
+    "test_split": {"file_name": "a.json", "split": "test"},
+    "train_split": {"file_name": "a.json", "split": "train"}})");
+  const std::string info = (dir.path() / "dataset_info.json").string();
+  const DatasetRegistry registry(dir.path());
+  CHECK(test::error_message([&] { registry.entry("alpaca_en"); }) ==
+        info + ": entry 'alpaca_en' is the hub dataset hf_hub_url \"llamafactory/alpaca_en\" and MegaTrain reads local "
+               "files only (no network): download it with `huggingface-cli download --repo-type dataset "
+               "llamafactory/alpaca_en --local-dir " + (dir.path() / "alpaca_en").string() +
+               "`, then set \"file_name\" to the downloaded file");
+  CHECK(test::error_message([&] { registry.entry("ms_only"); }).find("`modelscope download --dataset "
+                                                                     "AI-ModelScope/some_data --local_dir ") !=
+        std::string::npos);
+  CHECK(test::error_message([&] { registry.entry("sampled"); }) ==
+        info + ": entry 'sampled': \"num_samples\" is not supported (a local file is read whole; dataset.max_samples "
+               "keeps the first N); remove it");
+  CHECK(test::error_message([&] { registry.entry("test_split"); }) ==
+        info + ": entry 'test_split': split \"test\" is not supported: a local file is read whole as the train split");
+  CHECK(registry.entry("train_split").file == dir.path() / "a.json");
+}
+
+}  // namespace mt

@@ -1,6 +1,7 @@
 // Prefetcher: the same batches in the same order as the Batcher alone, for any number of workers, and an exact
 // data cursor (batches built ahead do not move it).
 #include "catch.h"
+#include "data/dataset.h"
 #include "data/prefetcher.h"
 #include "fixture.h"
 

@@ -780,8 +780,13 @@ TEST_CASE("cuda backend head_loss (chunked LM head + cross-entropy, optional fin
         BackendBuffer d_x(*be, x, dt), d_w(*be, w, dt), dx(*be, c.T * c.H, dt), dw(*be, dw0, DType::f32);
         auto* d_targets = static_cast<int32_t*>(be->alloc_bytes(c.T * 4));
         be->upload(d_targets, targets.data(), c.T * 4);
+        // Evaluation's forward-only call (dx, dw null): the same loss, no gradient written.
+        const double loss_only = be->head_loss(nullptr, nullptr, d_x.get(), d_w.get(), d_targets, c.T, c.H, c.V,
+                                               grad_scale, c.softcap);
+        CHECK(same_bits(dw.read(), dw0));
         const double loss = be->head_loss(dx.get(), dw.floats(), d_x.get(), d_w.get(), d_targets, c.T, c.H, c.V,
                                           grad_scale, c.softcap);
+        CHECK(loss_only == loss);
         std::vector<float> dx_ref(c.T * c.H), dw_ref = dw0;
         const double loss_ref = ref().head_loss(dx_ref.data(), dw_ref.data(), x.data(), w.data(), targets.data(), c.T,
                                                 c.H, c.V, grad_scale, c.softcap);

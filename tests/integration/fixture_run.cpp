@@ -56,6 +56,7 @@ std::vector<MetricsRow> read_metrics(const std::filesystem::path& output_dir) {
   std::vector<MetricsRow> rows;
   for (std::string line; std::getline(in, line);) {
     const auto j = nlohmann::json::parse(line);
+    if (!j.contains("loss")) continue;  // an evaluation line
     rows.push_back({j.at("loss").get<double>(), j.at("grad_norm").get<double>(), j.at("lr").get<double>()});
   }
   return rows;

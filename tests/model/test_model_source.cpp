@@ -136,6 +136,13 @@ TEST_CASE("resolve: a directory, a bare .json, or a hub id in the HF cache", "[m
     write_text(repo / "snapshots" / "only" / "config.json", "{}");
     CHECK(mt::resolve_model_source("acme/tiny-lm").dir == repo / "snapshots" / "only");
   }
+  SECTION("not in the cache: the shape we ship under the lowercase name") {
+    write_text(tmp.path / "home" / "configs" / "models" / "tiny-lm-7b.json", "{}");
+    const ScopedEnv e4("MEGATRAIN_HOME", (tmp.path / "home").string());
+    const mt::ModelSource s = mt::resolve_model_source("Acme/Tiny-LM-7B");
+    CHECK(s.dir.empty());
+    CHECK(s.config_json == tmp.path / "home" / "configs" / "models" / "tiny-lm-7b.json");
+  }
   SECTION("not found names the id and every place searched") {
     const std::string msg = error_of([] { mt::resolve_model_source("acme/absent"); });
     CHECK(has(msg, "acme/absent"));

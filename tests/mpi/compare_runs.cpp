@@ -25,6 +25,10 @@ std::vector<nlohmann::json> read_metrics(const std::filesystem::path& dir) {
   std::vector<nlohmann::json> rows;
   for (std::string line; std::getline(in, line);) {
     const auto j = nlohmann::json::parse(line);
+    if (j.contains("eval_loss")) {  // an evaluation line
+      rows.push_back({{"step", j.at("step")}, {"eval_loss", j.at("eval_loss")}, {"eval_examples", j.at("eval_examples")}});
+      continue;
+    }
     rows.push_back({{"loss", j.at("loss")}, {"grad_norm", j.at("grad_norm")}, {"lr", j.at("lr")},
                     {"skipped", j.value("skipped", false)}});
   }
@@ -38,6 +42,14 @@ double relative(double a, double b) { return a == b ? 0.0 : std::abs(a - b) / st
 
 bool metrics_agree(const nlohmann::json& a, const nlohmann::json& b) {
   if (g_tolerance == 0) return a == b;
+  if (a.contains("eval_loss") || b.contains("eval_loss")) {
+    if (!a.contains("eval_loss") || !b.contains("eval_loss") || a.at("step") != b.at("step") ||
+        a.at("eval_examples") != b.at("eval_examples"))
+      return false;
+    const double r = relative(a.at("eval_loss").get<double>(), b.at("eval_loss").get<double>());
+    g_worst_metric = std::max(g_worst_metric, r);
+    return r <= g_tolerance;
+  }
   if (a.at("lr") != b.at("lr") || a.at("skipped") != b.at("skipped")) return false;
   for (const char* key : {"loss", "grad_norm"}) {
     const double r = relative(a.at(key).get<double>(), b.at(key).get<double>());

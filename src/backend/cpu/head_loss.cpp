@@ -2,7 +2,7 @@
 // soft-cap they become softcap·tanh(logits/softcap) (Gemma 2's final_logit_softcapping: divide, tanh, multiply) and
 // the gradient goes back through the tanh.
 // Invariant: the returned Σ CE (fp64, unscaled) adds per-row losses in token order; rows with target −100 add
-// nothing and get zero gradient; dx is overwritten, dw accumulates grad_scale · ∂Σ/∂w.
+// nothing and get zero gradient; dx is overwritten, dw accumulates grad_scale · ∂Σ/∂w; both null: the loss only.
 #include <cblas.h>
 
 #include <algorithm>
@@ -46,6 +46,7 @@ void softcap_row(float* logits, float* dcap, int64_t V, float softcap) {
 double head_loss(float* dx, float* dw, const float* x, const float* w, const int32_t* targets, int64_t T,
                  int64_t H, int64_t V, float grad_scale, float softcap) {
   MT_ASSERT(T >= 0 && H > 0 && V > 0);
+  MT_ASSERT((dx == nullptr) == (dw == nullptr), "head_loss: dx and dw are both set or both null");
   MT_ASSERT(std::isfinite(softcap) && softcap >= 0.f, "head softcap {}", softcap);
   for (int64_t t = 0; t < T; ++t) {
     MT_ASSERT(targets[t] == ignore_index || (targets[t] >= 0 && targets[t] < V), "target {} at token {} (V = {})",
@@ -60,7 +61,7 @@ double head_loss(float* dx, float* dw, const float* x, const float* w, const int
     const int64_t rows = std::min(chunk, T - t0);
     const int32_t* tg = targets + t0;
     if (std::all_of(tg, tg + rows, [](int32_t t) { return t == ignore_index; })) {
-      std::fill_n(dx + t0 * H, rows * H, 0.f);
+      if (dx) std::fill_n(dx + t0 * H, rows * H, 0.f);
       continue;
     }
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(rows), blas_int(V), blas_int(H), 1.f, x + t0 * H,
@@ -81,6 +82,7 @@ double head_loss(float* dx, float* dw, const float* x, const float* w, const int
       }
     }
     for (int64_t r = 0; r < rows; ++r) total += row_loss[static_cast<size_t>(r)];
+    if (!dx) continue;  // the loss only
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blas_int(rows), blas_int(H), blas_int(V), 1.f,
                 logits.data(), blas_int(V), w, blas_int(H), 0.f, dx + t0 * H, blas_int(H));
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, blas_int(V), blas_int(H), blas_int(rows), 1.f,

@@ -251,7 +251,7 @@ class CudaBackend final : public Backend {
   }
 
   // Chunks of rows: fp32 logits = x·wᵀ, cross-entropy (soft-capped where softcap > 0) → dlogits, dx = dlogits·w,
-  // dw += dlogitsᵀ·x.
+  // dw += dlogitsᵀ·x; dx and dw null: the loss only.
   double head_loss(void* dx, float* dw, const void* x, const void* w, const int32_t* targets, int64_t T, int64_t H,
                    int64_t V, float grad_scale, float softcap) override {
     const cuda::OpProfile::Span span(profile_, "head_loss", stream_);
@@ -261,12 +261,13 @@ class CudaBackend final : public Backend {
     for (int64_t r0 = 0; r0 < T; r0 += chunk) {
       const int64_t rows = std::min(chunk, T - r0);
       const char* xr = static_cast<const char*>(x) + r0 * H * es;
-      char* dxr = static_cast<char*>(dx) + r0 * H * es;
       gemm_->run(logits_, DType::f32, xr, w, dtype_, true, rows, V, H, 0.0f);
       dispatch([&](auto* t) {
         cuda::cross_entropy(cast(t, dlogits_), row_loss_ + r0, logits_, targets + r0, rows, V, grad_scale, softcap,
                             stream_);
       });
+      if (!dx) continue;  // the loss only (evaluation)
+      char* dxr = static_cast<char*>(dx) + r0 * H * es;
       gemm_->run(dxr, dtype_, dlogits_, w, dtype_, false, rows, H, V, 0.0f);
       gemm_->run_at_b(dw, dlogits_, xr, dtype_, V, H, rows, 1.0f);
     }

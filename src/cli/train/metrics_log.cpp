@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "cli/train/evaluation.h"
 #include "core/error.h"
 
 namespace mt {
@@ -88,8 +89,21 @@ void MetricsLog::append(const StepRecord& r) {
                       {"target_tokens", r.target_tokens},
                       {"tokens_seen", r.tokens_seen},
                       {"step_time_s", r.step_time_s},
-                      {"tokens_per_s", r.tokens_per_s}};
+                      {"tokens_per_s", r.tokens_per_s},
+                      {"epoch", r.epoch},
+                      {"elapsed_s", r.elapsed_s}};
   if (r.skipped) j["skipped"] = true;
+  for (const auto& [name, value] : r.extra) j[name] = value;
+  write_line(j.dump() + "\n", r.step);
+}
+
+void MetricsLog::append_eval(const EvalResult& r, double elapsed_s) {
+  const nlohmann::json j = {{"step", r.step},
+                            {"eval_loss", r.loss},
+                            {"eval_target_tokens", r.target_tokens},
+                            {"eval_examples", r.examples},
+                            {"eval_time_s", r.seconds},
+                            {"elapsed_s", elapsed_s}};
   write_line(j.dump() + "\n", r.step);
 }
 

@@ -1,4 +1,4 @@
-// MetricsLog: <output_dir>/metrics.jsonl, one JSON object per logged step, flushed per line.
+// MetricsLog: <output_dir>/metrics.jsonl, one JSON object per logged step (and one per evaluation), flushed per line.
 // Invariant: each line is a complete JSON object; the file is created at the first record, never before. A resumed
 // run keeps the lines of the steps up to its checkpoint (rewritten under a temporary name, then renamed) and
 // appends after them. A failed write (a full disk) names the OS error and the bytes, and cuts the file back to its
@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace mt {
 
@@ -21,7 +23,12 @@ struct StepRecord {
   double step_time_s = 0.0;
   double tokens_per_s = 0.0;
   bool skipped = false;         // non-finite gradient norm: no update applied
+  double epoch = 0.0;           // epochs of the training examples consumed after this step (fractional)
+  double elapsed_s = 0.0;       // seconds since this run's first step began
+  std::vector<std::pair<std::string, double>> extra = {};  // optional scalars (e.g. aux_loss), logged under their names
 };
+
+struct EvalResult;
 
 class MetricsLog {
  public:
@@ -31,6 +38,8 @@ class MetricsLog {
   MetricsLog(const MetricsLog&) = delete;
   MetricsLog& operator=(const MetricsLog&) = delete;
   void append(const StepRecord& record);
+  // An evaluation line: {"step", "eval_loss", "eval_target_tokens", "eval_examples", "eval_time_s", "elapsed_s"}.
+  void append_eval(const EvalResult& result, double elapsed_s);
 
  private:
   void write_line(const std::string& line, int64_t step);

@@ -18,15 +18,20 @@
 #include "cli/runtime/backend_select.h"
 #include "cli/runtime/data_parallel_step.h"
 #include "cli/runtime/optimizer_service.h"
+#include "cli/train/chat_export.h"
 #include "cli/train/checkpoint_saver.h"
+#include "cli/train/evaluation.h"
 #include "cli/train/example_broadcast.h"
 #include "cli/train/graceful_stop.h"
 #include "cli/train/metrics_log.h"
 #include "cli/train/output_room.h"
 #include "cli/train/preflight.h"
 #include "cli/train/resume.h"
+#include "cli/train/run_length.h"
+#include "cli/train/run_report.h"
 #include "cli/train/train_plan.h"
 #include "cli/train/training_data.h"
+#include "config/yaml_fields.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "core/stop_signal.h"
@@ -125,6 +130,41 @@ std::string format_duration(double seconds) {
   return fmt::format("{}s", s);
 }
 
+// The mean of the step losses since the last logged step, as transformers' Trainer (and so LLaMA-Factory) logs
+// its loss.
+struct LossWindow {
+  double sum = 0.0;
+  int64_t steps = 0;
+  void add(double loss) {
+    sum += loss;
+    ++steps;
+  }
+  double take() {
+    const double mean = sum / static_cast<double>(steps);
+    sum = 0.0;
+    steps = 0;
+    return mean;
+  }
+};
+
+// How the run's length and warmup were resolved, where the config asks for epochs or a warmup ratio.
+void log_run_length(const TrainingConfig& t, const RunLength& length, int64_t examples) {
+  if (t.num_train_epochs > 0.0)
+    log::info("training.num_train_epochs {}: {} steps ({} per epoch of {} examples in batches of {}); "
+              "training.num_steps is not used", real_to_text(t.num_train_epochs), length.steps, length.steps_per_epoch,
+              examples, t.batch_size);
+  if (t.warmup_ratio > 0.0)
+    log::info("training.warmup_ratio {}: {} warmup steps of {}", real_to_text(t.warmup_ratio), length.warmup_steps,
+              length.steps);
+}
+
+// What the keys that name another framework's choice run here.
+void log_mapped_choices(const Config& c) {
+  log::info("model.attn_implementation {} and optimizer.type {} name other frameworks' choices; here attention runs "
+            "MegaTrain's own kernels and the optimizer is MegaTrain's exact AdamW (torch.optim.AdamW's update) on the "
+            "host store, whatever they say", c.model.attn_implementation, c.optimizer.type);
+}
+
 }  // namespace
 
 TrainSummary run_training(const Config& c) {
@@ -189,8 +229,11 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
 
   // The node's leading GPU rank reads and tokenizes the data; the node's other GPU ranks receive its examples.
   TrainingData data;
-  if (leads) data = load_training_data(c.dataset, source, spec, true);
+  if (leads) data = load_training_data(c, source, spec, true);
   broadcast_examples(data.examples, dp.node_comm);
+  broadcast_examples(data.eval_examples, dp.node_comm);
+  const RunLength length = resolve_run_length(c.training, static_cast<int64_t>(data.examples.size()));
+  const int64_t num_steps = length.steps;
   const std::optional<CheckpointFile> resume = open_resume_checkpoint(c);
   if (resume) check_resume_fits(*resume, c, layout);
   const int64_t start_step = resume ? resume->meta().step : 0;
@@ -242,18 +285,32 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
   eo.max_positions = std::max(spec.max_position_embeddings, c.dataset.max_seq_len);
   Engine engine(*backend, spec, store, eo, make_engine_transfers(*backend, store, 2, dp, dtype));
 
-  const LrSchedule schedule{c.training.lr_scheduler, c.training.learning_rate, c.training.warmup_steps,
-                            c.training.num_steps, c.training.min_lr_ratio};
-  Batcher batcher(std::move(data.examples), c.training.batch_size, c.dataset.shuffle, c.training.seed);
-  if (resume) batcher.seek({resume->meta().data_epoch, resume->meta().data_index});
-  Prefetcher prefetcher(batcher, c.dataset.num_workers);
+  const LrSchedule schedule{c.training.lr_scheduler, c.training.learning_rate, length.warmup_steps, num_steps,
+                            c.training.min_lr_ratio};
+  if (root) log_run_length(c.training, length, static_cast<int64_t>(data.examples.size()));
+  if (root) log_mapped_choices(c);
+  Evaluation evaluation(std::move(data.eval_examples), c.training.eval_steps, num_steps, c.training.batch_size, dp,
+                        [&](int64_t step) {
+                          if (!leads) optimizer.expect_updates(step - start_step);  // else submit has set it
+                        });
+  const auto num_examples = static_cast<double>(data.examples.size());  // 0: a stream
+  const std::unique_ptr<BatchSource> batches = make_batch_source(c, source, spec, std::move(data.examples));
+  if (resume) batches->seek({resume->meta().data_epoch, resume->meta().data_index});
+  Prefetcher prefetcher(*batches, c.dataset.num_workers);
+  // Epochs of the training examples consumed (whole passes only, for a stream of unknown length).
+  const auto epochs_done = [&] {
+    const DataCursor at = prefetcher.cursor();
+    return static_cast<double>(at.epoch) + (num_examples > 0 ? static_cast<double>(at.index) / num_examples : 0.0);
+  };
 
   const std::filesystem::path out = c.training.output_dir;
   if (root) require_replaceable(out / "final", Replace::ours, "final model");  // before hours of training
   if (root) warn_if_no_room_for_checkpoint(out, layout.total_numel * 12);
   if (root) std::filesystem::create_directories(out);
-  std::optional<MetricsLog> metrics;
-  if (root) metrics.emplace(out / "metrics.jsonl", start_step);
+  std::optional<RunReport> reports;
+  if (root) reports.emplace(c.training, out, start_step);
+  RunTotals totals;
+  LossWindow window;  // the logged loss: the mean over the steps since the last logged one
   const std::string model_config_json = init_from ? init_from->meta().model_config_json : read_text(source.config_json);
   int64_t tokens_seen = resume ? resume->meta().tokens_seen : 0;
   const auto save = [&](int64_t step, bool last) {
@@ -275,19 +332,30 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
     });
   };
   if (root) log::info("training on the {} backend: {} steps of {} sequences ({} pass(es), checkpoint every {} layers)",
-            backend->name(), c.training.num_steps, c.training.batch_size, eo.passes, eo.checkpoint_interval);
+            backend->name(), num_steps, c.training.batch_size, eo.passes, eo.checkpoint_interval);
 
   TrainSummary summary;
   summary.steps = start_step;
   double elapsed = 0;  // seconds in the steps of this run, for the ETA
+  const auto run_start = std::chrono::steady_clock::now();
+  // The evaluation after `step` (every compute rank takes part; the root reports it).
+  const auto evaluate_after = [&](int64_t step) {
+    if (step <= start_step) return;
+    const std::optional<EvalResult> result = evaluation.after_step(engine, step);
+    if (!result || !root) return;
+    reports->eval(*result, std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count());
+    log::info("step {:>5}/{} | eval_loss {:.4f} over {} examples ({} target tokens) | {:.3f} s", step, num_steps,
+              result->loss, result->examples, result->target_tokens, result->seconds);
+  };
   bool stopping = false;  // a stop signal: this step is the last one (graceful_stop.h)
-  for (int64_t step = start_step + 1; step <= c.training.num_steps && !stopping; ++step) {
+  for (int64_t step = start_step + 1; step <= num_steps && !stopping; ++step) {
+    evaluate_after(step - 1);
     const auto t0 = std::chrono::steady_clock::now();
     const double waited_before = store.waited_seconds();
     const Batch batch = prefetcher.next();
     if (!leads) optimizer.expect_updates(step - 1 - start_step);  // the node's rank 0 submitted step - 1
     const StepLoss loss = forward_backward_share(engine, dp, batch, eo.passes);
-    stopping = stop_agreed(dp) && step < c.training.num_steps;
+    stopping = stop_agreed(dp) && step < num_steps;
     tokens_seen += batch.num_tokens;
     summary.steps = step;
     if (!leads) continue;
@@ -300,28 +368,37 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
     summary.losses.push_back(loss.mean());
     if (!root) continue;  // other nodes' ranks 0: a replica, neither logged nor saved
 
+    window.add(loss.mean());
     StepRecord r{step, loss.mean(), report.grad_norm, lr, batch.num_tokens, batch.num_target_tokens, tokens_seen,
                  seconds, static_cast<double>(batch.num_tokens) / seconds, report.skipped};
+    totals.steps += 1;
+    totals.sequences += batch.num_seqs;
+    totals.tokens += batch.num_tokens;
+    totals.seconds += seconds;
+    r.epoch = epochs_done();
+    r.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
     if (report.skipped) log::warn("step {}: gradient norm is not finite; update skipped", step);
     elapsed += seconds;
     const StepFlops flops = step_flops(spec, layout, batch.num_tokens, batch.seq_len);
     const double tflops = flops.six_n / seconds / 1e12, model_tflops = flops.model / seconds / 1e12;
     const std::string eta = format_duration(elapsed / static_cast<double>(step - start_step) *
-                                            static_cast<double>(c.training.num_steps - step));
-    if (step % c.training.logging_steps == 0 || step == c.training.num_steps) {
-      metrics->append(r);
+                                            static_cast<double>(num_steps - step));
+    if (step % c.training.logging_steps == 0 || step == num_steps) {
+      r.loss = window.take();
+      reports->step(r, tflops);
       log::info("step {:>5}/{} | loss {:.4f} | grad_norm {:.4f} | lr {:.3e} | {:.0f} tokens/s | {:.2f} TFLOP/s (6N) "
                 "{:.2f} (model) | {:.3f} s | ETA {} | optimizer: norm {:.3f} s, previous update {:.3f} s of which the "
                 "forward waited {:.3f} s",
-                step, c.training.num_steps, r.loss, r.grad_norm, lr, r.tokens_per_s, tflops, model_tflops, seconds, eta,
+                step, num_steps, r.loss, r.grad_norm, lr, r.tokens_per_s, tflops, model_tflops, seconds, eta,
                 report.norm_seconds, previous_update, waited);
     }
     log::status(fmt::format("step {}/{} | loss {:.4f} | {:.0f} tokens/s | {:.2f} TFLOP/s | ETA {}", step,
-                            c.training.num_steps, r.loss, r.tokens_per_s, tflops, eta));
-    if (c.training.save_steps > 0 && step % c.training.save_steps == 0 && step != c.training.num_steps && !stopping)
+                            num_steps, r.loss, r.tokens_per_s, tflops, eta));
+    if (c.training.save_steps > 0 && step % c.training.save_steps == 0 && step != num_steps && !stopping)
       save(step, false);
   }
   if (stopping) stop_signal::mark_stopped();  // after the checkpoint below, the process exits for a requeue
+  else evaluate_after(summary.steps);
   if (!leads) {
     optimizer.wait_finished();  // every checkpoint message has been served
     return summary;
@@ -333,14 +410,16 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
   if (!root) return summary;
   if (stopping) {
     log::info("stopped by signal {} after step {} of {}; checkpoint written, exiting with status {} for a requeue",
-              stop_signal::requested(), summary.steps, c.training.num_steps, stop_signal::kExitStoppedForRequeue);
+              stop_signal::requested(), summary.steps, num_steps, stop_signal::kExitStoppedForRequeue);
     return summary;
   }
   std::vector<const float*> regions;
   for (int64_t r = 0; r < store.num_regions(); ++r) regions.push_back(store.master(r));
   summary.final_dir = out / "final";
   export_hf_directory(summary.final_dir, spec, layout, regions, dtype, source.dir, carried, kMaxShardBytes,
-                      Replace::ours);
+                      Replace::ours, [&](const std::filesystem::path& dir) { write_chat_files(dir, c, spec.family); });
+  totals.epoch = epochs_done();
+  for (const std::filesystem::path& file : reports->finish(totals)) log::info("wrote {}", file.string());
   log::info("saved the final model ({}) to {}", dtype_name(dtype), summary.final_dir.string());
   return summary;
 }

@@ -9,7 +9,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
-#include "data/formats/json_records.h"
+#include "data/formats/record_files.h"
 #include "data/formats/record_converter.h"
 #include "data/formats/truncation.h"
 
@@ -45,7 +45,7 @@ std::vector<Example> load_text(const DatasetEntry& entry, const TemplateRenderer
              "efficient EOS, as in LLaMA-Factory, which refuses this too)",
              renderer.chat_template().name);
   const RecordConverter converter(entry);
-  const std::vector<JsonRecord> records = read_json_records(entry.file, entry.name);
+  const std::vector<JsonRecord> records = read_records(entry.file, entry.name);
   require_columns(entry, converter, records);
 
   std::vector<Example> examples;

@@ -112,6 +112,49 @@ std::vector<ChatTemplate> make_templates() {
   qwen3_5_nothink.empty_thought = false;
   all.push_back(qwen3_5_nothink);
 
+  ChatTemplate qwen3_nothink = qwen;  // Qwen3's template without the ReasoningTemplate's empty thought
+  qwen3_nothink.name = "qwen3_nothink";
+  qwen3_nothink.default_system = "";
+  all.push_back(qwen3_nothink);
+
+  ChatTemplate yi = chatml_like("yi", "");  // chatml's turns, no observation turn of its own, EOS kept
+  yi.observation = yi.user;
+  yi.stop_words = {"<|im_end|>"};
+  yi.replace_eos = false;
+  all.push_back(yi);
+
+  ChatTemplate deepseek;
+  deepseek.name = "deepseek";
+  deepseek.prefix = {kBos};
+  deepseek.user = {text("User: {{content}}\n\nAssistant:")};
+  deepseek.assistant = deepseek.function = {text("{{content}}"), kEos};
+  deepseek.system = {text("{{content}}\n\n")};
+  deepseek.observation = deepseek.user;
+  all.push_back(deepseek);
+
+  ChatTemplate deepseekr1;  // deepseek3's turns in a ReasoningTemplate
+  deepseekr1.name = "deepseekr1";
+  deepseekr1.prefix = {kBos};
+  deepseekr1.user = {text("<｜User｜>{{content}}<｜Assistant｜>")};
+  deepseekr1.assistant = deepseekr1.function = {text("{{content}}"), kEos};
+  deepseekr1.system = kContent;
+  deepseekr1.observation = deepseekr1.user;
+  deepseekr1.empty_thought = true;
+  all.push_back(deepseekr1);
+
+  ChatTemplate deepseekcoder;
+  deepseekcoder.name = "deepseekcoder";
+  deepseekcoder.prefix = {kBos};
+  deepseekcoder.user = {text("### Instruction:\n{{content}}\n### Response:")};
+  deepseekcoder.assistant = deepseekcoder.function = {text("\n{{content}}\n<|EOT|>\n")};
+  deepseekcoder.system = kContent;
+  deepseekcoder.observation = deepseekcoder.user;
+  deepseekcoder.default_system =
+      "You are an AI programming assistant, utilizing the DeepSeek Coder model, developed by DeepSeek Company, and "
+      "you only answer questions related to computer science. For politically sensitive questions, security and "
+      "privacy issues, and other non-computer science questions, you will refuse to answer.\n";
+  all.push_back(deepseekcoder);
+
   // Gemma: no system turn (Llama2Template: the system text opens the first user message).
   ChatTemplate gemma;
   gemma.name = "gemma";

@@ -1,0 +1,51 @@
+// Evaluation (see evaluation.h).
+#include "cli/train/evaluation.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/error.h"
+
+namespace mt {
+
+Evaluation::Evaluation(std::vector<Example> examples, int64_t eval_steps, int64_t last_step, int64_t batch_size,
+                       const dist::DataParallel& dp, std::function<void(int64_t)> weights_ready)
+    : examples_(static_cast<int64_t>(examples.size())), eval_steps_(eval_steps), last_step_(last_step), dp_(dp),
+      weights_ready_(std::move(weights_ready)) {
+  const int64_t ranks = std::max(dp.size, 1);
+  const int64_t per_batch = std::max<int64_t>(1, batch_size / ranks);
+  for (int64_t first = 0, k = 0; first < examples_; first += per_batch, ++k) {
+    if (k % ranks != std::max(dp.rank, 0)) continue;
+    const auto begin = examples.begin() + first, end = examples.begin() + std::min(first + per_batch, examples_);
+    batches_.emplace_back(std::make_move_iterator(begin), std::make_move_iterator(end));
+  }
+  if (examples_ > 0 && batches_.empty()) batches_.emplace_back();  // a rank with no batch still joins the sums
+}
+
+bool Evaluation::due(int64_t step) const {
+  return enabled() && (step == last_step_ || (eval_steps_ > 0 && step % eval_steps_ == 0));
+}
+
+std::optional<EvalResult> Evaluation::after_step(Engine& engine, int64_t step, bool force) {
+  if (!enabled() || !(force || due(step))) return std::nullopt;
+  const auto t0 = std::chrono::steady_clock::now();
+  weights_ready_(step);
+  double sums[2] = {0.0, 0.0};  // Σ CE, target tokens
+  for (const std::vector<Example>& batch : batches_) {
+    if (batch.empty()) continue;
+    const StepLoss loss = engine.forward_loss(make_batch(batch));
+    sums[0] += loss.loss_sum;
+    sums[1] += static_cast<double>(loss.target_tokens);
+  }
+  if (dp_.size > 1) dist::all_reduce_sum(dp_, sums, 2);
+  MT_REQUIRE(sums[1] > 0, "the evaluation set has no target tokens (every label is -100)");
+  EvalResult r;
+  r.step = step;
+  r.loss = sums[0] / sums[1];
+  r.target_tokens = static_cast<int64_t>(sums[1]);
+  r.examples = examples_;
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+}  // namespace mt

@@ -1,0 +1,109 @@
+// Continued pre-training data (training.stage pt): documents with their EOS laid end to end and cut into blocks that
+// cover every token exactly once; .txt, .csv and .jsonl files; a record without the text column is named; the
+// held-out split is deterministic and disjoint.
+#include <numeric>
+
+#include "catch.h"
+#include "data/byte_tokenizer.h"
+#include "data/dataset.h"
+#include "data/eval_split.h"
+#include "data/fixture.h"
+#include "data/formats/pretrain_loader.h"
+#include "data/formats/record_files.h"
+
+using namespace mt;
+
+namespace {
+
+DatasetConfig pt_config(const test::TempDir& dir, const std::string& info, int64_t block) {
+  dir.write("dataset_info.json", info);
+  DatasetConfig c;
+  c.dataset_dir = dir.path().string();
+  c.max_seq_len = block;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("pt blocks cover every token of the concatenated documents exactly once", "[data][pretrain]") {
+  std::vector<int32_t> stream(103);
+  std::iota(stream.begin(), stream.end(), 0);
+  int64_t dropped = -1;
+  const std::vector<Example> blocks = cut_blocks(stream, 10, &dropped);
+  REQUIRE(blocks.size() == 10);
+  CHECK(dropped == 3);
+  std::vector<int32_t> joined;
+  for (const Example& b : blocks) {
+    CHECK(b.input_ids.size() == 10);
+    CHECK(b.labels == b.input_ids);  // every token trained
+    CHECK(b.pieces.empty());          // one stream, as LLaMA-Factory's pre-training blocks
+    joined.insert(joined.end(), b.input_ids.begin(), b.input_ids.end());
+  }
+  CHECK(joined == std::vector<int32_t>(stream.begin(), stream.begin() + 100));
+}
+
+TEST_CASE("pt documents from .txt, .csv and .jsonl end with EOS and run across datasets", "[data][pretrain]") {
+  test::TempDir dir;
+  dir.write("lines.txt", "ab\ncd\r\n\nef");
+  dir.write("rows.csv", "id,body\n1,\"g,h\"\n2,\"say \"\"i\"\"\"\n");
+  dir.write("docs.jsonl", "{\"content\": \"jk\"}\n");
+  DatasetConfig c = pt_config(dir, R"({
+    "txt": {"file_name": "lines.txt"},
+    "csv": {"file_name": "rows.csv", "columns": {"prompt": "body"}},
+    "json": {"file_name": "docs.jsonl", "columns": {"prompt": "content"}}})", 4);
+  c.name = "txt,csv,json";
+  const test::ByteTokenizer tok;
+  DatasetStats stats;
+  const auto blocks = load_datasets(c, tok.vocab_size(), TextOptions{&tok, "llama", true}, &stats);
+  const int32_t eos = 257;
+  std::vector<int32_t> want;
+  for (const std::string doc : {"ab", "cd", "", "ef", "g,h", "say \"i\"", "jk"}) {
+    const auto ids = test::bytes(doc);
+    want.insert(want.end(), ids.begin(), ids.end());
+    want.push_back(eos);
+  }
+  std::vector<int32_t> joined;
+  for (const Example& b : blocks) joined.insert(joined.end(), b.input_ids.begin(), b.input_ids.end());
+  CHECK(stats.documents == 7);
+  CHECK(stats.dropped_tokens == static_cast<int64_t>(want.size() % 4));
+  CHECK(joined == std::vector<int32_t>(want.begin(), want.end() - static_cast<std::ptrdiff_t>(want.size() % 4)));
+
+  c.max_samples = 1;  // the first document of each dataset
+  load_datasets(c, tok.vocab_size(), TextOptions{&tok, "llama", true}, &stats);
+  CHECK(stats.documents == 3);
+}
+
+TEST_CASE("a pt record without the text column is named with its line", "[data][pretrain][bad-input]") {
+  test::TempDir dir;
+  dir.write("docs.jsonl", "{\"text\": \"abcdef\"}\n{\"body\": \"x\"}\n");
+  DatasetConfig c = pt_config(dir, R"({"d": {"file_name": "docs.jsonl", "columns": {"prompt": "text"}}})", 2);
+  c.name = "d";
+  const test::ByteTokenizer tok;
+  CHECK(test::error_message([&] { load_datasets(c, tok.vocab_size(), TextOptions{&tok, "llama", true}, nullptr); }) ==
+        "dataset 'd': " + (dir.path() / "docs.jsonl").string() +
+            ":2: the record has no text column \"text\" (columns.prompt)");
+  dir.write("bad.csv", "a,b\n1\n");
+  CHECK(test::error_message([&] { read_records(dir.path() / "bad.csv", "d"); }) ==
+        "dataset 'd': " + (dir.path() / "bad.csv").string() + ":2: 1 fields, but the header names 2 columns");
+}
+
+TEST_CASE("val_size holds out a seeded, disjoint set, and too large a set is refused", "[data][eval]") {
+  std::vector<Example> examples;
+  for (int32_t i = 0; i < 20; ++i) examples.push_back({{i, i}, {i, i}});
+  const EvalSplit a = split_eval(examples, 0.1, 7, "cfg.yaml");
+  const EvalSplit b = split_eval(examples, 0.1, 7, "cfg.yaml");
+  REQUIRE(a.eval.size() == 2);
+  CHECK(a.train.size() == 18);
+  CHECK(a.eval[0].input_ids == b.eval[0].input_ids);
+  std::vector<int32_t> seen;
+  for (const auto* part : {&a.train, &a.eval})
+    for (const Example& e : *part) seen.push_back(e.input_ids[0]);
+  std::sort(seen.begin(), seen.end());
+  std::vector<int32_t> all(20);
+  std::iota(all.begin(), all.end(), 0);
+  CHECK(seen == all);
+  CHECK(split_eval(examples, 5.0, 7, "cfg.yaml").eval.size() == 5);
+  CHECK(eval_count(0.25, 10) == 3);  // rounds up, as train_test_split does
+  CHECK(test::error_message([&] { split_eval(examples, 20.0, 7, "cfg.yaml"); }) ==
+        "cfg.yaml: dataset.val_size: 20.0 holds out 20 of the 20 examples of dataset.name, leaving none to train on");
+}
