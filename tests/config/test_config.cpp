@@ -200,6 +200,8 @@ TEST_CASE("config: the accepted keys are frozen", "[config]") {
       "optimizer.beta1",
       "optimizer.beta2",
       "optimizer.eps",
+      "store.offload",
+      "store.offload_paths",
   };
   CHECK(mt::accepted_config_keys() == frozen);
 }

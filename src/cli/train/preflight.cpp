@@ -12,7 +12,10 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "dist/numa_binding.h"
+#include "cli/train/train_plan.h"
+#include "model/param_layout.h"
 #include "store/shared_memory_check.h"
+#include "store/tier_layout.h"
 
 namespace mt {
 namespace {
@@ -78,16 +81,21 @@ RunShape run_shape(const Config& c, int ranks, int gpus) {
   if (c.training.recompute_layers >= 0) r.recompute_layers = c.training.recompute_layers;
   r.weight_slots = 2;
   r.ranks = ranks;
+  r.offload = offload_mode_from_name(c.store.offload);
   return r;
 }
 
 std::string preflight_shortfall(const ModelSpec& spec, const RunShape& run, bool gpu, const MachineLimits& limits) {
-  const HostPlan host = plan_host(spec, run.stream_dtype, run.ranks);
-  const int64_t host_need = gpu ? host.store_bytes : cpu_backend_host_bytes(spec, run);
+  const HostPlan host = plan_host(spec, run.stream_dtype, run.ranks, run.offload);
+  const int64_t host_need = gpu ? host.ram_bytes() : cpu_backend_host_bytes(spec, run);
   if (limits.mem_available >= 0 && host_need > limits.mem_available)
-    return MT_FORMAT("host RAM: the run needs {} ({} B/parameter × {:.3f} B parameters{}) but only {} is available "
+    return MT_FORMAT("host RAM: the run needs {} ({} B/parameter × {:.3f} B parameters{}{}) but only {} is available "
                      "(MemAvailable)", bytes(host_need), host.bytes_per_parameter(),
                      static_cast<double>(host.parameters) / 1e9, gpu ? "" : " plus CPU-backend activations",
+                     host.offload == OffloadMode::none
+                         ? std::string()
+                         : MT_FORMAT(", with store.offload {} and {} of tier staging", offload_mode_name(host.offload),
+                                     bytes(host.staging_bytes)),
                      bytes(limits.mem_available));
   if (const std::string numa = numa_shortfall(host.store_bytes, run.ranks, limits); !numa.empty()) return numa;
   if (limits.shm_free >= 0) {
@@ -134,6 +142,9 @@ MachineLimits read_machine_limits(const Backend& backend) {
 
 RunShape preflight(const Config& c, const ModelSpec& spec, const Backend& backend, int ranks, int gpus) {
   RunShape run = run_shape(c, ranks, gpus);
+  // The state tier's paths first: each exists, is writable and has room for every rank's files.
+  const std::string tier = tier_path_shortfall(make_param_layout(spec), tier_settings_of(c), ranks);
+  MT_REQUIRE(tier.empty(), "{}", tier);
   const bool gpu = backend.device_memory_bytes() > 0;
   resolve_auto(spec, run, backend.device_memory_bytes(), c.training.recompute_layers < 0);
   const std::string shortfall = preflight_shortfall(spec, run, gpu, read_machine_limits(backend));
@@ -141,8 +152,13 @@ RunShape preflight(const Config& c, const ModelSpec& spec, const Backend& backen
              "{}; size the run with `megatrain calc-resource --model {} --seq {} --batch {} --ranks {} "
              "--gpu-mem GiB --ram GiB`", shortfall, c.model.name, run.seq_len, run.batch_size, ranks);
   const MemoryPlan plan = plan_memory(spec, run);
-  log::info("memory plan: host {} ({} B/parameter){}; {} pass(es) in micro-batches of {} sequences; {} of {} layers "
-            "recompute in backward{}", bytes(plan.host.store_bytes), plan.host.bytes_per_parameter(),
+  log::info("memory plan: host {} ({} B/parameter){}{}; {} pass(es) in micro-batches of {} sequences; {} of {} layers "
+            "recompute in backward{}", bytes(plan.host.ram_bytes()), plan.host.bytes_per_parameter(),
+            plan.host.offload == OffloadMode::none
+                ? std::string()
+                : MT_FORMAT(", NVMe {} (store.offload {}: {} B/parameter), {} of state read and written per step",
+                            bytes(plan.host.nvme_bytes), offload_mode_name(plan.host.offload),
+                            plan.host.nvme_per_parameter, bytes(plan.host.nvme_step_bytes())),
             gpu ? MT_FORMAT(", GPU {} of {}", bytes(plan.gpu.total()), bytes(backend.device_memory_bytes())) : "",
             run.passes, plan.gpu.micro_batch_size, run.recompute_layers, spec.num_layers,
             run.recompute_layers < spec.num_layers
