@@ -30,8 +30,10 @@ int open_tier_file(const std::string& name, bool create, bool& direct) {
   const int flags = O_RDWR | O_CLOEXEC | (create ? O_CREAT | O_EXCL : 0);
   int fd = direct ? open(name.c_str(), flags | O_DIRECT, 0600) : -1;
   if (fd < 0 && (!direct || errno == EINVAL)) {
+    // Some file systems (ramfs) create the file before they refuse O_DIRECT: the retry opens what exists.
+    const bool tried_direct = direct;
     direct = false;
-    fd = open(name.c_str(), flags, 0600);
+    fd = open(name.c_str(), tried_direct ? flags & ~O_EXCL : flags, 0600);
   }
   MT_REQUIRE(fd >= 0, "state tier: {}: cannot {}: {}", name, create ? "create" : "open", std::strerror(errno));
   return fd;
@@ -42,6 +44,7 @@ int open_tier_file(const std::string& name, bool create, bool& direct) {
 StateTier::StateTier(const ParamLayout& layout, const TierSettings& settings, int rank, int ranks)
     : param_layout_(layout), settings_(settings), rank_(rank), ranks_(ranks), io_(TierIo::create()) {
   MT_ASSERT(settings.mode != OffloadMode::none);
+  if (rank == 0) remove_files_of_absent_ranks();
   own_.layout = make_tier_layout(layout, settings, rank, ranks);
   for (size_t f = 0; f < own_.layout.files.size(); ++f) {
     const std::string name = own_.layout.files[f].string();
@@ -96,6 +99,23 @@ StateTier::~StateTier() {
   for (const std::string& name : own_.names) std::filesystem::remove(name, ec);
   for (float* p : buffers_) munmap(p, std::max<size_t>(staging_bytes_, 4096));
   if (sync_) munmap(sync_, std::max<size_t>(static_cast<size_t>(sync_elements_) * 4, 4096));
+}
+
+// A crashed run of more ranks than this one left files no rank of this run replaces: node rank 0 removes them.
+void StateTier::remove_files_of_absent_ranks() {
+  const std::string prefix = fmt::format("megatrain-tier-{}-rank", settings_.tag);
+  for (const std::string& dir : settings_.paths) {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+      const std::string name = e.path().filename().string();
+      if (!name.starts_with(prefix) || !name.ends_with(".bin")) continue;
+      const std::string index = name.substr(prefix.size(), name.size() - prefix.size() - 4);
+      if (index.empty() || index.find_first_not_of("0123456789") != std::string::npos || std::stoi(index) < ranks_)
+        continue;
+      std::filesystem::remove(e.path(), ec);
+      log::warn("state tier: removed {} (left by a run of more ranks that did not end cleanly)", e.path().string());
+    }
+  }
 }
 
 int64_t StateTier::sync_elements(const ParamLayout& layout, int ranks) {

@@ -60,6 +60,7 @@ class StateTier {
   Files& files_of(int q);
   void submit(Files& f, const TierUnit& unit, int64_t part, float* buffer, bool write, TierBatch& batch);
   void maybe_fill_device_for_test();
+  void remove_files_of_absent_ranks();
 
   ParamLayout param_layout_;
   TierSettings settings_;

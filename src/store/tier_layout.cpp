@@ -146,7 +146,7 @@ std::string tier_path_shortfall(const ParamLayout& layout, const TierSettings& s
     close(fd);
     std::filesystem::remove(probe, ec);
     struct statvfs vfs {};
-    if (statvfs(dir.c_str(), &vfs) != 0) continue;  // the size is unknown: fallocate will tell
+    if (statvfs(dir.c_str(), &vfs) != 0 || vfs.f_blocks == 0) continue;  // no size (ramfs): fallocate will tell
     const int64_t available = static_cast<int64_t>(vfs.f_bavail) * static_cast<int64_t>(vfs.f_frsize) + stale[dir];
     if (bytes > available)
       return fmt::format("store.offload_paths: {}: {} needed for the tier files of {} rank(s), {} available", dir,
