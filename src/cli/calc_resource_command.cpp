@@ -185,11 +185,19 @@ void print_text(const std::string& model, const ModelSpec& spec, const Machine& 
             << MT_FORMAT("largest trainable model for this RAM: {:.2f} B parameters\n",
                          static_cast<double>(a.largest_parameters) / 1e9);
   std::cout << "largest model by store.offload:";
-  for (const OffloadCapacity& c : a.capacities)
-    std::cout << MT_FORMAT(" {} {:.2f} B ({} B/parameter RAM{})", offload_mode_name(c.mode),
+  for (const OffloadCapacity& c : a.capacities) {
+    // This model's NVMe traffic in that mode, hidden from which batch (with --nvme-gbs).
+    const HostPlan mode_host = plan_host(spec, offloads_master(c.mode) ? DType::bf16 : a.run.stream_dtype,
+                                         a.run.ranks, c.mode);
+    const NvmeTiming t = nvme_timing(mode_host, static_cast<double>(h.parameters), a.run.batch_size, a.run.seq_len, m);
+    std::cout << MT_FORMAT(" {} {:.2f} B ({} B/parameter RAM{}{})", offload_mode_name(c.mode),
                            static_cast<double>(c.largest_parameters) / 1e9, c.ram_per_parameter,
-                           c.nvme_per_parameter ? MT_FORMAT(", {} NVMe", c.nvme_per_parameter) : std::string())
+                           c.nvme_per_parameter ? MT_FORMAT(", {} NVMe", c.nvme_per_parameter) : std::string(),
+                           t.hiding_batch ? MT_FORMAT("; this model's NVMe traffic hidden from batch {} × {}",
+                                                      t.hiding_batch, a.run.seq_len)
+                                          : std::string())
               << (c.mode == OffloadMode::optimizer_master ? "\n" : ";");
+  }
   if (a.recommended_interval)
     std::cout << MT_FORMAT("recommended: batch_size {}, gradient_accumulation_steps {}, micro_batch_size {}, "
                            "checkpoint_interval {}, recompute_layers {}\n", a.run.batch_size, a.run.passes,
@@ -222,7 +230,8 @@ void run_calc_resource(Inputs in, bool interactive_allowed) {
   if (in.recompute >= 0) run.recompute_layers = in.recompute;
   const Machine m{static_cast<int64_t>(*in.gpu_gib * (1 << 30)), static_cast<int64_t>(*in.ram_gib * (1 << 30)),
                   in.nvme_gb > 0 ? static_cast<int64_t>(in.nvme_gb * 1e9) : -1, in.nvme_gbs, in.gpu_tflops};
-  const ResourceAdvice a = advise(spec, run, m, in.recompute < 0);
+  ResourceAdvice a = advise(spec, run, m, in.recompute < 0);
+  a.capacities = offload_capacities(dtype_from_name(in.stream_dtype), m);  // none and optimizer as asked
   if (in.json)
     std::cout << to_json(*in.model, spec, m, a).dump(2) << "\n";
   else
