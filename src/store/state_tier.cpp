@@ -93,8 +93,9 @@ StateTier::~StateTier() {
     } catch (const Error&) {  // the job is ending on another error already
     }
   }
-  for (auto* files : {&own_}) for (int fd : files->fds) close(fd);
-  for (auto& [q, files] : peers_) for (int fd : files.fds) close(fd);
+  for (int fd : own_.fds) close(fd);
+  for (auto& [q, files] : peers_)
+    for (int fd : files.fds) close(fd);
   std::error_code ec;
   for (const std::string& name : own_.names) std::filesystem::remove(name, ec);
   for (float* p : buffers_) munmap(p, std::max<size_t>(staging_bytes_, 4096));

@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -17,7 +18,9 @@
 namespace mt {
 
 DiskCeiling measure_disk_ceiling(const std::vector<std::string>& paths, int64_t bytes_per_path) {
-  constexpr int64_t kBuffer = int64_t{64} << 20;  // written and read again and again: the device, not RAM, is timed
+  // One buffer written and read again and again (the device, not RAM, is timed): 64 MiB, or less for a small probe.
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  const int64_t kBuffer = std::clamp<int64_t>((bytes_per_path + kMiB - 1) / kMiB * kMiB, kMiB, 64 * kMiB);
   const int64_t bytes = (std::max(bytes_per_path, kBuffer) + kBuffer - 1) / kBuffer * kBuffer;
   DiskCeiling c;
   std::unique_ptr<TierIo> io = TierIo::create();

@@ -1,4 +1,4 @@
-// The state tier's disk ceiling: a quick probe that writes then reads `bytes` per path (one file each, all paths at
+// The state tier's disk ceiling: a quick probe that writes then reads `bytes` per path (at least 1 MiB) (one file each, all paths at
 // once, O_DIRECT where allowed, through the same TierIo and chunking as the tier) and reports the aggregate GB/s.
 // Invariant: measures, never asserts; the probe files are removed.
 #pragma once

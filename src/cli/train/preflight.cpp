@@ -15,7 +15,9 @@
 #include "cli/train/train_plan.h"
 #include "model/param_layout.h"
 #include "store/shared_memory_check.h"
+#include "plan/resource_advice.h"
 #include "store/tier_layout.h"
+#include "store/tier_probe.h"
 
 namespace mt {
 namespace {
@@ -65,6 +67,22 @@ std::string numa_shortfall(int64_t store_bytes, int ranks, const MachineLimits& 
                        "free (MemFree + FilePages)", m.numa_os_index[d], bytes(static_cast<int64_t>(need[d])),
                        bytes(m.numa_free[d]));
   return "";
+}
+
+// The step time the tier's traffic imposes, at the bandwidth a quick probe measures on its paths (64 MiB each at
+// most), next to the GPU's 6N FLOPs at the H200's measured rate.
+void log_tier_prediction(const Config& c, const ModelSpec& spec, const RunShape& run, const HostPlan& host, bool gpu) {
+  const int64_t probe = std::min<int64_t>(int64_t{64} << 20, host.nvme_bytes / static_cast<int64_t>(c.store.offload_paths.size()));
+  const DiskCeiling disk = measure_disk_ceiling(c.store.offload_paths, probe);
+  Machine m;
+  m.nvme_gbs = disk.mixed_gbs();
+  const NvmeTiming t = nvme_timing(host, static_cast<double>(host.parameters), run.batch_size, run.seq_len, m);
+  log::info("state tier: {} read and written per step; at the {:.2f} GB/s a probe of the paths measured (write {:.2f}, "
+            "read {:.2f}, {}) that is {:.3f} s per step{}", bytes(host.nvme_step_bytes()), disk.mixed_gbs(),
+            disk.write_gbs, disk.read_gbs, disk.direct ? "O_DIRECT" : "buffered", t.nvme_seconds,
+            gpu ? MT_FORMAT(" against the GPU's {:.3f} s (6N at {:.0f} TFLOP/s); hidden from batch {} × {}",
+                            t.gpu_seconds, m.gpu_tflops, t.hiding_batch, run.seq_len)
+                : std::string());
 }
 
 }  // namespace
@@ -152,6 +170,7 @@ RunShape preflight(const Config& c, const ModelSpec& spec, const Backend& backen
              "{}; size the run with `megatrain calc-resource --model {} --seq {} --batch {} --ranks {} "
              "--gpu-mem GiB --ram GiB`", shortfall, c.model.name, run.seq_len, run.batch_size, ranks);
   const MemoryPlan plan = plan_memory(spec, run);
+  if (plan.host.offload != OffloadMode::none) log_tier_prediction(c, spec, run, plan.host, gpu);
   log::info("memory plan: host {} ({} B/parameter){}{}; {} pass(es) in micro-batches of {} sequences; {} of {} layers "
             "recompute in backward{}", bytes(plan.host.ram_bytes()), plan.host.bytes_per_parameter(),
             plan.host.offload == OffloadMode::none
