@@ -210,8 +210,14 @@ void StateTier::maybe_fill_device_for_test() {
     const std::string filler = own_.names[f] + ".filler";
     const int fd = open(filler.c_str(), O_CREAT | O_WRONLY, 0600);
     struct statvfs vfs {};
-    if (fd >= 0 && statvfs(filler.c_str(), &vfs) == 0)
-      fallocate(fd, 0, 0, static_cast<int64_t>(vfs.f_bavail) * static_cast<int64_t>(vfs.f_frsize));
+    int64_t chunk = fd >= 0 && statvfs(filler.c_str(), &vfs) == 0
+                        ? static_cast<int64_t>(vfs.f_bavail) * static_cast<int64_t>(vfs.f_frsize) : 0;
+    for (int64_t at = 0; chunk >= 4096;) {  // every last block: what does not fit is tried in halves
+      if (fallocate(fd, 0, at, chunk) == 0)
+        at += chunk;
+      else
+        chunk /= 2;
+    }
     if (fd >= 0) close(fd);
   }
 }

@@ -2,7 +2,9 @@
 #include "store/tier_layout.h"
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/statvfs.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
@@ -105,6 +107,20 @@ TierLayout make_tier_layout(const ParamLayout& layout, const TierSettings& setti
     }
   }
   return t;
+}
+
+int64_t tier_bytes_in_memory(const ParamLayout& layout, const TierSettings& settings, int ranks) {
+  if (settings.mode == OffloadMode::none) return 0;
+  int64_t bytes = 0;
+  for (int q = 0; q < ranks; ++q) {
+    const TierLayout t = make_tier_layout(layout, settings, q, ranks);
+    for (size_t f = 0; f < t.files.size(); ++f) {
+      struct statfs fs {};
+      if (statfs(t.files[f].parent_path().c_str(), &fs) != 0) continue;
+      if (fs.f_type == TMPFS_MAGIC || fs.f_type == RAMFS_MAGIC) bytes += t.file_bytes[f];
+    }
+  }
+  return bytes;
 }
 
 bool allows_direct_io(const std::string& dir) {

@@ -50,6 +50,8 @@ TierLayout make_tier_layout(const ParamLayout& layout, const TierSettings& setti
 // of every rank that uses it (stale files of the same tag, which the run replaces, count as room). Empty when all
 // pass; else one line naming the path and the bytes needed and available.
 std::string tier_path_shortfall(const ParamLayout& layout, const TierSettings& settings, int ranks);
+// Bytes of every rank's tier files that land on a RAM file system (tmpfs, ramfs): RAM, not NVMe.
+int64_t tier_bytes_in_memory(const ParamLayout& layout, const TierSettings& settings, int ranks);
 // Whether `dir` allows O_DIRECT (a probe file is created, opened and removed).
 bool allows_direct_io(const std::string& dir);
 // The NUMA node of the device holding `dir` (sysfs), -1 when unknown.

@@ -4,7 +4,8 @@
 # and one line naming the path and the bytes the tier needs (and has), before the host store or the output
 # directory exist. Then the device fills up mid-run (test hook: after the first step's writes another file takes
 # the tmpfs's space): the job ends with one line naming the tier file and "No space left on device", and the step-2
-# checkpoint written before (synchronously, so that it is complete) is intact. The tmpfs cases are skipped where mount is not permitted.
+# checkpoint written before (synchronously, so that it is complete) is intact; the tier's bytes on the tmpfs were
+# counted as RAM by the preflight. The tmpfs cases are skipped where mount is not permitted.
 # Usage: offload_paths.sh MEGATRAIN_BINARY SOURCE_DIR
 set -uo pipefail
 bin=$1 src=$2
@@ -52,6 +53,8 @@ rc=$?
 ((rc != 0)) || fail "the run with a full device succeeded"
 grep -q "megatrain-tier-.*-rank0.bin: write of .* bytes at offset .* failed: No space left on device" "$work/full.log" ||
   fail "no line naming the tier file and the error"
+grep -q "state tier: 384.0 KiB of its files are on a RAM file system (tmpfs or ramfs): they count against host RAM" \
+  "$work/full.log" || fail "the tier on tmpfs was not counted as RAM"
 "$bin" inspect "$work/out-full/checkpoints/step-000002.h5" >/dev/null || fail "the step-2 checkpoint is damaged"
 [[ ! -e $work/out-full/checkpoints/step-000004.h5 ]] || fail "a step-4 checkpoint exists"
 echo "ok   device full mid-run: $(grep -o 'megatrain-tier-.*No space left on device' "$work/full.log" | head -1); step 2 intact"

@@ -165,10 +165,20 @@ RunShape preflight(const Config& c, const ModelSpec& spec, const Backend& backen
   MT_REQUIRE(tier.empty(), "{}", tier);
   const bool gpu = backend.device_memory_bytes() > 0;
   resolve_auto(spec, run, backend.device_memory_bytes(), c.training.recompute_layers < 0);
-  const std::string shortfall = preflight_shortfall(spec, run, gpu, read_machine_limits(backend));
+  MachineLimits limits = read_machine_limits(backend);
+  // Tier files on a RAM file system (tmpfs, ramfs) take RAM: what is left for the rest is less.
+  const int64_t tier_in_ram = tier_bytes_in_memory(make_param_layout(spec), tier_settings_of(c), ranks);
+  if (tier_in_ram > 0 && limits.mem_available >= 0) limits.mem_available = std::max<int64_t>(limits.mem_available - tier_in_ram, 0);
+  const std::string shortfall = preflight_shortfall(spec, run, gpu, limits);
   MT_REQUIRE(shortfall.empty(),
-             "{}; size the run with `megatrain calc-resource --model {} --seq {} --batch {} --ranks {} "
-             "--gpu-mem GiB --ram GiB`", shortfall, c.model.name, run.seq_len, run.batch_size, ranks);
+             "{}{}; size the run with `megatrain calc-resource --model {} --seq {} --batch {} --ranks {} "
+             "--gpu-mem GiB --ram GiB`", shortfall,
+             tier_in_ram > 0 ? MT_FORMAT(" (after the {} of tier files on a RAM file system)", bytes(tier_in_ram))
+                             : std::string(),
+             c.model.name, run.seq_len, run.batch_size, ranks);
+  if (tier_in_ram > 0)
+    log::info("state tier: {} of its files are on a RAM file system (tmpfs or ramfs): they count against host RAM",
+              bytes(tier_in_ram));
   const MemoryPlan plan = plan_memory(spec, run);
   if (plan.host.offload != OffloadMode::none) log_tier_prediction(c, spec, run, plan.host, gpu);
   log::info("memory plan: host {} ({} B/parameter){}{}; {} pass(es) in micro-batches of {} sequences; {} of {} layers "
