@@ -132,6 +132,7 @@ json to_json(const std::string& model, const ModelSpec& spec, const Machine& m, 
                     {"bytes", h.nvme_bytes}, {"capacity_bytes", m.nvme_bytes}, {"staging_ram_bytes", h.staging_bytes},
                     {"step_traffic_bytes", h.nvme_step_bytes()}, {"bandwidth_gbs", m.nvme_gbs},
                     {"nvme_step_seconds", a.nvme.nvme_seconds}, {"gpu_step_seconds", a.nvme.gpu_seconds},
+                    {"gpu_forward_seconds", a.nvme.forward_seconds}, {"predicted_step_seconds", a.nvme.predicted_seconds},
                     {"gpu_tflops", m.gpu_tflops}, {"hiding_batch_size", a.nvme.hiding_batch}, {"fits", a.nvme_fits}}},
           {"largest_by_offload", [&] {
              json j = json::object();
@@ -165,9 +166,11 @@ void print_text(const std::string& model, const ModelSpec& spec, const Machine& 
                            b(h.staging_bytes));
     if (m.nvme_gbs > 0)
       std::cout << MT_FORMAT("  state traffic {} per step: {:.2f} s at {:.1f} GB/s, against the GPU's {:.2f} s (6N at "
-                             "{:.0f} TFLOP/s, batch {} × {}); hidden from batch {} × {}\n",
+                             "{:.0f} TFLOP/s, batch {} × {}) of which the next forward ({:.2f} s) overlaps it: "
+                             "predicted step {:.2f} s; hidden from batch {} × {}\n",
                              b(h.nvme_step_bytes()), a.nvme.nvme_seconds, m.nvme_gbs, a.nvme.gpu_seconds, m.gpu_tflops,
-                             a.run.batch_size, a.run.seq_len, a.nvme.hiding_batch, a.run.seq_len);
+                             a.run.batch_size, a.run.seq_len, a.nvme.forward_seconds, a.nvme.predicted_seconds,
+                             a.nvme.hiding_batch, a.run.seq_len);
     else
       std::cout << MT_FORMAT("  state traffic {} per step (give --nvme-gbs for the step time it imposes)\n",
                              b(h.nvme_step_bytes()));
@@ -189,7 +192,8 @@ void print_text(const std::string& model, const ModelSpec& spec, const Machine& 
     // This model's NVMe traffic in that mode, hidden from which batch (with --nvme-gbs).
     const HostPlan mode_host = plan_host(spec, offloads_master(c.mode) ? DType::bf16 : a.run.stream_dtype,
                                          a.run.ranks, c.mode);
-    const NvmeTiming t = nvme_timing(mode_host, static_cast<double>(h.parameters), a.run.batch_size, a.run.seq_len, m);
+    const NvmeTiming t = nvme_timing(mode_host, static_cast<double>(h.parameters), a.run.batch_size, a.run.seq_len,
+                                     forward_share(spec, a.run), m);
     std::cout << MT_FORMAT(" {} {:.2f} B ({} B/parameter RAM{}{})", offload_mode_name(c.mode),
                            static_cast<double>(c.largest_parameters) / 1e9, c.ram_per_parameter,
                            c.nvme_per_parameter ? MT_FORMAT(", {} NVMe", c.nvme_per_parameter) : std::string(),

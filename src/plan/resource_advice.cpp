@@ -45,7 +45,8 @@ ResourceAdvice advise(const ModelSpec& spec, RunShape run, const Machine& machin
   a.largest_parameters = a.host_usable_bytes / a.plan.host.bytes_per_parameter();
   a.host_fits = a.plan.host.ram_bytes() <= a.host_usable_bytes;
   a.nvme_fits = machine.nvme_bytes < 0 || a.plan.host.nvme_bytes <= machine.nvme_bytes;
-  a.nvme = nvme_timing(a.plan.host, static_cast<double>(a.plan.host.parameters), run.batch_size, run.seq_len, machine);
+  a.nvme = nvme_timing(a.plan.host, static_cast<double>(a.plan.host.parameters), run.batch_size, run.seq_len,
+                       forward_share(spec, run), machine);
   a.capacities = offload_capacities(run.stream_dtype, machine);
   a.gpu_fits = a.plan.gpu.total() <= machine.gpu_bytes;
   const auto gb = [](int64_t b) { return format_bytes(static_cast<uint64_t>(b)); };
@@ -85,15 +86,23 @@ std::vector<OffloadCapacity> offload_capacities(DType stream_dtype, const Machin
   return out;
 }
 
+double forward_share(const ModelSpec& spec, const RunShape& run) {
+  const double layers = static_cast<double>(std::max<int64_t>(spec.num_layers, 1));
+  const double recompute = static_cast<double>(std::clamp<int64_t>(run.recompute_layers, 0, spec.num_layers)) / layers;
+  return 2.0 / (6.0 + 2.0 * recompute);
+}
+
 NvmeTiming nvme_timing(const HostPlan& host, double active_parameters, int64_t batch, int64_t seq_len,
-                       const Machine& machine) {
+                       double forward_share, const Machine& machine) {
   NvmeTiming t;
   const double flops_per_token = 6.0 * active_parameters;
   const double rate = machine.gpu_tflops * 1e12;
   t.gpu_seconds = rate > 0 ? flops_per_token * static_cast<double>(batch * seq_len) / rate : 0.0;
+  t.forward_seconds = forward_share * t.gpu_seconds;
   t.nvme_seconds = nvme_step_seconds(host, machine.nvme_gbs);
-  if (t.nvme_seconds <= 0 || rate <= 0 || seq_len <= 0) return t;
-  const double tokens = t.nvme_seconds * rate / flops_per_token;
+  t.predicted_seconds = std::max(t.gpu_seconds, t.nvme_seconds + t.gpu_seconds - t.forward_seconds);
+  if (t.nvme_seconds <= 0 || rate <= 0 || seq_len <= 0 || forward_share <= 0) return t;
+  const double tokens = t.nvme_seconds * rate / (flops_per_token * forward_share);
   t.hiding_batch = static_cast<int64_t>(std::ceil(tokens / static_cast<double>(seq_len)));
   return t;
 }

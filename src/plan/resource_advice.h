@@ -30,16 +30,21 @@ struct OffloadCapacity {
 };
 std::vector<OffloadCapacity> offload_capacities(DType stream_dtype, const Machine& machine);
 
-// The step time the NVMe state traffic imposes against the GPU's compute: seconds of each per step, and the batch
-// (sequences of seq_len tokens) from which the GPU's 6·N·tokens FLOPs take at least as long as the traffic, so
-// the optimizer's reads and writes hide behind the next step's compute. active_parameters: the parameters a token
-// computes with (all of them in a dense model).
+// The step time the NVMe state traffic imposes against the GPU's compute. The optimizer of step k streams the tier
+// after step k's backward (it needs the global norm) and publishes region by region for step k+1's forward, whose
+// backward then waits for every region: the traffic overlaps the next forward only, the share forward_share of the
+// GPU's step (2 of 6N FLOPs, plus 2N for each recomputing layer's share: 2 / (6 + 2 × recompute share)).
+// gpu_seconds is 6·N·tokens at the 6N rate; the predicted step is the GPU's, or the traffic plus the GPU's part
+// that cannot overlap it; hiding_batch is the batch (sequences of seq_len) from which the forward covers the traffic.
+// active_parameters: the parameters a token computes with (all of them in a dense model).
 struct NvmeTiming {
-  double nvme_seconds = 0.0, gpu_seconds = 0.0;
+  double nvme_seconds = 0.0, gpu_seconds = 0.0, forward_seconds = 0.0;
+  double predicted_seconds = 0.0;
   int64_t hiding_batch = 0;      // 0: nothing to hide (no offload) or bandwidth unknown
 };
+double forward_share(const ModelSpec& spec, const RunShape& run);
 NvmeTiming nvme_timing(const HostPlan& host, double active_parameters, int64_t batch, int64_t seq_len,
-                       const Machine& machine);
+                       double forward_share, const Machine& machine);
 
 struct ResourceAdvice {
   RunShape run;                          // the shape evaluated (interval and micro-batch resolved)

@@ -21,6 +21,7 @@
 #include "model/param_layout.h"
 #include "optim/optimizer.h"
 #include "plan/memory_plan.h"
+#include "plan/resource_advice.h"
 #include "store/host_store.h"
 #include "store/tier_log.h"
 #include "store/tier_probe.h"
@@ -181,10 +182,13 @@ void run_bench(const BenchOptions& o) {
   // The plan's prediction: the slower of the GPU's compute and the state traffic at the probed bandwidth.
   run.offload = tier.mode;
   const HostPlan host = plan_host(spec, stream, store.ranks(), tier.mode);
-  const double plan_gpu_s = 6.0 * static_cast<double>(layout.total_numel) * static_cast<double>(o.batch * o.seq) /
-                            (o.gpu_tflops * 1e12);
-  const double plan_nvme_s = nvme_step_seconds(host, disk.mixed_gbs());
-  const double predicted_s = std::max(plan_gpu_s, plan_nvme_s);
+  Machine machine;
+  machine.nvme_gbs = disk.mixed_gbs();
+  machine.gpu_tflops = o.gpu_tflops;
+  const NvmeTiming timing = nvme_timing(host, static_cast<double>(layout.total_numel), o.batch, o.seq,
+                                        forward_share(spec, run), machine);
+  const double plan_gpu_s = timing.gpu_seconds, plan_nvme_s = timing.nvme_seconds;
+  const double predicted_s = timing.predicted_seconds;
   auto med = [&](double StepFigures::*field) {
     std::vector<double> v;
     for (const auto& f : figures) v.push_back(f.*field);
@@ -236,9 +240,10 @@ void run_bench(const BenchOptions& o) {
     if (const StateTier* t = store.tier()) {
       log_state_tier(*t);
       log::info("plan (store.offload {}): state traffic {:.2f} GB per step at the probed {:.2f} GB/s (write {:.2f}, "
-                "read {:.2f}) = {:.3f} s, GPU 6N at {:.0f} TFLOP/s {:.3f} s: predicted step {:.3f} s, measured {:.3f} s "
-                "({:+.1f} %)", offload_mode_name(tier.mode), static_cast<double>(host.nvme_step_bytes()) / 1e9,
-                disk.mixed_gbs(), disk.write_gbs, disk.read_gbs, plan_nvme_s, o.gpu_tflops, plan_gpu_s, predicted_s,
+                "read {:.2f}) = {:.3f} s, GPU 6N at {:.0f} TFLOP/s {:.3f} s of which the forward ({:.3f} s) overlaps "
+                "it: predicted step {:.3f} s, measured {:.3f} s ({:+.1f} %)", offload_mode_name(tier.mode),
+                static_cast<double>(host.nvme_step_bytes()) / 1e9, disk.mixed_gbs(), disk.write_gbs, disk.read_gbs,
+                plan_nvme_s, o.gpu_tflops, plan_gpu_s, timing.forward_seconds, predicted_s,
                 med(&StepFigures::step_s), 100.0 * (med(&StepFigures::step_s) - predicted_s) / predicted_s);
     }
   }

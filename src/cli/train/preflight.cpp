@@ -76,12 +76,15 @@ void log_tier_prediction(const Config& c, const ModelSpec& spec, const RunShape&
   const DiskCeiling disk = measure_disk_ceiling(c.store.offload_paths, probe);
   Machine m;
   m.nvme_gbs = disk.mixed_gbs();
-  const NvmeTiming t = nvme_timing(host, static_cast<double>(host.parameters), run.batch_size, run.seq_len, m);
+  const NvmeTiming t = nvme_timing(host, static_cast<double>(host.parameters), run.batch_size, run.seq_len,
+                                   forward_share(spec, run), m);
   log::info("state tier: {} read and written per step; at the {:.2f} GB/s a probe of the paths measured (write {:.2f}, "
             "read {:.2f}, {}) that is {:.3f} s per step{}", bytes(host.nvme_step_bytes()), disk.mixed_gbs(),
             disk.write_gbs, disk.read_gbs, disk.direct ? "O_DIRECT" : "buffered", t.nvme_seconds,
-            gpu ? MT_FORMAT(" against the GPU's {:.3f} s (6N at {:.0f} TFLOP/s); hidden from batch {} × {}",
-                            t.gpu_seconds, m.gpu_tflops, t.hiding_batch, run.seq_len)
+            gpu ? MT_FORMAT(" against the GPU's {:.3f} s (6N at {:.0f} TFLOP/s) of which the next forward, {:.3f} s, "
+                            "overlaps it: predicted step {:.3f} s; hidden from batch {} × {}",
+                            t.gpu_seconds, m.gpu_tflops, t.forward_seconds, t.predicted_seconds, t.hiding_batch,
+                            run.seq_len)
                 : std::string());
 }
 
