@@ -12,6 +12,7 @@ packages=(
   libpcre2-dev libicu-dev
   catch2
   libopenblas-openmp-dev
+  liburing-dev               # the NVMe state tier (store.offload) reads and writes through io_uring
   patchelf
   python3                    # tests/cli/bad_input.sh edits fixture configs
   python3-jinja2             # tests/data: the exported chat_template rendered by Jinja itself

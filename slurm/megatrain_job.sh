@@ -8,6 +8,7 @@
 #   MEGATRAIN_BIN         the megatrain binary                   MEGATRAIN_RESUME      training.resume_from (auto)
 #   MEGATRAIN_EXTRA_ARGS  more `megatrain train` arguments, e.g. "--set training.num_steps=10"
 #   MEGATRAIN_SRUN_MPI    srun's --mpi plugin (pmix: Open MPI's PMIx)
+#   MEGATRAIN_OFFLOAD_PATHS  store.offload_paths for this node (comma-separated; the config's otherwise)
 set -euo pipefail
 : "${MEGATRAIN_CONFIG:?set MEGATRAIN_CONFIG to a run config}"
 : "${MEGATRAIN_OUTPUT_DIR:?set MEGATRAIN_OUTPUT_DIR to shared storage}"
@@ -15,6 +16,8 @@ MEGATRAIN_BIN=${MEGATRAIN_BIN:-megatrain}
 MEGATRAIN_RESUME=${MEGATRAIN_RESUME:-auto}
 MEGATRAIN_SRUN_MPI=${MEGATRAIN_SRUN_MPI:-pmix}
 read -r -d "" -a extra_args <<<"${MEGATRAIN_EXTRA_ARGS:-}" || true  # words over any lines
+# The NVMe state tier's directories (store.offload_paths), when the node's differ from the config's.
+[[ -n ${MEGATRAIN_OFFLOAD_PATHS:-} ]] && extra_args=(--set "store.offload_paths=$MEGATRAIN_OFFLOAD_PATHS" "${extra_args[@]}")
 
 mkdir -p "$MEGATRAIN_OUTPUT_DIR"
 echo "megatrain job ${SLURM_JOB_ID:-?} on $(hostname): ${SLURM_NTASKS:-1} task(s), restart ${SLURM_RESTART_COUNT:-0}," \

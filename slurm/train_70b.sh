@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # sbatch slurm/train_70b.sh — full-parameter training on one node: one H200 and 1.5 TB of RAM on two sockets (Llama-3.1-70B: 1.16 TiB host store).
+# A node with 512 GB of RAM and NVMe drives: MEGATRAIN_CONFIG=configs/llama3_70b_512g.yaml (store.offload
+# optimizer+master: 6 B/parameter of RAM, 12 on NVMe) and MEGATRAIN_OFFLOAD_PATHS=/nvme0/megatrain,/nvme1/megatrain,...
 # One task per socket bound to its NUMA domain, one GPU, all the node's memory; requeue-safe: a requeued job
 # resumes from the newest checkpoint in $MEGATRAIN_OUTPUT_DIR/checkpoints. Submit from the repository root
 # (or set MEGATRAIN_HOME); size other machines with `megatrain calc-resource`.

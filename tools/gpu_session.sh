@@ -2,13 +2,16 @@
 # One GPU-machine session, run from the repository root with a bundle made by `tools/bundle.sh --tests`
 # in bundle/: the CUDA op table, the PyTorch-parity fixtures on the CUDA backend, pipeline variants, the
 # benchmarks and the PyTorch reference. Logs go to $OUT; a short table is printed last.
-# Usage: tools/gpu_session.sh [quick|full|dp|families|hybrid]   (quick: the tests; full: the tests and the one-GPU
+# Usage: tools/gpu_session.sh [quick|full|dp|families|hybrid|nvme]   (quick: the tests; full: the tests and the one-GPU
 # benchmarks with PyTorch's; dp: the tests and the data-parallel part, on 2 or more GPUs; families: the tests, then
 # Qwen2.5-3B batch 64 and Qwen2.5-7B batch 32 with this build and, where bundle_base/ holds an earlier build, with
 # that one in the same call, then Gemma-2-9B and Phi-4 at batch 32 with as many layers as the host RAM holds; hybrid:
 # the tests, then the Qwen3.5-27B shape with 12 of its 64 layers (9 Gated DeltaNet, 3 gated attention: what 125 GiB of
 # host RAM holds at 16 B/parameter) at batch 32 × 1024 and 8 × 4096, and the same 4096 run with per-op device times,
-# whose gated_delta_rule rows time the delta-rule kernels against the GEMMs of the same step)
+# whose gated_delta_rule rows time the delta-rule kernels against the GEMMs of the same step;
+# nvme: the state tier on a scratch directory of the machine's disk ($NVME_DIR, default .nvme-scratch here, removed
+# after): bench-optim in each offload mode with the disk probe's ceiling, then Qwen2.5-3B batch 64 × 1024 in each
+# mode with the plan's predicted step time next to the measured; SKIP_TESTS=1 skips the op table and parity)
 set -uo pipefail
 mode=${1:-full}
 out=${OUT:-/tmp/megatrain-gpu}
@@ -21,11 +24,13 @@ summary=()
 note() { summary+=("$1"); echo "== $1"; }
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv >"$out/gpu.txt" 2>&1
-if [[ -z ${SKIP_OP_TABLE:-} ]]; then
+if [[ -z ${SKIP_OP_TABLE:-}${SKIP_TESTS:-} ]]; then
   timeout 60 $b/tests_gpu >"$out/tests_gpu.log" 2>&1; note "tests_gpu rc=$? $(tail -n 2 "$out/tests_gpu.log" | tr '\n' ' ')"
 fi
-MEGATRAIN_BACKEND=cuda timeout 150 $b/tests_integration "[parity]" >"$out/parity_cuda.log" 2>&1
-note "parity on cuda rc=$? $(tail -n 2 "$out/parity_cuda.log" | tr '\n' ' ')"
+if [[ -z ${SKIP_TESTS:-} ]]; then
+  MEGATRAIN_BACKEND=cuda timeout 150 $b/tests_integration "[parity]" >"$out/parity_cuda.log" 2>&1
+  note "parity on cuda rc=$? $(tail -n 2 "$out/parity_cuda.log" | tr '\n' ' ')"
+fi
 [[ $mode == quick ]] && { printf '%s\n' "${summary[@]}"; exit 0; }
 
 # name, ranks (GPUs), bench arguments...: one `megatrain bench --json` under mpiexec, the host's $THREADS
@@ -71,6 +76,24 @@ if [[ $mode == hybrid ]]; then
   MEGATRAIN_PROFILE_OPS=1 bench qwen35_27b_12l_b8_s4096_ops 1 "${qwen35[@]}" --batch 8 --seq 4096
   note "op times (bench_qwen35_27b_12l_b8_s4096_ops.log): $(grep -E 'gated_delta_rule|causal_conv1d|linear_|attention_(for|back)' \
     "$out/bench_qwen35_27b_12l_b8_s4096_ops.log" | tr -s ' ' | tr '\n' ';' | cut -c1-600)"
+fi
+
+if [[ $mode == nvme ]]; then
+  scratch=${NVME_DIR:-$PWD/.nvme-scratch}
+  mkdir -p "$scratch"
+  note "nvme scratch $scratch: $(df -h --output=fstype,avail "$scratch" | tail -n 1)"
+  for m in optimizer optimizer+master; do
+    OMP_NUM_THREADS=${THREADS:-16} timeout 150 $b/megatrain bench-optim --params 5e8 --steps 3 --warmup 1 --dtype bfloat16 \
+      --offload $m --offload-paths "$scratch" --probe-gb 4 --json >"$out/optim_$m.json" 2>"$out/optim_$m.log"
+    note "bench-optim --offload $m rc=$? $(python3 -c "import json; d=json.load(open('$out/optim_$m.json')); print('%s %s: update %.2fs, state traffic %.2f GB/s; disk write %.2f read %.2f mix %.2f GB/s: %.0f%%' % (d['io'], 'O_DIRECT' if d['direct_io'] else 'buffered', d['update_s'], d['state_traffic_gb_per_s'], d['disk_write_gb_per_s'], d['disk_read_gb_per_s'], d['disk_mixed_gb_per_s'], 100*d['fraction_of_ceiling']))" 2>/dev/null || tail -n 3 "$out/optim_$m.log")"
+  done
+  for m in none optimizer optimizer+master; do
+    name=qwen3b_b64_offload_${m/+/_}
+    OMP_NUM_THREADS=${THREADS:-16} timeout 280 $b/megatrain bench --json "${qwen3b[@]}" --batch 64 --steps 2 \
+      --stream-dtype bfloat16 --offload $m --offload-paths "$scratch" --probe-gb 4 >"$out/bench_$name.json" 2>"$out/bench_$name.log"
+    note "bench $name rc=$? $(python3 -c "import json; d=json.load(open('$out/bench_$name.json')); print('step %.3fs (fwd+bwd %.3f, optimizer %.3f) TFLOP/s %.1f host %d B/param; plan: nvme %.3fs gpu %.3fs predicted %.3fs (measured %+.1f%%)' % (d['median_step_s'], d['median_fwd_bwd_s'], d['median_optimizer_s'], d['median_tflops'], d['host_bytes_per_parameter'], d['plan_nvme_step_s'], d['plan_gpu_step_s'], d['predicted_step_s'], 100*(d['median_step_s']-d['predicted_step_s'])/d['predicted_step_s']))" 2>/dev/null || tail -n 3 "$out/bench_$name.log")"
+  done
+  rm -rf "$scratch"
 fi
 # Data parallelism on every visible GPU (at least 2): the fixtures against one GPU, then weak scaling of the bench
 # (the same sequences per GPU).

@@ -138,13 +138,22 @@ void CheckpointFile::read_into(const std::string& group, const std::string& name
 
 void restore_store(const CheckpointFile& checkpoint, HostStore& store) {
   const std::string file = checkpoint.path().string();
+  // Kinds in RAM straight into the store; kinds on the state tier through one region-sized buffer each.
+  const int64_t largest = store.layout().largest_region_numel;
+  std::vector<float> staged[3];
+  for (StateKind k : {StateKind::master, StateKind::exp_avg, StateKind::exp_avg_sq})
+    if (!store.in_ram(k)) staged[static_cast<int>(k)].resize(static_cast<size_t>(largest));
+  constexpr const char* kGroups[3] = {"params", "optim/exp_avg", "optim/exp_avg_sq"};
   for (int64_t r = 0; r < store.num_regions(); ++r) {
-    for (const ParamSlot& slot : store.layout().regions[static_cast<size_t>(r)].params) {
-      checkpoint.read_into("params", slot.hf_name, slot.shape, store.master(r) + slot.offset);
-      checkpoint.read_into("optim/exp_avg", slot.hf_name, slot.shape, store.exp_avg(r) + slot.offset);
-      checkpoint.read_into("optim/exp_avg_sq", slot.hf_name, slot.shape, store.exp_avg_sq(r) + slot.offset);
+    for (StateKind k : {StateKind::master, StateKind::exp_avg, StateKind::exp_avg_sq}) {
+      std::vector<float>& buffer = staged[static_cast<int>(k)];
+      float* dst = buffer.empty() ? store.state(r, k) : buffer.data();
+      for (const ParamSlot& slot : store.layout().regions[static_cast<size_t>(r)].params)
+        checkpoint.read_into(kGroups[static_cast<int>(k)], slot.hf_name, slot.shape, dst + slot.offset);
+      if (!buffer.empty()) store.write_region_state(r, k, dst);
     }
-    store.refresh_stream_copy(r);
+    const std::vector<float>& master = staged[static_cast<int>(StateKind::master)];
+    store.refresh_stream_copy(r, master.empty() ? store.master(r) : master.data());
   }
   size_t slots = 0;
   for (const Region& region : store.layout().regions) slots += region.params.size();

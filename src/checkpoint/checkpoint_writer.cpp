@@ -15,6 +15,7 @@
 #include <cstring>
 #include <utility>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "checkpoint/h5_handle.h"
@@ -109,14 +110,16 @@ int64_t free_bytes(const std::filesystem::path& dir) {
 
 // Every rank creates every dataset (collective); each writes the part of it inside its own slice.
 int64_t write_kind(hid_t file_id, const char* group_name, const CheckpointSource& source,
-                   const float* CheckpointSource::Region::*data, hid_t dcpl, const std::string& file,
-                   WriteProgress& progress) {
+                   const float* CheckpointSource::Region::*data, StateKind kind, hid_t dcpl,
+                   const std::string& file, WriteProgress& progress) {
   h5::Handle lcpl(h5::check_write(H5Pcreate(H5P_LINK_CREATE), file, "link property list"));
   h5::check_write(H5Pset_create_intermediate_group(lcpl.get(), 1), file, "link property list");
   int64_t bytes = 0;
   for (size_t r = 0; r < source.regions.size(); ++r) {
     const CheckpointSource::Region& region = source.regions[r];
     const HostStore::Slice s = region.slice;
+    const float* values = region.*data;
+    if (!values && s.size() > 0) values = source.fetch(r, kind);
     for (const ParamSlot& slot : source.layout->regions[r].params) {
       const std::string name = std::string(group_name) + "/" + slot.hf_name;
       const std::vector<hsize_t> dims(slot.shape.begin(), slot.shape.end());
@@ -130,7 +133,7 @@ int64_t write_kind(hid_t file_id, const char* group_name, const CheckpointSource
       const hsize_t count = static_cast<hsize_t>(end - begin);
       h5::Handle mem(h5::check_write(H5Screate_simple(1, &count, nullptr), file, name));
       h5::check_write(H5Dwrite(ds.get(), H5T_NATIVE_FLOAT, mem.get(), space.get(), H5P_DEFAULT,
-                               region.*data + (begin - s.begin)),
+                               values + (begin - s.begin)),
                       file, fmt::format("writing {} after {} of this rank's {} bytes (the file needs {})", name,
                                         progress.written, progress.mine, progress.file_bytes));
       progress.written += static_cast<int64_t>(count) * 4;
@@ -146,7 +149,15 @@ CheckpointSource store_source(HostStore& store) {
   source.layout = &store.layout();
   for (int64_t r = 0; r < store.num_regions(); ++r) {
     const HostStore::Slice s = store.slice(r);
-    source.regions.push_back({s, store.master(r) + s.begin, store.exp_avg(r) + s.begin, store.exp_avg_sq(r) + s.begin});
+    auto at = [&](StateKind k) -> const float* { return store.in_ram(k) ? store.state(r, k) + s.begin : nullptr; };
+    source.regions.push_back({s, at(StateKind::master), at(StateKind::exp_avg), at(StateKind::exp_avg_sq)});
+  }
+  if (store.tier()) {
+    auto staging = std::make_shared<std::vector<float>>();
+    source.fetch = [&store, staging](size_t r, StateKind k) {
+      staging->resize(static_cast<size_t>(store.slice(static_cast<int64_t>(r)).size()));
+      return store.slice_state(static_cast<int64_t>(r), k, staging->data());
+    };
   }
   return source;
 }
@@ -162,14 +173,20 @@ CheckpointSnapshot::CheckpointSnapshot(HostStore& store) {
   MT_REQUIRE(p != MAP_FAILED, "checkpoint snapshot: cannot map {} bytes", bytes);
   madvise(p, bytes, MADV_HUGEPAGE);  // advice only
   data_ = std::unique_ptr<float, Unmap>(static_cast<float*>(p), Unmap{bytes});
-  std::vector<std::pair<const float*, float*>> copies;     // (from, to) of each region's three kinds
+  std::vector<std::pair<const float*, float*>> copies;     // (from, to) of each region's three kinds in RAM
   std::vector<int64_t> lengths;
   float* at = data_.get();
-  for (const CheckpointSource::Region& region : live.regions) {
+  for (size_t r = 0; r < live.regions.size(); ++r) {
+    const CheckpointSource::Region& region = live.regions[r];
     const int64_t n = region.slice.size();
     CheckpointSource::Region mine{region.slice, at, at + n, at + 2 * n};
-    for (auto [from, to] : {std::pair{region.master, at}, std::pair{region.exp_avg, at + n},
-                            std::pair{region.exp_avg_sq, at + 2 * n}}) {
+    for (auto [from, to, kind] : {std::tuple{region.master, at, StateKind::master},
+                                  std::tuple{region.exp_avg, at + n, StateKind::exp_avg},
+                                  std::tuple{region.exp_avg_sq, at + 2 * n, StateKind::exp_avg_sq}}) {
+      if (!from && n > 0) {  // on the state tier: read straight into the snapshot
+        store.tier()->read_slice(store.rank(), static_cast<int64_t>(r), kind, to);
+        continue;
+      }
       copies.emplace_back(from, to);
       lengths.push_back(n);
     }
@@ -217,9 +234,12 @@ SaveReport save_checkpoint(const std::filesystem::path& path, const CheckpointSo
     h5::check_write(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), file, "dataset creation list");
     write_meta(f.get(), m, file);
     using Region = CheckpointSource::Region;
-    report.bytes += write_kind(f.get(), "/params", source, &Region::master, dcpl.get(), file, progress);
-    report.bytes += write_kind(f.get(), "/optim/exp_avg", source, &Region::exp_avg, dcpl.get(), file, progress);
-    report.bytes += write_kind(f.get(), "/optim/exp_avg_sq", source, &Region::exp_avg_sq, dcpl.get(), file, progress);
+    report.bytes += write_kind(f.get(), "/params", source, &Region::master, StateKind::master, dcpl.get(), file,
+                               progress);
+    report.bytes += write_kind(f.get(), "/optim/exp_avg", source, &Region::exp_avg, StateKind::exp_avg, dcpl.get(),
+                               file, progress);
+    report.bytes += write_kind(f.get(), "/optim/exp_avg_sq", source, &Region::exp_avg_sq, StateKind::exp_avg_sq,
+                               dcpl.get(), file, progress);
     h5::check_write(H5Fflush(f.get(), H5F_SCOPE_GLOBAL), file, "flush");
     dcpl.reset();
     fapl.reset();

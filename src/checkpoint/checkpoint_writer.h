@@ -6,6 +6,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -31,6 +32,9 @@ struct CheckpointSource {
   };
   const ParamLayout* layout = nullptr;
   std::vector<Region> regions;
+  // Where a kind lives on the state tier (its pointer is null): this rank's slice of it, read from the tier into
+  // a buffer that stays valid until the next call.
+  std::function<const float*(size_t region, StateKind kind)> fetch;
 };
 CheckpointSource store_source(HostStore& store);
 

@@ -37,6 +37,12 @@ void add_bench_command(CLI::App& root, std::vector<Command>& commands) {
                   "data-parallel GPU ranks per node under mpirun (0 = one per visible GPU, up to the node's ranks)")
       ->capture_default_str()->check(integer_in(0));
   app->add_flag("--skip-update", o->skip_update, "no optimizer (the pipeline alone; the weights never change)");
+  app->add_option("--offload", o->offload, "store.offload: none (default), optimizer or optimizer+master");
+  app->add_option("--offload-paths", o->offload_paths, "the state tier's directories (one per NVMe device)")
+      ->delimiter(',');
+  app->add_option("--probe-gb", o->probe_gb, "GB the disk probe writes then reads per path (default 4)")
+      ->check(positive_real());
+  app->add_option("--gpu-tflops", o->gpu_tflops, "the plan's GPU rate for the predicted step time (default 450)");
   app->add_flag("--json", o->json, "one JSON object on stdout");
   commands.push_back({app, [o] { run_bench(*o); }});
 }

@@ -19,6 +19,12 @@ void add_bench_optim_command(CLI::App& root, std::vector<Command>& commands) {
                   "the store's stream dtype: float32 (no copy, the default) or bfloat16 (writes the bf16 copy)")
       ->capture_default_str();
   app->add_option("--region", o->region, "parameters per region")->check(integer_in(1));
+  app->add_option("--offload", o->offload,
+                  "store.offload: none (default), optimizer or optimizer+master (the state tier on --offload-paths)");
+  app->add_option("--offload-paths", o->offload_paths, "the state tier's directories (one per NVMe device)")
+      ->delimiter(',');
+  app->add_option("--probe-gb", o->probe_gb, "GB the disk probe writes then reads per path (default 4)")
+      ->check(positive_real());
   app->add_flag("--json", o->json, "print one JSON object on stdout");
   commands.push_back({app, [o, params] {
                         o->params = static_cast<int64_t>(*params);

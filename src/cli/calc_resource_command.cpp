@@ -36,6 +36,8 @@ struct Inputs {
   int64_t batch = 8, micro_batch = 0, passes = 0, interval = 0, slots = 2, ranks = 1, recompute = -1;
   std::string dtype = "bfloat16";
   std::string stream_dtype = "float32";
+  std::string offload = "none";
+  double nvme_gb = -1, nvme_gbs = 0, gpu_tflops = 450;
   bool json = false;
 };
 
@@ -113,6 +115,14 @@ void validate(const Inputs& in) {
              in.recompute);
   MT_REQUIRE(in.slots >= 2, "calc-resource: --slots must be at least 2, not {}", in.slots);
   MT_REQUIRE(in.ranks > 0 && in.ranks <= 1024, "calc-resource: --ranks must be in 1..1024, not {}", in.ranks);
+  MT_REQUIRE(in.offload == "none" || in.offload == "optimizer" || in.offload == "optimizer+master",
+             "calc-resource: --offload must be none, optimizer or optimizer+master, not '{}'", in.offload);
+  MT_REQUIRE(std::isfinite(in.nvme_gb) && (in.nvme_gb > 0 || in.nvme_gb == -1),
+             "calc-resource: --nvme-gb must be a positive number of GB, not {}", in.nvme_gb);
+  MT_REQUIRE(std::isfinite(in.nvme_gbs) && in.nvme_gbs >= 0, "calc-resource: --nvme-gbs must be a positive GB/s, not {}",
+             in.nvme_gbs);
+  MT_REQUIRE(std::isfinite(in.gpu_tflops) && in.gpu_tflops > 0,
+             "calc-resource: --gpu-tflops must be a positive TFLOP/s, not {}", in.gpu_tflops);
 }
 
 json to_json(const std::string& model, const ModelSpec& spec, const Machine& m, const ResourceAdvice& a) {
@@ -135,6 +145,20 @@ json to_json(const std::string& model, const ModelSpec& spec, const Machine& m, 
                    {"layer_workspace", g.layer_workspace}, {"head_logits", g.head}, {"batch_arrays", g.batch_arrays},
                    {"gemm_workspace", g.gemm_workspace}, {"total", g.total()}, {"gpu_bytes", m.gpu_bytes},
                    {"fits", a.gpu_fits}}},
+          {"nvme", {{"offload", offload_mode_name(h.offload)}, {"bytes_per_parameter", h.nvme_per_parameter},
+                    {"bytes", h.nvme_bytes}, {"capacity_bytes", m.nvme_bytes}, {"staging_ram_bytes", h.staging_bytes},
+                    {"step_traffic_bytes", h.nvme_step_bytes()}, {"bandwidth_gbs", m.nvme_gbs},
+                    {"nvme_step_seconds", a.nvme.nvme_seconds}, {"gpu_step_seconds", a.nvme.gpu_seconds},
+                    {"gpu_forward_seconds", a.nvme.forward_seconds}, {"predicted_step_seconds", a.nvme.predicted_seconds},
+                    {"gpu_tflops", m.gpu_tflops}, {"hiding_batch_size", a.nvme.hiding_batch}, {"fits", a.nvme_fits}}},
+          {"largest_by_offload", [&] {
+             json j = json::object();
+             for (const OffloadCapacity& c : a.capacities)
+               j[offload_mode_name(c.mode)] = {{"ram_bytes_per_parameter", c.ram_per_parameter},
+                                               {"nvme_bytes_per_parameter", c.nvme_per_parameter},
+                                               {"largest_parameters", c.largest_parameters}};
+             return j;
+           }()},
           {"largest_trainable_parameters", a.largest_parameters},
           {"largest_micro_batch", a.largest_micro_batch},
           {"recommended", {{"batch_size", a.run.batch_size}, {"gradient_accumulation_steps", a.run.passes},
@@ -152,6 +176,22 @@ void print_text(const std::string& model, const ModelSpec& spec, const Machine& 
             << MT_FORMAT("host: {} B/parameter (master {}, Adam m {}, Adam v {}, gradient {}, streaming copy {}) = {}"
                          " of {} usable ({} RAM)\n", h.bytes_per_parameter(), h.master, h.exp_avg, h.exp_avg_sq, h.grad,
                          h.stream_copy, b(h.store_bytes), b(a.host_usable_bytes), b(m.ram_bytes));
+  if (h.offload != OffloadMode::none) {
+    std::cout << MT_FORMAT("NVMe (store.offload {}): {} B/parameter = {}{}; tier staging {} of RAM\n",
+                           offload_mode_name(h.offload), h.nvme_per_parameter, b(h.nvme_bytes),
+                           m.nvme_bytes >= 0 ? MT_FORMAT(" of {}", b(m.nvme_bytes)) : std::string(" (capacity not given)"),
+                           b(h.staging_bytes));
+    if (m.nvme_gbs > 0)
+      std::cout << MT_FORMAT("  state traffic {} per step: {:.2f} s at {:.1f} GB/s, against the GPU's {:.2f} s (6N at "
+                             "{:.0f} TFLOP/s, batch {} × {}) of which the next forward ({:.2f} s) overlaps it: "
+                             "predicted step {:.2f} s; hidden from batch {} × {}\n",
+                             b(h.nvme_step_bytes()), a.nvme.nvme_seconds, m.nvme_gbs, a.nvme.gpu_seconds, m.gpu_tflops,
+                             a.run.batch_size, a.run.seq_len, a.nvme.forward_seconds, a.nvme.predicted_seconds,
+                             a.nvme.hiding_batch, a.run.seq_len);
+    else
+      std::cout << MT_FORMAT("  state traffic {} per step (give --nvme-gbs for the step time it imposes)\n",
+                             b(h.nvme_step_bytes()));
+  }
   for (size_t q = 0; q < h.rank_bytes.size(); ++q) std::cout << MT_FORMAT("  rank {}: {}\n", q, b(h.rank_bytes[q]));
   const int64_t recompute = a.run.recompute_layers;
   std::cout << MT_FORMAT("GPU ({} pass(es), checkpoint_interval {}, micro_batch_size {}, {} of {} layers recompute): "
@@ -164,6 +204,21 @@ void print_text(const std::string& model, const ModelSpec& spec, const Machine& 
                          b(g.layer_workspace), b(g.head), b(g.batch_arrays), b(g.gemm_workspace))
             << MT_FORMAT("largest trainable model for this RAM: {:.2f} B parameters\n",
                          static_cast<double>(a.largest_parameters) / 1e9);
+  std::cout << "largest model by store.offload:";
+  for (const OffloadCapacity& c : a.capacities) {
+    // This model's NVMe traffic in that mode, hidden from which batch (with --nvme-gbs).
+    const HostPlan mode_host = plan_host(spec, offloads_master(c.mode) ? DType::bf16 : a.run.stream_dtype,
+                                         a.run.ranks, c.mode);
+    const NvmeTiming t = nvme_timing(mode_host, static_cast<double>(h.parameters), a.run.batch_size, a.run.seq_len,
+                                     forward_share(spec, a.run), m);
+    std::cout << MT_FORMAT(" {} {:.2f} B ({} B/parameter RAM{}{})", offload_mode_name(c.mode),
+                           static_cast<double>(c.largest_parameters) / 1e9, c.ram_per_parameter,
+                           c.nvme_per_parameter ? MT_FORMAT(", {} NVMe", c.nvme_per_parameter) : std::string(),
+                           t.hiding_batch ? MT_FORMAT("; this model's NVMe traffic hidden from batch {} × {}",
+                                                      t.hiding_batch, a.run.seq_len)
+                                          : std::string())
+              << (c.mode == OffloadMode::optimizer_master ? "\n" : ";");
+  }
   if (a.recommended_interval)
     std::cout << MT_FORMAT("recommended: batch_size {}, gradient_accumulation_steps {}, micro_batch_size {}, "
                            "checkpoint_interval {}, recompute_layers {}\n", a.run.batch_size, a.run.passes,
@@ -192,9 +247,13 @@ void run_calc_resource(Inputs in, bool interactive_allowed) {
   run.checkpoint_interval = in.interval;
   run.weight_slots = in.slots;
   run.ranks = static_cast<int>(in.ranks);
+  run.offload = offload_mode_from_name(in.offload);
+  if (offloads_master(run.offload)) run.stream_dtype = DType::bf16;  // the GPU streams the bf16 copy
   if (in.recompute >= 0) run.recompute_layers = in.recompute;
-  const Machine m{static_cast<int64_t>(*in.gpu_gib * (1 << 30)), static_cast<int64_t>(*in.ram_gib * (1 << 30))};
-  const ResourceAdvice a = advise(spec, run, m, in.recompute < 0);
+  const Machine m{static_cast<int64_t>(*in.gpu_gib * (1 << 30)), static_cast<int64_t>(*in.ram_gib * (1 << 30)),
+                  in.nvme_gb > 0 ? static_cast<int64_t>(in.nvme_gb * 1e9) : -1, in.nvme_gbs, in.gpu_tflops};
+  ResourceAdvice a = advise(spec, run, m, in.recompute < 0);
+  a.capacities = offload_capacities(dtype_from_name(in.stream_dtype), m);  // none and optimizer as asked
   if (in.json)
     std::cout << to_json(*in.model, spec, m, a).dump(2) << "\n";
   else
@@ -230,6 +289,13 @@ void add_calc_resource_command(CLI::App& root, std::vector<Command>& commands) {
   app->add_option("--stream-dtype", in->stream_dtype,
                   "weights in host RAM that cross PCIe: float32 (the fp32 master, default) or bfloat16 (a bf16 copy, "
                   "2 B/parameter more)");
+  app->add_option("--offload", in->offload,
+                  "store.offload: none (default), optimizer (Adam m, v on NVMe) or optimizer+master (also the fp32 "
+                  "master; the bf16 copy streams)");
+  app->add_option("--nvme-gb", in->nvme_gb, "capacity of the NVMe tier's paths together, GB (default: not checked)");
+  app->add_option("--nvme-gbs", in->nvme_gbs,
+                  "bandwidth of the NVMe tier's paths together, GB/s of reads and writes (for the step time it imposes)");
+  app->add_option("--gpu-tflops", in->gpu_tflops, "the GPU's sustained training rate, TFLOP/s (default 450: H200)");
   app->add_flag("--json", in->json, "print the plan as JSON");
   commands.push_back({app, [=] {
                         Inputs given = *in;

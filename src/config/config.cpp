@@ -102,6 +102,28 @@ Field trackers(std::string_view section, std::string_view key, std::vector<std::
             }
           },
           [=](const Config& c) { return at(c).empty() ? std::string("none") : fmt::format("{}", fmt::join(at(c), ",")); }};
+
+// A list of directories: a YAML sequence of strings, or one string of comma-separated entries; shown comma-separated.
+template <typename At>
+Field path_list(std::string_view section, std::string_view key, At at) {
+  return {section, key,
+          [=](Config& c, const YAML::Node& n, const YamlPlace& p) {
+            std::vector<std::string> out;
+            auto add = [&](const std::string& text) {
+              for (size_t b = 0; b <= text.size();) {
+                const size_t e = std::min(text.find(',', b), text.size());
+                if (e > b) out.push_back(text.substr(b, e - b));
+                b = e + 1;
+              }
+            };
+            if (n.IsSequence()) {
+              for (const YAML::Node& item : n) add(read_text(item, p, false));
+            } else if (!n.IsNull()) {
+              add(read_text(n, p, true));
+            }
+            at(c) = out;
+          },
+          [=](const Config& c) { return fmt::format("{}", fmt::join(at(c), ",")); }};
 }
 
 #define MT_AT(member) [](auto& c) -> auto& { return c.member; }
@@ -164,6 +186,9 @@ const std::vector<Field>& schema() {
       real("optimizer", "beta1", {0.0, 1.0, false, true}, MT_AT(optimizer.beta1)),
       real("optimizer", "beta2", {0.0, 1.0, false, true}, MT_AT(optimizer.beta2)),
       real("optimizer", "eps", {0.0, kInf, true}, MT_AT(optimizer.eps)),
+
+      choice("store", "offload", {"none", "optimizer", "optimizer+master"}, MT_AT(store.offload)),
+      path_list("store", "offload_paths", MT_AT(store.offload_paths)),
   };
   return fields;
 }
@@ -251,6 +276,14 @@ void validate(const Config& config, const std::string& origin) {
   MT_REQUIRE(!config.dataset.name.empty(), "{}: dataset.name is required (entries of dataset_info.json)", origin);
   MT_REQUIRE(!(config.model.dtype == "float32" && config.model.stream_dtype == "bfloat16"),
              "{}: model.stream_dtype: bfloat16 weights cannot feed model.dtype float32 (use auto or float32)", origin);
+  MT_REQUIRE(config.store.offload == "none" || !config.store.offload_paths.empty(),
+             "{}: store.offload_paths: store.offload {} needs one or more directories", origin, config.store.offload);
+  MT_REQUIRE(config.store.offload != "optimizer+master" || config.model.stream_dtype != "float32",
+             "{}: model.stream_dtype: store.offload optimizer+master keeps no fp32 master in RAM, so the weights stream "
+             "as the bf16 copy (use auto or bfloat16)", origin);
+  MT_REQUIRE(config.store.offload != "optimizer+master" || config.model.dtype != "float32",
+             "{}: model.dtype: store.offload optimizer+master streams bf16 weights, which cannot feed model.dtype "
+             "float32 (use store.offload optimizer)", origin);
   const TrainingConfig& t = config.training;
   const DatasetConfig& d = config.dataset;
   MT_REQUIRE(d.val_size == 0.0 || d.val_size < 1.0 || d.val_size == static_cast<double>(static_cast<int64_t>(d.val_size)),
@@ -301,7 +334,8 @@ Config parse_config(const std::string& yaml_text, const std::string& origin,
 }
 
 DType stream_dtype_of(const Config& config) {
-  return config.model.stream_dtype == "auto" ? DType::f32 : dtype_from_name(config.model.stream_dtype);
+  if (config.model.stream_dtype == "auto") return config.store.offload == "optimizer+master" ? DType::bf16 : DType::f32;
+  return dtype_from_name(config.model.stream_dtype);
 }
 
 Config load_config(const std::filesystem::path& file, const std::vector<std::string>& overrides) {

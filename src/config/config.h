@@ -70,11 +70,17 @@ struct OptimizerConfig {
   double eps = 1.0e-8;
 };
 
+struct StoreConfig {
+  std::string offload = "none";          // none | optimizer | optimizer+master (store/offload_mode.h)
+  std::vector<std::string> offload_paths;  // directories of the NVMe state tier (YAML: a list, or comma-separated)
+};
+
 struct Config {
   ModelConfig model;
   DatasetConfig dataset;
   TrainingConfig training;
   OptimizerConfig optimizer;
+  StoreConfig store;
   std::string yaml_text;                 // the effective configuration, as YAML (overrides applied)
   std::filesystem::path source;          // the file it came from ("" when built in code)
 };

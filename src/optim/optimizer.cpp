@@ -109,6 +109,11 @@ OptimizerReport Optimizer::step(double lr, const std::function<void(const Optimi
   // Parameters region by region in forward order, each published as soon as it is done (the next forward waits
   // for them); split: then the Adam moments in reverse order (the next backward overwrites gradients from the
   // last layer on, and waits for each region's moments).
+  if (store_.tier()) {
+    update_over_tier(hp, report.skipped);
+    report.update_seconds = seconds_since(t1);
+    return report;
+  }
   const bool fused = settings_.passes == UpdatePasses::fused;
   auto slots = [&](int64_t r, const auto& update) {
     const HostStore::Slice s = store_.slice(r);
@@ -142,6 +147,60 @@ OptimizerReport Optimizer::step(double lr, const std::function<void(const Optimi
   }
   report.moments_seconds = seconds_since(t2);
   return report;
+}
+
+}  // namespace mt
+
+namespace mt {
+
+// One fused pass over this rank's tier units in forward order (optim/optimizer.h): unit u+1's state is read while u
+// is updated and u-1 written back, through the tier's three staging buffers; a region is published (parameters and
+// moments: its gradient has been read) once its last unit is updated, before its state is back on the device.
+void Optimizer::update_over_tier(const AdamWStep& hp, bool skipped) {
+  StateTier& tier = *store_.tier();
+  const std::vector<TierUnit>& units = tier.units().units;
+  int64_t published = 0;  // regions [0, published) are out
+  auto publish_until = [&](int64_t end) {
+    for (; published < end; ++published) {
+      store_.publish_slice(published, passes_);
+      store_.publish_moments(published, passes_);
+    }
+  };
+  if (skipped || units.empty()) {
+    publish_until(store_.num_regions());
+    return;
+  }
+  const int master_part = tier.part_of(StateKind::master), m_part = tier.part_of(StateKind::exp_avg),
+            v_part = tier.part_of(StateKind::exp_avg_sq);
+  constexpr int kBuffers = StateTier::kStaging;
+  tier.start_read(0, 0);
+  for (size_t u = 0; u < units.size(); ++u) {
+    const int b = static_cast<int>(u % kBuffers);
+    if (u + 1 < units.size()) {
+      const int next = static_cast<int>((u + 1) % kBuffers);
+      tier.wait(next);  // unit u+1-kBuffers's write back has left the buffer
+      tier.start_read(u + 1, next);
+    }
+    tier.wait(b);
+    const TierUnit& unit = units[u];
+    publish_until(unit.region);
+    float* staged = tier.staging(b);
+    float* m = staged + m_part * unit.kind_stride;
+    float* v = staged + v_part * unit.kind_stride;
+    float* p = master_part >= 0 ? staged + master_part * unit.kind_stride : store_.master(unit.region) + unit.begin;
+    const float* g = store_.grad(unit.region) + unit.begin;
+    std::uint16_t* copy = store_.stream_bf16(unit.region);
+    for (const ParamSlot& slot : store_.layout().regions[static_cast<size_t>(unit.region)].params) {
+      const int64_t begin = std::max(slot.offset, unit.begin), end = std::min(slot.offset + slot.numel, unit.end);
+      if (begin >= end) continue;
+      const int64_t at = begin - unit.begin;
+      adamw_update(p + at, m + at, v + at, g + at, end - begin, hp, slot.weight_decay, copy ? copy + begin : nullptr);
+    }
+    if (u + 1 == units.size() || units[u + 1].region != unit.region) publish_until(unit.region + 1);
+    tier.start_write(u, b);
+  }
+  for (int b = 0; b < kBuffers; ++b) tier.wait(b);
+  publish_until(store_.num_regions());
 }
 
 }  // namespace mt

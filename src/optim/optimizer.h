@@ -5,6 +5,8 @@
 // Invariants: every rank calls step() once per step; the norm is Σg² of fixed 4096-element blocks summed in
 // global block order, known before any update and bitwise independent of ranks and threads (or the Σg² every
 // rank is given, computed where the gradients were: the GPU); a non-finite norm skips the step on every rank.
+// With the state tier (store.offload) the update is one fused pass streamed through the tier's units, each state
+// byte read once and written once; the numbers are the same as in RAM (AdamW's element operations do not change).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include "dist/shared_window.h"
+#include "optim/adamw.h"
 #include "store/host_store.h"
 
 namespace mt {
@@ -50,6 +53,7 @@ class Optimizer {
 
  private:
   double global_sum_of_squares(const double* partials) const;
+  void update_over_tier(const AdamWStep& hp, bool skipped);
 
   HostStore& store_;
   OptimizerSettings settings_;

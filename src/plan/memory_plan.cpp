@@ -8,6 +8,8 @@
 #include "engine/layer_internals.h"
 #include "model/param_layout.h"
 #include "store/host_store.h"
+#include "store/state_tier.h"
+#include "store/tier_layout.h"
 
 namespace mt {
 namespace {
@@ -80,6 +82,10 @@ void resolve_pass_shape(const ModelSpec& spec, RunShape& run, int64_t gpu_bytes,
 
 }  // namespace
 
+double nvme_step_seconds(const HostPlan& host, double nvme_gbs) {
+  return nvme_gbs > 0 ? static_cast<double>(host.nvme_step_bytes()) / (nvme_gbs * 1e9) : 0.0;
+}
+
 int64_t usable_gpu_bytes(int64_t gpu_bytes) {
   return static_cast<int64_t>(static_cast<double>(gpu_bytes) * 0.94) - (int64_t{1} << 30);
 }
@@ -137,11 +143,23 @@ int64_t resolve_micro_batch(const RunShape& run) {
   return std::clamp<int64_t>(kAutoMicroBatchTokens / std::max<int64_t>(run.seq_len, 1), 1, pass_seqs);
 }
 
-HostPlan plan_host(const ModelSpec& spec, DType stream_dtype, int ranks) {
+HostPlan plan_host(const ModelSpec& spec, DType stream_dtype, int ranks, OffloadMode offload) {
   const ParamLayout layout = make_param_layout(spec);
   HostPlan h;
   h.parameters = layout.total_numel;
   h.stream_copy = stream_dtype == DType::bf16 ? 2 : 0;
+  h.offload = offload;
+  if (kind_offloaded(offload, StateKind::master)) h.master = 0;
+  if (kind_offloaded(offload, StateKind::exp_avg)) h.exp_avg = h.exp_avg_sq = 0;
+  h.nvme_per_parameter = offloaded_kinds(offload) * 4;
+  if (offload != OffloadMode::none) {
+    const TierSettings one_path{offload, {"."}, "plan"};
+    for (int q = 0; q < ranks; ++q) {
+      const TierLayout t = make_tier_layout(layout, one_path, q, ranks);
+      h.nvme_bytes += t.total_bytes();
+      h.staging_bytes += StateTier::kStaging * t.largest_unit_bytes + StateTier::sync_elements(layout, ranks) * 4;
+    }
+  }
   h.store_bytes = h.parameters * h.bytes_per_parameter();
   h.rank_bytes.assign(static_cast<size_t>(ranks), 0);
   for (const Region& r : layout.regions)
@@ -164,7 +182,7 @@ GpuPlan plan_gpu(const ModelSpec& spec, const RunShape& run) {
 }
 
 MemoryPlan plan_memory(const ModelSpec& spec, const RunShape& run) {
-  return {plan_host(spec, run.stream_dtype, run.ranks), plan_gpu(spec, run)};
+  return {plan_host(spec, run.stream_dtype, run.ranks, run.offload), plan_gpu(spec, run)};
 }
 
 int64_t cpu_backend_host_bytes(const ModelSpec& spec, const RunShape& run) {
@@ -173,7 +191,7 @@ int64_t cpu_backend_host_bytes(const ModelSpec& spec, const RunShape& run) {
   plan_activations(spec, run, 4, g);  // the CPU reference computes in fp32
   // BasicGradientSink: embedding, head and a decoder-layer accumulator per region size (lazily, of the largest).
   const int64_t grads = (layout.embedding().numel + layout.head_region().numel + layout.largest_layer_numel) * 4;
-  return plan_host(spec, run.stream_dtype, run.ranks).store_bytes + grads + g.checkpoints + g.segment + g.saved_layers +
+  return plan_host(spec, run.stream_dtype, run.ranks, run.offload).ram_bytes() + grads + g.checkpoints + g.segment + g.saved_layers +
          g.layer_workspace +
          g.head + g.batch_arrays;
 }

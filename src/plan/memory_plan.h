@@ -13,6 +13,7 @@
 
 #include "core/dtype.h"
 #include "model/model_spec.h"
+#include "store/offload_mode.h"
 
 namespace mt {
 
@@ -28,16 +29,29 @@ struct RunShape {
   int64_t recompute_layers = std::numeric_limits<int64_t>::max();  // as EngineOptions: the first ones recompute
   int64_t weight_slots = 2;
   int ranks = 1;                        // ranks of the node sharing the store
+  OffloadMode offload = OffloadMode::none;  // store.offload: state kinds on the NVMe tier instead of RAM
 };
 
 struct HostPlan {
   int64_t parameters = 0;
-  // Bytes per parameter: fp32 master, Adam m, Adam v, fp32 gradient, streaming copy (bf16 mode only).
+  // RAM bytes per parameter: fp32 master, Adam m, Adam v, fp32 gradient, streaming copy (bf16 mode only); the
+  // kinds the offload mode puts on the NVMe tier count 0 here and 4 each in nvme_per_parameter.
   int64_t master = 4, exp_avg = 4, exp_avg_sq = 4, grad = 4, stream_copy = 0;
   int64_t bytes_per_parameter() const { return master + exp_avg + exp_avg_sq + grad + stream_copy; }
   int64_t store_bytes = 0;              // parameters × bytes_per_parameter
   std::vector<int64_t> rank_bytes;      // bytes of each rank's slices (HostStore::slice_of)
+  // The state tier (store/tier_layout.h, store/state_tier.h): its files, every rank's (units padded), and the
+  // ranks' staging buffers in RAM.
+  OffloadMode offload = OffloadMode::none;
+  int64_t nvme_per_parameter = 0;
+  int64_t nvme_bytes = 0;
+  int64_t staging_bytes = 0;
+  int64_t ram_bytes() const { return store_bytes + staging_bytes; }
+  int64_t nvme_step_bytes() const { return 2 * nvme_bytes; }  // each state byte read once and written once a step
 };
+
+// Seconds a step's state traffic takes at `nvme_gbs` GB/s of aggregate read+write bandwidth (0 without offload).
+double nvme_step_seconds(const HostPlan& host, double nvme_gbs);
 
 struct GpuPlan {
   int64_t micro_batch_size = 0;         // sequences (resolved from auto)
@@ -64,7 +78,7 @@ struct MemoryPlan {
   GpuPlan gpu;
 };
 
-HostPlan plan_host(const ModelSpec& spec, DType stream_dtype, int ranks);
+HostPlan plan_host(const ModelSpec& spec, DType stream_dtype, int ranks, OffloadMode offload = OffloadMode::none);
 GpuPlan plan_gpu(const ModelSpec& spec, const RunShape& run);
 MemoryPlan plan_memory(const ModelSpec& spec, const RunShape& run);
 

@@ -1,6 +1,8 @@
 // Sizing advice (see resource_advice.h): searches over checkpoint_interval and micro_batch_size with the plan.
 #include "plan/resource_advice.h"
 
+#include <cmath>
+
 #include <algorithm>
 
 #include "core/error.h"
@@ -41,13 +43,20 @@ ResourceAdvice advise(const ModelSpec& spec, RunShape run, const Machine& machin
   a.plan = plan_memory(spec, run);
   a.host_usable_bytes = static_cast<int64_t>(static_cast<double>(machine.ram_bytes) * kHostUsableShare);
   a.largest_parameters = a.host_usable_bytes / a.plan.host.bytes_per_parameter();
-  a.host_fits = a.plan.host.store_bytes <= a.host_usable_bytes;
+  a.host_fits = a.plan.host.ram_bytes() <= a.host_usable_bytes;
+  a.nvme_fits = machine.nvme_bytes < 0 || a.plan.host.nvme_bytes <= machine.nvme_bytes;
+  a.nvme = nvme_timing(a.plan.host, static_cast<double>(a.plan.host.parameters), run.batch_size, run.seq_len,
+                       forward_share(spec, run), machine);
+  a.capacities = offload_capacities(run.stream_dtype, machine);
   a.gpu_fits = a.plan.gpu.total() <= machine.gpu_bytes;
   const auto gb = [](int64_t b) { return format_bytes(static_cast<uint64_t>(b)); };
   if (!a.host_fits)
     a.shortfall = MT_FORMAT("host RAM: the store needs {} but {} of {} is usable; the largest model for this RAM "
                             "has {:.2f} B parameters", gb(a.plan.host.store_bytes), gb(a.host_usable_bytes),
                             gb(machine.ram_bytes), static_cast<double>(a.largest_parameters) / 1e9);
+  else if (!a.nvme_fits)
+    a.shortfall = MT_FORMAT("NVMe: the state tier needs {} but the paths hold {}", gb(a.plan.host.nvme_bytes),
+                            gb(machine.nvme_bytes));
   else if (!a.gpu_fits && !a.recommended_interval)
     a.shortfall = MT_FORMAT("GPU memory: even micro-batch 1 at every checkpoint interval needs more than {} "
                             "(weight slots alone {})", gb(machine.gpu_bytes), gb(a.plan.gpu.weight_slots));
@@ -56,6 +65,46 @@ ResourceAdvice advise(const ModelSpec& spec, RunShape run, const Machine& machin
                             "micro_batch_size {}", gb(a.plan.gpu.total()), gb(machine.gpu_bytes),
                             a.recommended_interval, a.largest_micro_batch);
   return a;
+}
+
+std::vector<OffloadCapacity> offload_capacities(DType stream_dtype, const Machine& machine) {
+  const int64_t usable = static_cast<int64_t>(static_cast<double>(machine.ram_bytes) * kHostUsableShare);
+  std::vector<OffloadCapacity> out;
+  for (OffloadMode mode : {OffloadMode::none, OffloadMode::optimizer, OffloadMode::optimizer_master}) {
+    OffloadCapacity c;
+    c.mode = mode;
+    // optimizer+master streams the bf16 copy whatever the stream dtype asked.
+    const int64_t copy = stream_dtype == DType::bf16 || offloads_master(mode) ? 2 : 0;
+    c.ram_per_parameter = 4 + copy + (kind_offloaded(mode, StateKind::master) ? 0 : 4) +
+                          (kind_offloaded(mode, StateKind::exp_avg) ? 0 : 8);
+    c.nvme_per_parameter = offloaded_kinds(mode) * 4;
+    c.largest_parameters = usable / c.ram_per_parameter;
+    if (c.nvme_per_parameter > 0 && machine.nvme_bytes >= 0)
+      c.largest_parameters = std::min(c.largest_parameters, machine.nvme_bytes / c.nvme_per_parameter);
+    out.push_back(c);
+  }
+  return out;
+}
+
+double forward_share(const ModelSpec& spec, const RunShape& run) {
+  const double layers = static_cast<double>(std::max<int64_t>(spec.num_layers, 1));
+  const double recompute = static_cast<double>(std::clamp<int64_t>(run.recompute_layers, 0, spec.num_layers)) / layers;
+  return 2.0 / (6.0 + 2.0 * recompute);
+}
+
+NvmeTiming nvme_timing(const HostPlan& host, double active_parameters, int64_t batch, int64_t seq_len,
+                       double forward_share, const Machine& machine) {
+  NvmeTiming t;
+  const double flops_per_token = 6.0 * active_parameters;
+  const double rate = machine.gpu_tflops * 1e12;
+  t.gpu_seconds = rate > 0 ? flops_per_token * static_cast<double>(batch * seq_len) / rate : 0.0;
+  t.forward_seconds = forward_share * t.gpu_seconds;
+  t.nvme_seconds = nvme_step_seconds(host, machine.nvme_gbs);
+  t.predicted_seconds = std::max(t.gpu_seconds, t.nvme_seconds + t.gpu_seconds - t.forward_seconds);
+  if (t.nvme_seconds <= 0 || rate <= 0 || seq_len <= 0 || forward_share <= 0) return t;
+  const double tokens = t.nvme_seconds * rate / (flops_per_token * forward_share);
+  t.hiding_batch = static_cast<int64_t>(std::ceil(tokens / static_cast<double>(seq_len)));
+  return t;
 }
 
 }  // namespace mt

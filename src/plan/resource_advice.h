@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "plan/memory_plan.h"
 
@@ -16,7 +17,34 @@ inline constexpr double kHostUsableShare = 0.9;
 struct Machine {
   int64_t gpu_bytes = 0;
   int64_t ram_bytes = 0;
+  int64_t nvme_bytes = -1;       // capacity of the state tier's paths together; -1 unknown (not checked)
+  double nvme_gbs = 0.0;         // their aggregate bandwidth, GB/s (reads and writes together); 0 unknown
+  double gpu_tflops = 450.0;     // the GPU's sustained training rate (6N FLOPs): the H200's measured ~450
 };
+
+// What each offload mode allows on a machine: the largest model its RAM (and NVMe capacity) holds.
+struct OffloadCapacity {
+  OffloadMode mode = OffloadMode::none;
+  int64_t ram_per_parameter = 0, nvme_per_parameter = 0;
+  int64_t largest_parameters = 0;
+};
+std::vector<OffloadCapacity> offload_capacities(DType stream_dtype, const Machine& machine);
+
+// The step time the NVMe state traffic imposes against the GPU's compute. The optimizer of step k streams the tier
+// after step k's backward (it needs the global norm) and publishes region by region for step k+1's forward, whose
+// backward then waits for every region: the traffic overlaps the next forward only, the share forward_share of the
+// GPU's step (2 of 6N FLOPs, plus 2N for each recomputing layer's share: 2 / (6 + 2 × recompute share)).
+// gpu_seconds is 6·N·tokens at the 6N rate; the predicted step is the GPU's, or the traffic plus the GPU's part
+// that cannot overlap it; hiding_batch is the batch (sequences of seq_len) from which the forward covers the traffic.
+// active_parameters: the parameters a token computes with (all of them in a dense model).
+struct NvmeTiming {
+  double nvme_seconds = 0.0, gpu_seconds = 0.0, forward_seconds = 0.0;
+  double predicted_seconds = 0.0;
+  int64_t hiding_batch = 0;      // 0: nothing to hide (no offload) or bandwidth unknown
+};
+double forward_share(const ModelSpec& spec, const RunShape& run);
+NvmeTiming nvme_timing(const HostPlan& host, double active_parameters, int64_t batch, int64_t seq_len,
+                       double forward_share, const Machine& machine);
 
 struct ResourceAdvice {
   RunShape run;                          // the shape evaluated (interval and micro-batch resolved)
@@ -25,9 +53,11 @@ struct ResourceAdvice {
   int64_t largest_parameters = 0;        // at the run's bytes per parameter
   int64_t largest_micro_batch = 0;       // sequences at the recommended interval; 0: not even 1 fits
   int64_t recommended_interval = 0;      // smallest checkpoint_interval with micro-batch 1 fitting; 0: none
-  bool host_fits = false, gpu_fits = false;
+  bool host_fits = false, gpu_fits = false, nvme_fits = true;
+  NvmeTiming nvme;
+  std::vector<OffloadCapacity> capacities;
   std::string shortfall;                 // empty when the run fits
-  bool fits() const { return host_fits && gpu_fits; }
+  bool fits() const { return host_fits && gpu_fits && nvme_fits; }
 };
 
 // run.checkpoint_interval 0 = choose: the plan is then evaluated at the recommended interval. The interval and

@@ -1,6 +1,6 @@
 // HostStore over one MPI-3 shared window (see host_store.h). Window layout, every offset page-aligned:
-// per region, master, exp_avg, exp_avg_sq, grad (fp32) and the bf16 copy, each padded to a multiple of
-// kSliceAlign elements; then the version table, one row of version_stride_ counters per rank.
+// per region, master, exp_avg, exp_avg_sq, grad (fp32) and the bf16 copy (those of them in RAM), each padded to a
+// multiple of kSliceAlign elements; then the version table, one row of version_stride_ counters per rank.
 #include "store/host_store.h"
 
 #include <mpi.h>
@@ -41,19 +41,34 @@ int64_t HostStore::rank_bytes(int rank) const {
   return n * bytes_per_parameter();
 }
 
-HostStore::HostStore(const ParamLayout& layout, DType stream_dtype) : layout_(layout), stream_dtype_(stream_dtype) {
+int64_t HostStore::bytes_per_parameter() const {
+  return 4 + (in_ram(StateKind::master) ? 4 : 0) + (in_ram(StateKind::exp_avg) ? 8 : 0) +
+         (stream_dtype_ == DType::bf16 ? 2 : 0);
+}
+
+HostStore::HostStore(const ParamLayout& layout, DType stream_dtype, const TierSettings& tier)
+    : layout_(layout), stream_dtype_(stream_dtype) {
   const dist::Context& ctx = dist::context();
   rank_ = ctx.node_rank;
   ranks_ = ctx.node_size;
   const bool bf16 = stream_dtype_ == DType::bf16;
-  const size_t kinds = bf16 ? 5 : 4;
+  MT_REQUIRE(!offloads_master(tier.mode) || bf16,
+             "store.offload: optimizer+master keeps no fp32 master in RAM, so the GPU streams the bf16 copy: set "
+             "model.stream_dtype to bfloat16 (or auto)");
+  if (tier.mode != OffloadMode::none) tier_ = std::make_unique<StateTier>(layout, tier, rank_, ranks_);
+  // The kinds in RAM, in window order (kind 3 is the gradient, 4 the bf16 copy).
+  std::vector<int> kinds;
+  for (int k : {0, 1, 2})
+    if (in_ram(static_cast<StateKind>(k))) kinds.push_back(k);
+  kinds.push_back(3);
+  if (bf16) kinds.push_back(4);
 
   // Byte offsets of every (region, kind) buffer, then of the version table.
   std::vector<std::vector<int64_t>> offsets(layout_.regions.size());
   int64_t bytes = 0;
   for (size_t r = 0; r < layout_.regions.size(); ++r) {
     const int64_t n = padded(layout_.regions[r].numel);
-    for (size_t k = 0; k < kinds; ++k) {
+    for (int k : kinds) {
       offsets[r].push_back(bytes);
       bytes += n * (k < 4 ? 4 : 2);
     }
@@ -75,13 +90,17 @@ HostStore::HostStore(const ParamLayout& layout, DType stream_dtype) : layout_(la
   regions_.resize(layout_.regions.size());
   for (size_t r = 0; r < regions_.size(); ++r) {
     const int64_t n = padded(layout_.regions[r].numel);
-    auto at = [&](size_t k) { return base + offsets[r][k]; };
-    regions_[r].master = reinterpret_cast<float*>(at(0));
-    regions_[r].exp_avg = reinterpret_cast<float*>(at(1));
-    regions_[r].exp_avg_sq = reinterpret_cast<float*>(at(2));
-    regions_[r].grad = reinterpret_cast<float*>(at(3));
-    if (bf16) regions_[r].stream_bf16 = reinterpret_cast<std::uint16_t*>(at(4));
-    for (size_t k = 0; k < kinds; ++k) allocations_.push_back({at(k), static_cast<size_t>(n * (k < 4 ? 4 : 2))});
+    for (size_t i = 0; i < kinds.size(); ++i) {
+      std::byte* at = base + offsets[r][i];
+      switch (kinds[i]) {
+        case 0: regions_[r].master = reinterpret_cast<float*>(at); break;
+        case 1: regions_[r].exp_avg = reinterpret_cast<float*>(at); break;
+        case 2: regions_[r].exp_avg_sq = reinterpret_cast<float*>(at); break;
+        case 3: regions_[r].grad = reinterpret_cast<float*>(at); break;
+        default: regions_[r].stream_bf16 = reinterpret_cast<std::uint16_t*>(at); break;
+      }
+      allocations_.push_back({at, static_cast<size_t>(n * (kinds[i] < 4 ? 4 : 2))});
+    }
   }
   versions_ = reinterpret_cast<int64_t*>(base + versions_offset);
   moment_versions_ = versions_ + ranks_ * version_stride_;
@@ -90,7 +109,8 @@ HostStore::HostStore(const ParamLayout& layout, DType stream_dtype) : layout_(la
   // before they are placed.
   for (int64_t r = 0; r < num_regions(); ++r) {
     const Slice s = slice(r);
-    for (float* p : {master(r), exp_avg(r), exp_avg_sq(r), grad(r)}) zero_parallel(p + s.begin, s.size() * 4);
+    for (float* p : {master(r), exp_avg(r), exp_avg_sq(r), grad(r)})
+      if (p) zero_parallel(p + s.begin, s.size() * 4);
     if (bf16) zero_parallel(stream_bf16(r) + s.begin, s.size() * 2);
   }
   for (const int64_t* table : {versions_, moment_versions_})
@@ -125,8 +145,50 @@ void HostStore::wait_versions(const int64_t* table, int64_t r, int64_t version) 
 }
 
 void HostStore::refresh_stream_copy(int64_t r) {
+  MT_ASSERT(regions_[r].master || stream_dtype_ != DType::bf16, "the master of region {} is not in RAM", r);
+  refresh_stream_copy(r, regions_[r].master);
+}
+
+float* HostStore::state(int64_t r, StateKind kind) {
+  switch (kind) {
+    case StateKind::master: return regions_[r].master;
+    case StateKind::exp_avg: return regions_[r].exp_avg;
+    case StateKind::exp_avg_sq: return regions_[r].exp_avg_sq;
+  }
+  return nullptr;
+}
+
+void HostStore::read_region_state(int64_t r, StateKind kind, float* dst) {
+  if (const float* p = state(r, kind)) {
+    std::memcpy(dst, p, static_cast<size_t>(numel(r)) * 4);
+    return;
+  }
+  for (int q = 0; q < ranks_; ++q) {
+    const Slice s = slice_of(numel(r), q, ranks_);
+    if (s.size() > 0) tier_->read_slice(q, r, kind, dst + s.begin);
+  }
+}
+
+void HostStore::write_region_state(int64_t r, StateKind kind, const float* src) {
+  if (float* p = state(r, kind)) {
+    std::memcpy(p, src, static_cast<size_t>(numel(r)) * 4);
+    return;
+  }
+  for (int q = 0; q < ranks_; ++q) {
+    const Slice s = slice_of(numel(r), q, ranks_);
+    if (s.size() > 0) tier_->write_slice(q, r, kind, src + s.begin);
+  }
+}
+
+const float* HostStore::slice_state(int64_t r, StateKind kind, float* staging) {
+  const Slice s = slice(r);
+  if (const float* p = state(r, kind)) return p + s.begin;
+  if (s.size() > 0) tier_->read_slice(rank_, r, kind, staging);
+  return staging;
+}
+
+void HostStore::refresh_stream_copy(int64_t r, const float* src) {
   if (stream_dtype_ != DType::bf16) return;
-  const float* src = regions_[r].master;
   std::uint16_t* dst = regions_[r].stream_bf16;
   const int64_t n = numel(r);
 #pragma omp parallel for simd schedule(static)

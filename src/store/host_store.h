@@ -4,6 +4,8 @@
 // contiguous and page-aligned; the stream copy equals round_to_bf16(master) after every update; region r is at
 // version v once every rank has published its slice of r at v, and readers wait for required_version(); its
 // gradient may be overwritten once every rank has published its slice's Adam moments of that version too.
+// With store.offload, the kinds the mode offloads (offload_mode.h) have no RAM buffer (their pointers are null):
+// they live in this rank's StateTier files, reached through tier() and the *_state functions.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -14,13 +16,16 @@
 #include "dist/context.h"
 #include "dist/shared_window.h"
 #include "model/param_layout.h"
+#include "store/offload_mode.h"
+#include "store/state_tier.h"
 
 namespace mt {
 
 class HostStore {
  public:
   // Collective over the node's ranks; every rank passes the same layout and dtype.
-  HostStore(const ParamLayout& layout, DType stream_dtype);
+  // tier.mode other than none: the offloaded kinds in this rank's files (optimizer+master needs a bf16 stream copy).
+  HostStore(const ParamLayout& layout, DType stream_dtype, const TierSettings& tier = {});
   ~HostStore();
   HostStore(const HostStore&) = delete;
   HostStore& operator=(const HostStore&) = delete;
@@ -40,6 +45,19 @@ class HostStore {
   const std::uint16_t* stream_bf16(int64_t r) const { return regions_[r].stream_bf16; }
 
   void refresh_stream_copy(int64_t r);
+  void refresh_stream_copy(int64_t r, const float* master);  // from a whole region's master (elsewhere than RAM)
+
+  // The tier (null without offload) and whole-region access to any kind wherever it lives: every rank's slice, from
+  // RAM or from that rank's tier files (one rank at a time, every optimizer idle).
+  OffloadMode offload() const { return tier_ ? tier_->mode() : OffloadMode::none; }
+  StateTier* tier() { return tier_.get(); }
+  const StateTier* tier() const { return tier_.get(); }
+  bool in_ram(StateKind kind) const { return !kind_offloaded(offload(), kind); }
+  float* state(int64_t r, StateKind kind);   // the RAM buffer; null when offloaded
+  void read_region_state(int64_t r, StateKind kind, float* dst);
+  void write_region_state(int64_t r, StateKind kind, const float* src);
+  // This rank's slice of one kind: a pointer into RAM, or `staging` (slice-size floats) filled from the tier.
+  const float* slice_state(int64_t r, StateKind kind, float* staging);
 
   // Slices: a region of n elements is cut into `ranks` contiguous pieces of ceil(n / ranks) elements
   // rounded up to kSliceAlign (the last ones shorter or empty). kSliceAlign is the optimizer's norm
@@ -63,7 +81,7 @@ class HostStore {
 
   // Host bytes per parameter (fp32 master + m + v + grad, + 2 for the bf16 copy); bytes of the
   // parameters of `rank`'s slices; bytes of the shared window (with page padding and flags).
-  int64_t bytes_per_parameter() const { return stream_dtype_ == DType::bf16 ? 18 : 16; }
+  int64_t bytes_per_parameter() const;
   int64_t total_bytes() const { return layout_.total_numel * bytes_per_parameter(); }
   int64_t rank_bytes(int rank) const;
   int64_t window_bytes() const { return static_cast<int64_t>(window_->bytes()); }
@@ -97,6 +115,7 @@ class HostStore {
   ParamLayout layout_;
   DType stream_dtype_;
   int rank_ = 0, ranks_ = 1;
+  std::unique_ptr<StateTier> tier_;
   std::unique_ptr<dist::SharedWindow> window_;
   std::vector<RegionBuffers> regions_;
   std::vector<Allocation> allocations_;

@@ -36,6 +36,18 @@ expect_failure() {
 golden qwen2.5-3b_h200_bench --gpu-mem 139 --ram 125 --model qwen2.5-3b --seq 1024 --batch 8 --checkpoint-interval 1
 golden qwen2.5-7b_h200_256g --gpu-mem 139 --ram 256 --model qwen2.5-7b --seq 1024 --batch 8 --checkpoint-interval 4
 golden llama-3.1-70b_a100_2tb_2ranks --gpu-mem 80 --ram 2048 --ranks 2 --model llama-3.1-70b --seq 4096 --batch 16
+golden llama-3.1-70b_a100_512g_nvme --gpu-mem 80 --ram 512 --ranks 2 --model llama-3.1-70b --seq 4096 --batch 16 \
+  --checkpoint-interval 2 --offload optimizer+master --nvme-gb 15360 --nvme-gbs 28
+
+# The state tier: RAM and NVMe bytes apart, the step time the traffic imposes, the largest model of each mode.
+"$bin" calc-resource --gpu-mem 139 --ram 1536 --ranks 2 --model llama-3.1-70b --seq 4096 --batch 16 --offload optimizer \
+  --nvme-gb 15360 --nvme-gbs 48 >"$work/nvme" 2>&1
+for want in "host: 8 B/parameter (master 4, Adam m 0, Adam v 0, gradient 4, streaming copy 0)" \
+            "NVMe (store.offload optimizer): 8 B/parameter = 525.67 GiB of 14305.11 GiB" \
+            "s at 48.0 GB/s, against the GPU's 61.65 s" "of which the next forward (15.46 s) overlaps it: predicted step 69.71 s; hidden from batch 25 × 4096" \
+            "largest model by store.offload: none 92.77 B (16 B/parameter RAM); optimizer 185.54 B (8 B/parameter RAM, 8 NVMe"; do
+  grep -qF -- "$want" "$work/nvme" || { echo "FAIL offload report lacks '$want'"; cat "$work/nvme"; status=1; }
+done
 
 # A config.json path works as well as a name; the text report names every part.
 "$bin" calc-resource --gpu-mem 139 --ram 256 --model "$src/configs/models/qwen2.5-7b.json" --seq 1024 >"$work/text" 2>&1
@@ -59,6 +71,10 @@ expect_failure gpu_too_small "GPU memory: even micro-batch 1 at every checkpoint
   --gpu-mem 1 --ram 4096 --seq 1024 --model llama-3.1-70b
 expect_failure ram_too_small "host RAM: the store needs 1083.41 GiB but 230.40 GiB of 256.00 GiB is usable" \
   --gpu-mem 141 --ram 256 --seq 1024 --model qwen2.5-72b
+expect_failure nvme_too_small "NVMe: the state tier needs 788.50 GiB but the paths hold 465.66 GiB" \
+  --gpu-mem 80 --ram 512 --ranks 2 --seq 4096 --model llama-3.1-70b --offload optimizer+master --nvme-gb 500
+expect_failure bad_offload "--offload must be none, optimizer or optimizer+master, not 'disk'" "${ok[@]}" --model qwen2.5-7b \
+  --offload disk
 "$bin" calc-resource --gpu-mem lots --ram 1 --seq 1 --model x </dev/null >/dev/null 2>&1 && { echo "FAIL --gpu-mem lots accepted"; status=1; }
 
 # On a terminal without flags it asks (script(1) provides the terminal).

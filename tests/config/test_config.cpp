@@ -210,6 +210,8 @@ TEST_CASE("config: the accepted keys are frozen", "[config]") {
       "optimizer.beta1",
       "optimizer.beta2",
       "optimizer.eps",
+      "store.offload",
+      "store.offload_paths",
   };
   CHECK(mt::accepted_config_keys() == frozen);
 }
@@ -223,9 +225,9 @@ TEST_CASE("config: an unknown key names its path and the accepted keys", "[confi
 
 TEST_CASE("config: an unknown section is an error", "[config]") {
   CHECK(error_of(kMinimal + "trainng:\n  batch_size: 8\n") ==
-        "cfg.yaml: unknown section 'trainng' (accepted: model, dataset, training, optimizer)");
+        "cfg.yaml: unknown section 'trainng' (accepted: model, dataset, training, optimizer, store)");
   CHECK(error_of(kMinimal + "extras:\n") ==
-        "cfg.yaml: unknown section 'extras' (accepted: model, dataset, training, optimizer)");
+        "cfg.yaml: unknown section 'extras' (accepted: model, dataset, training, optimizer, store)");
 }
 
 TEST_CASE("config: a top level or section that is not a map is an error", "[config]") {
@@ -430,4 +432,24 @@ TEST_CASE("config: evaluation, length and warmup keys are checked together", "[c
   CHECK(mt::parse_config(tb.yaml_text, "again.yaml").training.report_to == tb.training.report_to);
   CHECK(error_of(kMinimal, {"training.report_to=[wandb]"}) ==
         "--set training.report_to=[wandb]: training.report_to: 'wandb' is not one of tensorboard");
+}
+
+TEST_CASE("config: store.offload and its paths (a list or comma-separated), round trip and checks", "[config]") {
+  const mt::Config list = mt::parse_config(with("store", "offload", "optimizer\n  offload_paths: [/a, /b]"), "cfg.yaml");
+  CHECK(list.store.offload == "optimizer");
+  CHECK(list.store.offload_paths == std::vector<std::string>{"/a", "/b"});
+  CHECK(mt::stream_dtype_of(list) == mt::DType::f32);
+  const mt::Config comma = mt::parse_config(kMinimal, "cfg.yaml", {"store.offload=optimizer+master",
+                                                                   "store.offload_paths=/x,/y"});
+  CHECK(comma.store.offload_paths == std::vector<std::string>{"/x", "/y"});
+  CHECK(mt::stream_dtype_of(comma) == mt::DType::bf16);  // auto: the bf16 copy streams
+  const mt::Config back = mt::parse_config(comma.yaml_text, "back.yaml");
+  CHECK(back.store.offload == comma.store.offload);
+  CHECK(back.store.offload_paths == comma.store.offload_paths);
+  CHECK(mt::parse_config(kMinimal, "cfg.yaml").store.offload_paths.empty());
+  CHECK(error_of(with("store", "offload", "optimizer")) ==
+        "cfg.yaml: store.offload_paths: store.offload optimizer needs one or more directories");
+  CHECK(error_of(with("store", "offload", "disk")).rfind("cfg.yaml: store.offload: 'disk' is not", 0) == 0);
+  CHECK(error_of(kMinimal, {"store.offload=optimizer+master", "store.offload_paths=/x", "model.stream_dtype=float32"})
+            .rfind("cfg.yaml: model.stream_dtype: store.offload optimizer+master keeps no fp32 master", 0) == 0);
 }

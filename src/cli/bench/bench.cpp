@@ -21,7 +21,10 @@
 #include "model/param_layout.h"
 #include "optim/optimizer.h"
 #include "plan/memory_plan.h"
+#include "plan/resource_advice.h"
 #include "store/host_store.h"
+#include "store/tier_log.h"
+#include "store/tier_probe.h"
 
 namespace mt {
 namespace {
@@ -59,15 +62,36 @@ void run_bench(const BenchOptions& o) {
   const dist::DataParallel dp = dist::make_data_parallel(gpus_per_node(o.gpus_per_node), visible_gpu_numa_nodes());
   const DType stream = dtype_from_name(o.stream_dtype);
   MT_REQUIRE(!(dtype == DType::f32 && stream == DType::bf16), "--stream-dtype bfloat16 cannot feed --dtype float32");
-  HostStore store(layout, stream);
+  const TierSettings tier{offload_mode_from_name(o.offload), o.offload_paths, "bench"};
+  MT_REQUIRE(tier.mode == OffloadMode::none || !o.offload_paths.empty(), "bench: --offload {} needs --offload-paths",
+             o.offload);
+  MT_REQUIRE(!offloads_master(tier.mode) || stream == DType::bf16,
+             "bench: --offload optimizer+master streams the bf16 copy: add --stream-dtype bfloat16");
+  if (ctx.is_root() && tier.mode != OffloadMode::none) {
+    const std::string shortfall = tier_path_shortfall(layout, tier, ctx.node_size);
+    MT_REQUIRE(shortfall.empty(), "bench: {}", shortfall);
+  }
+  DiskCeiling disk;  // rank 0, before the tier's files take the space
+  if (ctx.is_root() && tier.mode != OffloadMode::none)
+    disk = measure_disk_ceiling(o.offload_paths, static_cast<int64_t>(o.probe_gb * 1e9));
+  HostStore store(layout, stream, tier);
   OptimizerSettings settings;
   settings.passes = update_passes();
   OptimizerService optimizer(store, settings, dp.computes());
   if (store.rank() == 0) {
 #pragma omp parallel for schedule(dynamic)
     for (int64_t r = 0; r < store.num_regions(); ++r) {
+      if (!store.in_ram(StateKind::master)) continue;
       init_region_random(layout.regions[static_cast<size_t>(r)], spec.initializer_range, 1234, store.master(r));
       store.refresh_stream_copy(r);
+    }
+    if (!store.in_ram(StateKind::master)) {  // through one region buffer into the tier
+      std::vector<float> master(static_cast<size_t>(layout.largest_region_numel));
+      for (int64_t r = 0; r < store.num_regions(); ++r) {
+        init_region_random(layout.regions[static_cast<size_t>(r)], spec.initializer_range, 1234, master.data());
+        store.write_region_state(r, StateKind::master, master.data());
+        store.refresh_stream_copy(r, master.data());
+      }
     }
   }
   MT_CHECK_MPI(MPI_Barrier(ctx.node));  // the store is filled before any rank streams it
@@ -155,6 +179,16 @@ void run_bench(const BenchOptions& o) {
   }
   if (!ctx.is_root()) return;
   if (const std::string profile = backend->op_profile(); !profile.empty()) log::info("{}", profile);
+  // The plan's prediction: the slower of the GPU's compute and the state traffic at the probed bandwidth.
+  run.offload = tier.mode;
+  const HostPlan host = plan_host(spec, stream, store.ranks(), tier.mode);
+  Machine machine;
+  machine.nvme_gbs = disk.mixed_gbs();
+  machine.gpu_tflops = o.gpu_tflops;
+  const NvmeTiming timing = nvme_timing(host, static_cast<double>(layout.total_numel), o.batch, o.seq,
+                                        forward_share(spec, run), machine);
+  const double plan_gpu_s = timing.gpu_seconds, plan_nvme_s = timing.nvme_seconds;
+  const double predicted_s = timing.predicted_seconds;
   auto med = [&](double StepFigures::*field) {
     std::vector<double> v;
     for (const auto& f : figures) v.push_back(f.*field);
@@ -186,6 +220,13 @@ void run_bench(const BenchOptions& o) {
                             {"median_compute_busy", med(&StepFigures::compute_busy)},
                             {"peak_gpu_memory_gib", static_cast<double>(backend->peak_memory_bytes()) / (1 << 30)},
                             {"host_bytes_per_parameter", store.bytes_per_parameter()},
+                            {"offload", offload_mode_name(tier.mode)},
+                            {"nvme_bytes", host.nvme_bytes},
+                            {"disk_write_gbs", disk.write_gbs},
+                            {"disk_read_gbs", disk.read_gbs},
+                            {"plan_gpu_step_s", plan_gpu_s},
+                            {"plan_nvme_step_s", plan_nvme_s},
+                            {"predicted_step_s", predicted_s},
                             {"steps", steps}};
   if (o.json) {
     std::printf("%s\n", summary.dump().c_str());
@@ -196,6 +237,15 @@ void run_bench(const BenchOptions& o) {
               med(&StepFigures::model_tflops),
               med(&StepFigures::h2d_gbs), med(&StepFigures::d2h_gbs), 100 * med(&StepFigures::compute_busy),
               summary["peak_gpu_memory_gib"].get<double>(), store.bytes_per_parameter());
+    if (const StateTier* t = store.tier()) {
+      log_state_tier(*t);
+      log::info("plan (store.offload {}): state traffic {:.2f} GB per step at the probed {:.2f} GB/s (write {:.2f}, "
+                "read {:.2f}) = {:.3f} s, GPU 6N at {:.0f} TFLOP/s {:.3f} s of which the forward ({:.3f} s) overlaps "
+                "it: predicted step {:.3f} s, measured {:.3f} s ({:+.1f} %)", offload_mode_name(tier.mode),
+                static_cast<double>(host.nvme_step_bytes()) / 1e9, disk.mixed_gbs(), disk.write_gbs, disk.read_gbs,
+                plan_nvme_s, o.gpu_tflops, plan_gpu_s, timing.forward_seconds, predicted_s,
+                med(&StepFigures::step_s), 100.0 * (med(&StepFigures::step_s) - predicted_s) / predicted_s);
+    }
   }
 }
 

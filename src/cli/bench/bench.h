@@ -6,10 +6,14 @@
 // time after backward until the optimizer has the norm (the update itself overlaps the next forward), the share of
 // the step its compute stream did not wait for weights, its peak GPU memory and host bytes per parameter.
 // --skip-update times the pipeline alone (no optimizer): the optimizer's cost is the difference.
+// --offload puts the optimizer state on the NVMe tier (--offload-paths); a disk probe measures the paths' ceiling
+// first, and the plan's predicted step time (the slower of the GPU's 6N FLOPs at --gpu-tflops and the state traffic
+// at the probed bandwidth) is printed next to the measured median.
 // Invariant: measures, never asserts.
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace mt {
 
@@ -29,6 +33,10 @@ struct BenchOptions {
   int64_t layers = 0;            // override num_hidden_layers (0 = as the shape file says)
   int64_t gpus_per_node = 0;     // compute ranks per node (0 = one per visible GPU, up to the node's ranks)
   bool skip_update = false;      // no optimizer: the weights never change
+  std::string offload = "none";  // store.offload: none | optimizer | optimizer+master
+  std::vector<std::string> offload_paths;
+  double probe_gb = 4.0;         // GB the disk probe writes then reads per path
+  double gpu_tflops = 450.0;     // the plan's GPU rate for the predicted step time
   bool json = false;
 };
 

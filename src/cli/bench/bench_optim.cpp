@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "dist/numa_binding.h"
 #include "optim/optimizer.h"
 #include "store/host_store.h"
+#include "store/tier_probe.h"
 
 namespace mt {
 namespace {
@@ -91,7 +93,22 @@ void run_bench_optim(const BenchOptimOptions& o) {
   MT_REQUIRE(ctx.size == ctx.node_size, "bench-optim: the job's ranks span several nodes; run it on one node");
   dist::log_bindings(ctx);
   const DType dtype = dtype_from_name(o.dtype);
-  HostStore store(synthetic_layout(o.params, o.region), dtype);
+  const TierSettings tier{offload_mode_from_name(o.offload), o.offload_paths, "bench-optim"};
+  MT_REQUIRE(tier.mode == OffloadMode::none || !o.offload_paths.empty(),
+             "bench-optim: --offload {} needs --offload-paths", o.offload);
+  MT_REQUIRE(!offloads_master(tier.mode) || dtype == DType::bf16,
+             "bench-optim: --offload optimizer+master streams the bf16 copy: add --dtype bfloat16");
+  const ParamLayout layout = synthetic_layout(o.params, o.region);
+  if (ctx.is_root() && tier.mode != OffloadMode::none) {
+    const std::string shortfall = tier_path_shortfall(layout, tier, ctx.node_size);
+    MT_REQUIRE(shortfall.empty(), "bench-optim: {}", shortfall);
+  }
+  // The disk's ceiling first, on rank 0 alone, before the store's files take the space.
+  DiskCeiling disk;
+  if (ctx.is_root() && tier.mode != OffloadMode::none)
+    disk = measure_disk_ceiling(o.offload_paths, static_cast<int64_t>(o.probe_gb * 1e9));
+  MT_CHECK_MPI(MPI_Barrier(ctx.node));
+  HostStore store(layout, dtype, tier);
   OptimizerSettings settings;
   settings.weight_decay = 0.01;
 
@@ -99,15 +116,48 @@ void run_bench_optim(const BenchOptimOptions& o) {
   for (int64_t r = 0; r < store.num_regions(); ++r) {
     const HostStore::Slice s = store.slice(r);
     const uint64_t base = static_cast<uint64_t>(r * o.region);
-    float* p = store.master(r);
+    float* p = store.master(r);  // null on the tier (optimizer+master): its zeros
     float* g = store.grad(r);
 #pragma omp parallel for schedule(static)
     for (int64_t i = s.begin; i < s.end; ++i) {
-      p[i] = hashed(base + static_cast<uint64_t>(i), 0.02f);
+      if (p) p[i] = hashed(base + static_cast<uint64_t>(i), 0.02f);
       g[i] = hashed(~(base + static_cast<uint64_t>(i)), 1e-3f);
     }
   }
   MT_CHECK_MPI(MPI_Barrier(ctx.node));
+  if (store.tier()) {
+    const int64_t read0 = store.tier()->bytes_read() + store.tier()->bytes_written();
+    const StepTimes tiered = time_optimizer(store, settings, UpdatePasses::fused, o);
+    double traffic = static_cast<double>(store.tier()->bytes_read() + store.tier()->bytes_written() - read0), all = 0;
+    MT_CHECK_MPI(MPI_Allreduce(&traffic, &all, 1, MPI_DOUBLE, MPI_SUM, ctx.node));
+    if (!ctx.is_root()) return;
+    const double per_step = all / static_cast<double>(o.warmup + o.steps);
+    const double gbs = per_step / tiered.params / 1e9;
+    const nlohmann::json result = {{"params", o.params}, {"ranks", ctx.node_size}, {"dtype", dtype_name(dtype)},
+                                   {"offload", o.offload}, {"steps", o.steps}, {"io", store.tier()->io_name()},
+                                   {"direct_io", store.tier()->direct_io()},
+                                   {"update_s", tiered.params}, {"step_s", tiered.step}, {"norm_s", tiered.norm},
+                                   {"state_traffic_bytes_per_step", per_step}, {"state_traffic_gb_per_s", gbs},
+                                   {"disk_write_gb_per_s", disk.write_gbs}, {"disk_read_gb_per_s", disk.read_gbs},
+                                   {"disk_mixed_gb_per_s", disk.mixed_gbs()},
+                                   {"fraction_of_ceiling", disk.mixed_gbs() > 0 ? gbs / disk.mixed_gbs() : 0.0},
+                                   {"params_per_s", static_cast<double>(o.params) / tiered.params}};
+    if (o.json) {
+      std::printf("%s\n", result.dump().c_str());
+      return;
+    }
+    log::info("bench-optim: {:.3g} parameters on {} rank(s), stream dtype {}, store.offload {} on {} ({}, {}), median "
+              "of {} steps", static_cast<double>(o.params), ctx.node_size, dtype_name(dtype), o.offload,
+              fmt::format("{}", fmt::join(o.offload_paths, ", ")), store.tier()->io_name(),
+              store.tier()->direct_io() ? "O_DIRECT" : "buffered", o.steps);
+    log::info("  AdamW over the tier {:8.4f} s  {:6.3f} G params/s  state traffic {:.2f} GB per step, {:.2f} GB/s",
+              tiered.params, static_cast<double>(o.params) / tiered.params / 1e9, per_step / 1e9, gbs);
+    log::info("  disk ceiling (probe, {}): write {:.2f} GB/s, read {:.2f} GB/s, a step's read+write mix {:.2f} GB/s: "
+              "the update reaches {:.0f} %", disk.direct ? "O_DIRECT" : "buffered", disk.write_gbs, disk.read_gbs,
+              disk.mixed_gbs(), disk.mixed_gbs() > 0 ? 100.0 * gbs / disk.mixed_gbs() : 0.0);
+    log::info("  {:<18} {:8.4f} s (norm + AdamW over the tier)", "whole step", tiered.step);
+    return;
+  }
   std::vector<double> copies;
   for (int64_t k = 0; k < o.warmup + o.steps; ++k) {
     MT_CHECK_MPI(MPI_Barrier(ctx.node));

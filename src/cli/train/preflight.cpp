@@ -12,7 +12,12 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "dist/numa_binding.h"
+#include "cli/train/train_plan.h"
+#include "model/param_layout.h"
 #include "store/shared_memory_check.h"
+#include "plan/resource_advice.h"
+#include "store/tier_layout.h"
+#include "store/tier_probe.h"
 
 namespace mt {
 namespace {
@@ -64,6 +69,25 @@ std::string numa_shortfall(int64_t store_bytes, int ranks, const MachineLimits& 
   return "";
 }
 
+// The step time the tier's traffic imposes, at the bandwidth a quick probe measures on its paths (64 MiB each at
+// most), next to the GPU's 6N FLOPs at the H200's measured rate.
+void log_tier_prediction(const Config& c, const ModelSpec& spec, const RunShape& run, const HostPlan& host, bool gpu) {
+  const int64_t probe = std::min<int64_t>(int64_t{64} << 20, host.nvme_bytes / static_cast<int64_t>(c.store.offload_paths.size()));
+  const DiskCeiling disk = measure_disk_ceiling(c.store.offload_paths, probe);
+  Machine m;
+  m.nvme_gbs = disk.mixed_gbs();
+  const NvmeTiming t = nvme_timing(host, static_cast<double>(host.parameters), run.batch_size, run.seq_len,
+                                   forward_share(spec, run), m);
+  log::info("state tier: {} read and written per step; at the {:.2f} GB/s a probe of the paths measured (write {:.2f}, "
+            "read {:.2f}, {}) that is {:.3f} s per step{}", bytes(host.nvme_step_bytes()), disk.mixed_gbs(),
+            disk.write_gbs, disk.read_gbs, disk.direct ? "O_DIRECT" : "buffered", t.nvme_seconds,
+            gpu ? MT_FORMAT(" against the GPU's {:.3f} s (6N at {:.0f} TFLOP/s) of which the next forward, {:.3f} s, "
+                            "overlaps it: predicted step {:.3f} s; hidden from batch {} × {}",
+                            t.gpu_seconds, m.gpu_tflops, t.forward_seconds, t.predicted_seconds, t.hiding_batch,
+                            run.seq_len)
+                : std::string());
+}
+
 }  // namespace
 
 RunShape run_shape(const Config& c, int ranks, int gpus) {
@@ -78,16 +102,21 @@ RunShape run_shape(const Config& c, int ranks, int gpus) {
   if (c.training.recompute_layers >= 0) r.recompute_layers = c.training.recompute_layers;
   r.weight_slots = 2;
   r.ranks = ranks;
+  r.offload = offload_mode_from_name(c.store.offload);
   return r;
 }
 
 std::string preflight_shortfall(const ModelSpec& spec, const RunShape& run, bool gpu, const MachineLimits& limits) {
-  const HostPlan host = plan_host(spec, run.stream_dtype, run.ranks);
-  const int64_t host_need = gpu ? host.store_bytes : cpu_backend_host_bytes(spec, run);
+  const HostPlan host = plan_host(spec, run.stream_dtype, run.ranks, run.offload);
+  const int64_t host_need = gpu ? host.ram_bytes() : cpu_backend_host_bytes(spec, run);
   if (limits.mem_available >= 0 && host_need > limits.mem_available)
-    return MT_FORMAT("host RAM: the run needs {} ({} B/parameter × {:.3f} B parameters{}) but only {} is available "
+    return MT_FORMAT("host RAM: the run needs {} ({} B/parameter × {:.3f} B parameters{}{}) but only {} is available "
                      "(MemAvailable)", bytes(host_need), host.bytes_per_parameter(),
                      static_cast<double>(host.parameters) / 1e9, gpu ? "" : " plus CPU-backend activations",
+                     host.offload == OffloadMode::none
+                         ? std::string()
+                         : MT_FORMAT(", with store.offload {} and {} of tier staging", offload_mode_name(host.offload),
+                                     bytes(host.staging_bytes)),
                      bytes(limits.mem_available));
   if (const std::string numa = numa_shortfall(host.store_bytes, run.ranks, limits); !numa.empty()) return numa;
   if (limits.shm_free >= 0) {
@@ -134,15 +163,34 @@ MachineLimits read_machine_limits(const Backend& backend) {
 
 RunShape preflight(const Config& c, const ModelSpec& spec, const Backend& backend, int ranks, int gpus) {
   RunShape run = run_shape(c, ranks, gpus);
+  // The state tier's paths first: each exists, is writable and has room for every rank's files.
+  const std::string tier = tier_path_shortfall(make_param_layout(spec), tier_settings_of(c), ranks);
+  MT_REQUIRE(tier.empty(), "{}", tier);
   const bool gpu = backend.device_memory_bytes() > 0;
   resolve_auto(spec, run, backend.device_memory_bytes(), c.training.recompute_layers < 0);
-  const std::string shortfall = preflight_shortfall(spec, run, gpu, read_machine_limits(backend));
+  MachineLimits limits = read_machine_limits(backend);
+  // Tier files on a RAM file system (tmpfs, ramfs) take RAM: what is left for the rest is less.
+  const int64_t tier_in_ram = tier_bytes_in_memory(make_param_layout(spec), tier_settings_of(c), ranks);
+  if (tier_in_ram > 0 && limits.mem_available >= 0) limits.mem_available = std::max<int64_t>(limits.mem_available - tier_in_ram, 0);
+  const std::string shortfall = preflight_shortfall(spec, run, gpu, limits);
   MT_REQUIRE(shortfall.empty(),
-             "{}; size the run with `megatrain calc-resource --model {} --seq {} --batch {} --ranks {} "
-             "--gpu-mem GiB --ram GiB`", shortfall, c.model.name, run.seq_len, run.batch_size, ranks);
+             "{}{}; size the run with `megatrain calc-resource --model {} --seq {} --batch {} --ranks {} "
+             "--gpu-mem GiB --ram GiB`", shortfall,
+             tier_in_ram > 0 ? MT_FORMAT(" (after the {} of tier files on a RAM file system)", bytes(tier_in_ram))
+                             : std::string(),
+             c.model.name, run.seq_len, run.batch_size, ranks);
+  if (tier_in_ram > 0)
+    log::info("state tier: {} of its files are on a RAM file system (tmpfs or ramfs): they count against host RAM",
+              bytes(tier_in_ram));
   const MemoryPlan plan = plan_memory(spec, run);
-  log::info("memory plan: host {} ({} B/parameter){}; {} pass(es) in micro-batches of {} sequences; {} of {} layers "
-            "recompute in backward{}", bytes(plan.host.store_bytes), plan.host.bytes_per_parameter(),
+  if (plan.host.offload != OffloadMode::none) log_tier_prediction(c, spec, run, plan.host, gpu);
+  log::info("memory plan: host {} ({} B/parameter){}{}; {} pass(es) in micro-batches of {} sequences; {} of {} layers "
+            "recompute in backward{}", bytes(plan.host.ram_bytes()), plan.host.bytes_per_parameter(),
+            plan.host.offload == OffloadMode::none
+                ? std::string()
+                : MT_FORMAT(", NVMe {} (store.offload {}: {} B/parameter), {} of state read and written per step",
+                            bytes(plan.host.nvme_bytes), offload_mode_name(plan.host.offload),
+                            plan.host.nvme_per_parameter, bytes(plan.host.nvme_step_bytes())),
             gpu ? MT_FORMAT(", GPU {} of {}", bytes(plan.gpu.total()), bytes(backend.device_memory_bytes())) : "",
             run.passes, plan.gpu.micro_batch_size, run.recompute_layers, spec.num_layers,
             run.recompute_layers < spec.num_layers

@@ -3,7 +3,11 @@
 
 #include <mpi.h>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <functional>
 #include <string>
 
 #include "dist/check.h"
@@ -46,7 +50,8 @@ json to_json(const TrainPlan& p) {
           {"dtype", static_cast<int>(p.dtype)},
           {"optimizer", {p.optimizer.beta1, p.optimizer.beta2, p.optimizer.eps, p.optimizer.weight_decay,
                          p.optimizer.max_grad_norm, static_cast<double>(p.optimizer.passes)}},
-          {"updates_applied", p.updates_applied}};
+          {"updates_applied", p.updates_applied},
+          {"tier", {static_cast<int>(p.tier.mode), p.tier.paths, p.tier.tag}}};
 }
 
 TrainPlan from_json(const json& j) {
@@ -71,10 +76,22 @@ TrainPlan from_json(const json& j) {
   const auto o = j.at("optimizer").get<std::vector<double>>();
   p.optimizer = {o[0], o[1], o[2], o[3], o[4], static_cast<UpdatePasses>(static_cast<int>(o[5]))};
   p.updates_applied = j.at("updates_applied").get<int64_t>();
+  p.tier = {static_cast<OffloadMode>(j.at("tier").at(0).get<int>()), j.at("tier").at(1).get<std::vector<std::string>>(),
+            j.at("tier").at(2).get<std::string>()};
   return p;
 }
 
 }  // namespace
+
+TierSettings tier_settings_of(const Config& c) {
+  TierSettings t;
+  t.mode = offload_mode_from_name(c.store.offload);
+  t.paths = c.store.offload_paths;
+  std::error_code ec;
+  const std::string out = std::filesystem::absolute(c.training.output_dir, ec).lexically_normal().string();
+  t.tag = fmt::format("{:016x}", std::hash<std::string>{}(out));
+  return t;
+}
 
 void broadcast_train_plan(const TrainPlan& plan) {
   const std::string text = to_json(plan).dump();

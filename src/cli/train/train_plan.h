@@ -5,9 +5,11 @@
 #pragma once
 #include <cstdint>
 
+#include "config/config.h"
 #include "core/dtype.h"
 #include "model/param_layout.h"
 #include "optim/optimizer.h"
+#include "store/tier_layout.h"
 
 namespace mt {
 
@@ -16,7 +18,12 @@ struct TrainPlan {
   DType dtype = DType::f32;
   OptimizerSettings optimizer;
   int64_t updates_applied = 0;  // AdamW's step count restored from a checkpoint (0 for a fresh run)
+  TierSettings tier;            // store.offload and its paths
 };
+
+// store.offload and store.offload_paths; the files' tag names the run by its output directory (a restart of the
+// same run finds, and replaces, the files a crash left).
+TierSettings tier_settings_of(const Config& c);
 
 void broadcast_train_plan(const TrainPlan& plan);  // node rank 0
 TrainPlan receive_train_plan();                    // every other rank of the node

@@ -49,6 +49,7 @@
 #include "optim/optimizer.h"
 #include "store/host_store.h"
 #include "store/shared_memory_check.h"
+#include "store/tier_log.h"
 
 namespace mt {
 namespace {
@@ -71,21 +72,26 @@ ModelSource checkpoint_model_source(const CheckpointFile& checkpoint) {
 void fill_master_weights(const Config& c, const ModelSpec& spec, const std::optional<CheckpointFile>& init_from,
                          const SafetensorsModel* weights, HostStore& store) {
   const ParamLayout& layout = store.layout();
-  if (init_from) {
-    for (int64_t r = 0; r < store.num_regions(); ++r)
-      for (const ParamSlot& slot : layout.regions[static_cast<size_t>(r)].params)
-        init_from->read_into("params", slot.hf_name, slot.shape, store.master(r) + slot.offset);
+  // Each region straight into the store's master, or through one region-sized buffer where the master is on the
+  // state tier (the Adam moments there start as the tier's zeros).
+  std::vector<float> staged(store.in_ram(StateKind::master) ? 0 : static_cast<size_t>(layout.largest_region_numel));
+  for (int64_t r = 0; r < store.num_regions(); ++r) {
+    const Region& region = layout.regions[static_cast<size_t>(r)];
+    float* master = staged.empty() ? store.master(r) : staged.data();
+    if (init_from) {
+      for (const ParamSlot& slot : region.params)
+        init_from->read_into("params", slot.hf_name, slot.shape, master + slot.offset);
+    } else if (c.model.init == "random") {
+      init_region_random(region, spec.initializer_range, c.training.seed, master);
+    } else {
+      load_region(region, *weights, master);
+    }
+    if (!staged.empty()) store.write_region_state(r, StateKind::master, master);
+    store.refresh_stream_copy(r, master);
+  }
+  if (init_from)
     log::info("initialised the weights from checkpoint {} (step {}); optimizer state starts fresh",
               init_from->path().string(), init_from->meta().step);
-  } else if (c.model.init == "random") {
-    for (int64_t r = 0; r < store.num_regions(); ++r)
-      init_region_random(layout.regions[static_cast<size_t>(r)], spec.initializer_range, c.training.seed,
-                         store.master(r));
-  } else {
-    for (int64_t r = 0; r < store.num_regions(); ++r)
-      load_region(layout.regions[static_cast<size_t>(r)], *weights, store.master(r));
-  }
-  for (int64_t r = 0; r < store.num_regions(); ++r) store.refresh_stream_copy(r);
 }
 
 void require_batch_splits(const Config& c, const dist::DataParallel& dp, int64_t passes) {
@@ -112,6 +118,7 @@ void log_store(const HostStore& store) {
   log::info("host store: {} in one shared window on {} rank(s), {} bytes per parameter ({}); per rank: {}",
             format_bytes(static_cast<uint64_t>(store.window_bytes())), store.ranks(), store.bytes_per_parameter(),
             store.stream_dtype() == DType::bf16 ? "with a bf16 streaming copy" : "the fp32 master streams", per_rank);
+  if (const StateTier* tier = store.tier()) log_state_tier(*tier);
 }
 
 std::string read_text(const std::filesystem::path& file) {
@@ -250,10 +257,10 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
   const OptimizerSettings os = optimizer_settings(c);
   const int64_t updates_applied = resume ? resume->meta().updates_applied : 0;
   if (leads)
-    broadcast_train_plan({layout, stream_dtype_of(c), os, updates_applied});
+    broadcast_train_plan({layout, stream_dtype_of(c), os, updates_applied, tier_settings_of(c)});
   else
     receive_train_plan();  // the node's rank 0 validated the same inputs
-  HostStore store(layout, stream_dtype_of(c));
+  HostStore store(layout, stream_dtype_of(c), tier_settings_of(c));
   // A compute rank other than the node's rank 0 takes part in checkpoints from its optimizer thread.
   std::optional<CheckpointSaver> saver;
   OptimizerService optimizer(store, os, true,
@@ -414,7 +421,16 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
     return summary;
   }
   std::vector<const float*> regions;
-  for (int64_t r = 0; r < store.num_regions(); ++r) regions.push_back(store.master(r));
+  std::vector<float> tier_master;  // the master gathered from the state tier (optimizer+master)
+  if (!store.in_ram(StateKind::master)) tier_master.resize(static_cast<size_t>(layout.total_numel));
+  for (int64_t r = 0, at = 0; r < store.num_regions(); at += store.numel(r), ++r) {
+    if (tier_master.empty()) {
+      regions.push_back(store.master(r));
+      continue;
+    }
+    store.read_region_state(r, StateKind::master, tier_master.data() + at);
+    regions.push_back(tier_master.data() + at);
+  }
   summary.final_dir = out / "final";
   export_hf_directory(summary.final_dir, spec, layout, regions, dtype, source.dir, carried, kMaxShardBytes,
                       Replace::ours, [&](const std::filesystem::path& dir) { write_chat_files(dir, c, spec.family); });

@@ -12,7 +12,7 @@ namespace mt {
 
 void run_training_worker() {
   const TrainPlan plan = receive_train_plan();
-  HostStore store(plan.layout, plan.dtype);
+  HostStore store(plan.layout, plan.dtype, plan.tier);
   OptimizerService optimizer(store, plan.optimizer, false);
   optimizer.set_updates_applied(plan.updates_applied);
   MT_CHECK_MPI(MPI_Barrier(dist::context().node));  // the node's rank 0 has filled the store
