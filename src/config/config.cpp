@@ -102,6 +102,7 @@ Field trackers(std::string_view section, std::string_view key, std::vector<std::
             }
           },
           [=](const Config& c) { return at(c).empty() ? std::string("none") : fmt::format("{}", fmt::join(at(c), ",")); }};
+}
 
 // A list of directories: a YAML sequence of strings, or one string of comma-separated entries; shown comma-separated.
 template <typename At>
