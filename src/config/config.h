@@ -51,6 +51,9 @@ struct TrainingConfig {
   int64_t save_steps = 0;
   int64_t save_total_limit = 0;
   std::string resume_from;               // "" | auto | path
+  double moe_aux_loss_coef = -1.0;       // MoE router loss coefficient (LLaMA-Factory's name); set (>= 0): on,
+                                         // overriding router_aux_loss_coef; -1 = auto (YAML: auto): config.json's
+                                         // output_router_logits and router_aux_loss_coef decide
 };
 
 struct OptimizerConfig {

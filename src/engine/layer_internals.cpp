@@ -53,7 +53,7 @@ InternalsWidths internals_widths(const LayerSpec& l, int64_t H, bool with_raw) {
   w.attn = a.q_dim();
   w.attn_out = l.post_norms ? H : 0;
   w.h1 = H;
-  w.gate = w.up = l.mlp.intermediate_size;
+  w.gate = w.up = l.moe.active() ? 0 : l.mlp.intermediate_size;  // MoE layers: moe_block.h's scratch
   w.mlp_out = l.post_norms ? H : 0;
   w.lse_heads = a.num_heads;
   return w;
@@ -103,7 +103,8 @@ ScratchWidths scratch_widths(const ModelSpec& spec) {
   ScratchWidths m;
   const int64_t H = spec.hidden_size;
   for (const LayerSpec& l : spec.layers) {
-    const int64_t qd = l.attention.q_dim(), kvd = l.attention.kv_dim(), I = l.mlp.intermediate_size;
+    const int64_t qd = l.attention.q_dim(), kvd = l.attention.kv_dim();
+    const int64_t I = l.moe.active() ? 0 : l.mlp.intermediate_size;
     const ScratchWidths w{H, H, I, H, H, l.post_norms ? H : 0, qd, qd, kvd, kvd, I, I, I};
     each_scratch(m, w, [](int64_t& a, int64_t b) { a = std::max(a, b); });
   }

@@ -21,6 +21,9 @@ const std::vector<FamilyEntry>& model_families() {
       {"Glm4ForCausalLM", "glm4", parse_glm4, false},
       {"InternLM2ForCausalLM", "internlm2", parse_internlm2, true},
       {"BaichuanForCausalLM", "baichuan", parse_baichuan, true},
+      {"MixtralForCausalLM", "mixtral", parse_mixtral, false},
+      {"Qwen2MoeForCausalLM", "qwen2_moe", parse_qwen2_moe, false},
+      {"Qwen3MoeForCausalLM", "qwen3_moe", parse_qwen3_moe, false},
   };
   return table;
 }
@@ -126,7 +129,8 @@ void validate_model_spec(const ModelSpec& s, const std::string& origin) {
     MT_REQUIRE(a.rope < 0 || s.rope_tables[static_cast<size_t>(a.rope)].head_dim == a.head_dim,
                "model config {}: layer {}'s rope table is for another head_dim", origin, i);
     MT_REQUIRE(a.window >= 0, "model config {}: sliding window {} of layer {} is negative", origin, a.window, i);
-    MT_REQUIRE(s.layers[i].mlp.intermediate_size > 0, "model config {}: layer {} has no MLP width", origin, i);
+    MT_REQUIRE(s.layers[i].mlp.intermediate_size > 0 || s.layers[i].moe.active(),
+               "model config {}: layer {} has no MLP width", origin, i);
   }
 }
 

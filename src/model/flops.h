@@ -2,6 +2,7 @@
 // the reference implementation), and model FLOPs as torchtitan counts them — 6 × matrix-multiply parameters (every
 // projection and the LM head, not the embedding lookup) × tokens, plus each layer's attention term
 // 12 × heads × head_dim × keys per token, keys = min(window, seq_len) on sliding layers and seq_len on others.
+// Both count active parameters: a mixture-of-experts layer's token computes with its top_k experts only.
 // Invariant: both are forward + backward FLOPs per step, without recompute.
 #pragma once
 #include <cstdint>

@@ -196,6 +196,7 @@ TEST_CASE("config: the accepted keys are frozen", "[config]") {
       "training.save_steps",
       "training.save_total_limit",
       "training.resume_from",
+      "training.moe_aux_loss_coef",
       "optimizer.type",
       "optimizer.beta1",
       "optimizer.beta2",

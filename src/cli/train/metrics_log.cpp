@@ -40,6 +40,7 @@ void MetricsLog::append(const StepRecord& r) {
                       {"step_time_s", r.step_time_s},
                       {"tokens_per_s", r.tokens_per_s}};
   if (r.skipped) j["skipped"] = true;
+  if (r.aux_loss) j["aux_loss"] = *r.aux_loss;
   const std::string line = j.dump() + "\n";
   MT_REQUIRE(std::fwrite(line.data(), 1, line.size(), out_) == line.size() && std::fflush(out_) == 0,
              "{}: write failed", file_.string());

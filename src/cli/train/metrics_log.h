@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 namespace mt {
 
@@ -19,6 +20,7 @@ struct StepRecord {
   double step_time_s = 0.0;
   double tokens_per_s = 0.0;
   bool skipped = false;         // non-finite gradient norm: no update applied
+  std::optional<double> aux_loss;  // MoE router load-balancing loss (loss includes coef × it), where computed
 };
 
 class MetricsLog {
