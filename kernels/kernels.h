@@ -61,8 +61,8 @@ template <typename T> void cross_entropy(T* dlogits, float* row_loss, const floa
 
 // Mixture of experts (kernels/moe.cu), semantics of the Backend ops of the same names; probs, weights, d_weights,
 // aux_grad, prob_sums fp32; counts, idx, offsets [E+1], source, row_of int32.
-template <typename T> void moe_route_forward(float* probs, int32_t* idx, float* weights, const T* logits, int64_t tokens, int64_t E, int64_t k, bool norm_topk, cudaStream_t s);
-template <typename T> void moe_route_backward(T* d_logits, const float* d_weights, const float* probs, const int32_t* idx, const float* weights, const float* aux_grad, const int32_t* seq_lens, int64_t seq, int64_t tokens, int64_t E, int64_t k, bool norm_topk, cudaStream_t s);
+template <typename T> void moe_route_forward(float* probs, int32_t* idx, float* weights, const T* logits, int64_t tokens, const MoeRouting& r, cudaStream_t s);
+template <typename T> void moe_route_backward(T* d_logits, const float* d_weights, const float* probs, const int32_t* idx, const float* weights, const float* aux_grad, const int32_t* seq_lens, int64_t seq, int64_t tokens, const MoeRouting& r, cudaStream_t s);
 void moe_router_stats(int32_t* counts, float* prob_sums, const float* probs, const int32_t* idx, const int32_t* seq_lens, int64_t seq, int64_t tokens, int64_t E, int64_t k, cudaStream_t s);
 void moe_permute(int32_t* offsets, int32_t* source, int32_t* row_of, const int32_t* idx, int64_t tokens, int64_t E, int64_t k, cudaStream_t s);
 template <typename T> void moe_gather(T* xs, const T* x, const int32_t* source, int64_t rows, int64_t k, int64_t H, cudaStream_t s);

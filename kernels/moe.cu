@@ -1,5 +1,5 @@
-// Mixture-of-experts kernels (semantics in backend.h): the softmax top-k router and its backward (one thread per
-// token), the load-balancing statistics, the stable grouping of routed rows by expert (one block per expert scans
+// Mixture-of-experts kernels (semantics in backend.h): the softmax and the sigmoid group-limited top-k routers and
+// their backward (one thread per token), the load-balancing statistics, the stable grouping of routed rows by expert (one block per expert scans
 // the routed rows in order with a block prefix sum), gather / combine and their backwards (one block per token,
 // the token's k rows summed in slot order), and the sigmoid-gated add.
 // Invariant: no floating-point atomics; every sum runs in a fixed order (integer atomics only for the counts), so
@@ -20,66 +20,130 @@ __device__ __forceinline__ bool valid_token(const int32_t* seq_lens, int64_t seq
   return seq_lens == nullptr || t % seq < seq_lens[t / seq];
 }
 
+// The router's fields a kernel needs (MoeRouting without the pointer's type).
+struct Routing {
+  int E, k, groups, topk_groups;
+  bool sigmoid, norm_topk;
+  float scaling;
+};
+Routing routing_of(const MoeRouting& r) {
+  return {static_cast<int>(r.experts), static_cast<int>(r.top_k), static_cast<int>(r.groups),
+          static_cast<int>(r.topk_groups), r.sigmoid, r.norm_topk, r.scaling};
+}
+constexpr int max_groups = 64;
+
 template <typename T>
-__global__ void route_forward_kernel(float* probs, int32_t* idx, float* weights, const T* logits, int64_t tokens,
-                                     int E, int k, bool norm_topk) {
+__global__ void route_forward_kernel(float* probs, int32_t* idx, float* weights, const T* logits, const T* bias,
+                                     int64_t tokens, Routing r) {
   const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= tokens) return;
+  const int E = r.E, k = r.k;
   const T* l = logits + t * E;
   float* p = probs + t * E;
-  float m = to_f32(l[0]);
-  for (int e = 1; e < E; ++e) m = fmaxf(m, to_f32(l[e]));
-  float sum = 0.f;
-  for (int e = 0; e < E; ++e) {
-    p[e] = expf(to_f32(l[e]) - m);
-    sum += p[e];
-  }
-  for (int e = 0; e < E; ++e) p[e] /= sum;
   int32_t* ix = idx + t * k;
   float* w = weights + t * k;
+  int chosen[max_groups];
+  const int per = E / r.groups;
+  if (r.sigmoid) {
+    for (int e = 0; e < E; ++e) p[e] = 1.f / (1.f + expf(-to_f32(l[e])));
+  } else {
+    float m = to_f32(l[0]);
+    for (int e = 1; e < E; ++e) m = fmaxf(m, to_f32(l[e]));
+    float sum = 0.f;
+    for (int e = 0; e < E; ++e) {
+      p[e] = expf(to_f32(l[e]) - m);
+      sum += p[e];
+    }
+    for (int e = 0; e < E; ++e) p[e] /= sum;
+  }
+  auto score = [&](int e) { return r.sigmoid && bias != nullptr ? p[e] + to_f32(bias[e]) : p[e]; };
+  if (r.sigmoid) {  // the topk_groups groups whose two best biased scores sum highest (ties to the lower group)
+    auto group_score = [&](int g) {
+      float a = -INFINITY, b = -INFINITY;
+      for (int e = g * per; e < (g + 1) * per; ++e) {
+        const float v = score(e);
+        if (v > a) {
+          b = a;
+          a = v;
+        } else if (v > b) {
+          b = v;
+        }
+      }
+      return per > 1 ? a + b : a;
+    };
+    for (int j = 0; j < r.topk_groups; ++j) {
+      int best = -1;
+      float best_score = 0.f;
+      for (int g = 0; g < r.groups; ++g) {
+        bool taken = false;
+        for (int i = 0; i < j; ++i) taken = taken || chosen[i] == g;
+        if (taken) continue;
+        const float gs = group_score(g);
+        if (best < 0 || gs > best_score) best = g, best_score = gs;
+      }
+      chosen[j] = best;
+    }
+  }
+  auto allowed = [&](int e) {
+    if (!r.sigmoid) return true;
+    for (int i = 0; i < r.topk_groups; ++i)
+      if (e / per == chosen[i]) return true;
+    return false;
+  };
   float selected = 0.f;
-  for (int j = 0; j < k; ++j) {  // the first maximum among experts not yet taken
+  for (int j = 0; j < k; ++j) {  // the first maximum among allowed experts not yet taken
     int best = -1;
     for (int e = 0; e < E; ++e) {
-      bool taken = false;
-      for (int i = 0; i < j; ++i) taken = taken || ix[i] == e;
-      if (!taken && (best < 0 || p[e] > p[best])) best = e;
+      bool used = !allowed(e);
+      for (int i = 0; i < j; ++i) used = used || ix[i] == e;
+      if (!used && (best < 0 || score(e) > score(best))) best = e;
     }
     ix[j] = best;
     w[j] = p[best];
     selected += w[j];
   }
-  if (norm_topk)
+  if (r.sigmoid) {
+    for (int j = 0; j < k; ++j) w[j] = (r.norm_topk ? w[j] / (selected + 1e-20f) : w[j]) * r.scaling;
+  } else if (r.norm_topk) {
     for (int j = 0; j < k; ++j) w[j] /= selected;
+  }
 }
 
 template <typename T>
 __global__ void route_backward_kernel(T* d_logits, const float* d_weights, const float* probs, const int32_t* idx,
                                       const float* weights, const float* aux_grad, const int32_t* seq_lens,
-                                      int64_t seq, int64_t tokens, int E, int k, bool norm_topk) {
+                                      int64_t seq, int64_t tokens, Routing r) {
   const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= tokens) return;
+  const int E = r.E, k = r.k;
+  const bool norm_topk = r.norm_topk;
   const float* p = probs + t * E;
   const float* w = weights + t * k;
   const float* dw = d_weights + t * k;
   const int32_t* ix = idx + t * k;
   const bool aux = aux_grad != nullptr && valid_token(seq_lens, seq, t);
+  const float c = r.sigmoid ? r.scaling : 1.f;
   float inner = 0.f, selected = 0.f;
   if (norm_topk)
     for (int j = 0; j < k; ++j) {
       inner += dw[j] * w[j];
       selected += p[ix[j]];
     }
+  if (r.sigmoid) selected += 1e-20f;
   // dp[e] = aux_grad[e] (valid tokens) + Σ_j [ix_j = e]·dv_j; pdp = Σ_e p_e·dp_e in expert order, as the CPU.
   auto dp = [&](int e) {
     float v = aux ? aux_grad[e] : 0.f;
     for (int j = 0; j < k; ++j)
-      if (ix[j] == e) v += norm_topk ? (dw[j] - inner) / selected : dw[j];
+      if (ix[j] == e) v += norm_topk ? c * (dw[j] - inner / c) / selected : c * dw[j];
     return v;
   };
+  T* dl = d_logits + t * E;
+  if (r.sigmoid) {
+    for (int e = 0; e < E; ++e) dl[e] = from_f32<T>(p[e] * (1.f - p[e]) * dp(e));
+    return;
+  }
   float pdp = 0.f;
   for (int e = 0; e < E; ++e) pdp += p[e] * dp(e);
-  T* dl = d_logits + t * E;
   for (int e = 0; e < E; ++e) dl[e] = from_f32<T>(p[e] * (dp(e) - pdp));
 }
 
@@ -220,24 +284,25 @@ __global__ void sigmoid_gate_backward_kernel(T* dx, T* dg, const T* dy, const T*
 }  // namespace
 
 template <typename T>
-void moe_route_forward(float* probs, int32_t* idx, float* weights, const T* logits, int64_t tokens, int64_t E,
-                       int64_t k, bool norm_topk, cudaStream_t s) {
-  MT_ASSERT(k > 0 && k <= E, "moe_route_forward: top {} of {} experts", k, E);
+void moe_route_forward(float* probs, int32_t* idx, float* weights, const T* logits, int64_t tokens,
+                       const MoeRouting& r, cudaStream_t s) {
+  MT_ASSERT(r.top_k > 0 && r.top_k <= r.experts && r.groups > 0 && r.experts % r.groups == 0 &&
+                r.topk_groups <= r.groups && r.groups <= max_groups,
+            "moe_route_forward: top {} of {} experts in {} groups", r.top_k, r.experts, r.groups);
   if (tokens == 0) return;
-  route_forward_kernel<T><<<grid_for(tokens, threads, 1 << 20), threads, 0, s>>>(probs, idx, weights, logits, tokens,
-                                                                                 static_cast<int>(E), static_cast<int>(k), norm_topk);
-  MT_CHECK_LAUNCH("moe_route_forward", "tokens={} E={} k={}", tokens, E, k);
+  route_forward_kernel<T><<<grid_for(tokens, threads, 1 << 20), threads, 0, s>>>(
+      probs, idx, weights, logits, static_cast<const T*>(r.score_bias), tokens, routing_of(r));
+  MT_CHECK_LAUNCH("moe_route_forward", "tokens={} E={} k={}", tokens, r.experts, r.top_k);
 }
 
 template <typename T>
 void moe_route_backward(T* d_logits, const float* d_weights, const float* probs, const int32_t* idx,
                         const float* weights, const float* aux_grad, const int32_t* seq_lens, int64_t seq,
-                        int64_t tokens, int64_t E, int64_t k, bool norm_topk, cudaStream_t s) {
+                        int64_t tokens, const MoeRouting& r, cudaStream_t s) {
   if (tokens == 0) return;
   route_backward_kernel<T><<<grid_for(tokens, threads, 1 << 20), threads, 0, s>>>(
-      d_logits, d_weights, probs, idx, weights, aux_grad, seq_lens, seq, tokens, static_cast<int>(E),
-      static_cast<int>(k), norm_topk);
-  MT_CHECK_LAUNCH("moe_route_backward", "tokens={} E={} k={}", tokens, E, k);
+      d_logits, d_weights, probs, idx, weights, aux_grad, seq_lens, seq, tokens, routing_of(r));
+  MT_CHECK_LAUNCH("moe_route_backward", "tokens={} E={} k={}", tokens, r.experts, r.top_k);
 }
 
 void moe_router_stats(int32_t* counts, float* prob_sums, const float* probs, const int32_t* idx,
@@ -306,10 +371,9 @@ void sigmoid_gate_backward(T* dx, T* dg, const T* dy, const T* x, const T* g, in
 }
 
 #define MT_MOE_INSTANTIATE(T)                                                                                         \
-  template void moe_route_forward<T>(float*, int32_t*, float*, const T*, int64_t, int64_t, int64_t, bool,          \
-                                     cudaStream_t);                                                                 \
+  template void moe_route_forward<T>(float*, int32_t*, float*, const T*, int64_t, const MoeRouting&, cudaStream_t); \
   template void moe_route_backward<T>(T*, const float*, const float*, const int32_t*, const float*, const float*,  \
-                                      const int32_t*, int64_t, int64_t, int64_t, int64_t, bool, cudaStream_t);      \
+                                      const int32_t*, int64_t, int64_t, const MoeRouting&, cudaStream_t);           \
   template void moe_gather<T>(T*, const T*, const int32_t*, int64_t, int64_t, int64_t, cudaStream_t);               \
   template void moe_gather_backward<T>(T*, const T*, const int32_t*, int64_t, int64_t, int64_t, bool, cudaStream_t); \
   template void moe_combine_forward<T>(T*, const T*, const float*, const int32_t*, int64_t, int64_t, int64_t,        \

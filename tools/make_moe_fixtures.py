@@ -27,6 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import make_fixtures as mf  # noqa: E402  (sets torch threads and determinism)
 from safetensors.torch import load_file, save_file  # noqa: E402
 from transformers import (  # noqa: E402
+    Glm4MoeConfig,
+    Glm4MoeForCausalLM,
     MixtralConfig,
     MixtralForCausalLM,
     Qwen2MoeConfig,
@@ -115,6 +117,40 @@ CASES = [
         what="`mlp_only_layers` [2] (**layers 0, 1 sparse, layer 2 dense** MLP of 32), 4 experts of 24, softmax top 2 "
              "renormalised (`norm_topk_prob`), q/k norm, head_dim 16; **router loss off**",
     ),
+    dict(
+        case="glm4_moe",
+        seed=24,
+        model_cls=Glm4MoeForCausalLM,
+        # first_k_dense_replace 1: layer 0 dense, layers 1 and 2 sparse. 8 experts in 4 groups, the best 2 groups,
+        # top 3; sigmoid scores with e_score_correction_bias (a trained-never buffer, set ±0.3 so that it changes
+        # choices), renormalised, × 2.5; one shared expert. Router loss: none in transformers for this family.
+        config=Glm4MoeConfig(
+            **dict(MOE_MODEL, intermediate_size=32),
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            rms_norm_eps=1e-5,
+            tie_word_embeddings=False,
+            attention_bias=True,
+            use_qk_norm=True,
+            n_routed_experts=8,
+            num_experts_per_tok=3,
+            moe_intermediate_size=12,
+            n_group=4,
+            topk_group=2,
+            routed_scaling_factor=2.5,
+            n_shared_experts=1,
+            first_k_dense_replace=1,
+            norm_topk_prob=True,
+            rope_parameters={"rope_type": "default", "rope_theta": 100.0, "partial_rotary_factor": 0.5},
+        ),
+        score_bias=0.3,
+        training=dict(lr_scheduler="cosine", warmup_steps=1, min_lr_ratio=0.1, max_grad_norm=1.0),
+        what="`first_k_dense_replace` 1 (**layer 0 dense** MLP of 32, layers 1, 2 sparse), 8 experts of 12 in "
+             "**4 groups, the best 2 (`n_group`, `topk_group`)**, top 3 by **sigmoid scores + "
+             "`e_score_correction_bias`** (a buffer set to ±0.3, never trained), unbiased weights renormalised "
+             "× **`routed_scaling_factor` 2.5**, **one shared expert** (`n_shared_experts`), q/k norm, qkv bias, "
+             "partial rotary 0.5 (rotate_half); no router loss (transformers has none for it)",
+    ),
 ]
 
 
@@ -137,12 +173,21 @@ def build_model(spec):
             if name.endswith("gate.weight") and "shared_expert_gate" not in name:  # routers
                 value = value * 8.0
             p.copy_(value)
+        if "score_bias" in spec:  # e_score_correction_bias: a buffer, ± score_bias
+            for name, b in model.named_buffers():
+                if name.endswith("e_score_correction_bias"):
+                    b.copy_((torch.rand(b.shape, generator=gen) * 2 - 1) * spec["score_bias"])
     return model
+
+
+def has_router_loss(model):
+    return hasattr(model, "router_aux_loss_coef")
 
 
 def forward(model, examples):
     input_ids, attention_mask, labels = mf.collate(examples)
-    return model(input_ids=input_ids, attention_mask=attention_mask, labels=labels, output_router_logits=True)
+    extra = {"output_router_logits": True} if has_router_loss(model) else {}
+    return model(input_ids=input_ids, attention_mask=attention_mask, labels=labels, **extra)
 
 
 def train(model, examples, t, aux_on):
@@ -160,7 +205,7 @@ def train(model, examples, t, aux_on):
     for step in range(num_steps):
         out = forward(model, examples[step * bs:(step + 1) * bs])
         loss = out.loss
-        if not aux_on:  # output_router_logits=True above only to record the aux loss: train on the LM loss alone
+        if not aux_on and has_router_loss(model):  # output_router_logits above only records it: LM loss alone
             loss = loss - model.router_aux_loss_coef * out.aux_loss
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), t["max_grad_norm"])
@@ -169,7 +214,7 @@ def train(model, examples, t, aux_on):
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
         losses.append(loss.item())
-        aux_losses.append(out.aux_loss.item())
+        aux_losses.append(out.aux_loss.item() if has_router_loss(model) else 0.0)
         grad_norms.append(grad_norm.item())
     return losses, aux_losses, grad_norms, lrs
 
@@ -232,7 +277,7 @@ def make_case(spec):
         for ex in examples:
             f.write(json.dumps(ex, separators=(",", ":")) + "\n")
     notes = routing_notes(model, examples, t)
-    aux_on = spec["config"].output_router_logits
+    aux_on = bool(getattr(spec["config"], "output_router_logits", False)) and has_router_loss(model)
     losses, aux_losses, grad_norms, lrs = train(model, examples, t, aux_on)
     saved_keys = set(load_file(out / "model" / "model.safetensors").keys())
     # save_pretrained writes the checkpoint format (one tensor per expert); take the final state the same way.
@@ -250,7 +295,7 @@ def make_case(spec):
                                        "min_lr_ratio", "weight_decay", "max_grad_norm", "beta1", "beta2", "eps")},
         "losses": losses,
         "aux_losses": aux_losses if aux_on else [],
-        "aux_coef": spec["config"].router_aux_loss_coef if aux_on else 0.0,
+        "aux_coef": model.router_aux_loss_coef if aux_on else 0.0,
         "grad_norms": grad_norms,
         "lrs": lrs,
         "notes": notes,

@@ -23,6 +23,16 @@ struct AttnShape {
   const int32_t* segments = nullptr;     // [T] packed-example id; keys only from the query's segment; nullptr = one
 };
 
+// How an MoE router picks and weighs its experts (backend.h's moe_route_* ops).
+struct MoeRouting {
+  int64_t experts = 0, top_k = 0;
+  bool sigmoid = false;               // false: softmax over all experts; true: sigmoid scores, grouped selection
+  bool norm_topk = false;
+  float scaling = 1.0f;               // sigmoid: weights × scaling
+  int64_t groups = 1, topk_groups = 1;  // sigmoid: expert groups and how many of them a token may use
+  const void* score_bias = nullptr;   // sigmoid: [E] of dtype(), added to the scores for the selection only; may be null
+};
+
 // Tensors named x, y, q, k, v, out, gate, up, dx, dy, ... and weights w, b, table hold elements of dtype()
 // (fp32 on the CPU reference; bf16 or fp32 on CUDA). dw, db, dtable, lse, cos, sin are always fp32.
 class Backend {
@@ -105,15 +115,18 @@ class Backend {
 
   // Mixture of experts over T tokens, E experts, k experts per token; R = T·k routed rows. `seq_lens` (null = all
   // valid) with `seq` marks the valid tokens of a batch-major [batch, seq] layout (token t: t % seq < seq_lens[t / seq]).
-  // Router: probs[T,E] = softmax(logits) (fp32); idx[T,k] the k largest probabilities, largest first (ties to the
-  // lower expert); weights[T,k] their probabilities, divided by their sum where norm_topk.
-  virtual void moe_route_forward(float* probs, int32_t* idx, float* weights, const void* logits, int64_t T, int64_t E,
-                                 int64_t k, bool norm_topk) = 0;
+  // Router, softmax kind: probs[T,E] = softmax(logits) (fp32); idx[T,k] the k largest probabilities, largest first
+  // (ties to the lower expert); weights[T,k] their probabilities, divided by their sum where norm_topk.
+  // Sigmoid kind (MoeRouting::sigmoid): probs = sigmoid(logits); the k largest of probs + score_bias among the
+  // experts of the topk_groups groups (of E / groups experts) whose two largest biased scores sum highest (ties to
+  // the lower group); weights their unbiased probs, / (sum + 1e-20) where norm_topk, × scaling.
+  virtual void moe_route_forward(float* probs, int32_t* idx, float* weights, const void* logits, int64_t T,
+                                 const MoeRouting& r) = 0;
   // d_logits[T,E] = ∂/∂logits of Σ d_weights·weights + Σ_{valid t, e} aux_grad[e]·probs[t,e] (aux_grad [E] may be
-  // null: no auxiliary loss).
+  // null: no auxiliary loss; always null for the sigmoid kind), the selection held fixed.
   virtual void moe_route_backward(void* d_logits, const float* d_weights, const float* probs, const int32_t* idx,
                                   const float* weights, const float* aux_grad, const int32_t* seq_lens, int64_t seq,
-                                  int64_t T, int64_t E, int64_t k, bool norm_topk) = 0;
+                                  int64_t T, const MoeRouting& r) = 0;
   // The load-balancing loss's statistics over the valid tokens: counts[E] += rows routed to each expert,
   // prob_sums[E] += Σ_t probs[t,e] (summed in token order).
   virtual void moe_router_stats(int32_t* counts, float* prob_sums, const float* probs, const int32_t* idx,

@@ -85,7 +85,12 @@ std::vector<int64_t> pass_region_order(int64_t L, int64_t c, bool tied, int64_t 
 
 void set_moe_aux_options(const ModelSpec& spec, double run_coef, EngineOptions& o) {
   const bool moe = std::any_of(spec.layers.begin(), spec.layers.end(), [](const LayerSpec& l) { return l.moe.active(); });
-  o.moe_aux_loss = moe && (spec.output_router_logits || run_coef >= 0.0);
+  const bool sigmoid = std::any_of(spec.layers.begin(), spec.layers.end(),
+                                   [](const LayerSpec& l) { return l.moe.router == RouterKind::sigmoid_group; });
+  MT_REQUIRE(!(moe && sigmoid && run_coef >= 0.0),
+             "training.moe_aux_loss_coef: {} routes by sigmoid scores and has no router load-balancing loss in "
+             "transformers; leave it auto", spec.architecture);
+  o.moe_aux_loss = moe && !sigmoid && (spec.output_router_logits || run_coef >= 0.0);
   o.moe_aux_coef = run_coef >= 0.0 ? run_coef : spec.router_aux_loss_coef;
 }
 

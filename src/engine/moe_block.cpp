@@ -57,13 +57,26 @@ struct Block {
   int64_t H() const { return ctx.spec->hidden_size; }
   int64_t R() const { return mb.tokens() * m().top_k; }
   const void* at(int64_t offset) const { return weight_at(ctx, w, offset); }
+  MoeRouting routing() const {
+    const MoeSpec& spec = m();
+    MoeRouting r;
+    r.experts = spec.num_experts;
+    r.top_k = spec.top_k;
+    r.sigmoid = spec.router == RouterKind::sigmoid_group;
+    r.norm_topk = spec.norm_topk;
+    r.scaling = static_cast<float>(spec.routed_scaling);
+    r.groups = spec.groups;
+    r.topk_groups = spec.topk_groups;
+    r.score_bias = at(o().score_bias);
+    return r;
+  }
 
   // Router, permutation, gathered rows, expert activations and outputs ys; the shared expert's s_out, s_logit.
   void internals(const void* in, bool collect) {
     const MoeSpec& spec = m();
     const int64_t E = spec.num_experts, k = spec.top_k, I = spec.intermediate_size;
     be().linear_forward(s.logits, in, at(o().router), nullptr, T(), H(), E);
-    be().moe_route_forward(s.probs, s.idx, s.weights, s.logits, T(), E, k, spec.norm_topk);
+    be().moe_route_forward(s.probs, s.idx, s.weights, s.logits, T(), routing());
     MoeAuxState* aux = ctx.moe_aux;
     if (collect && aux != nullptr && aux->slot[static_cast<size_t>(layer)] >= 0) {
       const int64_t row = aux->slot[static_cast<size_t>(layer)] * aux->experts;
@@ -156,8 +169,8 @@ void moe_block_backward(const LayerContext& ctx, int64_t layer, const void* w, c
   be.moe_gather_backward(d_in, d_xs, s.row_of, T, k, H, false);
   // Router: the routing weights' gradient, plus the load-balancing loss's through the probabilities.
   const float* aux_grad = ctx.moe_aux != nullptr ? ctx.moe_aux->grad : nullptr;
-  be.moe_route_backward(s.d_logits, s.d_weights, s.probs, s.idx, s.weights, aux_grad, mb.seq_lens, mb.seq_len, T, E,
-                        k, m.norm_topk);
+  be.moe_route_backward(s.d_logits, s.d_weights, s.probs, s.idx, s.weights, aux_grad, mb.seq_lens, mb.seq_len, T,
+                        b.routing());
   be.linear_backward(d_in, grad_at(dw, o.router), nullptr, s.d_logits, in, b.at(o.router), T, H, E, true);
   if (m.shared_intermediate_size == 0) return;
   // Shared expert: out += [sigmoid(x · w_gate) ·] down(silu(gate(x)) · up(x)).

@@ -24,6 +24,7 @@ const std::vector<FamilyEntry>& model_families() {
       {"MixtralForCausalLM", "mixtral", parse_mixtral, false},
       {"Qwen2MoeForCausalLM", "qwen2_moe", parse_qwen2_moe, false},
       {"Qwen3MoeForCausalLM", "qwen3_moe", parse_qwen3_moe, false},
+      {"Glm4MoeForCausalLM", "glm4_moe", parse_glm4_moe, false},
   };
   return table;
 }

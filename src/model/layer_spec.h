@@ -33,7 +33,10 @@ struct MlpSpec {
 
 // How a mixture-of-experts layer picks its experts per token.
 enum class RouterKind {
-  softmax_topk,  // softmax over all experts, the top k (Mixtral, Qwen2-MoE, Qwen3-MoE); norm_topk renormalises
+  softmax_topk,   // softmax over all experts, the top k (Mixtral, Qwen2-MoE, Qwen3-MoE); norm_topk renormalises
+  sigmoid_group,  // sigmoid scores; the top k of scores + e_score_correction_bias within the topk_groups best of
+                  // groups expert groups (a group's score: its two best); weights the unbiased scores, renormalised
+                  // with norm_topk, × routed_scaling (GLM-4.5, the DeepSeek-V3 router)
 };
 
 // A mixture-of-experts feed-forward: a router (linear, no bias) picks top_k of num_experts SwiGLU experts per
@@ -46,6 +49,8 @@ struct MoeSpec {
   bool norm_topk = false;              // routing weights of the top k divided by their sum
   int64_t shared_intermediate_size = 0;  // 0 = no shared expert
   bool shared_gate = false;            // the shared expert's output × sigmoid(x · w_gate) (Qwen2-MoE)
+  double routed_scaling = 1.0;         // sigmoid_group: weights × routed_scaling_factor
+  int64_t groups = 1, topk_groups = 1; // sigmoid_group: n_group, topk_group
   bool active() const { return num_experts > 0; }
 };
 

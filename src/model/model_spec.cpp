@@ -127,6 +127,8 @@ std::string describe_layers(const ModelSpec& spec) {
     if (l.moe.active()) {
       text += fmt::format(", MoE {} experts × {} top {}{}", l.moe.num_experts, l.moe.intermediate_size, l.moe.top_k,
                           l.moe.norm_topk ? " renormalised" : "");
+      if (l.moe.router == RouterKind::sigmoid_group)
+        text += fmt::format(" (sigmoid, {} of {} groups, × {})", l.moe.topk_groups, l.moe.groups, l.moe.routed_scaling);
       if (l.moe.shared_intermediate_size > 0)
         text += fmt::format(" + shared {}{}", l.moe.shared_intermediate_size, l.moe.shared_gate ? " gated" : "");
     } else {

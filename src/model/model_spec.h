@@ -62,6 +62,7 @@ struct TensorNames {
   // Mixture-of-experts layers: "<router>.weight", "<experts><e>.<expert_gate>.weight" (and up, down), the shared
   // expert "<shared_gate_proj>.weight" (and up, down) and its gate "<shared_expert_gate>.weight".
   std::string router = "mlp.gate", experts = "mlp.experts.";
+  std::string router_score_bias = "mlp.gate.e_score_correction_bias";  // sigmoid_group routers (a buffer: never trained)
   std::string expert_gate = "gate_proj", expert_up = "up_proj", expert_down = "down_proj";
   std::string shared_gate_proj = "mlp.shared_expert.gate_proj", shared_up_proj = "mlp.shared_expert.up_proj",
               shared_down_proj = "mlp.shared_expert.down_proj";

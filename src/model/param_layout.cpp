@@ -91,6 +91,7 @@ void moe_params(LayerBuilder& l, const MoeSpec& m, const TensorNames& n, MoeOffs
   const int64_t I = m.intermediate_size, H = l.H, E = m.num_experts;
   int64_t unused = -1;
   l.linear(n.router, E, H, false, o.router, unused);
+  if (m.router == RouterKind::sigmoid_group) o.score_bias = add(l.r, l.prefix + n.router_score_bias, {E}, InitKind::zeros);
   for (int64_t e = 0; e < E; ++e) {
     const std::string expert = n.experts + std::to_string(e) + ".";
     int64_t gate = -1, up = -1, down = -1;

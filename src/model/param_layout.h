@@ -45,6 +45,7 @@ struct MlpOffsets {
 // experts + e·expert_stride (gate, up, down offsets within it); the shared expert and its gate [1, H].
 struct MoeOffsets {
   int64_t router = -1;
+  int64_t score_bias = -1;  // [E] sigmoid_group routers' e_score_correction_bias (its gradient stays 0)
   int64_t experts = -1, expert_stride = 0;
   int64_t gate = 0, up = 0, down = 0;
   MlpOffsets shared;

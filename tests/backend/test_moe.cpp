@@ -15,17 +15,29 @@ using mt::test::project;
 using mt::test::random_floats;
 using mt::test::rel_err;
 
+namespace {
+
+mt::MoeRouting softmax_router(int64_t E, int64_t k, bool norm) {
+  mt::MoeRouting r;
+  r.experts = E;
+  r.top_k = k;
+  r.norm_topk = norm;
+  return r;
+}
+
+}  // namespace
+
 TEST_CASE("moe router: softmax, top k largest first, renormalised weights", "[backend][moe]") {
   auto be = mt::make_cpu_backend();
   const std::vector<float> logits = {0.f, 2.f, 1.f, -1.f, /* token 2 */ 3.f, 3.f, 0.f, 1.f};
   std::vector<float> probs(8), w(4);
   std::vector<int32_t> idx(4);
-  be->moe_route_forward(probs.data(), idx.data(), w.data(), logits.data(), 2, 4, 2, false);
+  be->moe_route_forward(probs.data(), idx.data(), w.data(), logits.data(), 2, softmax_router(4, 2, false));
   CHECK(idx == std::vector<int32_t>{1, 2, 0, 1});  // a tie goes to the lower expert
   const double z = 1 + std::exp(2.0) + std::exp(1.0) + std::exp(-1.0);
   CHECK(approx_equal(w[0], std::exp(2.0) / z, 1e-6));
   CHECK(approx_equal(w[1], std::exp(1.0) / z, 1e-6));
-  be->moe_route_forward(probs.data(), idx.data(), w.data(), logits.data(), 2, 4, 2, true);
+  be->moe_route_forward(probs.data(), idx.data(), w.data(), logits.data(), 2, softmax_router(4, 2, true));
   CHECK(approx_equal(w[0], std::exp(2.0) / (std::exp(2.0) + std::exp(1.0)), 1e-6));
   CHECK(approx_equal(w[2] + w[3], 1.0, 1e-6));
 }
@@ -40,13 +52,13 @@ TEST_CASE("moe router backward: routing weights and the load-balancing term, pad
     INFO("norm_topk " << norm);
     std::vector<float> probs(T * E), w(T * k);
     std::vector<int32_t> idx(T * k);
-    be->moe_route_forward(probs.data(), idx.data(), w.data(), logits.data(), T, E, k, norm);
+    be->moe_route_forward(probs.data(), idx.data(), w.data(), logits.data(), T, softmax_router(E, k, norm));
     const std::vector<int32_t> chosen = idx;
     // The loss with the selection held fixed (finite steps must not change it; h is small against the gaps).
     auto loss = [&] {
       std::vector<float> p(T * E), wt(T * k);
       std::vector<int32_t> ix(T * k);
-      be->moe_route_forward(p.data(), ix.data(), wt.data(), logits.data(), T, E, k, norm);
+      be->moe_route_forward(p.data(), ix.data(), wt.data(), logits.data(), T, softmax_router(E, k, norm));
       REQUIRE(ix == chosen);
       double v = project(r, wt);
       for (int64_t t = 0; t < T; ++t)
@@ -55,10 +67,47 @@ TEST_CASE("moe router backward: routing weights and the load-balancing term, pad
       return v;
     };
     std::vector<float> dl(T * E, 7.f);
-    be->moe_route_backward(dl.data(), r.data(), probs.data(), idx.data(), w.data(), aux.data(), lens.data(), seq, T, E,
-                           k, norm);
+    be->moe_route_backward(dl.data(), r.data(), probs.data(), idx.data(), w.data(), aux.data(), lens.data(), seq, T,
+                           softmax_router(E, k, norm));
     CHECK(rel_err(dl, numeric_grad(logits, loss, 1e-3f)) < 2e-3);
   }
+}
+
+TEST_CASE("moe sigmoid router: groups by their two best biased scores, unbiased weights, scaling; backward",
+          "[backend][moe]") {
+  auto be = mt::make_cpu_backend();
+  // 6 experts in 3 groups of 2, top 2 groups, top 3 experts.
+  const std::vector<float> bias = {0.f, 0.f, 0.f, 0.f, 0.9f, 0.9f};
+  mt::MoeRouting r;
+  r.experts = 6, r.top_k = 3, r.sigmoid = true, r.norm_topk = true, r.scaling = 2.5f, r.groups = 3, r.topk_groups = 2;
+  r.score_bias = bias.data();
+  const std::vector<float> logits = {2.f, -1.f, 1.f, 0.5f, -3.f, -3.f};
+  std::vector<float> p(6), w(3);
+  std::vector<int32_t> idx(3);
+  be->moe_route_forward(p.data(), idx.data(), w.data(), logits.data(), 1, r);
+  // Biased group scores: 0.88 + 0.27 = 1.15, 0.73 + 0.62 = 1.35, 2 · (0.047 + 0.9) = 1.89: groups 2 and 1.
+  CHECK(idx == std::vector<int32_t>{4, 5, 2});
+  const auto sig = [](double x) { return 1 / (1 + std::exp(-x)); };
+  const double total = sig(-3) * 2 + sig(1);
+  CHECK(approx_equal(w[2], sig(1) / total * 2.5, 1e-6));
+  // Backward against finite differences, the selection held fixed.
+  const int64_t T = 5, E = 6;
+  auto many = random_floats(T * E, 11);
+  const auto rr = random_floats(T * 3, 12);
+  std::vector<float> probs(T * E), wt(T * 3);
+  std::vector<int32_t> ix(T * 3);
+  be->moe_route_forward(probs.data(), ix.data(), wt.data(), many.data(), T, r);
+  const std::vector<int32_t> chosen = ix;
+  auto loss = [&] {
+    std::vector<float> pp(T * E), ww(T * 3);
+    std::vector<int32_t> ii(T * 3);
+    be->moe_route_forward(pp.data(), ii.data(), ww.data(), many.data(), T, r);
+    REQUIRE(ii == chosen);
+    return project(rr, ww);
+  };
+  std::vector<float> dl(T * E, 7.f);
+  be->moe_route_backward(dl.data(), rr.data(), probs.data(), ix.data(), wt.data(), nullptr, nullptr, T, T, r);
+  CHECK(rel_err(dl, numeric_grad(many, loss, 1e-3f)) < 2e-3);
 }
 
 TEST_CASE("moe router statistics count valid tokens only", "[backend][moe]") {

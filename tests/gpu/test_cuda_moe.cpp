@@ -49,6 +49,14 @@ const std::vector<Shape> shapes = {
     {"one token", 1, 4, 2, 16, 8, true},
 };
 
+mt::MoeRouting softmax_router(const Shape& c) {
+  mt::MoeRouting r;
+  r.experts = c.E;
+  r.top_k = c.k;
+  r.norm_topk = c.norm;
+  return r;
+}
+
 // Router logits with expert E−1 never chosen (a very low logit): an expert without rows.
 std::vector<float> router_logits(const Shape& c, uint32_t seed) {
   auto l = random_floats(c.T * c.E, seed, 2.f);
@@ -70,10 +78,10 @@ TEST_CASE("cuda MoE router, statistics and permutation match the CPU backend", "
       // Forward.
       BackendBuffer d_logits(*be, logits, dt), probs(*be, c.T * c.E, DType::f32), weights(*be, R, DType::f32);
       Ints idx(*be, R);
-      be->moe_route_forward(probs.floats(), idx.p, weights.floats(), d_logits.get(), c.T, c.E, c.k, c.norm);
+      be->moe_route_forward(probs.floats(), idx.p, weights.floats(), d_logits.get(), c.T, softmax_router(c));
       std::vector<float> probs_ref(c.T * c.E), weights_ref(R);
       std::vector<int32_t> idx_ref(R);
-      cpu().moe_route_forward(probs_ref.data(), idx_ref.data(), weights_ref.data(), logits.data(), c.T, c.E, c.k, c.norm);
+      cpu().moe_route_forward(probs_ref.data(), idx_ref.data(), weights_ref.data(), logits.data(), c.T, softmax_router(c));
       check_close("router probs", probs.read(), probs_ref, 1e-5);
       CHECK(idx.read() == idx_ref);
       check_close("router weights", weights.read(), weights_ref, 1e-5);
@@ -84,10 +92,10 @@ TEST_CASE("cuda MoE router, statistics and permutation match the CPU backend", "
       BackendBuffer d_dw(*be, dw, DType::f32), d_aux(*be, aux, DType::f32), dlog(*be, c.T * c.E, dt);
       Ints d_lens(*be, lens);
       be->moe_route_backward(dlog.get(), d_dw.floats(), probs.floats(), idx.p, weights.floats(), d_aux.floats(),
-                             d_lens.p, seq, c.T, c.E, c.k, c.norm);
+                             d_lens.p, seq, c.T, softmax_router(c));
       std::vector<float> dlog_ref(c.T * c.E);
       cpu().moe_route_backward(dlog_ref.data(), dw.data(), probs_ref.data(), idx_ref.data(), weights_ref.data(),
-                               aux.data(), lens.data(), seq, c.T, c.E, c.k, c.norm);
+                               aux.data(), lens.data(), seq, c.T, softmax_router(c));
       check_close("router d_logits", dlog.read(), dlog_ref, tol);
       // Statistics over the valid tokens (accumulating).
       BackendBuffer sums(*be, std::vector<float>(c.E, 1.f), DType::f32);
@@ -125,8 +133,7 @@ TEST_CASE("cuda MoE gather, combine, grouped expert GEMMs (loop and grouped) and
         const int64_t R = c.T * c.k;
         std::vector<float> probs(c.T * c.E), weights(R);
         std::vector<int32_t> idx(R), offsets(c.E + 1), source(R), row_of(R);
-        cpu().moe_route_forward(probs.data(), idx.data(), weights.data(), router_logits(c, 4).data(), c.T, c.E, c.k,
-                                c.norm);
+        cpu().moe_route_forward(probs.data(), idx.data(), weights.data(), router_logits(c, 4).data(), c.T, softmax_router(c));
         cpu().moe_permute(offsets.data(), source.data(), row_of.data(), idx.data(), c.T, c.E, c.k);
         const std::vector<int64_t> host_offsets(offsets.begin(), offsets.end());
         Ints d_source(*be, source), d_row_of(*be, row_of);

@@ -66,12 +66,18 @@ TEST_CASE("qwen3_moe fixture (mlp_only_layers, norm_topk_prob, q/k norm, router 
           "[parity][moe]") {
   check_moe_fixture("qwen3_moe", "parity-qwen3_moe");
 }
+TEST_CASE("glm4_moe fixture (sigmoid router with e_score_correction_bias, group-limited top k, routed scaling, "
+          "shared expert, first_k_dense_replace) matches PyTorch", "[parity][moe]") {
+  // e_score_correction_bias is a buffer in transformers: its gradient is 0 and AdamW leaves it unchanged.
+  check_moe_fixture("glm4_moe", "parity-glm4_moe");
+}
 TEST_CASE("MoE fixtures in micro-batches of one sequence (experts without rows) still match PyTorch",
           "[parity][moe]") {
   // The router loss is over the whole pass's tokens, as the batch-4 reference computes it in one forward.
   check_moe_fixture("mixtral", "parity-mixtral-mb1", {"training.micro_batch_size=1"});
   check_moe_fixture("qwen2_moe", "parity-qwen2_moe-mb1", {"training.micro_batch_size=1"});
   check_moe_fixture("qwen3_moe", "parity-qwen3_moe-saved", {"training.recompute_layers=0"});
+  check_moe_fixture("glm4_moe", "parity-glm4_moe-mb1", {"training.micro_batch_size=1"});
 }
 TEST_CASE("training.moe_aux_loss_coef 0 logs the router loss and trains on the LM loss alone", "[parity][moe]") {
   run_fixture("mixtral", "moe-aux-zero", {"training.moe_aux_loss_coef=0.0"});
@@ -85,8 +91,12 @@ TEST_CASE("training.moe_aux_loss_coef 0 logs the router loss and trains on the L
   const double lm = ref.at("losses")[0].get<double>() - coef * aux;
   CHECK(std::abs(rows[0].at("loss").get<double>() - lm) <= kTolerance * lm);
 }
+TEST_CASE("a sigmoid-routed family refuses training.moe_aux_loss_coef", "[parity][moe]") {
+  CHECK_THROWS_WITH(run_fixture("glm4_moe", "moe-glm-aux", {"training.moe_aux_loss_coef=0.01"}),
+                    mt_test::contains("training.moe_aux_loss_coef: Glm4MoeForCausalLM routes by sigmoid scores"));
+}
 TEST_CASE("bfloat16 MoE training stays within 2e-2 of PyTorch's fp32 losses", "[parity][bf16][moe]") {
-  for (const std::string name : {"mixtral", "qwen2_moe", "qwen3_moe"}) {
+  for (const std::string name : {"mixtral", "qwen2_moe", "qwen3_moe", "glm4_moe"}) {
     const std::string run = "parity-bf16-" + name;
     run_fixture(name, run, {"model.dtype=bfloat16"});
     const Reference ref = read_reference(name);

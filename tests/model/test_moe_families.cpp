@@ -95,6 +95,43 @@ TEST_CASE("Qwen3-MoE: q/k norms, norm_topk_prob, no shared expert; top k above t
              mt_test::contains("cfg.json: key 'num_experts_per_tok' (5) must be between 1 and 'num_experts' (4)"));
 }
 
+TEST_CASE("GLM-4.5: first_k_dense_replace, sigmoid group-limited router, scaling, shared experts, score bias slot",
+          "[families][moe]") {
+  json j = tiny("Glm4MoeForCausalLM");
+  j.erase("num_experts");
+  j["n_routed_experts"] = 8;
+  j["n_group"] = 4;
+  j["topk_group"] = 2;
+  j["routed_scaling_factor"] = 2.5;
+  j["n_shared_experts"] = 2;
+  j["first_k_dense_replace"] = 2;
+  const mt::ModelSpec s = parse(j);
+  CHECK(sparse(s) == std::vector<bool>{false, false, true, true});
+  const mt::MoeSpec& m = s.layers[3].moe;
+  CHECK(m.router == mt::RouterKind::sigmoid_group);
+  CHECK(m.norm_topk);
+  CHECK(m.routed_scaling == 2.5);
+  CHECK(m.groups == 4);
+  CHECK(m.topk_groups == 2);
+  CHECK(m.shared_intermediate_size == 64);
+  CHECK_FALSE(m.shared_gate);
+  CHECK(s.rope_tables[0].partial_rotary_factor == 0.5);
+  const mt::ParamLayout layout = mt::make_param_layout(s);
+  const auto& slots = layout.layer(3).params;
+  CHECK(std::any_of(slots.begin(), slots.end(), [](const mt::ParamSlot& p) {
+    return p.hf_name == "model.layers.3.mlp.gate.e_score_correction_bias" && p.shape == std::vector<int64_t>{8};
+  }));
+  CHECK(std::any_of(slots.begin(), slots.end(), [](const mt::ParamSlot& p) {
+    return p.hf_name == "model.layers.3.mlp.shared_experts.down_proj.weight";
+  }));
+  j["n_group"] = 3;
+  CHECK_THAT(parse_error(j), mt_test::contains("cfg.json: key 'n_group' (3) must divide the 8 experts"));
+  j["n_group"] = 4;
+  j["topk_group"] = 1;
+  j["num_experts_per_tok"] = 3;
+  CHECK_THAT(parse_error(j), mt_test::contains("key 'num_experts_per_tok' (3) exceeds the 2 experts of 'topk_group' (1)"));
+}
+
 TEST_CASE("published MoE shapes: total and active parameters as the model cards state", "[families][moe]") {
   struct Card {
     const char* file;

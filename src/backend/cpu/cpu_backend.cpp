@@ -108,14 +108,14 @@ class CpuBackend final : public Backend {
     return cpu::head_loss(f(dx), dw, f(x), f(w), targets, T, H, V, grad_scale, softcap);
   }
 
-  void moe_route_forward(float* probs, int32_t* idx, float* weights, const void* logits, int64_t T, int64_t E,
-                         int64_t k, bool norm_topk) override {
-    cpu::moe_route_forward(probs, idx, weights, f(logits), T, E, k, norm_topk);
+  void moe_route_forward(float* probs, int32_t* idx, float* weights, const void* logits, int64_t T,
+                         const MoeRouting& r) override {
+    cpu::moe_route_forward(probs, idx, weights, f(logits), T, r);
   }
   void moe_route_backward(void* d_logits, const float* d_weights, const float* probs, const int32_t* idx,
                           const float* weights, const float* aux_grad, const int32_t* seq_lens, int64_t seq, int64_t T,
-                          int64_t E, int64_t k, bool norm_topk) override {
-    cpu::moe_route_backward(f(d_logits), d_weights, probs, idx, weights, aux_grad, seq_lens, seq, T, E, k, norm_topk);
+                          const MoeRouting& r) override {
+    cpu::moe_route_backward(f(d_logits), d_weights, probs, idx, weights, aux_grad, seq_lens, seq, T, r);
   }
   void moe_router_stats(int32_t* counts, float* prob_sums, const float* probs, const int32_t* idx,
                         const int32_t* seq_lens, int64_t seq, int64_t T, int64_t E, int64_t k) override {

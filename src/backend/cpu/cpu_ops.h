@@ -41,11 +41,11 @@ void glu_forward(float* y, const float* gate, const float* up, int64_t n, Activa
 void glu_backward(float* dgate, float* dup, const float* dy, const float* gate, const float* up, int64_t n,
                   Activation act);
 
-void moe_route_forward(float* probs, int32_t* idx, float* weights, const float* logits, int64_t T, int64_t E,
-                       int64_t k, bool norm_topk);
+void moe_route_forward(float* probs, int32_t* idx, float* weights, const float* logits, int64_t T,
+                       const MoeRouting& r);
 void moe_route_backward(float* d_logits, const float* d_weights, const float* probs, const int32_t* idx,
                         const float* weights, const float* aux_grad, const int32_t* seq_lens, int64_t seq, int64_t T,
-                        int64_t E, int64_t k, bool norm_topk);
+                        const MoeRouting& r);
 void moe_router_stats(int32_t* counts, float* prob_sums, const float* probs, const int32_t* idx,
                       const int32_t* seq_lens, int64_t seq, int64_t T, int64_t E, int64_t k);
 void moe_permute(int32_t* offsets, int32_t* source, int32_t* row_of, const int32_t* idx, int64_t T, int64_t E,

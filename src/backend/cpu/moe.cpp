@@ -3,6 +3,7 @@
 // and their backwards, grouped expert GEMMs (one sgemm per expert with rows), and the sigmoid-gated add.
 // Invariant: every sum runs in a fixed order (token order, then slot order), so results depend only on the
 // inputs: never on thread count, nor on which rows other experts received.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -18,43 +19,98 @@ bool valid_token(const int32_t* seq_lens, int64_t seq, int64_t t) {
 
 }  // namespace
 
-void moe_route_forward(float* probs, int32_t* idx, float* weights, const float* logits, int64_t T, int64_t E,
-                       int64_t k, bool norm_topk) {
-  MT_ASSERT(k > 0 && k <= E);
+namespace {
+
+// The j-th of the k picks: the first maximum of score among allowed experts not yet taken (ties to the lower).
+template <typename Score, typename Allowed>
+int32_t pick(int64_t E, const int32_t* taken, int64_t j, Score score, Allowed allowed) {
+  int32_t best = -1;
+  for (int64_t e = 0; e < E; ++e) {
+    bool used = !allowed(e);
+    for (int64_t i = 0; i < j; ++i) used = used || taken[i] == e;
+    if (!used && (best < 0 || score(e) > score(best))) best = static_cast<int32_t>(e);
+  }
+  return best;
+}
+
+void softmax_route(float* p, int32_t* ix, float* w, const float* l, int64_t E, int64_t k, bool norm_topk) {
+  float m = l[0];
+  for (int64_t e = 1; e < E; ++e) m = std::max(m, l[e]);
+  float sum = 0.f;
+  for (int64_t e = 0; e < E; ++e) {
+    p[e] = std::exp(l[e] - m);
+    sum += p[e];
+  }
+  for (int64_t e = 0; e < E; ++e) p[e] /= sum;
+  float selected = 0.f;
+  for (int64_t j = 0; j < k; ++j) {
+    ix[j] = pick(E, ix, j, [&](int64_t e) { return p[e]; }, [](int64_t) { return true; });
+    w[j] = p[ix[j]];
+    selected += w[j];
+  }
+  if (norm_topk)
+    for (int64_t j = 0; j < k; ++j) w[j] /= selected;
+}
+
+void sigmoid_route(float* p, int32_t* ix, float* w, const float* l, const MoeRouting& r) {
+  const int64_t E = r.experts, k = r.top_k, G = r.groups, per = E / G;
+  const auto* bias = static_cast<const float*>(r.score_bias);
+  for (int64_t e = 0; e < E; ++e) p[e] = 1.f / (1.f + std::exp(-l[e]));
+  const auto biased = [&](int64_t e) { return p[e] + (bias ? bias[e] : 0.f); };
+  // A group's score: the sum of its two largest biased scores (its only one where a group has one expert).
+  std::vector<float> group_score(static_cast<size_t>(G));
+  for (int64_t g = 0; g < G; ++g) {
+    float a = -INFINITY, b = -INFINITY;
+    for (int64_t e = g * per; e < (g + 1) * per; ++e) {
+      const float v = biased(e);
+      if (v > a) {
+        b = a;
+        a = v;
+      } else if (v > b) {
+        b = v;
+      }
+    }
+    group_score[static_cast<size_t>(g)] = per > 1 ? a + b : a;
+  }
+  std::vector<int32_t> groups(static_cast<size_t>(r.topk_groups));
+  for (int64_t j = 0; j < r.topk_groups; ++j)
+    groups[static_cast<size_t>(j)] = pick(G, groups.data(), j, [&](int64_t g) { return group_score[static_cast<size_t>(g)]; },
+                                          [](int64_t) { return true; });
+  const auto allowed = [&](int64_t e) {
+    for (const int32_t g : groups)
+      if (e / per == g) return true;
+    return false;
+  };
+  float selected = 0.f;
+  for (int64_t j = 0; j < k; ++j) {
+    ix[j] = pick(E, ix, j, biased, allowed);
+    w[j] = p[ix[j]];
+    selected += w[j];
+  }
+  for (int64_t j = 0; j < k; ++j) w[j] = (r.norm_topk ? w[j] / (selected + 1e-20f) : w[j]) * r.scaling;
+}
+
+}  // namespace
+
+void moe_route_forward(float* probs, int32_t* idx, float* weights, const float* logits, int64_t T,
+                       const MoeRouting& r) {
+  const int64_t E = r.experts, k = r.top_k;
+  MT_ASSERT(k > 0 && k <= E && r.groups > 0 && E % r.groups == 0 && r.topk_groups <= r.groups);
 #pragma omp parallel for if (T * E > parallel_min_elems) schedule(static)
   for (int64_t t = 0; t < T; ++t) {
-    const float* l = logits + t * E;
-    float* p = probs + t * E;
-    float m = l[0];
-    for (int64_t e = 1; e < E; ++e) m = std::max(m, l[e]);
-    float sum = 0.f;
-    for (int64_t e = 0; e < E; ++e) {
-      p[e] = std::exp(l[e] - m);
-      sum += p[e];
-    }
-    for (int64_t e = 0; e < E; ++e) p[e] /= sum;
-    int32_t* ix = idx + t * k;
-    float* w = weights + t * k;
-    float selected = 0.f;
-    for (int64_t j = 0; j < k; ++j) {  // j-th largest: the first maximum among experts not yet taken
-      int32_t best = -1;
-      for (int64_t e = 0; e < E; ++e) {
-        bool taken = false;
-        for (int64_t i = 0; i < j; ++i) taken = taken || ix[i] == e;
-        if (!taken && (best < 0 || p[e] > p[best])) best = static_cast<int32_t>(e);
-      }
-      ix[j] = best;
-      w[j] = p[best];
-      selected += w[j];
-    }
-    if (norm_topk)
-      for (int64_t j = 0; j < k; ++j) w[j] /= selected;
+    if (r.sigmoid)
+      sigmoid_route(probs + t * E, idx + t * k, weights + t * k, logits + t * E, r);
+    else
+      softmax_route(probs + t * E, idx + t * k, weights + t * k, logits + t * E, E, k, r.norm_topk);
   }
 }
 
 void moe_route_backward(float* d_logits, const float* d_weights, const float* probs, const int32_t* idx,
                         const float* weights, const float* aux_grad, const int32_t* seq_lens, int64_t seq, int64_t T,
-                        int64_t E, int64_t k, bool norm_topk) {
+                        const MoeRouting& r) {
+  const int64_t E = r.experts, k = r.top_k;
+  const bool norm_topk = r.norm_topk;
+  MT_ASSERT(!r.sigmoid || aux_grad == nullptr, "the sigmoid router has no load-balancing loss");
 #pragma omp parallel for if (T * E > parallel_min_elems) schedule(static)
   for (int64_t t = 0; t < T; ++t) {
     const float* p = probs + t * E;
@@ -62,18 +118,24 @@ void moe_route_backward(float* d_logits, const float* d_weights, const float* pr
     const float* dw = d_weights + t * k;
     const int32_t* ix = idx + t * k;
     float* dl = d_logits + t * E;
-    // dp: ∂/∂probs. Renormalised weights w_j = p_j / S: ∂/∂p_j = (dw_j − Σ_i dw_i·w_i) / S.
+    // dp: ∂/∂probs. Renormalised weights w_j = c·p_j / S: ∂/∂p_j = (c/S)·(dw_j − Σ_i dw_i·w_i / c).
     std::vector<float> dp(static_cast<size_t>(E), 0.f);
     if (aux_grad != nullptr && valid_token(seq_lens, seq, t))
       for (int64_t e = 0; e < E; ++e) dp[static_cast<size_t>(e)] = aux_grad[e];
+    const float c = r.sigmoid ? r.scaling : 1.f;
     float inner = 0.f, selected = 0.f;
     if (norm_topk)
       for (int64_t j = 0; j < k; ++j) {
         inner += dw[j] * w[j];
         selected += p[ix[j]];
       }
+    if (r.sigmoid) selected += 1e-20f;
     for (int64_t j = 0; j < k; ++j)
-      dp[static_cast<size_t>(ix[j])] += norm_topk ? (dw[j] - inner) / selected : dw[j];
+      dp[static_cast<size_t>(ix[j])] += norm_topk ? c * (dw[j] - inner / c) / selected : c * dw[j];
+    if (r.sigmoid) {
+      for (int64_t e = 0; e < E; ++e) dl[e] = p[e] * (1.f - p[e]) * dp[static_cast<size_t>(e)];
+      continue;
+    }
     float pdp = 0.f;
     for (int64_t e = 0; e < E; ++e) pdp += p[e] * dp[static_cast<size_t>(e)];
     for (int64_t e = 0; e < E; ++e) dl[e] = p[e] * (dp[static_cast<size_t>(e)] - pdp);

@@ -211,18 +211,18 @@ class CudaBackend final : public Backend {
     return total;
   }
 
-  void moe_route_forward(float* probs, int32_t* idx, float* weights, const void* logits, int64_t T, int64_t E,
-                         int64_t k, bool norm_topk) override {
+  void moe_route_forward(float* probs, int32_t* idx, float* weights, const void* logits, int64_t T,
+                         const MoeRouting& r) override {
     const cuda::OpProfile::Span span(profile_, "moe_route_forward", stream_);
-    dispatch([&](auto* t) { cuda::moe_route_forward(probs, idx, weights, cast(t, logits), T, E, k, norm_topk, stream_); });
+    dispatch([&](auto* t) { cuda::moe_route_forward(probs, idx, weights, cast(t, logits), T, r, stream_); });
   }
   void moe_route_backward(void* d_logits, const float* d_weights, const float* probs, const int32_t* idx,
                           const float* weights, const float* aux_grad, const int32_t* seq_lens, int64_t seq, int64_t T,
-                          int64_t E, int64_t k, bool norm_topk) override {
+                          const MoeRouting& r) override {
     const cuda::OpProfile::Span span(profile_, "moe_route_backward", stream_);
     dispatch([&](auto* t) {
-      cuda::moe_route_backward(cast(t, d_logits), d_weights, probs, idx, weights, aux_grad, seq_lens, seq, T, E, k,
-                               norm_topk, stream_);
+      cuda::moe_route_backward(cast(t, d_logits), d_weights, probs, idx, weights, aux_grad, seq_lens, seq, T, r,
+                               stream_);
     });
   }
   void moe_router_stats(int32_t* counts, float* prob_sums, const float* probs, const int32_t* idx,
