@@ -3,7 +3,7 @@
 // first first_k_dense_replace layers dense MLPs, the others n_routed_experts experts of moe_intermediate_size under
 // a sigmoid router (DeepSeek-V3's: e_score_correction_bias for the choice, n_group / topk_group group-limited top k,
 // norm_topk_prob, routed_scaling_factor) plus n_shared_experts shared experts as one MLP. transformers computes no
-// router load-balancing loss for it.
+// router load-balancing loss for it. The num_nextn_predict_layers MTP layers are carried through export unchanged.
 #include "model/families.h"
 #include "model/rope_config.h"
 
@@ -42,6 +42,9 @@ void parse_glm4_moe(const ConfigKeys& top, ModelSpec& s) {
     l.attention.qk_norm = qk_norm;
     if (i >= first_dense) l.moe = moe;
   }
+  // The published checkpoints' multi-token-prediction layers (model.layers.<num_hidden_layers>..): transformers does
+  // not use them in training; they stay frozen and are exported as they came.
+  s.carries_other_tensors = top.integer("num_nextn_predict_layers", 0) > 0;
   TensorNames& n = s.names;
   n.shared_gate_proj = "mlp.shared_experts.gate_proj";
   n.shared_up_proj = "mlp.shared_experts.up_proj";
