@@ -119,6 +119,39 @@ TEST_CASE("cuda MoE router, statistics and permutation match the CPU backend", "
     }
 }
 
+TEST_CASE("cuda MoE sigmoid router (GLM-4.5: score bias, group-limited top k, scaling) matches the CPU backend",
+          "[gpu][moe]") {
+  MT_REQUIRE_GPU();
+  const int64_t T = 50, E = 16, k = 3;
+  for (const DType dt : {DType::f32, DType::bf16}) {
+    INFO((dt == DType::f32 ? "float32" : "bfloat16"));
+    auto be = mt::make_cuda_backend(dt);
+    const auto logits = rounded_to(dt, random_floats(T * E, 21, 2.f));
+    const auto bias = rounded_to(dt, random_floats(E, 22, 0.3f));
+    BackendBuffer d_logits(*be, logits, dt), d_bias(*be, bias, dt);
+    mt::MoeRouting r;
+    r.experts = E, r.top_k = k, r.sigmoid = true, r.norm_topk = true, r.scaling = 2.5f, r.groups = 4, r.topk_groups = 2;
+    mt::MoeRouting r_cpu = r;
+    r.score_bias = d_bias.get();
+    r_cpu.score_bias = bias.data();
+    BackendBuffer probs(*be, T * E, DType::f32), weights(*be, T * k, DType::f32), dlog(*be, T * E, dt);
+    Ints idx(*be, T * k);
+    be->moe_route_forward(probs.floats(), idx.p, weights.floats(), d_logits.get(), T, r);
+    std::vector<float> probs_ref(T * E), weights_ref(T * k), dlog_ref(T * E);
+    std::vector<int32_t> idx_ref(T * k);
+    cpu().moe_route_forward(probs_ref.data(), idx_ref.data(), weights_ref.data(), logits.data(), T, r_cpu);
+    check_close("sigmoid probs", probs.read(), probs_ref, 1e-5);
+    CHECK(idx.read() == idx_ref);
+    check_close("sigmoid weights", weights.read(), weights_ref, 1e-5);
+    const auto dw = random_floats(T * k, 23);
+    BackendBuffer d_dw(*be, dw, DType::f32);
+    be->moe_route_backward(dlog.get(), d_dw.floats(), probs.floats(), idx.p, weights.floats(), nullptr, nullptr, T, T, r);
+    cpu().moe_route_backward(dlog_ref.data(), dw.data(), probs_ref.data(), idx_ref.data(), weights_ref.data(), nullptr,
+                             nullptr, T, T, r_cpu);
+    check_close("sigmoid d_logits", dlog.read(), dlog_ref, tolerance_of(dt));
+  }
+}
+
 TEST_CASE("cuda MoE gather, combine, grouped expert GEMMs (loop and grouped) and sigmoid gate match the CPU backend",
           "[gpu][moe]") {
   MT_REQUIRE_GPU();
