@@ -75,6 +75,19 @@ template <typename T> void attention_backward(T* dq, T* dk, T* dv, const T* dout
 // ignored rows; a target outside [0, V) other than -100 gives NaN loss and gradient for its row.
 template <typename T> void cross_entropy(T* dlogits, float* row_loss, const float* logits, const int32_t* targets, int64_t rows, int64_t V, float scale, float softcap, cudaStream_t s);
 
+// Mixture of experts (kernels/moe.cu), semantics of the Backend ops of the same names; probs, weights, d_weights,
+// aux_grad, prob_sums fp32; counts, idx, offsets [E+1], source, row_of int32.
+template <typename T> void moe_route_forward(float* probs, int32_t* idx, float* weights, const T* logits, int64_t tokens, const MoeRouting& r, cudaStream_t s);
+template <typename T> void moe_route_backward(T* d_logits, const float* d_weights, const float* probs, const int32_t* idx, const float* weights, const float* aux_grad, const int32_t* seq_lens, int64_t seq, int64_t tokens, const MoeRouting& r, cudaStream_t s);
+void moe_router_stats(int32_t* counts, float* prob_sums, const float* probs, const int32_t* idx, const int32_t* seq_lens, int64_t seq, int64_t tokens, int64_t E, int64_t k, cudaStream_t s);
+void moe_permute(int32_t* offsets, int32_t* source, int32_t* row_of, const int32_t* idx, int64_t tokens, int64_t E, int64_t k, cudaStream_t s);
+template <typename T> void moe_gather(T* xs, const T* x, const int32_t* source, int64_t rows, int64_t k, int64_t H, cudaStream_t s);
+template <typename T> void moe_gather_backward(T* dx, const T* dxs, const int32_t* row_of, int64_t tokens, int64_t k, int64_t H, bool accumulate, cudaStream_t s);
+template <typename T> void moe_combine_forward(T* y, const T* ys, const float* weights, const int32_t* row_of, int64_t tokens, int64_t k, int64_t H, cudaStream_t s);
+template <typename T> void moe_combine_backward(T* dys, float* d_weights, const T* dy, const T* ys, const float* weights, const int32_t* row_of, int64_t tokens, int64_t k, int64_t H, cudaStream_t s);
+template <typename T> void row_sigmoid_gate_forward(T* y, const T* x, const T* g, int64_t tokens, int64_t H, cudaStream_t s);
+template <typename T> void row_sigmoid_gate_backward(T* dx, T* dg, const T* dy, const T* x, const T* g, int64_t tokens, int64_t H, cudaStream_t s);
+
 // out[0] = Σ x² (fp64, deterministic); out[0] = Σ x (fp64) over n floats.
 void sum_squares(double* out, const float* x, int64_t n, cudaStream_t s);
 void sum(double* out, const float* x, int64_t n, cudaStream_t s);

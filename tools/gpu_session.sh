@@ -2,7 +2,7 @@
 # One GPU-machine session, run from the repository root with a bundle made by `tools/bundle.sh --tests`
 # in bundle/: the CUDA op table, the PyTorch-parity fixtures on the CUDA backend, pipeline variants, the
 # benchmarks and the PyTorch reference. Logs go to $OUT; a short table is printed last.
-# Usage: tools/gpu_session.sh [quick|full|dp|families|hybrid|nvme]   (quick: the tests; full: the tests and the one-GPU
+# Usage: tools/gpu_session.sh [quick|full|dp|families|hybrid|nvme|moe]   (quick: the tests; full: the tests and the one-GPU
 # benchmarks with PyTorch's; dp: the tests and the data-parallel part, on 2 or more GPUs; families: the tests, then
 # Qwen2.5-3B batch 64 and Qwen2.5-7B batch 32 with this build and, where bundle_base/ holds an earlier build, with
 # that one in the same call, then Gemma-2-9B and Phi-4 at batch 32 with as many layers as the host RAM holds; hybrid:
@@ -11,7 +11,10 @@
 # whose gated_delta_rule rows time the delta-rule kernels against the GEMMs of the same step;
 # nvme: the state tier on a scratch directory of the machine's disk ($NVME_DIR, default .nvme-scratch here, removed
 # after): bench-optim in each offload mode with the disk probe's ceiling, then Qwen2.5-3B batch 64 × 1024 in each
-# mode with the plan's predicted step time next to the measured; SKIP_TESTS=1 skips the op table and parity)
+# mode with the plan's predicted step time next to the measured; SKIP_TESTS=1 skips the op table and parity;
+# moe: the tests, then the Qwen3-30B-A3B and Mixtral-8x7B layer shapes with as many layers as 125 GiB of RAM holds at
+# the plan's recommended batch, the expert GEMMs as a loop and grouped (MEGATRAIN_MOE_GEMM), and a step-time sweep
+# over tokens per step on the Qwen3-30B-A3B shape)
 set -uo pipefail
 mode=${1:-full}
 out=${OUT:-/tmp/megatrain-gpu}
@@ -94,6 +97,20 @@ if [[ $mode == nvme ]]; then
     note "bench $name rc=$? $(python3 -c "import json; d=json.load(open('$out/bench_$name.json')); print('step %.3fs (fwd+bwd %.3f, optimizer %.3f) TFLOP/s %.1f host %d B/param; plan: nvme %.3fs gpu %.3fs predicted %.3fs (measured %+.1f%%)' % (d['median_step_s'], d['median_fwd_bwd_s'], d['median_optimizer_s'], d['median_tflops'], d['host_bytes_per_parameter'], d['plan_nvme_step_s'], d['plan_gpu_step_s'], d['predicted_step_s'], 100*(d['median_step_s']-d['predicted_step_s'])/d['predicted_step_s']))" 2>/dev/null || tail -n 3 "$out/bench_$name.log")"
   done
   rm -rf "$scratch"
+fi
+
+if [[ $mode == moe ]]; then  # most wanted first
+  # 16 B/parameter: 125 GiB × 0.9 holds ~7.5 G parameters: Qwen3-30B-A3B layers are 0.62 G (embedding and head
+  # 0.62 G), Mixtral-8x7B's 1.45 G (0.26 G). calc-resource: compute-bound from ~63 K tokens per pass (Qwen3-30B-A3B,
+  # seq 4096) and ~33 K (Mixtral-8x7B).
+  moe=(--seq 4096 --steps 3 --warmup 1)
+  q30=(--model configs/models/qwen3-30b-a3b.json --layers 10)
+  bench qwen3_30b_a3b_10l_b16_loop 1 "${q30[@]}" "${moe[@]}" --batch 16
+  MEGATRAIN_MOE_GEMM=grouped bench qwen3_30b_a3b_10l_b16_grouped 1 "${q30[@]}" "${moe[@]}" --batch 16
+  bench mixtral_8x7b_4l_b8_loop 1 --model configs/models/mixtral-8x7b.json --layers 4 "${moe[@]}" --batch 8
+  MEGATRAIN_MOE_GEMM=grouped bench mixtral_8x7b_4l_b8_grouped 1 --model configs/models/mixtral-8x7b.json --layers 4 \
+    "${moe[@]}" --batch 8
+  for batch in 2 4 8 32; do bench "qwen3_30b_a3b_10l_b${batch}_sweep" 1 "${q30[@]}" "${moe[@]}" --batch $batch; done
 fi
 # Data parallelism on every visible GPU (at least 2): the fixtures against one GPU, then weak scaling of the bench
 # (the same sequences per GPU).

@@ -67,7 +67,7 @@ TOKENIZERS = "tests/tokenizer/fixtures"
 TEMPLATE_TOKENIZER = {"qwen": "qwen2", "qwen3": "qwen2", "chatml": "qwen2", "llama3": "llama3", "llama2": "llama2",
                       "mistral": "mistral", "default": "gpt2", "empty": "gpt2",
                       "gemma": "gemma", "gemma2": "gemma", "gemma3": "gemma", "phi": "phi3", "phi4": "phi4",
-                      "phi4_mini": "phi4_mini", "glm4": "glm4", "intern2": "internlm2", "baichuan2": "baichuan2",
+                      "phi4_mini": "phi4_mini", "glm4": "glm4", "glm4_moe": "glm4", "intern2": "internlm2", "baichuan2": "baichuan2",
                       "qwen3_5": "qwen2", "qwen3_5_nothink": "qwen2",
                       "qwen3_nothink": "qwen2", "yi": "qwen2", "deepseek": "llama2", "deepseekr1": "llama2",
                       "deepseekcoder": "llama2"}

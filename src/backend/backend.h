@@ -36,6 +36,16 @@ struct DeltaRuleShape {
   int64_t row() const { return 2 * key_dim() + value_dim(); }
 };
 
+// How an MoE router picks and weighs its experts (backend.h's moe_route_* ops).
+struct MoeRouting {
+  int64_t experts = 0, top_k = 0;
+  bool sigmoid = false;               // false: softmax over all experts; true: sigmoid scores, grouped selection
+  bool norm_topk = false;
+  float scaling = 1.0f;               // sigmoid: weights × scaling
+  int64_t groups = 1, topk_groups = 1;  // sigmoid: expert groups and how many of them a token may use
+  const void* score_bias = nullptr;   // sigmoid: [E] of dtype(), added to the scores for the selection only; may be null
+};
+
 // Tensors named x, y, q, k, v, out, gate, up, dx, dy, ... and weights w, b, table hold elements of dtype()
 // (fp32 on the CPU reference; bf16 or fp32 on CUDA). dw, db, dtable, lse, cos, sin are always fp32.
 class Backend {
@@ -153,6 +163,52 @@ class Backend {
   // dx and dw both null: the loss only (evaluation), no gradient computed.
   virtual double head_loss(void* dx, float* dw, const void* x, const void* w, const int32_t* targets, int64_t T,
                            int64_t H, int64_t V, float grad_scale, float softcap) = 0;
+
+  // Mixture of experts over T tokens, E experts, k experts per token; R = T·k routed rows. `seq_lens` (null = all
+  // valid) with `seq` marks the valid tokens of a batch-major [batch, seq] layout (token t: t % seq < seq_lens[t / seq]).
+  // Router, softmax kind: probs[T,E] = softmax(logits) (fp32); idx[T,k] the k largest probabilities, largest first
+  // (ties to the lower expert); weights[T,k] their probabilities, divided by their sum where norm_topk.
+  // Sigmoid kind (MoeRouting::sigmoid): probs = sigmoid(logits); the k largest of probs + score_bias among the
+  // experts of the topk_groups groups (of E / groups experts) whose two largest biased scores sum highest (ties to
+  // the lower group); weights their unbiased probs, / (sum + 1e-20) where norm_topk, × scaling.
+  virtual void moe_route_forward(float* probs, int32_t* idx, float* weights, const void* logits, int64_t T,
+                                 const MoeRouting& r) = 0;
+  // d_logits[T,E] = ∂/∂logits of Σ d_weights·weights + Σ_{valid t, e} aux_grad[e]·probs[t,e] (aux_grad [E] may be
+  // null: no auxiliary loss; always null for the sigmoid kind), the selection held fixed.
+  virtual void moe_route_backward(void* d_logits, const float* d_weights, const float* probs, const int32_t* idx,
+                                  const float* weights, const float* aux_grad, const int32_t* seq_lens, int64_t seq,
+                                  int64_t T, const MoeRouting& r) = 0;
+  // The load-balancing loss's statistics over the valid tokens: counts[E] += rows routed to each expert,
+  // prob_sums[E] += Σ_t probs[t,e] (summed in token order).
+  virtual void moe_router_stats(int32_t* counts, float* prob_sums, const float* probs, const int32_t* idx,
+                                const int32_t* seq_lens, int64_t seq, int64_t T, int64_t E, int64_t k) = 0;
+  // Stable grouping of the routed rows by expert: offsets[E+1] (expert e's rows are [offsets[e], offsets[e+1])),
+  // source[R] (grouped row r holds routed row t·k + j, rows of one expert in token order), row_of[T·k] its inverse.
+  virtual void moe_permute(int32_t* offsets, int32_t* source, int32_t* row_of, const int32_t* idx, int64_t T,
+                           int64_t E, int64_t k) = 0;
+  // xs[r,H] = x[source[r] / k]; backward: dx[t] = (or += when accumulate) Σ_j dxs[row_of[t·k + j]], j in order.
+  virtual void moe_gather(void* xs, const void* x, const int32_t* source, int64_t R, int64_t k, int64_t H) = 0;
+  virtual void moe_gather_backward(void* dx, const void* dxs, const int32_t* row_of, int64_t T, int64_t k, int64_t H,
+                                   bool accumulate) = 0;
+  // y[t,H] = Σ_j weights[t,j]·ys[row_of[t·k + j]], j in order; backward: dys[row_of[t·k+j]] = weights[t,j]·dy[t],
+  // d_weights[t,j] = ys[row_of[t·k+j]]·dy[t] (fp32).
+  virtual void moe_combine_forward(void* y, const void* ys, const float* weights, const int32_t* row_of, int64_t T,
+                                   int64_t k, int64_t H) = 0;
+  virtual void moe_combine_backward(void* dys, float* d_weights, const void* dy, const void* ys, const float* weights,
+                                    const int32_t* row_of, int64_t T, int64_t k, int64_t H) = 0;
+  // Grouped linear: rows [offsets[e], offsets[e+1]) of x[R,I] times expert e's w_e[O,I] (w + e·w_stride elements):
+  // y = x·w_eᵀ. offsets [E+1] in host memory. Backward: dx = (or += when accumulate_dx) dy·w_e, dw_e += dyᵀ·x
+  // (dw + e·w_stride, fp32). An expert without rows is skipped.
+  virtual void grouped_linear_forward(void* y, const void* x, const void* w, int64_t w_stride, const int64_t* offsets,
+                                      int64_t E, int64_t I, int64_t O) = 0;
+  virtual void grouped_linear_backward(void* dx, float* dw, const void* dy, const void* x, const void* w,
+                                       int64_t w_stride, const int64_t* offsets, int64_t E, int64_t I, int64_t O,
+                                       bool accumulate_dx) = 0;
+  // y[t,H] += sigmoid(g[t])·x[t] (Qwen2-MoE's shared-expert gate, g [T]); backward: dx[t] = sigmoid(g[t])·dy[t],
+  // dg[t] = sigmoid'(g[t])·(x[t]·dy[t]).
+  virtual void row_sigmoid_gate_forward(void* y, const void* x, const void* g, int64_t T, int64_t H) = 0;
+  virtual void row_sigmoid_gate_backward(void* dx, void* dg, const void* dy, const void* x, const void* g, int64_t T,
+                                     int64_t H) = 0;
 
   // Σ x² in fp64 over n fp32 values.
   virtual double sum_squares(const float* x, int64_t n) = 0;

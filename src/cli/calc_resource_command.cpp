@@ -21,6 +21,7 @@
 #include "model/model_source.h"
 #include "model/model_spec.h"
 #include "plan/resource_advice.h"
+#include "plan/step_bound.h"
 #include "store/shared_memory_check.h"
 
 namespace mt {
@@ -125,10 +126,19 @@ void validate(const Inputs& in) {
              "calc-resource: --gpu-tflops must be a positive TFLOP/s, not {}", in.gpu_tflops);
 }
 
+json step_bound_json(const ModelSpec& spec, const RunShape& run) {
+  const StepBound b = step_bound(spec, run);
+  return {{"flops_per_token", b.flops_per_token}, {"h2d_bytes_per_pass", b.h2d_bytes_per_pass},
+          {"d2h_bytes_per_pass", b.d2h_bytes_per_pass}, {"optimizer_seconds", b.optimizer_seconds},
+          {"pcie_bound_tokens_per_pass", b.pcie_bound_tokens}, {"optimizer_bound_tokens", b.optimizer_bound_tokens},
+          {"recommended_batch_size", b.recommended_batch},
+          {"recommended_gradient_accumulation_steps", b.recommended_passes}};
+}
+
 json to_json(const std::string& model, const ModelSpec& spec, const Machine& m, const ResourceAdvice& a) {
   const HostPlan& h = a.plan.host;
   const GpuPlan& g = a.plan.gpu;
-  return {{"model", model},
+  json j = {{"model", model},
           {"architecture", spec.architecture},
           {"parameters", h.parameters},
           {"host", {{"bytes_per_parameter", h.bytes_per_parameter()},
@@ -166,6 +176,11 @@ json to_json(const std::string& model, const ModelSpec& spec, const Machine& m, 
                            {"checkpoint_interval", a.recommended_interval},
                            {"recompute_layers", a.run.recompute_layers}}},
           {"verdict", a.fits() ? "fits" : a.shortfall}};
+  if (count_active_parameters(spec) != h.parameters) {  // mixture of experts
+    j["active_parameters"] = count_active_parameters(spec);
+    j["step_bound"] = step_bound_json(spec, a.run);
+  }
+  return j;
 }
 
 void print_text(const std::string& model, const ModelSpec& spec, const Machine& m, const ResourceAdvice& a) {
@@ -223,6 +238,17 @@ void print_text(const std::string& model, const ModelSpec& spec, const Machine& 
     std::cout << MT_FORMAT("recommended: batch_size {}, gradient_accumulation_steps {}, micro_batch_size {}, "
                            "checkpoint_interval {}, recompute_layers {}\n", a.run.batch_size, a.run.passes,
                            a.largest_micro_batch, a.recommended_interval, recompute);
+  const int64_t active = count_active_parameters(spec);
+  const StepBound sb = step_bound(spec, a.run);
+  if (active != h.parameters)
+    std::cout << MT_FORMAT("mixture of experts: {:.3f} B parameters in memory, {:.3f} B active per token (FLOPs)\n",
+                           static_cast<double>(h.parameters) / 1e9, static_cast<double>(active) / 1e9)
+              << MT_FORMAT("compute-bound from: {} tokens per pass (PCIe: {} in, {} out per pass at 55 GB/s), {} tokens "
+                         "per step (optimizer {:.2f} s at 4 G parameters/s), at 400 TFLOP/s of {:.3g} FLOPs per token; "
+                         "recommended batch_size {} (gradient_accumulation_steps {}) at seq {}\n",
+                         sb.pcie_bound_tokens, b(static_cast<int64_t>(sb.h2d_bytes_per_pass)),
+                         b(static_cast<int64_t>(sb.d2h_bytes_per_pass)), sb.optimizer_bound_tokens, sb.optimizer_seconds,
+                         sb.flops_per_token, sb.recommended_batch, sb.recommended_passes, a.run.seq_len);
   std::cout << "verdict: " << (a.fits() ? "fits" : "does not fit: " + a.shortfall) << "\n";
 }
 

@@ -127,6 +127,16 @@ Field path_list(std::string_view section, std::string_view key, At at) {
           [=](const Config& c) { return fmt::format("{}", fmt::join(at(c), ",")); }};
 }
 
+// A non-negative real, or `auto` (held as -1).
+template <typename At>
+Field real_or_auto(std::string_view section, std::string_view key, At at) {
+  return {section, key,
+          [=](Config& c, const YAML::Node& n, const YamlPlace& p) {
+            at(c) = n.IsScalar() && n.Scalar() == "auto" ? -1.0 : read_real(n, p, {0.0, kInf});
+          },
+          [=](const Config& c) { return at(c) < 0 ? std::string("auto") : real_to_text(at(c)); }};
+}
+
 #define MT_AT(member) [](auto& c) -> auto& { return c.member; }
 
 // The schema: every section and key, in order, with its type and bounds (defaults live in config.h).
@@ -182,6 +192,7 @@ const std::vector<Field>& schema() {
       trackers("training", "report_to", {"tensorboard"}, MT_AT(training.report_to)),
       flag("training", "plot_loss", MT_AT(training.plot_loss)),
       text("training", "resume_from", true, MT_AT(training.resume_from)),
+      real_or_auto("training", "moe_aux_loss_coef", MT_AT(training.moe_aux_loss_coef)),
 
       choice("optimizer", "type", {"deepspeed_adam", "adamw"}, MT_AT(optimizer.type)),
       real("optimizer", "beta1", {0.0, 1.0, false, true}, MT_AT(optimizer.beta1)),

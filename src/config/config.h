@@ -61,6 +61,9 @@ struct TrainingConfig {
   std::vector<std::string> report_to;    // trackers: tensorboard (YAML: none | tensorboard | [tensorboard])
   bool plot_loss = false;                // training_loss.png (and training_eval_loss.png) at the end
   std::string resume_from;               // "" | auto | path
+  double moe_aux_loss_coef = -1.0;       // MoE router loss coefficient (LLaMA-Factory's name); set (>= 0): on,
+                                         // overriding router_aux_loss_coef; -1 = auto (YAML: auto): config.json's
+                                         // output_router_logits and router_aux_loss_coef decide
 };
 
 struct OptimizerConfig {

@@ -24,6 +24,17 @@ struct Norm {
   }
 };
 
+// The feed-forward block of the layer: the gated MLP in its three parts, or the mixture of experts (which
+// computes everything in its output step and recomputes it in backward).
+bool is_moe(const LayerContext& ctx, int64_t layer) { return ctx.layer(layer).moe.active(); }
+void ffn_output(const LayerContext& ctx, int64_t layer, const void* w, void* out, const MicroBatch& mb,
+                DecoderWorkspace& ws) {
+  if (is_moe(ctx, layer))
+    moe_block_forward(ctx, layer, w, ws.scratch.norm2, out, mb, ws.moe);
+  else
+    mlp_block_output(ctx, layer, w, out, mb, ws.scratch);
+}
+
 // Everything up to the MLP's activation: norm1, the attention block, h1, norm2, gate, up, act.
 void layer_inputs(const LayerContext& ctx, int64_t layer, const void* w, const void* x, const MicroBatch& mb,
                   const LayerScratch& s, const LayerInternals& n) {
@@ -38,7 +49,7 @@ void layer_inputs(const LayerContext& ctx, int64_t layer, const void* w, const v
   if (post) norm.forward(n.h1, n.attn_out, o.attn_out_norm);
   ctx.backend->add(n.h1, x, mb.tokens() * ctx.spec->hidden_size);
   norm.forward(s.norm2, n.h1, o.mlp_norm);
-  mlp_block_inputs(ctx, layer, w, s.norm2, mb, s, n);
+  if (!is_moe(ctx, layer)) mlp_block_inputs(ctx, layer, w, s.norm2, mb, s, n);
 }
 
 }  // namespace
@@ -48,6 +59,7 @@ DecoderWorkspace::DecoderWorkspace(Backend& be, const ModelSpec& spec, int64_t m
     : backend(be) {
   internals = allocate_internals(backend, max_internals_widths(spec), max_seqs, max_seq_len, buffers_);
   scratch = allocate_scratch(backend, scratch_widths(spec), max_tokens, buffers_);
+  moe = allocate_moe_scratch(backend, spec, max_tokens, buffers_);
   if (spec.normalized_head) {
     const int64_t n = spec.vocab_size * spec.hidden_size;
     head_weight = backend.alloc(n);
@@ -67,7 +79,7 @@ void decoder_layer_forward(const LayerContext& ctx, int64_t layer, const void* w
   const LayerScratch& s = ws.scratch;
   const bool post = ctx.layer(layer).post_norms;
   layer_inputs(ctx, layer, w, x, mb, s, n);
-  mlp_block_output(ctx, layer, w, post ? n.mlp_out : y, mb, s);
+  ffn_output(ctx, layer, w, post ? n.mlp_out : y, mb, ws);
   if (post) Norm{ctx, w, mb.tokens()}.forward(y, n.mlp_out, ctx.offsets(layer).mlp_out_norm);
   ctx.backend->add(y, n.h1, mb.tokens() * ctx.spec->hidden_size);
 }
@@ -86,10 +98,10 @@ void decoder_layer_backward(const LayerContext& ctx, int64_t layer, const void* 
   if (saved) {  // only the cheap internals; the same kernels on the same inputs give the same values
     norm.forward(s.norm1, x, o.input_norm);
     norm.forward(s.norm2, n.h1, o.mlp_norm);
-    mlp_block_activation(ctx, layer, mb, s, n);
+    if (!is_moe(ctx, layer)) mlp_block_activation(ctx, layer, mb, s, n);
   } else {  // recompute the internals from the layer input
     layer_inputs(ctx, layer, w, x, mb, s, n);
-    if (post) mlp_block_output(ctx, layer, w, n.mlp_out, mb, s);
+    if (post) ffn_output(ctx, layer, w, n.mlp_out, mb, ws);
   }
 
   // MLP: y = h1 + [post-norm] down(act(gate)·up).
@@ -98,7 +110,10 @@ void decoder_layer_backward(const LayerContext& ctx, int64_t layer, const void* 
     norm.backward(s.d_block, dw, dy, n.mlp_out, o.mlp_out_norm);
     d_mlp = s.d_block;
   }
-  mlp_block_backward(ctx, layer, w, s.norm2, d_mlp, s.d_norm, dw, mb, s, n);
+  if (is_moe(ctx, layer))
+    moe_block_backward(ctx, layer, w, s.norm2, d_mlp, s.d_norm, dw, mb, ws.moe);
+  else
+    mlp_block_backward(ctx, layer, w, s.norm2, d_mlp, s.d_norm, dw, mb, s, n);
   norm.backward(s.d_hidden, dw, s.d_norm, n.h1, o.mlp_norm);
   be.add(s.d_hidden, dy, TH);  // d_hidden = ∂L/∂h1
 

@@ -10,6 +10,7 @@
 #include "engine/layer_context.h"
 #include "engine/layer_internals.h"
 #include "engine/micro_batch.h"
+#include "engine/moe_block.h"
 
 namespace mt {
 
@@ -25,6 +26,7 @@ class DecoderWorkspace {
   Backend& backend;
   LayerInternals internals;  // used when the layer saves none
   LayerScratch scratch;
+  MoeScratch moe;            // mixture-of-experts layers' buffers (none without them)
   void* head_weight = nullptr;         // [V, H] normalised LM head rows (normalized_head)
   float* head_weight_grad = nullptr;   // [V, H] fp32 gradient of those rows
 

@@ -83,6 +83,17 @@ std::vector<int64_t> pass_region_order(int64_t L, int64_t c, bool tied, int64_t 
   return order;
 }
 
+void set_moe_aux_options(const ModelSpec& spec, double run_coef, EngineOptions& o) {
+  const bool moe = std::any_of(spec.layers.begin(), spec.layers.end(), [](const LayerSpec& l) { return l.moe.active(); });
+  const bool sigmoid = std::any_of(spec.layers.begin(), spec.layers.end(),
+                                   [](const LayerSpec& l) { return l.moe.router == RouterKind::sigmoid_group; });
+  MT_REQUIRE(!(moe && sigmoid && run_coef >= 0.0),
+             "training.moe_aux_loss_coef: {} routes by sigmoid scores and has no router load-balancing loss in "
+             "transformers; leave it auto", spec.architecture);
+  o.moe_aux_loss = moe && !sigmoid && (spec.output_router_logits || run_coef >= 0.0);
+  o.moe_aux_coef = run_coef >= 0.0 ? run_coef : spec.router_aux_loss_coef;
+}
+
 Engine::Engine(Backend& backend, const ModelSpec& spec, HostStore& store, const EngineOptions& options,
                EngineTransfers transfers)
     : backend_(backend), spec_(spec), store_(store), options_(options), weights_(std::move(transfers.weights)),
@@ -119,6 +130,52 @@ Engine::Engine(Backend& backend, const ModelSpec& spec, HostStore& store, const 
     }
     ctx_.alibi_slopes.push_back(slopes);
   }
+  // Router-loss statistics: one row of E per MoE layer.
+  for (const LayerSpec& l : spec_.layers) {
+    moe_aux_.slot.push_back(l.moe.active() ? moe_layers_ : -1);
+    if (!l.moe.active()) continue;
+    MT_ASSERT(moe_layers_ == 0 || (l.moe.num_experts == moe_aux_.experts && l.moe.top_k == moe_top_k_),
+              "MoE layers with different expert counts");
+    moe_aux_.experts = l.moe.num_experts;
+    moe_top_k_ = l.moe.top_k;
+    ++moe_layers_;
+  }
+  if (moe_layers_ > 0) {
+    moe_aux_.counts = static_cast<int32_t*>(backend_.alloc_bytes(moe_layers_ * moe_aux_.experts * 4));
+    moe_aux_.prob_sums = backend_.alloc_floats(moe_layers_ * moe_aux_.experts);
+    moe_aux_grad_ = backend_.alloc_floats(moe_aux_.experts);
+    ctx_.moe_aux = &moe_aux_;
+  }
+}
+
+double Engine::finish_router_loss(double aux_weight) {
+  const int64_t E = moe_aux_.experts, n = moe_layers_ * E;
+  std::vector<int32_t> counts(static_cast<size_t>(n));
+  std::vector<float> sums(static_cast<size_t>(n));
+  backend_.download(counts.data(), moe_aux_.counts, n * 4);
+  backend_.download(sums.data(), moe_aux_.prob_sums, n * 4);
+  // transformers' load_balancing_loss_func: over every MoE layer's valid tokens (rows),
+  // E · Σ_e (routed rows to e / rows) · (Σ probs of e / rows); its gradient in probs[t, e] is E · count_e / rows².
+  std::vector<double> count(static_cast<size_t>(E), 0.0), prob(static_cast<size_t>(E), 0.0);
+  double routed = 0;
+  for (int64_t l = 0; l < moe_layers_; ++l)
+    for (int64_t e = 0; e < E; ++e) {
+      count[static_cast<size_t>(e)] += counts[static_cast<size_t>(l * E + e)];
+      prob[static_cast<size_t>(e)] += sums[static_cast<size_t>(l * E + e)];
+      routed += counts[static_cast<size_t>(l * E + e)];
+    }
+  const double rows = routed / static_cast<double>(moe_top_k_);
+  double aux = 0;
+  std::vector<float> grad(static_cast<size_t>(E));
+  const double weight = aux_weight * options_.moe_aux_coef / static_cast<double>(options_.passes);
+  for (int64_t e = 0; e < E; ++e) {
+    const double c = count[static_cast<size_t>(e)];
+    aux += rows > 0 ? (c / rows) * (prob[static_cast<size_t>(e)] / rows) : 0.0;
+    grad[static_cast<size_t>(e)] = rows > 0 ? static_cast<float>(weight * static_cast<double>(E) * c / (rows * rows)) : 0.f;
+  }
+  backend_.upload(moe_aux_grad_, grad.data(), E * 4);
+  moe_aux_.grad = weight > 0 ? moe_aux_grad_ : nullptr;
+  return aux * static_cast<double>(E);
 }
 
 Engine::~Engine() {
@@ -128,6 +185,9 @@ Engine::~Engine() {
     backend_.free_bytes(b.sin);
   }
   for (const auto& [heads, slopes] : alibi_slopes_) backend_.free_bytes(slopes);
+  for (void* p : {static_cast<void*>(moe_aux_.counts), static_cast<void*>(moe_aux_.prob_sums),
+                  static_cast<void*>(moe_aux_grad_)})
+    if (p) backend_.free_bytes(p);
 }
 
 void Engine::upload_rope_table(size_t t, int64_t longest) {
@@ -214,7 +274,7 @@ std::vector<MicroBatch> Engine::micro_batches(const BatchArrays& arrays, int64_t
   return mbs;
 }
 
-StepLoss Engine::forward_backward(const Batch& batch, int64_t loss_tokens) {
+StepLoss Engine::forward_backward(const Batch& batch, int64_t loss_tokens, double aux_weight) {
   if (loss_tokens == 0) loss_tokens = batch.num_target_tokens;
   MT_REQUIRE(loss_tokens > 0, "batch has no target tokens (every label is -100)");
   MT_REQUIRE(batch.seq_len <= options_.max_positions,
@@ -225,12 +285,13 @@ StepLoss Engine::forward_backward(const Batch& batch, int64_t loss_tokens) {
   upload_batch_rope(batch);
   StepLoss loss;
   loss.target_tokens = batch.num_target_tokens;
+  if (options_.moe_aux_loss) loss.aux_coef = options_.moe_aux_coef;
   const float grad_scale = 1.0f / static_cast<float>(loss_tokens);
   const BatchArrays arrays(backend_, batch);
   // Pass p takes sequences [p·n/passes, (p+1)·n/passes): equal runs when passes divides n.
   for (int64_t p = 0; p < options_.passes; ++p) {
     const int64_t first = p * batch.num_seqs / options_.passes, end = (p + 1) * batch.num_seqs / options_.passes;
-    run_pass(batch, arrays, first, end - first, p == 0, grad_scale, loss);
+    run_pass(batch, arrays, first, end - first, p == 0, grad_scale, aux_weight, loss);
   }
   grads_->wait();
   sum_of_squares_ = grads_->sum_of_squares();
@@ -239,7 +300,7 @@ StepLoss Engine::forward_backward(const Batch& batch, int64_t loss_tokens) {
 }
 
 void Engine::run_pass(const Batch& batch, const BatchArrays& arrays, int64_t first_seq, int64_t seqs,
-                      bool first_pass, float grad_scale, StepLoss& loss) {
+                      bool first_pass, float grad_scale, double aux_weight, StepLoss& loss) {
   const int64_t S = batch.seq_len, H = spec_.hidden_size, L = spec_.num_layers;
   const int64_t c = options_.checkpoint_interval;
   const int64_t mb_seqs = micro_batch_size_for(seqs, S);
@@ -270,6 +331,13 @@ void Engine::run_pass(const Batch& batch, const BatchArrays& arrays, int64_t fir
     weights_->release(embed_region);
   }
   backend_.copy_bytes(a.current, a.checkpoints[0], pass_bytes);
+  const bool router_loss = options_.moe_aux_loss && moe_layers_ > 0;
+  if (router_loss) {
+    backend_.zero_bytes(moe_aux_.counts, moe_layers_ * moe_aux_.experts * 4);
+    backend_.zero_bytes(moe_aux_.prob_sums, moe_layers_ * moe_aux_.experts * 4);
+  }
+  moe_aux_.collect = router_loss;
+  moe_aux_.grad = nullptr;
   for (int64_t i = 0; i < L; ++i) {
     if (void* input = saved_input(i)) backend_.copy_bytes(input, a.current, pass_bytes);
     const void* w = weights_->acquire(i + 1);
@@ -281,6 +349,8 @@ void Engine::run_pass(const Batch& batch, const BatchArrays& arrays, int64_t fir
     std::swap(a.current, a.next);
     if ((i + 1) % c == 0 && i + 1 < L) backend_.copy_bytes(a.checkpoints[(i + 1) / c], a.current, pass_bytes);
   }
+  moe_aux_.collect = false;  // the forwards that backward recomputes add nothing
+  if (router_loss) loss.aux_loss += finish_router_loss(aux_weight) / static_cast<double>(options_.passes);
 
   // Head: loss and its gradient in the same pass over the weights.
   {

@@ -28,12 +28,25 @@ struct EngineOptions {
   int64_t passes = 1;             // gradient_accumulation_steps
   int64_t max_positions = 0;      // RoPE table length; sequences must not exceed it
   int64_t recompute_layers = std::numeric_limits<int64_t>::max();  // the first ones recompute; above L: all
+  // Mixture-of-experts models: the router load-balancing loss (moe_aux.h), added to the loss × moe_aux_coef.
+  bool moe_aux_loss = false;
+  double moe_aux_coef = 0.0;
 };
+
+// Whether a run computes the router loss, and its coefficient: config.json's output_router_logits with its
+// router_aux_loss_coef, or the run config's training.moe_aux_loss_coef (>= 0: on, with that coefficient).
+void set_moe_aux_options(const ModelSpec& spec, double run_coef, EngineOptions& options);
 
 struct StepLoss {
   double loss_sum = 0.0;          // Σ CE over targets
   int64_t target_tokens = 0;
-  double mean() const { return target_tokens ? loss_sum / static_cast<double>(target_tokens) : 0.0; }
+  // The router load-balancing loss (mean over the passes, as transformers computes it per forward) and its
+  // coefficient; 0 without one.
+  double aux_loss = 0.0;
+  double aux_coef = 0.0;
+  double lm_mean() const { return target_tokens ? loss_sum / static_cast<double>(target_tokens) : 0.0; }
+  // transformers' outputs.loss: the LM loss plus coef × aux loss.
+  double mean() const { return lm_mean() + aux_coef * aux_loss; }
 };
 
 // The acquisition order of one pass: embedding, layers, head (+ embedding when tied), then per segment from
@@ -57,8 +70,9 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   // Gradients are of Σ CE / loss_tokens (0: the batch's own target tokens; data parallelism passes the global
-  // batch's, so that the ranks' gradients sum to the global mean's).
-  StepLoss forward_backward(const Batch& batch, int64_t loss_tokens = 0);
+  // batch's, so that the ranks' gradients sum to the global mean's) plus aux_weight × coef × the router loss of
+  // this batch (data parallelism: 1 / ranks, each rank's loss over its share, averaged as DDP averages).
+  StepLoss forward_backward(const Batch& batch, int64_t loss_tokens = 0, double aux_weight = 1.0);
   // Forward only (evaluation): Σ CE of `batch` under the weights the store holds now, in the same passes and
   // micro-batches as forward_backward; no gradient is computed, no gradient region is touched or returned.
   StepLoss forward_loss(const Batch& batch);
@@ -74,7 +88,9 @@ class Engine {
   struct Activations;
   struct BatchArrays;
   void run_pass(const Batch& batch, const BatchArrays& arrays, int64_t first_seq, int64_t seqs, bool first_pass,
-                float grad_scale, StepLoss& loss);
+                float grad_scale, double aux_weight, StepLoss& loss);
+  // After a pass's forward: the router loss from the statistics, and its gradient for the backward.
+  double finish_router_loss(double aux_weight);
   std::vector<MicroBatch> micro_batches(const BatchArrays& arrays, int64_t first_seq, int64_t seqs, int64_t mb_seqs,
                                         int64_t seq_len) const;
   void run_forward_pass(const BatchArrays& arrays, int64_t first_seq, int64_t seqs, int64_t seq_len, StepLoss& loss);
@@ -96,6 +112,9 @@ class Engine {
   LayerContext ctx_;
   std::vector<RopeBuffers> rope_tables_;
   std::map<int64_t, float*> alibi_slopes_;  // by head count, backend memory
+  MoeAuxState moe_aux_;                     // buffers in backend memory (MoE models only)
+  int64_t moe_layers_ = 0, moe_top_k_ = 0;
+  float* moe_aux_grad_ = nullptr;
   std::unique_ptr<WeightStream> weights_;
   std::unique_ptr<GradientSink> grads_;
   std::shared_ptr<PipelineCounters> counters_;

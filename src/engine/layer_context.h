@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "engine/moe_aux.h"
 #include "model/model_spec.h"
 #include "model/param_layout.h"
 
@@ -23,6 +24,7 @@ struct LayerContext {
   const ParamLayout* layout = nullptr;
   std::vector<RopeTableView> rope;            // one per ModelSpec::rope_tables entry
   std::vector<const float*> alibi_slopes;     // per layer: [num_heads] in backend memory, or null
+  MoeAuxState* moe_aux = nullptr;             // the router loss's statistics (models with MoE layers), or null
 
   const LayerSpec& layer(int64_t i) const { return spec->layers[static_cast<size_t>(i)]; }
   const LayerOffsets& offsets(int64_t i) const { return layout->layer(i).offsets; }

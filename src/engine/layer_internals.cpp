@@ -61,7 +61,7 @@ InternalsWidths internals_widths(const LayerSpec& l, int64_t H, bool with_raw) {
   InternalsWidths w;
   w.attn_out = l.post_norms ? H : 0;
   w.h1 = H;
-  w.gate = w.up = l.mlp.intermediate_size;
+  w.gate = w.up = l.moe.active() ? 0 : l.mlp.intermediate_size;  // MoE layers: moe_block.h's scratch
   w.mlp_out = l.post_norms ? H : 0;
   if (l.is_deltanet()) {
     const DeltaNetSpec& d = l.deltanet;
@@ -136,7 +136,8 @@ ScratchWidths scratch_widths(const ModelSpec& spec) {
   ScratchWidths m;
   const int64_t H = spec.hidden_size;
   for (const LayerSpec& l : spec.layers) {
-    const int64_t qd = l.attention.q_dim(), kvd = l.attention.kv_dim(), I = l.mlp.intermediate_size;
+    const int64_t qd = l.attention.q_dim(), kvd = l.attention.kv_dim();
+    const int64_t I = l.moe.active() ? 0 : l.mlp.intermediate_size;  // MoE layers: moe_block.h's scratch
     ScratchWidths w{H, H, I, H, H, l.post_norms ? H : 0, qd, qd, kvd, kvd, I, I, I};
     w.d_out_gate = l.attention.output_gate ? qd : 0;
     if (l.is_deltanet()) {

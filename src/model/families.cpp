@@ -26,6 +26,10 @@ const std::vector<FamilyEntry>& model_families() {
       {"Qwen3_5MoeForCausalLM", "qwen3_5_moe_text", parse_qwen3_5, false},
       {"Qwen3_5MoeForConditionalGeneration", "qwen3_5_moe", parse_qwen3_5_multimodal, false},
       {"Qwen3NextForCausalLM", "qwen3_next", parse_qwen3_next, false},
+      {"MixtralForCausalLM", "mixtral", parse_mixtral, false},
+      {"Qwen2MoeForCausalLM", "qwen2_moe", parse_qwen2_moe, false},
+      {"Qwen3MoeForCausalLM", "qwen3_moe", parse_qwen3_moe, false},
+      {"Glm4MoeForCausalLM", "glm4_moe", parse_glm4_moe, false},
   };
   return table;
 }
@@ -131,7 +135,8 @@ void validate_model_spec(const ModelSpec& s, const std::string& origin) {
     MT_REQUIRE(a.rope < 0 || s.rope_tables[static_cast<size_t>(a.rope)].head_dim == a.head_dim,
                "model config {}: layer {}'s rope table is for another head_dim", origin, i);
     MT_REQUIRE(a.window >= 0, "model config {}: sliding window {} of layer {} is negative", origin, a.window, i);
-    MT_REQUIRE(s.layers[i].mlp.intermediate_size > 0, "model config {}: layer {} has no MLP width", origin, i);
+    MT_REQUIRE(s.layers[i].mlp.intermediate_size > 0 || s.layers[i].moe.active(),
+               "model config {}: layer {} has no MLP width", origin, i);
   }
 }
 

@@ -37,6 +37,10 @@ void parse_baichuan(const ConfigKeys&, ModelSpec&);
 void parse_qwen3_5(const ConfigKeys&, ModelSpec&);
 void parse_qwen3_5_multimodal(const ConfigKeys&, ModelSpec&);
 void parse_qwen3_next(const ConfigKeys&, ModelSpec&);
+void parse_mixtral(const ConfigKeys&, ModelSpec&);
+void parse_qwen2_moe(const ConfigKeys&, ModelSpec&);
+void parse_qwen3_moe(const ConfigKeys&, ModelSpec&);
+void parse_glm4_moe(const ConfigKeys&, ModelSpec&);
 
 // transformers' config class defaults that differ between families.
 struct DenseDefaults {
@@ -67,6 +71,15 @@ int64_t sliding_window_size(const ConfigKeys& top, int64_t fallback);
 void parse_hybrid_model(const ConfigKeys& top, const DenseDefaults& defaults, ModelSpec& spec);
 // Refuses a config whose feed-forward has `experts` > 0 experts, naming the file and the key.
 void refuse_mixture_of_experts(const ConfigKeys& top, const ModelSpec& spec, int64_t experts);
+// Mixture-of-experts pieces (moe_config.cpp). The expert count from `experts_key` (or its alias
+// num_local_experts / num_experts), num_experts_per_tok (at most the experts), the expert width from
+// `width_key`; a top_k above the experts is refused naming the key.
+MoeSpec parse_moe_spec(const ConfigKeys& top, const char* experts_key, int64_t default_experts, const char* width_key,
+                       int64_t default_top_k);
+// output_router_logits and router_aux_loss_coef (default 0.001, transformers' for every MoE family here).
+void parse_router_aux_loss(const ConfigKeys& top, ModelSpec& spec);
+// Which layers are sparse under Qwen-MoE's rule: not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0.
+std::vector<bool> qwen_sparse_layers(const ConfigKeys& top, int64_t num_layers);
 
 // The whole-spec checks every family's result must pass.
 void validate_model_spec(const ModelSpec& spec, const std::string& origin);

@@ -11,6 +11,9 @@ StepFlops step_flops(const ModelSpec& spec, const ParamLayout& layout, int64_t t
     for (const ParamSlot& slot : layout.regions[r].params)
       if (slot.shape.size() == 2) matmul += static_cast<double>(slot.numel);
   if (layout.head.lm_head < 0) matmul += static_cast<double>(spec.vocab_size * spec.hidden_size);  // tied head
+  // A token computes with its top_k experts only (MoE layers).
+  const auto inactive = static_cast<double>(inactive_expert_parameters(spec));
+  matmul -= inactive;
   double attention_per_token = 0;
   for (const LayerSpec& l : spec.layers) {
     if (l.is_deltanet()) {
@@ -23,7 +26,7 @@ StepFlops step_flops(const ModelSpec& spec, const ParamLayout& layout, int64_t t
     attention_per_token += 12.0 * static_cast<double>(l.attention.num_heads * l.attention.head_dim * keys);
   }
   const auto t = static_cast<double>(tokens);
-  return {6.0 * static_cast<double>(layout.total_numel) * t, 6.0 * matmul * t + attention_per_token * t};
+  return {6.0 * (static_cast<double>(layout.total_numel) - inactive) * t, 6.0 * matmul * t + attention_per_token * t};
 }
 
 }  // namespace mt

@@ -5,6 +5,7 @@
 // Gated DeltaNet layer's term is its state updates, 18 × v_heads × k_head_dim × v_head_dim per token (the
 // recurrence's three state-vector products, 2 FLOPs each, forward and twice in backward), plus its depthwise conv
 // 6 × conv channels × kernel (conv1d weights are 3-D and not matmul parameters).
+// Both count active parameters: a mixture-of-experts layer's token computes with its top_k experts only.
 // Invariant: both are forward + backward FLOPs per step, without recompute.
 #pragma once
 #include <cstdint>

@@ -1,5 +1,6 @@
-// LayerSpec: what one decoder layer computes — its token mixer (attention or Gated DeltaNet), its feed-forward (a gated MLP) and
-// where its norms sit. ModelSpec holds one per layer; blocks (src/engine/) size and run themselves from it.
+// LayerSpec: what one decoder layer computes — its token mixer (attention or Gated DeltaNet), its feed-forward (a
+// gated MLP or a mixture of experts) and where its norms sit. ModelSpec holds one per layer; blocks (src/engine/)
+// size and run themselves from it.
 // Invariant: a LayerSpec in a ModelSpec passed its family parser's checks (heads divide, dims positive and even).
 #pragma once
 #include <cstdint>
@@ -47,6 +48,29 @@ struct DeltaNetSpec {
 // The layer's token mixer.
 enum class MixerKind { attention, gated_deltanet };
 
+// How a mixture-of-experts layer picks its experts per token.
+enum class RouterKind {
+  softmax_topk,   // softmax over all experts, the top k (Mixtral, Qwen2-MoE, Qwen3-MoE); norm_topk renormalises
+  sigmoid_group,  // sigmoid scores; the top k of scores + e_score_correction_bias within the topk_groups best of
+                  // groups expert groups (a group's score: its two best); weights the unbiased scores, renormalised
+                  // with norm_topk, × routed_scaling (GLM-4.5, the DeepSeek-V3 router)
+};
+
+// A mixture-of-experts feed-forward: a router (linear, no bias) picks top_k of num_experts SwiGLU experts per
+// token and mixes their outputs by the routing weights; an optional shared expert (an MLP of
+// shared_intermediate_size every token passes through) is added, scaled by sigmoid(shared_gate(x)) where
+// shared_gate (Qwen2-MoE). num_experts == 0: the layer's feed-forward is the dense MlpSpec.
+struct MoeSpec {
+  int64_t num_experts = 0, top_k = 0, intermediate_size = 0;
+  RouterKind router = RouterKind::softmax_topk;
+  bool norm_topk = false;              // routing weights of the top k divided by their sum
+  int64_t shared_intermediate_size = 0;  // 0 = no shared expert
+  bool shared_gate = false;            // the shared expert's output × sigmoid(x · w_gate) (Qwen2-MoE)
+  double routed_scaling = 1.0;         // sigmoid_group: weights × routed_scaling_factor
+  int64_t groups = 1, topk_groups = 1; // sigmoid_group: n_group, topk_group
+  bool active() const { return num_experts > 0; }
+};
+
 struct LayerSpec {
   AttentionSpec attention;     // mixer == attention
   MlpSpec mlp;
@@ -56,6 +80,7 @@ struct LayerSpec {
   MixerKind mixer = MixerKind::attention;
   DeltaNetSpec deltanet;       // mixer == gated_deltanet
   bool is_deltanet() const { return mixer == MixerKind::gated_deltanet; }
+  MoeSpec moe;  // active(): the feed-forward is this mixture of experts instead of mlp
 };
 
 }  // namespace mt

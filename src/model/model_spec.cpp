@@ -84,6 +84,17 @@ ModelSpec load_model_spec(const std::filesystem::path& config_json, bool trust_r
 
 int64_t count_parameters(const ModelSpec& spec) { return make_param_layout(spec).total_numel; }
 
+int64_t inactive_expert_parameters(const ModelSpec& spec) {
+  int64_t n = 0;
+  for (const LayerSpec& l : spec.layers)
+    if (l.moe.active()) n += (l.moe.num_experts - l.moe.top_k) * 3 * l.moe.intermediate_size * spec.hidden_size;
+  return n;
+}
+
+int64_t count_active_parameters(const ModelSpec& spec) {
+  return count_parameters(spec) - inactive_expert_parameters(spec);
+}
+
 void match_tensor_names(ModelSpec& spec, const std::function<bool(const std::string&)>& has_tensor) {
   TensorNames& n = spec.names;
   if (has_tensor(n.embedding)) return;
@@ -121,7 +132,17 @@ std::string describe_layers(const ModelSpec& spec) {
     if (a.rope < 0 && !l.is_deltanet()) text += a.alibi ? ", ALiBi" : ", NoPE";
     if (a.rope > 0) text += fmt::format(", rope table {}", a.rope);
     if (a.softcap > 0) text += fmt::format(", soft-cap {}", a.softcap);
-    text += fmt::format(", MLP {} {}", l.mlp.intermediate_size, l.mlp.activation == Activation::silu ? "silu" : "gelu_tanh");
+    if (l.moe.active()) {
+      text += fmt::format(", MoE {} experts × {} top {}{}", l.moe.num_experts, l.moe.intermediate_size, l.moe.top_k,
+                          l.moe.norm_topk ? " renormalised" : "");
+      if (l.moe.router == RouterKind::sigmoid_group)
+        text += fmt::format(" (sigmoid, {} of {} groups, × {})", l.moe.topk_groups, l.moe.groups, l.moe.routed_scaling);
+      if (l.moe.shared_intermediate_size > 0)
+        text += fmt::format(" + shared {}{}", l.moe.shared_intermediate_size, l.moe.shared_gate ? " gated" : "");
+    } else {
+      text += fmt::format(", MLP {} {}", l.mlp.intermediate_size,
+                          l.mlp.activation == Activation::silu ? "silu" : "gelu_tanh");
+    }
     if (l.post_norms) text += ", sandwich norms";
     return text;
   };

@@ -65,6 +65,14 @@ struct TensorNames {
   std::string dn_qkvz, dn_ba;                         // fused; "" = the separate tensors above
   std::string dn_conv = "linear_attn.conv1d", dn_a_log = "linear_attn.A_log", dn_dt_bias = "linear_attn.dt_bias";
   std::string dn_norm = "linear_attn.norm", dn_out = "linear_attn.out_proj";
+  // Mixture-of-experts layers: "<router>.weight", "<experts><e>.<expert_gate>.weight" (and up, down), the shared
+  // expert "<shared_gate_proj>.weight" (and up, down) and its gate "<shared_expert_gate>.weight".
+  std::string router = "mlp.gate", experts = "mlp.experts.";
+  std::string router_score_bias = "mlp.gate.e_score_correction_bias";  // sigmoid_group routers (a buffer: never trained)
+  std::string expert_gate = "gate_proj", expert_up = "up_proj", expert_down = "down_proj";
+  std::string shared_gate_proj = "mlp.shared_expert.gate_proj", shared_up_proj = "mlp.shared_expert.up_proj",
+              shared_down_proj = "mlp.shared_expert.down_proj";
+  std::string shared_expert_gate = "mlp.shared_expert_gate";
   // Older checkpoints of the family name the same tensors under another prefix: {prefix here, prefix there}
   // (match_tensor_names picks the one the weights use).
   std::vector<std::pair<std::string, std::string>> legacy_prefixes;
@@ -88,6 +96,11 @@ struct ModelSpec {
   double final_logit_softcap = 0.0;      // logits -> cap·tanh(logits/cap); 0 = none
   bool normalized_head = false;          // logits use the LM head's rows normalised to unit length (Baichuan 2)
   bool trust_remote_code = false;        // the family's modeling code is not part of transformers
+  // Mixture-of-experts models: the router's load-balancing loss (transformers' load_balancing_loss_func) is added
+  // to the loss with router_aux_loss_coef where config.json says output_router_logits (or the run config's
+  // training.moe_aux_loss_coef sets the coefficient).
+  bool output_router_logits = false;
+  double router_aux_loss_coef = 0.0;
   // The checkpoint holds more than the text model (a vision tower, a projector): those tensors stay frozen and are
   // carried through export unchanged.
   bool carries_other_tensors = false;
@@ -101,6 +114,11 @@ struct ModelSpec {
 ModelSpec parse_model_spec(const nlohmann::json& config, const std::string& origin, bool trust_remote_code = false);
 ModelSpec load_model_spec(const std::filesystem::path& config_json, bool trust_remote_code = false);
 int64_t count_parameters(const ModelSpec& spec);
+// The parameters one token computes with: all but the experts a mixture-of-experts layer does not route it to
+// (num_experts − top_k of them); count_parameters for dense models.
+int64_t count_active_parameters(const ModelSpec& spec);
+// Parameters of the experts no token of a layer uses: count_parameters − count_active_parameters.
+int64_t inactive_expert_parameters(const ModelSpec& spec);
 // The model cut to its first `layers` layers (bench --layers), as valid as the original.
 ModelSpec first_layers(const ModelSpec& spec, int64_t layers);
 // One line for the log: the distinct layer kinds in order, e.g. "attention 32/8 heads × 128, window 4096, MLP

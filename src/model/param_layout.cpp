@@ -1,6 +1,8 @@
 // ModelSpec → ParamLayout: the HF tensors of each host region from its layer's spec and the family's tensor names.
 // Invariant: slots are packed back to back from offset 0 in a fixed order (input norm, attention, its output
-// norm, MLP norm, MLP, its output norm; a Gated DeltaNet layer's mixer in place of attention), so layers with equal specs have equal offsets.
+// norm, MLP norm, MLP or mixture of experts, its output norm; a Gated DeltaNet layer's mixer in place of attention),
+// so layers with equal specs have equal offsets; an MoE layer's experts are laid out one after another with equal
+// strides.
 #include "model/param_layout.h"
 
 #include <algorithm>
@@ -123,6 +125,34 @@ void mlp_params(LayerBuilder& l, const MlpSpec& m, const TensorNames& n, MlpOffs
   l.linear(n.down, H, I, m.bias, o.down, o.down_bias);
 }
 
+// Router, experts in order (each gate, up, down under its own HF names), then the shared expert and its gate.
+void moe_params(LayerBuilder& l, const MoeSpec& m, const TensorNames& n, MoeOffsets& o) {
+  const int64_t I = m.intermediate_size, H = l.H, E = m.num_experts;
+  int64_t unused = -1;
+  l.linear(n.router, E, H, false, o.router, unused);
+  if (m.router == RouterKind::sigmoid_group) o.score_bias = add(l.r, l.prefix + n.router_score_bias, {E}, InitKind::zeros);
+  for (int64_t e = 0; e < E; ++e) {
+    const std::string expert = n.experts + std::to_string(e) + ".";
+    int64_t gate = -1, up = -1, down = -1;
+    l.linear(expert + n.expert_gate, I, H, false, gate, unused);
+    l.linear(expert + n.expert_up, I, H, false, up, unused);
+    l.linear(expert + n.expert_down, H, I, false, down, unused);
+    if (e == 0) {
+      o.experts = gate;
+      o.up = up - gate;
+      o.down = down - gate;
+      o.expert_stride = down + H * I - gate;
+    }
+  }
+  if (m.shared_intermediate_size > 0) {
+    const int64_t S = m.shared_intermediate_size;
+    l.linear(n.shared_gate_proj, S, H, false, o.shared.gate, unused);
+    l.linear(n.shared_up_proj, S, H, false, o.shared.up, unused);
+    l.linear(n.shared_down_proj, H, S, false, o.shared.down, unused);
+    if (m.shared_gate) l.linear(n.shared_expert_gate, 1, H, false, o.shared_gate, unused);
+  }
+}
+
 Region decoder_region(const ModelSpec& s, int64_t layer) {
   Region r;
   r.kind = RegionKind::decoder_layer;
@@ -139,7 +169,10 @@ Region decoder_region(const ModelSpec& s, int64_t layer) {
     attention_params(l, spec.attention, n, o.attention);
   if (spec.post_norms) o.attn_out_norm = l.norm(n.attn_out_norm, s.hidden_size);
   o.mlp_norm = l.norm(n.mlp_norm, s.hidden_size);
-  mlp_params(l, spec.mlp, n, o.mlp);
+  if (spec.moe.active())
+    moe_params(l, spec.moe, n, o.moe);
+  else
+    mlp_params(l, spec.mlp, n, o.mlp);
   if (spec.post_norms) o.mlp_out_norm = l.norm(n.mlp_out_norm, s.hidden_size);
   return r;
 }

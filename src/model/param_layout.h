@@ -48,10 +48,22 @@ struct DeltaNetOffsets {
 struct MlpOffsets {
   int64_t gate = -1, gate_bias = -1, up = -1, up_bias = -1, down = -1, down_bias = -1;
 };
+// A mixture-of-experts feed-forward: the router [E, H]; expert e's gate [I, H], up [I, H] and down [H, I] start at
+// experts + e·expert_stride (gate, up, down offsets within it); the shared expert and its gate [1, H].
+struct MoeOffsets {
+  int64_t router = -1;
+  int64_t score_bias = -1;  // [E] sigmoid_group routers' e_score_correction_bias (its gradient stays 0)
+  int64_t experts = -1, expert_stride = 0;
+  int64_t gate = 0, up = 0, down = 0;
+  MlpOffsets shared;
+  int64_t shared_gate = -1;
+  int64_t expert(int64_t e, int64_t part) const { return experts + e * expert_stride + part; }
+};
 struct LayerOffsets {
   int64_t input_norm = -1, attn_out_norm = -1, mlp_norm = -1, mlp_out_norm = -1;
   AttentionOffsets attention;
-  MlpOffsets mlp;
+  MlpOffsets mlp;   // dense layers
+  MoeOffsets moe;   // mixture-of-experts layers
   DeltaNetOffsets deltanet;
 };
 

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "engine/layer_internals.h"
+#include "engine/moe_block.h"
 #include "model/param_layout.h"
 #include "store/host_store.h"
 #include "store/state_tier.h"
@@ -21,14 +22,16 @@ constexpr int64_t kAutoMicroBatchTokens = 4096;        // Engine::micro_batch_si
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Bytes of DecoderWorkspace (engine/decoder_layer.h) for micro-batches of mb sequences of seq_len tokens: the
-// internals of layers that save none, the scratch, and a normalised head's two [V, H] buffers.
+// internals of layers that save none, the scratch, the MoE layers' buffers, and a normalised head's two [V, H]
+// buffers.
 int64_t decoder_workspace_bytes(const ModelSpec& s, int64_t mb, int64_t seq_len, int64_t es) {
   const InternalsWidths internals = max_internals_widths(s);
   const int64_t tokens = mb * seq_len;
   const int64_t head = s.normalized_head ? s.vocab_size * s.hidden_size * (es + 4) : 0;
   const ScratchWidths scratch = scratch_widths(s);
   return tokens * (internals.elements() + scratch.elements()) * es +
-         tokens * (internals.fp32_elements() + scratch.fp32_elements()) * 4 + head;
+         tokens * (internals.fp32_elements() + scratch.fp32_elements()) * 4 + head +
+         moe_scratch_bytes(s, tokens, es);
 }
 
 // The activation-side terms (everything but weight slots and gradient buffers) in `es`-byte elements.

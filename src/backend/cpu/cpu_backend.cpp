@@ -152,6 +152,54 @@ class CpuBackend final : public Backend {
     return cpu::head_loss(f(dx), dw, f(x), f(w), targets, T, H, V, grad_scale, softcap);
   }
 
+  void moe_route_forward(float* probs, int32_t* idx, float* weights, const void* logits, int64_t T,
+                         const MoeRouting& r) override {
+    cpu::moe_route_forward(probs, idx, weights, f(logits), T, r);
+  }
+  void moe_route_backward(void* d_logits, const float* d_weights, const float* probs, const int32_t* idx,
+                          const float* weights, const float* aux_grad, const int32_t* seq_lens, int64_t seq, int64_t T,
+                          const MoeRouting& r) override {
+    cpu::moe_route_backward(f(d_logits), d_weights, probs, idx, weights, aux_grad, seq_lens, seq, T, r);
+  }
+  void moe_router_stats(int32_t* counts, float* prob_sums, const float* probs, const int32_t* idx,
+                        const int32_t* seq_lens, int64_t seq, int64_t T, int64_t E, int64_t k) override {
+    cpu::moe_router_stats(counts, prob_sums, probs, idx, seq_lens, seq, T, E, k);
+  }
+  void moe_permute(int32_t* offsets, int32_t* source, int32_t* row_of, const int32_t* idx, int64_t T, int64_t E,
+                   int64_t k) override {
+    cpu::moe_permute(offsets, source, row_of, idx, T, E, k);
+  }
+  void moe_gather(void* xs, const void* x, const int32_t* source, int64_t R, int64_t k, int64_t H) override {
+    cpu::moe_gather(f(xs), f(x), source, R, k, H);
+  }
+  void moe_gather_backward(void* dx, const void* dxs, const int32_t* row_of, int64_t T, int64_t k, int64_t H,
+                           bool accumulate) override {
+    cpu::moe_gather_backward(f(dx), f(dxs), row_of, T, k, H, accumulate);
+  }
+  void moe_combine_forward(void* y, const void* ys, const float* weights, const int32_t* row_of, int64_t T, int64_t k,
+                           int64_t H) override {
+    cpu::moe_combine_forward(f(y), f(ys), weights, row_of, T, k, H);
+  }
+  void moe_combine_backward(void* dys, float* d_weights, const void* dy, const void* ys, const float* weights,
+                            const int32_t* row_of, int64_t T, int64_t k, int64_t H) override {
+    cpu::moe_combine_backward(f(dys), d_weights, f(dy), f(ys), weights, row_of, T, k, H);
+  }
+  void grouped_linear_forward(void* y, const void* x, const void* w, int64_t w_stride, const int64_t* offsets,
+                              int64_t E, int64_t I, int64_t O) override {
+    cpu::grouped_linear_forward(f(y), f(x), f(w), w_stride, offsets, E, I, O);
+  }
+  void grouped_linear_backward(void* dx, float* dw, const void* dy, const void* x, const void* w, int64_t w_stride,
+                               const int64_t* offsets, int64_t E, int64_t I, int64_t O, bool accumulate_dx) override {
+    cpu::grouped_linear_backward(f(dx), dw, f(dy), f(x), f(w), w_stride, offsets, E, I, O, accumulate_dx);
+  }
+  void row_sigmoid_gate_forward(void* y, const void* x, const void* g, int64_t T, int64_t H) override {
+    cpu::row_sigmoid_gate_forward(f(y), f(x), f(g), T, H);
+  }
+  void row_sigmoid_gate_backward(void* dx, void* dg, const void* dy, const void* x, const void* g, int64_t T,
+                             int64_t H) override {
+    cpu::row_sigmoid_gate_backward(f(dx), f(dg), f(dy), f(x), f(g), T, H);
+  }
+
   double sum_squares(const float* x, int64_t n) override { return cpu::sum_squares(x, n); }
 };
 

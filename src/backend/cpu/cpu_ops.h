@@ -66,6 +66,30 @@ void gated_rmsnorm_forward(float* y, const float* x, const float* z, const float
 void gated_rmsnorm_backward(float* dx, float* dz, float* dw, const float* dy, const float* x, const float* z,
                             const float* w, int64_t N, int64_t D, float eps);
 
+void moe_route_forward(float* probs, int32_t* idx, float* weights, const float* logits, int64_t T,
+                       const MoeRouting& r);
+void moe_route_backward(float* d_logits, const float* d_weights, const float* probs, const int32_t* idx,
+                        const float* weights, const float* aux_grad, const int32_t* seq_lens, int64_t seq, int64_t T,
+                        const MoeRouting& r);
+void moe_router_stats(int32_t* counts, float* prob_sums, const float* probs, const int32_t* idx,
+                      const int32_t* seq_lens, int64_t seq, int64_t T, int64_t E, int64_t k);
+void moe_permute(int32_t* offsets, int32_t* source, int32_t* row_of, const int32_t* idx, int64_t T, int64_t E,
+                 int64_t k);
+void moe_gather(float* xs, const float* x, const int32_t* source, int64_t R, int64_t k, int64_t H);
+void moe_gather_backward(float* dx, const float* dxs, const int32_t* row_of, int64_t T, int64_t k, int64_t H,
+                         bool accumulate);
+void moe_combine_forward(float* y, const float* ys, const float* weights, const int32_t* row_of, int64_t T, int64_t k,
+                         int64_t H);
+void moe_combine_backward(float* dys, float* d_weights, const float* dy, const float* ys, const float* weights,
+                          const int32_t* row_of, int64_t T, int64_t k, int64_t H);
+void grouped_linear_forward(float* y, const float* x, const float* w, int64_t w_stride, const int64_t* offsets,
+                            int64_t E, int64_t I, int64_t O);
+void grouped_linear_backward(float* dx, float* dw, const float* dy, const float* x, const float* w, int64_t w_stride,
+                             const int64_t* offsets, int64_t E, int64_t I, int64_t O, bool accumulate_dx);
+void row_sigmoid_gate_forward(float* y, const float* x, const float* g, int64_t T, int64_t H);
+void row_sigmoid_gate_backward(float* dx, float* dg, const float* dy, const float* x, const float* g, int64_t T,
+                           int64_t H);
+
 double head_loss(float* dx, float* dw, const float* x, const float* w, const int32_t* targets, int64_t T,
                  int64_t H, int64_t V, float grad_scale, float softcap);
 

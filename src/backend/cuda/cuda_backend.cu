@@ -11,6 +11,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "core/error.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/grouped_gemm.h"
 #include "backend/cuda/op_profile.h"
 #include "kernels/kernels.h"
 
@@ -25,10 +26,12 @@ class CudaBackend final : public Backend {
     MT_CHECK_CUDA(cudaSetDevice(device_));
     MT_CHECK_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     gemm_ = std::make_unique<cuda::Gemm>(stream_);
+    grouped_ = std::make_unique<cuda::GroupedGemm>(stream_, *gemm_, cuda::grouped_gemm_mode_from_env());
     MT_CHECK_CUDA(cudaMalloc(&scalar_, sizeof(double)));
   }
   ~CudaBackend() override {
     cudaStreamSynchronize(stream_);
+    grouped_.reset();
     gemm_.reset();
     cudaFree(scalar_);
     cudaFree(row_loss_);
@@ -277,6 +280,74 @@ class CudaBackend final : public Backend {
     return total;
   }
 
+  void moe_route_forward(float* probs, int32_t* idx, float* weights, const void* logits, int64_t T,
+                         const MoeRouting& r) override {
+    const cuda::OpProfile::Span span(profile_, "moe_route_forward", stream_);
+    dispatch([&](auto* t) { cuda::moe_route_forward(probs, idx, weights, cast(t, logits), T, r, stream_); });
+  }
+  void moe_route_backward(void* d_logits, const float* d_weights, const float* probs, const int32_t* idx,
+                          const float* weights, const float* aux_grad, const int32_t* seq_lens, int64_t seq, int64_t T,
+                          const MoeRouting& r) override {
+    const cuda::OpProfile::Span span(profile_, "moe_route_backward", stream_);
+    dispatch([&](auto* t) {
+      cuda::moe_route_backward(cast(t, d_logits), d_weights, probs, idx, weights, aux_grad, seq_lens, seq, T, r,
+                               stream_);
+    });
+  }
+  void moe_router_stats(int32_t* counts, float* prob_sums, const float* probs, const int32_t* idx,
+                        const int32_t* seq_lens, int64_t seq, int64_t T, int64_t E, int64_t k) override {
+    const cuda::OpProfile::Span span(profile_, "moe_router_stats", stream_);
+    cuda::moe_router_stats(counts, prob_sums, probs, idx, seq_lens, seq, T, E, k, stream_);
+  }
+  void moe_permute(int32_t* offsets, int32_t* source, int32_t* row_of, const int32_t* idx, int64_t T, int64_t E,
+                   int64_t k) override {
+    const cuda::OpProfile::Span span(profile_, "moe_permute", stream_);
+    cuda::moe_permute(offsets, source, row_of, idx, T, E, k, stream_);
+  }
+  void moe_gather(void* xs, const void* x, const int32_t* source, int64_t R, int64_t k, int64_t H) override {
+    const cuda::OpProfile::Span span(profile_, "moe_gather", stream_);
+    dispatch([&](auto* t) { cuda::moe_gather(cast(t, xs), cast(t, x), source, R, k, H, stream_); });
+  }
+  void moe_gather_backward(void* dx, const void* dxs, const int32_t* row_of, int64_t T, int64_t k, int64_t H,
+                           bool accumulate) override {
+    const cuda::OpProfile::Span span(profile_, "moe_gather_backward", stream_);
+    dispatch([&](auto* t) { cuda::moe_gather_backward(cast(t, dx), cast(t, dxs), row_of, T, k, H, accumulate, stream_); });
+  }
+  void moe_combine_forward(void* y, const void* ys, const float* weights, const int32_t* row_of, int64_t T, int64_t k,
+                           int64_t H) override {
+    const cuda::OpProfile::Span span(profile_, "moe_combine_forward", stream_);
+    dispatch([&](auto* t) { cuda::moe_combine_forward(cast(t, y), cast(t, ys), weights, row_of, T, k, H, stream_); });
+  }
+  void moe_combine_backward(void* dys, float* d_weights, const void* dy, const void* ys, const float* weights,
+                            const int32_t* row_of, int64_t T, int64_t k, int64_t H) override {
+    const cuda::OpProfile::Span span(profile_, "moe_combine_backward", stream_);
+    dispatch([&](auto* t) {
+      cuda::moe_combine_backward(cast(t, dys), d_weights, cast(t, dy), cast(t, ys), weights, row_of, T, k, H, stream_);
+    });
+  }
+  void grouped_linear_forward(void* y, const void* x, const void* w, int64_t w_stride, const int64_t* offsets,
+                              int64_t E, int64_t I, int64_t O) override {
+    const cuda::OpProfile::Span span(profile_, "grouped_linear_forward", stream_);
+    grouped_->forward(y, x, w, w_stride, offsets, E, I, O, dtype_);
+  }
+  void grouped_linear_backward(void* dx, float* dw, const void* dy, const void* x, const void* w, int64_t w_stride,
+                               const int64_t* offsets, int64_t E, int64_t I, int64_t O, bool accumulate_dx) override {
+    const cuda::OpProfile::Span span(profile_, "grouped_linear_backward", stream_);
+    if (dx) grouped_->backward_data(dx, dy, w, w_stride, offsets, E, I, O, dtype_, accumulate_dx ? 1.0f : 0.0f);
+    grouped_->backward_weight(dw, dy, x, w_stride, offsets, E, I, O, dtype_);
+  }
+  void row_sigmoid_gate_forward(void* y, const void* x, const void* g, int64_t T, int64_t H) override {
+    const cuda::OpProfile::Span span(profile_, "row_sigmoid_gate_forward", stream_);
+    dispatch([&](auto* t) { cuda::row_sigmoid_gate_forward(cast(t, y), cast(t, x), cast(t, g), T, H, stream_); });
+  }
+  void row_sigmoid_gate_backward(void* dx, void* dg, const void* dy, const void* x, const void* g, int64_t T,
+                             int64_t H) override {
+    const cuda::OpProfile::Span span(profile_, "row_sigmoid_gate_backward", stream_);
+    dispatch([&](auto* t) {
+      cuda::row_sigmoid_gate_backward(cast(t, dx), cast(t, dg), cast(t, dy), cast(t, x), cast(t, g), T, H, stream_);
+    });
+  }
+
   double sum_squares(const float* x, int64_t n) override {
     cuda::sum_squares(static_cast<double*>(scalar_), x, n, stream_);
     double total = 0;
@@ -322,6 +393,7 @@ class CudaBackend final : public Backend {
   int device_;
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<cuda::Gemm> gemm_;
+  std::unique_ptr<cuda::GroupedGemm> grouped_;
   void* scalar_ = nullptr;
   float* logits_ = nullptr;
   void* dlogits_ = nullptr;

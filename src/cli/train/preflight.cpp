@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "plan/step_bound.h"
 #include "dist/numa_binding.h"
 #include "cli/train/train_plan.h"
 #include "model/param_layout.h"
@@ -195,6 +196,17 @@ RunShape preflight(const Config& c, const ModelSpec& spec, const Backend& backen
             run.passes, plan.gpu.micro_batch_size, run.recompute_layers, spec.num_layers,
             run.recompute_layers < spec.num_layers
                 ? MT_FORMAT(", the others keep their activations ({})", bytes(plan.gpu.saved_layers)) : "");
+  if (count_active_parameters(spec) != plan.host.parameters) {  // mixture of experts: memory on all, FLOPs on active
+    const StepBound b = step_bound(spec, run);
+    const int64_t pass_tokens = run.batch_size / std::max<int64_t>(run.passes, 1) * run.seq_len;
+    log::info("MoE: {:.3f} B parameters in memory, {:.3f} B active per token; on an H200 node a pass below {} tokens "
+              "waits for PCIe and a step below {} tokens for the optimizer (this run: {} per pass){}",
+              static_cast<double>(plan.host.parameters) / 1e9, static_cast<double>(count_active_parameters(spec)) / 1e9,
+              b.pcie_bound_tokens, b.optimizer_bound_tokens, pass_tokens,
+              pass_tokens < b.pcie_bound_tokens
+                  ? MT_FORMAT("; recommended batch_size {} in {} pass(es)", b.recommended_batch, b.recommended_passes)
+                  : "");
+  }
   return run;
 }
 

@@ -290,6 +290,8 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
   eo.micro_batch_size = run.micro_batch_size;
   eo.passes = run.passes;
   eo.max_positions = std::max(spec.max_position_embeddings, c.dataset.max_seq_len);
+  set_moe_aux_options(spec, c.training.moe_aux_loss_coef, eo);
+  if (root && eo.moe_aux_loss) log::info("MoE router load-balancing loss on, coefficient {}", eo.moe_aux_coef);
   Engine engine(*backend, spec, store, eo, make_engine_transfers(*backend, store, 2, dp, dtype));
 
   const LrSchedule schedule{c.training.lr_scheduler, c.training.learning_rate, length.warmup_steps, num_steps,
@@ -384,6 +386,7 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
     totals.seconds += seconds;
     r.epoch = epochs_done();
     r.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
+    if (eo.moe_aux_loss) r.extra.emplace_back("aux_loss", loss.aux_loss);
     if (report.skipped) log::warn("step {}: gradient norm is not finite; update skipped", step);
     elapsed += seconds;
     const StepFlops flops = step_flops(spec, layout, batch.num_tokens, batch.seq_len);

@@ -223,6 +223,12 @@ std::vector<ChatTemplate> make_templates() {
   glm4.efficient_eos = true;
   all.push_back(glm4);
 
+  ChatTemplate glm4_moe = glm4;  // GLM-4.5: GLM-4's turns, a reasoning template, its own tool format
+  glm4_moe.name = "glm4_moe";
+  glm4_moe.tool_format = ToolFormat::glm4_moe;
+  glm4_moe.empty_thought = true;
+  all.push_back(glm4_moe);
+
   ChatTemplate intern2;
   intern2.name = "intern2";
   intern2.prefix = {kBos};
@@ -287,6 +293,10 @@ std::string auto_template_name(const std::string& model_family, const Tokenizer&
   if (model_family == "gemma3") return "gemma3";
   if (model_family == "gemma3_text") return "gemma2";  // the text-only 270M and 1B, as LLaMA-Factory registers them
   if (model_family == "glm4") return "glm4";
+  if (model_family == "glm4_moe") return "glm4_moe";
+  if (model_family == "qwen3_moe") return "qwen3";
+  if (model_family == "qwen2_moe") return "qwen";
+  if (model_family == "mixtral") return "mistral";
   if (model_family == "internlm2") return "intern2";
   if (model_family == "baichuan") return "baichuan2";
   if (model_family == "llama") {

@@ -17,7 +17,7 @@ struct Slot {
 using Slots = std::vector<Slot>;
 
 // How tool descriptions (system side) and function calls (assistant side) are written; LLaMA-Factory's tool_format.
-enum class ToolFormat { generic, qwen, llama3, mistral, glm4, qwen3_5 };
+enum class ToolFormat { generic, qwen, llama3, mistral, glm4, glm4_moe, qwen3_5 };
 
 struct ChatTemplate {
   std::string name;

@@ -1,5 +1,5 @@
 // Tool prompt and function-call text per tool format (LLaMA-Factory's DefaultToolUtils, QwenToolUtils,
-// Llama3ToolUtils, MistralToolUtils, GLM4ToolUtils, Qwen35ToolUtils). Invariant: the prompt wording is LLaMA-Factory's, character for
+// Llama3ToolUtils, MistralToolUtils, GLM4ToolUtils, GLM4MOEToolUtils, Qwen35ToolUtils). Invariant: the prompt wording is LLaMA-Factory's, character for
 // character.
 #include "data/templates/tool_format.h"
 
@@ -140,6 +140,18 @@ std::string glm4_tools(const ordered_json& tools) {
          tool_text;
 }
 
+// GLM-4.5's (GLM4MOEToolUtils): Qwen's tool list with its own call format.
+std::string glm4_moe_tools(const ordered_json& tools) {
+  std::string tool_text;
+  for (const ordered_json& tool : tools) tool_text += "\n" + python_json_dumps(wrapped(tool));
+  return "\n\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+         "You are provided with function signatures within <tools></tools> XML tags:\n<tools>" +
+         tool_text +
+         "\n</tools>\n\nFor each function call, output the function name and arguments within the following XML "
+         "format:\n<tool_call>{function-name}\n<arg_key>{arg-key-1}</arg_key>\n<arg_value>{arg-value-1}</arg_value>"
+         "\n<arg_key>{arg-key-2}</arg_key>\n<arg_value>{arg-value-2}</arg_value>\n...\n</tool_call>\n";
+}
+
 }  // namespace
 
 std::string tool_system_text(ToolFormat format, const std::string& tools_json) {
@@ -154,6 +166,7 @@ std::string tool_system_text(ToolFormat format, const std::string& tools_json) {
     case ToolFormat::mistral: return mistral_tools(tools);
     case ToolFormat::glm4: return glm4_tools(tools);
     case ToolFormat::qwen3_5: return qwen3_5_tools(tools);
+    case ToolFormat::glm4_moe: return glm4_moe_tools(tools);
   }
   MT_ASSERT(false, "unknown tool format");
   return "";
@@ -201,6 +214,15 @@ std::string function_call_text(ToolFormat format, const std::string& content) {
         for (const auto& [key, value] : args.items())
           call += "\n<parameter=" + key + ">\n" + str(value) + "\n</parameter>";
         out += (out.empty() ? "" : "\n") + call + "\n</function>\n</tool_call>";
+      }
+      return out;
+    case ToolFormat::glm4_moe:  // per call: name, then each argument's key and value (a string as it is)
+      for (const auto& [name, args] : functions) {
+        std::string call = "\n<tool_call>" + name;
+        MT_REQUIRE(args.is_object(), "function call: GLM-4.5's arguments must be a JSON object");
+        for (const auto& [key, value] : args.items())
+          call += "\n<arg_key>" + key + "</arg_key>\n<arg_value>" + str(value) + "</arg_value>";
+        out += (out.empty() ? "" : "\n") + call;
       }
       return out;
   }

@@ -1,0 +1,389 @@
+// Mixture-of-experts kernels (semantics in backend.h): the softmax and the sigmoid group-limited top-k routers and
+// their backward (one thread per token), the load-balancing statistics, the stable grouping of routed rows by expert (one block per expert scans
+// the routed rows in order with a block prefix sum), gather / combine and their backwards (one block per token,
+// the token's k rows summed in slot order), and the sigmoid-gated add.
+// Invariant: no floating-point atomics; every sum runs in a fixed order (integer atomics only for the counts), so
+// results are deterministic and match the CPU reference's order of routing decisions.
+#include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
+
+#include "kernels/device_util.cuh"
+#include "kernels/kernels.h"
+#include "kernels/launch_check.h"
+
+namespace mt::cuda {
+namespace {
+
+constexpr int threads = 256;
+
+__device__ __forceinline__ bool valid_token(const int32_t* seq_lens, int64_t seq, int64_t t) {
+  return seq_lens == nullptr || t % seq < seq_lens[t / seq];
+}
+
+// The router's fields a kernel needs (MoeRouting without the pointer's type).
+struct Routing {
+  int E, k, groups, topk_groups;
+  bool sigmoid, norm_topk;
+  float scaling;
+};
+Routing routing_of(const MoeRouting& r) {
+  return {static_cast<int>(r.experts), static_cast<int>(r.top_k), static_cast<int>(r.groups),
+          static_cast<int>(r.topk_groups), r.sigmoid, r.norm_topk, r.scaling};
+}
+constexpr int max_groups = 64;
+
+template <typename T>
+__global__ void route_forward_kernel(float* probs, int32_t* idx, float* weights, const T* logits, const T* bias,
+                                     int64_t tokens, Routing r) {
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= tokens) return;
+  const int E = r.E, k = r.k;
+  const T* l = logits + t * E;
+  float* p = probs + t * E;
+  int32_t* ix = idx + t * k;
+  float* w = weights + t * k;
+  int chosen[max_groups];
+  const int per = E / r.groups;
+  if (r.sigmoid) {
+    for (int e = 0; e < E; ++e) p[e] = 1.f / (1.f + expf(-to_f32(l[e])));
+  } else {
+    float m = to_f32(l[0]);
+    for (int e = 1; e < E; ++e) m = fmaxf(m, to_f32(l[e]));
+    float sum = 0.f;
+    for (int e = 0; e < E; ++e) {
+      p[e] = expf(to_f32(l[e]) - m);
+      sum += p[e];
+    }
+    for (int e = 0; e < E; ++e) p[e] /= sum;
+  }
+  auto score = [&](int e) { return r.sigmoid && bias != nullptr ? p[e] + to_f32(bias[e]) : p[e]; };
+  if (r.sigmoid) {  // the topk_groups groups whose two best biased scores sum highest (ties to the lower group)
+    auto group_score = [&](int g) {
+      float a = -INFINITY, b = -INFINITY;
+      for (int e = g * per; e < (g + 1) * per; ++e) {
+        const float v = score(e);
+        if (v > a) {
+          b = a;
+          a = v;
+        } else if (v > b) {
+          b = v;
+        }
+      }
+      return per > 1 ? a + b : a;
+    };
+    for (int j = 0; j < r.topk_groups; ++j) {
+      int best = -1;
+      float best_score = 0.f;
+      for (int g = 0; g < r.groups; ++g) {
+        bool taken = false;
+        for (int i = 0; i < j; ++i) taken = taken || chosen[i] == g;
+        if (taken) continue;
+        const float gs = group_score(g);
+        if (best < 0 || gs > best_score) best = g, best_score = gs;
+      }
+      chosen[j] = best;
+    }
+  }
+  auto allowed = [&](int e) {
+    if (!r.sigmoid) return true;
+    for (int i = 0; i < r.topk_groups; ++i)
+      if (e / per == chosen[i]) return true;
+    return false;
+  };
+  float selected = 0.f;
+  for (int j = 0; j < k; ++j) {  // the first maximum among allowed experts not yet taken
+    int best = -1;
+    for (int e = 0; e < E; ++e) {
+      bool used = !allowed(e);
+      for (int i = 0; i < j; ++i) used = used || ix[i] == e;
+      if (!used && (best < 0 || score(e) > score(best))) best = e;
+    }
+    ix[j] = best;
+    w[j] = p[best];
+    selected += w[j];
+  }
+  if (r.sigmoid) {
+    for (int j = 0; j < k; ++j) w[j] = (r.norm_topk ? w[j] / (selected + 1e-20f) : w[j]) * r.scaling;
+  } else if (r.norm_topk) {
+    for (int j = 0; j < k; ++j) w[j] /= selected;
+  }
+}
+
+template <typename T>
+__global__ void route_backward_kernel(T* d_logits, const float* d_weights, const float* probs, const int32_t* idx,
+                                      const float* weights, const float* aux_grad, const int32_t* seq_lens,
+                                      int64_t seq, int64_t tokens, Routing r) {
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (t >= tokens) return;
+  const int E = r.E, k = r.k;
+  const bool norm_topk = r.norm_topk;
+  const float* p = probs + t * E;
+  const float* w = weights + t * k;
+  const float* dw = d_weights + t * k;
+  const int32_t* ix = idx + t * k;
+  const bool aux = aux_grad != nullptr && valid_token(seq_lens, seq, t);
+  const float c = r.sigmoid ? r.scaling : 1.f;
+  float inner = 0.f, selected = 0.f;
+  if (norm_topk)
+    for (int j = 0; j < k; ++j) {
+      inner += dw[j] * w[j];
+      selected += p[ix[j]];
+    }
+  if (r.sigmoid) selected += 1e-20f;
+  // dp[e] = aux_grad[e] (valid tokens) + Σ_j [ix_j = e]·dv_j; pdp = Σ_e p_e·dp_e in expert order, as the CPU.
+  auto dp = [&](int e) {
+    float v = aux ? aux_grad[e] : 0.f;
+    for (int j = 0; j < k; ++j)
+      if (ix[j] == e) v += norm_topk ? c * (dw[j] - inner / c) / selected : c * dw[j];
+    return v;
+  };
+  T* dl = d_logits + t * E;
+  if (r.sigmoid) {
+    for (int e = 0; e < E; ++e) dl[e] = from_f32<T>(p[e] * (1.f - p[e]) * dp(e));
+    return;
+  }
+  float pdp = 0.f;
+  for (int e = 0; e < E; ++e) pdp += p[e] * dp(e);
+  for (int e = 0; e < E; ++e) dl[e] = from_f32<T>(p[e] * (dp(e) - pdp));
+}
+
+// Block e: counts[e] += routed valid rows to e (integer); prob_sums[e] += Σ_t probs[t, e] over valid tokens in a
+// fixed reduction order.
+__global__ void router_stats_kernel(int32_t* counts, float* prob_sums, const float* probs, const int32_t* idx,
+                                    const int32_t* seq_lens, int64_t seq, int64_t tokens, int E, int k) {
+  const int e = static_cast<int>(blockIdx.x);
+  double p = 0;
+  int c = 0;
+  for (int64_t t = threadIdx.x; t < tokens; t += blockDim.x) {
+    if (!valid_token(seq_lens, seq, t)) continue;
+    p += probs[t * E + e];
+    for (int j = 0; j < k; ++j) c += idx[t * k + j] == e;
+  }
+  using Reduce = cub::BlockReduce<double, threads>;
+  using ReduceInt = cub::BlockReduce<int, threads>;
+  __shared__ typename Reduce::TempStorage tmp;
+  __shared__ typename ReduceInt::TempStorage tmp_int;
+  const double total = Reduce(tmp).Sum(p);
+  const int count = ReduceInt(tmp_int).Sum(c);
+  if (threadIdx.x == 0) {
+    prob_sums[e] += static_cast<float>(total);
+    counts[e] += count;
+  }
+}
+
+// Block e: the routed rows r (token-major) with idx[r] == e, in order, at rows offsets[e].. (offsets from a
+// count per expert and an exclusive scan).
+__global__ void count_kernel(int32_t* counts, const int32_t* idx, int64_t rows) {
+  const int e = static_cast<int>(blockIdx.x);
+  int c = 0;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) c += idx[r] == e;
+  using ReduceInt = cub::BlockReduce<int, threads>;
+  __shared__ typename ReduceInt::TempStorage tmp;
+  const int total = ReduceInt(tmp).Sum(c);
+  if (threadIdx.x == 0) counts[e + 1] = total;
+}
+__global__ void offsets_kernel(int32_t* offsets, int E) {
+  offsets[0] = 0;
+  for (int e = 0; e < E; ++e) offsets[e + 1] += offsets[e];
+}
+__global__ void place_kernel(int32_t* source, int32_t* row_of, const int32_t* offsets, const int32_t* idx,
+                             int64_t rows) {
+  const int e = static_cast<int>(blockIdx.x);
+  using Scan = cub::BlockScan<int, threads>;
+  __shared__ typename Scan::TempStorage tmp;
+  __shared__ int base;
+  if (threadIdx.x == 0) base = offsets[e];
+  __syncthreads();
+  for (int64_t r0 = 0; r0 < rows; r0 += threads) {
+    const int64_t r = r0 + threadIdx.x;
+    const int hit = r < rows && idx[r] == e;
+    int before = 0, total = 0;
+    Scan(tmp).ExclusiveSum(hit, before, total);
+    if (hit) {
+      source[base + before] = static_cast<int32_t>(r);
+      row_of[r] = base + before;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) base += total;
+    __syncthreads();
+  }
+}
+
+template <typename T>
+__global__ void gather_kernel(T* xs, const T* x, const int32_t* source, int k, int64_t H) {
+  const int64_t r = blockIdx.x;
+  const T* src = x + static_cast<int64_t>(source[r] / k) * H;
+  for (int64_t h = threadIdx.x; h < H; h += blockDim.x) xs[r * H + h] = src[h];
+}
+
+template <typename T>
+__global__ void gather_backward_kernel(T* dx, const T* dxs, const int32_t* row_of, int k, int64_t H, bool accumulate) {
+  const int64_t t = blockIdx.x;
+  for (int64_t h = threadIdx.x; h < H; h += blockDim.x) {
+    float v = accumulate ? to_f32(dx[t * H + h]) : 0.f;
+    for (int j = 0; j < k; ++j) v += to_f32(dxs[static_cast<int64_t>(row_of[t * k + j]) * H + h]);
+    dx[t * H + h] = from_f32<T>(v);
+  }
+}
+
+template <typename T>
+__global__ void combine_forward_kernel(T* y, const T* ys, const float* weights, const int32_t* row_of, int k,
+                                       int64_t H) {
+  const int64_t t = blockIdx.x;
+  for (int64_t h = threadIdx.x; h < H; h += blockDim.x) {
+    float v = 0.f;
+    for (int j = 0; j < k; ++j) v += weights[t * k + j] * to_f32(ys[static_cast<int64_t>(row_of[t * k + j]) * H + h]);
+    y[t * H + h] = from_f32<T>(v);
+  }
+}
+
+// Block (t, j): dys[row] = w·dy[t]; d_weights[t, j] = ys[row]·dy[t] (block reduction, fixed order).
+template <typename T>
+__global__ void combine_backward_kernel(T* dys, float* d_weights, const T* dy, const T* ys, const float* weights,
+                                        const int32_t* row_of, int k, int64_t H) {
+  const int64_t tj = blockIdx.x;
+  const int64_t row = row_of[tj];
+  const int64_t token = tj / k;
+  const float w = weights[tj];
+  float dot = 0.f;
+  for (int64_t h = threadIdx.x; h < H; h += blockDim.x) {
+    const float g = to_f32(dy[token * H + h]);
+    dys[row * H + h] = from_f32<T>(w * g);
+    dot += to_f32(ys[row * H + h]) * g;
+  }
+  using Reduce = cub::BlockReduce<float, threads>;
+  __shared__ typename Reduce::TempStorage tmp;
+  const float total = Reduce(tmp).Sum(dot);
+  if (threadIdx.x == 0) d_weights[tj] = total;
+}
+
+template <typename T>
+__global__ void row_sigmoid_gate_forward_kernel(T* y, const T* x, const T* g, int64_t H) {
+  const int64_t t = blockIdx.x;
+  const float s = 1.f / (1.f + expf(-to_f32(g[t])));
+  for (int64_t h = threadIdx.x; h < H; h += blockDim.x)
+    y[t * H + h] = from_f32<T>(to_f32(y[t * H + h]) + s * to_f32(x[t * H + h]));
+}
+
+template <typename T>
+__global__ void row_sigmoid_gate_backward_kernel(T* dx, T* dg, const T* dy, const T* x, const T* g, int64_t H) {
+  const int64_t t = blockIdx.x;
+  const float s = 1.f / (1.f + expf(-to_f32(g[t])));
+  float dot = 0.f;
+  for (int64_t h = threadIdx.x; h < H; h += blockDim.x) {
+    const float d = to_f32(dy[t * H + h]);
+    dot += to_f32(x[t * H + h]) * d;
+    dx[t * H + h] = from_f32<T>(s * d);
+  }
+  using Reduce = cub::BlockReduce<float, threads>;
+  __shared__ typename Reduce::TempStorage tmp;
+  const float total = Reduce(tmp).Sum(dot);
+  if (threadIdx.x == 0) dg[t] = from_f32<T>(s * (1.f - s) * total);
+}
+
+}  // namespace
+
+template <typename T>
+void moe_route_forward(float* probs, int32_t* idx, float* weights, const T* logits, int64_t tokens,
+                       const MoeRouting& r, cudaStream_t s) {
+  MT_ASSERT(r.top_k > 0 && r.top_k <= r.experts && r.groups > 0 && r.experts % r.groups == 0 &&
+                r.topk_groups <= r.groups && r.groups <= max_groups,
+            "moe_route_forward: top {} of {} experts in {} groups", r.top_k, r.experts, r.groups);
+  if (tokens == 0) return;
+  route_forward_kernel<T><<<grid_for(tokens, threads, 1 << 20), threads, 0, s>>>(
+      probs, idx, weights, logits, static_cast<const T*>(r.score_bias), tokens, routing_of(r));
+  MT_CHECK_LAUNCH("moe_route_forward", "tokens={} E={} k={}", tokens, r.experts, r.top_k);
+}
+
+template <typename T>
+void moe_route_backward(T* d_logits, const float* d_weights, const float* probs, const int32_t* idx,
+                        const float* weights, const float* aux_grad, const int32_t* seq_lens, int64_t seq,
+                        int64_t tokens, const MoeRouting& r, cudaStream_t s) {
+  if (tokens == 0) return;
+  route_backward_kernel<T><<<grid_for(tokens, threads, 1 << 20), threads, 0, s>>>(
+      d_logits, d_weights, probs, idx, weights, aux_grad, seq_lens, seq, tokens, routing_of(r));
+  MT_CHECK_LAUNCH("moe_route_backward", "tokens={} E={} k={}", tokens, r.experts, r.top_k);
+}
+
+void moe_router_stats(int32_t* counts, float* prob_sums, const float* probs, const int32_t* idx,
+                      const int32_t* seq_lens, int64_t seq, int64_t tokens, int64_t E, int64_t k, cudaStream_t s) {
+  router_stats_kernel<<<static_cast<unsigned>(E), threads, 0, s>>>(counts, prob_sums, probs, idx, seq_lens, seq,
+                                                                    tokens, static_cast<int>(E), static_cast<int>(k));
+  MT_CHECK_LAUNCH("moe_router_stats", "tokens={} E={} k={}", tokens, E, k);
+}
+
+void moe_permute(int32_t* offsets, int32_t* source, int32_t* row_of, const int32_t* idx, int64_t tokens, int64_t E,
+                 int64_t k, cudaStream_t s) {
+  const int64_t rows = tokens * k;
+  count_kernel<<<static_cast<unsigned>(E), threads, 0, s>>>(offsets, idx, rows);
+  offsets_kernel<<<1, 1, 0, s>>>(offsets, static_cast<int>(E));
+  place_kernel<<<static_cast<unsigned>(E), threads, 0, s>>>(source, row_of, offsets, idx, rows);
+  MT_CHECK_LAUNCH("moe_permute", "rows={} E={}", rows, E);
+}
+
+template <typename T>
+void moe_gather(T* xs, const T* x, const int32_t* source, int64_t rows, int64_t k, int64_t H, cudaStream_t s) {
+  if (rows == 0) return;
+  gather_kernel<T><<<static_cast<unsigned>(rows), threads, 0, s>>>(xs, x, source, static_cast<int>(k), H);
+  MT_CHECK_LAUNCH("moe_gather", "rows={} H={}", rows, H);
+}
+
+template <typename T>
+void moe_gather_backward(T* dx, const T* dxs, const int32_t* row_of, int64_t tokens, int64_t k, int64_t H,
+                         bool accumulate, cudaStream_t s) {
+  if (tokens == 0) return;
+  gather_backward_kernel<T><<<static_cast<unsigned>(tokens), threads, 0, s>>>(dx, dxs, row_of, static_cast<int>(k), H,
+                                                                              accumulate);
+  MT_CHECK_LAUNCH("moe_gather_backward", "tokens={} H={}", tokens, H);
+}
+
+template <typename T>
+void moe_combine_forward(T* y, const T* ys, const float* weights, const int32_t* row_of, int64_t tokens, int64_t k,
+                         int64_t H, cudaStream_t s) {
+  if (tokens == 0) return;
+  combine_forward_kernel<T><<<static_cast<unsigned>(tokens), threads, 0, s>>>(y, ys, weights, row_of,
+                                                                              static_cast<int>(k), H);
+  MT_CHECK_LAUNCH("moe_combine_forward", "tokens={} H={}", tokens, H);
+}
+
+template <typename T>
+void moe_combine_backward(T* dys, float* d_weights, const T* dy, const T* ys, const float* weights,
+                          const int32_t* row_of, int64_t tokens, int64_t k, int64_t H, cudaStream_t s) {
+  if (tokens == 0) return;
+  combine_backward_kernel<T><<<static_cast<unsigned>(tokens * k), threads, 0, s>>>(dys, d_weights, dy, ys, weights,
+                                                                                  row_of, static_cast<int>(k), H);
+  MT_CHECK_LAUNCH("moe_combine_backward", "tokens={} k={} H={}", tokens, k, H);
+}
+
+template <typename T>
+void row_sigmoid_gate_forward(T* y, const T* x, const T* g, int64_t tokens, int64_t H, cudaStream_t s) {
+  if (tokens == 0) return;
+  row_sigmoid_gate_forward_kernel<T><<<static_cast<unsigned>(tokens), threads, 0, s>>>(y, x, g, H);
+  MT_CHECK_LAUNCH("row_sigmoid_gate_forward", "tokens={} H={}", tokens, H);
+}
+
+template <typename T>
+void row_sigmoid_gate_backward(T* dx, T* dg, const T* dy, const T* x, const T* g, int64_t tokens, int64_t H,
+                           cudaStream_t s) {
+  if (tokens == 0) return;
+  row_sigmoid_gate_backward_kernel<T><<<static_cast<unsigned>(tokens), threads, 0, s>>>(dx, dg, dy, x, g, H);
+  MT_CHECK_LAUNCH("row_sigmoid_gate_backward", "tokens={} H={}", tokens, H);
+}
+
+#define MT_MOE_INSTANTIATE(T)                                                                                         \
+  template void moe_route_forward<T>(float*, int32_t*, float*, const T*, int64_t, const MoeRouting&, cudaStream_t); \
+  template void moe_route_backward<T>(T*, const float*, const float*, const int32_t*, const float*, const float*,  \
+                                      const int32_t*, int64_t, int64_t, const MoeRouting&, cudaStream_t);           \
+  template void moe_gather<T>(T*, const T*, const int32_t*, int64_t, int64_t, int64_t, cudaStream_t);               \
+  template void moe_gather_backward<T>(T*, const T*, const int32_t*, int64_t, int64_t, int64_t, bool, cudaStream_t); \
+  template void moe_combine_forward<T>(T*, const T*, const float*, const int32_t*, int64_t, int64_t, int64_t,        \
+                                       cudaStream_t);                                                               \
+  template void moe_combine_backward<T>(T*, float*, const T*, const T*, const float*, const int32_t*, int64_t,       \
+                                        int64_t, int64_t, cudaStream_t);                                            \
+  template void row_sigmoid_gate_forward<T>(T*, const T*, const T*, int64_t, int64_t, cudaStream_t);                    \
+  template void row_sigmoid_gate_backward<T>(T*, T*, const T*, const T*, const T*, int64_t, int64_t, cudaStream_t);
+MT_MOE_INSTANTIATE(float)
+MT_MOE_INSTANTIATE(__nv_bfloat16)
+#undef MT_MOE_INSTANTIATE
+
+}  // namespace mt::cuda

@@ -1,0 +1,243 @@
+// Mixture-of-experts ops on the host (semantics in backend.h): the softmax top-k router and its backward, the
+// load-balancing statistics, the stable grouping of routed rows by expert (a counting sort), gather / combine
+// and their backwards, grouped expert GEMMs (one sgemm per expert with rows), and the sigmoid-gated add.
+// Invariant: every sum runs in a fixed order (token order, then slot order), so results depend only on the
+// inputs: never on thread count, nor on which rows other experts received.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/cpu_util.h"
+
+namespace mt::cpu {
+namespace {
+
+bool valid_token(const int32_t* seq_lens, int64_t seq, int64_t t) {
+  return seq_lens == nullptr || t % seq < seq_lens[t / seq];
+}
+
+}  // namespace
+
+namespace {
+
+// The j-th of the k picks: the first maximum of score among allowed experts not yet taken (ties to the lower).
+template <typename Score, typename Allowed>
+int32_t pick(int64_t E, const int32_t* taken, int64_t j, Score score, Allowed allowed) {
+  int32_t best = -1;
+  for (int64_t e = 0; e < E; ++e) {
+    bool used = !allowed(e);
+    for (int64_t i = 0; i < j; ++i) used = used || taken[i] == e;
+    if (!used && (best < 0 || score(e) > score(best))) best = static_cast<int32_t>(e);
+  }
+  return best;
+}
+
+void softmax_route(float* p, int32_t* ix, float* w, const float* l, int64_t E, int64_t k, bool norm_topk) {
+  float m = l[0];
+  for (int64_t e = 1; e < E; ++e) m = std::max(m, l[e]);
+  float sum = 0.f;
+  for (int64_t e = 0; e < E; ++e) {
+    p[e] = std::exp(l[e] - m);
+    sum += p[e];
+  }
+  for (int64_t e = 0; e < E; ++e) p[e] /= sum;
+  float selected = 0.f;
+  for (int64_t j = 0; j < k; ++j) {
+    ix[j] = pick(E, ix, j, [&](int64_t e) { return p[e]; }, [](int64_t) { return true; });
+    w[j] = p[ix[j]];
+    selected += w[j];
+  }
+  if (norm_topk)
+    for (int64_t j = 0; j < k; ++j) w[j] /= selected;
+}
+
+void sigmoid_route(float* p, int32_t* ix, float* w, const float* l, const MoeRouting& r) {
+  const int64_t E = r.experts, k = r.top_k, G = r.groups, per = E / G;
+  const auto* bias = static_cast<const float*>(r.score_bias);
+  for (int64_t e = 0; e < E; ++e) p[e] = 1.f / (1.f + std::exp(-l[e]));
+  const auto biased = [&](int64_t e) { return p[e] + (bias ? bias[e] : 0.f); };
+  // A group's score: the sum of its two largest biased scores (its only one where a group has one expert).
+  std::vector<float> group_score(static_cast<size_t>(G));
+  for (int64_t g = 0; g < G; ++g) {
+    float a = -INFINITY, b = -INFINITY;
+    for (int64_t e = g * per; e < (g + 1) * per; ++e) {
+      const float v = biased(e);
+      if (v > a) {
+        b = a;
+        a = v;
+      } else if (v > b) {
+        b = v;
+      }
+    }
+    group_score[static_cast<size_t>(g)] = per > 1 ? a + b : a;
+  }
+  std::vector<int32_t> groups(static_cast<size_t>(r.topk_groups));
+  for (int64_t j = 0; j < r.topk_groups; ++j)
+    groups[static_cast<size_t>(j)] = pick(G, groups.data(), j, [&](int64_t g) { return group_score[static_cast<size_t>(g)]; },
+                                          [](int64_t) { return true; });
+  const auto allowed = [&](int64_t e) {
+    for (const int32_t g : groups)
+      if (e / per == g) return true;
+    return false;
+  };
+  float selected = 0.f;
+  for (int64_t j = 0; j < k; ++j) {
+    ix[j] = pick(E, ix, j, biased, allowed);
+    w[j] = p[ix[j]];
+    selected += w[j];
+  }
+  for (int64_t j = 0; j < k; ++j) w[j] = (r.norm_topk ? w[j] / (selected + 1e-20f) : w[j]) * r.scaling;
+}
+
+}  // namespace
+
+void moe_route_forward(float* probs, int32_t* idx, float* weights, const float* logits, int64_t T,
+                       const MoeRouting& r) {
+  const int64_t E = r.experts, k = r.top_k;
+  MT_ASSERT(k > 0 && k <= E && r.groups > 0 && E % r.groups == 0 && r.topk_groups <= r.groups);
+#pragma omp parallel for if (T * E > parallel_min_elems) schedule(static)
+  for (int64_t t = 0; t < T; ++t) {
+    if (r.sigmoid)
+      sigmoid_route(probs + t * E, idx + t * k, weights + t * k, logits + t * E, r);
+    else
+      softmax_route(probs + t * E, idx + t * k, weights + t * k, logits + t * E, E, k, r.norm_topk);
+  }
+}
+
+void moe_route_backward(float* d_logits, const float* d_weights, const float* probs, const int32_t* idx,
+                        const float* weights, const float* aux_grad, const int32_t* seq_lens, int64_t seq, int64_t T,
+                        const MoeRouting& r) {
+  const int64_t E = r.experts, k = r.top_k;
+  const bool norm_topk = r.norm_topk;
+  MT_ASSERT(!r.sigmoid || aux_grad == nullptr, "the sigmoid router has no load-balancing loss");
+#pragma omp parallel for if (T * E > parallel_min_elems) schedule(static)
+  for (int64_t t = 0; t < T; ++t) {
+    const float* p = probs + t * E;
+    const float* w = weights + t * k;
+    const float* dw = d_weights + t * k;
+    const int32_t* ix = idx + t * k;
+    float* dl = d_logits + t * E;
+    // dp: ∂/∂probs. Renormalised weights w_j = c·p_j / S: ∂/∂p_j = (c/S)·(dw_j − Σ_i dw_i·w_i / c).
+    std::vector<float> dp(static_cast<size_t>(E), 0.f);
+    if (aux_grad != nullptr && valid_token(seq_lens, seq, t))
+      for (int64_t e = 0; e < E; ++e) dp[static_cast<size_t>(e)] = aux_grad[e];
+    const float c = r.sigmoid ? r.scaling : 1.f;
+    float inner = 0.f, selected = 0.f;
+    if (norm_topk)
+      for (int64_t j = 0; j < k; ++j) {
+        inner += dw[j] * w[j];
+        selected += p[ix[j]];
+      }
+    if (r.sigmoid) selected += 1e-20f;
+    for (int64_t j = 0; j < k; ++j)
+      dp[static_cast<size_t>(ix[j])] += norm_topk ? c * (dw[j] - inner / c) / selected : c * dw[j];
+    if (r.sigmoid) {
+      for (int64_t e = 0; e < E; ++e) dl[e] = p[e] * (1.f - p[e]) * dp[static_cast<size_t>(e)];
+      continue;
+    }
+    float pdp = 0.f;
+    for (int64_t e = 0; e < E; ++e) pdp += p[e] * dp[static_cast<size_t>(e)];
+    for (int64_t e = 0; e < E; ++e) dl[e] = p[e] * (dp[static_cast<size_t>(e)] - pdp);
+  }
+}
+
+void moe_router_stats(int32_t* counts, float* prob_sums, const float* probs, const int32_t* idx,
+                      const int32_t* seq_lens, int64_t seq, int64_t T, int64_t E, int64_t k) {
+  std::vector<double> sums(static_cast<size_t>(E), 0.0);
+  for (int64_t t = 0; t < T; ++t) {
+    if (!valid_token(seq_lens, seq, t)) continue;
+    for (int64_t j = 0; j < k; ++j) ++counts[idx[t * k + j]];
+    for (int64_t e = 0; e < E; ++e) sums[static_cast<size_t>(e)] += probs[t * E + e];
+  }
+  for (int64_t e = 0; e < E; ++e) prob_sums[e] += static_cast<float>(sums[static_cast<size_t>(e)]);
+}
+
+void moe_permute(int32_t* offsets, int32_t* source, int32_t* row_of, const int32_t* idx, int64_t T, int64_t E,
+                 int64_t k) {
+  const int64_t R = T * k;
+  std::vector<int32_t> next(static_cast<size_t>(E) + 1, 0);
+  for (int64_t r = 0; r < R; ++r) ++next[static_cast<size_t>(idx[r]) + 1];
+  for (int64_t e = 0; e < E; ++e) next[static_cast<size_t>(e) + 1] += next[static_cast<size_t>(e)];
+  for (int64_t e = 0; e <= E; ++e) offsets[e] = next[static_cast<size_t>(e)];
+  for (int64_t r = 0; r < R; ++r) {  // routed rows in token order: stable within each expert
+    const int32_t row = next[static_cast<size_t>(idx[r])]++;
+    source[row] = static_cast<int32_t>(r);
+    row_of[r] = row;
+  }
+}
+
+void moe_gather(float* xs, const float* x, const int32_t* source, int64_t R, int64_t k, int64_t H) {
+#pragma omp parallel for if (R * H > parallel_min_elems) schedule(static)
+  for (int64_t r = 0; r < R; ++r) copy(xs + r * H, x + source[r] / k * H, H);
+}
+
+void moe_gather_backward(float* dx, const float* dxs, const int32_t* row_of, int64_t T, int64_t k, int64_t H,
+                         bool accumulate) {
+#pragma omp parallel for if (T * H > parallel_min_elems) schedule(static)
+  for (int64_t t = 0; t < T; ++t) {
+    float* d = dx + t * H;
+    if (!accumulate) zero(d, H);
+    for (int64_t j = 0; j < k; ++j) axpy(d, 1.f, dxs + static_cast<int64_t>(row_of[t * k + j]) * H, H);
+  }
+}
+
+void moe_combine_forward(float* y, const float* ys, const float* weights, const int32_t* row_of, int64_t T, int64_t k,
+                         int64_t H) {
+#pragma omp parallel for if (T * H > parallel_min_elems) schedule(static)
+  for (int64_t t = 0; t < T; ++t) {
+    float* out = y + t * H;
+    zero(out, H);
+    for (int64_t j = 0; j < k; ++j)
+      axpy(out, weights[t * k + j], ys + static_cast<int64_t>(row_of[t * k + j]) * H, H);
+  }
+}
+
+void moe_combine_backward(float* dys, float* d_weights, const float* dy, const float* ys, const float* weights,
+                          const int32_t* row_of, int64_t T, int64_t k, int64_t H) {
+#pragma omp parallel for if (T * H > parallel_min_elems) schedule(static)
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t row = row_of[t * k + j];
+      const float w = weights[t * k + j];
+      float* d = dys + row * H;
+      const float* g = dy + t * H;
+      for (int64_t h = 0; h < H; ++h) d[h] = w * g[h];
+      d_weights[t * k + j] = dot(ys + row * H, g, H);
+    }
+}
+
+void grouped_linear_forward(float* y, const float* x, const float* w, int64_t w_stride, const int64_t* offsets,
+                            int64_t E, int64_t I, int64_t O) {
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t r0 = offsets[e], rows = offsets[e + 1] - r0;
+    if (rows > 0) linear_forward(y + r0 * O, x + r0 * I, w + e * w_stride, nullptr, rows, I, O);
+  }
+}
+
+void grouped_linear_backward(float* dx, float* dw, const float* dy, const float* x, const float* w, int64_t w_stride,
+                             const int64_t* offsets, int64_t E, int64_t I, int64_t O, bool accumulate_dx) {
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t r0 = offsets[e], rows = offsets[e + 1] - r0;
+    if (rows > 0)
+      linear_backward(dx ? dx + r0 * I : nullptr, dw + e * w_stride, nullptr, dy + r0 * O, x + r0 * I,
+                      w + e * w_stride, rows, I, O, accumulate_dx);
+  }
+}
+
+void row_sigmoid_gate_forward(float* y, const float* x, const float* g, int64_t T, int64_t H) {
+#pragma omp parallel for if (T * H > parallel_min_elems) schedule(static)
+  for (int64_t t = 0; t < T; ++t) axpy(y + t * H, 1.f / (1.f + std::exp(-g[t])), x + t * H, H);
+}
+
+void row_sigmoid_gate_backward(float* dx, float* dg, const float* dy, const float* x, const float* g, int64_t T,
+                           int64_t H) {
+#pragma omp parallel for if (T * H > parallel_min_elems) schedule(static)
+  for (int64_t t = 0; t < T; ++t) {
+    const float s = 1.f / (1.f + std::exp(-g[t]));
+    dg[t] = s * (1.f - s) * dot(x + t * H, dy + t * H, H);
+    for (int64_t h = 0; h < H; ++h) dx[t * H + h] = s * dy[t * H + h];
+  }
+}
+
+}  // namespace mt::cpu

@@ -1,0 +1,129 @@
+// Grouped expert GEMMs (see grouped_gemm.h): row-major problems turned column-major as Gemm does (C = A·Bᵀ row-major
+// is Cᶜ = op(B)·Aᶜ column-major).
+#include "backend/cuda/grouped_gemm.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "backend/cuda/cuda_check.h"
+#include "core/error.h"
+
+#define MT_CHECK_CUBLAS_V2(call) \
+  MT_CHECK_CALL(throw_error, "cuBLAS", call, mt_rc_ == CUBLAS_STATUS_SUCCESS, cublasGetStatusString(mt_rc_))
+
+namespace mt::cuda {
+namespace {
+
+cudaDataType_t data_type(DType t) { return t == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F; }
+int64_t element_size(DType t) { return static_cast<int64_t>(dtype_size(t)); }
+const char* at(const void* p, int64_t elements, DType t) { return static_cast<const char*>(p) + elements * element_size(t); }
+
+}  // namespace
+
+GroupedGemmMode grouped_gemm_mode_from_env() {
+  const char* v = std::getenv("MEGATRAIN_MOE_GEMM");
+  if (v == nullptr || std::string(v).empty() || std::string(v) == "loop") return GroupedGemmMode::loop;
+  MT_REQUIRE(std::string(v) == "grouped", "MEGATRAIN_MOE_GEMM must be loop or grouped, not '{}'", v);
+  return GroupedGemmMode::grouped;
+}
+
+GroupedGemm::GroupedGemm(cudaStream_t stream, Gemm& gemm, GroupedGemmMode mode)
+    : stream_(stream), gemm_(gemm), mode_(mode) {
+  if (mode_ != GroupedGemmMode::grouped) return;
+  MT_CHECK_CUBLAS_V2(cublasCreate(&handle_));
+  MT_CHECK_CUBLAS_V2(cublasSetStream(handle_, stream_));
+}
+
+GroupedGemm::~GroupedGemm() {
+  if (device_pointers_) cudaFree(device_pointers_);
+  if (handle_) cublasDestroy(handle_);
+}
+
+void GroupedGemm::grouped(const std::vector<Problem>& problems, bool trans_a, bool trans_b, DType ab, DType c,
+                          float beta) {
+  const auto n = static_cast<int64_t>(problems.size());
+  if (n == 0) return;
+  if (3 * n > pointer_capacity_) {
+    if (device_pointers_) MT_CHECK_CUDA(cudaFree(device_pointers_));
+    MT_CHECK_CUDA(cudaMalloc(reinterpret_cast<void**>(&device_pointers_), static_cast<size_t>(3 * n) * sizeof(void*)));
+    pointer_capacity_ = 3 * n;
+  }
+  std::vector<const void*> pointers(static_cast<size_t>(3 * n));
+  std::vector<int> m(n), nn(n), k(n), lda(n), ldb(n), ldc(n), size(n, 1);
+  std::vector<cublasOperation_t> ta(n, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N), tb(n, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N);
+  std::vector<float> alpha(n, 1.0f), betas(n, beta);
+  for (int64_t i = 0; i < n; ++i) {
+    const Problem& p = problems[static_cast<size_t>(i)];
+    pointers[static_cast<size_t>(i)] = p.a;
+    pointers[static_cast<size_t>(n + i)] = p.b;
+    pointers[static_cast<size_t>(2 * n + i)] = p.c;
+    m[i] = p.m, nn[i] = p.n, k[i] = p.k, lda[i] = p.lda, ldb[i] = p.ldb, ldc[i] = p.ldc;
+  }
+  // Pageable source: the copy has read it when cudaMemcpyAsync returns.
+  MT_CHECK_CUDA(cudaMemcpyAsync(device_pointers_, pointers.data(), pointers.size() * sizeof(void*),
+                                cudaMemcpyHostToDevice, stream_));
+  const void* const* A = const_cast<const void* const*>(device_pointers_);
+  const void* const* B = const_cast<const void* const*>(device_pointers_ + n);
+  void* const* C = device_pointers_ + 2 * n;
+  MT_CHECK_CUBLAS_V2(cublasGemmGroupedBatchedEx(handle_, ta.data(), tb.data(), m.data(), nn.data(), k.data(),
+                                                alpha.data(), A, data_type(ab), lda.data(), B, data_type(ab),
+                                                ldb.data(), betas.data(), C, data_type(c), ldc.data(),
+                                                static_cast<int>(n), size.data(), CUBLAS_COMPUTE_32F));
+}
+
+void GroupedGemm::forward(void* y, const void* x, const void* w, int64_t w_stride, const int64_t* offsets, int64_t E,
+                          int64_t I, int64_t O, DType t) {
+  std::vector<Problem> problems;
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t r0 = offsets[e], rows = offsets[e + 1] - r0;
+    if (rows == 0) continue;
+    void* ye = const_cast<char*>(at(y, r0 * O, t));
+    const void* xe = at(x, r0 * I, t);
+    const void* we = at(w, e * w_stride, t);
+    if (mode_ == GroupedGemmMode::loop)
+      gemm_.run(ye, t, xe, we, t, true, rows, O, I, 0.0f);
+    else  // Cᶜ[O, rows] = wᶜᵀ · xᶜ
+      problems.push_back({we, xe, ye, static_cast<int>(O), static_cast<int>(rows), static_cast<int>(I),
+                          static_cast<int>(I), static_cast<int>(I), static_cast<int>(O)});
+  }
+  grouped(problems, true, false, t, t, 0.0f);
+}
+
+void GroupedGemm::backward_data(void* dx, const void* dy, const void* w, int64_t w_stride, const int64_t* offsets,
+                                int64_t E, int64_t I, int64_t O, DType t, float beta) {
+  std::vector<Problem> problems;
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t r0 = offsets[e], rows = offsets[e + 1] - r0;
+    if (rows == 0) continue;
+    void* dxe = const_cast<char*>(at(dx, r0 * I, t));
+    const void* dye = at(dy, r0 * O, t);
+    const void* we = at(w, e * w_stride, t);
+    if (mode_ == GroupedGemmMode::loop)
+      gemm_.run(dxe, t, dye, we, t, false, rows, I, O, beta);
+    else  // Cᶜ[I, rows] = wᶜ[I, O] · dyᶜ[O, rows]
+      problems.push_back({we, dye, dxe, static_cast<int>(I), static_cast<int>(rows), static_cast<int>(O),
+                          static_cast<int>(I), static_cast<int>(O), static_cast<int>(I)});
+  }
+  grouped(problems, false, false, t, t, beta);
+}
+
+void GroupedGemm::backward_weight(float* dw, const void* dy, const void* x, int64_t w_stride, const int64_t* offsets,
+                                  int64_t E, int64_t I, int64_t O, DType t) {
+  std::vector<Problem> problems;
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t r0 = offsets[e], rows = offsets[e + 1] - r0;
+    if (rows == 0) continue;
+    float* dwe = dw + e * w_stride;
+    const void* dye = at(dy, r0 * O, t);
+    const void* xe = at(x, r0 * I, t);
+    if (mode_ == GroupedGemmMode::loop)
+      gemm_.run_at_b(dwe, dye, xe, t, O, I, rows, 1.0f);
+    else  // Cᶜ[I, O] = xᶜ[I, rows] · dyᶜ[O, rows]ᵀ
+      problems.push_back({xe, dye, dwe, static_cast<int>(I), static_cast<int>(O), static_cast<int>(rows),
+                          static_cast<int>(I), static_cast<int>(O), static_cast<int>(I)});
+  }
+  grouped(problems, false, true, t, DType::f32, 1.0f);
+}
+
+}  // namespace mt::cuda

@@ -1,0 +1,57 @@
+// The expert GEMMs of a mixture-of-experts layer over rows grouped by expert (offsets [E+1] in host memory):
+// either a loop of cuBLASLt GEMMs, one per expert that has rows, or one cublasGemmGroupedBatchedEx call for all of
+// them. MEGATRAIN_MOE_GEMM=loop|grouped picks one (default loop) so that the two can be measured on the same run.
+// Never one launch per token. Invariant: every call is enqueued on the backend's stream; experts without rows are
+// skipped; fp32 accumulation, dw in fp32 accumulated (beta 1).
+#pragma once
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/cuda/gemm.h"
+#include "core/dtype.h"
+
+namespace mt::cuda {
+
+enum class GroupedGemmMode { loop, grouped };
+GroupedGemmMode grouped_gemm_mode_from_env();
+
+class GroupedGemm {
+ public:
+  GroupedGemm(cudaStream_t stream, Gemm& gemm, GroupedGemmMode mode);
+  ~GroupedGemm();
+  GroupedGemm(const GroupedGemm&) = delete;
+  GroupedGemm& operator=(const GroupedGemm&) = delete;
+  GroupedGemmMode mode() const { return mode_; }
+
+  // y[rows_e, O] = x[rows_e, I] · w_eᵀ, w_e = w + e·w_stride elements ([O, I]).
+  void forward(void* y, const void* x, const void* w, int64_t w_stride, const int64_t* offsets, int64_t E, int64_t I,
+               int64_t O, DType t);
+  // dx[rows_e, I] = dy[rows_e, O] · w_e (+ dx when beta is 1).
+  void backward_data(void* dx, const void* dy, const void* w, int64_t w_stride, const int64_t* offsets, int64_t E,
+                     int64_t I, int64_t O, DType t, float beta);
+  // dw_e[O, I] += dy[rows_e, O]ᵀ · x[rows_e, I] (fp32), dw_e = dw + e·w_stride.
+  void backward_weight(float* dw, const void* dy, const void* x, int64_t w_stride, const int64_t* offsets, int64_t E,
+                       int64_t I, int64_t O, DType t);
+
+ private:
+  // One column-major problem per expert with rows: C = op(A)·op(B), m × n × k, leading dimensions.
+  struct Problem {
+    const void* a;
+    const void* b;
+    void* c;
+    int m, n, k, lda, ldb, ldc;
+  };
+  void grouped(const std::vector<Problem>& problems, bool trans_a, bool trans_b, DType ab, DType c, float beta);
+
+  cudaStream_t stream_;
+  Gemm& gemm_;
+  GroupedGemmMode mode_;
+  cublasHandle_t handle_ = nullptr;
+  void** device_pointers_ = nullptr;  // A, B, C pointer arrays for the grouped call
+  int64_t pointer_capacity_ = 0;
+};
+
+}  // namespace mt::cuda

@@ -1,0 +1,191 @@
+// Mixture-of-experts block forward and backward (see moe_block.h).
+#include "engine/moe_block.h"
+
+#include <algorithm>
+
+#include "engine/moe_aux.h"
+
+namespace mt {
+namespace {
+
+// The widest MoE layer's dimensions.
+struct MoeDims {
+  int64_t E = 0, k = 0, I = 0, S = 0;
+};
+MoeDims widest(const ModelSpec& spec) {
+  MoeDims d;
+  for (const LayerSpec& l : spec.layers) {
+    if (!l.moe.active()) continue;
+    d.E = std::max(d.E, l.moe.num_experts);
+    d.k = std::max(d.k, l.moe.top_k);
+    d.I = std::max(d.I, l.moe.intermediate_size);
+    d.S = std::max(d.S, l.moe.shared_intermediate_size);
+  }
+  return d;
+}
+
+// f(pointer, elements per token, element bytes or 0 for the compute dtype) for every per-token buffer.
+template <typename F>
+void each_buffer(MoeScratch& s, const MoeDims& d, int64_t H, F f) {
+  const int64_t R = d.k;  // routed rows per token
+  f(reinterpret_cast<void*&>(s.logits), d.E, 0);
+  f(reinterpret_cast<void*&>(s.d_logits), d.E, 0);
+  f(reinterpret_cast<void*&>(s.probs), d.E, 4);
+  f(reinterpret_cast<void*&>(s.weights), d.k, 4);
+  f(reinterpret_cast<void*&>(s.d_weights), d.k, 4);
+  f(reinterpret_cast<void*&>(s.idx), d.k, 4);
+  f(reinterpret_cast<void*&>(s.source), d.k, 4);
+  f(reinterpret_cast<void*&>(s.row_of), d.k, 4);
+  for (void** p : {&s.xs, &s.ys, &s.d_ys}) f(*p, R * H, 0);
+  for (void** p : {&s.gate, &s.up, &s.act, &s.d_act, &s.d_gate, &s.d_up}) f(*p, R * d.I, 0);
+  for (void** p : {&s.s_gate, &s.s_up, &s.s_act, &s.d_s_act, &s.d_s_gate, &s.d_s_up}) f(*p, d.S, 0);
+  for (void** p : {&s.s_out, &s.d_s_out}) f(*p, d.S > 0 ? H : 0, 0);
+  for (void** p : {&s.s_logit, &s.d_s_logit}) f(*p, d.S > 0 ? 1 : 0, 0);
+}
+
+struct Block {
+  const LayerContext& ctx;
+  int64_t layer;
+  const void* w;
+  const MicroBatch& mb;
+  MoeScratch& s;
+
+  Backend& be() const { return *ctx.backend; }
+  const MoeSpec& m() const { return ctx.layer(layer).moe; }
+  const MoeOffsets& o() const { return ctx.offsets(layer).moe; }
+  int64_t T() const { return mb.tokens(); }
+  int64_t H() const { return ctx.spec->hidden_size; }
+  int64_t R() const { return mb.tokens() * m().top_k; }
+  const void* at(int64_t offset) const { return weight_at(ctx, w, offset); }
+  MoeRouting routing() const {
+    const MoeSpec& spec = m();
+    MoeRouting r;
+    r.experts = spec.num_experts;
+    r.top_k = spec.top_k;
+    r.sigmoid = spec.router == RouterKind::sigmoid_group;
+    r.norm_topk = spec.norm_topk;
+    r.scaling = static_cast<float>(spec.routed_scaling);
+    r.groups = spec.groups;
+    r.topk_groups = spec.topk_groups;
+    r.score_bias = at(o().score_bias);
+    return r;
+  }
+
+  // Router, permutation, gathered rows, expert activations and outputs ys; the shared expert's s_out, s_logit.
+  void internals(const void* in, bool collect) {
+    const MoeSpec& spec = m();
+    const int64_t E = spec.num_experts, k = spec.top_k, I = spec.intermediate_size;
+    be().linear_forward(s.logits, in, at(o().router), nullptr, T(), H(), E);
+    be().moe_route_forward(s.probs, s.idx, s.weights, s.logits, T(), routing());
+    MoeAuxState* aux = ctx.moe_aux;
+    if (collect && aux != nullptr && aux->slot[static_cast<size_t>(layer)] >= 0) {
+      const int64_t row = aux->slot[static_cast<size_t>(layer)] * aux->experts;
+      be().moe_router_stats(aux->counts + row, aux->prob_sums + row, s.probs, s.idx, mb.seq_lens, mb.seq_len, T(), E,
+                            k);
+    }
+    be().moe_permute(s.offsets, s.source, s.row_of, s.idx, T(), E, k);
+    std::vector<int32_t> offsets(static_cast<size_t>(E) + 1);
+    be().download(offsets.data(), s.offsets, static_cast<int64_t>(offsets.size() * sizeof(int32_t)));
+    s.host_offsets.assign(offsets.begin(), offsets.end());
+    be().moe_gather(s.xs, in, s.source, R(), k, H());
+    const int64_t stride = o().expert_stride;
+    be().grouped_linear_forward(s.gate, s.xs, at(o().expert(0, o().gate)), stride, s.host_offsets.data(), E, H(), I);
+    be().grouped_linear_forward(s.up, s.xs, at(o().expert(0, o().up)), stride, s.host_offsets.data(), E, H(), I);
+    be().glu_forward(s.act, s.gate, s.up, R() * I, Activation::silu);
+    be().grouped_linear_forward(s.ys, s.act, at(o().expert(0, o().down)), stride, s.host_offsets.data(), E, I, H());
+    if (spec.shared_intermediate_size > 0) {
+      const int64_t S = spec.shared_intermediate_size;
+      const MlpOffsets& sh = o().shared;
+      be().linear_forward(s.s_gate, in, at(sh.gate), nullptr, T(), H(), S);
+      be().linear_forward(s.s_up, in, at(sh.up), nullptr, T(), H(), S);
+      be().glu_forward(s.s_act, s.s_gate, s.s_up, T() * S, Activation::silu);
+      be().linear_forward(s.s_out, s.s_act, at(sh.down), nullptr, T(), S, H());
+      if (spec.shared_gate) be().linear_forward(s.s_logit, in, at(o().shared_gate), nullptr, T(), H(), 1);
+    }
+  }
+};
+
+}  // namespace
+
+int64_t moe_scratch_bytes(const ModelSpec& spec, int64_t tokens, int64_t element_size) {
+  const MoeDims d = widest(spec);
+  if (d.E == 0) return 0;
+  MoeScratch s;
+  int64_t bytes = (d.E + 1) * 4;
+  each_buffer(s, d, spec.hidden_size, [&](void*&, int64_t width, int64_t size) {
+    bytes += tokens * width * (size ? size : element_size);
+  });
+  return bytes;
+}
+
+MoeScratch allocate_moe_scratch(Backend& be, const ModelSpec& spec, int64_t tokens, std::vector<void*>& owned) {
+  MoeScratch s;
+  const MoeDims d = widest(spec);
+  if (d.E == 0) return s;
+  const auto es = static_cast<int64_t>(dtype_size(be.dtype()));
+  each_buffer(s, d, spec.hidden_size, [&](void*& p, int64_t width, int64_t size) {
+    if (width == 0) return;
+    owned.push_back(be.alloc_bytes(tokens * width * (size ? size : es)));
+    p = owned.back();
+  });
+  owned.push_back(be.alloc_bytes((d.E + 1) * 4));
+  s.offsets = static_cast<int32_t*>(owned.back());
+  return s;
+}
+
+void moe_block_forward(const LayerContext& ctx, int64_t layer, const void* w, const void* in, void* out,
+                       const MicroBatch& mb, MoeScratch& s) {
+  Block b{ctx, layer, w, mb, s};
+  const bool collect = ctx.moe_aux != nullptr && ctx.moe_aux->collect;
+  b.internals(in, collect);
+  b.be().moe_combine_forward(out, s.ys, s.weights, s.row_of, b.T(), b.m().top_k, b.H());
+  if (b.m().shared_intermediate_size == 0) return;
+  if (b.m().shared_gate)
+    b.be().row_sigmoid_gate_forward(out, s.s_out, s.s_logit, b.T(), b.H());
+  else
+    b.be().add(out, s.s_out, b.T() * b.H());
+}
+
+void moe_block_backward(const LayerContext& ctx, int64_t layer, const void* w, const void* in, const void* d_out,
+                        void* d_in, float* dw, const MicroBatch& mb, MoeScratch& s) {
+  Block b{ctx, layer, w, mb, s};
+  b.internals(in, false);
+  Backend& be = b.be();
+  const MoeSpec& m = b.m();
+  const MoeOffsets& o = b.o();
+  const int64_t T = b.T(), H = b.H(), E = m.num_experts, k = m.top_k, I = m.intermediate_size, R = b.R();
+  const int64_t stride = o.expert_stride;
+  const int64_t* offsets = s.host_offsets.data();
+  // Routed experts: out = Σ_j weights_j · down_e(silu(gate_e(x)) · up_e(x)).
+  be.moe_combine_backward(s.d_ys, s.d_weights, d_out, s.ys, s.weights, s.row_of, T, k, H);
+  be.grouped_linear_backward(s.d_act, grad_at(dw, o.expert(0, o.down)), s.d_ys, s.act, b.at(o.expert(0, o.down)),
+                             stride, offsets, E, I, H, false);
+  be.glu_backward(s.d_gate, s.d_up, s.d_act, s.gate, s.up, R * I, Activation::silu);
+  void* d_xs = s.ys;  // ys is no longer needed
+  be.grouped_linear_backward(d_xs, grad_at(dw, o.expert(0, o.gate)), s.d_gate, s.xs, b.at(o.expert(0, o.gate)),
+                             stride, offsets, E, H, I, false);
+  be.grouped_linear_backward(d_xs, grad_at(dw, o.expert(0, o.up)), s.d_up, s.xs, b.at(o.expert(0, o.up)), stride,
+                             offsets, E, H, I, true);
+  be.moe_gather_backward(d_in, d_xs, s.row_of, T, k, H, false);
+  // Router: the routing weights' gradient, plus the load-balancing loss's through the probabilities.
+  const float* aux_grad = ctx.moe_aux != nullptr ? ctx.moe_aux->grad : nullptr;
+  be.moe_route_backward(s.d_logits, s.d_weights, s.probs, s.idx, s.weights, aux_grad, mb.seq_lens, mb.seq_len, T,
+                        b.routing());
+  be.linear_backward(d_in, grad_at(dw, o.router), nullptr, s.d_logits, in, b.at(o.router), T, H, E, true);
+  if (m.shared_intermediate_size == 0) return;
+  // Shared expert: out += [sigmoid(x · w_gate) ·] down(silu(gate(x)) · up(x)).
+  const int64_t S = m.shared_intermediate_size;
+  const MlpOffsets& sh = o.shared;
+  const void* d_shared = d_out;
+  if (m.shared_gate) {
+    be.row_sigmoid_gate_backward(s.d_s_out, s.d_s_logit, d_out, s.s_out, s.s_logit, T, H);
+    be.linear_backward(d_in, grad_at(dw, o.shared_gate), nullptr, s.d_s_logit, in, b.at(o.shared_gate), T, H, 1, true);
+    d_shared = s.d_s_out;
+  }
+  be.linear_backward(s.d_s_act, grad_at(dw, sh.down), nullptr, d_shared, s.s_act, b.at(sh.down), T, S, H, false);
+  be.glu_backward(s.d_s_gate, s.d_s_up, s.d_s_act, s.s_gate, s.s_up, T * S, Activation::silu);
+  be.linear_backward(d_in, grad_at(dw, sh.gate), nullptr, s.d_s_gate, in, b.at(sh.gate), T, H, S, true);
+  be.linear_backward(d_in, grad_at(dw, sh.up), nullptr, s.d_s_up, in, b.at(sh.up), T, H, S, true);
+}
+
+}  // namespace mt

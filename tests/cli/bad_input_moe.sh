@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# `megatrain train` on bad mixture-of-experts input: more experts per token than experts, an unsupported router
+# (Mixtral's random router_jitter_noise), a checkpoint missing one expert's tensor: exit status 1, exactly one error
+# line naming the file and the field or tensor, and no output_dir.
+# Usage: bad_input_moe.sh MEGATRAIN_BINARY SOURCE_DIR
+set -uo pipefail
+bin=$1 src=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+status=0
+
+expect_failure() {  # NAME PATTERN ARGS...
+  local name=$1 pattern=$2
+  shift 2
+  local out=$work/$name
+  "$bin" train "$@" --set "training.output_dir=$out" >"$work/$name.stdout" 2>"$work/$name.stderr"
+  local rc=$?
+  local errors
+  errors=$(grep -c '^megatrain: error: ' "$work/$name.stderr")
+  if [[ $rc -ne 1 ]] || [[ $errors -ne 1 ]] || ! grep -q -- "$pattern" "$work/$name.stderr" || [[ -e $out ]]; then
+    echo "FAIL $name: rc=$rc, stderr:"; cat "$work/$name.stderr"; status=1
+  else
+    echo "ok   $name: $(grep '^megatrain: error: ' "$work/$name.stderr")"
+  fi
+}
+
+# A copy of a fixture model: config.json edited by a Python statement on `config`, and the tensor `drop` left out
+# of model.safetensors (rewritten from its header; no torch needed).
+broken_model() {  # NAME FIXTURE PYTHON-ON-config [TENSOR-TO-DROP]
+  local dir=$work/model-$1
+  mkdir -p "$dir"
+  SRC="$src/tests/fixtures/$2/model" OUT="$dir" DROP="${4:-}" python3 -c "
+import json, os, struct
+src, out, drop = os.environ['SRC'], os.environ['OUT'], os.environ['DROP']
+config = json.load(open(src + '/config.json'))
+$3
+json.dump(config, open(out + '/config.json', 'w'))
+data = open(src + '/model.safetensors', 'rb').read()
+n = struct.unpack('<Q', data[:8])[0]
+header = json.loads(data[8:8 + n])
+body = data[8 + n:]
+kept, chunks, offset = {}, [], 0
+for name, t in header.items():
+    if name == '__metadata__':
+        kept[name] = t
+        continue
+    if name == drop:
+        continue
+    a, b = t['data_offsets']
+    chunks.append(body[a:b])
+    kept[name] = dict(t, data_offsets=[offset, offset + b - a])
+    offset += b - a
+text = json.dumps(kept).encode()
+open(out + '/model.safetensors', 'wb').write(struct.pack('<Q', len(text)) + text + b''.join(chunks))"
+  echo "$dir"
+}
+fx() { echo --config "$src/tests/fixtures/$1/train.yaml" --set "dataset.dataset_dir=$src/tests/fixtures/$1/data"; }
+
+# shellcheck disable=SC2046
+expect_failure top_k_above_experts "'num_experts_per_tok' (5) must be between 1 and 'num_local_experts' (4)" \
+  $(fx mixtral) --set "model.name=$(broken_model top_k mixtral "config['num_experts_per_tok'] = 5")"
+# shellcheck disable=SC2046
+expect_failure qwen_top_k_above_experts "'num_experts_per_tok' (9) must be between 1 and 'num_local_experts' (4)" \
+  $(fx qwen3_moe) --set "model.name=$(broken_model qwen_top_k qwen3_moe "config['num_experts_per_tok'] = 9")"
+# shellcheck disable=SC2046
+expect_failure unsupported_router "'router_jitter_noise' must be 0" \
+  $(fx mixtral) --set "model.name=$(broken_model jitter mixtral "config['router_jitter_noise'] = 0.01")"
+# shellcheck disable=SC2046
+expect_failure missing_expert_tensor "model.layers.1.block_sparse_moe.experts.2.w3.weight" \
+  $(fx mixtral) --set "model.name=$(broken_model missing mixtral "pass" model.layers.1.block_sparse_moe.experts.2.w3.weight)"
+exit $status

@@ -1,0 +1,110 @@
+// Golden tests of the mixture-of-experts families (tools/make_moe_fixtures.py wrote the references): `train` in
+// fp32 reproduces PyTorch's per-step loss (LM + coef × router loss), router loss, gradient norm and learning rate,
+// and every final parameter; with micro-batches of one sequence (experts that receive no row) as well.
+#include <cmath>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "catch.h"
+#include "integration/fixture_run.h"
+
+using namespace mt::testing;
+
+namespace {
+
+constexpr double kTolerance = 1e-4;  // relative: per-step loss, aux loss, grad norm; per-tensor final parameters
+
+std::vector<nlohmann::json> metrics_lines(const std::string& run) {
+  std::ifstream in(scratch_dir(run) / "metrics.jsonl");
+  std::vector<nlohmann::json> rows;
+  for (std::string line; std::getline(in, line);) rows.push_back(nlohmann::json::parse(line));
+  return rows;
+}
+
+void check_moe_fixture(const std::string& name, const std::string& run, const std::vector<std::string>& overrides = {}) {
+  const auto summary = run_fixture(name, run, overrides);
+  std::ifstream in(fixture_dir(name) / "reference.json");
+  const nlohmann::json ref = nlohmann::json::parse(in);
+  const auto rows = metrics_lines(run);
+  const auto& losses = ref.at("losses");
+  const auto& aux = ref.at("aux_losses");
+  REQUIRE(rows.size() == losses.size());
+  for (size_t k = 0; k < rows.size(); ++k) {
+    INFO(name << " step " << k + 1);
+    const double loss = losses[k].get<double>(), grad_norm = ref.at("grad_norms")[k].get<double>();
+    CHECK(std::abs(rows[k].at("loss").get<double>() - loss) <= kTolerance * loss);
+    CHECK(std::abs(rows[k].at("grad_norm").get<double>() - grad_norm) <= kTolerance * grad_norm);
+    CHECK(std::abs(rows[k].at("lr").get<double>() - ref.at("lrs")[k].get<double>()) <= 1e-12);
+    if (aux.empty()) {
+      CHECK_FALSE(rows[k].contains("aux_loss"));
+    } else {
+      REQUIRE(rows[k].contains("aux_loss"));
+      CHECK(std::abs(rows[k].at("aux_loss").get<double>() - aux[k].get<double>()) <= kTolerance * aux[k].get<double>());
+    }
+  }
+  const auto ours = read_tensors(summary.final_dir / "model.safetensors");
+  const auto theirs = read_tensors(fixture_dir(name) / "reference" / "final.safetensors");
+  REQUIRE(ours.size() == theirs.size());
+  for (const auto& [tensor, values] : theirs) {
+    INFO(name << " tensor " << tensor);
+    REQUIRE(ours.count(tensor) == 1);
+    CHECK(relative_difference(ours.at(tensor), values) <= kTolerance);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("mixtral fixture (every layer sparse, router loss from config.json) matches PyTorch", "[parity][moe]") {
+  check_moe_fixture("mixtral", "parity-mixtral");
+}
+TEST_CASE("qwen2_moe fixture (shared gated expert, dense and sparse layers, training.moe_aux_loss_coef) matches "
+          "PyTorch", "[parity][moe]") {
+  check_moe_fixture("qwen2_moe", "parity-qwen2_moe");
+}
+TEST_CASE("qwen3_moe fixture (mlp_only_layers, norm_topk_prob, q/k norm, router loss off) matches PyTorch",
+          "[parity][moe]") {
+  check_moe_fixture("qwen3_moe", "parity-qwen3_moe");
+}
+TEST_CASE("glm4_moe fixture (sigmoid router with e_score_correction_bias, group-limited top k, routed scaling, "
+          "shared expert, first_k_dense_replace) matches PyTorch", "[parity][moe]") {
+  // e_score_correction_bias is a buffer in transformers: its gradient is 0 and AdamW leaves it unchanged.
+  check_moe_fixture("glm4_moe", "parity-glm4_moe");
+}
+TEST_CASE("MoE fixtures in micro-batches of one sequence (experts without rows) still match PyTorch",
+          "[parity][moe]") {
+  // The router loss is over the whole pass's tokens, as the batch-4 reference computes it in one forward.
+  check_moe_fixture("mixtral", "parity-mixtral-mb1", {"training.micro_batch_size=1"});
+  check_moe_fixture("qwen2_moe", "parity-qwen2_moe-mb1", {"training.micro_batch_size=1"});
+  check_moe_fixture("qwen3_moe", "parity-qwen3_moe-saved", {"training.recompute_layers=0"});
+  check_moe_fixture("glm4_moe", "parity-glm4_moe-mb1", {"training.micro_batch_size=1"});
+}
+TEST_CASE("training.moe_aux_loss_coef 0 logs the router loss and trains on the LM loss alone", "[parity][moe]") {
+  run_fixture("mixtral", "moe-aux-zero", {"training.moe_aux_loss_coef=0.0"});
+  std::ifstream in(fixture_dir("mixtral") / "reference.json");
+  const nlohmann::json ref = nlohmann::json::parse(in);
+  const auto rows = metrics_lines("moe-aux-zero");
+  REQUIRE(rows.size() == 4);
+  // Step 1 (same weights): the loss is the reference's minus coef × aux, and the aux loss is the reference's.
+  const double aux = ref.at("aux_losses")[0].get<double>(), coef = ref.at("aux_coef").get<double>();
+  CHECK(std::abs(rows[0].at("aux_loss").get<double>() - aux) <= kTolerance * aux);
+  const double lm = ref.at("losses")[0].get<double>() - coef * aux;
+  CHECK(std::abs(rows[0].at("loss").get<double>() - lm) <= kTolerance * lm);
+}
+TEST_CASE("a sigmoid-routed family refuses training.moe_aux_loss_coef", "[parity][moe]") {
+  CHECK_THROWS_WITH(run_fixture("glm4_moe", "moe-glm-aux", {"training.moe_aux_loss_coef=0.01"}),
+                    mt_test::contains("training.moe_aux_loss_coef: Glm4MoeForCausalLM routes by sigmoid scores"));
+}
+TEST_CASE("bfloat16 MoE training stays within 2e-2 of PyTorch's fp32 losses", "[parity][bf16][moe]") {
+  for (const std::string name : {"mixtral", "qwen2_moe", "qwen3_moe", "glm4_moe"}) {
+    const std::string run = "parity-bf16-" + name;
+    run_fixture(name, run, {"model.dtype=bfloat16"});
+    const Reference ref = read_reference(name);
+    const auto rows = read_metrics(scratch_dir(run));
+    REQUIRE(rows.size() == ref.losses.size());
+    for (size_t k = 0; k < rows.size(); ++k) {
+      INFO(name << " step " << k + 1);
+      CHECK(std::abs(rows[k].loss - ref.losses[k]) <= 2e-2 * ref.losses[k]);
+    }
+  }
+}

@@ -1,0 +1,152 @@
+// The mixture-of-experts family parsers: what Mixtral, Qwen2-MoE and Qwen3-MoE read into per-layer MoE specs (layer
+// mixing by mlp_only_layers / decoder_sparse_step), their tensor layout, active against total parameters (the
+// published shapes' model-card figures), and one-line errors naming the config and the key.
+#include <nlohmann/json.hpp>
+
+#include "catch.h"
+#include "core/error.h"
+#include "model/flops.h"
+#include "model/model_spec.h"
+#include "model/param_layout.h"
+
+using nlohmann::json;
+
+namespace {
+
+json tiny(const char* architecture) {
+  return {{"architectures", {architecture}}, {"vocab_size", 128},         {"hidden_size", 64},
+          {"intermediate_size", 96},        {"num_hidden_layers", 4},    {"num_attention_heads", 4},
+          {"num_key_value_heads", 2},       {"max_position_embeddings", 256}, {"num_experts_per_tok", 2},
+          {"moe_intermediate_size", 32},    {"shared_expert_intermediate_size", 48}, {"num_experts", 4}};
+}
+mt::ModelSpec parse(const json& j) { return mt::parse_model_spec(j, "cfg.json"); }
+std::string parse_error(const json& j) {
+  try {
+    parse(j);
+  } catch (const mt::Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+std::vector<bool> sparse(const mt::ModelSpec& s) {
+  std::vector<bool> v;
+  for (const auto& l : s.layers) v.push_back(l.moe.active());
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("Mixtral: every layer a renormalised top-2 of num_local_experts, block_sparse_moe names", "[families][moe]") {
+  json j = tiny("MixtralForCausalLM");
+  j.erase("num_experts");
+  j["num_local_experts"] = 8;
+  const mt::ModelSpec s = parse(j);
+  CHECK(sparse(s) == std::vector<bool>(4, true));
+  CHECK(s.layers[0].moe.num_experts == 8);
+  CHECK(s.layers[0].moe.intermediate_size == 96);  // Mixtral's experts are intermediate_size wide
+  CHECK(s.layers[0].moe.norm_topk);
+  CHECK(s.layers[0].moe.shared_intermediate_size == 0);
+  CHECK(s.router_aux_loss_coef == 0.001);
+  CHECK_FALSE(s.output_router_logits);
+  const mt::ParamLayout layout = mt::make_param_layout(s);
+  const auto& names = layout.layer(1).params;
+  CHECK(std::any_of(names.begin(), names.end(), [](const mt::ParamSlot& p) {
+    return p.hf_name == "model.layers.1.block_sparse_moe.experts.7.w2.weight" && p.shape == std::vector<int64_t>{64, 96};
+  }));
+  const mt::MoeOffsets& o = layout.layer(1).offsets.moe;
+  CHECK(o.expert_stride == 3 * 96 * 64);
+  CHECK(layout.layer(1).params.back().offset + layout.layer(1).params.back().numel == layout.layer(1).numel);
+  j["router_jitter_noise"] = 0.1;
+  CHECK_THAT(parse_error(j), mt_test::contains("cfg.json: key 'router_jitter_noise' must be 0"));
+}
+
+TEST_CASE("Qwen2-MoE: decoder_sparse_step and mlp_only_layers mix dense and sparse layers; gated shared expert",
+          "[families][moe]") {
+  json j = tiny("Qwen2MoeForCausalLM");
+  j["decoder_sparse_step"] = 2;
+  const mt::ModelSpec s = parse(j);
+  CHECK(sparse(s) == std::vector<bool>{false, true, false, true});
+  CHECK(s.layers[0].mlp.intermediate_size == 96);
+  CHECK(s.layers[1].moe.shared_intermediate_size == 48);
+  CHECK(s.layers[1].moe.shared_gate);
+  CHECK_FALSE(s.layers[1].moe.norm_topk);
+  CHECK(s.layers[1].attention.qkv_bias);
+  j["decoder_sparse_step"] = 1;
+  j["mlp_only_layers"] = {0, 3};
+  j["output_router_logits"] = true;
+  const mt::ModelSpec m = parse(j);
+  CHECK(sparse(m) == std::vector<bool>{false, true, true, false});
+  CHECK(m.output_router_logits);
+  // Active parameters: each sparse layer computes with 2 of its 4 experts.
+  CHECK(mt::count_parameters(m) - mt::count_active_parameters(m) == 2 * 2 * 3 * 32 * 64);
+  j["mlp_only_layers"] = {4};
+  CHECK_THAT(parse_error(j), mt_test::contains("cfg.json: key 'mlp_only_layers' entry 4 is not a layer index below 4"));
+}
+
+TEST_CASE("Qwen3-MoE: q/k norms, norm_topk_prob, no shared expert; top k above the experts refused", "[families][moe]") {
+  json j = tiny("Qwen3MoeForCausalLM");
+  j["norm_topk_prob"] = true;
+  const mt::ModelSpec s = parse(j);
+  CHECK(s.layers[2].attention.qk_norm);
+  CHECK(s.layers[2].moe.norm_topk);
+  CHECK(s.layers[2].moe.shared_intermediate_size == 0);
+  j["num_experts_per_tok"] = 5;
+  CHECK_THAT(parse_error(j),
+             mt_test::contains("cfg.json: key 'num_experts_per_tok' (5) must be between 1 and 'num_experts' (4)"));
+}
+
+TEST_CASE("GLM-4.5: first_k_dense_replace, sigmoid group-limited router, scaling, shared experts, score bias slot",
+          "[families][moe]") {
+  json j = tiny("Glm4MoeForCausalLM");
+  j.erase("num_experts");
+  j["n_routed_experts"] = 8;
+  j["n_group"] = 4;
+  j["topk_group"] = 2;
+  j["routed_scaling_factor"] = 2.5;
+  j["n_shared_experts"] = 2;
+  j["first_k_dense_replace"] = 2;
+  const mt::ModelSpec s = parse(j);
+  CHECK(sparse(s) == std::vector<bool>{false, false, true, true});
+  const mt::MoeSpec& m = s.layers[3].moe;
+  CHECK(m.router == mt::RouterKind::sigmoid_group);
+  CHECK(m.norm_topk);
+  CHECK(m.routed_scaling == 2.5);
+  CHECK(m.groups == 4);
+  CHECK(m.topk_groups == 2);
+  CHECK(m.shared_intermediate_size == 64);
+  CHECK_FALSE(m.shared_gate);
+  CHECK(s.rope_tables[0].partial_rotary_factor == 0.5);
+  const mt::ParamLayout layout = mt::make_param_layout(s);
+  const auto& slots = layout.layer(3).params;
+  CHECK(std::any_of(slots.begin(), slots.end(), [](const mt::ParamSlot& p) {
+    return p.hf_name == "model.layers.3.mlp.gate.e_score_correction_bias" && p.shape == std::vector<int64_t>{8};
+  }));
+  CHECK(std::any_of(slots.begin(), slots.end(), [](const mt::ParamSlot& p) {
+    return p.hf_name == "model.layers.3.mlp.shared_experts.down_proj.weight";
+  }));
+  j["n_group"] = 3;
+  CHECK_THAT(parse_error(j), mt_test::contains("cfg.json: key 'n_group' (3) must divide the 8 experts"));
+  j["n_group"] = 4;
+  j["topk_group"] = 1;
+  j["num_experts_per_tok"] = 3;
+  CHECK_THAT(parse_error(j), mt_test::contains("key 'num_experts_per_tok' (3) exceeds the 2 experts of 'topk_group' (1)"));
+}
+
+TEST_CASE("published MoE shapes: total and active parameters as the model cards state", "[families][moe]") {
+  struct Card {
+    const char* file;
+    double total, active;  // billions
+  };
+  for (const Card& c : {Card{"mixtral-8x7b", 46.70, 12.88}, Card{"mixtral-8x22b", 140.6, 39.2},
+                        Card{"qwen3-30b-a3b", 30.53, 3.35}, Card{"qwen3-235b-a22b", 235.1, 22.1},
+                        // GLM-4.5-Air's card: 106 B total, 12 B active without the 1.24 B of embedding and head.
+                        Card{"glm-4.5-air", 106.85, 13.42}}) {
+    INFO(c.file);
+    const mt::ModelSpec s = mt::load_model_spec(std::string(MEGATRAIN_SOURCE_DIR "/configs/models/") + c.file + ".json");
+    CHECK(std::abs(static_cast<double>(mt::count_parameters(s)) / 1e9 - c.total) < 0.01 * c.total);
+    CHECK(std::abs(static_cast<double>(mt::count_active_parameters(s)) / 1e9 - c.active) < 0.01 * c.active);
+    // Model FLOPs count the active matmul parameters only.
+    const mt::StepFlops f = mt::step_flops(s, mt::make_param_layout(s), 1, 1);
+    CHECK(f.six_n == Approx(6.0 * static_cast<double>(mt::count_active_parameters(s))));
+  }
+}

@@ -1,0 +1,47 @@
+// The compute-bound thresholds of plan/step_bound.h: transfer bytes follow the acquisition order (each region once
+// forward, once backward, once more where backward rebuilds a segment's inputs), the thresholds are the transfer and optimizer times at the
+// GPU's token rate, and an MoE model needs far more tokens per pass than a dense one of its active size.
+#include <cmath>
+
+#include "catch.h"
+#include "model/model_spec.h"
+#include "model/param_layout.h"
+#include "plan/step_bound.h"
+
+namespace {
+
+mt::ModelSpec shape(const char* file) {
+  return mt::load_model_spec(std::string(MEGATRAIN_SOURCE_DIR "/configs/models/") + file + ".json");
+}
+
+}  // namespace
+
+TEST_CASE("step bound: bytes per pass, thresholds from the rates, MoE against dense", "[plan][moe]") {
+  mt::RunShape run;
+  run.seq_len = 4096;
+  run.stream_dtype = mt::DType::f32;
+  run.checkpoint_interval = 1;
+  run.recompute_layers = 0;  // every layer saves: each region streams twice (forward, backward)
+  const mt::ModelSpec moe = shape("qwen3-30b-a3b");
+  const mt::StepBound b = mt::step_bound(moe, run);
+  const auto total = static_cast<double>(mt::count_parameters(moe));
+  const mt::ParamLayout layout = mt::make_param_layout(moe);
+  // Embedding and head once each forward, the head's backward fused; layers twice.
+  const double layers = total - static_cast<double>(layout.embedding().numel + layout.head_region().numel);
+  CHECK(b.h2d_bytes_per_pass == Approx(4.0 * (2 * layers + layout.embedding().numel + layout.head_region().numel)));
+  CHECK(b.d2h_bytes_per_pass == Approx(4.0 * total));
+  const mt::StepRates rates;
+  CHECK(b.pcie_bound_tokens == static_cast<int64_t>(std::ceil(b.h2d_bytes_per_pass / rates.pcie_bytes *
+                                                              rates.gpu_flops / b.flops_per_token)));
+  CHECK(b.optimizer_bound_tokens ==
+        static_cast<int64_t>(std::ceil(total / rates.optimizer_params * rates.gpu_flops / b.flops_per_token)));
+  CHECK(b.recommended_batch * run.seq_len >= 1.25 * std::max(b.pcie_bound_tokens, b.optimizer_bound_tokens));
+  // A dense model (Qwen2.5-3B, about Qwen3-30B-A3B's 3.35 B active) is compute-bound from far fewer tokens.
+  const mt::StepBound dense = mt::step_bound(shape("qwen2.5-3b"), run);
+  CHECK(b.pcie_bound_tokens > 5 * dense.pcie_bound_tokens);
+  // Segments of 4 recomputing layers: the first three of each stream a third time to rebuild the inputs.
+  run.recompute_layers = moe.num_layers;
+  CHECK(mt::step_bound(moe, run).h2d_bytes_per_pass == Approx(b.h2d_bytes_per_pass));  // interval 1: nothing to rebuild
+  run.checkpoint_interval = 4;
+  CHECK(mt::step_bound(moe, run).h2d_bytes_per_pass > 1.3 * b.h2d_bytes_per_pass);
+}

@@ -1,0 +1,352 @@
+#!/usr/bin/env python3
+"""Write the mixture-of-experts golden training fixtures under tests/fixtures/ (run by hand, never by CI).
+
+Usage, from the repository root (the Python of tools/make_fixtures.py: torch 2.x, transformers 5.x, CPU only):
+
+    python3 tools/make_moe_fixtures.py                 # every MoE case
+    python3 tools/make_moe_fixtures.py qwen2_moe       # only the named cases
+
+Each case is written like tools/make_fixtures.py's (model/, data/, reference.json, reference/final.safetensors,
+train.yaml; its data, schedule helpers, training-yaml writer and semantics are imported from there), plus per step
+the router load-balancing loss in reference.json "aux_losses" (transformers' outputs.aux_loss; the recorded
+"losses" are outputs.loss = LM loss + router_aux_loss_coef × aux loss where the aux loss is on) and "notes": the
+routing facts the case is meant to exercise, checked here (an expert that receives no token of some sequence,
+which a micro_batch_size 1 run meets as an expert with no rows; dense and sparse layers mixed).
+
+Experts are tiny (hidden 32, 4 experts of width 24, top 2) and the router weights are scaled ×8 at init so that
+routing is uneven.
+"""
+
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import make_fixtures as mf  # noqa: E402  (sets torch threads and determinism)
+from safetensors.torch import load_file, save_file  # noqa: E402
+from transformers import (  # noqa: E402
+    Glm4MoeConfig,
+    Glm4MoeForCausalLM,
+    MixtralConfig,
+    MixtralForCausalLM,
+    Qwen2MoeConfig,
+    Qwen2MoeForCausalLM,
+    Qwen3MoeConfig,
+    Qwen3MoeForCausalLM,
+)
+
+MOE_MODEL = dict(mf.COMMON_MODEL, intermediate_size=48)
+
+CASES = [
+    dict(
+        case="mixtral",
+        seed=21,
+        model_cls=MixtralForCausalLM,
+        # Every layer sparse; the router loss on from config.json (output_router_logits) with coefficient 0.05.
+        config=MixtralConfig(
+            **dict(MOE_MODEL, intermediate_size=24),
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            rms_norm_eps=1e-5,
+            tie_word_embeddings=False,
+            num_local_experts=4,
+            num_experts_per_tok=2,
+            output_router_logits=True,
+            router_aux_loss_coef=0.05,
+            rope_parameters={"rope_type": "default", "rope_theta": 100.0},
+        ),
+        training=dict(lr_scheduler="cosine", warmup_steps=0, min_lr_ratio=0.0, max_grad_norm=1.0),
+        what="every layer sparse: 4 experts (w1/w3/w2 of width 24) under `block_sparse_moe`, softmax top 2 "
+             "renormalised; **router loss on from config.json** (`output_router_logits` true, "
+             "`router_aux_loss_coef` 0.05); untied, rope_theta 100",
+    ),
+    dict(
+        case="qwen2_moe",
+        seed=22,
+        model_cls=Qwen2MoeForCausalLM,
+        # decoder_sparse_step 2: layer 1 sparse, layers 0 and 2 dense MLPs of width 48. The reference trains with
+        # the router loss at coefficient 0.02; config.json says output_router_logits false and coefficient 0.001,
+        # and train.yaml's training.moe_aux_loss_coef 0.02 turns it on and overrides the coefficient.
+        config=Qwen2MoeConfig(
+            **MOE_MODEL,
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            rms_norm_eps=1e-6,
+            tie_word_embeddings=False,
+            num_experts=4,
+            num_experts_per_tok=2,
+            moe_intermediate_size=24,
+            shared_expert_intermediate_size=40,
+            decoder_sparse_step=2,
+            norm_topk_prob=False,
+            output_router_logits=True,
+            router_aux_loss_coef=0.02,
+            rope_parameters={"rope_type": "default", "rope_theta": 100.0},
+        ),
+        config_json_overrides=dict(output_router_logits=False, router_aux_loss_coef=0.001),
+        train_yaml_training=dict(moe_aux_loss_coef=0.02),
+        training=dict(lr_scheduler="linear", warmup_steps=0, min_lr_ratio=0.0, max_grad_norm=1.0),
+        what="`decoder_sparse_step` 2 (**layer 1 sparse, layers 0 and 2 dense** MLPs of 48), 4 experts of 24, "
+             "softmax top 2 **not renormalised**, **shared expert** of 40 scaled by sigmoid(`shared_expert_gate`), "
+             "qkv bias; config.json has `output_router_logits` false and coefficient 0.001: **train.yaml's "
+             "`training.moe_aux_loss_coef` 0.02 turns the router loss on and overrides the coefficient**",
+    ),
+    dict(
+        case="qwen3_moe",
+        seed=23,
+        model_cls=Qwen3MoeForCausalLM,
+        # mlp_only_layers [2]: layers 0 and 1 sparse, layer 2 dense. Router loss off.
+        config=Qwen3MoeConfig(
+            **dict(MOE_MODEL, intermediate_size=32),
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            head_dim=16,
+            rms_norm_eps=1e-6,
+            tie_word_embeddings=False,
+            num_experts=4,
+            num_experts_per_tok=2,
+            moe_intermediate_size=24,
+            mlp_only_layers=[2],
+            norm_topk_prob=True,
+            output_router_logits=False,
+            rope_parameters={"rope_type": "default", "rope_theta": 100.0},
+        ),
+        training=dict(lr_scheduler="constant", warmup_steps=1, min_lr_ratio=0.0, max_grad_norm=1.0),
+        what="`mlp_only_layers` [2] (**layers 0, 1 sparse, layer 2 dense** MLP of 32), 4 experts of 24, softmax top 2 "
+             "renormalised (`norm_topk_prob`), q/k norm, head_dim 16; **router loss off**",
+    ),
+    dict(
+        case="glm4_moe",
+        seed=24,
+        model_cls=Glm4MoeForCausalLM,
+        # first_k_dense_replace 1: layer 0 dense, layers 1 and 2 sparse. 8 experts in 4 groups, the best 2 groups,
+        # top 3; sigmoid scores with e_score_correction_bias (a trained-never buffer, set ±0.3 so that it changes
+        # choices), renormalised, × 2.5; one shared expert. Router loss: none in transformers for this family.
+        config=Glm4MoeConfig(
+            **dict(MOE_MODEL, intermediate_size=32),
+            num_attention_heads=4,
+            num_key_value_heads=2,
+            rms_norm_eps=1e-5,
+            tie_word_embeddings=False,
+            attention_bias=True,
+            use_qk_norm=True,
+            n_routed_experts=8,
+            num_experts_per_tok=3,
+            moe_intermediate_size=12,
+            n_group=4,
+            topk_group=2,
+            routed_scaling_factor=2.5,
+            n_shared_experts=1,
+            first_k_dense_replace=1,
+            norm_topk_prob=True,
+            rope_parameters={"rope_type": "default", "rope_theta": 100.0, "partial_rotary_factor": 0.5},
+        ),
+        score_bias=0.3,
+        training=dict(lr_scheduler="cosine", warmup_steps=1, min_lr_ratio=0.1, max_grad_norm=1.0),
+        what="`first_k_dense_replace` 1 (**layer 0 dense** MLP of 32, layers 1, 2 sparse), 8 experts of 12 in "
+             "**4 groups, the best 2 (`n_group`, `topk_group`)**, top 3 by **sigmoid scores + "
+             "`e_score_correction_bias`** (a buffer set to ±0.3, never trained), unbiased weights renormalised "
+             "× **`routed_scaling_factor` 2.5**, **one shared expert** (`n_shared_experts`), q/k norm, qkv bias, "
+             "partial rotary 0.5 (rotate_half); no router loss (transformers has none for it)",
+    ),
+]
+
+
+def build_model(spec):
+    """torch.manual_seed(seed) construction, then every parameter perturbed (mf.build_model's rules, plus the 3-D
+    expert tensors); router weights ×8 so that routing is uneven."""
+    torch.manual_seed(spec["seed"])
+    config = spec["config"]
+    config._attn_implementation = "eager"
+    model = spec["model_cls"](config).to(torch.float32)
+    gen = torch.Generator().manual_seed(1000 + spec["seed"])
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.ndim in (2, 3) or name.endswith(".bias"):
+                value = torch.randn(p.shape, generator=gen) * 0.05
+            elif p.ndim == 1 and "norm" in name:
+                value = 1.0 + torch.randn(p.shape, generator=gen) * 0.1
+            else:
+                raise RuntimeError(f"unexpected parameter {name} {tuple(p.shape)}")
+            if name.endswith("gate.weight") and "shared_expert_gate" not in name:  # routers
+                value = value * 8.0
+            p.copy_(value)
+        if "score_bias" in spec:  # e_score_correction_bias: a buffer, ± score_bias
+            for name, b in model.named_buffers():
+                if name.endswith("e_score_correction_bias"):
+                    b.copy_((torch.rand(b.shape, generator=gen) * 2 - 1) * spec["score_bias"])
+    return model
+
+
+def has_router_loss(model):
+    return hasattr(model, "router_aux_loss_coef")
+
+
+def forward(model, examples):
+    input_ids, attention_mask, labels = mf.collate(examples)
+    extra = {"output_router_logits": True} if has_router_loss(model) else {}
+    return model(input_ids=input_ids, attention_mask=attention_mask, labels=labels, **extra)
+
+
+def train(model, examples, t, aux_on):
+    """mf.train's loop (AdamW, decay on matrices, clipping, schedule), recording the aux loss per step."""
+    bs, num_steps = t["batch_size"], t["num_steps"]
+    decay = [p for p in model.parameters() if p.ndim >= 2]
+    no_decay = [p for p in model.parameters() if p.ndim < 2]
+    optimizer = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": t["weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}],
+        lr=t["learning_rate"], betas=(t["beta1"], t["beta2"]), eps=t["eps"], foreach=False, fused=False)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: mf.lr_factor(s, t["lr_scheduler"], t["warmup_steps"], num_steps, t["min_lr_ratio"]))
+    losses, aux_losses, grad_norms, lrs = [], [], [], []
+    model.train()
+    for step in range(num_steps):
+        out = forward(model, examples[step * bs:(step + 1) * bs])
+        loss = out.loss
+        if not aux_on and has_router_loss(model):  # output_router_logits above only records it: LM loss alone
+            loss = loss - model.router_aux_loss_coef * out.aux_loss
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), t["max_grad_norm"])
+        lrs.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+        aux_losses.append(out.aux_loss.item() if has_router_loss(model) else 0.0)
+        grad_norms.append(grad_norm.item())
+    return losses, aux_losses, grad_norms, lrs
+
+
+def routing_notes(model, examples, t):
+    """Per layer, per step, per sequence: how many of its tokens each expert receives (first forward of each step
+    on a copy: routing facts, not the recorded run)."""
+    import copy
+    probe = copy.deepcopy(model)
+    counts = {}
+    hooks = []
+    for name, module in probe.named_modules():
+        if name.endswith(("mlp.gate", "block_sparse_moe.gate")):
+            def hook(mod, inp, out, name=name):
+                counts.setdefault(name, []).append(out[2].detach())
+            hooks.append(module.register_forward_hook(hook))
+    bs = t["batch_size"]
+    empty = 0
+    sparse_layers = set()
+    with torch.no_grad():
+        for step in range(t["num_steps"]):
+            batch = examples[step * bs:(step + 1) * bs]
+            counts.clear()
+            forward(probe, batch)
+            longest = max(len(ex["input_ids"]) for ex in batch)
+            for name, (idx,) in counts.items():
+                sparse_layers.add(name)
+                E = probe.config.num_local_experts if hasattr(probe.config, "num_local_experts") else probe.config.num_experts
+                idx = idx.reshape(len(batch), longest, -1)
+                for b, ex in enumerate(batch):
+                    hit = torch.bincount(idx[b, : len(ex["input_ids"])].reshape(-1), minlength=E)
+                    empty += int((hit == 0).sum())
+    for h in hooks:
+        h.remove()
+    if empty == 0:
+        raise RuntimeError("no expert goes without tokens in any sequence: routing is not uneven enough")
+    return {"sparse_layers": sorted(sparse_layers),
+            "experts_without_tokens_in_a_sequence": empty}
+
+
+def make_case(spec):
+    case = spec["case"]
+    out = mf.FIXTURES / case
+    if out.exists():
+        import shutil
+        shutil.rmtree(out)
+    for d in ("model", "data", "reference"):
+        (out / d).mkdir(parents=True)
+    t = dict(mf.COMMON_TRAINING, **spec["training"])
+    examples = mf.make_examples(spec["seed"], t["batch_size"] * t["num_steps"])
+    model = build_model(spec)
+    model.save_pretrained(out / "model", safe_serialization=True)
+    (out / "model" / "generation_config.json").unlink(missing_ok=True)
+    cfg_path = out / "model" / "config.json"
+    cfg = json.loads(cfg_path.read_text())
+    cfg.update(spec.get("config_json_overrides", {}))
+    mf.write_json(cfg_path, cfg)
+    mf.write_json(out / "data" / "dataset_info.json", {"fixture": {"file_name": "train.jsonl", "formatting": "tokenized"}})
+    with open(out / "data" / "train.jsonl", "w") as f:
+        for ex in examples:
+            f.write(json.dumps(ex, separators=(",", ":")) + "\n")
+    notes = routing_notes(model, examples, t)
+    aux_on = bool(getattr(spec["config"], "output_router_logits", False)) and has_router_loss(model)
+    losses, aux_losses, grad_norms, lrs = train(model, examples, t, aux_on)
+    saved_keys = set(load_file(out / "model" / "model.safetensors").keys())
+    # save_pretrained writes the checkpoint format (one tensor per expert); take the final state the same way.
+    model.save_pretrained(out / "reference" / "final", safe_serialization=True)
+    final = load_file(out / "reference" / "final" / "model.safetensors")
+    import shutil
+    shutil.rmtree(out / "reference" / "final")
+    if set(final) != saved_keys:
+        raise RuntimeError(f"{case}: final tensors differ from the initial ones' names")
+    save_file(final, str(out / "reference" / "final.safetensors"), metadata={"format": "pt"})
+    reference = {
+        "case": case,
+        "architecture": spec["model_cls"].__name__,
+        "training": {k: t[k] for k in ("batch_size", "num_steps", "learning_rate", "lr_scheduler", "warmup_steps",
+                                       "min_lr_ratio", "weight_decay", "max_grad_norm", "beta1", "beta2", "eps")},
+        "losses": losses,
+        "aux_losses": aux_losses if aux_on else [],
+        "aux_coef": model.router_aux_loss_coef if aux_on else 0.0,
+        "grad_norms": grad_norms,
+        "lrs": lrs,
+        "notes": notes,
+    }
+    mf.write_json(out / "reference.json", reference)
+    mf.write_train_yaml(out / "train.yaml", spec, t)
+    extra = spec.get("train_yaml_training", {})
+    if extra:
+        text = (out / "train.yaml").read_text()
+        lines = "".join(f"  {k}: {mf.yaml_scalar(v)}\n" for k, v in extra.items())
+        text = text.replace("optimizer:\n", lines + "optimizer:\n")
+        (out / "train.yaml").write_text(text.replace("tools/make_fixtures.py", "tools/make_moe_fixtures.py"))
+    else:
+        (out / "train.yaml").write_text((out / "train.yaml").read_text().replace(
+            "tools/make_fixtures.py", "tools/make_moe_fixtures.py"))
+    size = max(f.stat().st_size for f in out.rglob("*") if f.is_file())
+    print(f"  {case}: losses {losses}, aux {aux_losses if aux_on else 'off'}, notes {notes}, largest file {size} B")
+    return reference
+
+
+def write_readme():
+    rows = "\n".join(f"| `{s['case']}` | {s['model_cls'].__name__} | {s['what']} |" for s in CASES)
+    (mf.FIXTURES / "README_moe.md").write_text(f"""# Mixture-of-experts golden fixtures
+
+Written by `tools/make_moe_fixtures.py` (run by hand; the data, the training loop's semantics and the train.yaml
+writer are those of `tools/make_fixtures.py`, see README.md), with torch {torch.__version__}, transformers
+{mf.transformers.__version__}, fp32, one thread. Vocab 128, hidden 32, 3 layers, 4 heads / 2 kv heads, 4 experts
+of width 24, top 2, router weights ×8 at init (uneven routing: `notes` in reference.json counts the experts that
+receive no token of some sequence, which a `micro_batch_size: 1` run meets as experts without rows). 4 AdamW
+steps of batch 4. reference.json adds `aux_losses` (transformers' outputs.aux_loss per step where the router loss
+is on) and `aux_coef`; `losses` are outputs.loss (LM loss + coef × aux loss).
+
+| case | architecture | what it covers |
+|---|---|---|
+{rows}
+""")
+
+
+def main():
+    names = [s["case"] for s in CASES]
+    wanted = sys.argv[1:] or names
+    for name in wanted:
+        if name not in names:
+            sys.exit(f"unknown case {name}; cases: {', '.join(names)}")
+    for spec in CASES:
+        if spec["case"] in wanted:
+            print(f"generating {spec['case']} ...", flush=True)
+            make_case(spec)
+    write_readme()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
