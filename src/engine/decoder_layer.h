@@ -14,10 +14,12 @@
 namespace mt {
 
 // Scratch activations for one micro-batch of up to max_tokens tokens (and the internals of layers that save
-// none), sized for the widest layer, in backend memory; the normalised LM head's buffers where the model has one.
+// none), sized for the widest layer, in backend memory; the feed-forward's buffers for one chunk of
+// token_chunk_for(max_tokens, token_chunk) tokens; the normalised LM head's buffers where the model has one.
 class DecoderWorkspace {
  public:
-  DecoderWorkspace(Backend& backend, const ModelSpec& spec, int64_t max_tokens, int64_t max_seqs, int64_t max_seq_len);
+  DecoderWorkspace(Backend& backend, const ModelSpec& spec, int64_t max_tokens, int64_t max_seqs, int64_t max_seq_len,
+                   int64_t token_chunk = 0);
   ~DecoderWorkspace();
   DecoderWorkspace(const DecoderWorkspace&) = delete;
   DecoderWorkspace& operator=(const DecoderWorkspace&) = delete;
@@ -25,6 +27,8 @@ class DecoderWorkspace {
   Backend& backend;
   LayerInternals internals;  // used when the layer saves none
   LayerScratch scratch;
+  MlpChunk mlp;               // one token chunk's feed-forward buffers
+  int64_t chunk_tokens = 0;   // tokens per feed-forward chunk
   void* head_weight = nullptr;         // [V, H] normalised LM head rows (normalized_head)
   float* head_weight_grad = nullptr;   // [V, H] fp32 gradient of those rows
 

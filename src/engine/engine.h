@@ -28,6 +28,7 @@ struct EngineOptions {
   int64_t passes = 1;             // gradient_accumulation_steps
   int64_t max_positions = 0;      // RoPE table length; sequences must not exceed it
   int64_t recompute_layers = std::numeric_limits<int64_t>::max();  // the first ones recompute; above L: all
+  int64_t token_chunk = 0;        // tokens per feed-forward chunk; 0 = kDefaultTokenChunk (layer_internals.h)
 };
 
 struct StepLoss {

@@ -28,6 +28,7 @@ struct RunShape {
   int64_t recompute_layers = std::numeric_limits<int64_t>::max();  // as EngineOptions: the first ones recompute
   int64_t weight_slots = 2;
   int ranks = 1;                        // ranks of the node sharing the store
+  int64_t token_chunk = 0;              // tokens per feed-forward chunk, as EngineOptions (0 = the default)
 };
 
 struct HostPlan {
@@ -48,7 +49,7 @@ struct GpuPlan {
   int64_t segment = 0;                  // (min(c, L) − 1) segment inputs + current, next, grad
   int64_t saved_layers = 0;             // layers recompute_layers.. L−1: internals over the pass (and the input
                                         // where it is not a checkpoint)
-  int64_t layer_workspace = 0;          // DecoderWorkspace for one micro-batch, and the attention backward's fp32
+  int64_t layer_workspace = 0;          // DecoderWorkspace for one micro-batch (its feed-forward per token chunk), and the attention backward's fp32
                                         // dk/dv partials of the GQA group splits (at most one split per query head)
   int64_t head = 0;                     // logits chunk (fp32) + dlogits chunk + per-row losses
   int64_t batch_arrays = 0;             // input ids, targets, positions, segments, lengths (int32)
