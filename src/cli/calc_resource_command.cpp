@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "model/model_spec.h"
 #include "plan/resource_advice.h"
+#include "plan/sequence_limit.h"
 #include "store/shared_memory_check.h"
 
 namespace mt {
@@ -98,10 +99,16 @@ void validate(const Inputs& in) {
   MT_REQUIRE(in.ranks > 0 && in.ranks <= 1024, "calc-resource: --ranks must be in 1..1024, not {}", in.ranks);
 }
 
-json to_json(const std::string& model, const ModelSpec& spec, const Machine& m, const ResourceAdvice& a) {
+json to_json(const std::string& model, const ModelSpec& spec, const Machine& m, const ResourceAdvice& a,
+             const SequenceLimit& seq) {
   const HostPlan& h = a.plan.host;
   const GpuPlan& g = a.plan.gpu;
+  const json positions = seq.position_tokens == kNoPositionLimit ? json(nullptr) : json(seq.position_tokens);
   return {{"model", model},
+          {"longest_sequence", {{"tokens", seq.longest()}, {"gpu_memory_tokens", seq.memory_tokens},
+                                {"checkpoint_interval", seq.checkpoint_interval}, {"gpu_bytes", seq.gpu_bytes},
+                                {"host_fits", seq.host_fits}, {"position_limit", positions},
+                                {"position_source", seq.position_source}}},
           {"architecture", spec.architecture},
           {"parameters", h.parameters},
           {"host", {{"bytes_per_parameter", h.bytes_per_parameter()},
@@ -127,7 +134,8 @@ json to_json(const std::string& model, const ModelSpec& spec, const Machine& m, 
           {"verdict", a.fits() ? "fits" : a.shortfall}};
 }
 
-void print_text(const std::string& model, const ModelSpec& spec, const Machine& m, const ResourceAdvice& a) {
+void print_text(const std::string& model, const ModelSpec& spec, const Machine& m, const ResourceAdvice& a,
+                const SequenceLimit& seq) {
   const auto b = [](int64_t v) { return format_bytes(static_cast<uint64_t>(v)); };
   const HostPlan& h = a.plan.host;
   const GpuPlan& g = a.plan.gpu;
@@ -151,6 +159,13 @@ void print_text(const std::string& model, const ModelSpec& spec, const Machine& 
     std::cout << MT_FORMAT("recommended: batch_size {}, gradient_accumulation_steps {}, micro_batch_size {}, "
                            "checkpoint_interval {}, recompute_layers {}\n", a.run.batch_size, a.run.passes,
                            a.largest_micro_batch, a.recommended_interval, recompute);
+  std::cout << MT_FORMAT("longest trainable sequence (batch 1, every layer recomputing): {} tokens; GPU memory holds {}"
+                         "{} and the model's positions are {} ({})\n", seq.longest(), seq.memory_tokens,
+                         seq.memory_tokens ? MT_FORMAT(" at checkpoint_interval {} ({})", seq.checkpoint_interval,
+                                                       b(seq.gpu_bytes)) : "",
+                         seq.position_tokens == kNoPositionLimit ? std::string("unlimited")
+                                                                 : std::to_string(seq.position_tokens),
+                         seq.position_source);
   std::cout << "verdict: " << (a.fits() ? "fits" : "does not fit: " + a.shortfall) << "\n";
 }
 
@@ -176,13 +191,20 @@ void run_calc_resource(Inputs in, bool interactive_allowed) {
   run.ranks = static_cast<int>(in.ranks);
   if (in.recompute >= 0) run.recompute_layers = in.recompute;
   const Machine m{static_cast<int64_t>(*in.gpu_gib * (1 << 30)), static_cast<int64_t>(*in.ram_gib * (1 << 30))};
+  const SequenceLimit seq = longest_trainable_sequence(spec, run, m);
+  MT_REQUIRE(run.seq_len <= seq.position_tokens, "calc-resource: --seq {} exceeds the {} positions of model {} ({})",
+             run.seq_len, seq.position_tokens, *in.model, seq.position_source);
   const ResourceAdvice a = advise(spec, run, m, in.recompute < 0);
   if (in.json)
-    std::cout << to_json(*in.model, spec, m, a).dump(2) << "\n";
+    std::cout << to_json(*in.model, spec, m, a, seq).dump(2) << "\n";
   else
-    print_text(*in.model, spec, m, a);
+    print_text(*in.model, spec, m, a, seq);
   std::cout << std::flush;
-  MT_REQUIRE(a.fits(), "calc-resource: {} does not fit: {}", *in.model, a.shortfall);
+  MT_REQUIRE(a.fits(), "calc-resource: {} does not fit: {}{}", *in.model, a.shortfall,
+             a.host_fits && one_sequence_gpu_bytes(spec, run, run.seq_len) > usable_gpu_bytes(m.gpu_bytes)
+                 ? MT_FORMAT("; one sequence of {} tokens does not fit: the longest that fits is {} tokens", run.seq_len,
+                             seq.memory_tokens)
+                 : "");
 }
 
 }  // namespace

@@ -71,6 +71,10 @@ void plan_activations(const ModelSpec& s, const RunShape& run, int64_t es, GpuPl
   const int64_t chunk = std::min(std::clamp<int64_t>((int64_t{1} << 28) / std::max<int64_t>(V, 1), 16, 4096), mb_tokens);
   g.head = chunk * V * 4 + chunk * V * es + mb_tokens * 4;
   g.batch_arrays = pass_seqs * run.seq_len * 4 * 4 + pass_seqs * 4;
+  // Engine's RopeBuffers: its max_positions is the longer of the model's positions and the run's sequences.
+  g.rope_tables = 0;
+  for (const RopeSpec& r : s.rope_tables)
+    g.rope_tables += 2 * std::max(s.max_position_embeddings, run.seq_len) * (r.rot_dim() / 2) * 4;
 }
 
 // resolve_auto once the passes are known.
@@ -176,8 +180,7 @@ int64_t cpu_backend_host_bytes(const ModelSpec& spec, const RunShape& run) {
   // BasicGradientSink: embedding, head and a decoder-layer accumulator per region size (lazily, of the largest).
   const int64_t grads = (layout.embedding().numel + layout.head_region().numel + layout.largest_layer_numel) * 4;
   return plan_host(spec, run.stream_dtype, run.ranks).store_bytes + grads + g.checkpoints + g.segment + g.saved_layers +
-         g.layer_workspace +
-         g.head + g.batch_arrays;
+         g.layer_workspace + g.head + g.batch_arrays + g.rope_tables;
 }
 
 }  // namespace mt

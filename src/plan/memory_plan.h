@@ -54,9 +54,10 @@ struct GpuPlan {
   int64_t head = 0;                     // logits chunk (fp32) + dlogits chunk + per-row losses
   int64_t batch_arrays = 0;             // input ids, targets, positions, segments, lengths (int32)
   int64_t gemm_workspace = 0;           // cuBLASLt
+  int64_t rope_tables = 0;              // fp32 cos and sin of every RoPE table over max(positions, seq_len)
   int64_t total() const {
     return weight_slots + grad_buffers + checkpoints + segment + saved_layers + layer_workspace + head +
-           batch_arrays + gemm_workspace;
+           batch_arrays + gemm_workspace + rope_tables;
   }
 };
 

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "dist/numa_binding.h"
+#include "plan/sequence_limit.h"
 #include "store/shared_memory_check.h"
 
 namespace mt {
@@ -132,9 +133,26 @@ MachineLimits read_machine_limits(const Backend& backend) {
   return m;
 }
 
+void require_sequence_fits(const Config& c, const ModelSpec& spec, const RunShape& run, const Backend& backend) {
+  std::string why;
+  const int64_t positions = model_position_limit(spec, &why);
+  MT_REQUIRE(run.seq_len <= positions,
+             "{}: dataset.max_seq_len {} exceeds the {} positions of model {} ({}); a rope_scaling that covers it "
+             "(yarn, longrope, linear or dynamic factor in its config.json) trains longer sequences",
+             c.source.string(), run.seq_len, positions, c.model.name, why);
+  const int64_t gpu_bytes = backend.device_memory_bytes();
+  if (gpu_bytes <= 0 || one_sequence_gpu_bytes(spec, run, run.seq_len) <= usable_gpu_bytes(gpu_bytes)) return;
+  const SequenceLimit limit = longest_trainable_sequence(spec, run, Machine{gpu_bytes, 0});
+  throw Error(MT_FORMAT(
+             "{}: one sequence of dataset.max_seq_len {} tokens of model {} does not fit the GPU's {}: the longest "
+             "that fits is {} tokens (batch 1, every layer recomputing)", c.source.string(), run.seq_len,
+             c.model.name, bytes(gpu_bytes), limit.memory_tokens));
+}
+
 RunShape preflight(const Config& c, const ModelSpec& spec, const Backend& backend, int ranks, int gpus) {
   RunShape run = run_shape(c, ranks, gpus);
   const bool gpu = backend.device_memory_bytes() > 0;
+  require_sequence_fits(c, spec, run, backend);
   resolve_auto(spec, run, backend.device_memory_bytes(), c.training.recompute_layers < 0);
   const std::string shortfall = preflight_shortfall(spec, run, gpu, read_machine_limits(backend));
   MT_REQUIRE(shortfall.empty(),
