@@ -21,7 +21,7 @@ int64_t model_position_limit(const ModelSpec& spec, std::string* why) {
       if (why) *why = "dynamic NTK RoPE scaling";
       return kNoPositionLimit;
     }
-    if ((r.type == "linear" || r.type == "yarn" || r.type == "longrope") && r.original_max_position_embeddings > 0) {
+    if ((r.type == "yarn" || r.type == "longrope") && r.original_max_position_embeddings > 0) {
       const auto covered = static_cast<int64_t>(static_cast<double>(r.original_max_position_embeddings) * r.factor);
       if (covered > limit) {
         limit = covered;

@@ -17,9 +17,10 @@ namespace mt {
 inline constexpr int64_t kSequenceStep = 1024;
 inline constexpr int64_t kNoPositionLimit = std::numeric_limits<int64_t>::max();
 
-// The longest position the model trains on: max_position_embeddings, or more where a RoPE table's scaling (linear,
-// yarn, longrope: original_max_position_embeddings × factor) covers more; kNoPositionLimit with dynamic NTK
-// scaling (rebuilt for any length) or a model without RoPE. `why` names what sets it.
+// The longest position the model trains on: max_position_embeddings, or more where a RoPE table's yarn or longrope
+// scaling covers more (original_max_position_embeddings × factor; linear and llama3 configs state the scaled length
+// in max_position_embeddings itself); kNoPositionLimit with dynamic NTK scaling (rebuilt for any length) or without
+// RoPE (ALiBi, NoPE). `why` names what sets it.
 int64_t model_position_limit(const ModelSpec& spec, std::string* why = nullptr);
 
 struct SequenceLimit {

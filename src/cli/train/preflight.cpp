@@ -138,7 +138,7 @@ void require_sequence_fits(const Config& c, const ModelSpec& spec, const RunShap
   const int64_t positions = model_position_limit(spec, &why);
   MT_REQUIRE(run.seq_len <= positions,
              "{}: dataset.max_seq_len {} exceeds the {} positions of model {} ({}); a rope_scaling that covers it "
-             "(yarn, longrope, linear or dynamic factor in its config.json) trains longer sequences",
+             "(yarn or longrope factor, or dynamic, in its config.json) trains longer sequences",
              c.source.string(), run.seq_len, positions, c.model.name, why);
   const int64_t gpu_bytes = backend.device_memory_bytes();
   if (gpu_bytes <= 0 || one_sequence_gpu_bytes(spec, run, run.seq_len) <= usable_gpu_bytes(gpu_bytes)) return;
