@@ -2,7 +2,9 @@
 // → residual, each block chosen and sized by the layer's spec. Stateless: weights are bound per call. Backward
 // either recomputes the layer's internals from its input (only layer inputs need keeping) or reads the internals
 // its forward saved, recomputing only the cheap elementwise ones (norm1, norm2, act); both give bitwise the same
-// gradients. Invariant: backward(x, dy) writes dx and ACCUMULATES into dweights (the region's fp32 gradient).
+// gradients. The feed-forward half (MLP, its post-norm) runs in token chunks of the workspace's chunk_tokens, in
+// token order; one chunk is the unchunked computation exactly.
+// Invariant: backward(x, dy) writes dx and ACCUMULATES into dweights (the region's fp32 gradient).
 #pragma once
 #include <cstdint>
 #include <vector>
