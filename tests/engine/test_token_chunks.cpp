@@ -2,6 +2,7 @@
 // and weights as unchunked. One chunk is today's path, bitwise; several chunks change only the order in which the
 // fp32 weight gradients sum over tokens (as micro-batches do) and the BLAS kernel a GEMM of few rows picks, so
 // losses (relative 1e-6) and weights after three AdamW steps (per region ‖Δ‖/‖w‖ 1e-6) agree within fp32 rounding.
+// A mixture-of-experts layer among dense ones runs its block whole whatever the chunk, beside the chunked MLPs.
 #include <cmath>
 #include <limits>
 
@@ -22,10 +23,18 @@ struct Trained {
 };
 
 // One sequence of the model's 32 positions (and, with two_seqs, a second of 29 tokens), three steps of AdamW.
-// post_norms: sandwich norms on every block (Gemma 2/3, GLM-4), normed in chunks too.
-Trained train(int64_t token_chunk, int64_t recompute_layers, bool two_seqs, bool post_norms) {
+// post_norms: sandwich norms on every block (Gemma 2/3, GLM-4), normed in chunks too. moe_middle: layer 1's
+// feed-forward a top-2 of 4 experts, wider than the dense MLPs.
+Trained train(int64_t token_chunk, int64_t recompute_layers, bool two_seqs, bool post_norms, bool moe_middle = false) {
   ModelSpec spec = tiny_spec(3, false);
   for (LayerSpec& l : spec.layers) l.post_norms = post_norms;
+  if (moe_middle) {
+    MoeSpec& m = spec.layers[1].moe;
+    m.num_experts = 4;
+    m.top_k = 2;
+    m.intermediate_size = 40;
+    m.norm_topk = true;
+  }
   const ParamLayout layout = make_param_layout(spec);
   HostStore store(layout, DType::f32);
   fill_random(store, 7);
@@ -77,4 +86,18 @@ TEST_CASE("a long sequence in token chunks trains like unchunked", "[engine][tok
           CHECK(worst_region_difference(split.weights, whole.weights) <= 1e-6);
         }
       }
+}
+
+TEST_CASE("a mixture-of-experts layer among chunked dense layers trains like unchunked", "[engine][token-chunks][moe]") {
+  constexpr int64_t all = std::numeric_limits<int64_t>::max();
+  REQUIRE(train(0, all, true, false, true).weights[2].size() > train(0, all, true, false).weights[2].size());
+  for (bool post : {false, true})
+    for (int64_t recompute : {all, int64_t{1}}) {
+      INFO("post norms " << post << " recompute_layers " << recompute);
+      const Trained whole = train(0, recompute, true, post, true);
+      const Trained split = train(5, recompute, true, post, true);
+      for (size_t s = 0; s < whole.losses.size(); ++s)
+        CHECK(std::abs(split.losses[s] - whole.losses[s]) <= 1e-6 * whole.losses[s]);
+      CHECK(worst_region_difference(split.weights, whole.weights) <= 1e-6);
+    }
 }
