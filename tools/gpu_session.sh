@@ -2,19 +2,22 @@
 # One GPU-machine session, run from the repository root with a bundle made by `tools/bundle.sh --tests`
 # in bundle/: the CUDA op table, the PyTorch-parity fixtures on the CUDA backend, pipeline variants, the
 # benchmarks and the PyTorch reference. Logs go to $OUT; a short table is printed last.
-# Usage: tools/gpu_session.sh [quick|full|dp|families|hybrid|nvme|moe]   (quick: the tests; full: the tests and the one-GPU
-# benchmarks with PyTorch's; dp: the tests and the data-parallel part, on 2 or more GPUs; families: the tests, then
-# Qwen2.5-3B batch 64 and Qwen2.5-7B batch 32 with this build and, where bundle_base/ holds an earlier build, with
-# that one in the same call, then Gemma-2-9B and Phi-4 at batch 32 with as many layers as the host RAM holds; hybrid:
-# the tests, then the Qwen3.5-27B shape with 12 of its 64 layers (9 Gated DeltaNet, 3 gated attention: what 125 GiB of
-# host RAM holds at 16 B/parameter) at batch 32 × 1024 and 8 × 4096, and the same 4096 run with per-op device times,
-# whose gated_delta_rule rows time the delta-rule kernels against the GEMMs of the same step;
-# nvme: the state tier on a scratch directory of the machine's disk ($NVME_DIR, default .nvme-scratch here, removed
-# after): bench-optim in each offload mode with the disk probe's ceiling, then Qwen2.5-3B batch 64 × 1024 in each
-# mode with the plan's predicted step time next to the measured; SKIP_TESTS=1 skips the op table and parity;
+# Usage: tools/gpu_session.sh [quick|full|dp|families|hybrid|nvme|moe|longseq]
+# (quick: the tests; full: the tests and the one-GPU benchmarks with PyTorch's; dp: the tests and the data-parallel
+# part, on 2 or more GPUs; families: the tests, then Qwen2.5-3B batch 64 and Qwen2.5-7B batch 32 with this build and,
+# where bundle_base/ holds an earlier build, with that one in the same call, then Gemma-2-9B and Phi-4 at batch 32 with
+# as many layers as the host RAM holds; hybrid: the tests, then the Qwen3.5-27B shape with 12 of its 64 layers (9 Gated
+# DeltaNet, 3 gated attention: what 125 GiB of host RAM holds at 16 B/parameter) at batch 32 × 1024 and 8 × 4096, and
+# the same 4096 run with per-op device times, whose gated_delta_rule rows time the delta-rule kernels against the GEMMs
+# of the same step; nvme: the state tier on a scratch directory of the machine's disk ($NVME_DIR, default .nvme-scratch
+# here, removed after): bench-optim in each offload mode with the disk probe's ceiling, then Qwen2.5-3B batch 64 × 1024
+# in each mode with the plan's predicted step time next to the measured; SKIP_TESTS=1 skips the op table and parity;
 # moe: the tests, then the Qwen3-30B-A3B and Mixtral-8x7B layer shapes with as many layers as 125 GiB of RAM holds at
-# the plan's recommended batch, the expert GEMMs as a loop and grouped (MEGATRAIN_MOE_GEMM), and a step-time sweep
-# over tokens per step on the Qwen3-30B-A3B shape)
+# the plan's recommended batch, the expert GEMMs as a loop and grouped (MEGATRAIN_MOE_GEMM), and a step-time sweep over
+# tokens per step on the Qwen3-30B-A3B shape; longseq: the tests, then Qwen2.5-3B at 8 × 8192 and 2 × 32768, then batch
+# 1 at the longest sequence the plan predicts for Qwen2.5-3B and Qwen2.5-7B on this GPU (`calc-resource`'s
+# longest_sequence.gpu_memory_tokens and its checkpoint interval), capped at the issue's targets, 524 288 and 262 144
+# tokens (LONGSEQ_3B / LONGSEQ_7B override; one step, LONGSEQ_TIMEOUT s))
 set -uo pipefail
 mode=${1:-full}
 out=${OUT:-/tmp/megatrain-gpu}
@@ -41,7 +44,7 @@ fi
 bench() {
   local name=$1 n=$2
   shift 2
-  OMP_NUM_THREADS=$((${THREADS:-16} / n)) timeout 150 mpiexec -np "$n" $b/megatrain bench --json --gpus-per-node "$n" "$@" \
+  OMP_NUM_THREADS=$((${THREADS:-16} / n)) timeout "${BENCH_TIMEOUT:-150}" mpiexec -np "$n" $b/megatrain bench --json --gpus-per-node "$n" "$@" \
     >"$out/bench_$name.json" 2>"$out/bench_$name.log"
   local rc=$?
   note "bench $name rc=$rc $(python3 -c "import json; d=json.load(open('$out/bench_$name.json')); print('gpus %d layers %d step %.3fs (fwd+bwd %.3f, optimizer %.3f) tok/s %.0f TFLOP/s %.1f (6N) %.1f (model) H2D %.1f D2H %.1f GB/s busy %.0f%% peak %.1f GiB' % (d['gpus'], d['layers'], d['median_step_s'], d['median_fwd_bwd_s'], d['median_optimizer_s'], d['median_tokens_per_s'], d['median_tflops'], d.get('median_model_tflops', 0), d['median_h2d_gbs'], d['median_d2h_gbs'], 100*d['median_compute_busy'], d['peak_gpu_memory_gib']))" 2>/dev/null || tail -n 3 "$out/bench_$name.log")"
@@ -111,6 +114,25 @@ if [[ $mode == moe ]]; then  # most wanted first
   MEGATRAIN_MOE_GEMM=grouped bench mixtral_8x7b_4l_b8_grouped 1 --model configs/models/mixtral-8x7b.json --layers 4 \
     "${moe[@]}" --batch 8
   for batch in 2 4 8 32; do bench "qwen3_30b_a3b_10l_b${batch}_sweep" 1 "${q30[@]}" "${moe[@]}" --batch $batch; done
+fi
+
+if [[ $mode == longseq ]]; then
+  qwen3b_long=(--model configs/models/qwen2.5-3b.json --steps 2 --warmup 1)
+  bench qwen3b_b8_s8192 1 "${qwen3b_long[@]}" --batch 8 --seq 8192
+  bench qwen3b_b2_s32768 1 "${qwen3b_long[@]}" --batch 2 --seq 32768
+  gpu_gib=$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits | head -n 1 | awk '{print $1 / 1024}')
+  ram_gib=$(awk '/MemTotal/ {print $2 / 1048576}' /proc/meminfo)
+  for spec in "3b 524288 ${LONGSEQ_3B:-}" "7b 262144 ${LONGSEQ_7B:-}"; do
+    read -r size target override <<<"$spec"
+    plan=$($b/megatrain calc-resource --gpu-mem "$gpu_gib" --ram "$ram_gib" --model "qwen2.5-$size" --seq 1024 \
+      --batch 1 --json 2>/dev/null)
+    read -r longest interval < <(python3 -c "import json, sys; s = json.loads(sys.argv[1])['longest_sequence']; \
+print(s['gpu_memory_tokens'], s['checkpoint_interval'])" "$plan")
+    seq=${override:-$((longest < target ? longest : target))}
+    note "qwen2.5-$size: the plan's longest sequence on this GPU ${longest} tokens (checkpoint_interval $interval); bench at $seq"
+    BENCH_TIMEOUT=${LONGSEQ_TIMEOUT:-560} bench "qwen${size}_b1_s$seq" 1 --model "configs/models/qwen2.5-$size.json" \
+      --batch 1 --seq "$seq" --checkpoint-interval "$interval" --steps 1 --warmup 0
+  done
 fi
 # Data parallelism on every visible GPU (at least 2): the fixtures against one GPU, then weak scaling of the bench
 # (the same sequences per GPU).

@@ -21,6 +21,7 @@
 #include "model/model_source.h"
 #include "model/model_spec.h"
 #include "plan/resource_advice.h"
+#include "plan/sequence_limit.h"
 #include "plan/step_bound.h"
 #include "store/shared_memory_check.h"
 
@@ -135,10 +136,16 @@ json step_bound_json(const ModelSpec& spec, const RunShape& run) {
           {"recommended_gradient_accumulation_steps", b.recommended_passes}};
 }
 
-json to_json(const std::string& model, const ModelSpec& spec, const Machine& m, const ResourceAdvice& a) {
+json to_json(const std::string& model, const ModelSpec& spec, const Machine& m, const ResourceAdvice& a,
+             const SequenceLimit& seq) {
   const HostPlan& h = a.plan.host;
   const GpuPlan& g = a.plan.gpu;
+  const json positions = seq.position_tokens == kNoPositionLimit ? json(nullptr) : json(seq.position_tokens);
   json j = {{"model", model},
+          {"longest_sequence", {{"tokens", seq.longest()}, {"gpu_memory_tokens", seq.memory_tokens},
+                                {"checkpoint_interval", seq.checkpoint_interval}, {"gpu_bytes", seq.gpu_bytes},
+                                {"host_fits", seq.host_fits}, {"position_limit", positions},
+                                {"position_source", seq.position_source}}},
           {"architecture", spec.architecture},
           {"parameters", h.parameters},
           {"host", {{"bytes_per_parameter", h.bytes_per_parameter()},
@@ -183,7 +190,8 @@ json to_json(const std::string& model, const ModelSpec& spec, const Machine& m, 
   return j;
 }
 
-void print_text(const std::string& model, const ModelSpec& spec, const Machine& m, const ResourceAdvice& a) {
+void print_text(const std::string& model, const ModelSpec& spec, const Machine& m, const ResourceAdvice& a,
+                const SequenceLimit& seq) {
   const auto b = [](int64_t v) { return format_bytes(static_cast<uint64_t>(v)); };
   const HostPlan& h = a.plan.host;
   const GpuPlan& g = a.plan.gpu;
@@ -249,6 +257,13 @@ void print_text(const std::string& model, const ModelSpec& spec, const Machine& 
                          sb.pcie_bound_tokens, b(static_cast<int64_t>(sb.h2d_bytes_per_pass)),
                          b(static_cast<int64_t>(sb.d2h_bytes_per_pass)), sb.optimizer_bound_tokens, sb.optimizer_seconds,
                          sb.flops_per_token, sb.recommended_batch, sb.recommended_passes, a.run.seq_len);
+  std::cout << MT_FORMAT("longest trainable sequence (batch 1, every layer recomputing): {} tokens; GPU memory holds {}"
+                         "{} and the model's positions are {} ({})\n", seq.longest(), seq.memory_tokens,
+                         seq.memory_tokens ? MT_FORMAT(" at checkpoint_interval {} ({})", seq.checkpoint_interval,
+                                                       b(seq.gpu_bytes)) : "",
+                         seq.position_tokens == kNoPositionLimit ? std::string("unlimited")
+                                                                 : std::to_string(seq.position_tokens),
+                         seq.position_source);
   std::cout << "verdict: " << (a.fits() ? "fits" : "does not fit: " + a.shortfall) << "\n";
 }
 
@@ -278,14 +293,21 @@ void run_calc_resource(Inputs in, bool interactive_allowed) {
   if (in.recompute >= 0) run.recompute_layers = in.recompute;
   const Machine m{static_cast<int64_t>(*in.gpu_gib * (1 << 30)), static_cast<int64_t>(*in.ram_gib * (1 << 30)),
                   in.nvme_gb > 0 ? static_cast<int64_t>(in.nvme_gb * 1e9) : -1, in.nvme_gbs, in.gpu_tflops};
+  const SequenceLimit seq = longest_trainable_sequence(spec, run, m);
+  MT_REQUIRE(run.seq_len <= seq.position_tokens, "calc-resource: --seq {} exceeds the {} positions of model {} ({})",
+             run.seq_len, seq.position_tokens, *in.model, seq.position_source);
   ResourceAdvice a = advise(spec, run, m, in.recompute < 0);
   a.capacities = offload_capacities(dtype_from_name(in.stream_dtype), m);  // none and optimizer as asked
   if (in.json)
-    std::cout << to_json(*in.model, spec, m, a).dump(2) << "\n";
+    std::cout << to_json(*in.model, spec, m, a, seq).dump(2) << "\n";
   else
-    print_text(*in.model, spec, m, a);
+    print_text(*in.model, spec, m, a, seq);
   std::cout << std::flush;
-  MT_REQUIRE(a.fits(), "calc-resource: {} does not fit: {}", *in.model, a.shortfall);
+  MT_REQUIRE(a.fits(), "calc-resource: {} does not fit: {}{}", *in.model, a.shortfall,
+             a.host_fits && one_sequence_gpu_bytes(spec, run, run.seq_len) > usable_gpu_bytes(m.gpu_bytes)
+                 ? MT_FORMAT("; one sequence of {} tokens does not fit: the longest that fits is {} tokens", run.seq_len,
+                             seq.memory_tokens)
+                 : "");
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 // LlamaDecoderLayer's pre-norm residuals, and Gemma 2/3's and GLM-4's sandwich norms (post_norms).
 #include "engine/decoder_layer.h"
 
+#include <algorithm>
+
 #include "engine/attention_block.h"
 #include "engine/deltanet_block.h"
 #include "engine/mlp_block.h"
@@ -24,18 +26,38 @@ struct Norm {
   }
 };
 
-// The feed-forward block of the layer: the gated MLP in its three parts, or the mixture of experts (which
-// computes everything in its output step and recomputes it in backward).
+// Mixture-of-experts layers run their feed-forward block whole over the micro-batch (it computes everything in
+// its output step and recomputes it in backward); dense layers run the gated MLP in token chunks.
 bool is_moe(const LayerContext& ctx, int64_t layer) { return ctx.layer(layer).moe.active(); }
-void ffn_output(const LayerContext& ctx, int64_t layer, const void* w, void* out, const MicroBatch& mb,
-                DecoderWorkspace& ws) {
-  if (is_moe(ctx, layer))
-    moe_block_forward(ctx, layer, w, ws.scratch.norm2, out, mb, ws.moe);
-  else
-    mlp_block_output(ctx, layer, w, out, mb, ws.scratch);
+
+// `tokens` rows of `width` elements into a [tokens, width] buffer.
+const void* rows(const LayerContext& ctx, const void* p, int64_t first, int64_t width) {
+  return static_cast<const char*>(p) + first * width * static_cast<int64_t>(dtype_size(ctx.backend->dtype()));
+}
+void* rows(const LayerContext& ctx, void* p, int64_t first, int64_t width) {
+  return const_cast<void*>(rows(ctx, static_cast<const void*>(p), first, width));
 }
 
-// Everything up to the MLP's activation: norm1, the attention block, h1, norm2, gate, up, act.
+// The feed-forward buffers of the chunk starting at token t0: gate and up are the saved internals' rows where the
+// layer saves them, the workspace's chunk buffers otherwise.
+MlpChunk chunk_buffers(const LayerContext& ctx, int64_t layer, const DecoderWorkspace& ws, const LayerInternals* saved,
+                       int64_t t0) {
+  MlpChunk b = ws.mlp;
+  if (saved) {
+    const int64_t I = ctx.layer(layer).mlp.intermediate_size;
+    b.gate = rows(ctx, saved->gate, t0, I);
+    b.up = rows(ctx, saved->up, t0, I);
+  }
+  return b;
+}
+
+// f(t0, T) for the feed-forward chunks of a micro-batch, in token order.
+template <typename F>
+void each_chunk(const MicroBatch& mb, const DecoderWorkspace& ws, F f) {
+  for (int64_t t0 = 0; t0 < mb.tokens(); t0 += ws.chunk_tokens) f(t0, std::min(ws.chunk_tokens, mb.tokens() - t0));
+}
+
+// Everything up to the feed-forward: norm1, the mixer block, h1, norm2.
 void layer_inputs(const LayerContext& ctx, int64_t layer, const void* w, const void* x, const MicroBatch& mb,
                   const LayerScratch& s, const LayerInternals& n) {
   const bool post = ctx.layer(layer).post_norms;
@@ -49,17 +71,17 @@ void layer_inputs(const LayerContext& ctx, int64_t layer, const void* w, const v
   if (post) norm.forward(n.h1, n.attn_out, o.attn_out_norm);
   ctx.backend->add(n.h1, x, mb.tokens() * ctx.spec->hidden_size);
   norm.forward(s.norm2, n.h1, o.mlp_norm);
-  if (!is_moe(ctx, layer)) mlp_block_inputs(ctx, layer, w, s.norm2, mb, s, n);
 }
 
 }  // namespace
 
 DecoderWorkspace::DecoderWorkspace(Backend& be, const ModelSpec& spec, int64_t max_tokens, int64_t max_seqs,
-                                   int64_t max_seq_len)
-    : backend(be) {
+                                   int64_t max_seq_len, int64_t token_chunk)
+    : backend(be), chunk_tokens(token_chunk_for(max_tokens, token_chunk)) {
   internals = allocate_internals(backend, max_internals_widths(spec), max_seqs, max_seq_len, buffers_);
   scratch = allocate_scratch(backend, scratch_widths(spec), max_tokens, buffers_);
   moe = allocate_moe_scratch(backend, spec, max_tokens, buffers_);
+  mlp = allocate_mlp_chunk(backend, mlp_chunk_width(spec), chunk_tokens, buffers_);
   if (spec.normalized_head) {
     const int64_t n = spec.vocab_size * spec.hidden_size;
     head_weight = backend.alloc(n);
@@ -78,10 +100,20 @@ void decoder_layer_forward(const LayerContext& ctx, int64_t layer, const void* w
   const LayerInternals& n = saved ? *saved : ws.internals;
   const LayerScratch& s = ws.scratch;
   const bool post = ctx.layer(layer).post_norms;
+  const int64_t H = ctx.spec->hidden_size;
   layer_inputs(ctx, layer, w, x, mb, s, n);
-  ffn_output(ctx, layer, w, post ? n.mlp_out : y, mb, ws);
-  if (post) Norm{ctx, w, mb.tokens()}.forward(y, n.mlp_out, ctx.offsets(layer).mlp_out_norm);
-  ctx.backend->add(y, n.h1, mb.tokens() * ctx.spec->hidden_size);
+  if (is_moe(ctx, layer)) {
+    moe_block_forward(ctx, layer, w, s.norm2, post ? n.mlp_out : y, mb, ws.moe);
+    if (post) Norm{ctx, w, mb.tokens()}.forward(y, n.mlp_out, ctx.offsets(layer).mlp_out_norm);
+  } else {
+    each_chunk(mb, ws, [&](int64_t t0, int64_t T) {
+      const MlpChunk b = chunk_buffers(ctx, layer, ws, saved, t0);
+      mlp_block_inputs(ctx, layer, w, rows(ctx, s.norm2, t0, H), T, b);
+      mlp_block_output(ctx, layer, w, rows(ctx, post ? n.mlp_out : y, t0, H), T, b);
+      if (post) Norm{ctx, w, T}.forward(rows(ctx, y, t0, H), rows(ctx, n.mlp_out, t0, H), ctx.offsets(layer).mlp_out_norm);
+    });
+  }
+  ctx.backend->add(y, n.h1, mb.tokens() * H);
 }
 
 void decoder_layer_backward(const LayerContext& ctx, int64_t layer, const void* w, const void* x, const void* dy,
@@ -93,27 +125,40 @@ void decoder_layer_backward(const LayerContext& ctx, int64_t layer, const void* 
   const LayerOffsets& o = ctx.offsets(layer);
   const bool post = ctx.layer(layer).post_norms;
   const Norm norm{ctx, w, mb.tokens()};
-  const int64_t TH = mb.tokens() * ctx.spec->hidden_size;
+  const int64_t H = ctx.spec->hidden_size, TH = mb.tokens() * H;
 
   if (saved) {  // only the cheap internals; the same kernels on the same inputs give the same values
     norm.forward(s.norm1, x, o.input_norm);
     norm.forward(s.norm2, n.h1, o.mlp_norm);
-    if (!is_moe(ctx, layer)) mlp_block_activation(ctx, layer, mb, s, n);
   } else {  // recompute the internals from the layer input
     layer_inputs(ctx, layer, w, x, mb, s, n);
-    if (post) ffn_output(ctx, layer, w, n.mlp_out, mb, ws);
   }
 
-  // MLP: y = h1 + [post-norm] down(act(gate)·up).
-  const void* d_mlp = dy;
-  if (post) {
-    norm.backward(s.d_block, dw, dy, n.mlp_out, o.mlp_out_norm);
-    d_mlp = s.d_block;
-  }
-  if (is_moe(ctx, layer))
+  if (is_moe(ctx, layer)) {  // MoE, whole: y = h1 + [post-norm] moe(norm2)
+    if (!saved && post) moe_block_forward(ctx, layer, w, s.norm2, n.mlp_out, mb, ws.moe);
+    const void* d_mlp = dy;
+    if (post) {
+      norm.backward(s.d_block, dw, dy, n.mlp_out, o.mlp_out_norm);
+      d_mlp = s.d_block;
+    }
     moe_block_backward(ctx, layer, w, s.norm2, d_mlp, s.d_norm, dw, mb, ws.moe);
-  else
-    mlp_block_backward(ctx, layer, w, s.norm2, d_mlp, s.d_norm, dw, mb, s, n);
+  } else {  // MLP, chunk by chunk: y = h1 + [post-norm] down(act(gate)·up).
+    each_chunk(mb, ws, [&](int64_t t0, int64_t T) {
+      const MlpChunk b = chunk_buffers(ctx, layer, ws, saved, t0);
+      if (saved) {
+        mlp_block_activation(ctx, layer, T, b);
+      } else {
+        mlp_block_inputs(ctx, layer, w, rows(ctx, s.norm2, t0, H), T, b);
+        if (post) mlp_block_output(ctx, layer, w, rows(ctx, n.mlp_out, t0, H), T, b);
+      }
+      const void* d_mlp = rows(ctx, dy, t0, H);
+      if (post) {
+        Norm{ctx, w, T}.backward(rows(ctx, s.d_block, t0, H), dw, d_mlp, rows(ctx, n.mlp_out, t0, H), o.mlp_out_norm);
+        d_mlp = rows(ctx, s.d_block, t0, H);
+      }
+      mlp_block_backward(ctx, layer, w, rows(ctx, s.norm2, t0, H), d_mlp, rows(ctx, s.d_norm, t0, H), dw, T, b);
+    });
+  }
   norm.backward(s.d_hidden, dw, s.d_norm, n.h1, o.mlp_norm);
   be.add(s.d_hidden, dy, TH);  // d_hidden = ∂L/∂h1
 

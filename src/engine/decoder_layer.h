@@ -2,7 +2,10 @@
 // → residual, each block chosen and sized by the layer's spec. Stateless: weights are bound per call. Backward
 // either recomputes the layer's internals from its input (only layer inputs need keeping) or reads the internals
 // its forward saved, recomputing only the cheap elementwise ones (norm1, norm2, act); both give bitwise the same
-// gradients. Invariant: backward(x, dy) writes dx and ACCUMULATES into dweights (the region's fp32 gradient).
+// gradients. A dense layer's feed-forward half (MLP, its post-norm) runs in token chunks of the workspace's
+// chunk_tokens, in token order; one chunk is the unchunked computation exactly. A mixture-of-experts layer's block
+// is not chunked: it runs whole over the micro-batch and recomputes itself from its input in backward.
+// Invariant: backward(x, dy) writes dx and ACCUMULATES into dweights (the region's fp32 gradient).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -15,10 +18,12 @@
 namespace mt {
 
 // Scratch activations for one micro-batch of up to max_tokens tokens (and the internals of layers that save
-// none), sized for the widest layer, in backend memory; the normalised LM head's buffers where the model has one.
+// none), sized for the widest layer, in backend memory; the feed-forward's buffers for one chunk of
+// token_chunk_for(max_tokens, token_chunk) tokens; the normalised LM head's buffers where the model has one.
 class DecoderWorkspace {
  public:
-  DecoderWorkspace(Backend& backend, const ModelSpec& spec, int64_t max_tokens, int64_t max_seqs, int64_t max_seq_len);
+  DecoderWorkspace(Backend& backend, const ModelSpec& spec, int64_t max_tokens, int64_t max_seqs, int64_t max_seq_len,
+                   int64_t token_chunk = 0);
   ~DecoderWorkspace();
   DecoderWorkspace(const DecoderWorkspace&) = delete;
   DecoderWorkspace& operator=(const DecoderWorkspace&) = delete;
@@ -26,7 +31,9 @@ class DecoderWorkspace {
   Backend& backend;
   LayerInternals internals;  // used when the layer saves none
   LayerScratch scratch;
-  MoeScratch moe;            // mixture-of-experts layers' buffers (none without them)
+  MoeScratch moe;             // mixture-of-experts layers' buffers (none without them)
+  MlpChunk mlp;               // one token chunk's dense feed-forward buffers
+  int64_t chunk_tokens = 0;   // tokens per feed-forward chunk
   void* head_weight = nullptr;         // [V, H] normalised LM head rows (normalized_head)
   float* head_weight_grad = nullptr;   // [V, H] fp32 gradient of those rows
 

@@ -235,7 +235,7 @@ Engine::Activations& Engine::activations_for(int64_t pass_tokens, int64_t mb_seq
   a.next = backend_.alloc(n);
   a.grad = backend_.alloc(n);
   // seq_len bounds every micro-batch's padded length, so lse fits max mb_seqs × heads × seq_len.
-  a.ws = std::make_unique<DecoderWorkspace>(backend_, spec_, mb_tokens, mb_seqs, seq_len);
+  a.ws = std::make_unique<DecoderWorkspace>(backend_, spec_, mb_tokens, mb_seqs, seq_len, options_.token_chunk);
   for (int64_t i = options_.recompute_layers; i < L; ++i) {
     SavedLayer s;
     s.widths = saved_layer_widths(spec_, i);

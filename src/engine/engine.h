@@ -31,6 +31,7 @@ struct EngineOptions {
   // Mixture-of-experts models: the router load-balancing loss (moe_aux.h), added to the loss × moe_aux_coef.
   bool moe_aux_loss = false;
   double moe_aux_coef = 0.0;
+  int64_t token_chunk = 0;        // tokens per feed-forward chunk; 0 = kDefaultTokenChunk (layer_internals.h)
 };
 
 // Whether a run computes the router loss, and its coefficient: config.json's output_router_logits with its

@@ -35,7 +35,6 @@ template <typename S, typename W, typename F>
 void each_scratch(S& s, const W& w, F f) {
   f(s.norm1, w.norm1);
   f(s.norm2, w.norm2);
-  f(s.act, w.act);
   f(s.d_hidden, w.d_hidden);
   f(s.d_norm, w.d_norm);
   f(s.d_block, w.d_block);
@@ -43,9 +42,6 @@ void each_scratch(S& s, const W& w, F f) {
   f(s.dq, w.dq);
   f(s.dk, w.dk);
   f(s.dv, w.dv);
-  f(s.d_gate, w.d_gate);
-  f(s.d_up, w.d_up);
-  f(s.d_act, w.d_act);
   f(s.d_out_gate, w.d_out_gate);
   f(s.dn_d_normed, w.dn_d_normed);
   f(s.dn_d_core, w.dn_d_core);
@@ -97,6 +93,7 @@ InternalsWidths max_internals_widths(const ModelSpec& spec) {
     m.lse_heads = std::max(m.lse_heads, w.lse_heads);
     m.dn_heads = std::max(m.dn_heads, w.dn_heads);
   }
+  m.gate = m.up = 0;
   return m;
 }
 
@@ -137,8 +134,7 @@ ScratchWidths scratch_widths(const ModelSpec& spec) {
   const int64_t H = spec.hidden_size;
   for (const LayerSpec& l : spec.layers) {
     const int64_t qd = l.attention.q_dim(), kvd = l.attention.kv_dim();
-    const int64_t I = l.moe.active() ? 0 : l.mlp.intermediate_size;  // MoE layers: moe_block.h's scratch
-    ScratchWidths w{H, H, I, H, H, l.post_norms ? H : 0, qd, qd, kvd, kvd, I, I, I};
+    ScratchWidths w{H, H, H, H, l.post_norms ? H : 0, qd, qd, kvd, kvd};
     w.d_out_gate = l.attention.output_gate ? qd : 0;
     if (l.is_deltanet()) {
       const DeltaNetSpec& d = l.deltanet;
@@ -166,6 +162,30 @@ LayerScratch allocate_scratch(Backend& be, const ScratchWidths& w, int64_t token
       owned.push_back(*p);
     }
   return s;
+}
+
+}  // namespace mt
+
+namespace mt {
+
+int64_t token_chunk_for(int64_t mb_tokens, int64_t requested) {
+  return std::min(mb_tokens, requested > 0 ? requested : kDefaultTokenChunk);
+}
+
+int64_t mlp_chunk_width(const ModelSpec& spec) {
+  int64_t width = 0;
+  for (const LayerSpec& l : spec.layers)  // MoE layers: moe_block.h's scratch
+    if (!l.moe.active()) width = std::max(width, l.mlp.intermediate_size);
+  return width;
+}
+
+MlpChunk allocate_mlp_chunk(Backend& be, int64_t width, int64_t tokens, std::vector<void*>& owned) {
+  MlpChunk c;
+  for (void** p : {&c.gate, &c.up, &c.act, &c.d_act, &c.d_gate, &c.d_up}) {
+    *p = be.alloc(tokens * width);
+    owned.push_back(*p);
+  }
+  return c;
 }
 
 }  // namespace mt

@@ -46,7 +46,8 @@ struct InternalsWidths {
 InternalsWidths internals_widths(const LayerSpec& layer, int64_t hidden, bool with_raw);
 // What layer `layer` keeps when it saves its internals (q_raw/k_raw only with a q/k norm).
 InternalsWidths saved_layer_widths(const ModelSpec& spec, int64_t layer);
-// The widest of every layer's, buffer by buffer (the workspace's internals, used by any layer that saves none).
+// The widest of every layer's, buffer by buffer (the workspace's internals, used by any layer that saves none),
+// without gate and up, which such a layer keeps only per token chunk (MlpChunk).
 InternalsWidths max_internals_widths(const ModelSpec& spec);
 
 // Internals for `seqs` sequences of seq_len tokens in backend memory, the buffers appended to `owned`.
@@ -56,11 +57,12 @@ LayerInternals allocate_internals(Backend& backend, const InternalsWidths& w, in
 LayerInternals internals_rows(const LayerInternals& all, const InternalsWidths& w, int64_t element_size,
                               int64_t first_seq, int64_t seq_len);
 
-// Scratch for one micro-batch: recomputed even from saved internals (norm1, norm2, act) and backward's gradients.
+// Scratch for one micro-batch: recomputed even from saved internals (norm1, norm2) and backward's gradients.
+// The feed-forward's own buffers are per token chunk (MlpChunk).
 struct LayerScratch {
-  void *norm1 = nullptr, *norm2 = nullptr, *act = nullptr;
+  void *norm1 = nullptr, *norm2 = nullptr;
   void *d_hidden = nullptr, *d_norm = nullptr, *d_block = nullptr, *d_attn = nullptr;
-  void *dq = nullptr, *dk = nullptr, *dv = nullptr, *d_gate = nullptr, *d_up = nullptr, *d_act = nullptr;
+  void *dq = nullptr, *dk = nullptr, *dv = nullptr;
   void* d_out_gate = nullptr;  // output_gate: ∂/∂ the gate rows of q_proj
   // Gated DeltaNet backward: ∂/∂ normed, core, z, conv output, conv input, b|a; dg and dbeta in fp32.
   void *dn_d_normed = nullptr, *dn_d_core = nullptr, *dn_d_z = nullptr, *dn_d_qkv = nullptr, *dn_d_qkv_raw = nullptr,
@@ -68,18 +70,31 @@ struct LayerScratch {
   float *dn_dg = nullptr, *dn_dbeta = nullptr;
 };
 struct ScratchWidths {
-  int64_t norm1 = 0, norm2 = 0, act = 0, d_hidden = 0, d_norm = 0, d_block = 0, d_attn = 0;
-  int64_t dq = 0, dk = 0, dv = 0, d_gate = 0, d_up = 0, d_act = 0;
+  int64_t norm1 = 0, norm2 = 0, d_hidden = 0, d_norm = 0, d_block = 0, d_attn = 0;
+  int64_t dq = 0, dk = 0, dv = 0;
   int64_t d_out_gate = 0;
   int64_t dn_d_normed = 0, dn_d_core = 0, dn_d_z = 0, dn_d_qkv = 0, dn_d_qkv_raw = 0, dn_d_ba = 0;
   int64_t dn_heads = 0;  // fp32 dn_dg and dn_dbeta values per token, each
   int64_t elements() const {
-    return norm1 + norm2 + act + d_hidden + d_norm + d_block + d_attn + dq + dk + dv + d_gate + d_up + d_act +
-           d_out_gate + dn_d_normed + dn_d_core + dn_d_z + dn_d_qkv + dn_d_qkv_raw + dn_d_ba;
+    return norm1 + norm2 + d_hidden + d_norm + d_block + d_attn + dq + dk + dv + d_out_gate + dn_d_normed + dn_d_core + dn_d_z + dn_d_qkv + dn_d_qkv_raw + dn_d_ba;
   }
   int64_t fp32_elements() const { return 2 * dn_heads; }  // per token
 };
 ScratchWidths scratch_widths(const ModelSpec& spec);  // the widest over the layers
 LayerScratch allocate_scratch(Backend& backend, const ScratchWidths& w, int64_t tokens, std::vector<void*>& owned);
+
+// The feed-forward runs over a micro-batch in chunks of at most token_chunk tokens, so its buffers (the widest
+// layer's intermediate width per token) do not grow with the sequence: gate and up (a layer that saves its internals
+// keeps them over the pass instead), act, and backward's d_act, d_gate, d_up.
+struct MlpChunk {
+  void *gate = nullptr, *up = nullptr, *act = nullptr, *d_act = nullptr, *d_gate = nullptr, *d_up = nullptr;
+};
+inline constexpr int64_t kMlpChunkBuffers = 6;
+// Tokens per feed-forward chunk when the run leaves it to the plan: a long sequence's GEMMs stay large.
+inline constexpr int64_t kDefaultTokenChunk = 16384;
+// The chunk of a micro-batch of mb_tokens tokens (requested 0: kDefaultTokenChunk).
+int64_t token_chunk_for(int64_t mb_tokens, int64_t requested);
+int64_t mlp_chunk_width(const ModelSpec& spec);  // the widest dense (non-MoE) layer's intermediate size
+MlpChunk allocate_mlp_chunk(Backend& backend, int64_t width, int64_t tokens, std::vector<void*>& owned);
 
 }  // namespace mt

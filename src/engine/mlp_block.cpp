@@ -3,42 +3,39 @@
 
 namespace mt {
 
-void mlp_block_inputs(const LayerContext& ctx, int64_t layer, const void* w, const void* in, const MicroBatch& mb,
-                      const LayerScratch& s, const LayerInternals& n) {
+void mlp_block_inputs(const LayerContext& ctx, int64_t layer, const void* w, const void* in, int64_t T,
+                      const MlpChunk& b) {
   Backend& be = *ctx.backend;
-  const MlpSpec& m = ctx.layer(layer).mlp;
   const MlpOffsets& o = ctx.offsets(layer).mlp;
-  const int64_t T = mb.tokens(), H = ctx.spec->hidden_size, I = m.intermediate_size;
-  be.linear_forward(n.gate, in, weight_at(ctx, w, o.gate), weight_at(ctx, w, o.gate_bias), T, H, I);
-  be.linear_forward(n.up, in, weight_at(ctx, w, o.up), weight_at(ctx, w, o.up_bias), T, H, I);
-  be.glu_forward(s.act, n.gate, n.up, T * I, m.activation);
+  const int64_t H = ctx.spec->hidden_size, I = ctx.layer(layer).mlp.intermediate_size;
+  be.linear_forward(b.gate, in, weight_at(ctx, w, o.gate), weight_at(ctx, w, o.gate_bias), T, H, I);
+  be.linear_forward(b.up, in, weight_at(ctx, w, o.up), weight_at(ctx, w, o.up_bias), T, H, I);
+  mlp_block_activation(ctx, layer, T, b);
 }
 
-void mlp_block_activation(const LayerContext& ctx, int64_t layer, const MicroBatch& mb, const LayerScratch& s,
-                          const LayerInternals& n) {
+void mlp_block_activation(const LayerContext& ctx, int64_t layer, int64_t T, const MlpChunk& b) {
   const MlpSpec& m = ctx.layer(layer).mlp;
-  ctx.backend->glu_forward(s.act, n.gate, n.up, mb.tokens() * m.intermediate_size, m.activation);
+  ctx.backend->glu_forward(b.act, b.gate, b.up, T * m.intermediate_size, m.activation);
 }
 
-void mlp_block_output(const LayerContext& ctx, int64_t layer, const void* w, void* out, const MicroBatch& mb,
-                      const LayerScratch& s) {
+void mlp_block_output(const LayerContext& ctx, int64_t layer, const void* w, void* out, int64_t T, const MlpChunk& b) {
   const MlpOffsets& o = ctx.offsets(layer).mlp;
-  ctx.backend->linear_forward(out, s.act, weight_at(ctx, w, o.down), weight_at(ctx, w, o.down_bias), mb.tokens(),
+  ctx.backend->linear_forward(out, b.act, weight_at(ctx, w, o.down), weight_at(ctx, w, o.down_bias), T,
                               ctx.layer(layer).mlp.intermediate_size, ctx.spec->hidden_size);
 }
 
 void mlp_block_backward(const LayerContext& ctx, int64_t layer, const void* w, const void* in, const void* d_out,
-                        void* d_in, float* dw, const MicroBatch& mb, const LayerScratch& s, const LayerInternals& n) {
+                        void* d_in, float* dw, int64_t T, const MlpChunk& b) {
   Backend& be = *ctx.backend;
   const MlpSpec& m = ctx.layer(layer).mlp;
   const MlpOffsets& o = ctx.offsets(layer).mlp;
-  const int64_t T = mb.tokens(), H = ctx.spec->hidden_size, I = m.intermediate_size;
-  be.linear_backward(s.d_act, grad_at(dw, o.down), grad_at(dw, o.down_bias), d_out, s.act, weight_at(ctx, w, o.down),
+  const int64_t H = ctx.spec->hidden_size, I = m.intermediate_size;
+  be.linear_backward(b.d_act, grad_at(dw, o.down), grad_at(dw, o.down_bias), d_out, b.act, weight_at(ctx, w, o.down),
                      T, I, H, false);
-  be.glu_backward(s.d_gate, s.d_up, s.d_act, n.gate, n.up, T * I, m.activation);
-  be.linear_backward(d_in, grad_at(dw, o.gate), grad_at(dw, o.gate_bias), s.d_gate, in, weight_at(ctx, w, o.gate), T,
+  be.glu_backward(b.d_gate, b.d_up, b.d_act, b.gate, b.up, T * I, m.activation);
+  be.linear_backward(d_in, grad_at(dw, o.gate), grad_at(dw, o.gate_bias), b.d_gate, in, weight_at(ctx, w, o.gate), T,
                      H, I, false);
-  be.linear_backward(d_in, grad_at(dw, o.up), grad_at(dw, o.up_bias), s.d_up, in, weight_at(ctx, w, o.up), T, H, I,
+  be.linear_backward(d_in, grad_at(dw, o.up), grad_at(dw, o.up_bias), b.d_up, in, weight_at(ctx, w, o.up), T, H, I,
                      true);
 }
 

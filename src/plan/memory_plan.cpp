@@ -22,15 +22,16 @@ constexpr int64_t kAutoMicroBatchTokens = 4096;        // Engine::micro_batch_si
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Bytes of DecoderWorkspace (engine/decoder_layer.h) for micro-batches of mb sequences of seq_len tokens: the
-// internals of layers that save none, the scratch, the MoE layers' buffers, and a normalised head's two [V, H]
-// buffers.
-int64_t decoder_workspace_bytes(const ModelSpec& s, int64_t mb, int64_t seq_len, int64_t es) {
+// internals of layers that save none, the scratch, one token chunk's dense feed-forward buffers, the MoE layers'
+// buffers, and a normalised head's two [V, H] buffers.
+int64_t decoder_workspace_bytes(const ModelSpec& s, int64_t mb, int64_t seq_len, int64_t token_chunk, int64_t es) {
   const InternalsWidths internals = max_internals_widths(s);
   const int64_t tokens = mb * seq_len;
+  const int64_t mlp = kMlpChunkBuffers * token_chunk_for(tokens, token_chunk) * mlp_chunk_width(s) * es;
   const int64_t head = s.normalized_head ? s.vocab_size * s.hidden_size * (es + 4) : 0;
   const ScratchWidths scratch = scratch_widths(s);
   return tokens * (internals.elements() + scratch.elements()) * es +
-         tokens * (internals.fp32_elements() + scratch.fp32_elements()) * 4 + head +
+         tokens * (internals.fp32_elements() + scratch.fp32_elements()) * 4 + mlp + head +
          moe_scratch_bytes(s, tokens, es);
 }
 
@@ -70,10 +71,14 @@ void plan_activations(const ModelSpec& s, const RunShape& run, int64_t es, GpuPl
     const int64_t parts = mb_tokens * d.num_v_heads * tiles * (2 * d.k_head_dim + 2) * 4;
     deltanet_scratch = std::max(deltanet_scratch, states + parts);
   }
-  g.layer_workspace = decoder_workspace_bytes(s, mb, run.seq_len, es) + std::max(attention_partials, deltanet_scratch);
+  g.layer_workspace = decoder_workspace_bytes(s, mb, run.seq_len, run.token_chunk, es) + std::max(attention_partials, deltanet_scratch);
   const int64_t chunk = std::min(std::clamp<int64_t>((int64_t{1} << 28) / std::max<int64_t>(V, 1), 16, 4096), mb_tokens);
   g.head = chunk * V * 4 + chunk * V * es + mb_tokens * 4;
   g.batch_arrays = pass_seqs * run.seq_len * 4 * 4 + pass_seqs * 4;
+  // Engine's RopeBuffers: its max_positions is the longer of the model's positions and the run's sequences.
+  g.rope_tables = 0;
+  for (const RopeSpec& r : s.rope_tables)
+    g.rope_tables += 2 * std::max(s.max_position_embeddings, run.seq_len) * (r.rot_dim() / 2) * 4;
 }
 
 // resolve_auto once the passes are known.
@@ -194,9 +199,8 @@ int64_t cpu_backend_host_bytes(const ModelSpec& spec, const RunShape& run) {
   plan_activations(spec, run, 4, g);  // the CPU reference computes in fp32
   // BasicGradientSink: embedding, head and a decoder-layer accumulator per region size (lazily, of the largest).
   const int64_t grads = (layout.embedding().numel + layout.head_region().numel + layout.largest_layer_numel) * 4;
-  return plan_host(spec, run.stream_dtype, run.ranks, run.offload).ram_bytes() + grads + g.checkpoints + g.segment + g.saved_layers +
-         g.layer_workspace +
-         g.head + g.batch_arrays;
+  return plan_host(spec, run.stream_dtype, run.ranks, run.offload).ram_bytes() + grads + g.checkpoints + g.segment +
+         g.saved_layers + g.layer_workspace + g.head + g.batch_arrays + g.rope_tables;
 }
 
 }  // namespace mt

@@ -30,6 +30,7 @@ struct RunShape {
   int64_t weight_slots = 2;
   int ranks = 1;                        // ranks of the node sharing the store
   OffloadMode offload = OffloadMode::none;  // store.offload: state kinds on the NVMe tier instead of RAM
+  int64_t token_chunk = 0;              // tokens per feed-forward chunk, as EngineOptions (0 = the default)
 };
 
 struct HostPlan {
@@ -62,14 +63,15 @@ struct GpuPlan {
   int64_t segment = 0;                  // (min(c, L) − 1) segment inputs + current, next, grad
   int64_t saved_layers = 0;             // layers recompute_layers.. L−1: internals over the pass (and the input
                                         // where it is not a checkpoint)
-  int64_t layer_workspace = 0;          // DecoderWorkspace for one micro-batch, and the attention backward's fp32
+  int64_t layer_workspace = 0;          // DecoderWorkspace for one micro-batch (its feed-forward per token chunk), and the attention backward's fp32
                                         // dk/dv partials of the GQA group splits (at most one split per query head)
   int64_t head = 0;                     // logits chunk (fp32) + dlogits chunk + per-row losses
   int64_t batch_arrays = 0;             // input ids, targets, positions, segments, lengths (int32)
   int64_t gemm_workspace = 0;           // cuBLASLt
+  int64_t rope_tables = 0;              // fp32 cos and sin of every RoPE table over max(positions, seq_len)
   int64_t total() const {
     return weight_slots + grad_buffers + checkpoints + segment + saved_layers + layer_workspace + head +
-           batch_arrays + gemm_workspace;
+           batch_arrays + gemm_workspace + rope_tables;
   }
 };
 

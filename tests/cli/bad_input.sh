@@ -30,6 +30,8 @@ expect_failure bad_value "lr_scheduler" "${base[@]}" --set training.lr_scheduler
 expect_failure missing_config "nope.yaml" --config "$work/nope.yaml"
 expect_failure missing_model "$work/absent" "${base[@]}" --set "model.name=$work/absent"
 expect_failure unknown_dataset "nosuch" "${base[@]}" --set dataset.name=nosuch
+expect_failure beyond_positions "dataset.max_seq_len 128 exceeds the 64 positions of model $fixture/model (max_position_embeddings 64)" \
+  "${base[@]}" --set dataset.max_seq_len=128
 printf 'model: {name: x\n' >"$work/broken.yaml"
 expect_failure yaml_syntax "broken.yaml:" --config "$work/broken.yaml"
 

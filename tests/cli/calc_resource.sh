@@ -75,6 +75,13 @@ expect_failure nvme_too_small "NVMe: the state tier needs 788.50 GiB but the pat
   --gpu-mem 80 --ram 512 --ranks 2 --seq 4096 --model llama-3.1-70b --offload optimizer+master --nvme-gb 500
 expect_failure bad_offload "--offload must be none, optimizer or optimizer+master, not 'disk'" "${ok[@]}" --model qwen2.5-7b \
   --offload disk
+expect_failure beyond_positions "--seq 65536 exceeds the 32768 positions of model qwen2.5-3b (max_position_embeddings" \
+  --gpu-mem 139 --ram 125 --seq 65536 --batch 1 --model qwen2.5-3b
+expect_failure one_sequence_too_long "one sequence of 32768 tokens does not fit: the longest that fits is 9216 tokens" \
+  --gpu-mem 20 --ram 1500 --seq 32768 --batch 1 --model qwen2.5-7b
+"$bin" calc-resource --gpu-mem 139 --ram 125 --seq 4096 --batch 1 --model qwen2.5-3b </dev/null >"$work/longest" 2>&1
+grep -q "^longest trainable sequence (batch 1, every layer recomputing): 32768 tokens; GPU memory holds [0-9]* at" \
+  "$work/longest" || { echo "FAIL longest trainable sequence line"; cat "$work/longest"; status=1; }
 "$bin" calc-resource --gpu-mem lots --ram 1 --seq 1 --model x </dev/null >/dev/null 2>&1 && { echo "FAIL --gpu-mem lots accepted"; status=1; }
 
 # On a terminal without flags it asks (script(1) provides the terminal).

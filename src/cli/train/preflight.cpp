@@ -15,6 +15,7 @@
 #include "dist/numa_binding.h"
 #include "cli/train/train_plan.h"
 #include "model/param_layout.h"
+#include "plan/sequence_limit.h"
 #include "store/shared_memory_check.h"
 #include "plan/resource_advice.h"
 #include "store/tier_layout.h"
@@ -162,12 +163,29 @@ MachineLimits read_machine_limits(const Backend& backend) {
   return m;
 }
 
+void require_sequence_fits(const Config& c, const ModelSpec& spec, const RunShape& run, const Backend& backend) {
+  std::string why;
+  const int64_t positions = model_position_limit(spec, &why);
+  MT_REQUIRE(run.seq_len <= positions,
+             "{}: dataset.max_seq_len {} exceeds the {} positions of model {} ({}); a rope_scaling that covers it "
+             "(yarn or longrope factor, or dynamic, in its config.json) trains longer sequences",
+             c.source.string(), run.seq_len, positions, c.model.name, why);
+  const int64_t gpu_bytes = backend.device_memory_bytes();
+  if (gpu_bytes <= 0 || one_sequence_gpu_bytes(spec, run, run.seq_len) <= usable_gpu_bytes(gpu_bytes)) return;
+  const SequenceLimit limit = longest_trainable_sequence(spec, run, Machine{gpu_bytes, 0});
+  throw Error(MT_FORMAT(
+             "{}: one sequence of dataset.max_seq_len {} tokens of model {} does not fit the GPU's {}: the longest "
+             "that fits is {} tokens (batch 1, every layer recomputing)", c.source.string(), run.seq_len,
+             c.model.name, bytes(gpu_bytes), limit.memory_tokens));
+}
+
 RunShape preflight(const Config& c, const ModelSpec& spec, const Backend& backend, int ranks, int gpus) {
   RunShape run = run_shape(c, ranks, gpus);
   // The state tier's paths first: each exists, is writable and has room for every rank's files.
   const std::string tier = tier_path_shortfall(make_param_layout(spec), tier_settings_of(c), ranks);
   MT_REQUIRE(tier.empty(), "{}", tier);
   const bool gpu = backend.device_memory_bytes() > 0;
+  require_sequence_fits(c, spec, run, backend);
   resolve_auto(spec, run, backend.device_memory_bytes(), c.training.recompute_layers < 0);
   MachineLimits limits = read_machine_limits(backend);
   // Tier files on a RAM file system (tmpfs, ramfs) take RAM: what is left for the rest is less.

@@ -32,6 +32,9 @@ RunShape run_shape(const Config& c, int ranks, int gpus = 1);
 // The first shortfall of `plan` (run on a GPU backend when `gpu`) against `limits`; empty when it fits.
 std::string preflight_shortfall(const ModelSpec& spec, const RunShape& run, bool gpu, const MachineLimits& limits);
 MachineLimits read_machine_limits(const Backend& backend);
+// Throws mt::Error naming the config, the model, the length and the limit when dataset.max_seq_len exceeds the
+// model's positions (plan/sequence_limit.h: model_position_limit) or one sequence of it does not fit the GPU.
+void require_sequence_fits(const Config& c, const ModelSpec& spec, const RunShape& run, const Backend& backend);
 // Throws mt::Error: the shortfall and `megatrain calc-resource ...` for this model and shape. Returns the
 // checked shape, micro_batch_size and recompute_layers resolved where auto (plan/memory_plan.h: resolve_auto).
 RunShape preflight(const Config& c, const ModelSpec& spec, const Backend& backend, int ranks, int gpus = 1);

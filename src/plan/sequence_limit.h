@@ -1,0 +1,45 @@
+// The longest sequence a model can train on a machine: batch 1, every layer recomputing (the least activation
+// memory), at the checkpoint interval that suits the length best, from the memory plan's own sizing
+// (plan_gpu, plan_host), and the model's positions (max_position_embeddings, or what its RoPE scaling covers).
+// Invariant: memory_tokens is a multiple of kSequenceStep whose resolved plan fits usable_gpu_bytes (0: none fits);
+// a longer one by kSequenceStep does not.
+#pragma once
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "model/model_spec.h"
+#include "plan/memory_plan.h"
+#include "plan/resource_advice.h"
+
+namespace mt {
+
+inline constexpr int64_t kSequenceStep = 1024;
+inline constexpr int64_t kNoPositionLimit = std::numeric_limits<int64_t>::max();
+
+// The longest position the model trains on: max_position_embeddings, or more where a RoPE table's yarn or longrope
+// scaling covers more (original_max_position_embeddings × factor; linear and llama3 configs state the scaled length
+// in max_position_embeddings itself); kNoPositionLimit with dynamic NTK scaling (rebuilt for any length) or without
+// RoPE (ALiBi, NoPE). `why` names what sets it.
+int64_t model_position_limit(const ModelSpec& spec, std::string* why = nullptr);
+
+struct SequenceLimit {
+  int64_t memory_tokens = 0;          // longest multiple of kSequenceStep that fits GPU memory (0: not even one step)
+  int64_t checkpoint_interval = 0;    // the interval it fits at
+  int64_t gpu_bytes = 0;              // its plan's GPU total
+  bool host_fits = false;             // the host store fits the RAM, its NVMe tier the NVMe (batch 1 needs nothing
+                                      // else of the host)
+  int64_t position_tokens = 0;        // model_position_limit
+  std::string position_source;
+  int64_t longest() const { return host_fits ? std::min(memory_tokens, position_tokens) : 0; }
+};
+
+// GPU bytes of the leanest plan of one sequence of `tokens`: batch 1, every layer recomputing, at run's
+// checkpoint_interval or (0) the best one, which `interval` receives.
+int64_t one_sequence_gpu_bytes(const ModelSpec& spec, RunShape run, int64_t tokens, int64_t* interval = nullptr);
+
+// run: dtype, stream dtype, weight slots, ranks, offload, token_chunk and, when not 0, checkpoint_interval are kept;
+// the rest is batch 1 recomputing every layer.
+SequenceLimit longest_trainable_sequence(const ModelSpec& spec, RunShape run, const Machine& machine);
+
+}  // namespace mt
