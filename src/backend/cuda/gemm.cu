@@ -2,6 +2,9 @@
 // row-major C = A·op(B) is column-major Cᵀ = op(B)ᵀ·Aᵀ, so the operands swap places.
 #include "backend/cuda/gemm.h"
 
+#include <cstdint>
+#include <initializer_list>
+
 #include "backend/cuda/cuda_check.h"
 #include "core/error.h"
 
@@ -9,6 +12,13 @@ namespace mt::cuda {
 namespace {
 
 cudaDataType_t cuda_type(DType t) { return t == DType::bf16 ? CUDA_R_16BF : CUDA_R_32F; }
+
+// The largest power of two (at most 256, cuBLASLt's default assumption) dividing every address.
+int common_alignment(std::initializer_list<const void*> pointers) {
+  uintptr_t bits = 256;
+  for (const void* p : pointers) bits |= reinterpret_cast<uintptr_t>(p);
+  return static_cast<int>(bits & (~bits + 1));
+}
 
 }  // namespace
 
@@ -38,7 +48,7 @@ Gemm::~Gemm() {
 const Gemm::Plan& Gemm::plan_for(const Shape& shape) {
   auto& slot = plans_[shape];
   if (slot) return *slot;
-  const auto [d_type, transA, transB, ab_type, m, n, k, lda, ldb, ldd] = shape;
+  const auto [d_type, transA, transB, ab_type, m, n, k, lda, ldb, ldd, alignment] = shape;
   const auto ab = static_cast<DType>(ab_type), d = static_cast<DType>(d_type);
   auto plan = std::make_unique<Plan>();
   MT_CHECK_CUBLAS(cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -54,6 +64,11 @@ const Gemm::Plan& Gemm::plan_for(const Shape& shape) {
   MT_CHECK_CUBLAS(cublasLtMatmulPreferenceCreate(&pref));
   MT_CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                        &workspace_bytes_, sizeof(workspace_bytes_)));
+  const uint32_t align = static_cast<uint32_t>(alignment);
+  for (const cublasLtMatmulPreferenceAttributes_t attr :
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+    MT_CHECK_CUBLAS(cublasLtMatmulPreferenceSetAttribute(pref, attr, &align, sizeof(align)));
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, plan->op, plan->a, plan->b, plan->d, plan->d,
@@ -71,7 +86,8 @@ void Gemm::matmul(void* D, DType d, const void* colA, bool transA, const void* c
                   int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldd, float beta) {
   if (m == 0 || n == 0) return;
   MT_ASSERT(k > 0, "gemm with k = 0");
-  const Plan& plan = plan_for({static_cast<int>(d), transA, transB, static_cast<int>(ab), m, n, k, lda, ldb, ldd});
+  const Plan& plan = plan_for({static_cast<int>(d), transA, transB, static_cast<int>(ab), m, n, k, lda, ldb, ldd,
+                               common_alignment({colA, colB, D})});
   const float alpha = 1.0f;
   MT_CHECK_CUBLAS(cublasLtMatmul(handle_, plan.op, &alpha, colA, plan.a, colB, plan.b, &beta, D, plan.d, D, plan.d,
                                  &plan.algo, workspace_, workspace_bytes_, stream_));

@@ -1,6 +1,8 @@
 // Row-major GEMMs through cuBLASLt for the linear layers and the LM head: bf16 or fp32 operands,
 // fp32 accumulation (TF32 off in fp32 mode), outputs in the operand type or fp32.
-// Invariant: every call is enqueued on the given stream; plans are cached per shape.
+// Invariant: every call is enqueued on the given stream; plans are cached per shape and operand alignment (the
+// heuristic only returns algorithms whose vector loads the pointers allow: rows of an expert's slice may be 16-byte
+// aligned only).
 #pragma once
 #include <cublasLt.h>
 #include <cuda_runtime.h>
@@ -31,7 +33,7 @@ class Gemm {
  private:
   // One column-major problem: descriptors and the heuristic's algorithm, built on first use.
   struct Plan;
-  using Shape = std::tuple<int, bool, bool, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
+  using Shape = std::tuple<int, bool, bool, int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int>;
   const Plan& plan_for(const Shape& shape);
   void matmul(void* D, DType d, const void* colA, bool transA, const void* colB, bool transB, DType ab, int64_t m,
               int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldd, float beta);

@@ -81,7 +81,7 @@ void GroupedGemm::forward(void* y, const void* x, const void* w, int64_t w_strid
     void* ye = const_cast<char*>(at(y, r0 * O, t));
     const void* xe = at(x, r0 * I, t);
     const void* we = at(w, e * w_stride, t);
-    if (mode_ == GroupedGemmMode::loop)
+    if (!grouped_call(t))
       gemm_.run(ye, t, xe, we, t, true, rows, O, I, 0.0f);
     else  // Cᶜ[O, rows] = wᶜᵀ · xᶜ
       problems.push_back({we, xe, ye, static_cast<int>(O), static_cast<int>(rows), static_cast<int>(I),
@@ -99,7 +99,7 @@ void GroupedGemm::backward_data(void* dx, const void* dy, const void* w, int64_t
     void* dxe = const_cast<char*>(at(dx, r0 * I, t));
     const void* dye = at(dy, r0 * O, t);
     const void* we = at(w, e * w_stride, t);
-    if (mode_ == GroupedGemmMode::loop)
+    if (!grouped_call(t))
       gemm_.run(dxe, t, dye, we, t, false, rows, I, O, beta);
     else  // Cᶜ[I, rows] = wᶜ[I, O] · dyᶜ[O, rows]
       problems.push_back({we, dye, dxe, static_cast<int>(I), static_cast<int>(rows), static_cast<int>(O),
@@ -117,7 +117,7 @@ void GroupedGemm::backward_weight(float* dw, const void* dy, const void* x, int6
     float* dwe = dw + e * w_stride;
     const void* dye = at(dy, r0 * O, t);
     const void* xe = at(x, r0 * I, t);
-    if (mode_ == GroupedGemmMode::loop)
+    if (!grouped_call(t))
       gemm_.run_at_b(dwe, dye, xe, t, O, I, rows, 1.0f);
     else  // Cᶜ[I, O] = xᶜ[I, rows] · dyᶜ[O, rows]ᵀ
       problems.push_back({xe, dye, dwe, static_cast<int>(I), static_cast<int>(O), static_cast<int>(rows),

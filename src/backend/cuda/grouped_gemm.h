@@ -1,6 +1,8 @@
 // The expert GEMMs of a mixture-of-experts layer over rows grouped by expert (offsets [E+1] in host memory):
 // either a loop of cuBLASLt GEMMs, one per expert that has rows, or one cublasGemmGroupedBatchedEx call for all of
 // them. MEGATRAIN_MOE_GEMM=loop|grouped picks one (default loop) so that the two can be measured on the same run.
+// Grouped applies to fp32 problems only: on the H200 with CUDA 13.0, cuBLAS refuses cublasGemmGroupedBatchedEx for
+// our bf16 problems ("the requested functionality is not supported"), so bf16 runs as the loop in either mode.
 // Never one launch per token. Invariant: every call is enqueued on the backend's stream; experts without rows are
 // skipped; fp32 accumulation, dw in fp32 accumulated (beta 1).
 #pragma once
@@ -48,6 +50,8 @@ class GroupedGemm {
 
   cudaStream_t stream_;
   Gemm& gemm_;
+  // Whether problems of element type t go to cublasGemmGroupedBatchedEx (else the loop of cuBLASLt GEMMs).
+  bool grouped_call(DType t) const { return mode_ == GroupedGemmMode::grouped && t == DType::f32; }
   GroupedGemmMode mode_;
   cublasHandle_t handle_ = nullptr;
   void** device_pointers_ = nullptr;  // A, B, C pointer arrays for the grouped call
