@@ -6,9 +6,11 @@
 set -uo pipefail
 build=$1 have_cuda=$2
 [[ $have_cuda == ON ]] && { echo "skipped: a CUDA build (MEGATRAIN_HAVE_CUDA=ON) includes CUDA headers by design"; exit 77; }
-mapfile -t depfiles < <(find "$build/CMakeFiles" "$build/tests/CMakeFiles" -name '*.o.d' 2>/dev/null | sort)
+# Objects of our targets only (<target>.dir/): CMake's own compiler probes (CMakeFiles/<version>/, CheckCUDA/, present
+# where nvcc is installed) are not translation units of the build.
+mapfile -t depfiles < <(find "$build/CMakeFiles" "$build/tests/CMakeFiles" -path '*.dir/*' -name '*.o.d' 2>/dev/null | sort)
 # Every compiled source has one: far fewer means the depfiles are not where this script looks.
-sources=$(find "$build/CMakeFiles" "$build/tests/CMakeFiles" -name '*.o' 2>/dev/null | wc -l)
+sources=$(find "$build/CMakeFiles" "$build/tests/CMakeFiles" -path '*.dir/*' -name '*.o' 2>/dev/null | wc -l)
 (( ${#depfiles[@]} > 0 && ${#depfiles[@]} == sources )) ||
   { echo "FAIL: ${#depfiles[@]} depfiles for $sources objects under $build (is this a built Makefile/Ninja tree?)"; exit 1; }
 pattern='(/cuda[A-Za-z0-9_]*\.h|/cuda/std/|/cublas[A-Za-z0-9_]*\.h|/nccl[A-Za-z0-9_]*\.h|/crt/host_|/backend/cuda/)'
