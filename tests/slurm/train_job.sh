@@ -42,7 +42,16 @@ echo "ok   job $job COMPLETED: $(grep -m1 'cpu-bind=' "$log" | xargs); $(grep -m
 
 # Requeue: the same job runs again and resumes from its newest checkpoint (step 4 of 4: nothing left to train).
 scontrol requeue "$job" || fail "scontrol requeue $job"
-scontrol update JobId="$job" StartTime=now >/dev/null 2>&1  # Slurm delays a requeued job's start otherwise
+# As in time_limit_requeue.sh: once pending again with the first run's step gone, the start is brought forward
+# (Slurm delays a requeued job otherwise), in the second after next (slurmd refuses a credential not newer than the
+# requeue's revocation, in whole seconds).
+for _ in $(seq 150); do
+  [[ $(squeue -h -j "$job" -o %T 2>/dev/null) == PENDING && ! -e $S/spool/stepd.slurm.pmix.$job.0 ]] && break
+  sleep 0.2
+done
+requeued_at=$(date +%s)
+while (( $(date +%s) < requeued_at + 2 )); do sleep 0.2; done
+scontrol update JobId="$job" StartTime=now >/dev/null 2>&1
 for _ in $(seq 800); do grep -q "restart 1" "$log" 2>/dev/null && break; sleep 0.3; done
 wait_job "$job"
 grep -q "megatrain job $job on .* restart 1" "$log" || fail "the requeued job did not run again"
