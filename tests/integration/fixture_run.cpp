@@ -6,6 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "catch.h"
 #include "config/config.h"
 #include "io/safetensors.h"
 
@@ -80,6 +81,33 @@ double relative_difference(const std::vector<float>& ours, const std::vector<flo
     norm += double(ref[i]) * ref[i];
   }
   return std::sqrt(diff) / std::sqrt(norm);
+}
+
+void check_final_tensors(const std::string& name, const TrainSummary& summary, double tolerance) {
+  const auto ours = read_tensors(summary.final_dir / "model.safetensors");
+  const auto theirs = read_tensors(fixture_dir(name) / "reference" / "final.safetensors");
+  REQUIRE(ours.size() == theirs.size());
+  for (const auto& [tensor, values] : theirs) {
+    INFO(name << " tensor " << tensor);
+    REQUIRE(ours.count(tensor) == 1);
+    CHECK(relative_difference(ours.at(tensor), values) <= tolerance);
+  }
+}
+
+void check_against_reference(const std::string& name, const std::string& run,
+                             const std::vector<std::string>& overrides) {
+  constexpr double kTolerance = 1e-4;  // relative: per-step loss and grad norm; per-tensor final parameters
+  const auto summary = run_fixture(name, run, overrides);
+  const Reference ref = read_reference(name);
+  const auto rows = read_metrics(scratch_dir(run));
+  REQUIRE(rows.size() == ref.losses.size());
+  for (size_t k = 0; k < rows.size(); ++k) {
+    INFO(name << " step " << k + 1);
+    CHECK(std::abs(rows[k].loss - ref.losses[k]) <= kTolerance * ref.losses[k]);
+    CHECK(std::abs(rows[k].grad_norm - ref.grad_norms[k]) <= kTolerance * ref.grad_norms[k]);
+    CHECK(std::abs(rows[k].lr - ref.lrs[k]) <= 1e-12);
+  }
+  check_final_tensors(name, summary, kTolerance);
 }
 
 }  // namespace mt::testing

@@ -32,4 +32,11 @@ std::map<std::string, std::vector<float>> read_tensors(const std::filesystem::pa
 
 double relative_difference(const std::vector<float>& ours, const std::vector<float>& ref);
 
+// Every tensor of the reference's final.safetensors is in the run's final/ and within `tolerance` (‖Δ‖/‖ref‖).
+void check_final_tensors(const std::string& name, const TrainSummary& summary, double tolerance);
+// Runs the fixture and checks per-step loss and gradient norm (1e-4 relative), learning rate (1e-12) and every final
+// tensor (1e-4) against PyTorch's reference.
+void check_against_reference(const std::string& name, const std::string& run,
+                             const std::vector<std::string>& overrides = {});
+
 }  // namespace mt::testing

@@ -11,49 +11,23 @@
 
 using namespace mt::testing;
 
-namespace {
-
-void check_hybrid_fixture(const std::string& name, const std::string& run,
-                          const std::vector<std::string>& overrides = {}) {
-  const auto summary = run_fixture(name, run, overrides);
-  const Reference ref = read_reference(name);
-  const auto rows = read_metrics(scratch_dir(run));
-  REQUIRE(rows.size() == ref.losses.size());
-  for (size_t k = 0; k < rows.size(); ++k) {
-    INFO(name << " step " << k + 1);
-    CHECK(std::abs(rows[k].loss - ref.losses[k]) <= 1e-4 * ref.losses[k]);
-    CHECK(std::abs(rows[k].grad_norm - ref.grad_norms[k]) <= 1e-4 * ref.grad_norms[k]);
-    CHECK(std::abs(rows[k].lr - ref.lrs[k]) <= 1e-12);
-  }
-  const auto ours = read_tensors(summary.final_dir / "model.safetensors");
-  const auto theirs = read_tensors(fixture_dir(name) / "reference" / "final.safetensors");
-  REQUIRE(ours.size() == theirs.size());
-  for (const auto& [tensor, values] : theirs) {
-    INFO(name << " tensor " << tensor);
-    REQUIRE(ours.count(tensor) == 1);
-    CHECK(relative_difference(ours.at(tensor), values) <= 1e-4);
-  }
-}
-
-}  // namespace
-
 TEST_CASE("qwen3_5 fixture (Gated DeltaNet and gated attention, sequences past two chunks, padding) matches PyTorch",
           "[parity][hybrid]") {
-  check_hybrid_fixture("qwen3_5", "parity-qwen3_5");
+  check_against_reference("qwen3_5", "parity-qwen3_5");
 }
 TEST_CASE("qwen3_5_packed fixture (several examples per packed sequence: the state restarts per example) matches "
           "PyTorch run on the examples unpacked", "[parity][hybrid]") {
-  check_hybrid_fixture("qwen3_5_packed", "parity-qwen3_5_packed");
+  check_against_reference("qwen3_5_packed", "parity-qwen3_5_packed");
 }
 TEST_CASE("qwen3_next fixture (in_proj_qkvz / in_proj_ba grouped by k head, dense feed-forward) matches PyTorch",
           "[parity][hybrid]") {
-  check_hybrid_fixture("qwen3_next", "parity-qwen3_next");
+  check_against_reference("qwen3_next", "parity-qwen3_next");
 }
 TEST_CASE("hybrid fixtures match PyTorch in micro-batches of one sequence and with saved internals",
           "[parity][hybrid]") {
-  check_hybrid_fixture("qwen3_5", "parity-qwen3_5-mb1", {"training.micro_batch_size=1"});
+  check_against_reference("qwen3_5", "parity-qwen3_5-mb1", {"training.micro_batch_size=1"});
   // No layer recomputes: backward reads the DeltaNet's and the gated attention's saved internals.
-  check_hybrid_fixture("qwen3_5_packed", "parity-qwen3_5-saved", {"training.recompute_layers=0"});
+  check_against_reference("qwen3_5_packed", "parity-qwen3_5-saved", {"training.recompute_layers=0"});
 }
 
 TEST_CASE("a Qwen3.5 checkpoint missing A_log or dt_bias is refused in one line, nothing written", "[hybrid]") {

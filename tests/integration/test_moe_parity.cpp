@@ -43,14 +43,7 @@ void check_moe_fixture(const std::string& name, const std::string& run, const st
       CHECK(std::abs(rows[k].at("aux_loss").get<double>() - aux[k].get<double>()) <= kTolerance * aux[k].get<double>());
     }
   }
-  const auto ours = read_tensors(summary.final_dir / "model.safetensors");
-  const auto theirs = read_tensors(fixture_dir(name) / "reference" / "final.safetensors");
-  REQUIRE(ours.size() == theirs.size());
-  for (const auto& [tensor, values] : theirs) {
-    INFO(name << " tensor " << tensor);
-    REQUIRE(ours.count(tensor) == 1);
-    CHECK(relative_difference(ours.at(tensor), values) <= kTolerance);
-  }
+  check_final_tensors(name, summary, kTolerance);
 }
 
 }  // namespace

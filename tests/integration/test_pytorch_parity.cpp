@@ -7,35 +7,6 @@
 
 using namespace mt::testing;
 
-namespace {
-
-constexpr double kLossTolerance = 1e-4;    // relative, per step
-constexpr double kParamTolerance = 1e-4;   // ‖ours − ref‖ / ‖ref‖, per tensor
-
-void check_against_reference(const std::string& name, const std::string& run,
-                             const std::vector<std::string>& overrides = {}) {
-  const auto summary = run_fixture(name, run, overrides);
-  const Reference ref = read_reference(name);
-  const auto rows = read_metrics(scratch_dir(run));
-  REQUIRE(rows.size() == ref.losses.size());
-  for (size_t k = 0; k < rows.size(); ++k) {
-    INFO(name << " step " << k + 1);
-    CHECK(std::abs(rows[k].loss - ref.losses[k]) <= kLossTolerance * ref.losses[k]);
-    CHECK(std::abs(rows[k].grad_norm - ref.grad_norms[k]) <= kLossTolerance * ref.grad_norms[k]);
-    CHECK(std::abs(rows[k].lr - ref.lrs[k]) <= 1e-12);
-  }
-  const auto ours = read_tensors(summary.final_dir / "model.safetensors");
-  const auto theirs = read_tensors(fixture_dir(name) / "reference" / "final.safetensors");
-  REQUIRE(ours.size() == theirs.size());
-  for (const auto& [tensor, values] : theirs) {
-    INFO(name << " tensor " << tensor);
-    REQUIRE(ours.count(tensor) == 1);
-    CHECK(relative_difference(ours.at(tensor), values) <= kParamTolerance);
-  }
-}
-
-}  // namespace
-
 TEST_CASE("llama fixture (GQA, llama3 rope, old config format) matches PyTorch", "[parity]") {
   check_against_reference("llama", "parity-llama");
 }
