@@ -8,21 +8,7 @@ trap 'rm -rf "$work"' EXIT
 fixture=$src/tests/fixtures/llama
 status=0
 
-# expect_failure NAME PATTERN ARGS...: the run fails with one stderr line matching PATTERN, output_dir absent.
-expect_failure() {
-  local name=$1 pattern=$2
-  shift 2
-  local out=$work/$name
-  "$bin" train "$@" --set "training.output_dir=$out" >"$work/$name.stdout" 2>"$work/$name.stderr"
-  local rc=$?
-  local errors
-  errors=$(grep -c '^megatrain: error: ' "$work/$name.stderr")
-  if [[ $rc -ne 1 ]] || [[ $errors -ne 1 ]] || ! grep -q -- "$pattern" "$work/$name.stderr" || [[ -e $out ]]; then
-    echo "FAIL $name: rc=$rc, stderr:"; cat "$work/$name.stderr"; status=1
-  else
-    echo "ok   $name: $(grep '^megatrain: error: ' "$work/$name.stderr")"
-  fi
-}
+source "$(dirname "$0")/expect_train_failure.sh"
 
 base=(--config "$fixture/train.yaml" --set "model.name=$fixture/model" --set "dataset.dataset_dir=$fixture/data")
 expect_failure unknown_key "training.batch_sise" "${base[@]}" --set training.batch_sise=4

@@ -9,20 +9,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 status=0
 
-expect_failure() {  # NAME PATTERN ARGS...
-  local name=$1 pattern=$2
-  shift 2
-  local out=$work/$name
-  "$bin" train "$@" --set "training.output_dir=$out" >"$work/$name.stdout" 2>"$work/$name.stderr"
-  local rc=$?
-  local errors
-  errors=$(grep -c '^megatrain: error: ' "$work/$name.stderr")
-  if [[ $rc -ne 1 ]] || [[ $errors -ne 1 ]] || ! grep -q -- "$pattern" "$work/$name.stderr" || [[ -e $out ]]; then
-    echo "FAIL $name: rc=$rc, stderr:"; cat "$work/$name.stderr"; status=1
-  else
-    echo "ok   $name: $(grep '^megatrain: error: ' "$work/$name.stderr")"
-  fi
-}
+source "$(dirname "$0")/expect_train_failure.sh"
 
 # A copy of a fixture model: config.json edited by a Python statement on `config`, and the tensor `drop` left out
 # of model.safetensors (rewritten from its header; no torch needed).
