@@ -194,6 +194,11 @@ void run_bench(const BenchOptions& o) {
     for (const auto& f : figures) v.push_back(f.*field);
     return median(v);
   };
+  // The steady state: the timed steps whose update the next forward hides, i.e. all but the last, which also waits
+  // for the run's final update (the only step when there is one).
+  std::vector<double> steady;
+  for (size_t i = 0; i + 1 < figures.size(); ++i) steady.push_back(figures[i].step_s);
+  const double steady_step_s = steady.empty() ? med(&StepFigures::step_s) : median(steady);
   nlohmann::json summary = {{"model", o.model},
                             {"backend", backend->name()},
                             {"dtype", o.dtype},
@@ -209,6 +214,7 @@ void run_bench(const BenchOptions& o) {
                             {"micro_batch", micro_batch},
                             {"recompute_layers", eo.recompute_layers},
                             {"median_step_s", med(&StepFigures::step_s)},
+                            {"steady_step_s", steady_step_s},
                             {"median_fwd_bwd_s", med(&StepFigures::fb_s)},
                             {"median_optimizer_s", med(&StepFigures::optim_s)},
                             {"skip_update", o.skip_update},
