@@ -337,7 +337,7 @@ void write_safetensors(const fs::path& path, const std::vector<StWriteTensor>& t
       MT_REQUIRE(d >= 0, "safetensors file {}: tensor '{}' has a negative dimension", path.string(), t.name);
       numel *= d;
     }
-    MT_REQUIRE(numel == 0 || t.data != nullptr || t.raw != nullptr, "safetensors file {}: tensor '{}' has no data",
+    MT_REQUIRE(numel == 0 || t.data != nullptr || t.raw != nullptr || t.fill, "safetensors file {}: tensor '{}' has no data",
                path.string(), t.name);
     MT_REQUIRE(!t.raw || t.raw->shape == t.shape, "safetensors file {}: tensor '{}' changes shape", path.string(), t.name);
     const std::uint64_t nbytes = t.raw ? t.raw->nbytes : static_cast<std::uint64_t>(numel) * elem;
@@ -358,6 +358,7 @@ void write_safetensors(const fs::path& path, const std::vector<StWriteTensor>& t
     write_all(out, &header_len, 8);
     write_all(out, text.data(), text.size());
     std::vector<std::uint16_t> chunk;
+    std::vector<float> made;  // a fill tensor's values
     for (const auto& t : tensors) {
       int64_t numel = 1;
       for (const int64_t d : t.shape) numel *= d;
@@ -365,15 +366,21 @@ void write_safetensors(const fs::path& path, const std::vector<StWriteTensor>& t
         write_all(out, t.raw->data, t.raw->nbytes);
         continue;
       }
+      const float* data = t.data;
+      if (!data && numel > 0) {
+        made.resize(static_cast<std::size_t>(numel));
+        t.fill(made.data());
+        data = made.data();
+      }
       if (dtype == DType::f32) {
-        write_all(out, t.data, static_cast<std::size_t>(numel) * 4);
+        write_all(out, data, static_cast<std::size_t>(numel) * 4);
         continue;
       }
       constexpr int64_t kChunk = int64_t{1} << 20;
       chunk.resize(static_cast<std::size_t>(std::min(numel, kChunk)));
       for (int64_t start = 0; start < numel; start += kChunk) {
         const int64_t n = std::min(kChunk, numel - start);
-        for (int64_t i = 0; i < n; ++i) chunk[static_cast<std::size_t>(i)] = f32_to_bf16(t.data[start + i]);
+        for (int64_t i = 0; i < n; ++i) chunk[static_cast<std::size_t>(i)] = f32_to_bf16(data[start + i]);
         write_all(out, chunk.data(), static_cast<std::size_t>(n) * 2);
       }
     }

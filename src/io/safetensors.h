@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -64,11 +65,12 @@ struct StWriteTensor {
   std::vector<int64_t> shape;
   const float* data = nullptr;      // fp32 source, converted to the file dtype
   const StTensor* raw = nullptr;    // or a tensor of another file, written byte for byte in its own dtype
+  std::function<void(float* dst)> fill;  // or fp32 values made on demand, just before the tensor is written
   std::size_t nbytes(DType dtype) const;  // bytes in the file
 };
 
 // Writes one safetensors file with every tensor in `dtype` (float32 or bfloat16) — raw ones in their own dtype —
-// tensors in the given order.
+// tensors in the given order; a `fill` tensor is made into one scratch buffer of its size only when its turn comes.
 void write_safetensors(const std::filesystem::path& path, const std::vector<StWriteTensor>& tensors, DType dtype,
                        const std::map<std::string, std::string>& metadata = {{"format", "pt"}});
 

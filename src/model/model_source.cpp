@@ -138,9 +138,9 @@ void write_shards(const fs::path& dir, const std::vector<StWriteTensor>& tensors
   write_file_durably(dir / "model.safetensors.index.json", index.dump(2) + "\n");
 }
 
-void write_export(const fs::path& dir, const ModelSpec& spec, const ParamLayout& layout,
-                  const std::vector<const float*>& region_data, DType dtype, const fs::path& tokenizer_from,
-                  const std::vector<const StTensor*>& carried, int64_t max_shard_bytes) {
+void write_export(const fs::path& dir, const ModelSpec& spec, const ParamLayout& layout, const RegionSource& region,
+                  DType dtype, const fs::path& tokenizer_from, const std::vector<const StTensor*>& carried,
+                  int64_t max_shard_bytes) {
   nlohmann::ordered_json config;
   try {
     config = nlohmann::ordered_json::parse(spec.config_json);
@@ -151,17 +151,17 @@ void write_export(const fs::path& dir, const ModelSpec& spec, const ParamLayout&
   config["dtype"] = dtype_name(dtype);
   write_file_durably(dir / "config.json", config.dump(2) + "\n");
 
+  // Each tensor is made when its turn comes (regrouped slots back in the HF row order), so the writer asks for the
+  // regions in order and holds one tensor at a time.
   std::vector<StWriteTensor> tensors;
-  std::vector<std::vector<float>> hf_order;  // regrouped slots back in the HF row order (moves keep data())
   for (size_t r = 0; r < layout.regions.size(); ++r)
     for (const ParamSlot& slot : layout.regions[r].params) {
-      const float* values = region_data[r] + slot.offset;
-      if (!slot.rows.parts.empty()) {
-        hf_order.emplace_back(static_cast<size_t>(slot.numel));
-        store_rows_to_hf(slot, values, hf_order.back().data());
-        values = hf_order.back().data();
-      }
-      tensors.push_back({slot.hf_name, slot.shape, values, nullptr});
+      auto fill = [&region, &slot, r](float* dst) {
+        const float* values = region(r) + slot.offset;
+        if (slot.rows.parts.empty()) std::copy(values, values + slot.numel, dst);
+        else store_rows_to_hf(slot, values, dst);
+      };
+      tensors.push_back({slot.hf_name, slot.shape, nullptr, nullptr, fill});
     }
   for (const StTensor* t : carried) tensors.push_back({t->name, t->shape, nullptr, t});
   write_shards(dir, tensors, dtype, max_shard_bytes);
@@ -284,15 +284,23 @@ void init_region_random(const Region& region, double initializer_range, uint64_t
 }
 
 void export_hf_directory(const fs::path& out, const ModelSpec& spec, const ParamLayout& layout,
+                         const RegionSource& region, DType dtype, const fs::path& tokenizer_from,
+                         const std::vector<const StTensor*>& carried, int64_t max_shard_bytes, Replace replace,
+                         const std::function<void(const fs::path& dir)>& add_files) {
+  write_owned_directory(out, replace, "export", [&](const fs::path& dir) {
+    write_export(dir, spec, layout, region, dtype, tokenizer_from, carried, max_shard_bytes);
+    if (add_files) add_files(dir);
+  });
+}
+
+void export_hf_directory(const fs::path& out, const ModelSpec& spec, const ParamLayout& layout,
                          const std::vector<const float*>& region_data, DType dtype, const fs::path& tokenizer_from,
                          const std::vector<const StTensor*>& carried, int64_t max_shard_bytes, Replace replace,
                          const std::function<void(const fs::path& dir)>& add_files) {
   MT_ASSERT(region_data.size() == layout.regions.size(), "{} region pointers for {} regions", region_data.size(),
             layout.regions.size());
-  write_owned_directory(out, replace, "export", [&](const fs::path& dir) {
-    write_export(dir, spec, layout, region_data, dtype, tokenizer_from, carried, max_shard_bytes);
-    if (add_files) add_files(dir);
-  });
+  export_hf_directory(out, spec, layout, [&](size_t r) { return region_data[r]; }, dtype, tokenizer_from, carried,
+                      max_shard_bytes, replace, add_files);
 }
 
 }  // namespace mt

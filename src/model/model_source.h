@@ -53,4 +53,13 @@ void export_hf_directory(const std::filesystem::path& out, const ModelSpec& spec
                          Replace replace = Replace::ours,
                          const std::function<void(const std::filesystem::path& dir)>& add_files = {});
 
+// The same, with region i's fp32 values from region(i): it is asked for the regions in increasing order (each
+// possibly several times in a row), and its pointer need only stay valid until it is asked for another region, so a
+// store whose master lives on the state tier exports through one region's buffer.
+using RegionSource = std::function<const float*(size_t region)>;
+void export_hf_directory(const std::filesystem::path& out, const ModelSpec& spec, const ParamLayout& layout,
+                         const RegionSource& region, DType dtype, const std::filesystem::path& tokenizer_from,
+                         const std::vector<const StTensor*>& carried, int64_t max_shard_bytes, Replace replace,
+                         const std::function<void(const std::filesystem::path& dir)>& add_files = {});
+
 }  // namespace mt

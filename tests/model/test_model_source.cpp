@@ -282,6 +282,35 @@ TEST_CASE("export of a tied model has no lm_head", "[model_source]") {
   CHECK_FALSE(fs::exists(tmp.path / "out" / "tokenizer.json"));
 }
 
+TEST_CASE("export from a region source asks for the regions in order, through one buffer", "[model_source]") {
+  // As the trainer exports a master that lives on the state tier: one region's buffer, overwritten per region.
+  TempDir tmp;
+  const mt::ModelSpec spec = tiny_spec();
+  const mt::ParamLayout layout = mt::make_param_layout(spec);
+  const auto data = distinct_values(layout);
+  std::vector<float> buffer;
+  std::vector<size_t> loaded;  // the regions copied into the buffer, in order
+  const mt::RegionSource source = [&](size_t r) -> const float* {
+    if (loaded.empty() || loaded.back() != r) {
+      buffer.assign(data[r].begin(), data[r].end());
+      loaded.push_back(r);
+    }
+    return buffer.data();
+  };
+  const int64_t shard_bytes = layout.total_numel * 2 / 3;  // across shard files too
+  mt::export_hf_directory(tmp.path / "out", spec, layout, source, mt::DType::bf16, fs::path(), {}, shard_bytes,
+                          mt::Replace::ours);
+  std::vector<size_t> expected(layout.regions.size());
+  for (size_t r = 0; r < expected.size(); ++r) expected[r] = r;
+  CHECK(loaded == expected);  // each region read once
+  const mt::SafetensorsModel weights(tmp.path / "out");
+  for (size_t r = 0; r < layout.regions.size(); ++r) {
+    std::vector<float> back(data[r].size());
+    mt::load_region(layout.regions[r], weights, back.data());
+    for (size_t i = 0; i < back.size(); ++i) REQUIRE(back[i] == mt::round_to_bf16(data[r][i]));
+  }
+}
+
 TEST_CASE("export above the shard size writes shards and an index", "[model_source]") {
   TempDir tmp;
   const mt::ModelSpec spec = tiny_spec();

@@ -423,19 +423,22 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
               stop_signal::requested(), summary.steps, num_steps, stop_signal::kExitStoppedForRequeue);
     return summary;
   }
-  std::vector<const float*> regions;
-  std::vector<float> tier_master;  // the master gathered from the state tier (optimizer+master)
-  if (!store.in_ram(StateKind::master)) tier_master.resize(static_cast<size_t>(layout.total_numel));
-  for (int64_t r = 0, at = 0; r < store.num_regions(); at += store.numel(r), ++r) {
-    if (tier_master.empty()) {
-      regions.push_back(store.master(r));
-      continue;
+  // The master in RAM is read in place; on the state tier (optimizer+master) one region at a time is read into one
+  // region's buffer, so the export adds no more than that to the run's RAM.
+  std::vector<float> tier_region;
+  int64_t tier_region_index = -1;
+  const RegionSource region = [&](size_t r) -> const float* {
+    const auto i = static_cast<int64_t>(r);
+    if (store.in_ram(StateKind::master)) return store.master(i);
+    if (i != tier_region_index) {
+      tier_region.resize(static_cast<size_t>(store.numel(i)));
+      store.read_region_state(i, StateKind::master, tier_region.data());
+      tier_region_index = i;
     }
-    store.read_region_state(r, StateKind::master, tier_master.data() + at);
-    regions.push_back(tier_master.data() + at);
-  }
+    return tier_region.data();
+  };
   summary.final_dir = out / "final";
-  export_hf_directory(summary.final_dir, spec, layout, regions, dtype, source.dir, carried, kMaxShardBytes,
+  export_hf_directory(summary.final_dir, spec, layout, region, dtype, source.dir, carried, kMaxShardBytes,
                       Replace::ours, [&](const std::filesystem::path& dir) { write_chat_files(dir, c, spec.family); });
   totals.epoch = epochs_done();
   for (const std::filesystem::path& file : reports->finish(totals)) log::info("wrote {}", file.string());
