@@ -45,13 +45,19 @@ void export_checkpoint(const std::string& file, const std::string& out, const st
   }
   const std::vector<const StTensor*> carried = weights ? carried_tensors(spec, layout, *weights)
                                                        : std::vector<const StTensor*>{};
-  std::vector<std::vector<float>> regions;
-  std::vector<const float*> region_data;
-  for (const Region& region : layout.regions) {
-    std::vector<float>& data = regions.emplace_back(static_cast<size_t>(region.numel));
-    for (const ParamSlot& slot : region.params) ckpt.read_into("params", slot.hf_name, slot.shape, data.data() + slot.offset);
-  }
-  for (const auto& r : regions) region_data.push_back(r.data());
+  // One region at a time from the checkpoint: the export holds one region's fp32 values, not the model's.
+  std::vector<float> buffer;
+  int64_t buffered = -1;
+  const RegionSource region_data = [&](size_t r) -> const float* {
+    if (static_cast<int64_t>(r) != buffered) {
+      const Region& region = layout.regions[r];
+      buffer.resize(static_cast<size_t>(region.numel));
+      for (const ParamSlot& slot : region.params)
+        ckpt.read_into("params", slot.hf_name, slot.shape, buffer.data() + slot.offset);
+      buffered = static_cast<int64_t>(r);
+    }
+    return buffer.data();
+  };
   std::filesystem::path tokenizer_from;
   if (std::filesystem::is_directory(ckpt.meta().model_name)) tokenizer_from = ckpt.meta().model_name;
   const auto chat_files = [&](const std::filesystem::path& dir) {
