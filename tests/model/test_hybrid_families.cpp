@@ -143,6 +143,7 @@ TEST_CASE("Qwen3.5-MoE: every layer sparse with a gated shared expert; the fused
   CHECK(s.rope_tables.front().rot_dim() == 8);
   CHECK(s.names.fused_experts);
   mt::ParamLayout layout = mt::make_param_layout(s);
+  const double fused_flops = mt::step_flops(s, layout, 512, 256).model;
   const mt::Region& r = layout.layer(0);
   const auto find = [](const mt::Region& region, const std::string& name) -> const mt::ParamSlot* {
     for (const auto& p : region.params)
@@ -165,6 +166,7 @@ TEST_CASE("Qwen3.5-MoE: every layer sparse with a gated shared expert; the fused
   CHECK_FALSE(s.names.fused_experts);
   layout = mt::make_param_layout(s);
   CHECK(find(layout.layer(0), "model.layers.0.mlp.experts.3.up_proj.weight") != nullptr);
+  CHECK(mt::step_flops(s, layout, 512, 256).model == fused_flops);  // the fused tensors are matmul parameters too
   mt::match_tensor_names(s, [](const std::string& name) { return name == "model.layers.0.mlp.experts.gate_up_proj"; });
   CHECK(s.names.fused_experts);
 
