@@ -182,6 +182,14 @@ TEST_CASE("Qwen3.5-MoE: every layer sparse with a gated shared expert; the fused
   CHECK(big.output_router_logits);
   CHECK(big.router_aux_loss_coef == 0.02);
   CHECK(big.names.layer_prefix == "model.language_model.layers.");
+  json bad = cg;
+  bad["text_config"]["num_experts"] = 4;
+  bad["text_config"]["num_experts_per_tok"] = 9;
+  CHECK(parse_error(bad) == "model config cfg.json: key 'text_config.num_experts_per_tok' (9) must be between 1 and "
+                            "'num_experts' (4)");
+  bad["text_config"]["num_experts_per_tok"] = 2;
+  bad["text_config"]["router_aux_loss_coef"] = -1.0;
+  CHECK(parse_error(bad) == "model config cfg.json: key 'text_config.router_aux_loss_coef' must not be negative");
 }
 
 TEST_CASE("Qwen3.5 bad configs: one line naming the file and the field", "[families][hybrid]") {
