@@ -9,7 +9,8 @@
 # as many layers as the host RAM holds; hybrid: the tests, then the Qwen3.5-27B shape with 12 of its 64 layers (9 Gated
 # DeltaNet, 3 gated attention: what 125 GiB of host RAM holds at 16 B/parameter) at batch 32 × 1024 and 8 × 4096, and
 # the same 4096 run with per-op device times, whose gated_delta_rule rows time the delta-rule kernels against the GEMMs
-# of the same step; nvme: the state tier on a scratch directory of the machine's disk ($NVME_DIR, default .nvme-scratch
+# of the same step, transformers' torch chunked delta rule on that shape (tools/bench_delta_rule.py: 8 × 4096 and
+# 1 × 32768) and the Qwen3.5-35B-A3B shape with 6 of its 40 layers at 8 × 4096; nvme: the state tier on a scratch directory of the machine's disk ($NVME_DIR, default .nvme-scratch
 # here, removed after): bench-optim in each offload mode with the disk probe's ceiling, then Qwen2.5-3B batch 64 × 1024
 # in each mode with the plan's predicted step time next to the measured; SKIP_TESTS=1 skips the op table and parity;
 # moe: the tests, then the Qwen3-30B-A3B and Mixtral-8x7B layer shapes with as many layers as 125 GiB of RAM holds at
@@ -82,6 +83,10 @@ if [[ $mode == hybrid ]]; then
   MEGATRAIN_PROFILE_OPS=1 bench qwen35_27b_12l_b8_s4096_ops 1 "${qwen35[@]}" --batch 8 --seq 4096
   note "op times (bench_qwen35_27b_12l_b8_s4096_ops.log): $(grep -E 'gated_delta_rule|causal_conv1d|linear_|attention_(for|back)' \
     "$out/bench_qwen35_27b_12l_b8_s4096_ops.log" | tr -s ' ' | tr '\n' ';' | cut -c1-600)"
+  timeout 300 python3 tools/bench_delta_rule.py >"$out/bench_delta_rule_torch.log" 2>&1
+  note "torch chunked delta rule rc=$? $(grep -E '^[0-9]+ x' "$out/bench_delta_rule_torch.log" | tr -s ' ' | tr '\n' ';')"
+  bench qwen35_35b_a3b_6l_b8_s4096 1 --model configs/models/qwen3.5-35b-a3b.json --layers 6 --steps 3 --warmup 1 \
+    --batch 8 --seq 4096
 fi
 
 if [[ $mode == nvme ]]; then

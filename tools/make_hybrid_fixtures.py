@@ -13,6 +13,14 @@ Cases:
                   3..200 tokens long (longer than two of transformers' 64-token chunks, lengths not chunk multiples).
   qwen3_5_packed  the same model with dataset.packing: true (max_seq_len 256): several examples per sequence.
   qwen3_next      Qwen3NextForCausalLM with num_experts 0 (dense): the fused in_proj_qkvz / in_proj_ba grouped by k head.
+  qwen3_5_moe     Qwen3_5MoeForCausalLM: the qwen3_5 stack with every feed-forward 4 experts (top 2, renormalised) plus
+                  the sigmoid-gated shared expert; the router loss on from config.json (coefficient 0.05).
+  qwen3_next_moe  Qwen3NextForCausalLM with 4 experts (top 2, norm_topk_prob false) on layers 0, 2, 3 and a dense MLP
+                  on layer 1 (mlp_only_layers [1]); the router loss off.
+
+The MoE cases add per step the router load-balancing loss to reference.json ("aux_losses", transformers'
+outputs.aux_loss, empty where it is off; "losses" are LM loss + router_aux_loss_coef × aux loss where it is on, as
+tools/make_moe_fixtures.py records them), with router weights × 8 at init so that routing is uneven.
 
 It also writes tests/fixtures/HYBRID.md (the cases and what each reference recorded; `--readme` writes only that).
 
@@ -36,7 +44,14 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import make_fixtures as mf  # noqa: E402  (its seeds, threads, determinism, writers and the AdamW loop semantics)
 from safetensors.torch import load_file, save_file  # noqa: E402
-from transformers import Qwen3_5ForCausalLM, Qwen3_5TextConfig, Qwen3NextConfig, Qwen3NextForCausalLM  # noqa: E402
+from transformers import (  # noqa: E402
+    Qwen3_5ForCausalLM,
+    Qwen3_5MoeForCausalLM,
+    Qwen3_5MoeTextConfig,
+    Qwen3_5TextConfig,
+    Qwen3NextConfig,
+    Qwen3NextForCausalLM,
+)
 
 FIXTURES = mf.FIXTURES
 MAX_SEQ_LEN = 256
@@ -54,6 +69,9 @@ HYBRID_MODEL = dict(
     rope_parameters={"rope_type": "default", "rope_theta": 1000.0, "partial_rotary_factor": 0.25},
 )
 
+EXPERTS = dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=24, shared_expert_intermediate_size=40)
+HYBRID_MOE_MODEL = {k: v for k, v in HYBRID_MODEL.items() if k != "intermediate_size"}  # Qwen3_5MoeTextConfig: none
+
 CASES = [
     dict(case="qwen3_5", seed=31, model_cls=Qwen3_5ForCausalLM, config=lambda: Qwen3_5TextConfig(**HYBRID_MODEL),
          lengths=(3, 200), packing=False),
@@ -61,7 +79,19 @@ CASES = [
          config=lambda: Qwen3_5TextConfig(**HYBRID_MODEL), lengths=(20, 150), packing=True),
     dict(case="qwen3_next", seed=33, model_cls=Qwen3NextForCausalLM,
          config=lambda: Qwen3NextConfig(**HYBRID_MODEL, num_experts=0), lengths=(3, 140), packing=False),
+    dict(case="qwen3_5_moe", seed=34, model_cls=Qwen3_5MoeForCausalLM,
+         config=lambda: Qwen3_5MoeTextConfig(**HYBRID_MOE_MODEL, **EXPERTS, output_router_logits=True,
+                                             router_aux_loss_coef=0.05),
+         lengths=(3, 160), packing=False),
+    dict(case="qwen3_next_moe", seed=35, model_cls=Qwen3NextForCausalLM,
+         config=lambda: Qwen3NextConfig(**HYBRID_MODEL, **EXPERTS, decoder_sparse_step=1, mlp_only_layers=[1],
+                                        norm_topk_prob=False, output_router_logits=False),
+         lengths=(3, 140), packing=False),
 ]
+
+
+def is_moe(model):
+    return hasattr(model, "router_aux_loss_coef") and model.config.num_experts > 0
 
 
 def build_model(spec):
@@ -76,8 +106,10 @@ def build_model(spec):
         for name, p in model.named_parameters():
             if name.endswith("conv1d.weight"):
                 value = torch.randn(p.shape, generator=gen) * 0.3
-            elif p.ndim == 2:
+            elif p.ndim in (2, 3):  # matrices and the 3-D expert tensors
                 value = torch.randn(p.shape, generator=gen) * 0.05
+                if name.endswith("mlp.gate.weight"):  # routers: uneven routing
+                    value = value * 8.0
             elif name.endswith("A_log"):
                 value = torch.log(1.0 + 3.0 * torch.rand(p.shape, generator=gen))
             elif name.endswith("dt_bias"):
@@ -148,10 +180,19 @@ def train(model, batches, t):
                                   fused=False)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: mf.lr_factor(
         s, t["lr_scheduler"], t["warmup_steps"], t["num_steps"], t["min_lr_ratio"]))
-    losses, grad_norms, lrs = [], [], []
+    losses, aux_losses, grad_norms, lrs = [], [], [], []
     model.train()
     for batch in batches:
-        loss = mf.batch_loss(model, batch)
+        if is_moe(model):
+            input_ids, attention_mask, labels = mf.collate(batch)
+            out = model(input_ids=input_ids, attention_mask=attention_mask, labels=labels, output_router_logits=True)
+            loss = out.loss
+            if model.config.output_router_logits:
+                aux_losses.append(out.aux_loss.item())
+            else:  # output_router_logits above only records it: the LM loss alone
+                loss = loss - model.router_aux_loss_coef * out.aux_loss
+        else:
+            loss = mf.batch_loss(model, batch)
         loss.backward()
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), t["max_grad_norm"])
         lrs.append(optimizer.param_groups[0]["lr"])
@@ -160,7 +201,31 @@ def train(model, batches, t):
         optimizer.zero_grad(set_to_none=True)
         losses.append(loss.item())
         grad_norms.append(grad_norm.item())
-    return losses, grad_norms, lrs
+    return losses, aux_losses, grad_norms, lrs
+
+
+def routing_notes(model, batches):
+    """The MoE layers, and over layers, steps and sequences the experts that receive no token of the sequence (a
+    micro-batch of one sequence then has experts without rows), counted on a copy's first forward of each step."""
+    import copy
+    probe = copy.deepcopy(model)
+    picked = []
+    hooks = [m.register_forward_hook(lambda mod, inp, out: picked.append(out[2].detach()))
+             for name, m in probe.named_modules() if name.endswith("mlp.gate")]
+    empty = 0
+    with torch.no_grad():
+        for batch in batches:
+            picked.clear()
+            mf.batch_loss(probe, batch)
+            longest = max(len(ex["input_ids"]) for ex in batch)
+            for idx in picked:
+                idx = idx.reshape(len(batch), longest, -1)
+                for b, ex in enumerate(batch):
+                    hit = torch.bincount(idx[b, :len(ex["input_ids"])].reshape(-1), minlength=probe.config.num_experts)
+                    empty += int((hit == 0).sum())
+    for h in hooks:
+        h.remove()
+    return {"moe_layers": len(hooks), "experts_without_tokens_in_a_sequence": empty}
 
 
 def chunked_vs_recurrent(model, batch):
@@ -231,21 +296,30 @@ def make_case(spec):
              "examples_per_step": [len(b) for b in batches]}
     if spec["model_cls"] is Qwen3_5ForCausalLM:
         notes["chunked_vs_recurrent_rel_diff"] = chunked_vs_recurrent(build_model(spec), batches[0])
+    if is_moe(model):
+        notes.update(routing_notes(model, batches))
 
-    losses, grad_norms, lrs = train(model, batches, t)
+    losses, aux_losses, grad_norms, lrs = train(model, batches, t)
     saved_keys = set(load_file(out / "model" / "model.safetensors").keys())
-    final = {k: v.detach().to(torch.float32).contiguous().clone() for k, v in model.state_dict().items()
-             if k in saved_keys}
+    # save_pretrained writes the checkpoint format (MoE: one tensor per expert); take the final state the same way.
+    model.save_pretrained(out / "reference" / "final", safe_serialization=True)
+    final = load_file(out / "reference" / "final" / "model.safetensors")
+    shutil.rmtree(out / "reference" / "final")
+    if set(final) != saved_keys:
+        raise RuntimeError(f"{case}: final tensors differ from the initial ones' names")
     save_file(final, str(out / "reference" / "final.safetensors"), metadata={"format": "pt"})
     reference = {"case": case, "architecture": spec["model_cls"].__name__,
                  "training": {k: t[k] for k in ("batch_size", "num_steps", "learning_rate", "lr_scheduler",
                                                 "warmup_steps", "min_lr_ratio", "weight_decay", "max_grad_norm",
                                                 "beta1", "beta2", "eps")},
                  "losses": losses, "grad_norms": grad_norms, "lrs": lrs, "notes": notes}
+    if is_moe(model):
+        reference["aux_losses"] = aux_losses
+        reference["aux_coef"] = model.router_aux_loss_coef if aux_losses else 0.0
     mf.write_json(out / "reference.json", reference)
     write_train_yaml(out / "train.yaml", spec, t)
     size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
-    print(f"{case}: losses {losses}, notes {notes}, {size} bytes")
+    print(f"{case}: losses {losses}, aux {aux_losses or 'off'}, notes {notes}, {size} bytes")
 
 
 CASE_TEXT = {
@@ -257,6 +331,12 @@ CASE_TEXT = {
                       "per sequence; the reference runs them unpacked (the state must restart per example).",
     "qwen3_next": "Qwen3NextForCausalLM with num_experts 0 (dense feed-forward): in_proj_qkvz and in_proj_ba grouped "
                   "by k head; otherwise the qwen3_5 shape.",
+    "qwen3_5_moe": "Qwen3_5MoeForCausalLM: the qwen3_5 shape with every feed-forward 4 experts of 24 (softmax top 2, "
+                   "renormalised) plus a shared expert of 40 scaled by sigmoid(shared_expert_gate); router weights × 8; "
+                   "**router loss on** (output_router_logits, coefficient 0.05); sequences 3..160 tokens.",
+    "qwen3_next_moe": "Qwen3NextForCausalLM with 4 experts of 24 (top 2, **norm_topk_prob false**) and the gated "
+                      "shared expert of 40 on layers 0, 2, 3, a **dense MLP on layer 1** (mlp_only_layers [1]); "
+                      "**router loss off**; sequences 3..140 tokens.",
 }
 
 

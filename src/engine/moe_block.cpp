@@ -89,10 +89,10 @@ struct Block {
     s.host_offsets.assign(offsets.begin(), offsets.end());
     be().moe_gather(s.xs, in, s.source, R(), k, H());
     const int64_t stride = o().expert_stride;
-    be().grouped_linear_forward(s.gate, s.xs, at(o().expert(0, o().gate)), stride, s.host_offsets.data(), E, H(), I);
-    be().grouped_linear_forward(s.up, s.xs, at(o().expert(0, o().up)), stride, s.host_offsets.data(), E, H(), I);
+    be().grouped_linear_forward(s.gate, s.xs, at(o().gate_of(0)), stride, s.host_offsets.data(), E, H(), I);
+    be().grouped_linear_forward(s.up, s.xs, at(o().up_of(0)), stride, s.host_offsets.data(), E, H(), I);
     be().glu_forward(s.act, s.gate, s.up, R() * I, Activation::silu);
-    be().grouped_linear_forward(s.ys, s.act, at(o().expert(0, o().down)), stride, s.host_offsets.data(), E, I, H());
+    be().grouped_linear_forward(s.ys, s.act, at(o().down_of(0)), o().down_stride, s.host_offsets.data(), E, I, H());
     if (spec.shared_intermediate_size > 0) {
       const int64_t S = spec.shared_intermediate_size;
       const MlpOffsets& sh = o().shared;
@@ -158,14 +158,14 @@ void moe_block_backward(const LayerContext& ctx, int64_t layer, const void* w, c
   const int64_t* offsets = s.host_offsets.data();
   // Routed experts: out = Σ_j weights_j · down_e(silu(gate_e(x)) · up_e(x)).
   be.moe_combine_backward(s.d_ys, s.d_weights, d_out, s.ys, s.weights, s.row_of, T, k, H);
-  be.grouped_linear_backward(s.d_act, grad_at(dw, o.expert(0, o.down)), s.d_ys, s.act, b.at(o.expert(0, o.down)),
-                             stride, offsets, E, I, H, false);
+  be.grouped_linear_backward(s.d_act, grad_at(dw, o.down_of(0)), s.d_ys, s.act, b.at(o.down_of(0)), o.down_stride,
+                             offsets, E, I, H, false);
   be.glu_backward(s.d_gate, s.d_up, s.d_act, s.gate, s.up, R * I, Activation::silu);
   void* d_xs = s.ys;  // ys is no longer needed
-  be.grouped_linear_backward(d_xs, grad_at(dw, o.expert(0, o.gate)), s.d_gate, s.xs, b.at(o.expert(0, o.gate)),
-                             stride, offsets, E, H, I, false);
-  be.grouped_linear_backward(d_xs, grad_at(dw, o.expert(0, o.up)), s.d_up, s.xs, b.at(o.expert(0, o.up)), stride,
-                             offsets, E, H, I, true);
+  be.grouped_linear_backward(d_xs, grad_at(dw, o.gate_of(0)), s.d_gate, s.xs, b.at(o.gate_of(0)), stride, offsets, E,
+                             H, I, false);
+  be.grouped_linear_backward(d_xs, grad_at(dw, o.up_of(0)), s.d_up, s.xs, b.at(o.up_of(0)), stride, offsets, E, H, I,
+                             true);
   be.moe_gather_backward(d_in, d_xs, s.row_of, T, k, H, false);
   // Router: the routing weights' gradient, plus the load-balancing loss's through the probabilities.
   const float* aux_grad = ctx.moe_aux != nullptr ? ctx.moe_aux->grad : nullptr;

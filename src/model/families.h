@@ -69,8 +69,10 @@ int64_t sliding_window_size(const ConfigKeys& top, int64_t fallback);
 // The hybrid stack of Qwen3.5 and Qwen3-Next (family_qwen3_5.cpp): parse_dense_model, then per layer (layer_types
 // or full_attention_interval) a Gated DeltaNet mixer or gated full attention with q/k norm; (1 + w) norms.
 void parse_hybrid_model(const ConfigKeys& top, const DenseDefaults& defaults, ModelSpec& spec);
-// Refuses a config whose feed-forward has `experts` > 0 experts, naming the file and the key.
-void refuse_mixture_of_experts(const ConfigKeys& top, const ModelSpec& spec, int64_t experts);
+// The sparse feed-forward Qwen3.5-MoE and Qwen3-Next share (Qwen2-MoE's): num_experts experts of
+// moe_intermediate_size (default 512), the softmax top num_experts_per_tok, a shared expert of
+// shared_expert_intermediate_size (default 512) scaled by sigmoid(shared_expert_gate(x)); norm_topk left to the caller.
+MoeSpec parse_qwen_hybrid_moe(const ConfigKeys& top, int64_t default_experts, int64_t default_top_k);
 // Mixture-of-experts pieces (moe_config.cpp). The expert count from `experts_key` (or its alias
 // num_local_experts / num_experts), num_experts_per_tok (at most the experts), the expert width from
 // `width_key`; a top_k above the experts is refused naming the key.

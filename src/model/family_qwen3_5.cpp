@@ -2,7 +2,8 @@
 // (linear_attention | full_attention; default every full_attention_interval-th layer full) picks per layer a Gated
 // DeltaNet mixer (linear_num_{key,value}_heads × linear_{key,value}_head_dim, linear_conv_kernel_dim) or gated full
 // attention (q_proj emits query and sigmoid gate per head, q/k norm, partial rotary 0.25 unless given, head_dim 256);
-// every RMSNorm outside the DeltaNet is (1 + w)·x̂. Qwen3.5-MoE text configs are refused until the MoE feed-forward.
+// every RMSNorm outside the DeltaNet is (1 + w)·x̂. Qwen3_5MoeForCausalLM (Qwen3.5-MoE text): the same stack with
+// every feed-forward a mixture of experts (qwen3_5_moe_feed_forward).
 #include "model/families.h"
 
 namespace mt {
@@ -73,17 +74,47 @@ void parse_hybrid_model(const ConfigKeys& top, const DenseDefaults& defaults, Mo
   }
 }
 
-void refuse_mixture_of_experts(const ConfigKeys& top, const ModelSpec& s, int64_t experts) {
-  MT_REQUIRE(experts == 0,
-             "model config {}: {} has mixture-of-experts feed-forward layers ({}num_experts {}); this build trains "
-             "its dense layers only and needs the MoE feed-forward block for them",
-             top.origin, s.architecture, top.where, experts);
+MoeSpec parse_qwen_hybrid_moe(const ConfigKeys& top, int64_t default_experts, int64_t default_top_k) {
+  nlohmann::json config = top.j;
+  for (const char* key : {"moe_intermediate_size", "shared_expert_intermediate_size"})
+    if (!top.has(key)) config[key] = 512;  // both config classes' default
+  const ConfigKeys keys{config, top.origin, top.where};
+  MoeSpec moe = parse_moe_spec(keys, "num_experts", default_experts, "moe_intermediate_size", default_top_k);
+  moe.shared_intermediate_size = keys.positive("shared_expert_intermediate_size");
+  moe.shared_gate = true;
+  return moe;
 }
 
+namespace {
+
+// Qwen3_5MoeSparseMoeBlock on every layer: num_experts (256) experts of moe_intermediate_size, the softmax top
+// num_experts_per_tok (8) always renormalised, a shared expert scaled by sigmoid(shared_expert_gate(x)).
+void qwen3_5_moe_feed_forward(const ConfigKeys& top, ModelSpec& s) {
+  MoeSpec moe = parse_qwen_hybrid_moe(top, 256, 8);
+  moe.norm_topk = true;
+  for (LayerSpec& l : s.layers) {
+    l.moe = moe;
+    l.mlp.intermediate_size = 0;  // no dense feed-forward in this family
+  }
+  parse_router_aux_loss(top, s);
+  // The published checkpoints fuse each layer's experts; save_pretrained writes one tensor per expert.
+  s.names.fused_experts = true;
+  s.names.either_expert_layout = true;
+}
+
+}  // namespace
+
 void parse_qwen3_5(const ConfigKeys& top, ModelSpec& s) {
-  parse_hybrid_model(top, {.max_positions = 32768, .kv_heads = 4, .head_dim = 256}, s);
-  if (s.family == "qwen3_5_moe_text" || s.family == "qwen3_5_moe")
-    refuse_mixture_of_experts(top, s, top.integer("num_experts", 256));
+  const bool moe = s.family == "qwen3_5_moe_text" || s.family == "qwen3_5_moe";
+  if (!moe) {
+    parse_hybrid_model(top, {.max_positions = 32768, .kv_heads = 4, .head_dim = 256}, s);
+    return;
+  }
+  nlohmann::json config = top.j;
+  if (!top.has("intermediate_size")) config["intermediate_size"] = 1;  // Qwen3_5MoeTextConfig has no dense MLP
+  const ConfigKeys keys{config, top.origin, top.where};
+  parse_hybrid_model(keys, {.max_positions = 32768, .kv_heads = 2, .head_dim = 256}, s);
+  qwen3_5_moe_feed_forward(keys, s);
 }
 
 }  // namespace mt

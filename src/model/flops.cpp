@@ -8,8 +8,11 @@ namespace mt {
 StepFlops step_flops(const ModelSpec& spec, const ParamLayout& layout, int64_t tokens, int64_t seq_len) {
   double matmul = 0;
   for (size_t r = 1; r < layout.regions.size(); ++r)
-    for (const ParamSlot& slot : layout.regions[r].params)
-      if (slot.shape.size() == 2) matmul += static_cast<double>(slot.numel);
+    for (const ParamSlot& slot : layout.regions[r].params) {
+      // Matrices, and the fused 3-D expert tensors (a stack of matrices); not the depthwise conv1d weights.
+      const bool conv = slot.offset == layout.regions[r].offsets.deltanet.conv;
+      if (slot.shape.size() == 2 || (slot.shape.size() == 3 && !conv)) matmul += static_cast<double>(slot.numel);
+    }
   if (layout.head.lm_head < 0) matmul += static_cast<double>(spec.vocab_size * spec.hidden_size);  // tied head
   // A token computes with its top_k experts only (MoE layers).
   const auto inactive = static_cast<double>(inactive_expert_parameters(spec));

@@ -95,7 +95,9 @@ int64_t count_active_parameters(const ModelSpec& spec) {
   return count_parameters(spec) - inactive_expert_parameters(spec);
 }
 
-void match_tensor_names(ModelSpec& spec, const std::function<bool(const std::string&)>& has_tensor) {
+namespace {
+
+void match_legacy_prefix(ModelSpec& spec, const std::function<bool(const std::string&)>& has_tensor) {
   TensorNames& n = spec.names;
   if (has_tensor(n.embedding)) return;
   for (const auto& [here, there] : n.legacy_prefixes) {
@@ -108,6 +110,27 @@ void match_tensor_names(ModelSpec& spec, const std::function<bool(const std::str
         if (name->starts_with(a)) *name = b + name->substr(a.size());
     return;
   }
+}
+
+void match_expert_layout(ModelSpec& spec, const std::function<bool(const std::string&)>& has_tensor) {
+  TensorNames& n = spec.names;
+  if (!n.either_expert_layout) return;
+  for (size_t i = 0; i < spec.layers.size(); ++i) {
+    if (!spec.layers[i].moe.active()) continue;
+    const std::string experts = n.layer_prefix + std::to_string(i) + "." + n.experts;
+    if (has_tensor(experts + n.fused_gate_up))
+      n.fused_experts = true;
+    else if (has_tensor(experts + "0." + n.expert_gate + ".weight"))
+      n.fused_experts = false;
+    return;
+  }
+}
+
+}  // namespace
+
+void match_tensor_names(ModelSpec& spec, const std::function<bool(const std::string&)>& has_tensor) {
+  match_legacy_prefix(spec, has_tensor);
+  match_expert_layout(spec, has_tensor);
 }
 
 ModelSpec first_layers(const ModelSpec& spec, int64_t layers) {

@@ -73,6 +73,12 @@ struct TensorNames {
   std::string shared_gate_proj = "mlp.shared_expert.gate_proj", shared_up_proj = "mlp.shared_expert.up_proj",
               shared_down_proj = "mlp.shared_expert.down_proj";
   std::string shared_expert_gate = "mlp.shared_expert_gate";
+  // The experts as two 3-D tensors "<experts><fused_gate_up>" [E, 2I, H] (per expert gate rows then up rows) and
+  // "<experts><fused_down>" [E, H, I], no ".weight" (Qwen3.5-MoE's published checkpoints), instead of one tensor
+  // per expert (what transformers' save_pretrained writes for them). either_expert_layout: the family's checkpoints
+  // come both ways and match_tensor_names picks the one the weights use.
+  bool fused_experts = false, either_expert_layout = false;
+  std::string fused_gate_up = "gate_up_proj", fused_down = "down_proj";
   // Older checkpoints of the family name the same tensors under another prefix: {prefix here, prefix there}
   // (match_tensor_names picks the one the weights use).
   std::vector<std::pair<std::string, std::string>> legacy_prefixes;
@@ -125,7 +131,9 @@ ModelSpec first_layers(const ModelSpec& spec, int64_t layers);
 // 14336 silu ×24; attention 32/8 heads × 128, MLP 14336 silu ×8".
 std::string describe_layers(const ModelSpec& spec);
 // Where the weights name the model's tensors under a legacy prefix (names.legacy_prefixes), renames spec.names
-// to it; `has_tensor` asks the weights. Names the weights already use, or no match at all, leave spec unchanged.
+// to it, and where the family's experts come either way (names.either_expert_layout), picks the layout the weights'
+// first MoE layer uses; `has_tensor` asks the weights. Names the weights already use, or no match at all, leave
+// spec unchanged.
 void match_tensor_names(ModelSpec& spec, const std::function<bool(const std::string&)>& has_tensor);
 
 }  // namespace mt

@@ -17,11 +17,12 @@ MoeSpec parse_moe_spec(const ConfigKeys& top, const char* experts_key, int64_t d
     }
   MoeSpec m;
   m.num_experts = top.integer(key, default_experts);
-  MT_REQUIRE(m.num_experts > 0, "model config {}: key '{}' must be positive, got {}", top.origin, key, m.num_experts);
+  MT_REQUIRE(m.num_experts > 0, "model config {}: key '{}{}' must be positive, got {}", top.origin, top.where, key,
+             m.num_experts);
   m.top_k = top.integer("num_experts_per_tok", default_top_k);
   MT_REQUIRE(m.top_k > 0 && m.top_k <= m.num_experts,
-             "model config {}: key 'num_experts_per_tok' ({}) must be between 1 and '{}' ({})", top.origin, m.top_k,
-             key, m.num_experts);
+             "model config {}: key '{}num_experts_per_tok' ({}) must be between 1 and '{}' ({})", top.origin,
+             top.where, m.top_k, key, m.num_experts);
   m.intermediate_size = top.positive(width_key);
   return m;
 }
@@ -29,8 +30,8 @@ MoeSpec parse_moe_spec(const ConfigKeys& top, const char* experts_key, int64_t d
 void parse_router_aux_loss(const ConfigKeys& top, ModelSpec& s) {
   s.output_router_logits = top.boolean("output_router_logits", false);
   s.router_aux_loss_coef = top.number("router_aux_loss_coef", 0.001);
-  MT_REQUIRE(s.router_aux_loss_coef >= 0.0, "model config {}: key 'router_aux_loss_coef' must not be negative",
-             top.origin);
+  MT_REQUIRE(s.router_aux_loss_coef >= 0.0, "model config {}: key '{}router_aux_loss_coef' must not be negative",
+             top.origin, top.where);
 }
 
 std::vector<bool> qwen_sparse_layers(const ConfigKeys& top, int64_t num_layers) {

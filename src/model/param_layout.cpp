@@ -125,13 +125,22 @@ void mlp_params(LayerBuilder& l, const MlpSpec& m, const TensorNames& n, MlpOffs
   l.linear(n.down, H, I, m.bias, o.down, o.down_bias);
 }
 
-// Router, experts in order (each gate, up, down under its own HF names), then the shared expert and its gate.
+// Router, experts in order (each gate, up, down under its own HF names) or the two fused expert tensors, then the
+// shared expert and its gate.
 void moe_params(LayerBuilder& l, const MoeSpec& m, const TensorNames& n, MoeOffsets& o) {
   const int64_t I = m.intermediate_size, H = l.H, E = m.num_experts;
   int64_t unused = -1;
   l.linear(n.router, E, H, false, o.router, unused);
   if (m.router == RouterKind::sigmoid_group) o.score_bias = add(l.r, l.prefix + n.router_score_bias, {E}, InitKind::zeros);
-  for (int64_t e = 0; e < E; ++e) {
+  if (n.fused_experts) {
+    // gate_up_proj [E, 2I, H]: per expert its I gate rows, then its I up rows; down_proj [E, H, I].
+    o.experts = l.raw(n.experts + n.fused_gate_up, {E, 2 * I, H}, InitKind::normal);
+    o.up = I * H;
+    o.expert_stride = 2 * I * H;
+    o.down = l.raw(n.experts + n.fused_down, {E, H, I}, InitKind::normal) - o.experts;
+    o.down_stride = H * I;
+  }
+  for (int64_t e = 0; e < E && !n.fused_experts; ++e) {
     const std::string expert = n.experts + std::to_string(e) + ".";
     int64_t gate = -1, up = -1, down = -1;
     l.linear(expert + n.expert_gate, I, H, false, gate, unused);
@@ -141,7 +150,7 @@ void moe_params(LayerBuilder& l, const MoeSpec& m, const TensorNames& n, MoeOffs
       o.experts = gate;
       o.up = up - gate;
       o.down = down - gate;
-      o.expert_stride = down + H * I - gate;
+      o.expert_stride = o.down_stride = down + H * I - gate;
     }
   }
   if (m.shared_intermediate_size > 0) {

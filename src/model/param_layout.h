@@ -48,16 +48,20 @@ struct DeltaNetOffsets {
 struct MlpOffsets {
   int64_t gate = -1, gate_bias = -1, up = -1, up_bias = -1, down = -1, down_bias = -1;
 };
-// A mixture-of-experts feed-forward: the router [E, H]; expert e's gate [I, H], up [I, H] and down [H, I] start at
-// experts + e·expert_stride (gate, up, down offsets within it); the shared expert and its gate [1, H].
+// A mixture-of-experts feed-forward: the router [E, H]; expert e's gate [I, H] and up [I, H] start at
+// experts + e·expert_stride + gate (up), its down [H, I] at experts + e·down_stride + down; the shared expert and its
+// gate [1, H]. One slot per expert tensor: gate, up, down adjacent, down_stride == expert_stride; the fused 3-D
+// gate_up_proj [E, 2I, H] and down_proj [E, H, I] (names.fused_experts): expert_stride 2·I·H, down_stride H·I.
 struct MoeOffsets {
   int64_t router = -1;
   int64_t score_bias = -1;  // [E] sigmoid_group routers' e_score_correction_bias (its gradient stays 0)
-  int64_t experts = -1, expert_stride = 0;
+  int64_t experts = -1, expert_stride = 0, down_stride = 0;
   int64_t gate = 0, up = 0, down = 0;
   MlpOffsets shared;
   int64_t shared_gate = -1;
-  int64_t expert(int64_t e, int64_t part) const { return experts + e * expert_stride + part; }
+  int64_t gate_of(int64_t e) const { return experts + e * expert_stride + gate; }
+  int64_t up_of(int64_t e) const { return experts + e * expert_stride + up; }
+  int64_t down_of(int64_t e) const { return experts + e * down_stride + down; }
 };
 struct LayerOffsets {
   int64_t input_norm = -1, attn_out_norm = -1, mlp_norm = -1, mlp_out_norm = -1;

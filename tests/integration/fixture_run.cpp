@@ -49,7 +49,7 @@ Reference read_reference(const std::string& name) {
   std::ifstream in(fixture_dir(name) / "reference.json");
   const auto j = nlohmann::json::parse(in);
   return {j.at("losses").get<std::vector<double>>(), j.at("grad_norms").get<std::vector<double>>(),
-          j.at("lrs").get<std::vector<double>>()};
+          j.at("lrs").get<std::vector<double>>(), j.value("aux_losses", std::vector<double>{})};
 }
 
 std::vector<MetricsRow> read_metrics(const std::filesystem::path& output_dir) {
@@ -58,7 +58,8 @@ std::vector<MetricsRow> read_metrics(const std::filesystem::path& output_dir) {
   for (std::string line; std::getline(in, line);) {
     const auto j = nlohmann::json::parse(line);
     if (!j.contains("loss")) continue;  // an evaluation line
-    rows.push_back({j.at("loss").get<double>(), j.at("grad_norm").get<double>(), j.at("lr").get<double>()});
+    rows.push_back({j.at("loss").get<double>(), j.at("grad_norm").get<double>(), j.at("lr").get<double>(),
+                    j.contains("aux_loss") ? std::optional<double>(j.at("aux_loss").get<double>()) : std::nullopt});
   }
   return rows;
 }
@@ -106,6 +107,8 @@ void check_against_reference(const std::string& name, const std::string& run,
     CHECK(std::abs(rows[k].loss - ref.losses[k]) <= kTolerance * ref.losses[k]);
     CHECK(std::abs(rows[k].grad_norm - ref.grad_norms[k]) <= kTolerance * ref.grad_norms[k]);
     CHECK(std::abs(rows[k].lr - ref.lrs[k]) <= 1e-12);
+    REQUIRE(rows[k].aux_loss.has_value() == !ref.aux_losses.empty());
+    if (rows[k].aux_loss) CHECK(std::abs(*rows[k].aux_loss - ref.aux_losses[k]) <= kTolerance * ref.aux_losses[k]);
   }
   check_final_tensors(name, summary, kTolerance);
 }

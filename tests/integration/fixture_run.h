@@ -3,6 +3,7 @@
 #pragma once
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,11 +20,13 @@ TrainSummary run_fixture(const std::string& name, const std::string& run, std::v
 
 struct Reference {
   std::vector<double> losses, grad_norms, lrs;
+  std::vector<double> aux_losses;  // MoE fixtures with the router loss on (reference.json "aux_losses")
 };
 Reference read_reference(const std::string& name);
 
 struct MetricsRow {
   double loss = 0, grad_norm = 0, lr = 0;
+  std::optional<double> aux_loss;  // logged where the router loss is on
 };
 std::vector<MetricsRow> read_metrics(const std::filesystem::path& output_dir);
 
@@ -34,8 +37,8 @@ double relative_difference(const std::vector<float>& ours, const std::vector<flo
 
 // Every tensor of the reference's final.safetensors is in the run's final/ and within `tolerance` (‖Δ‖/‖ref‖).
 void check_final_tensors(const std::string& name, const TrainSummary& summary, double tolerance);
-// Runs the fixture and checks per-step loss and gradient norm (1e-4 relative), learning rate (1e-12) and every final
-// tensor (1e-4) against PyTorch's reference.
+// Runs the fixture and checks per-step loss and gradient norm (1e-4 relative), learning rate (1e-12), the router
+// loss (1e-4; logged exactly where the reference has one) and every final tensor (1e-4) against PyTorch's reference.
 void check_against_reference(const std::string& name, const std::string& run,
                              const std::vector<std::string>& overrides = {});
 

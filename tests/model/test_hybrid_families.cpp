@@ -66,25 +66,130 @@ TEST_CASE("Qwen3.5: every fourth layer gated full attention, the others Gated De
   CHECK(layout.layer(0).params[0].init == mt::InitKind::zeros);  // (1 + w) norms start at zero
 }
 
-TEST_CASE("Qwen3-Next: fused projections grouped by k head; MoE configs refused until the MoE block",
-          "[families][hybrid]") {
+TEST_CASE("Qwen3-Next: fused projections grouped by k head; num_experts 0 dense", "[families][hybrid]") {
   json j = qwen3_5("Qwen3NextForCausalLM");
   j["num_experts"] = 0;
   const mt::ModelSpec s = mt::parse_model_spec(j, "cfg.json");
+  for (const mt::LayerSpec& l : s.layers) CHECK_FALSE(l.moe.active());
   const mt::ParamLayout layout = mt::make_param_layout(s);
   const mt::Region& r = layout.layer(0);
   CHECK(r.params[1].hf_name == "model.layers.0.linear_attn.in_proj_qkvz.weight");
   CHECK(r.params[1].rows.parts == std::vector<int64_t>{16, 16, 16, 16});  // per k head: q, k, 2 v heads, 2 z heads
   CHECK(r.params[2].rows.parts == std::vector<int64_t>{2, 2});            // per k head: 2 b heads, 2 a heads
-  j.erase("num_experts");
-  CHECK(has(parse_error(j), "Qwen3NextForCausalLM has mixture-of-experts feed-forward layers (num_experts 512)"));
+}
+
+TEST_CASE("Qwen3-Next expert layers: decoder_sparse_step, mlp_only_layers, shared gated expert, per-expert names",
+          "[families][hybrid][moe]") {
+  json j = qwen3_5("Qwen3NextForCausalLM");
+  const mt::ModelSpec defaults = mt::parse_model_spec(j, "cfg.json");  // the config class's 512 experts, top 10
+  CHECK(defaults.layers[0].moe.num_experts == 512);
+  CHECK(defaults.layers[0].moe.top_k == 10);
+  CHECK(defaults.layers[0].moe.intermediate_size == 512);
+  CHECK(defaults.layers[0].moe.shared_intermediate_size == 512);
+  CHECK(defaults.layers[0].moe.norm_topk);
   j["num_experts"] = 8;
-  j["mlp_only_layers"] = {0, 1, 2, 3, 4, 5, 6, 7};
-  CHECK(parse_error(j) == "(no error)");
-  CHECK(has(parse_error(qwen3_5("Qwen3_5MoeForCausalLM")), "needs the MoE feed-forward block"));
-  const json moe_cg = {{"architectures", {"Qwen3_5MoeForConditionalGeneration"}}, {"text_config", qwen3_5()}};
-  CHECK(has(parse_error(moe_cg), "Qwen3_5MoeForConditionalGeneration has mixture-of-experts feed-forward layers "
-                                 "(text_config.num_experts 256)"));
+  j["num_experts_per_tok"] = 2;
+  j["moe_intermediate_size"] = 24;
+  j["shared_expert_intermediate_size"] = 40;
+  j["decoder_sparse_step"] = 2;
+  j["mlp_only_layers"] = {3};
+  j["norm_topk_prob"] = false;
+  j["output_router_logits"] = true;
+  j["router_aux_loss_coef"] = 0.01;
+  const mt::ModelSpec s = mt::parse_model_spec(j, "cfg.json");
+  for (size_t i = 0; i < s.layers.size(); ++i) {
+    INFO("layer " << i);
+    CHECK(s.layers[i].moe.active() == (i % 2 == 1 && i != 3));
+  }
+  const mt::MoeSpec& m = s.layers[1].moe;
+  CHECK(m.norm_topk == false);
+  CHECK(m.shared_gate);
+  CHECK(m.shared_intermediate_size == 40);
+  CHECK(s.layers[0].mlp.intermediate_size == 96);
+  CHECK(s.output_router_logits);
+  CHECK(s.router_aux_loss_coef == 0.01);
+  const mt::ParamLayout layout = mt::make_param_layout(s);
+  const mt::Region& r = layout.layer(1);
+  const auto slot = [&](const std::string& name) {
+    for (const auto& p : r.params)
+      if (p.hf_name == "model.layers.1." + name) return p.shape;
+    return std::vector<int64_t>{};
+  };
+  CHECK(slot("mlp.gate.weight") == std::vector<int64_t>{8, 64});
+  CHECK(slot("mlp.experts.7.down_proj.weight") == std::vector<int64_t>{64, 24});
+  CHECK(slot("mlp.shared_expert.up_proj.weight") == std::vector<int64_t>{40, 64});
+  CHECK(slot("mlp.shared_expert_gate.weight") == std::vector<int64_t>{1, 64});
+  CHECK(r.offsets.moe.down_stride == r.offsets.moe.expert_stride);
+  j["mlp_only_layers"] = {9};
+  CHECK(has(parse_error(j), "key 'mlp_only_layers' entry 9 is not a layer index below 8"));
+}
+
+TEST_CASE("Qwen3.5-MoE: every layer sparse with a gated shared expert; the fused expert tensors of the published "
+          "checkpoints or one per expert, whichever the weights use", "[families][hybrid][moe]") {
+  json j = qwen3_5("Qwen3_5MoeForCausalLM");
+  j.erase("intermediate_size");  // Qwen3_5MoeTextConfig has none
+  j["num_experts"] = 4;
+  j["num_experts_per_tok"] = 2;
+  j["moe_intermediate_size"] = 24;
+  j["norm_topk_prob"] = false;  // not a key of this family: it always renormalises
+  mt::ModelSpec s = mt::parse_model_spec(j, "cfg.json");
+  CHECK(s.family == "qwen3_5_moe_text");
+  for (const mt::LayerSpec& l : s.layers) {
+    CHECK(l.moe.active());
+    CHECK(l.moe.norm_topk);
+    CHECK(l.moe.shared_intermediate_size == 512);  // the config class's default
+    CHECK(l.moe.shared_gate);
+  }
+  CHECK(s.rope_tables.front().rot_dim() == 8);
+  CHECK(s.names.fused_experts);
+  mt::ParamLayout layout = mt::make_param_layout(s);
+  const double fused_flops = mt::step_flops(s, layout, 512, 256).model;
+  const mt::Region& r = layout.layer(0);
+  const auto find = [](const mt::Region& region, const std::string& name) -> const mt::ParamSlot* {
+    for (const auto& p : region.params)
+      if (p.hf_name == name) return &p;
+    return nullptr;
+  };
+  const mt::ParamSlot* gate_up = find(r, "model.layers.0.mlp.experts.gate_up_proj");
+  const mt::ParamSlot* down = find(r, "model.layers.0.mlp.experts.down_proj");
+  REQUIRE(gate_up != nullptr);
+  REQUIRE(down != nullptr);
+  CHECK(gate_up->shape == std::vector<int64_t>{4, 48, 64});
+  CHECK(down->shape == std::vector<int64_t>{4, 64, 24});
+  const mt::MoeOffsets& o = r.offsets.moe;
+  CHECK(o.gate_of(1) == gate_up->offset + 48 * 64);
+  CHECK(o.up_of(1) == gate_up->offset + 48 * 64 + 24 * 64);
+  CHECK(o.down_of(3) == down->offset + 3 * 64 * 24);
+  CHECK(mt::count_parameters(s) - mt::count_active_parameters(s) == 8 * 2 * 3 * 24 * 64);
+  // Weights saved by save_pretrained (one tensor per expert): the layout follows them.
+  mt::match_tensor_names(s, [](const std::string& name) { return name == "model.layers.0.mlp.experts.0.gate_proj.weight"; });
+  CHECK_FALSE(s.names.fused_experts);
+  layout = mt::make_param_layout(s);
+  CHECK(find(layout.layer(0), "model.layers.0.mlp.experts.3.up_proj.weight") != nullptr);
+  CHECK(mt::step_flops(s, layout, 512, 256).model == fused_flops);  // the fused tensors are matmul parameters too
+  mt::match_tensor_names(s, [](const std::string& name) { return name == "model.layers.0.mlp.experts.gate_up_proj"; });
+  CHECK(s.names.fused_experts);
+
+  // The conditional-generation directory: Qwen3_5MoeTextConfig's defaults where text_config leaves them out.
+  const json cg = {{"architectures", {"Qwen3_5MoeForConditionalGeneration"}},
+                   {"text_config", {{"output_router_logits", true}, {"router_aux_loss_coef", 0.02}}}};
+  const mt::ModelSpec big = mt::parse_model_spec(cg, "cfg.json");
+  CHECK(big.hidden_size == 2048);
+  CHECK(big.num_layers == 40);
+  CHECK(big.layers[3].attention.num_kv_heads == 2);
+  CHECK(big.layers[0].moe.num_experts == 256);
+  CHECK(big.layers[0].moe.top_k == 8);
+  CHECK(big.output_router_logits);
+  CHECK(big.router_aux_loss_coef == 0.02);
+  CHECK(big.names.layer_prefix == "model.language_model.layers.");
+  json bad = cg;
+  bad["text_config"]["num_experts"] = 4;
+  bad["text_config"]["num_experts_per_tok"] = 9;
+  CHECK(parse_error(bad) == "model config cfg.json: key 'text_config.num_experts_per_tok' (9) must be between 1 and "
+                            "'num_experts' (4)");
+  bad["text_config"]["num_experts_per_tok"] = 2;
+  bad["text_config"]["router_aux_loss_coef"] = -1.0;
+  CHECK(parse_error(bad) == "model config cfg.json: key 'text_config.router_aux_loss_coef' must not be negative");
 }
 
 TEST_CASE("Qwen3.5 bad configs: one line naming the file and the field", "[families][hybrid]") {
