@@ -22,7 +22,7 @@
 namespace mt::cuda {
 namespace {
 
-constexpr int threads = 128;      // 4 warps; at least one thread per chunk row
+constexpr int threads = 256;      // 8 warps; at least one thread per chunk row
 constexpr int state_cols = 32;    // state columns per block of the (reverse) recurrence
 constexpr int out_cols = 64;      // output columns per block
 template <typename T> inline constexpr int chunk_of = static_cast<int>(delta_rule_chunk(sizeof(T)));
@@ -65,38 +65,42 @@ struct Gates {
   __device__ float D(int r, int s) const { return seg[r] == seg[s] ? expf(gam[r] - gam[s]) : 0.f; }
 };
 
-// Fills q for chunk c of sequence b, v head h; starts and ends with a barrier.
+// Fills q for chunk c of sequence b, v head h: the gates and segment starts loaded one row per thread, the
+// running sums by one thread, the exponentials one row per thread. Starts and ends with a barrier.
 template <int C>
 __device__ void chunk_gates(Gates<C>& q, const Geo& G, const float* g, const float* beta, int64_t b, int64_t h,
                             int64_t c) {
   __syncthreads();
+  const int64_t t0 = c * C, L = G.length(b);
+  const int n = static_cast<int>(L - t0 < 0 ? 0 : (L - t0 < C ? L - t0 : C));
+  if (threadIdx.x < C) {
+    const int r = threadIdx.x;
+    const int64_t row = b * G.seq + t0 + r;
+    q.gam[r] = r < n ? g[row * G.nv + h] : 0.f;  // g until the running sum below
+    q.beta[r] = r < n ? beta[row * G.nv + h] : 0.f;
+    q.seg[r] = r > 0 && r < n && G.segment_start(b, t0 + r) ? 1 : 0;  // restarts until the running sum below
+  }
+  __syncthreads();
   if (threadIdx.x == 0) {
-    const int64_t t0 = c * C, L = G.length(b);
-    const int n = static_cast<int>(L - t0 < 0 ? 0 : (L - t0 < C ? L - t0 : C));
     int seg = 0;
     float gam = 0.f;
-    for (int r = 0; r < C; ++r) {
-      if (r < n) {
-        const int64_t row = b * G.seq + t0 + r;
-        const bool restart = r > 0 && G.segment_start(b, t0 + r);
-        seg += restart ? 1 : 0;
-        gam = (r == 0 || restart ? 0.f : gam) + g[row * G.nv + h];
-        q.seg[r] = seg;
-        q.gam[r] = gam;
-        q.beta[r] = beta[row * G.nv + h];
-      } else {
-        q.seg[r] = C;
-        q.gam[r] = 0.f;
-        q.beta[r] = 0.f;
-      }
+    for (int r = 0; r < n; ++r) {
+      const bool restart = q.seg[r] != 0;
+      seg += restart ? 1 : 0;
+      gam = (r == 0 || restart ? 0.f : gam) + q.gam[r];
+      q.seg[r] = seg;
+      q.gam[r] = gam;
     }
+    for (int r = n; r < C; ++r) q.seg[r] = C;
     q.n = n;
     q.carries = n > 0 && !G.segment_start(b, t0);
-    for (int r = 0; r < C; ++r) {
-      q.Gam[r] = r < n && q.carries && q.seg[r] == 0 ? expf(q.gam[r]) : 0.f;
-      q.e[r] = r < n && q.seg[r] == q.seg[n - 1] ? expf(q.gam[n - 1] - q.gam[r]) : 0.f;
-    }
-    q.Gam_last = n > 0 ? q.Gam[n - 1] : 0.f;
+    q.Gam_last = n > 0 && q.carries && q.seg[n - 1] == 0 ? expf(q.gam[n - 1]) : 0.f;
+  }
+  __syncthreads();
+  if (threadIdx.x < C) {
+    const int r = threadIdx.x;
+    q.Gam[r] = r < n && q.carries && q.seg[r] == 0 ? expf(q.gam[r]) : 0.f;
+    q.e[r] = r < n && q.seg[r] == q.seg[n - 1] ? expf(q.gam[n - 1] - q.gam[r]) : 0.f;
   }
   __syncthreads();
 }
@@ -186,17 +190,17 @@ __global__ void normalize_kernel(T* qn, T* kn, const T* qkv, Geo G, int64_t item
 
 template <typename T>
 struct PrepSmem {
-  int gates, k, v, a, tf, tt, cf, bytes;
+  int gates, k, v, a, tf, tt, cf, bytes;  // cf reuses a and tf once T is taken
   PrepSmem(const Geo& G) {
     constexpr int C = chunk_of<T>;
+    const int64_t a_floats = int64_t{C} * (C + 8), cf_floats = int64_t{C} * ((G.dkp > G.dvp ? G.dkp : G.dvp) + 8);
     Carve c;
     gates = c.take(sizeof(Gates<C>));
     k = c.take(int64_t{C} * (G.dkp + 8) * sizeof(T));
     v = c.take(int64_t{C} * (G.dvp + 8) * sizeof(T));
-    a = c.take(int64_t{C} * (C + 8) * 4);
-    tf = c.take(int64_t{C} * (C + 8) * 4);
     tt = c.take(int64_t{C} * (C + 8) * sizeof(T));
-    cf = c.take(int64_t{C} * ((G.dkp > G.dvp ? G.dkp : G.dvp) + 8) * 4);
+    a = cf = c.take((2 * a_floats > cf_floats ? 2 * a_floats : cf_floats) * 4);
+    tf = a + static_cast<int>(a_floats * 4);
     bytes = c.bytes;
   }
 };
