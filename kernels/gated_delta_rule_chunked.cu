@@ -488,7 +488,8 @@ __global__ void qk_grad_kernel(Bufs<T> s, const T* d_o, const float* g, const fl
     *Ht = at<T>(smem, L.ht), *Pt = at<T>(smem, L.pt);
   float *Cf = at<float>(smem, L.cf), *S1 = at<float>(smem, L.s1), *S2 = at<float>(smem, L.s2),
         *dgam = at<float>(smem, L.dgam), *ys = dgam + C, *red = at<float>(smem, L.red);
-  const int ldk = G.dkp + 8, ldv = G.dvp + 8, ldc = C + 8;
+  const int ldk = G.dkp + 8, ldv = G.dvp + 8, ldc = C + 8, warp = threadIdx.x / 32, lane = threadIdx.x % 32,
+            warps = threads / 32;
   const int64_t row0 = b * G.seq + c * C, qk_row = (row0 * G.nk + G.k_head(h)) * G.dk;
   load_tile(Q, ldk, s.qn + qk_row, G.nk * G.dk, C, G.dkp, q.n, G.dk);
   load_tile(K, ldk, s.kn + qk_row, G.nk * G.dk, C, G.dkp, q.n, G.dk);
@@ -514,11 +515,11 @@ __global__ void qk_grad_kernel(Bufs<T> s, const T* d_o, const float* g, const fl
   load_tile(Ht, ldv, s.h + bhc * G.dk * G.dv, G.dv, G.dkp, G.dvp, static_cast<int>(G.dk), G.dv);
   __syncthreads();
   block_mm<false, true>(Cf, ldk, dOV, ldv, Ht, ldv, C, G.dkp, G.dvp, false);
-  if (threadIdx.x < C) {
-    const int r = threadIdx.x;
+  for (int r = warp; r < C; r += warps) {
     float acc = 0.f;
-    for (int i = 0; i < G.dkp; ++i) acc += to_f32(Q[r * ldk + i]) * Cf[r * ldk + i];
-    dgam[r] += acc;
+    for (int i = lane; i < G.dkp; i += 32) acc += to_f32(Q[r * ldk + i]) * Cf[r * ldk + i];
+    acc = warp_sum(acc);
+    if (lane == 0) dgam[r] += acc;
   }
   __syncthreads();
   block_mm<false, false>(Cf, ldk, Pt, ldc, K, ldk, C, G.dkp, C, true);
@@ -539,16 +540,17 @@ __global__ void qk_grad_kernel(Bufs<T> s, const T* d_o, const float* g, const fl
   load_tile(Ht, ldv, dhc, G.dv, G.dkp, G.dvp, static_cast<int>(G.dk), G.dv);
   __syncthreads();
   block_mm<false, true>(Cf, ldk, Vn, ldv, Ht, ldv, C, G.dkp, G.dvp, false);
-  if (threadIdx.x < C) {
-    const int r = threadIdx.x;
+  for (int r = warp; r < C; r += warps) {
     float y = 0.f;
-    for (int i = 0; i < G.dkp; ++i) {
+    for (int i = lane; i < G.dkp; i += 32) {
       y += to_f32(K[r * ldk + i]) * Cf[r * ldk + i];
       Cf[r * ldk + i] *= q.e[r];
     }
-    y *= q.e[r];
-    dgam[r] -= y;
-    ys[r] = y;
+    y = q.e[r] * warp_sum(y);
+    if (lane == 0) {
+      dgam[r] -= y;
+      ys[r] = y;
+    }
   }
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -602,7 +604,8 @@ __global__ void wy_grad_kernel(T* d_qkv, float* dg, float* dbeta, Bufs<T> s, con
     *RW = at<T>(smem, L.rw), *K = at<T>(smem, L.k), *Et = at<T>(smem, L.et);
   float *Cw = at<float>(smem, L.cw), *Cu = at<float>(smem, L.cu), *db = at<float>(smem, L.db), *dgam = db + C;
   float *S1 = Cu, *S2 = Cu + C * (C + 8);
-  const int ldk = G.dkp + 8, ldv = G.dvp + 8, ldc = C + 8;
+  const int ldk = G.dkp + 8, ldv = G.dvp + 8, ldc = C + 8, warp = threadIdx.x / 32, lane = threadIdx.x % 32,
+            warps = threads / 32;
   const int64_t row0 = b * G.seq + c * C;
   load_tile(Tt, ldc, s.tm + bhc * C * C, C, C, C, C, C);
   load_tile(XU, ldv, s.dvn + bhc * C * G.dv, G.dv, C, G.dvp, C, G.dv);
@@ -611,31 +614,33 @@ __global__ void wy_grad_kernel(T* d_qkv, float* dg, float* dbeta, Bufs<T> s, con
   load_tile(K, ldk, s.kn + (row0 * G.nk + G.k_head(h)) * G.dk, G.nk * G.dk, C, G.dkp, q.n, G.dk);
   __syncthreads();
   block_mm<true, false>(Cu, ldv, Tt, ldc, XU, ldv, C, G.dvp, C, false);
-  if (threadIdx.x < C) {
-    const int r = threadIdx.x;
+  for (int r = warp; r < C; r += warps) {
     float acc = 0.f;
-    for (int j = 0; j < G.dvp; ++j) acc += Cu[r * ldv + j] * to_f32(RU[r * ldv + j]);
-    db[r] = acc;
+    for (int j = lane; j < G.dvp; j += 32) acc += Cu[r * ldv + j] * to_f32(RU[r * ldv + j]);
+    acc = warp_sum(acc);
+    if (lane == 0) db[r] = acc;
     if (r < q.n) {
       T* dv = d_qkv + (row0 + r) * G.row + 2 * G.nk * G.dk + h * G.dv;
-      for (int j = 0; j < G.dv; ++j) dv[j] = from_f32<T>(q.beta[r] * Cu[r * ldv + j]);
+      for (int j = lane; j < G.dv; j += 32) dv[j] = from_f32<T>(q.beta[r] * Cu[r * ldv + j]);
     }
   }
   __syncthreads();
   load_tile(XU, ldv, Cu, ldv, C, G.dvp, C, G.dvp);
   __syncthreads();
   block_mm<true, false>(Cw, ldk, Tt, ldc, XW, ldk, C, G.dkp, C, false);
-  if (threadIdx.x < C) {
-    const int r = threadIdx.x;
+  for (int r = warp; r < C; r += warps) {
     const float bg = q.beta[r] * q.Gam[r];
     float xk = 0.f;
-    for (int i = 0; i < G.dkp; ++i) {
+    for (int i = lane; i < G.dkp; i += 32) {
       xk += Cw[r * ldk + i] * to_f32(K[r * ldk + i]);
       XW[r * ldk + i] = from_f32<T>(Cw[r * ldk + i]);
       Cw[r * ldk + i] *= bg;
     }
-    db[r] += q.Gam[r] * xk;
-    dgam[r] = bg * xk + (r < q.n ? s.dgam_part[(row0 + r) * G.nv + h] : 0.f);
+    xk = warp_sum(xk);
+    if (lane == 0) {
+      db[r] += q.Gam[r] * xk;
+      dgam[r] = bg * xk + (r < q.n ? s.dgam_part[(row0 + r) * G.nv + h] : 0.f);
+    }
   }
   load_tile(RU, ldv, s.u + bhc * C * G.dv, G.dv, C, G.dvp, C, G.dv);
   load_tile(RW, ldk, s.w + bhc * C * G.dk, G.dk, C, G.dkp, C, G.dk);
