@@ -190,7 +190,7 @@ __global__ void normalize_kernel(T* qn, T* kn, const T* qkv, Geo G, int64_t item
 
 template <typename T>
 struct PrepSmem {
-  int gates, k, v, a, tf, tt, cf, bytes;  // cf reuses a and tf once T is taken
+  int gates, k, v, a, tf, tt, cf, xs, bytes;  // cf reuses a and tf once T is taken
   PrepSmem(const Geo& G) {
     constexpr int C = chunk_of<T>;
     const int64_t a_floats = int64_t{C} * (C + 8), cf_floats = int64_t{C} * ((G.dkp > G.dvp ? G.dkp : G.dvp) + 8);
@@ -201,11 +201,12 @@ struct PrepSmem {
     tt = c.take(int64_t{C} * (C + 8) * sizeof(T));
     a = cf = c.take((2 * a_floats > cf_floats ? 2 * a_floats : cf_floats) * 4);
     tf = a + static_cast<int>(a_floats * 4);
+    xs = c.take(int64_t{16} * (C + 8) * 4);
     bytes = c.bytes;
   }
 };
 
-// Per (sequence, v head, chunk): T = (I + A)⁻¹ (fp32, forward substitution), U = T·(β ⊙ V), W = T·(βΓ ⊙ K̂).
+// Per (sequence, v head, chunk): T = (I + A)⁻¹ (fp32, by 16-row blocks), U = T·(β ⊙ V), W = T·(βΓ ⊙ K̂).
 template <typename T>
 __global__ void prep_kernel(Bufs<T> s, const T* qkv, const float* g, const float* beta, Geo G, PrepSmem<T> L) {
   constexpr int C = chunk_of<T>;
@@ -228,11 +229,32 @@ __global__ void prep_kernel(Bufs<T> s, const T* qkv, const float* g, const float
     Tf[r * ldc + t] = 0.f;
   }
   __syncthreads();
-  for (int r = 0; r < C; ++r) {
-    for (int t = threadIdx.x; t <= r; t += blockDim.x) {
+  // T by 16-row blocks: the diagonal blocks (I + A_ii)⁻¹ by forward substitution, all at once; then block row i,
+  // T_ij = −T_ii·X_ij with X_ij = Σ_{j ≤ k < i} A_ik·T_kj (X in Xs [16, 16·i]).
+  float* Xs = at<float>(smem, L.xs);
+  for (int r = 0; r < 16; ++r) {
+    for (int e = threadIdx.x; e < C; e += blockDim.x) {
+      const int d = e / 16 * 16, t = e % 16;
+      if (t > r) continue;
       float acc = 0.f;
-      for (int m = t; m < r; ++m) acc += A[r * ldc + m] * Tf[m * ldc + t];
-      Tf[r * ldc + t] = t == r ? 1.f : -acc;
+      for (int m = t; m < r; ++m) acc += A[(d + r) * ldc + d + m] * Tf[(d + m) * ldc + d + t];
+      Tf[(d + r) * ldc + d + t] = t == r ? 1.f : -acc;
+    }
+    __syncthreads();
+  }
+  for (int i = 16; i < C; i += 16) {
+    for (int e = threadIdx.x; e < 16 * i; e += blockDim.x) {
+      const int a = e / i, col = e % i;
+      float acc = 0.f;
+      for (int m = col / 16 * 16; m < i; ++m) acc += A[(i + a) * ldc + m] * Tf[m * ldc + col];
+      Xs[a * ldc + col] = acc;
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < 16 * i; e += blockDim.x) {
+      const int a = e / i, col = e % i;
+      float acc = 0.f;
+      for (int m = 0; m < 16; ++m) acc += Tf[(i + a) * ldc + i + m] * Xs[m * ldc + col];
+      Tf[(i + a) * ldc + col] = -acc;
     }
     __syncthreads();
   }
