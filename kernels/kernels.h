@@ -53,6 +53,13 @@ template <typename T> void deltanet_gates_forward(float* g, float* beta, const T
 template <typename T> void deltanet_gates_backward(T* d_ba, float* d_a_log, float* d_dt_bias, const float* dg, const float* dbeta, const T* ba, const T* a_log, const T* dt_bias, int64_t T_, int64_t n, cudaStream_t s);
 template <typename T> void gated_delta_rule_forward(T* o, const T* qkv, const float* g, const float* beta, const DeltaRuleShape& shape, cudaStream_t s);
 template <typename T> void gated_delta_rule_backward(T* d_qkv, float* dg, float* dbeta, const T* d_o, const T* qkv, const float* g, const float* beta, const DeltaRuleShape& shape, cudaStream_t s);
+// The gated delta rule in chunked (WY) form, the same semantics on tensor cores for bf16 (head dims <= 128:
+// delta_rule_chunked_supports in backend/gated_delta_rule_scratch.h); the CUDA backend runs it where it applies
+// unless MEGATRAIN_DELTA_RULE=recurrent picks the recurrent kernels above (to compare them).
+enum class DeltaRuleKernel { chunked, recurrent };
+DeltaRuleKernel delta_rule_kernel_from_env();
+template <typename T> void gated_delta_rule_chunked_forward(T* o, const T* qkv, const float* g, const float* beta, const DeltaRuleShape& shape, cudaStream_t s);
+template <typename T> void gated_delta_rule_chunked_backward(T* d_qkv, float* dg, float* dbeta, const T* d_o, const T* qkv, const float* g, const float* beta, const DeltaRuleShape& shape, cudaStream_t s);
 template <typename T> void gated_rmsnorm_forward(T* y, const T* x, const T* z, const T* w, int64_t N, int64_t D, float eps, cudaStream_t s);
 template <typename T> void gated_rmsnorm_backward(T* dx, T* dz, float* dw, const T* dy, const T* x, const T* z, const T* w, int64_t N, int64_t D, float eps, cudaStream_t s);
 

@@ -9,8 +9,9 @@
 # as many layers as the host RAM holds; hybrid: the tests, then the Qwen3.5-27B shape with 12 of its 64 layers (9 Gated
 # DeltaNet, 3 gated attention: what 125 GiB of host RAM holds at 16 B/parameter) at batch 32 × 1024 and 8 × 4096, and
 # the same 4096 run with per-op device times, whose gated_delta_rule rows time the delta-rule kernels against the GEMMs
-# of the same step, transformers' torch chunked delta rule on that shape (tools/bench_delta_rule.py: 8 × 4096 and
-# 1 × 32768) and the Qwen3.5-35B-A3B shape with 6 of its 40 layers at 8 × 4096; nvme: the state tier on a scratch directory of the machine's disk ($NVME_DIR, default .nvme-scratch
+# of the same step, `bench-delta-rule` at 8 × 4096 with the chunked and the recurrent kernel, transformers' torch
+# chunked delta rule on that shape (tools/bench_delta_rule.py: 8 × 4096 and 1 × 32768) and the Qwen3.5-35B-A3B shape
+# with 6 of its 40 layers at 8 × 4096; nvme: the state tier on a scratch directory of the machine's disk ($NVME_DIR, default .nvme-scratch
 # here, removed after): bench-optim in each offload mode with the disk probe's ceiling, then Qwen2.5-3B batch 64 × 1024
 # in each mode with the plan's predicted step time next to the measured; SKIP_TESTS=1 skips the op table and parity;
 # moe: the tests, then the Qwen3-30B-A3B and Mixtral-8x7B layer shapes with as many layers as 125 GiB of RAM holds at
@@ -32,7 +33,7 @@ note() { summary+=("$1"); echo "== $1"; }
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv >"$out/gpu.txt" 2>&1
 if [[ -z ${SKIP_OP_TABLE:-}${SKIP_TESTS:-} ]]; then
-  timeout 60 $b/tests_gpu >"$out/tests_gpu.log" 2>&1; note "tests_gpu rc=$? $(tail -n 2 "$out/tests_gpu.log" | tr '\n' ' ')"
+  timeout 120 $b/tests_gpu >"$out/tests_gpu.log" 2>&1; note "tests_gpu rc=$? $(tail -n 2 "$out/tests_gpu.log" | tr '\n' ' ')"
 fi
 if [[ -z ${SKIP_TESTS:-} ]]; then
   MEGATRAIN_BACKEND=cuda timeout 150 $b/tests_integration "[parity]" >"$out/parity_cuda.log" 2>&1
@@ -81,6 +82,11 @@ if [[ $mode == hybrid ]]; then
   bench qwen35_27b_12l_b32_s1024 1 "${qwen35[@]}" --batch 32 --seq 1024
   bench qwen35_27b_12l_b8_s4096 1 "${qwen35[@]}" --batch 8 --seq 4096
   MEGATRAIN_PROFILE_OPS=1 bench qwen35_27b_12l_b8_s4096_ops 1 "${qwen35[@]}" --batch 8 --seq 4096
+  for kernel in chunked recurrent; do  # the delta rule alone at the 27B's linear-attention heads, 8 x 4096
+    MEGATRAIN_DELTA_RULE=$kernel timeout 300 $b/megatrain bench-delta-rule --model configs/models/qwen3.5-27b.json \
+      --batch 8 --seq 4096 --steps 3 --warmup 1 >"$out/delta_rule_$kernel.log" 2>&1
+    note "bench-delta-rule $kernel rc=$? $(tail -n 3 "$out/delta_rule_$kernel.log" | tr -s ' ' | tr '\n' ';')"
+  done
   note "op times (bench_qwen35_27b_12l_b8_s4096_ops.log): $(grep -E 'gated_delta_rule|causal_conv1d|linear_|attention_(for|back)' \
     "$out/bench_qwen35_27b_12l_b8_s4096_ops.log" | tr -s ' ' | tr '\n' ';' | cut -c1-600)"
   timeout 300 python3 tools/bench_delta_rule.py >"$out/bench_delta_rule_torch.log" 2>&1

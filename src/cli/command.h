@@ -18,6 +18,7 @@ void add_preview_data_command(CLI::App& root, std::vector<Command>& commands);
 void add_bench_command(CLI::App& root, std::vector<Command>& commands);
 void add_tokenize_command(CLI::App& root, std::vector<Command>& commands);
 void add_bench_optim_command(CLI::App& root, std::vector<Command>& commands);
+void add_bench_delta_rule_command(CLI::App& root, std::vector<Command>& commands);
 void add_calc_resource_command(CLI::App& root, std::vector<Command>& commands);
 void add_inspect_command(CLI::App& root, std::vector<Command>& commands);
 void add_export_command(CLI::App& root, std::vector<Command>& commands);

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   mt::add_bench_command(app, commands);
   mt::add_tokenize_command(app, commands);
   mt::add_bench_optim_command(app, commands);
+  mt::add_bench_delta_rule_command(app, commands);
   mt::add_calc_resource_command(app, commands);
   mt::add_inspect_command(app, commands);
   mt::add_export_command(app, commands);

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "backend/gated_delta_rule_scratch.h"
 #include "core/error.h"
 #include "engine/layer_internals.h"
 #include "engine/moe_block.h"
@@ -59,17 +60,19 @@ void plan_activations(const ModelSpec& s, const RunShape& run, int64_t es, GpuPl
     const int64_t group = l.attention.num_heads / std::max<int64_t>(l.attention.num_kv_heads, 1);
     if (group > 1) attention_partials = std::max(attention_partials, 2 * group * mb_tokens * l.attention.kv_dim() * 4);
   }
-  // kernels/gated_delta_rule.cu's backward scratch: per (sequence, v head, tile of 32 state columns) the tile's state
-  // at every 64-token chunk start and over one chunk, and fp32 dq, dk, dg, dbeta per token and tile; the conv's and
-  // the gates' fp32 partials are smaller.
+  // The CUDA gated delta rule's backward scratch (backend/gated_delta_rule_scratch.h, which the kernels allocate
+  // by); the conv's and the gates' fp32 partials are smaller.
   int64_t deltanet_scratch = 0;
   for (const LayerSpec& l : s.layers) {
     if (!l.is_deltanet()) continue;
-    const DeltaNetSpec& d = l.deltanet;
-    const int64_t tiles = ceil_div(d.v_head_dim, 32);
-    const int64_t states = mb * d.num_v_heads * tiles * (ceil_div(run.seq_len, 64) + 64) * d.k_head_dim * 32 * 4;
-    const int64_t parts = mb_tokens * d.num_v_heads * tiles * (2 * d.k_head_dim + 2) * 4;
-    deltanet_scratch = std::max(deltanet_scratch, states + parts);
+    DeltaRuleShape shape;
+    shape.batch = mb;
+    shape.seq = run.seq_len;
+    shape.n_k_heads = l.deltanet.num_k_heads;
+    shape.n_v_heads = l.deltanet.num_v_heads;
+    shape.k_head_dim = l.deltanet.k_head_dim;
+    shape.v_head_dim = l.deltanet.v_head_dim;
+    deltanet_scratch = std::max(deltanet_scratch, delta_rule_scratch_bytes(shape, es));
   }
   g.layer_workspace = decoder_workspace_bytes(s, mb, run.seq_len, run.token_chunk, es) + std::max(attention_partials, deltanet_scratch);
   const int64_t chunk = std::min(std::clamp<int64_t>((int64_t{1} << 28) / std::max<int64_t>(V, 1), 16, 4096), mb_tokens);

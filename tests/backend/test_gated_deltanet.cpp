@@ -193,25 +193,38 @@ TEST_CASE("gated delta rule: a packed example and a padded sequence give what th
     for (int64_t j = 0; j < V; ++j) CHECK(o[(5 + t) * V + j] == o[(9 + t) * V + j]);
 }
 
-TEST_CASE("chunked (WY) delta rule equals the recurrent one", "[backend][deltanet]") {
+TEST_CASE("chunked (WY) delta rule equals the recurrent one, forward and backward", "[backend][deltanet]") {
   auto be = mt::make_cpu_backend();
   struct Case {
     int64_t seq, nk, nv, dk, dv, chunk;
   };
-  // Lengths of several chunks, not multiples of the chunk; chunk 64 over two and a half chunks.
-  for (const Case c : {Case{13, 1, 1, 4, 4, 4}, Case{21, 2, 4, 8, 6, 5}, Case{150, 1, 2, 16, 8, 64}}) {
+  // Lengths of several chunks, not multiples of the chunk; chunk 64 over two and a half chunks; segments inside
+  // chunks, starting a chunk, and a chunk of padding only.
+  for (const Case c : {Case{13, 1, 1, 4, 4, 4}, Case{21, 2, 4, 8, 6, 5}, Case{150, 1, 2, 16, 8, 64},
+                       Case{130, 2, 2, 8, 8, 64}}) {
     INFO("seq " << c.seq << " chunk " << c.chunk);
     DeltaRuleShape s = rule_shape(2, c.seq, c.nk, c.nv, c.dk, c.dv);
-    const std::vector<int32_t> lens = {static_cast<int32_t>(c.seq), static_cast<int32_t>(c.seq - 3)};
+    const std::vector<int32_t> lens = {static_cast<int32_t>(c.seq), static_cast<int32_t>(c.seq == 130 ? 40 : c.seq - 3)};
     std::vector<int32_t> segments(static_cast<size_t>(2 * c.seq));
-    for (int64_t t = 0; t < 2 * c.seq; ++t) segments[t] = static_cast<int32_t>(t < c.seq ? t * 3 / c.seq : 7);
+    for (int64_t t = 0; t < 2 * c.seq; ++t)
+      segments[t] = static_cast<int32_t>(t < c.seq ? (c.seq == 130 ? (t < 64 ? 0 : t < 100 ? 1 : 2) : t * 3 / c.seq) : 7);
     s.seq_lens = lens.data();
     s.segments = segments.data();
-    const int64_t T = 2 * c.seq;
-    auto qkv = random_floats(T * s.row(), 23), g = decays(T * c.nv, 24), beta = betas(T * c.nv, 25);
+    const int64_t T = 2 * c.seq, nv = c.nv;
+    auto qkv = random_floats(T * s.row(), 23), g = decays(T * c.nv, 24), beta = betas(T * c.nv, 25),
+         d_o = random_floats(T * s.value_dim(), 26);
     std::vector<float> recurrent(T * s.value_dim()), chunked(T * s.value_dim());
     be->gated_delta_rule_forward(recurrent.data(), qkv.data(), g.data(), beta.data(), s);
     mt::cpu::gated_delta_rule_chunked_forward(chunked.data(), qkv.data(), g.data(), beta.data(), s, c.chunk);
     CHECK(rel_err(chunked, recurrent) < 1e-5);
+    std::vector<float> dqkv(T * s.row()), dg(T * nv), dbeta(T * nv), dqkv_c(T * s.row()), dg_c(T * nv),
+        dbeta_c(T * nv);
+    be->gated_delta_rule_backward(dqkv.data(), dg.data(), dbeta.data(), d_o.data(), qkv.data(), g.data(), beta.data(),
+                                  s);
+    mt::cpu::gated_delta_rule_chunked_backward(dqkv_c.data(), dg_c.data(), dbeta_c.data(), d_o.data(), qkv.data(),
+                                               g.data(), beta.data(), s, c.chunk);
+    CHECK(rel_err(dqkv_c, dqkv) < 1e-5);
+    CHECK(rel_err(dg_c, dg) < 1e-5);
+    CHECK(rel_err(dbeta_c, dbeta) < 1e-5);
   }
 }

@@ -1,9 +1,10 @@
 // The CUDA backend's Gated DeltaNet and gated-attention ops against the CPU backend, through the Backend interface:
 // the sigmoid output gate, the causal conv1d + SiLU (packed segments), the DeltaNet gates, the gated delta rule
-// (the recurrent CPU reference; lengths within, across and past several 64-token chunks, GQA head groups, one and
-// several column tiles, padding and packed segments) and the gated RMSNorm, forward and backward, fp32 and bf16 (bf16 inputs rounded first).
+// (the chunked kernel and, for head dims past 128, the recurrent one, against the recurrent CPU reference; lengths 1
+// to 4096, within, at and past chunk ends, GQA head groups, partial column tiles, padding and packed segments, some
+// starting a chunk) and the gated RMSNorm, forward and backward, fp32 and bf16 (bf16 inputs rounded first).
 // Tolerances ‖out − ref‖/‖ref‖: 1e-5 (fp32; 1e-4 for the delta rule's backward, whose sums run in another order
-// over hundreds of tokens) and 2e-2 (bf16 storage).
+// over hundreds of tokens) and 2e-2 (bf16 storage; the chunked kernel's tensor-core operands are bf16 too).
 #include <cmath>
 #include <string>
 
@@ -139,11 +140,21 @@ TEST_CASE("cuda backend gated delta rule matches the CPU recurrence (lengths, he
   struct Row {
     const char* name;
     int64_t batch, seq, nk, nv, dk, dv;
-    bool segments;
+    int64_t pad;      // the last sequence is this much shorter than seq
+    int64_t segment;  // packed examples of this many tokens (over the flattened batch); 0 = none
   };
-  for (const Row r : {Row{"one chunk, 1/1 heads x 32/48 (a partial column tile)", 1, 40, 1, 1, 32, 48, false},
-                      Row{"three chunks, GQA 2/4 x 64/32, padded", 2, 150, 2, 4, 64, 32, false},
-                      Row{"Qwen3.5 head dims 128, 1/3 heads, packed", 2, 200, 1, 3, 128, 128, true}}) {
+  // The chunked kernel (chunks of 64 for bf16, 32 for fp32) for head dims up to 128, the recurrent one beyond.
+  for (const Row& r : {Row{"length 1, 1/1 heads x 128/128", 1, 1, 1, 1, 128, 128, 0, 0},
+                      Row{"length 13, GQA 2/4 x 64/32, padded", 2, 13, 2, 4, 64, 32, 5, 0},
+                      Row{"length 64 (one bf16 chunk), 1/2 heads x 128/128", 1, 64, 1, 2, 128, 128, 0, 0},
+                      Row{"length 65, 1/1 x 32/48 (partial tiles), padded to 64, packed", 2, 65, 1, 1, 32, 48, 1, 30},
+                      Row{"length 150, GQA 2/4 x 64/32, padded", 2, 150, 2, 4, 64, 32, 17, 0},
+                      Row{"length 200, Qwen3.5 head dims 128, 1/3 heads, padded, packed", 2, 200, 1, 3, 128, 128, 17,
+                          70},
+                      Row{"length 1000, 1/3 x 128/128, three sequences, padded, packed", 3, 1000, 1, 3, 128, 128, 333,
+                          256},
+                      Row{"length 4096, 1/1 x 128/128", 1, 4096, 1, 1, 128, 128, 0, 0},
+                      Row{"head dims 256/192 (the recurrent kernel), padded, packed", 2, 90, 1, 2, 256, 192, 17, 40}}) {
     for (const DType dt : {DType::f32, DType::bf16}) {
       DYNAMIC_SECTION(r.name << " " << dtype_label_of(dt)) {
         auto be = mt::make_cuda_backend(dt);
@@ -151,15 +162,15 @@ TEST_CASE("cuda backend gated delta rule matches the CPU recurrence (lengths, he
                                 .k_head_dim = r.dk, .v_head_dim = r.dv};
         const int64_t T = r.batch * r.seq, R = host.row(), V = host.value_dim();
         std::vector<int32_t> lens(r.batch, static_cast<int32_t>(r.seq));
-        lens.back() = static_cast<int32_t>(r.seq - 17);
+        lens.back() = static_cast<int32_t>(r.seq - r.pad);
         std::vector<int32_t> segments(T);
-        for (int64_t t = 0; t < T; ++t) segments[t] = static_cast<int32_t>(t / 70);
+        for (int64_t t = 0; t < T; ++t) segments[t] = static_cast<int32_t>(r.segment ? t / r.segment : 0);
         host.seq_lens = lens.data();
-        host.segments = r.segments ? segments.data() : nullptr;
+        host.segments = r.segment ? segments.data() : nullptr;
         const DeviceInts d_lens(*be, lens), d_seg(*be, segments);
         mt::DeltaRuleShape dev = host;
         dev.seq_lens = d_lens.p;
-        dev.segments = r.segments ? d_seg.p : nullptr;
+        dev.segments = r.segment ? d_seg.p : nullptr;
         const auto qkv = rounded_to(dt, random_floats(T * R, 20)), d_o = rounded_to(dt, random_floats(T * V, 21));
         const auto g = decays(T * r.nv, 22), beta = betas(T * r.nv, 23);
         BackendBuffer d_qkv(*be, qkv, dt), d_do(*be, d_o, dt), d_g(*be, g, DType::f32), d_beta(*be, beta, DType::f32),

@@ -57,10 +57,12 @@ void deltanet_gates_backward(float* d_ba, float* d_a_log, float* d_dt_bias, cons
 void gated_delta_rule_forward(float* o, const float* qkv, const float* g, const float* beta, const DeltaRuleShape& s);
 void gated_delta_rule_backward(float* d_qkv, float* dg, float* dbeta, const float* d_o, const float* qkv,
                                const float* g, const float* beta, const DeltaRuleShape& s);
-// The chunked (WY) form of gated_delta_rule_forward, chunks of `chunk` tokens: the CUDA kernel's algorithm,
-// checked against the recurrent form by the tests.
+// The chunked (WY) form of gated_delta_rule_forward / _backward, chunks of `chunk` tokens: the CUDA kernels'
+// algorithm, checked against the recurrent form by the tests.
 void gated_delta_rule_chunked_forward(float* o, const float* qkv, const float* g, const float* beta,
                                       const DeltaRuleShape& s, int64_t chunk);
+void gated_delta_rule_chunked_backward(float* d_qkv, float* dg, float* dbeta, const float* d_o, const float* qkv,
+                                       const float* g, const float* beta, const DeltaRuleShape& s, int64_t chunk);
 
 void gated_rmsnorm_forward(float* y, const float* x, const float* z, const float* w, int64_t N, int64_t D, float eps);
 void gated_rmsnorm_backward(float* dx, float* dz, float* dw, const float* dy, const float* x, const float* z,

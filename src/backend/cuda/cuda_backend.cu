@@ -13,6 +13,7 @@
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/grouped_gemm.h"
 #include "backend/cuda/op_profile.h"
+#include "backend/gated_delta_rule_scratch.h"
 #include "kernels/kernels.h"
 
 namespace mt {
@@ -220,13 +221,23 @@ class CudaBackend final : public Backend {
   void gated_delta_rule_forward(void* o, const void* qkv, const float* g, const float* beta,
                                 const DeltaRuleShape& shape) override {
     const cuda::OpProfile::Span span(profile_, "gated_delta_rule_forward", stream_);
-    dispatch([&](auto* t) { cuda::gated_delta_rule_forward(cast(t, o), cast(t, qkv), g, beta, shape, stream_); });
+    dispatch([&](auto* t) {
+      if (chunked_delta_rule(shape))
+        cuda::gated_delta_rule_chunked_forward(cast(t, o), cast(t, qkv), g, beta, shape, stream_);
+      else
+        cuda::gated_delta_rule_forward(cast(t, o), cast(t, qkv), g, beta, shape, stream_);
+    });
   }
   void gated_delta_rule_backward(void* d_qkv, float* dg, float* dbeta, const void* d_o, const void* qkv,
                                  const float* g, const float* beta, const DeltaRuleShape& shape) override {
     const cuda::OpProfile::Span span(profile_, "gated_delta_rule_backward", stream_);
     dispatch([&](auto* t) {
-      cuda::gated_delta_rule_backward(cast(t, d_qkv), dg, dbeta, cast(t, d_o), cast(t, qkv), g, beta, shape, stream_);
+      if (chunked_delta_rule(shape))
+        cuda::gated_delta_rule_chunked_backward(cast(t, d_qkv), dg, dbeta, cast(t, d_o), cast(t, qkv), g, beta, shape,
+                                                stream_);
+      else
+        cuda::gated_delta_rule_backward(cast(t, d_qkv), dg, dbeta, cast(t, d_o), cast(t, qkv), g, beta, shape,
+                                        stream_);
     });
   }
   void gated_rmsnorm_forward(void* y, const void* x, const void* z, const void* w, int64_t N, int64_t D,
@@ -356,6 +367,9 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  bool chunked_delta_rule(const DeltaRuleShape& shape) const {
+    return delta_rule_kernel_ == cuda::DeltaRuleKernel::chunked && delta_rule_chunked_supports(shape);
+  }
   // Calls f with a typed null pointer naming the element type of dtype_.
   template <typename F>
   void dispatch(F&& f) {
@@ -394,6 +408,7 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<cuda::Gemm> gemm_;
   std::unique_ptr<cuda::GroupedGemm> grouped_;
+  const cuda::DeltaRuleKernel delta_rule_kernel_ = cuda::delta_rule_kernel_from_env();
   void* scalar_ = nullptr;
   float* logits_ = nullptr;
   void* dlogits_ = nullptr;

@@ -1,0 +1,872 @@
+// The gated delta rule on the GPU in chunked form (the WY representation of flash-linear-attention's chunk kernels;
+// the algorithm, stage by stage, of src/backend/cpu/gated_delta_rule_chunked.cpp, whose comment has the formulas).
+// Chunks of C = 64 tokens for bf16 (products on tensor cores, kernels/block_mm.cuh) and 32 for fp32 (FMA loops);
+// states and accumulation fp32. Forward: q̂, k̂ normalised once per k head; per (sequence, v head, chunk) T =
+// (I + A)⁻¹, U and W; per (sequence, v head, 32 state columns) the state recurrence over the chunks, keeping the
+// state entering each chunk and V'; per (sequence, v head, chunk, 64 columns) the output. Backward: the forward's
+// stages again, the state gradient recurrence in reverse (per 32 state columns, keeping the gradient of the state
+// leaving each chunk and dV'), per chunk the q̂, k̂ gradients through the output and the state and dW, per chunk the
+// WY backward (dv, dβ, dg, more of dk̂), and per token and k head the v heads' dq̂, dk̂ summed in head order through
+// the normalisations. Scratch: one allocation laid out by src/backend/gated_delta_rule_scratch.h.
+// Invariant: the CPU reference's semantics (state zero at every sequence and segment start, o = 0 and no gradient on
+// padding); no atomics, every sum in a fixed order (deterministic).
+#include <cstdlib>
+#include <string>
+
+#include "backend/gated_delta_rule_scratch.h"
+#include "kernels/block_mm.cuh"
+#include "kernels/device_util.cuh"
+#include "kernels/kernels.h"
+#include "kernels/launch_check.h"
+
+namespace mt::cuda {
+namespace {
+
+constexpr int threads = 256;      // 8 warps; at least one thread per chunk row
+constexpr int state_cols = 32;    // state columns per block of the (reverse) recurrence
+constexpr int out_cols = 64;      // output columns per block
+template <typename T> inline constexpr int chunk_of = static_cast<int>(delta_rule_chunk(sizeof(T)));
+static_assert(chunk_of<float> <= threads && chunk_of<__nv_bfloat16> <= threads);
+
+int padded16(int64_t d) { return static_cast<int>((d + 15) / 16 * 16); }
+
+struct Geo {
+  int64_t seq, nk, nv, dk, dv, row, chunks;  // row: elements per token of qkv; chunks per sequence
+  int dkp, dvp;                              // head dims padded to 16
+  const int32_t* seq_lens;
+  const int32_t* segments;
+  __device__ int64_t length(int64_t b) const { return seq_lens ? seq_lens[b] : seq; }
+  __device__ bool segment_start(int64_t b, int64_t t) const {
+    return t == 0 || (segments && segments[b * seq + t] != segments[b * seq + t - 1]);
+  }
+  __device__ int64_t k_head(int64_t h) const { return h / (nv / nk); }
+};
+
+// Scratch arrays (see gated_delta_rule_scratch.h); per (sequence, v head, chunk) index bhc = (b·nv + h)·chunks + c.
+template <typename T>
+struct Bufs {
+  T *qn, *kn;
+  float* tm;
+  T *u, *vn, *w;
+  float* h;
+  float* dh;
+  T *dvn, *dw;
+  float *dq_part, *dk_part, *dgam_part;
+};
+
+// One chunk's gates and masks, as the CPU's ChunkGates; padding rows are their own segment with zero gates.
+template <int C>
+struct Gates {
+  float beta[C], gam[C], Gam[C], e[C];
+  int seg[C];
+  int n, carries;
+  float Gam_last;
+  // exp(γ_r − γ_s) in one segment, else 0; only called for s ≤ r (γ falls, so the exponent is ≤ 0).
+  __device__ float D(int r, int s) const { return seg[r] == seg[s] ? expf(gam[r] - gam[s]) : 0.f; }
+};
+
+// Fills q for chunk c of sequence b, v head h: the gates and segment starts loaded one row per thread, the
+// running sums by one thread, the exponentials one row per thread. Starts and ends with a barrier.
+template <int C>
+__device__ void chunk_gates(Gates<C>& q, const Geo& G, const float* g, const float* beta, int64_t b, int64_t h,
+                            int64_t c) {
+  __syncthreads();
+  const int64_t t0 = c * C, L = G.length(b);
+  const int n = static_cast<int>(L - t0 < 0 ? 0 : (L - t0 < C ? L - t0 : C));
+  if (threadIdx.x < C) {
+    const int r = threadIdx.x;
+    const int64_t row = b * G.seq + t0 + r;
+    q.gam[r] = r < n ? g[row * G.nv + h] : 0.f;  // g until the running sum below
+    q.beta[r] = r < n ? beta[row * G.nv + h] : 0.f;
+    q.seg[r] = r > 0 && r < n && G.segment_start(b, t0 + r) ? 1 : 0;  // restarts until the running sum below
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int seg = 0;
+    float gam = 0.f;
+    for (int r = 0; r < n; ++r) {
+      const bool restart = q.seg[r] != 0;
+      seg += restart ? 1 : 0;
+      gam = (r == 0 || restart ? 0.f : gam) + q.gam[r];
+      q.seg[r] = seg;
+      q.gam[r] = gam;
+    }
+    for (int r = n; r < C; ++r) q.seg[r] = C;
+    q.n = n;
+    q.carries = n > 0 && !G.segment_start(b, t0);
+    q.Gam_last = n > 0 && q.carries && q.seg[n - 1] == 0 ? expf(q.gam[n - 1]) : 0.f;
+  }
+  __syncthreads();
+  if (threadIdx.x < C) {
+    const int r = threadIdx.x;
+    q.Gam[r] = r < n && q.carries && q.seg[r] == 0 ? expf(q.gam[r]) : 0.f;
+    q.e[r] = r < n && q.seg[r] == q.seg[n - 1] ? expf(q.gam[n - 1] - q.gam[r]) : 0.f;
+  }
+  __syncthreads();
+}
+
+// dst[r, j] (row stride ld) ← scale_r·src[r·src_ld + j] as T for r < rows_valid and j < cols_valid, 0 elsewhere in
+// [rows, cols). No barrier.
+template <typename T, typename S>
+__device__ void load_tile(T* dst, int ld, const S* src, int64_t src_ld, int rows, int cols, int rows_valid,
+                          int64_t cols_valid, const float* row_scale = nullptr, float sign = 1.f) {
+  for (int e = threadIdx.x; e < rows * cols; e += blockDim.x) {
+    const int r = e / cols, j = e % cols;
+    float v = 0.f;
+    if (r < rows_valid && j < cols_valid) v = sign * to_f32(src[r * src_ld + j]) * (row_scale ? row_scale[r] : 1.f);
+    dst[r * ld + j] = from_f32<T>(v);
+  }
+}
+
+// dst[r·dst_ld + j] ← sign·src[r, j] as T for r < rows, j < cols. No barrier.
+template <typename T>
+__device__ void store_tile(T* dst, int64_t dst_ld, const float* src, int ld, int rows, int64_t cols,
+                           float sign = 1.f) {
+  for (int e = threadIdx.x; e < rows * cols; e += blockDim.x) {
+    const int r = static_cast<int>(e / cols), j = static_cast<int>(e % cols);
+    dst[r * dst_ld + j] = from_f32<T>(sign * src[r * ld + j]);
+  }
+}
+
+// x[r, j] ← T(a_r·x[r, j]) over [rows, cols). No barrier.
+template <typename T>
+__device__ void scale_rows(T* x, int ld, int rows, int cols, const float* a) {
+  for (int e = threadIdx.x; e < rows * cols; e += blockDim.x) {
+    const int r = e / cols, j = e % cols;
+    x[r * ld + j] = from_f32<T>(a[r] * to_f32(x[r * ld + j]));
+  }
+}
+
+// The sum of v over the block in a fixed order (warps' sums in warp order), on every thread; red: threads/32 floats.
+__device__ float block_total(float v, float* red) {
+  v = warp_sum(v);
+  __syncthreads();
+  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
+  __syncthreads();
+  float s = 0.f;
+  for (int w = 0; w < static_cast<int>(blockDim.x / 32); ++w) s += red[w];
+  return s;
+}
+
+// Shared-memory carving: 128-byte aligned pieces.
+struct Carve {
+  int bytes = 0;
+  int take(int64_t n) {
+    const int at = bytes;
+    bytes += static_cast<int>((n + 127) / 128 * 128);
+    return at;
+  }
+};
+
+template <typename E>
+__device__ E* at(unsigned char* smem, int offset) {
+  return reinterpret_cast<E*>(smem + offset);
+}
+
+// ---- Forward stages ----
+
+// q̂ = q·rsqrt(Σq² + 1e-6)/sqrt(dk), k̂ = k·rsqrt(Σk² + 1e-6) per (token, k head), one warp each.
+template <typename T>
+__global__ void normalize_kernel(T* qn, T* kn, const T* qkv, Geo G, int64_t items) {
+  const int64_t item = static_cast<int64_t>(blockIdx.x) * (threads / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (item >= items) return;
+  const int64_t row = item / G.nk, kh = item % G.nk;
+  const T* q = qkv + row * G.row + kh * G.dk;
+  const T* k = q + G.nk * G.dk;
+  float sq = 0.f, sk = 0.f;
+  for (int64_t i = lane; i < G.dk; i += 32) {
+    sq += to_f32(q[i]) * to_f32(q[i]);
+    sk += to_f32(k[i]) * to_f32(k[i]);
+  }
+  sq = warp_sum(sq);
+  sk = warp_sum(sk);
+  const float rq = rsqrtf(sq + 1e-6f) * rsqrtf(static_cast<float>(G.dk)), rk = rsqrtf(sk + 1e-6f);
+  for (int64_t i = lane; i < G.dk; i += 32) {
+    qn[item * G.dk + i] = from_f32<T>(to_f32(q[i]) * rq);
+    kn[item * G.dk + i] = from_f32<T>(to_f32(k[i]) * rk);
+  }
+}
+
+template <typename T>
+struct PrepSmem {
+  int gates, k, v, a, tf, tt, cf, xs, bytes;  // cf reuses a and tf once T is taken
+  PrepSmem(const Geo& G) {
+    constexpr int C = chunk_of<T>;
+    const int64_t a_floats = int64_t{C} * (C + 8), cf_floats = int64_t{C} * ((G.dkp > G.dvp ? G.dkp : G.dvp) + 8);
+    Carve c;
+    gates = c.take(sizeof(Gates<C>));
+    k = c.take(int64_t{C} * (G.dkp + 8) * sizeof(T));
+    v = c.take(int64_t{C} * (G.dvp + 8) * sizeof(T));
+    tt = c.take(int64_t{C} * (C + 8) * sizeof(T));
+    a = cf = c.take((2 * a_floats > cf_floats ? 2 * a_floats : cf_floats) * 4);
+    tf = a + static_cast<int>(a_floats * 4);
+    xs = c.take(int64_t{16} * (C + 8) * 4);
+    bytes = c.bytes;
+  }
+};
+
+// Per (sequence, v head, chunk): T = (I + A)⁻¹ (fp32, by 16-row blocks), U = T·(β ⊙ V), W = T·(βΓ ⊙ K̂).
+template <typename T>
+__global__ void prep_kernel(Bufs<T> s, const T* qkv, const float* g, const float* beta, Geo G, PrepSmem<T> L) {
+  constexpr int C = chunk_of<T>;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int64_t bhc = blockIdx.x, c = bhc % G.chunks, h = bhc / G.chunks % G.nv, b = bhc / G.chunks / G.nv;
+  Gates<C>& q = *at<Gates<C>>(smem, L.gates);
+  chunk_gates(q, G, g, beta, b, h, c);
+  if (q.n == 0) return;
+  T *K = at<T>(smem, L.k), *V = at<T>(smem, L.v), *Tt = at<T>(smem, L.tt);
+  float *A = at<float>(smem, L.a), *Tf = at<float>(smem, L.tf), *Cf = at<float>(smem, L.cf);
+  const int ldk = G.dkp + 8, ldv = G.dvp + 8, ldc = C + 8, ldf = (G.dkp > G.dvp ? G.dkp : G.dvp) + 8;
+  const int64_t row0 = b * G.seq + c * C;
+  load_tile(K, ldk, s.kn + (row0 * G.nk + G.k_head(h)) * G.dk, G.nk * G.dk, C, G.dkp, q.n, G.dk);
+  load_tile(V, ldv, qkv + row0 * G.row + 2 * G.nk * G.dk + h * G.dv, G.row, C, G.dvp, q.n, G.dv);
+  __syncthreads();
+  block_mm<false, true>(A, ldc, K, ldk, K, ldk, C, C, G.dkp, false);
+  for (int e = threadIdx.x; e < C * C; e += blockDim.x) {
+    const int r = e / C, t = e % C;
+    A[r * ldc + t] = t < r ? q.beta[r] * A[r * ldc + t] * q.D(r, t) : 0.f;
+    Tf[r * ldc + t] = 0.f;
+  }
+  __syncthreads();
+  // T by 16-row blocks: the diagonal blocks (I + A_ii)⁻¹ by forward substitution, all at once; then block row i,
+  // T_ij = −T_ii·X_ij with X_ij = Σ_{j ≤ k < i} A_ik·T_kj (X in Xs [16, 16·i]).
+  float* Xs = at<float>(smem, L.xs);
+  for (int r = 0; r < 16; ++r) {
+    for (int e = threadIdx.x; e < C; e += blockDim.x) {
+      const int d = e / 16 * 16, t = e % 16;
+      if (t > r) continue;
+      float acc = 0.f;
+      for (int m = t; m < r; ++m) acc += A[(d + r) * ldc + d + m] * Tf[(d + m) * ldc + d + t];
+      Tf[(d + r) * ldc + d + t] = t == r ? 1.f : -acc;
+    }
+    __syncthreads();
+  }
+  for (int i = 16; i < C; i += 16) {
+    for (int e = threadIdx.x; e < 16 * i; e += blockDim.x) {
+      const int a = e / i, col = e % i;
+      float acc = 0.f;
+      for (int m = col / 16 * 16; m < i; ++m) acc += A[(i + a) * ldc + m] * Tf[m * ldc + col];
+      Xs[a * ldc + col] = acc;
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < 16 * i; e += blockDim.x) {
+      const int a = e / i, col = e % i;
+      float acc = 0.f;
+      for (int m = 0; m < 16; ++m) acc += Tf[(i + a) * ldc + i + m] * Xs[m * ldc + col];
+      Tf[(i + a) * ldc + col] = -acc;
+    }
+    __syncthreads();
+  }
+  float* tm = s.tm + bhc * C * C;
+  for (int e = threadIdx.x; e < C * C; e += blockDim.x) {
+    const int r = e / C, t = e % C;
+    tm[e] = Tf[r * ldc + t];
+    Tt[r * ldc + t] = from_f32<T>(Tf[r * ldc + t]);
+  }
+  for (int e = threadIdx.x; e < C * G.dkp; e += blockDim.x) {
+    const int r = e / G.dkp, i = e % G.dkp;
+    K[r * ldk + i] = from_f32<T>(q.beta[r] * q.Gam[r] * to_f32(K[r * ldk + i]));
+  }
+  for (int e = threadIdx.x; e < C * G.dvp; e += blockDim.x) {
+    const int r = e / G.dvp, j = e % G.dvp;
+    V[r * ldv + j] = from_f32<T>(q.beta[r] * to_f32(V[r * ldv + j]));
+  }
+  __syncthreads();
+  block_mm<false, false>(Cf, ldf, Tt, ldc, V, ldv, C, G.dvp, C, false);
+  store_tile(s.u + bhc * C * G.dv, G.dv, Cf, ldf, C, G.dv);
+  __syncthreads();
+  block_mm<false, false>(Cf, ldf, Tt, ldc, K, ldk, C, G.dkp, C, false);
+  store_tile(s.w + bhc * C * G.dk, G.dk, Cf, ldf, C, G.dk);
+}
+
+template <typename T>
+struct StateSmem {
+  int gates, hf, ht, w, kd, cf, vt, bytes;
+  StateSmem(const Geo& G) {
+    constexpr int C = chunk_of<T>, ldt = state_cols + 8;
+    Carve c;
+    gates = c.take(sizeof(Gates<C>));
+    hf = c.take(int64_t{G.dkp} * ldt * 4);
+    ht = c.take(int64_t{G.dkp} * ldt * sizeof(T));
+    w = c.take(int64_t{C} * (G.dkp + 8) * sizeof(T));
+    kd = c.take(int64_t{C} * (G.dkp + 8) * sizeof(T));
+    cf = c.take(int64_t{C} * ldt * 4);
+    vt = c.take(int64_t{C} * ldt * sizeof(T));
+    bytes = c.bytes;
+  }
+};
+
+// Per (sequence, v head, 32 state columns), chunk by chunk: keep the state S entering the chunk, V' = U − W·S, then
+// S ← Γ_last·S + (e ⊙ K̂)ᵀ·V' (zero first where a segment starts with the chunk).
+template <typename T>
+__global__ void state_kernel(Bufs<T> s, const float* g, const float* beta, Geo G, StateSmem<T> L) {
+  constexpr int C = chunk_of<T>, BV = state_cols, ldt = BV + 8;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int64_t tiles = (G.dvp + BV - 1) / BV, tile = blockIdx.x % tiles, h = blockIdx.x / tiles % G.nv,
+                b = blockIdx.x / tiles / G.nv, j0 = tile * BV, nc = G.dv - j0 < BV ? G.dv - j0 : BV;
+  Gates<C>& q = *at<Gates<C>>(smem, L.gates);
+  float *Hf = at<float>(smem, L.hf), *Cf = at<float>(smem, L.cf);
+  T *Ht = at<T>(smem, L.ht), *Wt = at<T>(smem, L.w), *Kd = at<T>(smem, L.kd), *Vt = at<T>(smem, L.vt);
+  const int ldk = G.dkp + 8;
+  for (int e = threadIdx.x; e < G.dkp * ldt; e += blockDim.x) Hf[e] = 0.f;
+  const int64_t L_b = G.length(b), chunks = (L_b + C - 1) / C;
+  for (int64_t c = 0; c < chunks; ++c) {
+    chunk_gates(q, G, g, beta, b, h, c);
+    const int64_t bhc = (b * G.nv + h) * G.chunks + c, row0 = b * G.seq + c * C;
+    if (!q.carries)
+      for (int e = threadIdx.x; e < G.dkp * ldt; e += blockDim.x) Hf[e] = 0.f;
+    __syncthreads();
+    store_tile(s.h + bhc * G.dk * G.dv + j0, G.dv, Hf, ldt, static_cast<int>(G.dk), nc);
+    load_tile(Ht, ldt, Hf, ldt, G.dkp, BV, G.dkp, BV);
+    load_tile(Wt, ldk, s.w + bhc * C * G.dk, G.dk, C, G.dkp, C, G.dk);
+    load_tile(Kd, ldk, s.kn + (row0 * G.nk + G.k_head(h)) * G.dk, G.nk * G.dk, C, G.dkp, q.n, G.dk, q.e);
+    __syncthreads();
+    block_mm<false, false>(Cf, ldt, Wt, ldk, Ht, ldt, C, BV, G.dkp, false);
+    const T* u = s.u + bhc * C * G.dv + j0;
+    T* vn = s.vn + bhc * C * G.dv + j0;
+    for (int e = threadIdx.x; e < C * BV; e += blockDim.x) {
+      const int r = e / BV, j = e % BV;
+      const float v = j < nc ? to_f32(u[r * G.dv + j]) - Cf[r * ldt + j] : 0.f;
+      Vt[r * ldt + j] = from_f32<T>(v);
+      if (j < nc) vn[r * G.dv + j] = from_f32<T>(v);
+    }
+    for (int e = threadIdx.x; e < G.dkp * BV; e += blockDim.x) Hf[e / BV * ldt + e % BV] *= q.Gam_last;
+    __syncthreads();
+    block_mm<true, false>(Hf, ldt, Kd, ldk, Vt, ldt, G.dkp, BV, C, true);
+  }
+}
+
+template <typename T>
+struct OutputSmem {
+  int gates, q, kv, pf, pt, ht, cf, bytes;
+  OutputSmem(const Geo& G) {
+    constexpr int C = chunk_of<T>, ldo = out_cols + 8;
+    const int ldk = G.dkp + 8;
+    Carve c;
+    gates = c.take(sizeof(Gates<C>));
+    q = c.take(int64_t{C} * ldk * sizeof(T));
+    kv = c.take(int64_t{C} * (ldk > ldo ? ldk : ldo) * sizeof(T));
+    pf = c.take(int64_t{C} * (C + 8) * 4);
+    pt = c.take(int64_t{C} * (C + 8) * sizeof(T));
+    ht = c.take(int64_t{G.dkp} * ldo * sizeof(T));
+    cf = c.take(int64_t{C} * ldo * 4);
+    bytes = c.bytes;
+  }
+};
+
+// Per (sequence, v head, chunk, 64 columns): O = (Γ ⊙ Q̂)·S + (Q̂K̂ᵀ ⊙ D, s ≤ r)·V'; zero on padding.
+template <typename T>
+__global__ void output_kernel(T* o, Bufs<T> s, const float* g, const float* beta, Geo G, OutputSmem<T> L) {
+  constexpr int C = chunk_of<T>, BO = out_cols, ldo = BO + 8;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int64_t tiles = (G.dvp + BO - 1) / BO, tile = blockIdx.x % tiles, bhc = blockIdx.x / tiles,
+                c = bhc % G.chunks, h = bhc / G.chunks % G.nv, b = bhc / G.chunks / G.nv, j0 = tile * BO,
+                nc = G.dv - j0 < BO ? G.dv - j0 : BO, row0 = b * G.seq + c * C;
+  const int rows = static_cast<int>(G.seq - c * C < C ? G.seq - c * C : C);
+  Gates<C>& q = *at<Gates<C>>(smem, L.gates);
+  chunk_gates(q, G, g, beta, b, h, c);
+  T* out = o + row0 * G.nv * G.dv + h * G.dv + j0;
+  if (q.n == 0) {
+    for (int e = threadIdx.x; e < rows * nc; e += blockDim.x) out[e / nc * G.nv * G.dv + e % nc] = from_f32<T>(0.f);
+    return;
+  }
+  T *Q = at<T>(smem, L.q), *KV = at<T>(smem, L.kv), *Pt = at<T>(smem, L.pt), *Ht = at<T>(smem, L.ht);
+  float *Pf = at<float>(smem, L.pf), *Cf = at<float>(smem, L.cf);
+  const int ldk = G.dkp + 8, ldc = C + 8;
+  const int64_t qk_row = (row0 * G.nk + G.k_head(h)) * G.dk;
+  load_tile(Q, ldk, s.qn + qk_row, G.nk * G.dk, C, G.dkp, q.n, G.dk);
+  load_tile(KV, ldk, s.kn + qk_row, G.nk * G.dk, C, G.dkp, q.n, G.dk);
+  __syncthreads();
+  block_mm<false, true>(Pf, ldc, Q, ldk, KV, ldk, C, C, G.dkp, false);
+  for (int e = threadIdx.x; e < C * C; e += blockDim.x) {
+    const int r = e / C, t = e % C;
+    Pt[r * ldc + t] = from_f32<T>(t <= r ? Pf[r * ldc + t] * q.D(r, t) : 0.f);
+  }
+  scale_rows(Q, ldk, C, G.dkp, q.Gam);
+  load_tile(Ht, ldo, s.h + bhc * G.dk * G.dv + j0, G.dv, G.dkp, BO, static_cast<int>(G.dk), nc);
+  load_tile(KV, ldo, s.vn + bhc * C * G.dv + j0, G.dv, C, BO, C, nc);
+  __syncthreads();
+  block_mm<false, false>(Cf, ldo, Q, ldk, Ht, ldo, C, BO, G.dkp, false);
+  block_mm<false, false>(Cf, ldo, Pt, ldc, KV, ldo, C, BO, C, true);
+  for (int e = threadIdx.x; e < rows * nc; e += blockDim.x) {
+    const int r = static_cast<int>(e / nc), j = static_cast<int>(e % nc);
+    out[r * G.nv * G.dv + j] = from_f32<T>(r < q.n ? Cf[r * ldo + j] : 0.f);
+  }
+}
+
+// ---- Backward stages ----
+
+template <typename T>
+struct StateGradSmem {
+  int gates, q, k, wn, pf, pt, dot, dhf, dht, cf, dvt, bytes;
+  StateGradSmem(const Geo& G) {
+    constexpr int C = chunk_of<T>, ldt = state_cols + 8;
+    const int ldk = G.dkp + 8;
+    Carve c;
+    gates = c.take(sizeof(Gates<C>));
+    q = c.take(int64_t{C} * ldk * sizeof(T));
+    k = c.take(int64_t{C} * ldk * sizeof(T));
+    wn = c.take(int64_t{C} * ldk * sizeof(T));
+    pf = c.take(int64_t{C} * (C + 8) * 4);
+    pt = c.take(int64_t{C} * (C + 8) * sizeof(T));
+    dot = c.take(int64_t{C} * ldt * sizeof(T));
+    dhf = c.take(int64_t{G.dkp} * ldt * 4);
+    dht = c.take(int64_t{G.dkp} * ldt * sizeof(T));
+    cf = c.take(int64_t{C} * ldt * 4);
+    dvt = c.take(int64_t{C} * ldt * sizeof(T));
+    bytes = c.bytes;
+  }
+};
+
+// Per (sequence, v head, 32 state columns), last chunk first, dS the gradient of the state leaving the chunk: keep
+// it, dV' = (Q̂K̂ᵀ ⊙ D)ᵀ·dO + (e ⊙ K̂)·dS, then dS ← Γ_last·dS + (Γ ⊙ Q̂)ᵀ·dO − Wᵀ·dV' (zero where a segment starts
+// with the chunk).
+template <typename T>
+__global__ void state_grad_kernel(Bufs<T> s, const T* d_o, const float* g, const float* beta, Geo G,
+                                  StateGradSmem<T> L) {
+  constexpr int C = chunk_of<T>, BV = state_cols, ldt = BV + 8;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int64_t tiles = (G.dvp + BV - 1) / BV, tile = blockIdx.x % tiles, h = blockIdx.x / tiles % G.nv,
+                b = blockIdx.x / tiles / G.nv, j0 = tile * BV, nc = G.dv - j0 < BV ? G.dv - j0 : BV;
+  Gates<C>& q = *at<Gates<C>>(smem, L.gates);
+  T *Q = at<T>(smem, L.q), *K = at<T>(smem, L.k), *Wn = at<T>(smem, L.wn), *Pt = at<T>(smem, L.pt),
+    *dOt = at<T>(smem, L.dot), *DHt = at<T>(smem, L.dht), *dVt = at<T>(smem, L.dvt);
+  float *Pf = at<float>(smem, L.pf), *DHf = at<float>(smem, L.dhf), *Cf = at<float>(smem, L.cf);
+  const int ldk = G.dkp + 8, ldc = C + 8;
+  for (int e = threadIdx.x; e < G.dkp * ldt; e += blockDim.x) DHf[e] = 0.f;
+  const int64_t L_b = G.length(b), chunks = (L_b + C - 1) / C;
+  for (int64_t c = chunks - 1; c >= 0; --c) {
+    chunk_gates(q, G, g, beta, b, h, c);
+    const int64_t bhc = (b * G.nv + h) * G.chunks + c, row0 = b * G.seq + c * C;
+    const int64_t qk_row = (row0 * G.nk + G.k_head(h)) * G.dk;
+    store_tile(s.dh + bhc * G.dk * G.dv + j0, G.dv, DHf, ldt, static_cast<int>(G.dk), nc);
+    load_tile(DHt, ldt, DHf, ldt, G.dkp, BV, G.dkp, BV);
+    load_tile(Q, ldk, s.qn + qk_row, G.nk * G.dk, C, G.dkp, q.n, G.dk);
+    load_tile(K, ldk, s.kn + qk_row, G.nk * G.dk, C, G.dkp, q.n, G.dk);
+    load_tile(dOt, ldt, d_o + row0 * G.nv * G.dv + h * G.dv + j0, G.nv * G.dv, C, BV, q.n, nc);
+    load_tile(Wn, ldk, s.w + bhc * C * G.dk, G.dk, C, G.dkp, C, G.dk, nullptr, -1.f);
+    __syncthreads();
+    block_mm<false, true>(Pf, ldc, Q, ldk, K, ldk, C, C, G.dkp, false);
+    for (int e = threadIdx.x; e < C * C; e += blockDim.x) {
+      const int r = e / C, t = e % C;
+      Pt[r * ldc + t] = from_f32<T>(t <= r ? Pf[r * ldc + t] * q.D(r, t) : 0.f);
+    }
+    scale_rows(Q, ldk, C, G.dkp, q.Gam);
+    scale_rows(K, ldk, C, G.dkp, q.e);
+    __syncthreads();
+    block_mm<true, false>(Cf, ldt, Pt, ldc, dOt, ldt, C, BV, C, false);
+    block_mm<false, false>(Cf, ldt, K, ldk, DHt, ldt, C, BV, G.dkp, true);
+    T* dvn = s.dvn + bhc * C * G.dv + j0;
+    for (int e = threadIdx.x; e < C * BV; e += blockDim.x) {
+      const int r = e / BV, j = e % BV;
+      dVt[r * ldt + j] = from_f32<T>(Cf[r * ldt + j]);
+      if (j < nc) dvn[r * G.dv + j] = from_f32<T>(Cf[r * ldt + j]);
+    }
+    for (int e = threadIdx.x; e < G.dkp * BV; e += blockDim.x) DHf[e / BV * ldt + e % BV] *= q.Gam_last;
+    __syncthreads();
+    block_mm<true, false>(DHf, ldt, Q, ldk, dOt, ldt, G.dkp, BV, C, true);
+    block_mm<true, false>(DHf, ldt, Wn, ldk, dVt, ldt, G.dkp, BV, C, true);
+    if (!q.carries)
+      for (int e = threadIdx.x; e < G.dkp * ldt; e += blockDim.x) DHf[e] = 0.f;
+  }
+}
+
+template <typename T>
+struct QkGradSmem {
+  int gates, q, k, dov, vn, ht, cf, s1, s2, pt, dgam, red, bytes;
+  QkGradSmem(const Geo& G) {
+    constexpr int C = chunk_of<T>;
+    const int ldk = G.dkp + 8, ldv = G.dvp + 8;
+    Carve c;
+    gates = c.take(sizeof(Gates<C>));
+    q = c.take(int64_t{C} * ldk * sizeof(T));
+    k = c.take(int64_t{C} * ldk * sizeof(T));
+    dov = c.take(int64_t{C} * ldv * sizeof(T));
+    vn = c.take(int64_t{C} * ldv * sizeof(T));
+    ht = c.take(int64_t{G.dkp} * ldv * sizeof(T));
+    cf = c.take(int64_t{C} * ldk * 4);
+    s1 = c.take(int64_t{C} * (C + 8) * 4);
+    s2 = c.take(int64_t{C} * (C + 8) * 4);
+    pt = c.take(int64_t{C} * (C + 8) * sizeof(T));
+    dgam = c.take(2 * C * 4);
+    red = c.take(threads / 32 * 4);
+    bytes = c.bytes;
+  }
+};
+
+// Per (sequence, v head, chunk): dq̂ = (Γ ⊙ dO)·Sᵀ + (dP ⊙ D)·K̂ with dP = dO·V'ᵀ (s ≤ r), dW = −dV'·Sᵀ,
+// dk̂ = e ⊙ (V'·dSᵀ) + (dP ⊙ D)ᵀ·Q̂ (dS: the gradient of the state leaving the chunk), and their parts of γ's
+// gradient.
+template <typename T>
+__global__ void qk_grad_kernel(Bufs<T> s, const T* d_o, const float* g, const float* beta, Geo G, QkGradSmem<T> L) {
+  constexpr int C = chunk_of<T>;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int64_t bhc = blockIdx.x, c = bhc % G.chunks, h = bhc / G.chunks % G.nv, b = bhc / G.chunks / G.nv;
+  Gates<C>& q = *at<Gates<C>>(smem, L.gates);
+  chunk_gates(q, G, g, beta, b, h, c);
+  if (q.n == 0) return;
+  T *Q = at<T>(smem, L.q), *K = at<T>(smem, L.k), *dOV = at<T>(smem, L.dov), *Vn = at<T>(smem, L.vn),
+    *Ht = at<T>(smem, L.ht), *Pt = at<T>(smem, L.pt);
+  float *Cf = at<float>(smem, L.cf), *S1 = at<float>(smem, L.s1), *S2 = at<float>(smem, L.s2),
+        *dgam = at<float>(smem, L.dgam), *ys = dgam + C, *red = at<float>(smem, L.red);
+  const int ldk = G.dkp + 8, ldv = G.dvp + 8, ldc = C + 8, warp = threadIdx.x / 32, lane = threadIdx.x % 32,
+            warps = threads / 32;
+  const int64_t row0 = b * G.seq + c * C, qk_row = (row0 * G.nk + G.k_head(h)) * G.dk;
+  load_tile(Q, ldk, s.qn + qk_row, G.nk * G.dk, C, G.dkp, q.n, G.dk);
+  load_tile(K, ldk, s.kn + qk_row, G.nk * G.dk, C, G.dkp, q.n, G.dk);
+  load_tile(dOV, ldv, d_o + row0 * G.nv * G.dv + h * G.dv, G.nv * G.dv, C, G.dvp, q.n, G.dv);
+  load_tile(Vn, ldv, s.vn + bhc * C * G.dv, G.dv, C, G.dvp, C, G.dv);
+  __syncthreads();
+  block_mm<false, true>(S1, ldc, dOV, ldv, Vn, ldv, C, C, G.dvp, false);
+  block_mm<false, true>(S2, ldc, Q, ldk, K, ldk, C, C, G.dkp, false);
+  for (int e = threadIdx.x; e < C * C; e += blockDim.x) {
+    const int r = e / C, t = e % C;
+    const float d = t <= r ? q.D(r, t) : 0.f;
+    Pt[r * ldc + t] = from_f32<T>(S1[r * ldc + t] * d);
+    S2[r * ldc + t] = S1[r * ldc + t] * S2[r * ldc + t] * d;
+  }
+  __syncthreads();
+  if (threadIdx.x < C) {
+    const int r = threadIdx.x;
+    float acc = 0.f;
+    for (int t = 0; t < C; ++t) acc += S2[r * ldc + t] - S2[t * ldc + r];
+    dgam[r] = acc;
+  }
+  scale_rows(dOV, ldv, C, G.dvp, q.Gam);
+  load_tile(Ht, ldv, s.h + bhc * G.dk * G.dv, G.dv, G.dkp, G.dvp, static_cast<int>(G.dk), G.dv);
+  __syncthreads();
+  block_mm<false, true>(Cf, ldk, dOV, ldv, Ht, ldv, C, G.dkp, G.dvp, false);
+  for (int r = warp; r < C; r += warps) {
+    float acc = 0.f;
+    for (int i = lane; i < G.dkp; i += 32) acc += to_f32(Q[r * ldk + i]) * Cf[r * ldk + i];
+    acc = warp_sum(acc);
+    if (lane == 0) dgam[r] += acc;
+  }
+  __syncthreads();
+  block_mm<false, false>(Cf, ldk, Pt, ldc, K, ldk, C, G.dkp, C, true);
+  for (int e = threadIdx.x; e < q.n * G.dk; e += blockDim.x) {
+    const int r = static_cast<int>(e / G.dk), i = static_cast<int>(e % G.dk);
+    s.dq_part[((row0 + r) * G.nv + h) * G.dk + i] = Cf[r * ldk + i];
+  }
+  load_tile(dOV, ldv, s.dvn + bhc * C * G.dv, G.dv, C, G.dvp, C, G.dv);
+  __syncthreads();
+  block_mm<false, true>(Cf, ldk, dOV, ldv, Ht, ldv, C, G.dkp, G.dvp, false);
+  store_tile(s.dw + bhc * C * G.dk, G.dk, Cf, ldk, C, G.dk, -1.f);
+  __syncthreads();
+  const float* hc = s.h + bhc * G.dk * G.dv;
+  const float* dhc = s.dh + bhc * G.dk * G.dv;
+  float hs = 0.f;
+  for (int64_t e = threadIdx.x; e < G.dk * G.dv; e += blockDim.x) hs += dhc[e] * hc[e];
+  hs = block_total(hs, red);
+  load_tile(Ht, ldv, dhc, G.dv, G.dkp, G.dvp, static_cast<int>(G.dk), G.dv);
+  __syncthreads();
+  block_mm<false, true>(Cf, ldk, Vn, ldv, Ht, ldv, C, G.dkp, G.dvp, false);
+  for (int r = warp; r < C; r += warps) {
+    float y = 0.f;
+    for (int i = lane; i < G.dkp; i += 32) {
+      y += to_f32(K[r * ldk + i]) * Cf[r * ldk + i];
+      Cf[r * ldk + i] *= q.e[r];
+    }
+    y = q.e[r] * warp_sum(y);
+    if (lane == 0) {
+      dgam[r] -= y;
+      ys[r] = y;
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float y_sum = 0.f;
+    for (int r = 0; r < C; ++r) y_sum += ys[r];
+    dgam[q.n - 1] += y_sum + q.Gam_last * hs;
+  }
+  block_mm<true, false>(Cf, ldk, Pt, ldc, Q, ldk, C, G.dkp, C, true);
+  for (int e = threadIdx.x; e < q.n * G.dk; e += blockDim.x) {
+    const int r = static_cast<int>(e / G.dk), i = static_cast<int>(e % G.dk);
+    s.dk_part[((row0 + r) * G.nv + h) * G.dk + i] = Cf[r * ldk + i];
+  }
+  for (int r = threadIdx.x; r < q.n; r += blockDim.x) s.dgam_part[(row0 + r) * G.nv + h] = dgam[r];
+}
+
+template <typename T>
+struct WyGradSmem {
+  int gates, tt, xu, xw, ru, rw, k, cw, cu, et, db, bytes;
+  WyGradSmem(const Geo& G) {
+    constexpr int C = chunk_of<T>;
+    const int ldk = G.dkp + 8, ldv = G.dvp + 8;
+    Carve c;
+    gates = c.take(sizeof(Gates<C>));
+    tt = c.take(int64_t{C} * (C + 8) * sizeof(T));
+    xu = c.take(int64_t{C} * ldv * sizeof(T));
+    xw = c.take(int64_t{C} * ldk * sizeof(T));
+    ru = c.take(int64_t{C} * ldv * sizeof(T));
+    rw = c.take(int64_t{C} * ldk * sizeof(T));
+    k = c.take(int64_t{C} * ldk * sizeof(T));
+    cw = c.take(int64_t{C} * ldk * 4);
+    const int64_t cu_floats = int64_t{C} * ldv > 2 * int64_t{C} * (C + 8) ? int64_t{C} * ldv : 2 * int64_t{C} * (C + 8);
+    cu = c.take(cu_floats * 4);
+    et = c.take(int64_t{C} * (C + 8) * sizeof(T));
+    db = c.take(2 * C * 4);
+    bytes = c.bytes;
+  }
+};
+
+// Per (sequence, v head, chunk), through the WY representation: dX_U = Tᵀ·dV', dX_W = Tᵀ·dW,
+// dA = −(dX_U·Uᵀ + dX_W·Wᵀ); dv, dβ, dg (γ's gradient summed to each segment's end) final, dk̂ += its part.
+template <typename T>
+__global__ void wy_grad_kernel(T* d_qkv, float* dg, float* dbeta, Bufs<T> s, const T* qkv, const float* g,
+                               const float* beta, Geo G, WyGradSmem<T> L) {
+  constexpr int C = chunk_of<T>;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int64_t bhc = blockIdx.x, c = bhc % G.chunks, h = bhc / G.chunks % G.nv, b = bhc / G.chunks / G.nv;
+  Gates<C>& q = *at<Gates<C>>(smem, L.gates);
+  chunk_gates(q, G, g, beta, b, h, c);
+  if (q.n == 0) return;
+  T *Tt = at<T>(smem, L.tt), *XU = at<T>(smem, L.xu), *XW = at<T>(smem, L.xw), *RU = at<T>(smem, L.ru),
+    *RW = at<T>(smem, L.rw), *K = at<T>(smem, L.k), *Et = at<T>(smem, L.et);
+  float *Cw = at<float>(smem, L.cw), *Cu = at<float>(smem, L.cu), *db = at<float>(smem, L.db), *dgam = db + C;
+  float *S1 = Cu, *S2 = Cu + C * (C + 8);
+  const int ldk = G.dkp + 8, ldv = G.dvp + 8, ldc = C + 8, warp = threadIdx.x / 32, lane = threadIdx.x % 32,
+            warps = threads / 32;
+  const int64_t row0 = b * G.seq + c * C;
+  load_tile(Tt, ldc, s.tm + bhc * C * C, C, C, C, C, C);
+  load_tile(XU, ldv, s.dvn + bhc * C * G.dv, G.dv, C, G.dvp, C, G.dv);
+  load_tile(XW, ldk, s.dw + bhc * C * G.dk, G.dk, C, G.dkp, C, G.dk);
+  load_tile(RU, ldv, qkv + row0 * G.row + 2 * G.nk * G.dk + h * G.dv, G.row, C, G.dvp, q.n, G.dv);
+  load_tile(K, ldk, s.kn + (row0 * G.nk + G.k_head(h)) * G.dk, G.nk * G.dk, C, G.dkp, q.n, G.dk);
+  __syncthreads();
+  block_mm<true, false>(Cu, ldv, Tt, ldc, XU, ldv, C, G.dvp, C, false);
+  for (int r = warp; r < C; r += warps) {
+    float acc = 0.f;
+    for (int j = lane; j < G.dvp; j += 32) acc += Cu[r * ldv + j] * to_f32(RU[r * ldv + j]);
+    acc = warp_sum(acc);
+    if (lane == 0) db[r] = acc;
+    if (r < q.n) {
+      T* dv = d_qkv + (row0 + r) * G.row + 2 * G.nk * G.dk + h * G.dv;
+      for (int j = lane; j < G.dv; j += 32) dv[j] = from_f32<T>(q.beta[r] * Cu[r * ldv + j]);
+    }
+  }
+  __syncthreads();
+  load_tile(XU, ldv, Cu, ldv, C, G.dvp, C, G.dvp);
+  __syncthreads();
+  block_mm<true, false>(Cw, ldk, Tt, ldc, XW, ldk, C, G.dkp, C, false);
+  for (int r = warp; r < C; r += warps) {
+    const float bg = q.beta[r] * q.Gam[r];
+    float xk = 0.f;
+    for (int i = lane; i < G.dkp; i += 32) {
+      xk += Cw[r * ldk + i] * to_f32(K[r * ldk + i]);
+      XW[r * ldk + i] = from_f32<T>(Cw[r * ldk + i]);
+      Cw[r * ldk + i] *= bg;
+    }
+    xk = warp_sum(xk);
+    if (lane == 0) {
+      db[r] += q.Gam[r] * xk;
+      dgam[r] = bg * xk + (r < q.n ? s.dgam_part[(row0 + r) * G.nv + h] : 0.f);
+    }
+  }
+  load_tile(RU, ldv, s.u + bhc * C * G.dv, G.dv, C, G.dvp, C, G.dv);
+  load_tile(RW, ldk, s.w + bhc * C * G.dk, G.dk, C, G.dkp, C, G.dk);
+  __syncthreads();
+  block_mm<false, true>(S1, ldc, XU, ldv, RU, ldv, C, C, G.dvp, false);
+  block_mm<false, true>(S1, ldc, XW, ldk, RW, ldk, C, C, G.dkp, true);
+  block_mm<false, true>(S2, ldc, K, ldk, K, ldk, C, C, G.dkp, false);
+  for (int e = threadIdx.x; e < C * C; e += blockDim.x) {
+    const int r = e / C, t = e % C;
+    const float d = t < r ? q.D(r, t) : 0.f, da = -S1[r * ldc + t];
+    S1[r * ldc + t] = da * S2[r * ldc + t] * d;
+    Et[r * ldc + t] = from_f32<T>(da * q.beta[r] * d);
+  }
+  __syncthreads();
+  if (threadIdx.x < C) {
+    const int r = threadIdx.x;
+    float rs = 0.f, cs = 0.f;
+    for (int t = 0; t < C; ++t) {
+      rs += S1[r * ldc + t];
+      cs += q.beta[t] * S1[t * ldc + r];
+    }
+    db[r] += rs;
+    dgam[r] += q.beta[r] * rs - cs;
+  }
+  block_mm<false, false>(Cw, ldk, Et, ldc, K, ldk, C, G.dkp, C, true);
+  block_mm<true, false>(Cw, ldk, Et, ldc, K, ldk, C, G.dkp, C, true);
+  for (int e = threadIdx.x; e < q.n * G.dk; e += blockDim.x) {
+    const int r = static_cast<int>(e / G.dk), i = static_cast<int>(e % G.dk);
+    s.dk_part[((row0 + r) * G.nv + h) * G.dk + i] += Cw[r * ldk + i];
+  }
+  if (threadIdx.x == 0) {
+    float run = 0.f;
+    for (int r = q.n - 1; r >= 0; --r) {
+      run = (r == q.n - 1 || q.seg[r + 1] != q.seg[r] ? 0.f : run) + dgam[r];
+      dg[(row0 + r) * G.nv + h] = run;
+      dbeta[(row0 + r) * G.nv + h] = db[r];
+    }
+  }
+}
+
+constexpr int max_dk_per_lane = kDeltaRuleChunkedMaxHeadDim / 32;
+
+// Per (token, k head), one warp: the k head's v heads' dq̂, dk̂ summed in head order, then back through the
+// normalisations into d_qkv's q and k columns (left zero on padding).
+template <typename T>
+__global__ void qk_sum_kernel(T* d_qkv, Bufs<T> s, const T* qkv, Geo G, int64_t items) {
+  const int64_t item = static_cast<int64_t>(blockIdx.x) * (threads / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (item >= items) return;
+  const int64_t row = item / G.nk, kh = item % G.nk, b = row / G.seq, t = row % G.seq, group = G.nv / G.nk;
+  if (t >= G.length(b)) return;
+  float dq[max_dk_per_lane] = {}, dk[max_dk_per_lane] = {}, qv[max_dk_per_lane] = {}, kv[max_dk_per_lane] = {};
+  for (int64_t h = kh * group; h < (kh + 1) * group; ++h)
+#pragma unroll
+    for (int n = 0; n < max_dk_per_lane; ++n) {
+      const int64_t i = lane + 32 * n;
+      if (i < G.dk) {
+        dq[n] += s.dq_part[(row * G.nv + h) * G.dk + i];
+        dk[n] += s.dk_part[(row * G.nv + h) * G.dk + i];
+      }
+    }
+  const T* q = qkv + row * G.row + kh * G.dk;
+  const T* k = q + G.nk * G.dk;
+  float sq = 0.f, sk = 0.f, qdq = 0.f, kdk = 0.f;
+#pragma unroll
+  for (int n = 0; n < max_dk_per_lane; ++n) {
+    const int64_t i = lane + 32 * n;
+    if (i < G.dk) {
+      qv[n] = to_f32(q[i]);
+      kv[n] = to_f32(k[i]);
+    }
+    sq += qv[n] * qv[n];
+    sk += kv[n] * kv[n];
+    qdq += qv[n] * dq[n];
+    kdk += kv[n] * dk[n];
+  }
+  sq = warp_sum(sq);
+  sk = warp_sum(sk);
+  qdq = warp_sum(qdq);
+  kdk = warp_sum(kdk);
+  const float rq = rsqrtf(sq + 1e-6f), rk = rsqrtf(sk + 1e-6f), scale = rsqrtf(static_cast<float>(G.dk));
+  const float cq = qdq * rq * rq * rq, ck = kdk * rk * rk * rk;
+  T* dq_out = d_qkv + row * G.row + kh * G.dk;
+  T* dk_out = dq_out + G.nk * G.dk;
+#pragma unroll
+  for (int n = 0; n < max_dk_per_lane; ++n) {
+    const int64_t i = lane + 32 * n;
+    if (i < G.dk) {
+      dq_out[i] = from_f32<T>(scale * (rq * dq[n] - qv[n] * cq));
+      dk_out[i] = from_f32<T>(rk * dk[n] - kv[n] * ck);
+    }
+  }
+}
+
+Geo geometry(const DeltaRuleShape& sh, int64_t chunks) {
+  return {sh.seq, sh.n_k_heads, sh.n_v_heads, sh.k_head_dim, sh.v_head_dim, sh.row(), chunks,
+          padded16(sh.k_head_dim), padded16(sh.v_head_dim), sh.seq_lens, sh.segments};
+}
+
+template <typename T>
+Bufs<T> carve(char* base, const DeltaRuleChunkedLayout& l, bool backward) {
+  const auto f = [&](int64_t off) { return reinterpret_cast<float*>(base + off); };
+  const auto e = [&](int64_t off) { return reinterpret_cast<T*>(base + off); };
+  Bufs<T> s{e(l.qn), e(l.kn), f(l.tm), e(l.u), e(l.vn), e(l.w), f(l.h), nullptr, nullptr, nullptr,
+            nullptr, nullptr, nullptr};
+  if (backward) {
+    s.dh = f(l.dh);
+    s.dvn = e(l.dvn);
+    s.dw = e(l.dw);
+    s.dq_part = f(l.dq_part);
+    s.dk_part = f(l.dk_part);
+    s.dgam_part = f(l.dgam_part);
+  }
+  return s;
+}
+
+void check_shape(const char* op, const DeltaRuleShape& sh) {
+  MT_ASSERT(sh.batch >= 0 && sh.seq > 0 && sh.n_k_heads > 0 && sh.n_v_heads % sh.n_k_heads == 0 &&
+                sh.k_head_dim > 0 && sh.v_head_dim > 0 && delta_rule_chunked_supports(sh),
+            "{}: batch={} seq={} k heads {} v heads {} head dims {}/{} (the chunked kernel takes head dims <= {})", op,
+            sh.batch, sh.seq, sh.n_k_heads, sh.n_v_heads, sh.k_head_dim, sh.v_head_dim,
+            kDeltaRuleChunkedMaxHeadDim);
+}
+
+template <typename K, typename S>
+void launch(const char* op, K kernel, unsigned blocks, const S& L, cudaStream_t st, auto&&... args) {
+  MT_CUDA_CHECK(op, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L.bytes));
+  kernel<<<blocks, threads, static_cast<size_t>(L.bytes), st>>>(args..., L);
+  MT_CHECK_LAUNCH(op, "{} blocks, {} bytes of shared memory", blocks, L.bytes);
+}
+
+// The forward's stages into s: q̂, k̂, T, U, W, the states entering the chunks and V'.
+template <typename T>
+void forward_states(const Bufs<T>& s, const T* qkv, const float* g, const float* beta, const DeltaRuleShape& sh,
+                    const Geo& G, cudaStream_t st) {
+  const int64_t items = sh.batch * sh.seq * G.nk;
+  normalize_kernel<T><<<static_cast<unsigned>((items + threads / 32 - 1) / (threads / 32)), threads, 0, st>>>(
+      s.qn, s.kn, qkv, G, items);
+  MT_CHECK_LAUNCH("gated_delta_rule_chunked normalize", "{} rows", items);
+  const auto heads = static_cast<unsigned>(sh.batch * G.nv * G.chunks);
+  launch("gated_delta_rule_chunked prep", prep_kernel<T>, heads, PrepSmem<T>(G), st, s, qkv, g, beta, G);
+  const auto tiles = static_cast<unsigned>(sh.batch * G.nv * ((G.dvp + state_cols - 1) / state_cols));
+  launch("gated_delta_rule_chunked state", state_kernel<T>, tiles, StateSmem<T>(G), st, s, g, beta, G);
+}
+
+}  // namespace
+
+DeltaRuleKernel delta_rule_kernel_from_env() {
+  const char* v = std::getenv("MEGATRAIN_DELTA_RULE");
+  if (v == nullptr || std::string(v).empty() || std::string(v) == "chunked") return DeltaRuleKernel::chunked;
+  MT_REQUIRE(std::string(v) == "recurrent", "MEGATRAIN_DELTA_RULE must be chunked or recurrent, not '{}'", v);
+  return DeltaRuleKernel::recurrent;
+}
+
+template <typename T>
+void gated_delta_rule_chunked_forward(T* o, const T* qkv, const float* g, const float* beta,
+                                      const DeltaRuleShape& shape, cudaStream_t st) {
+  check_shape("gated_delta_rule_chunked_forward", shape);
+  if (shape.batch == 0) return;
+  const DeltaRuleChunkedLayout l = delta_rule_chunked_layout(shape, sizeof(T), false);
+  const Geo G = geometry(shape, l.chunks);
+  const Scratch<char> scratch("gated_delta_rule_chunked_forward", l.bytes, st);
+  const Bufs<T> s = carve<T>(scratch.get(), l, false);
+  forward_states(s, qkv, g, beta, shape, G, st);
+  const auto blocks = static_cast<unsigned>(shape.batch * G.nv * G.chunks * ((G.dvp + out_cols - 1) / out_cols));
+  launch("gated_delta_rule_chunked output", output_kernel<T>, blocks, OutputSmem<T>(G), st, o, s, g, beta, G);
+}
+
+template <typename T>
+void gated_delta_rule_chunked_backward(T* d_qkv, float* dg, float* dbeta, const T* d_o, const T* qkv, const float* g,
+                                       const float* beta, const DeltaRuleShape& shape, cudaStream_t st) {
+  check_shape("gated_delta_rule_chunked_backward", shape);
+  if (shape.batch == 0) return;
+  const int64_t T_ = shape.batch * shape.seq;
+  MT_CUDA_CHECK("gated_delta_rule_chunked_backward", cudaMemsetAsync(d_qkv, 0, T_ * shape.row() * sizeof(T), st));
+  MT_CUDA_CHECK("gated_delta_rule_chunked_backward", cudaMemsetAsync(dg, 0, T_ * shape.n_v_heads * 4, st));
+  MT_CUDA_CHECK("gated_delta_rule_chunked_backward", cudaMemsetAsync(dbeta, 0, T_ * shape.n_v_heads * 4, st));
+  const DeltaRuleChunkedLayout l = delta_rule_chunked_layout(shape, sizeof(T), true);
+  const Geo G = geometry(shape, l.chunks);
+  const Scratch<char> scratch("gated_delta_rule_chunked_backward", l.bytes, st);
+  const Bufs<T> s = carve<T>(scratch.get(), l, true);
+  forward_states(s, qkv, g, beta, shape, G, st);
+  const auto tiles = static_cast<unsigned>(shape.batch * G.nv * ((G.dvp + state_cols - 1) / state_cols));
+  launch("gated_delta_rule_chunked state_grad", state_grad_kernel<T>, tiles, StateGradSmem<T>(G), st, s, d_o, g, beta,
+         G);
+  const auto heads = static_cast<unsigned>(shape.batch * G.nv * G.chunks);
+  launch("gated_delta_rule_chunked qk_grad", qk_grad_kernel<T>, heads, QkGradSmem<T>(G), st, s, d_o, g, beta, G);
+  launch("gated_delta_rule_chunked wy_grad", wy_grad_kernel<T>, heads, WyGradSmem<T>(G), st, d_qkv, dg, dbeta, s, qkv,
+         g, beta, G);
+  const int64_t items = T_ * G.nk;
+  qk_sum_kernel<T><<<static_cast<unsigned>((items + threads / 32 - 1) / (threads / 32)), threads, 0, st>>>(
+      d_qkv, s, qkv, G, items);
+  MT_CHECK_LAUNCH("gated_delta_rule_chunked qk_sum", "{} rows", items);
+}
+
+template void gated_delta_rule_chunked_forward<float>(float*, const float*, const float*, const float*,
+                                                      const DeltaRuleShape&, cudaStream_t);
+template void gated_delta_rule_chunked_forward<__nv_bfloat16>(__nv_bfloat16*, const __nv_bfloat16*, const float*,
+                                                              const float*, const DeltaRuleShape&, cudaStream_t);
+template void gated_delta_rule_chunked_backward<float>(float*, float*, float*, const float*, const float*,
+                                                       const float*, const float*, const DeltaRuleShape&,
+                                                       cudaStream_t);
+template void gated_delta_rule_chunked_backward<__nv_bfloat16>(__nv_bfloat16*, float*, float*, const __nv_bfloat16*,
+                                                               const __nv_bfloat16*, const float*, const float*,
+                                                               const DeltaRuleShape&, cudaStream_t);
+
+}  // namespace mt::cuda

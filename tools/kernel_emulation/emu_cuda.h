@@ -1,0 +1,101 @@
+// Host emulation of the CUDA constructs kernels/gated_delta_rule_chunked.cu uses, for running its kernels without a
+// GPU (run_chunked_delta_rule.sh): one std::thread per CUDA thread, std::barrier for __syncthreads and for warp
+// shuffles, shared memory and scratch filled with NaN (a read before a write shows in the results), and block_mm as
+// one fp32 sum per output element (for bf16 operands after asserting wmma's shape and alignment preconditions).
+// Invariant: a hand-run tool, never part of the build.
+#pragma once
+#include <barrier>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+#include "backend/gated_delta_rule_scratch.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+struct __nv_bfloat16 { uint16_t x; };
+struct Dim { unsigned x = 0; };
+inline thread_local Dim threadIdx;
+inline Dim blockIdx, blockDim;
+inline unsigned char* emu_smem = nullptr;
+inline std::barrier<>* emu_bar = nullptr;
+inline std::vector<std::unique_ptr<std::barrier<>>> emu_warp_bars;
+inline float emu_shfl_buf[1024];
+inline void __syncthreads() { emu_bar->arrive_and_wait(); }
+inline float rsqrtf(float x) { return 1.f / std::sqrt(x); }
+inline float __shfl_xor_sync(unsigned, float v, int o) {
+  const unsigned t = threadIdx.x;
+  auto& wb = *emu_warp_bars[t / 32];
+  emu_shfl_buf[t] = v;
+  wb.arrive_and_wait();
+  const float r = emu_shfl_buf[t ^ o];
+  wb.arrive_and_wait();
+  return r;
+}
+namespace mt::cuda {
+inline float to_f32(float x) { return x; }
+inline float to_f32(__nv_bfloat16 x) { return mt::bf16_to_f32(x.x); }
+template <typename T> T from_f32(float x);
+template <> inline float from_f32<float>(float x) { return x; }
+template <> inline __nv_bfloat16 from_f32<__nv_bfloat16>(float x) { return {mt::f32_to_bf16(x)}; }
+template <typename A> A warp_sum(A x) {
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+// The tensor-core product's semantics (each output one fp32 sum of bf16 products), with wmma's preconditions.
+template <bool TA, bool TB>
+void block_mm(float* C, int ldc, const __nv_bfloat16* A, int lda, const __nv_bfloat16* B, int ldb, int M, int N, int K,
+              bool acc) {
+  MT_ASSERT(M % 16 == 0 && N % 16 == 0 && K % 16 == 0 && lda % 8 == 0 && ldb % 8 == 0 && ldc % 8 == 0, "wmma shape");
+  MT_ASSERT(reinterpret_cast<uintptr_t>(A) % 32 == 0 && reinterpret_cast<uintptr_t>(B) % 32 == 0 &&
+            reinterpret_cast<uintptr_t>(C) % 32 == 0, "wmma alignment");
+  for (int e = threadIdx.x; e < M * N; e += blockDim.x) {
+    const int m = e / N, n = e % N;
+    float s = acc ? C[m * ldc + n] : 0.f;
+    for (int k = 0; k < K; ++k)
+      s += to_f32(TA ? A[k * lda + m] : A[m * lda + k]) * to_f32(TB ? B[n * ldb + k] : B[k * ldb + n]);
+    C[m * ldc + n] = s;
+  }
+  __syncthreads();
+}
+template <bool TA, bool TB>
+void block_mm(float* C, int ldc, const float* A, int lda, const float* B, int ldb, int M, int N, int K, bool acc) {
+  for (int e = threadIdx.x; e < M * N; e += blockDim.x) {
+    const int m = e / N, n = e % N;
+    float s = acc ? C[m * ldc + n] : 0.f;
+    for (int k = 0; k < K; ++k) s += (TA ? A[k * lda + m] : A[m * lda + k]) * (TB ? B[n * ldb + k] : B[k * ldb + n]);
+    C[m * ldc + n] = s;
+  }
+  __syncthreads();
+}
+}  // namespace mt::cuda
+// Runs kernel body f() for every block with `threads` threads and `smem` bytes of NaN-filled shared memory.
+inline void emu_launch(unsigned blocks, unsigned threads, int smem, const std::function<void()>& f) {
+  std::vector<unsigned char> storage(static_cast<size_t>(smem) + 256);
+  unsigned char* base = storage.data() + (128 - reinterpret_cast<uintptr_t>(storage.data()) % 128) % 128;
+  blockDim.x = threads;
+  for (unsigned b = 0; b < blocks; ++b) {
+    const float nan = std::nanf("");
+    for (size_t i = 0; i + 4 <= static_cast<size_t>(smem); i += 4) std::memcpy(&base[i], &nan, 4);
+    emu_smem = base;
+    blockIdx.x = b;
+    std::barrier<> bar(threads);
+    emu_bar = &bar;
+    emu_warp_bars.clear();
+    for (unsigned w = 0; w < threads / 32; ++w) emu_warp_bars.push_back(std::make_unique<std::barrier<>>(32));
+    std::vector<std::thread> ts;
+    for (unsigned t = 0; t < threads; ++t)
+      ts.emplace_back([&, t] {
+        threadIdx.x = t;
+        f();
+        bar.arrive_and_drop();
+      });
+    for (auto& t : ts) t.join();
+  }
+}
