@@ -73,6 +73,9 @@ struct TensorNames {
   std::string shared_gate_proj = "mlp.shared_expert.gate_proj", shared_up_proj = "mlp.shared_expert.up_proj",
               shared_down_proj = "mlp.shared_expert.down_proj";
   std::string shared_expert_gate = "mlp.shared_expert_gate";
+  // Llama 4: all experts in two tensors without ".weight", "<experts_gate_up>" [E, H, 2I] (gate | up columns) and
+  // "<experts_down>" [E, I, H], each expert's matrix the transpose of nn.Linear's; "" = one tensor per expert.
+  std::string experts_gate_up, experts_down;
   // Older checkpoints of the family name the same tensors under another prefix: {prefix here, prefix there}
   // (match_tensor_names picks the one the weights use).
   std::vector<std::pair<std::string, std::string>> legacy_prefixes;

@@ -2,7 +2,7 @@
 // Invariant: slots are packed back to back from offset 0 in a fixed order (input norm, attention, its output
 // norm, MLP norm, MLP or mixture of experts, its output norm; a Gated DeltaNet layer's mixer in place of attention),
 // so layers with equal specs have equal offsets; an MoE layer's experts are laid out one after another with equal
-// strides.
+// strides (Llama 4's fused expert tensors: all gate|up matrices, then all down matrices, each transposed).
 #include "model/param_layout.h"
 
 #include <algorithm>
@@ -130,8 +130,20 @@ void moe_params(LayerBuilder& l, const MoeSpec& m, const TensorNames& n, MoeOffs
   const int64_t I = m.intermediate_size, H = l.H, E = m.num_experts;
   int64_t unused = -1;
   l.linear(n.router, E, H, false, o.router, unused);
-  if (m.router == RouterKind::sigmoid_group) o.score_bias = add(l.r, l.prefix + n.router_score_bias, {E}, InitKind::zeros);
-  for (int64_t e = 0; e < E; ++e) {
+  if (m.router == RouterKind::sigmoid_group && !n.router_score_bias.empty())
+    o.score_bias = add(l.r, l.prefix + n.router_score_bias, {E}, InitKind::zeros);
+  if (!n.experts_gate_up.empty()) {
+    // Llama 4's two tensors for all experts, each expert's matrices stored transposed: [E][gate I | up I][H], [E][H][I].
+    o.experts = add(l.r, l.prefix + n.experts_gate_up, {E, H, 2 * I}, InitKind::normal);
+    l.r.params.back().transposed = true;
+    const int64_t down = add(l.r, l.prefix + n.experts_down, {E, I, H}, InitKind::normal);
+    l.r.params.back().transposed = true;
+    o.up = I * H;
+    o.down = down - o.experts;
+    o.expert_stride = 2 * I * H;
+    o.down_stride = H * I;
+  }
+  for (int64_t e = 0; e < E && n.experts_gate_up.empty(); ++e) {
     const std::string expert = n.experts + std::to_string(e) + ".";
     int64_t gate = -1, up = -1, down = -1;
     l.linear(expert + n.expert_gate, I, H, false, gate, unused);
@@ -141,7 +153,7 @@ void moe_params(LayerBuilder& l, const MoeSpec& m, const TensorNames& n, MoeOffs
       o.experts = gate;
       o.up = up - gate;
       o.down = down - gate;
-      o.expert_stride = down + H * I - gate;
+      o.expert_stride = o.down_stride = down + H * I - gate;
     }
   }
   if (m.shared_intermediate_size > 0) {
@@ -221,7 +233,18 @@ ParamLayout make_param_layout(const ModelSpec& spec) {
   return layout;
 }
 
+// dst[b][c][r] = src[b][r][c] for each of `blocks` matrices [rows, cols].
+void transpose_blocks(const float* src, float* dst, int64_t blocks, int64_t rows, int64_t cols) {
+  for (int64_t b = 0; b < blocks; ++b)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) dst[(b * cols + c) * rows + r] = src[(b * rows + r) * cols + c];
+}
+
 void hf_rows_to_store(const ParamSlot& slot, const float* hf, float* store) {
+  if (slot.transposed) {
+    transpose_blocks(hf, store, slot.shape[0], slot.shape[1], slot.shape[2]);
+    return;
+  }
   if (slot.rows.parts.empty()) {
     std::memcpy(store, hf, static_cast<size_t>(slot.numel) * sizeof(float));
     return;
@@ -230,6 +253,10 @@ void hf_rows_to_store(const ParamSlot& slot, const float* hf, float* store) {
 }
 
 void store_rows_to_hf(const ParamSlot& slot, const float* store, float* hf) {
+  if (slot.transposed) {
+    transpose_blocks(store, hf, slot.shape[0], slot.shape[2], slot.shape[1]);
+    return;
+  }
   if (slot.rows.parts.empty()) {
     std::memcpy(hf, store, static_cast<size_t>(slot.numel) * sizeof(float));
     return;

@@ -32,6 +32,10 @@ struct ParamSlot {
   bool weight_decay = false;    // matrices decay; norms and biases do not
   InitKind init = InitKind::normal;
   RowGrouping rows;             // how the store orders the HF rows
+  // The HF tensor is shape[0] matrices [shape[1], shape[2]] and the store holds each one transposed (Llama 4's fused
+  // expert tensors, x·W in HF, nn.Linear's [out, in] in the store).
+  bool transposed = false;
+  bool reordered() const { return !rows.parts.empty() || transposed; }  // store order differs from the HF order
 };
 
 // Offsets (elements) of each tensor inside a decoder region; -1 where the layer has no such tensor.
@@ -48,12 +52,14 @@ struct DeltaNetOffsets {
 struct MlpOffsets {
   int64_t gate = -1, gate_bias = -1, up = -1, up_bias = -1, down = -1, down_bias = -1;
 };
-// A mixture-of-experts feed-forward: the router [E, H]; expert e's gate [I, H], up [I, H] and down [H, I] start at
-// experts + e·expert_stride (gate, up, down offsets within it); the shared expert and its gate [1, H].
+// A mixture-of-experts feed-forward: the router [E, H]; expert e's gate [I, H] and up [I, H] at experts +
+// e·expert_stride + gate (+ up), its down [H, I] at experts + e·down_stride + down (down_stride == expert_stride
+// where each expert's tensors lie together; fused expert tensors have their own strides); the shared expert and its
+// gate [1, H].
 struct MoeOffsets {
   int64_t router = -1;
   int64_t score_bias = -1;  // [E] sigmoid_group routers' e_score_correction_bias (its gradient stays 0)
-  int64_t experts = -1, expert_stride = 0;
+  int64_t experts = -1, expert_stride = 0, down_stride = 0;
   int64_t gate = 0, up = 0, down = 0;
   MlpOffsets shared;
   int64_t shared_gate = -1;
