@@ -157,7 +157,7 @@ CASES = [
 
 
 # Llama 4: 4 layers, layers 0-2 RoPE (llama3-scaled, interleaved pairs) with q/k L2 norm in chunks of 8 positions,
-# layer 3 NoPE full attention with temperature tuning (floor_scale 4, attn_scale 0.5, so that it varies within the
+# layer 3 NoPE full attention with temperature tuning (floor_scale 2, attn_scale 2, so that it varies widely within the
 # 20-token examples); interleave_moe_layer_step 2: layers 1 and 3 MoE (4 experts of 24 + a shared expert of 24),
 # layers 0 and 2 dense MLPs of intermediate_size_mlp 48. Sequences run to 20 tokens: past two chunk boundaries.
 LLAMA4_MODEL = dict(
@@ -174,8 +174,8 @@ LLAMA4_MODEL = dict(
     interleave_moe_layer_step=2,
     attention_chunk_size=8,
     attn_temperature_tuning=True,
-    floor_scale=4,
-    attn_scale=0.5,
+    floor_scale=2,
+    attn_scale=2.0,
     use_qk_norm=True,
     rope_parameters={"rope_type": "llama3", "rope_theta": 100.0, "factor": 2.0, "low_freq_factor": 1.0,
                      "high_freq_factor": 4.0, "original_max_position_embeddings": 16},
@@ -191,7 +191,7 @@ CASES += [
         training=dict(lr_scheduler="cosine", warmup_steps=1, min_lr_ratio=0.1, max_grad_norm=1.0),
         what="Llama4ForCausalLM: layers 0-2 **chunked attention** (`attention_chunk_size` 8; sequences to 20 tokens) "
              "with llama3-scaled **interleaved-pair RoPE** and **weightless q/k L2 norm**, layer 3 **NoPE** full "
-             "attention with **temperature tuning** (`floor_scale` 4, `attn_scale` 0.5); `interleave_moe_layer_step` "
+             "attention with **temperature tuning** (`floor_scale` 2, `attn_scale` 2); `interleave_moe_layer_step` "
              "2 (**layers 1, 3 MoE**: 4 experts of 24 in the fused `gate_up_proj` [E, H, 2I] / `down_proj` [E, I, H], "
              "**sigmoid top 1 scaling the expert's input**, a shared expert of 24; layers 0, 2 dense MLPs of "
              "`intermediate_size_mlp` 48); no router loss (transformers has none for it)",
