@@ -9,7 +9,7 @@ StepFlops step_flops(const ModelSpec& spec, const ParamLayout& layout, int64_t t
   double matmul = 0;
   for (size_t r = 1; r < layout.regions.size(); ++r)
     for (const ParamSlot& slot : layout.regions[r].params)
-      if (slot.shape.size() == 2) matmul += static_cast<double>(slot.numel);
+      if (slot.shape.size() == 2 || slot.transposed) matmul += static_cast<double>(slot.numel);  // + fused experts
   if (layout.head.lm_head < 0) matmul += static_cast<double>(spec.vocab_size * spec.hidden_size);  // tied head
   // A token computes with its top_k experts only (MoE layers).
   const auto inactive = static_cast<double>(inactive_expert_parameters(spec));
@@ -22,7 +22,8 @@ StepFlops step_flops(const ModelSpec& spec, const ParamLayout& layout, int64_t t
                              6.0 * static_cast<double>(d.conv_dim() * d.conv_kernel);
       continue;
     }
-    const int64_t keys = l.attention.window > 0 ? std::min(l.attention.window, seq_len) : seq_len;
+    int64_t keys = l.attention.window > 0 ? std::min(l.attention.window, seq_len) : seq_len;
+    if (l.attention.chunk > 0) keys = std::min(keys, l.attention.chunk);  // chunked attention: the chunk's keys
     attention_per_token += 12.0 * static_cast<double>(l.attention.num_heads * l.attention.head_dim * keys);
   }
   const auto t = static_cast<double>(tokens);

@@ -220,7 +220,9 @@ TEST_CASE("published MoE shapes: total and active parameters as the model cards 
   for (const Card& c : {Card{"mixtral-8x7b", 46.70, 12.88}, Card{"mixtral-8x22b", 140.6, 39.2},
                         Card{"qwen3-30b-a3b", 30.53, 3.35}, Card{"qwen3-235b-a22b", 235.1, 22.1},
                         // GLM-4.5-Air's card: 106 B total, 12 B active without the 1.24 B of embedding and head.
-                        Card{"glm-4.5-air", 106.85, 13.42}}) {
+                        Card{"glm-4.5-air", 106.85, 13.42},
+                        // Llama 4's cards: Scout 109 B and Maverick 400 B total (with the vision tower), 17 B active.
+                        Card{"llama-4-scout-17b-16e", 107.77, 17.17}, Card{"llama-4-maverick-17b-128e", 400.71, 17.19}}) {
     INFO(c.file);
     const mt::ModelSpec s = mt::load_model_spec(std::string(MEGATRAIN_SOURCE_DIR "/configs/models/") + c.file + ".json");
     CHECK(std::abs(static_cast<double>(mt::count_parameters(s)) / 1e9 - c.total) < 0.01 * c.total);
