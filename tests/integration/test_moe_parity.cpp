@@ -101,6 +101,8 @@ TEST_CASE("training.moe_aux_loss_coef 0 logs the router loss and trains on the L
 TEST_CASE("a sigmoid-routed family refuses training.moe_aux_loss_coef", "[parity][moe]") {
   CHECK_THROWS_WITH(run_fixture("glm4_moe", "moe-glm-aux", {"training.moe_aux_loss_coef=0.01"}),
                     mt_test::contains("training.moe_aux_loss_coef: Glm4MoeForCausalLM routes by sigmoid scores"));
+  CHECK_THROWS_WITH(run_fixture("llama4", "moe-llama4-aux", {"training.moe_aux_loss_coef=0.01"}),
+                    mt_test::contains("training.moe_aux_loss_coef: Llama4ForCausalLM routes by sigmoid scores"));
 }
 TEST_CASE("bfloat16 MoE training stays within 2e-2 of PyTorch's fp32 losses", "[parity][bf16][moe]") {
   for (const std::string name : {"mixtral", "qwen2_moe", "qwen3_moe", "glm4_moe", "llama4"}) {
