@@ -1,7 +1,8 @@
 // Llama 4's attention temperature tuning, in place: row t × (log1p(floor((p + 1) / floor_scale))·attn_scale + 1),
 // p = t % seq. Backward is the same launch on the gradient (the map is diagonal).
 // Invariant: the factor is formed in fp32 with IEEE division and the same step order as the CPU reference
-// (src/backend/cpu/attention_temperature.cpp), so both backends scale by the same floats; one block per row.
+// (src/backend/cpu/attention_temperature.cpp), so the backends' factors differ at most by log1pf's 1 ulp; one block
+// per row, deterministic.
 #include "kernels/device_util.cuh"
 #include "kernels/kernels.h"
 #include "kernels/launch_check.h"

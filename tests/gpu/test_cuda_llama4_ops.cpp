@@ -1,6 +1,6 @@
 // The CUDA backend's Llama 4 ops against the CPU reference, through the Backend interface, in fp32 and bf16: the
-// weightless q/k RMS norm (forward, backward), the NoPE layers' attention temperature (its factor the same floats on
-// both backends), the expert-input scaling of the routed rows (forward, backward with the routing weights' gradient)
+// weightless q/k RMS norm (forward, backward), the NoPE layers' attention temperature (its factor within CUDA's log1pf
+// ulp of the host's), the expert-input scaling of the routed rows (forward, backward with the routing weights' gradient)
 // and chunked attention (the chunk ids of chunked_attention.h as segments, the window at the chunk, packed examples).
 #include <cmath>
 #include <numeric>
@@ -73,11 +73,8 @@ TEST_CASE("cuda attention_temperature scales rows as the CPU backend does", "[gp
       be->attention_temperature(d_x.get(), T, c.seq, c.width, c.floor_scale, c.attn_scale);
       std::vector<float> ref = x;
       cpu().attention_temperature(ref.data(), T, c.seq, c.width, c.floor_scale, c.attn_scale);
-      const auto got = d_x.read();
-      if (dt == DType::f32)
-        CHECK(got == ref);  // the same factor and one fp32 multiply on both backends
-      else
-        check_close("attention_temperature", got, rounded_to(dt, ref), 0.0);
+      // The same steps on both backends; CUDA's log1pf is within 1 ulp of the host's, and bf16 rounds once more.
+      check_close("attention_temperature", d_x.read(), rounded_to(dt, ref), dt == DType::f32 ? 3e-7 : 8e-3);
     }
 }
 

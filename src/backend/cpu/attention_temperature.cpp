@@ -1,7 +1,7 @@
 // Llama 4's attention temperature tuning on the host: each row scaled by log1p(floor((p + 1) / floor_scale))·attn_scale
 // + 1, p the row's index within its sequence (transformers' torch.arange over the sequence dimension).
 // Invariant: the factor is formed in fp32 step by step as transformers' fp32 ops do (add, divide, floor, log1p,
-// multiply, add), so the CPU and CUDA factors are the same floats.
+// multiply, add), the CUDA kernel in the same order.
 #include <cmath>
 
 #include "backend/cpu/cpu_ops.h"
