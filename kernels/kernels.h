@@ -31,6 +31,14 @@ template <typename T> void rmsnorm_backward(T* dx, float* dw, const T* dy, const
 template <typename T> void normalize_rows_forward(T* y, const T* x, int64_t N, int64_t D, cudaStream_t s);
 template <typename T> void normalize_rows_backward(float* dx, const float* dy, const T* x, int64_t N, int64_t D, cudaStream_t s);
 
+// Weightless RMS norm over rows of D (Llama 4's q/k L2 norm): y = x·rsqrt(mean(x²) + eps); dx =.
+template <typename T> void rms_normalize_forward(T* y, const T* x, int64_t N, int64_t D, float eps, cudaStream_t s);
+template <typename T> void rms_normalize_backward(T* dx, const T* dy, const T* x, int64_t N, int64_t D, float eps, cudaStream_t s);
+
+// Llama 4's attention temperature, in place on x[tokens, width]: row t × (log1p(floor((t % seq + 1) / floor_scale))·
+// attn_scale + 1); its own backward.
+template <typename T> void attention_temperature(T* x, int64_t tokens, int64_t seq, int64_t width, float floor_scale, float attn_scale, cudaStream_t s);
+
 // In-place RoPE on x[tokens, n_heads, head_dim], first rot_dim dims; pair i is (x[i], x[i + rot_dim/2]) (rotate_half)
 // or, interleaved, (x[2i], x[2i+1]) (GLM), both with frequency column i of cos/sin; backward = transpose.
 template <typename T> void rope_forward(T* x, const float* cos, const float* sin, const int32_t* positions, int64_t tokens, int64_t n_heads, int64_t head_dim, int64_t rot_dim, bool interleaved, cudaStream_t s);
@@ -92,6 +100,10 @@ template <typename T> void moe_gather(T* xs, const T* x, const int32_t* source, 
 template <typename T> void moe_gather_backward(T* dx, const T* dxs, const int32_t* row_of, int64_t tokens, int64_t k, int64_t H, bool accumulate, cudaStream_t s);
 template <typename T> void moe_combine_forward(T* y, const T* ys, const float* weights, const int32_t* row_of, int64_t tokens, int64_t k, int64_t H, cudaStream_t s);
 template <typename T> void moe_combine_backward(T* dys, float* d_weights, const T* dy, const T* ys, const float* weights, const int32_t* row_of, int64_t tokens, int64_t k, int64_t H, cudaStream_t s);
+// Llama 4's expert input: xs[r] *= weights[source[r]]; backward d_weights[source[r]] = x[source[r] / k]·dxs[r] (fp32),
+// dxs[r] *= weights[source[r]] (kernels/moe_scale_rows.cu).
+template <typename T> void moe_scale_rows_forward(T* xs, const float* weights, const int32_t* source, int64_t rows, int64_t H, cudaStream_t s);
+template <typename T> void moe_scale_rows_backward(T* dxs, float* d_weights, const T* x, const float* weights, const int32_t* source, int64_t rows, int64_t k, int64_t H, cudaStream_t s);
 template <typename T> void row_sigmoid_gate_forward(T* y, const T* x, const T* g, int64_t tokens, int64_t H, cudaStream_t s);
 template <typename T> void row_sigmoid_gate_backward(T* dx, T* dg, const T* dy, const T* x, const T* g, int64_t tokens, int64_t H, cudaStream_t s);
 

@@ -15,8 +15,8 @@
 # here, removed after): bench-optim in each offload mode with the disk probe's ceiling, then Qwen2.5-3B batch 64 × 1024
 # in each mode with the plan's predicted step time next to the measured; SKIP_TESTS=1 skips the op table and parity;
 # moe: the tests, then the Qwen3-30B-A3B and Mixtral-8x7B layer shapes with as many layers as 125 GiB of RAM holds at
-# the plan's recommended batch, the expert GEMMs as a loop and grouped (MEGATRAIN_MOE_GEMM), and a step-time sweep over
-# tokens per step on the Qwen3-30B-A3B shape; longseq: the tests, then Qwen2.5-3B at 8 × 8192 and 2 × 32768, then batch
+# the plan's recommended batch, the expert GEMMs as a loop and grouped (MEGATRAIN_MOE_GEMM), a step-time sweep over
+# tokens per step on the Qwen3-30B-A3B shape, and 2 Llama 4 Scout layers at 16 × 4096 and 4 × 16384 (chunked); longseq: the tests, then Qwen2.5-3B at 8 × 8192 and 2 × 32768, then batch
 # 1 at the longest sequence the plan predicts for Qwen2.5-3B and Qwen2.5-7B on this GPU (`calc-resource`'s
 # longest_sequence.gpu_memory_tokens and its checkpoint interval), capped at the issue's targets, 524 288 and 262 144
 # tokens (LONGSEQ_3B / LONGSEQ_7B override; one step, LONGSEQ_TIMEOUT s))
@@ -125,6 +125,11 @@ if [[ $mode == moe ]]; then  # most wanted first
   MEGATRAIN_MOE_GEMM=grouped bench mixtral_8x7b_4l_b8_grouped 1 --model configs/models/mixtral-8x7b.json --layers 4 \
     "${moe[@]}" --batch 8
   for batch in 2 4 8 32; do bench "qwen3_30b_a3b_10l_b${batch}_sweep" 1 "${q30[@]}" "${moe[@]}" --batch $batch; done
+  # Llama 4 Scout: 2.2 G parameters a layer (embedding and head 2.07 G), so 2 layers; at 16384 tokens a sequence the
+  # chunked layers attend in chunks of 8192 (chunk ids as segments, the window at the chunk).
+  scout=(--model configs/models/llama-4-scout-17b-16e.json --layers 2 --steps 3 --warmup 1)
+  bench llama4_scout_2l_b16 1 "${scout[@]}" --seq 4096 --batch 16
+  bench llama4_scout_2l_b4_s16384 1 "${scout[@]}" --seq 16384 --batch 4
 fi
 
 if [[ $mode == longseq ]]; then

@@ -29,6 +29,8 @@ from safetensors.torch import load_file, save_file  # noqa: E402
 from transformers import (  # noqa: E402
     Glm4MoeConfig,
     Glm4MoeForCausalLM,
+    Llama4ForCausalLM,
+    Llama4TextConfig,
     MixtralConfig,
     MixtralForCausalLM,
     Qwen2MoeConfig,
@@ -154,6 +156,104 @@ CASES = [
 ]
 
 
+# Llama 4: 4 layers, layers 0-2 RoPE (llama3-scaled, interleaved pairs) with q/k L2 norm in chunks of 8 positions,
+# layer 3 NoPE full attention with temperature tuning (floor_scale 2, attn_scale 2, so that it varies widely within the
+# 20-token examples); interleave_moe_layer_step 2: layers 1 and 3 MoE (4 experts of 24 + a shared expert of 24),
+# layers 0 and 2 dense MLPs of intermediate_size_mlp 48. Sequences run to 20 tokens: past two chunk boundaries.
+LLAMA4_MODEL = dict(
+    {k: v for k, v in mf.COMMON_MODEL.items() if k != "intermediate_size"},
+    num_hidden_layers=4,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=8,
+    rms_norm_eps=1e-5,
+    tie_word_embeddings=False,
+    intermediate_size=24,
+    intermediate_size_mlp=48,
+    num_local_experts=4,
+    interleave_moe_layer_step=2,
+    attention_chunk_size=8,
+    attn_temperature_tuning=True,
+    floor_scale=2,
+    attn_scale=2.0,
+    use_qk_norm=True,
+    rope_parameters={"rope_type": "llama3", "rope_theta": 100.0, "factor": 2.0, "low_freq_factor": 1.0,
+                     "high_freq_factor": 4.0, "original_max_position_embeddings": 16},
+)
+PACKED_MAX_SEQ_LEN = 48  # dataset.max_seq_len of the packed case
+
+CASES += [
+    dict(
+        case="llama4",
+        seed=25,
+        model_cls=Llama4ForCausalLM,
+        config=Llama4TextConfig(**LLAMA4_MODEL, num_experts_per_tok=1),
+        training=dict(lr_scheduler="cosine", warmup_steps=1, min_lr_ratio=0.1, max_grad_norm=1.0),
+        what="Llama4ForCausalLM: layers 0-2 **chunked attention** (`attention_chunk_size` 8; sequences to 20 tokens) "
+             "with llama3-scaled **interleaved-pair RoPE** and **weightless q/k L2 norm**, layer 3 **NoPE** full "
+             "attention with **temperature tuning** (`floor_scale` 2, `attn_scale` 2); `interleave_moe_layer_step` "
+             "2 (**layers 1, 3 MoE**: 4 experts of 24 in the fused `gate_up_proj` [E, H, 2I] / `down_proj` [E, I, H], "
+             "**sigmoid top 1 scaling the expert's input**, a shared expert of 24; layers 0, 2 dense MLPs of "
+             "`intermediate_size_mlp` 48); no router loss (transformers has none for it)",
+    ),
+    dict(
+        case="llama4_packed",
+        seed=26,
+        model_cls=Llama4ForCausalLM,
+        config=Llama4TextConfig(**LLAMA4_MODEL, num_experts_per_tok=2),
+        packing=True,
+        training=dict(lr_scheduler="linear", warmup_steps=0, min_lr_ratio=0.0, max_grad_norm=1.0),
+        what="the llama4 model with **top 2** (both selected experts' inputs scaled by their sigmoids) and "
+             f"`dataset.packing` true (`max_seq_len` {PACKED_MAX_SEQ_LEN}): several examples per sequence, chunks "
+             "counted from each example's start (its position ids), the temperature from the row index (transformers' "
+             "arange over the sequence); the reference runs the packed rows with position ids and no attention mask",
+    ),
+]
+
+
+def llama4_packed_batches(spec, examples, t):
+    """The packed case's steps: make_hybrid_fixtures.pack's sequences (MegaTrain's greedy knapsack), batch_size a
+    step, as rows of input ids, position ids restarting per example, labels (each example's first token -100: no
+    target crosses an example boundary) and right padding (its own positions 0.., labels -100)."""
+    import make_hybrid_fixtures as hf
+    sequences = hf.pack(examples, PACKED_MAX_SEQ_LEN)
+    bs = t["batch_size"]
+    if len(sequences) != bs * t["num_steps"]:
+        raise RuntimeError(f"{spec['case']}: {len(examples)} examples pack into {len(sequences)} sequences, "
+                           f"need {bs * t['num_steps']}")
+    steps = []
+    for k in range(t["num_steps"]):
+        rows = []
+        for seq in sequences[k * bs:(k + 1) * bs]:
+            ids, pos, lab = [], [], []
+            for i in seq:
+                ex = examples[i]
+                ids += ex["input_ids"]
+                pos += list(range(len(ex["input_ids"])))
+                lab += [mf.IGNORE] + list(ex.get("labels", ex["input_ids"]))[1:]
+            rows.append((ids, pos, lab))
+        longest = max(len(r[0]) for r in rows)
+        pad = [longest - len(r[0]) for r in rows]
+        steps.append(dict(
+            input_ids=torch.tensor([r[0] + [mf.PAD_ID] * p for r, p in zip(rows, pad)]),
+            position_ids=torch.tensor([r[1] + list(range(p)) for r, p in zip(rows, pad)]),
+            labels=torch.tensor([r[2] + [mf.IGNORE] * p for r, p in zip(rows, pad)])))
+    return steps
+
+
+def llama4_examples(spec, t):
+    """mf.make_examples, enough of them (packed case) to fill exactly batch_size × num_steps packed sequences."""
+    if not spec.get("packing"):
+        return mf.make_examples(spec["seed"], t["batch_size"] * t["num_steps"])
+    import make_hybrid_fixtures as hf
+    need = t["batch_size"] * t["num_steps"]
+    for n in range(need, 40 * need):
+        examples = mf.make_examples(spec["seed"], n)
+        if len(hf.pack(examples, PACKED_MAX_SEQ_LEN)) == need:
+            return examples
+    raise RuntimeError(f"{spec['case']}: no example count packs into exactly {need} sequences")
+
+
 def build_model(spec):
     """torch.manual_seed(seed) construction, then every parameter perturbed (mf.build_model's rules, plus the 3-D
     expert tensors); router weights ×8 so that routing is uneven."""
@@ -172,6 +272,8 @@ def build_model(spec):
                 raise RuntimeError(f"unexpected parameter {name} {tuple(p.shape)}")
             if name.endswith("gate.weight") and "shared_expert_gate" not in name:  # routers
                 value = value * 8.0
+            if name.endswith("router.weight"):  # Llama 4's router
+                value = value * 4.0
             p.copy_(value)
         if "score_bias" in spec:  # e_score_correction_bias: a buffer, ± score_bias
             for name, b in model.named_buffers():
@@ -184,7 +286,14 @@ def has_router_loss(model):
     return hasattr(model, "router_aux_loss_coef")
 
 
+def is_packed_step(x):
+    """A packed step of llama4_packed_batches (model inputs as tensors), not an example or a list of them."""
+    return isinstance(x, dict) and isinstance(x.get("input_ids"), torch.Tensor)
+
+
 def forward(model, examples):
+    if is_packed_step(examples):  # a packed step (llama4_packed_batches): position ids, no attention mask
+        return model(**examples)
     input_ids, attention_mask, labels = mf.collate(examples)
     extra = {"output_router_logits": True} if has_router_loss(model) else {}
     return model(input_ids=input_ids, attention_mask=attention_mask, labels=labels, **extra)
@@ -203,7 +312,7 @@ def train(model, examples, t, aux_on):
     losses, aux_losses, grad_norms, lrs = [], [], [], []
     model.train()
     for step in range(num_steps):
-        out = forward(model, examples[step * bs:(step + 1) * bs])
+        out = forward(model, examples[step] if is_packed_step(examples[0]) else examples[step * bs:(step + 1) * bs])
         loss = out.loss
         if not aux_on and has_router_loss(model):  # output_router_logits above only records it: LM loss alone
             loss = loss - model.router_aux_loss_coef * out.aux_loss
@@ -255,6 +364,43 @@ def routing_notes(model, examples, t):
             "experts_without_tokens_in_a_sequence": empty}
 
 
+def llama4_routing_notes(model, steps):
+    """Llama 4: how many (MoE layer, step, sequence, expert) receive no real token, over the first forward of each
+    step on a copy, and the longest sequence (it must run past a chunk boundary)."""
+    import copy
+    probe = copy.deepcopy(model)
+    picked = []
+    hooks = [m.register_forward_hook(lambda mod, inp, out: picked.append(out[1].detach()))
+             for name, m in probe.named_modules() if name.endswith("feed_forward.router")]
+    E, k = probe.config.num_local_experts, probe.config.num_experts_per_tok
+    empty, longest = 0, 0
+    with torch.no_grad():
+        for batch in steps:
+            picked.clear()
+            forward(probe, batch)
+            if is_packed_step(batch):  # packed rows: real tokens are those before the right padding
+                lengths = [int((row != mf.IGNORE).nonzero().max()) + 1 for row in batch["labels"]]
+                shape = batch["input_ids"].shape
+                valid = torch.arange(shape[1])[None, :] < torch.tensor(lengths)[:, None]
+            else:
+                valid = mf.collate(batch)[1].bool()
+                shape = valid.shape
+            longest = max(longest, int(valid.sum(1).max()))
+            for logits in picked:
+                idx = torch.topk(logits, k, dim=1).indices.reshape(shape[0], shape[1], k)
+                for b in range(shape[0]):
+                    hit = torch.bincount(idx[b][valid[b]].reshape(-1), minlength=E)
+                    empty += int((hit == 0).sum())
+    for h in hooks:
+        h.remove()
+    if empty == 0:
+        raise RuntimeError("no expert goes without tokens in any sequence: routing is not uneven enough")
+    if longest <= probe.config.attention_chunk_size:
+        raise RuntimeError("no sequence is longer than a chunk")
+    return {"moe_layers": probe.config.moe_layers, "experts_without_tokens_in_a_sequence": empty,
+            "longest_sequence": longest, "attention_chunk_size": probe.config.attention_chunk_size}
+
+
 def make_case(spec):
     case = spec["case"]
     out = mf.FIXTURES / case
@@ -264,7 +410,8 @@ def make_case(spec):
     for d in ("model", "data", "reference"):
         (out / d).mkdir(parents=True)
     t = dict(mf.COMMON_TRAINING, **spec["training"])
-    examples = mf.make_examples(spec["seed"], t["batch_size"] * t["num_steps"])
+    llama4 = spec["model_cls"] is Llama4ForCausalLM
+    examples = llama4_examples(spec, t) if llama4 else mf.make_examples(spec["seed"], t["batch_size"] * t["num_steps"])
     model = build_model(spec)
     model.save_pretrained(out / "model", safe_serialization=True)
     (out / "model" / "generation_config.json").unlink(missing_ok=True)
@@ -276,9 +423,17 @@ def make_case(spec):
     with open(out / "data" / "train.jsonl", "w") as f:
         for ex in examples:
             f.write(json.dumps(ex, separators=(",", ":")) + "\n")
-    notes = routing_notes(model, examples, t)
+    steps = examples
+    if llama4:
+        steps = (llama4_packed_batches(spec, examples, t) if spec.get("packing") else
+                 [examples[k * t["batch_size"]:(k + 1) * t["batch_size"]] for k in range(t["num_steps"])])
+        notes = llama4_routing_notes(model, steps)
+        if not spec.get("packing"):
+            steps = examples
+    else:
+        notes = routing_notes(model, examples, t)
     aux_on = bool(getattr(spec["config"], "output_router_logits", False)) and has_router_loss(model)
-    losses, aux_losses, grad_norms, lrs = train(model, examples, t, aux_on)
+    losses, aux_losses, grad_norms, lrs = train(model, steps, t, aux_on)
     saved_keys = set(load_file(out / "model" / "model.safetensors").keys())
     # save_pretrained writes the checkpoint format (one tensor per expert); take the final state the same way.
     model.save_pretrained(out / "reference" / "final", safe_serialization=True)
@@ -302,6 +457,10 @@ def make_case(spec):
     }
     mf.write_json(out / "reference.json", reference)
     mf.write_train_yaml(out / "train.yaml", spec, t)
+    if spec.get("packing"):
+        text = (out / "train.yaml").read_text()
+        text = text.replace(f"max_seq_len: {mf.MAX_SEQ_LEN}\n", f"max_seq_len: {PACKED_MAX_SEQ_LEN}\n")
+        (out / "train.yaml").write_text(text.replace("packing: false\n", "packing: true\n"))
     extra = spec.get("train_yaml_training", {})
     if extra:
         text = (out / "train.yaml").read_text()

@@ -62,9 +62,13 @@ GEMMA3_PROCESSOR = types.SimpleNamespace(image_processor=object(), boi_token="<s
 QWEN3_VL_PROCESSOR = types.SimpleNamespace(image_processor=types.SimpleNamespace(merge_size=2),
                                            video_processor=types.SimpleNamespace(merge_size=2), model_input_names=[])
 
+# What Llama4Plugin (llama4's image plugin) reads from the processor; with no images none of it reaches the text.
+LLAMA4_PROCESSOR = types.SimpleNamespace(image_processor=object(), patch_size=14, downsample_ratio=4,
+                                         model_input_names=[])
+
 OUT = Path("tests/data/fixtures/templates")
 TOKENIZERS = "tests/tokenizer/fixtures"
-TEMPLATE_TOKENIZER = {"qwen": "qwen2", "qwen3": "qwen2", "chatml": "qwen2", "llama3": "llama3", "llama2": "llama2",
+TEMPLATE_TOKENIZER = {"qwen": "qwen2", "qwen3": "qwen2", "chatml": "qwen2", "llama3": "llama3", "llama4": "llama4", "llama2": "llama2",
                       "mistral": "mistral", "default": "gpt2", "empty": "gpt2",
                       "gemma": "gemma", "gemma2": "gemma", "gemma3": "gemma", "phi": "phi3", "phi4": "phi4",
                       "phi4_mini": "phi4_mini", "glm4": "glm4", "glm4_moe": "glm4", "intern2": "internlm2", "baichuan2": "baichuan2",
@@ -141,7 +145,7 @@ def main():
         data_args = DataArguments(template=name, cutoff_len=1_000_000)
         template = get_template_and_fix_tokenizer(tokenizer, data_args)
         mm_processor = {"gemma3": GEMMA3_PROCESSOR, "qwen3_5": QWEN3_VL_PROCESSOR,
-                        "qwen3_5_nothink": QWEN3_VL_PROCESSOR}.get(name)
+                        "qwen3_5_nothink": QWEN3_VL_PROCESSOR, "llama4": LLAMA4_PROCESSOR}.get(name)
         cases = []
         for case_name, system, tools, messages in CASES:
             record = {"name": case_name, "system": system, "tools": tools, "turns": messages}

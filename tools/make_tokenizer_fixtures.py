@@ -281,6 +281,10 @@ FAMILIES = {
     "internlm2": lambda: family(make_llama2, ["<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>",
                                               "<|action_start|>", "<|action_end|>", "<|interpreter|>", "<|plugin|>"],
                                 {"bos_token": "<s>", "eos_token": "</s>", "pad_token": "</s>", "unk_token": "<unk>"}),
+    # Llama 4: llama3's byte-level model with Llama 4's header and end-of-turn tokens.
+    "llama4": lambda: family(make_llama3, ["<|begin_of_text|>", "<|end_of_text|>", "<|header_start|>", "<|header_end|>",
+                                           "<|eot|>", "<|eom|>"],
+                             {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot|>"}),
     "baichuan2": lambda: family(make_llama2, ["<unk>", "<s>", "</s>", "<reserved_106>", "<reserved_107>"],
                                 {"bos_token": "<s>", "eos_token": "</s>", "pad_token": "<unk>", "unk_token": "<unk>"}),
 }

@@ -94,6 +94,17 @@ class Backend {
   virtual void normalize_rows_forward(void* y, const void* x, int64_t N, int64_t D) = 0;
   virtual void normalize_rows_backward(float* dx, const float* dy, const void* x, int64_t N, int64_t D) = 0;
 
+  // Weightless RMS normalisation over rows of D (Llama 4's q/k Llama4TextL2Norm): y = x · rsqrt(mean(x²) + eps);
+  // dx = (∂y/∂x)ᵀ·dy.
+  virtual void rms_normalize_forward(void* y, const void* x, int64_t N, int64_t D, float eps) = 0;
+  virtual void rms_normalize_backward(void* dx, const void* dy, const void* x, int64_t N, int64_t D, float eps) = 0;
+
+  // Attention temperature tuning (Llama 4's NoPE layers), in place on x[T, width]: row t × (log1p(floor((p + 1) /
+  // floor_scale))·attn_scale + 1) with p = t % seq, each step in fp32 as transformers computes it. A diagonal map:
+  // its backward is the same call on the gradient.
+  virtual void attention_temperature(void* x, int64_t T, int64_t seq, int64_t width, float floor_scale,
+                                     float attn_scale) = 0;
+
   // In-place rotary embedding on x[T, n_heads, head_dim] on the first rot_dim dims; cos/sin are
   // [max_pos, rot_dim/2] tables (frequency i at column i), positions [T]. Pair i is (x[i], x[i + rot_dim/2])
   // (HF rotate_half) or, when interleaved, (x[2i], x[2i+1]) (GLM). backward applies the transpose rotation.
@@ -204,6 +215,12 @@ class Backend {
   virtual void grouped_linear_backward(void* dx, float* dw, const void* dy, const void* x, const void* w,
                                        int64_t w_stride, const int64_t* offsets, int64_t E, int64_t I, int64_t O,
                                        bool accumulate_dx) = 0;
+  // Routed rows scaled by their routing weights (Llama 4 scales the expert's input): xs[r,H] *= weights[source[r]];
+  // backward, in place on dxs: d_weights[source[r]] = x[source[r] / k]·dxs[r] (fp32, every routed row written), then
+  // dxs[r] *= weights[source[r]].
+  virtual void moe_scale_rows_forward(void* xs, const float* weights, const int32_t* source, int64_t R, int64_t H) = 0;
+  virtual void moe_scale_rows_backward(void* dxs, float* d_weights, const void* x, const float* weights,
+                                       const int32_t* source, int64_t R, int64_t k, int64_t H) = 0;
   // y[t,H] += sigmoid(g[t])·x[t] (Qwen2-MoE's shared-expert gate, g [T]); backward: dx[t] = sigmoid(g[t])·dy[t],
   // dg[t] = sigmoid'(g[t])·(x[t]·dy[t]).
   virtual void row_sigmoid_gate_forward(void* y, const void* x, const void* g, int64_t T, int64_t H) = 0;

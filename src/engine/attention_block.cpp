@@ -1,8 +1,11 @@
 // Attention block forward and backward (see attention_block.h), following transformers' attention modules:
 // Llama's (q/k/v bias: Qwen2; per-head q/k RMSNorm before RoPE: Qwen3, Gemma 3), with the family's scale,
 // soft-cap (Gemma 2), sliding window, partial or interleaved RoPE (Phi-3, GLM-4), NoPE and ALiBi (Baichuan 2), and
-// Qwen3.5's / Qwen3-Next's sigmoid output gate (attn·σ(gate) before o_proj, the gate rows from q_proj).
+// Qwen3.5's / Qwen3-Next's sigmoid output gate (attn·σ(gate) before o_proj, the gate rows from q_proj), and Llama 4's
+// chunked attention, weightless q/k L2 norm and NoPE layers' attention temperature (q scaled after RoPE).
 #include "engine/attention_block.h"
+
+#include <algorithm>
 
 namespace mt {
 namespace {
@@ -21,7 +24,37 @@ AttnShape attn_shape(const LayerContext& ctx, int64_t layer, const MicroBatch& m
   s.alibi_slopes = ctx.alibi_slopes.empty() ? nullptr : ctx.alibi_slopes[static_cast<size_t>(layer)];
   s.seq_lens = mb.seq_lens;
   s.segments = mb.segments;
+  if (a.chunk > 0 && mb.chunk_segments != nullptr) {  // chunked_attention.h
+    s.segments = mb.chunk_segments;
+    s.window = a.window > 0 ? std::min(a.window, a.chunk) : a.chunk;
+  }
   return s;
+}
+
+// Llama 4's attention temperature on q (or, backward, on dq: the scaling is diagonal).
+void temperature(const LayerContext& ctx, const AttentionSpec& a, void* q, const MicroBatch& mb) {
+  if (a.temperature_floor_scale <= 0.0) return;
+  ctx.backend->attention_temperature(q, mb.tokens(), mb.seq_len, a.q_dim(), static_cast<float>(a.temperature_floor_scale),
+                                     static_cast<float>(a.temperature_attn_scale));
+}
+
+// The per-head q/k norm: RMSNorm with its weight (qk_norm) or without (qk_l2_norm); forward y = norm(x), backward
+// dx = ∂norm(x)ᵀ·dy.
+void head_norm_forward(const LayerContext& ctx, const AttentionSpec& a, const void* w, void* y, const void* x,
+                       int64_t rows) {
+  const auto eps = static_cast<float>(ctx.spec->rms_norm_eps);
+  if (a.qk_l2_norm)
+    ctx.backend->rms_normalize_forward(y, x, rows, a.head_dim, eps);
+  else
+    ctx.backend->rmsnorm_forward(y, x, w, rows, a.head_dim, eps, ctx.spec->norm_weight_offset());
+}
+void head_norm_backward(const LayerContext& ctx, const AttentionSpec& a, const void* w, float* dw, void* dx,
+                        const void* dy, const void* x, int64_t rows) {
+  const auto eps = static_cast<float>(ctx.spec->rms_norm_eps);
+  if (a.qk_l2_norm)
+    ctx.backend->rms_normalize_backward(dx, dy, x, rows, a.head_dim, eps);
+  else
+    ctx.backend->rmsnorm_backward(dx, dw, dy, x, w, rows, a.head_dim, eps, ctx.spec->norm_weight_offset());
 }
 
 void rope(const LayerContext& ctx, const AttentionSpec& a, void* x, int64_t heads, const MicroBatch& mb, bool forward) {
@@ -41,20 +74,19 @@ void attention_block_forward(const LayerContext& ctx, int64_t layer, const void*
   const AttentionSpec& a = ctx.layer(layer).attention;
   const AttentionOffsets& o = ctx.offsets(layer).attention;
   const int64_t T = mb.tokens(), H = ctx.spec->hidden_size;
-  const auto eps = static_cast<float>(ctx.spec->rms_norm_eps);
-  const float offset = ctx.spec->norm_weight_offset();
 
-  void* q_lin = a.qk_norm ? n.q_raw : n.q;
-  void* k_lin = a.qk_norm ? n.k_raw : n.k;
+  void* q_lin = a.normed_qk() ? n.q_raw : n.q;
+  void* k_lin = a.normed_qk() ? n.k_raw : n.k;
   be.linear_forward(q_lin, in, weight_at(ctx, w, o.q), weight_at(ctx, w, o.q_bias), T, H, a.q_dim());
   be.linear_forward(k_lin, in, weight_at(ctx, w, o.k), weight_at(ctx, w, o.k_bias), T, H, a.kv_dim());
   be.linear_forward(n.v, in, weight_at(ctx, w, o.v), weight_at(ctx, w, o.v_bias), T, H, a.kv_dim());
-  if (a.qk_norm) {
-    be.rmsnorm_forward(n.q, n.q_raw, weight_at(ctx, w, o.q_norm), T * a.num_heads, a.head_dim, eps, offset);
-    be.rmsnorm_forward(n.k, n.k_raw, weight_at(ctx, w, o.k_norm), T * a.num_kv_heads, a.head_dim, eps, offset);
+  if (a.normed_qk()) {
+    head_norm_forward(ctx, a, weight_at(ctx, w, o.q_norm), n.q, n.q_raw, T * a.num_heads);
+    head_norm_forward(ctx, a, weight_at(ctx, w, o.k_norm), n.k, n.k_raw, T * a.num_kv_heads);
   }
   rope(ctx, a, n.q, a.num_heads, mb, true);
   rope(ctx, a, n.k, a.num_kv_heads, mb, true);
+  temperature(ctx, a, n.q, mb);
   be.attention_forward(n.attn, n.lse, n.q, n.k, n.v, attn_shape(ctx, layer, mb));
   const void* o_in = n.attn;
   if (a.output_gate) {
@@ -73,23 +105,22 @@ void attention_block_backward(const LayerContext& ctx, int64_t layer, const void
   const AttentionSpec& a = ctx.layer(layer).attention;
   const AttentionOffsets& o = ctx.offsets(layer).attention;
   const int64_t T = mb.tokens(), H = ctx.spec->hidden_size;
-  const auto eps = static_cast<float>(ctx.spec->rms_norm_eps);
-  const float offset = ctx.spec->norm_weight_offset();
 
   be.linear_backward(s.d_attn, grad_at(dw, o.o), grad_at(dw, o.o_bias), d_out, a.output_gate ? n.gated_attn : n.attn,
                      weight_at(ctx, w, o.o), T, a.q_dim(), H, false);
   if (a.output_gate) be.sigmoid_gate_backward(s.d_attn, s.d_out_gate, s.d_attn, n.attn, n.out_gate, T * a.q_dim());
   be.attention_backward(s.dq, s.dk, s.dv, s.d_attn, n.q, n.k, n.v, n.attn, n.lse, attn_shape(ctx, layer, mb));
+  temperature(ctx, a, s.dq, mb);
   rope(ctx, a, s.dq, a.num_heads, mb, false);
   rope(ctx, a, s.dk, a.num_kv_heads, mb, false);
   void* dq_lin = s.dq;
   void* dk_lin = s.dk;
-  if (a.qk_norm) {
+  if (a.normed_qk()) {
     // The q/k projections' gradients land in q/k, which nothing reads after this (saved internals included).
-    be.rmsnorm_backward(n.q, grad_at(dw, o.q_norm), s.dq, n.q_raw, weight_at(ctx, w, o.q_norm), T * a.num_heads,
-                        a.head_dim, eps, offset);
-    be.rmsnorm_backward(n.k, grad_at(dw, o.k_norm), s.dk, n.k_raw, weight_at(ctx, w, o.k_norm), T * a.num_kv_heads,
-                        a.head_dim, eps, offset);
+    head_norm_backward(ctx, a, weight_at(ctx, w, o.q_norm), grad_at(dw, o.q_norm), n.q, s.dq, n.q_raw,
+                       T * a.num_heads);
+    head_norm_backward(ctx, a, weight_at(ctx, w, o.k_norm), grad_at(dw, o.k_norm), n.k, s.dk, n.k_raw,
+                       T * a.num_kv_heads);
     dq_lin = n.q;
     dk_lin = n.k;
   }

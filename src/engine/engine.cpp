@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "engine/chunked_attention.h"
 #include "engine/edge_layers.h"
 #include "model/alibi.h"
 #include "model/rope.h"
@@ -49,14 +50,17 @@ struct Engine::Activations {
 struct Engine::BatchArrays {
   Backend& be;
   std::vector<void*> owned;
-  const int32_t *input_ids, *targets, *positions, *seq_lens, *segments;
+  const int32_t *input_ids, *targets, *positions, *seq_lens, *segments, *chunk_segments = nullptr;
+  std::vector<int32_t> chunk_ids;  // chunked attention's key groups (chunked_attention.h)
 
-  BatchArrays(Backend& b, const Batch& batch) : be(b) {
+  BatchArrays(Backend& b, const Batch& batch, int64_t attention_chunk) : be(b) {
     input_ids = place(batch.input_ids);
     targets = place(batch.targets);
     positions = place(batch.positions);
     seq_lens = place(batch.seq_lens);
     segments = batch.segments.empty() ? nullptr : place(batch.segments);
+    if (attention_chunk > 0) chunk_ids = chunk_segment_ids(batch.positions, batch.seq_len, attention_chunk);
+    if (!chunk_ids.empty()) chunk_segments = place(chunk_ids);
   }
   ~BatchArrays() {
     for (void* p : owned) be.free_bytes(p);
@@ -269,6 +273,7 @@ std::vector<MicroBatch> Engine::micro_batches(const BatchArrays& arrays, int64_t
     mb.positions = arrays.positions + t0;
     mb.seq_lens = arrays.seq_lens + s;
     mb.segments = arrays.segments ? arrays.segments + t0 : nullptr;
+    mb.chunk_segments = arrays.chunk_segments ? arrays.chunk_segments + t0 : nullptr;
     mbs.push_back(mb);
   }
   return mbs;
@@ -287,7 +292,7 @@ StepLoss Engine::forward_backward(const Batch& batch, int64_t loss_tokens, doubl
   loss.target_tokens = batch.num_target_tokens;
   if (options_.moe_aux_loss) loss.aux_coef = options_.moe_aux_coef;
   const float grad_scale = 1.0f / static_cast<float>(loss_tokens);
-  const BatchArrays arrays(backend_, batch);
+  const BatchArrays arrays(backend_, batch, attention_chunk(spec_));
   // Pass p takes sequences [p·n/passes, (p+1)·n/passes): equal runs when passes divides n.
   for (int64_t p = 0; p < options_.passes; ++p) {
     const int64_t first = p * batch.num_seqs / options_.passes, end = (p + 1) * batch.num_seqs / options_.passes;
@@ -406,7 +411,7 @@ StepLoss Engine::forward_loss(const Batch& batch) {
   upload_batch_rope(batch);
   StepLoss loss;
   loss.target_tokens = batch.num_target_tokens;
-  const BatchArrays arrays(backend_, batch);
+  const BatchArrays arrays(backend_, batch, attention_chunk(spec_));
   // The passes of forward_backward where the batch splits into them, so that activations fit the same plan.
   const int64_t passes = std::min(options_.passes, batch.num_seqs);
   for (int64_t p = 0; p < passes; ++p) {

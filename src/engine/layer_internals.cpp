@@ -82,7 +82,7 @@ InternalsWidths internals_widths(const LayerSpec& l, int64_t H, bool with_raw) {
 
 InternalsWidths saved_layer_widths(const ModelSpec& spec, int64_t layer) {
   const LayerSpec& l = spec.layers[static_cast<size_t>(layer)];
-  return internals_widths(l, spec.hidden_size, l.attention.qk_norm && !l.is_deltanet());
+  return internals_widths(l, spec.hidden_size, l.attention.normed_qk() && !l.is_deltanet());
 }
 
 InternalsWidths max_internals_widths(const ModelSpec& spec) {

@@ -14,6 +14,8 @@ struct MicroBatch {
   const int32_t* positions = nullptr;  // [tokens]
   const int32_t* seq_lens = nullptr;   // [seqs]
   const int32_t* segments = nullptr;   // [tokens] or null
+  // [tokens] chunked attention's key groups (chunked_attention.h), or null where no position reaches a chunk boundary
+  const int32_t* chunk_segments = nullptr;
   int64_t tokens() const { return seqs * seq_len; }
 };
 

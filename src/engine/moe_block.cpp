@@ -88,6 +88,7 @@ struct Block {
     be().download(offsets.data(), s.offsets, static_cast<int64_t>(offsets.size() * sizeof(int32_t)));
     s.host_offsets.assign(offsets.begin(), offsets.end());
     be().moe_gather(s.xs, in, s.source, R(), k, H());
+    if (spec.weight_scales_input) be().moe_scale_rows_forward(s.xs, s.weights, s.source, R(), H());
     const int64_t stride = o().expert_stride;
     be().grouped_linear_forward(s.gate, s.xs, at(o().gate_of(0)), stride, s.host_offsets.data(), E, H(), I);
     be().grouped_linear_forward(s.up, s.xs, at(o().up_of(0)), stride, s.host_offsets.data(), E, H(), I);
@@ -138,7 +139,10 @@ void moe_block_forward(const LayerContext& ctx, int64_t layer, const void* w, co
   Block b{ctx, layer, w, mb, s};
   const bool collect = ctx.moe_aux != nullptr && ctx.moe_aux->collect;
   b.internals(in, collect);
-  b.be().moe_combine_forward(out, s.ys, s.weights, s.row_of, b.T(), b.m().top_k, b.H());
+  if (b.m().weight_scales_input)  // the weights scaled the inputs: the outputs add unweighted
+    b.be().moe_gather_backward(out, s.ys, s.row_of, b.T(), b.m().top_k, b.H(), false);
+  else
+    b.be().moe_combine_forward(out, s.ys, s.weights, s.row_of, b.T(), b.m().top_k, b.H());
   if (b.m().shared_intermediate_size == 0) return;
   if (b.m().shared_gate)
     b.be().row_sigmoid_gate_forward(out, s.s_out, s.s_logit, b.T(), b.H());
@@ -156,8 +160,11 @@ void moe_block_backward(const LayerContext& ctx, int64_t layer, const void* w, c
   const int64_t T = b.T(), H = b.H(), E = m.num_experts, k = m.top_k, I = m.intermediate_size, R = b.R();
   const int64_t stride = o.expert_stride;
   const int64_t* offsets = s.host_offsets.data();
-  // Routed experts: out = Σ_j weights_j · down_e(silu(gate_e(x)) · up_e(x)).
-  be.moe_combine_backward(s.d_ys, s.d_weights, d_out, s.ys, s.weights, s.row_of, T, k, H);
+  // Routed experts: out = Σ_j weights_j · down_e(silu(gate_e(x)) · up_e(x)), or Σ_j expert_e(weights_j · x).
+  if (m.weight_scales_input)
+    be.moe_gather(s.d_ys, d_out, s.source, R, k, H);
+  else
+    be.moe_combine_backward(s.d_ys, s.d_weights, d_out, s.ys, s.weights, s.row_of, T, k, H);
   be.grouped_linear_backward(s.d_act, grad_at(dw, o.down_of(0)), s.d_ys, s.act, b.at(o.down_of(0)), o.down_stride,
                              offsets, E, I, H, false);
   be.glu_backward(s.d_gate, s.d_up, s.d_act, s.gate, s.up, R * I, Activation::silu);
@@ -166,6 +173,7 @@ void moe_block_backward(const LayerContext& ctx, int64_t layer, const void* w, c
                              H, I, false);
   be.grouped_linear_backward(d_xs, grad_at(dw, o.up_of(0)), s.d_up, s.xs, b.at(o.up_of(0)), stride, offsets, E, H, I,
                              true);
+  if (m.weight_scales_input) be.moe_scale_rows_backward(d_xs, s.d_weights, in, s.weights, s.source, R, k, H);
   be.moe_gather_backward(d_in, d_xs, s.row_of, T, k, H, false);
   // Router: the routing weights' gradient, plus the load-balancing loss's through the probabilities.
   const float* aux_grad = ctx.moe_aux != nullptr ? ctx.moe_aux->grad : nullptr;

@@ -1,7 +1,8 @@
 // The mixture-of-experts feed-forward block of a decoder layer, as transformers' Mixtral / Qwen2-MoE / Qwen3-MoE
 // sparse MoE blocks compute it: a router (linear, softmax top-k, optionally renormalised), the routed rows
 // grouped by expert with a stable permutation (token order within each expert), grouped SwiGLU expert GEMMs,
-// the weighted combine back to token order, and an optional shared expert (sigmoid-gated for Qwen2-MoE).
+// the weighted combine back to token order (Llama 4: the weights scale the gathered inputs and the outputs add
+// unweighted), and an optional shared expert (sigmoid-gated for Qwen2-MoE).
 // Stateless apart from MoeScratch (per micro-batch). Backward recomputes the block's forward from its input
 // (routing, permutation and expert activations), so a MoE layer saves nothing beyond the layer's h1.
 // Invariant: forward writes out (=); backward writes d_in (=) and ACCUMULATES into the region's fp32 gradient dw;

@@ -30,6 +30,8 @@ const std::vector<FamilyEntry>& model_families() {
       {"Qwen2MoeForCausalLM", "qwen2_moe", parse_qwen2_moe, false},
       {"Qwen3MoeForCausalLM", "qwen3_moe", parse_qwen3_moe, false},
       {"Glm4MoeForCausalLM", "glm4_moe", parse_glm4_moe, false},
+      {"Llama4ForCausalLM", "llama4_text", parse_llama4, false},
+      {"Llama4ForConditionalGeneration", "llama4", parse_llama4_multimodal, false},
   };
   return table;
 }

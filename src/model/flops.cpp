@@ -25,7 +25,8 @@ StepFlops step_flops(const ModelSpec& spec, const ParamLayout& layout, int64_t t
                              6.0 * static_cast<double>(d.conv_dim() * d.conv_kernel);
       continue;
     }
-    const int64_t keys = l.attention.window > 0 ? std::min(l.attention.window, seq_len) : seq_len;
+    int64_t keys = l.attention.window > 0 ? std::min(l.attention.window, seq_len) : seq_len;
+    if (l.attention.chunk > 0) keys = std::min(keys, l.attention.chunk);  // chunked attention: the chunk's keys
     attention_per_token += 12.0 * static_cast<double>(l.attention.num_heads * l.attention.head_dim * keys);
   }
   const auto t = static_cast<double>(tokens);

@@ -1,10 +1,12 @@
 // FLOP accounting of a training step, two ways: the paper's 6 × parameters × tokens (kept for comparison with
 // the reference implementation), and model FLOPs as torchtitan counts them — 6 × matrix-multiply parameters (every
 // projection and the LM head, not the embedding lookup) × tokens, plus each layer's attention term
-// 12 × heads × head_dim × keys per token, keys = min(window, seq_len) on sliding layers and seq_len on others; a
+// 12 × heads × head_dim × keys per token, keys = min(window, seq_len) on sliding layers (min(chunk, seq_len) on
+// chunked ones) and seq_len on others; a
 // Gated DeltaNet layer's term is its state updates, 18 × v_heads × k_head_dim × v_head_dim per token (the
 // recurrence's three state-vector products, 2 FLOPs each, forward and twice in backward), plus its depthwise conv
-// 6 × conv channels × kernel (conv1d weights are 3-D and not matmul parameters).
+// 6 × conv channels × kernel (conv1d weights are 3-D and not matmul parameters; Llama 4's fused 3-D expert tensors
+// are).
 // Both count active parameters: a mixture-of-experts layer's token computes with its top_k experts only.
 // Invariant: both are forward + backward FLOPs per step, without recompute.
 #pragma once

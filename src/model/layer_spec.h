@@ -18,10 +18,20 @@ struct AttentionSpec {
   double softcap = 0.0;        // logits -> softcap·tanh(logits/softcap); 0 = none
   bool alibi = false;          // ALiBi biases (Baichuan 2 13B)
   bool qk_norm = false;        // per-head RMSNorm on q and k before RoPE
+  // Llama 4: per-head weightless RMS norm of q and k (Llama4TextL2Norm, x·rsqrt(mean(x²) + eps)); transformers
+  // applies it after RoPE, which is the same as before it: the rotation keeps every head vector's norm.
+  bool qk_l2_norm = false;
+  // Chunked attention (Llama 4's attention_chunk_size): query i sees only the keys of its own chunk of positions,
+  // position(j) / chunk == position(i) / chunk, causal, within its packed example; 0 = none.
+  int64_t chunk = 0;
+  // Attention temperature tuning (Llama 4's NoPE layers): queries × (log1p(floor((p + 1) / floor_scale)) · attn_scale
+  // + 1), p the token's index in its row (transformers' arange over the sequence, packed or not); floor_scale 0 = none.
+  double temperature_floor_scale = 0.0, temperature_attn_scale = 0.0;
   bool qkv_bias = false;       // biases on the q, k and v projections
   bool o_bias = false;         // bias on the output projection
   // Sigmoid output gate (Qwen3.5, Qwen3-Next): q_proj emits per head [query, gate]; attn ← attn · σ(gate).
   bool output_gate = false;
+  bool normed_qk() const { return qk_norm || qk_l2_norm; }  // q and k pass a per-head norm
   int64_t q_dim() const { return num_heads * head_dim; }
   int64_t kv_dim() const { return num_kv_heads * head_dim; }
 };
@@ -53,13 +63,16 @@ enum class RouterKind {
   softmax_topk,   // softmax over all experts, the top k (Mixtral, Qwen2-MoE, Qwen3-MoE); norm_topk renormalises
   sigmoid_group,  // sigmoid scores; the top k of scores + e_score_correction_bias within the topk_groups best of
                   // groups expert groups (a group's score: its two best); weights the unbiased scores, renormalised
-                  // with norm_topk, × routed_scaling (GLM-4.5, the DeepSeek-V3 router)
+                  // with norm_topk, × routed_scaling (GLM-4.5, the DeepSeek-V3 router; with one group, no bias and
+                  // no scaling, Llama 4's: sigmoid of the top k logits; logits whose sigmoids both round to 1 in fp32
+                  // tie to the lower expert where torch.topk takes the larger logit)
 };
 
 // A mixture-of-experts feed-forward: a router (linear, no bias) picks top_k of num_experts SwiGLU experts per
-// token and mixes their outputs by the routing weights; an optional shared expert (an MLP of
-// shared_intermediate_size every token passes through) is added, scaled by sigmoid(shared_gate(x)) where
-// shared_gate (Qwen2-MoE). num_experts == 0: the layer's feed-forward is the dense MlpSpec.
+// token and mixes their outputs by the routing weights (or, with weight_scales_input, Llama 4, scales each expert's
+// input by its weight and adds the outputs); an optional shared expert (an MLP of shared_intermediate_size every
+// token passes through) is added, scaled by sigmoid(shared_gate(x)) where shared_gate (Qwen2-MoE).
+// num_experts == 0: the layer's feed-forward is the dense MlpSpec.
 struct MoeSpec {
   int64_t num_experts = 0, top_k = 0, intermediate_size = 0;
   RouterKind router = RouterKind::softmax_topk;
@@ -68,6 +81,8 @@ struct MoeSpec {
   bool shared_gate = false;            // the shared expert's output × sigmoid(x · w_gate) (Qwen2-MoE)
   double routed_scaling = 1.0;         // sigmoid_group: weights × routed_scaling_factor
   int64_t groups = 1, topk_groups = 1; // sigmoid_group: n_group, topk_group
+  // Llama 4: the routing weight scales the expert's input (expert(w·x)) and the experts' outputs add unweighted.
+  bool weight_scales_input = false;
   bool active() const { return num_experts > 0; }
 };
 

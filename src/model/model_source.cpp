@@ -158,7 +158,7 @@ void write_export(const fs::path& dir, const ModelSpec& spec, const ParamLayout&
     for (const ParamSlot& slot : layout.regions[r].params) {
       auto fill = [&region, &slot, r](float* dst) {
         const float* values = region(r) + slot.offset;
-        if (slot.rows.parts.empty()) std::copy(values, values + slot.numel, dst);
+        if (!slot.reordered()) std::copy(values, values + slot.numel, dst);
         else store_rows_to_hf(slot, values, dst);
       };
       tensors.push_back({slot.hf_name, slot.shape, nullptr, nullptr, fill});
@@ -235,7 +235,7 @@ void load_region(const Region& region, const SafetensorsModel& weights, float* d
     MT_REQUIRE(t->shape == slot.shape, "model dir {}: tensor '{}' in {} has shape {}, expected {}",
                weights.dir().string(), slot.hf_name, t->file.filename().string(), shape_text(t->shape),
                shape_text(slot.shape));
-    if (slot.rows.parts.empty()) {
+    if (!slot.reordered()) {
       read_as_f32(*t, dst + slot.offset);
     } else {  // rows regrouped into the store's order (param_layout.h)
       std::vector<float> hf(static_cast<size_t>(slot.numel));
@@ -274,7 +274,7 @@ void init_region_random(const Region& region, double initializer_range, uint64_t
       continue;
     }
     // Element e of the HF tensor: drawn in HF row order, then regrouped where the store orders rows otherwise.
-    std::vector<float> hf_order(slot.rows.parts.empty() ? 0 : static_cast<size_t>(n));
+    std::vector<float> hf_order(!slot.reordered() ? 0 : static_cast<size_t>(n));
     float* values = hf_order.empty() ? out : hf_order.data();
     const uint64_t key = splitmix64(seed ^ splitmix64(fnv1a(slot.hf_name)));
 #pragma omp parallel for schedule(static) if (n > (int64_t{1} << 16))

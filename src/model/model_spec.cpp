@@ -155,11 +155,15 @@ std::string describe_layers(const ModelSpec& spec) {
     if (a.rope < 0 && !l.is_deltanet()) text += a.alibi ? ", ALiBi" : ", NoPE";
     if (a.rope > 0) text += fmt::format(", rope table {}", a.rope);
     if (a.softcap > 0) text += fmt::format(", soft-cap {}", a.softcap);
+    if (a.chunk > 0) text += fmt::format(", chunks of {}", a.chunk);
+    if (a.qk_l2_norm) text += ", q/k L2 norm";
+    if (a.temperature_floor_scale > 0) text += ", temperature tuning";
     if (l.moe.active()) {
       text += fmt::format(", MoE {} experts × {} top {}{}", l.moe.num_experts, l.moe.intermediate_size, l.moe.top_k,
                           l.moe.norm_topk ? " renormalised" : "");
       if (l.moe.router == RouterKind::sigmoid_group)
         text += fmt::format(" (sigmoid, {} of {} groups, × {})", l.moe.topk_groups, l.moe.groups, l.moe.routed_scaling);
+      if (l.moe.weight_scales_input) text += " scaling inputs";
       if (l.moe.shared_intermediate_size > 0)
         text += fmt::format(" + shared {}{}", l.moe.shared_intermediate_size, l.moe.shared_gate ? " gated" : "");
     } else {

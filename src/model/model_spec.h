@@ -73,11 +73,13 @@ struct TensorNames {
   std::string shared_gate_proj = "mlp.shared_expert.gate_proj", shared_up_proj = "mlp.shared_expert.up_proj",
               shared_down_proj = "mlp.shared_expert.down_proj";
   std::string shared_expert_gate = "mlp.shared_expert_gate";
-  // The experts as two 3-D tensors "<experts><fused_gate_up>" [E, 2I, H] (per expert gate rows then up rows) and
-  // "<experts><fused_down>" [E, H, I], no ".weight" (Qwen3.5-MoE's published checkpoints), instead of one tensor
-  // per expert (what transformers' save_pretrained writes for them). either_expert_layout: the family's checkpoints
-  // come both ways and match_tensor_names picks the one the weights use.
-  bool fused_experts = false, either_expert_layout = false;
+  // The experts as two 3-D tensors without ".weight", "<experts><fused_gate_up>" and "<experts><fused_down>",
+  // instead of one tensor per expert: [E, 2I, H] (per expert its gate rows, then its up rows) and [E, H, I]
+  // (Qwen3.5-MoE's published checkpoints); with fused_transposed [E, H, 2I] (gate | up columns) and [E, I, H], each
+  // expert's matrix the transpose of nn.Linear's (Llama 4). either_expert_layout: the family's checkpoints come both
+  // ways (one tensor per expert is what transformers' save_pretrained writes for Qwen3.5-MoE) and match_tensor_names
+  // picks the one the weights use.
+  bool fused_experts = false, fused_transposed = false, either_expert_layout = false;
   std::string fused_gate_up = "gate_up_proj", fused_down = "down_proj";
   // Older checkpoints of the family name the same tensors under another prefix: {prefix here, prefix there}
   // (match_tensor_names picks the one the weights use).

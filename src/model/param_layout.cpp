@@ -2,7 +2,7 @@
 // Invariant: slots are packed back to back from offset 0 in a fixed order (input norm, attention, its output
 // norm, MLP norm, MLP or mixture of experts, its output norm; a Gated DeltaNet layer's mixer in place of attention),
 // so layers with equal specs have equal offsets; an MoE layer's experts are laid out one after another with equal
-// strides.
+// strides (Llama 4's fused expert tensors: all gate|up matrices, then all down matrices, each transposed).
 #include "model/param_layout.h"
 
 #include <algorithm>
@@ -131,13 +131,20 @@ void moe_params(LayerBuilder& l, const MoeSpec& m, const TensorNames& n, MoeOffs
   const int64_t I = m.intermediate_size, H = l.H, E = m.num_experts;
   int64_t unused = -1;
   l.linear(n.router, E, H, false, o.router, unused);
-  if (m.router == RouterKind::sigmoid_group) o.score_bias = add(l.r, l.prefix + n.router_score_bias, {E}, InitKind::zeros);
+  if (m.router == RouterKind::sigmoid_group && !n.router_score_bias.empty())
+    o.score_bias = add(l.r, l.prefix + n.router_score_bias, {E}, InitKind::zeros);
   if (n.fused_experts) {
-    // gate_up_proj [E, 2I, H]: per expert its I gate rows, then its I up rows; down_proj [E, H, I].
-    o.experts = l.raw(n.experts + n.fused_gate_up, {E, 2 * I, H}, InitKind::normal);
+    // The store holds per expert its I gate rows, then its I up rows [.., H], and its down [H, I] (transposed from
+    // Llama 4's [E, H, 2I] and [E, I, H]).
+    const bool t = n.fused_transposed;
+    o.experts = l.raw(n.experts + n.fused_gate_up, t ? std::vector<int64_t>{E, H, 2 * I} : std::vector<int64_t>{E, 2 * I, H},
+                      InitKind::normal);
+    l.r.params.back().transposed = t;
+    o.down = l.raw(n.experts + n.fused_down, t ? std::vector<int64_t>{E, I, H} : std::vector<int64_t>{E, H, I},
+                   InitKind::normal) - o.experts;
+    l.r.params.back().transposed = t;
     o.up = I * H;
     o.expert_stride = 2 * I * H;
-    o.down = l.raw(n.experts + n.fused_down, {E, H, I}, InitKind::normal) - o.experts;
     o.down_stride = H * I;
   }
   for (int64_t e = 0; e < E && !n.fused_experts; ++e) {
@@ -230,7 +237,18 @@ ParamLayout make_param_layout(const ModelSpec& spec) {
   return layout;
 }
 
+// dst[b][c][r] = src[b][r][c] for each of `blocks` matrices [rows, cols].
+void transpose_blocks(const float* src, float* dst, int64_t blocks, int64_t rows, int64_t cols) {
+  for (int64_t b = 0; b < blocks; ++b)
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) dst[(b * cols + c) * rows + r] = src[(b * rows + r) * cols + c];
+}
+
 void hf_rows_to_store(const ParamSlot& slot, const float* hf, float* store) {
+  if (slot.transposed) {
+    transpose_blocks(hf, store, slot.shape[0], slot.shape[1], slot.shape[2]);
+    return;
+  }
   if (slot.rows.parts.empty()) {
     std::memcpy(store, hf, static_cast<size_t>(slot.numel) * sizeof(float));
     return;
@@ -239,6 +257,10 @@ void hf_rows_to_store(const ParamSlot& slot, const float* hf, float* store) {
 }
 
 void store_rows_to_hf(const ParamSlot& slot, const float* store, float* hf) {
+  if (slot.transposed) {
+    transpose_blocks(store, hf, slot.shape[0], slot.shape[2], slot.shape[1]);
+    return;
+  }
   if (slot.rows.parts.empty()) {
     std::memcpy(hf, store, static_cast<size_t>(slot.numel) * sizeof(float));
     return;

@@ -32,6 +32,10 @@ struct ParamSlot {
   bool weight_decay = false;    // matrices decay; norms and biases do not
   InitKind init = InitKind::normal;
   RowGrouping rows;             // how the store orders the HF rows
+  // The HF tensor is shape[0] matrices [shape[1], shape[2]] and the store holds each one transposed (Llama 4's fused
+  // expert tensors, x·W in HF, nn.Linear's [out, in] in the store).
+  bool transposed = false;
+  bool reordered() const { return !rows.parts.empty() || transposed; }  // store order differs from the HF order
 };
 
 // Offsets (elements) of each tensor inside a decoder region; -1 where the layer has no such tensor.
@@ -51,7 +55,7 @@ struct MlpOffsets {
 // A mixture-of-experts feed-forward: the router [E, H]; expert e's gate [I, H] and up [I, H] start at
 // experts + e·expert_stride + gate (up), its down [H, I] at experts + e·down_stride + down; the shared expert and its
 // gate [1, H]. One slot per expert tensor: gate, up, down adjacent, down_stride == expert_stride; the fused 3-D
-// gate_up_proj [E, 2I, H] and down_proj [E, H, I] (names.fused_experts): expert_stride 2·I·H, down_stride H·I.
+// tensors (names.fused_experts, either HF layout): expert_stride 2·I·H, down_stride H·I.
 struct MoeOffsets {
   int64_t router = -1;
   int64_t score_bias = -1;  // [E] sigmoid_group routers' e_score_correction_bias (its gradient stays 0)

@@ -28,8 +28,9 @@ RopeSpec parse_rope(const ConfigKeys& top, const ConfigKeys& r, int64_t max_posi
     rope.low_freq_factor = r.number("low_freq_factor");
     rope.high_freq_factor = r.number("high_freq_factor");
     rope.original_max_position_embeddings = original_max();
-    MT_REQUIRE(rope.high_freq_factor > rope.low_freq_factor,
-               "model config {}: key '{}high_freq_factor' must exceed low_freq_factor", top.origin, where);
+    // Equal factors (Llama 4 Scout's 1 and 1) leave no medium band: every frequency is kept or divided by factor.
+    MT_REQUIRE(rope.high_freq_factor >= rope.low_freq_factor,
+               "model config {}: key '{}high_freq_factor' must not be below low_freq_factor", top.origin, where);
   } else if (rope.type == "yarn") {
     rope.original_max_position_embeddings = original_max();
     MT_REQUIRE(rope.original_max_position_embeddings > 0,

@@ -6,6 +6,7 @@
 
 #include "backend/gated_delta_rule_scratch.h"
 #include "core/error.h"
+#include "engine/chunked_attention.h"
 #include "engine/layer_internals.h"
 #include "engine/moe_block.h"
 #include "model/param_layout.h"
@@ -77,7 +78,8 @@ void plan_activations(const ModelSpec& s, const RunShape& run, int64_t es, GpuPl
   g.layer_workspace = decoder_workspace_bytes(s, mb, run.seq_len, run.token_chunk, es) + std::max(attention_partials, deltanet_scratch);
   const int64_t chunk = std::min(std::clamp<int64_t>((int64_t{1} << 28) / std::max<int64_t>(V, 1), 16, 4096), mb_tokens);
   g.head = chunk * V * 4 + chunk * V * es + mb_tokens * 4;
-  g.batch_arrays = pass_seqs * run.seq_len * 4 * 4 + pass_seqs * 4;
+  const int64_t token_arrays = attention_chunk(s) > 0 ? 5 : 4;  // + chunked attention's ids (chunked_attention.h)
+  g.batch_arrays = pass_seqs * run.seq_len * token_arrays * 4 + pass_seqs * 4;
   // Engine's RopeBuffers: its max_positions is the longer of the model's positions and the run's sequences.
   g.rope_tables = 0;
   for (const RopeSpec& r : s.rope_tables)

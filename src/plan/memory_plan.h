@@ -66,7 +66,7 @@ struct GpuPlan {
   int64_t layer_workspace = 0;          // DecoderWorkspace for one micro-batch (its feed-forward per token chunk), and the attention backward's fp32
                                         // dk/dv partials of the GQA group splits (at most one split per query head)
   int64_t head = 0;                     // logits chunk (fp32) + dlogits chunk + per-row losses
-  int64_t batch_arrays = 0;             // input ids, targets, positions, segments, lengths (int32)
+  int64_t batch_arrays = 0;             // input ids, targets, positions, segments, chunk ids, lengths (int32)
   int64_t gemm_workspace = 0;           // cuBLASLt
   int64_t rope_tables = 0;              // fp32 cos and sin of every RoPE table over max(positions, seq_len)
   int64_t total() const {

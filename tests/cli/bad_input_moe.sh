@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `megatrain train` on bad mixture-of-experts input: more experts per token than experts, an unsupported router
-# (Mixtral's random router_jitter_noise), a checkpoint missing one expert's tensor: exit status 1, exactly one error
-# line naming the file and the field or tensor, and no output_dir.
+# (Mixtral's random router_jitter_noise), a checkpoint missing one expert's tensor (Llama 4: a fused expert tensor, or
+# one of the wrong shape), Llama 4's no_rope_layers of the wrong length: exit status 1, exactly one error line naming
+# the file and the field or tensor, and no output_dir.
 # Usage: bad_input_moe.sh MEGATRAIN_BINARY SOURCE_DIR
 set -uo pipefail
 bin=$1 src=$2
@@ -55,4 +56,17 @@ expect_failure unsupported_router "'router_jitter_noise' must be 0" \
 # shellcheck disable=SC2046
 expect_failure missing_expert_tensor "model.layers.1.block_sparse_moe.experts.2.w3.weight" \
   $(fx mixtral) --set "model.name=$(broken_model missing mixtral "pass" model.layers.1.block_sparse_moe.experts.2.w3.weight)"
+# shellcheck disable=SC2046
+expect_failure llama4_top_k_above_experts "'num_experts_per_tok' (5) must be between 1 and 'num_local_experts' (4)" \
+  $(fx llama4) --set "model.name=$(broken_model llama4_top_k llama4 "config['num_experts_per_tok'] = 5")"
+# shellcheck disable=SC2046
+expect_failure llama4_missing_fused_experts "tensor 'model.layers.3.feed_forward.experts.down_proj' not found" \
+  $(fx llama4) --set "model.name=$(broken_model llama4_missing llama4 "pass" model.layers.3.feed_forward.experts.down_proj)"
+# shellcheck disable=SC2046
+expect_failure llama4_fused_experts_shape \
+  "tensor 'model.layers.1.feed_forward.experts.gate_up_proj' in model.safetensors has shape \\[4, 32, 48\\], expected \\[4, 32, 40\\]" \
+  $(fx llama4) --set "model.name=$(broken_model llama4_shape llama4 "config['intermediate_size'] = 20")"
+# shellcheck disable=SC2046
+expect_failure llama4_no_rope_layers "key 'no_rope_layers' must list 4 flags (num_hidden_layers)" \
+  $(fx llama4) --set "model.name=$(broken_model llama4_nope llama4 "config['no_rope_layers'] = [1, 1, 0]")"
 exit $status

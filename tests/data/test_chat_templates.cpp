@@ -52,7 +52,7 @@ TEST_CASE("every template renders what LLaMA-Factory renders", "[data][templates
   const std::vector<std::string> names = chat_template_names();
   CHECK(names == std::vector<std::string>{"baichuan2", "chatml", "deepseek", "deepseekcoder", "deepseekr1",
                                           "default", "empty", "gemma", "gemma2", "gemma3", "glm4", "glm4_moe",
-                                          "intern2", "llama2", "llama3", "mistral", "phi", "phi4", "phi4_mini",
+                                          "intern2", "llama2", "llama3", "llama4", "mistral", "phi", "phi4", "phi4_mini",
                                           "qwen", "qwen3", "qwen3_5", "qwen3_5_nothink", "qwen3_nothink", "yi"});
   for (const std::string& name : names) {
     std::ifstream in(kSource + "/tests/data/fixtures/templates/" + name + ".json");
@@ -114,6 +114,8 @@ TEST_CASE("template: auto follows the model family and the tokenizer's specials"
   CHECK(auto_template_name("qwen3_moe", *fixture_tokenizer("qwen2")) == "qwen3");
   CHECK(auto_template_name("qwen2_moe", *fixture_tokenizer("qwen2")) == "qwen");
   CHECK(auto_template_name("mixtral", *fixture_tokenizer("mistral")) == "mistral");
+  for (const char* family : {"llama4", "llama4_text"})
+    CHECK(auto_template_name(family, *fixture_tokenizer("llama4")) == "llama4");
   CHECK(auto_template_name("internlm2", *fixture_tokenizer("internlm2")) == "intern2");
   CHECK(auto_template_name("baichuan", *fixture_tokenizer("baichuan2")) == "baichuan2");
   // One family, three templates: Phi-3/3.5 (<|user|>... with BOS <s>), Phi-4 (<|im_start|>, <|im_sep|>),
@@ -122,7 +124,7 @@ TEST_CASE("template: auto follows the model family and the tokenizer's specials"
   CHECK(auto_template_name("phi3", *fixture_tokenizer("phi4")) == "phi4");
   CHECK(auto_template_name("phi3", *fixture_tokenizer("phi4_mini")) == "phi4_mini");
   const std::string known = "baichuan2, chatml, deepseek, deepseekcoder, deepseekr1, default, empty, gemma, gemma2, "
-                            "gemma3, glm4, glm4_moe, intern2, llama2, llama3, mistral, phi, phi4, phi4_mini, qwen, "
+                            "gemma3, glm4, glm4_moe, intern2, llama2, llama3, llama4, mistral, phi, phi4, phi4_mini, qwen, "
                             "qwen3, qwen3_5, qwen3_5_nothink, qwen3_nothink, yi";
   CHECK(test::error_message([] { auto_template_name("llama", *fixture_tokenizer("gpt2")); }) ==
         "dataset.template: auto cannot tell the chat template of this llama model from its tokenizer; set "

@@ -40,6 +40,20 @@ TEST_CASE("glm4_moe fixture (sigmoid router with e_score_correction_bias, group-
   // e_score_correction_bias is a buffer in transformers: its gradient is 0 and AdamW leaves it unchanged.
   check_against_reference("glm4_moe", "parity-glm4_moe");
 }
+TEST_CASE("llama4 fixture (chunked attention, NoPE layer with temperature tuning, q/k L2 norm, interleaved llama3 "
+          "RoPE, sigmoid top-1 router scaling the expert input, shared expert, fused expert tensors, dense and MoE "
+          "layers) matches PyTorch", "[parity][moe][llama4]") {
+  check_against_reference("llama4", "parity-llama4");
+}
+TEST_CASE("llama4_packed fixture (top 2, packed examples: chunks from each example's positions, temperature from the "
+          "row index) matches PyTorch", "[parity][moe][llama4]") {
+  check_against_reference("llama4_packed", "parity-llama4_packed");
+}
+TEST_CASE("llama4 fixtures in micro-batches of one sequence and with saved internals still match PyTorch",
+          "[parity][moe][llama4]") {
+  check_against_reference("llama4", "parity-llama4-mb1", {"training.micro_batch_size=1"});
+  check_against_reference("llama4_packed", "parity-llama4_packed-saved", {"training.recompute_layers=0"});
+}
 TEST_CASE("MoE fixtures in micro-batches of one sequence (experts without rows) still match PyTorch",
           "[parity][moe]") {
   // The router loss is over the whole pass's tokens, as the batch-4 reference computes it in one forward.
@@ -63,9 +77,11 @@ TEST_CASE("training.moe_aux_loss_coef 0 logs the router loss and trains on the L
 TEST_CASE("a sigmoid-routed family refuses training.moe_aux_loss_coef", "[parity][moe]") {
   CHECK_THROWS_WITH(run_fixture("glm4_moe", "moe-glm-aux", {"training.moe_aux_loss_coef=0.01"}),
                     mt_test::contains("training.moe_aux_loss_coef: Glm4MoeForCausalLM routes by sigmoid scores"));
+  CHECK_THROWS_WITH(run_fixture("llama4", "moe-llama4-aux", {"training.moe_aux_loss_coef=0.01"}),
+                    mt_test::contains("training.moe_aux_loss_coef: Llama4ForCausalLM routes by sigmoid scores"));
 }
 TEST_CASE("bfloat16 MoE training stays within 2e-2 of PyTorch's fp32 losses", "[parity][bf16][moe]") {
-  for (const std::string name : {"mixtral", "qwen2_moe", "qwen3_moe", "glm4_moe"}) {
+  for (const std::string name : {"mixtral", "qwen2_moe", "qwen3_moe", "glm4_moe", "llama4"}) {
     const std::string run = "parity-bf16-" + name;
     run_fixture(name, run, {"model.dtype=bfloat16"});
     const Reference ref = read_reference(name);

@@ -132,6 +132,86 @@ TEST_CASE("GLM-4.5: first_k_dense_replace, sigmoid group-limited router, scaling
   CHECK_THAT(parse_error(j), mt_test::contains("key 'num_experts_per_tok' (3) exceeds the 2 experts of 'topk_group' (1)"));
 }
 
+TEST_CASE("Llama 4: NoPE every 4th layer, chunked RoPE layers, interleaved MoE layers, fused expert tensors",
+          "[families][moe][llama4]") {
+  json j = tiny("Llama4ForCausalLM");
+  j.erase("num_experts");
+  j.update({{"num_local_experts", 4}, {"num_experts_per_tok", 1}, {"intermediate_size", 32},
+            {"intermediate_size_mlp", 96}, {"interleave_moe_layer_step", 2}, {"attention_chunk_size", 16},
+            {"attn_temperature_tuning", 4}, {"floor_scale", 8}, {"rope_theta", 500000.0}, {"head_dim", 16}});
+  const mt::ModelSpec s = parse(j);
+  CHECK(sparse(s) == std::vector<bool>{false, true, false, true});
+  for (int64_t i = 0; i < 4; ++i) {
+    INFO("layer " << i);
+    const mt::LayerSpec& l = s.layers[static_cast<size_t>(i)];
+    const bool nope = i == 3;
+    CHECK((l.attention.rope < 0) == nope);
+    CHECK(l.attention.qk_l2_norm == !nope);
+    CHECK_FALSE(l.attention.qk_norm);
+    CHECK(l.attention.chunk == (nope ? 0 : 16));
+    CHECK(l.attention.temperature_floor_scale == (nope ? 8.0 : 0.0));
+    CHECK(l.attention.temperature_attn_scale == (nope ? 0.1 : 0.0));
+    if (l.moe.active()) {
+      CHECK(l.moe.router == mt::RouterKind::sigmoid_group);
+      CHECK(l.moe.weight_scales_input);
+      CHECK(l.moe.top_k == 1);
+      CHECK(l.moe.shared_intermediate_size == 32);
+    } else {
+      CHECK(l.mlp.intermediate_size == 96);
+    }
+  }
+  CHECK(s.rope_tables[0].interleaved);
+  CHECK(s.rope_tables[0].theta == 500000.0);
+  const mt::ParamLayout layout = mt::make_param_layout(s);
+  const auto& params = layout.layer(1).params;
+  std::vector<std::string> names;
+  for (const mt::ParamSlot& p : params) names.push_back(p.hf_name);
+  CHECK(names == std::vector<std::string>{
+                     "model.layers.1.input_layernorm.weight", "model.layers.1.self_attn.q_proj.weight",
+                     "model.layers.1.self_attn.k_proj.weight", "model.layers.1.self_attn.v_proj.weight",
+                     "model.layers.1.self_attn.o_proj.weight", "model.layers.1.post_attention_layernorm.weight",
+                     "model.layers.1.feed_forward.router.weight", "model.layers.1.feed_forward.experts.gate_up_proj",
+                     "model.layers.1.feed_forward.experts.down_proj",
+                     "model.layers.1.feed_forward.shared_expert.gate_proj.weight",
+                     "model.layers.1.feed_forward.shared_expert.up_proj.weight",
+                     "model.layers.1.feed_forward.shared_expert.down_proj.weight"});
+  CHECK(params[7].shape == std::vector<int64_t>{4, 64, 64});
+  CHECK(params[8].shape == std::vector<int64_t>{4, 32, 64});
+  CHECK((params[7].transposed && params[8].transposed));
+  const mt::MoeOffsets& o = layout.layer(1).offsets.moe;
+  CHECK(o.expert_stride == 2 * 32 * 64);
+  CHECK(o.down_stride == 32 * 64);
+  CHECK(o.experts + o.down == params[8].offset);
+  CHECK(layout.layer(0).params[6].hf_name == "model.layers.0.feed_forward.gate_proj.weight");
+  // HF's [E, H, 2I] (x·W, gate | up columns) ↔ the store's per-expert [gate I | up I][H]: expert 1's up row 2,
+  // column 5 is HF element [1][5][32 + 2].
+  std::vector<float> hf(static_cast<size_t>(params[7].numel)), store(hf.size()), back(hf.size());
+  for (size_t i = 0; i < hf.size(); ++i) hf[i] = static_cast<float>(i);
+  mt::hf_rows_to_store(params[7], hf.data(), store.data());
+  CHECK(store[static_cast<size_t>(1 * 64 * 64 + (32 + 2) * 64 + 5)] == hf[static_cast<size_t>((1 * 64 + 5) * 64 + 34)]);
+  mt::store_rows_to_hf(params[7], store.data(), back.data());
+  CHECK(back == hf);
+  // Multimodal checkpoints: the text tower under language_model.*.
+  const json mm = {{"architectures", {"Llama4ForConditionalGeneration"}}, {"text_config", j}};
+  const mt::ModelSpec t = parse(mm);
+  CHECK(t.carries_other_tensors);
+  CHECK(mt::make_param_layout(t).layer(1).params[7].hf_name ==
+        "language_model.model.layers.1.feed_forward.experts.gate_up_proj");
+  CHECK(mt::make_param_layout(t).head_region().params[1].hf_name == "language_model.lm_head.weight");
+  // Bad input: one line naming the file and the key.
+  json bad = j;
+  bad["no_rope_layers"] = {1, 0};
+  CHECK_THAT(parse_error(bad), mt_test::contains("cfg.json: key 'no_rope_layers' must list 4 flags"));
+  bad = j;
+  bad["moe_layers"] = {1, 7};
+  CHECK_THAT(parse_error(bad), mt_test::contains("cfg.json: key 'moe_layers' entry 7 is not a layer index below 4"));
+  bad = j;
+  bad["num_experts_per_tok"] = 5;
+  CHECK_THAT(parse_error(bad), mt_test::contains("key 'num_experts_per_tok' (5) must be between 1"));
+  CHECK_THAT(parse_error({{"architectures", {"Llama4ForConditionalGeneration"}}}),
+             mt_test::contains("cfg.json: Llama4ForConditionalGeneration needs 'text_config'"));
+}
+
 TEST_CASE("published MoE shapes: total and active parameters as the model cards state", "[families][moe]") {
   struct Card {
     const char* file;
@@ -140,7 +220,9 @@ TEST_CASE("published MoE shapes: total and active parameters as the model cards 
   for (const Card& c : {Card{"mixtral-8x7b", 46.70, 12.88}, Card{"mixtral-8x22b", 140.6, 39.2},
                         Card{"qwen3-30b-a3b", 30.53, 3.35}, Card{"qwen3-235b-a22b", 235.1, 22.1},
                         // GLM-4.5-Air's card: 106 B total, 12 B active without the 1.24 B of embedding and head.
-                        Card{"glm-4.5-air", 106.85, 13.42}}) {
+                        Card{"glm-4.5-air", 106.85, 13.42},
+                        // Llama 4's cards: Scout 109 B and Maverick 400 B total (with the vision tower), 17 B active.
+                        Card{"llama-4-scout-17b-16e", 107.77, 17.17}, Card{"llama-4-maverick-17b-128e", 400.71, 17.19}}) {
     INFO(c.file);
     const mt::ModelSpec s = mt::load_model_spec(std::string(MEGATRAIN_SOURCE_DIR "/configs/models/") + c.file + ".json");
     CHECK(std::abs(static_cast<double>(mt::count_parameters(s)) / 1e9 - c.total) < 0.01 * c.total);

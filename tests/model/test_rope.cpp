@@ -337,3 +337,33 @@ TEST_CASE("dynamic NTK: the plain table up to max_position_embeddings, a larger 
     check_table(mt::make_rope_table(r, 2048, longest), inv_freq, 1.0);
   }
 }
+
+TEST_CASE("llama3 RoPE with equal low and high frequency factors (Llama 4 Scout) equals transformers'", "[rope]") {
+  // transformers warns and computes: no medium band, each frequency kept or divided by the factor (printed once from
+  // transformers 5.24's _compute_llama3_parameters).
+  const std::vector<float> expected = {
+      1.000000000e+00f, 8.146172166e-01f, 6.636012793e-01f, 5.405809879e-01f,
+      4.403666258e-01f, 3.587302268e-01f, 2.922278345e-01f, 2.380538136e-01f,
+      1.939227581e-01f, 1.579728127e-01f, 1.286873817e-01f, 1.048309505e-01f,
+      8.539710194e-02f, 6.956595182e-02f, 5.666961893e-02f, 4.616405070e-02f,
+      3.760603070e-02f, 3.063452058e-02f, 2.495540865e-02f, 2.032910474e-02f,
+      1.656044088e-02f, 1.349041983e-02f, 1.098952908e-02f, 8.952259086e-03f,
+      7.292665076e-03f, 5.940730684e-03f, 4.839421250e-03f, 3.942275885e-03f,
+      3.211446106e-03f, 2.616099082e-03f, 2.131119603e-03f, 1.736046746e-03f,
+      1.414213446e-03f, 1.152042649e-03f, 9.384738514e-04f, 4.778106086e-05f,
+      3.892327732e-05f, 3.170757191e-05f, 2.582953493e-05f, 2.104118357e-05f,
+      1.714051177e-05f, 1.396295465e-05f, 1.137446452e-05f, 9.265834706e-06f,
+      7.548108897e-06f, 6.148819466e-06f, 5.008934295e-06f, 4.080363851e-06f,
+      3.323934834e-06f, 2.707734666e-06f, 2.205767260e-06f, 1.796855940e-06f,
+      1.463749868e-06f, 1.192395871e-06f, 9.713462532e-07f, 7.912753972e-07f,
+      6.445865779e-07f, 5.250913091e-07f, 4.277484607e-07f, 3.484512661e-07f,
+      2.838544049e-07f, 2.312326899e-07f, 1.883661298e-07f, 1.534462939e-07f,
+  };
+  const mt::RopeSpec rope = rope_of(
+      R"({"hidden_size": 512, "num_attention_heads": 4, "max_position_embeddings": 131072,
+          "rope_parameters": {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 16.0, "low_freq_factor": 1.0,
+                              "high_freq_factor": 1.0, "original_max_position_embeddings": 8192}})");
+  double scaling = 0.0;
+  CHECK(mt::rope_inverse_frequencies(rope, &scaling) == expected);
+  CHECK(scaling == 1.0);
+}

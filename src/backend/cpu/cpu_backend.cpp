@@ -67,6 +67,16 @@ class CpuBackend final : public Backend {
     cpu::rmsnorm_backward(f(dx), dw, f(dy), f(x), f(w), N, D, eps, weight_offset);
   }
 
+  void rms_normalize_forward(void* y, const void* x, int64_t N, int64_t D, float eps) override {
+    cpu::rms_normalize_forward(f(y), f(x), N, D, eps);
+  }
+  void rms_normalize_backward(void* dx, const void* dy, const void* x, int64_t N, int64_t D, float eps) override {
+    cpu::rms_normalize_backward(f(dx), f(dy), f(x), N, D, eps);
+  }
+  void attention_temperature(void* x, int64_t T, int64_t seq, int64_t width, float floor_scale,
+                             float attn_scale) override {
+    cpu::attention_temperature(f(x), T, seq, width, floor_scale, attn_scale);
+  }
   void normalize_rows_forward(void* y, const void* x, int64_t N, int64_t D) override {
     cpu::normalize_rows_forward(f(y), f(x), N, D);
   }
@@ -191,6 +201,13 @@ class CpuBackend final : public Backend {
   void grouped_linear_backward(void* dx, float* dw, const void* dy, const void* x, const void* w, int64_t w_stride,
                                const int64_t* offsets, int64_t E, int64_t I, int64_t O, bool accumulate_dx) override {
     cpu::grouped_linear_backward(f(dx), dw, f(dy), f(x), f(w), w_stride, offsets, E, I, O, accumulate_dx);
+  }
+  void moe_scale_rows_forward(void* xs, const float* weights, const int32_t* source, int64_t R, int64_t H) override {
+    cpu::moe_scale_rows_forward(f(xs), weights, source, R, H);
+  }
+  void moe_scale_rows_backward(void* dxs, float* d_weights, const void* x, const float* weights, const int32_t* source,
+                               int64_t R, int64_t k, int64_t H) override {
+    cpu::moe_scale_rows_backward(f(dxs), d_weights, f(x), weights, source, R, k, H);
   }
   void row_sigmoid_gate_forward(void* y, const void* x, const void* g, int64_t T, int64_t H) override {
     cpu::row_sigmoid_gate_forward(f(y), f(x), f(g), T, H);

@@ -27,6 +27,10 @@ void rmsnorm_backward(float* dx, float* dw, const float* dy, const float* x, con
 void normalize_rows_forward(float* y, const float* x, int64_t N, int64_t D);
 void normalize_rows_backward(float* dx, const float* dy, const float* x, int64_t N, int64_t D);
 
+void rms_normalize_forward(float* y, const float* x, int64_t N, int64_t D, float eps);
+void rms_normalize_backward(float* dx, const float* dy, const float* x, int64_t N, int64_t D, float eps);
+void attention_temperature(float* x, int64_t T, int64_t seq, int64_t width, float floor_scale, float attn_scale);
+
 void rope_forward(float* x, const float* cos, const float* sin, const int32_t* positions, int64_t T,
                   int64_t n_heads, int64_t head_dim, int64_t rot_dim, bool interleaved);
 void rope_backward(float* dx, const float* cos, const float* sin, const int32_t* positions, int64_t T,
@@ -88,6 +92,9 @@ void grouped_linear_forward(float* y, const float* x, const float* w, int64_t w_
                             int64_t E, int64_t I, int64_t O);
 void grouped_linear_backward(float* dx, float* dw, const float* dy, const float* x, const float* w, int64_t w_stride,
                              const int64_t* offsets, int64_t E, int64_t I, int64_t O, bool accumulate_dx);
+void moe_scale_rows_forward(float* xs, const float* weights, const int32_t* source, int64_t R, int64_t H);
+void moe_scale_rows_backward(float* dxs, float* d_weights, const float* x, const float* weights, const int32_t* source,
+                             int64_t R, int64_t k, int64_t H);
 void row_sigmoid_gate_forward(float* y, const float* x, const float* g, int64_t T, int64_t H);
 void row_sigmoid_gate_backward(float* dx, float* dg, const float* dy, const float* x, const float* g, int64_t T,
                            int64_t H);

@@ -129,6 +129,19 @@ class CudaBackend final : public Backend {
       cuda::rmsnorm_backward(cast(t, dx), dw, cast(t, dy), cast(t, x), cast(t, w), N, D, eps, weight_offset, stream_);
     });
   }
+  void rms_normalize_forward(void* y, const void* x, int64_t N, int64_t D, float eps) override {
+    const cuda::OpProfile::Span span(profile_, "rms_normalize_forward", stream_);
+    dispatch([&](auto* t) { cuda::rms_normalize_forward(cast(t, y), cast(t, x), N, D, eps, stream_); });
+  }
+  void rms_normalize_backward(void* dx, const void* dy, const void* x, int64_t N, int64_t D, float eps) override {
+    const cuda::OpProfile::Span span(profile_, "rms_normalize_backward", stream_);
+    dispatch([&](auto* t) { cuda::rms_normalize_backward(cast(t, dx), cast(t, dy), cast(t, x), N, D, eps, stream_); });
+  }
+  void attention_temperature(void* x, int64_t T, int64_t seq, int64_t width, float floor_scale,
+                             float attn_scale) override {
+    const cuda::OpProfile::Span span(profile_, "attention_temperature", stream_);
+    dispatch([&](auto* t) { cuda::attention_temperature(cast(t, x), T, seq, width, floor_scale, attn_scale, stream_); });
+  }
   void normalize_rows_forward(void* y, const void* x, int64_t N, int64_t D) override {
     const cuda::OpProfile::Span span(profile_, "normalize_rows_forward", stream_);
     dispatch([&](auto* t) { cuda::normalize_rows_forward(cast(t, y), cast(t, x), N, D, stream_); });
@@ -346,6 +359,17 @@ class CudaBackend final : public Backend {
     const cuda::OpProfile::Span span(profile_, "grouped_linear_backward", stream_);
     if (dx) grouped_->backward_data(dx, dy, w, w_stride, offsets, E, I, O, dtype_, accumulate_dx ? 1.0f : 0.0f);
     grouped_->backward_weight(dw, dy, x, w_stride, offsets, E, I, O, dtype_);
+  }
+  void moe_scale_rows_forward(void* xs, const float* weights, const int32_t* source, int64_t R, int64_t H) override {
+    const cuda::OpProfile::Span span(profile_, "moe_scale_rows_forward", stream_);
+    dispatch([&](auto* t) { cuda::moe_scale_rows_forward(cast(t, xs), weights, source, R, H, stream_); });
+  }
+  void moe_scale_rows_backward(void* dxs, float* d_weights, const void* x, const float* weights, const int32_t* source,
+                               int64_t R, int64_t k, int64_t H) override {
+    const cuda::OpProfile::Span span(profile_, "moe_scale_rows_backward", stream_);
+    dispatch([&](auto* t) {
+      cuda::moe_scale_rows_backward(cast(t, dxs), d_weights, cast(t, x), weights, source, R, k, H, stream_);
+    });
   }
   void row_sigmoid_gate_forward(void* y, const void* x, const void* g, int64_t T, int64_t H) override {
     const cuda::OpProfile::Span span(profile_, "row_sigmoid_gate_forward", stream_);

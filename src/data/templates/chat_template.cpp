@@ -77,6 +77,16 @@ std::vector<ChatTemplate> make_templates() {
   llama3.replace_eos = true;
   all.push_back(llama3);
 
+  ChatTemplate llama4 = llama3;  // Llama 4: llama3's turns under its own header and end-of-turn tokens
+  llama4.name = "llama4";
+  llama4.user = {text("<|header_start|>user<|header_end|>\n\n{{content}}<|eot|><|header_start|>assistant<|header_end|>\n\n")};
+  llama4.assistant = llama4.function = {text("{{content}}<|eot|>")};
+  llama4.system = {text("<|header_start|>system<|header_end|>\n\n{{content}}<|eot|>")};
+  llama4.observation = {text("<|header_start|>ipython<|header_end|>\n\n{{content}}<|eot|>"
+                             "<|header_start|>assistant<|header_end|>\n\n")};
+  llama4.stop_words = {"<|eot|>", "<|eom|>"};
+  all.push_back(llama4);
+
   ChatTemplate mistral;
   mistral.name = "mistral";
   mistral.prefix = {kBos};
@@ -297,6 +307,7 @@ std::string auto_template_name(const std::string& model_family, const Tokenizer&
   if (model_family == "qwen3_moe") return "qwen3";
   if (model_family == "qwen2_moe") return "qwen";
   if (model_family == "mixtral") return "mistral";
+  if (model_family == "llama4" || model_family == "llama4_text") return "llama4";
   if (model_family == "internlm2") return "intern2";
   if (model_family == "baichuan") return "baichuan2";
   if (model_family == "llama") {

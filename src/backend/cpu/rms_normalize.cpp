@@ -1,0 +1,51 @@
+// Weightless RMS normalisation over rows of D, as Llama4TextL2Norm computes it in fp32: y = x · rsqrt(mean(x²) + eps).
+// Invariant: mean(x²) is accumulated in fp64 and rounded once, as rmsnorm.cpp does; rows are independent, so results
+// do not depend on the thread count.
+#include <cmath>
+
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/cpu_util.h"
+
+namespace mt::cpu {
+namespace {
+
+float row_rstd(const float* x, int64_t D, float eps) {
+  double ss = 0.0;
+#pragma omp simd reduction(+ : ss)
+  for (int64_t d = 0; d < D; ++d) ss += static_cast<double>(x[d]) * x[d];
+  return 1.f / std::sqrt(static_cast<float>(ss / static_cast<double>(D)) + eps);
+}
+
+}  // namespace
+
+void rms_normalize_forward(float* y, const float* x, int64_t N, int64_t D, float eps) {
+  MT_ASSERT(N >= 0 && D > 0 && eps >= 0.f);
+#pragma omp parallel for if (N * D > parallel_min_elems) schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    const float* xr = x + n * D;
+    float* yr = y + n * D;
+    const float r = row_rstd(xr, D, eps);
+#pragma omp simd
+    for (int64_t d = 0; d < D; ++d) yr[d] = xr[d] * r;
+  }
+}
+
+// dx = r·dy − x·r³/D·Σ_d dy·x
+void rms_normalize_backward(float* dx, const float* dy, const float* x, int64_t N, int64_t D, float eps) {
+  MT_ASSERT(N >= 0 && D > 0 && eps >= 0.f);
+#pragma omp parallel for if (N * D > parallel_min_elems) schedule(static)
+  for (int64_t n = 0; n < N; ++n) {
+    const float* xr = x + n * D;
+    const float* dyr = dy + n * D;
+    float* dxr = dx + n * D;
+    const float r = row_rstd(xr, D, eps);
+    double proj = 0.0;
+#pragma omp simd reduction(+ : proj)
+    for (int64_t d = 0; d < D; ++d) proj += static_cast<double>(dyr[d]) * xr[d];
+    const float c = static_cast<float>(proj * r * r * r / static_cast<double>(D));
+#pragma omp simd
+    for (int64_t d = 0; d < D; ++d) dxr[d] = r * dyr[d] - xr[d] * c;
+  }
+}
+
+}  // namespace mt::cpu
