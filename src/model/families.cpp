@@ -30,6 +30,7 @@ const std::vector<FamilyEntry>& model_families() {
       {"Qwen2MoeForCausalLM", "qwen2_moe", parse_qwen2_moe, false},
       {"Qwen3MoeForCausalLM", "qwen3_moe", parse_qwen3_moe, false},
       {"Glm4MoeForCausalLM", "glm4_moe", parse_glm4_moe, false},
+      {"GptOssForCausalLM", "gpt_oss", parse_gpt_oss, false},
   };
   return table;
 }

@@ -41,6 +41,7 @@ void parse_mixtral(const ConfigKeys&, ModelSpec&);
 void parse_qwen2_moe(const ConfigKeys&, ModelSpec&);
 void parse_qwen3_moe(const ConfigKeys&, ModelSpec&);
 void parse_glm4_moe(const ConfigKeys&, ModelSpec&);
+void parse_gpt_oss(const ConfigKeys&, ModelSpec&);
 
 // transformers' config class defaults that differ between families.
 struct DenseDefaults {

@@ -22,6 +22,8 @@ struct AttentionSpec {
   bool o_bias = false;         // bias on the output projection
   // Sigmoid output gate (Qwen3.5, Qwen3-Next): q_proj emits per head [query, gate]; attn ← attn · σ(gate).
   bool output_gate = false;
+  // Attention sinks (GPT-OSS): a learned logit per head that joins each query's softmax denominator, with no value.
+  bool sinks = false;
   int64_t q_dim() const { return num_heads * head_dim; }
   int64_t kv_dim() const { return num_kv_heads * head_dim; }
 };
@@ -54,6 +56,7 @@ enum class RouterKind {
   sigmoid_group,  // sigmoid scores; the top k of scores + e_score_correction_bias within the topk_groups best of
                   // groups expert groups (a group's score: its two best); weights the unbiased scores, renormalised
                   // with norm_topk, × routed_scaling (GLM-4.5, the DeepSeek-V3 router)
+  topk_softmax,   // the top k of the logits, weights the softmax over those k logits (GPT-OSS)
 };
 
 // A mixture-of-experts feed-forward: a router (linear, no bias) picks top_k of num_experts SwiGLU experts per
@@ -68,6 +71,11 @@ struct MoeSpec {
   bool shared_gate = false;            // the shared expert's output × sigmoid(x · w_gate) (Qwen2-MoE)
   double routed_scaling = 1.0;         // sigmoid_group: weights × routed_scaling_factor
   int64_t groups = 1, topk_groups = 1; // sigmoid_group: n_group, topk_group
+  // GPT-OSS: biases on the router and on every expert's projections, and the clamped SwiGLU
+  // (up + 1)·g·σ(alpha·g) with g = min(gate, limit), up clamped to [−limit, limit] (swiglu_limit > 0).
+  bool router_bias = false, expert_bias = false;
+  double swiglu_alpha = 0.0, swiglu_limit = 0.0;  // swiglu_limit 0 = the plain SwiGLU silu(gate)·up
+  bool clamped_swiglu() const { return swiglu_limit > 0.0; }
   bool active() const { return num_experts > 0; }
 };
 

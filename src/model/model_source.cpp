@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "io/safetensors.h"
+#include "model/mxfp4.h"
 
 namespace mt {
 namespace fs = std::filesystem;
@@ -149,6 +150,10 @@ void write_export(const fs::path& dir, const ModelSpec& spec, const ParamLayout&
   }
   config["torch_dtype"] = dtype_name(dtype);
   config["dtype"] = dtype_name(dtype);
+  // Tensors loaded from MXFP4 blocks were dequantised: the export holds them unquantised under their plain names.
+  if (config.contains("quantization_config") && config["quantization_config"].is_object() &&
+      config["quantization_config"].value("quant_method", "") == "mxfp4")
+    config.erase("quantization_config");
   write_file_durably(dir / "config.json", config.dump(2) + "\n");
 
   std::vector<StWriteTensor> tensors;
@@ -156,7 +161,7 @@ void write_export(const fs::path& dir, const ModelSpec& spec, const ParamLayout&
   for (size_t r = 0; r < layout.regions.size(); ++r)
     for (const ParamSlot& slot : layout.regions[r].params) {
       const float* values = region_data[r] + slot.offset;
-      if (!slot.rows.parts.empty()) {
+      if (slot.reordered()) {
         hf_order.emplace_back(static_cast<size_t>(slot.numel));
         store_rows_to_hf(slot, values, hf_order.back().data());
         values = hf_order.back().data();
@@ -231,11 +236,17 @@ ModelSource resolve_model_source(const std::string& name) {
 void load_region(const Region& region, const SafetensorsModel& weights, float* dst) {
   for (const ParamSlot& slot : region.params) {
     const StTensor* t = weights.find(slot.hf_name);
+    if (t == nullptr && slot.expert_columns.experts > 0 && slot.shape.size() == 3 && has_mxfp4(weights, slot.hf_name)) {
+      std::vector<float> hf(static_cast<size_t>(slot.numel));  // GPT-OSS's published experts: dequantised on load
+      read_mxfp4(weights, slot.hf_name, slot.shape, hf.data());
+      hf_rows_to_store(slot, hf.data(), dst + slot.offset);
+      continue;
+    }
     MT_REQUIRE(t != nullptr, "model dir {}: tensor '{}' not found", weights.dir().string(), slot.hf_name);
     MT_REQUIRE(t->shape == slot.shape, "model dir {}: tensor '{}' in {} has shape {}, expected {}",
                weights.dir().string(), slot.hf_name, t->file.filename().string(), shape_text(t->shape),
                shape_text(slot.shape));
-    if (slot.rows.parts.empty()) {
+    if (!slot.reordered()) {
       read_as_f32(*t, dst + slot.offset);
     } else {  // rows regrouped into the store's order (param_layout.h)
       std::vector<float> hf(static_cast<size_t>(slot.numel));
@@ -274,7 +285,7 @@ void init_region_random(const Region& region, double initializer_range, uint64_t
       continue;
     }
     // Element e of the HF tensor: drawn in HF row order, then regrouped where the store orders rows otherwise.
-    std::vector<float> hf_order(slot.rows.parts.empty() ? 0 : static_cast<size_t>(n));
+    std::vector<float> hf_order(slot.reordered() ? static_cast<size_t>(n) : 0);
     float* values = hf_order.empty() ? out : hf_order.data();
     const uint64_t key = splitmix64(seed ^ splitmix64(fnv1a(slot.hf_name)));
 #pragma omp parallel for schedule(static) if (n > (int64_t{1} << 16))

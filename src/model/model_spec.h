@@ -70,6 +70,10 @@ struct TensorNames {
   std::string router = "mlp.gate", experts = "mlp.experts.";
   std::string router_score_bias = "mlp.gate.e_score_correction_bias";  // sigmoid_group routers (a buffer: never trained)
   std::string expert_gate = "gate_proj", expert_up = "up_proj", expert_down = "down_proj";
+  // GPT-OSS: the experts stacked in one tensor per projection, "<experts><expert_gate_up>" [E, H, 2I] and
+  // "<experts><expert_down>" [E, I, H] (and "_bias" of each); "" = one tensor per expert as above.
+  std::string expert_gate_up;
+  std::string sinks = "self_attn.sinks";              // attention sinks [n_heads] (AttentionSpec::sinks)
   std::string shared_gate_proj = "mlp.shared_expert.gate_proj", shared_up_proj = "mlp.shared_expert.up_proj",
               shared_down_proj = "mlp.shared_expert.down_proj";
   std::string shared_expert_gate = "mlp.shared_expert_gate";

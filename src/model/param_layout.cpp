@@ -87,6 +87,7 @@ void attention_params(LayerBuilder& l, const AttentionSpec& a, const TensorNames
     o.q_norm = l.norm(n.q_norm, a.head_dim);
     o.k_norm = l.norm(n.k_norm, a.head_dim);
   }
+  if (a.sinks) o.sinks = l.raw(n.sinks, {a.num_heads}, InitKind::normal);
 }
 
 void deltanet_params(LayerBuilder& l, const DeltaNetSpec& d, const TensorNames& n, DeltaNetOffsets& o) {
@@ -125,11 +126,43 @@ void mlp_params(LayerBuilder& l, const MlpSpec& m, const TensorNames& n, MlpOffs
   l.linear(n.down, H, I, m.bias, o.down, o.down_bias);
 }
 
-// Router, experts in order (each gate, up, down under its own HF names), then the shared expert and its gate.
+// GPT-OSS's stacked experts: gate_up_proj [E, H, 2I] (gate, up columns interleaved) and its bias [E, 2I], down_proj
+// [E, I, H] and its bias [E, H], each one HF tensor stored per expert in nn.Linear form (ExpertColumns).
+void stacked_expert_params(LayerBuilder& l, const MoeSpec& m, const TensorNames& n, MoeOffsets& o) {
+  const int64_t I = m.intermediate_size, H = l.H, E = m.num_experts;
+  const std::string base = l.prefix + n.experts;
+  o.experts = add(l.r, base + n.expert_gate_up, {E, H, 2 * I}, InitKind::normal);
+  l.r.params.back().expert_columns = {E, true};
+  o.gate = 0;
+  o.up = I * H;
+  o.expert_stride = 2 * I * H;
+  if (m.expert_bias) {
+    o.gate_bias = add(l.r, base + n.expert_gate_up + "_bias", {E, 2 * I}, InitKind::zeros);
+    l.r.params.back().expert_columns = {E, true};
+    l.r.params.back().weight_decay = false;  // biases never decay, stacked or not
+    o.up_bias = o.gate_bias + I;
+    o.bias_stride = 2 * I;
+  }
+  o.down = add(l.r, base + n.expert_down, {E, I, H}, InitKind::normal) - o.experts;
+  l.r.params.back().expert_columns = {E, false};
+  o.down_stride = H * I;
+  if (m.expert_bias) {
+    o.down_bias = add(l.r, base + n.expert_down + "_bias", {E, H}, InitKind::zeros);
+    l.r.params.back().weight_decay = false;
+  }
+}
+
+// Router, experts in order (each gate, up, down under its own HF names, or GPT-OSS's stacked tensors), then the
+// shared expert and its gate.
 void moe_params(LayerBuilder& l, const MoeSpec& m, const TensorNames& n, MoeOffsets& o) {
   const int64_t I = m.intermediate_size, H = l.H, E = m.num_experts;
   int64_t unused = -1;
-  l.linear(n.router, E, H, false, o.router, unused);
+  l.linear(n.router, E, H, m.router_bias, o.router, o.router_bias);
+  if (m.router_bias) l.r.params.back().init = InitKind::normal;  // GptOssTopKRouter's bias: normal, as its weight
+  if (!n.expert_gate_up.empty()) {
+    stacked_expert_params(l, m, n, o);
+    return;
+  }
   if (m.router == RouterKind::sigmoid_group) o.score_bias = add(l.r, l.prefix + n.router_score_bias, {E}, InitKind::zeros);
   for (int64_t e = 0; e < E; ++e) {
     const std::string expert = n.experts + std::to_string(e) + ".";
@@ -142,6 +175,7 @@ void moe_params(LayerBuilder& l, const MoeSpec& m, const TensorNames& n, MoeOffs
       o.up = up - gate;
       o.down = down - gate;
       o.expert_stride = down + H * I - gate;
+      o.down_stride = o.expert_stride;
     }
   }
   if (m.shared_intermediate_size > 0) {
@@ -190,6 +224,19 @@ void for_row_runs(const ParamSlot& slot, F f) {
       f((k * group_rows + static_cast<int64_t>(part_start)) * cols, store_row * cols, g.parts[p] * cols);
 }
 
+// Calls f(hf_index, store_index) for every element of a stacked-experts slot (ExpertColumns).
+template <typename F>
+void for_expert_columns(const ParamSlot& slot, F f) {
+  const int64_t E = slot.expert_columns.experts, out = slot.shape.back(), in = slot.numel / (E * out);
+  const bool interleaved = slot.expert_columns.interleaved;
+  for (int64_t e = 0; e < E; ++e)
+    for (int64_t i = 0; i < in; ++i)
+      for (int64_t c = 0; c < out; ++c) {
+        const int64_t row = interleaved ? (c % 2 == 0 ? c / 2 : out / 2 + c / 2) : c;
+        f((e * in + i) * out + c, (e * out + row) * in + i);
+      }
+}
+
 }  // namespace
 
 ParamLayout make_param_layout(const ModelSpec& spec) {
@@ -222,6 +269,10 @@ ParamLayout make_param_layout(const ModelSpec& spec) {
 }
 
 void hf_rows_to_store(const ParamSlot& slot, const float* hf, float* store) {
+  if (slot.expert_columns.experts > 0) {
+    for_expert_columns(slot, [&](int64_t h, int64_t s) { store[s] = hf[h]; });
+    return;
+  }
   if (slot.rows.parts.empty()) {
     std::memcpy(store, hf, static_cast<size_t>(slot.numel) * sizeof(float));
     return;
@@ -230,6 +281,10 @@ void hf_rows_to_store(const ParamSlot& slot, const float* hf, float* store) {
 }
 
 void store_rows_to_hf(const ParamSlot& slot, const float* store, float* hf) {
+  if (slot.expert_columns.experts > 0) {
+    for_expert_columns(slot, [&](int64_t h, int64_t s) { hf[h] = store[s]; });
+    return;
+  }
   if (slot.rows.parts.empty()) {
     std::memcpy(hf, store, static_cast<size_t>(slot.numel) * sizeof(float));
     return;
