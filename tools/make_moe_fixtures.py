@@ -248,10 +248,12 @@ def forward(model, examples):
 
 
 def train(model, examples, t, aux_on):
-    """mf.train's loop (AdamW, decay on matrices, clipping, schedule), recording the aux loss per step."""
+    """mf.train's loop (AdamW, decay on matrices, clipping, schedule), recording the aux loss per step. Biases never
+    decay, GPT-OSS's stacked expert biases [E, out] included (HF Trainer's rule: no "bias" in the name)."""
     bs, num_steps = t["batch_size"], t["num_steps"]
-    decay = [p for p in model.parameters() if p.ndim >= 2]
-    no_decay = [p for p in model.parameters() if p.ndim < 2]
+    decays = lambda name, p: p.ndim >= 2 and not name.endswith("bias")  # noqa: E731
+    decay = [p for n, p in model.named_parameters() if decays(n, p)]
+    no_decay = [p for n, p in model.named_parameters() if not decays(n, p)]
     optimizer = torch.optim.AdamW(
         [{"params": decay, "weight_decay": t["weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}],
         lr=t["learning_rate"], betas=(t["beta1"], t["beta2"]), eps=t["eps"], foreach=False, fused=False)
