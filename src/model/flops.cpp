@@ -6,14 +6,20 @@
 namespace mt {
 
 StepFlops step_flops(const ModelSpec& spec, const ParamLayout& layout, int64_t tokens, int64_t seq_len) {
+  // Matrices: 2-D weights, and GPT-OSS's stacked expert weights [E, in, out] (not their stacked biases [E, out]).
   double matmul = 0;
   for (size_t r = 1; r < layout.regions.size(); ++r)
-    for (const ParamSlot& slot : layout.regions[r].params)
-      if (slot.shape.size() == 2) matmul += static_cast<double>(slot.numel);
+    for (const ParamSlot& slot : layout.regions[r].params) {
+      const bool stacked = slot.expert_columns.experts > 0;
+      if (stacked ? slot.shape.size() == 3 : slot.shape.size() == 2) matmul += static_cast<double>(slot.numel);
+    }
   if (layout.head.lm_head < 0) matmul += static_cast<double>(spec.vocab_size * spec.hidden_size);  // tied head
-  // A token computes with its top_k experts only (MoE layers).
+  // A token computes with its top_k experts only (MoE layers): their matrices leave the matmul count, their matrices
+  // and biases the parameter count.
   const auto inactive = static_cast<double>(inactive_expert_parameters(spec));
-  matmul -= inactive;
+  for (const LayerSpec& l : spec.layers)
+    if (l.moe.active())
+      matmul -= static_cast<double>((l.moe.num_experts - l.moe.top_k) * 3 * l.moe.intermediate_size * spec.hidden_size);
   double attention_per_token = 0;
   for (const LayerSpec& l : spec.layers) {
     if (l.is_deltanet()) {
