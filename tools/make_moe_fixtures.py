@@ -13,8 +13,10 @@ the router load-balancing loss in reference.json "aux_losses" (transformers' out
 routing facts the case is meant to exercise, checked here (an expert that receives no token of some sequence,
 which a micro_batch_size 1 run meets as an expert with no rows; dense and sparse layers mixed).
 
-Experts are tiny (hidden 32, 4 experts of width 24, top 2) and the router weights are scaled ×8 at init so that
-routing is uneven.
+Experts are tiny (hidden 32, 4 experts of width 24, top 2; GPT-OSS's of width 32, which MXFP4's 32-input blocks
+need) and the router weights are scaled ×8 at init so that routing is uneven. The gpt_oss_mxfp4 case writes its
+checkpoint's experts in MXFP4 (quantised here, dequantised by transformers' own convert_moe_packed_tensors to the
+values the reference trains from).
 """
 
 import json
