@@ -3,7 +3,9 @@
 // Invariant: S×S never exists; tiles outside the causal/window/length range are never visited; padded rows give 0;
 // deterministic (dk/dv and dq by separate kernels, no atomics); bf16 runs mma.sync tensor cores, fp32 FMA loops.
 // Soft-cap and ALiBi are compile-time kernel variants (Cap, Alibi): the plain kernels (any scale) are exactly the
-// kernels without those options, and only the variants turn scores into final logits before the softmax.
+// kernels without those options, and only the variants turn scores into final logits before the softmax. Attention
+// sinks (GPT-OSS) are a forward variant (Sink) that adds the head's sink logit to each row's softmax denominator at
+// the end (lse includes it); the backward kernels need no change for them (kernels/attention_sinks.cu: d_sinks).
 #include <algorithm>
 #include <cmath>
 #include <type_traits>
@@ -27,6 +29,7 @@ struct attn_args {
   // Last, so that the plain kernels read the fields above exactly as before these were added:
   float cap;                            // soft-cap (> 0 in the Cap kernels; 0 = none)
   const float* alibi;                   // device [n_heads] ALiBi slopes (the Alibi kernels) or null
+  const void* sinks;                    // device [n_heads] of T: sink logits (the Sink forward kernels) or null
 };
 
 // Tiling for element type T and head_dim bucket HD (head_dim padded up to 32, 64, 128 or 256 with zeros).
@@ -413,7 +416,7 @@ __device__ __forceinline__ void store_pair(T* row, int d, float x0, float x1, in
 // Block (query tile, head, batch); warp w owns query rows [16·mb·w, 16·mb·(w+1)) of the tile; K/V tiles stream
 // through smem. Plain: scores stay raw until the softmax, which works in units of cfg::unit (exp or exp2); Cap / Alibi:
 // each tile's scores become final logits (units of cfg::unit) first, and the softmax takes them as they are.
-template <typename T, int HD, bool Cap, bool Alibi>
+template <typename T, int HD, bool Cap, bool Alibi, bool Sink>
 __global__ void __launch_bounds__(threads)
     attn_forward_kernel(T* out, float* lse, const T* q, const T* k, const T* v, const attn_args a) {
   constexpr bool logits = Cap || Alibi;
@@ -554,14 +557,20 @@ __global__ void __launch_bounds__(threads)
       const int i = q0 + wr + mb * 16 + 8 * hr;
       if (i >= a.seq) continue;
       const bool valid = i < len;  // a valid row sees its own key, so the sum is about 1 or more
-      const float inv = valid ? 1.f / sum : 0.f;
+      float row_m = m[mb][hr];
+      if constexpr (Sink) {  // the sink joins the denominator: rescale to max(m, sink), add exp(sink − max)
+        const float sink_u = to_f32(static_cast<const T*>(a.sinks)[h]) * C::unit, ms = fmaxf(row_m, sink_u);
+        sum = sum * exp_u<T>(row_m - ms) + exp_u<T>(sink_u - ms);
+        row_m = ms;
+      }
+      const float inv = valid ? (Sink ? exp_u<T>(m[mb][hr] - row_m) / sum : 1.f / sum) : 0.f;
       T* row = out_h + (tok0 + i) * a.q_stride;
 #pragma unroll
       for (int n = 0; n < HD / 8; ++n) {
         store_pair(row, n * 8 + 2 * t4, valid ? o[mb][n][2 * hr] * inv : 0.f,
                    valid ? o[mb][n][2 * hr + 1] * inv : 0.f, a.hd, a.vec);
       }
-      if (t4 == 0) lse[lse0 + i] = valid ? m[mb][hr] / C::unit + logf(sum) : 0.f;
+      if (t4 == 0) lse[lse0 + i] = valid ? row_m / C::unit + logf(sum) : 0.f;
     }
   }
 }
@@ -891,6 +900,7 @@ attn_args make_args(const char* op, const AttnShape& s, std::initializer_list<co
   a.scale = s.scale > 0.f ? s.scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
   a.cap = s.softcap;
   a.alibi = s.alibi_slopes;
+  a.sinks = s.sinks;
   a.vec = vec_ok(vec16<T>, {s.head_dim}, ptrs);
   return a;
 }
@@ -923,17 +933,17 @@ void with_variant(const attn_args& a, F&& f) {
 
 unsigned tiles(int n, int tile) { return static_cast<unsigned>((n + tile - 1) / tile); }
 
-template <typename T, int HD, bool Cap, bool Alibi>
+template <typename T, int HD, bool Cap, bool Alibi, bool Sink>
 void launch_forward(T* out, float* lse, const T* q, const T* k, const T* v, const attn_args& a, int batch,
                     cudaStream_t s) {
   using C = cfg<T, HD>;
   constexpr int bytes = fwd_layout<T, HD>::bytes;
-  MT_CUDA_CHECK("attention_forward", cudaFuncSetAttribute(attn_forward_kernel<T, HD, Cap, Alibi>,
+  MT_CUDA_CHECK("attention_forward", cudaFuncSetAttribute(attn_forward_kernel<T, HD, Cap, Alibi, Sink>,
                                                           cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   const dim3 grid(static_cast<unsigned>(a.n_heads * batch), tiles(a.seq, C::bq));
-  attn_forward_kernel<T, HD, Cap, Alibi><<<grid, threads, bytes, s>>>(out, lse, q, k, v, a);
+  attn_forward_kernel<T, HD, Cap, Alibi, Sink><<<grid, threads, bytes, s>>>(out, lse, q, k, v, a);
   MT_CHECK_LAUNCH("attention_forward", "batch={} seq={} n_heads={} group={} head_dim={} window={} scale={} softcap={} "
-                  "alibi={}", batch, a.seq, a.n_heads, a.group, a.hd, a.window, a.scale, a.cap, Alibi);
+                  "alibi={} sinks={}", batch, a.seq, a.n_heads, a.group, a.hd, a.window, a.scale, a.cap, Alibi, Sink);
 }
 
 template <typename T, int HD, bool Cap, bool Alibi>
@@ -981,8 +991,16 @@ void attention_forward(T* out, float* lse, const T* q, const T* k, const T* v, c
   const attn_args a = make_args<T>("attention_forward", shape, {out, q, k, v});
   const int batch = static_cast<int>(shape.batch);
   with_variant(a, [&](auto hd, auto cap, auto alibi) {
-    launch_forward<T, decltype(hd)::value, decltype(cap)::value, decltype(alibi)::value>(out, lse, q, k, v, a, batch,
-                                                                                          s);
+    constexpr bool plain = !decltype(cap)::value && !decltype(alibi)::value;
+    if constexpr (plain) {  // sinks: only with plain logits (no family combines them with soft-cap or ALiBi)
+      if (a.sinks != nullptr) {
+        launch_forward<T, decltype(hd)::value, false, false, true>(out, lse, q, k, v, a, batch, s);
+        return;
+      }
+    }
+    MT_ASSERT(a.sinks == nullptr, "attention_forward: sinks with soft-capping or ALiBi are not supported");
+    launch_forward<T, decltype(hd)::value, decltype(cap)::value, decltype(alibi)::value, false>(out, lse, q, k, v, a,
+                                                                                                batch, s);
   });
 }
 

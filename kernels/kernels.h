@@ -48,6 +48,11 @@ template <typename T> void rope_backward(T* dx, const float* cos, const float* s
 template <typename T> void glu_forward(T* y, const T* g, const T* u, int64_t n, Activation act, cudaStream_t s);
 template <typename T> void glu_backward(T* dg, T* du, const T* dy, const T* g, const T* u, int64_t n, Activation act, cudaStream_t s);
 
+// GPT-OSS's clamped SwiGLU y = (clamp(u, ±limit) + 1)·g'·σ(alpha·g'), g' = min(g, limit); dg, du = (zero where
+// clamped).
+template <typename T> void clamped_swiglu_forward(T* y, const T* g, const T* u, int64_t n, float alpha, float limit, cudaStream_t s);
+template <typename T> void clamped_swiglu_backward(T* dg, T* du, const T* dy, const T* g, const T* u, int64_t n, float alpha, float limit, cudaStream_t s);
+
 // Gated attention's output gate: y = x·σ(gate); dx, dgate = (dx may alias dy).
 template <typename T> void sigmoid_gate_forward(T* y, const T* x, const T* gate, int64_t n, cudaStream_t s);
 template <typename T> void sigmoid_gate_backward(T* dx, T* dgate, const T* dy, const T* x, const T* gate, int64_t n, cudaStream_t s);
@@ -80,9 +85,11 @@ template <typename T> void bias_backward(float* db, const T* dy, int64_t tokens,
 
 // Flash-style attention (never materialises S×S): causal, GQA, sliding window, per-sequence valid lengths
 // (no work on padding), packed segments, logit scale, soft-capping, ALiBi (slopes in device memory); semantics exactly
-// as AttnShape in backend.h; lse fp32 (of the final logits); head_dim 1..256.
+// as AttnShape in backend.h; lse fp32 (of the final logits, and of the sink where AttnShape::sinks); head_dim 1..256.
+// attention_sinks_backward (kernels/attention_sinks.cu): d_sinks[h] += −Σ_i exp(sink_h − lse_i)·(dout_i·out_i).
 template <typename T> void attention_forward(T* out, float* lse, const T* q, const T* k, const T* v, const AttnShape& shape, cudaStream_t s);
 template <typename T> void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v, const T* out, const float* lse, const AttnShape& shape, cudaStream_t s);
+template <typename T> void attention_sinks_backward(float* d_sinks, const T* dout, const T* out, const float* lse, const AttnShape& shape, cudaStream_t s);
 
 // Cross-entropy on one chunk of fp32 logits [rows, V] (in place allowed for dlogits when T = float), each logit x first
 // soft-capped to z = softcap·tanh(x/softcap) where softcap > 0 (z = x otherwise):
@@ -104,6 +111,9 @@ template <typename T> void moe_combine_backward(T* dys, float* d_weights, const 
 // dxs[r] *= weights[source[r]] (kernels/moe_scale_rows.cu).
 template <typename T> void moe_scale_rows_forward(T* xs, const float* weights, const int32_t* source, int64_t rows, int64_t H, cudaStream_t s);
 template <typename T> void moe_scale_rows_backward(T* dxs, float* d_weights, const T* x, const float* weights, const int32_t* source, int64_t rows, int64_t k, int64_t H, cudaStream_t s);
+// Per-expert bias of grouped rows (kernels/grouped_bias.cu): y[r] += b_e (b + e·b_stride); db_e += Σ rows (fp32).
+template <typename T> void grouped_bias_forward(T* y, const T* b, int64_t b_stride, const int32_t* offsets, int64_t E, int64_t R, int64_t O, cudaStream_t s);
+template <typename T> void grouped_bias_backward(float* db, const T* dy, int64_t b_stride, const int32_t* offsets, int64_t E, int64_t R, int64_t O, cudaStream_t s);
 template <typename T> void row_sigmoid_gate_forward(T* y, const T* x, const T* g, int64_t tokens, int64_t H, cudaStream_t s);
 template <typename T> void row_sigmoid_gate_backward(T* dx, T* dg, const T* dy, const T* x, const T* g, int64_t tokens, int64_t H, cudaStream_t s);
 

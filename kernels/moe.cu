@@ -1,4 +1,5 @@
-// Mixture-of-experts kernels (semantics in backend.h): the softmax and the sigmoid group-limited top-k routers and
+// Mixture-of-experts kernels (semantics in backend.h): the softmax (GPT-OSS: softmax of the top logits) and the
+// sigmoid group-limited top-k routers and
 // their backward (one thread per token), the load-balancing statistics, the stable grouping of routed rows by expert (one block per expert scans
 // the routed rows in order with a block prefix sum), gather / combine and their backwards (one block per token,
 // the token's k rows summed in slot order), and the sigmoid-gated add.
@@ -25,10 +26,11 @@ struct Routing {
   int E, k, groups, topk_groups;
   bool sigmoid, norm_topk;
   float scaling;
+  bool topk_softmax;
 };
 Routing routing_of(const MoeRouting& r) {
   return {static_cast<int>(r.experts), static_cast<int>(r.top_k), static_cast<int>(r.groups),
-          static_cast<int>(r.topk_groups), r.sigmoid, r.norm_topk, r.scaling};
+          static_cast<int>(r.topk_groups), r.sigmoid, r.norm_topk, r.scaling, r.topk_softmax};
 }
 constexpr int max_groups = 64;
 
@@ -56,7 +58,10 @@ __global__ void route_forward_kernel(float* probs, int32_t* idx, float* weights,
     }
     for (int e = 0; e < E; ++e) p[e] /= sum;
   }
-  auto score = [&](int e) { return r.sigmoid && bias != nullptr ? p[e] + to_f32(bias[e]) : p[e]; };
+  auto score = [&](int e) {
+    if (r.topk_softmax) return to_f32(l[e]);  // GPT-OSS picks by the logits
+    return r.sigmoid && bias != nullptr ? p[e] + to_f32(bias[e]) : p[e];
+  };
   if (r.sigmoid) {  // the topk_groups groups whose two best biased scores sum highest (ties to the lower group)
     auto group_score = [&](int g) {
       float a = -INFINITY, b = -INFINITY;
@@ -102,7 +107,15 @@ __global__ void route_forward_kernel(float* probs, int32_t* idx, float* weights,
     w[j] = p[best];
     selected += w[j];
   }
-  if (r.sigmoid) {
+  if (r.topk_softmax) {  // the softmax of the k selected logits
+    const float top = to_f32(l[ix[0]]);
+    float sum = 0.f;
+    for (int j = 0; j < k; ++j) {
+      w[j] = expf(to_f32(l[ix[j]]) - top);
+      sum += w[j];
+    }
+    for (int j = 0; j < k; ++j) w[j] /= sum;
+  } else if (r.sigmoid) {
     for (int j = 0; j < k; ++j) w[j] = (r.norm_topk ? w[j] / (selected + 1e-20f) : w[j]) * r.scaling;
   } else if (r.norm_topk) {
     for (int j = 0; j < k; ++j) w[j] /= selected;
@@ -122,6 +135,20 @@ __global__ void route_backward_kernel(T* d_logits, const float* d_weights, const
   const float* dw = d_weights + t * k;
   const int32_t* ix = idx + t * k;
   const bool aux = aux_grad != nullptr && valid_token(seq_lens, seq, t);
+  if (r.topk_softmax) {  // the aux loss through the full softmax p; the weights, a softmax of the k selected logits
+    float pdp = 0.f, inner = 0.f;
+    if (aux)
+      for (int e = 0; e < E; ++e) pdp += p[e] * aux_grad[e];
+    for (int j = 0; j < k; ++j) inner += w[j] * dw[j];
+    T* dl = d_logits + t * E;
+    for (int e = 0; e < E; ++e) {
+      float v = aux ? p[e] * (aux_grad[e] - pdp) : 0.f;
+      for (int j = 0; j < k; ++j)
+        if (ix[j] == e) v += w[j] * (dw[j] - inner);
+      dl[e] = from_f32<T>(v);
+    }
+    return;
+  }
   const float c = r.sigmoid ? r.scaling : 1.f;
   float inner = 0.f, selected = 0.f;
   if (norm_topk)

@@ -13,8 +13,10 @@ the router load-balancing loss in reference.json "aux_losses" (transformers' out
 routing facts the case is meant to exercise, checked here (an expert that receives no token of some sequence,
 which a micro_batch_size 1 run meets as an expert with no rows; dense and sparse layers mixed).
 
-Experts are tiny (hidden 32, 4 experts of width 24, top 2) and the router weights are scaled ×8 at init so that
-routing is uneven.
+Experts are tiny (hidden 32, 4 experts of width 24, top 2; GPT-OSS's of width 32, which MXFP4's 32-input blocks
+need) and the router weights are scaled ×8 at init so that routing is uneven. The gpt_oss_mxfp4 case writes its
+checkpoint's experts in MXFP4 (quantised here, dequantised by transformers' own convert_moe_packed_tensors to the
+values the reference trains from).
 """
 
 import json
@@ -31,6 +33,8 @@ from transformers import (  # noqa: E402
     Glm4MoeForCausalLM,
     Llama4ForCausalLM,
     Llama4TextConfig,
+    GptOssConfig,
+    GptOssForCausalLM,
     MixtralConfig,
     MixtralForCausalLM,
     Qwen2MoeConfig,
@@ -40,6 +44,25 @@ from transformers import (  # noqa: E402
 )
 
 MOE_MODEL = dict(mf.COMMON_MODEL, intermediate_size=48)
+
+# GPT-OSS: 4 heads of 8 over 2 kv heads, q/k/v/o biases, sinks, experts of width 32 (MXFP4 needs inputs in blocks of
+# 32), swiglu_limit 0.3 so that the clamps of the SwiGLU hold a good share of the gate and up values, YaRN ×4 over 16
+# positions (truncate false, GPT-OSS's), sliding window 4 (shorter than most sequences).
+GPT_OSS_MODEL = dict(
+    mf.COMMON_MODEL,
+    intermediate_size=32,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=8,
+    rms_norm_eps=1e-5,
+    tie_word_embeddings=False,
+    num_local_experts=4,
+    num_experts_per_tok=2,
+    sliding_window=4,
+    swiglu_limit=0.3,
+    rope_parameters={"rope_type": "yarn", "rope_theta": 100.0, "factor": 4.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                     "truncate": False, "original_max_position_embeddings": 16},
+)
 
 CASES = [
     dict(
@@ -152,6 +175,40 @@ CASES = [
              "`e_score_correction_bias`** (a buffer set to ±0.3, never trained), unbiased weights renormalised "
              "× **`routed_scaling_factor` 2.5**, **one shared expert** (`n_shared_experts`), q/k norm, qkv bias, "
              "partial rotary 0.5 (rotate_half); no router loss (transformers has none for it)",
+    ),
+    dict(
+        case="gpt_oss",
+        seed=25,
+        model_cls=GptOssForCausalLM,
+        # layer_types sliding, full, sliding; router loss on from config.json with coefficient 0.05.
+        config=GptOssConfig(
+            **GPT_OSS_MODEL,
+            layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+            output_router_logits=True,
+            router_aux_loss_coef=0.05,
+        ),
+        training=dict(lr_scheduler="cosine", warmup_steps=1, min_lr_ratio=0.0, max_grad_norm=1.0),
+        what="**attention sinks**, q/k/v/o biases, `layer_types` sliding (window 4), full, sliding, **YaRN** ×4 "
+             "(truncate false); 4 experts of 32 with biases, interleaved `gate_up_proj`, **clamped SwiGLU** (alpha "
+             "1.702, limit 0.3), router with bias, **softmax over the top 2 logits**; **router loss on** from "
+             "config.json (coefficient 0.05)",
+    ),
+    dict(
+        case="gpt_oss_mxfp4",
+        seed=26,
+        model_cls=GptOssForCausalLM,
+        # The checkpoint's experts in MXFP4 (the weights quantised first, so the reference trains from exactly the
+        # values the blocks hold); layer_types full, sliding, full; router loss off.
+        config=GptOssConfig(
+            **GPT_OSS_MODEL,
+            layer_types=["full_attention", "sliding_attention", "full_attention"],
+            output_router_logits=False,
+        ),
+        mxfp4=True,
+        training=dict(lr_scheduler="linear", warmup_steps=0, min_lr_ratio=0.0, max_grad_norm=1.0),
+        what="the GPT-OSS model above with **experts stored in MXFP4** (`*_blocks` U8 [E, out, in/32, 16], "
+             "`*_scales` U8 [E, out, in/32], `quantization_config` mxfp4), dequantised on load; `layer_types` full, "
+             "sliding, full; **router loss off**",
     ),
 ]
 
@@ -266,13 +323,15 @@ def build_model(spec):
         for name, p in model.named_parameters():
             if p.ndim in (2, 3) or name.endswith(".bias"):
                 value = torch.randn(p.shape, generator=gen) * 0.05
+            elif name.endswith("self_attn.sinks"):  # GPT-OSS: sinks comparable to the logits
+                value = torch.randn(p.shape, generator=gen) * 0.5
             elif p.ndim == 1 and "norm" in name:
                 value = 1.0 + torch.randn(p.shape, generator=gen) * 0.1
             else:
                 raise RuntimeError(f"unexpected parameter {name} {tuple(p.shape)}")
-            if name.endswith("gate.weight") and "shared_expert_gate" not in name:  # routers
-                value = value * 8.0
-            if name.endswith("router.weight"):  # Llama 4's router
+            if (name.endswith("gate.weight") and "shared_expert_gate" not in name) or name.endswith("mlp.router.weight"):
+                value = value * 8.0  # routers (GPT-OSS's mlp.router)
+            if name.endswith("feed_forward.router.weight"):  # Llama 4's router
                 value = value * 4.0
             p.copy_(value)
         if "score_bias" in spec:  # e_score_correction_bias: a buffer, ± score_bias
@@ -300,10 +359,12 @@ def forward(model, examples):
 
 
 def train(model, examples, t, aux_on):
-    """mf.train's loop (AdamW, decay on matrices, clipping, schedule), recording the aux loss per step."""
+    """mf.train's loop (AdamW, decay on matrices, clipping, schedule), recording the aux loss per step. Biases never
+    decay, GPT-OSS's stacked expert biases [E, out] included (HF Trainer's rule: no "bias" in the name)."""
     bs, num_steps = t["batch_size"], t["num_steps"]
-    decay = [p for p in model.parameters() if p.ndim >= 2]
-    no_decay = [p for p in model.parameters() if p.ndim < 2]
+    decays = lambda name, p: p.ndim >= 2 and not name.endswith("bias")  # noqa: E731
+    decay = [p for n, p in model.named_parameters() if decays(n, p)]
+    no_decay = [p for n, p in model.named_parameters() if not decays(n, p)]
     optimizer = torch.optim.AdamW(
         [{"params": decay, "weight_decay": t["weight_decay"]}, {"params": no_decay, "weight_decay": 0.0}],
         lr=t["learning_rate"], betas=(t["beta1"], t["beta2"]), eps=t["eps"], foreach=False, fused=False)
@@ -336,7 +397,7 @@ def routing_notes(model, examples, t):
     counts = {}
     hooks = []
     for name, module in probe.named_modules():
-        if name.endswith(("mlp.gate", "block_sparse_moe.gate")):
+        if name.endswith(("mlp.gate", "block_sparse_moe.gate", "mlp.router")):
             def hook(mod, inp, out, name=name):
                 counts.setdefault(name, []).append(out[2].detach())
             hooks.append(module.register_forward_hook(hook))
@@ -401,6 +462,58 @@ def llama4_routing_notes(model, steps):
             "longest_sequence": longest, "attention_chunk_size": probe.config.attention_chunk_size}
 
 
+MXFP4_TENSORS = ("gate_up_proj", "down_proj")
+
+
+def mxfp4_quantize(w):
+    """A stacked-experts tensor [E, in, out] as MXFP4 (GPT-OSS's published form): blocks U8 [E, out, in/32, 16] (the
+    low nibble first), scales U8 [E, out, in/32] (e8m0, bias 127), each group of 32 inputs scaled so that its
+    largest magnitude fits 6 (FP4 e2m1's largest), codes the nearest FP4 value."""
+    from transformers.integrations.mxfp4 import FP4_VALUES
+    lut = torch.tensor(FP4_VALUES[:8])
+    E, n_in, n_out = w.shape
+    g = w.transpose(1, 2).reshape(E, n_out, n_in // 32, 32)
+    amax = g.abs().amax(dim=-1).clamp(min=2.0 ** -100)
+    exponent = torch.floor(torch.log2(amax)) - 2  # 6 = 1.5·2²: amax / 2^exponent < 8
+    scaled = g / torch.pow(2.0, exponent)[..., None]
+    magnitude = (scaled.abs()[..., None] - lut).abs().argmin(dim=-1)
+    code = (magnitude | ((scaled < 0).to(torch.int64) << 3)).to(torch.uint8)
+    blocks = (code[..., 0::2] | (code[..., 1::2] << 4)).to(torch.uint8)
+    scales = (exponent + 127).to(torch.uint8)
+    return blocks, scales
+
+
+def mxfp4_experts(model):
+    """Quantises every layer's stacked experts in place to what their MXFP4 form holds (dequantised by transformers'
+    own convert_moe_packed_tensors, which must give back exactly those values); returns the blocks and scales."""
+    from transformers.integrations.mxfp4 import convert_moe_packed_tensors
+    packed = {}
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.rsplit(".", 1)[-1] in MXFP4_TENSORS:
+                blocks, scales = mxfp4_quantize(p.detach())
+                p.copy_(convert_moe_packed_tensors(blocks, scales, dtype=torch.float32))
+                if not torch.equal(convert_moe_packed_tensors(*mxfp4_quantize(p.detach()), dtype=torch.float32), p):
+                    raise RuntimeError(f"{name}: MXFP4 round trip is not exact")
+                packed[name + "_blocks"], packed[name + "_scales"] = blocks, scales
+    return packed
+
+
+def write_mxfp4_checkpoint(model_dir, packed):
+    """model.safetensors with the stacked experts replaced by their _blocks / _scales, and config.json's
+    quantization_config as the published GPT-OSS checkpoints have it."""
+    path = model_dir / "model.safetensors"
+    tensors = {k: v for k, v in load_file(path).items() if k.rsplit(".", 1)[-1] not in MXFP4_TENSORS}
+    tensors.update({k: v.contiguous() for k, v in packed.items()})
+    save_file(tensors, str(path), metadata={"format": "pt"})
+    cfg_path = model_dir / "config.json"
+    cfg = json.loads(cfg_path.read_text())
+    cfg["quantization_config"] = {"quant_method": "mxfp4",
+                                  "modules_to_not_convert": ["model.layers.*.self_attn", "model.layers.*.mlp.router",
+                                                             "model.embed_tokens", "lm_head"]}
+    mf.write_json(cfg_path, cfg)
+
+
 def make_case(spec):
     case = spec["case"]
     out = mf.FIXTURES / case
@@ -413,12 +526,16 @@ def make_case(spec):
     llama4 = spec["model_cls"] is Llama4ForCausalLM
     examples = llama4_examples(spec, t) if llama4 else mf.make_examples(spec["seed"], t["batch_size"] * t["num_steps"])
     model = build_model(spec)
+    packed = mxfp4_experts(model) if spec.get("mxfp4") else None
     model.save_pretrained(out / "model", safe_serialization=True)
     (out / "model" / "generation_config.json").unlink(missing_ok=True)
+    saved_keys = set(load_file(out / "model" / "model.safetensors").keys())
     cfg_path = out / "model" / "config.json"
     cfg = json.loads(cfg_path.read_text())
     cfg.update(spec.get("config_json_overrides", {}))
     mf.write_json(cfg_path, cfg)
+    if packed is not None:
+        write_mxfp4_checkpoint(out / "model", packed)
     mf.write_json(out / "data" / "dataset_info.json", {"fixture": {"file_name": "train.jsonl", "formatting": "tokenized"}})
     with open(out / "data" / "train.jsonl", "w") as f:
         for ex in examples:

@@ -6,7 +6,7 @@ Invariant: cases.jsonl holds what `tokenizers` itself returns (encode with and w
 with and without skipping them, decode of the ids without the first); inputs given as bytes are decoded with
 errors='replace' first, the rule mt::Tokenizer applies. Deterministic: a rerun writes the same files.
 
-The chat-family kinds (FAMILIES: gemma, phi3, phi4, phi4_mini, glm4, internlm2, baichuan2) are for the chat
+The chat-family kinds (FAMILIES: gemma, phi3, phi4, phi4_mini, glm4, gpt_oss, internlm2, baichuan2) are for the chat
 template fixtures (tools/make_template_fixtures.py): a base kind's model with that family's special tokens, flags
 and bos/eos as its real tokenizer files have them; they get no cases.jsonl.
 Run by hand from the repository root: python3 tools/make_tokenizer_fixtures.py [kind ...]  (no kind: all of them)
@@ -278,6 +278,10 @@ FAMILIES = {
     "glm4": lambda: family(make_qwen2, ["<|endoftext|>", "[MASK]", "[gMASK]", "[sMASK]", "<sop>", "<eop>",
                                         "<|system|>", "<|user|>", "<|assistant|>", "<|observation|>"],
                            {"eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>"}),
+    # GPT-OSS (o200k_harmony): the harmony format's tokens; <|return|> ends an answer (its eos_token).
+    "gpt_oss": lambda: family(make_qwen2, ["<|endoftext|>", "<|start|>", "<|message|>", "<|end|>", "<|channel|>",
+                                           "<|return|>", "<|call|>", "<|constrain|>"],
+                              {"eos_token": "<|return|>", "pad_token": "<|endoftext|>"}),
     "internlm2": lambda: family(make_llama2, ["<unk>", "<s>", "</s>", "<|im_start|>", "<|im_end|>",
                                               "<|action_start|>", "<|action_end|>", "<|interpreter|>", "<|plugin|>"],
                                 {"bos_token": "<s>", "eos_token": "</s>", "pad_token": "</s>", "unk_token": "<unk>"}),

@@ -21,6 +21,8 @@ struct AttnShape {
   const float* alibi_slopes = nullptr;   // [n_heads] fp32 backend memory: logit += slope_h·(j − i) (ALiBi); null = none
   const int32_t* seq_lens = nullptr;     // [batch] valid tokens per sequence; nullptr = all valid
   const int32_t* segments = nullptr;     // [T] packed-example id; keys only from the query's segment; nullptr = one
+  const void* sinks = nullptr;           // [n_heads] of dtype(): a per-head logit in every row's softmax denominator
+                                         // with no value (GPT-OSS attention sinks); lse includes it; null = none
 };
 
 // Geometry of one gated-delta-rule call over a right-padded batch. qkv rows hold q [n_k_heads·k_head_dim] | k
@@ -44,6 +46,7 @@ struct MoeRouting {
   float scaling = 1.0f;               // sigmoid: weights × scaling
   int64_t groups = 1, topk_groups = 1;  // sigmoid: expert groups and how many of them a token may use
   const void* score_bias = nullptr;   // sigmoid: [E] of dtype(), added to the scores for the selection only; may be null
+  bool topk_softmax = false;          // softmax kind: pick the top k of the logits, weights = softmax of those k (GPT-OSS)
 };
 
 // Tensors named x, y, q, k, v, out, gate, up, dx, dy, ... and weights w, b, table hold elements of dtype()
@@ -121,11 +124,22 @@ class Backend {
                                  const AttnShape& shape) = 0;
   virtual void attention_backward(void* dq, void* dk, void* dv, const void* dout, const void* q, const void* k,
                                   const void* v, const void* out, const float* lse, const AttnShape& shape) = 0;
+  // The sinks' gradient (shape.sinks set): d_sinks[h] += −Σ over valid rows i of exp(sink_h − lse_i)·(dout_i·out_i),
+  // summed in (batch, position) order (fp32). The sink has no value, so attention_backward is unchanged by it.
+  virtual void attention_sinks_backward(float* d_sinks, const void* dout, const void* out, const float* lse,
+                                        const AttnShape& shape) = 0;
 
   // y = act(gate) · up elementwise (silu: SwiGLU; gelu_tanh: GeGLU with torch's tanh approximation); dgate, dup =.
   virtual void glu_forward(void* y, const void* gate, const void* up, int64_t n, Activation act) = 0;
   virtual void glu_backward(void* dgate, void* dup, const void* dy, const void* gate, const void* up, int64_t n,
                             Activation act) = 0;
+
+  // GPT-OSS's clamped SwiGLU: g = min(gate, limit), u = clamp(up, −limit, limit), y = (u + 1)·g·σ(alpha·g);
+  // backward dgate, dup = (zero where the clamp holds the input, as torch.clamp's gradient).
+  virtual void clamped_swiglu_forward(void* y, const void* gate, const void* up, int64_t n, float alpha,
+                                      float limit) = 0;
+  virtual void clamped_swiglu_backward(void* dgate, void* dup, const void* dy, const void* gate, const void* up,
+                                       int64_t n, float alpha, float limit) = 0;
 
   // Sigmoid output gate (Qwen3.5 attention): y = x·σ(gate); dx, dgate = (dx may alias dy).
   virtual void sigmoid_gate_forward(void* y, const void* x, const void* gate, int64_t n) = 0;
@@ -178,7 +192,9 @@ class Backend {
   // Mixture of experts over T tokens, E experts, k experts per token; R = T·k routed rows. `seq_lens` (null = all
   // valid) with `seq` marks the valid tokens of a batch-major [batch, seq] layout (token t: t % seq < seq_lens[t / seq]).
   // Router, softmax kind: probs[T,E] = softmax(logits) (fp32); idx[T,k] the k largest probabilities, largest first
-  // (ties to the lower expert); weights[T,k] their probabilities, divided by their sum where norm_topk.
+  // (ties to the lower expert); weights[T,k] their probabilities, divided by their sum where norm_topk. With
+  // topk_softmax: idx the k largest logits (largest first, ties to the lower expert), weights[T,k] the softmax
+  // over those k logits; probs as above (the load-balancing loss reads them).
   // Sigmoid kind (MoeRouting::sigmoid): probs = sigmoid(logits); the k largest of probs + score_bias among the
   // experts of the topk_groups groups (of E / groups experts) whose two largest biased scores sum highest (ties to
   // the lower group); weights their unbiased probs, / (sum + 1e-20) where norm_topk, × scaling.
@@ -221,6 +237,12 @@ class Backend {
   virtual void moe_scale_rows_forward(void* xs, const float* weights, const int32_t* source, int64_t R, int64_t H) = 0;
   virtual void moe_scale_rows_backward(void* dxs, float* d_weights, const void* x, const float* weights,
                                        const int32_t* source, int64_t R, int64_t k, int64_t H) = 0;
+  // Per-expert bias of grouped rows: y[r, O] += b_e[O] for rows r of expert e (b + e·b_stride); offsets [E+1] in
+  // backend memory (moe_permute's). Backward: db_e[O] += Σ of dy over expert e's rows, in row order (fp32).
+  virtual void grouped_bias_forward(void* y, const void* b, int64_t b_stride, const int32_t* offsets, int64_t E,
+                                    int64_t R, int64_t O) = 0;
+  virtual void grouped_bias_backward(float* db, const void* dy, int64_t b_stride, const int32_t* offsets, int64_t E,
+                                     int64_t R, int64_t O) = 0;
   // y[t,H] += sigmoid(g[t])·x[t] (Qwen2-MoE's shared-expert gate, g [T]); backward: dx[t] = sigmoid(g[t])·dy[t],
   // dg[t] = sigmoid'(g[t])·(x[t]·dy[t]).
   virtual void row_sigmoid_gate_forward(void* y, const void* x, const void* g, int64_t T, int64_t H) = 0;

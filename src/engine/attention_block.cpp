@@ -1,8 +1,9 @@
 // Attention block forward and backward (see attention_block.h), following transformers' attention modules:
 // Llama's (q/k/v bias: Qwen2; per-head q/k RMSNorm before RoPE: Qwen3, Gemma 3), with the family's scale,
 // soft-cap (Gemma 2), sliding window, partial or interleaved RoPE (Phi-3, GLM-4), NoPE and ALiBi (Baichuan 2), and
-// Qwen3.5's / Qwen3-Next's sigmoid output gate (attn·σ(gate) before o_proj, the gate rows from q_proj), and Llama 4's
-// chunked attention, weightless q/k L2 norm and NoPE layers' attention temperature (q scaled after RoPE).
+// Qwen3.5's / Qwen3-Next's sigmoid output gate (attn·σ(gate) before o_proj, the gate rows from q_proj), Llama 4's
+// chunked attention, weightless q/k L2 norm and NoPE layers' attention temperature (q scaled after RoPE), and
+// GPT-OSS's attention sinks (a per-head logit in the softmax denominator; its gradient from dout·out and lse).
 #include "engine/attention_block.h"
 
 #include <algorithm>
@@ -10,7 +11,7 @@
 namespace mt {
 namespace {
 
-AttnShape attn_shape(const LayerContext& ctx, int64_t layer, const MicroBatch& mb) {
+AttnShape attn_shape(const LayerContext& ctx, int64_t layer, const void* w, const MicroBatch& mb) {
   const AttentionSpec& a = ctx.layer(layer).attention;
   AttnShape s;
   s.batch = mb.seqs;
@@ -28,6 +29,7 @@ AttnShape attn_shape(const LayerContext& ctx, int64_t layer, const MicroBatch& m
     s.segments = mb.chunk_segments;
     s.window = a.window > 0 ? std::min(a.window, a.chunk) : a.chunk;
   }
+  s.sinks = weight_at(ctx, w, ctx.offsets(layer).attention.sinks);
   return s;
 }
 
@@ -87,7 +89,7 @@ void attention_block_forward(const LayerContext& ctx, int64_t layer, const void*
   rope(ctx, a, n.q, a.num_heads, mb, true);
   rope(ctx, a, n.k, a.num_kv_heads, mb, true);
   temperature(ctx, a, n.q, mb);
-  be.attention_forward(n.attn, n.lse, n.q, n.k, n.v, attn_shape(ctx, layer, mb));
+  be.attention_forward(n.attn, n.lse, n.q, n.k, n.v, attn_shape(ctx, layer, w, mb));
   const void* o_in = n.attn;
   if (a.output_gate) {
     be.linear_forward(n.out_gate, in, weight_at(ctx, w, o.out_gate), weight_at(ctx, w, o.out_gate_bias), T, H,
@@ -109,7 +111,9 @@ void attention_block_backward(const LayerContext& ctx, int64_t layer, const void
   be.linear_backward(s.d_attn, grad_at(dw, o.o), grad_at(dw, o.o_bias), d_out, a.output_gate ? n.gated_attn : n.attn,
                      weight_at(ctx, w, o.o), T, a.q_dim(), H, false);
   if (a.output_gate) be.sigmoid_gate_backward(s.d_attn, s.d_out_gate, s.d_attn, n.attn, n.out_gate, T * a.q_dim());
-  be.attention_backward(s.dq, s.dk, s.dv, s.d_attn, n.q, n.k, n.v, n.attn, n.lse, attn_shape(ctx, layer, mb));
+  const AttnShape shape = attn_shape(ctx, layer, w, mb);
+  be.attention_backward(s.dq, s.dk, s.dv, s.d_attn, n.q, n.k, n.v, n.attn, n.lse, shape);
+  if (a.sinks) be.attention_sinks_backward(grad_at(dw, o.sinks), s.d_attn, n.attn, n.lse, shape);
   temperature(ctx, a, s.dq, mb);
   rope(ctx, a, s.dq, a.num_heads, mb, false);
   rope(ctx, a, s.dk, a.num_kv_heads, mb, false);

@@ -68,14 +68,33 @@ struct Block {
     r.groups = spec.groups;
     r.topk_groups = spec.topk_groups;
     r.score_bias = at(o().score_bias);
+    r.topk_softmax = spec.router == RouterKind::topk_softmax;
     return r;
+  }
+  // The experts' activation: SwiGLU, or GPT-OSS's clamped SwiGLU.
+  void expert_act(void* act, const void* gate, const void* up, int64_t n) const {
+    const MoeSpec& spec = m();
+    if (spec.clamped_swiglu())
+      be().clamped_swiglu_forward(act, gate, up, n, static_cast<float>(spec.swiglu_alpha),
+                                  static_cast<float>(spec.swiglu_limit));
+    else
+      be().glu_forward(act, gate, up, n, Activation::silu);
+  }
+  void expert_act_backward(void* d_gate, void* d_up, const void* d_act, const void* gate, const void* up,
+                           int64_t n) const {
+    const MoeSpec& spec = m();
+    if (spec.clamped_swiglu())
+      be().clamped_swiglu_backward(d_gate, d_up, d_act, gate, up, n, static_cast<float>(spec.swiglu_alpha),
+                                   static_cast<float>(spec.swiglu_limit));
+    else
+      be().glu_backward(d_gate, d_up, d_act, gate, up, n, Activation::silu);
   }
 
   // Router, permutation, gathered rows, expert activations and outputs ys; the shared expert's s_out, s_logit.
   void internals(const void* in, bool collect) {
     const MoeSpec& spec = m();
     const int64_t E = spec.num_experts, k = spec.top_k, I = spec.intermediate_size;
-    be().linear_forward(s.logits, in, at(o().router), nullptr, T(), H(), E);
+    be().linear_forward(s.logits, in, at(o().router), at(o().router_bias), T(), H(), E);
     be().moe_route_forward(s.probs, s.idx, s.weights, s.logits, T(), routing());
     MoeAuxState* aux = ctx.moe_aux;
     if (collect && aux != nullptr && aux->slot[static_cast<size_t>(layer)] >= 0) {
@@ -92,8 +111,13 @@ struct Block {
     const int64_t stride = o().expert_stride;
     be().grouped_linear_forward(s.gate, s.xs, at(o().gate_of(0)), stride, s.host_offsets.data(), E, H(), I);
     be().grouped_linear_forward(s.up, s.xs, at(o().up_of(0)), stride, s.host_offsets.data(), E, H(), I);
-    be().glu_forward(s.act, s.gate, s.up, R() * I, Activation::silu);
+    if (spec.expert_bias) {
+      be().grouped_bias_forward(s.gate, at(o().gate_bias), o().bias_stride, s.offsets, E, R(), I);
+      be().grouped_bias_forward(s.up, at(o().up_bias), o().bias_stride, s.offsets, E, R(), I);
+    }
+    expert_act(s.act, s.gate, s.up, R() * I);
     be().grouped_linear_forward(s.ys, s.act, at(o().down_of(0)), o().down_stride, s.host_offsets.data(), E, I, H());
+    if (spec.expert_bias) be().grouped_bias_forward(s.ys, at(o().down_bias), H(), s.offsets, E, R(), H());
     if (spec.shared_intermediate_size > 0) {
       const int64_t S = spec.shared_intermediate_size;
       const MlpOffsets& sh = o().shared;
@@ -160,14 +184,20 @@ void moe_block_backward(const LayerContext& ctx, int64_t layer, const void* w, c
   const int64_t T = b.T(), H = b.H(), E = m.num_experts, k = m.top_k, I = m.intermediate_size, R = b.R();
   const int64_t stride = o.expert_stride;
   const int64_t* offsets = s.host_offsets.data();
-  // Routed experts: out = Σ_j weights_j · down_e(silu(gate_e(x)) · up_e(x)), or Σ_j expert_e(weights_j · x).
+  // Routed experts: out = Σ_j weights_j · down_e(act(gate_e(x), up_e(x))) (each projection with its bias where the
+  // experts have them), or Σ_j expert_e(weights_j · x) (Llama 4).
   if (m.weight_scales_input)
     be.moe_gather(s.d_ys, d_out, s.source, R, k, H);
   else
     be.moe_combine_backward(s.d_ys, s.d_weights, d_out, s.ys, s.weights, s.row_of, T, k, H);
   be.grouped_linear_backward(s.d_act, grad_at(dw, o.down_of(0)), s.d_ys, s.act, b.at(o.down_of(0)), o.down_stride,
                              offsets, E, I, H, false);
-  be.glu_backward(s.d_gate, s.d_up, s.d_act, s.gate, s.up, R * I, Activation::silu);
+  if (m.expert_bias) be.grouped_bias_backward(grad_at(dw, o.down_bias), s.d_ys, H, s.offsets, E, R, H);
+  b.expert_act_backward(s.d_gate, s.d_up, s.d_act, s.gate, s.up, R * I);
+  if (m.expert_bias) {
+    be.grouped_bias_backward(grad_at(dw, o.gate_bias), s.d_gate, o.bias_stride, s.offsets, E, R, I);
+    be.grouped_bias_backward(grad_at(dw, o.up_bias), s.d_up, o.bias_stride, s.offsets, E, R, I);
+  }
   void* d_xs = s.ys;  // ys is no longer needed
   be.grouped_linear_backward(d_xs, grad_at(dw, o.gate_of(0)), s.d_gate, s.xs, b.at(o.gate_of(0)), stride, offsets, E,
                              H, I, false);
@@ -179,7 +209,8 @@ void moe_block_backward(const LayerContext& ctx, int64_t layer, const void* w, c
   const float* aux_grad = ctx.moe_aux != nullptr ? ctx.moe_aux->grad : nullptr;
   be.moe_route_backward(s.d_logits, s.d_weights, s.probs, s.idx, s.weights, aux_grad, mb.seq_lens, mb.seq_len, T,
                         b.routing());
-  be.linear_backward(d_in, grad_at(dw, o.router), nullptr, s.d_logits, in, b.at(o.router), T, H, E, true);
+  be.linear_backward(d_in, grad_at(dw, o.router), grad_at(dw, o.router_bias), s.d_logits, in, b.at(o.router), T, H,
+                     E, true);
   if (m.shared_intermediate_size == 0) return;
   // Shared expert: out += [sigmoid(x · w_gate) ·] down(silu(gate(x)) · up(x)).
   const int64_t S = m.shared_intermediate_size;

@@ -1,8 +1,9 @@
-// The mixture-of-experts feed-forward block of a decoder layer, as transformers' Mixtral / Qwen2-MoE / Qwen3-MoE
-// sparse MoE blocks compute it: a router (linear, softmax top-k, optionally renormalised), the routed rows
-// grouped by expert with a stable permutation (token order within each expert), grouped SwiGLU expert GEMMs,
-// the weighted combine back to token order (Llama 4: the weights scale the gathered inputs and the outputs add
-// unweighted), and an optional shared expert (sigmoid-gated for Qwen2-MoE).
+// The mixture-of-experts feed-forward block of a decoder layer, as transformers' Mixtral / Qwen2-MoE / Qwen3-MoE /
+// GLM-4.5 / GPT-OSS / Llama 4 MoE blocks compute it: a router (linear, with GPT-OSS's bias; softmax top-k, optionally
+// renormalised, sigmoid group-limited, or GPT-OSS's softmax of the top logits), the routed rows grouped by expert
+// with a stable permutation (token order within each expert), grouped SwiGLU (GPT-OSS: clamped, with per-expert
+// biases) expert GEMMs, the weighted combine back to token order (Llama 4: the weights scale the gathered inputs
+// and the outputs add unweighted), and an optional shared expert (sigmoid-gated for Qwen2-MoE).
 // Stateless apart from MoeScratch (per micro-batch). Backward recomputes the block's forward from its input
 // (routing, permutation and expert activations), so a MoE layer saves nothing beyond the layer's h1.
 // Invariant: forward writes out (=); backward writes d_in (=) and ACCUMULATES into the region's fp32 gradient dw;

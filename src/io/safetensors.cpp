@@ -37,7 +37,7 @@ struct StDTypeInfo {
 };
 constexpr StDTypeInfo kDTypes[] = {
     {"F32", StDType::F32, 4}, {"BF16", StDType::BF16, 2}, {"F16", StDType::F16, 2},
-    {"I32", StDType::I32, 4}, {"I64", StDType::I64, 8},
+    {"I32", StDType::I32, 4}, {"I64", StDType::I64, 8}, {"U8", StDType::U8, 1},
 };
 
 const StDTypeInfo& dtype_info(StDType t) {
@@ -75,7 +75,7 @@ StTensor parse_entry(const std::string& name, const nlohmann::json& entry, const
   const auto info = std::find_if(std::begin(kDTypes), std::end(kDTypes),
                                  [&](const StDTypeInfo& d) { return d.name == dt->get<std::string>(); });
   MT_REQUIRE(info != std::end(kDTypes),
-             "safetensors file {}: tensor '{}' has unsupported dtype {} (F32, BF16, F16, I32, I64)", path.string(),
+             "safetensors file {}: tensor '{}' has unsupported dtype {} (F32, BF16, F16, I32, I64, U8)", path.string(),
              name, dt->get<std::string>());
   t.dtype = info->dtype;
 

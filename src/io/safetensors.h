@@ -14,7 +14,7 @@
 
 namespace mt {
 
-enum class StDType { F32, BF16, F16, I32, I64 };
+enum class StDType { F32, BF16, F16, I32, I64, U8 };  // U8: MXFP4 blocks and scales (model/mxfp4.h)
 
 struct StTensor {
   std::string name;

@@ -32,6 +32,7 @@ const std::vector<FamilyEntry>& model_families() {
       {"Glm4MoeForCausalLM", "glm4_moe", parse_glm4_moe, false},
       {"Llama4ForCausalLM", "llama4_text", parse_llama4, false},
       {"Llama4ForConditionalGeneration", "llama4", parse_llama4_multimodal, false},
+      {"GptOssForCausalLM", "gpt_oss", parse_gpt_oss, false},
   };
   return table;
 }

@@ -43,6 +43,7 @@ void parse_qwen3_moe(const ConfigKeys&, ModelSpec&);
 void parse_glm4_moe(const ConfigKeys&, ModelSpec&);
 void parse_llama4(const ConfigKeys&, ModelSpec&);
 void parse_llama4_multimodal(const ConfigKeys&, ModelSpec&);
+void parse_gpt_oss(const ConfigKeys&, ModelSpec&);
 
 // transformers' config class defaults that differ between families.
 struct DenseDefaults {

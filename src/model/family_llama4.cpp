@@ -153,7 +153,7 @@ void parse_llama4(const ConfigKeys& raw, ModelSpec& s) {
   n.router_score_bias.clear();
   n.experts = "feed_forward.experts.";
   n.fused_experts = true;
-  n.fused_transposed = true;
+  n.fused_layout = FusedExpertLayout::columns;
   n.shared_gate_proj = "feed_forward.shared_expert.gate_proj";
   n.shared_up_proj = "feed_forward.shared_expert.up_proj";
   n.shared_down_proj = "feed_forward.shared_expert.down_proj";

@@ -9,14 +9,20 @@ StepFlops step_flops(const ModelSpec& spec, const ParamLayout& layout, int64_t t
   double matmul = 0;
   for (size_t r = 1; r < layout.regions.size(); ++r)
     for (const ParamSlot& slot : layout.regions[r].params) {
-      // Matrices, and the fused 3-D expert tensors (a stack of matrices); not the depthwise conv1d weights.
+      // Matrices, and the 3-D stacks of expert matrices; not the depthwise conv1d weights, nor the stacked expert
+      // biases (GPT-OSS's [E, O]).
       const bool conv = slot.offset == layout.regions[r].offsets.deltanet.conv;
-      if (slot.shape.size() == 2 || (slot.shape.size() == 3 && !conv)) matmul += static_cast<double>(slot.numel);
+      const bool stacked_bias = slot.expert_columns.experts > 0 && slot.shape.size() == 2;
+      if ((slot.shape.size() == 2 && !stacked_bias) || (slot.shape.size() == 3 && !conv))
+        matmul += static_cast<double>(slot.numel);
     }
   if (layout.head.lm_head < 0) matmul += static_cast<double>(spec.vocab_size * spec.hidden_size);  // tied head
-  // A token computes with its top_k experts only (MoE layers).
+  // A token computes with its top_k experts only (MoE layers): their matrices leave the matmul count, their matrices
+  // and biases the parameter count.
   const auto inactive = static_cast<double>(inactive_expert_parameters(spec));
-  matmul -= inactive;
+  for (const LayerSpec& l : spec.layers)
+    if (l.moe.active())
+      matmul -= static_cast<double>((l.moe.num_experts - l.moe.top_k) * 3 * l.moe.intermediate_size * spec.hidden_size);
   double attention_per_token = 0;
   for (const LayerSpec& l : spec.layers) {
     if (l.is_deltanet()) {

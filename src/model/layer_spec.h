@@ -32,6 +32,8 @@ struct AttentionSpec {
   // Sigmoid output gate (Qwen3.5, Qwen3-Next): q_proj emits per head [query, gate]; attn ← attn · σ(gate).
   bool output_gate = false;
   bool normed_qk() const { return qk_norm || qk_l2_norm; }  // q and k pass a per-head norm
+  // Attention sinks (GPT-OSS): a learned logit per head that joins each query's softmax denominator, with no value.
+  bool sinks = false;
   int64_t q_dim() const { return num_heads * head_dim; }
   int64_t kv_dim() const { return num_kv_heads * head_dim; }
 };
@@ -66,6 +68,7 @@ enum class RouterKind {
                   // with norm_topk, × routed_scaling (GLM-4.5, the DeepSeek-V3 router; with one group, no bias and
                   // no scaling, Llama 4's: sigmoid of the top k logits; logits whose sigmoids both round to 1 in fp32
                   // tie to the lower expert where torch.topk takes the larger logit)
+  topk_softmax,   // the top k of the logits, weights the softmax over those k logits (GPT-OSS)
 };
 
 // A mixture-of-experts feed-forward: a router (linear, no bias) picks top_k of num_experts SwiGLU experts per
@@ -83,6 +86,11 @@ struct MoeSpec {
   int64_t groups = 1, topk_groups = 1; // sigmoid_group: n_group, topk_group
   // Llama 4: the routing weight scales the expert's input (expert(w·x)) and the experts' outputs add unweighted.
   bool weight_scales_input = false;
+  // GPT-OSS: biases on the router and on every expert's projections, and the clamped SwiGLU
+  // (up + 1)·g·σ(alpha·g) with g = min(gate, limit), up clamped to [−limit, limit] (swiglu_limit > 0).
+  bool router_bias = false, expert_bias = false;
+  double swiglu_alpha = 0.0, swiglu_limit = 0.0;  // swiglu_limit 0 = the plain SwiGLU silu(gate)·up
+  bool clamped_swiglu() const { return swiglu_limit > 0.0; }
   bool active() const { return num_experts > 0; }
 };
 

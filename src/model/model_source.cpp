@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "io/safetensors.h"
+#include "model/mxfp4.h"
 
 namespace mt {
 namespace fs = std::filesystem;
@@ -149,6 +150,10 @@ void write_export(const fs::path& dir, const ModelSpec& spec, const ParamLayout&
   }
   config["torch_dtype"] = dtype_name(dtype);
   config["dtype"] = dtype_name(dtype);
+  // Tensors loaded from MXFP4 blocks were dequantised: the export holds them unquantised under their plain names.
+  if (config.contains("quantization_config") && config["quantization_config"].is_object() &&
+      config["quantization_config"].value("quant_method", "") == "mxfp4")
+    config.erase("quantization_config");
   write_file_durably(dir / "config.json", config.dump(2) + "\n");
 
   // Each tensor is made when its turn comes (regrouped slots back in the HF row order), so the writer asks for the
@@ -231,6 +236,12 @@ ModelSource resolve_model_source(const std::string& name) {
 void load_region(const Region& region, const SafetensorsModel& weights, float* dst) {
   for (const ParamSlot& slot : region.params) {
     const StTensor* t = weights.find(slot.hf_name);
+    if (t == nullptr && slot.expert_columns.experts > 0 && slot.shape.size() == 3 && has_mxfp4(weights, slot.hf_name)) {
+      std::vector<float> hf(static_cast<size_t>(slot.numel));  // GPT-OSS's published experts: dequantised on load
+      read_mxfp4(weights, slot.hf_name, slot.shape, hf.data());
+      hf_rows_to_store(slot, hf.data(), dst + slot.offset);
+      continue;
+    }
     MT_REQUIRE(t != nullptr, "model dir {}: tensor '{}' not found", weights.dir().string(), slot.hf_name);
     MT_REQUIRE(t->shape == slot.shape, "model dir {}: tensor '{}' in {} has shape {}, expected {}",
                weights.dir().string(), slot.hf_name, t->file.filename().string(), shape_text(t->shape),

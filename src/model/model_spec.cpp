@@ -87,7 +87,11 @@ int64_t count_parameters(const ModelSpec& spec) { return make_param_layout(spec)
 int64_t inactive_expert_parameters(const ModelSpec& spec) {
   int64_t n = 0;
   for (const LayerSpec& l : spec.layers)
-    if (l.moe.active()) n += (l.moe.num_experts - l.moe.top_k) * 3 * l.moe.intermediate_size * spec.hidden_size;
+    if (l.moe.active()) {
+      const int64_t per_expert = 3 * l.moe.intermediate_size * spec.hidden_size +
+                                 (l.moe.expert_bias ? 2 * l.moe.intermediate_size + spec.hidden_size : 0);
+      n += (l.moe.num_experts - l.moe.top_k) * per_expert;
+    }
   return n;
 }
 
@@ -158,12 +162,16 @@ std::string describe_layers(const ModelSpec& spec) {
     if (a.chunk > 0) text += fmt::format(", chunks of {}", a.chunk);
     if (a.qk_l2_norm) text += ", q/k L2 norm";
     if (a.temperature_floor_scale > 0) text += ", temperature tuning";
+    if (a.sinks && !l.is_deltanet()) text += ", sinks";
     if (l.moe.active()) {
       text += fmt::format(", MoE {} experts × {} top {}{}", l.moe.num_experts, l.moe.intermediate_size, l.moe.top_k,
                           l.moe.norm_topk ? " renormalised" : "");
       if (l.moe.router == RouterKind::sigmoid_group)
         text += fmt::format(" (sigmoid, {} of {} groups, × {})", l.moe.topk_groups, l.moe.groups, l.moe.routed_scaling);
       if (l.moe.weight_scales_input) text += " scaling inputs";
+      if (l.moe.router == RouterKind::topk_softmax) text += " (softmax of the top logits)";
+      if (l.moe.clamped_swiglu())
+        text += fmt::format(", clamped SwiGLU (alpha {}, limit {})", l.moe.swiglu_alpha, l.moe.swiglu_limit);
       if (l.moe.shared_intermediate_size > 0)
         text += fmt::format(" + shared {}{}", l.moe.shared_intermediate_size, l.moe.shared_gate ? " gated" : "");
     } else {

@@ -42,6 +42,11 @@ enum class NormStyle {
   one_plus_weight,  // x̂·(1 + w) (Gemma)
 };
 
+// How fused expert tensors lay out each expert's matrices: rows, gate_up_proj [E, 2I, H] (its gate rows, then its up
+// rows) and down_proj [E, H, I] (Qwen3.5-MoE); columns, [E, H, 2I] (gate | up columns) and [E, I, H], each the
+// transpose of nn.Linear's (Llama 4); interleaved_columns, the same with gate and up columns alternating (GPT-OSS).
+enum class FusedExpertLayout { rows, columns, interleaved_columns };
+
 // The HF tensor names of a family. Layer tensors are "<layer_prefix><i>.<name>.weight" (and ".bias").
 struct TensorNames {
   std::string embedding = "model.embed_tokens.weight";
@@ -70,16 +75,16 @@ struct TensorNames {
   std::string router = "mlp.gate", experts = "mlp.experts.";
   std::string router_score_bias = "mlp.gate.e_score_correction_bias";  // sigmoid_group routers (a buffer: never trained)
   std::string expert_gate = "gate_proj", expert_up = "up_proj", expert_down = "down_proj";
+  std::string sinks = "self_attn.sinks";              // attention sinks [n_heads] (AttentionSpec::sinks)
   std::string shared_gate_proj = "mlp.shared_expert.gate_proj", shared_up_proj = "mlp.shared_expert.up_proj",
               shared_down_proj = "mlp.shared_expert.down_proj";
   std::string shared_expert_gate = "mlp.shared_expert_gate";
-  // The experts as two 3-D tensors without ".weight", "<experts><fused_gate_up>" and "<experts><fused_down>",
-  // instead of one tensor per expert: [E, 2I, H] (per expert its gate rows, then its up rows) and [E, H, I]
-  // (Qwen3.5-MoE's published checkpoints); with fused_transposed [E, H, 2I] (gate | up columns) and [E, I, H], each
-  // expert's matrix the transpose of nn.Linear's (Llama 4). either_expert_layout: the family's checkpoints come both
-  // ways (one tensor per expert is what transformers' save_pretrained writes for Qwen3.5-MoE) and match_tensor_names
-  // picks the one the weights use.
-  bool fused_experts = false, fused_transposed = false, either_expert_layout = false;
+  // The experts as two 3-D tensors without ".weight", "<experts><fused_gate_up>" and "<experts><fused_down>"
+  // (with "_bias" of each where MoeSpec::expert_bias), instead of one tensor per expert; their layout in
+  // fused_layout. either_expert_layout: the family's checkpoints come both ways (one tensor per expert is what
+  // transformers' save_pretrained writes for Qwen3.5-MoE) and match_tensor_names picks the one the weights use.
+  bool fused_experts = false, either_expert_layout = false;
+  FusedExpertLayout fused_layout = FusedExpertLayout::rows;
   std::string fused_gate_up = "gate_up_proj", fused_down = "down_proj";
   // Older checkpoints of the family name the same tensors under another prefix: {prefix here, prefix there}
   // (match_tensor_names picks the one the weights use).

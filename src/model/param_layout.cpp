@@ -2,7 +2,7 @@
 // Invariant: slots are packed back to back from offset 0 in a fixed order (input norm, attention, its output
 // norm, MLP norm, MLP or mixture of experts, its output norm; a Gated DeltaNet layer's mixer in place of attention),
 // so layers with equal specs have equal offsets; an MoE layer's experts are laid out one after another with equal
-// strides (Llama 4's fused expert tensors: all gate|up matrices, then all down matrices, each transposed).
+// strides (fused expert tensors: all gate|up matrices, then all down matrices).
 #include "model/param_layout.h"
 
 #include <algorithm>
@@ -87,6 +87,7 @@ void attention_params(LayerBuilder& l, const AttentionSpec& a, const TensorNames
     o.q_norm = l.norm(n.q_norm, a.head_dim);
     o.k_norm = l.norm(n.k_norm, a.head_dim);
   }
+  if (a.sinks) o.sinks = l.raw(n.sinks, {a.num_heads}, InitKind::normal);
 }
 
 void deltanet_params(LayerBuilder& l, const DeltaNetSpec& d, const TensorNames& n, DeltaNetOffsets& o) {
@@ -125,28 +126,49 @@ void mlp_params(LayerBuilder& l, const MlpSpec& m, const TensorNames& n, MlpOffs
   l.linear(n.down, H, I, m.bias, o.down, o.down_bias);
 }
 
-// Router, experts in order (each gate, up, down under its own HF names) or the two fused expert tensors, then the
+// The experts fused into 3-D tensors (names.fused_experts), stored per expert in nn.Linear form: its I gate rows, its
+// I up rows [.., H], its down [H, I]. FusedExpertLayout::rows: gate_up_proj [E, 2I, H], down_proj [E, H, I] as
+// stored (Qwen3.5-MoE); columns: [E, H, 2I] (gate | up columns) and [E, I, H], each expert's matrix transposed
+// (Llama 4); interleaved_columns: the same with gate and up columns alternating, and biases [E, 2I] and [E, H]
+// (GPT-OSS, MoeSpec::expert_bias).
+void fused_expert_params(LayerBuilder& l, const MoeSpec& m, const TensorNames& n, MoeOffsets& o) {
+  const int64_t I = m.intermediate_size, H = l.H, E = m.num_experts;
+  const bool rows = n.fused_layout == FusedExpertLayout::rows;
+  const bool interleaved = n.fused_layout == FusedExpertLayout::interleaved_columns;
+  const ExpertColumns columns = rows ? ExpertColumns{} : ExpertColumns{E, false};
+  o.experts = l.raw(n.experts + n.fused_gate_up, rows ? std::vector<int64_t>{E, 2 * I, H} : std::vector<int64_t>{E, H, 2 * I},
+                    InitKind::normal);
+  l.r.params.back().expert_columns = rows ? ExpertColumns{} : ExpertColumns{E, interleaved};
+  o.gate = 0;
+  o.up = I * H;
+  o.expert_stride = 2 * I * H;
+  if (m.expert_bias) {
+    o.gate_bias = l.raw(n.experts + n.fused_gate_up + "_bias", {E, 2 * I}, InitKind::zeros);
+    l.r.params.back().expert_columns = {E, interleaved};
+    l.r.params.back().weight_decay = false;  // biases never decay, stacked or not
+    o.up_bias = o.gate_bias + I;
+    o.bias_stride = 2 * I;
+  }
+  o.down = l.raw(n.experts + n.fused_down, rows ? std::vector<int64_t>{E, H, I} : std::vector<int64_t>{E, I, H},
+                 InitKind::normal) - o.experts;
+  l.r.params.back().expert_columns = columns;
+  o.down_stride = H * I;
+  if (m.expert_bias) {
+    o.down_bias = l.raw(n.experts + n.fused_down + "_bias", {E, H}, InitKind::zeros);
+    l.r.params.back().weight_decay = false;
+  }
+}
+
+// Router, experts in order (each gate, up, down under its own HF names) or the fused expert tensors, then the
 // shared expert and its gate.
 void moe_params(LayerBuilder& l, const MoeSpec& m, const TensorNames& n, MoeOffsets& o) {
   const int64_t I = m.intermediate_size, H = l.H, E = m.num_experts;
   int64_t unused = -1;
-  l.linear(n.router, E, H, false, o.router, unused);
+  l.linear(n.router, E, H, m.router_bias, o.router, o.router_bias);
+  if (m.router_bias) l.r.params.back().init = InitKind::normal;  // GptOssTopKRouter's bias: normal, as its weight
   if (m.router == RouterKind::sigmoid_group && !n.router_score_bias.empty())
     o.score_bias = add(l.r, l.prefix + n.router_score_bias, {E}, InitKind::zeros);
-  if (n.fused_experts) {
-    // The store holds per expert its I gate rows, then its I up rows [.., H], and its down [H, I] (transposed from
-    // Llama 4's [E, H, 2I] and [E, I, H]).
-    const bool t = n.fused_transposed;
-    o.experts = l.raw(n.experts + n.fused_gate_up, t ? std::vector<int64_t>{E, H, 2 * I} : std::vector<int64_t>{E, 2 * I, H},
-                      InitKind::normal);
-    l.r.params.back().transposed = t;
-    o.down = l.raw(n.experts + n.fused_down, t ? std::vector<int64_t>{E, I, H} : std::vector<int64_t>{E, H, I},
-                   InitKind::normal) - o.experts;
-    l.r.params.back().transposed = t;
-    o.up = I * H;
-    o.expert_stride = 2 * I * H;
-    o.down_stride = H * I;
-  }
+  if (n.fused_experts) fused_expert_params(l, m, n, o);
   for (int64_t e = 0; e < E && !n.fused_experts; ++e) {
     const std::string expert = n.experts + std::to_string(e) + ".";
     int64_t gate = -1, up = -1, down = -1;
@@ -206,6 +228,19 @@ void for_row_runs(const ParamSlot& slot, F f) {
       f((k * group_rows + static_cast<int64_t>(part_start)) * cols, store_row * cols, g.parts[p] * cols);
 }
 
+// Calls f(hf_index, store_index) for every element of a stacked-experts slot (ExpertColumns).
+template <typename F>
+void for_expert_columns(const ParamSlot& slot, F f) {
+  const int64_t E = slot.expert_columns.experts, out = slot.shape.back(), in = slot.numel / (E * out);
+  const bool interleaved = slot.expert_columns.interleaved;
+  for (int64_t e = 0; e < E; ++e)
+    for (int64_t i = 0; i < in; ++i)
+      for (int64_t c = 0; c < out; ++c) {
+        const int64_t row = interleaved ? (c % 2 == 0 ? c / 2 : out / 2 + c / 2) : c;
+        f((e * in + i) * out + c, (e * out + row) * in + i);
+      }
+}
+
 }  // namespace
 
 ParamLayout make_param_layout(const ModelSpec& spec) {
@@ -237,16 +272,9 @@ ParamLayout make_param_layout(const ModelSpec& spec) {
   return layout;
 }
 
-// dst[b][c][r] = src[b][r][c] for each of `blocks` matrices [rows, cols].
-void transpose_blocks(const float* src, float* dst, int64_t blocks, int64_t rows, int64_t cols) {
-  for (int64_t b = 0; b < blocks; ++b)
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < cols; ++c) dst[(b * cols + c) * rows + r] = src[(b * rows + r) * cols + c];
-}
-
 void hf_rows_to_store(const ParamSlot& slot, const float* hf, float* store) {
-  if (slot.transposed) {
-    transpose_blocks(hf, store, slot.shape[0], slot.shape[1], slot.shape[2]);
+  if (slot.expert_columns.experts > 0) {
+    for_expert_columns(slot, [&](int64_t h, int64_t s) { store[s] = hf[h]; });
     return;
   }
   if (slot.rows.parts.empty()) {
@@ -257,8 +285,8 @@ void hf_rows_to_store(const ParamSlot& slot, const float* hf, float* store) {
 }
 
 void store_rows_to_hf(const ParamSlot& slot, const float* store, float* hf) {
-  if (slot.transposed) {
-    transpose_blocks(store, hf, slot.shape[0], slot.shape[2], slot.shape[1]);
+  if (slot.expert_columns.experts > 0) {
+    for_expert_columns(slot, [&](int64_t h, int64_t s) { hf[h] = store[s]; });
     return;
   }
   if (slot.rows.parts.empty()) {

@@ -24,6 +24,14 @@ struct RowGrouping {
   std::vector<int64_t> parts;
 };
 
+// A stacked-experts tensor in x·W form, HF [E, in, out] ([E, out] for a bias: in = 1), as GPT-OSS stores its
+// experts: the store holds per expert the transpose [out, in] (nn.Linear's form), and with `interleaved` (gate and up
+// columns alternating, gate first) the gate rows then the up rows. experts == 0: not such a tensor.
+struct ExpertColumns {
+  int64_t experts = 0;
+  bool interleaved = false;
+};
+
 struct ParamSlot {
   std::string hf_name;          // e.g. "model.layers.3.self_attn.q_proj.weight"
   std::vector<int64_t> shape;   // as in the HF checkpoint
@@ -32,16 +40,15 @@ struct ParamSlot {
   bool weight_decay = false;    // matrices decay; norms and biases do not
   InitKind init = InitKind::normal;
   RowGrouping rows;             // how the store orders the HF rows
-  // The HF tensor is shape[0] matrices [shape[1], shape[2]] and the store holds each one transposed (Llama 4's fused
-  // expert tensors, x·W in HF, nn.Linear's [out, in] in the store).
-  bool transposed = false;
-  bool reordered() const { return !rows.parts.empty() || transposed; }  // store order differs from the HF order
+  ExpertColumns expert_columns; // how the store orders a stacked-experts tensor
+  bool reordered() const { return !rows.parts.empty() || expert_columns.experts > 0; }  // store order != HF order
 };
 
 // Offsets (elements) of each tensor inside a decoder region; -1 where the layer has no such tensor.
 struct AttentionOffsets {
   int64_t q = -1, q_bias = -1, k = -1, k_bias = -1, v = -1, v_bias = -1, o = -1, o_bias = -1;
   int64_t q_norm = -1, k_norm = -1;
+  int64_t sinks = -1;                         // [n_heads] attention sinks (GPT-OSS)
   int64_t out_gate = -1, out_gate_bias = -1;  // output_gate: the gate rows of q_proj
 };
 // Gated DeltaNet: in_proj q|k|v rows, z rows, b rows directly followed by a rows (one [2·n_v, H] matrix), the conv
@@ -52,15 +59,17 @@ struct DeltaNetOffsets {
 struct MlpOffsets {
   int64_t gate = -1, gate_bias = -1, up = -1, up_bias = -1, down = -1, down_bias = -1;
 };
-// A mixture-of-experts feed-forward: the router [E, H]; expert e's gate [I, H] and up [I, H] start at
-// experts + e·expert_stride + gate (up), its down [H, I] at experts + e·down_stride + down; the shared expert and its
+// A mixture-of-experts feed-forward: the router [E, H] (and its bias [E]); expert e's gate [I, H] and up [I, H] start
+// at experts + e·expert_stride + gate (up), its down [H, I] at experts + e·down_stride + down; expert biases (GPT-OSS)
+// gate [I] and up [I] at gate_bias (up_bias) + e·bias_stride, down [H] at down_bias + e·H; the shared expert and its
 // gate [1, H]. One slot per expert tensor: gate, up, down adjacent, down_stride == expert_stride; the fused 3-D
-// tensors (names.fused_experts, either HF layout): expert_stride 2·I·H, down_stride H·I.
+// tensors (names.fused_experts, any FusedExpertLayout): expert_stride 2·I·H, down_stride H·I.
 struct MoeOffsets {
-  int64_t router = -1;
+  int64_t router = -1, router_bias = -1;
   int64_t score_bias = -1;  // [E] sigmoid_group routers' e_score_correction_bias (its gradient stays 0)
   int64_t experts = -1, expert_stride = 0, down_stride = 0;
   int64_t gate = 0, up = 0, down = 0;
+  int64_t gate_bias = -1, up_bias = -1, down_bias = -1, bias_stride = 0;
   MlpOffsets shared;
   int64_t shared_gate = -1;
   int64_t gate_of(int64_t e) const { return experts + e * expert_stride + gate; }
@@ -102,7 +111,7 @@ struct ParamLayout {
 
 ParamLayout make_param_layout(const ModelSpec& spec);
 
-// A slot's values between the HF row order and the store's (identity without a RowGrouping); src and dst differ.
+// A slot's values between the HF order and the store's (identity unless reordered()); src and dst differ.
 void hf_rows_to_store(const ParamSlot& slot, const float* hf, float* store);
 void store_rows_to_hf(const ParamSlot& slot, const float* store, float* hf);
 

@@ -52,7 +52,7 @@ TEST_CASE("every template renders what LLaMA-Factory renders", "[data][templates
   const std::vector<std::string> names = chat_template_names();
   CHECK(names == std::vector<std::string>{"baichuan2", "chatml", "deepseek", "deepseekcoder", "deepseekr1",
                                           "default", "empty", "gemma", "gemma2", "gemma3", "glm4", "glm4_moe",
-                                          "intern2", "llama2", "llama3", "llama4", "mistral", "phi", "phi4", "phi4_mini",
+                                          "gpt_oss", "intern2", "llama2", "llama3", "llama4", "mistral", "phi", "phi4", "phi4_mini",
                                           "qwen", "qwen3", "qwen3_5", "qwen3_5_nothink", "qwen3_nothink", "yi"});
   for (const std::string& name : names) {
     std::ifstream in(kSource + "/tests/data/fixtures/templates/" + name + ".json");
@@ -111,6 +111,7 @@ TEST_CASE("template: auto follows the model family and the tokenizer's specials"
   CHECK(auto_template_name("gemma3_text", *fixture_tokenizer("gemma")) == "gemma2");
   CHECK(auto_template_name("glm4", *fixture_tokenizer("glm4")) == "glm4");
   CHECK(auto_template_name("glm4_moe", *fixture_tokenizer("glm4")) == "glm4_moe");
+  CHECK(auto_template_name("gpt_oss", *fixture_tokenizer("gpt_oss")) == "gpt_oss");
   CHECK(auto_template_name("qwen3_moe", *fixture_tokenizer("qwen2")) == "qwen3");
   CHECK(auto_template_name("qwen2_moe", *fixture_tokenizer("qwen2")) == "qwen");
   CHECK(auto_template_name("mixtral", *fixture_tokenizer("mistral")) == "mistral");
@@ -124,7 +125,7 @@ TEST_CASE("template: auto follows the model family and the tokenizer's specials"
   CHECK(auto_template_name("phi3", *fixture_tokenizer("phi4")) == "phi4");
   CHECK(auto_template_name("phi3", *fixture_tokenizer("phi4_mini")) == "phi4_mini");
   const std::string known = "baichuan2, chatml, deepseek, deepseekcoder, deepseekr1, default, empty, gemma, gemma2, "
-                            "gemma3, glm4, glm4_moe, intern2, llama2, llama3, llama4, mistral, phi, phi4, phi4_mini, qwen, "
+                            "gemma3, glm4, glm4_moe, gpt_oss, intern2, llama2, llama3, llama4, mistral, phi, phi4, phi4_mini, qwen, "
                             "qwen3, qwen3_5, qwen3_5_nothink, qwen3_nothink, yi";
   CHECK(test::error_message([] { auto_template_name("llama", *fixture_tokenizer("gpt2")); }) ==
         "dataset.template: auto cannot tell the chat template of this llama model from its tokenizer; set "

@@ -54,6 +54,15 @@ TEST_CASE("llama4 fixtures in micro-batches of one sequence and with saved inter
   check_against_reference("llama4", "parity-llama4-mb1", {"training.micro_batch_size=1"});
   check_against_reference("llama4_packed", "parity-llama4_packed-saved", {"training.recompute_layers=0"});
 }
+TEST_CASE("gpt_oss fixture (attention sinks, sliding and full layers, YaRN, biased router and experts, clamped "
+          "SwiGLU, router loss on) matches PyTorch", "[parity][moe][gpt_oss]") {
+  check_against_reference("gpt_oss", "parity-gpt_oss");
+}
+TEST_CASE("gpt_oss_mxfp4 fixture (experts loaded from MXFP4 blocks and scales, router loss off) matches PyTorch",
+          "[parity][moe][gpt_oss]") {
+  // The export holds the trained experts under their bf16 names (gate_up_proj, down_proj), as the reference does.
+  check_against_reference("gpt_oss_mxfp4", "parity-gpt_oss_mxfp4");
+}
 TEST_CASE("MoE fixtures in micro-batches of one sequence (experts without rows) still match PyTorch",
           "[parity][moe]") {
   // The router loss is over the whole pass's tokens, as the batch-4 reference computes it in one forward.
@@ -61,6 +70,8 @@ TEST_CASE("MoE fixtures in micro-batches of one sequence (experts without rows) 
   check_against_reference("qwen2_moe", "parity-qwen2_moe-mb1", {"training.micro_batch_size=1"});
   check_against_reference("qwen3_moe", "parity-qwen3_moe-saved", {"training.recompute_layers=0"});
   check_against_reference("glm4_moe", "parity-glm4_moe-mb1", {"training.micro_batch_size=1"});
+  check_against_reference("gpt_oss", "parity-gpt_oss-mb1", {"training.micro_batch_size=1"});
+  check_against_reference("gpt_oss_mxfp4", "parity-gpt_oss_mxfp4-saved", {"training.recompute_layers=0"});
 }
 TEST_CASE("training.moe_aux_loss_coef 0 logs the router loss and trains on the LM loss alone", "[parity][moe]") {
   run_fixture("mixtral", "moe-aux-zero", {"training.moe_aux_loss_coef=0.0"});
@@ -81,7 +92,7 @@ TEST_CASE("a sigmoid-routed family refuses training.moe_aux_loss_coef", "[parity
                     mt_test::contains("training.moe_aux_loss_coef: Llama4ForCausalLM routes by sigmoid scores"));
 }
 TEST_CASE("bfloat16 MoE training stays within 2e-2 of PyTorch's fp32 losses", "[parity][bf16][moe]") {
-  for (const std::string name : {"mixtral", "qwen2_moe", "qwen3_moe", "glm4_moe", "llama4"}) {
+  for (const std::string name : {"mixtral", "qwen2_moe", "qwen3_moe", "glm4_moe", "llama4", "gpt_oss"}) {
     const std::string run = "parity-bf16-" + name;
     run_fixture(name, run, {"model.dtype=bfloat16"});
     const Reference ref = read_reference(name);

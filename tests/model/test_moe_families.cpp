@@ -177,7 +177,7 @@ TEST_CASE("Llama 4: NoPE every 4th layer, chunked RoPE layers, interleaved MoE l
                      "model.layers.1.feed_forward.shared_expert.down_proj.weight"});
   CHECK(params[7].shape == std::vector<int64_t>{4, 64, 64});
   CHECK(params[8].shape == std::vector<int64_t>{4, 32, 64});
-  CHECK((params[7].transposed && params[8].transposed));
+  CHECK((params[7].expert_columns.experts > 0 && params[8].expert_columns.experts > 0));
   const mt::MoeOffsets& o = layout.layer(1).offsets.moe;
   CHECK(o.expert_stride == 2 * 32 * 64);
   CHECK(o.down_stride == 32 * 64);
@@ -212,6 +212,58 @@ TEST_CASE("Llama 4: NoPE every 4th layer, chunked RoPE layers, interleaved MoE l
              mt_test::contains("cfg.json: Llama4ForConditionalGeneration needs 'text_config'"));
 }
 
+TEST_CASE("GPT-OSS: sinks, alternating windows, YaRN default, biased router and stacked experts, clamped SwiGLU",
+          "[families][moe][gpt_oss]") {
+  json j = {{"architectures", {"GptOssForCausalLM"}}, {"vocab_size", 128}, {"hidden_size", 64},
+            {"intermediate_size", 32}, {"num_hidden_layers", 4}, {"num_attention_heads", 4},
+            {"num_key_value_heads", 2}, {"head_dim", 16}, {"num_local_experts", 4}, {"num_experts_per_tok", 2},
+            {"quantization_config", {{"quant_method", "mxfp4"}}}};
+  const mt::ModelSpec s = parse(j);
+  CHECK(s.layers[0].attention.window == 128);  // GptOssConfig: even layers slide, window 128
+  CHECK(s.layers[1].attention.window == 0);
+  CHECK(s.layers[0].attention.sinks);
+  CHECK(s.layers[0].attention.qkv_bias);
+  CHECK(s.layers[0].attention.o_bias);
+  CHECK(s.rope_tables[0].type == "yarn");
+  CHECK(s.rope_tables[0].factor == 32.0);
+  CHECK(s.rope_tables[0].theta == 150000.0);
+  CHECK_FALSE(s.rope_tables[0].truncate);
+  const mt::MoeSpec& m = s.layers[2].moe;
+  CHECK(m.router == mt::RouterKind::topk_softmax);
+  CHECK(m.router_bias);
+  CHECK(m.expert_bias);
+  CHECK(m.swiglu_alpha == 1.702);
+  CHECK(m.swiglu_limit == 7.0);
+  const mt::ParamLayout layout = mt::make_param_layout(s);
+  const auto& slots = layout.layer(2).params;
+  const auto slot = [&](const std::string& name) -> const mt::ParamSlot& {
+    for (const mt::ParamSlot& p : slots)
+      if (p.hf_name == "model.layers.2." + name) return p;
+    FAIL("no slot " << name);
+    return slots.front();
+  };
+  CHECK(slot("self_attn.sinks").shape == std::vector<int64_t>{4});
+  CHECK(slot("mlp.router.bias").shape == std::vector<int64_t>{4});
+  CHECK(slot("mlp.experts.gate_up_proj").shape == std::vector<int64_t>{4, 64, 64});
+  CHECK(slot("mlp.experts.gate_up_proj_bias").shape == std::vector<int64_t>{4, 64});
+  CHECK_FALSE(slot("mlp.experts.gate_up_proj_bias").weight_decay);
+  CHECK(slot("mlp.experts.down_proj").shape == std::vector<int64_t>{4, 32, 64});
+  // Stacked [E, in, out] with gate/up interleaved → per expert gate rows then up rows, nn.Linear's [out, in].
+  const mt::ParamSlot& gate_up = slot("mlp.experts.gate_up_proj");
+  std::vector<float> hf(static_cast<size_t>(gate_up.numel)), store(hf.size()), back(hf.size());
+  for (size_t i = 0; i < hf.size(); ++i) hf[i] = static_cast<float>(i);
+  mt::hf_rows_to_store(gate_up, hf.data(), store.data());
+  const mt::MoeOffsets& o = layout.layer(2).offsets.moe;
+  const auto hf_at = [&](int64_t e, int64_t in, int64_t col) { return hf[static_cast<size_t>((e * 64 + in) * 64 + col)]; };
+  const auto store_at = [&](int64_t offset) { return store[static_cast<size_t>(offset - gate_up.offset)]; };
+  CHECK(store_at(o.gate_of(1) + 5 * 64 + 3) == hf_at(1, 3, 2 * 5));     // gate row 5, input 3
+  CHECK(store_at(o.up_of(2) + 7 * 64 + 9) == hf_at(2, 9, 2 * 7 + 1));  // up row 7, input 9
+  mt::store_rows_to_hf(gate_up, store.data(), back.data());
+  CHECK(back == hf);
+  j["quantization_config"]["quant_method"] = "bitsandbytes";
+  CHECK_THAT(parse_error(j), mt_test::contains("cfg.json: key 'quantization_config.quant_method' must be mxfp4"));
+}
+
 TEST_CASE("published MoE shapes: total and active parameters as the model cards state", "[families][moe]") {
   struct Card {
     const char* file;
@@ -222,7 +274,10 @@ TEST_CASE("published MoE shapes: total and active parameters as the model cards 
                         // GLM-4.5-Air's card: 106 B total, 12 B active without the 1.24 B of embedding and head.
                         Card{"glm-4.5-air", 106.85, 13.42},
                         // Llama 4's cards: Scout 109 B and Maverick 400 B total (with the vision tower), 17 B active.
-                        Card{"llama-4-scout-17b-16e", 107.77, 17.17}, Card{"llama-4-maverick-17b-128e", 400.71, 17.19}}) {
+                        Card{"llama-4-scout-17b-16e", 107.77, 17.17}, Card{"llama-4-maverick-17b-128e", 400.71, 17.19},
+                        // GPT-OSS's card: 116.83 B / 20.91 B total; 5.13 B / 3.61 B active without the 0.58 B
+                        // embedding table (our active count has it).
+                        Card{"gpt-oss-120b", 116.83, 5.71}, Card{"gpt-oss-20b", 20.91, 4.19}}) {
     INFO(c.file);
     const mt::ModelSpec s = mt::load_model_spec(std::string(MEGATRAIN_SOURCE_DIR "/configs/models/") + c.file + ".json");
     CHECK(std::abs(static_cast<double>(mt::count_parameters(s)) / 1e9 - c.total) < 0.01 * c.total);

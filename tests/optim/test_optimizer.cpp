@@ -18,10 +18,10 @@ namespace {
 mt::ParamLayout test_layout() {
   mt::ParamLayout l;
   mt::Region a{mt::RegionKind::embedding, -1, {}, 300, {}};
-  a.params.push_back({"w", {10, 20}, 0, 200, true, mt::InitKind::normal, {}});
-  a.params.push_back({"b", {100}, 200, 100, false, mt::InitKind::zeros, {}});
+  a.params.push_back({"w", {10, 20}, 0, 200, true, mt::InitKind::normal, {}, {}});
+  a.params.push_back({"b", {100}, 200, 100, false, mt::InitKind::zeros, {}, {}});
   mt::Region b{mt::RegionKind::decoder_layer, 0, {}, 9000, {}};
-  b.params.push_back({"big", {9000}, 0, 9000, true, mt::InitKind::normal, {}});
+  b.params.push_back({"big", {9000}, 0, 9000, true, mt::InitKind::normal, {}, {}});
   l.regions = {a, b};
   l.total_numel = 9300;
   l.largest_region_numel = 9000;

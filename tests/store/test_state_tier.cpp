@@ -25,7 +25,7 @@ mt::ParamLayout layout_of(std::vector<int64_t> numels) {
   mt::ParamLayout l;
   for (size_t r = 0; r < numels.size(); ++r) {
     mt::Region region{mt::RegionKind::decoder_layer, static_cast<int64_t>(r), {}, numels[r], {}};
-    region.params.push_back({fmt::format("t{}", r), {numels[r]}, 0, numels[r], true, mt::InitKind::normal, {}});
+    region.params.push_back({fmt::format("t{}", r), {numels[r]}, 0, numels[r], true, mt::InitKind::normal, {}, {}});
     l.regions.push_back(region);
     l.total_numel += numels[r];
     l.largest_region_numel = std::max(l.largest_region_numel, numels[r]);

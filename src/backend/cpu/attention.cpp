@@ -1,5 +1,6 @@
 // Causal softmax attention with GQA, sliding window, right padding and packed segments, a custom logit scale, Gemma 2
-// logit soft-capping and ALiBi biases; one query row at a time.
+// logit soft-capping, ALiBi biases and attention sinks (GPT-OSS: a per-head logit in the softmax denominator, no
+// value); one query row at a time.
 // Invariant: never materialises more than one score row per thread; forward tasks own (batch, head), backward tasks
 // own (batch, kv head) and every query head sharing it, so dk/dv sums are race-free and in a fixed order. Without
 // soft-capping and ALiBi the kernels are instantiated with those steps compiled out, so that path runs exactly the
@@ -75,6 +76,7 @@ void forward_impl(float* out, float* lse, const float* q, const float* k, const 
       for (int64_t h = 0; h < s.n_heads; ++h) {
         const int64_t len = valid_len(s, b), kv_off = (h / group) * hd;
         const float slope = Ext && s.alibi_slopes != nullptr ? s.alibi_slopes[h] : 0.f;
+        const float sink = s.sinks != nullptr ? static_cast<const float*>(s.sinks)[h] : neg_inf;
         for (int64_t i = 0; i < s.seq; ++i) {
           float* o = out + (b * s.seq + i) * q_stride + h * hd;
           float& l = lse[(b * s.n_heads + h) * s.seq + i];
@@ -85,7 +87,7 @@ void forward_impl(float* out, float* lse, const float* q, const float* k, const 
           }
           const float* qi = q + (b * s.seq + i) * q_stride + h * hd;
           const int64_t lo = first_key(s, i);
-          float m = neg_inf;
+          float m = sink;
           for (int64_t j = lo; j <= i; ++j) {
             if constexpr (Ext) {
               float dcap;
@@ -99,7 +101,7 @@ void forward_impl(float* out, float* lse, const float* q, const float* k, const 
             }
             m = std::max(m, p[j]);
           }
-          double sum = 0.0;
+          double sum = s.sinks != nullptr ? std::exp(sink - m) : 0.0;
           for (int64_t j = lo; j <= i; ++j) {
             p[j] = std::exp(p[j] - m);
             sum += p[j];
@@ -166,6 +168,25 @@ void backward_impl(float* dq, float* dk, float* dv, const float* dout, const flo
 }
 
 }  // namespace
+
+void attention_sinks_backward(float* d_sinks, const float* dout, const float* out, const float* lse,
+                              const AttnShape& s) {
+  check_shape(s);
+  MT_ASSERT(s.sinks != nullptr, "attention_sinks_backward without sinks");
+  const auto* sinks = static_cast<const float*>(s.sinks);
+  const int64_t hd = s.head_dim, q_stride = s.n_heads * hd;
+#pragma omp parallel for schedule(static)
+  for (int64_t h = 0; h < s.n_heads; ++h) {
+    double acc = 0.0;
+    for (int64_t b = 0; b < s.batch; ++b)
+      for (int64_t i = 0; i < valid_len(s, b); ++i) {
+        const int64_t row = (b * s.seq + i) * q_stride + h * hd;
+        const float p = std::exp(sinks[h] - lse[(b * s.n_heads + h) * s.seq + i]);
+        acc += static_cast<double>(p * dot(dout + row, out + row, hd));
+      }
+    d_sinks[h] -= static_cast<float>(acc);
+  }
+}
 
 void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
                        const AttnShape& shape) {

@@ -102,6 +102,26 @@ class CpuBackend final : public Backend {
     cpu::attention_backward(f(dq), f(dk), f(dv), f(dout), f(q), f(k), f(v), f(out), lse, shape);
   }
 
+  void attention_sinks_backward(float* d_sinks, const void* dout, const void* out, const float* lse,
+                                const AttnShape& shape) override {
+    cpu::attention_sinks_backward(d_sinks, f(dout), f(out), lse, shape);
+  }
+  void clamped_swiglu_forward(void* y, const void* gate, const void* up, int64_t n, float alpha,
+                              float limit) override {
+    cpu::clamped_swiglu_forward(f(y), f(gate), f(up), n, alpha, limit);
+  }
+  void clamped_swiglu_backward(void* dgate, void* dup, const void* dy, const void* gate, const void* up, int64_t n,
+                               float alpha, float limit) override {
+    cpu::clamped_swiglu_backward(f(dgate), f(dup), f(dy), f(gate), f(up), n, alpha, limit);
+  }
+  void grouped_bias_forward(void* y, const void* b, int64_t b_stride, const int32_t* offsets, int64_t E, int64_t R,
+                            int64_t O) override {
+    cpu::grouped_bias_forward(f(y), f(b), b_stride, offsets, E, R, O);
+  }
+  void grouped_bias_backward(float* db, const void* dy, int64_t b_stride, const int32_t* offsets, int64_t E,
+                             int64_t R, int64_t O) override {
+    cpu::grouped_bias_backward(db, f(dy), b_stride, offsets, E, R, O);
+  }
   void glu_forward(void* y, const void* gate, const void* up, int64_t n, Activation act) override {
     cpu::glu_forward(f(y), f(gate), f(up), n, act);
   }

@@ -40,10 +40,16 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
                        const AttnShape& shape);
 void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
                         const float* v, const float* out, const float* lse, const AttnShape& shape);
+void attention_sinks_backward(float* d_sinks, const float* dout, const float* out, const float* lse,
+                              const AttnShape& shape);
 
 void glu_forward(float* y, const float* gate, const float* up, int64_t n, Activation act);
 void glu_backward(float* dgate, float* dup, const float* dy, const float* gate, const float* up, int64_t n,
                   Activation act);
+
+void clamped_swiglu_forward(float* y, const float* gate, const float* up, int64_t n, float alpha, float limit);
+void clamped_swiglu_backward(float* dgate, float* dup, const float* dy, const float* gate, const float* up, int64_t n,
+                             float alpha, float limit);
 
 void sigmoid_gate_forward(float* y, const float* x, const float* gate, int64_t n);
 void sigmoid_gate_backward(float* dx, float* dgate, const float* dy, const float* x, const float* gate, int64_t n);
@@ -95,6 +101,10 @@ void grouped_linear_backward(float* dx, float* dw, const float* dy, const float*
 void moe_scale_rows_forward(float* xs, const float* weights, const int32_t* source, int64_t R, int64_t H);
 void moe_scale_rows_backward(float* dxs, float* d_weights, const float* x, const float* weights, const int32_t* source,
                              int64_t R, int64_t k, int64_t H);
+void grouped_bias_forward(float* y, const float* b, int64_t b_stride, const int32_t* offsets, int64_t E, int64_t R,
+                          int64_t O);
+void grouped_bias_backward(float* db, const float* dy, int64_t b_stride, const int32_t* offsets, int64_t E, int64_t R,
+                           int64_t O);
 void row_sigmoid_gate_forward(float* y, const float* x, const float* g, int64_t T, int64_t H);
 void row_sigmoid_gate_backward(float* dx, float* dg, const float* dy, const float* x, const float* g, int64_t T,
                            int64_t H);

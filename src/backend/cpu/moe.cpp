@@ -1,4 +1,5 @@
-// Mixture-of-experts ops on the host (semantics in backend.h): the softmax top-k router and its backward, the
+// Mixture-of-experts ops on the host (semantics in backend.h): the softmax top-k routers (GPT-OSS's softmax over the
+// top k logits among them) and their backward, the
 // load-balancing statistics, the stable grouping of routed rows by expert (a counting sort), gather / combine
 // and their backwards, grouped expert GEMMs (one sgemm per expert with rows), and the sigmoid-gated add.
 // Invariant: every sum runs in a fixed order (token order, then slot order), so results depend only on the
@@ -52,6 +53,26 @@ void softmax_route(float* p, int32_t* ix, float* w, const float* l, int64_t E, i
     for (int64_t j = 0; j < k; ++j) w[j] /= selected;
 }
 
+// GPT-OSS: p the full softmax (for the load-balancing loss); the k largest logits; w the softmax of those k.
+void topk_softmax_route(float* p, int32_t* ix, float* w, const float* l, int64_t E, int64_t k) {
+  float m = l[0];
+  for (int64_t e = 1; e < E; ++e) m = std::max(m, l[e]);
+  float sum = 0.f;
+  for (int64_t e = 0; e < E; ++e) {
+    p[e] = std::exp(l[e] - m);
+    sum += p[e];
+  }
+  for (int64_t e = 0; e < E; ++e) p[e] /= sum;
+  for (int64_t j = 0; j < k; ++j) ix[j] = pick(E, ix, j, [&](int64_t e) { return l[e]; }, [](int64_t) { return true; });
+  const float top = l[ix[0]];  // the largest selected logit
+  float selected = 0.f;
+  for (int64_t j = 0; j < k; ++j) {
+    w[j] = std::exp(l[ix[j]] - top);
+    selected += w[j];
+  }
+  for (int64_t j = 0; j < k; ++j) w[j] /= selected;
+}
+
 void sigmoid_route(float* p, int32_t* ix, float* w, const float* l, const MoeRouting& r) {
   const int64_t E = r.experts, k = r.top_k, G = r.groups, per = E / G;
   const auto* bias = static_cast<const float*>(r.score_bias);
@@ -100,6 +121,8 @@ void moe_route_forward(float* probs, int32_t* idx, float* weights, const float* 
   for (int64_t t = 0; t < T; ++t) {
     if (r.sigmoid)
       sigmoid_route(probs + t * E, idx + t * k, weights + t * k, logits + t * E, r);
+    else if (r.topk_softmax)
+      topk_softmax_route(probs + t * E, idx + t * k, weights + t * k, logits + t * E, E, k);
     else
       softmax_route(probs + t * E, idx + t * k, weights + t * k, logits + t * E, E, k, r.norm_topk);
   }
@@ -122,6 +145,15 @@ void moe_route_backward(float* d_logits, const float* d_weights, const float* pr
     std::vector<float> dp(static_cast<size_t>(E), 0.f);
     if (aux_grad != nullptr && valid_token(seq_lens, seq, t))
       for (int64_t e = 0; e < E; ++e) dp[static_cast<size_t>(e)] = aux_grad[e];
+    if (r.topk_softmax) {
+      // The aux loss through the full softmax p; the weights, a softmax of the k selected logits, directly.
+      float pdp = 0.f, inner = 0.f;
+      for (int64_t e = 0; e < E; ++e) pdp += p[e] * dp[static_cast<size_t>(e)];
+      for (int64_t e = 0; e < E; ++e) dl[e] = p[e] * (dp[static_cast<size_t>(e)] - pdp);
+      for (int64_t j = 0; j < k; ++j) inner += w[j] * dw[j];
+      for (int64_t j = 0; j < k; ++j) dl[ix[j]] += w[j] * (dw[j] - inner);
+      continue;
+    }
     const float c = r.sigmoid ? r.scaling : 1.f;
     float inner = 0.f, selected = 0.f;
     if (norm_topk)
@@ -223,6 +255,20 @@ void grouped_linear_backward(float* dx, float* dw, const float* dy, const float*
       linear_backward(dx ? dx + r0 * I : nullptr, dw + e * w_stride, nullptr, dy + r0 * O, x + r0 * I,
                       w + e * w_stride, rows, I, O, accumulate_dx);
   }
+}
+
+void grouped_bias_forward(float* y, const float* b, int64_t b_stride, const int32_t* offsets, int64_t E, int64_t R,
+                          int64_t O) {
+  MT_ASSERT(offsets[E] == R, "grouped_bias_forward: {} rows, offsets end at {}", R, offsets[E]);
+  for (int64_t e = 0; e < E; ++e)
+    for (int64_t r = offsets[e]; r < offsets[e + 1]; ++r) axpy(y + r * O, 1.f, b + e * b_stride, O);
+}
+
+void grouped_bias_backward(float* db, const float* dy, int64_t b_stride, const int32_t* offsets, int64_t E, int64_t R,
+                           int64_t O) {
+  MT_ASSERT(offsets[E] == R, "grouped_bias_backward: {} rows, offsets end at {}", R, offsets[E]);
+  for (int64_t e = 0; e < E; ++e)
+    for (int64_t r = offsets[e]; r < offsets[e + 1]; ++r) axpy(db + e * b_stride, 1.f, dy + r * O, O);
 }
 
 void row_sigmoid_gate_forward(float* y, const float* x, const float* g, int64_t T, int64_t H) {

@@ -179,6 +179,26 @@ class CudaBackend final : public Backend {
                                cast(t, v), cast(t, out), lse, shape, stream_);
     });
   }
+  void attention_sinks_backward(float* d_sinks, const void* dout, const void* out, const float* lse,
+                                const AttnShape& shape) override {
+    const cuda::OpProfile::Span span(profile_, "attention_sinks_backward", stream_);
+    dispatch([&](auto* t) { cuda::attention_sinks_backward(d_sinks, cast(t, dout), cast(t, out), lse, shape, stream_); });
+  }
+  void clamped_swiglu_forward(void* y, const void* gate, const void* up, int64_t n, float alpha,
+                              float limit) override {
+    const cuda::OpProfile::Span span(profile_, "clamped_swiglu_forward", stream_);
+    dispatch([&](auto* t) {
+      cuda::clamped_swiglu_forward(cast(t, y), cast(t, gate), cast(t, up), n, alpha, limit, stream_);
+    });
+  }
+  void clamped_swiglu_backward(void* dgate, void* dup, const void* dy, const void* gate, const void* up, int64_t n,
+                               float alpha, float limit) override {
+    const cuda::OpProfile::Span span(profile_, "clamped_swiglu_backward", stream_);
+    dispatch([&](auto* t) {
+      cuda::clamped_swiglu_backward(cast(t, dgate), cast(t, dup), cast(t, dy), cast(t, gate), cast(t, up), n, alpha,
+                                    limit, stream_);
+    });
+  }
   void glu_forward(void* y, const void* gate, const void* up, int64_t n, Activation act) override {
     const cuda::OpProfile::Span span(profile_, "glu_forward", stream_);
     dispatch([&](auto* t) { cuda::glu_forward(cast(t, y), cast(t, gate), cast(t, up), n, act, stream_); });
@@ -370,6 +390,16 @@ class CudaBackend final : public Backend {
     dispatch([&](auto* t) {
       cuda::moe_scale_rows_backward(cast(t, dxs), d_weights, cast(t, x), weights, source, R, k, H, stream_);
     });
+  }
+  void grouped_bias_forward(void* y, const void* b, int64_t b_stride, const int32_t* offsets, int64_t E, int64_t R,
+                            int64_t O) override {
+    const cuda::OpProfile::Span span(profile_, "grouped_bias_forward", stream_);
+    dispatch([&](auto* t) { cuda::grouped_bias_forward(cast(t, y), cast(t, b), b_stride, offsets, E, R, O, stream_); });
+  }
+  void grouped_bias_backward(float* db, const void* dy, int64_t b_stride, const int32_t* offsets, int64_t E,
+                             int64_t R, int64_t O) override {
+    const cuda::OpProfile::Span span(profile_, "grouped_bias_backward", stream_);
+    dispatch([&](auto* t) { cuda::grouped_bias_backward(db, cast(t, dy), b_stride, offsets, E, R, O, stream_); });
   }
   void row_sigmoid_gate_forward(void* y, const void* x, const void* g, int64_t T, int64_t H) override {
     const cuda::OpProfile::Span span(profile_, "row_sigmoid_gate_forward", stream_);

@@ -28,7 +28,7 @@ ParamLayout synthetic_layout(int64_t params, int64_t region) {
   for (int64_t o = 0, r = 0; o < params; o += region, ++r) {
     const int64_t n = std::min(region, params - o);
     Region reg{RegionKind::decoder_layer, r, {}, n, {}};
-    reg.params.push_back({"bench.region." + std::to_string(r), {n}, 0, n, true, InitKind::normal, {}});
+    reg.params.push_back({"bench.region." + std::to_string(r), {n}, 0, n, true, InitKind::normal, {}, {}});
     layout.regions.push_back(std::move(reg));
     layout.largest_region_numel = std::max(layout.largest_region_numel, n);
     layout.largest_layer_numel = layout.largest_region_numel;

@@ -26,7 +26,7 @@ void each_offset(O& o, F f) {
                   &o.attention.o_bias, &o.attention.q_norm, &o.attention.k_norm, &o.mlp.gate, &o.mlp.gate_bias,
                   &o.mlp.up, &o.mlp.up_bias, &o.mlp.down, &o.mlp.down_bias, &o.attention.out_gate,
                   &o.attention.out_gate_bias, &o.deltanet.qkv, &o.deltanet.z, &o.deltanet.ba, &o.deltanet.conv,
-                  &o.deltanet.a_log, &o.deltanet.dt_bias, &o.deltanet.norm, &o.deltanet.out})
+                  &o.deltanet.a_log, &o.deltanet.dt_bias, &o.deltanet.norm, &o.deltanet.out, &o.attention.sinks})
     f(*v);
 }
 
@@ -37,7 +37,7 @@ json to_json(const TrainPlan& p) {
     json params = json::array();
     for (const ParamSlot& s : r.params)
       params.push_back({s.hf_name, s.shape, s.offset, s.numel, s.weight_decay, static_cast<int>(s.init), s.rows.groups,
-                        s.rows.parts, s.transposed});
+                        s.rows.parts, s.expert_columns.experts, s.expert_columns.interleaved});
     std::vector<int64_t> offsets;
     each_offset(r.offsets, [&](int64_t v) { offsets.push_back(v); });
     regions.push_back({static_cast<int>(r.kind), r.layer, r.numel, params, offsets});
@@ -62,7 +62,8 @@ TrainPlan from_json(const json& j) {
     for (const json& s : r.at(3))
       region.params.push_back({s.at(0).get<std::string>(), s.at(1).get<std::vector<int64_t>>(), s.at(2).get<int64_t>(),
                                s.at(3).get<int64_t>(), s.at(4).get<bool>(), static_cast<InitKind>(s.at(5).get<int>()),
-                               {s.at(6).get<int64_t>(), s.at(7).get<std::vector<int64_t>>()}, s.at(8).get<bool>()});
+                               {s.at(6).get<int64_t>(), s.at(7).get<std::vector<int64_t>>()},
+                               {s.at(8).get<int64_t>(), s.at(9).get<bool>()}});
     const auto offsets = r.at(4).get<std::vector<int64_t>>();
     size_t k = 0;
     each_offset(region.offsets, [&](int64_t& v) { v = offsets.at(k++); });

@@ -255,6 +255,20 @@ std::vector<ChatTemplate> make_templates() {
   intern2.stop_words = {"<|im_end|>"};
   all.push_back(intern2);
 
+  // GPT-OSS's harmony format: a reasoning template whose thought words are the analysis channel and the switch to
+  // the final channel; LLaMA-Factory's defaults for the rest (function = content, observation = user).
+  ChatTemplate gpt_oss;
+  gpt_oss.name = "gpt_oss";
+  gpt_oss.user = gpt_oss.observation = {text("<|start|>user<|message|>{{content}}<|end|><|start|>assistant")};
+  gpt_oss.assistant = gpt_oss.function = kContent;
+  gpt_oss.system = {text("<|start|>system<|message|>{{content}}<|end|>")};
+  gpt_oss.default_system = "You are ChatGPT, a large language model trained by OpenAI.";
+  gpt_oss.efficient_eos = true;
+  gpt_oss.empty_thought = true;
+  gpt_oss.thought_open = "<|channel|>analysis<|message|>";
+  gpt_oss.thought_close = "<|end|><|start|>assistant<|channel|>final<|message|>";
+  all.push_back(gpt_oss);
+
   // Dropped from LLaMA-Factory 0.9.5; its last published definition (before commit 5cccaeec8).
   ChatTemplate baichuan2;
   baichuan2.name = "baichuan2";
@@ -304,6 +318,7 @@ std::string auto_template_name(const std::string& model_family, const Tokenizer&
   if (model_family == "gemma3_text") return "gemma2";  // the text-only 270M and 1B, as LLaMA-Factory registers them
   if (model_family == "glm4") return "glm4";
   if (model_family == "glm4_moe") return "glm4_moe";
+  if (model_family == "gpt_oss") return "gpt_oss";
   if (model_family == "qwen3_moe") return "qwen3";
   if (model_family == "qwen2_moe") return "qwen";
   if (model_family == "mixtral") return "mistral";

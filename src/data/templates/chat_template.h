@@ -32,12 +32,10 @@ struct ChatTemplate {
                                          // the EOS and one EOS ends the example (see assemble_example)
   bool llama2_style = false;             // Llama2Template: system text inside the first user message, and
                                          // function calls formatted whole (no thought / <tool_call> handling)
-  bool empty_thought = false;            // ReasoningTemplate: answers without a thought get kThoughtOpen+kThoughtClose
+  bool empty_thought = false;            // ReasoningTemplate: answers without a thought get thought_open+thought_close
+  // LLaMA-Factory's thought_words: its default, or the template's own (gpt_oss: the harmony analysis channel).
+  std::string thought_open = "<think>\n", thought_close = "\n</think>\n\n";
 };
-
-// LLaMA-Factory's default thought words (every template here uses them).
-inline constexpr const char* kThoughtOpen = "<think>\n";
-inline constexpr const char* kThoughtClose = "\n</think>\n\n";
 
 // The template `name`; an unknown name raises mt::Error listing the known ones.
 const ChatTemplate& find_chat_template(const std::string& name);
@@ -45,6 +43,7 @@ std::vector<std::string> chat_template_names();
 
 // `template: auto`, by model family (and, where one family has several templates, the tokenizer's tokens):
 //   qwen2 -> qwen, qwen3 -> qwen3, mistral -> mistral, gemma2 -> gemma2, gemma3 -> gemma3, gemma3_text -> gemma2, glm4 -> glm4,
+//   gpt_oss -> gpt_oss,
 //   internlm2 -> intern2, baichuan -> baichuan2;
 //   llama -> llama3 when the tokenizer has <|begin_of_text|>, llama2 when its BOS is <s>;
 //   phi3 -> phi4 when the tokenizer has <|im_start|> and <|im_sep|> (Phi-4), else, when it has <|user|>,

@@ -33,6 +33,13 @@ std::string fill(const std::string& slot, const std::string& content) {
   return out;
 }
 
+// Python's str.strip() of ASCII whitespace (how LLaMA-Factory compares thought words).
+std::string stripped(const std::string& s) {
+  const char* space = " \t\n\r\f\v";
+  const size_t begin = s.find_first_not_of(space);
+  return begin == std::string::npos ? "" : s.substr(begin, s.find_last_not_of(space) - begin + 1);
+}
+
 }  // namespace
 
 TemplateRenderer::TemplateRenderer(const ChatTemplate& chat_template, const Tokenizer& tokenizer)
@@ -65,7 +72,7 @@ TemplateRenderer::TemplateRenderer(const ChatTemplate& chat_template, const Toke
     tokenizer_ = own_tokenizer_.get();
   }
   if (template_.empty_thought)
-    thought_ids_ = tokenizer_->encode(std::string(kThoughtOpen) + kThoughtClose, false);
+    thought_ids_ = tokenizer_->encode(template_.thought_open + template_.thought_close, false);
 }
 
 void TemplateRenderer::append(std::vector<int32_t>& ids, const Slots& slots, const std::string& content) const {
@@ -104,7 +111,7 @@ std::string TemplateRenderer::function_text(const std::string& content) const {
     const std::string inside = call.substr(call_open.size(), call.size() - call_open.size() - call_close.size());
     return without(call) + function_call_text(template_.tool_format, inside);
   }
-  if (const auto [at, size] = find_span(kThoughtOpen, kThoughtClose); at != std::string::npos) {
+  if (const auto [at, size] = find_span(template_.thought_open, template_.thought_close); at != std::string::npos) {
     const std::string thought = content.substr(at, size);
     return thought + function_call_text(template_.tool_format, without(thought));
   }
@@ -142,8 +149,9 @@ std::vector<EncodedPair> TemplateRenderer::encode(const Conversation& c) const {
   for (size_t i = 0; i < messages.size(); i += 2) {
     EncodedPair pair{std::move(messages[i]), std::move(messages[i + 1])};
     const std::string& answer = c.turns[i + 1].content;
-    if (template_.empty_thought && answer.find("<think>") == std::string::npos &&
-        answer.find("</think>") == std::string::npos)
+    // LLaMA-Factory looks for the thought words stripped of surrounding whitespace.
+    if (template_.empty_thought && answer.find(stripped(template_.thought_open)) == std::string::npos &&
+        answer.find(stripped(template_.thought_close)) == std::string::npos)
       pair.response.insert(pair.response.begin(), thought_ids_.begin(), thought_ids_.end());
     pairs.push_back(std::move(pair));
   }

@@ -43,7 +43,7 @@ class TemplateRenderer {
   const Tokenizer* tokenizer_;                        // own_tokenizer_, or the one given
   std::optional<int32_t> bos_id_;
   std::optional<int32_t> eos_id_;
-  std::vector<int32_t> thought_ids_;   // encode(kThoughtOpen + kThoughtClose), for empty_thought templates
+  std::vector<int32_t> thought_ids_;   // encode(thought_open + thought_close), for empty_thought templates
 };
 
 }  // namespace mt
