@@ -15,6 +15,7 @@
 #include "data/formats/pretrain_loader.h"
 #include "data/formats/text_loader.h"
 #include "data/templates/chat_template.h"
+#include "data/templates/jinja_chat_template.h"
 #include "data/templates/template_renderer.h"
 #include "data/tokenized_loader.h"
 #include "data/tokenizer.h"
@@ -108,6 +109,13 @@ std::vector<Example> load_datasets(const DatasetConfig& config, int64_t vocab_si
     const std::string template_name = config.template_name == "auto"
                                           ? auto_template_name(text.model_family, *text.tokenizer)
                                           : config.template_name;
+    if (template_name == "jinja") {
+      const TokenizerChatTemplate source = read_tokenizer_chat_template(text.tokenizer_dir);
+      renderer = std::make_unique<TemplateRenderer>(chat_template_from_jinja(source, *text.tokenizer), *text.tokenizer);
+      log::info("chat template: the tokenizer's own ({}), cut into per-role slots as LLaMA-Factory's parse_template "
+                "does", source.file);
+      continue;
+    }
     renderer = std::make_unique<TemplateRenderer>(find_chat_template(template_name), *text.tokenizer);
     log::info("chat template '{}'{}", template_name, config.template_name == "auto" ? " (template: auto)" : "");
   }
