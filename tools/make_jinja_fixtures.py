@@ -8,7 +8,8 @@ Invariant: every "rendered" string (and every "error", for a conversation the te
 transformers with Jinja2 itself; strftime_now is pinned to 2024-07-26 (the C++ test pins it the same way).
 Only template strings and rendered text are stored.
 
-Templates (tests/data/fixtures/jinja/templates/): qwen2_5, qwen3 (with enable_thinking), llama3, mistral, gemma2,
+Templates (tests/data/fixtures/jinja/templates/): gpt_oss: the Harmony template transformers writes for GPT-OSS
+(src/transformers/models/gpt_oss/convert_gpt_oss_weights_to_hf.py); qwen2_5, qwen3 (with enable_thinking), llama3, mistral, gemma2,
 phi3, phi4, internlm2, yi: the chat_template of the models' tokenizer_config.json as published on the Hugging Face
 hub; gemma3 and deepseek_r1_distill likewise (deepseek from llama.cpp's models/templates/); llama3_1_tools and
 hermes_tools: vLLM's examples/tool_chat_template_llama3.1_json.jinja and tool_chat_template_hermes.jinja (tool use
@@ -74,6 +75,15 @@ STRING_TOOL_CALL = [{"role": "user", "content": "Weather?"},
                          "name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]},
                     {"role": "tool", "content": "cold"}]
 
+GPT_OSS_THINKING = [{"role": "user", "content": "Why?"},
+                    {"role": "assistant", "thinking": "Let me think.", "content": "Because."}]
+GPT_OSS_TOOL_CALL = [{"role": "user", "content": "Weather in Paris?"},
+                     {"role": "assistant", "thinking": "Call the tool.",
+                      "tool_calls": [{"type": "function", "function": {
+                          "name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}}]},
+                     {"role": "tool", "content": "{\"temp\": 21}"},
+                     {"role": "assistant", "content": "It is 21 °C."}]
+
 QWEN = {"bos_token": None, "eos_token": "<|im_end|>", "pad_token": "<|endoftext|>"}
 LLAMA3 = {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"}
 SP = {"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>"}
@@ -102,6 +112,11 @@ CASES = {
     "deepseek_r1_distill": (DEEPSEEK, [("simple", SIMPLE, None, {}), ("system", SYSTEM, None, {}),
                                        ("thinking", THINKING, None, {}), ("string_tool_call", STRING_TOOL_CALL, None, {})]),
     "hermes_tools": (QWEN | {"bos_token": ""}, [("simple", SIMPLE, None, {}), ("tool_call", TOOL_CALL, TOOLS, {})]),
+    "gpt_oss": ({"bos_token": "<|startoftext|>", "eos_token": "<|return|>", "pad_token": "<|endoftext|>"},
+                [("simple", SIMPLE, None, {}), ("system", SYSTEM, None, {"reasoning_effort": "high"}),
+                 ("thinking", GPT_OSS_THINKING, None, {}), ("tool_call", GPT_OSS_TOOL_CALL, TOOLS, {}),
+                 ("builtin_tools", SIMPLE, None, {"builtin_tools": ["browser", "python"],
+                                                  "model_identity": "You are a test model."})]),
     "constructs": (QWEN, [("simple", SIMPLE, None, {}), ("system", SYSTEM, None, {}), ("multi", MULTI, None, {})]),
 }
 
