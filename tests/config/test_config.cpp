@@ -181,6 +181,7 @@ TEST_CASE("config: the accepted keys are frozen", "[config]") {
       "dataset.val_size",
       "dataset.max_samples",
       "dataset.streaming",
+      "dataset.preprocessing_batch_size",
       "training.batch_size",
       "training.micro_batch_size",
       "training.gradient_accumulation_steps",
