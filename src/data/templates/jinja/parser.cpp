@@ -550,7 +550,8 @@ class Parser {
         f->name = expect_name();
         while (is_op(".")) {
           take();
-          f->name += "." + expect_name();
+          f->name += '.';
+          f->name += expect_name();
         }
         f->items.push_back(std::move(e));
         if (is_op("(")) arguments(*f);
