@@ -182,6 +182,22 @@ std::string deepspeed_reason(const YAML::Node& node, const std::string& origin) 
   return "ZeRO sharding and offload: the host store holds the states";
 }
 
+// What LLaMA-Factory trains with when `template` is unset: the tokenizer's own chat template (parse_template, our
+// `jinja`) where the model directory has one, else `empty`. "" for a model that is not a local directory (a hub id):
+// ours then picks `auto`.
+std::string unset_template(const YAML::Node& root) {
+  const YAML::Node model = root["model_name_or_path"];
+  if (!model.IsScalar()) return "";
+  const std::filesystem::path dir = model.Scalar();
+  if (!std::filesystem::is_directory(dir)) return "";
+  if (std::filesystem::is_regular_file(dir / "chat_template.jinja")) return "jinja";
+  std::ifstream in(dir / "tokenizer_config.json");
+  if (!in.good()) return "empty";
+  const nlohmann::json config = nlohmann::json::parse(in, nullptr, false);
+  return config.is_object() && config.contains("chat_template") && !config["chat_template"].is_null() ? "jinja"
+                                                                                                       : "empty";
+}
+
 }  // namespace
 
 bool is_llamafactory_config(const YAML::Node& root) { return root.IsMap() && root["model_name_or_path"]; }
@@ -270,6 +286,8 @@ ConvertedConfig convert_llamafactory_config(const YAML::Node& root, const std::s
   else if (preprocessing_batch)
     out.ignored.push_back(pt ? "preprocessing_batch_size (dataset.streaming cuts the corpus whole)"
                              : "preprocessing_batch_size (only stage pt's blocks depend on it)");
+  if (!sections.has("dataset", "template"))
+    if (const std::string t = unset_template(root); !t.empty()) sections.set("dataset", "template", t);
   sections.set("model", "dtype", precision);
   if (per_device || accumulation)  // one GPU: the global batch is what one optimizer step sees
     sections.set("training", "batch_size", std::to_string(per_device.value_or(8) * accumulation.value_or(1)));

@@ -88,6 +88,11 @@ else
   done
   echo "ok   convert-config"
 fi
+# No template: LLaMA-Factory parses the tokenizer's own chat template, else uses `empty` (the demo has none).
+grep -v '^template:' "$work/lf.yaml" >"$work/lf_no_template.yaml"
+"$bin" convert-config "$work/lf_no_template.yaml" >"$work/out" 2>"$work/err"
+if [[ $? -ne 0 ]] || ! grep -q '^  template: empty$' "$work/out"; then fail "convert-config without template"
+else echo "ok   convert-config without template: empty, as LLaMA-Factory"; fi
 # A pt YAML: LLaMA-Factory cuts blocks per batch of preprocessing_batch_size documents (1000 unless set).
 sed 's/^stage: sft/stage: pt/' "$work/lf.yaml" >"$work/lf_pt.yaml"
 "$bin" convert-config "$work/lf_pt.yaml" >"$work/out" 2>"$work/err"
