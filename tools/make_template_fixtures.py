@@ -135,6 +135,36 @@ def fnv1a64(path):
     return f"{h:016x}"
 
 
+# template: jinja -- LLaMA-Factory with no template named parses the tokenizer's own chat template (parse_template):
+# tests/data/fixtures/templates/jinja_<name>.json from tests/data/fixtures/jinja/templates/<name>.jinja given to the
+# tokenizer fixture as its chat_template. A template LLaMA-Factory cannot parse is recorded with its error.
+JINJA_TOKENIZER = {"qwen2_5": "qwen2", "qwen3": "qwen2", "llama3": "llama3", "mistral": "mistral",
+                   "gemma3": "gemma", "phi4": "phi4", "yi": "qwen2", "deepseek_r1_distill": "llama2"}
+JINJA_TEMPLATES = "tests/data/fixtures/jinja/templates"
+
+
+def encode_cases(template, tokenizer, template_arg, mm_processor):
+    cases = []
+    for case_name, system, tools, messages in CASES:
+        record = {"name": case_name, "system": system, "tools": tools, "turns": messages}
+        try:
+            pairs = template.encode_multiturn(tokenizer, messages, system, tools)
+        except (RuntimeError, ValueError) as e:
+            # e.g. Llama2-style templates take a function call's content as bare JSON; GLM-4 has no parallel calls
+            # (gpt_oss: a <think> thought is not its thought words, so the call is not JSON)
+            assert isinstance(template, Llama2Template) or template_arg in ("glm4", "gpt_oss"), (template_arg, case_name, e)
+            cases.append({**record, "error": str(e)})
+            continue
+        record["pairs"] = [[list(p), list(r)] for p, r in pairs]
+        for key, cutoff in (("full", 1_000_000), ("cut", CUTOFF)):
+            processor = SupervisedDatasetProcessor(template=template, tokenizer=tokenizer, processor=mm_processor,
+                                                   data_args=DataArguments(template=template_arg, cutoff_len=cutoff))
+            ids, labels = processor._encode_data_example(messages[:-1], messages[-1:], system, tools, [], [], [])
+            record[key] = {"cutoff": cutoff, "input_ids": ids, "labels": labels}
+        cases.append(record)
+    return cases
+
+
 def main():
     OUT.mkdir(parents=True, exist_ok=True)
     only = set(sys.argv[1:])  # template names to write; none: all
@@ -146,29 +176,32 @@ def main():
         template = get_template_and_fix_tokenizer(tokenizer, data_args)
         mm_processor = {"gemma3": GEMMA3_PROCESSOR, "qwen3_5": QWEN3_VL_PROCESSOR,
                         "qwen3_5_nothink": QWEN3_VL_PROCESSOR, "llama4": LLAMA4_PROCESSOR}.get(name)
-        cases = []
-        for case_name, system, tools, messages in CASES:
-            record = {"name": case_name, "system": system, "tools": tools, "turns": messages}
-            try:
-                pairs = template.encode_multiturn(tokenizer, messages, system, tools)
-            except (RuntimeError, ValueError) as e:
-                # e.g. Llama2-style templates take a function call's content as bare JSON; GLM-4 has no parallel calls
-                # (gpt_oss: a <think> thought is not its thought words, so the call is not JSON)
-                assert isinstance(template, Llama2Template) or name in ("glm4", "gpt_oss"), (name, case_name, e)
-                cases.append({**record, "error": str(e)})
-                continue
-            record["pairs"] = [[list(p), list(r)] for p, r in pairs]
-            for key, cutoff in (("full", 1_000_000), ("cut", CUTOFF)):
-                processor = SupervisedDatasetProcessor(template=template, tokenizer=tokenizer, processor=mm_processor,
-                                                       data_args=DataArguments(template=name, cutoff_len=cutoff))
-                ids, labels = processor._encode_data_example(messages[:-1], messages[-1:], system, tools, [], [], [])
-                record[key] = {"cutoff": cutoff, "input_ids": ids, "labels": labels}
-            cases.append(record)
+        cases = encode_cases(template, tokenizer, name, mm_processor)
         path = OUT / f"{name}.json"
         fixture = {"template": name, "tokenizer": f"{TOKENIZERS}/{tok_dir}", "efficient_eos": template.efficient_eos,
                    "tokenizer_fnv1a64": fnv1a64(f"{TOKENIZERS}/{tok_dir}/tokenizer.json"), "cases": cases}
         path.write_text(json.dumps(fixture, ensure_ascii=False, indent=1) + "\n")
         print(f"{path}: {len(cases)} cases")
+    for name, tok_dir in JINJA_TOKENIZER.items():
+        if only and f"jinja_{name}" not in only:
+            continue
+        tokenizer = AutoTokenizer.from_pretrained(f"{TOKENIZERS}/{tok_dir}")
+        tokenizer.chat_template = Path(f"{JINJA_TEMPLATES}/{name}.jinja").read_text()
+        fixture = {"template": f"jinja_{name}", "chat_template": f"{JINJA_TEMPLATES}/{name}.jinja",
+                   "tokenizer": f"{TOKENIZERS}/{tok_dir}",
+                   "tokenizer_fnv1a64": fnv1a64(f"{TOKENIZERS}/{tok_dir}/tokenizer.json"),
+                   "special_tokens": tokenizer.special_tokens_map}
+        try:
+            template = get_template_and_fix_tokenizer(tokenizer, DataArguments(template=None, cutoff_len=1_000_000))
+        except Exception as e:  # noqa: BLE001 - LLaMA-Factory cannot parse this template; MegaTrain must refuse it
+            fixture["error"] = str(e)
+        else:
+            fixture.update({"efficient_eos": template.efficient_eos, "reasoning": type(template).__name__ == "ReasoningTemplate",
+                            "default_system": template.default_system,
+                            "cases": encode_cases(template, tokenizer, None, None)})
+        path = OUT / f"jinja_{name}.json"
+        path.write_text(json.dumps(fixture, ensure_ascii=False, indent=1) + "\n")
+        print(f"{path}: {len(fixture.get('cases', []))} cases{' (refused)' if 'error' in fixture else ''}")
 
 
 if __name__ == "__main__":

@@ -163,6 +163,7 @@ const std::vector<Field>& schema() {
       real("dataset", "val_size", {0.0, kInf}, MT_AT(dataset.val_size)),
       integer("dataset", "max_samples", 0, MT_AT(dataset.max_samples)),
       flag("dataset", "streaming", MT_AT(dataset.streaming)),
+      integer("dataset", "preprocessing_batch_size", 0, MT_AT(dataset.preprocessing_batch_size)),
 
       integer("training", "batch_size", 1, MT_AT(training.batch_size)),
       integer_or_auto("training", "micro_batch_size", 1, MT_AT(training.micro_batch_size)),
@@ -303,6 +304,12 @@ void validate(const Config& config, const std::string& origin) {
              real_to_text(d.val_size));
   MT_REQUIRE(d.val_size == 0.0 || d.eval_dataset.empty(),
              "{}: dataset.val_size and dataset.eval_dataset both name an evaluation set; keep one", origin);
+  MT_REQUIRE(d.preprocessing_batch_size == 0 || t.stage == "pt",
+             "{}: dataset.preprocessing_batch_size: {}: only training.stage pt cuts blocks per batch of documents",
+             origin, d.preprocessing_batch_size);
+  MT_REQUIRE(d.preprocessing_batch_size == 0 || !d.streaming,
+             "{}: dataset.preprocessing_batch_size: {}: dataset.streaming cuts the corpus whole; set it to 0", origin,
+             d.preprocessing_batch_size);
   MT_REQUIRE(!d.streaming || t.stage == "pt",
              "{}: dataset.streaming reads plain-text corpora for training.stage pt, not {}", origin, t.stage);
   MT_REQUIRE(!d.streaming || !d.shuffle,

@@ -32,6 +32,8 @@ struct DatasetConfig {
   double val_size = 0.0;                 // held out of dataset.name: a fraction < 1 or a count >= 1; 0 = none
   int64_t max_samples = 0;               // the first N records of each dataset; 0 = all
   bool streaming = false;                // training.stage pt: blocks read from the files as training goes
+  int64_t preprocessing_batch_size = 0;  // training.stage pt: cut blocks per batch of N documents, each batch's
+                                         // remainder dropped (LLaMA-Factory's); 0 = the whole corpus at once
 };
 
 struct TrainingConfig {

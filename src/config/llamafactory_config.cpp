@@ -182,6 +182,22 @@ std::string deepspeed_reason(const YAML::Node& node, const std::string& origin) 
   return "ZeRO sharding and offload: the host store holds the states";
 }
 
+// What LLaMA-Factory trains with when `template` is unset: the tokenizer's own chat template (parse_template, our
+// `jinja`) where the model directory has one, else `empty`. "" for a model that is not a local directory (a hub id):
+// ours then picks `auto`.
+std::string unset_template(const YAML::Node& root) {
+  const YAML::Node model = root["model_name_or_path"];
+  if (!model.IsScalar()) return "";
+  const std::filesystem::path dir = model.Scalar();
+  if (!std::filesystem::is_directory(dir)) return "";
+  if (std::filesystem::is_regular_file(dir / "chat_template.jinja")) return "jinja";
+  std::ifstream in(dir / "tokenizer_config.json");
+  if (!in.good()) return "empty";
+  const nlohmann::json config = nlohmann::json::parse(in, nullptr, false);
+  return config.is_object() && config.contains("chat_template") && !config["chat_template"].is_null() ? "jinja"
+                                                                                                       : "empty";
+}
+
 }  // namespace
 
 bool is_llamafactory_config(const YAML::Node& root) { return root.IsMap() && root["model_name_or_path"]; }
@@ -198,7 +214,7 @@ ConvertedConfig convert_llamafactory_config(const YAML::Node& root, const std::s
   sections.set("training", "logging_steps", "500");
   sections.set("training", "save_steps", "500");
   ConvertedConfig out;
-  std::optional<int64_t> per_device, accumulation;
+  std::optional<int64_t> per_device, accumulation, preprocessing_batch;
   std::string precision = "float32";
   for (const auto& entry : root) {
     MT_REQUIRE(entry.first.IsScalar(), "{}: a key must be a string, not {}", origin, describe_node(entry.first));
@@ -227,6 +243,8 @@ ConvertedConfig convert_llamafactory_config(const YAML::Node& root, const std::s
       const std::string type = read_text(value, place, false);
       MT_REQUIRE(type == "full", "{}: finetuning_type: '{}': MegaTrain trains every parameter (full); LoRA, freeze "
                  "and OFT are not supported", origin, type);
+    } else if (key == "preprocessing_batch_size") {
+      preprocessing_batch = read_integer(value, place, 1);
     } else if (key == "per_device_train_batch_size") {
       per_device = read_integer(value, place, 1);
     } else if (key == "gradient_accumulation_steps") {
@@ -259,6 +277,17 @@ ConvertedConfig convert_llamafactory_config(const YAML::Node& root, const std::s
                               "configuration (megatrain convert-config prints it)", origin, key));
     }
   }
+  // Stage pt cuts each batch of preprocessing_batch_size documents (1000 by default) on its own; reproduced exactly,
+  // except streamed (our stream cuts the corpus whole). Other stages' examples do not depend on it.
+  const bool pt = root["stage"] && root["stage"].IsScalar() && root["stage"].Scalar() == "pt";
+  const bool streaming = root["streaming"] && read_flag(root["streaming"], {origin, "streaming"});
+  if (pt && !streaming)
+    sections.set("dataset", "preprocessing_batch_size", std::to_string(preprocessing_batch.value_or(1000)));
+  else if (preprocessing_batch)
+    out.ignored.push_back(pt ? "preprocessing_batch_size (dataset.streaming cuts the corpus whole)"
+                             : "preprocessing_batch_size (only stage pt's blocks depend on it)");
+  if (!sections.has("dataset", "template"))
+    if (const std::string t = unset_template(root); !t.empty()) sections.set("dataset", "template", t);
   sections.set("model", "dtype", precision);
   if (per_device || accumulation)  // one GPU: the global batch is what one optimizer step sees
     sections.set("training", "batch_size", std::to_string(per_device.value_or(8) * accumulation.value_or(1)));

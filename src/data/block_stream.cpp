@@ -11,7 +11,8 @@
 namespace mt {
 
 BlockStream::BlockStream(std::vector<DatasetEntry> entries, std::shared_ptr<const Tokenizer> tokenizer,
-                         int64_t block_size, int64_t batch_size, int64_t max_samples, int64_t vocab_size)
+                         int64_t block_size, int64_t batch_size, int64_t max_samples, int64_t vocab_size,
+                         std::optional<PretrainTokens> special)
     : entries_(std::move(entries)), tokenizer_(std::move(tokenizer)), block_size_(block_size), batch_size_(batch_size),
       max_samples_(max_samples), vocab_size_(vocab_size) {
   MT_REQUIRE(!entries_.empty(), "dataset.streaming: no dataset to stream");
@@ -24,10 +25,11 @@ BlockStream::BlockStream(std::vector<DatasetEntry> entries, std::shared_ptr<cons
                e.name, e.formatting);
     MT_REQUIRE(std::filesystem::is_regular_file(e.file), "dataset '{}': {}: file not found", e.name, e.file.string());
   }
-  const std::optional<int32_t> eos = tokenizer_->eos_id();
+  const std::optional<int32_t> eos = special ? std::optional<int32_t>(special->eos) : tokenizer_->eos_id();
   MT_REQUIRE(eos.has_value(), "dataset.streaming: training.stage pt appends the EOS token to each document, but the "
              "tokenizer has no eos_token (tokenizer_config.json)");
   eos_id_ = *eos;
+  if (special) bos_id_ = special->bos;
   MT_ASSERT(block_size_ >= 2 && batch_size_ >= 1);
   restart();
   // One block must exist, or the stream would wrap forever.
@@ -106,6 +108,7 @@ Example BlockStream::read_block() {
   }
   Example block;
   block.input_ids.assign(tokens_.begin(), tokens_.begin() + block_size_);
+  if (bos_id_) block.input_ids[0] = *bos_id_;
   block.labels = block.input_ids;
   tokens_.erase(tokens_.begin(), tokens_.begin() + block_size_);
   ++cursor_.index;

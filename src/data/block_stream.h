@@ -11,11 +11,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "data/batch.h"
 #include "data/batch_source.h"
 #include "data/dataset_registry.h"
+#include "data/formats/pretrain_loader.h"
 
 namespace mt {
 
@@ -23,9 +25,11 @@ class Tokenizer;
 
 class BlockStream final : public BatchSource {
  public:
-  // entries: line-oriented files only (.txt, .jsonl), checked here; max_samples > 0: documents per file per pass.
+  // entries: line-oriented files only (.txt, .jsonl), checked here; max_samples > 0: documents per file per pass;
+  // special: the EOS and BOS of pretrain_tokens (none: the tokenizer's EOS, no BOS).
   BlockStream(std::vector<DatasetEntry> entries, std::shared_ptr<const Tokenizer> tokenizer, int64_t block_size,
-              int64_t batch_size, int64_t max_samples, int64_t vocab_size);
+              int64_t batch_size, int64_t max_samples, int64_t vocab_size,
+              std::optional<PretrainTokens> special = std::nullopt);
   ~BlockStream() override;
 
   std::vector<int64_t> next_indices() override;
@@ -45,6 +49,7 @@ class BlockStream final : public BatchSource {
   std::vector<DatasetEntry> entries_;
   std::shared_ptr<const Tokenizer> tokenizer_;
   int32_t eos_id_ = 0;
+  std::optional<int32_t> bos_id_;     // written over each block's first token
   int64_t block_size_, batch_size_, max_samples_, vocab_size_;
   DataCursor cursor_;
   size_t file_ = 0;                   // entries_[file_] is open in in_

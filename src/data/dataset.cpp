@@ -15,6 +15,7 @@
 #include "data/formats/pretrain_loader.h"
 #include "data/formats/text_loader.h"
 #include "data/templates/chat_template.h"
+#include "data/templates/jinja_chat_template.h"
 #include "data/templates/template_renderer.h"
 #include "data/tokenized_loader.h"
 #include "data/tokenizer.h"
@@ -47,31 +48,37 @@ uint64_t uniform_below(std::mt19937_64& engine, uint64_t bound) {
   return r % bound;
 }
 
-// training.stage pt: every dataset's documents end to end, cut into max_seq_len blocks.
+// training.stage pt: every dataset's documents end to end, cut into max_seq_len blocks (per batch of
+// preprocessing_batch_size documents when set, as LLaMA-Factory's batched preprocessing).
 std::vector<Example> load_pretrain_blocks(const DatasetConfig& config, const std::vector<const DatasetEntry*>& entries,
                                           int64_t vocab_size, const TextOptions& text, DatasetStats* stats) {
   MT_REQUIRE(text.tokenizer != nullptr, "dataset.name '{}': training.stage pt needs the model's tokenizer "
              "(tokenizer.json in the model directory), but there is none", config.name);
-  const std::optional<int32_t> eos = text.tokenizer->eos_id();
-  MT_REQUIRE(eos.has_value(), "dataset.name '{}': training.stage pt appends the EOS token to each document, but the "
-             "tokenizer has no eos_token (tokenizer_config.json)", config.name);
+  const PretrainTokens special = pretrain_tokens(config.template_name, *text.tokenizer, text.tokenizer_dir);
   std::vector<int32_t> stream;
+  std::vector<size_t> document_ends;
   DatasetStats total;
   for (const DatasetEntry* entry : entries) {
     const size_t before = stream.size();
-    const int64_t documents = append_documents(*entry, *text.tokenizer, *eos, config.max_samples, vocab_size, stream);
+    const int64_t documents = append_documents(*entry, *text.tokenizer, special.eos, config.max_samples, vocab_size,
+                                               stream, document_ends);
     log::info("dataset '{}': {} documents, {} tokens with their EOS{}", entry->name, documents, stream.size() - before,
               config.max_samples > 0 ? fmt::format(" (dataset.max_samples {})", config.max_samples) : "");
     total.documents += documents;
   }
-  std::vector<Example> blocks = cut_blocks(stream, config.max_seq_len, &total.dropped_tokens);
+  std::vector<Example> blocks = cut_blocks(stream, document_ends, config.preprocessing_batch_size, config.max_seq_len,
+                                           special.bos, &total.dropped_tokens);
   MT_REQUIRE(!blocks.empty(), "dataset.name '{}': its {} tokens do not fill one block of dataset.max_seq_len {}",
              config.name, stream.size(), config.max_seq_len);
   total.examples = static_cast<int64_t>(blocks.size());
   total.tokens = total.examples * config.max_seq_len;
-  log::info("training.stage pt: {} documents, {} tokens in {} blocks of {} tokens; the final {} tokens, less than a "
-            "block, are left out", total.documents, stream.size(), blocks.size(), config.max_seq_len,
-            total.dropped_tokens);
+  log::info("training.stage pt: {} documents, {} tokens in {} blocks of {} tokens (EOS: {}{}); {}", total.documents,
+            stream.size(), blocks.size(), config.max_seq_len, special.eos_source,
+            special.bos ? "; each block opens with the BOS, add_bos_token" : "",
+            config.preprocessing_batch_size > 0
+                ? fmt::format("cut per batch of {} documents (dataset.preprocessing_batch_size), {} tokens of the "
+                              "batches' remainders left out", config.preprocessing_batch_size, total.dropped_tokens)
+                : fmt::format("the final {} tokens, less than a block, are left out", total.dropped_tokens));
   if (stats) *stats = total;
   return blocks;
 }
@@ -108,6 +115,13 @@ std::vector<Example> load_datasets(const DatasetConfig& config, int64_t vocab_si
     const std::string template_name = config.template_name == "auto"
                                           ? auto_template_name(text.model_family, *text.tokenizer)
                                           : config.template_name;
+    if (template_name == "jinja") {
+      const TokenizerChatTemplate source = read_tokenizer_chat_template(text.tokenizer_dir);
+      renderer = std::make_unique<TemplateRenderer>(chat_template_from_jinja(source, *text.tokenizer), *text.tokenizer);
+      log::info("chat template: the tokenizer's own ({}), cut into per-role slots as LLaMA-Factory's parse_template "
+                "does", source.file);
+      continue;
+    }
     renderer = std::make_unique<TemplateRenderer>(find_chat_template(template_name), *text.tokenizer);
     log::info("chat template '{}'{}", template_name, config.template_name == "auto" ? " (template: auto)" : "");
   }

@@ -88,6 +88,16 @@ else
   done
   echo "ok   convert-config"
 fi
+# No template: LLaMA-Factory parses the tokenizer's own chat template, else uses `empty` (the demo has none).
+grep -v '^template:' "$work/lf.yaml" >"$work/lf_no_template.yaml"
+"$bin" convert-config "$work/lf_no_template.yaml" >"$work/out" 2>"$work/err"
+if [[ $? -ne 0 ]] || ! grep -q '^  template: empty$' "$work/out"; then fail "convert-config without template"
+else echo "ok   convert-config without template: empty, as LLaMA-Factory"; fi
+# A pt YAML: LLaMA-Factory cuts blocks per batch of preprocessing_batch_size documents (1000 unless set).
+sed 's/^stage: sft/stage: pt/' "$work/lf.yaml" >"$work/lf_pt.yaml"
+"$bin" convert-config "$work/lf_pt.yaml" >"$work/out" 2>"$work/err"
+if [[ $? -ne 0 ]] || ! grep -q '^  preprocessing_batch_size: 1000$' "$work/out"; then fail "convert-config pt batch size"
+else echo "ok   convert-config stage pt: preprocessing_batch_size 1000"; fi
 
 # Continued pre-training: one document per line of a .txt file, EOS appended, cut into 32-token blocks; a run resumed
 # from its step-2 checkpoint continues with the same blocks (the same losses, bitwise).

@@ -181,6 +181,7 @@ TEST_CASE("config: the accepted keys are frozen", "[config]") {
       "dataset.val_size",
       "dataset.max_samples",
       "dataset.streaming",
+      "dataset.preprocessing_batch_size",
       "training.batch_size",
       "training.micro_batch_size",
       "training.gradient_accumulation_steps",
@@ -417,6 +418,11 @@ TEST_CASE("config: evaluation, length and warmup keys are checked together", "[c
                             "training.num_train_epochs=1"}) ==
         "cfg.yaml: dataset.streaming does not know the corpus length before reading it; set training.num_steps, not "
         "training.num_train_epochs");
+  CHECK(error_of(kMinimal, {"dataset.preprocessing_batch_size=1000"}) ==
+        "cfg.yaml: dataset.preprocessing_batch_size: 1000: only training.stage pt cuts blocks per batch of documents");
+  CHECK(error_of(kMinimal, {"dataset.preprocessing_batch_size=1000", "training.stage=pt", "dataset.streaming=true",
+                            "dataset.shuffle=false"}) ==
+        "cfg.yaml: dataset.preprocessing_batch_size: 1000: dataset.streaming cuts the corpus whole; set it to 0");
   CHECK(error_of(kMinimal, {"training.stage=rm"}) ==
         "--set training.stage=rm: training.stage: 'rm' is not one of sft, pt");
   const mt::Config c = mt::parse_config(kMinimal, "cfg.yaml",

@@ -1,6 +1,9 @@
 // dataset.streaming's BlockStream: the same blocks as the in-memory pre-training path, pass after pass; a seek to a
 // saved cursor continues with exactly the blocks that followed it; what it holds stays below one block and one
 // document of tokens plus the batches handed out; prefetching workers get the same batches in the same order.
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <numeric>
 
 #include "catch.h"
@@ -10,6 +13,7 @@
 #include "data/fixture.h"
 #include "data/formats/pretrain_loader.h"
 #include "data/prefetcher.h"
+#include "data/tokenizer.h"
 
 using namespace mt;
 
@@ -98,4 +102,31 @@ TEST_CASE("streaming refuses files it cannot read line by line", "[data][stream]
           BlockStream({registry.entry("c")}, std::make_shared<test::ByteTokenizer>(), 16, 1, 0, 300);
         }) == "dataset 'c': " + (dir.path() / "c.json").string() +
                   ": dataset.streaming reads .txt and .jsonl files (one document per line), not .json");
+}
+
+TEST_CASE("a streamed corpus has LLaMA-Factory's EOS and BOS rules too", "[data][stream]") {
+  // The fixtures of tests/data/fixtures/pretrain/ whose corpus is one .txt file cut whole (one LLaMA-Factory batch):
+  // llama3's <|end_of_text|> EOS and, with add_bos_token, the BOS over each block's first token.
+  const std::string source = MEGATRAIN_SOURCE_DIR;
+  for (const char* name : {"llama3_template_eos", "qwen_lines"}) {
+    INFO(name);
+    const nlohmann::json f =
+        nlohmann::json::parse(std::ifstream(source + "/tests/data/fixtures/pretrain/" + std::string(name) + ".json"));
+    const std::filesystem::path tokenizer_dir = source + "/" + f["tokenizer"].get<std::string>();
+    std::shared_ptr<const Tokenizer> tokenizer = Tokenizer::from_directory(tokenizer_dir);
+    const DatasetRegistry registry(source + "/tests/data/fixtures/pretrain/data");
+    const PretrainTokens special = pretrain_tokens(f["template"], *tokenizer, tokenizer_dir);
+    BlockStream stream({registry.entry(f["dataset"])}, tokenizer, f["cutoff_len"], 1, 0, tokenizer->vocab_size(),
+                       special);
+    for (const auto& block : f["blocks"]) CHECK(rows(stream.next())[0] == block.get<std::vector<int32_t>>());
+  }
+  // The BOS of add_bos_token opens every streamed block.
+  const PretrainTokens with_bos{2, 1, "test"};
+  const std::string txt = "abc def ghi\njkl mno\npqr\n";
+  test::TempDir dir;
+  dir.write("c.txt", txt);
+  dir.write("dataset_info.json", R"({"c": {"file_name": "c.txt"}})");
+  const DatasetRegistry registry(dir.path());
+  BlockStream stream({registry.entry("c")}, std::make_shared<test::ByteTokenizer>(), 4, 1, 0, 300, with_bos);
+  for (int k = 0; k < 3; ++k) CHECK(rows(stream.next())[0][0] == 1);
 }

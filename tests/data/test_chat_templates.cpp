@@ -5,13 +5,16 @@
 // Python-compatible JSON text.
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "catch.h"
 #include "data/dataset.h"
 #include "data/formats/truncation.h"
 #include "data/templates/chat_template.h"
+#include "data/templates/jinja_chat_template.h"
 #include "data/templates/python_json.h"
 #include "data/templates/template_renderer.h"
 #include "data/tokenizer.h"
@@ -46,6 +49,42 @@ std::string fnv1a64(const std::string& path) {
   return fmt::format("{:016x}", h);
 }
 
+// The fixture's cases (LLaMA-Factory's pairs and supervised input_ids/labels, whole and cut, or its refusal)
+// against our renderer.
+void check_cases(const std::string& name, const json& fixture, const TemplateRenderer& renderer) {
+  const std::optional<int32_t> efficient_eos = renderer.efficient_eos();
+  for (const json& c : fixture["cases"]) {
+    INFO("template " << name << ", case " << c["name"].get<std::string>());
+    Conversation conversation{c["system"], c["tools"], {}};
+    for (const json& t : c["turns"]) conversation.turns.push_back({role_of(t["role"]), t["content"]});
+    if (c.contains("error")) {   // LLaMA-Factory refuses this conversation with this template
+      INFO("LLaMA-Factory: " << c["error"].get<std::string>());
+      CHECK(!test::error_message([&] { renderer.encode(conversation); }).empty());
+      continue;
+    }
+    const std::vector<EncodedPair> pairs = renderer.encode(conversation);
+    REQUIRE(pairs.size() == c["pairs"].size());
+    for (size_t i = 0; i < pairs.size(); ++i) {
+      CHECK(pairs[i].prompt == ids_of(c["pairs"][i][0]));
+      CHECK(pairs[i].response == ids_of(c["pairs"][i][1]));
+    }
+    bool truncated = true;
+    const Example full = assemble_example(pairs, c["full"]["cutoff"], false, &truncated, efficient_eos);
+    CHECK(!truncated);
+    CHECK(full.input_ids == ids_of(c["full"]["input_ids"]));
+    CHECK(full.labels == ids_of(c["full"]["labels"]));
+    // LLaMA-Factory cuts later pairs too; both rules agree whenever the first pair alone (with the closing EOS of
+    // an efficient_eos template) reaches the cutoff.
+    const int64_t cutoff = c["cut"]["cutoff"];
+    if (static_cast<int64_t>(pairs[0].prompt.size() + pairs[0].response.size() + (efficient_eos ? 1 : 0)) >=
+        cutoff) {
+      const Example cut = assemble_example(pairs, cutoff, false, &truncated, efficient_eos);
+      CHECK(cut.input_ids == ids_of(c["cut"]["input_ids"]));
+      CHECK(cut.labels == ids_of(c["cut"]["labels"]));
+    }
+  }
+}
+
 }  // namespace
 
 TEST_CASE("every template renders what LLaMA-Factory renders", "[data][templates]") {
@@ -64,38 +103,64 @@ TEST_CASE("every template renders what LLaMA-Factory renders", "[data][templates
     const std::unique_ptr<Tokenizer> tokenizer = Tokenizer::from_directory(tokenizer_dir);
     const TemplateRenderer renderer(find_chat_template(name), *tokenizer);
     CHECK(renderer.chat_template().efficient_eos == fixture["efficient_eos"].get<bool>());
-    const std::optional<int32_t> efficient_eos = renderer.efficient_eos();
-    for (const json& c : fixture["cases"]) {
-      INFO("template " << name << ", case " << c["name"].get<std::string>());
-      Conversation conversation{c["system"], c["tools"], {}};
-      for (const json& t : c["turns"]) conversation.turns.push_back({role_of(t["role"]), t["content"]});
-      if (c.contains("error")) {   // LLaMA-Factory refuses this conversation with this template
-        INFO("LLaMA-Factory: " << c["error"].get<std::string>());
-        CHECK(!test::error_message([&] { renderer.encode(conversation); }).empty());
-        continue;
-      }
-      const std::vector<EncodedPair> pairs = renderer.encode(conversation);
-      REQUIRE(pairs.size() == c["pairs"].size());
-      for (size_t i = 0; i < pairs.size(); ++i) {
-        CHECK(pairs[i].prompt == ids_of(c["pairs"][i][0]));
-        CHECK(pairs[i].response == ids_of(c["pairs"][i][1]));
-      }
-      bool truncated = true;
-      const Example full = assemble_example(pairs, c["full"]["cutoff"], false, &truncated, efficient_eos);
-      CHECK(!truncated);
-      CHECK(full.input_ids == ids_of(c["full"]["input_ids"]));
-      CHECK(full.labels == ids_of(c["full"]["labels"]));
-      // LLaMA-Factory cuts later pairs too; both rules agree whenever the first pair alone (with the closing EOS of
-      // an efficient_eos template) reaches the cutoff.
-      const int64_t cutoff = c["cut"]["cutoff"];
-      if (static_cast<int64_t>(pairs[0].prompt.size() + pairs[0].response.size() + (efficient_eos ? 1 : 0)) >=
-          cutoff) {
-        const Example cut = assemble_example(pairs, cutoff, false, &truncated, efficient_eos);
-        CHECK(cut.input_ids == ids_of(c["cut"]["input_ids"]));
-        CHECK(cut.labels == ids_of(c["cut"]["labels"]));
-      }
-    }
+    check_cases(name, fixture, renderer);
   }
+}
+
+TEST_CASE("template: jinja parses the tokenizer's chat template as LLaMA-Factory does", "[data][templates][jinja]") {
+  // tests/data/fixtures/templates/jinja_<name>.json: LLaMA-Factory with no template named, the tokenizer fixture
+  // given tests/data/fixtures/jinja/templates/<name>.jinja as its chat_template (parse_template).
+  size_t parsed = 0;
+  for (const char* name : {"qwen2_5", "qwen3", "llama3", "mistral", "gemma3", "phi4", "yi", "deepseek_r1_distill"}) {
+    INFO("jinja_" << name);
+    std::ifstream in(kSource + "/tests/data/fixtures/templates/jinja_" + name + ".json");
+    REQUIRE(in.good());
+    const json fixture = json::parse(in);
+    const std::string tokenizer_dir = kSource + "/" + fixture["tokenizer"].get<std::string>();
+    REQUIRE(fnv1a64(tokenizer_dir + "/tokenizer.json") == fixture["tokenizer_fnv1a64"].get<std::string>());
+    const std::unique_ptr<Tokenizer> tokenizer = Tokenizer::from_directory(tokenizer_dir);
+    TokenizerChatTemplate source;
+    source.file = fixture["chat_template"];
+    std::ifstream template_in(kSource + "/" + source.file);
+    source.source.assign(std::istreambuf_iterator<char>(template_in), {});
+    for (const auto& [k, v] : fixture["special_tokens"].items()) source.special_tokens.emplace_back(k, jinja::from_json(v));
+    if (fixture.contains("error")) {
+      const std::string error = test::error_message([&] { chat_template_from_jinja(source, *tokenizer); });
+      INFO(error);
+      CHECK(error.find(fixture["error"].get<std::string>()) != std::string::npos);
+      continue;
+    }
+    const ChatTemplate parsed_template = chat_template_from_jinja(source, *tokenizer);
+    CHECK(parsed_template.default_system == fixture["default_system"].get<std::string>());
+    CHECK(parsed_template.empty_thought == fixture["reasoning"].get<bool>());
+    const TemplateRenderer renderer(parsed_template, *tokenizer);
+    check_cases(std::string("jinja_") + name, fixture, renderer);
+    ++parsed;
+  }
+  CHECK(parsed == 5);
+}
+
+TEST_CASE("template: jinja reads chat_template.jinja, else tokenizer_config.json's chat_template", "[data][templates][jinja]") {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "mt_jinja_template_read";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto write = [&](const char* file, const std::string& text) { std::ofstream(dir / file) << text; };
+  CHECK(test::error_message([&] { read_tokenizer_chat_template(dir); }) ==
+        "dataset.template jinja: the tokenizer in " + dir.string() + " has no chat template (no chat_template.jinja "
+        "and no chat_template in tokenizer_config.json); name a template instead");
+  write("tokenizer_config.json", R"({"bos_token": {"content": "<s>"}, "eos_token": "</s>", "pad_token": null,
+    "chat_template": [{"name": "tool_use", "template": "T"}, {"name": "default", "template": "D{{ bos_token }}"}]})");
+  TokenizerChatTemplate t = read_tokenizer_chat_template(dir);
+  CHECK(t.source == "D{{ bos_token }}");
+  CHECK(t.file == (dir / "tokenizer_config.json").string() + " (chat_template 'default')");
+  REQUIRE(t.special_tokens.size() == 2);
+  CHECK(t.special_tokens[0].first == "bos_token");
+  CHECK(t.special_tokens[0].second.string == "<s>");
+  write("chat_template.jinja", "{{ messages[0].content }}");
+  t = read_tokenizer_chat_template(dir);
+  CHECK(t.source == "{{ messages[0].content }}");
+  CHECK(t.file == (dir / "chat_template.jinja").string());
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("template: auto follows the model family and the tokenizer's specials", "[data][templates]") {

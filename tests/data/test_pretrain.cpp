@@ -1,6 +1,9 @@
 // Continued pre-training data (training.stage pt): documents with their EOS laid end to end and cut into blocks that
 // cover every token exactly once; .txt, .csv and .jsonl files; a record without the text column is named; the
 // held-out split is deterministic and disjoint.
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <numeric>
 
 #include "catch.h"
@@ -10,6 +13,7 @@
 #include "data/fixture.h"
 #include "data/formats/pretrain_loader.h"
 #include "data/formats/record_files.h"
+#include "data/tokenizer.h"
 
 using namespace mt;
 
@@ -29,7 +33,7 @@ TEST_CASE("pt blocks cover every token of the concatenated documents exactly onc
   std::vector<int32_t> stream(103);
   std::iota(stream.begin(), stream.end(), 0);
   int64_t dropped = -1;
-  const std::vector<Example> blocks = cut_blocks(stream, 10, &dropped);
+  const std::vector<Example> blocks = cut_blocks(stream, {103}, 0, 10, std::nullopt, &dropped);
   REQUIRE(blocks.size() == 10);
   CHECK(dropped == 3);
   std::vector<int32_t> joined;
@@ -106,4 +110,60 @@ TEST_CASE("val_size holds out a seeded, disjoint set, and too large a set is ref
   CHECK(eval_count(0.25, 10) == 3);  // rounds up, as train_test_split does
   CHECK(test::error_message([&] { split_eval(examples, 20.0, 7, "cfg.yaml"); }) ==
         "cfg.yaml: dataset.val_size: 20.0 holds out 20 of the 20 examples of dataset.name, leaving none to train on");
+}
+
+TEST_CASE("pt blocks equal LLaMA-Factory's own, token for token", "[data][pretrain]") {
+  // tests/data/fixtures/pretrain/<case>.json (tools/make_pretrain_fixtures.py): LLaMA-Factory 0.9.5's get_dataset,
+  // stage pt, over tests/data/fixtures/pretrain/data/ with the tokenizer fixtures: its EOS rules (tokenizer, a
+  // template's replaced EOS, llama3's <|end_of_text|>), the BOS of add_bos_token tokenizers, and the per-batch cut.
+  const std::string source = MEGATRAIN_SOURCE_DIR;
+  for (const char* name : {"qwen_lines", "qwen_batches", "phi_template_eos", "llama3_template_eos", "llama2_bos"}) {
+    INFO(name);
+    std::ifstream in(source + "/tests/data/fixtures/pretrain/" + name + ".json");
+    REQUIRE(in.good());
+    const nlohmann::json f = nlohmann::json::parse(in);
+    // The tokenizer as the fixture script loaded it: add_bos_token as tokenizer_config.json would set it.
+    test::TempDir tokenizer_dir;
+    const std::filesystem::path from = source + "/" + f["tokenizer"].get<std::string>();
+    std::filesystem::copy_file(from / "tokenizer.json", tokenizer_dir.path() / "tokenizer.json");
+    nlohmann::json config = nlohmann::json::parse(std::ifstream(from / "tokenizer_config.json"));
+    if (f["add_bos_token"].get<bool>()) config["add_bos_token"] = true;
+    tokenizer_dir.write("tokenizer_config.json", config.dump());
+    const auto tokenizer = Tokenizer::from_directory(tokenizer_dir.path());
+
+    DatasetConfig c;
+    c.dataset_dir = source + "/tests/data/fixtures/pretrain/data";
+    c.name = f["dataset"];
+    c.max_seq_len = f["cutoff_len"];
+    c.template_name = f["template"];
+    c.preprocessing_batch_size = f["preprocessing_batch_size"];
+    DatasetStats stats;
+    const auto blocks = load_datasets(c, tokenizer->vocab_size(),
+                                      TextOptions{tokenizer.get(), "llama", true, tokenizer_dir.path()}, &stats);
+    REQUIRE(blocks.size() == f["blocks"].size());
+    for (size_t i = 0; i < blocks.size(); ++i) {
+      CHECK(blocks[i].input_ids == f["blocks"][i].get<std::vector<int32_t>>());
+      CHECK(blocks[i].labels == blocks[i].input_ids);
+    }
+    // Under 1000 documents one LLaMA-Factory batch is the whole corpus: our default (0) cuts the same blocks.
+    if (f["preprocessing_batch_size"] == 1000) {
+      c.preprocessing_batch_size = 0;
+      CHECK(load_datasets(c, tokenizer->vocab_size(),
+                          TextOptions{tokenizer.get(), "llama", true, tokenizer_dir.path()}, nullptr).size() ==
+            blocks.size());
+    }
+  }
+}
+
+TEST_CASE("pt with preprocessing_batch_size cuts each batch of documents on its own", "[data][pretrain]") {
+  std::vector<int32_t> stream(30);
+  std::iota(stream.begin(), stream.end(), 0);
+  int64_t dropped = -1;
+  // Documents end at 7, 12, 25, 30; batches of 2: [0, 12) gives one block of 5 (2 left), [12, 30) three (3 left).
+  const std::vector<Example> blocks = cut_blocks(stream, {7, 12, 25, 30}, 2, 5, 99, &dropped);
+  REQUIRE(blocks.size() == 5);
+  CHECK(dropped == 2 + 3);
+  CHECK(blocks[0].input_ids == std::vector<int32_t>{99, 1, 2, 3, 4});
+  CHECK(blocks[2].input_ids == std::vector<int32_t>{99, 13, 14, 15, 16});
+  CHECK(blocks[4].input_ids == std::vector<int32_t>{99, 23, 24, 25, 26});
 }

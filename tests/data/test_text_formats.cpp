@@ -223,7 +223,7 @@ TEST_CASE("load_datasets: missing column, wrong type, no tokenizer, token ids be
         "belong to this model)");
   config.template_name = "chatmll";
   CHECK(test::error_message([&] { load_datasets(config, 300, text, nullptr); })
-            .find("dataset.template: unknown template 'chatmll'; known: auto, baichuan2, chatml,") == 0);
+            .find("dataset.template: unknown template 'chatmll'; known: auto, jinja, baichuan2, chatml,") == 0);
 }
 
 TEST_CASE("load_datasets skips broken conversations, counts them and keeps the rest", "[data][formats]") {

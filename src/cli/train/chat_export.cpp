@@ -24,6 +24,10 @@ std::string write_chat_files(const std::filesystem::path& dir, const Config& c, 
   const std::unique_ptr<Tokenizer> tokenizer = Tokenizer::from_directory(dir);
   const std::string name =
       c.dataset.template_name == "auto" ? auto_template_name(model_family, *tokenizer) : c.dataset.template_name;
+  if (name == "jinja") {  // LLaMA-Factory keeps a parsed template's Jinja as it is (replace_jinja_template off)
+    log::info("export {}: the tokenizer's own chat template is kept as it was (template: jinja)", dir.string());
+    return name;
+  }
   write_inference_files(dir, find_chat_template(name), *tokenizer);
   log::info("export {}: chat template '{}' written as tokenizer_config.json's chat_template, with its EOS and stop "
             "words in generation_config.json", dir.string(), name);

@@ -13,6 +13,7 @@
 #include "data/block_stream.h"
 #include "data/dataset_registry.h"
 #include "data/eval_split.h"
+#include "data/formats/pretrain_loader.h"
 #include "data/packing.h"
 
 namespace mt {
@@ -48,7 +49,7 @@ TrainingData load_training_data(const Config& config, const ModelSource& source,
   TrainingData data;
   if ((!dataset.streaming && needs_tokenizer(dataset)) || eval_text)
     data.tokenizer = load_tokenizer(dataset, source);
-  const TextOptions text{data.tokenizer.get(), spec.family, config.training.stage == "pt"};
+  const TextOptions text{data.tokenizer.get(), spec.family, config.training.stage == "pt", source.dir};
   if (!dataset.streaming) data.examples = load_datasets(dataset, spec.vocab_size, text, &data.stats);
   if (!dataset.eval_dataset.empty()) {
     DatasetStats eval_stats;
@@ -86,10 +87,12 @@ std::unique_ptr<BatchSource> make_batch_source(const Config& c, const ModelSourc
   std::vector<DatasetEntry> entries;
   for (const std::string& name : dataset_names(c.dataset.name)) entries.push_back(registry.entry(name));
   std::shared_ptr<const Tokenizer> tokenizer = load_tokenizer(c.dataset, source);
-  log::info("dataset.streaming: blocks of {} tokens read from {} file(s) as training goes, in corpus order",
-            c.dataset.max_seq_len, entries.size());
+  const PretrainTokens special = pretrain_tokens(c.dataset.template_name, *tokenizer, source.dir);
+  log::info("dataset.streaming: blocks of {} tokens read from {} file(s) as training goes, in corpus order (EOS: {}{})",
+            c.dataset.max_seq_len, entries.size(), special.eos_source,
+            special.bos ? "; each block opens with the BOS, add_bos_token" : "");
   return std::make_unique<BlockStream>(std::move(entries), std::move(tokenizer), c.dataset.max_seq_len,
-                                       c.training.batch_size, c.dataset.max_samples, spec.vocab_size);
+                                       c.training.batch_size, c.dataset.max_samples, spec.vocab_size, special);
 }
 
 }  // namespace mt

@@ -291,7 +291,7 @@ const std::vector<ChatTemplate>& templates() {
 const ChatTemplate& find_chat_template(const std::string& name) {
   for (const ChatTemplate& t : templates())
     if (t.name == name) return t;
-  throw Error(fmt::format("dataset.template: unknown template '{}'; known: auto, {}", name,
+  throw Error(fmt::format("dataset.template: unknown template '{}'; known: auto, jinja, {}", name,
                           fmt::join(chat_template_names(), ", ")));
 }
 

@@ -30,39 +30,6 @@ void quote(const std::string& s, std::string& out) {
   out += '"';
 }
 
-// Python's float repr: the shortest round-trip digits (nlohmann's), positional for decimal exponents in [-4, 16),
-// otherwise "d.ddde+XX".
-std::string float_repr(double v) {
-  std::string s = ordered_json(v).dump();
-  std::string sign;
-  if (s[0] == '-') {
-    sign = "-";
-    s.erase(0, 1);
-  }
-  int exp = 0;
-  if (const size_t e = s.find('e'); e != std::string::npos) {
-    exp = std::stoi(s.substr(e + 1));
-    s.resize(e);
-  }
-  const size_t dot = s.find('.');
-  const std::string int_part = s.substr(0, dot);
-  std::string digits = int_part + (dot == std::string::npos ? "" : s.substr(dot + 1));
-  int point = static_cast<int>(int_part.size()) + exp;  // value = 0.digits * 10^point
-  const size_t nonzero = digits.find_first_not_of('0');
-  if (nonzero == std::string::npos) return sign + "0.0";
-  digits.erase(0, nonzero);
-  point -= static_cast<int>(nonzero);
-  while (digits.size() > 1 && digits.back() == '0') digits.pop_back();
-  const int exp10 = point - 1;
-  const auto n = static_cast<int>(digits.size());
-  if (exp10 >= -4 && exp10 < 16) {
-    if (point <= 0) return sign + "0." + std::string(static_cast<size_t>(-point), '0') + digits;
-    if (point >= n) return sign + digits + std::string(static_cast<size_t>(point - n), '0') + ".0";
-    return sign + digits.substr(0, static_cast<size_t>(point)) + "." + digits.substr(static_cast<size_t>(point));
-  }
-  const std::string mantissa = n > 1 ? digits.substr(0, 1) + "." + digits.substr(1) : digits;
-  return fmt::format("{}{}e{}{:02d}", sign, mantissa, exp10 < 0 ? '-' : '+', exp10 < 0 ? -exp10 : exp10);
-}
 
 void dump(const ordered_json& v, int indent, int level, std::string& out) {
   const std::string item_sep = indent < 0 ? ", " : ",";
@@ -101,7 +68,7 @@ void dump(const ordered_json& v, int indent, int level, std::string& out) {
       return;
     }
     case ordered_json::value_t::string: quote(v.get_ref<const std::string&>(), out); return;
-    case ordered_json::value_t::number_float: out += float_repr(v.get<double>()); return;
+    case ordered_json::value_t::number_float: out += python_float_repr(v.get<double>()); return;
     case ordered_json::value_t::boolean: out += v.get<bool>() ? "true" : "false"; return;
     case ordered_json::value_t::null: out += "null"; return;
     default: out += v.dump(); return;  // integers
@@ -109,6 +76,40 @@ void dump(const ordered_json& v, int indent, int level, std::string& out) {
 }
 
 }  // namespace
+
+// Python's float repr: the shortest round-trip digits (nlohmann's), positional for decimal exponents in [-4, 16),
+// otherwise "d.ddde+XX".
+std::string python_float_repr(double v) {
+  std::string s = ordered_json(v).dump();
+  std::string sign;
+  if (s[0] == '-') {
+    sign = "-";
+    s.erase(0, 1);
+  }
+  int exp = 0;
+  if (const size_t e = s.find('e'); e != std::string::npos) {
+    exp = std::stoi(s.substr(e + 1));
+    s.resize(e);
+  }
+  const size_t dot = s.find('.');
+  const std::string int_part = s.substr(0, dot);
+  std::string digits = int_part + (dot == std::string::npos ? "" : s.substr(dot + 1));
+  int point = static_cast<int>(int_part.size()) + exp;  // value = 0.digits * 10^point
+  const size_t nonzero = digits.find_first_not_of('0');
+  if (nonzero == std::string::npos) return sign + "0.0";
+  digits.erase(0, nonzero);
+  point -= static_cast<int>(nonzero);
+  while (digits.size() > 1 && digits.back() == '0') digits.pop_back();
+  const int exp10 = point - 1;
+  const auto n = static_cast<int>(digits.size());
+  if (exp10 >= -4 && exp10 < 16) {
+    if (point <= 0) return sign + "0." + std::string(static_cast<size_t>(-point), '0') + digits;
+    if (point >= n) return sign + digits + std::string(static_cast<size_t>(point - n), '0') + ".0";
+    return sign + digits.substr(0, static_cast<size_t>(point)) + "." + digits.substr(static_cast<size_t>(point));
+  }
+  const std::string mantissa = n > 1 ? digits.substr(0, 1) + "." + digits.substr(1) : digits;
+  return fmt::format("{}{}e{}{:02d}", sign, mantissa, exp10 < 0 ? '-' : '+', exp10 < 0 ? -exp10 : exp10);
+}
 
 std::string python_json_dumps(const ordered_json& value, int indent) {
   std::string out;

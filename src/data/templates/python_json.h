@@ -8,6 +8,9 @@
 namespace mt {
 
 // indent < 0: one line.
+// Python's repr of a finite float (1.0, 0.30000000000000004, 1e+20).
+std::string python_float_repr(double v);
+
 std::string python_json_dumps(const nlohmann::ordered_json& value, int indent = -1);
 
 }  // namespace mt
