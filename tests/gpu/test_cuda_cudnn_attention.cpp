@@ -206,8 +206,10 @@ TEST_CASE("cuda backend attention: MEGATRAIN_ATTENTION=cudnn and =ours both matc
 // tools/bench_torch_attention.py counts them: forward 4·b·h·s²·d / 2 (causal), backward 2.5 × forward.
 TEST_CASE("attention probe: cuDNN plans and ours-vs-cuDNN TFLOP/s", "[.attention_bench]") {
   MT_REQUIRE_GPU();
+  setenv("MEGATRAIN_CUDNN_WORKSPACE_MIB", "65536", 1);  // measure whatever the workspace; the sizes are printed
   auto cudnn = make_cudnn();
-  std::printf("attention probe: cuDNN %lld\n", static_cast<long long>(cudnn->version()));
+  std::printf("attention probe: cuDNN %lld (plans above MEGATRAIN_CUDNN_WORKSPACE_MIB, default 1024, run ours in "
+              "training)\n", static_cast<long long>(cudnn->version()));
   struct Shape {
     int64_t batch, seq;
   };
@@ -300,6 +302,7 @@ TEST_CASE("attention probe: cuDNN plans and ours-vs-cuDNN TFLOP/s", "[.attention
     std::fflush(stdout);
     MT_CUDA_OK(cudaGetLastError());
   }
+  unsetenv("MEGATRAIN_CUDNN_WORKSPACE_MIB");
 }
 
 #endif  // MEGATRAIN_HAVE_CUDNN

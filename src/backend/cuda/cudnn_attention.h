@@ -6,7 +6,8 @@
 // stats, so a forward of one implementation pairs with a backward of the other; padded rows of every output are 0;
 // the backward graph is the deterministic one (no fp32 dQ accumulation by atomics). One graph and plan per shape,
 // built on first use and kept; the workspace grows through the backend's allocator and never shrinks, so a step
-// at a shape seen before allocates nothing.
+// at a shape seen before allocates nothing. A plan whose workspace exceeds MEGATRAIN_CUDNN_WORKSPACE_MIB (default
+// 1024; the memory plan does not count it) is refused, so that shape runs our kernel.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
