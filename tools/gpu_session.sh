@@ -2,7 +2,7 @@
 # One GPU-machine session, run from the repository root with a bundle made by `tools/bundle.sh --tests`
 # in bundle/: the CUDA op table, the PyTorch-parity fixtures on the CUDA backend, pipeline variants, the
 # benchmarks and the PyTorch reference. Logs go to $OUT; a short table is printed last.
-# Usage: tools/gpu_session.sh [quick|full|dp|families|hybrid|nvme|moe|longseq]
+# Usage: tools/gpu_session.sh [quick|full|dp|families|hybrid|nvme|moe|longseq|attention]
 # (quick: the tests; full: the tests and the one-GPU benchmarks with PyTorch's; dp: the tests and the data-parallel
 # part, on 2 or more GPUs; families: the tests, then Qwen2.5-3B batch 64 and Qwen2.5-7B batch 32 with this build and,
 # where bundle_base/ holds an earlier build, with that one in the same call, then Gemma-2-9B and Phi-4 at batch 32 with
@@ -17,7 +17,9 @@
 # tokens per step on the Qwen3-30B-A3B shape; longseq: the tests, then Qwen2.5-3B at 8 × 8192 and 2 × 32768, then batch
 # 1 at the longest sequence the plan predicts for Qwen2.5-3B and Qwen2.5-7B on this GPU (`calc-resource`'s
 # longest_sequence.gpu_memory_tokens and its checkpoint interval), capped at the issue's targets, 524 288 and 262 144
-# tokens (LONGSEQ_3B / LONGSEQ_7B override; one step, LONGSEQ_TIMEOUT s))
+# tokens (LONGSEQ_3B / LONGSEQ_7B override; one step, LONGSEQ_TIMEOUT s); attention: the tests, then the attention
+# probe (tests_gpu "[.attention_bench]": cuDNN plans, engines, ours-vs-cuDNN TFLOP/s), tools/bench_torch_attention.py at
+# the same shapes, and Qwen2.5-3B 8 × 8192 with MEGATRAIN_ATTENTION=ours and =auto)
 set -uo pipefail
 mode=${1:-full}
 out=${OUT:-/tmp/megatrain-gpu}
@@ -132,6 +134,16 @@ print(s['gpu_memory_tokens'], s['checkpoint_interval'])" "$plan")
     note "qwen2.5-$size: the plan's longest sequence on this GPU ${longest} tokens (checkpoint_interval $interval); bench at $seq"
     BENCH_TIMEOUT=${LONGSEQ_TIMEOUT:-560} bench "qwen${size}_b1_s$seq" 1 --model "configs/models/qwen2.5-$size.json" \
       --batch 1 --seq "$seq" --checkpoint-interval "$interval" --steps 1 --warmup 0
+  done
+fi
+if [[ $mode == attention ]]; then  # cuDNN's fused attention against ours and PyTorch's SDPA, then the 3B step with each
+  timeout 240 $b/tests_gpu "[.attention_bench]" >"$out/attention_probe.log" 2>&1
+  note "attention probe rc=$? $(grep -E 'probe|shape|cuDNN (forward|backward)|TFLOP/s' "$out/attention_probe.log" | tr '\n' ' ')"
+  timeout 240 python3 tools/bench_torch_attention.py >"$out/torch_attention.log" 2>&1
+  note "torch attention rc=$? $(tr '\n' ' ' <"$out/torch_attention.log" | tail -c 900)"
+  for impl in ours auto; do
+    MEGATRAIN_ATTENTION=$impl bench "qwen3b_b8_s8192_attention_$impl" 1 --model configs/models/qwen2.5-3b.json \
+      --steps 2 --warmup 1 --batch 8 --seq 8192
   done
 fi
 # Data parallelism on every visible GPU (at least 2): the fixtures against one GPU, then weak scaling of the bench
