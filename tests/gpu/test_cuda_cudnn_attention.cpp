@@ -1,8 +1,8 @@
 // cuDNN's fused attention (src/backend/cuda/cudnn_attention.h) against the CPU reference: a table of rows (lengths
 // odd and even, GQA ratios, padding, windows, scale, head_dim 64/128/256), bf16 inputs rounded first and compared with
-// the fp32 reference of the rounded inputs, forward and the deterministic backward (run twice: bit for bit), padded rows
-// exactly 0, our kernel's lse accepted by cuDNN's backward; the CUDA backend's MEGATRAIN_ATTENTION dispatch; and, as
-// a hidden case, the probe the coordinator runs on the GPU machine ("[.attention_bench]": plans, engines and
+// the fp32 reference of the rounded inputs, forward and the deterministic backward (run twice: bit for bit), padded
+// rows exactly 0, our kernel's lse accepted by cuDNN's backward; the CUDA backend's MEGATRAIN_ATTENTION dispatch; and,
+// as a hidden case, the probe the coordinator runs on the GPU machine ("[.attention_bench]": plans, engines and
 // ours-vs-cuDNN TFLOP/s at the issue's shapes).
 #ifdef MEGATRAIN_HAVE_CUDNN
 #include <algorithm>
@@ -86,8 +86,13 @@ TEST_CASE("cudnn attention forward and deterministic backward match the referenc
                                        << "/" << c.kv_heads << " head_dim " << c.head_dim << " window " << c.window) {
       const int64_t T = c.batch * c.seq, q_size = T * c.heads * c.head_dim, kv_size = T * c.kv_heads * c.head_dim;
       const int64_t lse_size = c.batch * c.heads * c.seq;
-      mt::AttnShape host{.batch = c.batch, .seq = c.seq, .n_heads = c.heads, .n_kv_heads = c.kv_heads,
-                         .head_dim = c.head_dim, .window = c.window, .scale = c.scale};
+      mt::AttnShape host{.batch = c.batch,
+                         .seq = c.seq,
+                         .n_heads = c.heads,
+                         .n_kv_heads = c.kv_heads,
+                         .head_dim = c.head_dim,
+                         .window = c.window,
+                         .scale = c.scale};
       host.seq_lens = c.seq_lens.empty() ? nullptr : c.seq_lens.data();
       auto d_lens = upload_ints(c.seq_lens.empty() ? std::vector<int32_t>{0} : c.seq_lens);
       mt::AttnShape dev = host;
@@ -208,8 +213,10 @@ TEST_CASE("attention probe: cuDNN plans and ours-vs-cuDNN TFLOP/s", "[.attention
   MT_REQUIRE_GPU();
   setenv("MEGATRAIN_CUDNN_WORKSPACE_MIB", "65536", 1);  // measure whatever the workspace; the sizes are printed
   auto cudnn = make_cudnn();
-  std::printf("attention probe: cuDNN %lld (plans above MEGATRAIN_CUDNN_WORKSPACE_MIB, default 1024, run ours in "
-              "training)\n", static_cast<long long>(cudnn->version()));
+  std::printf(
+      "attention probe: cuDNN %lld (plans above MEGATRAIN_CUDNN_WORKSPACE_MIB, default 1024, run ours in "
+      "training)\n",
+      static_cast<long long>(cudnn->version()));
   struct Shape {
     int64_t batch, seq;
   };
@@ -236,14 +243,14 @@ TEST_CASE("attention probe: cuDNN plans and ours-vs-cuDNN TFLOP/s", "[.attention
                 static_cast<long long>(sh.batch), static_cast<long long>(sh.seq), static_cast<long long>(heads),
                 static_cast<long long>(kv_heads), static_cast<long long>(head_dim));
     for (const auto& [label, backward, deterministic] :
-         {std::tuple{"forward", false, true}, {"backward deterministic", true, true},
+         {std::tuple{"forward", false, true},
+          {"backward deterministic", true, true},
           {"backward non-deterministic (for comparison only)", true, false}}) {
       const mt::cuda::CudnnPlanInfo info = cudnn->plan_info(backward, s, deterministic);
       std::printf("  cuDNN %s: %s\n", label,
                   info.ok ? ("finalized, engine " + std::to_string(info.engine) + ", workspace " +
-                             std::to_string(info.workspace_bytes >> 20) + " MiB, " +
-                             std::to_string(info.candidates) + " configs offered" +
-                             (info.notes.empty() ? "" : ", notes " + info.notes))
+                             std::to_string(info.workspace_bytes >> 20) + " MiB, " + std::to_string(info.candidates) +
+                             " configs offered" + (info.notes.empty() ? "" : ", notes " + info.notes))
                                 .c_str()
                           : ("FAILED: " + info.error).c_str());
     }
@@ -296,9 +303,10 @@ TEST_CASE("attention probe: cuDNN plans and ours-vs-cuDNN TFLOP/s", "[.attention
                                  lse.get(), s, false);
         },
         bwd_flops);
-    std::printf("  TFLOP/s  ours: forward %.1f backward %.1f | cuDNN: forward %.1f backward %.1f (deterministic), "
-                "%.1f (non-deterministic)\n",
-                ours_fwd, ours_bwd, cudnn_fwd, cudnn_bwd, cudnn_bwd_nd);
+    std::printf(
+        "  TFLOP/s  ours: forward %.1f backward %.1f | cuDNN: forward %.1f backward %.1f (deterministic), "
+        "%.1f (non-deterministic)\n",
+        ours_fwd, ours_bwd, cudnn_fwd, cudnn_bwd, cudnn_bwd_nd);
     std::fflush(stdout);
     MT_CUDA_OK(cudaGetLastError());
   }

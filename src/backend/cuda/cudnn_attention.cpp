@@ -1,9 +1,10 @@
-// cuDNN fused attention through the backend graph API (see cudnn_attention.h): graphs, plans, execution. The operation graphs are the runtime
-// fusion engine's "fused flash attention" fprop and bprop patterns, op for op as cudnn-frontend's composite SDPA
-// nodes lower them (matmul, scale, padding / causal / left-bound masks as gen_index + cmp + binary_select, softmax
-// through max/sum reductions with the stats out, matmul; bprop: dO·O row sums, the recomputed probabilities, dV,
-// dP, dS, dK, dQ, GQA head reductions). Invariant: every cuDNN call of a build is checked and the first failure is
-// kept with the descriptor and attribute it concerns; a graph that fails is remembered and never retried.
+// cuDNN fused attention through the backend graph API (see cudnn_attention.h): graphs, plans, execution. The operation
+// graphs are the runtime fusion engine's "fused flash attention" fprop and bprop patterns, op for op as
+// cudnn-frontend's composite SDPA nodes lower them (matmul, scale, padding / causal / left-bound masks as gen_index +
+// cmp + binary_select, softmax through max/sum reductions with the stats out, matmul; bprop: dO·O row sums, the
+// recomputed probabilities, dV, dP, dS, dK, dQ, GQA head reductions). Invariant: every cuDNN call of a build is checked
+// and the first failure is kept with the descriptor and attribute it concerns; a graph that fails is remembered and
+// never retried.
 #include "backend/cuda/cudnn_attention.h"
 
 #include <cudnn.h>
@@ -21,11 +22,11 @@
 #include "core/error.h"
 #include "core/log.h"
 
-#define MT_CHECK_CUDNN(call) MT_CHECK_CALL(throw_error, "cuDNN", call, mt_rc_ == CUDNN_STATUS_SUCCESS, cudnn_message(mt_rc_))
+#define MT_CHECK_CUDNN(call) \
+  MT_CHECK_CALL(throw_error, "cuDNN", call, mt_rc_ == CUDNN_STATUS_SUCCESS, cudnn_message(mt_rc_))
 
 namespace mt::cuda {
 namespace {
-
 
 std::string cudnn_message(cudnnStatus_t st) {
   char last[1024] = {0};
@@ -35,7 +36,18 @@ std::string cudnn_message(cudnnStatus_t st) {
 
 // Non-virtual tensors (the variant pack's device pointers); virtual tensors and scalars get uids from 100 up.
 enum Uid : int64_t {
-  uid_q = 1, uid_k, uid_v, uid_o, uid_stats, uid_do, uid_dq, uid_dk, uid_dv, uid_seq_q, uid_seq_kv, uid_softmax_sum,
+  uid_q = 1,
+  uid_k,
+  uid_v,
+  uid_o,
+  uid_stats,
+  uid_do,
+  uid_dq,
+  uid_dk,
+  uid_dv,
+  uid_seq_q,
+  uid_seq_kv,
+  uid_softmax_sum,
   uid_dq_accum
 };
 
@@ -52,7 +64,7 @@ struct TensorInfo {
 // Builds one operation graph descriptor by descriptor, keeping the first failing call; later calls do nothing.
 class Builder {
  public:
-  explicit Builder(cudnnHandle_t handle) : handle_(handle) {}
+  Builder(cudnnHandle_t handle, int scalar_rank) : handle_(handle), scalar_rank_(scalar_rank) {}
   ~Builder() {
     for (auto it = owned_.rbegin(); it != owned_.rend(); ++it) cudnnBackendDestroyDescriptor(*it);
   }
@@ -95,8 +107,10 @@ class Builder {
     set(d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &alignment,
         what + " CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT");
     const bool yes = true;
-    if (is_virtual) set(d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &yes, what + " CUDNN_ATTR_TENSOR_IS_VIRTUAL");
-    if (by_value) set(d, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &yes, what + " CUDNN_ATTR_TENSOR_IS_BY_VALUE");
+    if (is_virtual)
+      set(d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &yes, what + " CUDNN_ATTR_TENSOR_IS_VIRTUAL");
+    if (by_value)
+      set(d, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &yes, what + " CUDNN_ATTR_TENSOR_IS_BY_VALUE");
     finalize(d, what);
     tensors_[uid] = d;
     info_[uid] = TensorInfo{std::move(dims), std::move(strides), type};
@@ -114,11 +128,13 @@ class Builder {
   int64_t virt(const std::string& name, cudnnDataType_t type, std::vector<int64_t> dims, std::vector<int64_t> strides) {
     return tensor(next_uid_++, name, type, std::move(dims), std::move(strides), true);
   }
-  // A pass-by-value scalar (dims {1}, as cudnn-frontend makes them); its value travels in every variant pack.
+  // A pass-by-value scalar (dims {1} as cudnn-frontend makes them, or all-ones of rank scalar_rank); its value
+  // travels in every variant pack.
   int64_t scalar_f32(const std::string& name, float value) {
     values_.push_back({});
     std::memcpy(values_.back().bytes, &value, sizeof value);
-    const int64_t uid = tensor(next_uid_++, name, CUDNN_DATA_FLOAT, {1}, {1}, false, true);
+    const std::vector<int64_t> ones(static_cast<size_t>(scalar_rank_), 1);
+    const int64_t uid = tensor(next_uid_++, name, CUDNN_DATA_FLOAT, ones, ones, false, true);
     scalars_.push_back(Scalar{uid, values_.back().bytes});
     return uid;
   }
@@ -129,7 +145,8 @@ class Builder {
     const std::string what = "pointwise '" + name + "'";
     cudnnBackendDescriptor_t pw = create(CUDNN_BACKEND_POINTWISE_DESCRIPTOR, what);
     set(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode, what + " CUDNN_ATTR_POINTWISE_MODE");
-    set(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &compute, what + " CUDNN_ATTR_POINTWISE_MATH_PREC");
+    set(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &compute,
+        what + " CUDNN_ATTR_POINTWISE_MATH_PREC");
     if (mode == CUDNN_POINTWISE_GEN_INDEX)
       set(pw, CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1, &axis, what + " CUDNN_ATTR_POINTWISE_AXIS");
     finalize(pw, what + " CUDNN_BACKEND_POINTWISE_DESCRIPTOR");
@@ -184,7 +201,8 @@ class Builder {
     const std::string what = "reduction '" + name + "'";
     cudnnBackendDescriptor_t rd = create(CUDNN_BACKEND_REDUCTION_DESCRIPTOR, what);
     const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
-    set(rd, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute, what + " CUDNN_ATTR_REDUCTION_COMP_TYPE");
+    set(rd, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute,
+        what + " CUDNN_ATTR_REDUCTION_COMP_TYPE");
     set(rd, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &mode,
         what + " CUDNN_ATTR_REDUCTION_OPERATOR");
     finalize(rd, what + " CUDNN_BACKEND_REDUCTION_DESCRIPTOR");
@@ -217,21 +235,24 @@ class Builder {
     cudnnBackendDescriptor_t graph = create(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, g);
     set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, static_cast<int64_t>(ops_.size()),
         ops_.data(), g + " CUDNN_ATTR_OPERATIONGRAPH_OPS");
-    set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle_, g + " CUDNN_ATTR_OPERATIONGRAPH_HANDLE");
+    set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle_,
+        g + " CUDNN_ATTR_OPERATIONGRAPH_HANDLE");
     finalize(graph, MT_FORMAT("{} ({} operations)", g, ops_.size()));
     std::string refusals;
     for (const cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
       if (!ok()) break;
-      const std::string h = MT_FORMAT("CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR (mode {})",
-                                      mode == CUDNN_HEUR_MODE_A ? "A" : "FALLBACK");
+      const std::string h =
+          MT_FORMAT("CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR (mode {})", mode == CUDNN_HEUR_MODE_A ? "A" : "FALLBACK");
       cudnnBackendDescriptor_t heur = create(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, h);
       set(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph,
           h + " CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH");
       set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode, h + " CUDNN_ATTR_ENGINEHEUR_MODE");
       finalize(heur, h);
       int64_t count = 0;
-      if (ok()) check(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
-                                               &count, nullptr), h + " CUDNN_ATTR_ENGINEHEUR_RESULTS (count)");
+      if (ok())
+        check(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
+                                       nullptr),
+              h + " CUDNN_ATTR_ENGINEHEUR_RESULTS (count)");
       if (!ok()) {
         if (mode == CUDNN_HEUR_MODE_A) {  // the fallback list may still have an engine
           refusals += error_ + "; ";
@@ -244,16 +265,19 @@ class Builder {
       for (auto& c : configs) c = create(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, h + " CUDNN_BACKEND_ENGINECFG_DESCRIPTOR");
       int64_t got = 0;
       if (ok() && count > 0)
-        check(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count,
-                                       &got, configs.data()), h + " CUDNN_ATTR_ENGINEHEUR_RESULTS");
+        check(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got,
+                                       configs.data()),
+              h + " CUDNN_ATTR_ENGINEHEUR_RESULTS");
       if (!ok()) return nullptr;
       info.candidates += got;
       for (int64_t i = 0; i < got; ++i) {
         const std::string c = MT_FORMAT("{} config {}", h, i);
-        cudnnBackendDescriptor_t engine = create(CUDNN_BACKEND_ENGINE_DESCRIPTOR, c + " CUDNN_BACKEND_ENGINE_DESCRIPTOR");
+        cudnnBackendDescriptor_t engine =
+            create(CUDNN_BACKEND_ENGINE_DESCRIPTOR, c + " CUDNN_BACKEND_ENGINE_DESCRIPTOR");
         int64_t n = 0, index = -1;
         check(cudnnBackendGetAttribute(configs[i], CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n,
-                                       &engine), c + " CUDNN_ATTR_ENGINECFG_ENGINE");
+                                       &engine),
+              c + " CUDNN_ATTR_ENGINECFG_ENGINE");
         check(cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &index),
               c + " CUDNN_ATTR_ENGINE_GLOBAL_INDEX");
         cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
@@ -274,13 +298,16 @@ class Builder {
         }
         const std::string p = MT_FORMAT("CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR (engine {})", index);
         cudnnBackendDescriptor_t plan = create(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, p);
-        set(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle_, p + " CUDNN_ATTR_EXECUTION_PLAN_HANDLE");
+        set(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle_,
+            p + " CUDNN_ATTR_EXECUTION_PLAN_HANDLE");
         set(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &configs[i],
             p + " CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG");
         finalize(plan, p);
         int64_t bytes = 0;
-        if (ok()) check(cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n,
-                                                 &bytes), p + " CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE");
+        if (ok())
+          check(
+              cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &bytes),
+              p + " CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE");
         if (!ok()) {  // this engine refused the graph; the next may take it
           refusals += error_ + "; ";
           error_.clear();
@@ -292,8 +319,10 @@ class Builder {
         return plan;
       }
     }
-    if (ok()) error_ = MT_FORMAT("no engine config finalized ({} offered): {}", info.candidates, refusals);
-    else error_ = refusals + error_;
+    if (ok())
+      error_ = MT_FORMAT("no engine config finalized ({} offered): {}", info.candidates, refusals);
+    else
+      error_ = refusals + error_;
     return nullptr;
   }
 
@@ -304,6 +333,7 @@ class Builder {
     alignas(8) unsigned char bytes[8];
   };
   cudnnHandle_t handle_;
+  int scalar_rank_;
   std::string error_;
   std::vector<cudnnBackendDescriptor_t> owned_, ops_;
   std::map<int64_t, cudnnBackendDescriptor_t> tensors_;
@@ -328,7 +358,7 @@ struct CudnnAttention::Graph {
   std::unique_ptr<Builder> builder;
   cudnnBackendDescriptor_t plan = nullptr;
   int64_t plan_bytes = 0, softmax_sum_bytes = 0, dq_accum_bytes = 0;
-  bool padding = false;       // the graph has the padding mask (seq_lens, or the full-length workaround)
+  bool padding = false;          // the graph has the padding mask (seq_lens, or the full-length workaround)
   int32_t* full_lens = nullptr;  // device [batch] = seq: the workaround's lengths when the shape has no seq_lens
   Free release;
   ~Graph() {
@@ -404,8 +434,15 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
   uint32_t scale_bits = 0;
   const float scale = default_scale(s);
   std::memcpy(&scale_bits, &scale, sizeof scale);
-  const Key key{backward ? (deterministic ? 2 : 1) : 0, s.batch, s.seq, s.n_heads, s.n_kv_heads, s.head_dim,
-                effective_window(s), scale_bits, s.seq_lens != nullptr};
+  const Key key{backward ? (deterministic ? 2 : 1) : 0,
+                s.batch,
+                s.seq,
+                s.n_heads,
+                s.n_kv_heads,
+                s.head_dim,
+                effective_window(s),
+                scale_bits,
+                s.seq_lens != nullptr};
   for (const auto& g : graphs_)
     if (g->key == key) return *g;
   graphs_.push_back(std::make_unique<Graph>());
@@ -423,159 +460,172 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
   } else {
     const int64_t b = s.batch, S = s.seq, h = s.n_heads, hk = s.n_kv_heads, d = s.head_dim;
     const int64_t window = effective_window(s);
-    gr.builder = std::make_unique<Builder>(static_cast<cudnnHandle_t>(handle_));
-    Builder& B = *gr.builder;
-    const auto f32 = CUDNN_DATA_FLOAT, bf = CUDNN_DATA_BFLOAT16, i32 = CUDNN_DATA_INT32, bl = CUDNN_DATA_BOOLEAN;
-    const std::vector<int64_t> q_dims{b, h, S, d}, q_strides{S * h * d, d, h * d, 1};
-    const std::vector<int64_t> kv_dims{b, hk, S, d}, kv_strides{S * hk * d, d, hk * d, 1};
-    const std::vector<int64_t> kt_dims{b, hk, d, S}, kt_strides{S * hk * d, d, 1, hk * d};
-    const std::vector<int64_t> s_dims{b, h, S, S}, s_strides{h * S * S, S * S, S, 1};
-    const std::vector<int64_t> st_strides{h * S * S, S * S, 1, S};  // the transposed view of an S×S tile
-    const std::vector<int64_t> row_dims{b, h, S, 1}, row_strides{h * S, S, 1, 1};
     // cudnn-frontend's workaround (cuDNN <= 9.15, bprop): a padding mask of full lengths when seq % 128 != 0.
     const bool workaround = backward && s.seq_lens == nullptr && S % 128 != 0 && ver <= 91500;
     gr.padding = s.seq_lens != nullptr || workaround;
-    const float neg_inf = ver < 91000 ? std::numeric_limits<float>::lowest() : -std::numeric_limits<float>::infinity();
+    // Scalars as cudnn-frontend makes them (dims {1}); should this cuDNN refuse the graph, once more with {1,1,1,1}.
+    std::string errors;
+    for (const int scalar_rank : {1, 4}) {
+      gr.softmax_sum_bytes = gr.dq_accum_bytes = 0;
+      gr.info = CudnnPlanInfo{};
+      gr.builder = std::make_unique<Builder>(static_cast<cudnnHandle_t>(handle_), scalar_rank);
+      Builder& B = *gr.builder;
+      const auto f32 = CUDNN_DATA_FLOAT, bf = CUDNN_DATA_BFLOAT16, i32 = CUDNN_DATA_INT32, bl = CUDNN_DATA_BOOLEAN;
+      const std::vector<int64_t> q_dims{b, h, S, d}, q_strides{S * h * d, d, h * d, 1};
+      const std::vector<int64_t> kv_dims{b, hk, S, d}, kv_strides{S * hk * d, d, hk * d, 1};
+      const std::vector<int64_t> kt_dims{b, hk, d, S}, kt_strides{S * hk * d, d, 1, hk * d};
+      const std::vector<int64_t> s_dims{b, h, S, S}, s_strides{h * S * S, S * S, S, 1};
+      const std::vector<int64_t> st_strides{h * S * S, S * S, 1, S};  // the transposed view of an S×S tile
+      const std::vector<int64_t> row_dims{b, h, S, 1}, row_strides{h * S, S, 1, 1};
+      const float neg_inf =
+          ver < 91000 ? std::numeric_limits<float>::lowest() : -std::numeric_limits<float>::infinity();
 
-    const int64_t Q = B.io(uid_q, "Q", bf, q_dims, q_strides);
-    const int64_t KT = B.io(uid_k, "K^T", bf, kt_dims, kt_strides);
-    const int64_t stats = B.io(uid_stats, "stats (lse)", f32, row_dims, row_strides);
-    const int64_t seq_q = gr.padding ? B.io(uid_seq_q, "seq_len_q", i32, {b, 1, 1, 1}, {1, 1, 1, 1}) : -1;
-    const int64_t seq_kv = gr.padding ? B.io(uid_seq_kv, "seq_len_kv", i32, {b, 1, 1, 1}, {1, 1, 1, 1}) : -1;
-    const int64_t attn_scale = B.scalar_f32("attn_scale", scale);
-    const int64_t minus_inf = B.scalar_f32("-inf", neg_inf);
+      const int64_t Q = B.io(uid_q, "Q", bf, q_dims, q_strides);
+      const int64_t KT = B.io(uid_k, "K^T", bf, kt_dims, kt_strides);
+      const int64_t stats = B.io(uid_stats, "stats (lse)", f32, row_dims, row_strides);
+      const int64_t seq_q = gr.padding ? B.io(uid_seq_q, "seq_len_q", i32, {b, 1, 1, 1}, {1, 1, 1, 1}) : -1;
+      const int64_t seq_kv = gr.padding ? B.io(uid_seq_kv, "seq_len_kv", i32, {b, 1, 1, 1}, {1, 1, 1, 1}) : -1;
+      const int64_t attn_scale = B.scalar_f32("attn_scale", scale);
+      const int64_t minus_inf = B.scalar_f32("-inf", neg_inf);
 
-    auto padding_mask = [&](int64_t x, const std::string& tag) {
-      const int64_t row = B.virt(tag + " row index", i32, x), col = B.virt(tag + " col index", i32, x);
-      B.pointwise(tag + " gen_row_idx", CUDNN_POINTWISE_GEN_INDEX, x, -1, -1, row, i32, 2);
-      B.pointwise(tag + " gen_col_idx", CUDNN_POINTWISE_GEN_INDEX, x, -1, -1, col, i32, 3);
-      const int64_t rm = B.virt(tag + " row < seq_len_q", bl, x), cm = B.virt(tag + " col < seq_len_kv", bl, x);
-      B.pointwise(tag + " lt_row_sq", CUDNN_POINTWISE_CMP_LT, row, seq_q, -1, rm, bl);
-      B.pointwise(tag + " lt_col_skv", CUDNN_POINTWISE_CMP_LT, col, seq_kv, -1, cm, bl);
-      const int64_t both = B.virt(tag + " and", bl, x);
-      B.pointwise(tag + " and_row_col", CUDNN_POINTWISE_LOGICAL_AND, rm, cm, -1, both, bl);
-      const int64_t y = B.virt(tag + " masked", f32, x);
-      B.pointwise(tag + " select", CUDNN_POINTWISE_BINARY_SELECT, x, minus_inf, both, y);
-      return y;
-    };
-    // Causal: keep row >= col (the diagonal band's right bound 0, top-left aligned); window w: keep col + w > row.
-    auto band_masks = [&](int64_t x) {
-      const int64_t row = B.virt("causal row index", i32, x), col = B.virt("causal col index", i32, x);
-      B.pointwise("causal gen_row_index", CUDNN_POINTWISE_GEN_INDEX, x, -1, -1, row, f32, 2);
-      B.pointwise("causal gen_col_index", CUDNN_POINTWISE_GEN_INDEX, x, -1, -1, col, f32, 3);
-      const int64_t keep = B.virt("row >= col", bl, x);
-      B.pointwise("causal row>=col", CUDNN_POINTWISE_CMP_GE, row, col, -1, keep, bl);
-      int64_t y = B.virt("causal masked", f32, x);
-      B.pointwise("causal binary_select", CUDNN_POINTWISE_BINARY_SELECT, x, minus_inf, keep, y);
-      if (window > 0) {
-        const int64_t wrow = B.virt("window row index", i32, y), wcol = B.virt("window col index", i32, y);
-        B.pointwise("window gen_row_index", CUDNN_POINTWISE_GEN_INDEX, y, -1, -1, wrow, f32, 2);
-        B.pointwise("window gen_col_index", CUDNN_POINTWISE_GEN_INDEX, y, -1, -1, wcol, f32, 3);
-        const int64_t left = B.scalar_f32("window (left bound)", static_cast<float>(window));
-        const int64_t shifted = B.virt("col + window", f32, y);
-        B.pointwise("window col+window", CUDNN_POINTWISE_ADD, wcol, left, -1, shifted, f32);
-        const int64_t wkeep = B.virt("col + window > row", bl, y);
-        B.pointwise("window col+window>row", CUDNN_POINTWISE_CMP_GT, shifted, wrow, -1, wkeep, bl);
-        const int64_t z = B.virt("window masked", f32, y);
-        B.pointwise("window binary_select", CUDNN_POINTWISE_BINARY_SELECT, y, minus_inf, wkeep, z);
-        y = z;
-      }
-      return y;
-    };
-    auto scores = [&](const std::string& tag) {  // scale · Q·Kᵀ with the padding mask
-      const int64_t s0 = B.virt(tag + " Q·K^T", f32, s_dims, s_strides);
-      B.matmul(tag + " bmm1 Q·K^T", Q, KT, s0, seq_q, seq_kv, -1);
-      const int64_t s1 = B.virt(tag + " scaled", f32, s0);
-      B.pointwise(tag + " attn_scale", CUDNN_POINTWISE_MUL, s0, attn_scale, -1, s1);
-      return gr.padding ? padding_mask(s1, tag + " padding") : s1;
-    };
+      auto padding_mask = [&](int64_t x, const std::string& tag) {
+        const int64_t row = B.virt(tag + " row index", i32, x), col = B.virt(tag + " col index", i32, x);
+        B.pointwise(tag + " gen_row_idx", CUDNN_POINTWISE_GEN_INDEX, x, -1, -1, row, i32, 2);
+        B.pointwise(tag + " gen_col_idx", CUDNN_POINTWISE_GEN_INDEX, x, -1, -1, col, i32, 3);
+        const int64_t rm = B.virt(tag + " row < seq_len_q", bl, x), cm = B.virt(tag + " col < seq_len_kv", bl, x);
+        B.pointwise(tag + " lt_row_sq", CUDNN_POINTWISE_CMP_LT, row, seq_q, -1, rm, bl);
+        B.pointwise(tag + " lt_col_skv", CUDNN_POINTWISE_CMP_LT, col, seq_kv, -1, cm, bl);
+        const int64_t both = B.virt(tag + " and", bl, x);
+        B.pointwise(tag + " and_row_col", CUDNN_POINTWISE_LOGICAL_AND, rm, cm, -1, both, bl);
+        const int64_t y = B.virt(tag + " masked", f32, x);
+        B.pointwise(tag + " select", CUDNN_POINTWISE_BINARY_SELECT, x, minus_inf, both, y);
+        return y;
+      };
+      // Causal: keep row >= col (the diagonal band's right bound 0, top-left aligned); window w: keep col + w > row.
+      auto band_masks = [&](int64_t x) {
+        const int64_t row = B.virt("causal row index", i32, x), col = B.virt("causal col index", i32, x);
+        B.pointwise("causal gen_row_index", CUDNN_POINTWISE_GEN_INDEX, x, -1, -1, row, f32, 2);
+        B.pointwise("causal gen_col_index", CUDNN_POINTWISE_GEN_INDEX, x, -1, -1, col, f32, 3);
+        const int64_t keep = B.virt("row >= col", bl, x);
+        B.pointwise("causal row>=col", CUDNN_POINTWISE_CMP_GE, row, col, -1, keep, bl);
+        int64_t y = B.virt("causal masked", f32, x);
+        B.pointwise("causal binary_select", CUDNN_POINTWISE_BINARY_SELECT, x, minus_inf, keep, y);
+        if (window > 0) {
+          const int64_t wrow = B.virt("window row index", i32, y), wcol = B.virt("window col index", i32, y);
+          B.pointwise("window gen_row_index", CUDNN_POINTWISE_GEN_INDEX, y, -1, -1, wrow, f32, 2);
+          B.pointwise("window gen_col_index", CUDNN_POINTWISE_GEN_INDEX, y, -1, -1, wcol, f32, 3);
+          const int64_t left = B.scalar_f32("window (left bound)", static_cast<float>(window));
+          const int64_t shifted = B.virt("col + window", f32, y);
+          B.pointwise("window col+window", CUDNN_POINTWISE_ADD, wcol, left, -1, shifted, f32);
+          const int64_t wkeep = B.virt("col + window > row", bl, y);
+          B.pointwise("window col+window>row", CUDNN_POINTWISE_CMP_GT, shifted, wrow, -1, wkeep, bl);
+          const int64_t z = B.virt("window masked", f32, y);
+          B.pointwise("window binary_select", CUDNN_POINTWISE_BINARY_SELECT, y, minus_inf, wkeep, z);
+          y = z;
+        }
+        return y;
+      };
+      auto scores = [&](const std::string& tag) {  // scale · Q·Kᵀ with the padding mask
+        const int64_t s0 = B.virt(tag + " Q·K^T", f32, s_dims, s_strides);
+        B.matmul(tag + " bmm1 Q·K^T", Q, KT, s0, seq_q, seq_kv, -1);
+        const int64_t s1 = B.virt(tag + " scaled", f32, s0);
+        B.pointwise(tag + " attn_scale", CUDNN_POINTWISE_MUL, s0, attn_scale, -1, s1);
+        return gr.padding ? padding_mask(s1, tag + " padding") : s1;
+      };
 
-    if (!backward) {
-      const int64_t V = B.io(uid_v, "V", bf, kv_dims, kv_strides);
-      const int64_t O = B.io(uid_o, "O", bf, q_dims, q_strides);
-      const int64_t x = band_masks(scores("fprop"));
-      const int64_t m = B.virt("softmax max", f32, row_dims, row_strides);
-      B.reduction("softmax max", CUDNN_REDUCE_TENSOR_MAX, x, m);
-      const int64_t sub = B.virt("softmax x - max", f32, x);
-      B.pointwise("softmax sub", CUDNN_POINTWISE_SUB, x, m, -1, sub);
-      const int64_t e = B.virt("softmax exp", f32, x);
-      B.pointwise("softmax exp", CUDNN_POINTWISE_EXP, sub, -1, -1, e);
-      const int64_t z = B.virt("softmax sum", f32, row_dims, row_strides);
-      B.reduction("softmax sum", CUDNN_REDUCE_TENSOR_ADD, e, z);
-      const int64_t lz = B.virt("softmax log sum", f32, row_dims, row_strides);
-      B.pointwise("softmax log", CUDNN_POINTWISE_LOG, z, -1, -1, lz);
-      B.pointwise("softmax stats = max + log sum", CUDNN_POINTWISE_ADD, m, lz, -1, stats);
-      const int64_t p = B.virt("softmax P", bf, x);
-      B.pointwise("softmax div", CUDNN_POINTWISE_DIV, e, z, -1, p);
-      B.matmul("bmm2 P·V", p, V, O, seq_q, -1, seq_kv);
-    } else {
-      const int64_t VT = B.io(uid_v, "V^T", bf, kt_dims, kt_strides);
-      const int64_t O = B.io(uid_o, "O", bf, q_dims, q_strides);
-      const int64_t dO = B.io(uid_do, "dO", bf, q_dims, q_strides);
-      const int64_t dQ = B.io(uid_dq, "dQ", bf, q_dims, q_strides);
-      const int64_t dK = B.io(uid_dk, "dK", bf, kv_dims, kv_strides);
-      const int64_t dV = B.io(uid_dv, "dV", bf, kv_dims, kv_strides);
-      const int64_t one = B.scalar_f32("one", 1.f);
-      // softmax_sum = Σ_d dO·O per row (non-virtual: it lives in our workspace)
-      const int64_t dOO = B.virt("dO*O", f32, q_dims, {h * S * d, S * d, h * d, 1});
-      B.pointwise("mul_dO_O", CUDNN_POINTWISE_MUL, dO, O, -1, dOO);
-      const int64_t rsum = B.virt("sum dO*O", f32, row_dims, row_strides);
-      B.reduction("reduce_dO_O", CUDNN_REDUCE_TENSOR_ADD, dOO, rsum);
-      const int64_t softmax_sum = B.io(uid_softmax_sum, "softmax_sum", f32, row_dims, row_strides);
-      B.pointwise("scale_dropout_inv", CUDNN_POINTWISE_MUL, rsum, one, -1, softmax_sum);
-      gr.softmax_sum_bytes = align_up(b * h * S * 4);
-      // P = exp(scores − stats), recomputed
-      int64_t x = scores("bprop");
-      const int64_t centred = B.virt("scores - stats", f32, x);
-      B.pointwise("sub_s_m", CUDNN_POINTWISE_SUB, x, stats, -1, centred);
-      x = centred;
-      if (gr.padding && ver >= 90000 && ver < 91000) x = padding_mask(x, "second padding");
-      x = band_masks(x);
-      const int64_t exp_s = B.virt("exp_s", f32, x);
-      B.pointwise("exp_s", CUDNN_POINTWISE_EXP, x, -1, -1, exp_s);
-      // dV = Pᵀ·dO (summed over each GQA group)
-      const int64_t pT = B.virt("P^T", bf, s_dims, st_strides);
-      B.reshape("reshape_p", exp_s, pT);
-      const std::vector<int64_t> full_head_strides{h * S * d, S * d, d, 1};
-      if (h == hk) {
-        B.matmul("matmul_pT_dO", pT, dO, dV, seq_kv, -1, seq_q);
+      if (!backward) {
+        const int64_t V = B.io(uid_v, "V", bf, kv_dims, kv_strides);
+        const int64_t O = B.io(uid_o, "O", bf, q_dims, q_strides);
+        const int64_t x = band_masks(scores("fprop"));
+        const int64_t m = B.virt("softmax max", f32, row_dims, row_strides);
+        B.reduction("softmax max", CUDNN_REDUCE_TENSOR_MAX, x, m);
+        const int64_t sub = B.virt("softmax x - max", f32, x);
+        B.pointwise("softmax sub", CUDNN_POINTWISE_SUB, x, m, -1, sub);
+        const int64_t e = B.virt("softmax exp", f32, x);
+        B.pointwise("softmax exp", CUDNN_POINTWISE_EXP, sub, -1, -1, e);
+        const int64_t z = B.virt("softmax sum", f32, row_dims, row_strides);
+        B.reduction("softmax sum", CUDNN_REDUCE_TENSOR_ADD, e, z);
+        const int64_t lz = B.virt("softmax log sum", f32, row_dims, row_strides);
+        B.pointwise("softmax log", CUDNN_POINTWISE_LOG, z, -1, -1, lz);
+        B.pointwise("softmax stats = max + log sum", CUDNN_POINTWISE_ADD, m, lz, -1, stats);
+        const int64_t p = B.virt("softmax P", bf, x);
+        B.pointwise("softmax div", CUDNN_POINTWISE_DIV, e, z, -1, p);
+        B.matmul("bmm2 P·V", p, V, O, seq_q, -1, seq_kv);
       } else {
-        const int64_t dVf = B.virt("dV full heads", bf, q_dims, full_head_strides);
-        B.matmul("matmul_pT_dO", pT, dO, dVf, seq_kv, -1, seq_q);
-        B.reduction("red_dV_head", CUDNN_REDUCE_TENSOR_ADD, dVf, dV);
+        const int64_t VT = B.io(uid_v, "V^T", bf, kt_dims, kt_strides);
+        const int64_t O = B.io(uid_o, "O", bf, q_dims, q_strides);
+        const int64_t dO = B.io(uid_do, "dO", bf, q_dims, q_strides);
+        const int64_t dQ = B.io(uid_dq, "dQ", bf, q_dims, q_strides);
+        const int64_t dK = B.io(uid_dk, "dK", bf, kv_dims, kv_strides);
+        const int64_t dV = B.io(uid_dv, "dV", bf, kv_dims, kv_strides);
+        const int64_t one = B.scalar_f32("one", 1.f);
+        // softmax_sum = Σ_d dO·O per row (non-virtual: it lives in our workspace)
+        const int64_t dOO = B.virt("dO*O", f32, q_dims, {h * S * d, S * d, h * d, 1});
+        B.pointwise("mul_dO_O", CUDNN_POINTWISE_MUL, dO, O, -1, dOO);
+        const int64_t rsum = B.virt("sum dO*O", f32, row_dims, row_strides);
+        B.reduction("reduce_dO_O", CUDNN_REDUCE_TENSOR_ADD, dOO, rsum);
+        const int64_t softmax_sum = B.io(uid_softmax_sum, "softmax_sum", f32, row_dims, row_strides);
+        B.pointwise("scale_dropout_inv", CUDNN_POINTWISE_MUL, rsum, one, -1, softmax_sum);
+        gr.softmax_sum_bytes = align_up(b * h * S * 4);
+        // P = exp(scores − stats), recomputed
+        int64_t x = scores("bprop");
+        const int64_t centred = B.virt("scores - stats", f32, x);
+        B.pointwise("sub_s_m", CUDNN_POINTWISE_SUB, x, stats, -1, centred);
+        x = centred;
+        if (gr.padding && ver >= 90000 && ver < 91000) x = padding_mask(x, "second padding");
+        x = band_masks(x);
+        const int64_t exp_s = B.virt("exp_s", f32, x);
+        B.pointwise("exp_s", CUDNN_POINTWISE_EXP, x, -1, -1, exp_s);
+        // dV = Pᵀ·dO (summed over each GQA group)
+        const int64_t pT = B.virt("P^T", bf, s_dims, st_strides);
+        B.reshape("reshape_p", exp_s, pT);
+        const std::vector<int64_t> full_head_strides{h * S * d, S * d, d, 1};
+        if (h == hk) {
+          B.matmul("matmul_pT_dO", pT, dO, dV, seq_kv, -1, seq_q);
+        } else {
+          const int64_t dVf = B.virt("dV full heads", bf, q_dims, full_head_strides);
+          B.matmul("matmul_pT_dO", pT, dO, dVf, seq_kv, -1, seq_q);
+          B.reduction("red_dV_head", CUDNN_REDUCE_TENSOR_ADD, dVf, dV);
+        }
+        // dS = scale · P ⊙ (dO·Vᵀ − softmax_sum)
+        const int64_t dP = B.virt("dP", f32, s_dims, s_strides);
+        B.matmul("matmul_dO_VT", dO, VT, dP, seq_q, seq_kv, -1);
+        const int64_t dPc = B.virt("dP - softmax_sum", f32, dP);
+        B.pointwise("sub_dP_softmax_sum", CUDNN_POINTWISE_SUB, dP, softmax_sum, -1, dPc);
+        const int64_t dPe = B.virt("(dP - softmax_sum)*P", f32, dP);
+        B.pointwise("mul_dP_exp_s", CUDNN_POINTWISE_MUL, dPc, exp_s, -1, dPe);
+        const int64_t dS = B.virt("dS", f32, dP);
+        B.pointwise("mul_dS_attn_scale", CUDNN_POINTWISE_MUL, dPe, attn_scale, -1, dS);
+        // dK = dSᵀ·Q (summed over each GQA group)
+        const int64_t dST = B.virt("dS^T", bf, s_dims, st_strides);
+        B.reshape("reshape_dS", dS, dST);
+        if (h == hk) {
+          B.matmul("matmul_dST_Q", dST, Q, dK, seq_kv, -1, seq_q);
+        } else {
+          const int64_t dKf = B.virt("dK full heads", bf, q_dims, full_head_strides);
+          B.matmul("matmul_dST_Q", dST, Q, dKf, seq_kv, -1, seq_q);
+          B.reduction("red_dK_head", CUDNN_REDUCE_TENSOR_ADD, dKf, dK);
+        }
+        // dQ = dS·K: straight into dQ (the deterministic graph), or through an fp32 accumulator in the workspace
+        const int64_t K = B.virt("K", bf, kv_dims, kv_strides);
+        B.reshape("reshape_k", KT, K);
+        if (deterministic) {
+          B.matmul("matmul_dS_K", dS, K, dQ, seq_q, -1, seq_kv);
+        } else {
+          const int64_t acc = B.io(uid_dq_accum, "dQ_accum", f32, q_dims, full_head_strides);
+          B.matmul("matmul_dS_K", dS, K, acc, seq_q, -1, seq_kv);
+          B.pointwise("identity_dQ", CUDNN_POINTWISE_IDENTITY, acc, -1, -1, dQ);
+          gr.dq_accum_bytes = align_up(b * h * S * d * 4);
+        }
       }
-      // dS = scale · P ⊙ (dO·Vᵀ − softmax_sum)
-      const int64_t dP = B.virt("dP", f32, s_dims, s_strides);
-      B.matmul("matmul_dO_VT", dO, VT, dP, seq_q, seq_kv, -1);
-      const int64_t dPc = B.virt("dP - softmax_sum", f32, dP);
-      B.pointwise("sub_dP_softmax_sum", CUDNN_POINTWISE_SUB, dP, softmax_sum, -1, dPc);
-      const int64_t dPe = B.virt("(dP - softmax_sum)*P", f32, dP);
-      B.pointwise("mul_dP_exp_s", CUDNN_POINTWISE_MUL, dPc, exp_s, -1, dPe);
-      const int64_t dS = B.virt("dS", f32, dP);
-      B.pointwise("mul_dS_attn_scale", CUDNN_POINTWISE_MUL, dPe, attn_scale, -1, dS);
-      // dK = dSᵀ·Q (summed over each GQA group)
-      const int64_t dST = B.virt("dS^T", bf, s_dims, st_strides);
-      B.reshape("reshape_dS", dS, dST);
-      if (h == hk) {
-        B.matmul("matmul_dST_Q", dST, Q, dK, seq_kv, -1, seq_q);
-      } else {
-        const int64_t dKf = B.virt("dK full heads", bf, q_dims, full_head_strides);
-        B.matmul("matmul_dST_Q", dST, Q, dKf, seq_kv, -1, seq_q);
-        B.reduction("red_dK_head", CUDNN_REDUCE_TENSOR_ADD, dKf, dK);
+      if (B.ok()) gr.plan = B.plan(deterministic || !backward, gr.info);
+      if (gr.plan != nullptr) {
+        if (scalar_rank != 1)
+          gr.info.notes += MT_FORMAT("{}scalars of rank {}", gr.info.notes.empty() ? "" : ", ", scalar_rank);
+        break;
       }
-      // dQ = dS·K: straight into dQ (the deterministic graph), or through an fp32 accumulator in the workspace
-      const int64_t K = B.virt("K", bf, kv_dims, kv_strides);
-      B.reshape("reshape_k", KT, K);
-      if (deterministic) {
-        B.matmul("matmul_dS_K", dS, K, dQ, seq_q, -1, seq_kv);
-      } else {
-        const int64_t acc = B.io(uid_dq_accum, "dQ_accum", f32, q_dims, full_head_strides);
-        B.matmul("matmul_dS_K", dS, K, acc, seq_q, -1, seq_kv);
-        B.pointwise("identity_dQ", CUDNN_POINTWISE_IDENTITY, acc, -1, -1, dQ);
-        gr.dq_accum_bytes = align_up(b * h * S * d * 4);
-      }
+      errors += MT_FORMAT("{}with scalars of rank {}: {}", errors.empty() ? "" : "; ", scalar_rank, B.error());
     }
-    if (B.ok()) gr.plan = B.plan(deterministic || !backward, gr.info);
     if (gr.plan != nullptr) {
       gr.plan_bytes = align_up(gr.info.workspace_bytes);
       gr.info.workspace_bytes = gr.plan_bytes + gr.softmax_sum_bytes + gr.dq_accum_bytes;
@@ -583,7 +633,7 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
       const int64_t cap = (cap_env != nullptr ? std::atoll(cap_env) : 1024) << 20;
       if (gr.info.workspace_bytes > cap) {
         gr.info.error = fmt::format("workspace {:.1f} MiB over MEGATRAIN_CUDNN_WORKSPACE_MIB ({} MiB)",
-                                  gr.info.workspace_bytes / 1048576.0, cap >> 20);
+                                    gr.info.workspace_bytes / 1048576.0, cap >> 20);
         gr.plan = nullptr;
       } else {
         gr.info.ok = true;
@@ -591,19 +641,20 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
       if (workaround && gr.info.ok) {
         std::vector<int32_t> lens(static_cast<size_t>(b), static_cast<int32_t>(S));
         gr.full_lens = static_cast<int32_t*>(alloc_(b * 4));
-        MT_CHECK_CUDA(cudaMemcpyAsync(gr.full_lens, lens.data(), static_cast<size_t>(b * 4), cudaMemcpyHostToDevice,
-                                      stream_));
+        MT_CHECK_CUDA(
+            cudaMemcpyAsync(gr.full_lens, lens.data(), static_cast<size_t>(b * 4), cudaMemcpyHostToDevice, stream_));
         MT_CHECK_CUDA(cudaStreamSynchronize(stream_));  // once per graph: lens is about to go
       }
     } else if (gr.info.error.empty()) {
-      gr.info.error = B.error();
+      gr.info.error = errors;
     }
   }
   log::info("attention {} batch {} seq {} heads {}/{} head_dim {} window {}{}: {}", backward ? "backward" : "forward",
             s.batch, s.seq, s.n_heads, s.n_kv_heads, s.head_dim, s.window, s.seq_lens ? " padded" : "",
-            gr.info.ok ? fmt::format("cuDNN {} engine {} ({:.1f} MiB workspace{})", ver, gr.info.engine,
-                                   gr.info.workspace_bytes / 1048576.0, gr.info.notes.empty() ? "" : ", " + gr.info.notes)
-                       : "our kernel (cuDNN: " + gr.info.error + ")");
+            gr.info.ok
+                ? fmt::format("cuDNN {} engine {} ({:.1f} MiB workspace{})", ver, gr.info.engine,
+                              gr.info.workspace_bytes / 1048576.0, gr.info.notes.empty() ? "" : ", " + gr.info.notes)
+                : "our kernel (cuDNN: " + gr.info.error + ")");
   return gr;
 }
 
@@ -634,9 +685,10 @@ void execute(cudnnHandle_t handle, cudnnBackendDescriptor_t plan, Bindings b, co
     ~Destroy() { cudnnBackendDestroyDescriptor(d); }
   } destroy{pack};
   const auto n = static_cast<int64_t>(b.uids.size());
-  MT_CHECK_CUDNN(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, b.uids.data()));
-  MT_CHECK_CUDNN(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n,
-                                          b.ptrs.data()));
+  MT_CHECK_CUDNN(
+      cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, b.uids.data()));
+  MT_CHECK_CUDNN(
+      cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, b.ptrs.data()));
   MT_CHECK_CUDNN(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace));
   MT_CHECK_CUDNN(cudnnBackendFinalize(pack));
   MT_CHECK_CUDNN(cudnnBackendExecute(handle, plan, pack));

@@ -37,11 +37,11 @@ std::string cudnn_attention_gap(const AttnShape& s, DType dtype);
 // What building one graph gave: whether it finalized, the engine, its workspace, or the first failing call.
 struct CudnnPlanInfo {
   bool ok = false;
-  int64_t engine = -1;           // CUDNN_ATTR_ENGINE_GLOBAL_INDEX of the chosen engine config
-  int64_t workspace_bytes = 0;   // the plan's workspace plus our fp32 side tensors (softmax sum, dQ accumulator)
-  int64_t candidates = 0;        // engine configs the heuristics offered
-  std::string notes;             // the engine's numerical/behaviour notes
-  std::string error;             // when !ok: "<descriptor> <attribute>: <cuDNN status> (<cuDNN's last message>)"
+  int64_t engine = -1;          // CUDNN_ATTR_ENGINE_GLOBAL_INDEX of the chosen engine config
+  int64_t workspace_bytes = 0;  // the plan's workspace plus our fp32 side tensors (softmax sum, dQ accumulator)
+  int64_t candidates = 0;       // engine configs the heuristics offered
+  std::string notes;            // the engine's numerical/behaviour notes
+  std::string error;            // when !ok: "<descriptor> <attribute>: <cuDNN status> (<cuDNN's last message>)"
 };
 
 class CudnnAttention {
@@ -58,8 +58,8 @@ class CudnnAttention {
 
   // Run when the plan for the shape finalizes (else return false, having run nothing). Pointers as in
   // Backend::attention_forward / attention_backward; the shape's device pointers (seq_lens) are read on the GPU.
-  bool forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* q, const __nv_bfloat16* k,
-               const __nv_bfloat16* v, const AttnShape& s);
+  bool forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
+               const AttnShape& s);
   bool backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, const __nv_bfloat16* dout,
                 const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const __nv_bfloat16* out,
                 const float* lse, const AttnShape& s, bool deterministic = true);

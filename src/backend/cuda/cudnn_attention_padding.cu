@@ -1,8 +1,7 @@
 // The padded rows of cuDNN's attention outputs (see cudnn_attention.h): cuDNN leaves rows past a sequence's length
 // as its kernels left them; our attention contract has them 0 (out, lse and the gradients).
-#include "backend/cuda/cudnn_attention.h"
-
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cudnn_attention.h"
 
 namespace mt::cuda {
 namespace {
@@ -30,8 +29,8 @@ void zero_padded_attention_rows(__nv_bfloat16* x, int64_t width, float* lse, con
   MT_CHECK_CUDA(cudaGetLastError());
   if (lse == nullptr) return;
   const int64_t n = s.batch * s.n_heads * s.seq;
-  zero_padded_lse_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(
-      lse, s.seq_lens, seq, static_cast<int>(s.n_heads), n);
+  zero_padded_lse_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(lse, s.seq_lens, seq,
+                                                                                     static_cast<int>(s.n_heads), n);
   MT_CHECK_CUDA(cudaGetLastError());
 }
 
