@@ -486,7 +486,7 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
       const int64_t seq_q = gr.padding ? B.io(uid_seq_q, "seq_len_q", i32, {b, 1, 1, 1}, {1, 1, 1, 1}) : -1;
       const int64_t seq_kv = gr.padding ? B.io(uid_seq_kv, "seq_len_kv", i32, {b, 1, 1, 1}, {1, 1, 1, 1}) : -1;
       const int64_t attn_scale = B.scalar_f32("attn_scale", scale);
-      const int64_t minus_inf = B.scalar_f32("-inf", neg_inf);
+      auto minus_inf = [&] { return B.scalar_f32("-inf", neg_inf); };  // one per mask, as cudnn-frontend has them
 
       auto padding_mask = [&](int64_t x, const std::string& tag) {
         const int64_t row = B.virt(tag + " row index", i32, x), col = B.virt(tag + " col index", i32, x);
@@ -498,7 +498,7 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
         const int64_t both = B.virt(tag + " and", bl, x);
         B.pointwise(tag + " and_row_col", CUDNN_POINTWISE_LOGICAL_AND, rm, cm, -1, both, bl);
         const int64_t y = B.virt(tag + " masked", f32, x);
-        B.pointwise(tag + " select", CUDNN_POINTWISE_BINARY_SELECT, x, minus_inf, both, y);
+        B.pointwise(tag + " select", CUDNN_POINTWISE_BINARY_SELECT, x, minus_inf(), both, y);
         return y;
       };
       // Causal: keep row >= col (the diagonal band's right bound 0, top-left aligned); window w: keep col + w > row.
@@ -509,7 +509,7 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
         const int64_t keep = B.virt("row >= col", bl, x);
         B.pointwise("causal row>=col", CUDNN_POINTWISE_CMP_GE, row, col, -1, keep, bl);
         int64_t y = B.virt("causal masked", f32, x);
-        B.pointwise("causal binary_select", CUDNN_POINTWISE_BINARY_SELECT, x, minus_inf, keep, y);
+        B.pointwise("causal binary_select", CUDNN_POINTWISE_BINARY_SELECT, x, minus_inf(), keep, y);
         if (window > 0) {
           const int64_t wrow = B.virt("window row index", i32, y), wcol = B.virt("window col index", i32, y);
           B.pointwise("window gen_row_index", CUDNN_POINTWISE_GEN_INDEX, y, -1, -1, wrow, f32, 2);
@@ -520,7 +520,7 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
           const int64_t wkeep = B.virt("col + window > row", bl, y);
           B.pointwise("window col+window>row", CUDNN_POINTWISE_CMP_GT, shifted, wrow, -1, wkeep, bl);
           const int64_t z = B.virt("window masked", f32, y);
-          B.pointwise("window binary_select", CUDNN_POINTWISE_BINARY_SELECT, y, minus_inf, wkeep, z);
+          B.pointwise("window binary_select", CUDNN_POINTWISE_BINARY_SELECT, y, minus_inf(), wkeep, z);
           y = z;
         }
         return y;
@@ -607,7 +607,8 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
           B.reduction("red_dK_head", CUDNN_REDUCE_TENSOR_ADD, dKf, dK);
         }
         // dQ = dS·K: straight into dQ (the deterministic graph), or through an fp32 accumulator in the workspace
-        const int64_t K = B.virt("K", bf, kv_dims, kv_strides);
+        // typed as cudnn-frontend leaves it: a virtual view gets the intermediate type
+        const int64_t K = B.virt("K", f32, kv_dims, kv_strides);
         B.reshape("reshape_k", KT, K);
         if (deterministic) {
           B.matmul("matmul_dS_K", dS, K, dQ, seq_q, -1, seq_kv);
