@@ -421,13 +421,22 @@ int64_t CudnnAttention::version() {
   return handle_ != nullptr && handle_error_.empty() ? static_cast<int64_t>(cudnnGetVersion()) : 0;
 }
 
-void* CudnnAttention::workspace(int64_t bytes) {
-  if (bytes > workspace_bytes_) {
-    if (workspace_) free_(workspace_);
+bool CudnnAttention::reserve_workspace(Graph& g) {
+  const int64_t bytes = g.info.workspace_bytes;
+  if (bytes <= workspace_bytes_) return true;
+  if (workspace_) free_(workspace_);
+  workspace_ = nullptr;
+  workspace_bytes_ = 0;
+  try {
     workspace_ = alloc_(bytes);
-    workspace_bytes_ = bytes;
+  } catch (const Error& e) {  // the GPU is full: this shape runs our kernel from now on
+    g.info.ok = false;
+    g.info.error = fmt::format("workspace of {:.1f} MiB: {}", bytes / 1048576.0, e.what());
+    log::warn("attention: cuDNN plan dropped, our kernel runs instead: {}", g.info.error);
+    return false;
   }
-  return workspace_;
+  workspace_bytes_ = bytes;
+  return true;
 }
 
 CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, bool deterministic) {
@@ -700,8 +709,8 @@ void execute(cudnnHandle_t handle, cudnnBackendDescriptor_t plan, Bindings b, co
 bool CudnnAttention::forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* q, const __nv_bfloat16* k,
                              const __nv_bfloat16* v, const AttnShape& s) {
   Graph& g = graph(false, s, true);
-  if (!g.info.ok) return false;
-  char* ws = static_cast<char*>(workspace(g.info.workspace_bytes));
+  if (!g.info.ok || !reserve_workspace(g)) return false;
+  char* ws = static_cast<char*>(workspace_);
   Bindings ptrs;
   ptrs.add(uid_q, q);
   ptrs.add(uid_k, k);
@@ -721,8 +730,8 @@ bool CudnnAttention::backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat1
                               const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
                               const __nv_bfloat16* out, const float* lse, const AttnShape& s, bool deterministic) {
   Graph& g = graph(true, s, deterministic);
-  if (!g.info.ok) return false;
-  char* ws = static_cast<char*>(workspace(g.info.workspace_bytes));
+  if (!g.info.ok || !reserve_workspace(g)) return false;
+  char* ws = static_cast<char*>(workspace_);
   Bindings ptrs;
   const int64_t uids[] = {uid_q, uid_k, uid_v, uid_o, uid_do, uid_stats, uid_dq, uid_dk, uid_dv, uid_softmax_sum};
   const void* data[] = {q, k, v, out, dout, lse, dq, dk, dv, ws + g.plan_bytes};

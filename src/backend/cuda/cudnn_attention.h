@@ -72,7 +72,7 @@ class CudnnAttention {
  private:
   using Key = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, uint32_t, bool>;
   Graph& graph(bool backward, const AttnShape& s, bool deterministic);
-  void* workspace(int64_t bytes);
+  bool reserve_workspace(Graph& g);  // grows the workspace to g's; false (and g is dropped) when that fails
 
   cudaStream_t stream_;
   Alloc alloc_;
