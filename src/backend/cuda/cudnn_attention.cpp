@@ -285,7 +285,11 @@ class Builder {
         check(cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
                                        CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n_notes, notes),
               c + " CUDNN_ATTR_ENGINE_NUMERICAL_NOTE");
-        if (!ok()) return nullptr;
+        if (!ok()) {  // an engine that cannot describe itself is passed over
+          refusals += error_ + "; ";
+          error_.clear();
+          continue;
+        }
         std::string note_text;
         bool nondeterministic = false;
         for (int64_t j = 0; j < n_notes; ++j) {
