@@ -33,7 +33,7 @@ note() { summary+=("$1"); echo "== $1"; }
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv >"$out/gpu.txt" 2>&1
 if [[ -z ${SKIP_OP_TABLE:-}${SKIP_TESTS:-} ]]; then
-  timeout 60 $b/tests_gpu >"$out/tests_gpu.log" 2>&1; note "tests_gpu rc=$? $(tail -n 2 "$out/tests_gpu.log" | tr '\n' ' ')"
+  timeout ${TESTS_GPU_TIMEOUT:-180} $b/tests_gpu >"$out/tests_gpu.log" 2>&1; note "tests_gpu rc=$? $(tail -n 2 "$out/tests_gpu.log" | tr '\n' ' ')"
 fi
 if [[ -z ${SKIP_TESTS:-} ]]; then
   MEGATRAIN_BACKEND=cuda timeout 150 $b/tests_integration "[parity]" >"$out/parity_cuda.log" 2>&1
