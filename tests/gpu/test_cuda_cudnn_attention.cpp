@@ -59,6 +59,8 @@ const std::vector<CudnnCase>& cudnn_cases() {
       {"GQA 4, window 37, padding 130/100, head_dim 64", 2, 130, 8, 2, 64, 37, {130, 100}},
       {"GQA 2, scale 1/12, length 200, head_dim 128", 1, 200, 4, 2, 128, 0, {}, 1.f / 12.f},
       {"GQA 8 long, length 1024, head_dim 128", 1, 1024, 16, 2, 128, 0, {}},
+      {"GQA 8, length 512 (a bucket: run in place), padded 512/300, head_dim 128", 2, 512, 16, 2, 128, 0, {512, 300}},
+      {"MHA, length 192 (a bucket, not a multiple of 128), head_dim 64", 1, 192, 2, 2, 64, 0, {}},
       {"GQA 2, head_dim 256, padding 300/211", 2, 300, 4, 2, 256, 0, {300, 211}, 0.f, false},
   };
   return cases;
@@ -164,6 +166,22 @@ TEST_CASE("cudnn attention: what only our kernel has is not covered", "[gpu][att
   mt::AttnShape odd_dim = s;
   odd_dim.head_dim = 6;
   CHECK(!cu::cudnn_attention_gap(odd_dim, mt::DType::bf16).empty());
+}
+
+TEST_CASE("cudnn attention: sequence buckets round up by at most an eighth, 64 at least", "[gpu][attention][cudnn]") {
+  CHECK(cu::cudnn_seq_bucket(2) == 64);
+  CHECK(cu::cudnn_seq_bucket(64) == 64);
+  CHECK(cu::cudnn_seq_bucket(77) == 128);
+  CHECK(cu::cudnn_seq_bucket(192) == 192);
+  CHECK(cu::cudnn_seq_bucket(1000) == 1024);
+  CHECK(cu::cudnn_seq_bucket(5000) == 5120);
+  CHECK(cu::cudnn_seq_bucket(8192) == 8192);
+  CHECK(cu::cudnn_seq_bucket(8193) == 9216);
+  CHECK(cu::cudnn_seq_bucket(32768) == 32768);
+  for (int64_t seq = 2; seq < 70000; seq += 97) {
+    const int64_t b = cu::cudnn_seq_bucket(seq);
+    CHECK((b >= seq && (b - seq) * 8 <= std::max<int64_t>(seq, 512)));
+  }
 }
 
 TEST_CASE("cuda backend attention: MEGATRAIN_ATTENTION=cudnn and =ours both match the reference",

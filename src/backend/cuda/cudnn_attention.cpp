@@ -425,8 +425,8 @@ int64_t CudnnAttention::version() {
   return handle_ != nullptr && handle_error_.empty() ? static_cast<int64_t>(cudnnGetVersion()) : 0;
 }
 
-bool CudnnAttention::reserve_workspace(Graph& g) {
-  const int64_t bytes = g.info.workspace_bytes;
+bool CudnnAttention::reserve_workspace(Graph& g, int64_t staging_bytes) {
+  const int64_t bytes = g.info.workspace_bytes + staging_bytes;
   if (bytes <= workspace_bytes_) return true;
   if (workspace_) free_(workspace_);
   workspace_ = nullptr;
@@ -443,7 +443,7 @@ bool CudnnAttention::reserve_workspace(Graph& g) {
   return true;
 }
 
-CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, bool deterministic) {
+CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, bool padded, bool deterministic) {
   uint32_t scale_bits = 0;
   const float scale = default_scale(s);
   std::memcpy(&scale_bits, &scale, sizeof scale);
@@ -474,8 +474,8 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
     const int64_t b = s.batch, S = s.seq, h = s.n_heads, hk = s.n_kv_heads, d = s.head_dim;
     const int64_t window = effective_window(s);
     // cudnn-frontend's workaround (cuDNN <= 9.15, bprop): a padding mask of full lengths when seq % 128 != 0.
-    const bool workaround = backward && s.seq_lens == nullptr && S % 128 != 0 && ver <= 91500;
-    gr.padding = s.seq_lens != nullptr || workaround;
+    const bool workaround = backward && !padded && S % 128 != 0 && ver <= 91500;
+    gr.padding = padded || workaround;
     // Scalars as cudnn-frontend makes them (dims {1}); should this cuDNN refuse the graph, once more with {1,1,1,1}.
     std::string errors;
     for (const int scalar_rank : {1, 4}) {
@@ -664,7 +664,7 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
     }
   }
   log::info("attention {} batch {} seq {} heads {}/{} head_dim {} window {}{}: {}", backward ? "backward" : "forward",
-            s.batch, s.seq, s.n_heads, s.n_kv_heads, s.head_dim, s.window, s.seq_lens ? " padded" : "",
+            s.batch, s.seq, s.n_heads, s.n_kv_heads, s.head_dim, s.window, padded ? " padded" : "",
             gr.info.ok
                 ? fmt::format("cuDNN {} engine {} ({:.1f} MiB workspace{})", ver, gr.info.engine,
                               gr.info.workspace_bytes / 1048576.0, gr.info.notes.empty() ? "" : ", " + gr.info.notes)
@@ -672,8 +672,28 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
   return gr;
 }
 
+int64_t cudnn_seq_bucket(int64_t seq) {
+  const char* env = std::getenv("MEGATRAIN_CUDNN_SEQ_BUCKETS");
+  if (env != nullptr && std::string(env) == "0") return seq;
+  int64_t octave = 1;
+  while (octave * 2 <= seq) octave *= 2;
+  const int64_t step = std::max<int64_t>(64, octave / 8);
+  return (seq + step - 1) / step * step;
+}
+
+CudnnAttention::Layout CudnnAttention::layout_for(const AttnShape& s) {
+  Layout l{s, s.seq_lens != nullptr, false};
+  const int64_t bucket = cudnn_seq_bucket(s.seq);
+  if (bucket != s.seq) {
+    l.shape.seq = bucket;
+    l.padded = l.staged = true;
+  }
+  return l;
+}
+
 CudnnPlanInfo CudnnAttention::plan_info(bool backward, const AttnShape& s, bool deterministic) {
-  return graph(backward, s, deterministic).info;
+  const Layout l = layout_for(s);
+  return graph(backward, l.shape, l.padded, deterministic).info;
 }
 
 namespace {
@@ -712,33 +732,83 @@ void execute(cudnnHandle_t handle, cudnnBackendDescriptor_t plan, Bindings b, co
 
 bool CudnnAttention::forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* q, const __nv_bfloat16* k,
                              const __nv_bfloat16* v, const AttnShape& s) {
-  Graph& g = graph(false, s, true);
-  if (!g.info.ok || !reserve_workspace(g)) return false;
+  const Layout l = layout_for(s);
+  Graph& g = graph(false, l.shape, l.padded, true);
+  const int64_t b = s.batch, S = s.seq, Sp = l.shape.seq, h = s.n_heads, hk = s.n_kv_heads, d = s.head_dim;
+  const int64_t q_bytes = align_up(b * Sp * h * d * 2), kv_bytes = align_up(b * Sp * hk * d * 2);
+  const int64_t stats_bytes = align_up(b * h * Sp * 4), lens_bytes = align_up(b * 4);
+  const int64_t staging = l.staged ? 2 * q_bytes + 2 * kv_bytes + stats_bytes + lens_bytes : 0;
+  if (!g.info.ok || !reserve_workspace(g, staging)) return false;
   char* ws = static_cast<char*>(workspace_);
+  const void *q_in = q, *k_in = k, *v_in = v, *lens = s.seq_lens;
+  void *o_out = out, *stats_out = lse;
+  if (l.staged) {  // rows [S, Sp) of every sequence are padding: 0 in, masked by the lengths
+    char* st = ws + g.info.workspace_bytes;
+    char *sq = st, *sk = sq + q_bytes, *sv = sk + kv_bytes, *so = sv + kv_bytes, *sstats = so + q_bytes;
+    int32_t* slens = reinterpret_cast<int32_t*>(sstats + stats_bytes);
+    restride_rows(sq, q, b, S, Sp, h * d * 2, stream_);
+    restride_rows(sk, k, b, S, Sp, hk * d * 2, stream_);
+    restride_rows(sv, v, b, S, Sp, hk * d * 2, stream_);
+    if (lens == nullptr) {
+      fill_ints(slens, b, static_cast<int32_t>(S), stream_);
+      lens = slens;
+    }
+    q_in = sq, k_in = sk, v_in = sv, o_out = so, stats_out = sstats;
+  }
   Bindings ptrs;
-  ptrs.add(uid_q, q);
-  ptrs.add(uid_k, k);
-  ptrs.add(uid_v, v);
-  ptrs.add(uid_o, out);
-  ptrs.add(uid_stats, lse);
+  ptrs.add(uid_q, q_in);
+  ptrs.add(uid_k, k_in);
+  ptrs.add(uid_v, v_in);
+  ptrs.add(uid_o, o_out);
+  ptrs.add(uid_stats, stats_out);
   if (g.padding) {
-    ptrs.add(uid_seq_q, s.seq_lens);
-    ptrs.add(uid_seq_kv, s.seq_lens);
+    ptrs.add(uid_seq_q, lens);
+    ptrs.add(uid_seq_kv, lens);
   }
   execute(static_cast<cudnnHandle_t>(handle_), g.plan, std::move(ptrs), g.builder->scalars_, ws);
-  if (s.seq_lens != nullptr) zero_padded_attention_rows(out, s.n_heads * s.head_dim, lse, s, stream_);
+  if (l.staged) {
+    restride_rows(out, o_out, b, Sp, S, h * d * 2, stream_);
+    restride_rows(lse, stats_out, b * h, Sp, S, 4, stream_);
+  }
+  if (s.seq_lens != nullptr) zero_padded_attention_rows(out, h * d, lse, s, stream_);
   return true;
 }
 
 bool CudnnAttention::backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, const __nv_bfloat16* dout,
                               const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
                               const __nv_bfloat16* out, const float* lse, const AttnShape& s, bool deterministic) {
-  Graph& g = graph(true, s, deterministic);
-  if (!g.info.ok || !reserve_workspace(g)) return false;
+  const Layout l = layout_for(s);
+  Graph& g = graph(true, l.shape, l.padded, deterministic);
+  const int64_t b = s.batch, S = s.seq, Sp = l.shape.seq, h = s.n_heads, hk = s.n_kv_heads, d = s.head_dim;
+  const int64_t q_bytes = align_up(b * Sp * h * d * 2), kv_bytes = align_up(b * Sp * hk * d * 2);
+  const int64_t stats_bytes = align_up(b * h * Sp * 4), lens_bytes = align_up(b * 4);
+  const int64_t staging = l.staged ? 4 * q_bytes + 4 * kv_bytes + stats_bytes + lens_bytes : 0;
+  if (!g.info.ok || !reserve_workspace(g, staging)) return false;
   char* ws = static_cast<char*>(workspace_);
+  const void *q_in = q, *k_in = k, *v_in = v, *o_in = out, *do_in = dout, *stats_in = lse;
+  const void* lens = s.seq_lens != nullptr ? static_cast<const void*>(s.seq_lens) : g.full_lens;
+  void *dq_out = dq, *dk_out = dk, *dv_out = dv;
+  if (l.staged) {  // as forward: inputs into the bucket's layout (pad rows 0, pad lse 0), gradients back out
+    char* st = ws + g.info.workspace_bytes;
+    char *sq = st, *so = sq + q_bytes, *sdo = so + q_bytes, *sdq = sdo + q_bytes, *sk = sdq + q_bytes;
+    char *sv = sk + kv_bytes, *sdk = sv + kv_bytes, *sdv = sdk + kv_bytes, *sstats = sdv + kv_bytes;
+    int32_t* slens = reinterpret_cast<int32_t*>(sstats + stats_bytes);
+    restride_rows(sq, q, b, S, Sp, h * d * 2, stream_);
+    restride_rows(so, out, b, S, Sp, h * d * 2, stream_);
+    restride_rows(sdo, dout, b, S, Sp, h * d * 2, stream_);
+    restride_rows(sk, k, b, S, Sp, hk * d * 2, stream_);
+    restride_rows(sv, v, b, S, Sp, hk * d * 2, stream_);
+    restride_rows(sstats, lse, b * h, S, Sp, 4, stream_);
+    if (s.seq_lens == nullptr) {
+      fill_ints(slens, b, static_cast<int32_t>(S), stream_);
+      lens = slens;
+    }
+    q_in = sq, k_in = sk, v_in = sv, o_in = so, do_in = sdo, stats_in = sstats;
+    dq_out = sdq, dk_out = sdk, dv_out = sdv;
+  }
   Bindings ptrs;
   const int64_t uids[] = {uid_q, uid_k, uid_v, uid_o, uid_do, uid_stats, uid_dq, uid_dk, uid_dv, uid_softmax_sum};
-  const void* data[] = {q, k, v, out, dout, lse, dq, dk, dv, ws + g.plan_bytes};
+  const void* data[] = {q_in, k_in, v_in, o_in, do_in, stats_in, dq_out, dk_out, dv_out, ws + g.plan_bytes};
   for (int i = 0; i < 10; ++i) ptrs.add(uids[i], data[i]);
   if (g.dq_accum_bytes > 0) {
     void* acc = ws + g.plan_bytes + g.softmax_sum_bytes;
@@ -746,15 +816,19 @@ bool CudnnAttention::backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat1
     ptrs.add(uid_dq_accum, acc);
   }
   if (g.padding) {
-    const void* lens = s.seq_lens != nullptr ? static_cast<const void*>(s.seq_lens) : g.full_lens;
     ptrs.add(uid_seq_q, lens);
     ptrs.add(uid_seq_kv, lens);
   }
   execute(static_cast<cudnnHandle_t>(handle_), g.plan, std::move(ptrs), g.builder->scalars_, ws);
+  if (l.staged) {
+    restride_rows(dq, dq_out, b, Sp, S, h * d * 2, stream_);
+    restride_rows(dk, dk_out, b, Sp, S, hk * d * 2, stream_);
+    restride_rows(dv, dv_out, b, Sp, S, hk * d * 2, stream_);
+  }
   if (s.seq_lens != nullptr) {
-    zero_padded_attention_rows(dq, s.n_heads * s.head_dim, nullptr, s, stream_);
-    zero_padded_attention_rows(dk, s.n_kv_heads * s.head_dim, nullptr, s, stream_);
-    zero_padded_attention_rows(dv, s.n_kv_heads * s.head_dim, nullptr, s, stream_);
+    zero_padded_attention_rows(dq, h * d, nullptr, s, stream_);
+    zero_padded_attention_rows(dk, hk * d, nullptr, s, stream_);
+    zero_padded_attention_rows(dv, hk * d, nullptr, s, stream_);
   }
   return true;
 }

@@ -34,6 +34,11 @@ void log_attention_choice(AttentionChoice c);  // one info line: what the choice
 // only our kernel has, bf16 only, head_dim.
 std::string cudnn_attention_gap(const AttnShape& s, DType dtype);
 
+// The sequence length whose graph a batch of seq-long sequences runs: seq rounded up to a multiple of
+// max(64, 2^floor(log2 seq) / 8), so that a run whose batches vary in length compiles a few graphs, not one per length
+// (at most 12.5 % more rows, all masked). MEGATRAIN_CUDNN_SEQ_BUCKETS=0: seq itself.
+int64_t cudnn_seq_bucket(int64_t seq);
+
 // What building one graph gave: whether it finalized, the engine, its workspace, or the first failing call.
 struct CudnnPlanInfo {
   bool ok = false;
@@ -71,8 +76,16 @@ class CudnnAttention {
 
  private:
   using Key = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, uint32_t, bool>;
-  Graph& graph(bool backward, const AttnShape& s, bool deterministic);
-  bool reserve_workspace(Graph& g);  // grows the workspace to g's; false (and g is dropped) when that fails
+  // A shape's graph: its sequence length rounded up to a bucket (cudnn_seq_bucket), padded when it has seq_lens or
+  // was rounded up (staged: copied into the bucket's layout and back).
+  struct Layout {
+    AttnShape shape;
+    bool padded, staged;
+  };
+  static Layout layout_for(const AttnShape& s);
+  Graph& graph(bool backward, const AttnShape& s, bool padded, bool deterministic);
+  // Grows the workspace to g's plus the staging; false (and g is dropped) when that cannot be allocated.
+  bool reserve_workspace(Graph& g, int64_t staging_bytes);
 
   cudaStream_t stream_;
   Alloc alloc_;
@@ -84,6 +97,12 @@ class CudnnAttention {
   void* workspace_ = nullptr;
   int64_t workspace_bytes_ = 0;
 };
+
+// dst [groups, to_rows, row_bytes] from src [groups, from_rows, row_bytes]: the rows both have copied, dst's rows past
+// from_rows 0 (row_bytes a multiple of 4). Stages a batch into a longer (or back from a longer) sequence layout.
+void restride_rows(void* dst, const void* src, int64_t groups, int64_t from_rows, int64_t to_rows, int64_t row_bytes,
+                   cudaStream_t stream);
+void fill_ints(int32_t* dst, int64_t n, int32_t value, cudaStream_t stream);  // dst[0, n) = value
 
 // Zeroes the rows of x [batch·seq, width] at padded positions (i >= s.seq_lens[b], which must be set) and, where lse
 // is given, lse [batch, n_heads, seq] there (cudnn_attention_padding.cu).
