@@ -1,13 +1,14 @@
 // cuDNN's fused flash attention (the runtime fusion engine's SDPA patterns) through the backend graph API, for
 // the AttnShape cases it covers: bf16, causal, GQA/MQA, sliding window, right padding (per-sequence lengths),
 // any scale, head_dim a multiple of 8 up to 256. Soft-cap, ALiBi and packed segments stay on kernels/attention.cu.
-// Invariants: q/k/v/out and their gradients are read and written in place as token-major rows (BSHD strides);
-// lse is ours ([batch, n_heads, seq], natural log of the final logits, 0 on padded rows), which is cuDNN's softmax
-// stats, so a forward of one implementation pairs with a backward of the other; padded rows of every output are 0;
-// the backward graph is the deterministic one (no fp32 dQ accumulation by atomics). One graph and plan per shape,
-// built on first use and kept; the workspace grows through the backend's allocator and never shrinks, so a step
-// at a shape seen before allocates nothing. A plan whose workspace exceeds MEGATRAIN_CUDNN_WORKSPACE_MIB (default
-// 1024; the memory plan does not count it) is refused, so that shape runs our kernel.
+// Invariants: q/k/v/out and their gradients are read and written in place as token-major rows (BSHD strides) when
+// the sequence length is a bucket length (cudnn_seq_bucket), else staged through a bucket-long copy (pad rows 0,
+// masked); lse is ours ([batch, n_heads, seq], natural log of the final logits, 0 on padded rows), which is cuDNN's
+// softmax stats, so a forward of one implementation pairs with a backward of the other; padded rows of every output
+// are 0; the backward graph is the deterministic one (no fp32 dQ accumulation by atomics). One graph and plan per
+// bucket shape, built on first use and kept; the workspace grows through the backend's allocator and never shrinks,
+// so a step at a shape seen before allocates nothing. A plan whose workspace exceeds MEGATRAIN_CUDNN_WORKSPACE_MIB
+// (default 1024; the memory plan does not count it) is refused, so that shape runs our kernel.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
