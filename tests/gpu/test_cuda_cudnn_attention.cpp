@@ -265,12 +265,13 @@ TEST_CASE("attention probe: cuDNN plans and ours-vs-cuDNN TFLOP/s", "[.attention
           {"backward deterministic", true, true},
           {"backward non-deterministic (for comparison only)", true, false}}) {
       const mt::cuda::CudnnPlanInfo info = cudnn->plan_info(backward, s, deterministic);
-      std::printf("  cuDNN %s: %s\n", label,
-                  info.ok ? ("finalized, engine " + std::to_string(info.engine) + ", workspace " +
-                             std::to_string(info.workspace_bytes >> 20) + " MiB, " + std::to_string(info.candidates) +
-                             " configs offered" + (info.notes.empty() ? "" : ", notes " + info.notes))
-                                .c_str()
-                          : ("FAILED: " + info.error).c_str());
+      const std::string text =
+          info.ok ? "finalized, engine " + std::to_string(info.engine) + ", workspace " +
+                        std::to_string(info.workspace_bytes >> 20) + " MiB, " + std::to_string(info.candidates) +
+                        " configs offered, built in " + std::to_string(static_cast<int64_t>(info.build_ms)) + " ms" +
+                        (info.notes.empty() ? "" : ", notes " + info.notes)
+                  : "FAILED: " + info.error;
+      std::printf("  cuDNN %s: %s\n", label, text.c_str());
     }
     // Median of 5 timed runs after 2 warm-ups, in TFLOP/s; -1 where the run was not possible.
     auto time = [&](auto&& run, double flops) {

@@ -10,6 +10,7 @@
 #include <cudnn.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -458,6 +459,7 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
                 s.seq_lens != nullptr};
   for (const auto& g : graphs_)
     if (g->key == key) return *g;
+  const auto started = std::chrono::steady_clock::now();
   graphs_.push_back(std::make_unique<Graph>());
   Graph& gr = *graphs_.back();
   gr.key = key;
@@ -663,11 +665,13 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
       gr.info.error = errors;
     }
   }
+  gr.info.build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
   log::info("attention {} batch {} seq {} heads {}/{} head_dim {} window {}{}: {}", backward ? "backward" : "forward",
             s.batch, s.seq, s.n_heads, s.n_kv_heads, s.head_dim, s.window, padded ? " padded" : "",
             gr.info.ok
-                ? fmt::format("cuDNN {} engine {} ({:.1f} MiB workspace{})", ver, gr.info.engine,
-                              gr.info.workspace_bytes / 1048576.0, gr.info.notes.empty() ? "" : ", " + gr.info.notes)
+                ? fmt::format("cuDNN {} engine {} ({:.1f} MiB workspace, built in {:.0f} ms{})", ver, gr.info.engine,
+                              gr.info.workspace_bytes / 1048576.0, gr.info.build_ms,
+                              gr.info.notes.empty() ? "" : ", " + gr.info.notes)
                 : "our kernel (cuDNN: " + gr.info.error + ")");
   return gr;
 }

@@ -47,6 +47,7 @@ struct CudnnPlanInfo {
   int64_t workspace_bytes = 0;  // the plan's workspace plus our fp32 side tensors (softmax sum, dQ accumulator)
   int64_t candidates = 0;       // engine configs the heuristics offered
   std::string notes;            // the engine's numerical/behaviour notes
+  double build_ms = 0;          // graph, heuristics and plan (cuDNN compiles the kernels here)
   std::string error;            // when !ok: "<descriptor> <attribute>: <cuDNN status> (<cuDNN's last message>)"
 };
 
