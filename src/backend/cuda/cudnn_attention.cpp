@@ -456,7 +456,7 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
                 s.head_dim,
                 effective_window(s),
                 scale_bits,
-                s.seq_lens != nullptr};
+                padded};
   for (const auto& g : graphs_)
     if (g->key == key) return *g;
   const auto started = std::chrono::steady_clock::now();
