@@ -265,12 +265,12 @@ TEST_CASE("attention probe: cuDNN plans and ours-vs-cuDNN TFLOP/s", "[.attention
           {"backward deterministic", true, true},
           {"backward non-deterministic (for comparison only)", true, false}}) {
       const mt::cuda::CudnnPlanInfo info = cudnn->plan_info(backward, s, deterministic);
-      const std::string text =
-          info.ok ? "finalized, engine " + std::to_string(info.engine) + ", workspace " +
-                        std::to_string(info.workspace_bytes >> 20) + " MiB, " + std::to_string(info.candidates) +
-                        " configs offered, built in " + std::to_string(static_cast<int64_t>(info.build_ms)) + " ms" +
-                        (info.notes.empty() ? "" : ", notes " + info.notes)
-                  : "FAILED: " + info.error;
+      const std::string text = info.ok ? "finalized, engine " + std::to_string(info.engine) + ", workspace " +
+                                             std::to_string(info.workspace_bytes >> 20) + " MiB, " +
+                                             std::to_string(info.candidates) + " configs offered, built in " +
+                                             std::to_string(static_cast<int64_t>(info.build_ms)) + " ms" +
+                                             (info.notes.empty() ? "" : ", notes " + info.notes)
+                                       : "FAILED: " + info.error;
       std::printf("  cuDNN %s: %s\n", label, text.c_str());
     }
     // Median of 5 timed runs after 2 warm-ups, in TFLOP/s; -1 where the run was not possible.
@@ -326,6 +326,24 @@ TEST_CASE("attention probe: cuDNN plans and ours-vs-cuDNN TFLOP/s", "[.attention
         "  TFLOP/s  ours: forward %.1f backward %.1f | cuDNN: forward %.1f backward %.1f (deterministic), "
         "%.1f (non-deterministic)\n",
         ours_fwd, ours_bwd, cudnn_fwd, cudnn_bwd, cudnn_bwd_nd);
+    // cuDNN against our kernel at this length (both bf16; ‖cuDNN − ours‖/‖ours‖), and the deterministic backward twice.
+    if (cudnn_fwd > 0 && cudnn_bwd > 0) {
+      DeviceBuffer<bf16> out2(q_size), dq2(q_size), dk2(kv_size), dv2(kv_size), dq3(q_size);
+      DeviceBuffer<float> lse2(sh.batch * heads * sh.seq);
+      cu::attention_forward<bf16>(out.get(), lse.get(), q.get(), k.get(), v.get(), s, test_stream());
+      cu::attention_backward<bf16>(dq.get(), dk.get(), dv.get(), dout.get(), q.get(), k.get(), v.get(), out.get(),
+                                   lse.get(), s, test_stream());
+      REQUIRE(cudnn->forward(out2.get(), lse2.get(), q.get(), k.get(), v.get(), s));
+      REQUIRE(cudnn->backward(dq2.get(), dk2.get(), dv2.get(), dout.get(), q.get(), k.get(), v.get(), out2.get(),
+                              lse2.get(), s, true));
+      REQUIRE(cudnn->backward(dq3.get(), dk2.get(), dv2.get(), dout.get(), q.get(), k.get(), v.get(), out2.get(),
+                              lse2.get(), s, true));
+      const auto got_dq = download(dq2);
+      std::printf("  cuDNN vs ours: out %.2e lse %.2e dq %.2e dk %.2e dv %.2e; deterministic dq bit for bit: %s\n",
+                  rel_err(download(out2), download(out)), rel_err(download(lse2), download(lse)),
+                  rel_err(got_dq, download(dq)), rel_err(download(dk2), download(dk)),
+                  rel_err(download(dv2), download(dv)), same_bits(got_dq, download(dq3)) ? "yes" : "NO");
+    }
     std::fflush(stdout);
     MT_CUDA_OK(cudaGetLastError());
   }
