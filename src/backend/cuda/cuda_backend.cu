@@ -5,11 +5,13 @@
 #include <algorithm>
 #include <cctype>
 #include <fstream>
+#include <set>
 #include <string>
 #include <unordered_map>
 
 #include "backend/cuda/cuda_check.h"
 #include "core/error.h"
+#include "core/log.h"
 #ifdef MEGATRAIN_HAVE_CUDNN
 #include "backend/cuda/cudnn_attention.h"
 #endif
@@ -160,7 +162,7 @@ class CudaBackend final : public Backend {
                          const AttnShape& shape) override {
     const cuda::OpProfile::Span span(profile_, "attention_forward", stream_);
 #ifdef MEGATRAIN_HAVE_CUDNN
-    if (cuda::CudnnAttention* c = cudnn_for(shape)) {
+    if (cuda::CudnnAttention* c = cudnn_for(shape, false)) {
       if (c->forward(static_cast<bf16*>(out), lse, static_cast<const bf16*>(q), static_cast<const bf16*>(k),
                      static_cast<const bf16*>(v), shape))
         return;
@@ -174,7 +176,7 @@ class CudaBackend final : public Backend {
                           const void* v, const void* out, const float* lse, const AttnShape& shape) override {
     const cuda::OpProfile::Span span(profile_, "attention_backward", stream_);
 #ifdef MEGATRAIN_HAVE_CUDNN
-    if (cuda::CudnnAttention* c = cudnn_for(shape)) {
+    if (cuda::CudnnAttention* c = cudnn_for(shape, true)) {
       if (c->backward(static_cast<bf16*>(dq), static_cast<bf16*>(dk), static_cast<bf16*>(dv),
                       static_cast<const bf16*>(dout), static_cast<const bf16*>(q), static_cast<const bf16*>(k),
                       static_cast<const bf16*>(v), static_cast<const bf16*>(out), lse, shape))
@@ -396,23 +398,39 @@ class CudaBackend final : public Backend {
   }
 
 #ifdef MEGATRAIN_HAVE_CUDNN
-  // cuDNN's fused attention when MEGATRAIN_ATTENTION allows it and it covers the shape (the plan may still fail:
-  // then the op runs ours); null otherwise. The choice is logged once, each shape's plan once (cudnn_attention.cu).
-  cuda::CudnnAttention* cudnn_for(const AttnShape& shape) {
+  // cuDNN's fused attention for this direction of this call when plan/cudnn_attention_plan.h's choice says so (the
+  // plan built, its workspace and staging within the run's limit); null otherwise: our kernel runs. The choice is
+  // logged once (again after set_attention_workspace), each refusal of a shape once, each graph once
+  // (cudnn_attention.cpp).
+  cuda::CudnnAttention* cudnn_for(const AttnShape& shape, bool backward) {
     if (!attention_choice_logged_) {
       attention_choice_logged_ = true;
-      attention_choice_ = cuda::attention_choice_from_env();
-      cuda::log_attention_choice(attention_choice_);
+      attention_choice_ = attention_choice_from_env();
+      attention_limit_ = cudnn_workspace_limit(attention_choice_, planned_attention_workspace_);
+      log::info("attention: {}", describe_attention_choice(attention_choice_, attention_limit_));
     }
-    if (attention_choice_ == cuda::AttentionChoice::ours || !cuda::cudnn_attention_gap(shape, dtype_).empty())
-      return nullptr;
+    const std::string gap = attention_choice_ == AttentionChoice::ours ? "" : cudnn_attention_gap(shape, dtype_);
+    if (attention_choice_ == AttentionChoice::ours || !gap.empty()) return nullptr;
     if (!cudnn_)
       cudnn_ = std::make_unique<cuda::CudnnAttention>(
           stream_, [this](int64_t bytes) { return alloc_bytes(bytes); }, [this](void* p) { free_bytes(p); });
-    return cudnn_.get();
+    const int64_t need = cudnn_->workspace_need(backward, shape);
+    if (need < 0) return nullptr;  // the plan did not finalize: logged when it was built
+    const AttentionDecision d = choose_attention(attention_choice_, backward, gap, need, attention_limit_);
+    if (!d.cudnn && refusals_logged_.insert(MT_FORMAT("{} {} {}", backward, shape.batch, shape.seq)).second)
+      log::info("attention {} batch {} seq {}: our kernel ({})", backward ? "backward" : "forward", shape.batch,
+                shape.seq, d.why);
+    return d.cudnn ? cudnn_.get() : nullptr;
+  }
+  void set_attention_workspace(int64_t bytes) override {
+    planned_attention_workspace_ = bytes;
+    attention_choice_logged_ = false;
+    refusals_logged_.clear();
   }
   std::unique_ptr<cuda::CudnnAttention> cudnn_;
-  cuda::AttentionChoice attention_choice_ = cuda::AttentionChoice::automatic;
+  AttentionChoice attention_choice_ = AttentionChoice::automatic;
+  int64_t planned_attention_workspace_ = -1, attention_limit_ = -1;
+  std::set<std::string> refusals_logged_;
   bool attention_choice_logged_ = false;
 #endif
 

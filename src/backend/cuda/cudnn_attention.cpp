@@ -371,36 +371,6 @@ struct CudnnAttention::Graph {
   }
 };
 
-AttentionChoice attention_choice_from_env() {
-  const char* v = std::getenv("MEGATRAIN_ATTENTION");
-  const std::string s = v == nullptr ? "" : v;
-  if (s.empty() || s == "auto") return AttentionChoice::automatic;
-  if (s == "ours") return AttentionChoice::ours;
-  MT_REQUIRE(s == "cudnn", "MEGATRAIN_ATTENTION must be ours, cudnn or auto, not '{}'", s);
-  return AttentionChoice::cudnn;
-}
-
-void log_attention_choice(AttentionChoice c) {
-  log::info("attention: MEGATRAIN_ATTENTION={}: {}", attention_choice_name(c),
-            c == AttentionChoice::ours ? "our kernel"
-                                       : "cuDNN fused attention where it covers the case (bf16; no soft-cap, ALiBi or "
-                                         "segments) and its plan finalizes, our kernel elsewhere");
-}
-
-const char* attention_choice_name(AttentionChoice c) {
-  return c == AttentionChoice::ours ? "ours" : c == AttentionChoice::cudnn ? "cudnn" : "auto";
-}
-
-std::string cudnn_attention_gap(const AttnShape& s, DType dtype) {
-  if (dtype != DType::bf16) return "fp32 (cuDNN's fused attention is bf16/fp16 only)";
-  if (s.softcap > 0.f) return "soft-cap";
-  if (s.alibi_slopes != nullptr) return "ALiBi";
-  if (s.segments != nullptr) return "packed segments";
-  if (s.head_dim % 8 != 0 || s.head_dim > 256) return MT_FORMAT("head_dim {} (a multiple of 8 up to 256)", s.head_dim);
-  if (s.seq < 2) return "seq < 2";
-  return "";
-}
-
 CudnnAttention::CudnnAttention(cudaStream_t stream, Alloc alloc, Free release)
     : stream_(stream), alloc_(std::move(alloc)), free_(std::move(release)) {}
 
@@ -645,16 +615,8 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
     if (gr.plan != nullptr) {
       gr.plan_bytes = align_up(gr.info.workspace_bytes);
       gr.info.workspace_bytes = gr.plan_bytes + gr.softmax_sum_bytes + gr.dq_accum_bytes;
-      const char* cap_env = std::getenv("MEGATRAIN_CUDNN_WORKSPACE_MIB");
-      const int64_t cap = (cap_env != nullptr ? std::atoll(cap_env) : 1024) << 20;
-      if (gr.info.workspace_bytes > cap) {
-        gr.info.error = fmt::format("workspace {:.1f} MiB over MEGATRAIN_CUDNN_WORKSPACE_MIB ({} MiB)",
-                                    gr.info.workspace_bytes / 1048576.0, cap >> 20);
-        gr.plan = nullptr;
-      } else {
-        gr.info.ok = true;
-      }
-      if (workaround && gr.info.ok) {
+      gr.info.ok = true;
+      if (workaround) {
         std::vector<int32_t> lens(static_cast<size_t>(b), static_cast<int32_t>(S));
         gr.full_lens = static_cast<int32_t*>(alloc_(b * 4));
         MT_CHECK_CUDA(
@@ -676,15 +638,6 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
   return gr;
 }
 
-int64_t cudnn_seq_bucket(int64_t seq) {
-  const char* env = std::getenv("MEGATRAIN_CUDNN_SEQ_BUCKETS");
-  if (env != nullptr && std::string(env) == "0") return seq;
-  int64_t octave = 1;
-  while (octave * 2 <= seq) octave *= 2;
-  const int64_t step = std::max<int64_t>(64, octave / 8);
-  return (seq + step - 1) / step * step;
-}
-
 CudnnAttention::Layout CudnnAttention::layout_for(const AttnShape& s) {
   Layout l{s, s.seq_lens != nullptr, false};
   const int64_t bucket = cudnn_seq_bucket(s.seq);
@@ -698,6 +651,12 @@ CudnnAttention::Layout CudnnAttention::layout_for(const AttnShape& s) {
 CudnnPlanInfo CudnnAttention::plan_info(bool backward, const AttnShape& s, bool deterministic) {
   const Layout l = layout_for(s);
   return graph(backward, l.shape, l.padded, deterministic).info;
+}
+
+int64_t CudnnAttention::workspace_need(bool backward, const AttnShape& s) {
+  const Layout l = layout_for(s);
+  const Graph& g = graph(backward, l.shape, l.padded, true);
+  return g.info.ok ? g.info.workspace_bytes + cudnn_staging_bytes(backward, s) : -1;
 }
 
 namespace {
@@ -740,8 +699,8 @@ bool CudnnAttention::forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16
   Graph& g = graph(false, l.shape, l.padded, true);
   const int64_t b = s.batch, S = s.seq, Sp = l.shape.seq, h = s.n_heads, hk = s.n_kv_heads, d = s.head_dim;
   const int64_t q_bytes = align_up(b * Sp * h * d * 2), kv_bytes = align_up(b * Sp * hk * d * 2);
-  const int64_t stats_bytes = align_up(b * h * Sp * 4), lens_bytes = align_up(b * 4);
-  const int64_t staging = l.staged ? 2 * q_bytes + 2 * kv_bytes + stats_bytes + lens_bytes : 0;
+  const int64_t stats_bytes = align_up(b * h * Sp * 4);
+  const int64_t staging = cudnn_staging_bytes(false, s);
   if (!g.info.ok || !reserve_workspace(g, staging)) return false;
   char* ws = static_cast<char*>(workspace_);
   const void *q_in = q, *k_in = k, *v_in = v, *lens = s.seq_lens;
@@ -785,8 +744,8 @@ bool CudnnAttention::backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat1
   Graph& g = graph(true, l.shape, l.padded, deterministic);
   const int64_t b = s.batch, S = s.seq, Sp = l.shape.seq, h = s.n_heads, hk = s.n_kv_heads, d = s.head_dim;
   const int64_t q_bytes = align_up(b * Sp * h * d * 2), kv_bytes = align_up(b * Sp * hk * d * 2);
-  const int64_t stats_bytes = align_up(b * h * Sp * 4), lens_bytes = align_up(b * 4);
-  const int64_t staging = l.staged ? 4 * q_bytes + 4 * kv_bytes + stats_bytes + lens_bytes : 0;
+  const int64_t stats_bytes = align_up(b * h * Sp * 4);
+  const int64_t staging = cudnn_staging_bytes(true, s);
   if (!g.info.ok || !reserve_workspace(g, staging)) return false;
   char* ws = static_cast<char*>(workspace_);
   const void *q_in = q, *k_in = k, *v_in = v, *o_in = out, *do_in = dout, *stats_in = lse;

@@ -7,8 +7,8 @@
 // softmax stats, so a forward of one implementation pairs with a backward of the other; padded rows of every output
 // are 0; the backward graph is the deterministic one (no fp32 dQ accumulation by atomics). One graph and plan per
 // bucket shape, built on first use and kept; the workspace grows through the backend's allocator and never shrinks,
-// so a step at a shape seen before allocates nothing. A plan whose workspace exceeds MEGATRAIN_CUDNN_WORKSPACE_MIB
-// (default 1024; the memory plan does not count it) is refused, so that shape runs our kernel.
+// so a step at a shape seen before allocates nothing. Which direction runs here, and the workspace a run allows, are
+// plan/cudnn_attention_plan.h's (the memory plan reserves the same figure); this class only reports what a plan needs.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -21,24 +21,9 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "plan/cudnn_attention_plan.h"
 
 namespace mt::cuda {
-
-// MEGATRAIN_ATTENTION: ours (kernels/attention.cu always), cudnn (cuDNN wherever it covers the case and a plan
-// finalizes), auto (the default: cuDNN where covered, from the H200 measurements in docs/PERFORMANCE.md).
-enum class AttentionChoice { ours, cudnn, automatic };
-AttentionChoice attention_choice_from_env();
-const char* attention_choice_name(AttentionChoice c);
-void log_attention_choice(AttentionChoice c);  // one info line: what the choice runs
-
-// Why cuDNN does not cover a shape (empty when it does, before any plan is built): the features of AttnShape that
-// only our kernel has, bf16 only, head_dim.
-std::string cudnn_attention_gap(const AttnShape& s, DType dtype);
-
-// The sequence length whose graph a batch of seq-long sequences runs: seq rounded up to a multiple of
-// max(64, 2^floor(log2 seq) / 8), so that a run whose batches vary in length compiles a few graphs, not one per length
-// (at most 12.5 % more rows, all masked). MEGATRAIN_CUDNN_SEQ_BUCKETS=0: seq itself.
-int64_t cudnn_seq_bucket(int64_t seq);
 
 // What building one graph gave: whether it finalized, the engine, its workspace, or the first failing call.
 struct CudnnPlanInfo {
@@ -73,6 +58,10 @@ class CudnnAttention {
 
   // Builds (or finds) the plan for the shape and says how it went; the probe (bench-attention) prints it.
   CudnnPlanInfo plan_info(bool backward, const AttnShape& s, bool deterministic = true);
+  // The workspace a call of the shape holds (the plan's, our side tensors and the bucket staging:
+  // cudnn_attention_workspace's terms as this cuDNN reports them), or -1 where the plan does not finalize. Builds the
+  // plan on first use; the deterministic backward.
+  int64_t workspace_need(bool backward, const AttnShape& s);
 
   struct Graph;  // one finalized (or failed) graph: descriptors, plan, scalar values, side tensors
 
