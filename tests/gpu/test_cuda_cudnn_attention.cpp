@@ -1,7 +1,9 @@
 // cuDNN's fused attention (src/backend/cuda/cudnn_attention.h) against the CPU reference: a table of rows (lengths
 // odd and even, GQA ratios, padding, windows, scale, head_dim 64/128/256), bf16 inputs rounded first and compared with
 // the fp32 reference of the rounded inputs, forward and the deterministic backward (run twice: bit for bit), padded
-// rows exactly 0, our kernel's lse accepted by cuDNN's backward; the CUDA backend's MEGATRAIN_ATTENTION dispatch; and,
+// rows exactly 0, each implementation's forward paired with the other's backward (the lse convention is shared), the
+// plan's workspace formula never below cuDNN's; the CUDA backend's MEGATRAIN_ATTENTION dispatch, auto per direction
+// against the reserved workspace; and,
 // as a hidden case, the probe the coordinator runs on the GPU machine ("[.attention_bench]": plans, engines and
 // ours-vs-cuDNN TFLOP/s at the issue's shapes).
 #ifdef MEGATRAIN_HAVE_CUDNN
@@ -15,6 +17,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cudnn_attention.h"
+#include "plan/cudnn_attention_plan.h"
 #include "gpu/gpu_test_util.h"
 #include "kernels/kernels.h"
 
@@ -99,7 +102,7 @@ TEST_CASE("cudnn attention forward and deterministic backward match the referenc
       auto d_lens = upload_ints(c.seq_lens.empty() ? std::vector<int32_t>{0} : c.seq_lens);
       mt::AttnShape dev = host;
       dev.seq_lens = host.seq_lens != nullptr ? d_lens->get() : nullptr;
-      REQUIRE(cu::cudnn_attention_gap(dev, mt::DType::bf16).empty());
+      REQUIRE(mt::cudnn_attention_gap(dev, mt::DType::bf16).empty());
 
       const mt::cuda::CudnnPlanInfo fwd = cudnn->plan_info(false, dev), bwd = cudnn->plan_info(true, dev);
       INFO("forward plan: " << (fwd.ok ? "engine " + std::to_string(fwd.engine) : fwd.error));
@@ -110,6 +113,13 @@ TEST_CASE("cudnn attention forward and deterministic backward match the referenc
       }
       REQUIRE(fwd.ok);
       REQUIRE(bwd.ok);
+      // The memory plan's figure (plan/cudnn_attention_plan.h) never under-counts what this cuDNN asks for.
+      const int64_t bucket = mt::cudnn_seq_bucket(c.seq);
+      const int64_t planned = mt::cudnn_backward_graph_bytes(c.batch, bucket, c.heads, c.head_dim);
+      INFO("backward workspace: cuDNN " << bwd.workspace_bytes << " B, plan " << planned << " B");
+      CHECK(fwd.workspace_bytes == 0);
+      CHECK(bwd.workspace_bytes <= planned);
+      CHECK(cudnn->workspace_need(true, dev) == bwd.workspace_bytes + mt::cudnn_staging_bytes(true, dev));
 
       const auto q = rounded<bf16>(random_floats(q_size, 31)), k = rounded<bf16>(random_floats(kv_size, 32));
       const auto v = rounded<bf16>(random_floats(kv_size, 33)), dout = rounded<bf16>(random_floats(q_size, 34));
@@ -120,7 +130,8 @@ TEST_CASE("cudnn attention forward and deterministic backward match the referenc
 
       auto d_q = upload<bf16>(q), d_k = upload<bf16>(k), d_v = upload<bf16>(v), d_dout = upload<bf16>(dout);
       DeviceBuffer<bf16> out(q_size), dq(q_size), dk(kv_size), dv(kv_size), dq2(q_size), dk2(kv_size), dv2(kv_size);
-      DeviceBuffer<bf16> out_ours(q_size), dq3(q_size), dk3(kv_size), dv3(kv_size);
+      DeviceBuffer<bf16> out_ours(q_size), dq3(q_size), dk3(kv_size), dv3(kv_size), dq4(q_size), dk4(kv_size),
+          dv4(kv_size);
       DeviceBuffer<float> lse(lse_size), lse_ours(lse_size);
       REQUIRE(cudnn->forward(out.get(), lse.get(), d_q->get(), d_k->get(), d_v->get(), dev));
       REQUIRE(cudnn->backward(dq.get(), dk.get(), dv.get(), d_dout->get(), d_q->get(), d_k->get(), d_v->get(),
@@ -132,6 +143,9 @@ TEST_CASE("cudnn attention forward and deterministic backward match the referenc
                                   test_stream());
       REQUIRE(cudnn->backward(dq3.get(), dk3.get(), dv3.get(), d_dout->get(), d_q->get(), d_k->get(), d_v->get(),
                               out_ours.get(), lse_ours.get(), dev));
+      // cuDNN's forward, then our kernel's backward from its out and lse: the other pairing.
+      cu::attention_backward<bf16>(dq4.get(), dk4.get(), dv4.get(), d_dout->get(), d_q->get(), d_k->get(), d_v->get(),
+                                   out.get(), lse.get(), dev, test_stream());
       const auto got_out = download(out), got_dq = download(dq), got_dk = download(dk), got_dv = download(dv);
       check_close("cudnn attention out", got_out, out_ref, tolerance<bf16>);
       check_close("cudnn attention lse", download(lse), lse_ref, 1e-4);
@@ -148,39 +162,11 @@ TEST_CASE("cudnn attention forward and deterministic backward match the referenc
       check_close("cudnn backward from our lse: dq", download(dq3), dq_ref, tolerance<bf16>);
       check_close("cudnn backward from our lse: dk", download(dk3), dk_ref, tolerance<bf16>);
       check_close("cudnn backward from our lse: dv", download(dv3), dv_ref, tolerance<bf16>);
+      check_close("our backward from cudnn's lse: dq", download(dq4), dq_ref, tolerance<bf16>);
+      check_close("our backward from cudnn's lse: dk", download(dk4), dk_ref, tolerance<bf16>);
+      check_close("our backward from cudnn's lse: dv", download(dv4), dv_ref, tolerance<bf16>);
+      check_close("our lse against cudnn's", download(lse_ours), download(lse), 1e-4);
     }
-  }
-}
-
-TEST_CASE("cudnn attention: what only our kernel has is not covered", "[gpu][attention][cudnn]") {
-  mt::AttnShape s{.batch = 1, .seq = 64, .n_heads = 4, .n_kv_heads = 2, .head_dim = 128};
-  CHECK(cu::cudnn_attention_gap(s, mt::DType::bf16).empty());
-  CHECK(!cu::cudnn_attention_gap(s, mt::DType::f32).empty());
-  mt::AttnShape capped = s;
-  capped.softcap = 50.f;
-  CHECK(cu::cudnn_attention_gap(capped, mt::DType::bf16) == "soft-cap");
-  mt::AttnShape segmented = s;
-  const int32_t seg[1] = {0};
-  segmented.segments = seg;
-  CHECK(cu::cudnn_attention_gap(segmented, mt::DType::bf16) == "packed segments");
-  mt::AttnShape odd_dim = s;
-  odd_dim.head_dim = 6;
-  CHECK(!cu::cudnn_attention_gap(odd_dim, mt::DType::bf16).empty());
-}
-
-TEST_CASE("cudnn attention: sequence buckets round up by at most an eighth, 64 at least", "[gpu][attention][cudnn]") {
-  CHECK(cu::cudnn_seq_bucket(2) == 64);
-  CHECK(cu::cudnn_seq_bucket(64) == 64);
-  CHECK(cu::cudnn_seq_bucket(77) == 128);
-  CHECK(cu::cudnn_seq_bucket(192) == 192);
-  CHECK(cu::cudnn_seq_bucket(1000) == 1024);
-  CHECK(cu::cudnn_seq_bucket(5000) == 5120);
-  CHECK(cu::cudnn_seq_bucket(8192) == 8192);
-  CHECK(cu::cudnn_seq_bucket(8193) == 9216);
-  CHECK(cu::cudnn_seq_bucket(32768) == 32768);
-  for (int64_t seq = 2; seq < 70000; seq += 97) {
-    const int64_t b = cu::cudnn_seq_bucket(seq);
-    CHECK((b >= seq && (b - seq) * 8 <= std::max<int64_t>(seq, 512)));
   }
 }
 
@@ -224,16 +210,81 @@ TEST_CASE("cuda backend attention: MEGATRAIN_ATTENTION=cudnn and =ours both matc
   }
 }
 
+// MEGATRAIN_ATTENTION=auto through the CUDA backend, per direction against the plan's reserve: with none reserved
+// (the deterministic backward does not fit) the forward is cuDNN's and the backward ours, bit for bit as the two run
+// directly; with the backward's figure reserved both are cuDNN's; either way the results match the reference.
+TEST_CASE("cuda backend attention: auto runs cuDNN's forward, and its backward only within the reserve",
+          "[gpu][attention][cudnn][backend]") {
+  MT_REQUIRE_GPU();
+  const int64_t batch = 2, seq = 256, heads = 8, kv_heads = 2, head_dim = 128, T = batch * seq;  // 256: a bucket
+  const int64_t q_size = T * heads * head_dim, kv_size = T * kv_heads * head_dim, lse_size = batch * heads * seq;
+  const std::vector<int32_t> lens{256, 93};
+  const auto q = rounded<bf16>(random_floats(q_size, 61)), k = rounded<bf16>(random_floats(kv_size, 62));
+  const auto v = rounded<bf16>(random_floats(kv_size, 63)), dout = rounded<bf16>(random_floats(q_size, 64));
+  mt::AttnShape host{.batch = batch, .seq = seq, .n_heads = heads, .n_kv_heads = kv_heads, .head_dim = head_dim};
+  host.seq_lens = lens.data();
+  std::vector<float> out_ref(q_size), lse_ref(lse_size), dq_ref(q_size), dk_ref(kv_size), dv_ref(kv_size);
+  ref().attention_forward(out_ref.data(), lse_ref.data(), q.data(), k.data(), v.data(), host);
+  ref().attention_backward(dq_ref.data(), dk_ref.data(), dv_ref.data(), dout.data(), q.data(), k.data(), v.data(),
+                           out_ref.data(), lse_ref.data(), host);
+  // The two implementations run directly: cuDNN's forward, then each backward from its out and lse.
+  auto cudnn = make_cudnn();
+  auto d_lens = upload_ints(lens);
+  mt::AttnShape direct = host;
+  direct.seq_lens = d_lens->get();
+  auto d_q = upload<bf16>(q), d_k = upload<bf16>(k), d_v = upload<bf16>(v), d_dout = upload<bf16>(dout);
+  DeviceBuffer<bf16> out(q_size), dq_ours(q_size), dk_ours(kv_size), dv_ours(kv_size), dq_cudnn(q_size),
+      dk_cudnn(kv_size), dv_cudnn(kv_size);
+  DeviceBuffer<float> lse(lse_size);
+  REQUIRE(cudnn->forward(out.get(), lse.get(), d_q->get(), d_k->get(), d_v->get(), direct));
+  cu::attention_backward<bf16>(dq_ours.get(), dk_ours.get(), dv_ours.get(), d_dout->get(), d_q->get(), d_k->get(),
+                               d_v->get(), out.get(), lse.get(), direct, test_stream());
+  REQUIRE(cudnn->backward(dq_cudnn.get(), dk_cudnn.get(), dv_cudnn.get(), d_dout->get(), d_q->get(), d_k->get(),
+                          d_v->get(), out.get(), lse.get(), direct));
+  const int64_t backward_need = cudnn->workspace_need(true, direct);
+  REQUIRE(backward_need > 0);
+  REQUIRE(cudnn->workspace_need(false, direct) == 0);
+  mt::test::sync();
+  const auto want_out = download(out), want_lse = download(lse);
+  for (const bool reserved : {false, true}) {
+    DYNAMIC_SECTION("reserve " << (reserved ? "the deterministic backward's workspace" : "none")) {
+      unsetenv("MEGATRAIN_ATTENTION");
+      auto be = mt::make_cuda_backend(mt::DType::bf16);
+      be->set_attention_workspace(reserved ? backward_need : 0);
+      const mt::DType dt = mt::DType::bf16;
+      BackendBuffer b_q(*be, q, dt), b_k(*be, k, dt), b_v(*be, v, dt), b_dout(*be, dout, dt);
+      BackendBuffer b_out(*be, q_size, dt), dq(*be, q_size, dt), dk(*be, kv_size, dt), dv(*be, kv_size, dt);
+      BackendBuffer b_lse(*be, lse_size, mt::DType::f32);
+      void* b_lens = be->alloc_bytes(static_cast<int64_t>(lens.size() * 4));
+      be->upload(b_lens, lens.data(), static_cast<int64_t>(lens.size() * 4));
+      mt::AttnShape dev = host;
+      dev.seq_lens = static_cast<const int32_t*>(b_lens);
+      be->attention_forward(b_out.get(), b_lse.floats(), b_q.get(), b_k.get(), b_v.get(), dev);
+      be->attention_backward(dq.get(), dk.get(), dv.get(), b_dout.get(), b_q.get(), b_k.get(), b_v.get(), b_out.get(),
+                             b_lse.floats(), dev);
+      CHECK(same_bits(b_out.read(), want_out));  // cuDNN's forward either way
+      CHECK(same_bits(b_lse.read(), want_lse));
+      CHECK(same_bits(dq.read(), download(reserved ? dq_cudnn : dq_ours)));
+      CHECK(same_bits(dk.read(), download(reserved ? dk_cudnn : dk_ours)));
+      CHECK(same_bits(dv.read(), download(reserved ? dv_cudnn : dv_ours)));
+      check_close("auto attention out", b_out.read(), out_ref, tolerance<bf16>);
+      check_close("auto attention dq", dq.read(), dq_ref, tolerance<bf16>);
+      check_close("auto attention dk", dk.read(), dk_ref, tolerance<bf16>);
+      check_close("auto attention dv", dv.read(), dv_ref, tolerance<bf16>);
+      be->free_bytes(b_lens);
+    }
+  }
+}
+
 // The probe: for causal bf16 head_dim 128 GQA 16:2 at the issue's shapes (about 32K tokens each), whether each graph
 // finalized, its engine and workspace, and ours-vs-cuDNN forward/backward TFLOP/s. FLOPs as
 // tools/bench_torch_attention.py counts them: forward 4·b·h·s²·d / 2 (causal), backward 2.5 × forward.
 TEST_CASE("attention probe: cuDNN plans and ours-vs-cuDNN TFLOP/s", "[.attention_bench]") {
   MT_REQUIRE_GPU();
-  setenv("MEGATRAIN_CUDNN_WORKSPACE_MIB", "65536", 1);  // measure whatever the workspace; the sizes are printed
   auto cudnn = make_cudnn();
   std::printf(
-      "attention probe: cuDNN %lld (plans above MEGATRAIN_CUDNN_WORKSPACE_MIB, default 1024, run ours in "
-      "training)\n",
+      "attention probe: cuDNN %lld (in training, auto runs the deterministic backward where the memory plan "
+      "reserved its workspace: plan/cudnn_attention_plan.h)\n",
       static_cast<long long>(cudnn->version()));
   struct Shape {
     int64_t batch, seq;
@@ -269,7 +320,14 @@ TEST_CASE("attention probe: cuDNN plans and ours-vs-cuDNN TFLOP/s", "[.attention
                                              std::to_string(info.workspace_bytes >> 20) + " MiB, " +
                                              std::to_string(info.candidates) + " configs offered, built in " +
                                              std::to_string(static_cast<int64_t>(info.build_ms)) + " ms" +
-                                             (info.notes.empty() ? "" : ", notes " + info.notes)
+                                             (info.notes.empty() ? "" : ", notes " + info.notes) +
+                                             (backward && deterministic
+                                                  ? ", plan formula " +
+                                                        std::to_string(mt::cudnn_backward_graph_bytes(
+                                                                           sh.batch, sh.seq, heads, head_dim) >>
+                                                                       20) +
+                                                        " MiB"
+                                                  : "")
                                        : "FAILED: " + info.error;
       std::printf("  cuDNN %s: %s\n", label, text.c_str());
     }
@@ -347,7 +405,6 @@ TEST_CASE("attention probe: cuDNN plans and ours-vs-cuDNN TFLOP/s", "[.attention
     std::fflush(stdout);
     MT_CUDA_OK(cudaGetLastError());
   }
-  unsetenv("MEGATRAIN_CUDNN_WORKSPACE_MIB");
 }
 
 #endif  // MEGATRAIN_HAVE_CUDNN
