@@ -5,13 +5,11 @@
 #include <algorithm>
 #include <cctype>
 #include <fstream>
-#include <set>
 #include <string>
 #include <unordered_map>
 
 #include "backend/cuda/cuda_check.h"
 #include "core/error.h"
-#include "core/log.h"
 #ifdef MEGATRAIN_HAVE_CUDNN
 #include "backend/cuda/cudnn_attention.h"
 #endif
@@ -407,30 +405,21 @@ class CudaBackend final : public Backend {
       attention_choice_logged_ = true;
       attention_choice_ = attention_choice_from_env();
       attention_limit_ = cudnn_workspace_limit(attention_choice_, planned_attention_workspace_);
-      log::info("attention: {}", describe_attention_choice(attention_choice_, attention_limit_));
+      cuda::log_attention_choice(attention_choice_, attention_limit_);
     }
-    const std::string gap = attention_choice_ == AttentionChoice::ours ? "" : cudnn_attention_gap(shape, dtype_);
-    if (attention_choice_ == AttentionChoice::ours || !gap.empty()) return nullptr;
+    if (attention_choice_ == AttentionChoice::ours || !cudnn_attention_gap(shape, dtype_).empty()) return nullptr;
     if (!cudnn_)
       cudnn_ = std::make_unique<cuda::CudnnAttention>(
           stream_, [this](int64_t bytes) { return alloc_bytes(bytes); }, [this](void* p) { free_bytes(p); });
-    const int64_t need = cudnn_->workspace_need(backward, shape);
-    if (need < 0) return nullptr;  // the plan did not finalize: logged when it was built
-    const AttentionDecision d = choose_attention(attention_choice_, backward, gap, need, attention_limit_);
-    if (!d.cudnn && refusals_logged_.insert(MT_FORMAT("{} {} {}", backward, shape.batch, shape.seq)).second)
-      log::info("attention {} batch {} seq {}: our kernel ({})", backward ? "backward" : "forward", shape.batch,
-                shape.seq, d.why);
-    return d.cudnn ? cudnn_.get() : nullptr;
+    return cudnn_->chooses(attention_choice_, backward, shape, attention_limit_) ? cudnn_.get() : nullptr;
   }
   void set_attention_workspace(int64_t bytes) override {
     planned_attention_workspace_ = bytes;
     attention_choice_logged_ = false;
-    refusals_logged_.clear();
   }
   std::unique_ptr<cuda::CudnnAttention> cudnn_;
   AttentionChoice attention_choice_ = AttentionChoice::automatic;
   int64_t planned_attention_workspace_ = -1, attention_limit_ = -1;
-  std::set<std::string> refusals_logged_;
   bool attention_choice_logged_ = false;
 #endif
 

@@ -653,6 +653,20 @@ CudnnPlanInfo CudnnAttention::plan_info(bool backward, const AttnShape& s, bool 
   return graph(backward, l.shape, l.padded, deterministic).info;
 }
 
+void log_attention_choice(AttentionChoice c, int64_t limit_bytes) {
+  log::info("attention: {}", describe_attention_choice(c, limit_bytes));
+}
+
+bool CudnnAttention::chooses(AttentionChoice c, bool backward, const AttnShape& s, int64_t limit_bytes) {
+  const int64_t need = workspace_need(backward, s);
+  if (need < 0) return false;  // the plan did not finalize: logged when it was built
+  const AttentionDecision d = choose_attention(c, backward, cudnn_attention_gap(s, DType::bf16), need, limit_bytes);
+  if (!d.cudnn && refusals_logged_.insert({backward, s.batch, s.seq, limit_bytes}).second)
+    log::info("attention {} batch {} seq {}: our kernel ({})", backward ? "backward" : "forward", s.batch, s.seq,
+              d.why);
+  return d.cudnn;
+}
+
 int64_t CudnnAttention::workspace_need(bool backward, const AttnShape& s) {
   const Layout l = layout_for(s);
   const Graph& g = graph(backward, l.shape, l.padded, true);

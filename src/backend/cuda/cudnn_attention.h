@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -24,6 +25,9 @@
 #include "plan/cudnn_attention_plan.h"
 
 namespace mt::cuda {
+
+// One info line: what MEGATRAIN_ATTENTION runs in each direction under this workspace limit (-1: none).
+void log_attention_choice(AttentionChoice c, int64_t limit_bytes);
 
 // What building one graph gave: whether it finalized, the engine, its workspace, or the first failing call.
 struct CudnnPlanInfo {
@@ -62,6 +66,9 @@ class CudnnAttention {
   // cudnn_attention_workspace's terms as this cuDNN reports them), or -1 where the plan does not finalize. Builds the
   // plan on first use; the deterministic backward.
   int64_t workspace_need(bool backward, const AttnShape& s);
+  // Whether this call runs here: choose_attention over the shape's gap, workspace_need and limit_bytes (-1: none);
+  // a refusal is logged once per direction, shape and limit, a plan that did not finalize when it was built.
+  bool chooses(AttentionChoice c, bool backward, const AttnShape& s, int64_t limit_bytes);
 
   struct Graph;  // one finalized (or failed) graph: descriptors, plan, scalar values, side tensors
 
@@ -85,6 +92,7 @@ class CudnnAttention {
   bool handle_tried_ = false;
   std::string handle_error_;
   std::vector<std::unique_ptr<Graph>> graphs_;  // a few shapes per run: found by a linear search
+  std::set<std::tuple<bool, int64_t, int64_t, int64_t>> refusals_logged_;  // backward, batch, seq, limit
   void* workspace_ = nullptr;
   int64_t workspace_bytes_ = 0;
 };
