@@ -61,19 +61,35 @@ int64_t cudnn_backward_graph_bytes(int64_t batch, int64_t bucket_seq, int64_t n_
   return align_up(dp + dq) + align_up(batch * n_heads * bucket_seq * 4);
 }
 
-int64_t cudnn_staging_bytes(bool backward, const AttnShape& s) {
-  const int64_t Sp = cudnn_seq_bucket(s.seq);
-  if (Sp == s.seq) return 0;
+namespace {
+
+// The staging copies at the bucket length Sp.
+int64_t staging_at(bool backward, const AttnShape& s, int64_t Sp) {
   const int64_t b = s.batch, h = s.n_heads, hk = s.n_kv_heads, d = s.head_dim;
   const int64_t q_bytes = align_up(b * Sp * h * d * 2), kv_bytes = align_up(b * Sp * hk * d * 2);
   const int64_t rest = align_up(b * h * Sp * 4) + align_up(b * 4);
   return backward ? 4 * q_bytes + 4 * kv_bytes + rest : 2 * q_bytes + 2 * kv_bytes + rest;
 }
 
+}  // namespace
+
+int64_t cudnn_staging_bytes(bool backward, const AttnShape& s) {
+  const int64_t Sp = cudnn_seq_bucket(s.seq);
+  return Sp == s.seq ? 0 : staging_at(backward, s, Sp);
+}
+
 CudnnWorkspace cudnn_attention_workspace(const AttnShape& s) {
   const int64_t Sp = cudnn_seq_bucket(s.seq);
   return {cudnn_staging_bytes(false, s),
           cudnn_backward_graph_bytes(s.batch, Sp, s.n_heads, s.head_dim) + cudnn_staging_bytes(true, s)};
+}
+
+CudnnWorkspace cudnn_attention_reserve(const AttnShape& longest) {
+  const int64_t Sp = cudnn_seq_bucket(longest.seq);
+  const bool buckets = cudnn_seq_bucket(1) != 1;  // off (MEGATRAIN_CUDNN_SEQ_BUCKETS=0): nothing is ever staged
+  const int64_t graph = cudnn_backward_graph_bytes(longest.batch, Sp, longest.n_heads, longest.head_dim);
+  if (!buckets) return {0, graph};
+  return {staging_at(false, longest, Sp), graph + staging_at(true, longest, Sp)};
 }
 
 int64_t cudnn_workspace_limit(AttentionChoice c, int64_t planned_bytes) {

@@ -51,6 +51,10 @@ struct CudnnWorkspace {
   int64_t forward = 0, backward = 0;
 };
 CudnnWorkspace cudnn_attention_workspace(const AttnShape& s);
+// The most that calls of any length up to longest.seq make it hold (a batch is as long as its longest sequence, so
+// lengths vary): the graph of longest's bucket and its staging, as if staged (one token short of a bucket is).
+// What the memory plan reserves.
+CudnnWorkspace cudnn_attention_reserve(const AttnShape& longest);
 
 // The workspace limit a run's calls are held to: MEGATRAIN_CUDNN_WORKSPACE_MIB where set (an override, MiB), else
 // with `auto` the memory plan's figure (planned_bytes; -1 where no plan set one, as in the op tests and the probe),

@@ -64,7 +64,7 @@ void plan_activations(const ModelSpec& s, const RunShape& run, int64_t es, GpuPl
     const AttentionSpec& a = l.attention;
     const bool cudnn = run.cudnn_attention && cudnn_layer_gap(a, run.dtype).empty();
     if (cudnn) {
-      const CudnnWorkspace w = cudnn_attention_workspace(
+      const CudnnWorkspace w = cudnn_attention_reserve(
           AttnShape{.batch = mb, .seq = run.seq_len, .n_heads = a.num_heads, .n_kv_heads = a.num_kv_heads,
                     .head_dim = a.head_dim});
       cudnn_forward = std::max(cudnn_forward, w.forward);

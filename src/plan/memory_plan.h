@@ -78,7 +78,8 @@ struct GpuPlan {
   int64_t batch_arrays = 0;             // input ids, targets, positions, segments, lengths (int32)
   int64_t gemm_workspace = 0;           // cuBLASLt
   int64_t rope_tables = 0;              // fp32 cos and sin of every RoPE table over max(positions, seq_len)
-  // CudnnAttention's workspace (plan/cudnn_attention_plan.h) at the micro-batch shape, the widest covered layer's:
+  // CudnnAttention's workspace (plan/cudnn_attention_plan.h: cudnn_attention_reserve, any batch length up to
+  // seq_len) at the micro-batch shape, the widest covered layer's:
   // the deterministic backward's graph and staging where run.cudnn_backward, else the forward's staging; 0 without
   // run.cudnn_attention. cudnn_backward_need: what the deterministic backward would take (reported when it does
   // not fit and our backward runs instead).

@@ -1,8 +1,8 @@
 // cuDNN attention's workspace and per-direction choice (plan/cudnn_attention_plan.h) and what the memory plan and the
 // sequence limit make of them: the formula against the workspaces cuDNN 9.14 reported on the H200, auto's choice
 // per direction, the plan reserving the deterministic backward's workspace where it fits (else our backward, with
-// its GQA partials), the staging copies of a length between buckets, and the longest sequence cuDNN's backward
-// covers.
+// its GQA partials), the staging copies of any batch length up to the run's, and the longest sequence cuDNN's
+// backward covers.
 #include <cstdlib>
 #include <exception>
 #include <string>
@@ -163,18 +163,19 @@ TEST_CASE("memory plan: cuDNN's deterministic backward workspace is reserved whe
   CHECK(on_h200.cudnn_backward);
   const mt::GpuPlan g = mt::plan_gpu(spec, on_h200);
   const int64_t mb = g.micro_batch_size;
-  const mt::CudnnWorkspace w = mt::cudnn_attention_workspace(shape(mb, 8192, 16, 2, 128));
+  const mt::CudnnWorkspace w = mt::cudnn_attention_reserve(shape(mb, 8192, 16, 2, 128));
   CHECK(g.cudnn_backward);
   CHECK(g.attention_workspace == w.backward);
   CHECK(g.cudnn_backward_need == w.backward);
   CHECK(g.total() <= mt::usable_gpu_bytes(139 * kGiB));
-  // The same shape with our backward: the forward's staging only (none at 8192), and our GQA partials instead.
+  // The same shape with our backward: the forward's staging only, and our GQA partials instead.
   mt::RunShape ours = on_h200;
   ours.cudnn_backward = false;
   const mt::GpuPlan o = mt::plan_gpu(spec, ours);
-  CHECK(o.attention_workspace == 0);
+  CHECK(o.attention_workspace == w.forward);
   CHECK(o.layer_workspace > g.layer_workspace);
-  CHECK(o.total() - o.layer_workspace == g.total() - g.layer_workspace - g.attention_workspace);
+  CHECK(o.total() - o.layer_workspace - o.attention_workspace ==
+        g.total() - g.layer_workspace - g.attention_workspace);
   // Not bf16, or MEGATRAIN_ATTENTION=ours, or no GPU: no cuDNN at all.
   CHECK(!mt::cudnn_attention_for(mt::DType::f32, 139 * kGiB));
   CHECK(!mt::cudnn_attention_for(mt::DType::bf16, 0));
@@ -193,10 +194,29 @@ TEST_CASE("memory plan: cuDNN's deterministic backward workspace is reserved whe
   CHECK(!small.cudnn_backward);
   CHECK(!s.cudnn_backward);
   CHECK(s.cudnn_backward_need > 0);
-  CHECK(s.attention_workspace == 0);
+  CHECK(s.attention_workspace ==
+        mt::cudnn_attention_reserve(shape(s.micro_batch_size, 32768, 16, 2, 128)).forward);
   CHECK(s.total() <= mt::usable_gpu_bytes(small_gpu));
   CHECK(contains(mt::describe_attention_plan(s), "our backward"));
   CHECK(contains(mt::describe_attention_plan(g), "deterministic backward"));
+}
+
+TEST_CASE("cudnn attention reserve: the most any batch length up to the longest holds", "[plan][cudnn]") {
+  // A batch is as long as its longest sequence: one token short of the bucket stages into it.
+  const mt::CudnnWorkspace at = mt::cudnn_attention_reserve(shape(2, 8192, 16, 2, 128));
+  const mt::CudnnWorkspace short_one = mt::cudnn_attention_workspace(shape(2, 8191, 16, 2, 128));
+  CHECK(at.forward == short_one.forward);
+  CHECK(at.backward == short_one.backward);
+  for (int64_t seq = 2; seq <= 8192; seq += 37) {
+    const mt::CudnnWorkspace w = mt::cudnn_attention_workspace(shape(2, seq, 16, 2, 128));
+    CHECK(w.forward <= at.forward);
+    CHECK(w.backward <= at.backward);
+  }
+  // Without buckets nothing is staged: the longest length's graph is the most.
+  const Env off("MEGATRAIN_CUDNN_SEQ_BUCKETS", "0");
+  const mt::CudnnWorkspace unstaged = mt::cudnn_attention_reserve(shape(2, 8192, 16, 2, 128));
+  CHECK(unstaged.forward == 0);
+  CHECK(unstaged.backward == mt::cudnn_backward_graph_bytes(2, 8192, 16, 128));
 }
 
 TEST_CASE("memory plan: a length between buckets reserves the staging copies", "[plan][cudnn]") {
