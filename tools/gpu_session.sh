@@ -2,7 +2,7 @@
 # One GPU-machine session, run from the repository root with a bundle made by `tools/bundle.sh --tests`
 # in bundle/: the CUDA op table, the PyTorch-parity fixtures on the CUDA backend, pipeline variants, the
 # benchmarks and the PyTorch reference. Logs go to $OUT; a short table is printed last.
-# Usage: tools/gpu_session.sh [quick|full|dp|families|hybrid|nvme|moe|longseq]
+# Usage: tools/gpu_session.sh [quick|full|dp|families|hybrid|nvme|moe|longseq|attention]
 # (quick: the tests; full: the tests and the one-GPU benchmarks with PyTorch's; dp: the tests and the data-parallel
 # part, on 2 or more GPUs; families: the tests, then Qwen2.5-3B batch 64 and Qwen2.5-7B batch 32 with this build and,
 # where bundle_base/ holds an earlier build, with that one in the same call, then Gemma-2-9B and Phi-4 at batch 32 with
@@ -19,7 +19,11 @@
 # tokens per step on the Qwen3-30B-A3B shape, and 2 Llama 4 Scout layers at 16 × 4096 and 4 × 16384 (chunked); longseq: the tests, then Qwen2.5-3B at 8 × 8192 and 2 × 32768, then batch
 # 1 at the longest sequence the plan predicts for Qwen2.5-3B and Qwen2.5-7B on this GPU (`calc-resource`'s
 # longest_sequence.gpu_memory_tokens and its checkpoint interval), capped at the issue's targets, 524 288 and 262 144
-# tokens (LONGSEQ_3B / LONGSEQ_7B override; one step, LONGSEQ_TIMEOUT s))
+# tokens (LONGSEQ_3B / LONGSEQ_7B override; one step, LONGSEQ_TIMEOUT s); attention (about 300 s): tests_gpu
+# "[cudnn],[attention]" (not the whole op table), the parity fixtures on CUDA, then Qwen2.5-3B 8 × 8192, 2 × 32768 and
+# 32 × 1024 with MEGATRAIN_ATTENTION=ours and =auto (each bench's attention plan and per-direction choice noted);
+# ATTENTION_PROBE=1 adds the probe (tests_gpu "[.attention_bench]": cuDNN plans, engines, ours-vs-cuDNN TFLOP/s) and
+# tools/bench_torch_attention.py at the same shapes)
 set -uo pipefail
 mode=${1:-full}
 out=${OUT:-/tmp/megatrain-gpu}
@@ -33,7 +37,10 @@ note() { summary+=("$1"); echo "== $1"; }
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv >"$out/gpu.txt" 2>&1
 if [[ -z ${SKIP_OP_TABLE:-}${SKIP_TESTS:-} ]]; then
-  timeout 120 $b/tests_gpu >"$out/tests_gpu.log" 2>&1; note "tests_gpu rc=$? $(tail -n 2 "$out/tests_gpu.log" | tr '\n' ' ')"
+  gpu_tests=()
+  [[ $mode == attention ]] && gpu_tests=("[cudnn],[attention]")
+  timeout ${TESTS_GPU_TIMEOUT:-180} $b/tests_gpu "${gpu_tests[@]}" >"$out/tests_gpu.log" 2>&1
+  note "tests_gpu ${gpu_tests[*]} rc=$? $(tail -n 2 "$out/tests_gpu.log" | tr '\n' ' ')"
 fi
 if [[ -z ${SKIP_TESTS:-} ]]; then
   MEGATRAIN_BACKEND=cuda timeout 150 $b/tests_integration "[parity]" >"$out/parity_cuda.log" 2>&1
@@ -148,6 +155,23 @@ print(s['gpu_memory_tokens'], s['checkpoint_interval'])" "$plan")
     note "qwen2.5-$size: the plan's longest sequence on this GPU ${longest} tokens (checkpoint_interval $interval); bench at $seq"
     BENCH_TIMEOUT=${LONGSEQ_TIMEOUT:-560} bench "qwen${size}_b1_s$seq" 1 --model "configs/models/qwen2.5-$size.json" \
       --batch 1 --seq "$seq" --checkpoint-interval "$interval" --steps 1 --warmup 0
+  done
+fi
+if [[ $mode == attention ]]; then  # the 3B step with our attention and with auto (cuDNN per direction), side by side
+  if [[ -n ${ATTENTION_PROBE:-} ]]; then
+    timeout 240 $b/tests_gpu "[.attention_bench]" >"$out/attention_probe.log" 2>&1
+    note "attention probe rc=$? $(grep -E 'probe|shape|cuDNN (forward|backward)|TFLOP/s' "$out/attention_probe.log" | tr '\n' ' ')"
+    timeout 240 python3 tools/bench_torch_attention.py >"$out/torch_attention.log" 2>&1
+    note "torch attention rc=$? $(tr '\n' ' ' <"$out/torch_attention.log" | tail -c 900)"
+  fi
+  for shape in "8 8192 2" "2 32768 2" "32 1024 3"; do
+    read -r batch seq steps <<<"$shape"
+    for impl in ours auto; do
+      name="qwen3b_b${batch}_s${seq}_attention_$impl"
+      MEGATRAIN_ATTENTION=$impl BENCH_TIMEOUT=${ATTENTION_BENCH_TIMEOUT:-100} bench "$name" 1 \
+        --model configs/models/qwen2.5-3b.json --steps "$steps" --warmup 1 --batch "$batch" --seq "$seq"
+      note "  $name: $(grep -m 3 -E 'attention plan|attention: MEGATRAIN|our kernel \(' "$out/bench_$name.log" | cut -c 1-300 | tr '\n' ' ')"
+    done
   done
 fi
 # Data parallelism on every visible GPU (at least 2): the fixtures against one GPU, then weak scaling of the bench

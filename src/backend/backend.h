@@ -73,6 +73,10 @@ class Backend {
   // Most backend memory held at once so far (bytes), and the memory the device has in all (0 when unknown).
   virtual int64_t peak_memory_bytes() const = 0;
   virtual int64_t device_memory_bytes() const = 0;
+  // The bytes the memory plan reserved for attention's library workspace (GpuPlan::attention_workspace): the CUDA
+  // backend's cuDNN attention holds itself to it under MEGATRAIN_ATTENTION=auto (plan/cudnn_attention_plan.h).
+  // Without a call: no limit (op tests). Other backends have no such workspace.
+  virtual void set_attention_workspace(int64_t /*bytes*/) {}
 
   // y[T,O] = x[T,I] · w[O,I]ᵀ + b[O] (b may be null).
   virtual void linear_forward(void* y, const void* x, const void* w, const void* b, int64_t T, int64_t I,

@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "model/model_source.h"
 #include "model/model_spec.h"
+#include "plan/cudnn_attention_plan.h"
 #include "plan/resource_advice.h"
 #include "plan/sequence_limit.h"
 #include "plan/step_bound.h"
@@ -144,6 +145,7 @@ json to_json(const std::string& model, const ModelSpec& spec, const Machine& m, 
   json j = {{"model", model},
           {"longest_sequence", {{"tokens", seq.longest()}, {"gpu_memory_tokens", seq.memory_tokens},
                                 {"checkpoint_interval", seq.checkpoint_interval}, {"gpu_bytes", seq.gpu_bytes},
+                                {"cudnn_backward_tokens", seq.cudnn_backward_tokens},
                                 {"host_fits", seq.host_fits}, {"position_limit", positions},
                                 {"position_source", seq.position_source}}},
           {"architecture", spec.architecture},
@@ -160,7 +162,9 @@ json to_json(const std::string& model, const ModelSpec& spec, const Machine& m, 
                    {"checkpoints", g.checkpoints}, {"segment_activations", g.segment},
                    {"saved_layer_activations", g.saved_layers},
                    {"layer_workspace", g.layer_workspace}, {"head_logits", g.head}, {"batch_arrays", g.batch_arrays},
-                   {"gemm_workspace", g.gemm_workspace}, {"total", g.total()}, {"gpu_bytes", m.gpu_bytes},
+                   {"gemm_workspace", g.gemm_workspace}, {"attention_workspace", g.attention_workspace},
+                   {"cudnn_backward", g.cudnn_backward}, {"cudnn_backward_need", g.cudnn_backward_need},
+                   {"total", g.total()}, {"gpu_bytes", m.gpu_bytes},
                    {"fits", a.gpu_fits}}},
           {"nvme", {{"offload", offload_mode_name(h.offload)}, {"bytes_per_parameter", h.nvme_per_parameter},
                     {"bytes", h.nvme_bytes}, {"capacity_bytes", m.nvme_bytes}, {"staging_ram_bytes", h.staging_bytes},
@@ -225,6 +229,9 @@ void print_text(const std::string& model, const ModelSpec& spec, const Machine& 
             << MT_FORMAT("  saved activations of {} layers {}\n", spec.num_layers - recompute, b(g.saved_layers))
             << MT_FORMAT("  layer workspace {} | head logits {} | batch arrays {} | cuBLASLt workspace {}\n",
                          b(g.layer_workspace), b(g.head), b(g.batch_arrays), b(g.gemm_workspace))
+            << (a.run.cudnn_attention ? MT_FORMAT("  attention: {} (cuDNN workspace {})\n", describe_attention_plan(g),
+                                                  b(g.attention_workspace))
+                                      : std::string())
             << MT_FORMAT("largest trainable model for this RAM: {:.2f} B parameters\n",
                          static_cast<double>(a.largest_parameters) / 1e9);
   std::cout << "largest model by store.offload:";
@@ -264,6 +271,12 @@ void print_text(const std::string& model, const ModelSpec& spec, const Machine& 
                          seq.position_tokens == kNoPositionLimit ? std::string("unlimited")
                                                                  : std::to_string(seq.position_tokens),
                          seq.position_source);
+  if (a.run.cudnn_attention && seq.memory_tokens > 0)
+    std::cout << MT_FORMAT("  cuDNN's deterministic attention backward fits up to {} tokens{}\n",
+                           seq.cudnn_backward_tokens,
+                           seq.cudnn_backward_tokens < seq.memory_tokens
+                               ? "; longer sequences plan (and run) our attention backward"
+                               : "");
   std::cout << "verdict: " << (a.fits() ? "fits" : "does not fit: " + a.shortfall) << "\n";
 }
 
@@ -291,6 +304,7 @@ void run_calc_resource(Inputs in, bool interactive_allowed) {
   run.offload = offload_mode_from_name(in.offload);
   if (offloads_master(run.offload)) run.stream_dtype = DType::bf16;  // the GPU streams the bf16 copy
   if (in.recompute >= 0) run.recompute_layers = in.recompute;
+  run.cudnn_attention = cudnn_attention_for(run.dtype, static_cast<int64_t>(*in.gpu_gib * (1 << 30)));
   const Machine m{static_cast<int64_t>(*in.gpu_gib * (1 << 30)), static_cast<int64_t>(*in.ram_gib * (1 << 30)),
                   in.nvme_gb > 0 ? static_cast<int64_t>(in.nvme_gb * 1e9) : -1, in.nvme_gbs, in.gpu_tflops};
   const SequenceLimit seq = longest_trainable_sequence(spec, run, m);

@@ -10,6 +10,7 @@
 #include "engine/layer_internals.h"
 #include "engine/moe_block.h"
 #include "model/param_layout.h"
+#include "plan/cudnn_attention_plan.h"
 #include "store/host_store.h"
 #include "store/state_tier.h"
 #include "store/tier_layout.h"
@@ -56,11 +57,27 @@ void plan_activations(const ModelSpec& s, const RunShape& run, int64_t es, GpuPl
     const InternalsWidths w = saved_layer_widths(s, i);
     g.saved_layers += pass_tokens * w.elements() * es + pass_tokens * w.fp32_elements() * 4 + (i % c != 0 ? n : 0);
   }
-  int64_t attention_partials = 0;  // kernels/attention.cu: fp32 dk/dv partials of a GQA group, the widest layer's
+  // CudnnAttention's workspace over the covered layers; kernels/attention.cu's fp32 dk/dv partials of a GQA group
+  // over the layers whose backward is ours (the widest layer's).
+  int64_t attention_partials = 0, cudnn_forward = 0;
+  g.cudnn_backward_need = 0;
   for (const LayerSpec& l : s.layers) {
-    const int64_t group = l.attention.num_heads / std::max<int64_t>(l.attention.num_kv_heads, 1);
-    if (group > 1) attention_partials = std::max(attention_partials, 2 * group * mb_tokens * l.attention.kv_dim() * 4);
+    if (l.is_deltanet()) continue;
+    const AttentionSpec& a = l.attention;
+    const bool cudnn = run.cudnn_attention && cudnn_layer_gap(a, run.dtype).empty();
+    if (cudnn) {
+      const CudnnWorkspace w = cudnn_attention_reserve(
+          AttnShape{.batch = mb, .seq = run.seq_len, .n_heads = a.num_heads, .n_kv_heads = a.num_kv_heads,
+                    .head_dim = a.head_dim});
+      cudnn_forward = std::max(cudnn_forward, w.forward);
+      g.cudnn_backward_need = std::max(g.cudnn_backward_need, w.backward);
+    }
+    const int64_t group = a.num_heads / std::max<int64_t>(a.num_kv_heads, 1);
+    if (group > 1 && !(cudnn && run.cudnn_backward))
+      attention_partials = std::max(attention_partials, 2 * group * mb_tokens * a.kv_dim() * 4);
   }
+  g.cudnn_backward = run.cudnn_backward && g.cudnn_backward_need > 0;
+  g.attention_workspace = g.cudnn_backward ? std::max(cudnn_forward, g.cudnn_backward_need) : cudnn_forward;
   // The CUDA gated delta rule's backward scratch (backend/gated_delta_rule_scratch.h, which the kernels allocate
   // by); the conv's and the gates' fp32 partials are smaller.
   int64_t deltanet_scratch = 0;
@@ -145,8 +162,22 @@ int64_t auto_passes(const ModelSpec& spec, RunShape run, int64_t gpu_bytes, bool
 }
 
 void resolve_auto(const ModelSpec& spec, RunShape& run, int64_t gpu_bytes, bool auto_recompute) {
-  if (run.passes == 0) run.passes = auto_passes(spec, run, gpu_bytes, auto_recompute);
-  resolve_pass_shape(spec, run, gpu_bytes, auto_recompute);
+  const RunShape given = run;
+  run.cudnn_backward = run.cudnn_attention && gpu_bytes > 0;
+  const auto resolve = [&] {
+    if (run.passes == 0) run.passes = auto_passes(spec, run, gpu_bytes, auto_recompute);
+    resolve_pass_shape(spec, run, gpu_bytes, auto_recompute);
+  };
+  resolve();
+  if (run.cudnn_backward && plan_gpu(spec, run).total() > usable_gpu_bytes(gpu_bytes)) {
+    run = given;
+    run.cudnn_backward = false;
+    resolve();
+  }
+}
+
+bool cudnn_attention_for(DType dtype, int64_t gpu_bytes) {
+  return gpu_bytes > 0 && dtype == DType::bf16 && attention_choice_from_env() != AttentionChoice::ours;
 }
 
 int64_t resolve_micro_batch(const RunShape& run) {

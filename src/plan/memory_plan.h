@@ -31,7 +31,16 @@ struct RunShape {
   int ranks = 1;                        // ranks of the node sharing the store
   OffloadMode offload = OffloadMode::none;  // store.offload: state kinds on the NVMe tier instead of RAM
   int64_t token_chunk = 0;              // tokens per feed-forward chunk, as EngineOptions (0 = the default)
+  // Attention through cuDNN where it covers the layer (plan/cudnn_attention_plan.h): the CUDA backend in bf16 with
+  // MEGATRAIN_ATTENTION auto or cudnn (cudnn_attention_for). cudnn_backward: the deterministic backward's
+  // workspace is reserved (resolve_auto sets it where the plan fits with it; otherwise our backward runs).
+  bool cudnn_attention = false;
+  bool cudnn_backward = false;
 };
+
+// Whether a run's attention goes through cuDNN where covered: a GPU backend (gpu_bytes > 0), bf16, and
+// MEGATRAIN_ATTENTION auto or cudnn.
+bool cudnn_attention_for(DType dtype, int64_t gpu_bytes);
 
 struct HostPlan {
   int64_t parameters = 0;
@@ -69,9 +78,17 @@ struct GpuPlan {
   int64_t batch_arrays = 0;             // input ids, targets, positions, segments, chunk ids, lengths (int32)
   int64_t gemm_workspace = 0;           // cuBLASLt
   int64_t rope_tables = 0;              // fp32 cos and sin of every RoPE table over max(positions, seq_len)
+  // CudnnAttention's workspace (plan/cudnn_attention_plan.h: cudnn_attention_reserve, any batch length up to
+  // seq_len) at the micro-batch shape, the widest covered layer's:
+  // the deterministic backward's graph and staging where run.cudnn_backward, else the forward's staging; 0 without
+  // run.cudnn_attention. cudnn_backward_need: what the deterministic backward would take (reported when it does
+  // not fit and our backward runs instead).
+  int64_t attention_workspace = 0;
+  int64_t cudnn_backward_need = 0;
+  bool cudnn_backward = false;
   int64_t total() const {
     return weight_slots + grad_buffers + checkpoints + segment + saved_layers + layer_workspace + head +
-           batch_arrays + gemm_workspace + rope_tables;
+           batch_arrays + gemm_workspace + rope_tables + attention_workspace;
   }
 };
 
@@ -103,7 +120,10 @@ int64_t usable_gpu_bytes(int64_t gpu_bytes);
 // or where no count fits.
 inline constexpr int64_t kAutoPassTokens = 65536;
 int64_t auto_passes(const ModelSpec& spec, RunShape run, int64_t gpu_bytes, bool auto_recompute);
-// What a run leaves to the plan, resolved in order for a GPU of gpu_bytes (0: the CPU backend): passes 0 becomes
+// What a run leaves to the plan, resolved in order for a GPU of gpu_bytes (0: the CPU backend): with
+// run.cudnn_attention, first with cuDNN's deterministic backward reserved (cudnn_backward), kept where the resolved
+// plan fits the usable memory (the workspace is reserved before layers keep activations: at 8192 tokens it is worth
+// more than the layers it makes recompute), else resolved again with our backward; then passes 0 becomes
 // auto_passes; micro_batch_size 0 becomes auto_micro_batch; with auto_recompute, recompute_layers becomes
 // auto_recompute_layers; recompute_layers is then at most L. train's preflight, bench and calc-resource all
 // resolve through it.

@@ -58,19 +58,30 @@ SequenceLimit longest_trainable_sequence(const ModelSpec& spec, RunShape run, co
   s.host_fits = host.ram_bytes() <= static_cast<int64_t>(static_cast<double>(machine.ram_bytes) * kHostUsableShare) &&
                 (machine.nvme_bytes < 0 || host.nvme_bytes <= machine.nvme_bytes);
   const int64_t usable = usable_gpu_bytes(machine.gpu_bytes);
-  auto fits = [&](int64_t steps) { return one_sequence_gpu_bytes(spec, run, steps * kSequenceStep) <= usable; };
-  if (machine.gpu_bytes <= 0 || !fits(1)) return s;
-  int64_t lo = 1, hi = 2;  // fits(lo); hi: the first power of two found not to fit
-  while (hi < (int64_t{1} << 24) && fits(hi)) {
-    lo = hi;
-    hi *= 2;
-  }
-  while (hi - lo > 1) {
-    const int64_t mid = lo + (hi - lo) / 2;
-    (fits(mid) ? lo : hi) = mid;
-  }
-  s.memory_tokens = lo * kSequenceStep;
-  s.gpu_bytes = one_sequence_gpu_bytes(spec, run, s.memory_tokens, &s.checkpoint_interval);
+  if (machine.gpu_bytes <= 0) return s;
+  // The longest multiple of kSequenceStep whose plan fits, with the backward as `cudnn_backward` says.
+  auto longest = [&](bool cudnn_backward) -> int64_t {
+    RunShape r = run;
+    r.cudnn_backward = cudnn_backward;
+    auto fits = [&](int64_t steps) { return one_sequence_gpu_bytes(spec, r, steps * kSequenceStep) <= usable; };
+    if (!fits(1)) return 0;
+    int64_t lo = 1, hi = 2;  // fits(lo); hi: the first power of two found not to fit
+    while (hi < (int64_t{1} << 24) && fits(hi)) {
+      lo = hi;
+      hi *= 2;
+    }
+    while (hi - lo > 1) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      (fits(mid) ? lo : hi) = mid;
+    }
+    return lo * kSequenceStep;
+  };
+  s.memory_tokens = longest(false);
+  if (s.memory_tokens == 0) return s;
+  if (run.cudnn_attention) s.cudnn_backward_tokens = longest(true);
+  RunShape at = run;
+  at.cudnn_backward = s.cudnn_backward_tokens >= s.memory_tokens;
+  s.gpu_bytes = one_sequence_gpu_bytes(spec, at, s.memory_tokens, &s.checkpoint_interval);
   return s;
 }
 

@@ -27,6 +27,9 @@ struct SequenceLimit {
   int64_t memory_tokens = 0;          // longest multiple of kSequenceStep that fits GPU memory (0: not even one step)
   int64_t checkpoint_interval = 0;    // the interval it fits at
   int64_t gpu_bytes = 0;              // its plan's GPU total
+  // With run.cudnn_attention: the longest multiple of kSequenceStep at which cuDNN's deterministic backward's
+  // workspace fits too (0: at none); longer sequences, up to memory_tokens, plan (and run) our backward.
+  int64_t cudnn_backward_tokens = 0;
   bool host_fits = false;             // the host store fits the RAM, its NVMe tier the NVMe (batch 1 needs nothing
                                       // else of the host)
   int64_t position_tokens = 0;        // model_position_limit
@@ -38,8 +41,9 @@ struct SequenceLimit {
 // checkpoint_interval or (0) the best one, which `interval` receives.
 int64_t one_sequence_gpu_bytes(const ModelSpec& spec, RunShape run, int64_t tokens, int64_t* interval = nullptr);
 
-// run: dtype, stream dtype, weight slots, ranks, offload, token_chunk and, when not 0, checkpoint_interval are kept;
-// the rest is batch 1 recomputing every layer.
+// run: dtype, stream dtype, weight slots, ranks, offload, token_chunk, cudnn_attention and, when not 0,
+// checkpoint_interval are kept; the rest is batch 1 recomputing every layer. memory_tokens assumes our backward
+// (cuDNN's forward staging counted); cudnn_backward_tokens says how far cuDNN's backward fits.
 SequenceLimit longest_trainable_sequence(const ModelSpec& spec, RunShape run, const Machine& machine);
 
 }  // namespace mt

@@ -10,6 +10,9 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "core/error.h"
+#ifdef MEGATRAIN_HAVE_CUDNN
+#include "backend/cuda/cudnn_attention.h"
+#endif
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/grouped_gemm.h"
 #include "backend/cuda/op_profile.h"
@@ -32,6 +35,9 @@ class CudaBackend final : public Backend {
   }
   ~CudaBackend() override {
     cudaStreamSynchronize(stream_);
+#ifdef MEGATRAIN_HAVE_CUDNN
+    cudnn_.reset();
+#endif
     grouped_.reset();
     gemm_.reset();
     cudaFree(scalar_);
@@ -167,6 +173,13 @@ class CudaBackend final : public Backend {
   void attention_forward(void* out, float* lse, const void* q, const void* k, const void* v,
                          const AttnShape& shape) override {
     const cuda::OpProfile::Span span(profile_, "attention_forward", stream_);
+#ifdef MEGATRAIN_HAVE_CUDNN
+    if (cuda::CudnnAttention* c = cudnn_for(shape, false)) {
+      if (c->forward(static_cast<bf16*>(out), lse, static_cast<const bf16*>(q), static_cast<const bf16*>(k),
+                     static_cast<const bf16*>(v), shape))
+        return;
+    }
+#endif
     dispatch([&](auto* t) {
       cuda::attention_forward(cast(t, out), lse, cast(t, q), cast(t, k), cast(t, v), shape, stream_);
     });
@@ -174,6 +187,14 @@ class CudaBackend final : public Backend {
   void attention_backward(void* dq, void* dk, void* dv, const void* dout, const void* q, const void* k,
                           const void* v, const void* out, const float* lse, const AttnShape& shape) override {
     const cuda::OpProfile::Span span(profile_, "attention_backward", stream_);
+#ifdef MEGATRAIN_HAVE_CUDNN
+    if (cuda::CudnnAttention* c = cudnn_for(shape, true)) {
+      if (c->backward(static_cast<bf16*>(dq), static_cast<bf16*>(dk), static_cast<bf16*>(dv),
+                      static_cast<const bf16*>(dout), static_cast<const bf16*>(q), static_cast<const bf16*>(k),
+                      static_cast<const bf16*>(v), static_cast<const bf16*>(out), lse, shape))
+        return;
+    }
+#endif
     dispatch([&](auto* t) {
       cuda::attention_backward(cast(t, dq), cast(t, dk), cast(t, dv), cast(t, dout), cast(t, q), cast(t, k),
                                cast(t, v), cast(t, out), lse, shape, stream_);
@@ -441,6 +462,34 @@ class CudaBackend final : public Backend {
   static const T* cast(T*, const void* p) {
     return static_cast<const T*>(p);
   }
+
+#ifdef MEGATRAIN_HAVE_CUDNN
+  // cuDNN's fused attention for this direction of this call when plan/cudnn_attention_plan.h's choice says so (the
+  // plan built, its workspace and staging within the run's limit); null otherwise: our kernel runs. The choice is
+  // logged once (again after set_attention_workspace), each refusal of a shape once, each graph once
+  // (cudnn_attention.cpp).
+  cuda::CudnnAttention* cudnn_for(const AttnShape& shape, bool backward) {
+    if (!attention_choice_logged_) {
+      attention_choice_logged_ = true;
+      attention_choice_ = attention_choice_from_env();
+      attention_limit_ = cudnn_workspace_limit(attention_choice_, planned_attention_workspace_);
+      cuda::log_attention_choice(attention_choice_, attention_limit_);
+    }
+    if (attention_choice_ == AttentionChoice::ours || !cudnn_attention_gap(shape, dtype_).empty()) return nullptr;
+    if (!cudnn_)
+      cudnn_ = std::make_unique<cuda::CudnnAttention>(
+          stream_, [this](int64_t bytes) { return alloc_bytes(bytes); }, [this](void* p) { free_bytes(p); });
+    return cudnn_->chooses(attention_choice_, backward, shape, attention_limit_) ? cudnn_.get() : nullptr;
+  }
+  void set_attention_workspace(int64_t bytes) override {
+    planned_attention_workspace_ = bytes;
+    attention_choice_logged_ = false;
+  }
+  std::unique_ptr<cuda::CudnnAttention> cudnn_;
+  AttentionChoice attention_choice_ = AttentionChoice::automatic;
+  int64_t planned_attention_workspace_ = -1, attention_limit_ = -1;
+  bool attention_choice_logged_ = false;
+#endif
 
   void ensure_head_buffers(int64_t rows, int64_t V, int64_t T) {
     if (rows * V > head_capacity_) {

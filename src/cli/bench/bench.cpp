@@ -20,6 +20,7 @@
 #include "model/model_source.h"
 #include "model/param_layout.h"
 #include "optim/optimizer.h"
+#include "plan/cudnn_attention_plan.h"
 #include "plan/memory_plan.h"
 #include "plan/resource_advice.h"
 #include "store/host_store.h"
@@ -111,7 +112,11 @@ void run_bench(const BenchOptions& o) {
   run.weight_slots = o.slots;
   run.micro_batch_size = o.micro_batch;
   if (o.recompute_layers >= 0) run.recompute_layers = o.recompute_layers;
+  run.cudnn_attention = cudnn_attention_for(run.dtype, backend->device_memory_bytes());
   resolve_auto(spec, run, backend->device_memory_bytes(), o.recompute_layers < 0);
+  const GpuPlan planned = plan_gpu(spec, run);
+  backend->set_attention_workspace(planned.attention_workspace);  // what the plan reserved for cuDNN, as train
+  if (run.cudnn_attention) log::info("bench: attention plan: {}", describe_attention_plan(planned));
   const int64_t micro_batch = resolve_micro_batch(run);  // as the engine clamps it to the pass
   eo.passes = run.passes;
   eo.micro_batch_size = run.micro_batch_size;

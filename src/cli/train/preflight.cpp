@@ -15,6 +15,7 @@
 #include "dist/numa_binding.h"
 #include "cli/train/train_plan.h"
 #include "model/param_layout.h"
+#include "plan/cudnn_attention_plan.h"
 #include "plan/sequence_limit.h"
 #include "store/shared_memory_check.h"
 #include "plan/resource_advice.h"
@@ -136,7 +137,8 @@ std::string preflight_shortfall(const ModelSpec& spec, const RunShape& run, bool
       return MT_FORMAT("GPU memory: the plan needs {} (weight slots {}, gradient buffers {}, checkpoints {}, "
                        "activations and workspace {}) but the GPU has {}", bytes(g.total()), bytes(g.weight_slots),
                        bytes(g.grad_buffers), bytes(g.checkpoints),
-                       bytes(g.segment + g.layer_workspace + g.head + g.batch_arrays + g.gemm_workspace),
+                       bytes(g.segment + g.layer_workspace + g.head + g.batch_arrays + g.gemm_workspace +
+                             g.attention_workspace),
                        bytes(limits.gpu_bytes));
   }
   return "";
@@ -185,6 +187,7 @@ RunShape preflight(const Config& c, const ModelSpec& spec, const Backend& backen
   const std::string tier = tier_path_shortfall(make_param_layout(spec), tier_settings_of(c), ranks);
   MT_REQUIRE(tier.empty(), "{}", tier);
   const bool gpu = backend.device_memory_bytes() > 0;
+  run.cudnn_attention = cudnn_attention_for(run.dtype, backend.device_memory_bytes());
   require_sequence_fits(c, spec, run, backend);
   resolve_auto(spec, run, backend.device_memory_bytes(), c.training.recompute_layers < 0);
   MachineLimits limits = read_machine_limits(backend);
@@ -214,6 +217,7 @@ RunShape preflight(const Config& c, const ModelSpec& spec, const Backend& backen
             run.passes, plan.gpu.micro_batch_size, run.recompute_layers, spec.num_layers,
             run.recompute_layers < spec.num_layers
                 ? MT_FORMAT(", the others keep their activations ({})", bytes(plan.gpu.saved_layers)) : "");
+  if (run.cudnn_attention) log::info("attention plan: {}", describe_attention_plan(plan.gpu));
   if (count_active_parameters(spec) != plan.host.parameters) {  // mixture of experts: memory on all, FLOPs on active
     const StepBound b = step_bound(spec, run);
     const int64_t pass_tokens = run.batch_size / std::max<int64_t>(run.passes, 1) * run.seq_len;

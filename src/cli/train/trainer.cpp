@@ -253,6 +253,7 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
   const std::string gpu_ranks = dp.size > 1 && !backend->host_memory() ? dist::describe_gpu_ranks(dp) : "";
   // Before the store and the output directory exist.
   const RunShape run = preflight(c, spec, *backend, ctx.node_size, dp.size);
+  backend->set_attention_workspace(plan_gpu(spec, run).attention_workspace);  // what the plan reserved for cuDNN
   require_batch_splits(c, dp, run.passes);  // auto passes are known now
   const OptimizerSettings os = optimizer_settings(c);
   const int64_t updates_applied = resume ? resume->meta().updates_applied : 0;

@@ -1,0 +1,813 @@
+// cuDNN fused attention through the backend graph API (see cudnn_attention.h): graphs, plans, execution. The operation
+// graphs are the runtime fusion engine's "fused flash attention" fprop and bprop patterns, op for op as
+// cudnn-frontend's composite SDPA nodes lower them (matmul, scale, padding / causal / left-bound masks as gen_index +
+// cmp + binary_select, softmax through max/sum reductions with the stats out, matmul; bprop: dO·O row sums, the
+// recomputed probabilities, dV, dP, dS, dK, dQ, GQA head reductions). Invariant: every cuDNN call of a build is checked
+// and the first failure is kept with the descriptor and attribute it concerns; a graph that fails is remembered and
+// never retried.
+#include "backend/cuda/cudnn_attention.h"
+
+#include <cudnn.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <limits>
+#include <map>
+#include <vector>
+
+#include "backend/cuda/cuda_check.h"
+#include "core/error.h"
+#include "core/log.h"
+
+#define MT_CHECK_CUDNN(call) \
+  MT_CHECK_CALL(throw_error, "cuDNN", call, mt_rc_ == CUDNN_STATUS_SUCCESS, cudnn_message(mt_rc_))
+
+namespace mt::cuda {
+namespace {
+
+std::string cudnn_message(cudnnStatus_t st) {
+  char last[1024] = {0};
+  cudnnGetLastErrorString(last, sizeof last);
+  return last[0] != 0 ? MT_FORMAT("{} ({})", cudnnGetErrorString(st), last) : std::string(cudnnGetErrorString(st));
+}
+
+// Non-virtual tensors (the variant pack's device pointers); virtual tensors and scalars get uids from 100 up.
+enum Uid : int64_t {
+  uid_q = 1,
+  uid_k,
+  uid_v,
+  uid_o,
+  uid_stats,
+  uid_do,
+  uid_dq,
+  uid_dk,
+  uid_dv,
+  uid_seq_q,
+  uid_seq_kv,
+  uid_softmax_sum,
+  uid_dq_accum
+};
+
+struct Scalar {
+  int64_t uid;
+  const void* value;  // host memory the Builder owns
+};
+
+struct TensorInfo {
+  std::vector<int64_t> dims, strides;
+  cudnnDataType_t type;
+};
+
+// Builds one operation graph descriptor by descriptor, keeping the first failing call; later calls do nothing.
+class Builder {
+ public:
+  Builder(cudnnHandle_t handle, int scalar_rank) : handle_(handle), scalar_rank_(scalar_rank) {}
+  ~Builder() {
+    for (auto it = owned_.rbegin(); it != owned_.rend(); ++it) cudnnBackendDestroyDescriptor(*it);
+  }
+  Builder(const Builder&) = delete;
+  Builder& operator=(const Builder&) = delete;
+
+  bool ok() const { return error_.empty(); }
+  const std::string& error() const { return error_; }
+
+  void check(cudnnStatus_t st, const std::string& what) {
+    if (st != CUDNN_STATUS_SUCCESS && error_.empty()) error_ = MT_FORMAT("{}: {}", what, cudnn_message(st));
+  }
+  cudnnBackendDescriptor_t create(cudnnBackendDescriptorType_t type, const std::string& what) {
+    if (!ok()) return nullptr;
+    cudnnBackendDescriptor_t d = nullptr;
+    check(cudnnBackendCreateDescriptor(type, &d), what + " cudnnBackendCreateDescriptor");
+    if (d) owned_.push_back(d);
+    return d;
+  }
+  void set(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t attr, cudnnBackendAttributeType_t type,
+           int64_t count, const void* value, const std::string& what) {
+    if (!ok()) return;
+    check(cudnnBackendSetAttribute(d, attr, type, count, value), what);
+  }
+  void finalize(cudnnBackendDescriptor_t d, const std::string& what) {
+    if (!ok()) return;
+    check(cudnnBackendFinalize(d), what + " cudnnBackendFinalize");
+  }
+
+  // A tensor descriptor; returns its uid.
+  int64_t tensor(int64_t uid, const std::string& name, cudnnDataType_t type, std::vector<int64_t> dims,
+                 std::vector<int64_t> strides, bool is_virtual, bool by_value = false) {
+    const std::string what = "CUDNN_BACKEND_TENSOR_DESCRIPTOR '" + name + "'";
+    cudnnBackendDescriptor_t d = create(CUDNN_BACKEND_TENSOR_DESCRIPTOR, what);
+    const int64_t n = static_cast<int64_t>(dims.size()), alignment = 16;
+    set(d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type, what + " CUDNN_ATTR_TENSOR_DATA_TYPE");
+    set(d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, n, dims.data(), what + " CUDNN_ATTR_TENSOR_DIMENSIONS");
+    set(d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, n, strides.data(), what + " CUDNN_ATTR_TENSOR_STRIDES");
+    set(d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid, what + " CUDNN_ATTR_TENSOR_UNIQUE_ID");
+    set(d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &alignment,
+        what + " CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT");
+    const bool yes = true;
+    if (is_virtual)
+      set(d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &yes, what + " CUDNN_ATTR_TENSOR_IS_VIRTUAL");
+    if (by_value)
+      set(d, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &yes, what + " CUDNN_ATTR_TENSOR_IS_BY_VALUE");
+    finalize(d, what);
+    tensors_[uid] = d;
+    info_[uid] = TensorInfo{std::move(dims), std::move(strides), type};
+    return uid;
+  }
+  int64_t io(int64_t uid, const std::string& name, cudnnDataType_t type, std::vector<int64_t> dims,
+             std::vector<int64_t> strides) {
+    return tensor(uid, name, type, std::move(dims), std::move(strides), false);
+  }
+  // A virtual tensor with the dims and strides of x (or those given).
+  int64_t virt(const std::string& name, cudnnDataType_t type, int64_t like) {
+    const TensorInfo& i = info_.at(like);
+    return tensor(next_uid_++, name, type, i.dims, i.strides, true);
+  }
+  int64_t virt(const std::string& name, cudnnDataType_t type, std::vector<int64_t> dims, std::vector<int64_t> strides) {
+    return tensor(next_uid_++, name, type, std::move(dims), std::move(strides), true);
+  }
+  // A pass-by-value scalar (dims {1} as cudnn-frontend makes them, or all-ones of rank scalar_rank); its value
+  // travels in every variant pack.
+  int64_t scalar_f32(const std::string& name, float value) {
+    values_.push_back({});
+    std::memcpy(values_.back().bytes, &value, sizeof value);
+    const std::vector<int64_t> ones(static_cast<size_t>(scalar_rank_), 1);
+    const int64_t uid = tensor(next_uid_++, name, CUDNN_DATA_FLOAT, ones, ones, false, true);
+    scalars_.push_back(Scalar{uid, values_.back().bytes});
+    return uid;
+  }
+
+  // y = mode(x[, b[, t]]) elementwise; compute: the pointwise descriptor's math precision.
+  void pointwise(const std::string& name, cudnnPointwiseMode_t mode, int64_t x, int64_t b, int64_t t, int64_t y,
+                 cudnnDataType_t compute = CUDNN_DATA_FLOAT, int64_t axis = -1) {
+    const std::string what = "pointwise '" + name + "'";
+    cudnnBackendDescriptor_t pw = create(CUDNN_BACKEND_POINTWISE_DESCRIPTOR, what);
+    set(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode, what + " CUDNN_ATTR_POINTWISE_MODE");
+    set(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &compute,
+        what + " CUDNN_ATTR_POINTWISE_MATH_PREC");
+    if (mode == CUDNN_POINTWISE_GEN_INDEX)
+      set(pw, CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1, &axis, what + " CUDNN_ATTR_POINTWISE_AXIS");
+    finalize(pw, what + " CUDNN_BACKEND_POINTWISE_DESCRIPTOR");
+    cudnnBackendDescriptor_t op = create(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, what);
+    set(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &pw,
+        what + " CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR");
+    set(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors_.at(x),
+        what + " CUDNN_ATTR_OPERATION_POINTWISE_XDESC");
+    if (b >= 0)
+      set(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors_.at(b),
+          what + " CUDNN_ATTR_OPERATION_POINTWISE_BDESC");
+    if (t >= 0)
+      set(op, CUDNN_ATTR_OPERATION_POINTWISE_TDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors_.at(t),
+          what + " CUDNN_ATTR_OPERATION_POINTWISE_TDESC");
+    set(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors_.at(y),
+        what + " CUDNN_ATTR_OPERATION_POINTWISE_YDESC");
+    finalize(op, what + " CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR");
+    ops_.push_back(op);
+  }
+  // c = a·b over the last two dims (batched over the first two, broadcast where a dim is 1 or divides); the
+  // overrides are [b,1,1,1] int32 tensors of per-batch row/column/inner counts (-1: none).
+  void matmul(const std::string& name, int64_t a, int64_t b, int64_t c, int64_t m_override, int64_t n_override,
+              int64_t k_override) {
+    const std::string what = "matmul '" + name + "'";
+    cudnnBackendDescriptor_t mm = create(CUDNN_BACKEND_MATMUL_DESCRIPTOR, what);
+    const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
+    set(mm, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute, what + " CUDNN_ATTR_MATMUL_COMP_TYPE");
+    finalize(mm, what + " CUDNN_BACKEND_MATMUL_DESCRIPTOR");
+    cudnnBackendDescriptor_t op = create(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, what);
+    set(op, CUDNN_ATTR_OPERATION_MATMUL_ADESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors_.at(a),
+        what + " CUDNN_ATTR_OPERATION_MATMUL_ADESC");
+    set(op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors_.at(b),
+        what + " CUDNN_ATTR_OPERATION_MATMUL_BDESC");
+    set(op, CUDNN_ATTR_OPERATION_MATMUL_CDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors_.at(c),
+        what + " CUDNN_ATTR_OPERATION_MATMUL_CDESC");
+    set(op, CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &mm,
+        what + " CUDNN_ATTR_OPERATION_MATMUL_DESC");
+    if (m_override >= 0)
+      set(op, CUDNN_ATTR_OPERATION_MATMUL_GEMM_M_OVERRIDE_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+          &tensors_.at(m_override), what + " CUDNN_ATTR_OPERATION_MATMUL_GEMM_M_OVERRIDE_DESC");
+    if (n_override >= 0)
+      set(op, CUDNN_ATTR_OPERATION_MATMUL_GEMM_N_OVERRIDE_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+          &tensors_.at(n_override), what + " CUDNN_ATTR_OPERATION_MATMUL_GEMM_N_OVERRIDE_DESC");
+    if (k_override >= 0)
+      set(op, CUDNN_ATTR_OPERATION_MATMUL_GEMM_K_OVERRIDE_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
+          &tensors_.at(k_override), what + " CUDNN_ATTR_OPERATION_MATMUL_GEMM_K_OVERRIDE_DESC");
+    finalize(op, what + " CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR");
+    ops_.push_back(op);
+  }
+  // y = reduce(x) over the dims where y has 1 (or fewer heads: a GQA group sum).
+  void reduction(const std::string& name, cudnnReduceTensorOp_t mode, int64_t x, int64_t y) {
+    const std::string what = "reduction '" + name + "'";
+    cudnnBackendDescriptor_t rd = create(CUDNN_BACKEND_REDUCTION_DESCRIPTOR, what);
+    const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
+    set(rd, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute,
+        what + " CUDNN_ATTR_REDUCTION_COMP_TYPE");
+    set(rd, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &mode,
+        what + " CUDNN_ATTR_REDUCTION_OPERATOR");
+    finalize(rd, what + " CUDNN_BACKEND_REDUCTION_DESCRIPTOR");
+    cudnnBackendDescriptor_t op = create(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, what);
+    set(op, CUDNN_ATTR_OPERATION_REDUCTION_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &rd,
+        what + " CUDNN_ATTR_OPERATION_REDUCTION_DESC");
+    set(op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors_.at(x),
+        what + " CUDNN_ATTR_OPERATION_REDUCTION_XDESC");
+    set(op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors_.at(y),
+        what + " CUDNN_ATTR_OPERATION_REDUCTION_YDESC");
+    finalize(op, what + " CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR");
+    ops_.push_back(op);
+  }
+  // y = x viewed with y's dims and strides (a transpose without data movement).
+  void reshape(const std::string& name, int64_t x, int64_t y) {
+    const std::string what = "reshape '" + name + "'";
+    cudnnBackendDescriptor_t op = create(CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR, what);
+    set(op, CUDNN_ATTR_OPERATION_RESHAPE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors_.at(x),
+        what + " CUDNN_ATTR_OPERATION_RESHAPE_XDESC");
+    set(op, CUDNN_ATTR_OPERATION_RESHAPE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors_.at(y),
+        what + " CUDNN_ATTR_OPERATION_RESHAPE_YDESC");
+    finalize(op, what + " CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR");
+    ops_.push_back(op);
+  }
+
+  // The operation graph, the heuristics' engine configs (mode A, then fallback) and the first config whose
+  // execution plan finalizes (skipping engines noted non-deterministic when deterministic). Returns the plan.
+  cudnnBackendDescriptor_t plan(bool deterministic, CudnnPlanInfo& info) {
+    const std::string g = "CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR";
+    cudnnBackendDescriptor_t graph = create(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, g);
+    set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, static_cast<int64_t>(ops_.size()),
+        ops_.data(), g + " CUDNN_ATTR_OPERATIONGRAPH_OPS");
+    set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle_,
+        g + " CUDNN_ATTR_OPERATIONGRAPH_HANDLE");
+    finalize(graph, MT_FORMAT("{} ({} operations)", g, ops_.size()));
+    std::string refusals;
+    for (const cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
+      if (!ok()) break;
+      const std::string h =
+          MT_FORMAT("CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR (mode {})", mode == CUDNN_HEUR_MODE_A ? "A" : "FALLBACK");
+      cudnnBackendDescriptor_t heur = create(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, h);
+      set(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph,
+          h + " CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH");
+      set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode, h + " CUDNN_ATTR_ENGINEHEUR_MODE");
+      finalize(heur, h);
+      int64_t count = 0;
+      if (ok())
+        check(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
+                                       nullptr),
+              h + " CUDNN_ATTR_ENGINEHEUR_RESULTS (count)");
+      if (!ok()) {
+        if (mode == CUDNN_HEUR_MODE_A) {  // the fallback list may still have an engine
+          refusals += error_ + "; ";
+          error_.clear();
+          continue;
+        }
+        break;
+      }
+      std::vector<cudnnBackendDescriptor_t> configs(static_cast<size_t>(count));
+      for (auto& c : configs) c = create(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, h + " CUDNN_BACKEND_ENGINECFG_DESCRIPTOR");
+      int64_t got = 0;
+      if (ok() && count > 0)
+        check(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got,
+                                       configs.data()),
+              h + " CUDNN_ATTR_ENGINEHEUR_RESULTS");
+      if (!ok()) return nullptr;
+      info.candidates += got;
+      for (int64_t i = 0; i < got; ++i) {
+        const std::string c = MT_FORMAT("{} config {}", h, i);
+        cudnnBackendDescriptor_t engine =
+            create(CUDNN_BACKEND_ENGINE_DESCRIPTOR, c + " CUDNN_BACKEND_ENGINE_DESCRIPTOR");
+        int64_t n = 0, index = -1;
+        check(cudnnBackendGetAttribute(configs[i], CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n,
+                                       &engine),
+              c + " CUDNN_ATTR_ENGINECFG_ENGINE");
+        check(cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &index),
+              c + " CUDNN_ATTR_ENGINE_GLOBAL_INDEX");
+        cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+        int64_t n_notes = 0;
+        check(cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                                       CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n_notes, notes),
+              c + " CUDNN_ATTR_ENGINE_NUMERICAL_NOTE");
+        if (!ok()) {  // an engine that cannot describe itself is passed over
+          refusals += error_ + "; ";
+          error_.clear();
+          continue;
+        }
+        std::string note_text;
+        bool nondeterministic = false;
+        for (int64_t j = 0; j < n_notes; ++j) {
+          note_text += MT_FORMAT("{}numerical:{}", note_text.empty() ? "" : ",", static_cast<int>(notes[j]));
+          nondeterministic |= notes[j] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC;
+        }
+        if (deterministic && nondeterministic) {
+          refusals += MT_FORMAT("engine {}: non-deterministic; ", index);
+          continue;
+        }
+        const std::string p = MT_FORMAT("CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR (engine {})", index);
+        cudnnBackendDescriptor_t plan = create(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, p);
+        set(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle_,
+            p + " CUDNN_ATTR_EXECUTION_PLAN_HANDLE");
+        set(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &configs[i],
+            p + " CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG");
+        finalize(plan, p);
+        int64_t bytes = 0;
+        if (ok())
+          check(
+              cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &bytes),
+              p + " CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE");
+        if (!ok()) {  // this engine refused the graph; the next may take it
+          refusals += error_ + "; ";
+          error_.clear();
+          continue;
+        }
+        info.engine = index;
+        info.workspace_bytes = bytes;
+        info.notes = note_text;
+        return plan;
+      }
+    }
+    if (ok())
+      error_ = MT_FORMAT("no engine config finalized ({} offered): {}", info.candidates, refusals);
+    else
+      error_ = refusals + error_;
+    return nullptr;
+  }
+
+  std::vector<Scalar> scalars_;
+
+ private:
+  struct Value {
+    alignas(8) unsigned char bytes[8];
+  };
+  cudnnHandle_t handle_;
+  int scalar_rank_;
+  std::string error_;
+  std::vector<cudnnBackendDescriptor_t> owned_, ops_;
+  std::map<int64_t, cudnnBackendDescriptor_t> tensors_;
+  std::map<int64_t, TensorInfo> info_;
+  std::deque<Value> values_;  // stable addresses
+  int64_t next_uid_ = 100;
+};
+
+float default_scale(const AttnShape& s) {
+  return s.scale > 0.f ? s.scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
+}
+
+int64_t effective_window(const AttnShape& s) { return s.window > 0 && s.window < s.seq ? s.window : 0; }
+
+constexpr int64_t align_up(int64_t n) { return (n + 255) / 256 * 256; }
+
+}  // namespace
+
+struct CudnnAttention::Graph {
+  Key key;
+  CudnnPlanInfo info;
+  std::unique_ptr<Builder> builder;
+  cudnnBackendDescriptor_t plan = nullptr;
+  int64_t plan_bytes = 0, softmax_sum_bytes = 0, dq_accum_bytes = 0;
+  bool padding = false;          // the graph has the padding mask (seq_lens, or the full-length workaround)
+  int32_t* full_lens = nullptr;  // device [batch] = seq: the workaround's lengths when the shape has no seq_lens
+  Free release;
+  ~Graph() {
+    if (full_lens) release(full_lens);
+  }
+};
+
+CudnnAttention::CudnnAttention(cudaStream_t stream, Alloc alloc, Free release)
+    : stream_(stream), alloc_(std::move(alloc)), free_(std::move(release)) {}
+
+CudnnAttention::~CudnnAttention() {
+  graphs_.clear();
+  if (workspace_) free_(workspace_);
+  if (handle_) cudnnDestroy(static_cast<cudnnHandle_t>(handle_));
+}
+
+int64_t CudnnAttention::version() {
+  if (!handle_tried_) {
+    handle_tried_ = true;
+    cudnnHandle_t h = nullptr;
+    const cudnnStatus_t st = cudnnCreate(&h);
+    if (st != CUDNN_STATUS_SUCCESS) {
+      handle_error_ = "cudnnCreate: " + cudnn_message(st);
+    } else {
+      handle_ = h;
+      const cudnnStatus_t ss = cudnnSetStream(h, stream_);
+      if (ss != CUDNN_STATUS_SUCCESS) handle_error_ = "cudnnSetStream: " + cudnn_message(ss);
+    }
+  }
+  return handle_ != nullptr && handle_error_.empty() ? static_cast<int64_t>(cudnnGetVersion()) : 0;
+}
+
+bool CudnnAttention::reserve_workspace(Graph& g, int64_t staging_bytes) {
+  const int64_t bytes = g.info.workspace_bytes + staging_bytes;
+  if (bytes <= workspace_bytes_) return true;
+  if (workspace_) free_(workspace_);
+  workspace_ = nullptr;
+  workspace_bytes_ = 0;
+  try {
+    workspace_ = alloc_(bytes);
+  } catch (const Error& e) {  // the GPU is full: this shape runs our kernel from now on
+    g.info.ok = false;
+    g.info.error = fmt::format("workspace of {:.1f} MiB: {}", bytes / 1048576.0, e.what());
+    log::warn("attention: cuDNN plan dropped, our kernel runs instead: {}", g.info.error);
+    return false;
+  }
+  workspace_bytes_ = bytes;
+  return true;
+}
+
+CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, bool padded, bool deterministic) {
+  uint32_t scale_bits = 0;
+  const float scale = default_scale(s);
+  std::memcpy(&scale_bits, &scale, sizeof scale);
+  const Key key{backward ? (deterministic ? 2 : 1) : 0,
+                s.batch,
+                s.seq,
+                s.n_heads,
+                s.n_kv_heads,
+                s.head_dim,
+                effective_window(s),
+                scale_bits,
+                padded};
+  for (const auto& g : graphs_)
+    if (g->key == key) return *g;
+  const auto started = std::chrono::steady_clock::now();
+  graphs_.push_back(std::make_unique<Graph>());
+  Graph& gr = *graphs_.back();
+  gr.key = key;
+  gr.release = free_;
+  const std::string gap = cudnn_attention_gap(s, DType::bf16);
+  const int64_t ver = version();
+  if (!gap.empty()) {
+    gr.info.error = "not covered: " + gap;
+  } else if (ver == 0) {
+    gr.info.error = handle_error_;
+  } else if (ver == 91000 || ver == 91001) {
+    gr.info.error = "cuDNN 9.10.0/9.10.1 (SDPA bf16 known bugs, as cudnn-frontend refuses them)";
+  } else {
+    const int64_t b = s.batch, S = s.seq, h = s.n_heads, hk = s.n_kv_heads, d = s.head_dim;
+    const int64_t window = effective_window(s);
+    // cudnn-frontend's workaround (cuDNN <= 9.15, bprop): a padding mask of full lengths when seq % 128 != 0.
+    const bool workaround = backward && !padded && S % 128 != 0 && ver <= 91500;
+    gr.padding = padded || workaround;
+    // Scalars as cudnn-frontend makes them (dims {1}); should this cuDNN refuse the graph, once more with {1,1,1,1}.
+    std::string errors;
+    for (const int scalar_rank : {1, 4}) {
+      gr.softmax_sum_bytes = gr.dq_accum_bytes = 0;
+      gr.info = CudnnPlanInfo{};
+      gr.builder = std::make_unique<Builder>(static_cast<cudnnHandle_t>(handle_), scalar_rank);
+      Builder& B = *gr.builder;
+      const auto f32 = CUDNN_DATA_FLOAT, bf = CUDNN_DATA_BFLOAT16, i32 = CUDNN_DATA_INT32, bl = CUDNN_DATA_BOOLEAN;
+      const std::vector<int64_t> q_dims{b, h, S, d}, q_strides{S * h * d, d, h * d, 1};
+      const std::vector<int64_t> kv_dims{b, hk, S, d}, kv_strides{S * hk * d, d, hk * d, 1};
+      const std::vector<int64_t> kt_dims{b, hk, d, S}, kt_strides{S * hk * d, d, 1, hk * d};
+      const std::vector<int64_t> s_dims{b, h, S, S}, s_strides{h * S * S, S * S, S, 1};
+      const std::vector<int64_t> st_strides{h * S * S, S * S, 1, S};  // the transposed view of an S×S tile
+      const std::vector<int64_t> row_dims{b, h, S, 1}, row_strides{h * S, S, 1, 1};
+      const float neg_inf =
+          ver < 91000 ? std::numeric_limits<float>::lowest() : -std::numeric_limits<float>::infinity();
+
+      const int64_t Q = B.io(uid_q, "Q", bf, q_dims, q_strides);
+      const int64_t KT = B.io(uid_k, "K^T", bf, kt_dims, kt_strides);
+      const int64_t stats = B.io(uid_stats, "stats (lse)", f32, row_dims, row_strides);
+      const int64_t seq_q = gr.padding ? B.io(uid_seq_q, "seq_len_q", i32, {b, 1, 1, 1}, {1, 1, 1, 1}) : -1;
+      const int64_t seq_kv = gr.padding ? B.io(uid_seq_kv, "seq_len_kv", i32, {b, 1, 1, 1}, {1, 1, 1, 1}) : -1;
+      const int64_t attn_scale = B.scalar_f32("attn_scale", scale);
+      auto minus_inf = [&] { return B.scalar_f32("-inf", neg_inf); };  // one per mask, as cudnn-frontend has them
+
+      auto padding_mask = [&](int64_t x, const std::string& tag) {
+        const int64_t row = B.virt(tag + " row index", i32, x), col = B.virt(tag + " col index", i32, x);
+        B.pointwise(tag + " gen_row_idx", CUDNN_POINTWISE_GEN_INDEX, x, -1, -1, row, i32, 2);
+        B.pointwise(tag + " gen_col_idx", CUDNN_POINTWISE_GEN_INDEX, x, -1, -1, col, i32, 3);
+        const int64_t rm = B.virt(tag + " row < seq_len_q", bl, x), cm = B.virt(tag + " col < seq_len_kv", bl, x);
+        B.pointwise(tag + " lt_row_sq", CUDNN_POINTWISE_CMP_LT, row, seq_q, -1, rm, bl);
+        B.pointwise(tag + " lt_col_skv", CUDNN_POINTWISE_CMP_LT, col, seq_kv, -1, cm, bl);
+        const int64_t both = B.virt(tag + " and", bl, x);
+        B.pointwise(tag + " and_row_col", CUDNN_POINTWISE_LOGICAL_AND, rm, cm, -1, both, bl);
+        const int64_t y = B.virt(tag + " masked", f32, x);
+        B.pointwise(tag + " select", CUDNN_POINTWISE_BINARY_SELECT, x, minus_inf(), both, y);
+        return y;
+      };
+      // Causal: keep row >= col (the diagonal band's right bound 0, top-left aligned); window w: keep col + w > row.
+      auto band_masks = [&](int64_t x) {
+        const int64_t row = B.virt("causal row index", i32, x), col = B.virt("causal col index", i32, x);
+        B.pointwise("causal gen_row_index", CUDNN_POINTWISE_GEN_INDEX, x, -1, -1, row, f32, 2);
+        B.pointwise("causal gen_col_index", CUDNN_POINTWISE_GEN_INDEX, x, -1, -1, col, f32, 3);
+        const int64_t keep = B.virt("row >= col", bl, x);
+        B.pointwise("causal row>=col", CUDNN_POINTWISE_CMP_GE, row, col, -1, keep, bl);
+        int64_t y = B.virt("causal masked", f32, x);
+        B.pointwise("causal binary_select", CUDNN_POINTWISE_BINARY_SELECT, x, minus_inf(), keep, y);
+        if (window > 0) {
+          const int64_t wrow = B.virt("window row index", i32, y), wcol = B.virt("window col index", i32, y);
+          B.pointwise("window gen_row_index", CUDNN_POINTWISE_GEN_INDEX, y, -1, -1, wrow, f32, 2);
+          B.pointwise("window gen_col_index", CUDNN_POINTWISE_GEN_INDEX, y, -1, -1, wcol, f32, 3);
+          const int64_t left = B.scalar_f32("window (left bound)", static_cast<float>(window));
+          const int64_t shifted = B.virt("col + window", f32, y);
+          B.pointwise("window col+window", CUDNN_POINTWISE_ADD, wcol, left, -1, shifted, f32);
+          const int64_t wkeep = B.virt("col + window > row", bl, y);
+          B.pointwise("window col+window>row", CUDNN_POINTWISE_CMP_GT, shifted, wrow, -1, wkeep, bl);
+          const int64_t z = B.virt("window masked", f32, y);
+          B.pointwise("window binary_select", CUDNN_POINTWISE_BINARY_SELECT, y, minus_inf(), wkeep, z);
+          y = z;
+        }
+        return y;
+      };
+      auto scores = [&](const std::string& tag) {  // scale · Q·Kᵀ with the padding mask
+        const int64_t s0 = B.virt(tag + " Q·K^T", f32, s_dims, s_strides);
+        B.matmul(tag + " bmm1 Q·K^T", Q, KT, s0, seq_q, seq_kv, -1);
+        const int64_t s1 = B.virt(tag + " scaled", f32, s0);
+        B.pointwise(tag + " attn_scale", CUDNN_POINTWISE_MUL, s0, attn_scale, -1, s1);
+        return gr.padding ? padding_mask(s1, tag + " padding") : s1;
+      };
+
+      if (!backward) {
+        const int64_t V = B.io(uid_v, "V", bf, kv_dims, kv_strides);
+        const int64_t O = B.io(uid_o, "O", bf, q_dims, q_strides);
+        const int64_t x = band_masks(scores("fprop"));
+        const int64_t m = B.virt("softmax max", f32, row_dims, row_strides);
+        B.reduction("softmax max", CUDNN_REDUCE_TENSOR_MAX, x, m);
+        const int64_t sub = B.virt("softmax x - max", f32, x);
+        B.pointwise("softmax sub", CUDNN_POINTWISE_SUB, x, m, -1, sub);
+        const int64_t e = B.virt("softmax exp", f32, x);
+        B.pointwise("softmax exp", CUDNN_POINTWISE_EXP, sub, -1, -1, e);
+        const int64_t z = B.virt("softmax sum", f32, row_dims, row_strides);
+        B.reduction("softmax sum", CUDNN_REDUCE_TENSOR_ADD, e, z);
+        const int64_t lz = B.virt("softmax log sum", f32, row_dims, row_strides);
+        B.pointwise("softmax log", CUDNN_POINTWISE_LOG, z, -1, -1, lz);
+        B.pointwise("softmax stats = max + log sum", CUDNN_POINTWISE_ADD, m, lz, -1, stats);
+        const int64_t p = B.virt("softmax P", bf, x);
+        B.pointwise("softmax div", CUDNN_POINTWISE_DIV, e, z, -1, p);
+        B.matmul("bmm2 P·V", p, V, O, seq_q, -1, seq_kv);
+      } else {
+        const int64_t VT = B.io(uid_v, "V^T", bf, kt_dims, kt_strides);
+        const int64_t O = B.io(uid_o, "O", bf, q_dims, q_strides);
+        const int64_t dO = B.io(uid_do, "dO", bf, q_dims, q_strides);
+        const int64_t dQ = B.io(uid_dq, "dQ", bf, q_dims, q_strides);
+        const int64_t dK = B.io(uid_dk, "dK", bf, kv_dims, kv_strides);
+        const int64_t dV = B.io(uid_dv, "dV", bf, kv_dims, kv_strides);
+        const int64_t one = B.scalar_f32("one", 1.f);
+        // softmax_sum = Σ_d dO·O per row (non-virtual: it lives in our workspace)
+        const int64_t dOO = B.virt("dO*O", f32, q_dims, {h * S * d, S * d, h * d, 1});
+        B.pointwise("mul_dO_O", CUDNN_POINTWISE_MUL, dO, O, -1, dOO);
+        const int64_t rsum = B.virt("sum dO*O", f32, row_dims, row_strides);
+        B.reduction("reduce_dO_O", CUDNN_REDUCE_TENSOR_ADD, dOO, rsum);
+        const int64_t softmax_sum = B.io(uid_softmax_sum, "softmax_sum", f32, row_dims, row_strides);
+        B.pointwise("scale_dropout_inv", CUDNN_POINTWISE_MUL, rsum, one, -1, softmax_sum);
+        gr.softmax_sum_bytes = align_up(b * h * S * 4);
+        // P = exp(scores − stats), recomputed
+        int64_t x = scores("bprop");
+        const int64_t centred = B.virt("scores - stats", f32, x);
+        B.pointwise("sub_s_m", CUDNN_POINTWISE_SUB, x, stats, -1, centred);
+        x = centred;
+        if (gr.padding && ver >= 90000 && ver < 91000) x = padding_mask(x, "second padding");
+        x = band_masks(x);
+        const int64_t exp_s = B.virt("exp_s", f32, x);
+        B.pointwise("exp_s", CUDNN_POINTWISE_EXP, x, -1, -1, exp_s);
+        // dV = Pᵀ·dO (summed over each GQA group)
+        const int64_t pT = B.virt("P^T", bf, s_dims, st_strides);
+        B.reshape("reshape_p", exp_s, pT);
+        const std::vector<int64_t> full_head_strides{h * S * d, S * d, d, 1};
+        if (h == hk) {
+          B.matmul("matmul_pT_dO", pT, dO, dV, seq_kv, -1, seq_q);
+        } else {
+          const int64_t dVf = B.virt("dV full heads", bf, q_dims, full_head_strides);
+          B.matmul("matmul_pT_dO", pT, dO, dVf, seq_kv, -1, seq_q);
+          B.reduction("red_dV_head", CUDNN_REDUCE_TENSOR_ADD, dVf, dV);
+        }
+        // dS = scale · P ⊙ (dO·Vᵀ − softmax_sum)
+        const int64_t dP = B.virt("dP", f32, s_dims, s_strides);
+        B.matmul("matmul_dO_VT", dO, VT, dP, seq_q, seq_kv, -1);
+        const int64_t dPc = B.virt("dP - softmax_sum", f32, dP);
+        B.pointwise("sub_dP_softmax_sum", CUDNN_POINTWISE_SUB, dP, softmax_sum, -1, dPc);
+        const int64_t dPe = B.virt("(dP - softmax_sum)*P", f32, dP);
+        B.pointwise("mul_dP_exp_s", CUDNN_POINTWISE_MUL, dPc, exp_s, -1, dPe);
+        const int64_t dS = B.virt("dS", f32, dP);
+        B.pointwise("mul_dS_attn_scale", CUDNN_POINTWISE_MUL, dPe, attn_scale, -1, dS);
+        // dK = dSᵀ·Q (summed over each GQA group)
+        const int64_t dST = B.virt("dS^T", bf, s_dims, st_strides);
+        B.reshape("reshape_dS", dS, dST);
+        if (h == hk) {
+          B.matmul("matmul_dST_Q", dST, Q, dK, seq_kv, -1, seq_q);
+        } else {
+          const int64_t dKf = B.virt("dK full heads", bf, q_dims, full_head_strides);
+          B.matmul("matmul_dST_Q", dST, Q, dKf, seq_kv, -1, seq_q);
+          B.reduction("red_dK_head", CUDNN_REDUCE_TENSOR_ADD, dKf, dK);
+        }
+        // dQ = dS·K: straight into dQ (the deterministic graph), or through an fp32 accumulator in the workspace
+        // typed as cudnn-frontend leaves it: a virtual view gets the intermediate type
+        const int64_t K = B.virt("K", f32, kv_dims, kv_strides);
+        B.reshape("reshape_k", KT, K);
+        if (deterministic) {
+          B.matmul("matmul_dS_K", dS, K, dQ, seq_q, -1, seq_kv);
+        } else {
+          const int64_t acc = B.io(uid_dq_accum, "dQ_accum", f32, q_dims, full_head_strides);
+          B.matmul("matmul_dS_K", dS, K, acc, seq_q, -1, seq_kv);
+          B.pointwise("identity_dQ", CUDNN_POINTWISE_IDENTITY, acc, -1, -1, dQ);
+          gr.dq_accum_bytes = align_up(b * h * S * d * 4);
+        }
+      }
+      if (B.ok()) gr.plan = B.plan(deterministic || !backward, gr.info);
+      if (gr.plan != nullptr) {
+        if (scalar_rank != 1)
+          gr.info.notes += MT_FORMAT("{}scalars of rank {}", gr.info.notes.empty() ? "" : ", ", scalar_rank);
+        break;
+      }
+      errors += MT_FORMAT("{}with scalars of rank {}: {}", errors.empty() ? "" : "; ", scalar_rank, B.error());
+    }
+    if (gr.plan != nullptr) {
+      gr.plan_bytes = align_up(gr.info.workspace_bytes);
+      gr.info.workspace_bytes = gr.plan_bytes + gr.softmax_sum_bytes + gr.dq_accum_bytes;
+      gr.info.ok = true;
+      if (workaround) {
+        std::vector<int32_t> lens(static_cast<size_t>(b), static_cast<int32_t>(S));
+        gr.full_lens = static_cast<int32_t*>(alloc_(b * 4));
+        MT_CHECK_CUDA(
+            cudaMemcpyAsync(gr.full_lens, lens.data(), static_cast<size_t>(b * 4), cudaMemcpyHostToDevice, stream_));
+        MT_CHECK_CUDA(cudaStreamSynchronize(stream_));  // once per graph: lens is about to go
+      }
+    } else if (gr.info.error.empty()) {
+      gr.info.error = errors;
+    }
+  }
+  gr.info.build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+  log::info("attention {} batch {} seq {} heads {}/{} head_dim {} window {}{}: {}", backward ? "backward" : "forward",
+            s.batch, s.seq, s.n_heads, s.n_kv_heads, s.head_dim, s.window, padded ? " padded" : "",
+            gr.info.ok
+                ? fmt::format("cuDNN {} engine {} ({:.1f} MiB workspace, built in {:.0f} ms{})", ver, gr.info.engine,
+                              gr.info.workspace_bytes / 1048576.0, gr.info.build_ms,
+                              gr.info.notes.empty() ? "" : ", " + gr.info.notes)
+                : "our kernel (cuDNN: " + gr.info.error + ")");
+  return gr;
+}
+
+CudnnAttention::Layout CudnnAttention::layout_for(const AttnShape& s) {
+  Layout l{s, s.seq_lens != nullptr, false};
+  const int64_t bucket = cudnn_seq_bucket(s.seq);
+  if (bucket != s.seq) {
+    l.shape.seq = bucket;
+    l.padded = l.staged = true;
+  }
+  return l;
+}
+
+CudnnPlanInfo CudnnAttention::plan_info(bool backward, const AttnShape& s, bool deterministic) {
+  const Layout l = layout_for(s);
+  return graph(backward, l.shape, l.padded, deterministic).info;
+}
+
+void log_attention_choice(AttentionChoice c, int64_t limit_bytes) {
+  log::info("attention: {}", describe_attention_choice(c, limit_bytes));
+}
+
+bool CudnnAttention::chooses(AttentionChoice c, bool backward, const AttnShape& s, int64_t limit_bytes) {
+  const int64_t need = workspace_need(backward, s);
+  if (need < 0) return false;  // the plan did not finalize: logged when it was built
+  const AttentionDecision d = choose_attention(c, backward, cudnn_attention_gap(s, DType::bf16), need, limit_bytes);
+  if (!d.cudnn && refusals_logged_.insert({backward, s.batch, s.seq, limit_bytes}).second)
+    log::info("attention {} batch {} seq {}: our kernel ({})", backward ? "backward" : "forward", s.batch, s.seq,
+              d.why);
+  return d.cudnn;
+}
+
+int64_t CudnnAttention::workspace_need(bool backward, const AttnShape& s) {
+  const Layout l = layout_for(s);
+  const Graph& g = graph(backward, l.shape, l.padded, true);
+  return g.info.ok ? g.info.workspace_bytes + cudnn_staging_bytes(backward, s) : -1;
+}
+
+namespace {
+
+// The variant pack's uids and device (or, for scalars, host) pointers.
+struct Bindings {
+  std::vector<int64_t> uids;
+  std::vector<void*> ptrs;
+  void add(int64_t uid, const void* p) {
+    uids.push_back(uid);
+    ptrs.push_back(const_cast<void*>(p));
+  }
+};
+
+// Runs the plan with the bindings plus the graph's scalars.
+void execute(cudnnHandle_t handle, cudnnBackendDescriptor_t plan, Bindings b, const std::vector<Scalar>& scalars,
+             void* workspace) {
+  for (const Scalar& sc : scalars) b.add(sc.uid, sc.value);
+  cudnnBackendDescriptor_t pack = nullptr;
+  MT_CHECK_CUDNN(cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack));
+  struct Destroy {
+    cudnnBackendDescriptor_t d;
+    ~Destroy() { cudnnBackendDestroyDescriptor(d); }
+  } destroy{pack};
+  const auto n = static_cast<int64_t>(b.uids.size());
+  MT_CHECK_CUDNN(
+      cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, b.uids.data()));
+  MT_CHECK_CUDNN(
+      cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, b.ptrs.data()));
+  MT_CHECK_CUDNN(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace));
+  MT_CHECK_CUDNN(cudnnBackendFinalize(pack));
+  MT_CHECK_CUDNN(cudnnBackendExecute(handle, plan, pack));
+}
+
+}  // namespace
+
+bool CudnnAttention::forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* q, const __nv_bfloat16* k,
+                             const __nv_bfloat16* v, const AttnShape& s) {
+  const Layout l = layout_for(s);
+  Graph& g = graph(false, l.shape, l.padded, true);
+  const int64_t b = s.batch, S = s.seq, Sp = l.shape.seq, h = s.n_heads, hk = s.n_kv_heads, d = s.head_dim;
+  const int64_t q_bytes = align_up(b * Sp * h * d * 2), kv_bytes = align_up(b * Sp * hk * d * 2);
+  const int64_t stats_bytes = align_up(b * h * Sp * 4);
+  const int64_t staging = cudnn_staging_bytes(false, s);
+  if (!g.info.ok || !reserve_workspace(g, staging)) return false;
+  char* ws = static_cast<char*>(workspace_);
+  const void *q_in = q, *k_in = k, *v_in = v, *lens = s.seq_lens;
+  void *o_out = out, *stats_out = lse;
+  if (l.staged) {  // rows [S, Sp) of every sequence are padding: 0 in, masked by the lengths
+    char* st = ws + g.info.workspace_bytes;
+    char *sq = st, *sk = sq + q_bytes, *sv = sk + kv_bytes, *so = sv + kv_bytes, *sstats = so + q_bytes;
+    int32_t* slens = reinterpret_cast<int32_t*>(sstats + stats_bytes);
+    restride_rows(sq, q, b, S, Sp, h * d * 2, stream_);
+    restride_rows(sk, k, b, S, Sp, hk * d * 2, stream_);
+    restride_rows(sv, v, b, S, Sp, hk * d * 2, stream_);
+    if (lens == nullptr) {
+      fill_ints(slens, b, static_cast<int32_t>(S), stream_);
+      lens = slens;
+    }
+    q_in = sq, k_in = sk, v_in = sv, o_out = so, stats_out = sstats;
+  }
+  Bindings ptrs;
+  ptrs.add(uid_q, q_in);
+  ptrs.add(uid_k, k_in);
+  ptrs.add(uid_v, v_in);
+  ptrs.add(uid_o, o_out);
+  ptrs.add(uid_stats, stats_out);
+  if (g.padding) {
+    ptrs.add(uid_seq_q, lens);
+    ptrs.add(uid_seq_kv, lens);
+  }
+  execute(static_cast<cudnnHandle_t>(handle_), g.plan, std::move(ptrs), g.builder->scalars_, ws);
+  if (l.staged) {
+    restride_rows(out, o_out, b, Sp, S, h * d * 2, stream_);
+    restride_rows(lse, stats_out, b * h, Sp, S, 4, stream_);
+  }
+  if (s.seq_lens != nullptr) zero_padded_attention_rows(out, h * d, lse, s, stream_);
+  return true;
+}
+
+bool CudnnAttention::backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, const __nv_bfloat16* dout,
+                              const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
+                              const __nv_bfloat16* out, const float* lse, const AttnShape& s, bool deterministic) {
+  const Layout l = layout_for(s);
+  Graph& g = graph(true, l.shape, l.padded, deterministic);
+  const int64_t b = s.batch, S = s.seq, Sp = l.shape.seq, h = s.n_heads, hk = s.n_kv_heads, d = s.head_dim;
+  const int64_t q_bytes = align_up(b * Sp * h * d * 2), kv_bytes = align_up(b * Sp * hk * d * 2);
+  const int64_t stats_bytes = align_up(b * h * Sp * 4);
+  const int64_t staging = cudnn_staging_bytes(true, s);
+  if (!g.info.ok || !reserve_workspace(g, staging)) return false;
+  char* ws = static_cast<char*>(workspace_);
+  const void *q_in = q, *k_in = k, *v_in = v, *o_in = out, *do_in = dout, *stats_in = lse;
+  const void* lens = s.seq_lens != nullptr ? static_cast<const void*>(s.seq_lens) : g.full_lens;
+  void *dq_out = dq, *dk_out = dk, *dv_out = dv;
+  if (l.staged) {  // as forward: inputs into the bucket's layout (pad rows 0, pad lse 0), gradients back out
+    char* st = ws + g.info.workspace_bytes;
+    char *sq = st, *so = sq + q_bytes, *sdo = so + q_bytes, *sdq = sdo + q_bytes, *sk = sdq + q_bytes;
+    char *sv = sk + kv_bytes, *sdk = sv + kv_bytes, *sdv = sdk + kv_bytes, *sstats = sdv + kv_bytes;
+    int32_t* slens = reinterpret_cast<int32_t*>(sstats + stats_bytes);
+    restride_rows(sq, q, b, S, Sp, h * d * 2, stream_);
+    restride_rows(so, out, b, S, Sp, h * d * 2, stream_);
+    restride_rows(sdo, dout, b, S, Sp, h * d * 2, stream_);
+    restride_rows(sk, k, b, S, Sp, hk * d * 2, stream_);
+    restride_rows(sv, v, b, S, Sp, hk * d * 2, stream_);
+    restride_rows(sstats, lse, b * h, S, Sp, 4, stream_);
+    if (s.seq_lens == nullptr) {
+      fill_ints(slens, b, static_cast<int32_t>(S), stream_);
+      lens = slens;
+    }
+    q_in = sq, k_in = sk, v_in = sv, o_in = so, do_in = sdo, stats_in = sstats;
+    dq_out = sdq, dk_out = sdk, dv_out = sdv;
+  }
+  Bindings ptrs;
+  const int64_t uids[] = {uid_q, uid_k, uid_v, uid_o, uid_do, uid_stats, uid_dq, uid_dk, uid_dv, uid_softmax_sum};
+  const void* data[] = {q_in, k_in, v_in, o_in, do_in, stats_in, dq_out, dk_out, dv_out, ws + g.plan_bytes};
+  for (int i = 0; i < 10; ++i) ptrs.add(uids[i], data[i]);
+  if (g.dq_accum_bytes > 0) {
+    void* acc = ws + g.plan_bytes + g.softmax_sum_bytes;
+    if (version() < 90600) MT_CHECK_CUDA(cudaMemsetAsync(acc, 0, static_cast<size_t>(g.dq_accum_bytes), stream_));
+    ptrs.add(uid_dq_accum, acc);
+  }
+  if (g.padding) {
+    ptrs.add(uid_seq_q, lens);
+    ptrs.add(uid_seq_kv, lens);
+  }
+  execute(static_cast<cudnnHandle_t>(handle_), g.plan, std::move(ptrs), g.builder->scalars_, ws);
+  if (l.staged) {
+    restride_rows(dq, dq_out, b, Sp, S, h * d * 2, stream_);
+    restride_rows(dk, dk_out, b, Sp, S, hk * d * 2, stream_);
+    restride_rows(dv, dv_out, b, Sp, S, hk * d * 2, stream_);
+  }
+  if (s.seq_lens != nullptr) {
+    zero_padded_attention_rows(dq, h * d, nullptr, s, stream_);
+    zero_padded_attention_rows(dk, hk * d, nullptr, s, stream_);
+    zero_padded_attention_rows(dv, hk * d, nullptr, s, stream_);
+  }
+  return true;
+}
+
+}  // namespace mt::cuda

@@ -1,0 +1,110 @@
+// cuDNN's fused flash attention (the runtime fusion engine's SDPA patterns) through the backend graph API, for
+// the AttnShape cases it covers: bf16, causal, GQA/MQA, sliding window, right padding (per-sequence lengths),
+// any scale, head_dim a multiple of 8 up to 256. Soft-cap, ALiBi and packed segments stay on kernels/attention.cu.
+// Invariants: q/k/v/out and their gradients are read and written in place as token-major rows (BSHD strides) when
+// the sequence length is a bucket length (cudnn_seq_bucket), else staged through a bucket-long copy (pad rows 0,
+// masked); lse is ours ([batch, n_heads, seq], natural log of the final logits, 0 on padded rows), which is cuDNN's
+// softmax stats, so a forward of one implementation pairs with a backward of the other; padded rows of every output
+// are 0; the backward graph is the deterministic one (no fp32 dQ accumulation by atomics). One graph and plan per
+// bucket shape, built on first use and kept; the workspace grows through the backend's allocator and never shrinks,
+// so a step at a shape seen before allocates nothing. Which direction runs here, and the workspace a run allows, are
+// plan/cudnn_attention_plan.h's (the memory plan reserves the same figure); this class only reports what a plan needs.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "backend/backend.h"
+#include "plan/cudnn_attention_plan.h"
+
+namespace mt::cuda {
+
+// One info line: what MEGATRAIN_ATTENTION runs in each direction under this workspace limit (-1: none).
+void log_attention_choice(AttentionChoice c, int64_t limit_bytes);
+
+// What building one graph gave: whether it finalized, the engine, its workspace, or the first failing call.
+struct CudnnPlanInfo {
+  bool ok = false;
+  int64_t engine = -1;          // CUDNN_ATTR_ENGINE_GLOBAL_INDEX of the chosen engine config
+  int64_t workspace_bytes = 0;  // the plan's workspace plus our fp32 side tensors (softmax sum, dQ accumulator)
+  int64_t candidates = 0;       // engine configs the heuristics offered
+  std::string notes;            // the engine's numerical/behaviour notes
+  double build_ms = 0;          // graph, heuristics and plan (cuDNN compiles the kernels here)
+  std::string error;            // when !ok: "<descriptor> <attribute>: <cuDNN status> (<cuDNN's last message>)"
+};
+
+class CudnnAttention {
+ public:
+  using Alloc = std::function<void*(int64_t bytes)>;
+  using Free = std::function<void(void*)>;
+  CudnnAttention(cudaStream_t stream, Alloc alloc, Free release);
+  ~CudnnAttention();
+  CudnnAttention(const CudnnAttention&) = delete;
+  CudnnAttention& operator=(const CudnnAttention&) = delete;
+
+  // cudnnGetVersion() of the loaded library, or 0 where cudnnCreate failed (then every plan fails with why).
+  int64_t version();
+
+  // Run when the plan for the shape finalizes (else return false, having run nothing). Pointers as in
+  // Backend::attention_forward / attention_backward; the shape's device pointers (seq_lens) are read on the GPU.
+  bool forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
+               const AttnShape& s);
+  bool backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, const __nv_bfloat16* dout,
+                const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const __nv_bfloat16* out,
+                const float* lse, const AttnShape& s, bool deterministic = true);
+
+  // Builds (or finds) the plan for the shape and says how it went; the probe (bench-attention) prints it.
+  CudnnPlanInfo plan_info(bool backward, const AttnShape& s, bool deterministic = true);
+  // The workspace a call of the shape holds (the plan's, our side tensors and the bucket staging:
+  // cudnn_attention_workspace's terms as this cuDNN reports them), or -1 where the plan does not finalize. Builds the
+  // plan on first use; the deterministic backward.
+  int64_t workspace_need(bool backward, const AttnShape& s);
+  // Whether this call runs here: choose_attention over the shape's gap, workspace_need and limit_bytes (-1: none);
+  // a refusal is logged once per direction, shape and limit, a plan that did not finalize when it was built.
+  bool chooses(AttentionChoice c, bool backward, const AttnShape& s, int64_t limit_bytes);
+
+  struct Graph;  // one finalized (or failed) graph: descriptors, plan, scalar values, side tensors
+
+ private:
+  using Key = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, uint32_t, bool>;
+  // A shape's graph: its sequence length rounded up to a bucket (cudnn_seq_bucket), padded when it has seq_lens or
+  // was rounded up (staged: copied into the bucket's layout and back).
+  struct Layout {
+    AttnShape shape;
+    bool padded, staged;
+  };
+  static Layout layout_for(const AttnShape& s);
+  Graph& graph(bool backward, const AttnShape& s, bool padded, bool deterministic);
+  // Grows the workspace to g's plus the staging; false (and g is dropped) when that cannot be allocated.
+  bool reserve_workspace(Graph& g, int64_t staging_bytes);
+
+  cudaStream_t stream_;
+  Alloc alloc_;
+  Free free_;
+  void* handle_ = nullptr;  // cudnnHandle_t, created on first use
+  bool handle_tried_ = false;
+  std::string handle_error_;
+  std::vector<std::unique_ptr<Graph>> graphs_;  // a few shapes per run: found by a linear search
+  std::set<std::tuple<bool, int64_t, int64_t, int64_t>> refusals_logged_;  // backward, batch, seq, limit
+  void* workspace_ = nullptr;
+  int64_t workspace_bytes_ = 0;
+};
+
+// dst [groups, to_rows, row_bytes] from src [groups, from_rows, row_bytes]: the rows both have copied, dst's rows past
+// from_rows 0 (row_bytes a multiple of 4). Stages a batch into a longer (or back from a longer) sequence layout.
+void restride_rows(void* dst, const void* src, int64_t groups, int64_t from_rows, int64_t to_rows, int64_t row_bytes,
+                   cudaStream_t stream);
+void fill_ints(int32_t* dst, int64_t n, int32_t value, cudaStream_t stream);  // dst[0, n) = value
+
+// Zeroes the rows of x [batch·seq, width] at padded positions (i >= s.seq_lens[b], which must be set) and, where lse
+// is given, lse [batch, n_heads, seq] there (cudnn_attention_padding.cu).
+void zero_padded_attention_rows(__nv_bfloat16* x, int64_t width, float* lse, const AttnShape& s, cudaStream_t stream);
+
+}  // namespace mt::cuda

@@ -1,0 +1,141 @@
+// cuDNN attention's workspace and the per-direction choice (see cudnn_attention_plan.h).
+#include "plan/cudnn_attention_plan.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "core/error.h"
+
+namespace mt {
+namespace {
+
+constexpr int64_t align_up(int64_t n) { return (n + 255) / 256 * 256; }
+constexpr int64_t round_up(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
+
+std::string mib(int64_t bytes) { return MT_FORMAT("{:.1f} MiB", static_cast<double>(bytes) / 1048576.0); }
+
+}  // namespace
+
+AttentionChoice attention_choice_from_env() {
+  const char* v = std::getenv("MEGATRAIN_ATTENTION");
+  const std::string s = v == nullptr ? "" : v;
+  if (s.empty() || s == "auto") return AttentionChoice::automatic;
+  if (s == "ours") return AttentionChoice::ours;
+  MT_REQUIRE(s == "cudnn", "MEGATRAIN_ATTENTION must be ours, cudnn or auto, not '{}'", s);
+  return AttentionChoice::cudnn;
+}
+
+const char* attention_choice_name(AttentionChoice c) {
+  return c == AttentionChoice::ours ? "ours" : c == AttentionChoice::cudnn ? "cudnn" : "auto";
+}
+
+std::string cudnn_attention_gap(const AttnShape& s, DType dtype) {
+  if (dtype != DType::bf16) return "fp32 (cuDNN's fused attention is bf16/fp16 only)";
+  if (s.softcap > 0.f) return "soft-cap";
+  if (s.alibi_slopes != nullptr) return "ALiBi";
+  if (s.segments != nullptr) return "packed segments";
+  if (s.sinks != nullptr) return "attention sinks";
+  if (s.head_dim % 8 != 0 || s.head_dim > 256) return MT_FORMAT("head_dim {} (a multiple of 8 up to 256)", s.head_dim);
+  if (s.seq < 2) return "seq < 2";
+  return "";
+}
+
+std::string cudnn_layer_gap(const AttentionSpec& a, DType dtype) {
+  AttnShape s{.batch = 1, .seq = 2, .n_heads = a.num_heads, .n_kv_heads = a.num_kv_heads, .head_dim = a.head_dim};
+  s.softcap = static_cast<float>(a.softcap);
+  if (a.alibi) return "ALiBi";
+  if (a.sinks) return "attention sinks";
+  if (a.chunk > 0) return "chunked attention (segments)";
+  return cudnn_attention_gap(s, dtype);
+}
+
+int64_t cudnn_seq_bucket(int64_t seq) {
+  const char* env = std::getenv("MEGATRAIN_CUDNN_SEQ_BUCKETS");
+  if (env != nullptr && std::string(env) == "0") return seq;
+  int64_t octave = 1;
+  while (octave * 2 <= seq) octave *= 2;
+  const int64_t step = std::max<int64_t>(64, octave / 8);
+  return (seq + step - 1) / step * step;
+}
+
+int64_t cudnn_backward_graph_bytes(int64_t batch, int64_t bucket_seq, int64_t n_heads, int64_t head_dim) {
+  const int64_t rows = round_up(bucket_seq, 64), cols = round_up(bucket_seq, 128);
+  const int64_t dp = batch * n_heads * rows * cols * 2, dq = batch * n_heads * rows * head_dim * 4;
+  return align_up(dp + dq) + align_up(batch * n_heads * bucket_seq * 4);
+}
+
+namespace {
+
+// The staging copies at the bucket length Sp.
+int64_t staging_at(bool backward, const AttnShape& s, int64_t Sp) {
+  const int64_t b = s.batch, h = s.n_heads, hk = s.n_kv_heads, d = s.head_dim;
+  const int64_t q_bytes = align_up(b * Sp * h * d * 2), kv_bytes = align_up(b * Sp * hk * d * 2);
+  const int64_t rest = align_up(b * h * Sp * 4) + align_up(b * 4);
+  return backward ? 4 * q_bytes + 4 * kv_bytes + rest : 2 * q_bytes + 2 * kv_bytes + rest;
+}
+
+}  // namespace
+
+int64_t cudnn_staging_bytes(bool backward, const AttnShape& s) {
+  const int64_t Sp = cudnn_seq_bucket(s.seq);
+  return Sp == s.seq ? 0 : staging_at(backward, s, Sp);
+}
+
+CudnnWorkspace cudnn_attention_workspace(const AttnShape& s) {
+  const int64_t Sp = cudnn_seq_bucket(s.seq);
+  return {cudnn_staging_bytes(false, s),
+          cudnn_backward_graph_bytes(s.batch, Sp, s.n_heads, s.head_dim) + cudnn_staging_bytes(true, s)};
+}
+
+CudnnWorkspace cudnn_attention_reserve(const AttnShape& longest) {
+  const int64_t Sp = cudnn_seq_bucket(longest.seq);
+  const bool buckets = cudnn_seq_bucket(1) != 1;  // off (MEGATRAIN_CUDNN_SEQ_BUCKETS=0): nothing is ever staged
+  const int64_t graph = cudnn_backward_graph_bytes(longest.batch, Sp, longest.n_heads, longest.head_dim);
+  if (!buckets) return {0, graph};
+  return {staging_at(false, longest, Sp), graph + staging_at(true, longest, Sp)};
+}
+
+int64_t cudnn_workspace_limit(AttentionChoice c, int64_t planned_bytes) {
+  if (const char* env = std::getenv("MEGATRAIN_CUDNN_WORKSPACE_MIB"); env != nullptr && *env != '\0') {
+    char* end = nullptr;
+    const long long mib_value = std::strtoll(env, &end, 10);
+    MT_REQUIRE(*end == '\0' && mib_value >= 0, "MEGATRAIN_CUDNN_WORKSPACE_MIB must be a count of MiB, not '{}'", env);
+    return static_cast<int64_t>(mib_value) << 20;
+  }
+  return c == AttentionChoice::automatic ? planned_bytes : -1;
+}
+
+AttentionDecision choose_attention(AttentionChoice c, bool backward, const std::string& gap, int64_t workspace_bytes,
+                                   int64_t limit_bytes) {
+  if (c == AttentionChoice::ours) return {false, "MEGATRAIN_ATTENTION=ours"};
+  if (!gap.empty()) return {false, "not covered by cuDNN: " + gap};
+  if (limit_bytes >= 0 && workspace_bytes > limit_bytes)
+    return {false, MT_FORMAT("cuDNN's {} workspace {} is over the {} allowed ({})",
+                             backward ? "deterministic backward" : "forward", mib(workspace_bytes), mib(limit_bytes),
+                             std::getenv("MEGATRAIN_CUDNN_WORKSPACE_MIB") != nullptr ? "MEGATRAIN_CUDNN_WORKSPACE_MIB"
+                                                                                     : "the memory plan's reserve")};
+  return {true, backward ? "cuDNN deterministic backward" : "cuDNN forward"};
+}
+
+std::string describe_attention_choice(AttentionChoice c, int64_t limit_bytes) {
+  if (c == AttentionChoice::ours) return "MEGATRAIN_ATTENTION=ours: our kernel in both directions";
+  return MT_FORMAT(
+      "MEGATRAIN_ATTENTION={}: forward cuDNN where it covers the case (bf16; no soft-cap, ALiBi, sinks or segments); backward "
+      "cuDNN's deterministic graph {}; our kernel elsewhere and wherever a plan does not finalize",
+      attention_choice_name(c),
+      limit_bytes >= 0 ? MT_FORMAT("where its workspace and staging fit {}", mib(limit_bytes))
+                       : std::string("wherever the GPU can hold its workspace"));
+}
+
+std::string describe_attention_plan(const GpuPlan& g) {
+  if (g.cudnn_backward)
+    return MT_FORMAT("cuDNN forward and deterministic backward; {} of cuDNN workspace reserved at the micro-batch of {}",
+                     mib(g.attention_workspace), g.micro_batch_size);
+  if (g.cudnn_backward_need > 0)
+    return MT_FORMAT("cuDNN forward ({} of staging reserved), our backward: cuDNN's deterministic backward would "
+                     "need {} at the micro-batch of {}, which the GPU does not hold beside the rest of the plan",
+                     mib(g.attention_workspace), mib(g.cudnn_backward_need), g.micro_batch_size);
+  return "our kernel in both directions (no attention layer that cuDNN covers)";
+}
+
+}  // namespace mt

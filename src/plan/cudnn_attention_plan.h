@@ -1,0 +1,81 @@
+// What cuDNN's fused attention (backend/cuda/cudnn_attention.h) takes on the GPU, and which implementation runs each
+// direction, as pure functions of the shape: the one source the CUDA backend and the memory plan both read, so
+// that what the plan reserves is what the backend allows itself. No cuDNN here.
+// Invariants: cudnn_attention_workspace mirrors CudnnAttention::forward / backward byte for byte (the graph's
+// workspace as cuDNN 9.14 reports it on the H200, our fp32 softmax-sum side tensor, the bucket staging copies, each
+// rounded up to 256 B); the backward counted is the deterministic one (training never runs the other); forward's
+// graph takes no workspace.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "backend/backend.h"
+#include "core/dtype.h"
+#include "model/layer_spec.h"
+#include "plan/memory_plan.h"
+
+namespace mt {
+
+// MEGATRAIN_ATTENTION: ours (kernels/attention.cu always), cudnn (cuDNN wherever it covers the case, whatever its
+// workspace), auto (the default: per direction, from the H200 measurements in docs/PERFORMANCE.md: forward cuDNN
+// wherever covered; backward cuDNN's deterministic graph where its workspace fits what the memory plan reserved,
+// else ours). Anything else: one error line naming the variable.
+enum class AttentionChoice { ours, cudnn, automatic };
+AttentionChoice attention_choice_from_env();
+const char* attention_choice_name(AttentionChoice c);
+
+// Why cuDNN does not cover a shape (empty when it does): the features of AttnShape that only our kernel has (soft-cap,
+// ALiBi, packed segments), fp32, head_dim (a multiple of 8 up to 256), seq < 2.
+std::string cudnn_attention_gap(const AttnShape& s, DType dtype);
+// The same for a model's attention layer in a run of `dtype` (before any batch: packed segments are the batch's).
+std::string cudnn_layer_gap(const AttentionSpec& a, DType dtype);
+
+// The sequence length whose graph a batch of seq-long sequences runs: seq rounded up to a multiple of
+// max(64, 2^floor(log2 seq) / 8), so that a run whose batches vary in length compiles a few graphs, not one per length
+// (at most 12.5 % more rows, all masked). MEGATRAIN_CUDNN_SEQ_BUCKETS=0: seq itself.
+int64_t cudnn_seq_bucket(int64_t seq);
+
+// Bytes of the deterministic backward graph at a bucket shape (batch, seq = the bucket, heads, head_dim): cuDNN's
+// plan workspace — the bf16 dP matrix b·h·⌈s⌉₆₄·⌈s⌉₁₂₈·2 (the dP-workspace kernel cudnn-frontend forces for the
+// deterministic algorithm) and the fp32 dQ b·h·⌈s⌉₆₄·d·4 — plus our fp32 softmax sum b·h·s·4. Measured on the H200
+// (cuDNN 9.14): 8450 MiB at 4×8192 16/2 hd128, 33026 MiB at 1×32768, 4.0 MiB at 1×256, 1.0 MiB at 1×256 4/2 padded,
+// 4.4 MiB at 2×320 4/2 hd256 padded; the formula gives each.
+int64_t cudnn_backward_graph_bytes(int64_t batch, int64_t bucket_seq, int64_t n_heads, int64_t head_dim);
+
+// The staging copies of a call whose length is not its bucket's (else 0): forward q, o, k, v, lse and lengths at the
+// bucket length; backward q, o, dO, dQ, k, v, dK, dV, lse and lengths.
+int64_t cudnn_staging_bytes(bool backward, const AttnShape& s);
+
+// The workspace one call of each direction makes CudnnAttention hold (graph + staging; forward's graph takes none).
+struct CudnnWorkspace {
+  int64_t forward = 0, backward = 0;
+};
+CudnnWorkspace cudnn_attention_workspace(const AttnShape& s);
+// The most that calls of any length up to longest.seq make it hold (a batch is as long as its longest sequence, so
+// lengths vary): the graph of longest's bucket and its staging, as if staged (one token short of a bucket is).
+// What the memory plan reserves.
+CudnnWorkspace cudnn_attention_reserve(const AttnShape& longest);
+
+// The workspace limit a run's calls are held to: MEGATRAIN_CUDNN_WORKSPACE_MIB where set (an override, MiB), else
+// with `auto` the memory plan's figure (planned_bytes; -1 where no plan set one, as in the op tests and the probe),
+// else (cudnn, ours) none: -1.
+int64_t cudnn_workspace_limit(AttentionChoice c, int64_t planned_bytes);
+
+// Which implementation runs one direction of one call: ours, or cuDNN (the backward: its deterministic graph, never
+// the other in training), and why in a few words for the log.
+struct AttentionDecision {
+  bool cudnn = false;
+  std::string why;
+};
+// gap: cudnn_attention_gap of the call; workspace_bytes: what the call would hold (cudnn_attention_workspace, or
+// the plan cuDNN built plus its staging); limit_bytes: cudnn_workspace_limit (-1: none).
+AttentionDecision choose_attention(AttentionChoice c, bool backward, const std::string& gap, int64_t workspace_bytes,
+                                   int64_t limit_bytes);
+// One line for the log: what the choice runs in each direction, with the limit.
+std::string describe_attention_choice(AttentionChoice c, int64_t limit_bytes);
+
+// One line for preflight and calc-resource: what the plan reserved for cuDNN attention and which backward it
+// assumes (ours where cuDNN's deterministic workspace does not fit, with the figure it would need).
+std::string describe_attention_plan(const GpuPlan& g);
+
+}  // namespace mt

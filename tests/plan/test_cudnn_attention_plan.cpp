@@ -1,0 +1,255 @@
+// cuDNN attention's workspace and per-direction choice (plan/cudnn_attention_plan.h) and what the memory plan and the
+// sequence limit make of them: the formula against the workspaces cuDNN 9.14 reported on the H200, auto's choice
+// per direction, the plan reserving the deterministic backward's workspace where it fits (else our backward, with
+// its GQA partials), the staging copies of any batch length up to the run's, and the longest sequence cuDNN's
+// backward covers.
+#include <cstdlib>
+#include <exception>
+#include <string>
+
+#include "catch.h"
+#include "model/model_spec.h"
+#include "plan/cudnn_attention_plan.h"
+#include "plan/memory_plan.h"
+#include "plan/sequence_limit.h"
+
+namespace {
+
+constexpr int64_t kMiB = int64_t{1} << 20, kGiB = int64_t{1} << 30;
+
+mt::ModelSpec qwen25_3b() { return mt::load_model_spec(MEGATRAIN_SOURCE_DIR "/configs/models/qwen2.5-3b.json"); }
+
+mt::AttnShape shape(int64_t batch, int64_t seq, int64_t heads, int64_t kv_heads, int64_t head_dim) {
+  return mt::AttnShape{.batch = batch, .seq = seq, .n_heads = heads, .n_kv_heads = kv_heads, .head_dim = head_dim};
+}
+
+// Tenths of a MiB, as the probe and the graph log print them.
+int64_t tenths(int64_t bytes) { return (bytes * 10 + kMiB / 2) / kMiB; }
+
+bool contains(const std::string& text, const char* part) { return text.find(part) != std::string::npos; }
+
+// The message of what f throws ("" when it does not).
+template <class F>
+std::string thrown(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Sets an environment variable for one scope.
+struct Env {
+  const char* name;
+  Env(const char* n, const char* value) : name(n) { setenv(n, value, 1); }
+  ~Env() { unsetenv(name); }
+};
+
+}  // namespace
+
+TEST_CASE("cudnn attention workspace: the formula gives what cuDNN reported on the H200", "[plan][cudnn]") {
+  // Deterministic backward graphs (plan workspace + our softmax sum), causal bf16, from the probe and the op rows.
+  CHECK(mt::cudnn_backward_graph_bytes(4, 8192, 16, 128) / kMiB == 8450);
+  CHECK(mt::cudnn_backward_graph_bytes(1, 32768, 16, 128) / kMiB == 33026);
+  CHECK(tenths(mt::cudnn_backward_graph_bytes(1, 256, 16, 128)) == 40);
+  CHECK(tenths(mt::cudnn_backward_graph_bytes(1, 256, 4, 128)) == 10);
+  CHECK(tenths(mt::cudnn_backward_graph_bytes(2, 320, 4, 256)) == 44);  // the 2×300 hd256 row, in its 320 bucket
+  // At a bucket length nothing is staged and the forward graph takes no workspace.
+  const mt::CudnnWorkspace at_bucket = mt::cudnn_attention_workspace(shape(4, 8192, 16, 2, 128));
+  CHECK(at_bucket.forward == 0);
+  CHECK(at_bucket.backward == mt::cudnn_backward_graph_bytes(4, 8192, 16, 128));
+  // Between buckets: 300 runs the 320 graph, staged: forward q, o, k, v, lse, lengths; backward twice the rows.
+  const mt::AttnShape between = shape(2, 300, 4, 2, 256);
+  const int64_t q = 2 * 320 * 4 * 256 * 2, kv = 2 * 320 * 2 * 256 * 2, rest = 2 * 4 * 320 * 4 + 256;
+  CHECK(mt::cudnn_staging_bytes(false, between) == 2 * q + 2 * kv + rest);
+  CHECK(mt::cudnn_staging_bytes(true, between) == 4 * q + 4 * kv + rest);
+  const mt::CudnnWorkspace w = mt::cudnn_attention_workspace(between);
+  CHECK(w.forward == 2 * q + 2 * kv + rest);
+  CHECK(w.backward == mt::cudnn_backward_graph_bytes(2, 320, 4, 256) + 4 * q + 4 * kv + rest);
+}
+
+TEST_CASE("cudnn attention: sequence buckets round up by at most an eighth, 64 at least", "[plan][cudnn]") {
+  CHECK(mt::cudnn_seq_bucket(2) == 64);
+  CHECK(mt::cudnn_seq_bucket(64) == 64);
+  CHECK(mt::cudnn_seq_bucket(77) == 128);
+  CHECK(mt::cudnn_seq_bucket(192) == 192);
+  CHECK(mt::cudnn_seq_bucket(1000) == 1024);
+  CHECK(mt::cudnn_seq_bucket(5000) == 5120);
+  CHECK(mt::cudnn_seq_bucket(8192) == 8192);
+  CHECK(mt::cudnn_seq_bucket(8193) == 9216);
+  CHECK(mt::cudnn_seq_bucket(32768) == 32768);
+  for (int64_t seq = 2; seq < 70000; seq += 97) {
+    const int64_t b = mt::cudnn_seq_bucket(seq);
+    CHECK((b >= seq && (b - seq) * 8 <= std::max<int64_t>(seq, 512)));
+  }
+  const Env off("MEGATRAIN_CUDNN_SEQ_BUCKETS", "0");
+  CHECK(mt::cudnn_seq_bucket(77) == 77);
+  CHECK(mt::cudnn_staging_bytes(true, shape(1, 77, 4, 2, 64)) == 0);
+}
+
+TEST_CASE("cudnn attention: what only our kernel has is not covered", "[plan][cudnn]") {
+  mt::AttnShape s = shape(1, 64, 4, 2, 128);
+  CHECK(mt::cudnn_attention_gap(s, mt::DType::bf16).empty());
+  CHECK(!mt::cudnn_attention_gap(s, mt::DType::f32).empty());
+  mt::AttnShape capped = s;
+  capped.softcap = 50.f;
+  CHECK(mt::cudnn_attention_gap(capped, mt::DType::bf16) == "soft-cap");
+  mt::AttnShape segmented = s;
+  const int32_t seg[1] = {0};
+  segmented.segments = seg;
+  CHECK(mt::cudnn_attention_gap(segmented, mt::DType::bf16) == "packed segments");
+  mt::AttnShape odd_dim = s;
+  odd_dim.head_dim = 6;
+  CHECK(!mt::cudnn_attention_gap(odd_dim, mt::DType::bf16).empty());
+  mt::AttentionSpec layer{.num_heads = 16, .num_kv_heads = 2, .head_dim = 128};
+  CHECK(mt::cudnn_layer_gap(layer, mt::DType::bf16).empty());
+  layer.alibi = true;
+  CHECK(mt::cudnn_layer_gap(layer, mt::DType::bf16) == "ALiBi");
+}
+
+TEST_CASE("cudnn attention: auto picks per direction, the backward by the reserved workspace", "[plan][cudnn]") {
+  using mt::AttentionChoice;
+  const int64_t reserved = 8450 * kMiB;
+  // MEGATRAIN_ATTENTION itself.
+  CHECK(mt::attention_choice_from_env() == AttentionChoice::automatic);
+  {
+    const Env e("MEGATRAIN_ATTENTION", "ours");
+    CHECK(mt::attention_choice_from_env() == AttentionChoice::ours);
+  }
+  {
+    const Env e("MEGATRAIN_ATTENTION", "flash");
+    CHECK(contains(thrown([] { mt::attention_choice_from_env(); }), "MEGATRAIN_ATTENTION"));
+  }
+  // The limit: the plan's figure under auto, none under cudnn, MEGATRAIN_CUDNN_WORKSPACE_MIB over both.
+  CHECK(mt::cudnn_workspace_limit(AttentionChoice::automatic, reserved) == reserved);
+  CHECK(mt::cudnn_workspace_limit(AttentionChoice::automatic, -1) == -1);
+  CHECK(mt::cudnn_workspace_limit(AttentionChoice::cudnn, reserved) == -1);
+  {
+    const Env e("MEGATRAIN_CUDNN_WORKSPACE_MIB", "1024");
+    CHECK(mt::cudnn_workspace_limit(AttentionChoice::automatic, reserved) == 1024 * kMiB);
+    CHECK(mt::cudnn_workspace_limit(AttentionChoice::cudnn, reserved) == 1024 * kMiB);
+  }
+  {
+    const Env e("MEGATRAIN_CUDNN_WORKSPACE_MIB", "lots");
+    CHECK(contains(thrown([&] { mt::cudnn_workspace_limit(AttentionChoice::automatic, reserved); }),
+                   "MEGATRAIN_CUDNN_WORKSPACE_MIB"));
+  }
+  // Forward: cuDNN wherever covered (no workspace at a bucket length).
+  CHECK(mt::choose_attention(AttentionChoice::automatic, false, "", 0, 0).cudnn);
+  CHECK(!mt::choose_attention(AttentionChoice::automatic, false, "soft-cap", 0, -1).cudnn);
+  CHECK(!mt::choose_attention(AttentionChoice::ours, false, "", 0, -1).cudnn);
+  // Backward: cuDNN's deterministic graph within the reserve, ours past it (and why).
+  CHECK(mt::choose_attention(AttentionChoice::automatic, true, "", reserved, reserved).cudnn);
+  const mt::AttentionDecision over = mt::choose_attention(AttentionChoice::automatic, true, "", 33026 * kMiB, reserved);
+  CHECK(!over.cudnn);
+  CHECK(contains(over.why, "memory plan"));
+  CHECK(mt::choose_attention(AttentionChoice::cudnn, true, "", 33026 * kMiB, -1).cudnn);
+  CHECK(!mt::choose_attention(AttentionChoice::automatic, true, "packed segments", 0, reserved).cudnn);
+  CHECK(!mt::choose_attention(AttentionChoice::ours, true, "", 0, reserved).cudnn);
+}
+
+TEST_CASE("memory plan: cuDNN's deterministic backward workspace is reserved where it fits", "[plan][cudnn]") {
+  const mt::ModelSpec spec = qwen25_3b();
+  mt::RunShape run;
+  run.seq_len = 8192;
+  run.batch_size = 8;
+  run.passes = 0;
+  run.micro_batch_size = 0;
+  run.cudnn_attention = mt::cudnn_attention_for(run.dtype, 139 * kGiB);
+  REQUIRE(run.cudnn_attention);
+  mt::RunShape on_h200 = run;
+  mt::resolve_auto(spec, on_h200, 139 * kGiB, true);
+  CHECK(on_h200.cudnn_backward);
+  const mt::GpuPlan g = mt::plan_gpu(spec, on_h200);
+  const int64_t mb = g.micro_batch_size;
+  const mt::CudnnWorkspace w = mt::cudnn_attention_reserve(shape(mb, 8192, 16, 2, 128));
+  CHECK(g.cudnn_backward);
+  CHECK(g.attention_workspace == w.backward);
+  CHECK(g.cudnn_backward_need == w.backward);
+  CHECK(g.total() <= mt::usable_gpu_bytes(139 * kGiB));
+  // The same shape with our backward: the forward's staging only, and our GQA partials instead.
+  mt::RunShape ours = on_h200;
+  ours.cudnn_backward = false;
+  const mt::GpuPlan o = mt::plan_gpu(spec, ours);
+  CHECK(o.attention_workspace == w.forward);
+  CHECK(o.layer_workspace > g.layer_workspace);
+  CHECK(o.total() - o.layer_workspace - o.attention_workspace ==
+        g.total() - g.layer_workspace - g.attention_workspace);
+  // Not bf16, or MEGATRAIN_ATTENTION=ours, or no GPU: no cuDNN at all.
+  CHECK(!mt::cudnn_attention_for(mt::DType::f32, 139 * kGiB));
+  CHECK(!mt::cudnn_attention_for(mt::DType::bf16, 0));
+  {
+    const Env e("MEGATRAIN_ATTENTION", "ours");
+    CHECK(!mt::cudnn_attention_for(mt::DType::bf16, 139 * kGiB));
+  }
+  // A GPU that does not hold the workspace beside the leanest plan (2×32768: 33 GiB a sequence on a 48 GiB GPU):
+  // the plan assumes our backward and says so.
+  mt::RunShape small = run;
+  small.seq_len = 32768;
+  small.batch_size = 2;
+  const int64_t small_gpu = 48 * kGiB;
+  mt::resolve_auto(spec, small, small_gpu, true);
+  const mt::GpuPlan s = mt::plan_gpu(spec, small);
+  CHECK(!small.cudnn_backward);
+  CHECK(!s.cudnn_backward);
+  CHECK(s.cudnn_backward_need > 0);
+  CHECK(s.attention_workspace ==
+        mt::cudnn_attention_reserve(shape(s.micro_batch_size, 32768, 16, 2, 128)).forward);
+  CHECK(s.total() <= mt::usable_gpu_bytes(small_gpu));
+  CHECK(contains(mt::describe_attention_plan(s), "our backward"));
+  CHECK(contains(mt::describe_attention_plan(g), "deterministic backward"));
+}
+
+TEST_CASE("cudnn attention reserve: the most any batch length up to the longest holds", "[plan][cudnn]") {
+  // A batch is as long as its longest sequence: one token short of the bucket stages into it.
+  const mt::CudnnWorkspace at = mt::cudnn_attention_reserve(shape(2, 8192, 16, 2, 128));
+  const mt::CudnnWorkspace short_one = mt::cudnn_attention_workspace(shape(2, 8191, 16, 2, 128));
+  CHECK(at.forward == short_one.forward);
+  CHECK(at.backward == short_one.backward);
+  for (int64_t seq = 2; seq <= 8192; seq += 37) {
+    const mt::CudnnWorkspace w = mt::cudnn_attention_workspace(shape(2, seq, 16, 2, 128));
+    CHECK(w.forward <= at.forward);
+    CHECK(w.backward <= at.backward);
+  }
+  // Without buckets nothing is staged: the longest length's graph is the most.
+  const Env off("MEGATRAIN_CUDNN_SEQ_BUCKETS", "0");
+  const mt::CudnnWorkspace unstaged = mt::cudnn_attention_reserve(shape(2, 8192, 16, 2, 128));
+  CHECK(unstaged.forward == 0);
+  CHECK(unstaged.backward == mt::cudnn_backward_graph_bytes(2, 8192, 16, 128));
+}
+
+TEST_CASE("memory plan: a length between buckets reserves the staging copies", "[plan][cudnn]") {
+  const mt::ModelSpec spec = qwen25_3b();
+  mt::RunShape run;
+  run.seq_len = 5000;  // runs the 5120 graph
+  run.batch_size = 2;
+  run.micro_batch_size = 2;
+  run.recompute_layers = spec.num_layers;
+  run.cudnn_attention = true;
+  const mt::AttnShape s = shape(2, 5000, 16, 2, 128);
+  CHECK(mt::plan_gpu(spec, run).attention_workspace == mt::cudnn_staging_bytes(false, s));
+  run.cudnn_backward = true;
+  CHECK(mt::plan_gpu(spec, run).attention_workspace ==
+        mt::cudnn_backward_graph_bytes(2, 5120, 16, 128) + mt::cudnn_staging_bytes(true, s));
+}
+
+TEST_CASE("sequence limit: beyond the length cuDNN's backward fits, the plan assumes ours", "[plan][cudnn][longseq]") {
+  const mt::ModelSpec spec = qwen25_3b();
+  const mt::Machine h200{139 * kGiB, 1500 * kGiB};
+  mt::RunShape run;
+  run.cudnn_attention = true;
+  const mt::SequenceLimit s = mt::longest_trainable_sequence(spec, run, h200);
+  const int64_t usable = mt::usable_gpu_bytes(h200.gpu_bytes);
+  REQUIRE(s.memory_tokens >= 524288);  // the target holds with cuDNN's forward
+  // 1×32768 needs 33 GiB (it fits); quadratic in the length, so well short of the memory limit.
+  CHECK(s.cudnn_backward_tokens >= 32768);
+  CHECK(s.cudnn_backward_tokens < s.memory_tokens);
+  mt::RunShape with = run;
+  with.cudnn_backward = true;
+  CHECK(mt::one_sequence_gpu_bytes(spec, with, s.cudnn_backward_tokens) <= usable);
+  CHECK(mt::one_sequence_gpu_bytes(spec, with, s.cudnn_backward_tokens + mt::kSequenceStep) > usable);
+  CHECK(s.gpu_bytes == mt::one_sequence_gpu_bytes(spec, run, s.memory_tokens));  // our backward there
+  // Without cuDNN the figure is as before.
+  CHECK(mt::longest_trainable_sequence(spec, mt::RunShape{}, h200).cudnn_backward_tokens == 0);
+}
