@@ -164,6 +164,7 @@ const std::vector<Field>& schema() {
       integer("dataset", "max_samples", 0, MT_AT(dataset.max_samples)),
       flag("dataset", "streaming", MT_AT(dataset.streaming)),
       integer("dataset", "preprocessing_batch_size", 0, MT_AT(dataset.preprocessing_batch_size)),
+      choice("dataset", "sample_by", {"line", "paragraph", "document"}, MT_AT(dataset.sample_by)),
 
       integer("training", "batch_size", 1, MT_AT(training.batch_size)),
       integer_or_auto("training", "micro_batch_size", 1, MT_AT(training.micro_batch_size)),
@@ -310,6 +311,10 @@ void validate(const Config& config, const std::string& origin) {
   MT_REQUIRE(d.preprocessing_batch_size == 0 || !d.streaming,
              "{}: dataset.preprocessing_batch_size: {}: dataset.streaming cuts the corpus whole; set it to 0", origin,
              d.preprocessing_batch_size);
+  MT_REQUIRE(d.sample_by == "line" || t.stage == "pt",
+             "{}: dataset.sample_by: {}: only training.stage pt reads .txt files as documents", origin, d.sample_by);
+  MT_REQUIRE(d.sample_by == "line" || !d.streaming,
+             "{}: dataset.sample_by: {}: dataset.streaming reads one document per line", origin, d.sample_by);
   MT_REQUIRE(!d.streaming || t.stage == "pt",
              "{}: dataset.streaming reads plain-text corpora for training.stage pt, not {}", origin, t.stage);
   MT_REQUIRE(!d.streaming || !d.shuffle,

@@ -61,7 +61,7 @@ std::vector<Example> load_pretrain_blocks(const DatasetConfig& config, const std
   for (const DatasetEntry* entry : entries) {
     const size_t before = stream.size();
     const int64_t documents = append_documents(*entry, *text.tokenizer, special.eos, config.max_samples, vocab_size,
-                                               stream, document_ends);
+                                               stream, document_ends, text_sample_from_name(config.sample_by));
     log::info("dataset '{}': {} documents, {} tokens with their EOS{}", entry->name, documents, stream.size() - before,
               config.max_samples > 0 ? fmt::format(" (dataset.max_samples {})", config.max_samples) : "");
     total.documents += documents;

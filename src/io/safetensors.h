@@ -65,7 +65,7 @@ struct StWriteTensor {
   std::vector<int64_t> shape;
   const float* data = nullptr;      // fp32 source, converted to the file dtype
   const StTensor* raw = nullptr;    // or a tensor of another file, written byte for byte in its own dtype
-  std::function<void(float* dst)> fill;  // or fp32 values made on demand, just before the tensor is written
+  std::function<void(float* dst)> fill = {};  // or fp32 values made on demand, just before the tensor is written
   std::size_t nbytes(DType dtype) const;  // bytes in the file
 };
 

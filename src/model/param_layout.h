@@ -40,7 +40,7 @@ struct ParamSlot {
   bool weight_decay = false;    // matrices decay; norms and biases do not
   InitKind init = InitKind::normal;
   RowGrouping rows;             // how the store orders the HF rows
-  ExpertColumns expert_columns; // how the store orders a stacked-experts tensor
+  ExpertColumns expert_columns{};  // how the store orders a stacked-experts tensor
   bool reordered() const { return !rows.parts.empty() || expert_columns.experts > 0; }  // store order != HF order
 };
 

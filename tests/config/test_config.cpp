@@ -182,6 +182,7 @@ TEST_CASE("config: the accepted keys are frozen", "[config]") {
       "dataset.max_samples",
       "dataset.streaming",
       "dataset.preprocessing_batch_size",
+      "dataset.sample_by",
       "training.batch_size",
       "training.micro_batch_size",
       "training.gradient_accumulation_steps",
@@ -423,6 +424,11 @@ TEST_CASE("config: evaluation, length and warmup keys are checked together", "[c
   CHECK(error_of(kMinimal, {"dataset.preprocessing_batch_size=1000", "training.stage=pt", "dataset.streaming=true",
                             "dataset.shuffle=false"}) ==
         "cfg.yaml: dataset.preprocessing_batch_size: 1000: dataset.streaming cuts the corpus whole; set it to 0");
+  CHECK(error_of(kMinimal, {"dataset.sample_by=document"}) ==
+        "cfg.yaml: dataset.sample_by: document: only training.stage pt reads .txt files as documents");
+  CHECK(error_of(kMinimal, {"dataset.sample_by=paragraph", "training.stage=pt", "dataset.streaming=true",
+                            "dataset.shuffle=false"}) ==
+        "cfg.yaml: dataset.sample_by: paragraph: dataset.streaming reads one document per line");
   CHECK(error_of(kMinimal, {"training.stage=rm"}) ==
         "--set training.stage=rm: training.stage: 'rm' is not one of sft, pt");
   const mt::Config c = mt::parse_config(kMinimal, "cfg.yaml",

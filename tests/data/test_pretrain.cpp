@@ -77,6 +77,38 @@ TEST_CASE("pt documents from .txt, .csv and .jsonl end with EOS and run across d
   CHECK(stats.documents == 3);
 }
 
+TEST_CASE("dataset.sample_by reads a .txt file's paragraphs, or the whole file, as its documents", "[data][pretrain]") {
+  test::TempDir dir;
+  const std::string text = "ab\ncd\n\nef\n\n\ngh\n";
+  dir.write("book.txt", text);
+  DatasetConfig c = pt_config(dir, R"({"book": {"file_name": "book.txt"}})", 4);
+  c.name = "book";
+  const test::ByteTokenizer tok;
+  const int32_t eos = 257;
+  // Hugging Face's text builder: paragraphs split at every "\n\n", each as it stands; a document is the file.
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+      {"line", {"ab", "cd", "", "ef", "", "", "gh"}},
+      {"paragraph", {"ab\ncd", "ef", "\ngh\n"}},
+      {"document", {text}}};
+  for (const auto& [mode, docs] : cases) {
+    INFO(mode);
+    c.sample_by = mode;
+    DatasetStats stats;
+    c.max_seq_len = 2;
+    const auto blocks = load_datasets(c, tok.vocab_size(), TextOptions{&tok, "llama", true}, &stats);
+    std::vector<int32_t> want;
+    for (const std::string& doc : docs) {
+      const auto ids = test::bytes(doc);
+      want.insert(want.end(), ids.begin(), ids.end());
+      want.push_back(eos);
+    }
+    std::vector<int32_t> joined;
+    for (const Example& b : blocks) joined.insert(joined.end(), b.input_ids.begin(), b.input_ids.end());
+    CHECK(stats.documents == static_cast<int64_t>(docs.size()));
+    CHECK(joined == std::vector<int32_t>(want.begin(), want.end() - static_cast<std::ptrdiff_t>(want.size() % 2)));
+  }
+}
+
 TEST_CASE("a pt record without the text column is named with its line", "[data][pretrain][bad-input]") {
   test::TempDir dir;
   dir.write("docs.jsonl", "{\"text\": \"abcdef\"}\n{\"body\": \"x\"}\n");

@@ -62,7 +62,8 @@ PretrainTokens pretrain_tokens(const std::string& template_name, const Tokenizer
 }
 
 int64_t append_documents(const DatasetEntry& entry, const Tokenizer& tokenizer, int32_t eos_id, int64_t max_samples,
-                         int64_t vocab_size, std::vector<int32_t>& stream, std::vector<size_t>& document_ends) {
+                         int64_t vocab_size, std::vector<int32_t>& stream, std::vector<size_t>& document_ends,
+                         TextSample sample_by) {
   MT_REQUIRE(entry.formatting == "alpaca",
              "dataset '{}': formatting {} has no plain text for training.stage pt; use an alpaca entry whose "
              "columns.prompt names the text column", entry.name, entry.formatting);
@@ -70,7 +71,7 @@ int64_t append_documents(const DatasetEntry& entry, const Tokenizer& tokenizer, 
                                  ? std::string("text")
                                  : entry.column("prompt");
   int64_t documents = 0;
-  for (const JsonRecord& record : read_records(entry.file, entry.name)) {
+  for (const JsonRecord& record : read_records(entry.file, entry.name, sample_by)) {
     if (max_samples > 0 && documents == max_samples) break;
     const std::string where = fmt::format("dataset '{}': {}:{}", entry.name, entry.file.string(), record.line);
     const auto text = record.value.is_object() ? record.value.find(column) : record.value.end();

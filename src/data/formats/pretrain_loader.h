@@ -18,6 +18,7 @@
 #include "data/batch.h"
 #include "data/dataset.h"
 #include "data/dataset_registry.h"
+#include "data/formats/record_files.h"
 
 namespace mt {
 
@@ -35,9 +36,11 @@ PretrainTokens pretrain_tokens(const std::string& template_name, const Tokenizer
                                const std::filesystem::path& tokenizer_dir);
 
 // Appends the tokens of entry's documents (each followed by eos_id) to `stream` and each document's end offset to
-// `document_ends`; at most max_samples documents when max_samples > 0. Returns the number of documents read.
+// `document_ends`; at most max_samples documents when max_samples > 0; a .txt file's documents as sample_by splits
+// it. Returns the number of documents read.
 int64_t append_documents(const DatasetEntry& entry, const Tokenizer& tokenizer, int32_t eos_id, int64_t max_samples,
-                         int64_t vocab_size, std::vector<int32_t>& stream, std::vector<size_t>& document_ends);
+                         int64_t vocab_size, std::vector<int32_t>& stream, std::vector<size_t>& document_ends,
+                         TextSample sample_by = TextSample::line);
 
 // The stream cut into blocks of block_size tokens (labels = ids), per batch of batch_documents documents (0: the
 // whole stream); remainders are dropped and counted; bos, when given, replaces each block's first token.

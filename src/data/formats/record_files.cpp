@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -22,8 +23,23 @@ std::string read_whole(const std::filesystem::path& path, const std::string& dat
   return buffer.str();
 }
 
-std::vector<JsonRecord> read_txt(const std::string& text) {
+// Paragraphs: the text split at every "\n\n", each piece as it stands (the last keeps a final line break), as
+// Hugging Face's text builder splits them; a document: the whole text.
+std::vector<JsonRecord> read_txt(const std::string& text, TextSample sample_by) {
   std::vector<JsonRecord> records;
+  if (sample_by == TextSample::document) return {{nlohmann::ordered_json{{"text", text}}, 1}};
+  if (sample_by == TextSample::paragraph) {
+    int64_t line = 1;
+    for (size_t at = 0;;) {
+      const size_t end = text.find("\n\n", at);
+      const std::string piece = text.substr(at, end == std::string::npos ? std::string::npos : end - at);
+      records.push_back({nlohmann::ordered_json{{"text", piece}}, line});
+      if (end == std::string::npos) break;
+      line += static_cast<int64_t>(std::count(piece.begin(), piece.end(), '\n')) + 2;
+      at = end + 2;
+    }
+    return records;
+  }
   int64_t line = 1;
   for (size_t at = 0; at < text.size(); ++line) {
     size_t end = text.find('\n', at);
@@ -93,13 +109,21 @@ std::vector<JsonRecord> read_csv(const std::string& text, const std::string& whe
 
 }  // namespace
 
-std::vector<JsonRecord> read_records(const std::filesystem::path& path, const std::string& dataset) {
+TextSample text_sample_from_name(const std::string& name) {
+  if (name == "paragraph") return TextSample::paragraph;
+  if (name == "document") return TextSample::document;
+  MT_REQUIRE(name == "line", "dataset.sample_by must be line, paragraph or document, not '{}'", name);
+  return TextSample::line;
+}
+
+std::vector<JsonRecord> read_records(const std::filesystem::path& path, const std::string& dataset,
+                                     TextSample sample_by) {
   const std::string ext = path.extension().string();
   if (ext == ".json" || ext == ".jsonl") return read_json_records(path, dataset);
   MT_REQUIRE(ext == ".txt" || ext == ".csv", "dataset '{}': {}: expected a .json, .jsonl, .txt or .csv file", dataset,
              path.string());
   const std::string text = read_whole(path, dataset);
-  if (ext == ".txt") return read_txt(text);
+  if (ext == ".txt") return read_txt(text, sample_by);
   return read_csv(text, fmt::format("dataset '{}': {}", dataset, path.string()));
 }
 
