@@ -61,7 +61,7 @@ int64_t cudnn_seq_bucket(int64_t seq) {
 int64_t cudnn_backward_graph_bytes(int64_t batch, int64_t bucket_seq, int64_t n_heads, int64_t head_dim) {
   const int64_t rows = round_up(bucket_seq, 64), cols = round_up(bucket_seq, 128);
   const int64_t dp = batch * n_heads * rows * cols * 2, dq = batch * n_heads * rows * head_dim * 4;
-  return align_up(dp + dq) + align_up(batch * n_heads * bucket_seq * 4);
+  return align_up(dp + dq) + align_up(batch * n_heads * bucket_seq * 4) + kCudnnGraphUnit;
 }
 
 namespace {
@@ -83,7 +83,7 @@ int64_t cudnn_staging_bytes(bool backward, const AttnShape& s) {
 
 CudnnWorkspace cudnn_attention_workspace(const AttnShape& s) {
   const int64_t Sp = cudnn_seq_bucket(s.seq);
-  return {cudnn_staging_bytes(false, s),
+  return {kCudnnGraphUnit + cudnn_staging_bytes(false, s),
           cudnn_backward_graph_bytes(s.batch, Sp, s.n_heads, s.head_dim) + cudnn_staging_bytes(true, s)};
 }
 
@@ -91,8 +91,8 @@ CudnnWorkspace cudnn_attention_reserve(const AttnShape& longest) {
   const int64_t Sp = cudnn_seq_bucket(longest.seq);
   const bool buckets = cudnn_seq_bucket(1) != 1;  // off (MEGATRAIN_CUDNN_SEQ_BUCKETS=0): nothing is ever staged
   const int64_t graph = cudnn_backward_graph_bytes(longest.batch, Sp, longest.n_heads, longest.head_dim);
-  if (!buckets) return {0, graph};
-  return {staging_at(false, longest, Sp), graph + staging_at(true, longest, Sp)};
+  if (!buckets) return {kCudnnGraphUnit, graph};
+  return {kCudnnGraphUnit + staging_at(false, longest, Sp), graph + staging_at(true, longest, Sp)};
 }
 
 int64_t cudnn_workspace_limit(AttentionChoice c, int64_t planned_bytes) {

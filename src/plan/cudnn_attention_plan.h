@@ -39,7 +39,9 @@ int64_t cudnn_seq_bucket(int64_t seq);
 // plan workspace — the bf16 dP matrix b·h·⌈s⌉₆₄·⌈s⌉₁₂₈·2 (the dP-workspace kernel cudnn-frontend forces for the
 // deterministic algorithm) and the fp32 dQ b·h·⌈s⌉₆₄·d·4 — plus our fp32 softmax sum b·h·s·4. Measured on the H200
 // (cuDNN 9.14): 8450 MiB at 4×8192 16/2 hd128, 33026 MiB at 1×32768, 4.0 MiB at 1×256, 1.0 MiB at 1×256 4/2 padded,
-// 4.4 MiB at 2×320 4/2 hd256 padded; the formula gives each.
+// 4.4 MiB at 2×320 4/2 hd256 padded; the formula gives each. Every graph's plan also takes kCudnnGraphUnit more than
+// its tensors (the forward's whole workspace; the op table found each backward 256 B above the tensors' sum).
+inline constexpr int64_t kCudnnGraphUnit = 256;
 int64_t cudnn_backward_graph_bytes(int64_t batch, int64_t bucket_seq, int64_t n_heads, int64_t head_dim);
 
 // The staging copies of a call whose length is not its bucket's (else 0): forward q, o, k, v, lse and lengths at the

@@ -87,8 +87,10 @@ TEST_CASE("cudnn attention forward and deterministic backward match the referenc
   INFO("cuDNN version " << cudnn->version());
   REQUIRE(cudnn->version() > 0);
   for (const CudnnCase& c : cudnn_cases()) {
-    DYNAMIC_SECTION("cudnn attention " << c.name << ": batch " << c.batch << " seq " << c.seq << " heads " << c.heads
-                                       << "/" << c.kv_heads << " head_dim " << c.head_dim << " window " << c.window) {
+    // Short section names: Catch2's console reporter throws while wrapping a failure under a long one.
+    DYNAMIC_SECTION(c.batch << "x" << c.seq << " " << c.heads << "/" << c.kv_heads << " hd" << c.head_dim << " w"
+                            << c.window) {
+      INFO(c.name);
       const int64_t T = c.batch * c.seq, q_size = T * c.heads * c.head_dim, kv_size = T * c.kv_heads * c.head_dim;
       const int64_t lse_size = c.batch * c.heads * c.seq;
       mt::AttnShape host{.batch = c.batch,
@@ -117,7 +119,7 @@ TEST_CASE("cudnn attention forward and deterministic backward match the referenc
       const int64_t bucket = mt::cudnn_seq_bucket(c.seq);
       const int64_t planned = mt::cudnn_backward_graph_bytes(c.batch, bucket, c.heads, c.head_dim);
       INFO("backward workspace: cuDNN " << bwd.workspace_bytes << " B, plan " << planned << " B");
-      CHECK(fwd.workspace_bytes == 0);
+      CHECK(fwd.workspace_bytes <= mt::kCudnnGraphUnit);
       CHECK(bwd.workspace_bytes <= planned);
       CHECK(cudnn->workspace_need(true, dev) == bwd.workspace_bytes + mt::cudnn_staging_bytes(true, dev));
 
@@ -243,14 +245,15 @@ TEST_CASE("cuda backend attention: auto runs cuDNN's forward, and its backward o
                           d_v->get(), out.get(), lse.get(), direct));
   const int64_t backward_need = cudnn->workspace_need(true, direct);
   REQUIRE(backward_need > 0);
-  REQUIRE(cudnn->workspace_need(false, direct) == 0);
+  const int64_t forward_need = cudnn->workspace_need(false, direct);
+  REQUIRE(forward_need <= mt::kCudnnGraphUnit);
   mt::test::sync();
   const auto want_out = download(out), want_lse = download(lse);
   for (const bool reserved : {false, true}) {
-    DYNAMIC_SECTION("reserve " << (reserved ? "the deterministic backward's workspace" : "none")) {
+    DYNAMIC_SECTION("reserve " << (reserved ? "the deterministic backward's workspace" : "the forward's")) {
       unsetenv("MEGATRAIN_ATTENTION");
       auto be = mt::make_cuda_backend(mt::DType::bf16);
-      be->set_attention_workspace(reserved ? backward_need : 0);
+      be->set_attention_workspace(reserved ? backward_need : forward_need);
       const mt::DType dt = mt::DType::bf16;
       BackendBuffer b_q(*be, q, dt), b_k(*be, k, dt), b_v(*be, v, dt), b_dout(*be, dout, dt);
       BackendBuffer b_out(*be, q_size, dt), dq(*be, q_size, dt), dk(*be, kv_size, dt), dv(*be, kv_size, dt);
