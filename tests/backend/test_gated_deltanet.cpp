@@ -3,6 +3,8 @@
 // every sequence and packed segment (packing leaks nothing, padding changes nothing).
 #include <cmath>
 
+#include <omp.h>
+
 #include "backend/backend.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/grad_check.h"
@@ -226,5 +228,50 @@ TEST_CASE("chunked (WY) delta rule equals the recurrent one, forward and backwar
     CHECK(rel_err(dqkv_c, dqkv) < 1e-5);
     CHECK(rel_err(dg_c, dg) < 1e-5);
     CHECK(rel_err(dbeta_c, dbeta) < 1e-5);
+  }
+}
+
+TEST_CASE("Gated DeltaNet's CPU ops give the same bits for any OpenMP thread count", "[backend][deltanet]") {
+  // Data parallelism splits the host's threads over the ranks: a rank's results must not depend on how many it has.
+  auto be = mt::make_cpu_backend();
+  const int64_t batch = 2, seq = 300, T = batch * seq, C = 96, K = 4, n = 4;
+  DeltaRuleShape s = rule_shape(batch, seq, 2, n, 16, 24);
+  const std::vector<int32_t> lens = {300, 211};
+  s.seq_lens = lens.data();
+  const auto x = random_floats(T * C, 51), w = random_floats(C * K, 52), dy = random_floats(T * C, 53);
+  const auto qkv = random_floats(T * s.row(), 54), g = decays(T * n, 55), beta = betas(T * n, 56);
+  const auto d_o = random_floats(T * s.value_dim(), 57), ba = random_floats(T * 2 * n, 58);
+  const auto a_log = random_floats(n, 59), dt_bias = random_floats(n, 60), z = random_floats(T * C, 61);
+  const auto wn = random_floats(C, 62);
+  auto run = [&](int threads) {
+    omp_set_num_threads(threads);
+    std::vector<std::vector<float>> out;
+    out.reserve(12);  // the references below stay valid
+    auto& dx = out.emplace_back(T * C);
+    auto& dw = out.emplace_back(C * K);
+    be->causal_conv1d_backward(dx.data(), dw.data(), dy.data(), x.data(), w.data(), batch, seq, C, K, nullptr);
+    auto& o = out.emplace_back(T * s.value_dim());
+    be->gated_delta_rule_forward(o.data(), qkv.data(), g.data(), beta.data(), s);
+    auto& dqkv = out.emplace_back(T * s.row());
+    auto& dg = out.emplace_back(T * n);
+    auto& dbeta = out.emplace_back(T * n);
+    be->gated_delta_rule_backward(dqkv.data(), dg.data(), dbeta.data(), d_o.data(), qkv.data(), g.data(), beta.data(), s);
+    auto& dba = out.emplace_back(T * 2 * n);
+    auto& da = out.emplace_back(n);
+    auto& ddt = out.emplace_back(n);
+    be->deltanet_gates_backward(dba.data(), da.data(), ddt.data(), dg.data(), dbeta.data(), ba.data(), a_log.data(),
+                                dt_bias.data(), T, n);
+    auto& gdx = out.emplace_back(T * C);
+    auto& gdz = out.emplace_back(T * C);
+    auto& gdw = out.emplace_back(C);
+    be->gated_rmsnorm_backward(gdx.data(), gdz.data(), gdw.data(), dy.data(), x.data(), z.data(), wn.data(), T, C, 1e-6f);
+    return out;
+  };
+  const auto one = run(1), two = run(2), three = run(3);
+  omp_set_num_threads(omp_get_num_procs());
+  for (size_t i = 0; i < one.size(); ++i) {
+    INFO("output " << i);
+    CHECK(one[i] == two[i]);
+    CHECK(one[i] == three[i]);
   }
 }

@@ -1,4 +1,8 @@
 // CPU backend linear op: forward against a naive loop, backward against finite differences and its += / = contract.
+#include <omp.h>
+
+#include <tuple>
+
 #include "backend/backend.h"
 #include "backend/grad_check.h"
 #include "catch.h"
@@ -52,4 +56,38 @@ TEST_CASE("linear_backward matches finite differences and accumulates dw and db"
     be->linear_backward(nullptr, dw3.data(), nullptr, r.data(), x.data(), w.data(), T, I, O, false);
     CHECK(rel_err(dw3, dw2) < 1e-6);
   }
+}
+
+TEST_CASE("linear and the head's loss give the same bits for any OpenMP thread count", "[backend][linear]") {
+  // OpenBLAS alone splits some products' inner sums over its threads (dw of a projection to a few heads, dx over a
+  // few hundred outputs); data parallelism splits the host's threads over the ranks, so no result may depend on them.
+  auto be = mt::make_cpu_backend();
+  const int64_t T = 600, I = 256, V = 300;
+  for (const int64_t O : {4, 200, 1024}) {
+    INFO("O = " << O);
+    const auto x = random_floats(T * I, 71), w = random_floats(O * I, 72), dy = random_floats(T * O, 73);
+    auto run = [&](int threads) {
+      omp_set_num_threads(threads);
+      std::vector<float> y(T * O), dx(T * I), dw(O * I);
+      be->linear_forward(y.data(), x.data(), w.data(), nullptr, T, I, O);
+      be->linear_backward(dx.data(), dw.data(), nullptr, dy.data(), x.data(), w.data(), T, I, O, false);
+      return std::vector<std::vector<float>>{y, dx, dw};
+    };
+    const auto one = run(1);
+    CHECK(one == run(2));
+    CHECK(one == run(3));
+  }
+  const auto x = random_floats(T * I, 74), head = random_floats(V * I, 75);
+  std::vector<int32_t> targets(T);
+  for (int64_t t = 0; t < T; ++t) targets[t] = static_cast<int32_t>((t * 7) % V);
+  auto loss = [&](int threads) {
+    omp_set_num_threads(threads);
+    std::vector<float> dx(T * I), dw(V * I);
+    const double l = be->head_loss(dx.data(), dw.data(), x.data(), head.data(), targets.data(), T, I, V, 1.f / T, 0.f);
+    return std::make_tuple(l, dx, dw);
+  };
+  const auto one = loss(1);
+  CHECK(one == loss(2));
+  CHECK(one == loss(3));
+  omp_set_num_threads(omp_get_num_procs());
 }

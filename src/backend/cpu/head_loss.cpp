@@ -3,7 +3,6 @@
 // the gradient goes back through the tanh.
 // Invariant: the returned Σ CE (fp64, unscaled) adds per-row losses in token order; rows with target −100 add
 // nothing and get zero gradient; dx is overwritten, dw accumulates grad_scale · ∂Σ/∂w; both null: the loss only.
-#include <cblas.h>
 
 #include <algorithm>
 #include <cmath>
@@ -11,6 +10,7 @@
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/cpu_util.h"
+#include "backend/cpu/row_block_gemm.h"
 
 namespace mt::cpu {
 namespace {
@@ -64,8 +64,7 @@ double head_loss(float* dx, float* dw, const float* x, const float* w, const int
       if (dx) std::fill_n(dx + t0 * H, rows * H, 0.f);
       continue;
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(rows), blas_int(V), blas_int(H), 1.f, x + t0 * H,
-                blas_int(H), w, blas_int(H), 0.f, logits.data(), blas_int(V));
+    sgemm_row_blocks(false, true, rows, V, H, x + t0 * H, H, w, H, 0.f, logits.data(), V);
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
       float* row = logits.data() + r * V;
@@ -83,10 +82,8 @@ double head_loss(float* dx, float* dw, const float* x, const float* w, const int
     }
     for (int64_t r = 0; r < rows; ++r) total += row_loss[static_cast<size_t>(r)];
     if (!dx) continue;  // the loss only
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blas_int(rows), blas_int(H), blas_int(V), 1.f,
-                logits.data(), blas_int(V), w, blas_int(H), 0.f, dx + t0 * H, blas_int(H));
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, blas_int(V), blas_int(H), blas_int(rows), 1.f,
-                logits.data(), blas_int(V), x + t0 * H, blas_int(H), 1.f, dw, blas_int(H));
+    sgemm_row_blocks(false, false, rows, H, V, logits.data(), V, w, H, 0.f, dx + t0 * H, H);
+    sgemm_row_blocks(true, false, V, H, rows, logits.data(), V, x + t0 * H, H, 1.f, dw, H);
   }
   return total;
 }

@@ -1,11 +1,11 @@
 // Dense layer y = x·wᵀ + b and its backward, on OpenBLAS sgemm (row-major, w stored [O, I] as in PyTorch).
-// Invariant: dw and db accumulate (beta = 1); dx overwrites unless accumulate_dx; db column sums run in row order.
-#include <cblas.h>
-
+// Invariant: dw and db accumulate (beta = 1); dx overwrites unless accumulate_dx; db column sums run in row order;
+// every product's sums run in one order whatever the OpenMP thread count.
 #include <algorithm>
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cpu/cpu_util.h"
+#include "backend/cpu/row_block_gemm.h"
 
 namespace mt::cpu {
 
@@ -16,8 +16,7 @@ void linear_forward(float* y, const float* x, const float* w, const float* b, in
 #pragma omp parallel for if (T * O > parallel_min_elems) schedule(static)
     for (int64_t t = 0; t < T; ++t) std::copy(b, b + O, y + t * O);
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, blas_int(T), blas_int(O), blas_int(I), 1.f, x, blas_int(I),
-              w, blas_int(I), b != nullptr ? 1.f : 0.f, y, blas_int(O));
+  sgemm_row_blocks(false, true, T, O, I, x, I, w, I, b != nullptr ? 1.f : 0.f, y, O);
 }
 
 // db[O] += Σ_t dy[t, :], parallel over column blocks so each db element has one writer.
@@ -42,11 +41,9 @@ void linear_backward(float* dx, float* dw, float* db, const float* dy, const flo
   MT_ASSERT(dw != nullptr);
   if (T == 0) return;
   if (dx != nullptr) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blas_int(T), blas_int(I), blas_int(O), 1.f, dy,
-                blas_int(O), w, blas_int(I), accumulate_dx ? 1.f : 0.f, dx, blas_int(I));
+    sgemm_row_blocks(false, false, T, I, O, dy, O, w, I, accumulate_dx ? 1.f : 0.f, dx, I);
   }
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, blas_int(O), blas_int(I), blas_int(T), 1.f, dy, blas_int(O),
-              x, blas_int(I), 1.f, dw, blas_int(I));
+  sgemm_row_blocks(true, false, O, I, T, dy, O, x, I, 1.f, dw, I);  // dw = dyᵀ·x
   if (db != nullptr) column_sums_accumulate(db, dy, T, O);
 }
 
