@@ -113,4 +113,21 @@ void check_against_reference(const std::string& name, const std::string& run,
   check_final_tensors(name, summary, kTolerance);
 }
 
+void write_two_shard_checkpoint(const std::filesystem::path& dir, const std::vector<ShardTensor>& text,
+                                const std::map<std::string, std::vector<float>>& frozen) {
+  std::vector<StWriteTensor> text_out, frozen_out;
+  nlohmann::json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", nlohmann::json::object()}};
+  for (const ShardTensor& t : text) {
+    text_out.push_back({t.name, t.shape, t.values->data(), nullptr});
+    index["weight_map"][t.name] = "model-00001-of-00002.safetensors";
+  }
+  for (const auto& [name, values] : frozen) {
+    frozen_out.push_back({name, {static_cast<int64_t>(values.size())}, values.data(), nullptr});
+    index["weight_map"][name] = "model-00002-of-00002.safetensors";
+  }
+  write_safetensors(dir / "model-00001-of-00002.safetensors", text_out, DType::f32);
+  write_safetensors(dir / "model-00002-of-00002.safetensors", frozen_out, DType::bf16);
+  std::ofstream(dir / "model.safetensors.index.json") << index.dump(2);
+}
+
 }  // namespace mt::testing

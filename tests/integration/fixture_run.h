@@ -24,6 +24,16 @@ struct Reference {
 };
 Reference read_reference(const std::string& name);
 
+// A published-style checkpoint in `dir` written as two shards: `text` (each name's shape and values) in fp32 in the
+// first, the 1-D `frozen` tensors (a vision tower, an MTP head) in bf16 in the second, and an index naming each one's.
+struct ShardTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  const std::vector<float>* values;
+};
+void write_two_shard_checkpoint(const std::filesystem::path& dir, const std::vector<ShardTensor>& text,
+                                const std::map<std::string, std::vector<float>>& frozen);
+
 struct MetricsRow {
   double loss = 0, grad_norm = 0, lr = 0;
   std::optional<double> aux_loss;  // logged where the router loss is on

@@ -93,29 +93,19 @@ fs::path conditional_generation_copy(std::map<std::string, std::vector<float>>& 
   const auto tensors = read_tensors(fixture / "model.safetensors");
   const mt::SafetensorsFile shapes(fixture / "model.safetensors");
   const auto fused = fused_experts(tensors, shape);
-  std::vector<mt::StWriteTensor> text_out, frozen_out;
-  nlohmann::json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", nlohmann::json::object()}};
-  const auto add_text = [&](const std::string& name, std::vector<int64_t> dims, const std::vector<float>& values) {
-    text_out.push_back({name, std::move(dims), values.data(), nullptr});
-    index["weight_map"][name] = "model-00001-of-00002.safetensors";
-  };
+  std::vector<ShardTensor> text_tensors;
   for (const auto& [name, values] : tensors)
-    if (!is_expert_tensor(name)) add_text(text_name(name), shapes.tensors().at(name).shape, values);
+    if (!is_expert_tensor(name)) text_tensors.push_back({text_name(name), shapes.tensors().at(name).shape, &values});
   for (const auto& [name, values] : fused)
-    add_text(name,
-             name.ends_with("gate_up_proj") ? std::vector<int64_t>{shape.experts, 2 * shape.width, shape.hidden}
-                                            : std::vector<int64_t>{shape.experts, shape.hidden, shape.width},
-             values);
+    text_tensors.push_back({name,
+                            name.ends_with("gate_up_proj")
+                                ? std::vector<int64_t>{shape.experts, 2 * shape.width, shape.hidden}
+                                : std::vector<int64_t>{shape.experts, shape.hidden, shape.width},
+                            &values});
   frozen["model.visual.blocks.0.attn.qkv.weight"] = {0.5f, -1.25f, 3.0f, 0.0078125f};
   frozen["mtp.layers.0.mlp.experts.0.gate_proj.weight"] = {1.0f, 2.0f, -0.5f};
   frozen["mtp.layers.0.mlp.shared_expert_gate.weight"] = {0.25f, -4.0f};
-  for (const auto& [name, values] : frozen) {
-    frozen_out.push_back({name, {static_cast<int64_t>(values.size())}, values.data(), nullptr});
-    index["weight_map"][name] = "model-00002-of-00002.safetensors";
-  }
-  mt::write_safetensors(dir / "model-00001-of-00002.safetensors", text_out, mt::DType::f32);
-  mt::write_safetensors(dir / "model-00002-of-00002.safetensors", frozen_out, mt::DType::bf16);
-  std::ofstream(dir / "model.safetensors.index.json") << index.dump(2);
+  write_two_shard_checkpoint(dir, text_tensors, frozen);
   return dir;
 }
 

@@ -37,22 +37,12 @@ fs::path conditional_generation_copy(std::map<std::string, std::vector<float>>& 
 
   const auto tensors = read_tensors(fixture / "model.safetensors");
   const mt::SafetensorsFile shapes(fixture / "model.safetensors");
-  std::vector<mt::StWriteTensor> text_out, frozen_out;
-  nlohmann::json index = {{"metadata", {{"total_size", 0}}}, {"weight_map", nlohmann::json::object()}};
-  for (const auto& [name, values] : tensors) {
-    text_out.push_back({renamed(name), shapes.tensors().at(name).shape, values.data(), nullptr});
-    index["weight_map"][renamed(name)] = "model-00001-of-00002.safetensors";
-  }
+  std::vector<ShardTensor> text_tensors;
+  for (const auto& [name, values] : tensors) text_tensors.push_back({renamed(name), shapes.tensors().at(name).shape, &values});
   frozen["model.visual.blocks.0.attn.qkv.weight"] = {0.5f, -1.25f, 3.0f, 0.0078125f};
   frozen["mtp.fc.weight"] = {1.0f, 2.0f, -0.5f};
   frozen["mtp.layers.0.linear_attn.A_log"] = {0.25f, -4.0f};
-  for (const auto& [name, values] : frozen) {
-    frozen_out.push_back({name, {static_cast<int64_t>(values.size())}, values.data(), nullptr});
-    index["weight_map"][name] = "model-00002-of-00002.safetensors";
-  }
-  mt::write_safetensors(dir / "model-00001-of-00002.safetensors", text_out, mt::DType::f32);
-  mt::write_safetensors(dir / "model-00002-of-00002.safetensors", frozen_out, mt::DType::bf16);
-  std::ofstream(dir / "model.safetensors.index.json") << index.dump(2);
+  write_two_shard_checkpoint(dir, text_tensors, frozen);
   return dir;
 }
 

@@ -1,6 +1,8 @@
-// Helpers shared by the CPU ops: dot/axpy (`omp simd` lets the compiler vectorise fp32 sums) and BLAS dimension casts.
+// Helpers shared by the CPU ops: dot/axpy (`omp simd` lets the compiler vectorise fp32 sums), a row's RMS, and BLAS
+// dimension casts.
 // Invariant: results depend only on the inputs and the build, never on the thread count.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <limits>
 
@@ -19,6 +21,15 @@ inline float dot(const float* a, const float* b, int64_t n) {
 inline void axpy(float* y, float a, const float* x, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+// 1 / sqrt(mean(x²) + eps) of a row of D, mean(x²) accumulated in fp64 and rounded once (rmsnorm.cpp,
+// rms_normalize.cpp, gated_rmsnorm.cpp).
+inline float row_rstd(const float* x, int64_t D, float eps) {
+  double ss = 0.0;
+#pragma omp simd reduction(+ : ss)
+  for (int64_t d = 0; d < D; ++d) ss += static_cast<double>(x[d]) * x[d];
+  return 1.f / std::sqrt(static_cast<float>(ss / static_cast<double>(D)) + eps);
 }
 
 // A matrix dimension as the int that cblas takes.

@@ -12,12 +12,6 @@ namespace mt::cpu {
 
 namespace {
 
-float row_rstd(const float* x, int64_t D, float eps) {
-  double ss = 0.0;
-  for (int64_t d = 0; d < D; ++d) ss += static_cast<double>(x[d]) * x[d];
-  return 1.f / std::sqrt(static_cast<float>(ss / static_cast<double>(D)) + eps);
-}
-
 float silu(float z) { return z / (1.f + std::exp(-z)); }
 
 }  // namespace

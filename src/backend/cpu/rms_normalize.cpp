@@ -7,16 +7,6 @@
 #include "backend/cpu/cpu_util.h"
 
 namespace mt::cpu {
-namespace {
-
-float row_rstd(const float* x, int64_t D, float eps) {
-  double ss = 0.0;
-#pragma omp simd reduction(+ : ss)
-  for (int64_t d = 0; d < D; ++d) ss += static_cast<double>(x[d]) * x[d];
-  return 1.f / std::sqrt(static_cast<float>(ss / static_cast<double>(D)) + eps);
-}
-
-}  // namespace
 
 void rms_normalize_forward(float* y, const float* x, int64_t N, int64_t D, float eps) {
   MT_ASSERT(N >= 0 && D > 0 && eps >= 0.f);

@@ -13,14 +13,6 @@ namespace mt::cpu {
 
 namespace {
 
-float row_rstd(const float* x, int64_t D, float eps) {
-  double ss = 0.0;
-#pragma omp simd reduction(+ : ss)
-  for (int64_t d = 0; d < D; ++d) ss += static_cast<double>(x[d]) * x[d];
-  const float var = static_cast<float>(ss / static_cast<double>(D));
-  return 1.f / std::sqrt(var + eps);
-}
-
 // The weight the rows are scaled by: w itself at offset 0, else w + offset in `scratch`.
 const float* effective_weight(const float* w, int64_t D, float offset, std::vector<float>& scratch) {
   if (offset == 0.f) return w;
