@@ -11,6 +11,7 @@
 #include "engine/moe_block.h"
 #include "model/param_layout.h"
 #include "plan/cudnn_attention_plan.h"
+#include "plan/gemm_workspace.h"
 #include "store/host_store.h"
 #include "store/state_tier.h"
 #include "store/tier_layout.h"
@@ -18,7 +19,6 @@
 namespace mt {
 namespace {
 
-constexpr int64_t kGemmWorkspace = int64_t{64} << 20;  // cuda::Gemm::workspace_bytes_
 constexpr int64_t kGradientAddChunk = int64_t{64} << 20;  // the CUDA gradient sink's chunk, passes after the first
 constexpr int64_t kAutoMicroBatchTokens = 4096;        // Engine::micro_batch_size_for
 
@@ -221,7 +221,8 @@ GpuPlan plan_gpu(const ModelSpec& spec, const RunShape& run) {
   g.grad_buffers = (layout.embedding().numel + layout.head_region().numel + 2 * layout.largest_region_numel) * 4 +
                    (run.passes > 1 ? kGradientAddChunk : 0);
   plan_activations(spec, run, es, g);
-  g.gemm_workspace = kGemmWorkspace;
+  const bool moe = std::any_of(spec.layers.begin(), spec.layers.end(), [](const LayerSpec& l) { return l.moe.active(); });
+  g.gemm_workspace = gemm_workspace_bytes(moe);
   return g;
 }
 

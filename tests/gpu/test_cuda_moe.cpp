@@ -1,7 +1,8 @@
 // The CUDA backend's mixture-of-experts ops against the CPU reference, through the Backend interface, in fp32 and
 // bf16: the softmax top-k router (forward, backward with the load-balancing term and padding), its statistics, the
 // stable permutation (bit for bit, an expert without rows included), gather / combine and their backwards, the
-// grouped expert GEMMs forward and backward in both modes (MEGATRAIN_MOE_GEMM=loop and grouped), the sigmoid gate.
+// grouped expert GEMMs forward and backward in both modes (MEGATRAIN_MOE_GEMM=loop and grouped), with row counts
+// that change from call to call (the plans of power-of-two row buckets) and over 1 or 4 expert streams, the sigmoid gate.
 #include <cstdlib>
 #include <numeric>
 #include <string>
@@ -230,4 +231,61 @@ TEST_CASE("cuda MoE gather, combine, grouped expert GEMMs (loop and grouped) and
         check_close("sigmoid gate dx", gdx2.read(), gdx2_ref, tol);
         check_close("sigmoid gate dg", gdg.read(), gdg_ref, tol);
       }
+}
+
+namespace {
+
+// Offsets of E experts holding rows[e] rows each.
+std::vector<int64_t> offsets_of(const std::vector<int64_t>& rows) {
+  std::vector<int64_t> o(rows.size() + 1, 0);
+  std::partial_sum(rows.begin(), rows.end(), o.begin() + 1);
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("cuda grouped expert GEMMs: row counts that change call to call reuse their bucket's plan, and 1 or 4 "
+          "expert streams give the same bits", "[gpu][moe]") {
+  MT_REQUIRE_GPU();
+  const int64_t E = 6, H = 96, I = 80;
+  // Calls in this order: the second reuses the first's buckets at other sizes (65 -> 128 bucket, 100 in it too; 0
+  // rows skipped), the third crosses into larger buckets, the fourth returns to smaller sizes of used buckets.
+  const std::vector<std::vector<int64_t>> calls = {
+      {65, 3, 0, 200, 17, 128}, {100, 1, 64, 129, 0, 90}, {513, 2, 1, 300, 1000, 64}, {70, 5, 33, 2, 129, 1}};
+  for (const DType dt : {DType::f32, DType::bf16}) {
+    std::vector<std::vector<float>> outputs[2];  // [streams 1, 4][call]: y, dx, dw
+    for (int pass = 0; pass < 2; ++pass) {
+      INFO((dt == DType::f32 ? "float32" : "bfloat16") << ", expert streams " << (pass == 0 ? 1 : 4));
+      setenv("MEGATRAIN_MOE_GEMM_STREAMS", pass == 0 ? "1" : "4", 1);
+      auto be = mt::make_cuda_backend(dt);
+      unsetenv("MEGATRAIN_MOE_GEMM_STREAMS");
+      const double tol = tolerance_of(dt);
+      const int64_t stride = I * H + 5;
+      const auto w = rounded_to(dt, random_floats(E * stride, 21, 0.1f));
+      BackendBuffer d_w(*be, w, dt);
+      for (size_t call = 0; call < calls.size(); ++call) {
+        INFO("call " << call);
+        const std::vector<int64_t> offsets = offsets_of(calls[call]);
+        const int64_t R = offsets.back();
+        const auto x = rounded_to(dt, random_floats(R * H, 22 + static_cast<int>(call)));
+        const auto dy = rounded_to(dt, random_floats(R * I, 40 + static_cast<int>(call)));
+        const auto dw0 = random_floats(E * stride, 60 + static_cast<int>(call));
+        BackendBuffer d_x(*be, x, dt), y(*be, R * I, dt), d_dy(*be, dy, dt), dx(*be, R * H, dt),
+            dw(*be, dw0, DType::f32);
+        be->grouped_linear_forward(y.get(), d_x.get(), d_w.get(), stride, offsets.data(), E, H, I);
+        be->grouped_linear_backward(dx.get(), dw.floats(), d_dy.get(), d_x.get(), d_w.get(), stride, offsets.data(),
+                                    E, H, I, false);
+        std::vector<float> y_ref(R * I), dx_ref(R * H), dw_ref = dw0;
+        cpu().grouped_linear_forward(y_ref.data(), x.data(), w.data(), stride, offsets.data(), E, H, I);
+        cpu().grouped_linear_backward(dx_ref.data(), dw_ref.data(), dy.data(), x.data(), w.data(), stride,
+                                      offsets.data(), E, H, I, false);
+        const auto yr = y.read(), dxr = dx.read(), dwr = dw.read();
+        check_close("forward", yr, y_ref, tol);
+        check_close("dx", dxr, dx_ref, tol);
+        check_close("dw (+=)", dwr, dw_ref, tol);
+        for (const auto* v : {&yr, &dxr, &dwr}) outputs[pass].push_back(*v);
+      }
+    }
+    CHECK(outputs[0] == outputs[1]);
+  }
 }

@@ -18,6 +18,7 @@
 #include "backend/cuda/op_profile.h"
 #include "backend/gated_delta_rule_scratch.h"
 #include "kernels/kernels.h"
+#include "plan/gemm_workspace.h"
 
 namespace mt {
 namespace {
@@ -29,8 +30,8 @@ class CudaBackend final : public Backend {
   CudaBackend(DType dtype, int device) : dtype_(dtype), device_(device) {
     MT_CHECK_CUDA(cudaSetDevice(device_));
     MT_CHECK_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    gemm_ = std::make_unique<cuda::Gemm>(stream_);
-    grouped_ = std::make_unique<cuda::GroupedGemm>(stream_, *gemm_, cuda::grouped_gemm_mode_from_env());
+    gemm_ = std::make_unique<cuda::Gemm>(stream_, kGemmWorkspaceBytes);
+    grouped_ = std::make_unique<cuda::GroupedGemm>(stream_, cuda::grouped_gemm_mode_from_env());
     MT_CHECK_CUDA(cudaMalloc(&scalar_, sizeof(double)));
   }
   ~CudaBackend() override {

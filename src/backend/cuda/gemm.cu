@@ -2,6 +2,8 @@
 // row-major C = A·op(B) is column-major Cᵀ = op(B)ᵀ·Aᵀ, so the operands swap places.
 #include "backend/cuda/gemm.h"
 
+#include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <initializer_list>
 
@@ -20,6 +22,16 @@ int common_alignment(std::initializer_list<const void*> pointers) {
   return static_cast<int>(bits & (~bits + 1));
 }
 
+// An expert's row count rounded up to its plan's bucket.
+int64_t row_bucket(int64_t rows) { return static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(std::max<int64_t>(rows, 64)))); }
+
+// Sets a layout's rows and columns (the plan's layouts describe its bucket; each call describes its own size).
+void resize(cublasLtMatrixLayout_t layout, int64_t rows, int64_t cols) {
+  const uint64_t r = static_cast<uint64_t>(rows), c = static_cast<uint64_t>(cols);
+  MT_CHECK_CUBLAS(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_ROWS, &r, sizeof(r)));
+  MT_CHECK_CUBLAS(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_COLS, &c, sizeof(c)));
+}
+
 }  // namespace
 
 // The descriptors and algorithm of one shape, for the Gemm's lifetime.
@@ -27,6 +39,9 @@ struct Gemm::Plan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  Plan() = default;
+  Plan(const Plan&) = delete;  // owns its descriptors
+  Plan& operator=(const Plan&) = delete;
   ~Plan() {
     if (d) cublasLtMatrixLayoutDestroy(d);
     if (b) cublasLtMatrixLayoutDestroy(b);
@@ -35,7 +50,8 @@ struct Gemm::Plan {
   }
 };
 
-Gemm::Gemm(cudaStream_t stream) : stream_(stream) {
+Gemm::Gemm(cudaStream_t stream, int64_t workspace_bytes)
+    : stream_(stream), workspace_bytes_(static_cast<std::size_t>(workspace_bytes)) {
   MT_CHECK_CUBLAS(cublasLtCreate(&handle_));
   MT_CHECK_CUDA(cudaMalloc(&workspace_, workspace_bytes_));
 }
@@ -45,10 +61,10 @@ Gemm::~Gemm() {
   cublasLtDestroy(handle_);
 }
 
-const Gemm::Plan& Gemm::plan_for(const Shape& shape) {
+Gemm::Plan& Gemm::plan_for(const Shape& shape) {
   auto& slot = plans_[shape];
   if (slot) return *slot;
-  const auto [d_type, transA, transB, ab_type, m, n, k, lda, ldb, ldd, alignment] = shape;
+  [[maybe_unused]] const auto [d_type, transA, transB, ab_type, m, n, k, lda, ldb, ldd, alignment, bucketed] = shape;
   const auto ab = static_cast<DType>(ab_type), d = static_cast<DType>(d_type);
   auto plan = std::make_unique<Plan>();
   MT_CHECK_CUBLAS(cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
@@ -83,23 +99,40 @@ const Gemm::Plan& Gemm::plan_for(const Shape& shape) {
 }
 
 void Gemm::matmul(void* D, DType d, const void* colA, bool transA, const void* colB, bool transB, DType ab,
-                  int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldd, float beta) {
+                  int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldd, float beta, Varying varying) {
   if (m == 0 || n == 0) return;
   MT_ASSERT(k > 0, "gemm with k = 0");
-  const Plan& plan = plan_for({static_cast<int>(d), transA, transB, static_cast<int>(ab), m, n, k, lda, ldb, ldd,
-                               common_alignment({colA, colB, D})});
+  const int alignment = common_alignment({colA, colB, D});
   const float alpha = 1.0f;
-  MT_CHECK_CUBLAS(cublasLtMatmul(handle_, plan.op, &alpha, colA, plan.a, colB, plan.b, &beta, D, plan.d, D, plan.d,
-                                 &plan.algo, workspace_, workspace_bytes_, stream_));
+  const auto launch = [&](const Plan& plan) {
+    return cublasLtMatmul(handle_, plan.op, &alpha, colA, plan.a, colB, plan.b, &beta, D, plan.d, D, plan.d,
+                          &plan.algo, workspace_, workspace_bytes_, stream_);
+  };
+  const auto exact = [&]() -> const Plan& {
+    return plan_for({static_cast<int>(d), transA, transB, static_cast<int>(ab), m, n, k, lda, ldb, ldd, alignment,
+                     false});
+  };
+  if (varying != Varying::none) {
+    const int64_t pn = varying == Varying::n ? row_bucket(n) : n, pk = varying == Varying::k ? row_bucket(k) : k;
+    Plan& plan = plan_for({static_cast<int>(d), transA, transB, static_cast<int>(ab), m, pn, pk, lda, ldb, ldd,
+                           alignment, true});
+    resize(plan.a, transA ? k : m, transA ? m : k);  // read by cublasLtMatmul only: the next call resizes again
+    resize(plan.b, transB ? n : k, transB ? k : n);
+    resize(plan.d, m, n);
+    if (launch(plan) == CUBLAS_STATUS_SUCCESS) return;
+  }
+  MT_CHECK_CUBLAS(launch(exact()));
 }
 
 void Gemm::run(void* C, DType c, const void* A, const void* B, DType ab, bool b_transposed, int64_t M, int64_t N,
-               int64_t K, float beta) {
-  matmul(C, c, B, b_transposed, A, false, ab, N, M, K, b_transposed ? K : N, K, N, beta);
+               int64_t K, float beta, bool rows_vary) {
+  matmul(C, c, B, b_transposed, A, false, ab, N, M, K, b_transposed ? K : N, K, N, beta,
+         rows_vary ? Varying::n : Varying::none);
 }
 
-void Gemm::run_at_b(float* C, const void* A, const void* B, DType ab, int64_t M, int64_t N, int64_t K, float beta) {
-  matmul(C, DType::f32, B, false, A, true, ab, N, M, K, N, M, N, beta);
+void Gemm::run_at_b(float* C, const void* A, const void* B, DType ab, int64_t M, int64_t N, int64_t K, float beta,
+                    bool rows_vary) {
+  matmul(C, DType::f32, B, false, A, true, ab, N, M, K, N, M, N, beta, rows_vary ? Varying::k : Varying::none);
 }
 
 }  // namespace mt::cuda
