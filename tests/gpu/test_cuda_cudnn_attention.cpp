@@ -51,6 +51,7 @@ struct CudnnCase {
   float scale = 0.f;
   bool required = true;  // the plan must finalize (false: head_dim 256, where the engine may refuse: then skipped)
   float softcap = 0.f;   // Gemma 2's logit soft-cap (the graph's score modifier); 0 = none
+  float magnitude = 1.f;  // std of the random q and k (larger: logits reach the soft-cap's non-linear range)
 };
 
 const std::vector<CudnnCase>& cudnn_cases() {
@@ -67,17 +68,18 @@ const std::vector<CudnnCase>& cudnn_cases() {
       {"MHA, length 192 (a bucket, not a multiple of 128), head_dim 64", 1, 192, 2, 2, 64, 0, {}},
       {"GQA 2, head_dim 256, padding 300/211", 2, 300, 4, 2, 256, 0, {300, 211}, 0.f, false},
       // Soft-capped (Gemma 2). Scores are about N(0, 1) at the default scale: a cap of 1 or 2 bends them hard, so the
-      // tanh and its derivative show; the Gemma-2-9B row has its real cap 50 and scale 1/16 (query_pre_attn_scalar).
+      // tanh and its derivative show; the Gemma-2-9B rows have its real cap 50 and scale 1/16 (query_pre_attn_scalar)
+      // with q and k of std 3, so that the logits (std 9) reach the cap's non-linear range.
       {"soft-cap 1, GQA 2, head_dim 256, sliding window 100, odd length 333", 1, 333, 4, 2, 256, 100, {}, 0.f, true,
        1.f},
       {"soft-cap 2, GQA 4, head_dim 128, odd length 301, padding 301/211", 2, 301, 8, 2, 128, 0, {301, 211}, 0.f,
        true, 2.f},
       {"soft-cap 1, MQA, head_dim 64, window 37, padding 130/100", 2, 130, 4, 1, 64, 37, {130, 100}, 0.f, true, 1.f},
       {"soft-cap 2, MHA, head_dim 256, length 256 (a bucket, in place)", 1, 256, 2, 2, 256, 0, {}, 0.f, true, 2.f},
-      {"Gemma-2-9B layer: soft-cap 50, scale 1/16, GQA 2 (16:8), head_dim 256, length 1024", 1, 1024, 16, 8, 256, 4096,
-       {}, 1.f / 16.f, true, 50.f},
-      {"Gemma-2-9B sliding layer: soft-cap 50, scale 1/16, 16:8, head_dim 256, window 300 of 700", 1, 700, 16, 8, 256,
-       300, {}, 1.f / 16.f, true, 50.f},
+      {"Gemma-2-9B layer (half its heads): soft-cap 50, scale 1/16, GQA 2, head_dim 256, length 1024, window 4096",
+       1, 1024, 8, 4, 256, 4096, {}, 1.f / 16.f, true, 50.f, 3.f},
+      {"Gemma-2-9B sliding layer: soft-cap 50, scale 1/16, 16:8, head_dim 256, window 300 of odd length 701", 1, 701,
+       16, 8, 256, 300, {}, 1.f / 16.f, true, 50.f, 3.f},
   };
   return cases;
 }
@@ -137,7 +139,8 @@ TEST_CASE("cudnn attention forward and deterministic backward match the referenc
       CHECK(bwd.workspace_bytes <= planned);
       CHECK(cudnn->workspace_need(true, dev) == bwd.workspace_bytes + mt::cudnn_staging_bytes(true, dev));
 
-      const auto q = rounded<bf16>(random_floats(q_size, 31)), k = rounded<bf16>(random_floats(kv_size, 32));
+      const auto q = rounded<bf16>(random_floats(q_size, 31, c.magnitude));
+      const auto k = rounded<bf16>(random_floats(kv_size, 32, c.magnitude));
       const auto v = rounded<bf16>(random_floats(kv_size, 33)), dout = rounded<bf16>(random_floats(q_size, 34));
       std::vector<float> out_ref(q_size), lse_ref(lse_size), dq_ref(q_size), dk_ref(kv_size), dv_ref(kv_size);
       ref().attention_forward(out_ref.data(), lse_ref.data(), q.data(), k.data(), v.data(), host);
