@@ -505,7 +505,7 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
       const int64_t seq_q = gr.padding ? B.io(uid_seq_q, "seq_len_q", i32, {b, 1, 1, 1}, {1, 1, 1, 1}) : -1;
       const int64_t seq_kv = gr.padding ? B.io(uid_seq_kv, "seq_len_kv", i32, {b, 1, 1, 1}, {1, 1, 1, 1}) : -1;
       const int64_t attn_scale = B.scalar_f32("attn_scale", scale);
-      const int64_t softcap = s.softcap > 0.f ? B.scalar_f32("soft_cap", s.softcap) : -1;
+      const int64_t cap_scalar = s.softcap > 0.f ? B.scalar_f32("soft_cap", s.softcap) : -1;
       int64_t before_tanh = -1;  // scores / softcap: the tanh's input, which the backward's derivative reads again
       auto minus_inf = [&] { return B.scalar_f32("-inf", neg_inf); };  // one per mask, as cudnn-frontend has them
 
@@ -550,11 +550,11 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
       // score modifier sits between the scale and the masks (tanh first, so masked logits stay -inf).
       auto soft_cap = [&](int64_t x, const std::string& tag) {
         before_tanh = B.virt(tag + " x / soft_cap", f32, x);
-        B.pointwise(tag + " div_by_soft_cap", CUDNN_POINTWISE_DIV, x, softcap, -1, before_tanh);
+        B.pointwise(tag + " div_by_soft_cap", CUDNN_POINTWISE_DIV, x, cap_scalar, -1, before_tanh);
         const int64_t t = B.virt(tag + " tanh", f32, x);
         B.pointwise(tag + " activation", CUDNN_POINTWISE_TANH_FWD, before_tanh, -1, -1, t);
         const int64_t y = B.virt(tag + " capped", f32, x);
-        B.pointwise(tag + " mul_by_soft_cap", CUDNN_POINTWISE_MUL, t, softcap, -1, y);
+        B.pointwise(tag + " mul_by_soft_cap", CUDNN_POINTWISE_MUL, t, cap_scalar, -1, y);
         return y;
       };
       auto scores = [&](const std::string& tag) {  // scale · Q·Kᵀ, soft-capped, with the padding mask
@@ -562,7 +562,7 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
         B.matmul(tag + " bmm1 Q·K^T", Q, KT, s0, seq_q, seq_kv, -1);
         int64_t s1 = B.virt(tag + " scaled", f32, s0);
         B.pointwise(tag + " attn_scale", CUDNN_POINTWISE_MUL, s0, attn_scale, -1, s1);
-        if (softcap >= 0) s1 = soft_cap(s1, tag);
+        if (cap_scalar >= 0) s1 = soft_cap(s1, tag);
         return gr.padding ? padding_mask(s1, tag + " padding") : s1;
       };
 
@@ -629,13 +629,13 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
         const int64_t dPe = B.virt("(dP - softmax_sum)*P", f32, dP);
         B.pointwise("mul_dP_exp_s", CUDNN_POINTWISE_MUL, dPc, exp_s, -1, dPe);
         int64_t dSc = dPe;
-        if (softcap >= 0) {  // cudnn-frontend's Softcap::backward: ((cap · g) ⊙ (1 − tanh²(x / cap))) / cap
+        if (cap_scalar >= 0) {  // cudnn-frontend's Softcap::backward: ((cap · g) ⊙ (1 − tanh²(x / cap))) / cap
           const int64_t m = B.virt("dS * soft_cap", f32, dP);
-          B.pointwise("mul_by_soft_cap_bprop", CUDNN_POINTWISE_MUL, dPe, softcap, -1, m);
+          B.pointwise("mul_by_soft_cap_bprop", CUDNN_POINTWISE_MUL, dPe, cap_scalar, -1, m);
           const int64_t dt = B.virt("dtanh", f32, dP);
           B.pointwise_backward("dtanh", CUDNN_POINTWISE_TANH_BWD, m, before_tanh, dt);
           dSc = B.virt("dtanh / soft_cap", f32, dP);
-          B.pointwise("div_by_soft_cap_bprop", CUDNN_POINTWISE_DIV, dt, softcap, -1, dSc);
+          B.pointwise("div_by_soft_cap_bprop", CUDNN_POINTWISE_DIV, dt, cap_scalar, -1, dSc);
         }
         const int64_t dS = B.virt("dS", f32, dP);
         B.pointwise("mul_dS_attn_scale", CUDNN_POINTWISE_MUL, dSc, attn_scale, -1, dS);
