@@ -2,7 +2,7 @@
 # One GPU-machine session, run from the repository root with a bundle made by `tools/bundle.sh --tests`
 # in bundle/: the CUDA op table, the PyTorch-parity fixtures on the CUDA backend, pipeline variants, the
 # benchmarks and the PyTorch reference. Logs go to $OUT; a short table is printed last.
-# Usage: tools/gpu_session.sh [quick|full|dp|families|hybrid|nvme|moe|longseq|attention]
+# Usage: tools/gpu_session.sh [quick|full|dp|families|hybrid|nvme|moe|longseq|attention|softcap]
 # (quick: the tests; full: the tests and the one-GPU benchmarks with PyTorch's; dp: the tests and the data-parallel
 # part, on 2 or more GPUs; families: the tests, then Qwen2.5-3B batch 64 and Qwen2.5-7B batch 32 with this build and,
 # where bundle_base/ holds an earlier build, with that one in the same call, then Gemma-2-9B and Phi-4 at batch 32 with
@@ -23,7 +23,9 @@
 # "[cudnn],[attention]" (not the whole op table), the parity fixtures on CUDA, then Qwen2.5-3B 8 × 8192, 2 × 32768 and
 # 32 × 1024 with MEGATRAIN_ATTENTION=ours and =auto (each bench's attention plan and per-direction choice noted);
 # ATTENTION_PROBE=1 adds the probe (tests_gpu "[.attention_bench]": cuDNN plans, engines, ours-vs-cuDNN TFLOP/s) and
-# tools/bench_torch_attention.py at the same shapes)
+# tools/bench_torch_attention.py at the same shapes); softcap: tests_gpu "[cudnn],[attention]", the parity fixtures on
+# CUDA, the probe (with Gemma-2-9B's soft-capped head_dim-256 shapes), then Gemma-2-9B with 24 of its 42 layers at
+# 32 × 1024 with MEGATRAIN_ATTENTION=ours and =auto (each bench's attention plan and cuDNN graph lines noted))
 set -uo pipefail
 mode=${1:-full}
 out=${OUT:-/tmp/megatrain-gpu}
@@ -38,7 +40,7 @@ note() { summary+=("$1"); echo "== $1"; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv >"$out/gpu.txt" 2>&1
 if [[ -z ${SKIP_OP_TABLE:-}${SKIP_TESTS:-} ]]; then
   gpu_tests=()
-  [[ $mode == attention ]] && gpu_tests=("[cudnn],[attention]")
+  [[ $mode == attention || $mode == softcap ]] && gpu_tests=("[cudnn],[attention]")
   timeout ${TESTS_GPU_TIMEOUT:-180} $b/tests_gpu "${gpu_tests[@]}" >"$out/tests_gpu.log" 2>&1
   note "tests_gpu ${gpu_tests[*]} rc=$? $(tail -n 2 "$out/tests_gpu.log" | tr '\n' ' ')"
 fi
@@ -172,6 +174,17 @@ if [[ $mode == attention ]]; then  # the 3B step with our attention and with aut
         --model configs/models/qwen2.5-3b.json --steps "$steps" --warmup 1 --batch "$batch" --seq "$seq"
       note "  $name: $(grep -m 3 -E 'attention plan|attention: MEGATRAIN|our kernel \(' "$out/bench_$name.log" | cut -c 1-300 | tr '\n' ' ')"
     done
+  done
+fi
+if [[ $mode == softcap ]]; then  # Gemma-2-9B's soft-capped attention: cuDNN's score-modifier graph against ours
+  timeout 300 $b/tests_gpu "[.attention_bench]" >"$out/attention_probe.log" 2>&1
+  note "attention probe rc=$? $(grep -E 'probe|shape|cuDNN (forward|backward)|TFLOP/s' "$out/attention_probe.log" | tr '\n' ' ')"
+  for impl in ours auto; do
+    name="gemma2_9b_24l_b32_attention_$impl"
+    MEGATRAIN_ATTENTION=$impl BENCH_TIMEOUT=${ATTENTION_BENCH_TIMEOUT:-200} bench "$name" 1 \
+      --model configs/models/gemma-2-9b.json --layers 24 --seq 1024 --steps 3 --warmup 1 --batch 32
+    note "  $name: $(grep -m 4 -E 'attention plan|attention: MEGATRAIN|attention (forward|backward) batch' \
+      "$out/bench_$name.log" | cut -c 1-300 | tr '\n' ' ')"
   done
 fi
 # Data parallelism on every visible GPU (at least 2): the fixtures against one GPU, then weak scaling of the bench

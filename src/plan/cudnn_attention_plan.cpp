@@ -31,7 +31,6 @@ const char* attention_choice_name(AttentionChoice c) {
 
 std::string cudnn_attention_gap(const AttnShape& s, DType dtype) {
   if (dtype != DType::bf16) return "fp32 (cuDNN's fused attention is bf16/fp16 only)";
-  if (s.softcap > 0.f) return "soft-cap";
   if (s.alibi_slopes != nullptr) return "ALiBi";
   if (s.segments != nullptr) return "packed segments";
   if (s.sinks != nullptr) return "attention sinks";
@@ -42,7 +41,6 @@ std::string cudnn_attention_gap(const AttnShape& s, DType dtype) {
 
 std::string cudnn_layer_gap(const AttentionSpec& a, DType dtype) {
   AttnShape s{.batch = 1, .seq = 2, .n_heads = a.num_heads, .n_kv_heads = a.num_kv_heads, .head_dim = a.head_dim};
-  s.softcap = static_cast<float>(a.softcap);
   if (a.alibi) return "ALiBi";
   if (a.sinks) return "attention sinks";
   if (a.chunk > 0) return "chunked attention (segments)";
@@ -120,8 +118,8 @@ AttentionDecision choose_attention(AttentionChoice c, bool backward, const std::
 std::string describe_attention_choice(AttentionChoice c, int64_t limit_bytes) {
   if (c == AttentionChoice::ours) return "MEGATRAIN_ATTENTION=ours: our kernel in both directions";
   return MT_FORMAT(
-      "MEGATRAIN_ATTENTION={}: forward cuDNN where it covers the case (bf16; no soft-cap, ALiBi, sinks or segments); backward "
-      "cuDNN's deterministic graph {}; our kernel elsewhere and wherever a plan does not finalize",
+      "MEGATRAIN_ATTENTION={}: forward cuDNN where it covers the case (bf16, soft-capped or not; no ALiBi, sinks or "
+      "segments); backward cuDNN's deterministic graph {}; our kernel elsewhere and wherever a plan does not finalize",
       attention_choice_name(c),
       limit_bytes >= 0 ? MT_FORMAT("where its workspace and staging fit {}", mib(limit_bytes))
                        : std::string("wherever the GPU can hold its workspace"));

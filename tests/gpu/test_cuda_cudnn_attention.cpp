@@ -1,11 +1,11 @@
 // cuDNN's fused attention (src/backend/cuda/cudnn_attention.h) against the CPU reference: a table of rows (lengths
-// odd and even, GQA ratios, padding, windows, scale, head_dim 64/128/256), bf16 inputs rounded first and compared with
-// the fp32 reference of the rounded inputs, forward and the deterministic backward (run twice: bit for bit), padded
-// rows exactly 0, each implementation's forward paired with the other's backward (the lse convention is shared), the
-// plan's workspace formula never below cuDNN's; the CUDA backend's MEGATRAIN_ATTENTION dispatch, auto per direction
-// against the reserved workspace; and,
-// as a hidden case, the probe the coordinator runs on the GPU machine ("[.attention_bench]": plans, engines and
-// ours-vs-cuDNN TFLOP/s at the issue's shapes).
+// odd and even, GQA ratios, padding, windows, scale, soft-cap, head_dim 64/128/256), bf16 inputs rounded first and
+// compared with the fp32 reference of the rounded inputs, forward and the deterministic backward (run twice: bit for
+// bit), padded rows exactly 0, each implementation's forward paired with the other's backward (the lse convention is
+// shared), the plan's workspace formula never below cuDNN's; the CUDA backend's MEGATRAIN_ATTENTION dispatch, auto per
+// direction against the reserved workspace (a soft-capped layer too); and, as a hidden case, the probe the
+// coordinator runs on the GPU machine ("[.attention_bench]": plans, engines and ours-vs-cuDNN TFLOP/s at the issue's
+// shapes and Gemma-2-9B's).
 #ifdef MEGATRAIN_HAVE_CUDNN
 #include <algorithm>
 #include <cstdio>
@@ -50,6 +50,8 @@ struct CudnnCase {
   std::vector<int32_t> seq_lens;  // empty: all valid
   float scale = 0.f;
   bool required = true;  // the plan must finalize (false: head_dim 256, where the engine may refuse: then skipped)
+  float softcap = 0.f;   // Gemma 2's logit soft-cap (the graph's score modifier); 0 = none
+  float magnitude = 1.f;  // std of the random q and k (larger: logits reach the soft-cap's non-linear range)
 };
 
 const std::vector<CudnnCase>& cudnn_cases() {
@@ -65,6 +67,19 @@ const std::vector<CudnnCase>& cudnn_cases() {
       {"GQA 8, length 512 (a bucket: run in place), padded 512/300, head_dim 128", 2, 512, 16, 2, 128, 0, {512, 300}},
       {"MHA, length 192 (a bucket, not a multiple of 128), head_dim 64", 1, 192, 2, 2, 64, 0, {}},
       {"GQA 2, head_dim 256, padding 300/211", 2, 300, 4, 2, 256, 0, {300, 211}, 0.f, false},
+      // Soft-capped (Gemma 2). Scores are about N(0, 1) at the default scale: a cap of 1 or 2 bends them hard, so the
+      // tanh and its derivative show; the Gemma-2-9B rows have its real cap 50 and scale 1/16 (query_pre_attn_scalar)
+      // with q and k of std 3, so that the logits (std 9) reach the cap's non-linear range.
+      {"soft-cap 1, GQA 2, head_dim 256, sliding window 100, odd length 333", 1, 333, 4, 2, 256, 100, {}, 0.f, true,
+       1.f},
+      {"soft-cap 2, GQA 4, head_dim 128, odd length 301, padding 301/211", 2, 301, 8, 2, 128, 0, {301, 211}, 0.f,
+       true, 2.f},
+      {"soft-cap 1, MQA, head_dim 64, window 37, padding 130/100", 2, 130, 4, 1, 64, 37, {130, 100}, 0.f, true, 1.f},
+      {"soft-cap 2, MHA, head_dim 256, length 256 (a bucket, in place)", 1, 256, 2, 2, 256, 0, {}, 0.f, true, 2.f},
+      {"Gemma-2-9B layer (half its heads): soft-cap 50, scale 1/16, GQA 2, head_dim 256, length 1024, window 4096",
+       1, 1024, 8, 4, 256, 4096, {}, 1.f / 16.f, true, 50.f, 3.f},
+      {"Gemma-2-9B sliding layer: soft-cap 50, scale 1/16, 16:8, head_dim 256, window 300 of odd length 701", 1, 701,
+       16, 8, 256, 300, {}, 1.f / 16.f, true, 50.f, 3.f},
   };
   return cases;
 }
@@ -89,7 +104,7 @@ TEST_CASE("cudnn attention forward and deterministic backward match the referenc
   for (const CudnnCase& c : cudnn_cases()) {
     // Short section names: Catch2's console reporter throws while wrapping a failure under a long one.
     DYNAMIC_SECTION(c.batch << "x" << c.seq << " " << c.heads << "/" << c.kv_heads << " hd" << c.head_dim << " w"
-                            << c.window) {
+                            << c.window << " cap" << c.softcap) {
       INFO(c.name);
       const int64_t T = c.batch * c.seq, q_size = T * c.heads * c.head_dim, kv_size = T * c.kv_heads * c.head_dim;
       const int64_t lse_size = c.batch * c.heads * c.seq;
@@ -99,7 +114,8 @@ TEST_CASE("cudnn attention forward and deterministic backward match the referenc
                          .n_kv_heads = c.kv_heads,
                          .head_dim = c.head_dim,
                          .window = c.window,
-                         .scale = c.scale};
+                         .scale = c.scale,
+                         .softcap = c.softcap};
       host.seq_lens = c.seq_lens.empty() ? nullptr : c.seq_lens.data();
       auto d_lens = upload_ints(c.seq_lens.empty() ? std::vector<int32_t>{0} : c.seq_lens);
       mt::AttnShape dev = host;
@@ -123,7 +139,8 @@ TEST_CASE("cudnn attention forward and deterministic backward match the referenc
       CHECK(bwd.workspace_bytes <= planned);
       CHECK(cudnn->workspace_need(true, dev) == bwd.workspace_bytes + mt::cudnn_staging_bytes(true, dev));
 
-      const auto q = rounded<bf16>(random_floats(q_size, 31)), k = rounded<bf16>(random_floats(kv_size, 32));
+      const auto q = rounded<bf16>(random_floats(q_size, 31, c.magnitude));
+      const auto k = rounded<bf16>(random_floats(kv_size, 32, c.magnitude));
       const auto v = rounded<bf16>(random_floats(kv_size, 33)), dout = rounded<bf16>(random_floats(q_size, 34));
       std::vector<float> out_ref(q_size), lse_ref(lse_size), dq_ref(q_size), dk_ref(kv_size), dv_ref(kv_size);
       ref().attention_forward(out_ref.data(), lse_ref.data(), q.data(), k.data(), v.data(), host);
@@ -279,9 +296,76 @@ TEST_CASE("cuda backend attention: auto runs cuDNN's forward, and its backward o
   }
 }
 
-// The probe: for causal bf16 head_dim 128 GQA 16:2 at the issue's shapes (about 32K tokens each), whether each graph
+// A soft-capped layer (Gemma 2) through the CUDA backend under auto with the deterministic backward's workspace
+// reserved: both directions are cuDNN's (bit for bit as CudnnAttention runs them directly), and match the reference.
+TEST_CASE("cuda backend attention: auto runs cuDNN both ways for a soft-capped layer within the reserve",
+          "[gpu][attention][cudnn][backend]") {
+  MT_REQUIRE_GPU();
+  const int64_t batch = 2, seq = 256, heads = 8, kv_heads = 4, head_dim = 256, T = batch * seq;
+  const int64_t q_size = T * heads * head_dim, kv_size = T * kv_heads * head_dim, lse_size = batch * heads * seq;
+  const std::vector<int32_t> lens{256, 131};
+  const auto q = rounded<bf16>(random_floats(q_size, 71)), k = rounded<bf16>(random_floats(kv_size, 72));
+  const auto v = rounded<bf16>(random_floats(kv_size, 73)), dout = rounded<bf16>(random_floats(q_size, 74));
+  mt::AttnShape host{.batch = batch,
+                     .seq = seq,
+                     .n_heads = heads,
+                     .n_kv_heads = kv_heads,
+                     .head_dim = head_dim,
+                     .window = 100,
+                     .softcap = 2.f};
+  host.seq_lens = lens.data();
+  std::vector<float> out_ref(q_size), lse_ref(lse_size), dq_ref(q_size), dk_ref(kv_size), dv_ref(kv_size);
+  ref().attention_forward(out_ref.data(), lse_ref.data(), q.data(), k.data(), v.data(), host);
+  ref().attention_backward(dq_ref.data(), dk_ref.data(), dv_ref.data(), dout.data(), q.data(), k.data(), v.data(),
+                           out_ref.data(), lse_ref.data(), host);
+  auto cudnn = make_cudnn();
+  auto d_lens = upload_ints(lens);
+  mt::AttnShape direct = host;
+  direct.seq_lens = d_lens->get();
+  auto d_q = upload<bf16>(q), d_k = upload<bf16>(k), d_v = upload<bf16>(v), d_dout = upload<bf16>(dout);
+  DeviceBuffer<bf16> out(q_size), dq(q_size), dk(kv_size), dv(kv_size);
+  DeviceBuffer<float> lse(lse_size);
+  const mt::cuda::CudnnPlanInfo fwd = cudnn->plan_info(false, direct), bwd = cudnn->plan_info(true, direct);
+  INFO("forward plan: " << (fwd.ok ? "engine " + std::to_string(fwd.engine) : fwd.error));
+  INFO("backward plan: " << (bwd.ok ? "engine " + std::to_string(bwd.engine) : bwd.error));
+  REQUIRE(cudnn->forward(out.get(), lse.get(), d_q->get(), d_k->get(), d_v->get(), direct));
+  REQUIRE(cudnn->backward(dq.get(), dk.get(), dv.get(), d_dout->get(), d_q->get(), d_k->get(), d_v->get(), out.get(),
+                          lse.get(), direct));
+  const int64_t backward_need = cudnn->workspace_need(true, direct);
+  REQUIRE(backward_need > 0);
+  mt::test::sync();
+  unsetenv("MEGATRAIN_ATTENTION");
+  auto be = mt::make_cuda_backend(mt::DType::bf16);
+  be->set_attention_workspace(backward_need);
+  const mt::DType dt = mt::DType::bf16;
+  BackendBuffer b_q(*be, q, dt), b_k(*be, k, dt), b_v(*be, v, dt), b_dout(*be, dout, dt);
+  BackendBuffer b_out(*be, q_size, dt), b_dq(*be, q_size, dt), b_dk(*be, kv_size, dt), b_dv(*be, kv_size, dt);
+  BackendBuffer b_lse(*be, lse_size, mt::DType::f32);
+  void* b_lens = be->alloc_bytes(static_cast<int64_t>(lens.size() * 4));
+  be->upload(b_lens, lens.data(), static_cast<int64_t>(lens.size() * 4));
+  mt::AttnShape dev = host;
+  dev.seq_lens = static_cast<const int32_t*>(b_lens);
+  be->attention_forward(b_out.get(), b_lse.floats(), b_q.get(), b_k.get(), b_v.get(), dev);
+  be->attention_backward(b_dq.get(), b_dk.get(), b_dv.get(), b_dout.get(), b_q.get(), b_k.get(), b_v.get(),
+                         b_out.get(), b_lse.floats(), dev);
+  CHECK(same_bits(b_out.read(), download(out)));
+  CHECK(same_bits(b_lse.read(), download(lse)));
+  CHECK(same_bits(b_dq.read(), download(dq)));
+  CHECK(same_bits(b_dk.read(), download(dk)));
+  CHECK(same_bits(b_dv.read(), download(dv)));
+  check_close("soft-capped attention out", b_out.read(), out_ref, tolerance<bf16>);
+  check_close("soft-capped attention lse", b_lse.read(), lse_ref, 1e-4);
+  check_close("soft-capped attention dq", b_dq.read(), dq_ref, tolerance<bf16>);
+  check_close("soft-capped attention dk", b_dk.read(), dk_ref, tolerance<bf16>);
+  check_close("soft-capped attention dv", b_dv.read(), dv_ref, tolerance<bf16>);
+  be->free_bytes(b_lens);
+}
+
+// The probe: for causal bf16 head_dim 128 GQA 16:2 at the issue's shapes (about 32K tokens each) and Gemma-2-9B's
+// soft-capped head_dim-256 layers (16:8, cap 50, scale 1/16; global and 4096-window sliding), whether each graph
 // finalized, its engine and workspace, and ours-vs-cuDNN forward/backward TFLOP/s. FLOPs as
-// tools/bench_torch_attention.py counts them: forward 4·b·h·s²·d / 2 (causal), backward 2.5 × forward.
+// tools/bench_torch_attention.py counts them: forward 4·b·h·d·(s²/2 causal, or the window's band of key-query
+// pairs), backward 2.5 × forward.
 TEST_CASE("attention probe: cuDNN plans and ours-vs-cuDNN TFLOP/s", "[.attention_bench]") {
   MT_REQUIRE_GPU();
   auto cudnn = make_cudnn();
@@ -290,13 +374,27 @@ TEST_CASE("attention probe: cuDNN plans and ours-vs-cuDNN TFLOP/s", "[.attention
       "reserved its workspace: plan/cudnn_attention_plan.h)\n",
       static_cast<long long>(cudnn->version()));
   struct Shape {
-    int64_t batch, seq;
+    int64_t batch, seq, heads, kv_heads, head_dim, window = 0;
+    float scale = 0.f, softcap = 0.f;
   };
-  const int64_t heads = 16, kv_heads = 2, head_dim = 128;
-  for (const Shape sh : {Shape{4, 8192}, Shape{1, 32768}}) {
+  const float gemma_scale = 1.f / 16.f, gemma_cap = 50.f;
+  for (const Shape sh : {Shape{4, 8192, 16, 2, 128}, Shape{1, 32768, 16, 2, 128},
+                         Shape{32, 1024, 16, 8, 256, 0, gemma_scale, gemma_cap},
+                         Shape{4, 8192, 16, 8, 256, 0, gemma_scale, gemma_cap},
+                         Shape{4, 8192, 16, 8, 256, 4096, gemma_scale, gemma_cap}}) {
+    const int64_t heads = sh.heads, kv_heads = sh.kv_heads, head_dim = sh.head_dim;
     const int64_t T = sh.batch * sh.seq, q_size = T * heads * head_dim, kv_size = T * kv_heads * head_dim;
-    mt::AttnShape s{.batch = sh.batch, .seq = sh.seq, .n_heads = heads, .n_kv_heads = kv_heads, .head_dim = head_dim};
-    const double fwd_flops = 4.0 * sh.batch * heads * static_cast<double>(sh.seq) * sh.seq * head_dim / 2;
+    mt::AttnShape s{.batch = sh.batch,
+                    .seq = sh.seq,
+                    .n_heads = heads,
+                    .n_kv_heads = kv_heads,
+                    .head_dim = head_dim,
+                    .window = sh.window,
+                    .scale = sh.scale,
+                    .softcap = sh.softcap};
+    const double S = static_cast<double>(sh.seq), w = static_cast<double>(sh.window);
+    const double pairs = sh.window > 0 && sh.window < sh.seq ? w * (w + 1) / 2 + (S - w) * w : S * S / 2;
+    const double fwd_flops = 4.0 * sh.batch * heads * head_dim * pairs;
     const double bwd_flops = 2.5 * fwd_flops;
     DeviceBuffer<bf16> q(q_size), k(kv_size), v(kv_size), out(q_size), dout(q_size), dq(q_size), dk(kv_size),
         dv(kv_size);
@@ -311,9 +409,10 @@ TEST_CASE("attention probe: cuDNN plans and ours-vs-cuDNN TFLOP/s", "[.attention
       MT_CUDA_OK(cudaMemcpyAsync(v.get(), d_v->get(), kv_size * 2, cudaMemcpyDeviceToDevice, test_stream()));
       mt::test::sync();
     }
-    std::printf("shape batch %lld seq %lld heads %lld/%lld head_dim %lld causal bf16\n",
+    std::printf("shape batch %lld seq %lld heads %lld/%lld head_dim %lld window %lld soft-cap %g causal bf16\n",
                 static_cast<long long>(sh.batch), static_cast<long long>(sh.seq), static_cast<long long>(heads),
-                static_cast<long long>(kv_heads), static_cast<long long>(head_dim));
+                static_cast<long long>(kv_heads), static_cast<long long>(head_dim), static_cast<long long>(sh.window),
+                static_cast<double>(sh.softcap));
     for (const auto& [label, backward, deterministic] :
          {std::tuple{"forward", false, true},
           {"backward deterministic", true, true},

@@ -94,7 +94,7 @@ TEST_CASE("cudnn attention: what only our kernel has is not covered", "[plan][cu
   CHECK(!mt::cudnn_attention_gap(s, mt::DType::f32).empty());
   mt::AttnShape capped = s;
   capped.softcap = 50.f;
-  CHECK(mt::cudnn_attention_gap(capped, mt::DType::bf16) == "soft-cap");
+  CHECK(mt::cudnn_attention_gap(capped, mt::DType::bf16).empty());  // the graph's score modifier (Gemma 2)
   mt::AttnShape segmented = s;
   const int32_t seg[1] = {0};
   segmented.segments = seg;
@@ -104,6 +104,8 @@ TEST_CASE("cudnn attention: what only our kernel has is not covered", "[plan][cu
   CHECK(!mt::cudnn_attention_gap(odd_dim, mt::DType::bf16).empty());
   mt::AttentionSpec layer{.num_heads = 16, .num_kv_heads = 2, .head_dim = 128};
   CHECK(mt::cudnn_layer_gap(layer, mt::DType::bf16).empty());
+  const mt::AttentionSpec gemma2{.num_heads = 16, .num_kv_heads = 8, .head_dim = 256, .window = 4096, .softcap = 50};
+  CHECK(mt::cudnn_layer_gap(gemma2, mt::DType::bf16).empty());
   layer.alibi = true;
   CHECK(mt::cudnn_layer_gap(layer, mt::DType::bf16) == "ALiBi");
 }
@@ -137,7 +139,7 @@ TEST_CASE("cudnn attention: auto picks per direction, the backward by the reserv
   }
   // Forward: cuDNN wherever covered (no workspace at a bucket length).
   CHECK(mt::choose_attention(AttentionChoice::automatic, false, "", 0, 0).cudnn);
-  CHECK(!mt::choose_attention(AttentionChoice::automatic, false, "soft-cap", 0, -1).cudnn);
+  CHECK(!mt::choose_attention(AttentionChoice::automatic, false, "ALiBi", 0, -1).cudnn);
   CHECK(!mt::choose_attention(AttentionChoice::ours, false, "", 0, -1).cudnn);
   // Backward: cuDNN's deterministic graph within the reserve, ours past it (and why).
   CHECK(mt::choose_attention(AttentionChoice::automatic, true, "", reserved, reserved).cudnn);

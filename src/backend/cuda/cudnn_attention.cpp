@@ -1,8 +1,9 @@
 // cuDNN fused attention through the backend graph API (see cudnn_attention.h): graphs, plans, execution. The operation
 // graphs are the runtime fusion engine's "fused flash attention" fprop and bprop patterns, op for op as
-// cudnn-frontend's composite SDPA nodes lower them (matmul, scale, padding / causal / left-bound masks as gen_index +
-// cmp + binary_select, softmax through max/sum reductions with the stats out, matmul; bprop: dO·O row sums, the
-// recomputed probabilities, dV, dP, dS, dK, dQ, GQA head reductions). Invariant: every cuDNN call of a build is checked
+// cudnn-frontend's composite SDPA nodes lower them (matmul, scale, the soft-cap score modifier div / tanh / mul,
+// padding / causal / left-bound masks as gen_index + cmp + binary_select, softmax through max/sum reductions with the
+// stats out, matmul; bprop: dO·O row sums, the recomputed probabilities, dV, dP, dS with the soft-cap's mul /
+// tanh_bwd / div, dK, dQ, GQA head reductions). Invariant: every cuDNN call of a build is checked
 // and the first failure is kept with the descriptor and attribute it concerns; a graph that fails is remembered and
 // never retried.
 #include "backend/cuda/cudnn_attention.h"
@@ -164,6 +165,27 @@ class Builder {
           what + " CUDNN_ATTR_OPERATION_POINTWISE_TDESC");
     set(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors_.at(y),
         what + " CUDNN_ATTR_OPERATION_POINTWISE_YDESC");
+    finalize(op, what + " CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR");
+    ops_.push_back(op);
+  }
+  // dx = mode(dy, x): an activation's backward (TANH_BWD: dx = dy·(1 − tanh²x)), ports as cudnn-frontend sets them.
+  void pointwise_backward(const std::string& name, cudnnPointwiseMode_t mode, int64_t dy, int64_t x, int64_t dx) {
+    const std::string what = "pointwise '" + name + "'";
+    cudnnBackendDescriptor_t pw = create(CUDNN_BACKEND_POINTWISE_DESCRIPTOR, what);
+    const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
+    set(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode, what + " CUDNN_ATTR_POINTWISE_MODE");
+    set(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &compute,
+        what + " CUDNN_ATTR_POINTWISE_MATH_PREC");
+    finalize(pw, what + " CUDNN_BACKEND_POINTWISE_DESCRIPTOR");
+    cudnnBackendDescriptor_t op = create(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, what);
+    set(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &pw,
+        what + " CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR");
+    set(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors_.at(x),
+        what + " CUDNN_ATTR_OPERATION_POINTWISE_XDESC");
+    set(op, CUDNN_ATTR_OPERATION_POINTWISE_DYDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors_.at(dy),
+        what + " CUDNN_ATTR_OPERATION_POINTWISE_DYDESC");
+    set(op, CUDNN_ATTR_OPERATION_POINTWISE_DXDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors_.at(dx),
+        what + " CUDNN_ATTR_OPERATION_POINTWISE_DXDESC");
     finalize(op, what + " CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR");
     ops_.push_back(op);
   }
@@ -415,9 +437,10 @@ bool CudnnAttention::reserve_workspace(Graph& g, int64_t staging_bytes) {
 }
 
 CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, bool padded, bool deterministic) {
-  uint32_t scale_bits = 0;
+  uint32_t scale_bits = 0, softcap_bits = 0;
   const float scale = default_scale(s);
   std::memcpy(&scale_bits, &scale, sizeof scale);
+  std::memcpy(&softcap_bits, &s.softcap, sizeof s.softcap);
   const Key key{backward ? (deterministic ? 2 : 1) : 0,
                 s.batch,
                 s.seq,
@@ -426,6 +449,7 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
                 s.head_dim,
                 effective_window(s),
                 scale_bits,
+                softcap_bits,
                 padded};
   for (const auto& g : graphs_)
     if (g->key == key) return *g;
@@ -442,6 +466,8 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
     gr.info.error = handle_error_;
   } else if (ver == 91000 || ver == 91001) {
     gr.info.error = "cuDNN 9.10.0/9.10.1 (SDPA bf16 known bugs, as cudnn-frontend refuses them)";
+  } else if (s.softcap > 0.f && ver < 90600) {
+    gr.info.error = "soft-cap needs cuDNN 9.6 or later (a score modifier in the SDPA graph)";
   } else {
     const int64_t b = s.batch, S = s.seq, h = s.n_heads, hk = s.n_kv_heads, d = s.head_dim;
     const int64_t window = effective_window(s);
@@ -449,8 +475,16 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
     const bool workaround = backward && !padded && S % 128 != 0 && ver <= 91500;
     gr.padding = padded || workaround;
     // Scalars as cudnn-frontend makes them (dims {1}); should this cuDNN refuse the graph, once more with {1,1,1,1}.
+    // A soft-capped backward whose causal/window masks follow the stats subtraction (the composite node's order) is
+    // tried again with the masks inside the score modifier, before it, as a cudnn-frontend score_mod places them.
+    struct Attempt {
+      int scalar_rank;
+      bool masks_in_score_mod;
+    };
+    std::vector<Attempt> attempts{{1, false}, {4, false}};
+    if (backward && s.softcap > 0.f) attempts.insert(attempts.end(), {{1, true}, {4, true}});
     std::string errors;
-    for (const int scalar_rank : {1, 4}) {
+    for (const auto [scalar_rank, masks_in_score_mod] : attempts) {
       gr.softmax_sum_bytes = gr.dq_accum_bytes = 0;
       gr.info = CudnnPlanInfo{};
       gr.builder = std::make_unique<Builder>(static_cast<cudnnHandle_t>(handle_), scalar_rank);
@@ -471,6 +505,8 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
       const int64_t seq_q = gr.padding ? B.io(uid_seq_q, "seq_len_q", i32, {b, 1, 1, 1}, {1, 1, 1, 1}) : -1;
       const int64_t seq_kv = gr.padding ? B.io(uid_seq_kv, "seq_len_kv", i32, {b, 1, 1, 1}, {1, 1, 1, 1}) : -1;
       const int64_t attn_scale = B.scalar_f32("attn_scale", scale);
+      const int64_t cap_scalar = s.softcap > 0.f ? B.scalar_f32("soft_cap", s.softcap) : -1;
+      int64_t before_tanh = -1;  // scores / softcap: the tanh's input, which the backward's derivative reads again
       auto minus_inf = [&] { return B.scalar_f32("-inf", neg_inf); };  // one per mask, as cudnn-frontend has them
 
       auto padding_mask = [&](int64_t x, const std::string& tag) {
@@ -510,11 +546,23 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
         }
         return y;
       };
-      auto scores = [&](const std::string& tag) {  // scale · Q·Kᵀ with the padding mask
+      // Gemma 2's soft-cap softcap·tanh(x / softcap), as cudnn-frontend's Softcap score modifier lowers it: the
+      // score modifier sits between the scale and the masks (tanh first, so masked logits stay -inf).
+      auto soft_cap = [&](int64_t x, const std::string& tag) {
+        before_tanh = B.virt(tag + " x / soft_cap", f32, x);
+        B.pointwise(tag + " div_by_soft_cap", CUDNN_POINTWISE_DIV, x, cap_scalar, -1, before_tanh);
+        const int64_t t = B.virt(tag + " tanh", f32, x);
+        B.pointwise(tag + " activation", CUDNN_POINTWISE_TANH_FWD, before_tanh, -1, -1, t);
+        const int64_t y = B.virt(tag + " capped", f32, x);
+        B.pointwise(tag + " mul_by_soft_cap", CUDNN_POINTWISE_MUL, t, cap_scalar, -1, y);
+        return y;
+      };
+      auto scores = [&](const std::string& tag) {  // scale · Q·Kᵀ, soft-capped, with the padding mask
         const int64_t s0 = B.virt(tag + " Q·K^T", f32, s_dims, s_strides);
         B.matmul(tag + " bmm1 Q·K^T", Q, KT, s0, seq_q, seq_kv, -1);
-        const int64_t s1 = B.virt(tag + " scaled", f32, s0);
+        int64_t s1 = B.virt(tag + " scaled", f32, s0);
         B.pointwise(tag + " attn_scale", CUDNN_POINTWISE_MUL, s0, attn_scale, -1, s1);
+        if (cap_scalar >= 0) s1 = soft_cap(s1, tag);
         return gr.padding ? padding_mask(s1, tag + " padding") : s1;
       };
 
@@ -554,11 +602,12 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
         gr.softmax_sum_bytes = align_up(b * h * S * 4);
         // P = exp(scores − stats), recomputed
         int64_t x = scores("bprop");
+        if (masks_in_score_mod) x = band_masks(x);
         const int64_t centred = B.virt("scores - stats", f32, x);
         B.pointwise("sub_s_m", CUDNN_POINTWISE_SUB, x, stats, -1, centred);
         x = centred;
         if (gr.padding && ver >= 90000 && ver < 91000) x = padding_mask(x, "second padding");
-        x = band_masks(x);
+        if (!masks_in_score_mod) x = band_masks(x);
         const int64_t exp_s = B.virt("exp_s", f32, x);
         B.pointwise("exp_s", CUDNN_POINTWISE_EXP, x, -1, -1, exp_s);
         // dV = Pᵀ·dO (summed over each GQA group)
@@ -572,15 +621,24 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
           B.matmul("matmul_pT_dO", pT, dO, dVf, seq_kv, -1, seq_q);
           B.reduction("red_dV_head", CUDNN_REDUCE_TENSOR_ADD, dVf, dV);
         }
-        // dS = scale · P ⊙ (dO·Vᵀ − softmax_sum)
+        // dS = scale · P ⊙ (dO·Vᵀ − softmax_sum), times the soft-cap's derivative 1 − tanh² where capped
         const int64_t dP = B.virt("dP", f32, s_dims, s_strides);
         B.matmul("matmul_dO_VT", dO, VT, dP, seq_q, seq_kv, -1);
         const int64_t dPc = B.virt("dP - softmax_sum", f32, dP);
         B.pointwise("sub_dP_softmax_sum", CUDNN_POINTWISE_SUB, dP, softmax_sum, -1, dPc);
         const int64_t dPe = B.virt("(dP - softmax_sum)*P", f32, dP);
         B.pointwise("mul_dP_exp_s", CUDNN_POINTWISE_MUL, dPc, exp_s, -1, dPe);
+        int64_t dSc = dPe;
+        if (cap_scalar >= 0) {  // cudnn-frontend's Softcap::backward: ((cap · g) ⊙ (1 − tanh²(x / cap))) / cap
+          const int64_t m = B.virt("dS * soft_cap", f32, dP);
+          B.pointwise("mul_by_soft_cap_bprop", CUDNN_POINTWISE_MUL, dPe, cap_scalar, -1, m);
+          const int64_t dt = B.virt("dtanh", f32, dP);
+          B.pointwise_backward("dtanh", CUDNN_POINTWISE_TANH_BWD, m, before_tanh, dt);
+          dSc = B.virt("dtanh / soft_cap", f32, dP);
+          B.pointwise("div_by_soft_cap_bprop", CUDNN_POINTWISE_DIV, dt, cap_scalar, -1, dSc);
+        }
         const int64_t dS = B.virt("dS", f32, dP);
-        B.pointwise("mul_dS_attn_scale", CUDNN_POINTWISE_MUL, dPe, attn_scale, -1, dS);
+        B.pointwise("mul_dS_attn_scale", CUDNN_POINTWISE_MUL, dSc, attn_scale, -1, dS);
         // dK = dSᵀ·Q (summed over each GQA group)
         const int64_t dST = B.virt("dS^T", bf, s_dims, st_strides);
         B.reshape("reshape_dS", dS, dST);
@@ -608,9 +666,12 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
       if (gr.plan != nullptr) {
         if (scalar_rank != 1)
           gr.info.notes += MT_FORMAT("{}scalars of rank {}", gr.info.notes.empty() ? "" : ", ", scalar_rank);
+        if (masks_in_score_mod)
+          gr.info.notes += MT_FORMAT("{}masks before the stats", gr.info.notes.empty() ? "" : ", ");
         break;
       }
-      errors += MT_FORMAT("{}with scalars of rank {}: {}", errors.empty() ? "" : "; ", scalar_rank, B.error());
+      errors += MT_FORMAT("{}with scalars of rank {}{}: {}", errors.empty() ? "" : "; ", scalar_rank,
+                          masks_in_score_mod ? " and the masks before the stats" : "", B.error());
     }
     if (gr.plan != nullptr) {
       gr.plan_bytes = align_up(gr.info.workspace_bytes);
@@ -628,8 +689,9 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
     }
   }
   gr.info.build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
-  log::info("attention {} batch {} seq {} heads {}/{} head_dim {} window {}{}: {}", backward ? "backward" : "forward",
-            s.batch, s.seq, s.n_heads, s.n_kv_heads, s.head_dim, s.window, padded ? " padded" : "",
+  log::info("attention {} batch {} seq {} heads {}/{} head_dim {} window {}{}{}: {}",
+            backward ? "backward" : "forward", s.batch, s.seq, s.n_heads, s.n_kv_heads, s.head_dim, s.window,
+            s.softcap > 0.f ? fmt::format(" soft-cap {}", s.softcap) : "", padded ? " padded" : "",
             gr.info.ok
                 ? fmt::format("cuDNN {} engine {} ({:.1f} MiB workspace, built in {:.0f} ms{})", ver, gr.info.engine,
                               gr.info.workspace_bytes / 1048576.0, gr.info.build_ms,
