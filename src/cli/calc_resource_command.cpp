@@ -341,8 +341,8 @@ void run_calc_resource(Inputs in, bool interactive_allowed) {
   std::cout << std::flush;
   MT_REQUIRE(a.fits(), "calc-resource: {} does not fit: {}{}", *in.model, a.shortfall,
              a.host_fits && one_sequence_gpu_bytes(spec, run, run.seq_len) > usable_gpu_bytes(m.gpu_bytes)
-                 ? MT_FORMAT("; one sequence of {} tokens does not fit: the longest that fits is {} tokens", run.seq_len,
-                             seq.memory_tokens)
+                 ? MT_FORMAT("; one sequence of {} tokens does not fit: the longest that fits is {} tokens ({} with the "
+                             "activation checkpoints in host RAM)", run.seq_len, seq.memory_tokens, seq.host_memory_tokens)
                  : "");
 }
 

@@ -239,9 +239,11 @@ RunShape preflight(const Config& c, const ModelSpec& spec, const Backend& backen
             run.recompute_layers < spec.num_layers
                 ? MT_FORMAT(", the others keep their activations ({})", bytes(plan.gpu.saved_layers)) : "");
   if (run.cudnn_attention) log::info("attention plan: {}", describe_attention_plan(plan.gpu));
-  if (run.checkpoints == CheckpointPlacement::host)
-    log::info("activation checkpoints in host RAM: {} (page-locked on the GPU backend), their staging buffers {} on "
-              "the {}", bytes(plan.gpu.host_checkpoints), bytes(plan.gpu.checkpoints), gpu ? "GPU" : "backend");
+  if (run.checkpoints == CheckpointPlacement::host && gpu)
+    log::info("activation checkpoints in page-locked host RAM: {}, their staging buffers {} on the GPU",
+              bytes(plan.gpu.host_checkpoints), bytes(plan.gpu.checkpoints));
+  else if (run.checkpoints == CheckpointPlacement::host)
+    log::info("activation checkpoints in host slots, copied through two staging buffers of the CPU backend");
   if (count_active_parameters(spec) != plan.host.parameters) {  // mixture of experts: memory on all, FLOPs on active
     const StepBound b = step_bound(spec, run);
     const int64_t pass_tokens = run.batch_size / std::max<int64_t>(run.passes, 1) * run.seq_len;
