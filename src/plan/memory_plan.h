@@ -4,8 +4,8 @@
 // cuBLASLt workspace) as pure functions of the shapes.
 // Invariant: every figure mirrors an allocation the code makes — HostStore (store/host_store.h), the CUDA
 // pipeline's slots and gradient buffers (backend/cuda/pipeline.cu), Engine::activations_for and
-// DecoderWorkspace (engine/), CudaBackend::head_loss and cuda::Gemm — so train's preflight and calc-resource
-// agree with what a run allocates.
+// DecoderWorkspace (engine/), the checkpoint stores (engine/checkpoint_store.h, backend/cuda/host_checkpoints.h),
+// CudaBackend::head_loss and cuda::Gemm — so train's preflight and calc-resource agree with what a run allocates.
 #pragma once
 #include <cstdint>
 #include <limits>

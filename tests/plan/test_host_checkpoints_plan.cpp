@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "catch.h"
+#include "cli/train/preflight.h"
 #include "model/model_spec.h"
 #include "plan/resource_advice.h"
 #include "plan/sequence_limit.h"
@@ -138,4 +139,17 @@ TEST_CASE("the longest sequence with the checkpoints on the host: GPU workspace 
     }
     CHECK(s.longest_with_host_checkpoints() == std::min(s.host_memory_tokens, spec.max_position_embeddings));
   }
+}
+
+TEST_CASE("preflight counts host checkpoints against the available RAM", "[plan][host-checkpoints][preflight]") {
+  const mt::ModelSpec spec = model("qwen2.5-3b");
+  mt::MachineLimits m;
+  m.mem_available = 64 * kGiB;
+  m.gpu_bytes = 139 * kGiB;
+  mt::RunShape r = one_sequence(262144, 1, mt::CheckpointPlacement::gpu);
+  CHECK(mt::preflight_shortfall(spec, r, true, m).empty());
+  r.checkpoints = mt::CheckpointPlacement::host;
+  CHECK_THAT(mt::preflight_shortfall(spec, r, true, m),
+             mt_test::contains("host RAM: the run needs 81.98 GiB (16 B/parameter × 3.086 B parameters plus 36.00 GiB "
+                               "of activation checkpoints) but only 64.00 GiB is available (MemAvailable)"));
 }
