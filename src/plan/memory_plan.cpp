@@ -179,9 +179,8 @@ void resolve_auto(const ModelSpec& spec, RunShape& run, int64_t gpu_bytes, bool 
     };
     resolve_shape();
     if (run.cudnn_backward && plan_gpu(spec, run).total() > usable_gpu_bytes(gpu_bytes)) {
-      const CheckpointPlacement kept = run.checkpoints;
       run = given;
-      run.checkpoints = kept;
+      run.checkpoints = checkpoints;
       run.cudnn_backward = false;
       resolve_shape();
     }
