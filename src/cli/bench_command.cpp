@@ -27,6 +27,10 @@ void add_bench_command(CLI::App& root, std::vector<Command>& commands) {
                   "the first layers recompute their activations in backward, the rest keep them (-1 = as few as the "
                   "GPU's memory allows)")
       ->capture_default_str()->check(integer_in(-1));
+  app->add_option("--activation-checkpoints", o->activation_checkpoints,
+                  "where the activation checkpoints live: auto (host RAM where they do not fit the GPU), gpu or host "
+                  "(page-locked host RAM, copied asynchronously)")
+      ->capture_default_str()->check(CLI::IsMember({"auto", "gpu", "host"}));
   app->add_option("--micro-batch", o->micro_batch, "sequences per micro-batch (0 = auto)")->capture_default_str()->check(integer_in(0));
   app->add_option("--passes", o->passes,
                   "gradient accumulation passes per step (gradient_accumulation_steps; 0 = auto, as train)")

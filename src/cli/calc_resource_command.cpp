@@ -40,6 +40,7 @@ struct Inputs {
   std::string dtype = "bfloat16";
   std::string stream_dtype = "float32";
   std::string offload = "none";
+  std::string checkpoints = "auto";  // training.activation_checkpoints
   double nvme_gb = -1, nvme_gbs = 0, gpu_tflops = 450;
   bool json = false;
 };
@@ -120,6 +121,8 @@ void validate(const Inputs& in) {
   MT_REQUIRE(in.ranks > 0 && in.ranks <= 1024, "calc-resource: --ranks must be in 1..1024, not {}", in.ranks);
   MT_REQUIRE(in.offload == "none" || in.offload == "optimizer" || in.offload == "optimizer+master",
              "calc-resource: --offload must be none, optimizer or optimizer+master, not '{}'", in.offload);
+  MT_REQUIRE(in.checkpoints == "auto" || in.checkpoints == "gpu" || in.checkpoints == "host",
+             "calc-resource: --activation-checkpoints must be auto, gpu or host, not '{}'", in.checkpoints);
   MT_REQUIRE(std::isfinite(in.nvme_gb) && (in.nvme_gb > 0 || in.nvme_gb == -1),
              "calc-resource: --nvme-gb must be a positive number of GB, not {}", in.nvme_gb);
   MT_REQUIRE(std::isfinite(in.nvme_gbs) && in.nvme_gbs >= 0, "calc-resource: --nvme-gbs must be a positive GB/s, not {}",
@@ -147,18 +150,25 @@ json to_json(const std::string& model, const ModelSpec& spec, const Machine& m, 
                                 {"checkpoint_interval", seq.checkpoint_interval}, {"gpu_bytes", seq.gpu_bytes},
                                 {"cudnn_backward_tokens", seq.cudnn_backward_tokens},
                                 {"host_fits", seq.host_fits}, {"position_limit", positions},
-                                {"position_source", seq.position_source}}},
+                                {"position_source", seq.position_source},
+                                {"host_checkpoints", {{"tokens", seq.longest_with_host_checkpoints()},
+                                                      {"memory_tokens", seq.host_memory_tokens},
+                                                      {"checkpoint_interval", seq.host_checkpoint_interval},
+                                                      {"gpu_bytes", seq.host_gpu_bytes},
+                                                      {"checkpoint_bytes", seq.host_checkpoint_bytes}}}}},
           {"architecture", spec.architecture},
           {"parameters", h.parameters},
           {"host", {{"bytes_per_parameter", h.bytes_per_parameter()},
                     {"per_parameter", {{"master_fp32", h.master}, {"adam_m", h.exp_avg}, {"adam_v", h.exp_avg_sq},
                                        {"gradient_fp32", h.grad}, {"streaming_copy", h.stream_copy}}},
                     {"store_bytes", h.store_bytes}, {"per_rank_bytes", h.rank_bytes}, {"ram_bytes", m.ram_bytes},
+                    {"activation_checkpoint_bytes", h.checkpoint_bytes},
                     {"usable_bytes", a.host_usable_bytes}, {"fits", a.host_fits}}},
           {"gpu", {{"gradient_accumulation_steps", a.run.passes},
                    {"checkpoint_interval", a.run.checkpoint_interval}, {"micro_batch_size", g.micro_batch_size},
                    {"recompute_layers", a.run.recompute_layers},
                    {"weight_slots", g.weight_slots}, {"gradient_buffers", g.grad_buffers},
+                   {"activation_checkpoints", checkpoint_placement_name(a.run.checkpoints)},
                    {"checkpoints", g.checkpoints}, {"segment_activations", g.segment},
                    {"saved_layer_activations", g.saved_layers},
                    {"layer_workspace", g.layer_workspace}, {"head_logits", g.head}, {"batch_arrays", g.batch_arrays},
@@ -203,6 +213,9 @@ void print_text(const std::string& model, const ModelSpec& spec, const Machine& 
             << MT_FORMAT("host: {} B/parameter (master {}, Adam m {}, Adam v {}, gradient {}, streaming copy {}) = {}"
                          " of {} usable ({} RAM)\n", h.bytes_per_parameter(), h.master, h.exp_avg, h.exp_avg_sq, h.grad,
                          h.stream_copy, b(h.store_bytes), b(a.host_usable_bytes), b(m.ram_bytes));
+  if (h.checkpoint_bytes > 0)
+    std::cout << MT_FORMAT("  activation checkpoints in host RAM (page-locked): {}, {} with the store\n",
+                           b(h.checkpoint_bytes), b(h.ram_bytes()));
   if (h.offload != OffloadMode::none) {
     std::cout << MT_FORMAT("NVMe (store.offload {}): {} B/parameter = {}{}; tier staging {} of RAM\n",
                            offload_mode_name(h.offload), h.nvme_per_parameter, b(h.nvme_bytes),
@@ -224,8 +237,10 @@ void print_text(const std::string& model, const ModelSpec& spec, const Machine& 
   std::cout << MT_FORMAT("GPU ({} pass(es), checkpoint_interval {}, micro_batch_size {}, {} of {} layers recompute): "
                          "{} of {}\n", a.run.passes, a.run.checkpoint_interval, g.micro_batch_size, recompute,
                          spec.num_layers, b(g.total()), b(m.gpu_bytes))
-            << MT_FORMAT("  weight slots {} | gradient buffers {} | checkpoints {} | segment activations {}\n",
-                         b(g.weight_slots), b(g.grad_buffers), b(g.checkpoints), b(g.segment))
+            << MT_FORMAT("  weight slots {} | gradient buffers {} | checkpoints {}{} | segment activations {}\n",
+                         b(g.weight_slots), b(g.grad_buffers), b(g.checkpoints),
+                         a.run.checkpoints == CheckpointPlacement::host ? " (staging; the checkpoints in host RAM)" : "",
+                         b(g.segment))
             << MT_FORMAT("  saved activations of {} layers {}\n", spec.num_layers - recompute, b(g.saved_layers))
             << MT_FORMAT("  layer workspace {} | head logits {} | batch arrays {} | cuBLASLt workspace {}\n",
                          b(g.layer_workspace), b(g.head), b(g.batch_arrays), b(g.gemm_workspace))
@@ -271,6 +286,12 @@ void print_text(const std::string& model, const ModelSpec& spec, const Machine& 
                          seq.position_tokens == kNoPositionLimit ? std::string("unlimited")
                                                                  : std::to_string(seq.position_tokens),
                          seq.position_source);
+  std::cout << MT_FORMAT("  with the activation checkpoints in host RAM: {} tokens; GPU memory and host RAM hold {}{}\n",
+                         seq.longest_with_host_checkpoints(), seq.host_memory_tokens,
+                         seq.host_memory_tokens ? MT_FORMAT(" at checkpoint_interval {} ({} on the GPU, {} of "
+                                                            "checkpoints in host RAM)", seq.host_checkpoint_interval,
+                                                            b(seq.host_gpu_bytes), b(seq.host_checkpoint_bytes))
+                                                : "");
   if (a.run.cudnn_attention && seq.memory_tokens > 0)
     std::cout << MT_FORMAT("  cuDNN's deterministic attention backward fits up to {} tokens{}\n",
                            seq.cudnn_backward_tokens,
@@ -304,6 +325,7 @@ void run_calc_resource(Inputs in, bool interactive_allowed) {
   run.offload = offload_mode_from_name(in.offload);
   if (offloads_master(run.offload)) run.stream_dtype = DType::bf16;  // the GPU streams the bf16 copy
   if (in.recompute >= 0) run.recompute_layers = in.recompute;
+  run.checkpoints = checkpoint_placement_from_name(in.checkpoints);
   run.cudnn_attention = cudnn_attention_for(run.dtype, static_cast<int64_t>(*in.gpu_gib * (1 << 30)));
   const Machine m{static_cast<int64_t>(*in.gpu_gib * (1 << 30)), static_cast<int64_t>(*in.ram_gib * (1 << 30)),
                   in.nvme_gb > 0 ? static_cast<int64_t>(in.nvme_gb * 1e9) : -1, in.nvme_gbs, in.gpu_tflops};
@@ -319,8 +341,8 @@ void run_calc_resource(Inputs in, bool interactive_allowed) {
   std::cout << std::flush;
   MT_REQUIRE(a.fits(), "calc-resource: {} does not fit: {}{}", *in.model, a.shortfall,
              a.host_fits && one_sequence_gpu_bytes(spec, run, run.seq_len) > usable_gpu_bytes(m.gpu_bytes)
-                 ? MT_FORMAT("; one sequence of {} tokens does not fit: the longest that fits is {} tokens", run.seq_len,
-                             seq.memory_tokens)
+                 ? MT_FORMAT("; one sequence of {} tokens does not fit: the longest that fits is {} tokens ({} with the "
+                             "activation checkpoints in host RAM)", run.seq_len, seq.memory_tokens, seq.host_memory_tokens)
                  : "");
 }
 
@@ -345,6 +367,9 @@ void add_calc_resource_command(CLI::App& root, std::vector<Command>& commands) {
   app->add_option("--recompute-layers", in->recompute,
                   "layers that recompute their activations in backward, the first ones (default -1 = as few as the "
                   "GPU's memory allows)");
+  app->add_option("--activation-checkpoints", in->checkpoints,
+                  "training.activation_checkpoints: auto (default: in host RAM where they do not fit the GPU), gpu or "
+                  "host");
   app->add_option("--slots", in->slots, "GPU weight slots (default 2)");
   app->add_option("--ranks,--numa", in->ranks, "ranks (NUMA domains) sharing the host store (default 1)");
   app->add_option("--dtype", in->dtype, "bfloat16 or float32 (default bfloat16)");

@@ -56,6 +56,8 @@ struct TrainingConfig {
   int64_t checkpoint_interval = 4;
   int64_t recompute_layers = -1;         // the first layers that recompute in backward, the rest save their
                                          // internals; -1 = auto (YAML: auto): as few as GPU memory allows
+  std::string activation_checkpoints = "auto";  // auto | gpu | host (engine/checkpoint_placement.h): auto puts them
+                                         // in page-locked host RAM where they do not fit the GPU
   uint64_t seed = 42;
   std::string output_dir = "output";
   int64_t logging_steps = 1;

@@ -23,11 +23,11 @@ struct SavedLayer {
   void* input = nullptr;
 };
 
-// Boundary hidden states and saved layers of one pass, in backend memory, reused while shapes fit.
+// Hidden states and saved layers of one pass, in backend memory, reused while shapes fit (the boundary states at
+// k·c, k = 0.., are the checkpoint store's).
 struct Engine::Activations {
   Backend& be;
   int64_t tokens = 0, mb_tokens = 0, mb_seqs = 0, seq_len = 0;
-  std::vector<void*> checkpoints;   // boundary k·c, k = 0..
   std::vector<void*> segment;       // inputs of the layers of the segment being recomputed
   std::vector<SavedLayer> saved;    // layers recompute_layers.. L-1
   std::vector<void*> saved_buffers;
@@ -38,7 +38,6 @@ struct Engine::Activations {
 
   explicit Activations(Backend& b) : be(b) {}
   ~Activations() {
-    for (void* p : checkpoints) be.free_bytes(p);
     for (void* p : segment) be.free_bytes(p);
     for (void* p : saved_buffers) be.free_bytes(p);
     for (void* p : {current, next, grad})
@@ -101,8 +100,10 @@ void set_moe_aux_options(const ModelSpec& spec, double run_coef, EngineOptions& 
 Engine::Engine(Backend& backend, const ModelSpec& spec, HostStore& store, const EngineOptions& options,
                EngineTransfers transfers)
     : backend_(backend), spec_(spec), store_(store), options_(options), weights_(std::move(transfers.weights)),
-      grads_(std::move(transfers.grads)), counters_(std::move(transfers.counters)) {
+      grads_(std::move(transfers.grads)), counters_(std::move(transfers.counters)),
+      checkpoints_(std::move(transfers.checkpoints)) {
   if (!weights_) weights_ = std::make_unique<BasicWeightStream>(backend_, store_, 2);
+  if (!checkpoints_) checkpoints_ = make_checkpoint_store(backend_, options_.checkpoints);
   if (!grads_) grads_ = std::make_unique<BasicGradientSink>(backend_, store_);
   MT_ASSERT(options_.checkpoint_interval >= 1 && options_.passes >= 1 && options_.max_positions > 0 &&
             options_.recompute_layers >= 0);
@@ -233,7 +234,7 @@ Engine::Activations& Engine::activations_for(int64_t pass_tokens, int64_t mb_seq
   a.seq_len = seq_len;
   const int64_t L = spec_.num_layers, c = options_.checkpoint_interval, H = spec_.hidden_size;
   const int64_t n = pass_tokens * H;
-  for (int64_t k = 0; k * c < L; ++k) a.checkpoints.push_back(backend_.alloc(n));
+  checkpoints_->reserve((L + c - 1) / c, n * static_cast<int64_t>(dtype_size(backend_.dtype())));
   for (int64_t k = 1; k < std::min(c, L); ++k) a.segment.push_back(backend_.alloc(n));
   a.current = backend_.alloc(n);
   a.next = backend_.alloc(n);
@@ -332,10 +333,12 @@ void Engine::run_pass(const Batch& batch, const BatchArrays& arrays, int64_t fir
   float* table_grad = grads_->begin(embed_region);
   {
     const void* table = weights_->acquire(embed_region);
-    for (const auto& mb : mbs) embedding_forward(ctx_, table, rows(a.checkpoints[0], mb), mb);
+    void* first = checkpoints_->begin_write(0, pass_bytes);
+    for (const auto& mb : mbs) embedding_forward(ctx_, table, rows(first, mb), mb);
     weights_->release(embed_region);
+    checkpoints_->end_write(0);
+    backend_.copy_bytes(a.current, first, pass_bytes);
   }
-  backend_.copy_bytes(a.current, a.checkpoints[0], pass_bytes);
   const bool router_loss = options_.moe_aux_loss && moe_layers_ > 0;
   if (router_loss) {
     backend_.zero_bytes(moe_aux_.counts, moe_layers_ * moe_aux_.experts * 4);
@@ -352,7 +355,11 @@ void Engine::run_pass(const Batch& batch, const BatchArrays& arrays, int64_t fir
     }
     weights_->release(i + 1);
     std::swap(a.current, a.next);
-    if ((i + 1) % c == 0 && i + 1 < L) backend_.copy_bytes(a.checkpoints[(i + 1) / c], a.current, pass_bytes);
+    if ((i + 1) % c == 0 && i + 1 < L) {
+      const int64_t k = (i + 1) / c;
+      backend_.copy_bytes(checkpoints_->begin_write(k, pass_bytes), a.current, pass_bytes);
+      checkpoints_->end_write(k);
+    }
   }
   moe_aux_.collect = false;  // the forwards that backward recomputes add nothing
   if (router_loss) loss.aux_loss += finish_router_loss(aux_weight) / static_cast<double>(options_.passes);
@@ -376,8 +383,9 @@ void Engine::run_pass(const Batch& batch, const BatchArrays& arrays, int64_t fir
   // nothing, then go back through it.
   for (int64_t seg_start = (L - 1) / c * c; seg_start >= 0; seg_start -= c) {
     const int64_t seg_end = std::min(seg_start + c, L);
+    void* checkpoint = checkpoints_->acquire(seg_start / c);
     auto layer_input = [&](int64_t i) {
-      if (i == seg_start) return a.checkpoints[seg_start / c];
+      if (i == seg_start) return checkpoint;
       if (void* input = saved_input(i)) return input;
       return a.segment[i - seg_start - 1];
     };
@@ -398,6 +406,7 @@ void Engine::run_pass(const Batch& batch, const BatchArrays& arrays, int64_t fir
       weights_->release(i + 1);
       grads_->finish(i + 1, first_pass);
     }
+    checkpoints_->release(seg_start / c);
   }
 
   for (const auto& mb : mbs)

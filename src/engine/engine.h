@@ -15,6 +15,7 @@
 
 #include "backend/backend.h"
 #include "data/batch.h"
+#include "engine/checkpoint_store.h"
 #include "engine/decoder_layer.h"
 #include "engine/weight_stream.h"
 #include "model/model_spec.h"
@@ -32,6 +33,9 @@ struct EngineOptions {
   bool moe_aux_loss = false;
   double moe_aux_coef = 0.0;
   int64_t token_chunk = 0;        // tokens per feed-forward chunk; 0 = kDefaultTokenChunk (layer_internals.h)
+  // Where the activation checkpoints live (checkpoint_store.h): backend memory, or host slots through two
+  // staging buffers.
+  CheckpointPlacement checkpoints = CheckpointPlacement::gpu;
 };
 
 // Whether a run computes the router loss, and its coefficient: config.json's output_router_logits with its
@@ -60,6 +64,7 @@ struct EngineTransfers {
   std::unique_ptr<WeightStream> weights;  // null: BasicWeightStream
   std::unique_ptr<GradientSink> grads;    // null: BasicGradientSink
   std::shared_ptr<PipelineCounters> counters;  // may be null
+  std::unique_ptr<CheckpointStore> checkpoints;  // null: make_checkpoint_store for EngineOptions::checkpoints
 };
 
 class Engine {
@@ -83,6 +88,8 @@ class Engine {
   std::optional<double> gradient_sum_of_squares() const { return sum_of_squares_; }
   // Transfer figures since the last call (bytes from the streams; times where the pipeline measures them).
   PipelineStats take_transfer_stats();
+  // Bytes the activation checkpoints have crossed between backend and host memory so far (host placement).
+  int64_t checkpoint_bytes_moved() const { return checkpoints_->bytes_moved(); }
   int64_t micro_batch_size_for(int64_t pass_seqs, int64_t seq_len) const;
 
  private:
@@ -119,6 +126,7 @@ class Engine {
   std::unique_ptr<WeightStream> weights_;
   std::unique_ptr<GradientSink> grads_;
   std::shared_ptr<PipelineCounters> counters_;
+  std::unique_ptr<CheckpointStore> checkpoints_;
   int64_t h2d_reported_ = 0, d2h_reported_ = 0;
   std::optional<double> sum_of_squares_;
   std::unique_ptr<Activations> acts_;

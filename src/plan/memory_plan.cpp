@@ -6,6 +6,7 @@
 
 #include "backend/gated_delta_rule_scratch.h"
 #include "core/error.h"
+#include "engine/checkpoint_store.h"
 #include "engine/chunked_attention.h"
 #include "engine/layer_internals.h"
 #include "engine/moe_block.h"
@@ -49,6 +50,11 @@ void plan_activations(const ModelSpec& s, const RunShape& run, int64_t es, GpuPl
   const int64_t mb_tokens = mb * run.seq_len;
   g.micro_batch_size = mb;
   g.checkpoints = ceil_div(L, c) * n;
+  g.host_checkpoints = 0;
+  if (run.checkpoints == CheckpointPlacement::host) {  // engine/checkpoint_store.h: HostCheckpoints
+    g.host_checkpoints = g.checkpoints;
+    g.checkpoints = kCheckpointStagingBuffers * n;
+  }
   g.segment = (std::min(c, L) - 1 + 3) * n;
   // Engine::activations_for: per saved layer allocate_internals (engine/layer_internals.h) over the pass.
   const int64_t pass_tokens = pass_seqs * run.seq_len;
@@ -163,17 +169,31 @@ int64_t auto_passes(const ModelSpec& spec, RunShape run, int64_t gpu_bytes, bool
 
 void resolve_auto(const ModelSpec& spec, RunShape& run, int64_t gpu_bytes, bool auto_recompute) {
   const RunShape given = run;
-  run.cudnn_backward = run.cudnn_attention && gpu_bytes > 0;
-  const auto resolve = [&] {
-    if (run.passes == 0) run.passes = auto_passes(spec, run, gpu_bytes, auto_recompute);
-    resolve_pass_shape(spec, run, gpu_bytes, auto_recompute);
-  };
-  resolve();
-  if (run.cudnn_backward && plan_gpu(spec, run).total() > usable_gpu_bytes(gpu_bytes)) {
+  const auto resolve = [&](CheckpointPlacement checkpoints) {
     run = given;
-    run.cudnn_backward = false;
-    resolve();
+    run.checkpoints = checkpoints;
+    run.cudnn_backward = run.cudnn_attention && gpu_bytes > 0;
+    const auto resolve_shape = [&] {
+      if (run.passes == 0) run.passes = auto_passes(spec, run, gpu_bytes, auto_recompute);
+      resolve_pass_shape(spec, run, gpu_bytes, auto_recompute);
+    };
+    resolve_shape();
+    if (run.cudnn_backward && plan_gpu(spec, run).total() > usable_gpu_bytes(gpu_bytes)) {
+      run = given;
+      run.checkpoints = checkpoints;
+      run.cudnn_backward = false;
+      resolve_shape();
+    }
+    return gpu_bytes <= 0 || plan_gpu(spec, run).total() <= usable_gpu_bytes(gpu_bytes);
+  };
+  if (given.checkpoints != CheckpointPlacement::automatic) {
+    resolve(given.checkpoints);
+    return;
   }
+  // Automatic: the checkpoints go to the host exactly when they do not fit the GPU and the plan then fits.
+  if (resolve(CheckpointPlacement::gpu)) return;
+  const RunShape on_gpu = run;
+  if (!resolve(CheckpointPlacement::host)) run = on_gpu;
 }
 
 bool cudnn_attention_for(DType dtype, int64_t gpu_bytes) {
@@ -227,7 +247,9 @@ GpuPlan plan_gpu(const ModelSpec& spec, const RunShape& run) {
 }
 
 MemoryPlan plan_memory(const ModelSpec& spec, const RunShape& run) {
-  return {plan_host(spec, run.stream_dtype, run.ranks, run.offload), plan_gpu(spec, run)};
+  MemoryPlan m{plan_host(spec, run.stream_dtype, run.ranks, run.offload), plan_gpu(spec, run)};
+  m.host.checkpoint_bytes = m.gpu.host_checkpoints;
+  return m;
 }
 
 int64_t cpu_backend_host_bytes(const ModelSpec& spec, const RunShape& run) {
@@ -236,7 +258,8 @@ int64_t cpu_backend_host_bytes(const ModelSpec& spec, const RunShape& run) {
   plan_activations(spec, run, 4, g);  // the CPU reference computes in fp32
   // BasicGradientSink: embedding, head and a decoder-layer accumulator per region size (lazily, of the largest).
   const int64_t grads = (layout.embedding().numel + layout.head_region().numel + layout.largest_layer_numel) * 4;
-  return plan_host(spec, run.stream_dtype, run.ranks, run.offload).ram_bytes() + grads + g.checkpoints + g.segment +
+  return plan_host(spec, run.stream_dtype, run.ranks, run.offload).ram_bytes() + grads + g.checkpoints +
+         g.host_checkpoints + g.segment +
          g.saved_layers + g.layer_workspace + g.head + g.batch_arrays + g.rope_tables;
 }
 

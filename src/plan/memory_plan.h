@@ -4,14 +4,15 @@
 // cuBLASLt workspace) as pure functions of the shapes.
 // Invariant: every figure mirrors an allocation the code makes — HostStore (store/host_store.h), the CUDA
 // pipeline's slots and gradient buffers (backend/cuda/pipeline.cu), Engine::activations_for and
-// DecoderWorkspace (engine/), CudaBackend::head_loss and cuda::Gemm — so train's preflight and calc-resource
-// agree with what a run allocates.
+// DecoderWorkspace (engine/), the checkpoint stores (engine/checkpoint_store.h, backend/cuda/host_checkpoints.h),
+// CudaBackend::head_loss and cuda::Gemm — so train's preflight and calc-resource agree with what a run allocates.
 #pragma once
 #include <cstdint>
 #include <limits>
 #include <vector>
 
 #include "core/dtype.h"
+#include "engine/checkpoint_placement.h"
 #include "model/model_spec.h"
 #include "store/offload_mode.h"
 
@@ -36,6 +37,9 @@ struct RunShape {
   // workspace is reserved (resolve_auto sets it where the plan fits with it; otherwise our backward runs).
   bool cudnn_attention = false;
   bool cudnn_backward = false;
+  // training.activation_checkpoints: gpu, host (page-locked host slots, two staging buffers on the GPU), or
+  // automatic until resolve_auto (plan_gpu reads automatic as gpu).
+  CheckpointPlacement checkpoints = CheckpointPlacement::gpu;
 };
 
 // Whether a run's attention goes through cuDNN where covered: a GPU backend (gpu_bytes > 0), bf16, and
@@ -56,7 +60,9 @@ struct HostPlan {
   int64_t nvme_per_parameter = 0;
   int64_t nvme_bytes = 0;
   int64_t staging_bytes = 0;
-  int64_t ram_bytes() const { return store_bytes + staging_bytes; }
+  // Activation checkpoints placed in host memory (GpuPlan::host_checkpoints; plan_memory sets it).
+  int64_t checkpoint_bytes = 0;
+  int64_t ram_bytes() const { return store_bytes + staging_bytes + checkpoint_bytes; }
   int64_t nvme_step_bytes() const { return 2 * nvme_bytes; }  // each state byte read once and written once a step
 };
 
@@ -68,7 +74,9 @@ struct GpuPlan {
   int64_t weight_slots = 0;             // slots × largest region × dtype size (+ the fp32 staging buffer)
   int64_t grad_buffers = 0;             // embedding, head and two layer buffers, fp32 (+ a 64 MiB chunk of
                                         // the host sum with several passes)
-  int64_t checkpoints = 0;              // ceil(L / c) × pass tokens × hidden × dtype size
+  int64_t checkpoints = 0;              // ceil(L / c) × pass tokens × hidden × dtype size; with the host placement
+                                        // its kCheckpointStagingBuffers staging buffers of that size
+  int64_t host_checkpoints = 0;         // host placement: ceil(L / c) checkpoints in host RAM (not in total())
   int64_t segment = 0;                  // (min(c, L) − 1) segment inputs + current, next, grad
   int64_t saved_layers = 0;             // layers recompute_layers.. L−1: internals over the pass (and the input
                                         // where it is not a checkpoint)
@@ -125,8 +133,10 @@ int64_t auto_passes(const ModelSpec& spec, RunShape run, int64_t gpu_bytes, bool
 // plan fits the usable memory (the workspace is reserved before layers keep activations: at 8192 tokens it is worth
 // more than the layers it makes recompute), else resolved again with our backward; then passes 0 becomes
 // auto_passes; micro_batch_size 0 becomes auto_micro_batch; with auto_recompute, recompute_layers becomes
-// auto_recompute_layers; recompute_layers is then at most L. train's preflight, bench and calc-resource all
-// resolve through it.
+// auto_recompute_layers; recompute_layers is then at most L. Checkpoints automatic: all of that with them on the GPU,
+// and again with them on the host (page-locked, two staging buffers on the GPU) where that plan does not fit the
+// usable memory and this one does (gpu on the CPU backend). train's preflight, bench and calc-resource all resolve
+// through it.
 void resolve_auto(const ModelSpec& spec, RunShape& run, int64_t gpu_bytes, bool auto_recompute);
 
 // Sequences per micro-batch, as the engine picks them (micro_batch_size 0 = about 4096 tokens).

@@ -51,8 +51,13 @@ ResourceAdvice advise(const ModelSpec& spec, RunShape run, const Machine& machin
   a.gpu_fits = a.plan.gpu.total() <= machine.gpu_bytes;
   const auto gb = [](int64_t b) { return format_bytes(static_cast<uint64_t>(b)); };
   if (!a.host_fits)
-    a.shortfall = MT_FORMAT("host RAM: the store needs {} but {} of {} is usable; the largest model for this RAM "
-                            "has {:.2f} B parameters", gb(a.plan.host.store_bytes), gb(a.host_usable_bytes),
+    a.shortfall = MT_FORMAT("host RAM: the store needs {}{} but {} of {} is usable; the largest model for this RAM "
+                            "has {:.2f} B parameters", gb(a.plan.host.store_bytes),
+                            a.plan.host.checkpoint_bytes > 0
+                                ? MT_FORMAT(" and the activation checkpoints (training.activation_checkpoints host) {}",
+                                            gb(a.plan.host.checkpoint_bytes))
+                                : std::string(),
+                            gb(a.host_usable_bytes),
                             gb(machine.ram_bytes), static_cast<double>(a.largest_parameters) / 1e9);
   else if (!a.nvme_fits)
     a.shortfall = MT_FORMAT("NVMe: the state tier needs {} but the paths hold {}", gb(a.plan.host.nvme_bytes),

@@ -33,55 +33,97 @@ int64_t model_position_limit(const ModelSpec& spec, std::string* why) {
   return limit;
 }
 
-int64_t one_sequence_gpu_bytes(const ModelSpec& spec, RunShape run, int64_t tokens, int64_t* interval) {
+namespace {
+
+// The leanest plan of one sequence of `tokens` with the checkpoints at `placement`, over run's checkpoint_interval or
+// (0) every one, among the intervals whose host checkpoints take at most `host_room` bytes.
+struct OneSequencePlan {
+  int64_t gpu_bytes = std::numeric_limits<int64_t>::max();
+  int64_t host_checkpoints = 0;
+  int64_t interval = 0;
+};
+OneSequencePlan leanest_plan(const ModelSpec& spec, RunShape run, int64_t tokens, CheckpointPlacement placement,
+                             int64_t host_room = std::numeric_limits<int64_t>::max()) {
   run.batch_size = run.passes = run.micro_batch_size = 1;
   run.recompute_layers = spec.num_layers;
   run.seq_len = tokens;
+  run.checkpoints = placement;
   const int64_t first = run.checkpoint_interval > 0 ? run.checkpoint_interval : 1;
   const int64_t last = run.checkpoint_interval > 0 ? run.checkpoint_interval : spec.num_layers;
-  int64_t best = std::numeric_limits<int64_t>::max();
+  OneSequencePlan best;
   for (int64_t c = first; c <= last; ++c) {
     run.checkpoint_interval = c;
-    const int64_t total = plan_gpu(spec, run).total();
-    if (total < best) {
-      best = total;
-      if (interval) *interval = c;
-    }
+    const GpuPlan g = plan_gpu(spec, run);
+    if (g.host_checkpoints > host_room || g.total() >= best.gpu_bytes) continue;
+    best = {g.total(), g.host_checkpoints, c};
   }
   return best;
+}
+
+// The longest multiple of kSequenceStep for which `fits` holds (0: not even one step); fits is monotone.
+template <typename Fits>
+int64_t longest_fitting(Fits fits) {
+  if (!fits(1)) return 0;
+  int64_t lo = 1, hi = 2;  // fits(lo); hi: the first power of two found not to fit
+  while (hi < (int64_t{1} << 24) && fits(hi)) {
+    lo = hi;
+    hi *= 2;
+  }
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    (fits(mid) ? lo : hi) = mid;
+  }
+  return lo * kSequenceStep;
+}
+
+}  // namespace
+
+int64_t one_sequence_gpu_bytes(const ModelSpec& spec, RunShape run, int64_t tokens, int64_t* interval) {
+  OneSequencePlan best;
+  for (const CheckpointPlacement p : {CheckpointPlacement::gpu, CheckpointPlacement::host}) {
+    if (run.checkpoints != CheckpointPlacement::automatic && run.checkpoints != p) continue;
+    const OneSequencePlan plan = leanest_plan(spec, run, tokens, p);
+    if (plan.gpu_bytes < best.gpu_bytes) best = plan;
+  }
+  if (interval) *interval = best.interval;
+  return best.gpu_bytes;
 }
 
 SequenceLimit longest_trainable_sequence(const ModelSpec& spec, RunShape run, const Machine& machine) {
   SequenceLimit s;
   s.position_tokens = model_position_limit(spec, &s.position_source);
   const HostPlan host = plan_host(spec, run.stream_dtype, run.ranks, run.offload);
-  s.host_fits = host.ram_bytes() <= static_cast<int64_t>(static_cast<double>(machine.ram_bytes) * kHostUsableShare) &&
-                (machine.nvme_bytes < 0 || host.nvme_bytes <= machine.nvme_bytes);
+  const auto ram_usable = static_cast<int64_t>(static_cast<double>(machine.ram_bytes) * kHostUsableShare);
+  s.host_fits = host.ram_bytes() <= ram_usable && (machine.nvme_bytes < 0 || host.nvme_bytes <= machine.nvme_bytes);
   const int64_t usable = usable_gpu_bytes(machine.gpu_bytes);
   if (machine.gpu_bytes <= 0) return s;
+  run.checkpoints = CheckpointPlacement::gpu;
   // The longest multiple of kSequenceStep whose plan fits, with the backward as `cudnn_backward` says.
   auto longest = [&](bool cudnn_backward) -> int64_t {
     RunShape r = run;
     r.cudnn_backward = cudnn_backward;
-    auto fits = [&](int64_t steps) { return one_sequence_gpu_bytes(spec, r, steps * kSequenceStep) <= usable; };
-    if (!fits(1)) return 0;
-    int64_t lo = 1, hi = 2;  // fits(lo); hi: the first power of two found not to fit
-    while (hi < (int64_t{1} << 24) && fits(hi)) {
-      lo = hi;
-      hi *= 2;
-    }
-    while (hi - lo > 1) {
-      const int64_t mid = lo + (hi - lo) / 2;
-      (fits(mid) ? lo : hi) = mid;
-    }
-    return lo * kSequenceStep;
+    return longest_fitting([&](int64_t steps) { return one_sequence_gpu_bytes(spec, r, steps * kSequenceStep) <= usable; });
   };
   s.memory_tokens = longest(false);
-  if (s.memory_tokens == 0) return s;
-  if (run.cudnn_attention) s.cudnn_backward_tokens = longest(true);
-  RunShape at = run;
-  at.cudnn_backward = s.cudnn_backward_tokens >= s.memory_tokens;
-  s.gpu_bytes = one_sequence_gpu_bytes(spec, at, s.memory_tokens, &s.checkpoint_interval);
+  if (s.memory_tokens > 0) {
+    if (run.cudnn_attention) s.cudnn_backward_tokens = longest(true);
+    RunShape at = run;
+    at.cudnn_backward = s.cudnn_backward_tokens >= s.memory_tokens;
+    s.gpu_bytes = one_sequence_gpu_bytes(spec, at, s.memory_tokens, &s.checkpoint_interval);
+  }
+  // The checkpoints in host RAM, beside the host plan (our attention backward, as memory_tokens).
+  const int64_t host_room = machine.ram_bytes > 0 ? ram_usable - host.ram_bytes() : std::numeric_limits<int64_t>::max();
+  if (host_room < 0) return s;
+  const auto on_host = [&](int64_t tokens) {
+    return leanest_plan(spec, run, tokens, CheckpointPlacement::host, host_room);
+  };
+  s.host_memory_tokens = longest_fitting([&](int64_t steps) { return on_host(steps * kSequenceStep).gpu_bytes <= usable; });
+  if (s.host_memory_tokens > 0) {
+    const OneSequencePlan p = on_host(s.host_memory_tokens);
+    s.host_checkpoint_interval = p.interval;
+    s.host_gpu_bytes = p.gpu_bytes;
+    s.host_checkpoint_bytes = p.host_checkpoints;
+  }
   return s;
 }
 

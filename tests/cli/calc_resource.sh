@@ -36,6 +36,9 @@ expect_failure() {
 golden qwen2.5-3b_h200_bench --gpu-mem 139 --ram 125 --model qwen2.5-3b --seq 1024 --batch 8 --checkpoint-interval 1
 golden qwen2.5-7b_h200_256g --gpu-mem 139 --ram 256 --model qwen2.5-7b --seq 1024 --batch 8 --checkpoint-interval 4
 golden llama-3.1-70b_a100_2tb_2ranks --gpu-mem 80 --ram 2048 --ranks 2 --model llama-3.1-70b --seq 4096 --batch 16
+# A GPU too small for 36 checkpoints of 32 768 tokens: automatic places them in host RAM (two staging buffers left).
+golden qwen2.5-3b_16g_host_checkpoints --gpu-mem 16 --ram 125 --model qwen2.5-3b --seq 32768 --batch 1 \
+  --checkpoint-interval 1
 golden llama-3.1-70b_a100_512g_nvme --gpu-mem 80 --ram 512 --ranks 2 --model llama-3.1-70b --seq 4096 --batch 16 \
   --checkpoint-interval 2 --offload optimizer+master --nvme-gb 15360 --nvme-gbs 28
 
@@ -75,6 +78,11 @@ expect_failure nvme_too_small "NVMe: the state tier needs 788.50 GiB but the pat
   --gpu-mem 80 --ram 512 --ranks 2 --seq 4096 --model llama-3.1-70b --offload optimizer+master --nvme-gb 500
 expect_failure bad_offload "--offload must be none, optimizer or optimizer+master, not 'disk'" "${ok[@]}" --model qwen2.5-7b \
   --offload disk
+expect_failure bad_checkpoints "--activation-checkpoints must be auto, gpu or host, not 'disk'" "${ok[@]}" \
+  --model qwen2.5-7b --activation-checkpoints disk
+expect_failure host_checkpoints_beyond_ram "host RAM: the store needs 45.98 GiB and the activation checkpoints \
+(training.activation_checkpoints host) 4.50 GiB but 50.40 GiB of 56.00 GiB is usable" --gpu-mem 139 --ram 56 --seq 32768 \
+  --batch 1 --checkpoint-interval 1 --model qwen2.5-3b --activation-checkpoints host
 expect_failure beyond_positions "--seq 65536 exceeds the 32768 positions of model qwen2.5-3b (max_position_embeddings" \
   --gpu-mem 139 --ram 125 --seq 65536 --batch 1 --model qwen2.5-3b
 expect_failure one_sequence_too_long "one sequence of 32768 tokens does not fit: the longest that fits is 9216 tokens" \
@@ -82,6 +90,9 @@ expect_failure one_sequence_too_long "one sequence of 32768 tokens does not fit:
 "$bin" calc-resource --gpu-mem 139 --ram 125 --seq 4096 --batch 1 --model qwen2.5-3b </dev/null >"$work/longest" 2>&1
 grep -q "^longest trainable sequence (batch 1, every layer recomputing): 32768 tokens; GPU memory holds [0-9]* at" \
   "$work/longest" || { echo "FAIL longest trainable sequence line"; cat "$work/longest"; status=1; }
+grep -q "^  with the activation checkpoints in host RAM: 32768 tokens; GPU memory and host RAM hold [0-9]* at \
+checkpoint_interval [0-9]* (.* on the GPU, .* of checkpoints in host RAM)" "$work/longest" ||
+  { echo "FAIL longest sequence with host checkpoints line"; cat "$work/longest"; status=1; }
 "$bin" calc-resource --gpu-mem lots --ram 1 --seq 1 --model x </dev/null >/dev/null 2>&1 && { echo "FAIL --gpu-mem lots accepted"; status=1; }
 
 # On a terminal without flags it asks (script(1) provides the terminal).

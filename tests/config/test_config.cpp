@@ -199,6 +199,7 @@ TEST_CASE("config: the accepted keys are frozen", "[config]") {
       "training.max_grad_norm",
       "training.checkpoint_interval",
       "training.recompute_layers",
+      "training.activation_checkpoints",
       "training.seed",
       "training.output_dir",
       "training.logging_steps",

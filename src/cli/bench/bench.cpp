@@ -24,6 +24,7 @@
 #include "plan/memory_plan.h"
 #include "plan/resource_advice.h"
 #include "store/host_store.h"
+#include "store/shared_memory_check.h"
 #include "store/tier_log.h"
 #include "store/tier_probe.h"
 
@@ -113,6 +114,7 @@ void run_bench(const BenchOptions& o) {
   run.weight_slots = o.slots;
   run.micro_batch_size = o.micro_batch;
   if (o.recompute_layers >= 0) run.recompute_layers = o.recompute_layers;
+  run.checkpoints = checkpoint_placement_from_name(o.activation_checkpoints);
   run.cudnn_attention = cudnn_attention_for(run.dtype, backend->device_memory_bytes());
   resolve_auto(spec, run, backend->device_memory_bytes(), o.recompute_layers < 0);
   const GpuPlan planned = plan_gpu(spec, run);
@@ -123,7 +125,13 @@ void run_bench(const BenchOptions& o) {
   eo.micro_batch_size = run.micro_batch_size;
   eo.max_positions = std::max(o.seq, spec.max_position_embeddings);
   eo.recompute_layers = run.recompute_layers;
-  Engine engine(*backend, spec, store, eo, make_engine_transfers(*backend, store, o.slots, dp, dtype));
+  eo.checkpoints = run.checkpoints;
+  if (eo.checkpoints == CheckpointPlacement::host)
+    log::info("bench: activation checkpoints in host RAM ({} page-locked), staging {} on the GPU",
+              format_bytes(static_cast<uint64_t>(planned.host_checkpoints)),
+              format_bytes(static_cast<uint64_t>(planned.checkpoints)));
+  Engine engine(*backend, spec, store, eo,
+                make_engine_transfers(*backend, store, o.slots, dp, dtype, eo.checkpoints));
   const double params = static_cast<double>(layout.total_numel);
   log::info("bench: {} ({:.3f} B parameters, {} layers, {} recompute in backward) on {} ({}), batch {} x {} tokens "
             "in {} pass(es) of micro-batches of {}, {} slots, {} GPU rank(s) per node on {} node(s)", o.model,
@@ -140,9 +148,11 @@ void run_bench(const BenchOptions& o) {
   for (int64_t step = 1; step <= total; ++step)
     batches.push_back(random_batch(o.batch, o.seq, spec.vocab_size, static_cast<uint64_t>(step)));
   auto t0 = std::chrono::steady_clock::now();
+  int64_t checkpoint_bytes_per_step = 0;  // host placement: the checkpoints' D2H + H2D bytes of the last step
   for (int64_t step = 1; step <= total; ++step) {
     const Batch& batch = batches[static_cast<size_t>(step - 1)];
     engine.take_transfer_stats();
+    const int64_t checkpoint_bytes_before = engine.checkpoint_bytes_moved();
     if (!dp.leads_node() && !o.skip_update) optimizer.expect_updates(step - 1);
     const StepLoss loss = forward_backward_share(engine, dp, batch, eo.passes);
     const auto t1 = std::chrono::steady_clock::now();
@@ -157,6 +167,7 @@ void run_bench(const BenchOptions& o) {
     }
     const auto t2 = std::chrono::steady_clock::now();
     const PipelineStats ts = engine.take_transfer_stats();
+    checkpoint_bytes_per_step = engine.checkpoint_bytes_moved() - checkpoint_bytes_before;
     if (!ctx.is_root()) continue;
     StepFigures f;
     f.fb_s = std::chrono::duration<double>(t1 - t0).count();
@@ -174,9 +185,12 @@ void run_bench(const BenchOptions& o) {
     const bool measured = step > o.warmup;
     if (!o.json)
       log::info("{} {:>3} | loss {:.4f} | step {:.3f} s (fwd+bwd {:.3f}, optimizer {:.3f}) | {:.0f} tokens/s | "
-                "{:.1f} TFLOP/s (6N) {:.1f} (model) | H2D {:.1f} GB/s ({:.2f} GB) | D2H {:.1f} GB/s | compute busy {:.1f}%",
+                "{:.1f} TFLOP/s (6N) {:.1f} (model) | H2D {:.1f} GB/s ({:.2f} GB) | D2H {:.1f} GB/s | compute busy {:.1f}%{}",
                 measured ? "step  " : "warmup", step, loss.mean(), f.step_s, f.fb_s, f.optim_s, f.tokens_per_s,
-                f.tflops, f.model_tflops, f.h2d_gbs, ts.h2d_bytes / 1e9, f.d2h_gbs, 100 * f.compute_busy);
+                f.tflops, f.model_tflops, f.h2d_gbs, ts.h2d_bytes / 1e9, f.d2h_gbs, 100 * f.compute_busy,
+                checkpoint_bytes_per_step > 0
+                    ? MT_FORMAT(" | checkpoints {:.2f} GB to and from host RAM", checkpoint_bytes_per_step / 1e9)
+                    : std::string());
     if (!measured) continue;
     figures.push_back(f);
     steps.push_back({{"step_s", f.step_s}, {"fwd_bwd_s", f.fb_s}, {"optimizer_s", f.optim_s},
@@ -219,6 +233,8 @@ void run_bench(const BenchOptions& o) {
                             {"passes", eo.passes},
                             {"micro_batch", micro_batch},
                             {"recompute_layers", eo.recompute_layers},
+                            {"activation_checkpoints", checkpoint_placement_name(eo.checkpoints)},
+                            {"checkpoint_bytes_per_step", checkpoint_bytes_per_step},
                             {"median_step_s", med(&StepFigures::step_s)},
                             {"steady_step_s", steady_step_s},
                             {"median_fwd_bwd_s", med(&StepFigures::fb_s)},

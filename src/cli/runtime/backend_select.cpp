@@ -9,6 +9,7 @@
 #include "engine/host_gradient_reducer.h"
 #ifdef MEGATRAIN_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/host_checkpoints.h"
 #include "backend/cuda/pipeline.h"
 #endif
 #ifdef MEGATRAIN_HAVE_NCCL
@@ -59,11 +60,14 @@ int gpus_per_node(int64_t requested) {
 }
 
 EngineTransfers make_engine_transfers(Backend& backend, HostStore& store, int64_t slots,
-                                      const dist::DataParallel& dp, DType weights) {
+                                      const dist::DataParallel& dp, DType weights,
+                                      CheckpointPlacement checkpoints) {
   EngineTransfers t;
 #ifdef MEGATRAIN_HAVE_CUDA
   if (!backend.host_memory()) t = make_cuda_pipeline(backend, store, slots);
+  if (!backend.host_memory() && checkpoints == CheckpointPlacement::host) t.checkpoints = make_cuda_host_checkpoints(backend);
 #endif
+  if (!t.checkpoints) t.checkpoints = make_checkpoint_store(backend, checkpoints);
   if (!t.weights) t.weights = std::make_unique<BasicWeightStream>(backend, store, slots, weights);
   if (dp.size <= 1) return t;
   std::unique_ptr<GradientReducer> reducer;

@@ -28,8 +28,10 @@ int gpus_per_node(int64_t requested);
 // The engine's weight and gradient transfers for `backend`: the CUDA pipeline with `slots` GPU weight slots
 // on a CUDA backend, the basic synchronous ones otherwise; with several compute ranks, gradients summed over
 // them first (NCCL on GPUs where the build has it, MPI otherwise) and delivered by the node's rank 0.
-// weights: the model's compute dtype (the store may stream fp32 master for bf16 weights).
+// weights: the model's compute dtype (the store may stream fp32 master for bf16 weights). checkpoints: the resolved
+// placement of the activation checkpoints (host on CUDA: page-locked slots with asynchronous copies).
 EngineTransfers make_engine_transfers(Backend& backend, HostStore& store, int64_t slots,
-                                      const dist::DataParallel& dp, DType weights);
+                                      const dist::DataParallel& dp, DType weights,
+                                      CheckpointPlacement checkpoints = CheckpointPlacement::gpu);
 
 }  // namespace mt

@@ -106,16 +106,19 @@ RunShape run_shape(const Config& c, int ranks, int gpus) {
   r.weight_slots = 2;
   r.ranks = ranks;
   r.offload = offload_mode_from_name(c.store.offload);
+  r.checkpoints = checkpoint_placement_from_name(c.training.activation_checkpoints);
   return r;
 }
 
 std::string preflight_shortfall(const ModelSpec& spec, const RunShape& run, bool gpu, const MachineLimits& limits) {
-  const HostPlan host = plan_host(spec, run.stream_dtype, run.ranks, run.offload);
+  const HostPlan host = plan_memory(spec, run).host;  // with any activation checkpoints placed in host RAM
   const int64_t host_need = gpu ? host.ram_bytes() : cpu_backend_host_bytes(spec, run);
   if (limits.mem_available >= 0 && host_need > limits.mem_available)
-    return MT_FORMAT("host RAM: the run needs {} ({} B/parameter × {:.3f} B parameters{}{}) but only {} is available "
+    return MT_FORMAT("host RAM: the run needs {} ({} B/parameter × {:.3f} B parameters{}{}{}) but only {} is available "
                      "(MemAvailable)", bytes(host_need), host.bytes_per_parameter(),
                      static_cast<double>(host.parameters) / 1e9, gpu ? "" : " plus CPU-backend activations",
+                     host.checkpoint_bytes > 0 ? MT_FORMAT(" plus {} of activation checkpoints", bytes(host.checkpoint_bytes))
+                                               : std::string(),
                      host.offload == OffloadMode::none
                          ? std::string()
                          : MT_FORMAT(", with store.offload {} and {} of tier staging", offload_mode_name(host.offload),
@@ -175,10 +178,15 @@ void require_sequence_fits(const Config& c, const ModelSpec& spec, const RunShap
   const int64_t gpu_bytes = backend.device_memory_bytes();
   if (gpu_bytes <= 0 || one_sequence_gpu_bytes(spec, run, run.seq_len) <= usable_gpu_bytes(gpu_bytes)) return;
   const SequenceLimit limit = longest_trainable_sequence(spec, run, Machine{gpu_bytes, 0});
+  const bool on_gpu = run.checkpoints == CheckpointPlacement::gpu;
   throw Error(MT_FORMAT(
              "{}: one sequence of dataset.max_seq_len {} tokens of model {} does not fit the GPU's {}: the longest "
-             "that fits is {} tokens (batch 1, every layer recomputing)", c.source.string(), run.seq_len,
-             c.model.name, bytes(gpu_bytes), limit.memory_tokens));
+             "that fits is {} tokens (batch 1, every layer recomputing, training.activation_checkpoints {}){}",
+             c.source.string(), run.seq_len, c.model.name, bytes(gpu_bytes),
+             on_gpu ? limit.memory_tokens : limit.host_memory_tokens, checkpoint_placement_name(run.checkpoints),
+             on_gpu ? MT_FORMAT("; {} with the checkpoints in host RAM (training.activation_checkpoints host)",
+                                limit.host_memory_tokens)
+                    : std::string()));
 }
 
 RunShape preflight(const Config& c, const ModelSpec& spec, const Backend& backend, int ranks, int gpus) {
@@ -194,6 +202,19 @@ RunShape preflight(const Config& c, const ModelSpec& spec, const Backend& backen
   // Tier files on a RAM file system (tmpfs, ramfs) take RAM: what is left for the rest is less.
   const int64_t tier_in_ram = tier_bytes_in_memory(make_param_layout(spec), tier_settings_of(c), ranks);
   if (tier_in_ram > 0 && limits.mem_available >= 0) limits.mem_available = std::max<int64_t>(limits.mem_available - tier_in_ram, 0);
+  if (run.checkpoints == CheckpointPlacement::host && limits.mem_available >= 0) {
+    // Checkpoints in host RAM, asked for or chosen because they do not fit the GPU: named apart from the store.
+    const MemoryPlan plan = plan_memory(spec, run);
+    const int64_t need = gpu ? plan.host.ram_bytes() : cpu_backend_host_bytes(spec, run);
+    MT_REQUIRE(need <= limits.mem_available,
+               "{}: training.activation_checkpoints {}: the activation checkpoints in host RAM take {} ({} checkpoints "
+               "of {} tokens at checkpoint_interval {}), {} with the rest of the run, but {} of host RAM is available "
+               "(MemAvailable)", c.source.string(), c.training.activation_checkpoints == "auto"
+                   ? std::string("auto (host: they do not fit the GPU)") : c.training.activation_checkpoints,
+               bytes(plan.host.checkpoint_bytes), (spec.num_layers + run.checkpoint_interval - 1) / run.checkpoint_interval,
+               run.batch_size / std::max<int64_t>(run.passes, 1) * run.seq_len, run.checkpoint_interval, bytes(need),
+               bytes(limits.mem_available));
+  }
   const std::string shortfall = preflight_shortfall(spec, run, gpu, limits);
   MT_REQUIRE(shortfall.empty(),
              "{}{}; size the run with `megatrain calc-resource --model {} --seq {} --batch {} --ranks {} "
@@ -218,6 +239,11 @@ RunShape preflight(const Config& c, const ModelSpec& spec, const Backend& backen
             run.recompute_layers < spec.num_layers
                 ? MT_FORMAT(", the others keep their activations ({})", bytes(plan.gpu.saved_layers)) : "");
   if (run.cudnn_attention) log::info("attention plan: {}", describe_attention_plan(plan.gpu));
+  if (run.checkpoints == CheckpointPlacement::host && gpu)
+    log::info("activation checkpoints in page-locked host RAM: {}, their staging buffers {} on the GPU",
+              bytes(plan.gpu.host_checkpoints), bytes(plan.gpu.checkpoints));
+  else if (run.checkpoints == CheckpointPlacement::host)
+    log::info("activation checkpoints in host slots, copied through two staging buffers of the CPU backend");
   if (count_active_parameters(spec) != plan.host.parameters) {  // mixture of experts: memory on all, FLOPs on active
     const StepBound b = step_bound(spec, run);
     const int64_t pass_tokens = run.batch_size / std::max<int64_t>(run.passes, 1) * run.seq_len;

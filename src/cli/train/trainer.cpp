@@ -288,12 +288,13 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
   EngineOptions eo;
   eo.checkpoint_interval = c.training.checkpoint_interval;
   eo.recompute_layers = run.recompute_layers;
+  eo.checkpoints = run.checkpoints;
   eo.micro_batch_size = run.micro_batch_size;
   eo.passes = run.passes;
   eo.max_positions = std::max(spec.max_position_embeddings, c.dataset.max_seq_len);
   set_moe_aux_options(spec, c.training.moe_aux_loss_coef, eo);
   if (root && eo.moe_aux_loss) log::info("MoE router load-balancing loss on, coefficient {}", eo.moe_aux_coef);
-  Engine engine(*backend, spec, store, eo, make_engine_transfers(*backend, store, 2, dp, dtype));
+  Engine engine(*backend, spec, store, eo, make_engine_transfers(*backend, store, 2, dp, dtype, eo.checkpoints));
 
   const LrSchedule schedule{c.training.lr_scheduler, c.training.learning_rate, length.warmup_steps, num_steps,
                             c.training.min_lr_ratio};
