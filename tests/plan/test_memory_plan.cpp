@@ -120,6 +120,16 @@ TEST_CASE("auto micro-batch: 16384 tokens where the workspace is small beside th
   CHECK(mt::auto_micro_batch(spec, r, int64_t{139} << 30) == 8);
 }
 
+TEST_CASE("auto micro-batch: MoE layers take 32768 tokens where the workspace allows, dense layers never", "[plan]") {
+  const mt::ModelSpec q30 =
+      mt::first_layers(mt::load_model_spec(MEGATRAIN_SOURCE_DIR "/configs/models/qwen3-30b-a3b.json"), 10);
+  mt::RunShape r = bench_run(64);
+  r.seq_len = 4096;
+  CHECK(mt::auto_micro_batch(q30, r, int64_t{139} << 30) == 8);   // 32 768 tokens: 2 000 rows per expert
+  CHECK(mt::auto_micro_batch(q30, r, int64_t{40} << 30) < 8);     // the workspace is too large beside 40 GiB
+  CHECK(mt::auto_micro_batch(qwen25_3b(), r, int64_t{139} << 30) == 4);  // dense: 16 384 at most
+}
+
 TEST_CASE("auto passes: the fewest recomputing layers among passes of at least 65 536 tokens that fit", "[plan]") {
   const mt::ModelSpec spec = qwen25_3b();
   const mt::ModelSpec seven = mt::load_model_spec(MEGATRAIN_SOURCE_DIR "/configs/models/qwen2.5-7b.json");
