@@ -17,12 +17,6 @@ using namespace mt::testing;
 
 namespace {
 
-struct Trained {
-  std::vector<double> losses;               // per step
-  std::vector<std::vector<float>> weights;  // fp32 master per region after the steps
-  int64_t checkpoint_bytes = 0;             // Engine::checkpoint_bytes_moved after the steps
-};
-
 constexpr int kSteps = 3;
 
 // Five layers, the four sequences of tiny_batch (padded to 9 tokens), three AdamW steps.
@@ -41,17 +35,8 @@ Trained train(CheckpointPlacement placement, int64_t interval, int64_t micro_bat
   o.recompute_layers = recompute_layers;
   o.checkpoints = placement;
   const Batch batch = tiny_batch(spec.vocab_size, 8);
-  Trained t;
   Engine engine(*be, spec, store, o);
-  Optimizer opt(store, OptimizerSettings{});
-  for (int step = 0; step < kSteps; ++step) {
-    t.losses.push_back(engine.forward_backward(batch).mean());
-    opt.step(1e-2);
-  }
-  t.checkpoint_bytes = engine.checkpoint_bytes_moved();
-  for (int64_t r = 0; r < store.num_regions(); ++r)
-    t.weights.emplace_back(store.master(r), store.master(r) + layout.regions[static_cast<size_t>(r)].numel);
-  return t;
+  return train_steps(engine, store, batch, kSteps);
 }
 
 }  // namespace

@@ -17,11 +17,6 @@ using namespace mt::testing;
 
 namespace {
 
-struct Trained {
-  std::vector<double> losses;              // per step
-  std::vector<std::vector<float>> weights;  // fp32 master per region after the steps
-};
-
 // One sequence of the model's 32 positions (and, with two_seqs, a second of 29 tokens), three steps of AdamW.
 // post_norms: sandwich norms on every block (Gemma 2/3, GLM-4), normed in chunks too. moe_middle: layer 1's
 // feed-forward a top-2 of 4 experts, wider than the dense MLPs.
@@ -54,16 +49,8 @@ Trained train(int64_t token_chunk, int64_t recompute_layers, bool two_seqs, bool
     examples.push_back(e);
   }
   const Batch batch = make_batch(examples);
-  Trained t;
   Engine engine(*be, spec, store, o);
-  Optimizer opt(store, OptimizerSettings{});
-  for (int step = 0; step < 3; ++step) {
-    t.losses.push_back(engine.forward_backward(batch).mean());
-    opt.step(1e-2);
-  }
-  for (int64_t r = 0; r < store.num_regions(); ++r)
-    t.weights.emplace_back(store.master(r), store.master(r) + layout.regions[static_cast<size_t>(r)].numel);
-  return t;
+  return train_steps(engine, store, batch, 3);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "model/model_source.h"
 #include "model/model_spec.h"
 #include "model/param_layout.h"
+#include "optim/optimizer.h"
 #include "store/host_store.h"
 
 namespace mt::testing {
@@ -105,6 +106,27 @@ inline EngineRun run_tiny_engine(Backend& be, bool tied, EngineOptions options, 
   for (int64_t r = 0; r < store.num_regions(); ++r)
     run.grads.emplace_back(store.grad(r), store.grad(r) + layout.regions[static_cast<size_t>(r)].numel);
   return run;
+}
+
+// Losses and weights after training a few AdamW steps.
+struct Trained {
+  std::vector<double> losses;               // per step
+  std::vector<std::vector<float>> weights;  // fp32 master per region after the steps
+  int64_t checkpoint_bytes = 0;             // Engine::checkpoint_bytes_moved after the steps
+};
+
+// `steps` steps of forward_backward on batch and AdamW at lr 1e-2 over store.
+inline Trained train_steps(Engine& engine, HostStore& store, const Batch& batch, int steps) {
+  Trained t;
+  Optimizer opt(store, OptimizerSettings{});
+  for (int step = 0; step < steps; ++step) {
+    t.losses.push_back(engine.forward_backward(batch).mean());
+    opt.step(1e-2);
+  }
+  t.checkpoint_bytes = engine.checkpoint_bytes_moved();
+  for (int64_t r = 0; r < store.num_regions(); ++r)
+    t.weights.emplace_back(store.master(r), store.master(r) + store.layout().regions[static_cast<size_t>(r)].numel);
+  return t;
 }
 
 }  // namespace mt::testing
