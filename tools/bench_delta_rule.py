@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Time transformers' PyTorch chunked gated delta rule (torch_chunk_gated_delta_rule, the fallback used where
-flash-linear-attention is not installed) forward + backward, the baseline MegaTrain's delta-rule kernels compare with.
+flash-linear-attention is not installed) and flash-linear-attention's Triton kernels (fla.ops.gated_delta_rule.
+chunk_gated_delta_rule, where the `fla` package imports) forward + backward: the baselines MegaTrain's delta-rule
+kernels compare with.
 
 Usage (python3 with torch and transformers >= 5 with Qwen3.5; CUDA for the real shapes):
 
@@ -8,11 +10,15 @@ Usage (python3 with torch and transformers >= 5 with Qwen3.5; CUDA for the real 
                                                       #   batch 8 x 4096 and 1 x 32768
     python3 tools/bench_delta_rule.py --tiny          # a tiny shape on the CPU in fp32 (checks the script runs)
     python3 tools/bench_delta_rule.py --shapes 2x8192 --heads 16,48 --head-dim 128 --iters 5
+    python3 tools/bench_delta_rule.py --impl fla       # only flash-linear-attention (pip install fla-core einops;
+                                                      #   on a machine without an index: unzip their wheels onto
+                                                      #   PYTHONPATH)
 
 The inputs are those the Gated DeltaNet layer hands the rule: q, k [B, T, k_heads, d_k] (L2-normalised in the
 kernel: use_qk_l2norm_in_kernel), v [B, T, v_heads, d_v], g = -softplus(.) <= 0 and beta = sigmoid(.)
-[B, T, v_heads], every one requiring grad; the backward is of sum(out · dout) for a fixed random dout. The function
-is called through its __wrapped__ (the torch path) even where a faster implementation is installed.
+[B, T, v_heads], every one requiring grad; the backward is of sum(out · dout) for a fixed random dout. The torch
+function is called through its __wrapped__ (the torch path) even where a faster implementation is installed; fla's
+takes the same arguments (its grouped value heads: v heads a multiple of k heads).
 
 FLOP accounting (stated per v head and per 64-token chunk C, d_k = d_v = d; the matrix products the chunked
 algorithm performs, 2 FLOPs a multiply-add, triangular solves counted at half a dense product):
@@ -42,6 +48,17 @@ def chunked_rule():
         from transformers.models.qwen3_next import modeling_qwen3_next as m
     fn = m.torch_chunk_gated_delta_rule
     return getattr(fn, "__wrapped__", fn), m.__name__
+
+
+def fla_rule():
+    """flash-linear-attention's Triton chunked gated delta rule, or None where `fla` does not import."""
+    try:
+        from fla.ops.gated_delta_rule import chunk_gated_delta_rule
+    except ImportError as e:
+        print(f"flash-linear-attention not available ({e}): its rows are skipped", flush=True)
+        return None
+    import fla
+    return chunk_gated_delta_rule, f"fla {getattr(fla, '__version__', '?')}"
 
 
 def chunked_flops_forward(tokens, v_heads, d_k, d_v, chunk=64):
@@ -92,7 +109,7 @@ def time_ms(fn, warmup, iters, device):
     return statistics.median(times)
 
 
-def bench(rule, batch, seq, args, dtype, device):
+def bench(name, rule, batch, seq, args, dtype, device):
     gen = torch.Generator().manual_seed(0)
     (q, k, v, g, beta), dout = make_inputs(batch, seq, args.k_heads, args.v_heads, args.head_dim, args.head_dim,
                                            dtype, device, gen)
@@ -116,7 +133,7 @@ def bench(rule, batch, seq, args, dtype, device):
     fwd = chunked_flops_forward(seq, args.v_heads, args.head_dim, args.head_dim) * batch
     rec = recurrence_flops(tokens, args.v_heads, args.head_dim, args.head_dim)
     peak = torch.cuda.max_memory_allocated() / 2**30 if device.type == "cuda" else float("nan")
-    print(f"{batch} x {seq:>6} {str(dtype).removeprefix('torch.'):>8}: forward {fwd_ms:9.2f} ms "
+    print(f"{batch} x {seq:>6} {str(dtype).removeprefix('torch.'):>8} {name:>5}: forward {fwd_ms:9.2f} ms "
           f"({fwd / fwd_ms / 1e9:8.3f} TFLOP/s chunked)  forward+backward {fb_ms:9.2f} ms "
           f"({3 * fwd / fb_ms / 1e9:8.3f} TFLOP/s chunked, {rec / fb_ms / 1e9:8.3f} TFLOP/s recurrence accounting)  "
           f"{tokens / fb_ms:9.1f} ktoken/s  peak {peak:.1f} GiB", flush=True)
@@ -135,6 +152,8 @@ def main():
     parser.add_argument("--head-dim", type=int, default=128, help="d_k = d_v (default 128)")
     parser.add_argument("--dtype", choices=["bfloat16", "float32"], default=None, help="default bf16 (fp32 --tiny)")
     parser.add_argument("--device", default=None, help="default cuda (cpu with --tiny)")
+    parser.add_argument("--impl", default="torch,fla", help="comma-separated torch,fla (default both; fla where it "
+                        "imports and the device is CUDA)")
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--iters", type=int, default=5)
     args = parser.parse_args()
@@ -148,13 +167,24 @@ def main():
     device = torch.device(args.device or ("cpu" if args.tiny else "cuda"))
     if device.type == "cuda" and not torch.cuda.is_available():
         sys.exit("bench_delta_rule: CUDA is not available (use --tiny or --device cpu)")
-    rule, module = chunked_rule()
+    impls = args.impl.split(",")
+    if any(i not in ("torch", "fla") for i in impls):
+        parser.error(f"--impl: torch or fla, not {args.impl!r}")
+    rules = []
+    if "torch" in impls:
+        rule, module = chunked_rule()
+        rules.append(("torch", rule, f"{module}.torch_chunk_gated_delta_rule (torch path)"))
+    if "fla" in impls and device.type == "cuda":
+        found = fla_rule()
+        if found:
+            rules.append(("fla", found[0], f"{found[1]} chunk_gated_delta_rule (Triton)"))
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    print(f"{module}.torch_chunk_gated_delta_rule (torch path), torch {torch.__version__}, {name}; "
-          f"k heads {args.k_heads}, v heads {args.v_heads}, head dim {args.head_dim}, chunk 64")
+    print(f"torch {torch.__version__}, {name}; k heads {args.k_heads}, v heads {args.v_heads}, head dim "
+          f"{args.head_dim}, chunk 64; " + "; ".join(f"{n}: {what}" for n, _, what in rules))
     for shape in args.shapes.split(","):
         batch, seq = parse_shape(shape)
-        bench(rule, batch, seq, args, dtype, device)
+        for n, rule, _ in rules:
+            bench(n, rule, batch, seq, args, dtype, device)
     return 0
 
 
