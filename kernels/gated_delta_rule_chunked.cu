@@ -12,8 +12,10 @@
 // padding); no atomics, every sum in a fixed order (deterministic).
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 
 #include "backend/gated_delta_rule_scratch.h"
+#include "kernels/async_copy.cuh"
 #include "kernels/block_mm.cuh"
 #include "kernels/device_util.cuh"
 #include "kernels/kernels.h"
@@ -24,7 +26,6 @@ namespace {
 
 constexpr int threads = 256;      // 8 warps; at least one thread per chunk row
 constexpr int state_cols = 32;    // state columns per block of the (reverse) recurrence
-constexpr int out_cols = 64;      // output columns per block
 template <typename T> inline constexpr int chunk_of = static_cast<int>(delta_rule_chunk(sizeof(T)));
 static_assert(chunk_of<float> <= threads && chunk_of<__nv_bfloat16> <= threads);
 
@@ -48,11 +49,18 @@ struct Bufs {
   T *qn, *kn;
   float* tm;
   T *u, *vn, *w;
-  float* h;
-  float* dh;
+  T* h;   // fp32 kept in the recurrences; stored as T, the precision the products that read it take
+  T* dh;
   T *dvn, *dw;
   float *dq_part, *dk_part, *dgam_part;
 };
+
+// The block's barrier, once this thread's asynchronous copies (load_tile) have landed: after it every thread sees
+// every tile loaded before it.
+__device__ __forceinline__ void barrier() {
+  wait_async_copies();
+  __syncthreads();
+}
 
 // One chunk's gates and masks, as the CPU's ChunkGates; padding rows are their own segment with zero gates.
 template <int C>
@@ -65,66 +73,215 @@ struct Gates {
   __device__ float D(int r, int s) const { return seg[r] == seg[s] ? expf(gam[r] - gam[s]) : 0.f; }
 };
 
-// Fills q for chunk c of sequence b, v head h: the gates and segment starts loaded one row per thread, the
-// running sums by one thread, the exponentials one row per thread. Starts and ends with a barrier.
+// One row of a chunk's gate inputs, fetched into the registers of the thread of that row (threads below C) by
+// fetch_gate_row and taken in by chunk_gates, so that the sequential kernels can fetch the next chunk's while they
+// work on the current one. starts: the row starts a segment; n: the chunk's valid rows.
+struct GateRow {
+  float g = 0.f, beta = 0.f;
+  int starts = 0, n = 0;
+};
+
 template <int C>
-__device__ void chunk_gates(Gates<C>& q, const Geo& G, const float* g, const float* beta, int64_t b, int64_t h,
-                            int64_t c) {
-  __syncthreads();
+__device__ GateRow fetch_gate_row(const Geo& G, const float* g, const float* beta, int64_t b, int64_t h, int64_t c) {
+  GateRow f;
   const int64_t t0 = c * C, L = G.length(b);
-  const int n = static_cast<int>(L - t0 < 0 ? 0 : (L - t0 < C ? L - t0 : C));
+  f.n = static_cast<int>(L - t0 < 0 ? 0 : (L - t0 < C ? L - t0 : C));
+  const int r = threadIdx.x;
+  if (r < f.n) {
+    const int64_t row = b * G.seq + t0 + r;
+    f.g = g[row * G.nv + h];
+    f.beta = beta[row * G.nv + h];
+    f.starts = G.segment_start(b, t0 + r) ? 1 : 0;
+  }
+  return f;
+}
+
+// Fills q from the rows fetched by every thread below C: γ's running sums restarting at segment starts and the
+// segment indices by a segmented scan in warp 0 (each lane C/32 consecutive rows, then across the lanes in a fixed
+// order), the exponentials one row per thread. Starts and ends with a barrier.
+template <int C>
+__device__ void chunk_gates(Gates<C>& q, const GateRow& f) {
+  static_assert(C % 32 == 0);
+  barrier();
+  const int n = f.n;
   if (threadIdx.x < C) {
     const int r = threadIdx.x;
-    const int64_t row = b * G.seq + t0 + r;
-    q.gam[r] = r < n ? g[row * G.nv + h] : 0.f;  // g until the running sum below
-    q.beta[r] = r < n ? beta[row * G.nv + h] : 0.f;
-    q.seg[r] = r > 0 && r < n && G.segment_start(b, t0 + r) ? 1 : 0;  // restarts until the running sum below
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    int seg = 0;
-    float gam = 0.f;
-    for (int r = 0; r < n; ++r) {
-      const bool restart = q.seg[r] != 0;
-      seg += restart ? 1 : 0;
-      gam = (r == 0 || restart ? 0.f : gam) + q.gam[r];
-      q.seg[r] = seg;
-      q.gam[r] = gam;
+    q.gam[r] = f.g;                          // g until the running sums below
+    q.beta[r] = f.beta;
+    q.seg[r] = r > 0 && f.starts ? 1 : 0;    // restarts until the running sums below
+    if (r == 0) {
+      q.n = n;
+      q.carries = n > 0 && !f.starts;
     }
-    for (int r = n; r < C; ++r) q.seg[r] = C;
-    q.n = n;
-    q.carries = n > 0 && !G.segment_start(b, t0);
-    q.Gam_last = n > 0 && q.carries && q.seg[n - 1] == 0 ? expf(q.gam[n - 1]) : 0.f;
   }
-  __syncthreads();
+  barrier();
+  if (threadIdx.x < 32) {
+    constexpr int K = C / 32;
+    const int lane = threadIdx.x;
+    float x[K];
+    int cnt[K];
+    bool reset[K];
+    float run = 0.f;
+    int count = 0;
+    bool any = false;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int r = lane * K + k;
+      const bool restart = q.seg[r] != 0;
+      if (r == 0 || restart) {
+        run = 0.f;
+        any = true;
+      }
+      run += q.gam[r];
+      count += restart ? 1 : 0;
+      x[k] = run;
+      cnt[k] = count;
+      reset[k] = any;
+    }
+    // Inclusive scan over the lanes of (reset seen, sum since the last reset, restarts).
+    float v = run;
+    int c = count, rs = any ? 1 : 0;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const float pv = __shfl_up_sync(0xffffffffu, v, o);
+      const int pc = __shfl_up_sync(0xffffffffu, c, o), pr = __shfl_up_sync(0xffffffffu, rs, o);
+      if (lane >= o) {
+        if (!rs) v += pv;
+        rs |= pr;
+        c += pc;
+      }
+    }
+    float before = __shfl_up_sync(0xffffffffu, v, 1);
+    int seg_before = __shfl_up_sync(0xffffffffu, c, 1);
+    if (lane == 0) {
+      before = 0.f;
+      seg_before = 0;
+    }
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int r = lane * K + k;
+      q.gam[r] = reset[k] ? x[k] : before + x[k];
+      q.seg[r] = seg_before + cnt[k];
+    }
+  }
+  barrier();
   if (threadIdx.x < C) {
     const int r = threadIdx.x;
     q.Gam[r] = r < n && q.carries && q.seg[r] == 0 ? expf(q.gam[r]) : 0.f;
     q.e[r] = r < n && q.seg[r] == q.seg[n - 1] ? expf(q.gam[n - 1] - q.gam[r]) : 0.f;
+    if (r == 0) q.Gam_last = n > 0 && q.carries && q.seg[n - 1] == 0 ? expf(q.gam[n - 1]) : 0.f;
+    if (r >= n) {  // padding: its own segment, γ zero (no thread reads these rows here)
+      q.seg[r] = C;
+      q.gam[r] = 0.f;
+    }
   }
-  __syncthreads();
+  barrier();
 }
 
-// dst[r, j] (row stride ld) ← scale_r·src[r·src_ld + j] as T for r < rows_valid and j < cols_valid, 0 elsewhere in
-// [rows, cols). No barrier.
+// chunk_gates for chunk c of sequence b, v head h, fetched now.
+template <int C>
+__device__ void chunk_gates(Gates<C>& q, const Geo& G, const float* g, const float* beta, int64_t b, int64_t h,
+                            int64_t c) {
+  chunk_gates(q, fetch_gate_row<C>(G, g, beta, b, h, c));
+}
+
+// Accesses in flight per thread in the tile copies below: each thread issues this many loads before it stores any,
+// so a copy costs about one memory latency rather than one per element.
+constexpr int copies_in_flight = 4;
+
+// dst[r, j] (row stride ld) ← sign·scale_r·src[r·src_ld + j] as T for r < rows_valid and j < cols_valid, 0
+// elsewhere in [rows, cols). In 16-byte accesses of src where the pointer, the strides and the column counts allow
+// (head dims multiples of 8 for bf16, of 4 for fp32), else element by element; a plain copy from global memory in
+// 16-byte asynchronous copies. No barrier: the tile is there after barrier() (which waits for the copies).
 template <typename T, typename S>
 __device__ void load_tile(T* dst, int ld, const S* src, int64_t src_ld, int rows, int cols, int rows_valid,
                           int64_t cols_valid, const float* row_scale = nullptr, float sign = 1.f) {
-  for (int e = threadIdx.x; e < rows * cols; e += blockDim.x) {
-    const int r = e / cols, j = e % cols;
-    float v = 0.f;
-    if (r < rows_valid && j < cols_valid) v = sign * to_f32(src[r * src_ld + j]) * (row_scale ? row_scale[r] : 1.f);
-    dst[r * ld + j] = from_f32<T>(v);
+  constexpr int V = vec16<S>;
+  const bool packed = reinterpret_cast<uintptr_t>(src) % 16 == 0 && src_ld % V == 0 && cols % V == 0 &&
+                      ld % V == 0 && (cols_valid >= cols || cols_valid % V == 0);
+  const int step = copies_in_flight * static_cast<int>(blockDim.x);
+  if constexpr (std::is_same_v<T, S>) {
+    if (packed && row_scale == nullptr && sign == 1.f && is_global(src)) {  // a plain copy: asynchronous
+      const int units = cols / V, total = rows * units;
+      for (int e = threadIdx.x; e < total; e += blockDim.x) {
+        const int r = e / units, j = e % units * V;
+        if (r < rows_valid && j < cols_valid) {
+          copy16_async(dst + r * ld + j, src + r * src_ld + j);
+        } else {
+          Pack<T, V> zero;
+#pragma unroll
+          for (int i = 0; i < V; ++i) zero.v[i] = from_f32<T>(0.f);
+          *reinterpret_cast<Pack<T, V>*>(dst + r * ld + j) = zero;
+        }
+      }
+      return;
+    }
+  }
+  if (packed) {
+    const int units = cols / V, total = rows * units;
+    for (int base = threadIdx.x; base < total; base += step) {
+      Pack<S, V> in[copies_in_flight];
+#pragma unroll
+      for (int u = 0; u < copies_in_flight; ++u) {
+        const int e = base + u * static_cast<int>(blockDim.x), r = e / units, j = e % units * V;
+        if (e < total && r < rows_valid && j < cols_valid) {
+          in[u] = *reinterpret_cast<const Pack<S, V>*>(src + r * src_ld + j);
+        } else {
+#pragma unroll
+          for (int i = 0; i < V; ++i) in[u].v[i] = from_f32<S>(0.f);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < copies_in_flight; ++u) {
+        const int e = base + u * static_cast<int>(blockDim.x), r = e / units, j = e % units * V;
+        if (e >= total) break;
+        const float a = row_scale && r < rows_valid ? sign * row_scale[r] : sign;
+        Pack<T, V> out;
+#pragma unroll
+        for (int i = 0; i < V; ++i) out.v[i] = from_f32<T>(a * to_f32(in[u].v[i]));
+        *reinterpret_cast<Pack<T, V>*>(dst + r * ld + j) = out;
+      }
+    }
+    return;
+  }
+  const int total = rows * cols;
+  for (int base = threadIdx.x; base < total; base += step) {
+    float in[copies_in_flight];
+#pragma unroll
+    for (int u = 0; u < copies_in_flight; ++u) {
+      const int e = base + u * static_cast<int>(blockDim.x), r = e / cols, j = e % cols;
+      in[u] = e < total && r < rows_valid && j < cols_valid ? to_f32(src[r * src_ld + j]) : 0.f;
+    }
+#pragma unroll
+    for (int u = 0; u < copies_in_flight; ++u) {
+      const int e = base + u * static_cast<int>(blockDim.x), r = e / cols, j = e % cols;
+      if (e >= total) break;
+      const float a = row_scale && r < rows_valid ? sign * row_scale[r] : sign;
+      dst[r * ld + j] = from_f32<T>(a * in[u]);
+    }
   }
 }
 
-// dst[r·dst_ld + j] ← sign·src[r, j] as T for r < rows, j < cols. No barrier.
+// dst[r·dst_ld + j] ← sign·src[r, j] as T for r < rows_valid, 0 for rows_valid ≤ r < rows, j < cols. In 16-byte
+// stores where the pointer, the strides and the column count allow. No barrier.
 template <typename T>
 __device__ void store_tile(T* dst, int64_t dst_ld, const float* src, int ld, int rows, int64_t cols,
-                           float sign = 1.f) {
+                           float sign = 1.f, int rows_valid = 1 << 30) {
+  constexpr int V = vec16<T>;
+  if (reinterpret_cast<uintptr_t>(dst) % 16 == 0 && dst_ld % V == 0 && cols % V == 0) {
+    const int units = static_cast<int>(cols / V);
+    for (int e = threadIdx.x; e < rows * units; e += blockDim.x) {
+      const int r = e / units, j = e % units * V;
+      Pack<T, V> out;
+#pragma unroll
+      for (int i = 0; i < V; ++i) out.v[i] = from_f32<T>(r < rows_valid ? sign * src[r * ld + j + i] : 0.f);
+      *reinterpret_cast<Pack<T, V>*>(dst + r * dst_ld + j) = out;
+    }
+    return;
+  }
   for (int e = threadIdx.x; e < rows * cols; e += blockDim.x) {
     const int r = static_cast<int>(e / cols), j = static_cast<int>(e % cols);
-    dst[r * dst_ld + j] = from_f32<T>(sign * src[r * ld + j]);
+    dst[r * dst_ld + j] = from_f32<T>(r < rows_valid ? sign * src[r * ld + j] : 0.f);
   }
 }
 
@@ -140,12 +297,42 @@ __device__ void scale_rows(T* x, int ld, int rows, int cols, const float* a) {
 // The sum of v over the block in a fixed order (warps' sums in warp order), on every thread; red: threads/32 floats.
 __device__ float block_total(float v, float* red) {
   v = warp_sum(v);
-  __syncthreads();
+  barrier();
   if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
-  __syncthreads();
+  barrier();
   float s = 0.f;
   for (int w = 0; w < static_cast<int>(blockDim.x / 32); ++w) s += red[w];
   return s;
+}
+
+// Σ a[i]·b[i] over i < n (global memory) in a fixed order, on every thread; red: threads/32 floats. 16-byte loads
+// where the pointers and n allow.
+template <typename T>
+__device__ float block_dot(const T* a, const T* b, int64_t n, float* red) {
+  constexpr int V = vec16<T>;
+  float acc = 0.f;
+  if (reinterpret_cast<uintptr_t>(a) % 16 == 0 && reinterpret_cast<uintptr_t>(b) % 16 == 0 && n % V == 0) {
+    const int64_t units = n / V;
+    for (int64_t base = threadIdx.x; base < units; base += copies_in_flight * blockDim.x) {
+      Pack<T, V> pa[copies_in_flight], pb[copies_in_flight];
+#pragma unroll
+      for (int u = 0; u < copies_in_flight; ++u) {
+        const int64_t e = base + u * blockDim.x;
+        if (e < units) {
+          pa[u] = reinterpret_cast<const Pack<T, V>*>(a)[e];
+          pb[u] = reinterpret_cast<const Pack<T, V>*>(b)[e];
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < copies_in_flight; ++u)
+        if (base + u * blockDim.x < units)
+#pragma unroll
+          for (int i = 0; i < V; ++i) acc += to_f32(pa[u].v[i]) * to_f32(pb[u].v[i]);
+    }
+  } else {
+    for (int64_t e = threadIdx.x; e < n; e += blockDim.x) acc += to_f32(a[e]) * to_f32(b[e]);
+  }
+  return block_total(acc, red);
 }
 
 // Shared-memory carving: 128-byte aligned pieces.
@@ -221,14 +408,14 @@ __global__ void prep_kernel(Bufs<T> s, const T* qkv, const float* g, const float
   const int64_t row0 = b * G.seq + c * C;
   load_tile(K, ldk, s.kn + (row0 * G.nk + G.k_head(h)) * G.dk, G.nk * G.dk, C, G.dkp, q.n, G.dk);
   load_tile(V, ldv, qkv + row0 * G.row + 2 * G.nk * G.dk + h * G.dv, G.row, C, G.dvp, q.n, G.dv);
-  __syncthreads();
+  barrier();
   block_mm<false, true>(A, ldc, K, ldk, K, ldk, C, C, G.dkp, false);
   for (int e = threadIdx.x; e < C * C; e += blockDim.x) {
     const int r = e / C, t = e % C;
     A[r * ldc + t] = t < r ? q.beta[r] * A[r * ldc + t] * q.D(r, t) : 0.f;
     Tf[r * ldc + t] = 0.f;
   }
-  __syncthreads();
+  barrier();
   // T by 16-row blocks: the diagonal blocks (I + A_ii)⁻¹ by forward substitution, all at once; then block row i,
   // T_ij = −T_ii·X_ij with X_ij = Σ_{j ≤ k < i} A_ik·T_kj (X in Xs [16, 16·i]).
   float* Xs = at<float>(smem, L.xs);
@@ -240,7 +427,7 @@ __global__ void prep_kernel(Bufs<T> s, const T* qkv, const float* g, const float
       for (int m = t; m < r; ++m) acc += A[(d + r) * ldc + d + m] * Tf[(d + m) * ldc + d + t];
       Tf[(d + r) * ldc + d + t] = t == r ? 1.f : -acc;
     }
-    __syncthreads();
+    barrier();
   }
   for (int i = 16; i < C; i += 16) {
     for (int e = threadIdx.x; e < 16 * i; e += blockDim.x) {
@@ -249,14 +436,14 @@ __global__ void prep_kernel(Bufs<T> s, const T* qkv, const float* g, const float
       for (int m = col / 16 * 16; m < i; ++m) acc += A[(i + a) * ldc + m] * Tf[m * ldc + col];
       Xs[a * ldc + col] = acc;
     }
-    __syncthreads();
+    barrier();
     for (int e = threadIdx.x; e < 16 * i; e += blockDim.x) {
       const int a = e / i, col = e % i;
       float acc = 0.f;
       for (int m = 0; m < 16; ++m) acc += Tf[(i + a) * ldc + i + m] * Xs[m * ldc + col];
       Tf[(i + a) * ldc + col] = -acc;
     }
-    __syncthreads();
+    barrier();
   }
   float* tm = s.tm + bhc * C * C;
   for (int e = threadIdx.x; e < C * C; e += blockDim.x) {
@@ -272,10 +459,10 @@ __global__ void prep_kernel(Bufs<T> s, const T* qkv, const float* g, const float
     const int r = e / G.dvp, j = e % G.dvp;
     V[r * ldv + j] = from_f32<T>(q.beta[r] * to_f32(V[r * ldv + j]));
   }
-  __syncthreads();
+  barrier();
   block_mm<false, false>(Cf, ldf, Tt, ldc, V, ldv, C, G.dvp, C, false);
   store_tile(s.u + bhc * C * G.dv, G.dv, Cf, ldf, C, G.dv);
-  __syncthreads();
+  barrier();
   block_mm<false, false>(Cf, ldf, Tt, ldc, K, ldk, C, G.dkp, C, false);
   store_tile(s.w + bhc * C * G.dk, G.dk, Cf, ldf, C, G.dk);
 }
@@ -311,88 +498,82 @@ __global__ void state_kernel(Bufs<T> s, const float* g, const float* beta, Geo G
   const int ldk = G.dkp + 8;
   for (int e = threadIdx.x; e < G.dkp * ldt; e += blockDim.x) Hf[e] = 0.f;
   const int64_t L_b = G.length(b), chunks = (L_b + C - 1) / C;
+  GateRow next = fetch_gate_row<C>(G, g, beta, b, h, 0);
   for (int64_t c = 0; c < chunks; ++c) {
-    chunk_gates(q, G, g, beta, b, h, c);
+    chunk_gates(q, next);
+    if (c + 1 < chunks) next = fetch_gate_row<C>(G, g, beta, b, h, c + 1);  // in flight over this chunk
     const int64_t bhc = (b * G.nv + h) * G.chunks + c, row0 = b * G.seq + c * C;
     if (!q.carries)
       for (int e = threadIdx.x; e < G.dkp * ldt; e += blockDim.x) Hf[e] = 0.f;
-    __syncthreads();
+    barrier();
     store_tile(s.h + bhc * G.dk * G.dv + j0, G.dv, Hf, ldt, static_cast<int>(G.dk), nc);
     load_tile(Ht, ldt, Hf, ldt, G.dkp, BV, G.dkp, BV);
     load_tile(Wt, ldk, s.w + bhc * C * G.dk, G.dk, C, G.dkp, C, G.dk);
     load_tile(Kd, ldk, s.kn + (row0 * G.nk + G.k_head(h)) * G.dk, G.nk * G.dk, C, G.dkp, q.n, G.dk, q.e);
-    __syncthreads();
+    load_tile(Vt, ldt, s.u + bhc * C * G.dv + j0, G.dv, C, BV, C, nc);  // U, V' below
+    barrier();
     block_mm<false, false>(Cf, ldt, Wt, ldk, Ht, ldt, C, BV, G.dkp, false);
-    const T* u = s.u + bhc * C * G.dv + j0;
-    T* vn = s.vn + bhc * C * G.dv + j0;
     for (int e = threadIdx.x; e < C * BV; e += blockDim.x) {
       const int r = e / BV, j = e % BV;
-      const float v = j < nc ? to_f32(u[r * G.dv + j]) - Cf[r * ldt + j] : 0.f;
-      Vt[r * ldt + j] = from_f32<T>(v);
-      if (j < nc) vn[r * G.dv + j] = from_f32<T>(v);
+      Vt[r * ldt + j] = from_f32<T>(j < nc ? to_f32(Vt[r * ldt + j]) - Cf[r * ldt + j] : 0.f);
+      Cf[r * ldt + j] = to_f32(Vt[r * ldt + j]);
     }
     for (int e = threadIdx.x; e < G.dkp * BV; e += blockDim.x) Hf[e / BV * ldt + e % BV] *= q.Gam_last;
-    __syncthreads();
+    barrier();
+    store_tile(s.vn + bhc * C * G.dv + j0, G.dv, Cf, ldt, C, nc);
     block_mm<true, false>(Hf, ldt, Kd, ldk, Vt, ldt, G.dkp, BV, C, true);
   }
 }
 
 template <typename T>
 struct OutputSmem {
-  int gates, q, kv, pf, pt, ht, cf, bytes;
+  int gates, q, kv, pt, ht, cf, bytes;  // cf holds QK̂ᵀ until the scores are in pt, then block_mm2_store's stage
   OutputSmem(const Geo& G) {
-    constexpr int C = chunk_of<T>, ldo = out_cols + 8;
-    const int ldk = G.dkp + 8;
+    constexpr int C = chunk_of<T>;
+    const int ldk = G.dkp + 8, ldo = G.dvp + 8, ldc = C + 8;
     Carve c;
     gates = c.take(sizeof(Gates<C>));
     q = c.take(int64_t{C} * ldk * sizeof(T));
     kv = c.take(int64_t{C} * (ldk > ldo ? ldk : ldo) * sizeof(T));
-    pf = c.take(int64_t{C} * (C + 8) * 4);
-    pt = c.take(int64_t{C} * (C + 8) * sizeof(T));
+    pt = c.take(int64_t{C} * ldc * sizeof(T));
     ht = c.take(int64_t{G.dkp} * ldo * sizeof(T));
-    cf = c.take(int64_t{C} * ldo * 4);
+    cf = c.take((int64_t{C} * ldc > threads / 32 * 256 ? int64_t{C} * ldc : threads / 32 * 256) * 4);
     bytes = c.bytes;
   }
 };
 
-// Per (sequence, v head, chunk, 64 columns): O = (Γ ⊙ Q̂)·S + (Q̂K̂ᵀ ⊙ D, s ≤ r)·V'; zero on padding.
+// Per (sequence, v head, chunk), all value columns: O = (Γ ⊙ Q̂)·S + (Q̂K̂ᵀ ⊙ D, s ≤ r)·V'; zero on padding.
 template <typename T>
 __global__ void output_kernel(T* o, Bufs<T> s, const float* g, const float* beta, Geo G, OutputSmem<T> L) {
-  constexpr int C = chunk_of<T>, BO = out_cols, ldo = BO + 8;
+  constexpr int C = chunk_of<T>;
   extern __shared__ __align__(128) unsigned char smem[];
-  const int64_t tiles = (G.dvp + BO - 1) / BO, tile = blockIdx.x % tiles, bhc = blockIdx.x / tiles,
-                c = bhc % G.chunks, h = bhc / G.chunks % G.nv, b = bhc / G.chunks / G.nv, j0 = tile * BO,
-                nc = G.dv - j0 < BO ? G.dv - j0 : BO, row0 = b * G.seq + c * C;
+  const int64_t bhc = blockIdx.x, c = bhc % G.chunks, h = bhc / G.chunks % G.nv, b = bhc / G.chunks / G.nv,
+                row0 = b * G.seq + c * C;
   const int rows = static_cast<int>(G.seq - c * C < C ? G.seq - c * C : C);
   Gates<C>& q = *at<Gates<C>>(smem, L.gates);
   chunk_gates(q, G, g, beta, b, h, c);
-  T* out = o + row0 * G.nv * G.dv + h * G.dv + j0;
+  T* out = o + row0 * G.nv * G.dv + h * G.dv;
+  float* Cf = at<float>(smem, L.cf);
+  const int ldk = G.dkp + 8, ldo = G.dvp + 8, ldc = C + 8;
   if (q.n == 0) {
-    for (int e = threadIdx.x; e < rows * nc; e += blockDim.x) out[e / nc * G.nv * G.dv + e % nc] = from_f32<T>(0.f);
+    store_tile(out, G.nv * G.dv, Cf, 0, rows, G.dv, 1.f, 0);
     return;
   }
   T *Q = at<T>(smem, L.q), *KV = at<T>(smem, L.kv), *Pt = at<T>(smem, L.pt), *Ht = at<T>(smem, L.ht);
-  float *Pf = at<float>(smem, L.pf), *Cf = at<float>(smem, L.cf);
-  const int ldk = G.dkp + 8, ldc = C + 8;
   const int64_t qk_row = (row0 * G.nk + G.k_head(h)) * G.dk;
   load_tile(Q, ldk, s.qn + qk_row, G.nk * G.dk, C, G.dkp, q.n, G.dk);
   load_tile(KV, ldk, s.kn + qk_row, G.nk * G.dk, C, G.dkp, q.n, G.dk);
-  __syncthreads();
-  block_mm<false, true>(Pf, ldc, Q, ldk, KV, ldk, C, C, G.dkp, false);
+  barrier();
+  block_mm<false, true>(Cf, ldc, Q, ldk, KV, ldk, C, C, G.dkp, false);
   for (int e = threadIdx.x; e < C * C; e += blockDim.x) {
     const int r = e / C, t = e % C;
-    Pt[r * ldc + t] = from_f32<T>(t <= r ? Pf[r * ldc + t] * q.D(r, t) : 0.f);
+    Pt[r * ldc + t] = from_f32<T>(t <= r ? Cf[r * ldc + t] * q.D(r, t) : 0.f);
   }
   scale_rows(Q, ldk, C, G.dkp, q.Gam);
-  load_tile(Ht, ldo, s.h + bhc * G.dk * G.dv + j0, G.dv, G.dkp, BO, static_cast<int>(G.dk), nc);
-  load_tile(KV, ldo, s.vn + bhc * C * G.dv + j0, G.dv, C, BO, C, nc);
-  __syncthreads();
-  block_mm<false, false>(Cf, ldo, Q, ldk, Ht, ldo, C, BO, G.dkp, false);
-  block_mm<false, false>(Cf, ldo, Pt, ldc, KV, ldo, C, BO, C, true);
-  for (int e = threadIdx.x; e < rows * nc; e += blockDim.x) {
-    const int r = static_cast<int>(e / nc), j = static_cast<int>(e % nc);
-    out[r * G.nv * G.dv + j] = from_f32<T>(r < q.n ? Cf[r * ldo + j] : 0.f);
-  }
+  load_tile(Ht, ldo, s.h + bhc * G.dk * G.dv, G.dv, G.dkp, G.dvp, static_cast<int>(G.dk), G.dv);
+  load_tile(KV, ldo, s.vn + bhc * C * G.dv, G.dv, C, G.dvp, C, G.dv);
+  barrier();
+  block_mm2_store(out, G.nv * G.dv, rows, G.dv, q.n, Q, ldk, Ht, ldo, G.dkp, Pt, ldc, KV, ldo, C, C, G.dvp, Cf);
 }
 
 // ---- Backward stages ----
@@ -436,8 +617,10 @@ __global__ void state_grad_kernel(Bufs<T> s, const T* d_o, const float* g, const
   const int ldk = G.dkp + 8, ldc = C + 8;
   for (int e = threadIdx.x; e < G.dkp * ldt; e += blockDim.x) DHf[e] = 0.f;
   const int64_t L_b = G.length(b), chunks = (L_b + C - 1) / C;
+  GateRow next = fetch_gate_row<C>(G, g, beta, b, h, chunks - 1);
   for (int64_t c = chunks - 1; c >= 0; --c) {
-    chunk_gates(q, G, g, beta, b, h, c);
+    chunk_gates(q, next);
+    if (c > 0) next = fetch_gate_row<C>(G, g, beta, b, h, c - 1);  // in flight over this chunk
     const int64_t bhc = (b * G.nv + h) * G.chunks + c, row0 = b * G.seq + c * C;
     const int64_t qk_row = (row0 * G.nk + G.k_head(h)) * G.dk;
     store_tile(s.dh + bhc * G.dk * G.dv + j0, G.dv, DHf, ldt, static_cast<int>(G.dk), nc);
@@ -446,7 +629,7 @@ __global__ void state_grad_kernel(Bufs<T> s, const T* d_o, const float* g, const
     load_tile(K, ldk, s.kn + qk_row, G.nk * G.dk, C, G.dkp, q.n, G.dk);
     load_tile(dOt, ldt, d_o + row0 * G.nv * G.dv + h * G.dv + j0, G.nv * G.dv, C, BV, q.n, nc);
     load_tile(Wn, ldk, s.w + bhc * C * G.dk, G.dk, C, G.dkp, C, G.dk, nullptr, -1.f);
-    __syncthreads();
+    barrier();
     block_mm<false, true>(Pf, ldc, Q, ldk, K, ldk, C, C, G.dkp, false);
     for (int e = threadIdx.x; e < C * C; e += blockDim.x) {
       const int r = e / C, t = e % C;
@@ -454,17 +637,16 @@ __global__ void state_grad_kernel(Bufs<T> s, const T* d_o, const float* g, const
     }
     scale_rows(Q, ldk, C, G.dkp, q.Gam);
     scale_rows(K, ldk, C, G.dkp, q.e);
-    __syncthreads();
+    barrier();
     block_mm<true, false>(Cf, ldt, Pt, ldc, dOt, ldt, C, BV, C, false);
     block_mm<false, false>(Cf, ldt, K, ldk, DHt, ldt, C, BV, G.dkp, true);
-    T* dvn = s.dvn + bhc * C * G.dv + j0;
     for (int e = threadIdx.x; e < C * BV; e += blockDim.x) {
       const int r = e / BV, j = e % BV;
       dVt[r * ldt + j] = from_f32<T>(Cf[r * ldt + j]);
-      if (j < nc) dvn[r * G.dv + j] = from_f32<T>(Cf[r * ldt + j]);
     }
+    store_tile(s.dvn + bhc * C * G.dv + j0, G.dv, Cf, ldt, C, nc);
     for (int e = threadIdx.x; e < G.dkp * BV; e += blockDim.x) DHf[e / BV * ldt + e % BV] *= q.Gam_last;
-    __syncthreads();
+    barrier();
     block_mm<true, false>(DHf, ldt, Q, ldk, dOt, ldt, G.dkp, BV, C, true);
     block_mm<true, false>(DHf, ldt, Wn, ldk, dVt, ldt, G.dkp, BV, C, true);
     if (!q.carries)
@@ -485,9 +667,9 @@ struct QkGradSmem {
     dov = c.take(int64_t{C} * ldv * sizeof(T));
     vn = c.take(int64_t{C} * ldv * sizeof(T));
     ht = c.take(int64_t{G.dkp} * ldv * sizeof(T));
-    cf = c.take(int64_t{C} * ldk * 4);
-    s1 = c.take(int64_t{C} * (C + 8) * 4);
-    s2 = c.take(int64_t{C} * (C + 8) * 4);
+    const int64_t scores = 2 * int64_t{C} * (C + 8);  // S1, S2, done with before Cf is first written
+    cf = s1 = c.take((scores > int64_t{C} * ldk ? scores : int64_t{C} * ldk) * 4);
+    s2 = s1 + C * (C + 8) * 4;
     pt = c.take(int64_t{C} * (C + 8) * sizeof(T));
     dgam = c.take(2 * C * 4);
     red = c.take(threads / 32 * 4);
@@ -517,7 +699,7 @@ __global__ void qk_grad_kernel(Bufs<T> s, const T* d_o, const float* g, const fl
   load_tile(K, ldk, s.kn + qk_row, G.nk * G.dk, C, G.dkp, q.n, G.dk);
   load_tile(dOV, ldv, d_o + row0 * G.nv * G.dv + h * G.dv, G.nv * G.dv, C, G.dvp, q.n, G.dv);
   load_tile(Vn, ldv, s.vn + bhc * C * G.dv, G.dv, C, G.dvp, C, G.dv);
-  __syncthreads();
+  barrier();
   block_mm<false, true>(S1, ldc, dOV, ldv, Vn, ldv, C, C, G.dvp, false);
   block_mm<false, true>(S2, ldc, Q, ldk, K, ldk, C, C, G.dkp, false);
   for (int e = threadIdx.x; e < C * C; e += blockDim.x) {
@@ -526,7 +708,7 @@ __global__ void qk_grad_kernel(Bufs<T> s, const T* d_o, const float* g, const fl
     Pt[r * ldc + t] = from_f32<T>(S1[r * ldc + t] * d);
     S2[r * ldc + t] = S1[r * ldc + t] * S2[r * ldc + t] * d;
   }
-  __syncthreads();
+  barrier();
   if (threadIdx.x < C) {
     const int r = threadIdx.x;
     float acc = 0.f;
@@ -535,7 +717,7 @@ __global__ void qk_grad_kernel(Bufs<T> s, const T* d_o, const float* g, const fl
   }
   scale_rows(dOV, ldv, C, G.dvp, q.Gam);
   load_tile(Ht, ldv, s.h + bhc * G.dk * G.dv, G.dv, G.dkp, G.dvp, static_cast<int>(G.dk), G.dv);
-  __syncthreads();
+  barrier();
   block_mm<false, true>(Cf, ldk, dOV, ldv, Ht, ldv, C, G.dkp, G.dvp, false);
   for (int r = warp; r < C; r += warps) {
     float acc = 0.f;
@@ -543,24 +725,18 @@ __global__ void qk_grad_kernel(Bufs<T> s, const T* d_o, const float* g, const fl
     acc = warp_sum(acc);
     if (lane == 0) dgam[r] += acc;
   }
-  __syncthreads();
+  barrier();
   block_mm<false, false>(Cf, ldk, Pt, ldc, K, ldk, C, G.dkp, C, true);
-  for (int e = threadIdx.x; e < q.n * G.dk; e += blockDim.x) {
-    const int r = static_cast<int>(e / G.dk), i = static_cast<int>(e % G.dk);
-    s.dq_part[((row0 + r) * G.nv + h) * G.dk + i] = Cf[r * ldk + i];
-  }
+  store_tile(s.dq_part + (row0 * G.nv + h) * G.dk, G.nv * G.dk, Cf, ldk, q.n, G.dk);
   load_tile(dOV, ldv, s.dvn + bhc * C * G.dv, G.dv, C, G.dvp, C, G.dv);
-  __syncthreads();
+  barrier();
   block_mm<false, true>(Cf, ldk, dOV, ldv, Ht, ldv, C, G.dkp, G.dvp, false);
   store_tile(s.dw + bhc * C * G.dk, G.dk, Cf, ldk, C, G.dk, -1.f);
-  __syncthreads();
-  const float* hc = s.h + bhc * G.dk * G.dv;
-  const float* dhc = s.dh + bhc * G.dk * G.dv;
-  float hs = 0.f;
-  for (int64_t e = threadIdx.x; e < G.dk * G.dv; e += blockDim.x) hs += dhc[e] * hc[e];
-  hs = block_total(hs, red);
+  barrier();
+  const T* dhc = s.dh + bhc * G.dk * G.dv;
+  const float hs = block_dot(dhc, s.h + bhc * G.dk * G.dv, G.dk * G.dv, red);
   load_tile(Ht, ldv, dhc, G.dv, G.dkp, G.dvp, static_cast<int>(G.dk), G.dv);
-  __syncthreads();
+  barrier();
   block_mm<false, true>(Cf, ldk, Vn, ldv, Ht, ldv, C, G.dkp, G.dvp, false);
   for (int r = warp; r < C; r += warps) {
     float y = 0.f;
@@ -574,17 +750,14 @@ __global__ void qk_grad_kernel(Bufs<T> s, const T* d_o, const float* g, const fl
       ys[r] = y;
     }
   }
-  __syncthreads();
+  barrier();
   if (threadIdx.x == 0) {
     float y_sum = 0.f;
     for (int r = 0; r < C; ++r) y_sum += ys[r];
     dgam[q.n - 1] += y_sum + q.Gam_last * hs;
   }
   block_mm<true, false>(Cf, ldk, Pt, ldc, Q, ldk, C, G.dkp, C, true);
-  for (int e = threadIdx.x; e < q.n * G.dk; e += blockDim.x) {
-    const int r = static_cast<int>(e / G.dk), i = static_cast<int>(e % G.dk);
-    s.dk_part[((row0 + r) * G.nv + h) * G.dk + i] = Cf[r * ldk + i];
-  }
+  store_tile(s.dk_part + (row0 * G.nv + h) * G.dk, G.nv * G.dk, Cf, ldk, q.n, G.dk);
   for (int r = threadIdx.x; r < q.n; r += blockDim.x) s.dgam_part[(row0 + r) * G.nv + h] = dgam[r];
 }
 
@@ -634,7 +807,7 @@ __global__ void wy_grad_kernel(T* d_qkv, float* dg, float* dbeta, Bufs<T> s, con
   load_tile(XW, ldk, s.dw + bhc * C * G.dk, G.dk, C, G.dkp, C, G.dk);
   load_tile(RU, ldv, qkv + row0 * G.row + 2 * G.nk * G.dk + h * G.dv, G.row, C, G.dvp, q.n, G.dv);
   load_tile(K, ldk, s.kn + (row0 * G.nk + G.k_head(h)) * G.dk, G.nk * G.dk, C, G.dkp, q.n, G.dk);
-  __syncthreads();
+  barrier();
   block_mm<true, false>(Cu, ldv, Tt, ldc, XU, ldv, C, G.dvp, C, false);
   for (int r = warp; r < C; r += warps) {
     float acc = 0.f;
@@ -646,9 +819,9 @@ __global__ void wy_grad_kernel(T* d_qkv, float* dg, float* dbeta, Bufs<T> s, con
       for (int j = lane; j < G.dv; j += 32) dv[j] = from_f32<T>(q.beta[r] * Cu[r * ldv + j]);
     }
   }
-  __syncthreads();
+  barrier();
   load_tile(XU, ldv, Cu, ldv, C, G.dvp, C, G.dvp);
-  __syncthreads();
+  barrier();
   block_mm<true, false>(Cw, ldk, Tt, ldc, XW, ldk, C, G.dkp, C, false);
   for (int r = warp; r < C; r += warps) {
     const float bg = q.beta[r] * q.Gam[r];
@@ -666,7 +839,7 @@ __global__ void wy_grad_kernel(T* d_qkv, float* dg, float* dbeta, Bufs<T> s, con
   }
   load_tile(RU, ldv, s.u + bhc * C * G.dv, G.dv, C, G.dvp, C, G.dv);
   load_tile(RW, ldk, s.w + bhc * C * G.dk, G.dk, C, G.dkp, C, G.dk);
-  __syncthreads();
+  barrier();
   block_mm<false, true>(S1, ldc, XU, ldv, RU, ldv, C, C, G.dvp, false);
   block_mm<false, true>(S1, ldc, XW, ldk, RW, ldk, C, C, G.dkp, true);
   block_mm<false, true>(S2, ldc, K, ldk, K, ldk, C, C, G.dkp, false);
@@ -676,7 +849,7 @@ __global__ void wy_grad_kernel(T* d_qkv, float* dg, float* dbeta, Bufs<T> s, con
     S1[r * ldc + t] = da * S2[r * ldc + t] * d;
     Et[r * ldc + t] = from_f32<T>(da * q.beta[r] * d);
   }
-  __syncthreads();
+  barrier();
   if (threadIdx.x < C) {
     const int r = threadIdx.x;
     float rs = 0.f, cs = 0.f;
@@ -766,10 +939,10 @@ template <typename T>
 Bufs<T> carve(char* base, const DeltaRuleChunkedLayout& l, bool backward) {
   const auto f = [&](int64_t off) { return reinterpret_cast<float*>(base + off); };
   const auto e = [&](int64_t off) { return reinterpret_cast<T*>(base + off); };
-  Bufs<T> s{e(l.qn), e(l.kn), f(l.tm), e(l.u), e(l.vn), e(l.w), f(l.h), nullptr, nullptr, nullptr,
+  Bufs<T> s{e(l.qn), e(l.kn), f(l.tm), e(l.u), e(l.vn), e(l.w), e(l.h), nullptr, nullptr, nullptr,
             nullptr, nullptr, nullptr};
   if (backward) {
-    s.dh = f(l.dh);
+    s.dh = e(l.dh);
     s.dvn = e(l.dvn);
     s.dw = e(l.dw);
     s.dq_part = f(l.dq_part);
@@ -827,7 +1000,7 @@ void gated_delta_rule_chunked_forward(T* o, const T* qkv, const float* g, const 
   const Scratch<char> scratch("gated_delta_rule_chunked_forward", l.bytes, st);
   const Bufs<T> s = carve<T>(scratch.get(), l, false);
   forward_states(s, qkv, g, beta, shape, G, st);
-  const auto blocks = static_cast<unsigned>(shape.batch * G.nv * G.chunks * ((G.dvp + out_cols - 1) / out_cols));
+  const auto blocks = static_cast<unsigned>(shape.batch * G.nv * G.chunks);
   launch("gated_delta_rule_chunked output", output_kernel<T>, blocks, OutputSmem<T>(G), st, o, s, g, beta, G);
 }
 

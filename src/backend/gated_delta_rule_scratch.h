@@ -21,9 +21,10 @@ inline constexpr int64_t delta_rule_chunk(int64_t element_bytes) { return elemen
 
 // Byte offsets of the chunked kernels' arrays in one allocation. Per token: q̂, k̂ [T, n_k_heads, k_head_dim]
 // (elements). Per (sequence, v head, chunk) in that order: T = (I + A)⁻¹ [C, C] fp32, U, V' [C, v_head_dim] and W
-// [C, k_head_dim] (elements), the state entering the chunk [k_head_dim, v_head_dim] fp32; backward adds the
-// gradient of the state leaving the chunk (fp32), dV' and dW (elements), and per token and v head the fp32 parts
-// of dq̂, dk̂ [T, n_v_heads, k_head_dim] and of γ's gradient [T, n_v_heads].
+// [C, k_head_dim] (elements), the state entering the chunk [k_head_dim, v_head_dim] (elements: the kernels keep it
+// in fp32 and store it at the precision the products that read it take); backward adds the gradient of the state
+// leaving the chunk, dV' and dW (elements), and per token and v head the fp32 parts of dq̂, dk̂
+// [T, n_v_heads, k_head_dim] and of γ's gradient [T, n_v_heads].
 struct DeltaRuleChunkedLayout {
   int64_t chunk = 0, chunks = 0;  // per sequence
   int64_t qn = 0, kn = 0, tm = 0, u = 0, vn = 0, w = 0, h = 0;
@@ -49,9 +50,9 @@ inline DeltaRuleChunkedLayout delta_rule_chunked_layout(const DeltaRuleShape& s,
   l.u = take(heads * C * dv * es);
   l.vn = take(heads * C * dv * es);
   l.w = take(heads * C * dk * es);
-  l.h = take(heads * dk * dv * 4);
+  l.h = take(heads * dk * dv * es);
   if (!backward) return l;
-  l.dh = take(heads * dk * dv * 4);
+  l.dh = take(heads * dk * dv * es);
   l.dvn = take(heads * C * dv * es);
   l.dw = take(heads * C * dk * es);
   l.dq_part = take(T * s.n_v_heads * dk * 4);

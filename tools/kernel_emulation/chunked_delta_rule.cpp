@@ -78,7 +78,7 @@ int run(char** argv) {
   };
   forward_states();
   const OutputSmem<E> O(G);
-  emu_launch(heads * ((G.dvp + out_cols - 1) / out_cols), threads, O.bytes,
+  emu_launch(heads, threads, O.bytes,
              [&] { output_kernel<E>(o.data(), s, g.data(), beta.data(), G, O); });
   forward_states();
   const StateGradSmem<E> SG(G);

@@ -38,7 +38,32 @@ inline float __shfl_xor_sync(unsigned, float v, int o) {
   wb.arrive_and_wait();
   return r;
 }
+template <typename V>
+V __shfl_up_sync(unsigned, V v, int o) {
+  static_assert(sizeof(V) == 4);
+  const unsigned t = threadIdx.x;
+  auto& wb = *emu_warp_bars[t / 32];
+  std::memcpy(&emu_shfl_buf[t], &v, 4);
+  wb.arrive_and_wait();
+  V r = v;
+  if (t % 32 >= static_cast<unsigned>(o)) std::memcpy(&r, &emu_shfl_buf[t - o], 4);
+  wb.arrive_and_wait();
+  return r;
+}
 namespace mt::cuda {
+// kernels/async_copy.cuh: copies at once; global is anything outside the block's shared memory.
+inline unsigned emu_smem_bytes = 0;
+inline void copy16_async(void* dst, const void* src) { std::memcpy(dst, src, 16); }
+inline void wait_async_copies() {}
+inline bool is_global(const void* p) {
+  const auto* c = static_cast<const unsigned char*>(p);
+  return c < emu_smem || c >= emu_smem + emu_smem_bytes;
+}
+template <typename T, int N>
+struct alignas(sizeof(T) * N) Pack {
+  T v[N];
+};
+template <typename T> inline constexpr int vec16 = 16 / static_cast<int>(sizeof(T));
 inline float to_f32(float x) { return x; }
 inline float to_f32(__nv_bfloat16 x) { return mt::bf16_to_f32(x.x); }
 template <typename T> T from_f32(float x);
@@ -74,6 +99,24 @@ void block_mm(float* C, int ldc, const float* A, int lda, const float* B, int ld
   }
   __syncthreads();
 }
+// block_mm2_store's semantics (kernels/block_mm.cuh), with wmma's preconditions for bf16.
+template <typename T>
+void block_mm2_store(T* out, int64_t out_ld, int rows, int64_t cols, int rows_valid, const T* A1, int lda1,
+                     const T* B1, int ldb1, int K1, const T* A2, int lda2, const T* B2, int ldb2, int K2, int M, int N,
+                     float*) {
+  if (sizeof(T) == 2)
+    MT_ASSERT(M % 16 == 0 && N % 16 == 0 && K1 % 16 == 0 && K2 % 16 == 0 && lda1 % 8 == 0 && ldb1 % 8 == 0 &&
+                  lda2 % 8 == 0 && ldb2 % 8 == 0 && rows <= M && cols <= N,
+              "wmma shape");
+  for (int e = threadIdx.x; e < rows * cols; e += blockDim.x) {
+    const int m = static_cast<int>(e / cols), n = static_cast<int>(e % cols);
+    float s = 0.f;
+    for (int k = 0; k < K1; ++k) s += to_f32(A1[m * lda1 + k]) * to_f32(B1[k * ldb1 + n]);
+    for (int k = 0; k < K2; ++k) s += to_f32(A2[m * lda2 + k]) * to_f32(B2[k * ldb2 + n]);
+    out[m * out_ld + n] = from_f32<T>(m < rows_valid ? s : 0.f);
+  }
+  __syncthreads();
+}
 }  // namespace mt::cuda
 // Runs kernel body f() for every block with `threads` threads and `smem` bytes of NaN-filled shared memory.
 inline void emu_launch(unsigned blocks, unsigned threads, int smem, const std::function<void()>& f) {
@@ -84,6 +127,7 @@ inline void emu_launch(unsigned blocks, unsigned threads, int smem, const std::f
     const float nan = std::nanf("");
     for (size_t i = 0; i + 4 <= static_cast<size_t>(smem); i += 4) std::memcpy(&base[i], &nan, 4);
     emu_smem = base;
+    mt::cuda::emu_smem_bytes = static_cast<unsigned>(smem);
     blockIdx.x = b;
     std::barrier<> bar(threads);
     emu_bar = &bar;
