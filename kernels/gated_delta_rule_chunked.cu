@@ -47,7 +47,7 @@ struct Geo {
 template <typename T>
 struct Bufs {
   T *qn, *kn;
-  float* tm;
+  T *tm, *p;  // T = (I + A)⁻¹; the masked scores Q̂K̂ᵀ ⊙ D (s ≤ r)
   T *u, *vn, *w;
   T* h;   // fp32 kept in the recurrences; stored as T, the precision the products that read it take
   T* dh;
@@ -377,12 +377,13 @@ __global__ void normalize_kernel(T* qn, T* kn, const T* qkv, Geo G, int64_t item
 
 template <typename T>
 struct PrepSmem {
-  int gates, k, v, a, tf, tt, cf, xs, bytes;  // cf reuses a and tf once T is taken
+  int gates, q, k, v, a, tf, tt, cf, xs, bytes;  // cf reuses a and tf once T is taken
   PrepSmem(const Geo& G) {
     constexpr int C = chunk_of<T>;
     const int64_t a_floats = int64_t{C} * (C + 8), cf_floats = int64_t{C} * ((G.dkp > G.dvp ? G.dkp : G.dvp) + 8);
     Carve c;
     gates = c.take(sizeof(Gates<C>));
+    q = c.take(int64_t{C} * (G.dkp + 8) * sizeof(T));
     k = c.take(int64_t{C} * (G.dkp + 8) * sizeof(T));
     v = c.take(int64_t{C} * (G.dvp + 8) * sizeof(T));
     tt = c.take(int64_t{C} * (C + 8) * sizeof(T));
@@ -393,7 +394,8 @@ struct PrepSmem {
   }
 };
 
-// Per (sequence, v head, chunk): T = (I + A)⁻¹ (fp32, by 16-row blocks), U = T·(β ⊙ V), W = T·(βΓ ⊙ K̂).
+// Per (sequence, v head, chunk): the masked scores P = Q̂K̂ᵀ ⊙ D (s ≤ r), T = (I + A)⁻¹ (fp32, by 16-row blocks),
+// U = T·(β ⊙ V), W = T·(βΓ ⊙ K̂).
 template <typename T>
 __global__ void prep_kernel(Bufs<T> s, const T* qkv, const float* g, const float* beta, Geo G, PrepSmem<T> L) {
   constexpr int C = chunk_of<T>;
@@ -402,17 +404,23 @@ __global__ void prep_kernel(Bufs<T> s, const T* qkv, const float* g, const float
   Gates<C>& q = *at<Gates<C>>(smem, L.gates);
   chunk_gates(q, G, g, beta, b, h, c);
   if (q.n == 0) return;
-  T *K = at<T>(smem, L.k), *V = at<T>(smem, L.v), *Tt = at<T>(smem, L.tt);
+  T *Q = at<T>(smem, L.q), *K = at<T>(smem, L.k), *V = at<T>(smem, L.v), *Tt = at<T>(smem, L.tt);
   float *A = at<float>(smem, L.a), *Tf = at<float>(smem, L.tf), *Cf = at<float>(smem, L.cf);
   const int ldk = G.dkp + 8, ldv = G.dvp + 8, ldc = C + 8, ldf = (G.dkp > G.dvp ? G.dkp : G.dvp) + 8;
   const int64_t row0 = b * G.seq + c * C;
-  load_tile(K, ldk, s.kn + (row0 * G.nk + G.k_head(h)) * G.dk, G.nk * G.dk, C, G.dkp, q.n, G.dk);
+  const int64_t qk_row = (row0 * G.nk + G.k_head(h)) * G.dk;
+  load_tile(Q, ldk, s.qn + qk_row, G.nk * G.dk, C, G.dkp, q.n, G.dk);
+  load_tile(K, ldk, s.kn + qk_row, G.nk * G.dk, C, G.dkp, q.n, G.dk);
   load_tile(V, ldv, qkv + row0 * G.row + 2 * G.nk * G.dk + h * G.dv, G.row, C, G.dvp, q.n, G.dv);
   barrier();
   block_mm<false, true>(A, ldc, K, ldk, K, ldk, C, C, G.dkp, false);
+  block_mm<false, true>(Tf, ldc, Q, ldk, K, ldk, C, C, G.dkp, false);
+  T* p = s.p + bhc * C * C;
   for (int e = threadIdx.x; e < C * C; e += blockDim.x) {
     const int r = e / C, t = e % C;
-    A[r * ldc + t] = t < r ? q.beta[r] * A[r * ldc + t] * q.D(r, t) : 0.f;
+    const float d = t <= r ? q.D(r, t) : 0.f;
+    p[e] = from_f32<T>(t <= r ? Tf[r * ldc + t] * d : 0.f);
+    A[r * ldc + t] = t < r ? q.beta[r] * A[r * ldc + t] * d : 0.f;
     Tf[r * ldc + t] = 0.f;
   }
   barrier();
@@ -445,11 +453,10 @@ __global__ void prep_kernel(Bufs<T> s, const T* qkv, const float* g, const float
     }
     barrier();
   }
-  float* tm = s.tm + bhc * C * C;
+  T* tm = s.tm + bhc * C * C;
   for (int e = threadIdx.x; e < C * C; e += blockDim.x) {
     const int r = e / C, t = e % C;
-    tm[e] = Tf[r * ldc + t];
-    Tt[r * ldc + t] = from_f32<T>(Tf[r * ldc + t]);
+    Tt[r * ldc + t] = tm[e] = from_f32<T>(Tf[r * ldc + t]);
   }
   for (int e = threadIdx.x; e < C * G.dkp; e += blockDim.x) {
     const int r = e / G.dkp, i = e % G.dkp;
@@ -469,7 +476,7 @@ __global__ void prep_kernel(Bufs<T> s, const T* qkv, const float* g, const float
 
 template <typename T>
 struct StateSmem {
-  int gates, hf, ht, w, kd, cf, vt, bytes;
+  int gates, hf, ht, w, k, cf, vt, bytes;
   StateSmem(const Geo& G) {
     constexpr int C = chunk_of<T>, ldt = state_cols + 8;
     Carve c;
@@ -477,7 +484,7 @@ struct StateSmem {
     hf = c.take(int64_t{G.dkp} * ldt * 4);
     ht = c.take(int64_t{G.dkp} * ldt * sizeof(T));
     w = c.take(int64_t{C} * (G.dkp + 8) * sizeof(T));
-    kd = c.take(int64_t{C} * (G.dkp + 8) * sizeof(T));
+    k = c.take(int64_t{C} * (G.dkp + 8) * sizeof(T));
     cf = c.take(int64_t{C} * ldt * 4);
     vt = c.take(int64_t{C} * ldt * sizeof(T));
     bytes = c.bytes;
@@ -485,7 +492,8 @@ struct StateSmem {
 };
 
 // Per (sequence, v head, 32 state columns), chunk by chunk: keep the state S entering the chunk, V' = U − W·S, then
-// S ← Γ_last·S + (e ⊙ K̂)ᵀ·V' (zero first where a segment starts with the chunk).
+// S ← Γ_last·S + K̂ᵀ·(e ⊙ V') (zero first where a segment starts with the chunk). The chunk's tiles are copied
+// asynchronously; its gates are fetched during the chunk before.
 template <typename T>
 __global__ void state_kernel(Bufs<T> s, const float* g, const float* beta, Geo G, StateSmem<T> L) {
   constexpr int C = chunk_of<T>, BV = state_cols, ldt = BV + 8;
@@ -494,7 +502,7 @@ __global__ void state_kernel(Bufs<T> s, const float* g, const float* beta, Geo G
                 b = blockIdx.x / tiles / G.nv, j0 = tile * BV, nc = G.dv - j0 < BV ? G.dv - j0 : BV;
   Gates<C>& q = *at<Gates<C>>(smem, L.gates);
   float *Hf = at<float>(smem, L.hf), *Cf = at<float>(smem, L.cf);
-  T *Ht = at<T>(smem, L.ht), *Wt = at<T>(smem, L.w), *Kd = at<T>(smem, L.kd), *Vt = at<T>(smem, L.vt);
+  T *Ht = at<T>(smem, L.ht), *Wt = at<T>(smem, L.w), *Kt = at<T>(smem, L.k), *Vt = at<T>(smem, L.vt);
   const int ldk = G.dkp + 8;
   for (int e = threadIdx.x; e < G.dkp * ldt; e += blockDim.x) Hf[e] = 0.f;
   const int64_t L_b = G.length(b), chunks = (L_b + C - 1) / C;
@@ -509,40 +517,41 @@ __global__ void state_kernel(Bufs<T> s, const float* g, const float* beta, Geo G
     store_tile(s.h + bhc * G.dk * G.dv + j0, G.dv, Hf, ldt, static_cast<int>(G.dk), nc);
     load_tile(Ht, ldt, Hf, ldt, G.dkp, BV, G.dkp, BV);
     load_tile(Wt, ldk, s.w + bhc * C * G.dk, G.dk, C, G.dkp, C, G.dk);
-    load_tile(Kd, ldk, s.kn + (row0 * G.nk + G.k_head(h)) * G.dk, G.nk * G.dk, C, G.dkp, q.n, G.dk, q.e);
+    load_tile(Kt, ldk, s.kn + (row0 * G.nk + G.k_head(h)) * G.dk, G.nk * G.dk, C, G.dkp, q.n, G.dk);
     load_tile(Vt, ldt, s.u + bhc * C * G.dv + j0, G.dv, C, BV, C, nc);  // U, V' below
     barrier();
     block_mm<false, false>(Cf, ldt, Wt, ldk, Ht, ldt, C, BV, G.dkp, false);
     for (int e = threadIdx.x; e < C * BV; e += blockDim.x) {
       const int r = e / BV, j = e % BV;
-      Vt[r * ldt + j] = from_f32<T>(j < nc ? to_f32(Vt[r * ldt + j]) - Cf[r * ldt + j] : 0.f);
-      Cf[r * ldt + j] = to_f32(Vt[r * ldt + j]);
+      const float v = to_f32(from_f32<T>(j < nc ? to_f32(Vt[r * ldt + j]) - Cf[r * ldt + j] : 0.f));
+      Cf[r * ldt + j] = v;                       // V', stored below
+      Vt[r * ldt + j] = from_f32<T>(q.e[r] * v);  // e ⊙ V' for the update
     }
     for (int e = threadIdx.x; e < G.dkp * BV; e += blockDim.x) Hf[e / BV * ldt + e % BV] *= q.Gam_last;
     barrier();
     store_tile(s.vn + bhc * C * G.dv + j0, G.dv, Cf, ldt, C, nc);
-    block_mm<true, false>(Hf, ldt, Kd, ldk, Vt, ldt, G.dkp, BV, C, true);
+    block_mm<true, false>(Hf, ldt, Kt, ldk, Vt, ldt, G.dkp, BV, C, true);
   }
 }
 
 template <typename T>
 struct OutputSmem {
-  int gates, q, kv, pt, ht, cf, bytes;  // cf holds QK̂ᵀ until the scores are in pt, then block_mm2_store's stage
+  int gates, q, vn, pt, ht, stage, bytes;
   OutputSmem(const Geo& G) {
     constexpr int C = chunk_of<T>;
     const int ldk = G.dkp + 8, ldo = G.dvp + 8, ldc = C + 8;
     Carve c;
     gates = c.take(sizeof(Gates<C>));
     q = c.take(int64_t{C} * ldk * sizeof(T));
-    kv = c.take(int64_t{C} * (ldk > ldo ? ldk : ldo) * sizeof(T));
+    vn = c.take(int64_t{C} * ldo * sizeof(T));
     pt = c.take(int64_t{C} * ldc * sizeof(T));
     ht = c.take(int64_t{G.dkp} * ldo * sizeof(T));
-    cf = c.take((int64_t{C} * ldc > threads / 32 * 256 ? int64_t{C} * ldc : threads / 32 * 256) * 4);
+    stage = c.take(threads / 32 * 256 * 4);
     bytes = c.bytes;
   }
 };
 
-// Per (sequence, v head, chunk), all value columns: O = (Γ ⊙ Q̂)·S + (Q̂K̂ᵀ ⊙ D, s ≤ r)·V'; zero on padding.
+// Per (sequence, v head, chunk), all value columns: O = (Γ ⊙ Q̂)·S + P·V'; zero on padding.
 template <typename T>
 __global__ void output_kernel(T* o, Bufs<T> s, const float* g, const float* beta, Geo G, OutputSmem<T> L) {
   constexpr int C = chunk_of<T>;
@@ -550,37 +559,31 @@ __global__ void output_kernel(T* o, Bufs<T> s, const float* g, const float* beta
   const int64_t bhc = blockIdx.x, c = bhc % G.chunks, h = bhc / G.chunks % G.nv, b = bhc / G.chunks / G.nv,
                 row0 = b * G.seq + c * C;
   const int rows = static_cast<int>(G.seq - c * C < C ? G.seq - c * C : C);
-  Gates<C>& q = *at<Gates<C>>(smem, L.gates);
-  chunk_gates(q, G, g, beta, b, h, c);
+  const GateRow f = fetch_gate_row<C>(G, g, beta, b, h, c);
   T* out = o + row0 * G.nv * G.dv + h * G.dv;
-  float* Cf = at<float>(smem, L.cf);
-  const int ldk = G.dkp + 8, ldo = G.dvp + 8, ldc = C + 8;
-  if (q.n == 0) {
-    store_tile(out, G.nv * G.dv, Cf, 0, rows, G.dv, 1.f, 0);
+  float* stage = at<float>(smem, L.stage);
+  if (f.n == 0) {
+    store_tile(out, G.nv * G.dv, stage, 0, rows, G.dv, 1.f, 0);
     return;
   }
-  T *Q = at<T>(smem, L.q), *KV = at<T>(smem, L.kv), *Pt = at<T>(smem, L.pt), *Ht = at<T>(smem, L.ht);
-  const int64_t qk_row = (row0 * G.nk + G.k_head(h)) * G.dk;
-  load_tile(Q, ldk, s.qn + qk_row, G.nk * G.dk, C, G.dkp, q.n, G.dk);
-  load_tile(KV, ldk, s.kn + qk_row, G.nk * G.dk, C, G.dkp, q.n, G.dk);
-  barrier();
-  block_mm<false, true>(Cf, ldc, Q, ldk, KV, ldk, C, C, G.dkp, false);
-  for (int e = threadIdx.x; e < C * C; e += blockDim.x) {
-    const int r = e / C, t = e % C;
-    Pt[r * ldc + t] = from_f32<T>(t <= r ? Cf[r * ldc + t] * q.D(r, t) : 0.f);
-  }
-  scale_rows(Q, ldk, C, G.dkp, q.Gam);
+  T *Q = at<T>(smem, L.q), *Vn = at<T>(smem, L.vn), *Pt = at<T>(smem, L.pt), *Ht = at<T>(smem, L.ht);
+  const int ldk = G.dkp + 8, ldo = G.dvp + 8, ldc = C + 8;
+  load_tile(Q, ldk, s.qn + (row0 * G.nk + G.k_head(h)) * G.dk, G.nk * G.dk, C, G.dkp, f.n, G.dk);
+  load_tile(Pt, ldc, s.p + bhc * C * C, C, C, C, C, C);
   load_tile(Ht, ldo, s.h + bhc * G.dk * G.dv, G.dv, G.dkp, G.dvp, static_cast<int>(G.dk), G.dv);
-  load_tile(KV, ldo, s.vn + bhc * C * G.dv, G.dv, C, G.dvp, C, G.dv);
+  load_tile(Vn, ldo, s.vn + bhc * C * G.dv, G.dv, C, G.dvp, C, G.dv);
+  Gates<C>& q = *at<Gates<C>>(smem, L.gates);
+  chunk_gates(q, f);  // its barriers land the tiles
+  scale_rows(Q, ldk, C, G.dkp, q.Gam);
   barrier();
-  block_mm2_store(out, G.nv * G.dv, rows, G.dv, q.n, Q, ldk, Ht, ldo, G.dkp, Pt, ldc, KV, ldo, C, C, G.dvp, Cf);
+  block_mm2_store(out, G.nv * G.dv, rows, G.dv, q.n, Q, ldk, Ht, ldo, G.dkp, Pt, ldc, Vn, ldo, C, C, G.dvp, stage);
 }
 
 // ---- Backward stages ----
 
 template <typename T>
 struct StateGradSmem {
-  int gates, q, k, wn, pf, pt, dot, dhf, dht, cf, dvt, bytes;
+  int gates, q, k, w, pt, dot, dhf, dht, cf, dvt, bytes;
   StateGradSmem(const Geo& G) {
     constexpr int C = chunk_of<T>, ldt = state_cols + 8;
     const int ldk = G.dkp + 8;
@@ -588,8 +591,7 @@ struct StateGradSmem {
     gates = c.take(sizeof(Gates<C>));
     q = c.take(int64_t{C} * ldk * sizeof(T));
     k = c.take(int64_t{C} * ldk * sizeof(T));
-    wn = c.take(int64_t{C} * ldk * sizeof(T));
-    pf = c.take(int64_t{C} * (C + 8) * 4);
+    w = c.take(int64_t{C} * ldk * sizeof(T));
     pt = c.take(int64_t{C} * (C + 8) * sizeof(T));
     dot = c.take(int64_t{C} * ldt * sizeof(T));
     dhf = c.take(int64_t{G.dkp} * ldt * 4);
@@ -611,9 +613,9 @@ __global__ void state_grad_kernel(Bufs<T> s, const T* d_o, const float* g, const
   const int64_t tiles = (G.dvp + BV - 1) / BV, tile = blockIdx.x % tiles, h = blockIdx.x / tiles % G.nv,
                 b = blockIdx.x / tiles / G.nv, j0 = tile * BV, nc = G.dv - j0 < BV ? G.dv - j0 : BV;
   Gates<C>& q = *at<Gates<C>>(smem, L.gates);
-  T *Q = at<T>(smem, L.q), *K = at<T>(smem, L.k), *Wn = at<T>(smem, L.wn), *Pt = at<T>(smem, L.pt),
+  T *Q = at<T>(smem, L.q), *K = at<T>(smem, L.k), *Wt = at<T>(smem, L.w), *Pt = at<T>(smem, L.pt),
     *dOt = at<T>(smem, L.dot), *DHt = at<T>(smem, L.dht), *dVt = at<T>(smem, L.dvt);
-  float *Pf = at<float>(smem, L.pf), *DHf = at<float>(smem, L.dhf), *Cf = at<float>(smem, L.cf);
+  float *DHf = at<float>(smem, L.dhf), *Cf = at<float>(smem, L.cf);
   const int ldk = G.dkp + 8, ldc = C + 8;
   for (int e = threadIdx.x; e < G.dkp * ldt; e += blockDim.x) DHf[e] = 0.f;
   const int64_t L_b = G.length(b), chunks = (L_b + C - 1) / C;
@@ -628,13 +630,9 @@ __global__ void state_grad_kernel(Bufs<T> s, const T* d_o, const float* g, const
     load_tile(Q, ldk, s.qn + qk_row, G.nk * G.dk, C, G.dkp, q.n, G.dk);
     load_tile(K, ldk, s.kn + qk_row, G.nk * G.dk, C, G.dkp, q.n, G.dk);
     load_tile(dOt, ldt, d_o + row0 * G.nv * G.dv + h * G.dv + j0, G.nv * G.dv, C, BV, q.n, nc);
-    load_tile(Wn, ldk, s.w + bhc * C * G.dk, G.dk, C, G.dkp, C, G.dk, nullptr, -1.f);
+    load_tile(Wt, ldk, s.w + bhc * C * G.dk, G.dk, C, G.dkp, C, G.dk);
+    load_tile(Pt, ldc, s.p + bhc * C * C, C, C, C, C, C);
     barrier();
-    block_mm<false, true>(Pf, ldc, Q, ldk, K, ldk, C, C, G.dkp, false);
-    for (int e = threadIdx.x; e < C * C; e += blockDim.x) {
-      const int r = e / C, t = e % C;
-      Pt[r * ldc + t] = from_f32<T>(t <= r ? Pf[r * ldc + t] * q.D(r, t) : 0.f);
-    }
     scale_rows(Q, ldk, C, G.dkp, q.Gam);
     scale_rows(K, ldk, C, G.dkp, q.e);
     barrier();
@@ -642,13 +640,13 @@ __global__ void state_grad_kernel(Bufs<T> s, const T* d_o, const float* g, const
     block_mm<false, false>(Cf, ldt, K, ldk, DHt, ldt, C, BV, G.dkp, true);
     for (int e = threadIdx.x; e < C * BV; e += blockDim.x) {
       const int r = e / BV, j = e % BV;
-      dVt[r * ldt + j] = from_f32<T>(Cf[r * ldt + j]);
+      dVt[r * ldt + j] = from_f32<T>(-Cf[r * ldt + j]);  // −dV' for the update
     }
     store_tile(s.dvn + bhc * C * G.dv + j0, G.dv, Cf, ldt, C, nc);
     for (int e = threadIdx.x; e < G.dkp * BV; e += blockDim.x) DHf[e / BV * ldt + e % BV] *= q.Gam_last;
     barrier();
     block_mm<true, false>(DHf, ldt, Q, ldk, dOt, ldt, G.dkp, BV, C, true);
-    block_mm<true, false>(DHf, ldt, Wn, ldk, dVt, ldt, G.dkp, BV, C, true);
+    block_mm<true, false>(DHf, ldt, Wt, ldk, dVt, ldt, G.dkp, BV, C, true);
     if (!q.carries)
       for (int e = threadIdx.x; e < G.dkp * ldt; e += blockDim.x) DHf[e] = 0.f;
   }
@@ -939,7 +937,7 @@ template <typename T>
 Bufs<T> carve(char* base, const DeltaRuleChunkedLayout& l, bool backward) {
   const auto f = [&](int64_t off) { return reinterpret_cast<float*>(base + off); };
   const auto e = [&](int64_t off) { return reinterpret_cast<T*>(base + off); };
-  Bufs<T> s{e(l.qn), e(l.kn), f(l.tm), e(l.u), e(l.vn), e(l.w), e(l.h), nullptr, nullptr, nullptr,
+  Bufs<T> s{e(l.qn), e(l.kn), e(l.tm), e(l.p), e(l.u), e(l.vn), e(l.w), e(l.h), nullptr, nullptr, nullptr,
             nullptr, nullptr, nullptr};
   if (backward) {
     s.dh = e(l.dh);
@@ -963,6 +961,8 @@ void check_shape(const char* op, const DeltaRuleShape& sh) {
 template <typename K, typename S>
 void launch(const char* op, K kernel, unsigned blocks, const S& L, cudaStream_t st, auto&&... args) {
   MT_CUDA_CHECK(op, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L.bytes));
+  MT_CUDA_CHECK(op, cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                         cudaSharedmemCarveoutMaxShared));
   kernel<<<blocks, threads, static_cast<size_t>(L.bytes), st>>>(args..., L);
   MT_CHECK_LAUNCH(op, "{} blocks, {} bytes of shared memory", blocks, L.bytes);
 }

@@ -20,14 +20,14 @@ inline bool delta_rule_chunked_supports(const DeltaRuleShape& s) {
 inline constexpr int64_t delta_rule_chunk(int64_t element_bytes) { return element_bytes == 4 ? 32 : 64; }
 
 // Byte offsets of the chunked kernels' arrays in one allocation. Per token: q̂, k̂ [T, n_k_heads, k_head_dim]
-// (elements). Per (sequence, v head, chunk) in that order: T = (I + A)⁻¹ [C, C] fp32, U, V' [C, v_head_dim] and W
-// [C, k_head_dim] (elements), the state entering the chunk [k_head_dim, v_head_dim] (elements: the kernels keep it
-// in fp32 and store it at the precision the products that read it take); backward adds the gradient of the state
-// leaving the chunk, dV' and dW (elements), and per token and v head the fp32 parts of dq̂, dk̂
-// [T, n_v_heads, k_head_dim] and of γ's gradient [T, n_v_heads].
+// (elements). Per (sequence, v head, chunk) in that order: T = (I + A)⁻¹ and the masked scores Q̂K̂ᵀ ⊙ D [C, C],
+// U, V' [C, v_head_dim], W [C, k_head_dim] and the state entering the chunk [k_head_dim, v_head_dim], all in
+// elements (the kernels keep the state in fp32 and store it at the precision of the products that read it);
+// backward adds the gradient of the state leaving the chunk, dV' and dW (elements), and per token and v head the
+// fp32 parts of dq̂, dk̂ [T, n_v_heads, k_head_dim] and of γ's gradient [T, n_v_heads].
 struct DeltaRuleChunkedLayout {
   int64_t chunk = 0, chunks = 0;  // per sequence
-  int64_t qn = 0, kn = 0, tm = 0, u = 0, vn = 0, w = 0, h = 0;
+  int64_t qn = 0, kn = 0, tm = 0, p = 0, u = 0, vn = 0, w = 0, h = 0;
   int64_t dh = 0, dvn = 0, dw = 0, dq_part = 0, dk_part = 0, dgam_part = 0;
   int64_t bytes = 0;
 };
@@ -46,7 +46,8 @@ inline DeltaRuleChunkedLayout delta_rule_chunked_layout(const DeltaRuleShape& s,
   };
   l.qn = take(T * s.n_k_heads * dk * es);
   l.kn = take(T * s.n_k_heads * dk * es);
-  l.tm = take(heads * C * C * 4);
+  l.tm = take(heads * C * C * es);
+  l.p = take(heads * C * C * es);
   l.u = take(heads * C * dv * es);
   l.vn = take(heads * C * dv * es);
   l.w = take(heads * C * dk * es);
