@@ -305,34 +305,42 @@ __device__ float block_total(float v, float* red) {
   return s;
 }
 
-// Σ a[i]·b[i] over i < n (global memory) in a fixed order, on every thread; red: threads/32 floats. 16-byte loads
-// where the pointers and n allow.
+// load_tile's copy of src into dst (no scale), returning this thread's Σ old dst·new dst over the elements it
+// copies (each thread's elements fixed, so block_total of it is deterministic). Synchronous; no barrier.
 template <typename T>
-__device__ float block_dot(const T* a, const T* b, int64_t n, float* red) {
+__device__ float load_tile_dot(T* dst, int ld, const T* src, int64_t src_ld, int rows, int cols, int rows_valid,
+                               int64_t cols_valid) {
   constexpr int V = vec16<T>;
   float acc = 0.f;
-  if (reinterpret_cast<uintptr_t>(a) % 16 == 0 && reinterpret_cast<uintptr_t>(b) % 16 == 0 && n % V == 0) {
-    const int64_t units = n / V;
-    for (int64_t base = threadIdx.x; base < units; base += copies_in_flight * blockDim.x) {
-      Pack<T, V> pa[copies_in_flight], pb[copies_in_flight];
+  const bool packed = reinterpret_cast<uintptr_t>(src) % 16 == 0 && src_ld % V == 0 && cols % V == 0 &&
+                      ld % V == 0 && (cols_valid >= cols || cols_valid % V == 0);
+  const int step = copies_in_flight * static_cast<int>(blockDim.x);
+  const int units = packed ? cols / V : cols, width = packed ? V : 1, total = rows * units;
+  for (int base = threadIdx.x; base < total; base += step) {
+    Pack<T, V> in[copies_in_flight];
 #pragma unroll
-      for (int u = 0; u < copies_in_flight; ++u) {
-        const int64_t e = base + u * blockDim.x;
-        if (e < units) {
-          pa[u] = reinterpret_cast<const Pack<T, V>*>(a)[e];
-          pb[u] = reinterpret_cast<const Pack<T, V>*>(b)[e];
-        }
+    for (int u = 0; u < copies_in_flight; ++u) {
+      const int e = base + u * static_cast<int>(blockDim.x), r = e / units, j = e % units * width;
+#pragma unroll
+      for (int i = 0; i < V; ++i) in[u].v[i] = from_f32<T>(0.f);
+      if (e < total && r < rows_valid && j < cols_valid) {
+        if (packed)
+          in[u] = *reinterpret_cast<const Pack<T, V>*>(src + r * src_ld + j);
+        else
+          in[u].v[0] = src[r * src_ld + j];
       }
-#pragma unroll
-      for (int u = 0; u < copies_in_flight; ++u)
-        if (base + u * blockDim.x < units)
-#pragma unroll
-          for (int i = 0; i < V; ++i) acc += to_f32(pa[u].v[i]) * to_f32(pb[u].v[i]);
     }
-  } else {
-    for (int64_t e = threadIdx.x; e < n; e += blockDim.x) acc += to_f32(a[e]) * to_f32(b[e]);
+#pragma unroll
+    for (int u = 0; u < copies_in_flight; ++u) {
+      const int e = base + u * static_cast<int>(blockDim.x), r = e / units, j = e % units * width;
+      if (e >= total) break;
+      for (int i = 0; i < width; ++i) {
+        acc += to_f32(dst[r * ld + j + i]) * to_f32(in[u].v[i]);
+        dst[r * ld + j + i] = in[u].v[i];
+      }
+    }
   }
-  return block_total(acc, red);
+  return acc;
 }
 
 // Shared-memory carving: 128-byte aligned pieces.
@@ -424,19 +432,22 @@ __global__ void prep_kernel(Bufs<T> s, const T* qkv, const float* g, const float
     Tf[r * ldc + t] = 0.f;
   }
   barrier();
-  // T by 16-row blocks: the diagonal blocks (I + A_ii)⁻¹ by forward substitution, all at once; then block row i,
-  // T_ij = −T_ii·X_ij with X_ij = Σ_{j ≤ k < i} A_ik·T_kj (X in Xs [16, 16·i]).
+  // T by 16-row blocks: the diagonal blocks (I + A_ii)⁻¹ by forward substitution, one warp each (a lane per column,
+  // rows in turn); then block row i, T_ij = −T_ii·X_ij with X_ij = Σ_{j ≤ k < i} A_ik·T_kj (X in Xs [16, 16·i]).
   float* Xs = at<float>(smem, L.xs);
-  for (int r = 0; r < 16; ++r) {
-    for (int e = threadIdx.x; e < C; e += blockDim.x) {
-      const int d = e / 16 * 16, t = e % 16;
-      if (t > r) continue;
-      float acc = 0.f;
-      for (int m = t; m < r; ++m) acc += A[(d + r) * ldc + d + m] * Tf[(d + m) * ldc + d + t];
-      Tf[(d + r) * ldc + d + t] = t == r ? 1.f : -acc;
+  static_assert(C / 16 <= threads / 32);
+  if (threadIdx.x / 32 < C / 16) {
+    const int d = threadIdx.x / 32 * 16, t = threadIdx.x % 32;
+    for (int r = 0; r < 16; ++r) {
+      if (t <= r) {
+        float acc = 0.f;
+        for (int m = t; m < r; ++m) acc += A[(d + r) * ldc + d + m] * Tf[(d + m) * ldc + d + t];
+        Tf[(d + r) * ldc + d + t] = t == r ? 1.f : -acc;
+      }
+      __syncwarp();
     }
-    barrier();
   }
+  barrier();
   for (int i = 16; i < C; i += 16) {
     for (int e = threadIdx.x; e < 16 * i; e += blockDim.x) {
       const int a = e / i, col = e % i;
@@ -731,10 +742,9 @@ __global__ void qk_grad_kernel(Bufs<T> s, const T* d_o, const float* g, const fl
   block_mm<false, true>(Cf, ldk, dOV, ldv, Ht, ldv, C, G.dkp, G.dvp, false);
   store_tile(s.dw + bhc * C * G.dk, G.dk, Cf, ldk, C, G.dk, -1.f);
   barrier();
-  const T* dhc = s.dh + bhc * G.dk * G.dv;
-  const float hs = block_dot(dhc, s.h + bhc * G.dk * G.dv, G.dk * G.dv, red);
-  load_tile(Ht, ldv, dhc, G.dv, G.dkp, G.dvp, static_cast<int>(G.dk), G.dv);
-  barrier();
+  // Ht: S → dS, and Σ S ⊙ dS on the way.
+  const float hs = block_total(
+      load_tile_dot(Ht, ldv, s.dh + bhc * G.dk * G.dv, G.dv, G.dkp, G.dvp, static_cast<int>(G.dk), G.dv), red);
   block_mm<false, true>(Cf, ldk, Vn, ldv, Ht, ldv, C, G.dkp, G.dvp, false);
   for (int r = warp; r < C; r += warps) {
     float y = 0.f;

@@ -154,6 +154,10 @@ TEST_CASE("cuda backend gated delta rule matches the CPU recurrence (lengths, he
                       Row{"length 1000, 1/3 x 128/128, three sequences, padded, packed", 3, 1000, 1, 3, 128, 128, 333,
                           256},
                       Row{"length 4096, 1/1 x 128/128", 1, 4096, 1, 1, 128, 128, 0, 0},
+                      Row{"length 2100, Qwen3.5's head group 2/6 x 128/128, padded, packed", 2, 2100, 2, 6, 128, 128,
+                          100, 500},
+                      Row{"length 300, head dims 20/36 (element-wise tile copies), GQA 2/4, padded, packed", 2, 300, 2,
+                          4, 20, 36, 33, 100},
                       Row{"head dims 256/192 (the recurrent kernel), padded, packed", 2, 90, 1, 2, 256, 192, 17, 40}}) {
     for (const DType dt : {DType::f32, DType::bf16}) {
       DYNAMIC_SECTION(r.name << " " << dtype_label_of(dt)) {

@@ -28,6 +28,7 @@ inline std::barrier<>* emu_bar = nullptr;
 inline std::vector<std::unique_ptr<std::barrier<>>> emu_warp_bars;
 inline float emu_shfl_buf[1024];
 inline void __syncthreads() { emu_bar->arrive_and_wait(); }
+inline void __syncwarp(unsigned = 0xffffffffu) { emu_warp_bars[threadIdx.x / 32]->arrive_and_wait(); }
 inline float rsqrtf(float x) { return 1.f / std::sqrt(x); }
 inline float __shfl_xor_sync(unsigned, float v, int o) {
   const unsigned t = threadIdx.x;
