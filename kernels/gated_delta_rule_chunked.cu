@@ -285,6 +285,35 @@ __device__ void store_tile(T* dst, int64_t dst_ld, const float* src, int ld, int
   }
 }
 
+// dst[r·dst_ld + j] += src[r, j] (fp32, global += shared) for r < rows, j < cols; the loads batched as in load_tile
+// (16-byte where the pointer, the stride and cols allow). No barrier.
+__device__ void add_tile(float* dst, int64_t dst_ld, const float* src, int ld, int rows, int64_t cols) {
+  const bool packed = reinterpret_cast<uintptr_t>(dst) % 16 == 0 && dst_ld % 4 == 0 && cols % 4 == 0;
+  const int width = packed ? 4 : 1, units = static_cast<int>(cols / width), total = rows * units;
+  for (int base = threadIdx.x; base < total; base += copies_in_flight * blockDim.x) {
+    Pack<float, 4> in[copies_in_flight];
+#pragma unroll
+    for (int u = 0; u < copies_in_flight; ++u) {
+      const int e = base + u * static_cast<int>(blockDim.x), r = e / units, j = e % units * width;
+      if (e >= total) continue;
+      if (packed)
+        in[u] = *reinterpret_cast<const Pack<float, 4>*>(dst + r * dst_ld + j);
+      else
+        in[u].v[0] = dst[r * dst_ld + j];
+    }
+#pragma unroll
+    for (int u = 0; u < copies_in_flight; ++u) {
+      const int e = base + u * static_cast<int>(blockDim.x), r = e / units, j = e % units * width;
+      if (e >= total) break;
+      for (int i = 0; i < width; ++i) in[u].v[i] += src[r * ld + j + i];
+      if (packed)
+        *reinterpret_cast<Pack<float, 4>*>(dst + r * dst_ld + j) = in[u];
+      else
+        dst[r * dst_ld + j] = in[u].v[0];
+    }
+  }
+}
+
 // x[r, j] ← T(a_r·x[r, j]) over [rows, cols). No barrier.
 template <typename T>
 __device__ void scale_rows(T* x, int ld, int rows, int cols, const float* a) {
@@ -665,7 +694,7 @@ __global__ void state_grad_kernel(Bufs<T> s, const T* d_o, const float* g, const
 
 template <typename T>
 struct QkGradSmem {
-  int gates, q, k, dov, vn, ht, cf, s1, s2, pt, dgam, red, bytes;
+  int gates, q, k, dov, dvn, vn, ht, cf, s1, s2, pt, dgam, red, bytes;
   QkGradSmem(const Geo& G) {
     constexpr int C = chunk_of<T>;
     const int ldk = G.dkp + 8, ldv = G.dvp + 8;
@@ -674,6 +703,7 @@ struct QkGradSmem {
     q = c.take(int64_t{C} * ldk * sizeof(T));
     k = c.take(int64_t{C} * ldk * sizeof(T));
     dov = c.take(int64_t{C} * ldv * sizeof(T));
+    dvn = c.take(int64_t{C} * ldv * sizeof(T));
     vn = c.take(int64_t{C} * ldv * sizeof(T));
     ht = c.take(int64_t{G.dkp} * ldv * sizeof(T));
     const int64_t scores = 2 * int64_t{C} * (C + 8);  // S1, S2, done with before Cf is first written
@@ -688,27 +718,29 @@ struct QkGradSmem {
 
 // Per (sequence, v head, chunk): dq̂ = (Γ ⊙ dO)·Sᵀ + (dP ⊙ D)·K̂ with dP = dO·V'ᵀ (s ≤ r), dW = −dV'·Sᵀ,
 // dk̂ = e ⊙ (V'·dSᵀ) + (dP ⊙ D)ᵀ·Q̂ (dS: the gradient of the state leaving the chunk), and their parts of γ's
-// gradient.
+// gradient. Every tile but dS is copied in while the gates are computed; dS replaces S once dW is done.
 template <typename T>
 __global__ void qk_grad_kernel(Bufs<T> s, const T* d_o, const float* g, const float* beta, Geo G, QkGradSmem<T> L) {
   constexpr int C = chunk_of<T>;
   extern __shared__ __align__(128) unsigned char smem[];
   const int64_t bhc = blockIdx.x, c = bhc % G.chunks, h = bhc / G.chunks % G.nv, b = bhc / G.chunks / G.nv;
-  Gates<C>& q = *at<Gates<C>>(smem, L.gates);
-  chunk_gates(q, G, g, beta, b, h, c);
-  if (q.n == 0) return;
-  T *Q = at<T>(smem, L.q), *K = at<T>(smem, L.k), *dOV = at<T>(smem, L.dov), *Vn = at<T>(smem, L.vn),
-    *Ht = at<T>(smem, L.ht), *Pt = at<T>(smem, L.pt);
+  const GateRow f = fetch_gate_row<C>(G, g, beta, b, h, c);
+  if (f.n == 0) return;
+  T *Q = at<T>(smem, L.q), *K = at<T>(smem, L.k), *dOV = at<T>(smem, L.dov), *dVn = at<T>(smem, L.dvn),
+    *Vn = at<T>(smem, L.vn), *Ht = at<T>(smem, L.ht), *Pt = at<T>(smem, L.pt);
   float *Cf = at<float>(smem, L.cf), *S1 = at<float>(smem, L.s1), *S2 = at<float>(smem, L.s2),
         *dgam = at<float>(smem, L.dgam), *ys = dgam + C, *red = at<float>(smem, L.red);
   const int ldk = G.dkp + 8, ldv = G.dvp + 8, ldc = C + 8, warp = threadIdx.x / 32, lane = threadIdx.x % 32,
             warps = threads / 32;
   const int64_t row0 = b * G.seq + c * C, qk_row = (row0 * G.nk + G.k_head(h)) * G.dk;
-  load_tile(Q, ldk, s.qn + qk_row, G.nk * G.dk, C, G.dkp, q.n, G.dk);
-  load_tile(K, ldk, s.kn + qk_row, G.nk * G.dk, C, G.dkp, q.n, G.dk);
-  load_tile(dOV, ldv, d_o + row0 * G.nv * G.dv + h * G.dv, G.nv * G.dv, C, G.dvp, q.n, G.dv);
+  load_tile(Q, ldk, s.qn + qk_row, G.nk * G.dk, C, G.dkp, f.n, G.dk);
+  load_tile(K, ldk, s.kn + qk_row, G.nk * G.dk, C, G.dkp, f.n, G.dk);
+  load_tile(dOV, ldv, d_o + row0 * G.nv * G.dv + h * G.dv, G.nv * G.dv, C, G.dvp, f.n, G.dv);
   load_tile(Vn, ldv, s.vn + bhc * C * G.dv, G.dv, C, G.dvp, C, G.dv);
-  barrier();
+  load_tile(dVn, ldv, s.dvn + bhc * C * G.dv, G.dv, C, G.dvp, C, G.dv);
+  load_tile(Ht, ldv, s.h + bhc * G.dk * G.dv, G.dv, G.dkp, G.dvp, static_cast<int>(G.dk), G.dv);
+  Gates<C>& q = *at<Gates<C>>(smem, L.gates);
+  chunk_gates(q, f);  // its barriers land the tiles
   block_mm<false, true>(S1, ldc, dOV, ldv, Vn, ldv, C, C, G.dvp, false);
   block_mm<false, true>(S2, ldc, Q, ldk, K, ldk, C, C, G.dkp, false);
   for (int e = threadIdx.x; e < C * C; e += blockDim.x) {
@@ -718,14 +750,13 @@ __global__ void qk_grad_kernel(Bufs<T> s, const T* d_o, const float* g, const fl
     S2[r * ldc + t] = S1[r * ldc + t] * S2[r * ldc + t] * d;
   }
   barrier();
-  if (threadIdx.x < C) {
-    const int r = threadIdx.x;
+  for (int r = warp; r < C; r += warps) {
     float acc = 0.f;
-    for (int t = 0; t < C; ++t) acc += S2[r * ldc + t] - S2[t * ldc + r];
-    dgam[r] = acc;
+    for (int t = lane; t < C; t += 32) acc += S2[r * ldc + t] - S2[t * ldc + r];
+    acc = warp_sum(acc);
+    if (lane == 0) dgam[r] = acc;
   }
   scale_rows(dOV, ldv, C, G.dvp, q.Gam);
-  load_tile(Ht, ldv, s.h + bhc * G.dk * G.dv, G.dv, G.dkp, G.dvp, static_cast<int>(G.dk), G.dv);
   barrier();
   block_mm<false, true>(Cf, ldk, dOV, ldv, Ht, ldv, C, G.dkp, G.dvp, false);
   for (int r = warp; r < C; r += warps) {
@@ -737,9 +768,8 @@ __global__ void qk_grad_kernel(Bufs<T> s, const T* d_o, const float* g, const fl
   barrier();
   block_mm<false, false>(Cf, ldk, Pt, ldc, K, ldk, C, G.dkp, C, true);
   store_tile(s.dq_part + (row0 * G.nv + h) * G.dk, G.nv * G.dk, Cf, ldk, q.n, G.dk);
-  load_tile(dOV, ldv, s.dvn + bhc * C * G.dv, G.dv, C, G.dvp, C, G.dv);
   barrier();
-  block_mm<false, true>(Cf, ldk, dOV, ldv, Ht, ldv, C, G.dkp, G.dvp, false);
+  block_mm<false, true>(Cf, ldk, dVn, ldv, Ht, ldv, C, G.dkp, G.dvp, false);
   store_tile(s.dw + bhc * C * G.dk, G.dk, Cf, ldk, C, G.dk, -1.f);
   barrier();
   // Ht: S → dS, and Σ S ⊙ dS on the way.
@@ -759,10 +789,11 @@ __global__ void qk_grad_kernel(Bufs<T> s, const T* d_o, const float* g, const fl
     }
   }
   barrier();
-  if (threadIdx.x == 0) {
+  if (warp == 0) {
     float y_sum = 0.f;
-    for (int r = 0; r < C; ++r) y_sum += ys[r];
-    dgam[q.n - 1] += y_sum + q.Gam_last * hs;
+    for (int r = lane; r < C; r += 32) y_sum += ys[r];
+    y_sum = warp_sum(y_sum);
+    if (lane == 0) dgam[q.n - 1] += y_sum + q.Gam_last * hs;
   }
   block_mm<true, false>(Cf, ldk, Pt, ldc, Q, ldk, C, G.dkp, C, true);
   store_tile(s.dk_part + (row0 * G.nv + h) * G.dk, G.nv * G.dk, Cf, ldk, q.n, G.dk);
@@ -771,7 +802,7 @@ __global__ void qk_grad_kernel(Bufs<T> s, const T* d_o, const float* g, const fl
 
 template <typename T>
 struct WyGradSmem {
-  int gates, tt, xu, xw, ru, rw, k, cw, cu, et, db, bytes;
+  int gates, tt, xu, xw, ru, uu, rw, k, cw, cu, et, db, bytes;
   WyGradSmem(const Geo& G) {
     constexpr int C = chunk_of<T>;
     const int ldk = G.dkp + 8, ldv = G.dvp + 8;
@@ -781,6 +812,7 @@ struct WyGradSmem {
     xu = c.take(int64_t{C} * ldv * sizeof(T));
     xw = c.take(int64_t{C} * ldk * sizeof(T));
     ru = c.take(int64_t{C} * ldv * sizeof(T));
+    uu = c.take(int64_t{C} * ldv * sizeof(T));
     rw = c.take(int64_t{C} * ldk * sizeof(T));
     k = c.take(int64_t{C} * ldk * sizeof(T));
     cw = c.take(int64_t{C} * ldk * 4);
@@ -794,28 +826,33 @@ struct WyGradSmem {
 
 // Per (sequence, v head, chunk), through the WY representation: dX_U = Tᵀ·dV', dX_W = Tᵀ·dW,
 // dA = −(dX_U·Uᵀ + dX_W·Wᵀ); dv, dβ, dg (γ's gradient summed to each segment's end) final, dk̂ += its part.
+// Every tile is copied in while the gates are computed.
 template <typename T>
 __global__ void wy_grad_kernel(T* d_qkv, float* dg, float* dbeta, Bufs<T> s, const T* qkv, const float* g,
                                const float* beta, Geo G, WyGradSmem<T> L) {
   constexpr int C = chunk_of<T>;
   extern __shared__ __align__(128) unsigned char smem[];
   const int64_t bhc = blockIdx.x, c = bhc % G.chunks, h = bhc / G.chunks % G.nv, b = bhc / G.chunks / G.nv;
-  Gates<C>& q = *at<Gates<C>>(smem, L.gates);
-  chunk_gates(q, G, g, beta, b, h, c);
-  if (q.n == 0) return;
+  const GateRow f = fetch_gate_row<C>(G, g, beta, b, h, c);
+  if (f.n == 0) return;
   T *Tt = at<T>(smem, L.tt), *XU = at<T>(smem, L.xu), *XW = at<T>(smem, L.xw), *RU = at<T>(smem, L.ru),
-    *RW = at<T>(smem, L.rw), *K = at<T>(smem, L.k), *Et = at<T>(smem, L.et);
+    *Uu = at<T>(smem, L.uu), *RW = at<T>(smem, L.rw), *K = at<T>(smem, L.k), *Et = at<T>(smem, L.et);
   float *Cw = at<float>(smem, L.cw), *Cu = at<float>(smem, L.cu), *db = at<float>(smem, L.db), *dgam = db + C;
   float *S1 = Cu, *S2 = Cu + C * (C + 8);
   const int ldk = G.dkp + 8, ldv = G.dvp + 8, ldc = C + 8, warp = threadIdx.x / 32, lane = threadIdx.x % 32,
             warps = threads / 32;
   const int64_t row0 = b * G.seq + c * C;
+  const float dgam_in = static_cast<int>(threadIdx.x) < f.n ? s.dgam_part[(row0 + threadIdx.x) * G.nv + h] : 0.f;
   load_tile(Tt, ldc, s.tm + bhc * C * C, C, C, C, C, C);
   load_tile(XU, ldv, s.dvn + bhc * C * G.dv, G.dv, C, G.dvp, C, G.dv);
   load_tile(XW, ldk, s.dw + bhc * C * G.dk, G.dk, C, G.dkp, C, G.dk);
-  load_tile(RU, ldv, qkv + row0 * G.row + 2 * G.nk * G.dk + h * G.dv, G.row, C, G.dvp, q.n, G.dv);
-  load_tile(K, ldk, s.kn + (row0 * G.nk + G.k_head(h)) * G.dk, G.nk * G.dk, C, G.dkp, q.n, G.dk);
-  barrier();
+  load_tile(RU, ldv, qkv + row0 * G.row + 2 * G.nk * G.dk + h * G.dv, G.row, C, G.dvp, f.n, G.dv);
+  load_tile(K, ldk, s.kn + (row0 * G.nk + G.k_head(h)) * G.dk, G.nk * G.dk, C, G.dkp, f.n, G.dk);
+  load_tile(Uu, ldv, s.u + bhc * C * G.dv, G.dv, C, G.dvp, C, G.dv);
+  load_tile(RW, ldk, s.w + bhc * C * G.dk, G.dk, C, G.dkp, C, G.dk);
+  Gates<C>& q = *at<Gates<C>>(smem, L.gates);
+  chunk_gates(q, f);  // its barriers land the tiles
+  if (threadIdx.x < C) dgam[threadIdx.x] = dgam_in;
   block_mm<true, false>(Cu, ldv, Tt, ldc, XU, ldv, C, G.dvp, C, false);
   for (int r = warp; r < C; r += warps) {
     float acc = 0.f;
@@ -842,13 +879,11 @@ __global__ void wy_grad_kernel(T* d_qkv, float* dg, float* dbeta, Bufs<T> s, con
     xk = warp_sum(xk);
     if (lane == 0) {
       db[r] += q.Gam[r] * xk;
-      dgam[r] = bg * xk + (r < q.n ? s.dgam_part[(row0 + r) * G.nv + h] : 0.f);
+      dgam[r] = bg * xk + dgam[r];
     }
   }
-  load_tile(RU, ldv, s.u + bhc * C * G.dv, G.dv, C, G.dvp, C, G.dv);
-  load_tile(RW, ldk, s.w + bhc * C * G.dk, G.dk, C, G.dkp, C, G.dk);
   barrier();
-  block_mm<false, true>(S1, ldc, XU, ldv, RU, ldv, C, C, G.dvp, false);
+  block_mm<false, true>(S1, ldc, XU, ldv, Uu, ldv, C, C, G.dvp, false);
   block_mm<false, true>(S1, ldc, XW, ldk, RW, ldk, C, C, G.dkp, true);
   block_mm<false, true>(S2, ldc, K, ldk, K, ldk, C, C, G.dkp, false);
   for (int e = threadIdx.x; e < C * C; e += blockDim.x) {
@@ -858,22 +893,22 @@ __global__ void wy_grad_kernel(T* d_qkv, float* dg, float* dbeta, Bufs<T> s, con
     Et[r * ldc + t] = from_f32<T>(da * q.beta[r] * d);
   }
   barrier();
-  if (threadIdx.x < C) {
-    const int r = threadIdx.x;
+  for (int r = warp; r < C; r += warps) {
     float rs = 0.f, cs = 0.f;
-    for (int t = 0; t < C; ++t) {
+    for (int t = lane; t < C; t += 32) {
       rs += S1[r * ldc + t];
       cs += q.beta[t] * S1[t * ldc + r];
     }
-    db[r] += rs;
-    dgam[r] += q.beta[r] * rs - cs;
+    rs = warp_sum(rs);
+    cs = warp_sum(cs);
+    if (lane == 0) {
+      db[r] += rs;
+      dgam[r] += q.beta[r] * rs - cs;
+    }
   }
   block_mm<false, false>(Cw, ldk, Et, ldc, K, ldk, C, G.dkp, C, true);
   block_mm<true, false>(Cw, ldk, Et, ldc, K, ldk, C, G.dkp, C, true);
-  for (int e = threadIdx.x; e < q.n * G.dk; e += blockDim.x) {
-    const int r = static_cast<int>(e / G.dk), i = static_cast<int>(e % G.dk);
-    s.dk_part[((row0 + r) * G.nv + h) * G.dk + i] += Cw[r * ldk + i];
-  }
+  add_tile(s.dk_part + (row0 * G.nv + h) * G.dk, G.nv * G.dk, Cw, ldk, q.n, G.dk);
   if (threadIdx.x == 0) {
     float run = 0.f;
     for (int r = q.n - 1; r >= 0; --r) {
