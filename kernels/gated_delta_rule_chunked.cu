@@ -909,12 +909,45 @@ __global__ void wy_grad_kernel(T* d_qkv, float* dg, float* dbeta, Bufs<T> s, con
   block_mm<false, false>(Cw, ldk, Et, ldc, K, ldk, C, G.dkp, C, true);
   block_mm<true, false>(Cw, ldk, Et, ldc, K, ldk, C, G.dkp, C, true);
   add_tile(s.dk_part + (row0 * G.nv + h) * G.dk, G.nv * G.dk, Cw, ldk, q.n, G.dk);
-  if (threadIdx.x == 0) {
+  // dg: γ's gradient summed from each row to its segment's end, a segmented scan from the last row in warp 0 (each
+  // lane C/32 consecutive rows, then across the lanes from the last in a fixed order).
+  if (warp == 0) {
+    constexpr int K = C / 32;
+    float x[K];
+    bool reset[K];
     float run = 0.f;
-    for (int r = q.n - 1; r >= 0; --r) {
-      run = (r == q.n - 1 || q.seg[r + 1] != q.seg[r] ? 0.f : run) + dgam[r];
-      dg[(row0 + r) * G.nv + h] = run;
-      dbeta[(row0 + r) * G.nv + h] = db[r];
+    bool any = false;
+#pragma unroll
+    for (int k = K - 1; k >= 0; --k) {
+      const int r = lane * K + k;
+      if (r >= q.n - 1 || q.seg[r + 1] != q.seg[r]) {  // the last row of its segment
+        run = 0.f;
+        any = true;
+      }
+      run += r < q.n ? dgam[r] : 0.f;
+      x[k] = run;
+      reset[k] = any;
+    }
+    float v = run;
+    int rs = any ? 1 : 0;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const float pv = __shfl_down_sync(0xffffffffu, v, o);
+      const int pr = __shfl_down_sync(0xffffffffu, rs, o);
+      if (lane + o < 32) {
+        if (!rs) v += pv;
+        rs |= pr;
+      }
+    }
+    float after = __shfl_down_sync(0xffffffffu, v, 1);
+    if (lane == 31) after = 0.f;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const int r = lane * K + k;
+      if (r < q.n) {
+        dg[(row0 + r) * G.nv + h] = reset[k] ? x[k] : after + x[k];
+        dbeta[(row0 + r) * G.nv + h] = db[r];
+      }
     }
   }
 }

@@ -51,6 +51,18 @@ V __shfl_up_sync(unsigned, V v, int o) {
   wb.arrive_and_wait();
   return r;
 }
+template <typename V>
+V __shfl_down_sync(unsigned, V v, int o) {
+  static_assert(sizeof(V) == 4);
+  const unsigned t = threadIdx.x;
+  auto& wb = *emu_warp_bars[t / 32];
+  std::memcpy(&emu_shfl_buf[t], &v, 4);
+  wb.arrive_and_wait();
+  V r = v;
+  if (t % 32 + o < 32) std::memcpy(&r, &emu_shfl_buf[t + o], 4);
+  wb.arrive_and_wait();
+  return r;
+}
 namespace mt::cuda {
 // kernels/async_copy.cuh: copies at once; global is anything outside the block's shared memory.
 inline unsigned emu_smem_bytes = 0;
