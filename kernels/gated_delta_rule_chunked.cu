@@ -1,13 +1,17 @@
 // The gated delta rule on the GPU in chunked form (the WY representation of flash-linear-attention's chunk kernels;
 // the algorithm, stage by stage, of src/backend/cpu/gated_delta_rule_chunked.cpp, whose comment has the formulas).
 // Chunks of C = 64 tokens for bf16 (products on tensor cores, kernels/block_mm.cuh) and 32 for fp32 (FMA loops);
-// states and accumulation fp32. Forward: q̂, k̂ normalised once per k head; per (sequence, v head, chunk) T =
-// (I + A)⁻¹, U and W; per (sequence, v head, 32 state columns) the state recurrence over the chunks, keeping the
-// state entering each chunk and V'; per (sequence, v head, chunk, 64 columns) the output. Backward: the forward's
-// stages again, the state gradient recurrence in reverse (per 32 state columns, keeping the gradient of the state
-// leaving each chunk and dV'), per chunk the q̂, k̂ gradients through the output and the state and dW, per chunk the
-// WY backward (dv, dβ, dg, more of dk̂), and per token and k head the v heads' dq̂, dk̂ summed in head order through
-// the normalisations. Scratch: one allocation laid out by src/backend/gated_delta_rule_scratch.h.
+// states and accumulation fp32. Only the state recurrences walk the chunks in turn; everything else runs one block
+// per (sequence, v head, chunk). Forward: q̂, k̂ normalised once per k head; per chunk the masked scores
+// P = Q̂K̂ᵀ ⊙ D, T = (I + A)⁻¹, U and W (prep); per (sequence, v head, 32 state columns) the state recurrence over
+// the chunks, keeping the state entering each chunk and V'; per chunk the output over all value columns. Backward:
+// the forward's stages again, the state gradient recurrence in reverse (per 32 state columns, keeping the gradient
+// of the state leaving each chunk and dV'), per chunk the q̂, k̂ gradients through the output and the state and dW,
+// per chunk the WY backward (dv, dβ, dg, more of dk̂), and per token and k head the v heads' dq̂, dk̂ summed in head
+// order through the normalisations. Per-chunk kernels copy their tiles in with asynchronous 16-byte copies while
+// they compute the chunk's gates; the recurrences fetch the next chunk's gates during the current one. States are
+// kept in fp32 and stored at the element type (the precision of the products that read them). Scratch: one
+// allocation laid out by src/backend/gated_delta_rule_scratch.h.
 // Invariant: the CPU reference's semantics (state zero at every sequence and segment start, o = 0 and no gradient on
 // padding); no atomics, every sum in a fixed order (deterministic).
 #include <cstdlib>
