@@ -959,14 +959,23 @@ __global__ void wy_grad_kernel(T* d_qkv, float* dg, float* dbeta, Bufs<T> s, con
 constexpr int max_dk_per_lane = kDeltaRuleChunkedMaxHeadDim / 32;
 
 // Per (token, k head), one warp: the k head's v heads' dq̂, dk̂ summed in head order, then back through the
-// normalisations into d_qkv's q and k columns (left zero on padding).
+// normalisations into d_qkv's q and k columns; on padding zero in those and in its v heads' v columns (which
+// wy_grad_kernel writes for every other token).
 template <typename T>
 __global__ void qk_sum_kernel(T* d_qkv, Bufs<T> s, const T* qkv, Geo G, int64_t items) {
   const int64_t item = static_cast<int64_t>(blockIdx.x) * (threads / 32) + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (item >= items) return;
   const int64_t row = item / G.nk, kh = item % G.nk, b = row / G.seq, t = row % G.seq, group = G.nv / G.nk;
-  if (t >= G.length(b)) return;
+  if (t >= G.length(b)) {  // padding: no gradient in this k head's q, k columns and its v heads' v columns
+    T* out = d_qkv + row * G.row;
+    for (int64_t i = lane; i < G.dk; i += 32) {
+      out[kh * G.dk + i] = from_f32<T>(0.f);
+      out[(G.nk + kh) * G.dk + i] = from_f32<T>(0.f);
+    }
+    for (int64_t j = lane; j < group * G.dv; j += 32) out[2 * G.nk * G.dk + kh * group * G.dv + j] = from_f32<T>(0.f);
+    return;
+  }
   float dq[max_dk_per_lane] = {}, dk[max_dk_per_lane] = {}, qv[max_dk_per_lane] = {}, kv[max_dk_per_lane] = {};
   for (int64_t h = kh * group; h < (kh + 1) * group; ++h)
 #pragma unroll
@@ -1092,7 +1101,6 @@ void gated_delta_rule_chunked_backward(T* d_qkv, float* dg, float* dbeta, const 
   check_shape("gated_delta_rule_chunked_backward", shape);
   if (shape.batch == 0) return;
   const int64_t T_ = shape.batch * shape.seq;
-  MT_CUDA_CHECK("gated_delta_rule_chunked_backward", cudaMemsetAsync(d_qkv, 0, T_ * shape.row() * sizeof(T), st));
   MT_CUDA_CHECK("gated_delta_rule_chunked_backward", cudaMemsetAsync(dg, 0, T_ * shape.n_v_heads * 4, st));
   MT_CUDA_CHECK("gated_delta_rule_chunked_backward", cudaMemsetAsync(dbeta, 0, T_ * shape.n_v_heads * 4, st));
   const DeltaRuleChunkedLayout l = delta_rule_chunked_layout(shape, sizeof(T), true);

@@ -63,8 +63,8 @@ int run(char** argv) {
   const float nan = std::nanf("");
   for (size_t i = 0; i + 4 <= scratch.size(); i += 4) std::memcpy(&scratch[i], &nan, 4);
   const Bufs<E> s = carve<E>(scratch.data(), l, true);
-  std::vector<E> o(T_ * sh.value_dim(), from_f32<E>(nan)), dq(T_ * sh.row(), from_f32<E>(0.f));
-  std::vector<float> dg(T_ * nv, 0.f), db(T_ * nv, 0.f);  // the launcher's memsets
+  std::vector<E> o(T_ * sh.value_dim(), from_f32<E>(nan)), dq(T_ * sh.row(), from_f32<E>(nan));
+  std::vector<float> dg(T_ * nv, 0.f), db(T_ * nv, 0.f);  // the launcher's memsets (d_qkv has none)
   const int64_t items = T_ * nk;
   const auto heads = static_cast<unsigned>(batch * nv * G.chunks),
              tiles = static_cast<unsigned>(batch * nv * ((G.dvp + state_cols - 1) / state_cols));
