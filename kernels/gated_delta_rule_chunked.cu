@@ -102,11 +102,12 @@ __device__ GateRow fetch_gate_row(const Geo& G, const float* g, const float* bet
 
 // Fills q from the rows fetched by every thread below C: γ's running sums restarting at segment starts and the
 // segment indices by a segmented scan in warp 0 (each lane C/32 consecutive rows, then across the lanes in a fixed
-// order), the exponentials one row per thread. Starts and ends with a barrier.
+// order), the exponentials one row per thread. Starts and ends with a barrier that does not wait for the block's
+// asynchronous copies (which stay in flight over it).
 template <int C>
 __device__ void chunk_gates(Gates<C>& q, const GateRow& f) {
   static_assert(C % 32 == 0);
-  barrier();
+  __syncthreads();
   const int n = f.n;
   if (threadIdx.x < C) {
     const int r = threadIdx.x;
@@ -118,7 +119,7 @@ __device__ void chunk_gates(Gates<C>& q, const GateRow& f) {
       q.carries = n > 0 && !f.starts;
     }
   }
-  barrier();
+  __syncthreads();
   if (threadIdx.x < 32) {
     constexpr int K = C / 32;
     const int lane = threadIdx.x;
@@ -168,7 +169,7 @@ __device__ void chunk_gates(Gates<C>& q, const GateRow& f) {
       q.seg[r] = seg_before + cnt[k];
     }
   }
-  barrier();
+  __syncthreads();
   if (threadIdx.x < C) {
     const int r = threadIdx.x;
     q.Gam[r] = r < n && q.carries && q.seg[r] == 0 ? expf(q.gam[r]) : 0.f;
@@ -179,15 +180,9 @@ __device__ void chunk_gates(Gates<C>& q, const GateRow& f) {
       q.gam[r] = 0.f;
     }
   }
-  barrier();
+  __syncthreads();
 }
 
-// chunk_gates for chunk c of sequence b, v head h, fetched now.
-template <int C>
-__device__ void chunk_gates(Gates<C>& q, const Geo& G, const float* g, const float* beta, int64_t b, int64_t h,
-                            int64_t c) {
-  chunk_gates(q, fetch_gate_row<C>(G, g, beta, b, h, c));
-}
 
 // Accesses in flight per thread in the tile copies below: each thread issues this many loads before it stores any,
 // so a copy costs about one memory latency rather than one per element.
@@ -442,17 +437,18 @@ __global__ void prep_kernel(Bufs<T> s, const T* qkv, const float* g, const float
   constexpr int C = chunk_of<T>;
   extern __shared__ __align__(128) unsigned char smem[];
   const int64_t bhc = blockIdx.x, c = bhc % G.chunks, h = bhc / G.chunks % G.nv, b = bhc / G.chunks / G.nv;
-  Gates<C>& q = *at<Gates<C>>(smem, L.gates);
-  chunk_gates(q, G, g, beta, b, h, c);
-  if (q.n == 0) return;
+  const GateRow f = fetch_gate_row<C>(G, g, beta, b, h, c);
+  if (f.n == 0) return;
   T *Q = at<T>(smem, L.q), *K = at<T>(smem, L.k), *V = at<T>(smem, L.v), *Tt = at<T>(smem, L.tt);
   float *A = at<float>(smem, L.a), *Tf = at<float>(smem, L.tf), *Cf = at<float>(smem, L.cf);
   const int ldk = G.dkp + 8, ldv = G.dvp + 8, ldc = C + 8, ldf = (G.dkp > G.dvp ? G.dkp : G.dvp) + 8;
   const int64_t row0 = b * G.seq + c * C;
   const int64_t qk_row = (row0 * G.nk + G.k_head(h)) * G.dk;
-  load_tile(Q, ldk, s.qn + qk_row, G.nk * G.dk, C, G.dkp, q.n, G.dk);
-  load_tile(K, ldk, s.kn + qk_row, G.nk * G.dk, C, G.dkp, q.n, G.dk);
-  load_tile(V, ldv, qkv + row0 * G.row + 2 * G.nk * G.dk + h * G.dv, G.row, C, G.dvp, q.n, G.dv);
+  load_tile(Q, ldk, s.qn + qk_row, G.nk * G.dk, C, G.dkp, f.n, G.dk);
+  load_tile(K, ldk, s.kn + qk_row, G.nk * G.dk, C, G.dkp, f.n, G.dk);
+  load_tile(V, ldv, qkv + row0 * G.row + 2 * G.nk * G.dk + h * G.dv, G.row, C, G.dvp, f.n, G.dv);
+  Gates<C>& q = *at<Gates<C>>(smem, L.gates);
+  chunk_gates(q, f);
   barrier();
   block_mm<false, true>(A, ldc, K, ldk, K, ldk, C, C, G.dkp, false);
   block_mm<false, true>(Tf, ldc, Q, ldk, K, ldk, C, C, G.dkp, false);
@@ -500,7 +496,9 @@ __global__ void prep_kernel(Bufs<T> s, const T* qkv, const float* g, const float
   T* tm = s.tm + bhc * C * C;
   for (int e = threadIdx.x; e < C * C; e += blockDim.x) {
     const int r = e / C, t = e % C;
-    Tt[r * ldc + t] = tm[e] = from_f32<T>(Tf[r * ldc + t]);
+    const T x = from_f32<T>(Tf[r * ldc + t]);
+    Tt[r * ldc + t] = x;
+    tm[e] = x;
   }
   for (int e = threadIdx.x; e < C * G.dkp; e += blockDim.x) {
     const int r = e / G.dkp, i = e % G.dkp;
@@ -550,19 +548,19 @@ __global__ void state_kernel(Bufs<T> s, const float* g, const float* beta, Geo G
   const int ldk = G.dkp + 8;
   for (int e = threadIdx.x; e < G.dkp * ldt; e += blockDim.x) Hf[e] = 0.f;
   const int64_t L_b = G.length(b), chunks = (L_b + C - 1) / C;
-  GateRow next = fetch_gate_row<C>(G, g, beta, b, h, 0);
+  GateRow cur = fetch_gate_row<C>(G, g, beta, b, h, 0);
   for (int64_t c = 0; c < chunks; ++c) {
-    chunk_gates(q, next);
-    if (c + 1 < chunks) next = fetch_gate_row<C>(G, g, beta, b, h, c + 1);  // in flight over this chunk
     const int64_t bhc = (b * G.nv + h) * G.chunks + c, row0 = b * G.seq + c * C;
+    load_tile(Wt, ldk, s.w + bhc * C * G.dk, G.dk, C, G.dkp, C, G.dk);
+    load_tile(Kt, ldk, s.kn + (row0 * G.nk + G.k_head(h)) * G.dk, G.nk * G.dk, C, G.dkp, cur.n, G.dk);
+    load_tile(Vt, ldt, s.u + bhc * C * G.dv + j0, G.dv, C, BV, C, nc);  // U, V' below
+    chunk_gates(q, cur);
+    if (c + 1 < chunks) cur = fetch_gate_row<C>(G, g, beta, b, h, c + 1);  // in flight over this chunk
     if (!q.carries)
       for (int e = threadIdx.x; e < G.dkp * ldt; e += blockDim.x) Hf[e] = 0.f;
-    barrier();
+    __syncthreads();
     store_tile(s.h + bhc * G.dk * G.dv + j0, G.dv, Hf, ldt, static_cast<int>(G.dk), nc);
     load_tile(Ht, ldt, Hf, ldt, G.dkp, BV, G.dkp, BV);
-    load_tile(Wt, ldk, s.w + bhc * C * G.dk, G.dk, C, G.dkp, C, G.dk);
-    load_tile(Kt, ldk, s.kn + (row0 * G.nk + G.k_head(h)) * G.dk, G.nk * G.dk, C, G.dkp, q.n, G.dk);
-    load_tile(Vt, ldt, s.u + bhc * C * G.dv + j0, G.dv, C, BV, C, nc);  // U, V' below
     barrier();
     block_mm<false, false>(Cf, ldt, Wt, ldk, Ht, ldt, C, BV, G.dkp, false);
     for (int e = threadIdx.x; e < C * BV; e += blockDim.x) {
@@ -617,7 +615,8 @@ __global__ void output_kernel(T* o, Bufs<T> s, const float* g, const float* beta
   load_tile(Ht, ldo, s.h + bhc * G.dk * G.dv, G.dv, G.dkp, G.dvp, static_cast<int>(G.dk), G.dv);
   load_tile(Vn, ldo, s.vn + bhc * C * G.dv, G.dv, C, G.dvp, C, G.dv);
   Gates<C>& q = *at<Gates<C>>(smem, L.gates);
-  chunk_gates(q, f);  // its barriers land the tiles
+  chunk_gates(q, f);
+  barrier();
   scale_rows(Q, ldk, C, G.dkp, q.Gam);
   barrier();
   block_mm2_store(out, G.nv * G.dv, rows, G.dv, q.n, Q, ldk, Ht, ldo, G.dkp, Pt, ldc, Vn, ldo, C, C, G.dvp, stage);
@@ -663,19 +662,19 @@ __global__ void state_grad_kernel(Bufs<T> s, const T* d_o, const float* g, const
   const int ldk = G.dkp + 8, ldc = C + 8;
   for (int e = threadIdx.x; e < G.dkp * ldt; e += blockDim.x) DHf[e] = 0.f;
   const int64_t L_b = G.length(b), chunks = (L_b + C - 1) / C;
-  GateRow next = fetch_gate_row<C>(G, g, beta, b, h, chunks - 1);
+  GateRow cur = fetch_gate_row<C>(G, g, beta, b, h, chunks - 1);
   for (int64_t c = chunks - 1; c >= 0; --c) {
-    chunk_gates(q, next);
-    if (c > 0) next = fetch_gate_row<C>(G, g, beta, b, h, c - 1);  // in flight over this chunk
     const int64_t bhc = (b * G.nv + h) * G.chunks + c, row0 = b * G.seq + c * C;
     const int64_t qk_row = (row0 * G.nk + G.k_head(h)) * G.dk;
-    store_tile(s.dh + bhc * G.dk * G.dv + j0, G.dv, DHf, ldt, static_cast<int>(G.dk), nc);
-    load_tile(DHt, ldt, DHf, ldt, G.dkp, BV, G.dkp, BV);
-    load_tile(Q, ldk, s.qn + qk_row, G.nk * G.dk, C, G.dkp, q.n, G.dk);
-    load_tile(K, ldk, s.kn + qk_row, G.nk * G.dk, C, G.dkp, q.n, G.dk);
-    load_tile(dOt, ldt, d_o + row0 * G.nv * G.dv + h * G.dv + j0, G.nv * G.dv, C, BV, q.n, nc);
+    load_tile(Q, ldk, s.qn + qk_row, G.nk * G.dk, C, G.dkp, cur.n, G.dk);
+    load_tile(K, ldk, s.kn + qk_row, G.nk * G.dk, C, G.dkp, cur.n, G.dk);
+    load_tile(dOt, ldt, d_o + row0 * G.nv * G.dv + h * G.dv + j0, G.nv * G.dv, C, BV, cur.n, nc);
     load_tile(Wt, ldk, s.w + bhc * C * G.dk, G.dk, C, G.dkp, C, G.dk);
     load_tile(Pt, ldc, s.p + bhc * C * C, C, C, C, C, C);
+    chunk_gates(q, cur);
+    if (c > 0) cur = fetch_gate_row<C>(G, g, beta, b, h, c - 1);  // in flight over this chunk
+    store_tile(s.dh + bhc * G.dk * G.dv + j0, G.dv, DHf, ldt, static_cast<int>(G.dk), nc);
+    load_tile(DHt, ldt, DHf, ldt, G.dkp, BV, G.dkp, BV);
     barrier();
     scale_rows(Q, ldk, C, G.dkp, q.Gam);
     scale_rows(K, ldk, C, G.dkp, q.e);
@@ -744,7 +743,8 @@ __global__ void qk_grad_kernel(Bufs<T> s, const T* d_o, const float* g, const fl
   load_tile(dVn, ldv, s.dvn + bhc * C * G.dv, G.dv, C, G.dvp, C, G.dv);
   load_tile(Ht, ldv, s.h + bhc * G.dk * G.dv, G.dv, G.dkp, G.dvp, static_cast<int>(G.dk), G.dv);
   Gates<C>& q = *at<Gates<C>>(smem, L.gates);
-  chunk_gates(q, f);  // its barriers land the tiles
+  chunk_gates(q, f);
+  barrier();
   block_mm<false, true>(S1, ldc, dOV, ldv, Vn, ldv, C, C, G.dvp, false);
   block_mm<false, true>(S2, ldc, Q, ldk, K, ldk, C, C, G.dkp, false);
   for (int e = threadIdx.x; e < C * C; e += blockDim.x) {
@@ -855,8 +855,9 @@ __global__ void wy_grad_kernel(T* d_qkv, float* dg, float* dbeta, Bufs<T> s, con
   load_tile(Uu, ldv, s.u + bhc * C * G.dv, G.dv, C, G.dvp, C, G.dv);
   load_tile(RW, ldk, s.w + bhc * C * G.dk, G.dk, C, G.dkp, C, G.dk);
   Gates<C>& q = *at<Gates<C>>(smem, L.gates);
-  chunk_gates(q, f);  // its barriers land the tiles
+  chunk_gates(q, f);
   if (threadIdx.x < C) dgam[threadIdx.x] = dgam_in;
+  barrier();
   block_mm<true, false>(Cu, ldv, Tt, ldc, XU, ldv, C, G.dvp, C, false);
   for (int r = warp; r < C; r += warps) {
     float acc = 0.f;

@@ -1,6 +1,7 @@
 // Host emulation of the CUDA constructs kernels/gated_delta_rule_chunked.cu uses, for running its kernels without a
 // GPU (run_chunked_delta_rule.sh): one std::thread per CUDA thread, std::barrier for __syncthreads and for warp
-// shuffles, shared memory and scratch filled with NaN (a read before a write shows in the results), and block_mm as
+// shuffles, shared memory and scratch filled with NaN (a read before a write shows in the results, as does a read
+// of an asynchronous copy before its thread waited for it), and block_mm as
 // one fp32 sum per output element (for bf16 operands after asserting wmma's shape and alignment preconditions).
 // Invariant: a hand-run tool, never part of the build.
 #pragma once
@@ -64,10 +65,23 @@ V __shfl_down_sync(unsigned, V v, int o) {
   return r;
 }
 namespace mt::cuda {
-// kernels/async_copy.cuh: copies at once; global is anything outside the block's shared memory.
+// kernels/async_copy.cuh: a thread's copies land only when it waits for them (so a read before the wait and the
+// barrier after it sees shared memory's NaN); global is anything outside the block's shared memory.
 inline unsigned emu_smem_bytes = 0;
-inline void copy16_async(void* dst, const void* src) { std::memcpy(dst, src, 16); }
-inline void wait_async_copies() {}
+struct EmuCopy {
+  void* dst;
+  unsigned char bytes[16];
+};
+inline thread_local std::vector<EmuCopy> emu_pending_copies;
+inline void copy16_async(void* dst, const void* src) {
+  EmuCopy c{dst, {}};
+  std::memcpy(c.bytes, src, 16);
+  emu_pending_copies.push_back(c);
+}
+inline void wait_async_copies() {
+  for (const EmuCopy& c : emu_pending_copies) std::memcpy(c.dst, c.bytes, 16);
+  emu_pending_copies.clear();
+}
 inline bool is_global(const void* p) {
   const auto* c = static_cast<const unsigned char*>(p);
   return c < emu_smem || c >= emu_smem + emu_smem_bytes;
@@ -151,6 +165,8 @@ inline void emu_launch(unsigned blocks, unsigned threads, int smem, const std::f
       ts.emplace_back([&, t] {
         threadIdx.x = t;
         f();
+        MT_ASSERT(mt::cuda::emu_pending_copies.empty(), "block {} thread {}: asynchronous copies never waited for",
+                  b, t);
         bar.arrive_and_drop();
       });
     for (auto& t : ts) t.join();
