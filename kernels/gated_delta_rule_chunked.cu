@@ -28,7 +28,8 @@
 namespace mt::cuda {
 namespace {
 
-constexpr int threads = 256;      // 8 warps; at least one thread per chunk row
+constexpr int threads = 256;       // 8 warps; at least one thread per chunk row
+constexpr int grad_threads = 512;  // for the per-chunk gradient kernels, whose shared memory allows one block per SM
 constexpr int state_cols = 32;    // state columns per block of the (reverse) recurrence
 template <typename T> inline constexpr int chunk_of = static_cast<int>(delta_rule_chunk(sizeof(T)));
 static_assert(chunk_of<float> <= threads && chunk_of<__nv_bfloat16> <= threads);
@@ -714,7 +715,7 @@ struct QkGradSmem {
     s2 = s1 + C * (C + 8) * 4;
     pt = c.take(int64_t{C} * (C + 8) * sizeof(T));
     dgam = c.take(2 * C * 4);
-    red = c.take(threads / 32 * 4);
+    red = c.take(grad_threads / 32 * 4);
     bytes = c.bytes;
   }
 };
@@ -723,7 +724,8 @@ struct QkGradSmem {
 // dk̂ = e ⊙ (V'·dSᵀ) + (dP ⊙ D)ᵀ·Q̂ (dS: the gradient of the state leaving the chunk), and their parts of γ's
 // gradient. Every tile but dS is copied in while the gates are computed; dS replaces S once dW is done.
 template <typename T>
-__global__ void qk_grad_kernel(Bufs<T> s, const T* d_o, const float* g, const float* beta, Geo G, QkGradSmem<T> L) {
+__global__ void __launch_bounds__(grad_threads)
+    qk_grad_kernel(Bufs<T> s, const T* d_o, const float* g, const float* beta, Geo G, QkGradSmem<T> L) {
   constexpr int C = chunk_of<T>;
   extern __shared__ __align__(128) unsigned char smem[];
   const int64_t bhc = blockIdx.x, c = bhc % G.chunks, h = bhc / G.chunks % G.nv, b = bhc / G.chunks / G.nv;
@@ -734,7 +736,7 @@ __global__ void qk_grad_kernel(Bufs<T> s, const T* d_o, const float* g, const fl
   float *Cf = at<float>(smem, L.cf), *S1 = at<float>(smem, L.s1), *S2 = at<float>(smem, L.s2),
         *dgam = at<float>(smem, L.dgam), *ys = dgam + C, *red = at<float>(smem, L.red);
   const int ldk = G.dkp + 8, ldv = G.dvp + 8, ldc = C + 8, warp = threadIdx.x / 32, lane = threadIdx.x % 32,
-            warps = threads / 32;
+            warps = static_cast<int>(blockDim.x / 32);
   const int64_t row0 = b * G.seq + c * C, qk_row = (row0 * G.nk + G.k_head(h)) * G.dk;
   load_tile(Q, ldk, s.qn + qk_row, G.nk * G.dk, C, G.dkp, f.n, G.dk);
   load_tile(K, ldk, s.kn + qk_row, G.nk * G.dk, C, G.dkp, f.n, G.dk);
@@ -832,8 +834,9 @@ struct WyGradSmem {
 // dA = −(dX_U·Uᵀ + dX_W·Wᵀ); dv, dβ, dg (γ's gradient summed to each segment's end) final, dk̂ += its part.
 // Every tile is copied in while the gates are computed.
 template <typename T>
-__global__ void wy_grad_kernel(T* d_qkv, float* dg, float* dbeta, Bufs<T> s, const T* qkv, const float* g,
-                               const float* beta, Geo G, WyGradSmem<T> L) {
+__global__ void __launch_bounds__(grad_threads)
+    wy_grad_kernel(T* d_qkv, float* dg, float* dbeta, Bufs<T> s, const T* qkv, const float* g, const float* beta,
+                   Geo G, WyGradSmem<T> L) {
   constexpr int C = chunk_of<T>;
   extern __shared__ __align__(128) unsigned char smem[];
   const int64_t bhc = blockIdx.x, c = bhc % G.chunks, h = bhc / G.chunks % G.nv, b = bhc / G.chunks / G.nv;
@@ -844,7 +847,7 @@ __global__ void wy_grad_kernel(T* d_qkv, float* dg, float* dbeta, Bufs<T> s, con
   float *Cw = at<float>(smem, L.cw), *Cu = at<float>(smem, L.cu), *db = at<float>(smem, L.db), *dgam = db + C;
   float *S1 = Cu, *S2 = Cu + C * (C + 8);
   const int ldk = G.dkp + 8, ldv = G.dvp + 8, ldc = C + 8, warp = threadIdx.x / 32, lane = threadIdx.x % 32,
-            warps = threads / 32;
+            warps = static_cast<int>(blockDim.x / 32);
   const int64_t row0 = b * G.seq + c * C;
   const float dgam_in = static_cast<int>(threadIdx.x) < f.n ? s.dgam_part[(row0 + threadIdx.x) * G.nv + h] : 0.f;
   load_tile(Tt, ldc, s.tm + bhc * C * C, C, C, C, C, C);
@@ -1051,11 +1054,12 @@ void check_shape(const char* op, const DeltaRuleShape& sh) {
 }
 
 template <typename K, typename S>
-void launch(const char* op, K kernel, unsigned blocks, const S& L, cudaStream_t st, auto&&... args) {
+void launch(const char* op, K kernel, unsigned blocks, unsigned block_threads, const S& L, cudaStream_t st,
+            auto&&... args) {
   MT_CUDA_CHECK(op, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, L.bytes));
   MT_CUDA_CHECK(op, cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                          cudaSharedmemCarveoutMaxShared));
-  kernel<<<blocks, threads, static_cast<size_t>(L.bytes), st>>>(args..., L);
+  kernel<<<blocks, block_threads, static_cast<size_t>(L.bytes), st>>>(args..., L);
   MT_CHECK_LAUNCH(op, "{} blocks, {} bytes of shared memory", blocks, L.bytes);
 }
 
@@ -1068,9 +1072,9 @@ void forward_states(const Bufs<T>& s, const T* qkv, const float* g, const float*
       s.qn, s.kn, qkv, G, items);
   MT_CHECK_LAUNCH("gated_delta_rule_chunked normalize", "{} rows", items);
   const auto heads = static_cast<unsigned>(sh.batch * G.nv * G.chunks);
-  launch("gated_delta_rule_chunked prep", prep_kernel<T>, heads, PrepSmem<T>(G), st, s, qkv, g, beta, G);
+  launch("gated_delta_rule_chunked prep", prep_kernel<T>, heads, threads, PrepSmem<T>(G), st, s, qkv, g, beta, G);
   const auto tiles = static_cast<unsigned>(sh.batch * G.nv * ((G.dvp + state_cols - 1) / state_cols));
-  launch("gated_delta_rule_chunked state", state_kernel<T>, tiles, StateSmem<T>(G), st, s, g, beta, G);
+  launch("gated_delta_rule_chunked state", state_kernel<T>, tiles, threads, StateSmem<T>(G), st, s, g, beta, G);
 }
 
 }  // namespace
@@ -1093,7 +1097,8 @@ void gated_delta_rule_chunked_forward(T* o, const T* qkv, const float* g, const 
   const Bufs<T> s = carve<T>(scratch.get(), l, false);
   forward_states(s, qkv, g, beta, shape, G, st);
   const auto blocks = static_cast<unsigned>(shape.batch * G.nv * G.chunks);
-  launch("gated_delta_rule_chunked output", output_kernel<T>, blocks, OutputSmem<T>(G), st, o, s, g, beta, G);
+  launch("gated_delta_rule_chunked output", output_kernel<T>, blocks, threads, OutputSmem<T>(G), st, o, s, g, beta,
+         G);
 }
 
 template <typename T>
@@ -1110,12 +1115,13 @@ void gated_delta_rule_chunked_backward(T* d_qkv, float* dg, float* dbeta, const 
   const Bufs<T> s = carve<T>(scratch.get(), l, true);
   forward_states(s, qkv, g, beta, shape, G, st);
   const auto tiles = static_cast<unsigned>(shape.batch * G.nv * ((G.dvp + state_cols - 1) / state_cols));
-  launch("gated_delta_rule_chunked state_grad", state_grad_kernel<T>, tiles, StateGradSmem<T>(G), st, s, d_o, g, beta,
-         G);
+  launch("gated_delta_rule_chunked state_grad", state_grad_kernel<T>, tiles, threads, StateGradSmem<T>(G), st, s,
+         d_o, g, beta, G);
   const auto heads = static_cast<unsigned>(shape.batch * G.nv * G.chunks);
-  launch("gated_delta_rule_chunked qk_grad", qk_grad_kernel<T>, heads, QkGradSmem<T>(G), st, s, d_o, g, beta, G);
-  launch("gated_delta_rule_chunked wy_grad", wy_grad_kernel<T>, heads, WyGradSmem<T>(G), st, d_qkv, dg, dbeta, s, qkv,
+  launch("gated_delta_rule_chunked qk_grad", qk_grad_kernel<T>, heads, grad_threads, QkGradSmem<T>(G), st, s, d_o,
          g, beta, G);
+  launch("gated_delta_rule_chunked wy_grad", wy_grad_kernel<T>, heads, grad_threads, WyGradSmem<T>(G), st, d_qkv,
+         dg, dbeta, s, qkv, g, beta, G);
   const int64_t items = T_ * G.nk;
   qk_sum_kernel<T><<<static_cast<unsigned>((items + threads / 32 - 1) / (threads / 32)), threads, 0, st>>>(
       d_qkv, s, qkv, G, items);

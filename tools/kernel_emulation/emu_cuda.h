@@ -20,6 +20,7 @@
 #define __device__
 #define __host__
 #define __forceinline__ inline
+#define __launch_bounds__(...)
 struct __nv_bfloat16 { uint16_t x; };
 struct Dim { unsigned x = 0; };
 inline thread_local Dim threadIdx;
