@@ -519,108 +519,84 @@ __global__ void prep_kernel(Bufs<T> s, const T* qkv, const float* g, const float
 
 template <typename T>
 struct StateSmem {
-  int gates, hf, ht, w, k, cf, vt, bytes;
+  int gates, hf, ht, w, k, cf, vt, q, pt, bytes;  // cf: W·S, then V' or block_mm2_store's stage
   StateSmem(const Geo& G) {
     constexpr int C = chunk_of<T>, ldt = state_cols + 8;
+    const int64_t ldk = G.dkp + 8, cf_floats = int64_t{C} * ldt;
     Carve c;
     gates = c.take(sizeof(Gates<C>));
     hf = c.take(int64_t{G.dkp} * ldt * 4);
     ht = c.take(int64_t{G.dkp} * ldt * sizeof(T));
-    w = c.take(int64_t{C} * (G.dkp + 8) * sizeof(T));
-    k = c.take(int64_t{C} * (G.dkp + 8) * sizeof(T));
-    cf = c.take(int64_t{C} * ldt * 4);
+    w = c.take(C * ldk * sizeof(T));
+    k = c.take(C * ldk * sizeof(T));
+    cf = c.take((cf_floats > threads / 32 * 256 ? cf_floats : threads / 32 * 256) * 4);
     vt = c.take(int64_t{C} * ldt * sizeof(T));
+    q = c.take(C * ldk * sizeof(T));
+    pt = c.take(int64_t{C} * (C + 8) * sizeof(T));
     bytes = c.bytes;
   }
 };
 
-// Per (sequence, v head, 32 state columns), chunk by chunk: keep the state S entering the chunk, V' = U − W·S, then
-// S ← Γ_last·S + K̂ᵀ·(e ⊙ V') (zero first where a segment starts with the chunk). The chunk's tiles are copied
-// asynchronously; its gates are fetched during the chunk before.
+// Per (sequence, v head, 32 state columns), chunk by chunk, S the state entering the chunk: V' = U − W·S, then
+// S ← Γ_last·S + (e ⊙ K̂)ᵀ·V' (zero first where a segment starts with the chunk). With o (the forward), the chunk's
+// output in these columns, O = (Γ ⊙ Q̂)·S + P·V'; without (the backward's recomputation), S and V' kept for the
+// gradient kernels. The chunk's tiles are copied in asynchronously while its gates are computed; its gates are
+// fetched during the chunk before.
 template <typename T>
-__global__ void state_kernel(Bufs<T> s, const float* g, const float* beta, Geo G, StateSmem<T> L) {
+__global__ void state_kernel(T* o, Bufs<T> s, const float* g, const float* beta, Geo G, StateSmem<T> L) {
   constexpr int C = chunk_of<T>, BV = state_cols, ldt = BV + 8;
   extern __shared__ __align__(128) unsigned char smem[];
   const int64_t tiles = (G.dvp + BV - 1) / BV, tile = blockIdx.x % tiles, h = blockIdx.x / tiles % G.nv,
                 b = blockIdx.x / tiles / G.nv, j0 = tile * BV, nc = G.dv - j0 < BV ? G.dv - j0 : BV;
   Gates<C>& q = *at<Gates<C>>(smem, L.gates);
   float *Hf = at<float>(smem, L.hf), *Cf = at<float>(smem, L.cf);
-  T *Ht = at<T>(smem, L.ht), *Wt = at<T>(smem, L.w), *Kt = at<T>(smem, L.k), *Vt = at<T>(smem, L.vt);
-  const int ldk = G.dkp + 8;
+  T *Ht = at<T>(smem, L.ht), *Wt = at<T>(smem, L.w), *Kt = at<T>(smem, L.k), *Vt = at<T>(smem, L.vt),
+    *Qt = at<T>(smem, L.q), *Pt = at<T>(smem, L.pt);
+  const int ldk = G.dkp + 8, ldc = C + 8;
   for (int e = threadIdx.x; e < G.dkp * ldt; e += blockDim.x) Hf[e] = 0.f;
   const int64_t L_b = G.length(b), chunks = (L_b + C - 1) / C;
   GateRow cur = fetch_gate_row<C>(G, g, beta, b, h, 0);
   for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t bhc = (b * G.nv + h) * G.chunks + c, row0 = b * G.seq + c * C;
+    const int64_t bhc = (b * G.nv + h) * G.chunks + c, row0 = b * G.seq + c * C,
+                  qk_row = (row0 * G.nk + G.k_head(h)) * G.dk;
     load_tile(Wt, ldk, s.w + bhc * C * G.dk, G.dk, C, G.dkp, C, G.dk);
-    load_tile(Kt, ldk, s.kn + (row0 * G.nk + G.k_head(h)) * G.dk, G.nk * G.dk, C, G.dkp, cur.n, G.dk);
+    load_tile(Kt, ldk, s.kn + qk_row, G.nk * G.dk, C, G.dkp, cur.n, G.dk);
     load_tile(Vt, ldt, s.u + bhc * C * G.dv + j0, G.dv, C, BV, C, nc);  // U, V' below
+    if (o) {
+      load_tile(Qt, ldk, s.qn + qk_row, G.nk * G.dk, C, G.dkp, cur.n, G.dk);
+      load_tile(Pt, ldc, s.p + bhc * C * C, C, C, C, C, C);
+    }
     chunk_gates(q, cur);
     if (c + 1 < chunks) cur = fetch_gate_row<C>(G, g, beta, b, h, c + 1);  // in flight over this chunk
     if (!q.carries)
       for (int e = threadIdx.x; e < G.dkp * ldt; e += blockDim.x) Hf[e] = 0.f;
     __syncthreads();
-    store_tile(s.h + bhc * G.dk * G.dv + j0, G.dv, Hf, ldt, static_cast<int>(G.dk), nc);
+    if (!o) store_tile(s.h + bhc * G.dk * G.dv + j0, G.dv, Hf, ldt, static_cast<int>(G.dk), nc);
     load_tile(Ht, ldt, Hf, ldt, G.dkp, BV, G.dkp, BV);
     barrier();
     block_mm<false, false>(Cf, ldt, Wt, ldk, Ht, ldt, C, BV, G.dkp, false);
     for (int e = threadIdx.x; e < C * BV; e += blockDim.x) {
       const int r = e / BV, j = e % BV;
       const float v = to_f32(from_f32<T>(j < nc ? to_f32(Vt[r * ldt + j]) - Cf[r * ldt + j] : 0.f));
-      Cf[r * ldt + j] = v;                       // V', stored below
-      Vt[r * ldt + j] = from_f32<T>(q.e[r] * v);  // e ⊙ V' for the update
+      Cf[r * ldt + j] = v;  // V', stored below
+      Vt[r * ldt + j] = from_f32<T>(v);
     }
+    scale_rows(Kt, ldk, C, G.dkp, q.e);
+    if (o) scale_rows(Qt, ldk, C, G.dkp, q.Gam);
     for (int e = threadIdx.x; e < G.dkp * BV; e += blockDim.x) Hf[e / BV * ldt + e % BV] *= q.Gam_last;
     barrier();
-    store_tile(s.vn + bhc * C * G.dv + j0, G.dv, Cf, ldt, C, nc);
+    if (o) {
+      const int rows = static_cast<int>(G.seq - c * C < C ? G.seq - c * C : C);
+      block_mm2_store(o + row0 * G.nv * G.dv + h * G.dv + j0, G.nv * G.dv, rows, nc, q.n, Qt, ldk, Ht, ldt, G.dkp,
+                      Pt, ldc, Vt, ldt, C, C, BV, Cf);
+    } else {
+      store_tile(s.vn + bhc * C * G.dv + j0, G.dv, Cf, ldt, C, nc);
+    }
     block_mm<true, false>(Hf, ldt, Kt, ldk, Vt, ldt, G.dkp, BV, C, true);
   }
-}
-
-template <typename T>
-struct OutputSmem {
-  int gates, q, vn, pt, ht, stage, bytes;
-  OutputSmem(const Geo& G) {
-    constexpr int C = chunk_of<T>;
-    const int ldk = G.dkp + 8, ldo = G.dvp + 8, ldc = C + 8;
-    Carve c;
-    gates = c.take(sizeof(Gates<C>));
-    q = c.take(int64_t{C} * ldk * sizeof(T));
-    vn = c.take(int64_t{C} * ldo * sizeof(T));
-    pt = c.take(int64_t{C} * ldc * sizeof(T));
-    ht = c.take(int64_t{G.dkp} * ldo * sizeof(T));
-    stage = c.take(threads / 32 * 256 * 4);
-    bytes = c.bytes;
-  }
-};
-
-// Per (sequence, v head, chunk), all value columns: O = (Γ ⊙ Q̂)·S + P·V'; zero on padding.
-template <typename T>
-__global__ void output_kernel(T* o, Bufs<T> s, const float* g, const float* beta, Geo G, OutputSmem<T> L) {
-  constexpr int C = chunk_of<T>;
-  extern __shared__ __align__(128) unsigned char smem[];
-  const int64_t bhc = blockIdx.x, c = bhc % G.chunks, h = bhc / G.chunks % G.nv, b = bhc / G.chunks / G.nv,
-                row0 = b * G.seq + c * C;
-  const int rows = static_cast<int>(G.seq - c * C < C ? G.seq - c * C : C);
-  const GateRow f = fetch_gate_row<C>(G, g, beta, b, h, c);
-  T* out = o + row0 * G.nv * G.dv + h * G.dv;
-  float* stage = at<float>(smem, L.stage);
-  if (f.n == 0) {
-    store_tile(out, G.nv * G.dv, stage, 0, rows, G.dv, 1.f, 0);
-    return;
-  }
-  T *Q = at<T>(smem, L.q), *Vn = at<T>(smem, L.vn), *Pt = at<T>(smem, L.pt), *Ht = at<T>(smem, L.ht);
-  const int ldk = G.dkp + 8, ldo = G.dvp + 8, ldc = C + 8;
-  load_tile(Q, ldk, s.qn + (row0 * G.nk + G.k_head(h)) * G.dk, G.nk * G.dk, C, G.dkp, f.n, G.dk);
-  load_tile(Pt, ldc, s.p + bhc * C * C, C, C, C, C, C);
-  load_tile(Ht, ldo, s.h + bhc * G.dk * G.dv, G.dv, G.dkp, G.dvp, static_cast<int>(G.dk), G.dv);
-  load_tile(Vn, ldo, s.vn + bhc * C * G.dv, G.dv, C, G.dvp, C, G.dv);
-  Gates<C>& q = *at<Gates<C>>(smem, L.gates);
-  chunk_gates(q, f);
-  barrier();
-  scale_rows(Q, ldk, C, G.dkp, q.Gam);
-  barrier();
-  block_mm2_store(out, G.nv * G.dv, rows, G.dv, q.n, Q, ldk, Ht, ldo, G.dkp, Pt, ldc, Vn, ldo, C, C, G.dvp, stage);
+  if (o && chunks * C < G.seq)  // the chunks past the sequence's length: padding, o = 0
+    store_tile(o + (b * G.seq + chunks * C) * G.nv * G.dv + h * G.dv + j0, G.nv * G.dv, Cf, 0,
+               static_cast<int>(G.seq - chunks * C), nc, 1.f, 0);
 }
 
 // ---- Backward stages ----
@@ -1032,9 +1008,11 @@ template <typename T>
 Bufs<T> carve(char* base, const DeltaRuleChunkedLayout& l, bool backward) {
   const auto f = [&](int64_t off) { return reinterpret_cast<float*>(base + off); };
   const auto e = [&](int64_t off) { return reinterpret_cast<T*>(base + off); };
-  Bufs<T> s{e(l.qn), e(l.kn), e(l.tm), e(l.p), e(l.u), e(l.vn), e(l.w), e(l.h), nullptr, nullptr, nullptr,
+  Bufs<T> s{e(l.qn), e(l.kn), e(l.tm), e(l.p), e(l.u), nullptr, e(l.w), nullptr, nullptr, nullptr, nullptr,
             nullptr, nullptr, nullptr};
   if (backward) {
+    s.vn = e(l.vn);
+    s.h = e(l.h);
     s.dh = e(l.dh);
     s.dvn = e(l.dvn);
     s.dw = e(l.dw);
@@ -1063,9 +1041,10 @@ void launch(const char* op, K kernel, unsigned blocks, unsigned block_threads, c
   MT_CHECK_LAUNCH(op, "{} blocks, {} bytes of shared memory", blocks, L.bytes);
 }
 
-// The forward's stages into s: q̂, k̂, T, U, W, the states entering the chunks and V'.
+// The forward's stages into s: q̂, k̂, P, T, U, W, then the state recurrence: with o the output, without the states
+// entering the chunks and V' (for the backward).
 template <typename T>
-void forward_states(const Bufs<T>& s, const T* qkv, const float* g, const float* beta, const DeltaRuleShape& sh,
+void forward_states(T* o, const Bufs<T>& s, const T* qkv, const float* g, const float* beta, const DeltaRuleShape& sh,
                     const Geo& G, cudaStream_t st) {
   const int64_t items = sh.batch * sh.seq * G.nk;
   normalize_kernel<T><<<static_cast<unsigned>((items + threads / 32 - 1) / (threads / 32)), threads, 0, st>>>(
@@ -1074,7 +1053,7 @@ void forward_states(const Bufs<T>& s, const T* qkv, const float* g, const float*
   const auto heads = static_cast<unsigned>(sh.batch * G.nv * G.chunks);
   launch("gated_delta_rule_chunked prep", prep_kernel<T>, heads, threads, PrepSmem<T>(G), st, s, qkv, g, beta, G);
   const auto tiles = static_cast<unsigned>(sh.batch * G.nv * ((G.dvp + state_cols - 1) / state_cols));
-  launch("gated_delta_rule_chunked state", state_kernel<T>, tiles, threads, StateSmem<T>(G), st, s, g, beta, G);
+  launch("gated_delta_rule_chunked state", state_kernel<T>, tiles, threads, StateSmem<T>(G), st, o, s, g, beta, G);
 }
 
 }  // namespace
@@ -1095,10 +1074,7 @@ void gated_delta_rule_chunked_forward(T* o, const T* qkv, const float* g, const 
   const Geo G = geometry(shape, l.chunks);
   const Scratch<char> scratch("gated_delta_rule_chunked_forward", l.bytes, st);
   const Bufs<T> s = carve<T>(scratch.get(), l, false);
-  forward_states(s, qkv, g, beta, shape, G, st);
-  const auto blocks = static_cast<unsigned>(shape.batch * G.nv * G.chunks);
-  launch("gated_delta_rule_chunked output", output_kernel<T>, blocks, threads, OutputSmem<T>(G), st, o, s, g, beta,
-         G);
+  forward_states(o, s, qkv, g, beta, shape, G, st);
 }
 
 template <typename T>
@@ -1113,7 +1089,7 @@ void gated_delta_rule_chunked_backward(T* d_qkv, float* dg, float* dbeta, const 
   const Geo G = geometry(shape, l.chunks);
   const Scratch<char> scratch("gated_delta_rule_chunked_backward", l.bytes, st);
   const Bufs<T> s = carve<T>(scratch.get(), l, true);
-  forward_states(s, qkv, g, beta, shape, G, st);
+  forward_states(static_cast<T*>(nullptr), s, qkv, g, beta, shape, G, st);
   const auto tiles = static_cast<unsigned>(shape.batch * G.nv * ((G.dvp + state_cols - 1) / state_cols));
   launch("gated_delta_rule_chunked state_grad", state_grad_kernel<T>, tiles, threads, StateGradSmem<T>(G), st, s,
          d_o, g, beta, G);

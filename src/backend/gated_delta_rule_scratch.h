@@ -21,10 +21,11 @@ inline constexpr int64_t delta_rule_chunk(int64_t element_bytes) { return elemen
 
 // Byte offsets of the chunked kernels' arrays in one allocation. Per token: q̂, k̂ [T, n_k_heads, k_head_dim]
 // (elements). Per (sequence, v head, chunk) in that order: T = (I + A)⁻¹ and the masked scores Q̂K̂ᵀ ⊙ D [C, C],
-// U, V' [C, v_head_dim], W [C, k_head_dim] and the state entering the chunk [k_head_dim, v_head_dim], all in
-// elements (the kernels keep the state in fp32 and store it at the precision of the products that read it);
-// backward adds the gradient of the state leaving the chunk, dV' and dW (elements), and per token and v head the
-// fp32 parts of dq̂, dk̂ [T, n_v_heads, k_head_dim] and of γ's gradient [T, n_v_heads].
+// U [C, v_head_dim] and W [C, k_head_dim] (elements); the forward needs no more (its state recurrence writes the
+// output). Backward adds V' [C, v_head_dim], the state entering the chunk and the gradient of the state leaving it
+// [k_head_dim, v_head_dim], dV' and dW, all in elements (the kernels keep states in fp32 and store them at the
+// precision of the products that read them), and per token and v head the fp32 parts of dq̂, dk̂
+// [T, n_v_heads, k_head_dim] and of γ's gradient [T, n_v_heads].
 struct DeltaRuleChunkedLayout {
   int64_t chunk = 0, chunks = 0;  // per sequence
   int64_t qn = 0, kn = 0, tm = 0, p = 0, u = 0, vn = 0, w = 0, h = 0;
@@ -49,10 +50,10 @@ inline DeltaRuleChunkedLayout delta_rule_chunked_layout(const DeltaRuleShape& s,
   l.tm = take(heads * C * C * es);
   l.p = take(heads * C * C * es);
   l.u = take(heads * C * dv * es);
-  l.vn = take(heads * C * dv * es);
   l.w = take(heads * C * dk * es);
-  l.h = take(heads * dk * dv * es);
   if (!backward) return l;
+  l.vn = take(heads * C * dv * es);
+  l.h = take(heads * dk * dv * es);
   l.dh = take(heads * dk * dv * es);
   l.dvn = take(heads * C * dv * es);
   l.dw = take(heads * C * dk * es);

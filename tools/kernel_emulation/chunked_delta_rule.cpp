@@ -57,11 +57,17 @@ int run(char** argv) {
   for (auto& x : g) x = -0.02f - 0.3f * std::abs(U(rng));
   for (auto& x : beta) x = 1.f / (1.f + std::exp(-U(rng)));
 
+  // The forward and the backward in their own scratch (NaN, as the allocations are undefined), as the launchers do.
+  const float nan = std::nanf("");
+  const auto scratch_of = [&](bool backward) {
+    std::vector<char> bytes(delta_rule_chunked_layout(sh, sizeof(E), backward).bytes);
+    for (size_t i = 0; i + 4 <= bytes.size(); i += 4) std::memcpy(&bytes[i], &nan, 4);
+    return bytes;
+  };
   const DeltaRuleChunkedLayout l = delta_rule_chunked_layout(sh, sizeof(E), true);
   const Geo G = geometry(sh, l.chunks);
-  std::vector<char> scratch(l.bytes);
-  const float nan = std::nanf("");
-  for (size_t i = 0; i + 4 <= scratch.size(); i += 4) std::memcpy(&scratch[i], &nan, 4);
+  std::vector<char> scratch_f = scratch_of(false), scratch = scratch_of(true);
+  const Bufs<E> s_f = carve<E>(scratch_f.data(), delta_rule_chunked_layout(sh, sizeof(E), false), false);
   const Bufs<E> s = carve<E>(scratch.data(), l, true);
   std::vector<E> o(T_ * sh.value_dim(), from_f32<E>(nan)), dq(T_ * sh.row(), from_f32<E>(nan));
   std::vector<float> dg(T_ * nv, 0.f), db(T_ * nv, 0.f);  // the launcher's memsets (d_qkv has none)
@@ -69,18 +75,15 @@ int run(char** argv) {
   const auto heads = static_cast<unsigned>(batch * nv * G.chunks),
              tiles = static_cast<unsigned>(batch * nv * ((G.dvp + state_cols - 1) / state_cols));
   const auto rows = static_cast<unsigned>((items + threads / 32 - 1) / (threads / 32));
-  const auto forward_states = [&] {
-    emu_launch(rows, threads, 0, [&] { normalize_kernel<E>(s.qn, s.kn, qkv.data(), G, items); });
+  const auto forward_states = [&](E* out, const Bufs<E>& b) {
+    emu_launch(rows, threads, 0, [&] { normalize_kernel<E>(b.qn, b.kn, qkv.data(), G, items); });
     const PrepSmem<E> P(G);
-    emu_launch(heads, threads, P.bytes, [&] { prep_kernel<E>(s, qkv.data(), g.data(), beta.data(), G, P); });
+    emu_launch(heads, threads, P.bytes, [&] { prep_kernel<E>(b, qkv.data(), g.data(), beta.data(), G, P); });
     const StateSmem<E> S(G);
-    emu_launch(tiles, threads, S.bytes, [&] { state_kernel<E>(s, g.data(), beta.data(), G, S); });
+    emu_launch(tiles, threads, S.bytes, [&] { state_kernel<E>(out, b, g.data(), beta.data(), G, S); });
   };
-  forward_states();
-  const OutputSmem<E> O(G);
-  emu_launch(heads, threads, O.bytes,
-             [&] { output_kernel<E>(o.data(), s, g.data(), beta.data(), G, O); });
-  forward_states();
+  forward_states(o.data(), s_f);
+  forward_states(nullptr, s);
   const StateGradSmem<E> SG(G);
   emu_launch(tiles, threads, SG.bytes, [&] { state_grad_kernel<E>(s, d_o.data(), g.data(), beta.data(), G, SG); });
   const QkGradSmem<E> QG(G);
