@@ -28,7 +28,8 @@
 namespace mt::cuda {
 namespace {
 
-constexpr int threads = 256;       // 8 warps; at least one thread per chunk row
+constexpr int threads = 256;       // 8 warps; at least one thread per chunk row; two blocks per SM where shared memory
+                                   // allows (__launch_bounds__ keeps the registers to that)
 constexpr int grad_threads = 512;  // for the per-chunk gradient kernels, whose shared memory allows one block per SM
 constexpr int state_cols = 32;    // state columns per block of the (reverse) recurrence
 template <typename T> inline constexpr int chunk_of = static_cast<int>(delta_rule_chunk(sizeof(T)));
@@ -434,7 +435,8 @@ struct PrepSmem {
 // Per (sequence, v head, chunk): the masked scores P = Q̂K̂ᵀ ⊙ D (s ≤ r), T = (I + A)⁻¹ (fp32, by 16-row blocks),
 // U = T·(β ⊙ V), W = T·(βΓ ⊙ K̂).
 template <typename T>
-__global__ void prep_kernel(Bufs<T> s, const T* qkv, const float* g, const float* beta, Geo G, PrepSmem<T> L) {
+__global__ void __launch_bounds__(threads, 2)
+    prep_kernel(Bufs<T> s, const T* qkv, const float* g, const float* beta, Geo G, PrepSmem<T> L) {
   constexpr int C = chunk_of<T>;
   extern __shared__ __align__(128) unsigned char smem[];
   const int64_t bhc = blockIdx.x, c = bhc % G.chunks, h = bhc / G.chunks % G.nv, b = bhc / G.chunks / G.nv;
@@ -543,7 +545,8 @@ struct StateSmem {
 // gradient kernels. The chunk's tiles are copied in asynchronously while its gates are computed; its gates are
 // fetched during the chunk before.
 template <typename T>
-__global__ void state_kernel(T* o, Bufs<T> s, const float* g, const float* beta, Geo G, StateSmem<T> L) {
+__global__ void __launch_bounds__(threads, 2)
+    state_kernel(T* o, Bufs<T> s, const float* g, const float* beta, Geo G, StateSmem<T> L) {
   constexpr int C = chunk_of<T>, BV = state_cols, ldt = BV + 8;
   extern __shared__ __align__(128) unsigned char smem[];
   const int64_t tiles = (G.dvp + BV - 1) / BV, tile = blockIdx.x % tiles, h = blockIdx.x / tiles % G.nv,
@@ -626,8 +629,8 @@ struct StateGradSmem {
 // it, dV' = (Q̂K̂ᵀ ⊙ D)ᵀ·dO + (e ⊙ K̂)·dS, then dS ← Γ_last·dS + (Γ ⊙ Q̂)ᵀ·dO − Wᵀ·dV' (zero where a segment starts
 // with the chunk).
 template <typename T>
-__global__ void state_grad_kernel(Bufs<T> s, const T* d_o, const float* g, const float* beta, Geo G,
-                                  StateGradSmem<T> L) {
+__global__ void __launch_bounds__(threads, 2)
+    state_grad_kernel(Bufs<T> s, const T* d_o, const float* g, const float* beta, Geo G, StateGradSmem<T> L) {
   constexpr int C = chunk_of<T>, BV = state_cols, ldt = BV + 8;
   extern __shared__ __align__(128) unsigned char smem[];
   const int64_t tiles = (G.dvp + BV - 1) / BV, tile = blockIdx.x % tiles, h = blockIdx.x / tiles % G.nv,
