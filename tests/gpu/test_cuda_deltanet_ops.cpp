@@ -1,8 +1,10 @@
 // The CUDA backend's Gated DeltaNet and gated-attention ops against the CPU backend, through the Backend interface:
 // the sigmoid output gate, the causal conv1d + SiLU (packed segments), the DeltaNet gates, the gated delta rule
 // (the chunked kernel and, for head dims past 128, the recurrent one, against the recurrent CPU reference; lengths 1
-// to 4096, within, at and past chunk ends, GQA head groups, partial column tiles, padding and packed segments, some
-// starting a chunk) and the gated RMSNorm, forward and backward, fp32 and bf16 (bf16 inputs rounded first).
+// to 4096, within, at and past chunk ends, GQA head groups (Qwen3.5's 3 v heads per k head among them), partial
+// column tiles, head dims that are not multiples of 8 (the kernels' element-wise tile copies), padding and packed
+// segments, some starting a chunk) and the gated RMSNorm, forward and backward, fp32 and bf16 (bf16 inputs rounded
+// first).
 // Tolerances ‖out − ref‖/‖ref‖: 1e-5 (fp32; 1e-4 for the delta rule's backward, whose sums run in another order
 // over hundreds of tokens) and 2e-2 (bf16 storage; the chunked kernel's tensor-core operands are bf16 too).
 #include <cmath>
