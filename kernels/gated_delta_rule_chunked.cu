@@ -185,7 +185,6 @@ __device__ void chunk_gates(Gates<C>& q, const GateRow& f) {
   __syncthreads();
 }
 
-
 // Accesses in flight per thread in the tile copies below: each thread issues this many loads before it stores any,
 // so a copy costs about one memory latency rather than one per element.
 constexpr int copies_in_flight = 4;
