@@ -4,14 +4,15 @@
 // states and accumulation fp32. Only the state recurrences walk the chunks in turn; everything else runs one block
 // per (sequence, v head, chunk). Forward: q̂, k̂ normalised once per k head; per chunk the masked scores
 // P = Q̂K̂ᵀ ⊙ D, T = (I + A)⁻¹, U and W (prep); per (sequence, v head, 32 state columns) the state recurrence over
-// the chunks, keeping the state entering each chunk and V'; per chunk the output over all value columns. Backward:
-// the forward's stages again, the state gradient recurrence in reverse (per 32 state columns, keeping the gradient
-// of the state leaving each chunk and dV'), per chunk the q̂, k̂ gradients through the output and the state and dW,
-// per chunk the WY backward (dv, dβ, dg, more of dk̂), and per token and k head the v heads' dq̂, dk̂ summed in head
-// order through the normalisations. Per-chunk kernels copy their tiles in with asynchronous 16-byte copies while
-// they compute the chunk's gates; the recurrences fetch the next chunk's gates during the current one. States are
-// kept in fp32 and stored at the element type (the precision of the products that read them). Scratch: one
-// allocation laid out by src/backend/gated_delta_rule_scratch.h.
+// the chunks, writing the output of its columns chunk by chunk. Backward: the forward's stages again, the
+// recurrence keeping the state entering each chunk and V' instead of the output; the state gradient recurrence in
+// reverse (per 32 state columns, keeping the gradient of the state leaving each chunk and dV'); per chunk, in one
+// kernel, the gradients through the output and the state (dq̂, dW, part of dk̂) and through the WY representation
+// (dv, dβ, dg, the rest of dk̂); per token and k head the v heads' dq̂, dk̂ summed in head order through the
+// normalisations. Per-chunk kernels copy their tiles in with asynchronous 16-byte copies while they compute the
+// chunk's gates; the recurrences fetch the next chunk's gates during the current one. States are kept in fp32 and
+// stored at the element type (the precision of the products that read them). Scratch: one allocation laid out by
+// src/backend/gated_delta_rule_scratch.h.
 // Invariant: the CPU reference's semantics (state zero at every sequence and segment start, o = 0 and no gradient on
 // padding); no atomics, every sum in a fixed order (deterministic).
 #include <cstdlib>
@@ -30,7 +31,7 @@ namespace {
 
 constexpr int threads = 256;       // 8 warps; at least one thread per chunk row; two blocks per SM where shared memory
                                    // allows (__launch_bounds__ keeps the registers to that)
-constexpr int grad_threads = 512;  // for the per-chunk gradient kernels, whose shared memory allows one block per SM
+constexpr int grad_threads = 512;  // for the per-chunk gradient kernel, whose shared memory allows one block per SM
 constexpr int state_cols = 32;    // state columns per block of the (reverse) recurrence
 template <typename T> inline constexpr int chunk_of = static_cast<int>(delta_rule_chunk(sizeof(T)));
 static_assert(chunk_of<float> <= threads && chunk_of<__nv_bfloat16> <= threads);
@@ -57,8 +58,8 @@ struct Bufs {
   T *u, *vn, *w;
   T* h;   // fp32 kept in the recurrences; stored as T, the precision the products that read it take
   T* dh;
-  T *dvn, *dw;
-  float *dq_part, *dk_part, *dgam_part;
+  T* dvn;
+  float *dq_part, *dk_part;
 };
 
 // The block's barrier, once this thread's asynchronous copies (load_tile) have landed: after it every thread sees
@@ -282,35 +283,6 @@ __device__ void store_tile(T* dst, int64_t dst_ld, const float* src, int ld, int
   for (int e = threadIdx.x; e < rows * cols; e += blockDim.x) {
     const int r = static_cast<int>(e / cols), j = static_cast<int>(e % cols);
     dst[r * dst_ld + j] = from_f32<T>(r < rows_valid ? sign * src[r * ld + j] : 0.f);
-  }
-}
-
-// dst[r·dst_ld + j] += src[r, j] (fp32, global += shared) for r < rows, j < cols; the loads batched as in load_tile
-// (16-byte where the pointer, the stride and cols allow). No barrier.
-__device__ void add_tile(float* dst, int64_t dst_ld, const float* src, int ld, int rows, int64_t cols) {
-  const bool packed = reinterpret_cast<uintptr_t>(dst) % 16 == 0 && dst_ld % 4 == 0 && cols % 4 == 0;
-  const int width = packed ? 4 : 1, units = static_cast<int>(cols / width), total = rows * units;
-  for (int base = threadIdx.x; base < total; base += copies_in_flight * blockDim.x) {
-    Pack<float, 4> in[copies_in_flight];
-#pragma unroll
-    for (int u = 0; u < copies_in_flight; ++u) {
-      const int e = base + u * static_cast<int>(blockDim.x), r = e / units, j = e % units * width;
-      if (e >= total) continue;
-      if (packed)
-        in[u] = *reinterpret_cast<const Pack<float, 4>*>(dst + r * dst_ld + j);
-      else
-        in[u].v[0] = dst[r * dst_ld + j];
-    }
-#pragma unroll
-    for (int u = 0; u < copies_in_flight; ++u) {
-      const int e = base + u * static_cast<int>(blockDim.x), r = e / units, j = e % units * width;
-      if (e >= total) break;
-      for (int i = 0; i < width; ++i) in[u].v[i] += src[r * ld + j + i];
-      if (packed)
-        *reinterpret_cast<Pack<float, 4>*>(dst + r * dst_ld + j) = in[u];
-      else
-        dst[r * dst_ld + j] = in[u].v[0];
-    }
   }
 }
 
@@ -675,171 +647,141 @@ __global__ void __launch_bounds__(threads, 2)
 }
 
 template <typename T>
-struct QkGradSmem {
-  int gates, q, k, dov, dvn, vn, ht, cf, s1, s2, pt, dgam, red, bytes;
-  QkGradSmem(const Geo& G) {
+struct ChunkGradSmem {
+  // Both phases: the gates, dgam, ys, db and red (small), K̂, dV' (then dX_U), f (fp32: the scores, then the
+  // products into dq̂ and dk̂, then dk̂'s sum) and dW. The first phase (through the output and the state) and the
+  // second (through the WY representation) share the rest: q, dov, vn, ht, pt, then tt, ru, uu, rw, cu, et.
+  int gates, small, k, dvn, f, xw, q, dov, vn, ht, pt, tt, ru, uu, rw, cu, et, bytes;
+  ChunkGradSmem(const Geo& G) {
     constexpr int C = chunk_of<T>;
-    const int ldk = G.dkp + 8, ldv = G.dvp + 8;
+    const int64_t ldk = G.dkp + 8, ldv = G.dvp + 8, ldc = C + 8, scores = 2 * C * ldc;
     Carve c;
     gates = c.take(sizeof(Gates<C>));
-    q = c.take(int64_t{C} * ldk * sizeof(T));
-    k = c.take(int64_t{C} * ldk * sizeof(T));
-    dov = c.take(int64_t{C} * ldv * sizeof(T));
-    dvn = c.take(int64_t{C} * ldv * sizeof(T));
-    vn = c.take(int64_t{C} * ldv * sizeof(T));
-    ht = c.take(int64_t{G.dkp} * ldv * sizeof(T));
-    const int64_t scores = 2 * int64_t{C} * (C + 8);  // S1, S2, done with before Cf is first written
-    cf = s1 = c.take((scores > int64_t{C} * ldk ? scores : int64_t{C} * ldk) * 4);
-    s2 = s1 + C * (C + 8) * 4;
-    pt = c.take(int64_t{C} * (C + 8) * sizeof(T));
-    dgam = c.take(2 * C * 4);
-    red = c.take(grad_threads / 32 * 4);
-    bytes = c.bytes;
+    small = c.take((3 * C + grad_threads / 32) * 4);
+    k = c.take(C * ldk * sizeof(T));
+    dvn = c.take(C * ldv * sizeof(T));
+    f = c.take((scores > C * ldk ? scores : C * ldk) * 4);
+    xw = c.take(C * ldk * sizeof(T));
+    Carve one = c, two = c;
+    q = one.take(C * ldk * sizeof(T));
+    dov = one.take(C * ldv * sizeof(T));
+    vn = one.take(C * ldv * sizeof(T));
+    ht = one.take(G.dkp * ldv * sizeof(T));
+    pt = one.take(C * ldc * sizeof(T));
+    tt = two.take(C * ldc * sizeof(T));
+    ru = two.take(C * ldv * sizeof(T));
+    uu = two.take(C * ldv * sizeof(T));
+    rw = two.take(C * ldk * sizeof(T));
+    const int64_t cu_floats = scores > C * (ldk > ldv ? ldk : ldv) ? scores : C * (ldk > ldv ? ldk : ldv);
+    cu = two.take(cu_floats * 4);
+    et = two.take(C * ldc * sizeof(T));
+    bytes = one.bytes > two.bytes ? one.bytes : two.bytes;
   }
 };
 
-// Per (sequence, v head, chunk): dq̂ = (Γ ⊙ dO)·Sᵀ + (dP ⊙ D)·K̂ with dP = dO·V'ᵀ (s ≤ r), dW = −dV'·Sᵀ,
-// dk̂ = e ⊙ (V'·dSᵀ) + (dP ⊙ D)ᵀ·Q̂ (dS: the gradient of the state leaving the chunk), and their parts of γ's
-// gradient. Every tile but dS is copied in while the gates are computed; dS replaces S once dW is done.
+// Per (sequence, v head, chunk), the chunk's gradients. First through the output and the state: dq̂ = (Γ ⊙ dO)·Sᵀ
+// + (dP ⊙ D)·K̂ with dP = dO·V'ᵀ (s ≤ r), dW = −dV'·Sᵀ, dk̂ = e ⊙ (V'·dSᵀ) + (dP ⊙ D)ᵀ·Q̂ (dS: the gradient of the
+// state leaving the chunk) and their parts of γ's gradient; then through the WY representation: dX_U = Tᵀ·dV',
+// dX_W = Tᵀ·dW, dA = −(dX_U·Uᵀ + dX_W·Wᵀ), giving dv, dβ and dg (γ's gradient summed to each segment's end) and the
+// rest of dk̂. The first phase's tiles but dS are copied in while the gates are computed, dS replaces S once dW is
+// done; the second phase's tiles are copied over the first's once it is done.
 template <typename T>
 __global__ void __launch_bounds__(grad_threads)
-    qk_grad_kernel(Bufs<T> s, const T* d_o, const float* g, const float* beta, Geo G, QkGradSmem<T> L) {
+    chunk_grad_kernel(T* d_qkv, float* dg, float* dbeta, Bufs<T> s, const T* d_o, const T* qkv, const float* g,
+                      const float* beta, Geo G, ChunkGradSmem<T> L) {
   constexpr int C = chunk_of<T>;
   extern __shared__ __align__(128) unsigned char smem[];
   const int64_t bhc = blockIdx.x, c = bhc % G.chunks, h = bhc / G.chunks % G.nv, b = bhc / G.chunks / G.nv;
   const GateRow f = fetch_gate_row<C>(G, g, beta, b, h, c);
   if (f.n == 0) return;
-  T *Q = at<T>(smem, L.q), *K = at<T>(smem, L.k), *dOV = at<T>(smem, L.dov), *dVn = at<T>(smem, L.dvn),
-    *Vn = at<T>(smem, L.vn), *Ht = at<T>(smem, L.ht), *Pt = at<T>(smem, L.pt);
-  float *Cf = at<float>(smem, L.cf), *S1 = at<float>(smem, L.s1), *S2 = at<float>(smem, L.s2),
-        *dgam = at<float>(smem, L.dgam), *ys = dgam + C, *red = at<float>(smem, L.red);
+  T *K = at<T>(smem, L.k), *dVn = at<T>(smem, L.dvn), *XW = at<T>(smem, L.xw);
+  float *F = at<float>(smem, L.f), *dgam = at<float>(smem, L.small), *ys = dgam + C, *db = dgam + 2 * C,
+        *red = dgam + 3 * C;
   const int ldk = G.dkp + 8, ldv = G.dvp + 8, ldc = C + 8, warp = threadIdx.x / 32, lane = threadIdx.x % 32,
             warps = static_cast<int>(blockDim.x / 32);
   const int64_t row0 = b * G.seq + c * C, qk_row = (row0 * G.nk + G.k_head(h)) * G.dk;
-  load_tile(Q, ldk, s.qn + qk_row, G.nk * G.dk, C, G.dkp, f.n, G.dk);
-  load_tile(K, ldk, s.kn + qk_row, G.nk * G.dk, C, G.dkp, f.n, G.dk);
-  load_tile(dOV, ldv, d_o + row0 * G.nv * G.dv + h * G.dv, G.nv * G.dv, C, G.dvp, f.n, G.dv);
-  load_tile(Vn, ldv, s.vn + bhc * C * G.dv, G.dv, C, G.dvp, C, G.dv);
-  load_tile(dVn, ldv, s.dvn + bhc * C * G.dv, G.dv, C, G.dvp, C, G.dv);
-  load_tile(Ht, ldv, s.h + bhc * G.dk * G.dv, G.dv, G.dkp, G.dvp, static_cast<int>(G.dk), G.dv);
   Gates<C>& q = *at<Gates<C>>(smem, L.gates);
-  chunk_gates(q, f);
-  barrier();
-  block_mm<false, true>(S1, ldc, dOV, ldv, Vn, ldv, C, C, G.dvp, false);
-  block_mm<false, true>(S2, ldc, Q, ldk, K, ldk, C, C, G.dkp, false);
-  for (int e = threadIdx.x; e < C * C; e += blockDim.x) {
-    const int r = e / C, t = e % C;
-    const float d = t <= r ? q.D(r, t) : 0.f;
-    Pt[r * ldc + t] = from_f32<T>(S1[r * ldc + t] * d);
-    S2[r * ldc + t] = S1[r * ldc + t] * S2[r * ldc + t] * d;
-  }
-  barrier();
-  for (int r = warp; r < C; r += warps) {
-    float acc = 0.f;
-    for (int t = lane; t < C; t += 32) acc += S2[r * ldc + t] - S2[t * ldc + r];
-    acc = warp_sum(acc);
-    if (lane == 0) dgam[r] = acc;
-  }
-  scale_rows(dOV, ldv, C, G.dvp, q.Gam);
-  barrier();
-  block_mm<false, true>(Cf, ldk, dOV, ldv, Ht, ldv, C, G.dkp, G.dvp, false);
-  for (int r = warp; r < C; r += warps) {
-    float acc = 0.f;
-    for (int i = lane; i < G.dkp; i += 32) acc += to_f32(Q[r * ldk + i]) * Cf[r * ldk + i];
-    acc = warp_sum(acc);
-    if (lane == 0) dgam[r] += acc;
-  }
-  barrier();
-  block_mm<false, false>(Cf, ldk, Pt, ldc, K, ldk, C, G.dkp, C, true);
-  store_tile(s.dq_part + (row0 * G.nv + h) * G.dk, G.nv * G.dk, Cf, ldk, q.n, G.dk);
-  barrier();
-  block_mm<false, true>(Cf, ldk, dVn, ldv, Ht, ldv, C, G.dkp, G.dvp, false);
-  store_tile(s.dw + bhc * C * G.dk, G.dk, Cf, ldk, C, G.dk, -1.f);
-  barrier();
-  // Ht: S → dS, and Σ S ⊙ dS on the way.
-  const float hs = block_total(
-      load_tile_dot(Ht, ldv, s.dh + bhc * G.dk * G.dv, G.dv, G.dkp, G.dvp, static_cast<int>(G.dk), G.dv), red);
-  block_mm<false, true>(Cf, ldk, Vn, ldv, Ht, ldv, C, G.dkp, G.dvp, false);
-  for (int r = warp; r < C; r += warps) {
-    float y = 0.f;
-    for (int i = lane; i < G.dkp; i += 32) {
-      y += to_f32(K[r * ldk + i]) * Cf[r * ldk + i];
-      Cf[r * ldk + i] *= q.e[r];
+  {  // Through the output and the state.
+    T *Q = at<T>(smem, L.q), *dOV = at<T>(smem, L.dov), *Vn = at<T>(smem, L.vn), *Ht = at<T>(smem, L.ht),
+      *Pt = at<T>(smem, L.pt);
+    float *S1 = F, *S2 = F + C * ldc;
+    load_tile(Q, ldk, s.qn + qk_row, G.nk * G.dk, C, G.dkp, f.n, G.dk);
+    load_tile(K, ldk, s.kn + qk_row, G.nk * G.dk, C, G.dkp, f.n, G.dk);
+    load_tile(dOV, ldv, d_o + row0 * G.nv * G.dv + h * G.dv, G.nv * G.dv, C, G.dvp, f.n, G.dv);
+    load_tile(Vn, ldv, s.vn + bhc * C * G.dv, G.dv, C, G.dvp, C, G.dv);
+    load_tile(dVn, ldv, s.dvn + bhc * C * G.dv, G.dv, C, G.dvp, C, G.dv);
+    load_tile(Ht, ldv, s.h + bhc * G.dk * G.dv, G.dv, G.dkp, G.dvp, static_cast<int>(G.dk), G.dv);
+    chunk_gates(q, f);
+    barrier();
+    block_mm<false, true>(S1, ldc, dOV, ldv, Vn, ldv, C, C, G.dvp, false);
+    block_mm<false, true>(S2, ldc, Q, ldk, K, ldk, C, C, G.dkp, false);
+    for (int e = threadIdx.x; e < C * C; e += blockDim.x) {
+      const int r = e / C, t = e % C;
+      const float d = t <= r ? q.D(r, t) : 0.f;
+      Pt[r * ldc + t] = from_f32<T>(S1[r * ldc + t] * d);
+      S2[r * ldc + t] = S1[r * ldc + t] * S2[r * ldc + t] * d;
     }
-    y = q.e[r] * warp_sum(y);
-    if (lane == 0) {
-      dgam[r] -= y;
-      ys[r] = y;
+    barrier();
+    for (int r = warp; r < C; r += warps) {
+      float acc = 0.f;
+      for (int t = lane; t < C; t += 32) acc += S2[r * ldc + t] - S2[t * ldc + r];
+      acc = warp_sum(acc);
+      if (lane == 0) dgam[r] = acc;
     }
+    scale_rows(dOV, ldv, C, G.dvp, q.Gam);
+    barrier();
+    block_mm<false, true>(F, ldk, dOV, ldv, Ht, ldv, C, G.dkp, G.dvp, false);
+    for (int r = warp; r < C; r += warps) {
+      float acc = 0.f;
+      for (int i = lane; i < G.dkp; i += 32) acc += to_f32(Q[r * ldk + i]) * F[r * ldk + i];
+      acc = warp_sum(acc);
+      if (lane == 0) dgam[r] += acc;
+    }
+    barrier();
+    block_mm<false, false>(F, ldk, Pt, ldc, K, ldk, C, G.dkp, C, true);
+    store_tile(s.dq_part + (row0 * G.nv + h) * G.dk, G.nv * G.dk, F, ldk, q.n, G.dk);
+    barrier();
+    block_mm<false, true>(F, ldk, dVn, ldv, Ht, ldv, C, G.dkp, G.dvp, false);
+    for (int e = threadIdx.x; e < C * G.dkp; e += blockDim.x) {  // dW
+      const int r = e / G.dkp, i = e % G.dkp;
+      XW[r * ldk + i] = from_f32<T>(-F[r * ldk + i]);
+    }
+    barrier();
+    // Ht: S → dS, and Σ S ⊙ dS on the way.
+    const float hs = block_total(
+        load_tile_dot(Ht, ldv, s.dh + bhc * G.dk * G.dv, G.dv, G.dkp, G.dvp, static_cast<int>(G.dk), G.dv), red);
+    block_mm<false, true>(F, ldk, Vn, ldv, Ht, ldv, C, G.dkp, G.dvp, false);
+    for (int r = warp; r < C; r += warps) {
+      float y = 0.f;
+      for (int i = lane; i < G.dkp; i += 32) {
+        y += to_f32(K[r * ldk + i]) * F[r * ldk + i];
+        F[r * ldk + i] *= q.e[r];
+      }
+      y = q.e[r] * warp_sum(y);
+      if (lane == 0) {
+        dgam[r] -= y;
+        ys[r] = y;
+      }
+    }
+    barrier();
+    if (warp == 0) {
+      float y_sum = 0.f;
+      for (int r = lane; r < C; r += 32) y_sum += ys[r];
+      y_sum = warp_sum(y_sum);
+      if (lane == 0) dgam[q.n - 1] += y_sum + q.Gam_last * hs;
+    }
+    block_mm<true, false>(F, ldk, Pt, ldc, Q, ldk, C, G.dkp, C, true);  // F: dk̂'s part so far
   }
-  barrier();
-  if (warp == 0) {
-    float y_sum = 0.f;
-    for (int r = lane; r < C; r += 32) y_sum += ys[r];
-    y_sum = warp_sum(y_sum);
-    if (lane == 0) dgam[q.n - 1] += y_sum + q.Gam_last * hs;
-  }
-  block_mm<true, false>(Cf, ldk, Pt, ldc, Q, ldk, C, G.dkp, C, true);
-  store_tile(s.dk_part + (row0 * G.nv + h) * G.dk, G.nv * G.dk, Cf, ldk, q.n, G.dk);
-  for (int r = threadIdx.x; r < q.n; r += blockDim.x) s.dgam_part[(row0 + r) * G.nv + h] = dgam[r];
-}
-
-template <typename T>
-struct WyGradSmem {
-  int gates, tt, xu, xw, ru, uu, rw, k, cw, cu, et, db, bytes;
-  WyGradSmem(const Geo& G) {
-    constexpr int C = chunk_of<T>;
-    const int ldk = G.dkp + 8, ldv = G.dvp + 8;
-    Carve c;
-    gates = c.take(sizeof(Gates<C>));
-    tt = c.take(int64_t{C} * (C + 8) * sizeof(T));
-    xu = c.take(int64_t{C} * ldv * sizeof(T));
-    xw = c.take(int64_t{C} * ldk * sizeof(T));
-    ru = c.take(int64_t{C} * ldv * sizeof(T));
-    uu = c.take(int64_t{C} * ldv * sizeof(T));
-    rw = c.take(int64_t{C} * ldk * sizeof(T));
-    k = c.take(int64_t{C} * ldk * sizeof(T));
-    cw = c.take(int64_t{C} * ldk * 4);
-    const int64_t cu_floats = int64_t{C} * ldv > 2 * int64_t{C} * (C + 8) ? int64_t{C} * ldv : 2 * int64_t{C} * (C + 8);
-    cu = c.take(cu_floats * 4);
-    et = c.take(int64_t{C} * (C + 8) * sizeof(T));
-    db = c.take(2 * C * 4);
-    bytes = c.bytes;
-  }
-};
-
-// Per (sequence, v head, chunk), through the WY representation: dX_U = Tᵀ·dV', dX_W = Tᵀ·dW,
-// dA = −(dX_U·Uᵀ + dX_W·Wᵀ); dv, dβ, dg (γ's gradient summed to each segment's end) final, dk̂ += its part.
-// Every tile is copied in while the gates are computed.
-template <typename T>
-__global__ void __launch_bounds__(grad_threads)
-    wy_grad_kernel(T* d_qkv, float* dg, float* dbeta, Bufs<T> s, const T* qkv, const float* g, const float* beta,
-                   Geo G, WyGradSmem<T> L) {
-  constexpr int C = chunk_of<T>;
-  extern __shared__ __align__(128) unsigned char smem[];
-  const int64_t bhc = blockIdx.x, c = bhc % G.chunks, h = bhc / G.chunks % G.nv, b = bhc / G.chunks / G.nv;
-  const GateRow f = fetch_gate_row<C>(G, g, beta, b, h, c);
-  if (f.n == 0) return;
-  T *Tt = at<T>(smem, L.tt), *XU = at<T>(smem, L.xu), *XW = at<T>(smem, L.xw), *RU = at<T>(smem, L.ru),
-    *Uu = at<T>(smem, L.uu), *RW = at<T>(smem, L.rw), *K = at<T>(smem, L.k), *Et = at<T>(smem, L.et);
-  float *Cw = at<float>(smem, L.cw), *Cu = at<float>(smem, L.cu), *db = at<float>(smem, L.db), *dgam = db + C;
-  float *S1 = Cu, *S2 = Cu + C * (C + 8);
-  const int ldk = G.dkp + 8, ldv = G.dvp + 8, ldc = C + 8, warp = threadIdx.x / 32, lane = threadIdx.x % 32,
-            warps = static_cast<int>(blockDim.x / 32);
-  const int64_t row0 = b * G.seq + c * C;
-  const float dgam_in = static_cast<int>(threadIdx.x) < f.n ? s.dgam_part[(row0 + threadIdx.x) * G.nv + h] : 0.f;
+  // Through the WY representation, over the first phase's tiles.
+  T *Tt = at<T>(smem, L.tt), *RU = at<T>(smem, L.ru), *Uu = at<T>(smem, L.uu), *RW = at<T>(smem, L.rw),
+    *Et = at<T>(smem, L.et);
+  float *Cu = at<float>(smem, L.cu), *S1 = Cu, *S2 = Cu + C * ldc;
   load_tile(Tt, ldc, s.tm + bhc * C * C, C, C, C, C, C);
-  load_tile(XU, ldv, s.dvn + bhc * C * G.dv, G.dv, C, G.dvp, C, G.dv);
-  load_tile(XW, ldk, s.dw + bhc * C * G.dk, G.dk, C, G.dkp, C, G.dk);
-  load_tile(RU, ldv, qkv + row0 * G.row + 2 * G.nk * G.dk + h * G.dv, G.row, C, G.dvp, f.n, G.dv);
-  load_tile(K, ldk, s.kn + (row0 * G.nk + G.k_head(h)) * G.dk, G.nk * G.dk, C, G.dkp, f.n, G.dk);
+  load_tile(RU, ldv, qkv + row0 * G.row + 2 * G.nk * G.dk + h * G.dv, G.row, C, G.dvp, q.n, G.dv);
   load_tile(Uu, ldv, s.u + bhc * C * G.dv, G.dv, C, G.dvp, C, G.dv);
   load_tile(RW, ldk, s.w + bhc * C * G.dk, G.dk, C, G.dkp, C, G.dk);
-  Gates<C>& q = *at<Gates<C>>(smem, L.gates);
-  chunk_gates(q, f);
-  if (threadIdx.x < C) dgam[threadIdx.x] = dgam_in;
   barrier();
-  block_mm<true, false>(Cu, ldv, Tt, ldc, XU, ldv, C, G.dvp, C, false);
+  block_mm<true, false>(Cu, ldv, Tt, ldc, dVn, ldv, C, G.dvp, C, false);
   for (int r = warp; r < C; r += warps) {
     float acc = 0.f;
     for (int j = lane; j < G.dvp; j += 32) acc += Cu[r * ldv + j] * to_f32(RU[r * ldv + j]);
@@ -851,16 +793,16 @@ __global__ void __launch_bounds__(grad_threads)
     }
   }
   barrier();
-  load_tile(XU, ldv, Cu, ldv, C, G.dvp, C, G.dvp);
+  load_tile(dVn, ldv, Cu, ldv, C, G.dvp, C, G.dvp);  // dX_U
   barrier();
-  block_mm<true, false>(Cw, ldk, Tt, ldc, XW, ldk, C, G.dkp, C, false);
+  block_mm<true, false>(Cu, ldk, Tt, ldc, XW, ldk, C, G.dkp, C, false);
   for (int r = warp; r < C; r += warps) {
     const float bg = q.beta[r] * q.Gam[r];
     float xk = 0.f;
     for (int i = lane; i < G.dkp; i += 32) {
-      xk += Cw[r * ldk + i] * to_f32(K[r * ldk + i]);
-      XW[r * ldk + i] = from_f32<T>(Cw[r * ldk + i]);
-      Cw[r * ldk + i] *= bg;
+      xk += Cu[r * ldk + i] * to_f32(K[r * ldk + i]);
+      XW[r * ldk + i] = from_f32<T>(Cu[r * ldk + i]);  // dX_W
+      F[r * ldk + i] += bg * Cu[r * ldk + i];
     }
     xk = warp_sum(xk);
     if (lane == 0) {
@@ -869,7 +811,7 @@ __global__ void __launch_bounds__(grad_threads)
     }
   }
   barrier();
-  block_mm<false, true>(S1, ldc, XU, ldv, Uu, ldv, C, C, G.dvp, false);
+  block_mm<false, true>(S1, ldc, dVn, ldv, Uu, ldv, C, C, G.dvp, false);
   block_mm<false, true>(S1, ldc, XW, ldk, RW, ldk, C, C, G.dkp, true);
   block_mm<false, true>(S2, ldc, K, ldk, K, ldk, C, C, G.dkp, false);
   for (int e = threadIdx.x; e < C * C; e += blockDim.x) {
@@ -892,20 +834,20 @@ __global__ void __launch_bounds__(grad_threads)
       dgam[r] += q.beta[r] * rs - cs;
     }
   }
-  block_mm<false, false>(Cw, ldk, Et, ldc, K, ldk, C, G.dkp, C, true);
-  block_mm<true, false>(Cw, ldk, Et, ldc, K, ldk, C, G.dkp, C, true);
-  add_tile(s.dk_part + (row0 * G.nv + h) * G.dk, G.nv * G.dk, Cw, ldk, q.n, G.dk);
+  block_mm<false, false>(F, ldk, Et, ldc, K, ldk, C, G.dkp, C, true);
+  block_mm<true, false>(F, ldk, Et, ldc, K, ldk, C, G.dkp, C, true);
+  store_tile(s.dk_part + (row0 * G.nv + h) * G.dk, G.nv * G.dk, F, ldk, q.n, G.dk);
   // dg: γ's gradient summed from each row to its segment's end, a segmented scan from the last row in warp 0 (each
   // lane C/32 consecutive rows, then across the lanes from the last in a fixed order).
   if (warp == 0) {
-    constexpr int K = C / 32;
-    float x[K];
-    bool reset[K];
+    constexpr int R = C / 32;
+    float x[R];
+    bool reset[R];
     float run = 0.f;
     bool any = false;
 #pragma unroll
-    for (int k = K - 1; k >= 0; --k) {
-      const int r = lane * K + k;
+    for (int k = R - 1; k >= 0; --k) {
+      const int r = lane * R + k;
       if (r >= q.n - 1 || q.seg[r + 1] != q.seg[r]) {  // the last row of its segment
         run = 0.f;
         any = true;
@@ -928,8 +870,8 @@ __global__ void __launch_bounds__(grad_threads)
     float after = __shfl_down_sync(0xffffffffu, v, 1);
     if (lane == 31) after = 0.f;
 #pragma unroll
-    for (int k = 0; k < K; ++k) {
-      const int r = lane * K + k;
+    for (int k = 0; k < R; ++k) {
+      const int r = lane * R + k;
       if (r < q.n) {
         dg[(row0 + r) * G.nv + h] = reset[k] ? x[k] : after + x[k];
         dbeta[(row0 + r) * G.nv + h] = db[r];
@@ -942,7 +884,7 @@ constexpr int max_dk_per_lane = kDeltaRuleChunkedMaxHeadDim / 32;
 
 // Per (token, k head), one warp: the k head's v heads' dq̂, dk̂ summed in head order, then back through the
 // normalisations into d_qkv's q and k columns; on padding zero in those and in its v heads' v columns (which
-// wy_grad_kernel writes for every other token).
+// chunk_grad_kernel writes for every other token).
 template <typename T>
 __global__ void qk_sum_kernel(T* d_qkv, Bufs<T> s, const T* qkv, Geo G, int64_t items) {
   const int64_t item = static_cast<int64_t>(blockIdx.x) * (threads / 32) + threadIdx.x / 32;
@@ -1010,17 +952,14 @@ template <typename T>
 Bufs<T> carve(char* base, const DeltaRuleChunkedLayout& l, bool backward) {
   const auto f = [&](int64_t off) { return reinterpret_cast<float*>(base + off); };
   const auto e = [&](int64_t off) { return reinterpret_cast<T*>(base + off); };
-  Bufs<T> s{e(l.qn), e(l.kn), e(l.tm), e(l.p), e(l.u), nullptr, e(l.w), nullptr, nullptr, nullptr, nullptr,
-            nullptr, nullptr, nullptr};
+  Bufs<T> s{e(l.qn), e(l.kn), e(l.tm), e(l.p), e(l.u), nullptr, e(l.w), nullptr, nullptr, nullptr, nullptr, nullptr};
   if (backward) {
     s.vn = e(l.vn);
     s.h = e(l.h);
     s.dh = e(l.dh);
     s.dvn = e(l.dvn);
-    s.dw = e(l.dw);
     s.dq_part = f(l.dq_part);
     s.dk_part = f(l.dk_part);
-    s.dgam_part = f(l.dgam_part);
   }
   return s;
 }
@@ -1096,10 +1035,8 @@ void gated_delta_rule_chunked_backward(T* d_qkv, float* dg, float* dbeta, const 
   launch("gated_delta_rule_chunked state_grad", state_grad_kernel<T>, tiles, threads, StateGradSmem<T>(G), st, s,
          d_o, g, beta, G);
   const auto heads = static_cast<unsigned>(shape.batch * G.nv * G.chunks);
-  launch("gated_delta_rule_chunked qk_grad", qk_grad_kernel<T>, heads, grad_threads, QkGradSmem<T>(G), st, s, d_o,
-         g, beta, G);
-  launch("gated_delta_rule_chunked wy_grad", wy_grad_kernel<T>, heads, grad_threads, WyGradSmem<T>(G), st, d_qkv,
-         dg, dbeta, s, qkv, g, beta, G);
+  launch("gated_delta_rule_chunked chunk_grad", chunk_grad_kernel<T>, heads, grad_threads, ChunkGradSmem<T>(G), st,
+         d_qkv, dg, dbeta, s, d_o, qkv, g, beta, G);
   const int64_t items = T_ * G.nk;
   qk_sum_kernel<T><<<static_cast<unsigned>((items + threads / 32 - 1) / (threads / 32)), threads, 0, st>>>(
       d_qkv, s, qkv, G, items);

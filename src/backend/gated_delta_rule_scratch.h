@@ -23,13 +23,13 @@ inline constexpr int64_t delta_rule_chunk(int64_t element_bytes) { return elemen
 // (elements). Per (sequence, v head, chunk) in that order: T = (I + A)⁻¹ and the masked scores Q̂K̂ᵀ ⊙ D [C, C],
 // U [C, v_head_dim] and W [C, k_head_dim] (elements); the forward needs no more (its state recurrence writes the
 // output). Backward adds V' [C, v_head_dim], the state entering the chunk and the gradient of the state leaving it
-// [k_head_dim, v_head_dim], dV' and dW, all in elements (the kernels keep states in fp32 and store them at the
+// [k_head_dim, v_head_dim] and dV', all in elements (the kernels keep states in fp32 and store them at the
 // precision of the products that read them), and per token and v head the fp32 parts of dq̂, dk̂
-// [T, n_v_heads, k_head_dim] and of γ's gradient [T, n_v_heads].
+// [T, n_v_heads, k_head_dim].
 struct DeltaRuleChunkedLayout {
   int64_t chunk = 0, chunks = 0;  // per sequence
   int64_t qn = 0, kn = 0, tm = 0, p = 0, u = 0, vn = 0, w = 0, h = 0;
-  int64_t dh = 0, dvn = 0, dw = 0, dq_part = 0, dk_part = 0, dgam_part = 0;
+  int64_t dh = 0, dvn = 0, dq_part = 0, dk_part = 0;
   int64_t bytes = 0;
 };
 
@@ -56,10 +56,8 @@ inline DeltaRuleChunkedLayout delta_rule_chunked_layout(const DeltaRuleShape& s,
   l.h = take(heads * dk * dv * es);
   l.dh = take(heads * dk * dv * es);
   l.dvn = take(heads * C * dv * es);
-  l.dw = take(heads * C * dk * es);
   l.dq_part = take(T * s.n_v_heads * dk * 4);
   l.dk_part = take(T * s.n_v_heads * dk * 4);
-  l.dgam_part = take(T * s.n_v_heads * 4);
   return l;
 }
 

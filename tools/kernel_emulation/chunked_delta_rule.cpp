@@ -86,11 +86,9 @@ int run(char** argv) {
   forward_states(nullptr, s);
   const StateGradSmem<E> SG(G);
   emu_launch(tiles, threads, SG.bytes, [&] { state_grad_kernel<E>(s, d_o.data(), g.data(), beta.data(), G, SG); });
-  const QkGradSmem<E> QG(G);
-  emu_launch(heads, grad_threads, QG.bytes, [&] { qk_grad_kernel<E>(s, d_o.data(), g.data(), beta.data(), G, QG); });
-  const WyGradSmem<E> WG(G);
-  emu_launch(heads, grad_threads, WG.bytes, [&] {
-    wy_grad_kernel<E>(dq.data(), dg.data(), db.data(), s, qkv.data(), g.data(), beta.data(), G, WG);
+  const ChunkGradSmem<E> CG(G);
+  emu_launch(heads, grad_threads, CG.bytes, [&] {
+    chunk_grad_kernel<E>(dq.data(), dg.data(), db.data(), s, d_o.data(), qkv.data(), g.data(), beta.data(), G, CG);
   });
   emu_launch(rows, threads, 0, [&] { qk_sum_kernel<E>(dq.data(), s, qkv.data(), G, items); });
 
