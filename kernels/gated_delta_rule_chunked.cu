@@ -650,8 +650,11 @@ template <typename T>
 struct ChunkGradSmem {
   // Both phases: the gates, dgam, ys, db and red (small), K̂, dV' (then dX_U), f (fp32: the scores, then the
   // products into dq̂ and dk̂, then dk̂'s sum) and dW. The first phase (through the output and the state) and the
-  // second (through the WY representation) share the rest: q, dov, vn, ht, pt, then tt, ru, uu, rw, cu, et.
-  int gates, small, k, dvn, f, xw, q, dov, vn, ht, pt, tt, ru, uu, rw, cu, et, bytes;
+  // second (through the WY representation) share the rest: dov, vn, ht, q, pt (in the order they are done with),
+  // then tt, ru, uu, rw, cu, et. early: tt lies within dov and ru, uu, rw before q, so that they can be copied in
+  // as soon as the first phase is done with what they cover.
+  int gates, small, k, dvn, f, xw, dov, vn, ht, q, pt, tt, ru, uu, rw, cu, et, bytes;
+  bool early;
   ChunkGradSmem(const Geo& G) {
     constexpr int C = chunk_of<T>;
     const int64_t ldk = G.dkp + 8, ldv = G.dvp + 8, ldc = C + 8, scores = 2 * C * ldc;
@@ -663,10 +666,10 @@ struct ChunkGradSmem {
     f = c.take((scores > C * ldk ? scores : C * ldk) * 4);
     xw = c.take(C * ldk * sizeof(T));
     Carve one = c, two = c;
-    q = one.take(C * ldk * sizeof(T));
     dov = one.take(C * ldv * sizeof(T));
     vn = one.take(C * ldv * sizeof(T));
     ht = one.take(G.dkp * ldv * sizeof(T));
+    q = one.take(C * ldk * sizeof(T));
     pt = one.take(C * ldc * sizeof(T));
     tt = two.take(C * ldc * sizeof(T));
     ru = two.take(C * ldv * sizeof(T));
@@ -676,6 +679,7 @@ struct ChunkGradSmem {
     cu = two.take(cu_floats * 4);
     et = two.take(C * ldc * sizeof(T));
     bytes = one.bytes > two.bytes ? one.bytes : two.bytes;
+    early = ru <= vn && cu <= q;  // tt ends where ru starts
   }
 };
 
@@ -684,7 +688,7 @@ struct ChunkGradSmem {
 // state leaving the chunk) and their parts of γ's gradient; then through the WY representation: dX_U = Tᵀ·dV',
 // dX_W = Tᵀ·dW, dA = −(dX_U·Uᵀ + dX_W·Wᵀ), giving dv, dβ and dg (γ's gradient summed to each segment's end) and the
 // rest of dk̂. The first phase's tiles but dS are copied in while the gates are computed, dS replaces S once dW is
-// done; the second phase's tiles are copied over the first's once it is done.
+// done; the second phase's tiles are copied over the first's as soon as it is done with what they cover.
 template <typename T>
 __global__ void __launch_bounds__(grad_threads)
     chunk_grad_kernel(T* d_qkv, float* dg, float* dbeta, Bufs<T> s, const T* d_o, const T* qkv, const float* g,
@@ -701,6 +705,14 @@ __global__ void __launch_bounds__(grad_threads)
             warps = static_cast<int>(blockDim.x / 32);
   const int64_t row0 = b * G.seq + c * C, qk_row = (row0 * G.nk + G.k_head(h)) * G.dk;
   Gates<C>& q = *at<Gates<C>>(smem, L.gates);
+  T *Tt = at<T>(smem, L.tt), *RU = at<T>(smem, L.ru), *Uu = at<T>(smem, L.uu), *RW = at<T>(smem, L.rw),
+    *Et = at<T>(smem, L.et);
+  const auto load_t = [&] { load_tile(Tt, ldc, s.tm + bhc * C * C, C, C, C, C, C); };
+  const auto load_vuw = [&] {
+    load_tile(RU, ldv, qkv + row0 * G.row + 2 * G.nk * G.dk + h * G.dv, G.row, C, G.dvp, f.n, G.dv);
+    load_tile(Uu, ldv, s.u + bhc * C * G.dv, G.dv, C, G.dvp, C, G.dv);
+    load_tile(RW, ldk, s.w + bhc * C * G.dk, G.dk, C, G.dkp, C, G.dk);
+  };
   {  // Through the output and the state.
     T *Q = at<T>(smem, L.q), *dOV = at<T>(smem, L.dov), *Vn = at<T>(smem, L.vn), *Ht = at<T>(smem, L.ht),
       *Pt = at<T>(smem, L.pt);
@@ -731,6 +743,7 @@ __global__ void __launch_bounds__(grad_threads)
     scale_rows(dOV, ldv, C, G.dvp, q.Gam);
     barrier();
     block_mm<false, true>(F, ldk, dOV, ldv, Ht, ldv, C, G.dkp, G.dvp, false);
+    if (L.early) load_t();  // over dO
     for (int r = warp; r < C; r += warps) {
       float acc = 0.f;
       for (int i = lane; i < G.dkp; i += 32) acc += to_f32(Q[r * ldk + i]) * F[r * ldk + i];
@@ -751,6 +764,7 @@ __global__ void __launch_bounds__(grad_threads)
     const float hs = block_total(
         load_tile_dot(Ht, ldv, s.dh + bhc * G.dk * G.dv, G.dv, G.dkp, G.dvp, static_cast<int>(G.dk), G.dv), red);
     block_mm<false, true>(F, ldk, Vn, ldv, Ht, ldv, C, G.dkp, G.dvp, false);
+    if (L.early) load_vuw();  // over V' and dS
     for (int r = warp; r < C; r += warps) {
       float y = 0.f;
       for (int i = lane; i < G.dkp; i += 32) {
@@ -773,13 +787,11 @@ __global__ void __launch_bounds__(grad_threads)
     block_mm<true, false>(F, ldk, Pt, ldc, Q, ldk, C, G.dkp, C, true);  // F: dk̂'s part so far
   }
   // Through the WY representation, over the first phase's tiles.
-  T *Tt = at<T>(smem, L.tt), *RU = at<T>(smem, L.ru), *Uu = at<T>(smem, L.uu), *RW = at<T>(smem, L.rw),
-    *Et = at<T>(smem, L.et);
   float *Cu = at<float>(smem, L.cu), *S1 = Cu, *S2 = Cu + C * ldc;
-  load_tile(Tt, ldc, s.tm + bhc * C * C, C, C, C, C, C);
-  load_tile(RU, ldv, qkv + row0 * G.row + 2 * G.nk * G.dk + h * G.dv, G.row, C, G.dvp, q.n, G.dv);
-  load_tile(Uu, ldv, s.u + bhc * C * G.dv, G.dv, C, G.dvp, C, G.dv);
-  load_tile(RW, ldk, s.w + bhc * C * G.dk, G.dk, C, G.dkp, C, G.dk);
+  if (!L.early) {
+    load_t();
+    load_vuw();
+  }
   barrier();
   block_mm<true, false>(Cu, ldv, Tt, ldc, dVn, ldv, C, G.dvp, C, false);
   for (int r = warp; r < C; r += warps) {
