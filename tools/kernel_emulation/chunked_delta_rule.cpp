@@ -1,8 +1,9 @@
 // Runs kernels/gated_delta_rule_chunked.cu's kernels on the CPU (emu_cuda.h; the kernel source, its launchers cut,
 // is included as kernels_emu.h, which run_chunked_delta_rule.sh writes) the way its launchers do, forward and
 // backward, and prints ‖out − ref‖/‖ref‖ against the CPU backend's recurrent reference for o, d_qkv, dg and dbeta.
-// Usage: chunked_delta_rule SEQ K_HEAD_DIM V_HEAD_DIM SEGMENT f|b   (2 sequences, the last 9 tokens shorter, 1/2
-// heads; SEGMENT: packed examples of that many tokens, 0 = none; f: fp32, b: bf16 with the inputs rounded).
+// Usage: chunked_delta_rule SEQ K_HEAD_DIM V_HEAD_DIM SEGMENT f|b [K_HEADS]   (2 sequences, the last 9 tokens
+// shorter; K_HEADS k heads (default 1), twice as many v heads; SEGMENT: packed examples of that many tokens, 0 = none;
+// f: fp32, b: bf16 with the inputs rounded).
 #include <cstdio>
 #include <random>
 
@@ -31,9 +32,9 @@ std::vector<float> floats(const std::vector<E>& x) {
 }
 
 template <typename E>
-int run(char** argv) {
-  const int64_t batch = 2, seq = atoi(argv[1]), nk = 1, nv = 2, dk = atoi(argv[2]), dv = atoi(argv[3]), pad = 9,
-                segment = atoi(argv[4]);
+int run(int argc, char** argv) {
+  const int64_t batch = 2, seq = atoi(argv[1]), nk = argc > 6 ? atoi(argv[6]) : 1, nv = 2 * nk, dk = atoi(argv[2]),
+                dv = atoi(argv[3]), pad = 9, segment = atoi(argv[4]);
   DeltaRuleShape sh;
   sh.batch = batch;
   sh.seq = seq;
@@ -97,19 +98,19 @@ int run(char** argv) {
   cpu::gated_delta_rule_forward(o_ref.data(), qkv_f.data(), g.data(), beta.data(), sh);
   cpu::gated_delta_rule_backward(dq_ref.data(), dg_ref.data(), db_ref.data(), d_o_f.data(), qkv_f.data(), g.data(),
                                  beta.data(), sh);
-  std::printf("%s seq %ld dims %ld/%ld segment %ld: o %.3g d_qkv %.3g dg %.3g dbeta %.3g\n",
+  std::printf("%s seq %ld dims %ld/%ld heads %ld/%ld segment %ld: o %.3g d_qkv %.3g dg %.3g dbeta %.3g\n",
               sizeof(E) == 4 ? "fp32" : "bf16", static_cast<long>(seq), static_cast<long>(dk), static_cast<long>(dv),
-              static_cast<long>(segment), rel(floats(o), o_ref), rel(floats(dq), dq_ref), rel(dg, dg_ref),
-              rel(db, db_ref));
+              static_cast<long>(nk), static_cast<long>(nv), static_cast<long>(segment), rel(floats(o), o_ref),
+              rel(floats(dq), dq_ref), rel(dg, dg_ref), rel(db, db_ref));
   return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 6) {
-    std::fprintf(stderr, "usage: %s SEQ K_HEAD_DIM V_HEAD_DIM SEGMENT f|b\n", argv[0]);
+  if (argc != 6 && argc != 7) {
+    std::fprintf(stderr, "usage: %s SEQ K_HEAD_DIM V_HEAD_DIM SEGMENT f|b [K_HEADS]\n", argv[0]);
     return 2;
   }
-  return argv[5][0] == 'b' ? run<__nv_bfloat16>(argv) : run<float>(argv);
+  return argv[5][0] == 'b' ? run<__nv_bfloat16>(argc, argv) : run<float>(argc, argv);
 }
