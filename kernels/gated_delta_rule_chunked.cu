@@ -54,7 +54,7 @@ struct Geo {
 template <typename T>
 struct Bufs {
   T *qn, *kn;
-  T *tm, *p;  // T = (I + A)⁻¹; the masked scores Q̂K̂ᵀ ⊙ D (s ≤ r)
+  T *tm, *p;  // T = (I + A)⁻¹ (backward only); the masked scores Q̂K̂ᵀ ⊙ D (s ≤ r)
   T *u, *vn, *w;
   T* h;   // fp32 kept in the recurrences; stored as T, the precision the products that read it take
   T* dh;
@@ -403,8 +403,8 @@ struct PrepSmem {
   }
 };
 
-// Per (sequence, v head, chunk): the masked scores P = Q̂K̂ᵀ ⊙ D (s ≤ r), T = (I + A)⁻¹ (fp32, by 16-row blocks),
-// U = T·(β ⊙ V), W = T·(βΓ ⊙ K̂).
+// Per (sequence, v head, chunk): the masked scores P = Q̂K̂ᵀ ⊙ D (s ≤ r), T = (I + A)⁻¹ (fp32, by 16-row blocks;
+// stored for the backward), U = T·(β ⊙ V), W = T·(βΓ ⊙ K̂).
 template <typename T>
 __global__ void __launch_bounds__(threads, 2)
     prep_kernel(Bufs<T> s, const T* qkv, const float* g, const float* beta, Geo G, PrepSmem<T> L) {
@@ -467,12 +467,11 @@ __global__ void __launch_bounds__(threads, 2)
     }
     barrier();
   }
-  T* tm = s.tm + bhc * C * C;
   for (int e = threadIdx.x; e < C * C; e += blockDim.x) {
     const int r = e / C, t = e % C;
     const T x = from_f32<T>(Tf[r * ldc + t]);
     Tt[r * ldc + t] = x;
-    tm[e] = x;
+    if (s.tm) s.tm[bhc * C * C + e] = x;  // for the backward
   }
   for (int e = threadIdx.x; e < C * G.dkp; e += blockDim.x) {
     const int r = e / G.dkp, i = e % G.dkp;
@@ -964,8 +963,9 @@ template <typename T>
 Bufs<T> carve(char* base, const DeltaRuleChunkedLayout& l, bool backward) {
   const auto f = [&](int64_t off) { return reinterpret_cast<float*>(base + off); };
   const auto e = [&](int64_t off) { return reinterpret_cast<T*>(base + off); };
-  Bufs<T> s{e(l.qn), e(l.kn), e(l.tm), e(l.p), e(l.u), nullptr, e(l.w), nullptr, nullptr, nullptr, nullptr, nullptr};
+  Bufs<T> s{e(l.qn), e(l.kn), nullptr, e(l.p), e(l.u), nullptr, e(l.w), nullptr, nullptr, nullptr, nullptr, nullptr};
   if (backward) {
+    s.tm = e(l.tm);
     s.vn = e(l.vn);
     s.h = e(l.h);
     s.dh = e(l.dh);

@@ -20,10 +20,10 @@ inline bool delta_rule_chunked_supports(const DeltaRuleShape& s) {
 inline constexpr int64_t delta_rule_chunk(int64_t element_bytes) { return element_bytes == 4 ? 32 : 64; }
 
 // Byte offsets of the chunked kernels' arrays in one allocation. Per token: q̂, k̂ [T, n_k_heads, k_head_dim]
-// (elements). Per (sequence, v head, chunk) in that order: T = (I + A)⁻¹ and the masked scores Q̂K̂ᵀ ⊙ D [C, C],
-// U [C, v_head_dim] and W [C, k_head_dim] (elements); the forward needs no more (its state recurrence writes the
-// output). Backward adds V' [C, v_head_dim], the state entering the chunk and the gradient of the state leaving it
-// [k_head_dim, v_head_dim] and dV', all in elements (the kernels keep states in fp32 and store them at the
+// (elements). Per (sequence, v head, chunk) in that order: the masked scores Q̂K̂ᵀ ⊙ D [C, C], U [C, v_head_dim]
+// and W [C, k_head_dim] (elements); the forward needs no more (its state recurrence writes the output). Backward
+// adds T = (I + A)⁻¹ [C, C], V' [C, v_head_dim], the state entering the chunk and the gradient of the state leaving
+// it [k_head_dim, v_head_dim] and dV', all in elements (the kernels keep states in fp32 and store them at the
 // precision of the products that read them), and per token and v head the fp32 parts of dq̂, dk̂
 // [T, n_v_heads, k_head_dim].
 struct DeltaRuleChunkedLayout {
@@ -47,11 +47,11 @@ inline DeltaRuleChunkedLayout delta_rule_chunked_layout(const DeltaRuleShape& s,
   };
   l.qn = take(T * s.n_k_heads * dk * es);
   l.kn = take(T * s.n_k_heads * dk * es);
-  l.tm = take(heads * C * C * es);
   l.p = take(heads * C * C * es);
   l.u = take(heads * C * dv * es);
   l.w = take(heads * C * dk * es);
   if (!backward) return l;
+  l.tm = take(heads * C * C * es);
   l.vn = take(heads * C * dv * es);
   l.h = take(heads * dk * dv * es);
   l.dh = take(heads * dk * dv * es);
