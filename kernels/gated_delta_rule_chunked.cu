@@ -596,8 +596,9 @@ struct StateGradSmem {
 };
 
 // Per (sequence, v head, 32 state columns), last chunk first, dS the gradient of the state leaving the chunk: keep
-// it, dV' = (Q̂K̂ᵀ ⊙ D)ᵀ·dO + (e ⊙ K̂)·dS, then dS ← Γ_last·dS + (Γ ⊙ Q̂)ᵀ·dO − Wᵀ·dV' (zero where a segment starts
-// with the chunk).
+// it, dV' = Pᵀ·dO + (e ⊙ K̂)·dS, then dS ← Γ_last·dS + Q̂ᵀ·(Γ ⊙ dO) − Wᵀ·dV' (zero where a segment starts with the
+// chunk). The chunk's tiles are copied in asynchronously while its gates are computed; its gates are fetched
+// during the chunk before.
 template <typename T>
 __global__ void __launch_bounds__(threads, 2)
     state_grad_kernel(Bufs<T> s, const T* d_o, const float* g, const float* beta, Geo G, StateGradSmem<T> L) {
@@ -626,14 +627,14 @@ __global__ void __launch_bounds__(threads, 2)
     store_tile(s.dh + bhc * G.dk * G.dv + j0, G.dv, DHf, ldt, static_cast<int>(G.dk), nc);
     load_tile(DHt, ldt, DHf, ldt, G.dkp, BV, G.dkp, BV);
     barrier();
-    scale_rows(Q, ldk, C, G.dkp, q.Gam);
-    scale_rows(K, ldk, C, G.dkp, q.e);
+    block_mm<false, false>(Cf, ldt, K, ldk, DHt, ldt, C, BV, G.dkp, false);
+    for (int e = threadIdx.x; e < C * BV; e += blockDim.x) Cf[e / BV * ldt + e % BV] *= q.e[e / BV];
     barrier();
-    block_mm<true, false>(Cf, ldt, Pt, ldc, dOt, ldt, C, BV, C, false);
-    block_mm<false, false>(Cf, ldt, K, ldk, DHt, ldt, C, BV, G.dkp, true);
+    block_mm<true, false>(Cf, ldt, Pt, ldc, dOt, ldt, C, BV, C, true);  // dV' = (e ⊙ K̂)·dS + Pᵀ·dO
     for (int e = threadIdx.x; e < C * BV; e += blockDim.x) {
       const int r = e / BV, j = e % BV;
-      dVt[r * ldt + j] = from_f32<T>(-Cf[r * ldt + j]);  // −dV' for the update
+      dVt[r * ldt + j] = from_f32<T>(-Cf[r * ldt + j]);                 // −dV' for the update
+      dOt[r * ldt + j] = from_f32<T>(q.Gam[r] * to_f32(dOt[r * ldt + j]));  // Γ ⊙ dO for the update
     }
     store_tile(s.dvn + bhc * C * G.dv + j0, G.dv, Cf, ldt, C, nc);
     for (int e = threadIdx.x; e < G.dkp * BV; e += blockDim.x) DHf[e / BV * ldt + e % BV] *= q.Gam_last;
