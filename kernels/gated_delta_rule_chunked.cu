@@ -29,10 +29,12 @@
 namespace mt::cuda {
 namespace {
 
-constexpr int threads = 256;       // 8 warps; at least one thread per chunk row; two blocks per SM where shared memory
-                                   // allows (__launch_bounds__ keeps the registers to that)
-constexpr int grad_threads = 512;  // for the per-chunk gradient kernel, whose shared memory allows one block per SM
-constexpr int state_cols = 32;    // state columns per block of the (reverse) recurrence
+// Threads per block: 8 warps (at least one thread per chunk row), two blocks per SM where shared memory allows
+// (__launch_bounds__ keeps the registers to that); 16 warps for the per-chunk gradient kernel, whose shared memory
+// allows one block per SM.
+constexpr int threads = 256;
+constexpr int grad_threads = 512;
+constexpr int state_cols = 32;  // state columns per block of the (reverse) recurrence
 template <typename T> inline constexpr int chunk_of = static_cast<int>(delta_rule_chunk(sizeof(T)));
 static_assert(chunk_of<float> <= threads && chunk_of<__nv_bfloat16> <= threads);
 
@@ -56,8 +58,7 @@ struct Bufs {
   T *qn, *kn;
   T *tm, *p;  // T = (I + A)⁻¹ (backward only); the masked scores Q̂K̂ᵀ ⊙ D (s ≤ r)
   T *u, *vn, *w;
-  T* h;   // fp32 kept in the recurrences; stored as T, the precision the products that read it take
-  T* dh;
+  T *h, *dh;  // kept in fp32 by the recurrences, stored as T (the precision of the products that read them)
   T* dvn;
   float *dq_part, *dk_part;
 };
