@@ -20,14 +20,16 @@ inline bool delta_rule_chunked_supports(const DeltaRuleShape& s) {
 inline constexpr int64_t delta_rule_chunk(int64_t element_bytes) { return element_bytes == 4 ? 32 : 64; }
 
 // Byte offsets of the chunked kernels' arrays in one allocation. Per token: q̂, k̂ [T, n_k_heads, k_head_dim]
-// (elements). Per (sequence, v head, chunk) in that order: T = (I + A)⁻¹ [C, C] fp32, U, V' [C, v_head_dim] and W
-// [C, k_head_dim] (elements), the state entering the chunk [k_head_dim, v_head_dim] fp32; backward adds the
-// gradient of the state leaving the chunk (fp32), dV' and dW (elements), and per token and v head the fp32 parts
-// of dq̂, dk̂ [T, n_v_heads, k_head_dim] and of γ's gradient [T, n_v_heads].
+// (elements). Per (sequence, v head, chunk) in that order: the masked scores Q̂K̂ᵀ ⊙ D [C, C], U [C, v_head_dim]
+// and W [C, k_head_dim] (elements); the forward needs no more (its state recurrence writes the output). Backward
+// adds T = (I + A)⁻¹ [C, C], V' [C, v_head_dim], the state entering the chunk and the gradient of the state leaving
+// it [k_head_dim, v_head_dim] and dV', all in elements (the kernels keep states in fp32 and store them at the
+// precision of the products that read them), and per token and v head the fp32 parts of dq̂, dk̂
+// [T, n_v_heads, k_head_dim].
 struct DeltaRuleChunkedLayout {
   int64_t chunk = 0, chunks = 0;  // per sequence
-  int64_t qn = 0, kn = 0, tm = 0, u = 0, vn = 0, w = 0, h = 0;
-  int64_t dh = 0, dvn = 0, dw = 0, dq_part = 0, dk_part = 0, dgam_part = 0;
+  int64_t qn = 0, kn = 0, tm = 0, p = 0, u = 0, vn = 0, w = 0, h = 0;
+  int64_t dh = 0, dvn = 0, dq_part = 0, dk_part = 0;
   int64_t bytes = 0;
 };
 
@@ -45,18 +47,17 @@ inline DeltaRuleChunkedLayout delta_rule_chunked_layout(const DeltaRuleShape& s,
   };
   l.qn = take(T * s.n_k_heads * dk * es);
   l.kn = take(T * s.n_k_heads * dk * es);
-  l.tm = take(heads * C * C * 4);
+  l.p = take(heads * C * C * es);
   l.u = take(heads * C * dv * es);
-  l.vn = take(heads * C * dv * es);
   l.w = take(heads * C * dk * es);
-  l.h = take(heads * dk * dv * 4);
   if (!backward) return l;
-  l.dh = take(heads * dk * dv * 4);
+  l.tm = take(heads * C * C * es);
+  l.vn = take(heads * C * dv * es);
+  l.h = take(heads * dk * dv * es);
+  l.dh = take(heads * dk * dv * es);
   l.dvn = take(heads * C * dv * es);
-  l.dw = take(heads * C * dk * es);
   l.dq_part = take(T * s.n_v_heads * dk * 4);
   l.dk_part = take(T * s.n_v_heads * dk * 4);
-  l.dgam_part = take(T * s.n_v_heads * 4);
   return l;
 }
 

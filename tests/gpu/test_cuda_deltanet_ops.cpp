@@ -1,8 +1,10 @@
 // The CUDA backend's Gated DeltaNet and gated-attention ops against the CPU backend, through the Backend interface:
 // the sigmoid output gate, the causal conv1d + SiLU (packed segments), the DeltaNet gates, the gated delta rule
 // (the chunked kernel and, for head dims past 128, the recurrent one, against the recurrent CPU reference; lengths 1
-// to 4096, within, at and past chunk ends, GQA head groups, partial column tiles, padding and packed segments, some
-// starting a chunk) and the gated RMSNorm, forward and backward, fp32 and bf16 (bf16 inputs rounded first).
+// to 4096, within, at and past chunk ends, GQA head groups (Qwen3.5's 3 v heads per k head among them), partial
+// column tiles, head dims that are not multiples of 8 (the kernels' element-wise tile copies), padding and packed
+// segments, some starting a chunk) and the gated RMSNorm, forward and backward, fp32 and bf16 (bf16 inputs rounded
+// first).
 // Tolerances ‖out − ref‖/‖ref‖: 1e-5 (fp32; 1e-4 for the delta rule's backward, whose sums run in another order
 // over hundreds of tokens) and 2e-2 (bf16 storage; the chunked kernel's tensor-core operands are bf16 too).
 #include <cmath>
@@ -154,6 +156,10 @@ TEST_CASE("cuda backend gated delta rule matches the CPU recurrence (lengths, he
                       Row{"length 1000, 1/3 x 128/128, three sequences, padded, packed", 3, 1000, 1, 3, 128, 128, 333,
                           256},
                       Row{"length 4096, 1/1 x 128/128", 1, 4096, 1, 1, 128, 128, 0, 0},
+                      Row{"length 2100, Qwen3.5's head group 2/6 x 128/128, padded, packed", 2, 2100, 2, 6, 128, 128,
+                          100, 500},
+                      Row{"length 300, head dims 20/36 (element-wise tile copies), GQA 2/4, padded, packed", 2, 300, 2,
+                          4, 20, 36, 33, 100},
                       Row{"head dims 256/192 (the recurrent kernel), padded, packed", 2, 90, 1, 2, 256, 192, 17, 40}}) {
     for (const DType dt : {DType::f32, DType::bf16}) {
       DYNAMIC_SECTION(r.name << " " << dtype_label_of(dt)) {

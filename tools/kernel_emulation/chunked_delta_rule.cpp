@@ -1,8 +1,9 @@
 // Runs kernels/gated_delta_rule_chunked.cu's kernels on the CPU (emu_cuda.h; the kernel source, its launchers cut,
 // is included as kernels_emu.h, which run_chunked_delta_rule.sh writes) the way its launchers do, forward and
 // backward, and prints ‖out − ref‖/‖ref‖ against the CPU backend's recurrent reference for o, d_qkv, dg and dbeta.
-// Usage: chunked_delta_rule SEQ K_HEAD_DIM V_HEAD_DIM SEGMENT f|b   (2 sequences, the last 9 tokens shorter, 1/2
-// heads; SEGMENT: packed examples of that many tokens, 0 = none; f: fp32, b: bf16 with the inputs rounded).
+// Usage: chunked_delta_rule SEQ K_HEAD_DIM V_HEAD_DIM SEGMENT f|b [K_HEADS]   (2 sequences, the last 9 tokens
+// shorter; K_HEADS k heads (default 1), twice as many v heads; SEGMENT: packed examples of that many tokens, 0 = none;
+// f: fp32, b: bf16 with the inputs rounded).
 #include <cstdio>
 #include <random>
 
@@ -31,9 +32,9 @@ std::vector<float> floats(const std::vector<E>& x) {
 }
 
 template <typename E>
-int run(char** argv) {
-  const int64_t batch = 2, seq = atoi(argv[1]), nk = 1, nv = 2, dk = atoi(argv[2]), dv = atoi(argv[3]), pad = 9,
-                segment = atoi(argv[4]);
+int run(int argc, char** argv) {
+  const int64_t batch = 2, seq = atoi(argv[1]), nk = argc > 6 ? atoi(argv[6]) : 1, nv = 2 * nk, dk = atoi(argv[2]),
+                dv = atoi(argv[3]), pad = 9, segment = atoi(argv[4]);
   DeltaRuleShape sh;
   sh.batch = batch;
   sh.seq = seq;
@@ -57,37 +58,38 @@ int run(char** argv) {
   for (auto& x : g) x = -0.02f - 0.3f * std::abs(U(rng));
   for (auto& x : beta) x = 1.f / (1.f + std::exp(-U(rng)));
 
+  // The forward and the backward in their own scratch (NaN, as the allocations are undefined), as the launchers do.
+  const float nan = std::nanf("");
+  const auto scratch_of = [&](bool backward) {
+    std::vector<char> bytes(delta_rule_chunked_layout(sh, sizeof(E), backward).bytes);
+    for (size_t i = 0; i + 4 <= bytes.size(); i += 4) std::memcpy(&bytes[i], &nan, 4);
+    return bytes;
+  };
   const DeltaRuleChunkedLayout l = delta_rule_chunked_layout(sh, sizeof(E), true);
   const Geo G = geometry(sh, l.chunks);
-  std::vector<char> scratch(l.bytes);
-  const float nan = std::nanf("");
-  for (size_t i = 0; i + 4 <= scratch.size(); i += 4) std::memcpy(&scratch[i], &nan, 4);
+  std::vector<char> scratch_f = scratch_of(false), scratch = scratch_of(true);
+  const Bufs<E> s_f = carve<E>(scratch_f.data(), delta_rule_chunked_layout(sh, sizeof(E), false), false);
   const Bufs<E> s = carve<E>(scratch.data(), l, true);
-  std::vector<E> o(T_ * sh.value_dim(), from_f32<E>(nan)), dq(T_ * sh.row(), from_f32<E>(0.f));
-  std::vector<float> dg(T_ * nv, 0.f), db(T_ * nv, 0.f);  // the launcher's memsets
+  std::vector<E> o(T_ * sh.value_dim(), from_f32<E>(nan)), dq(T_ * sh.row(), from_f32<E>(nan));
+  std::vector<float> dg(T_ * nv, 0.f), db(T_ * nv, 0.f);  // the launcher's memsets (d_qkv has none)
   const int64_t items = T_ * nk;
   const auto heads = static_cast<unsigned>(batch * nv * G.chunks),
              tiles = static_cast<unsigned>(batch * nv * ((G.dvp + state_cols - 1) / state_cols));
   const auto rows = static_cast<unsigned>((items + threads / 32 - 1) / (threads / 32));
-  const auto forward_states = [&] {
-    emu_launch(rows, threads, 0, [&] { normalize_kernel<E>(s.qn, s.kn, qkv.data(), G, items); });
+  const auto forward_states = [&](E* out, const Bufs<E>& b) {
+    emu_launch(rows, threads, 0, [&] { normalize_kernel<E>(b.qn, b.kn, qkv.data(), G, items); });
     const PrepSmem<E> P(G);
-    emu_launch(heads, threads, P.bytes, [&] { prep_kernel<E>(s, qkv.data(), g.data(), beta.data(), G, P); });
+    emu_launch(heads, threads, P.bytes, [&] { prep_kernel<E>(b, qkv.data(), g.data(), beta.data(), G, P); });
     const StateSmem<E> S(G);
-    emu_launch(tiles, threads, S.bytes, [&] { state_kernel<E>(s, g.data(), beta.data(), G, S); });
+    emu_launch(tiles, threads, S.bytes, [&] { state_kernel<E>(out, b, g.data(), beta.data(), G, S); });
   };
-  forward_states();
-  const OutputSmem<E> O(G);
-  emu_launch(heads * ((G.dvp + out_cols - 1) / out_cols), threads, O.bytes,
-             [&] { output_kernel<E>(o.data(), s, g.data(), beta.data(), G, O); });
-  forward_states();
+  forward_states(o.data(), s_f);
+  forward_states(nullptr, s);
   const StateGradSmem<E> SG(G);
   emu_launch(tiles, threads, SG.bytes, [&] { state_grad_kernel<E>(s, d_o.data(), g.data(), beta.data(), G, SG); });
-  const QkGradSmem<E> QG(G);
-  emu_launch(heads, threads, QG.bytes, [&] { qk_grad_kernel<E>(s, d_o.data(), g.data(), beta.data(), G, QG); });
-  const WyGradSmem<E> WG(G);
-  emu_launch(heads, threads, WG.bytes, [&] {
-    wy_grad_kernel<E>(dq.data(), dg.data(), db.data(), s, qkv.data(), g.data(), beta.data(), G, WG);
+  const ChunkGradSmem<E> CG(G);
+  emu_launch(heads, grad_threads, CG.bytes, [&] {
+    chunk_grad_kernel<E>(dq.data(), dg.data(), db.data(), s, d_o.data(), qkv.data(), g.data(), beta.data(), G, CG);
   });
   emu_launch(rows, threads, 0, [&] { qk_sum_kernel<E>(dq.data(), s, qkv.data(), G, items); });
 
@@ -96,19 +98,19 @@ int run(char** argv) {
   cpu::gated_delta_rule_forward(o_ref.data(), qkv_f.data(), g.data(), beta.data(), sh);
   cpu::gated_delta_rule_backward(dq_ref.data(), dg_ref.data(), db_ref.data(), d_o_f.data(), qkv_f.data(), g.data(),
                                  beta.data(), sh);
-  std::printf("%s seq %ld dims %ld/%ld segment %ld: o %.3g d_qkv %.3g dg %.3g dbeta %.3g\n",
+  std::printf("%s seq %ld dims %ld/%ld heads %ld/%ld segment %ld: o %.3g d_qkv %.3g dg %.3g dbeta %.3g\n",
               sizeof(E) == 4 ? "fp32" : "bf16", static_cast<long>(seq), static_cast<long>(dk), static_cast<long>(dv),
-              static_cast<long>(segment), rel(floats(o), o_ref), rel(floats(dq), dq_ref), rel(dg, dg_ref),
-              rel(db, db_ref));
+              static_cast<long>(nk), static_cast<long>(nv), static_cast<long>(segment), rel(floats(o), o_ref),
+              rel(floats(dq), dq_ref), rel(dg, dg_ref), rel(db, db_ref));
   return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 6) {
-    std::fprintf(stderr, "usage: %s SEQ K_HEAD_DIM V_HEAD_DIM SEGMENT f|b\n", argv[0]);
+  if (argc != 6 && argc != 7) {
+    std::fprintf(stderr, "usage: %s SEQ K_HEAD_DIM V_HEAD_DIM SEGMENT f|b [K_HEADS]\n", argv[0]);
     return 2;
   }
-  return argv[5][0] == 'b' ? run<__nv_bfloat16>(argv) : run<float>(argv);
+  return argv[5][0] == 'b' ? run<__nv_bfloat16>(argc, argv) : run<float>(argc, argv);
 }

@@ -1,6 +1,7 @@
 // Host emulation of the CUDA constructs kernels/gated_delta_rule_chunked.cu uses, for running its kernels without a
 // GPU (run_chunked_delta_rule.sh): one std::thread per CUDA thread, std::barrier for __syncthreads and for warp
-// shuffles, shared memory and scratch filled with NaN (a read before a write shows in the results), and block_mm as
+// shuffles, shared memory and scratch filled with NaN (a read before a write shows in the results, as does a read
+// of an asynchronous copy before its thread waited for it), and block_mm as
 // one fp32 sum per output element (for bf16 operands after asserting wmma's shape and alignment preconditions).
 // Invariant: a hand-run tool, never part of the build.
 #pragma once
@@ -19,6 +20,7 @@
 #define __device__
 #define __host__
 #define __forceinline__ inline
+#define __launch_bounds__(...)
 struct __nv_bfloat16 { uint16_t x; };
 struct Dim { unsigned x = 0; };
 inline thread_local Dim threadIdx;
@@ -28,6 +30,7 @@ inline std::barrier<>* emu_bar = nullptr;
 inline std::vector<std::unique_ptr<std::barrier<>>> emu_warp_bars;
 inline float emu_shfl_buf[1024];
 inline void __syncthreads() { emu_bar->arrive_and_wait(); }
+inline void __syncwarp(unsigned = 0xffffffffu) { emu_warp_bars[threadIdx.x / 32]->arrive_and_wait(); }
 inline float rsqrtf(float x) { return 1.f / std::sqrt(x); }
 inline float __shfl_xor_sync(unsigned, float v, int o) {
   const unsigned t = threadIdx.x;
@@ -38,7 +41,57 @@ inline float __shfl_xor_sync(unsigned, float v, int o) {
   wb.arrive_and_wait();
   return r;
 }
+template <typename V>
+V __shfl_up_sync(unsigned, V v, int o) {
+  static_assert(sizeof(V) == 4);
+  const unsigned t = threadIdx.x;
+  auto& wb = *emu_warp_bars[t / 32];
+  std::memcpy(&emu_shfl_buf[t], &v, 4);
+  wb.arrive_and_wait();
+  V r = v;
+  if (t % 32 >= static_cast<unsigned>(o)) std::memcpy(&r, &emu_shfl_buf[t - o], 4);
+  wb.arrive_and_wait();
+  return r;
+}
+template <typename V>
+V __shfl_down_sync(unsigned, V v, int o) {
+  static_assert(sizeof(V) == 4);
+  const unsigned t = threadIdx.x;
+  auto& wb = *emu_warp_bars[t / 32];
+  std::memcpy(&emu_shfl_buf[t], &v, 4);
+  wb.arrive_and_wait();
+  V r = v;
+  if (t % 32 + o < 32) std::memcpy(&r, &emu_shfl_buf[t + o], 4);
+  wb.arrive_and_wait();
+  return r;
+}
 namespace mt::cuda {
+// kernels/async_copy.cuh: a thread's copies land only when it waits for them (so a read before the wait and the
+// barrier after it sees shared memory's NaN); global is anything outside the block's shared memory.
+inline unsigned emu_smem_bytes = 0;
+struct EmuCopy {
+  void* dst;
+  unsigned char bytes[16];
+};
+inline thread_local std::vector<EmuCopy> emu_pending_copies;
+inline void copy16_async(void* dst, const void* src) {
+  EmuCopy c{dst, {}};
+  std::memcpy(c.bytes, src, 16);
+  emu_pending_copies.push_back(c);
+}
+inline void wait_async_copies() {
+  for (const EmuCopy& c : emu_pending_copies) std::memcpy(c.dst, c.bytes, 16);
+  emu_pending_copies.clear();
+}
+inline bool is_global(const void* p) {
+  const auto* c = static_cast<const unsigned char*>(p);
+  return c < emu_smem || c >= emu_smem + emu_smem_bytes;
+}
+template <typename T, int N>
+struct alignas(sizeof(T) * N) Pack {
+  T v[N];
+};
+template <typename T> inline constexpr int vec16 = 16 / static_cast<int>(sizeof(T));
 inline float to_f32(float x) { return x; }
 inline float to_f32(__nv_bfloat16 x) { return mt::bf16_to_f32(x.x); }
 template <typename T> T from_f32(float x);
@@ -74,6 +127,24 @@ void block_mm(float* C, int ldc, const float* A, int lda, const float* B, int ld
   }
   __syncthreads();
 }
+// block_mm2_store's semantics (kernels/block_mm.cuh), with wmma's preconditions for bf16.
+template <typename T>
+void block_mm2_store(T* out, int64_t out_ld, int rows, int64_t cols, int rows_valid, const T* A1, int lda1,
+                     const T* B1, int ldb1, int K1, const T* A2, int lda2, const T* B2, int ldb2, int K2, int M, int N,
+                     float*) {
+  if (sizeof(T) == 2)
+    MT_ASSERT(M % 16 == 0 && N % 16 == 0 && K1 % 16 == 0 && K2 % 16 == 0 && lda1 % 8 == 0 && ldb1 % 8 == 0 &&
+                  lda2 % 8 == 0 && ldb2 % 8 == 0 && rows <= M && cols <= N,
+              "wmma shape");
+  for (int e = threadIdx.x; e < rows * cols; e += blockDim.x) {
+    const int m = static_cast<int>(e / cols), n = static_cast<int>(e % cols);
+    float s = 0.f;
+    for (int k = 0; k < K1; ++k) s += to_f32(A1[m * lda1 + k]) * to_f32(B1[k * ldb1 + n]);
+    for (int k = 0; k < K2; ++k) s += to_f32(A2[m * lda2 + k]) * to_f32(B2[k * ldb2 + n]);
+    out[m * out_ld + n] = from_f32<T>(m < rows_valid ? s : 0.f);
+  }
+  __syncthreads();
+}
 }  // namespace mt::cuda
 // Runs kernel body f() for every block with `threads` threads and `smem` bytes of NaN-filled shared memory.
 inline void emu_launch(unsigned blocks, unsigned threads, int smem, const std::function<void()>& f) {
@@ -84,6 +155,7 @@ inline void emu_launch(unsigned blocks, unsigned threads, int smem, const std::f
     const float nan = std::nanf("");
     for (size_t i = 0; i + 4 <= static_cast<size_t>(smem); i += 4) std::memcpy(&base[i], &nan, 4);
     emu_smem = base;
+    mt::cuda::emu_smem_bytes = static_cast<unsigned>(smem);
     blockIdx.x = b;
     std::barrier<> bar(threads);
     emu_bar = &bar;
@@ -94,6 +166,8 @@ inline void emu_launch(unsigned blocks, unsigned threads, int smem, const std::f
       ts.emplace_back([&, t] {
         threadIdx.x = t;
         f();
+        MT_ASSERT(mt::cuda::emu_pending_copies.empty(), "block {} thread {}: asynchronous copies never waited for",
+                  b, t);
         bar.arrive_and_drop();
       });
     for (auto& t : ts) t.join();

@@ -23,7 +23,9 @@ open(sys.argv[2], 'w').write('#include "emu_cuda.h"\n' + body)
 PY
 g++ -O1 -std=c++20 -fopenmp -I"$src/src" -I"$src" -I"$here" -I"$work" "$here/chunked_delta_rule.cpp" \
   "$build/libmt_backend.a" "$build/libmt_core.a" -lfmt -o "$work/chunked_delta_rule"
-# Within, at and past chunk ends; partial column tiles; packed examples inside chunks and starting them; padding.
-for args in "70 16 48 30 f" "41 32 16 32 f" "100 48 40 0 f" "13 16 16 5 f" "150 32 48 40 b" "130 128 128 64 b"; do
+# Within, at and past chunk ends; partial column tiles; packed examples inside chunks and starting them; padding;
+# head dims that are not multiples of 8 (the element-by-element tile copies); two k heads.
+for args in "70 16 48 30 f" "41 32 16 32 f" "100 48 40 0 f" "13 16 16 5 f" "70 18 10 30 f" "40 16 24 15 f 2" \
+  "150 32 48 40 b" "130 128 128 64 b" "90 20 24 30 b" "75 32 16 20 b 2"; do
   "$work/chunked_delta_rule" $args
 done
