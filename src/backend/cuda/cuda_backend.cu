@@ -30,6 +30,13 @@ class CudaBackend final : public Backend {
   CudaBackend(DType dtype, int device) : dtype_(dtype), device_(device) {
     MT_CHECK_CUDA(cudaSetDevice(device_));
     MT_CHECK_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    // The kernels' stream-ordered scratch (launch_check.h) keeps its pages between calls: with the default release
+    // threshold of 0 every synchronisation returns them and the next call maps them again (gigabytes per Gated
+    // DeltaNet layer). The plan already counts that scratch inside the layer workspace.
+    cudaMemPool_t pool = nullptr;
+    MT_CHECK_CUDA(cudaDeviceGetDefaultMemPool(&pool, device_));
+    uint64_t keep = UINT64_MAX;
+    MT_CHECK_CUDA(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
     gemm_ = std::make_unique<cuda::Gemm>(stream_, kGemmWorkspaceBytes);
     grouped_ = std::make_unique<cuda::GroupedGemm>(stream_, cuda::grouped_gemm_mode_from_env());
     MT_CHECK_CUDA(cudaMalloc(&scalar_, sizeof(double)));
