@@ -10,7 +10,8 @@
 # DeltaNet, 3 gated attention: what 125 GiB of host RAM holds at 16 B/parameter) at batch 32 × 1024 and 8 × 4096, and
 # the same 4096 run with per-op device times, whose gated_delta_rule rows time the delta-rule kernels against the GEMMs
 # of the same step, `bench-delta-rule` at 8 × 4096 with the chunked and the recurrent kernel, transformers' torch
-# chunked delta rule on that shape (tools/bench_delta_rule.py: 8 × 4096 and 1 × 32768) and the Qwen3.5-35B-A3B shape
+# chunked delta rule and flash-linear-attention's Triton one where its wheels are carried in pywheels/ (pip download
+# fla-core einops --no-deps -d pywheels) on that shape (tools/bench_delta_rule.py: 8 × 4096 and 1 × 32768) and the Qwen3.5-35B-A3B shape
 # with 6 of its 40 layers at 8 × 4096; nvme: the state tier on a scratch directory of the machine's disk ($NVME_DIR, default .nvme-scratch
 # here, removed after): bench-optim in each offload mode with the disk probe's ceiling, then Qwen2.5-3B batch 64 × 1024
 # in each mode with the plan's predicted step time next to the measured; SKIP_TESTS=1 skips the op table and parity;
@@ -98,8 +99,14 @@ if [[ $mode == hybrid ]]; then
   done
   note "op times (bench_qwen35_27b_12l_b8_s4096_ops.log): $(grep -E 'gated_delta_rule|causal_conv1d|linear_|attention_(for|back)' \
     "$out/bench_qwen35_27b_12l_b8_s4096_ops.log" | tr -s ' ' | tr '\n' ';' | cut -c1-600)"
-  timeout 300 python3 tools/bench_delta_rule.py >"$out/bench_delta_rule_torch.log" 2>&1
-  note "torch chunked delta rule rc=$? $(grep -E '^[0-9]+ x' "$out/bench_delta_rule_torch.log" | tr -s ' ' | tr '\n' ';')"
+  # flash-linear-attention beside torch's fallback: its wheels (fla-core, einops) carried in pywheels/, unpacked onto
+  # PYTHONPATH (nothing installs on the device machine).
+  pylib=/tmp/megatrain-pylib
+  if compgen -G "pywheels/*.whl" >/dev/null; then
+    mkdir -p $pylib && for w in pywheels/*.whl; do python3 -m zipfile -e "$w" $pylib; done
+  fi
+  PYTHONPATH=$pylib${PYTHONPATH:+:$PYTHONPATH} timeout 300 python3 tools/bench_delta_rule.py >"$out/bench_delta_rule_torch.log" 2>&1
+  note "torch and fla chunked delta rule rc=$? $(grep -E '^[0-9]+ x|not available' "$out/bench_delta_rule_torch.log" | tr -s ' ' | tr '\n' ';')"
   bench qwen35_35b_a3b_6l_b8_s4096 1 --model configs/models/qwen3.5-35b-a3b.json --layers 6 --steps 3 --warmup 1 \
     --batch 8 --seq 4096
 fi
