@@ -475,16 +475,8 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
     const bool workaround = backward && !padded && S % 128 != 0 && ver <= 91500;
     gr.padding = padded || workaround;
     // Scalars as cudnn-frontend makes them (dims {1}); should this cuDNN refuse the graph, once more with {1,1,1,1}.
-    // A soft-capped backward whose causal/window masks follow the stats subtraction (the composite node's order) is
-    // tried again with the masks inside the score modifier, before it, as a cudnn-frontend score_mod places them.
-    struct Attempt {
-      int scalar_rank;
-      bool masks_in_score_mod;
-    };
-    std::vector<Attempt> attempts{{1, false}, {4, false}};
-    if (backward && s.softcap > 0.f) attempts.insert(attempts.end(), {{1, true}, {4, true}});
     std::string errors;
-    for (const auto [scalar_rank, masks_in_score_mod] : attempts) {
+    for (const int scalar_rank : {1, 4}) {
       gr.softmax_sum_bytes = gr.dq_accum_bytes = 0;
       gr.info = CudnnPlanInfo{};
       gr.builder = std::make_unique<Builder>(static_cast<cudnnHandle_t>(handle_), scalar_rank);
@@ -602,12 +594,11 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
         gr.softmax_sum_bytes = align_up(b * h * S * 4);
         // P = exp(scores − stats), recomputed
         int64_t x = scores("bprop");
-        if (masks_in_score_mod) x = band_masks(x);
         const int64_t centred = B.virt("scores - stats", f32, x);
         B.pointwise("sub_s_m", CUDNN_POINTWISE_SUB, x, stats, -1, centred);
         x = centred;
         if (gr.padding && ver >= 90000 && ver < 91000) x = padding_mask(x, "second padding");
-        if (!masks_in_score_mod) x = band_masks(x);
+        x = band_masks(x);
         const int64_t exp_s = B.virt("exp_s", f32, x);
         B.pointwise("exp_s", CUDNN_POINTWISE_EXP, x, -1, -1, exp_s);
         // dV = Pᵀ·dO (summed over each GQA group)
@@ -666,12 +657,9 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
       if (gr.plan != nullptr) {
         if (scalar_rank != 1)
           gr.info.notes += MT_FORMAT("{}scalars of rank {}", gr.info.notes.empty() ? "" : ", ", scalar_rank);
-        if (masks_in_score_mod)
-          gr.info.notes += MT_FORMAT("{}masks before the stats", gr.info.notes.empty() ? "" : ", ");
         break;
       }
-      errors += MT_FORMAT("{}with scalars of rank {}{}: {}", errors.empty() ? "" : "; ", scalar_rank,
-                          masks_in_score_mod ? " and the masks before the stats" : "", B.error());
+      errors += MT_FORMAT("{}with scalars of rank {}: {}", errors.empty() ? "" : "; ", scalar_rank, B.error());
     }
     if (gr.plan != nullptr) {
       gr.plan_bytes = align_up(gr.info.workspace_bytes);
