@@ -59,4 +59,18 @@ __device__ __forceinline__ A warp_sum(A x) {
   return x;
 }
 
+// Σ over a block of Warps warps of one fp64 value per thread, the same (order-fixed: warp partials read in warp
+// order) result in every thread; red holds Warps doubles of shared memory and is free again when this returns.
+template <int Warps>
+__device__ __forceinline__ double block_sum_all(double v, double* red) {
+  v = warp_sum(v);
+  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = v;
+  __syncthreads();
+  double total = 0.0;
+#pragma unroll
+  for (int w = 0; w < Warps; ++w) total += red[w];
+  __syncthreads();
+  return total;
+}
+
 }  // namespace mt::cuda

@@ -13,20 +13,6 @@ namespace {
 constexpr int threads = 256, block_warps = threads / 32;
 constexpr float norm_eps = 1e-12f;  // F.normalize's default eps, the clamp on ‖x‖
 
-// Σ over the block of one fp64 value per thread, the same (order-fixed) result in every thread; red holds
-// block_warps doubles of shared memory and is free again when this returns.
-__device__ __forceinline__ double block_sum(double v, double* red) {
-  v = warp_sum(v);
-  const int warp = threadIdx.x / 32;
-  if (threadIdx.x % 32 == 0) red[warp] = v;
-  __syncthreads();
-  double total = 0.0;
-#pragma unroll
-  for (int w = 0; w < block_warps; ++w) total += red[w];
-  __syncthreads();
-  return total;
-}
-
 // ‖x‖ clamped to eps, from Σ x² (fp64): sqrt in fp64, one rounding to fp32.
 __device__ __forceinline__ float clamped_norm(double sum_sq) {
   return fmaxf(static_cast<float>(sqrt(sum_sq)), norm_eps);
@@ -45,7 +31,7 @@ __global__ void __launch_bounds__(threads) normalize_rows_forward_kernel(T* __re
 #pragma unroll
     for (int k = 0; k < N; ++k) ss += static_cast<double>(xv[k]) * xv[k];
   }
-  const float n = clamped_norm(block_sum(ss, red));
+  const float n = clamped_norm(block_sum_all<block_warps>(ss, red));
   for (int64_t d = static_cast<int64_t>(threadIdx.x) * N; d < D; d += threads * N) {
     float xv[N];
     load_f32<T, N>(xv, xr + d);
@@ -77,8 +63,8 @@ __global__ void __launch_bounds__(threads) normalize_rows_backward_kernel(float*
       xdy += static_cast<double>(xv[k]) * dyv[k];
     }
   }
-  const double sum_sq = block_sum(ss, red);
-  const double sum_xdy = block_sum(xdy, red);
+  const double sum_sq = block_sum_all<block_warps>(ss, red);
+  const double sum_xdy = block_sum_all<block_warps>(xdy, red);
   const double norm = sqrt(sum_sq);
   const bool clamped = !(static_cast<float>(norm) >= norm_eps);
   const float n = clamped_norm(sum_sq);

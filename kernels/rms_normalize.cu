@@ -11,18 +11,6 @@ namespace {
 
 constexpr int threads = 128, block_warps = threads / 32;  // rows are head vectors (head_dim ≤ 256)
 
-__device__ __forceinline__ double block_sum(double v, double* red) {
-  v = warp_sum(v);
-  const int warp = threadIdx.x / 32;
-  if (threadIdx.x % 32 == 0) red[warp] = v;
-  __syncthreads();
-  double total = 0.0;
-#pragma unroll
-  for (int w = 0; w < block_warps; ++w) total += red[w];
-  __syncthreads();
-  return total;
-}
-
 __device__ __forceinline__ float rstd_of(double sum_sq, int64_t D, float eps) {
   return 1.f / sqrtf(static_cast<float>(sum_sq / static_cast<double>(D)) + eps);
 }
@@ -37,7 +25,7 @@ __global__ void __launch_bounds__(threads) rms_normalize_forward_kernel(T* __res
     const float v = to_f32(x[off + d]);
     ss += static_cast<double>(v) * v;
   }
-  const float r = rstd_of(block_sum(ss, red), D, eps);
+  const float r = rstd_of(block_sum_all<block_warps>(ss, red), D, eps);
   for (int64_t d = threadIdx.x; d < D; d += threads) y[off + d] = from_f32<T>(to_f32(x[off + d]) * r);
 }
 
@@ -53,8 +41,8 @@ __global__ void __launch_bounds__(threads) rms_normalize_backward_kernel(T* __re
     ss += static_cast<double>(v) * v;
     proj += static_cast<double>(g) * v;
   }
-  const float r = rstd_of(block_sum(ss, red), D, eps);
-  const double p = block_sum(proj, red);
+  const float r = rstd_of(block_sum_all<block_warps>(ss, red), D, eps);
+  const double p = block_sum_all<block_warps>(proj, red);
   const float c = static_cast<float>(p * r * r * r / static_cast<double>(D));
   for (int64_t d = threadIdx.x; d < D; d += threads)
     dx[off + d] = from_f32<T>(r * to_f32(dy[off + d]) - to_f32(x[off + d]) * c);

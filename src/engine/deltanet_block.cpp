@@ -3,16 +3,22 @@
 #include "engine/deltanet_block.h"
 
 namespace mt {
-namespace {
 
-DeltaRuleShape rule_shape(const DeltaNetSpec& d, const MicroBatch& mb) {
+DeltaRuleShape delta_rule_shape(const DeltaNetSpec& d, int64_t batch, int64_t seq) {
   DeltaRuleShape s;
-  s.batch = mb.seqs;
-  s.seq = mb.seq_len;
+  s.batch = batch;
+  s.seq = seq;
   s.n_k_heads = d.num_k_heads;
   s.n_v_heads = d.num_v_heads;
   s.k_head_dim = d.k_head_dim;
   s.v_head_dim = d.v_head_dim;
+  return s;
+}
+
+namespace {
+
+DeltaRuleShape rule_shape(const DeltaNetSpec& d, const MicroBatch& mb) {
+  DeltaRuleShape s = delta_rule_shape(d, mb.seqs, mb.seq_len);
   s.seq_lens = mb.seq_lens;
   s.segments = mb.segments;
   return s;

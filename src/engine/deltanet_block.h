@@ -13,6 +13,9 @@
 
 namespace mt {
 
+// The delta rule's shape for `batch` sequences of `seq` tokens of a layer's heads (no lengths or segments set).
+DeltaRuleShape delta_rule_shape(const DeltaNetSpec& d, int64_t batch, int64_t seq);
+
 void deltanet_block_forward(const LayerContext& ctx, int64_t layer, const void* w, const void* in, void* out,
                             const MicroBatch& mb, const LayerInternals& n);
 void deltanet_block_backward(const LayerContext& ctx, int64_t layer, const void* w, const void* in,

@@ -8,6 +8,7 @@
 
 #include "backend/backend.h"
 #include "backend/grad_check.h"
+#include "backend/router_check.h"
 #include "catch.h"
 
 using mt::test::approx_equal;
@@ -15,6 +16,7 @@ using mt::test::numeric_grad;
 using mt::test::project;
 using mt::test::random_floats;
 using mt::test::rel_err;
+using mt::test::router_gradient_error;
 
 namespace {
 
@@ -123,25 +125,7 @@ TEST_CASE("moe topk_softmax router: top k logits, softmax over them; backward wi
   const std::vector<int32_t> lens = {3, 1};
   auto logits = random_floats(T * E, 11, 1.5f);
   const auto r = random_floats(T * k, 12), aux = random_floats(E, 13);
-  std::vector<float> probs(T * E), weights(T * k);
-  std::vector<int32_t> idx(T * k);
-  be->moe_route_forward(probs.data(), idx.data(), weights.data(), logits.data(), T, router);
-  const std::vector<int32_t> chosen = idx;
-  auto loss = [&] {
-    std::vector<float> pp(T * E), wt(T * k);
-    std::vector<int32_t> ii(T * k);
-    be->moe_route_forward(pp.data(), ii.data(), wt.data(), logits.data(), T, router);
-    REQUIRE(ii == chosen);
-    double val = project(r, wt);
-    for (int64_t t = 0; t < T; ++t)
-      if (t % seq < lens[t / seq])
-        for (int64_t e = 0; e < E; ++e) val += static_cast<double>(aux[e]) * pp[t * E + e];
-    return val;
-  };
-  std::vector<float> dl(T * E, 7.f);
-  be->moe_route_backward(dl.data(), r.data(), probs.data(), idx.data(), weights.data(), aux.data(), lens.data(), seq, T,
-                         router);
-  CHECK(rel_err(dl, numeric_grad(logits, loss, 1e-3f)) < 2e-3);
+  CHECK(router_gradient_error(*be, logits, router, T, r, &aux, &lens, seq) < 2e-3);
 }
 
 TEST_CASE("clamped SwiGLU: forward, and backward on both sides of the clamps", "[backend][glu]") {

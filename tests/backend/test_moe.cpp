@@ -7,6 +7,7 @@
 
 #include "backend/backend.h"
 #include "backend/grad_check.h"
+#include "backend/router_check.h"
 #include "catch.h"
 
 using mt::test::approx_equal;
@@ -14,6 +15,7 @@ using mt::test::numeric_grad;
 using mt::test::project;
 using mt::test::random_floats;
 using mt::test::rel_err;
+using mt::test::router_gradient_error;
 
 namespace {
 
@@ -50,26 +52,8 @@ TEST_CASE("moe router backward: routing weights and the load-balancing term, pad
   const auto r = random_floats(T * k, 2), aux = random_floats(E, 3);
   for (const bool norm : {false, true}) {
     INFO("norm_topk " << norm);
-    std::vector<float> probs(T * E), w(T * k);
-    std::vector<int32_t> idx(T * k);
-    be->moe_route_forward(probs.data(), idx.data(), w.data(), logits.data(), T, softmax_router(E, k, norm));
-    const std::vector<int32_t> chosen = idx;
-    // The loss with the selection held fixed (finite steps must not change it; h is small against the gaps).
-    auto loss = [&] {
-      std::vector<float> p(T * E), wt(T * k);
-      std::vector<int32_t> ix(T * k);
-      be->moe_route_forward(p.data(), ix.data(), wt.data(), logits.data(), T, softmax_router(E, k, norm));
-      REQUIRE(ix == chosen);
-      double v = project(r, wt);
-      for (int64_t t = 0; t < T; ++t)
-        if (t % seq < lens[t / seq])
-          for (int64_t e = 0; e < E; ++e) v += static_cast<double>(aux[e]) * p[t * E + e];
-      return v;
-    };
-    std::vector<float> dl(T * E, 7.f);
-    be->moe_route_backward(dl.data(), r.data(), probs.data(), idx.data(), w.data(), aux.data(), lens.data(), seq, T,
-                           softmax_router(E, k, norm));
-    CHECK(rel_err(dl, numeric_grad(logits, loss, 1e-3f)) < 2e-3);
+    // The selection held fixed: finite steps must not change it (h is small against the gaps).
+    CHECK(router_gradient_error(*be, logits, softmax_router(E, k, norm), T, r, &aux, &lens, seq) < 2e-3);
   }
 }
 
@@ -94,20 +78,7 @@ TEST_CASE("moe sigmoid router: groups by their two best biased scores, unbiased 
   const int64_t T = 5, E = 6;
   auto many = random_floats(T * E, 11);
   const auto rr = random_floats(T * 3, 12);
-  std::vector<float> probs(T * E), wt(T * 3);
-  std::vector<int32_t> ix(T * 3);
-  be->moe_route_forward(probs.data(), ix.data(), wt.data(), many.data(), T, r);
-  const std::vector<int32_t> chosen = ix;
-  auto loss = [&] {
-    std::vector<float> pp(T * E), ww(T * 3);
-    std::vector<int32_t> ii(T * 3);
-    be->moe_route_forward(pp.data(), ii.data(), ww.data(), many.data(), T, r);
-    REQUIRE(ii == chosen);
-    return project(rr, ww);
-  };
-  std::vector<float> dl(T * E, 7.f);
-  be->moe_route_backward(dl.data(), rr.data(), probs.data(), ix.data(), wt.data(), nullptr, nullptr, T, T, r);
-  CHECK(rel_err(dl, numeric_grad(many, loss, 1e-3f)) < 2e-3);
+  CHECK(router_gradient_error(*be, many, r, T, rr) < 2e-3);
 }
 
 TEST_CASE("moe router statistics count valid tokens only", "[backend][moe]") {

@@ -1,5 +1,6 @@
 // Helpers for the CUDA op tests: GPU detection (skip without one), device buffers round-tripping fp32 host data as fp32
-// or bf16 (on the tests' stream, or in a Backend's memory), the dtype loop, tolerances. Invariant: fresh buffers hold
+// or bf16 (on the tests' stream, or in a Backend's memory), int32 arrays in a Backend's memory, the CPU reference
+// backend, the dtype loop, tolerances. Invariant: fresh buffers hold
 // NaN bytes, so unwritten outputs show; every copy, fill and launch of the kernel tests goes through one stream
 // (test_stream), so they run in program order; a BackendBuffer's copies go through its backend (which orders them
 // with the backend's ops) and return once the data has landed.
@@ -143,6 +144,34 @@ inline std::vector<float> rounded_to(mt::DType dt, std::vector<float> v) {
   }
   return v;
 }
+
+// The CPU reference the CUDA ops are compared with: fp32 ops on host memory (its "backend memory" is host memory).
+inline mt::Backend& cpu() {
+  static const std::unique_ptr<mt::Backend> be = mt::make_cpu_backend();
+  return *be;
+}
+
+// n int32 values in a backend's memory (alloc_bytes / free_bytes), uploaded from host values when given; the upload
+// has landed when the constructor returns.
+struct Ints {
+  mt::Backend& be;
+  int64_t n;
+  int32_t* p;
+  Ints(mt::Backend& b, int64_t count)
+      : be(b), n(count), p(static_cast<int32_t*>(b.alloc_bytes(std::max<int64_t>(count, 1) * 4))) {}
+  Ints(mt::Backend& b, const std::vector<int32_t>& v) : Ints(b, static_cast<int64_t>(v.size())) {
+    be.upload(p, v.data(), n * 4);
+    be.synchronize();
+  }
+  ~Ints() { be.free_bytes(p); }
+  Ints(const Ints&) = delete;
+  Ints& operator=(const Ints&) = delete;
+  std::vector<int32_t> read() const {
+    std::vector<int32_t> v(static_cast<size_t>(n));
+    be.download(v.data(), p, n * 4);
+    return v;
+  }
+};
 
 // n elements of dt in a backend's memory (alloc_bytes / free_bytes), NaN-filled at birth, holding fp32 host data as dt.
 class BackendBuffer {

@@ -27,11 +27,6 @@ using namespace mt::test;
 namespace cu = mt::cuda;
 using bf16 = __nv_bfloat16;
 
-mt::Backend& ref() {
-  static const std::unique_ptr<mt::Backend> be = mt::make_cpu_backend();
-  return *be;
-}
-
 // A CudnnAttention on the tests' stream whose workspace comes from cudaMalloc.
 std::unique_ptr<cu::CudnnAttention> make_cudnn() {
   return std::make_unique<cu::CudnnAttention>(
@@ -42,6 +37,39 @@ std::unique_ptr<cu::CudnnAttention> make_cudnn() {
         return p;
       },
       [](void* p) { cudaFree(p); });
+}
+
+// The CPU reference's forward (out, lse) and backward (dq, dk, dv) of one attention call on host data.
+struct Reference {
+  std::vector<float> out, lse, dq, dk, dv;
+};
+Reference reference(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
+                    const std::vector<float>& dout, const mt::AttnShape& host) {
+  Reference r{std::vector<float>(q.size()), std::vector<float>(static_cast<size_t>(host.batch * host.n_heads * host.seq)),
+              std::vector<float>(q.size()), std::vector<float>(k.size()), std::vector<float>(v.size())};
+  cpu().attention_forward(r.out.data(), r.lse.data(), q.data(), k.data(), v.data(), host);
+  cpu().attention_backward(r.dq.data(), r.dk.data(), r.dv.data(), dout.data(), q.data(), k.data(), v.data(),
+                           r.out.data(), r.lse.data(), host);
+  return r;
+}
+
+// One forward and backward through a Backend's attention ops (bf16), host data in and out; the shape's seq_lens
+// (host memory) are uploaded for the call.
+Reference through_backend(mt::Backend& be, const std::vector<float>& q, const std::vector<float>& k,
+                          const std::vector<float>& v, const std::vector<float>& dout, const mt::AttnShape& host,
+                          const std::vector<int32_t>& lens) {
+  const mt::DType dt = mt::DType::bf16;
+  const auto q_size = static_cast<int64_t>(q.size()), kv_size = static_cast<int64_t>(k.size());
+  BackendBuffer b_q(be, q, dt), b_k(be, k, dt), b_v(be, v, dt), b_dout(be, dout, dt);
+  BackendBuffer out(be, q_size, dt), dq(be, q_size, dt), dk(be, kv_size, dt), dv(be, kv_size, dt);
+  BackendBuffer lse(be, host.batch * host.n_heads * host.seq, mt::DType::f32);
+  const Ints b_lens(be, lens);
+  mt::AttnShape dev = host;
+  dev.seq_lens = b_lens.p;
+  be.attention_forward(out.get(), lse.floats(), b_q.get(), b_k.get(), b_v.get(), dev);
+  be.attention_backward(dq.get(), dk.get(), dv.get(), b_dout.get(), b_q.get(), b_k.get(), b_v.get(), out.get(),
+                        lse.floats(), dev);
+  return {out.read(), lse.read(), dq.read(), dk.read(), dv.read()};
 }
 
 struct CudnnCase {
@@ -142,10 +170,7 @@ TEST_CASE("cudnn attention forward and deterministic backward match the referenc
       const auto q = rounded<bf16>(random_floats(q_size, 31, c.magnitude));
       const auto k = rounded<bf16>(random_floats(kv_size, 32, c.magnitude));
       const auto v = rounded<bf16>(random_floats(kv_size, 33)), dout = rounded<bf16>(random_floats(q_size, 34));
-      std::vector<float> out_ref(q_size), lse_ref(lse_size), dq_ref(q_size), dk_ref(kv_size), dv_ref(kv_size);
-      ref().attention_forward(out_ref.data(), lse_ref.data(), q.data(), k.data(), v.data(), host);
-      ref().attention_backward(dq_ref.data(), dk_ref.data(), dv_ref.data(), dout.data(), q.data(), k.data(), v.data(),
-                               out_ref.data(), lse_ref.data(), host);
+      const Reference want = reference(q, k, v, dout, host);
 
       auto d_q = upload<bf16>(q), d_k = upload<bf16>(k), d_v = upload<bf16>(v), d_dout = upload<bf16>(dout);
       DeviceBuffer<bf16> out(q_size), dq(q_size), dk(kv_size), dv(kv_size), dq2(q_size), dk2(kv_size), dv2(kv_size);
@@ -166,11 +191,11 @@ TEST_CASE("cudnn attention forward and deterministic backward match the referenc
       cu::attention_backward<bf16>(dq4.get(), dk4.get(), dv4.get(), d_dout->get(), d_q->get(), d_k->get(), d_v->get(),
                                    out.get(), lse.get(), dev, test_stream());
       const auto got_out = download(out), got_dq = download(dq), got_dk = download(dk), got_dv = download(dv);
-      check_close("cudnn attention out", got_out, out_ref, tolerance<bf16>);
-      check_close("cudnn attention lse", download(lse), lse_ref, 1e-4);
-      check_close("cudnn attention dq", got_dq, dq_ref, tolerance<bf16>);
-      check_close("cudnn attention dk", got_dk, dk_ref, tolerance<bf16>);
-      check_close("cudnn attention dv", got_dv, dv_ref, tolerance<bf16>);
+      check_close("cudnn attention out", got_out, want.out, tolerance<bf16>);
+      check_close("cudnn attention lse", download(lse), want.lse, 1e-4);
+      check_close("cudnn attention dq", got_dq, want.dq, tolerance<bf16>);
+      check_close("cudnn attention dk", got_dk, want.dk, tolerance<bf16>);
+      check_close("cudnn attention dv", got_dv, want.dv, tolerance<bf16>);
       CHECK(nonzero_padding(got_out, c, c.heads * c.head_dim) == 0);
       CHECK(nonzero_padding(got_dq, c, c.heads * c.head_dim) == 0);
       CHECK(nonzero_padding(got_dk, c, c.kv_heads * c.head_dim) == 0);
@@ -178,12 +203,12 @@ TEST_CASE("cudnn attention forward and deterministic backward match the referenc
       CHECK(same_bits(got_dq, download(dq2)));
       CHECK(same_bits(got_dk, download(dk2)));
       CHECK(same_bits(got_dv, download(dv2)));
-      check_close("cudnn backward from our lse: dq", download(dq3), dq_ref, tolerance<bf16>);
-      check_close("cudnn backward from our lse: dk", download(dk3), dk_ref, tolerance<bf16>);
-      check_close("cudnn backward from our lse: dv", download(dv3), dv_ref, tolerance<bf16>);
-      check_close("our backward from cudnn's lse: dq", download(dq4), dq_ref, tolerance<bf16>);
-      check_close("our backward from cudnn's lse: dk", download(dk4), dk_ref, tolerance<bf16>);
-      check_close("our backward from cudnn's lse: dv", download(dv4), dv_ref, tolerance<bf16>);
+      check_close("cudnn backward from our lse: dq", download(dq3), want.dq, tolerance<bf16>);
+      check_close("cudnn backward from our lse: dk", download(dk3), want.dk, tolerance<bf16>);
+      check_close("cudnn backward from our lse: dv", download(dv3), want.dv, tolerance<bf16>);
+      check_close("our backward from cudnn's lse: dq", download(dq4), want.dq, tolerance<bf16>);
+      check_close("our backward from cudnn's lse: dk", download(dk4), want.dk, tolerance<bf16>);
+      check_close("our backward from cudnn's lse: dv", download(dv4), want.dv, tolerance<bf16>);
       check_close("our lse against cudnn's", download(lse_ours), download(lse), 1e-4);
     }
   }
@@ -193,37 +218,23 @@ TEST_CASE("cuda backend attention: MEGATRAIN_ATTENTION=cudnn and =ours both matc
           "[gpu][attention][cudnn][backend]") {
   MT_REQUIRE_GPU();
   const int64_t batch = 2, seq = 129, heads = 8, kv_heads = 2, head_dim = 128, T = batch * seq;
-  const int64_t q_size = T * heads * head_dim, kv_size = T * kv_heads * head_dim, lse_size = batch * heads * seq;
+  const int64_t q_size = T * heads * head_dim, kv_size = T * kv_heads * head_dim;
   const std::vector<int32_t> lens{129, 70};
   const auto q = rounded<bf16>(random_floats(q_size, 41)), k = rounded<bf16>(random_floats(kv_size, 42));
   const auto v = rounded<bf16>(random_floats(kv_size, 43)), dout = rounded<bf16>(random_floats(q_size, 44));
   mt::AttnShape host{.batch = batch, .seq = seq, .n_heads = heads, .n_kv_heads = kv_heads, .head_dim = head_dim};
   host.seq_lens = lens.data();
-  std::vector<float> out_ref(q_size), lse_ref(lse_size), dq_ref(q_size), dk_ref(kv_size), dv_ref(kv_size);
-  ref().attention_forward(out_ref.data(), lse_ref.data(), q.data(), k.data(), v.data(), host);
-  ref().attention_backward(dq_ref.data(), dk_ref.data(), dv_ref.data(), dout.data(), q.data(), k.data(), v.data(),
-                           out_ref.data(), lse_ref.data(), host);
+  const Reference want = reference(q, k, v, dout, host);
   for (const char* choice : {"cudnn", "ours"}) {
     DYNAMIC_SECTION("MEGATRAIN_ATTENTION=" << choice) {
       setenv("MEGATRAIN_ATTENTION", choice, 1);
       auto be = mt::make_cuda_backend(mt::DType::bf16);
-      const mt::DType dt = mt::DType::bf16;
-      BackendBuffer d_q(*be, q, dt), d_k(*be, k, dt), d_v(*be, v, dt), d_dout(*be, dout, dt);
-      BackendBuffer out(*be, q_size, dt), dq(*be, q_size, dt), dk(*be, kv_size, dt), dv(*be, kv_size, dt);
-      BackendBuffer lse(*be, lse_size, mt::DType::f32);
-      void* d_lens = be->alloc_bytes(static_cast<int64_t>(lens.size() * 4));
-      be->upload(d_lens, lens.data(), static_cast<int64_t>(lens.size() * 4));
-      mt::AttnShape dev = host;
-      dev.seq_lens = static_cast<const int32_t*>(d_lens);
-      be->attention_forward(out.get(), lse.floats(), d_q.get(), d_k.get(), d_v.get(), dev);
-      be->attention_backward(dq.get(), dk.get(), dv.get(), d_dout.get(), d_q.get(), d_k.get(), d_v.get(), out.get(),
-                             lse.floats(), dev);
-      check_close("backend attention out", out.read(), out_ref, tolerance<bf16>);
-      check_close("backend attention lse", lse.read(), lse_ref, 1e-4);
-      check_close("backend attention dq", dq.read(), dq_ref, tolerance<bf16>);
-      check_close("backend attention dk", dk.read(), dk_ref, tolerance<bf16>);
-      check_close("backend attention dv", dv.read(), dv_ref, tolerance<bf16>);
-      be->free_bytes(d_lens);
+      const Reference got = through_backend(*be, q, k, v, dout, host, lens);
+      check_close("backend attention out", got.out, want.out, tolerance<bf16>);
+      check_close("backend attention lse", got.lse, want.lse, 1e-4);
+      check_close("backend attention dq", got.dq, want.dq, tolerance<bf16>);
+      check_close("backend attention dk", got.dk, want.dk, tolerance<bf16>);
+      check_close("backend attention dv", got.dv, want.dv, tolerance<bf16>);
       unsetenv("MEGATRAIN_ATTENTION");
     }
   }
@@ -242,10 +253,7 @@ TEST_CASE("cuda backend attention: auto runs cuDNN's forward, and its backward o
   const auto v = rounded<bf16>(random_floats(kv_size, 63)), dout = rounded<bf16>(random_floats(q_size, 64));
   mt::AttnShape host{.batch = batch, .seq = seq, .n_heads = heads, .n_kv_heads = kv_heads, .head_dim = head_dim};
   host.seq_lens = lens.data();
-  std::vector<float> out_ref(q_size), lse_ref(lse_size), dq_ref(q_size), dk_ref(kv_size), dv_ref(kv_size);
-  ref().attention_forward(out_ref.data(), lse_ref.data(), q.data(), k.data(), v.data(), host);
-  ref().attention_backward(dq_ref.data(), dk_ref.data(), dv_ref.data(), dout.data(), q.data(), k.data(), v.data(),
-                           out_ref.data(), lse_ref.data(), host);
+  const Reference want = reference(q, k, v, dout, host);
   // The two implementations run directly: cuDNN's forward, then each backward from its out and lse.
   auto cudnn = make_cudnn();
   auto d_lens = upload_ints(lens);
@@ -271,27 +279,16 @@ TEST_CASE("cuda backend attention: auto runs cuDNN's forward, and its backward o
       unsetenv("MEGATRAIN_ATTENTION");
       auto be = mt::make_cuda_backend(mt::DType::bf16);
       be->set_attention_workspace(reserved ? backward_need : forward_need);
-      const mt::DType dt = mt::DType::bf16;
-      BackendBuffer b_q(*be, q, dt), b_k(*be, k, dt), b_v(*be, v, dt), b_dout(*be, dout, dt);
-      BackendBuffer b_out(*be, q_size, dt), dq(*be, q_size, dt), dk(*be, kv_size, dt), dv(*be, kv_size, dt);
-      BackendBuffer b_lse(*be, lse_size, mt::DType::f32);
-      void* b_lens = be->alloc_bytes(static_cast<int64_t>(lens.size() * 4));
-      be->upload(b_lens, lens.data(), static_cast<int64_t>(lens.size() * 4));
-      mt::AttnShape dev = host;
-      dev.seq_lens = static_cast<const int32_t*>(b_lens);
-      be->attention_forward(b_out.get(), b_lse.floats(), b_q.get(), b_k.get(), b_v.get(), dev);
-      be->attention_backward(dq.get(), dk.get(), dv.get(), b_dout.get(), b_q.get(), b_k.get(), b_v.get(), b_out.get(),
-                             b_lse.floats(), dev);
-      CHECK(same_bits(b_out.read(), want_out));  // cuDNN's forward either way
-      CHECK(same_bits(b_lse.read(), want_lse));
-      CHECK(same_bits(dq.read(), download(reserved ? dq_cudnn : dq_ours)));
-      CHECK(same_bits(dk.read(), download(reserved ? dk_cudnn : dk_ours)));
-      CHECK(same_bits(dv.read(), download(reserved ? dv_cudnn : dv_ours)));
-      check_close("auto attention out", b_out.read(), out_ref, tolerance<bf16>);
-      check_close("auto attention dq", dq.read(), dq_ref, tolerance<bf16>);
-      check_close("auto attention dk", dk.read(), dk_ref, tolerance<bf16>);
-      check_close("auto attention dv", dv.read(), dv_ref, tolerance<bf16>);
-      be->free_bytes(b_lens);
+      const Reference got = through_backend(*be, q, k, v, dout, host, lens);
+      CHECK(same_bits(got.out, want_out));  // cuDNN's forward either way
+      CHECK(same_bits(got.lse, want_lse));
+      CHECK(same_bits(got.dq, download(reserved ? dq_cudnn : dq_ours)));
+      CHECK(same_bits(got.dk, download(reserved ? dk_cudnn : dk_ours)));
+      CHECK(same_bits(got.dv, download(reserved ? dv_cudnn : dv_ours)));
+      check_close("auto attention out", got.out, want.out, tolerance<bf16>);
+      check_close("auto attention dq", got.dq, want.dq, tolerance<bf16>);
+      check_close("auto attention dk", got.dk, want.dk, tolerance<bf16>);
+      check_close("auto attention dv", got.dv, want.dv, tolerance<bf16>);
     }
   }
 }
@@ -314,10 +311,7 @@ TEST_CASE("cuda backend attention: auto runs cuDNN both ways for a soft-capped l
                      .window = 100,
                      .softcap = 2.f};
   host.seq_lens = lens.data();
-  std::vector<float> out_ref(q_size), lse_ref(lse_size), dq_ref(q_size), dk_ref(kv_size), dv_ref(kv_size);
-  ref().attention_forward(out_ref.data(), lse_ref.data(), q.data(), k.data(), v.data(), host);
-  ref().attention_backward(dq_ref.data(), dk_ref.data(), dv_ref.data(), dout.data(), q.data(), k.data(), v.data(),
-                           out_ref.data(), lse_ref.data(), host);
+  const Reference want = reference(q, k, v, dout, host);
   auto cudnn = make_cudnn();
   auto d_lens = upload_ints(lens);
   mt::AttnShape direct = host;
@@ -337,28 +331,17 @@ TEST_CASE("cuda backend attention: auto runs cuDNN both ways for a soft-capped l
   unsetenv("MEGATRAIN_ATTENTION");
   auto be = mt::make_cuda_backend(mt::DType::bf16);
   be->set_attention_workspace(backward_need);
-  const mt::DType dt = mt::DType::bf16;
-  BackendBuffer b_q(*be, q, dt), b_k(*be, k, dt), b_v(*be, v, dt), b_dout(*be, dout, dt);
-  BackendBuffer b_out(*be, q_size, dt), b_dq(*be, q_size, dt), b_dk(*be, kv_size, dt), b_dv(*be, kv_size, dt);
-  BackendBuffer b_lse(*be, lse_size, mt::DType::f32);
-  void* b_lens = be->alloc_bytes(static_cast<int64_t>(lens.size() * 4));
-  be->upload(b_lens, lens.data(), static_cast<int64_t>(lens.size() * 4));
-  mt::AttnShape dev = host;
-  dev.seq_lens = static_cast<const int32_t*>(b_lens);
-  be->attention_forward(b_out.get(), b_lse.floats(), b_q.get(), b_k.get(), b_v.get(), dev);
-  be->attention_backward(b_dq.get(), b_dk.get(), b_dv.get(), b_dout.get(), b_q.get(), b_k.get(), b_v.get(),
-                         b_out.get(), b_lse.floats(), dev);
-  CHECK(same_bits(b_out.read(), download(out)));
-  CHECK(same_bits(b_lse.read(), download(lse)));
-  CHECK(same_bits(b_dq.read(), download(dq)));
-  CHECK(same_bits(b_dk.read(), download(dk)));
-  CHECK(same_bits(b_dv.read(), download(dv)));
-  check_close("soft-capped attention out", b_out.read(), out_ref, tolerance<bf16>);
-  check_close("soft-capped attention lse", b_lse.read(), lse_ref, 1e-4);
-  check_close("soft-capped attention dq", b_dq.read(), dq_ref, tolerance<bf16>);
-  check_close("soft-capped attention dk", b_dk.read(), dk_ref, tolerance<bf16>);
-  check_close("soft-capped attention dv", b_dv.read(), dv_ref, tolerance<bf16>);
-  be->free_bytes(b_lens);
+  const Reference got = through_backend(*be, q, k, v, dout, host, lens);
+  CHECK(same_bits(got.out, download(out)));
+  CHECK(same_bits(got.lse, download(lse)));
+  CHECK(same_bits(got.dq, download(dq)));
+  CHECK(same_bits(got.dk, download(dk)));
+  CHECK(same_bits(got.dv, download(dv)));
+  check_close("soft-capped attention out", got.out, want.out, tolerance<bf16>);
+  check_close("soft-capped attention lse", got.lse, want.lse, 1e-4);
+  check_close("soft-capped attention dq", got.dq, want.dq, tolerance<bf16>);
+  check_close("soft-capped attention dk", got.dk, want.dk, tolerance<bf16>);
+  check_close("soft-capped attention dv", got.dv, want.dv, tolerance<bf16>);
 }
 
 // The probe: for causal bf16 head_dim 128 GQA 16:2 at the issue's shapes (about 32K tokens each) and Gemma-2-9B's

@@ -22,22 +22,6 @@ using mt::DType;
 const char* dtype_label_of(DType dt) { return dt == DType::f32 ? "float32" : "bfloat16"; }
 bool is_f32_dtype(DType dt) { return dt == DType::f32; }
 
-mt::Backend& cpu() {
-  static const std::unique_ptr<mt::Backend> be = mt::make_cpu_backend();
-  return *be;
-}
-
-// Device copy of host int32 values in the backend's memory, freed with it.
-struct DeviceInts {
-  mt::Backend& be;
-  int32_t* p = nullptr;
-  DeviceInts(mt::Backend& b, const std::vector<int32_t>& host) : be(b) {
-    p = static_cast<int32_t*>(be.alloc_bytes(static_cast<int64_t>(host.size()) * 4));
-    be.upload(p, host.data(), static_cast<int64_t>(host.size()) * 4);
-  }
-  ~DeviceInts() { be.free_bytes(p); }
-};
-
 std::vector<float> decays(int64_t n, uint32_t seed) {
   auto g = random_floats(n, seed);
   for (float& x : g) x = -0.02f - 0.3f * std::abs(x);
@@ -80,7 +64,7 @@ TEST_CASE("cuda backend sigmoid gate, causal conv1d, deltanet gates and gated rm
         const auto dy = rounded_to(dt, random_floats(T * C, 6)), dw0 = random_floats(C * K, 7);
         BackendBuffer d_x(*be, x, dt), d_w(*be, w, dt), d_dy(*be, dy, dt), y(*be, T * C, dt), dx(*be, T * C, dt);
         BackendBuffer dw(*be, dw0, DType::f32);
-        const DeviceInts d_seg(*be, segments);
+        const Ints d_seg(*be, segments);
         be->causal_conv1d_forward(y.get(), d_x.get(), d_w.get(), batch, seq, C, K, d_seg.p);
         be->causal_conv1d_backward(dx.get(), dw.floats(), d_dy.get(), d_x.get(), d_w.get(), batch, seq, C, K, d_seg.p);
         std::vector<float> y_ref(T * C), dx_ref(T * C), dw_ref = dw0;
@@ -173,7 +157,7 @@ TEST_CASE("cuda backend gated delta rule matches the CPU recurrence (lengths, he
         for (int64_t t = 0; t < T; ++t) segments[t] = static_cast<int32_t>(r.segment ? t / r.segment : 0);
         host.seq_lens = lens.data();
         host.segments = r.segment ? segments.data() : nullptr;
-        const DeviceInts d_lens(*be, lens), d_seg(*be, segments);
+        const Ints d_lens(*be, lens), d_seg(*be, segments);
         mt::DeltaRuleShape dev = host;
         dev.seq_lens = d_lens.p;
         dev.segments = r.segment ? d_seg.p : nullptr;

@@ -14,24 +14,6 @@ namespace {
 using namespace mt::test;
 using mt::DType;
 
-mt::Backend& cpu() {
-  static const std::unique_ptr<mt::Backend> be = mt::make_cpu_backend();
-  return *be;
-}
-
-// int32 values in a backend's memory.
-struct Ints {
-  mt::Backend& be;
-  int64_t n;
-  int32_t* p;
-  Ints(mt::Backend& b, const std::vector<int32_t>& v)
-      : be(b), n(static_cast<int64_t>(v.size())), p(static_cast<int32_t*>(b.alloc_bytes(std::max<int64_t>(n, 1) * 4))) {
-    be.upload(p, v.data(), n * 4);
-    be.synchronize();
-  }
-  ~Ints() { be.free_bytes(p); }
-};
-
 const char* label(DType dt) { return dt == DType::f32 ? "float32" : "bfloat16"; }
 
 struct SinkCase {

@@ -16,22 +16,6 @@ namespace {
 using namespace mt::test;
 using mt::DType;
 
-mt::Backend& cpu() {
-  static const std::unique_ptr<mt::Backend> be = mt::make_cpu_backend();
-  return *be;
-}
-
-struct Ints {
-  mt::Backend& be;
-  int32_t* p;
-  Ints(mt::Backend& b, const std::vector<int32_t>& v)
-      : be(b), p(static_cast<int32_t*>(b.alloc_bytes(static_cast<int64_t>(std::max<size_t>(v.size(), 1)) * 4))) {
-    be.upload(p, v.data(), static_cast<int64_t>(v.size()) * 4);
-    be.synchronize();
-  }
-  ~Ints() { be.free_bytes(p); }
-};
-
 }  // namespace
 
 TEST_CASE("cuda rms_normalize (Llama 4's q/k L2 norm) forward and backward match the CPU backend",

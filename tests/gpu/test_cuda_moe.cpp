@@ -16,29 +16,6 @@ namespace {
 using namespace mt::test;
 using mt::DType;
 
-mt::Backend& cpu() {
-  static const std::unique_ptr<mt::Backend> be = mt::make_cpu_backend();
-  return *be;
-}
-
-// int32 values in a backend's memory.
-struct Ints {
-  mt::Backend& be;
-  int64_t n;
-  int32_t* p;
-  Ints(mt::Backend& b, int64_t count) : be(b), n(count), p(static_cast<int32_t*>(b.alloc_bytes(std::max<int64_t>(count, 1) * 4))) {}
-  Ints(mt::Backend& b, const std::vector<int32_t>& v) : Ints(b, static_cast<int64_t>(v.size())) {
-    be.upload(p, v.data(), n * 4);
-    be.synchronize();
-  }
-  ~Ints() { be.free_bytes(p); }
-  std::vector<int32_t> read() const {
-    std::vector<int32_t> v(static_cast<size_t>(n));
-    be.download(v.data(), p, n * 4);
-    return v;
-  }
-};
-
 struct Shape {
   const char* name;
   int64_t T, E, k, H, I;

@@ -21,12 +21,6 @@ namespace cu = mt::cuda;
 using mt::Activation;
 using mt::DType;
 
-// The CPU reference: fp32 ops on host memory (its "backend memory" is ordinary host memory).
-mt::Backend& ref() {
-  static const std::unique_ptr<mt::Backend> be = mt::make_cpu_backend();
-  return *be;
-}
-
 std::vector<int32_t> random_ints(int64_t n, int32_t lo, int32_t hi, uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int32_t> dist(lo, hi);
@@ -103,7 +97,7 @@ TEST_CASE("cuda add, scale, cast and accumulate match the reference", "[gpu][ele
         auto dx = upload<T>(x), dy = upload<T>(y);
         cu::add<T>(dy->get() + off, dx->get() + off, n, test_stream());
         std::vector<float> want = y;
-        ref().add(want.data() + off, x.data() + off, n);
+        cpu().add(want.data() + off, x.data() + off, n);
         check_close("add", download(*dy), want, tolerance<T>);
 
         // scale: one fp32 multiply and one rounding to T, so exact against the rounded fp32 reference.
@@ -112,7 +106,7 @@ TEST_CASE("cuda add, scale, cast and accumulate match the reference", "[gpu][ele
           auto d_y = upload<T>(y);
           cu::scale<T>(d_y->get() + off, alpha, n, test_stream());
           std::vector<float> scaled = y;
-          ref().scale(scaled.data() + off, alpha, n);
+          cpu().scale(scaled.data() + off, alpha, n);
           check_close("scale", download(*d_y), rounded<T>(scaled), 0.0);
         }
 
@@ -149,8 +143,8 @@ TEST_CASE("cuda glu (silu: SwiGLU, gelu_tanh: GeGLU) forward and backward match 
           cu::glu_forward<T>(y.get(), d_g->get(), d_u->get(), n, act, test_stream());
           cu::glu_backward<T>(dg.get(), du.get(), d_dy->get(), d_g->get(), d_u->get(), n, act, test_stream());
           std::vector<float> y_ref(n), dg_ref(n), du_ref(n);
-          ref().glu_forward(y_ref.data(), g.data(), u.data(), n, act);
-          ref().glu_backward(dg_ref.data(), du_ref.data(), dy.data(), g.data(), u.data(), n, act);
+          cpu().glu_forward(y_ref.data(), g.data(), u.data(), n, act);
+          cpu().glu_backward(dg_ref.data(), du_ref.data(), dy.data(), g.data(), u.data(), n, act);
           const auto got_y = download(y), got_dg = download(dg), got_du = download(du);
           check_close("glu y", got_y, y_ref, tolerance<T>);
           check_close("glu dgate", got_dg, dg_ref, tolerance<T>);
@@ -191,13 +185,13 @@ TEST_CASE("cuda embedding forward and deterministic backward match the reference
       DeviceBuffer<T> y(c.T * c.H);
       cu::embedding_forward<T>(y.get(), d_table->get(), d_ids->get(), c.T, c.H, test_stream());
       std::vector<float> y_ref(c.T * c.H), dtable_ref = dtable0;
-      ref().embedding_forward(y_ref.data(), table.data(), ids.data(), c.T, c.H);
+      cpu().embedding_forward(y_ref.data(), table.data(), ids.data(), c.T, c.H);
       check_close("embedding y", download(y), y_ref, 0.0);
 
       auto dtable = upload<float>(dtable0), dtable_again = upload<float>(dtable0);
       cu::embedding_backward<T>(dtable->get(), d_dy->get(), d_ids->get(), c.T, c.H, test_stream());
       cu::embedding_backward<T>(dtable_again->get(), d_dy->get(), d_ids->get(), c.T, c.H, test_stream());
-      ref().embedding_backward(dtable_ref.data(), dy.data(), ids.data(), c.T, c.H);
+      cpu().embedding_backward(dtable_ref.data(), dy.data(), ids.data(), c.T, c.H);
       const auto got = download(*dtable);
       check_close("embedding dtable", got, dtable_ref, 1e-6);
       CHECK(same_bits(got, download(*dtable_again)));
@@ -230,8 +224,8 @@ TEST_CASE("cuda rmsnorm forward and backward (weight offset 0: Llama, 1: Gemma) 
           cu::rmsnorm_backward<T>(dx_again.get(), dw_again->get(), d_dy->get(), d_x->get(), d_w->get(), c.N, c.D, eps,
                                   offset, test_stream());
           std::vector<float> y_ref(c.N * c.D), dx_ref(c.N * c.D), dw_ref = dw0;
-          ref().rmsnorm_forward(y_ref.data(), x.data(), w.data(), c.N, c.D, eps, offset);
-          ref().rmsnorm_backward(dx_ref.data(), dw_ref.data(), dy.data(), x.data(), w.data(), c.N, c.D, eps, offset);
+          cpu().rmsnorm_forward(y_ref.data(), x.data(), w.data(), c.N, c.D, eps, offset);
+          cpu().rmsnorm_backward(dx_ref.data(), dw_ref.data(), dy.data(), x.data(), w.data(), c.N, c.D, eps, offset);
           check_close("rmsnorm y", download(y), y_ref, tolerance<T>);
           const auto got_dx = download(dx), got_dw = download(*dw);
           check_close("rmsnorm dx", got_dx, dx_ref, tolerance<T>);
@@ -275,8 +269,8 @@ TEST_CASE("cuda normalize_rows (F.normalize, Baichuan 2's LM head) forward and b
         cu::normalize_rows_backward<T>(dx->get(), d_dy->get(), d_x->get(), c.N, c.D, test_stream());
         cu::normalize_rows_backward<T>(dx_again->get(), d_dy->get(), d_x->get(), c.N, c.D, test_stream());
         std::vector<float> y_ref(c.N * c.D), dx_ref = dx0;
-        ref().normalize_rows_forward(y_ref.data(), x.data(), c.N, c.D);
-        ref().normalize_rows_backward(dx_ref.data(), dy.data(), x.data(), c.N, c.D);
+        cpu().normalize_rows_forward(y_ref.data(), x.data(), c.N, c.D);
+        cpu().normalize_rows_backward(dx_ref.data(), dy.data(), x.data(), c.N, c.D);
         const auto got_y = download(y), got_dx = download(*dx);
         // fp64 reference of the forward, independently of the CPU reference.
         std::vector<double> y64(c.N * c.D);
@@ -341,9 +335,9 @@ TEST_CASE("cuda rope forward and backward (rotate_half and GLM's interleaved pai
           cu::rope_backward<T>(bwd->get(), d_cos->get(), d_sin->get(), d_pos->get(), c.T, c.heads, c.head_dim,
                                c.rot_dim, interleaved, test_stream());
           auto fwd_ref = x, bwd_ref = x;
-          ref().rope_forward(fwd_ref.data(), cos.data(), sin.data(), positions.data(), c.T, c.heads, c.head_dim,
+          cpu().rope_forward(fwd_ref.data(), cos.data(), sin.data(), positions.data(), c.T, c.heads, c.head_dim,
                              c.rot_dim, interleaved);
-          ref().rope_backward(bwd_ref.data(), cos.data(), sin.data(), positions.data(), c.T, c.heads, c.head_dim,
+          cpu().rope_backward(bwd_ref.data(), cos.data(), sin.data(), positions.data(), c.T, c.heads, c.head_dim,
                               c.rot_dim, interleaved);
           const auto got_fwd = download(*fwd);
           check_close("rope forward", got_fwd, fwd_ref, tolerance<T>);
@@ -509,8 +503,8 @@ TEST_CASE("cuda attention forward and deterministic backward match the reference
         INFO(dtype_label<T>);
         const auto q = rounded<T>(q0), k = rounded<T>(k0), v = rounded<T>(v0), dout = rounded<T>(dout0);
         std::vector<float> out_ref(q_size), lse_ref(lse_size), dq_ref(q_size), dk_ref(kv_size), dv_ref(kv_size);
-        ref().attention_forward(out_ref.data(), lse_ref.data(), q.data(), k.data(), v.data(), host);
-        ref().attention_backward(dq_ref.data(), dk_ref.data(), dv_ref.data(), dout.data(), q.data(), k.data(),
+        cpu().attention_forward(out_ref.data(), lse_ref.data(), q.data(), k.data(), v.data(), host);
+        cpu().attention_backward(dq_ref.data(), dk_ref.data(), dv_ref.data(), dout.data(), q.data(), k.data(),
                                  v.data(), out_ref.data(), lse_ref.data(), host);
 
         auto d_q = upload<T>(q), d_k = upload<T>(k), d_v = upload<T>(v), d_dout = upload<T>(dout);
@@ -720,10 +714,10 @@ TEST_CASE("cuda backend linear_forward / linear_backward (cuBLASLt GEMM, bias) m
 
         std::vector<float> y_ref(c.T * c.O), dx_ref(c.T * c.I), dx_acc_ref = dx_init, dw_ref = dw0, db_ref = db0;
         std::vector<float> dw_only_ref = dw0;
-        ref().linear_forward(y_ref.data(), x.data(), w.data(), c.bias ? b.data() : nullptr, c.T, c.I, c.O);
-        ref().linear_backward(dx_ref.data(), dw_ref.data(), c.bias ? db_ref.data() : nullptr, dy.data(), x.data(),
+        cpu().linear_forward(y_ref.data(), x.data(), w.data(), c.bias ? b.data() : nullptr, c.T, c.I, c.O);
+        cpu().linear_backward(dx_ref.data(), dw_ref.data(), c.bias ? db_ref.data() : nullptr, dy.data(), x.data(),
                               w.data(), c.T, c.I, c.O, false);
-        ref().linear_backward(dx_acc_ref.data(), dw_only_ref.data(), nullptr, dy.data(), x.data(), w.data(), c.T, c.I,
+        cpu().linear_backward(dx_acc_ref.data(), dw_only_ref.data(), nullptr, dy.data(), x.data(), w.data(), c.T, c.I,
                               c.O, true);
         check_close("linear y", y.read(), y_ref, tol);
         check_close("linear dx (=)", dx.read(), dx_ref, tol);
@@ -788,7 +782,7 @@ TEST_CASE("cuda backend head_loss (chunked LM head + cross-entropy, optional fin
                                           grad_scale, c.softcap);
         CHECK(loss_only == loss);
         std::vector<float> dx_ref(c.T * c.H), dw_ref = dw0;
-        const double loss_ref = ref().head_loss(dx_ref.data(), dw_ref.data(), x.data(), w.data(), targets.data(), c.T,
+        const double loss_ref = cpu().head_loss(dx_ref.data(), dw_ref.data(), x.data(), w.data(), targets.data(), c.T,
                                                 c.H, c.V, grad_scale, c.softcap);
         INFO("loss " << loss << " reference " << loss_ref);
         if (c.all_ignored) {
@@ -823,8 +817,8 @@ TEST_CASE("cuda backend dispatches the new ops (rmsnorm offset, normalize_rows, 
         be->rmsnorm_forward(y.get(), d_x.get(), d_w.get(), N, D, 1e-6f, 1.f);
         be->rmsnorm_backward(dx.get(), dw.floats(), d_dy.get(), d_x.get(), d_w.get(), N, D, 1e-6f, 1.f);
         std::vector<float> y_ref(N * D), dx_ref(N * D), dw_ref = dw0;
-        ref().rmsnorm_forward(y_ref.data(), x.data(), w.data(), N, D, 1e-6f, 1.f);
-        ref().rmsnorm_backward(dx_ref.data(), dw_ref.data(), dy.data(), x.data(), w.data(), N, D, 1e-6f, 1.f);
+        cpu().rmsnorm_forward(y_ref.data(), x.data(), w.data(), N, D, 1e-6f, 1.f);
+        cpu().rmsnorm_backward(dx_ref.data(), dw_ref.data(), dy.data(), x.data(), w.data(), N, D, 1e-6f, 1.f);
         check_close("backend rmsnorm offset 1 y", y.read(), y_ref, tol);
         check_close("backend rmsnorm offset 1 dx", dx.read(), dx_ref, tol);
         check_close("backend rmsnorm offset 1 dw", dw.read(), dw_ref, tol);
@@ -837,8 +831,8 @@ TEST_CASE("cuda backend dispatches the new ops (rmsnorm offset, normalize_rows, 
         be->normalize_rows_forward(y.get(), d_x.get(), N, D);
         be->normalize_rows_backward(dx.floats(), d_dy.floats(), d_x.get(), N, D);
         std::vector<float> y_ref(N * D), dx_ref = dx0;
-        ref().normalize_rows_forward(y_ref.data(), x.data(), N, D);
-        ref().normalize_rows_backward(dx_ref.data(), dy.data(), x.data(), N, D);
+        cpu().normalize_rows_forward(y_ref.data(), x.data(), N, D);
+        cpu().normalize_rows_backward(dx_ref.data(), dy.data(), x.data(), N, D);
         check_close("backend normalize_rows y", y.read(), y_ref, tol);
         check_close("backend normalize_rows dx", dx.read(), dx_ref, 1e-5);
       }
@@ -854,8 +848,8 @@ TEST_CASE("cuda backend dispatches the new ops (rmsnorm offset, normalize_rows, 
         be->rope_forward(fwd.get(), d_cos.floats(), d_sin.floats(), d_pos, T, heads, head_dim, rot_dim, true);
         be->rope_backward(bwd.get(), d_cos.floats(), d_sin.floats(), d_pos, T, heads, head_dim, rot_dim, true);
         auto fwd_ref = x, bwd_ref = x;
-        ref().rope_forward(fwd_ref.data(), cos.data(), sin.data(), positions.data(), T, heads, head_dim, rot_dim, true);
-        ref().rope_backward(bwd_ref.data(), cos.data(), sin.data(), positions.data(), T, heads, head_dim, rot_dim, true);
+        cpu().rope_forward(fwd_ref.data(), cos.data(), sin.data(), positions.data(), T, heads, head_dim, rot_dim, true);
+        cpu().rope_backward(bwd_ref.data(), cos.data(), sin.data(), positions.data(), T, heads, head_dim, rot_dim, true);
         check_close("backend rope interleaved forward", fwd.read(), fwd_ref, tol);
         check_close("backend rope interleaved backward", bwd.read(), bwd_ref, tol);
         be->free_bytes(d_pos);
@@ -869,15 +863,15 @@ TEST_CASE("cuda backend dispatches the new ops (rmsnorm offset, normalize_rows, 
         be->glu_forward(y.get(), d_g.get(), d_u.get(), n, Activation::gelu_tanh);
         be->glu_backward(dg.get(), du.get(), d_dy.get(), d_g.get(), d_u.get(), n, Activation::gelu_tanh);
         std::vector<float> y_ref(n), dg_ref(n), du_ref(n);
-        ref().glu_forward(y_ref.data(), g.data(), u.data(), n, Activation::gelu_tanh);
-        ref().glu_backward(dg_ref.data(), du_ref.data(), dy.data(), g.data(), u.data(), n, Activation::gelu_tanh);
+        cpu().glu_forward(y_ref.data(), g.data(), u.data(), n, Activation::gelu_tanh);
+        cpu().glu_backward(dg_ref.data(), du_ref.data(), dy.data(), g.data(), u.data(), n, Activation::gelu_tanh);
         check_close("backend glu gelu_tanh y", y.read(), y_ref, tol);
         check_close("backend glu gelu_tanh dgate", dg.read(), dg_ref, tol);
         check_close("backend glu gelu_tanh dup", du.read(), du_ref, tol);
 
         be->scale(d_g.get(), 0.125f, n);
         std::vector<float> scaled = g;
-        ref().scale(scaled.data(), 0.125f, n);
+        cpu().scale(scaled.data(), 0.125f, n);
         check_close("backend scale", d_g.read(), rounded_to(dt, scaled), 0.0);
       }
       {  // attention: soft-cap + ALiBi + custom scale, slopes in backend memory
@@ -905,8 +899,8 @@ TEST_CASE("cuda backend dispatches the new ops (rmsnorm offset, normalize_rows, 
         be->attention_backward(dq.get(), dk.get(), dv.get(), d_dout.get(), d_q.get(), d_k.get(), d_v.get(), out.get(),
                                lse.floats(), dev);
         std::vector<float> out_ref(q_size), lse_ref(lse_size), dq_ref(q_size), dk_ref(kv_size), dv_ref(kv_size);
-        ref().attention_forward(out_ref.data(), lse_ref.data(), q.data(), k.data(), v.data(), host);
-        ref().attention_backward(dq_ref.data(), dk_ref.data(), dv_ref.data(), dout.data(), q.data(), k.data(),
+        cpu().attention_forward(out_ref.data(), lse_ref.data(), q.data(), k.data(), v.data(), host);
+        cpu().attention_backward(dq_ref.data(), dk_ref.data(), dv_ref.data(), dout.data(), q.data(), k.data(),
                                  v.data(), out_ref.data(), lse_ref.data(), host);
         check_close("backend attention out", out.read(), out_ref, tol);
         check_close("backend attention lse", lse.read(), lse_ref, 1e-5);

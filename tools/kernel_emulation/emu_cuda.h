@@ -32,38 +32,29 @@ inline float emu_shfl_buf[1024];
 inline void __syncthreads() { emu_bar->arrive_and_wait(); }
 inline void __syncwarp(unsigned = 0xffffffffu) { emu_warp_bars[threadIdx.x / 32]->arrive_and_wait(); }
 inline float rsqrtf(float x) { return 1.f / std::sqrt(x); }
-inline float __shfl_xor_sync(unsigned, float v, int o) {
+// A warp shuffle: every lane publishes v, then reads lane source(t)'s (its own where source(t) == t).
+template <typename V, typename Source>
+V emu_shuffle(V v, Source source) {
+  static_assert(sizeof(V) == 4);
   const unsigned t = threadIdx.x;
   auto& wb = *emu_warp_bars[t / 32];
-  emu_shfl_buf[t] = v;
+  std::memcpy(&emu_shfl_buf[t], &v, 4);
   wb.arrive_and_wait();
-  const float r = emu_shfl_buf[t ^ o];
+  V r;
+  std::memcpy(&r, &emu_shfl_buf[source(t)], 4);
   wb.arrive_and_wait();
   return r;
+}
+inline float __shfl_xor_sync(unsigned, float v, int o) {
+  return emu_shuffle(v, [o](unsigned t) { return t ^ static_cast<unsigned>(o); });
 }
 template <typename V>
 V __shfl_up_sync(unsigned, V v, int o) {
-  static_assert(sizeof(V) == 4);
-  const unsigned t = threadIdx.x;
-  auto& wb = *emu_warp_bars[t / 32];
-  std::memcpy(&emu_shfl_buf[t], &v, 4);
-  wb.arrive_and_wait();
-  V r = v;
-  if (t % 32 >= static_cast<unsigned>(o)) std::memcpy(&r, &emu_shfl_buf[t - o], 4);
-  wb.arrive_and_wait();
-  return r;
+  return emu_shuffle(v, [o](unsigned t) { return t % 32 >= static_cast<unsigned>(o) ? t - o : t; });
 }
 template <typename V>
 V __shfl_down_sync(unsigned, V v, int o) {
-  static_assert(sizeof(V) == 4);
-  const unsigned t = threadIdx.x;
-  auto& wb = *emu_warp_bars[t / 32];
-  std::memcpy(&emu_shfl_buf[t], &v, 4);
-  wb.arrive_and_wait();
-  V r = v;
-  if (t % 32 + o < 32) std::memcpy(&r, &emu_shfl_buf[t + o], 4);
-  wb.arrive_and_wait();
-  return r;
+  return emu_shuffle(v, [o](unsigned t) { return t % 32 + o < 32 ? t + o : t; });
 }
 namespace mt::cuda {
 // kernels/async_copy.cuh: a thread's copies land only when it waits for them (so a read before the wait and the

@@ -34,7 +34,8 @@ int32_t pick(int64_t E, const int32_t* taken, int64_t j, Score score, Allowed al
   return best;
 }
 
-void softmax_route(float* p, int32_t* ix, float* w, const float* l, int64_t E, int64_t k, bool norm_topk) {
+// p = softmax(l) over E experts (max-subtracted, summed in expert order).
+void softmax(float* p, const float* l, int64_t E) {
   float m = l[0];
   for (int64_t e = 1; e < E; ++e) m = std::max(m, l[e]);
   float sum = 0.f;
@@ -43,6 +44,10 @@ void softmax_route(float* p, int32_t* ix, float* w, const float* l, int64_t E, i
     sum += p[e];
   }
   for (int64_t e = 0; e < E; ++e) p[e] /= sum;
+}
+
+void softmax_route(float* p, int32_t* ix, float* w, const float* l, int64_t E, int64_t k, bool norm_topk) {
+  softmax(p, l, E);
   float selected = 0.f;
   for (int64_t j = 0; j < k; ++j) {
     ix[j] = pick(E, ix, j, [&](int64_t e) { return p[e]; }, [](int64_t) { return true; });
@@ -55,14 +60,7 @@ void softmax_route(float* p, int32_t* ix, float* w, const float* l, int64_t E, i
 
 // GPT-OSS: p the full softmax (for the load-balancing loss); the k largest logits; w the softmax of those k.
 void topk_softmax_route(float* p, int32_t* ix, float* w, const float* l, int64_t E, int64_t k) {
-  float m = l[0];
-  for (int64_t e = 1; e < E; ++e) m = std::max(m, l[e]);
-  float sum = 0.f;
-  for (int64_t e = 0; e < E; ++e) {
-    p[e] = std::exp(l[e] - m);
-    sum += p[e];
-  }
-  for (int64_t e = 0; e < E; ++e) p[e] /= sum;
+  softmax(p, l, E);
   for (int64_t j = 0; j < k; ++j) ix[j] = pick(E, ix, j, [&](int64_t e) { return l[e]; }, [](int64_t) { return true; });
   const float top = l[ix[0]];  // the largest selected logit
   float selected = 0.f;

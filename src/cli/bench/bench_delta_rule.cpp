@@ -15,6 +15,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "engine/deltanet_block.h"
 #include "model/model_source.h"
 
 namespace mt {
@@ -79,13 +80,7 @@ void run_bench_delta_rule(const BenchDeltaRuleOptions& o) {
   const DeltaNetSpec& d = layer->deltanet;
   const DType dtype = dtype_from_name(o.dtype);
   const std::unique_ptr<Backend> be = select_backend(dtype);
-  DeltaRuleShape s;
-  s.batch = o.batch;
-  s.seq = o.seq;
-  s.n_k_heads = d.num_k_heads;
-  s.n_v_heads = d.num_v_heads;
-  s.k_head_dim = d.k_head_dim;
-  s.v_head_dim = d.v_head_dim;
+  DeltaRuleShape s = delta_rule_shape(d, o.batch, o.seq);
   const DType act = be->dtype();
   const int64_t T = s.batch * s.seq;
   void* qkv = random_buffer(*be, act, T * s.row(), -1.f, 1.f, 1);
