@@ -13,6 +13,7 @@
 
 #include "backend/backend.h"
 #include "core/activation.h"
+#include "optim/adamw.h"
 
 namespace mt::cuda {
 
@@ -124,5 +125,10 @@ void sum(double* out, const float* x, int64_t n, cudaStream_t s);
 // y = (Tout) x; y += x (fp32).
 template <typename Tout, typename Tin> void cast(Tout* y, const Tin* x, int64_t n, cudaStream_t s);
 void accumulate(float* y, const float* x, int64_t n, cudaStream_t s);
+
+// p, m, v ← AdamW's p', m', v' over n floats in place, and copy = bf16(p') where copy is not null (kernels/adamw.cu):
+// bitwise the host's adamw_update with the same coefficients.
+void adamw_update(float* p, float* m, float* v, const float* g, __nv_bfloat16* copy, int64_t n,
+                  const AdamWCoefficients& c, cudaStream_t s);
 
 }  // namespace mt::cuda

@@ -31,6 +31,10 @@ void add_bench_command(CLI::App& root, std::vector<Command>& commands) {
                   "where the activation checkpoints live: auto (host RAM where they do not fit the GPU), gpu or host "
                   "(page-locked host RAM, copied asynchronously)")
       ->capture_default_str()->check(CLI::IsMember({"auto", "gpu", "host"}));
+  app->add_option("--optimizer-on-gpu", o->optimizer_on_gpu,
+                  "auto: the leading layers' optimizer state stays in the GPU memory the plan leaves free and the GPU "
+                  "updates it (training.optimizer_on_gpu); off: every update on the CPU")
+      ->capture_default_str()->check(CLI::IsMember({"auto", "off"}));
   app->add_option("--micro-batch", o->micro_batch, "sequences per micro-batch (0 = auto)")->capture_default_str()->check(integer_in(0));
   app->add_option("--passes", o->passes,
                   "gradient accumulation passes per step (gradient_accumulation_steps; 0 = auto, as train)")

@@ -21,6 +21,7 @@
 #include "model/model_source.h"
 #include "model/model_spec.h"
 #include "plan/cudnn_attention_plan.h"
+#include "plan/resident_plan.h"
 #include "plan/resource_advice.h"
 #include "plan/sequence_limit.h"
 #include "plan/step_bound.h"
@@ -175,6 +176,10 @@ json to_json(const std::string& model, const ModelSpec& spec, const Machine& m, 
                    {"gemm_workspace", g.gemm_workspace}, {"attention_workspace", g.attention_workspace},
                    {"cudnn_backward", g.cudnn_backward}, {"cudnn_backward_need", g.cudnn_backward_need},
                    {"total", g.total()}, {"gpu_bytes", m.gpu_bytes},
+                   {"optimizer_on_gpu", [&] {
+                      const ResidentPlan r = plan_resident(spec, a.run, m.gpu_bytes, 1, true);
+                      return json{{"regions", r.regions}, {"parameters", r.parameters}, {"bytes", r.bytes}};
+                    }()},
                    {"fits", a.gpu_fits}}},
           {"nvme", {{"offload", offload_mode_name(h.offload)}, {"bytes_per_parameter", h.nvme_per_parameter},
                     {"bytes", h.nvme_bytes}, {"capacity_bytes", m.nvme_bytes}, {"staging_ram_bytes", h.staging_bytes},
@@ -247,6 +252,13 @@ void print_text(const std::string& model, const ModelSpec& spec, const Machine& 
             << (a.run.cudnn_attention ? MT_FORMAT("  attention: {} (cuDNN workspace {})\n", describe_attention_plan(g),
                                                   b(g.attention_workspace))
                                       : std::string())
+            << [&] {  // training.optimizer_on_gpu auto, on one GPU rank
+                 const ResidentPlan r = plan_resident(spec, a.run, m.gpu_bytes, 1, true);
+                 return r.regions > 0 ? MT_FORMAT("  training.optimizer_on_gpu auto: {}\n",
+                                                  describe_resident(r, make_param_layout(spec)))
+                                      : std::string("  training.optimizer_on_gpu auto: nothing fits beside the plan, "
+                                                    "every update on the CPU\n");
+               }()
             << MT_FORMAT("largest trainable model for this RAM: {:.2f} B parameters\n",
                          static_cast<double>(a.largest_parameters) / 1e9);
   std::cout << "largest model by store.offload:";

@@ -186,6 +186,7 @@ const std::vector<Field>& schema() {
       integer("training", "checkpoint_interval", 1, MT_AT(training.checkpoint_interval)),
       integer_or_auto("training", "recompute_layers", 0, MT_AT(training.recompute_layers)),
       choice("training", "activation_checkpoints", {"auto", "gpu", "host"}, MT_AT(training.activation_checkpoints)),
+      choice("training", "optimizer_on_gpu", {"auto", "off"}, MT_AT(training.optimizer_on_gpu)),
       unsigned_integer("training", "seed", MT_AT(training.seed)),
       text("training", "output_dir", false, MT_AT(training.output_dir)),
       integer("training", "logging_steps", 1, MT_AT(training.logging_steps)),

@@ -58,6 +58,9 @@ struct TrainingConfig {
                                          // internals; -1 = auto (YAML: auto): as few as GPU memory allows
   std::string activation_checkpoints = "auto";  // auto | gpu | host (engine/checkpoint_placement.h): auto puts them
                                          // in page-locked host RAM where they do not fit the GPU
+  std::string optimizer_on_gpu = "auto";  // auto | off (plan/resident_plan.h): auto keeps the leading layers'
+                                         // fp32 master, Adam moments and gradient in the GPU memory the plan leaves
+                                         // free, updated there (one rank on the node, one GPU, no store.offload)
   uint64_t seed = 42;
   std::string output_dir = "output";
   int64_t logging_steps = 1;

@@ -15,9 +15,7 @@
 namespace mt {
 namespace {
 
-struct Coefficients {
-  float decay_factor, m_weight, v_decay, v_weight, neg_step_size, bc2_sqrt, eps, scale;
-};
+using Coefficients = AdamWCoefficients;
 
 // core/dtype.h's f32_to_bf16 without the early return, so that the loop has no control flow.
 inline std::uint16_t to_bf16(float x) {
@@ -94,7 +92,9 @@ void fused_range(float* param, float* exp_avg, float* exp_avg_sq, const float* g
     adamw_range<true, true, false>(param, exp_avg, exp_avg_sq, grad, n, c, nullptr);
 }
 
-Coefficients coefficients(const AdamWStep& hp, bool decay) {
+}  // namespace
+
+AdamWCoefficients adamw_coefficients(const AdamWStep& hp, bool decay) {
   const double bias_correction1 = 1.0 - std::pow(hp.beta1, static_cast<double>(hp.step));
   const double bias_correction2 = 1.0 - std::pow(hp.beta2, static_cast<double>(hp.step));
   return {static_cast<float>(1.0 - hp.lr * (decay ? hp.weight_decay : 0.0)),
@@ -106,6 +106,8 @@ Coefficients coefficients(const AdamWStep& hp, bool decay) {
           static_cast<float>(hp.eps),
           hp.grad_scale};
 }
+
+namespace {
 
 // Runs body(begin, end) over [0, n) in chunks of whole cache lines handed out dynamically, so that a thread
 // slowed by another on its core (the engine's, the pipeline's) delays the range by one chunk, not by its whole
@@ -123,20 +125,20 @@ void for_chunks(int64_t n, const Body& body) {
 
 void adamw_params(float* param, const float* exp_avg, const float* exp_avg_sq, const float* grad, int64_t n,
                   const AdamWStep& hp, bool decay, std::uint16_t* bf16_out) {
-  const Coefficients c = coefficients(hp, decay);
+  const Coefficients c = adamw_coefficients(hp, decay);
   for_chunks(n, [&](int64_t b, int64_t e) {
     params_range(param + b, exp_avg + b, exp_avg_sq + b, grad + b, e - b, c, bf16_out ? bf16_out + b : nullptr);
   });
 }
 
 void adamw_moments(float* exp_avg, float* exp_avg_sq, const float* grad, int64_t n, const AdamWStep& hp) {
-  const Coefficients c = coefficients(hp, false);
+  const Coefficients c = adamw_coefficients(hp, false);
   for_chunks(n, [&](int64_t b, int64_t e) { moments_range(exp_avg + b, exp_avg_sq + b, grad + b, e - b, c); });
 }
 
 void adamw_update(float* param, float* exp_avg, float* exp_avg_sq, const float* grad, int64_t n,
                   const AdamWStep& hp, bool decay, std::uint16_t* bf16_out) {
-  const Coefficients c = coefficients(hp, decay);
+  const Coefficients c = adamw_coefficients(hp, decay);
   for_chunks(n, [&](int64_t b, int64_t e) {
     fused_range(param + b, exp_avg + b, exp_avg_sq + b, grad + b, e - b, c, bf16_out ? bf16_out + b : nullptr);
   });

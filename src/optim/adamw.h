@@ -18,6 +18,15 @@ struct AdamWStep {
   float grad_scale = 1.0f;     // clipping coefficient, multiplied into the gradient first
 };
 
+// The fp32 scalars of one step, from hp's fp64 as torch rounds them; every implementation of the element update
+// (these passes, the CUDA kernel of GPU-resident regions) takes its operations in this order:
+//   g = grad·scale; m' = m + m_weight·(g − m); v' = v·v_decay + (v_weight·g)·g;
+//   p' = p·decay_factor + (neg_step_size·m') / (√v' / bc2_sqrt + eps).
+struct AdamWCoefficients {
+  float decay_factor, m_weight, v_decay, v_weight, neg_step_size, bc2_sqrt, eps, scale;
+};
+AdamWCoefficients adamw_coefficients(const AdamWStep& hp, bool decay);
+
 // param, exp_avg, exp_avg_sq, grad: n floats. bf16_out (may be null): receives the updated parameter
 // rounded to bf16 (the copy that streams to the GPU). m and v are left as they were. Threaded with the calling
 // thread's OpenMP team (as adamw_moments).

@@ -74,6 +74,8 @@ OptimizerReport Optimizer::step(double lr, const std::function<void(const Optimi
   report.pass = ++passes_;
   double* partials = partials_ + (passes_ % 2) * blocks_;
 
+  MT_ASSERT(store_.resident_count() == 0 || sum_of_squares,
+            "the gradients of GPU-resident regions stay on the GPU: their Σg² must be given");
   // 1. Σ g² of this rank's blocks; then wait for every rank's (unless given).
   for (int64_t r = 0; r < store_.num_regions() && !sum_of_squares; ++r) {
     const HostStore::Slice s = store_.slice(r);
@@ -122,7 +124,17 @@ OptimizerReport Optimizer::step(double lr, const std::function<void(const Optimi
       if (!report.skipped && begin < end) update(slot, begin, end);
     }
   };
-  for (int64_t r = 0; r < store_.num_regions(); ++r) {
+  // Regions a device holds (store/resident_regions.h) lead the forward order: their updates go out first, published
+  // as they are handed out (the device orders its readers after them; the store's copy follows by sync_resident).
+  ResidentRegions* resident = store_.resident();
+  const int64_t first_host = store_.resident_count();
+  MT_ASSERT(first_host == 0 || store_.ranks() == 1, "GPU-resident regions with {} ranks on the node", store_.ranks());
+  for (int64_t r = 0; r < first_host; ++r) {
+    resident->update(r, hp, report.skipped, passes_);
+    store_.publish_slice(r, passes_);
+    store_.publish_moments(r, passes_);
+  }
+  for (int64_t r = first_host; r < store_.num_regions(); ++r) {
     std::uint16_t* bf16 = store_.stream_bf16(r);
     slots(r, [&](const ParamSlot& slot, int64_t begin, int64_t end) {
       float *p = store_.master(r) + begin, *m = store_.exp_avg(r) + begin, *v = store_.exp_avg_sq(r) + begin;
@@ -137,15 +149,14 @@ OptimizerReport Optimizer::step(double lr, const std::function<void(const Optimi
     if (fused) store_.publish_moments(r, passes_);
   }
   report.update_seconds = seconds_since(t1);
-  if (fused) return report;
   const auto t2 = std::chrono::steady_clock::now();
-  for (int64_t r = store_.num_regions() - 1; r >= 0; --r) {
+  for (int64_t r = store_.num_regions() - 1; r >= first_host && !fused; --r) {
     slots(r, [&](const ParamSlot&, int64_t begin, int64_t end) {
       adamw_moments(store_.exp_avg(r) + begin, store_.exp_avg_sq(r) + begin, store_.grad(r) + begin, end - begin, hp);
     });
     store_.publish_moments(r, passes_);
   }
-  report.moments_seconds = seconds_since(t2);
+  if (!fused) report.moments_seconds = seconds_since(t2);
   return report;
 }
 

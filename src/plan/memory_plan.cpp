@@ -250,7 +250,7 @@ GpuPlan plan_gpu(const ModelSpec& spec, const RunShape& run) {
   GpuPlan g;
   g.weight_slots = run.weight_slots * layout.largest_region_numel * es;
   if (run.dtype == DType::bf16 && run.stream_dtype == DType::f32) g.weight_slots += layout.largest_region_numel * 4;  // fp32 staging
-  g.grad_buffers = (layout.embedding().numel + layout.head_region().numel + 2 * layout.largest_region_numel) * 4 +
+  g.grad_buffers = (layout.embedding().numel + layout.head_region().numel + 2 * layout.largest_layer_numel) * 4 +
                    (run.passes > 1 ? kGradientAddChunk : 0);
   plan_activations(spec, run, es, g);
   g.gemm_workspace = gemm_workspace_bytes(has_moe_layers(spec));

@@ -72,7 +72,7 @@ double nvme_step_seconds(const HostPlan& host, double nvme_gbs);
 struct GpuPlan {
   int64_t micro_batch_size = 0;         // sequences (resolved from auto)
   int64_t weight_slots = 0;             // slots × largest region × dtype size (+ the fp32 staging buffer)
-  int64_t grad_buffers = 0;             // embedding, head and two layer buffers, fp32 (+ a 64 MiB chunk of
+  int64_t grad_buffers = 0;             // embedding, head and two buffers of the largest layer, fp32 (+ a 64 MiB chunk of
                                         // the host sum with several passes)
   int64_t checkpoints = 0;              // ceil(L / c) × pass tokens × hidden × dtype size; with the host placement
                                         // its kCheckpointStagingBuffers staging buffers of that size

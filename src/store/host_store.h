@@ -3,7 +3,9 @@
 // their owners first-touch (NUMA-local) and update. Invariants: every (region, kind) buffer and every slice is
 // contiguous and page-aligned; the stream copy equals round_to_bf16(master) after every update; region r is at
 // version v once every rank has published its slice of r at v, and readers wait for required_version(); its
-// gradient may be overwritten once every rank has published its slice's Adam moments of that version too.
+// gradient may be overwritten once every rank has published its slice's Adam moments of that version too. Regions a
+// device holds (resident_regions.h) are published as their updates are handed out; their state here follows by
+// sync_resident().
 // With store.offload, the kinds the mode offloads (offload_mode.h) have no RAM buffer (their pointers are null):
 // they live in this rank's StateTier files, reached through tier() and the *_state functions.
 #pragma once
@@ -17,6 +19,7 @@
 #include "dist/shared_window.h"
 #include "model/param_layout.h"
 #include "store/offload_mode.h"
+#include "store/resident_regions.h"
 #include "store/state_tier.h"
 
 namespace mt {
@@ -101,6 +104,16 @@ class HostStore {
   // Seconds this process has spent blocked in wait_region and wait_moments: optimizer work the engine did not hide.
   double waited_seconds() const { return waited_seconds_; }
 
+  // Regions whose state a device holds (resident_regions.h), set by their owner for its lifetime (null: none); the
+  // optimizer leaves [0, resident_count()) to it. Their master, moments and stream copy here are current only after
+  // sync_resident() (every optimizer idle), which whatever reads them on the host calls first.
+  void set_resident(ResidentRegions* resident) { resident_ = resident; }
+  ResidentRegions* resident() const { return resident_; }
+  int64_t resident_count() const { return resident_ ? resident_->count() : 0; }
+  void sync_resident() {
+    if (resident_) resident_->write_back();
+  }
+
  private:
   struct RegionBuffers {
     float* master = nullptr;
@@ -124,6 +137,7 @@ class HostStore {
   int64_t version_stride_ = 0;
   int64_t required_version_ = 0;
   mutable double waited_seconds_ = 0.0;
+  ResidentRegions* resident_ = nullptr;
 };
 
 }  // namespace mt

@@ -85,7 +85,7 @@ expect_failure host_checkpoints_beyond_ram "host RAM: the store needs 45.98 GiB 
   --batch 1 --checkpoint-interval 1 --model qwen2.5-3b --activation-checkpoints host
 expect_failure beyond_positions "--seq 65536 exceeds the 32768 positions of model qwen2.5-3b (max_position_embeddings" \
   --gpu-mem 139 --ram 125 --seq 65536 --batch 1 --model qwen2.5-3b
-expect_failure one_sequence_too_long "one sequence of 32768 tokens does not fit: the longest that fits is 9216 tokens" \
+expect_failure one_sequence_too_long "one sequence of 32768 tokens does not fit: the longest that fits is 15360 tokens" \
   --gpu-mem 20 --ram 1500 --seq 32768 --batch 1 --model qwen2.5-7b
 "$bin" calc-resource --gpu-mem 139 --ram 125 --seq 4096 --batch 1 --model qwen2.5-3b </dev/null >"$work/longest" 2>&1
 grep -q "^longest trainable sequence (batch 1, every layer recomputing): 32768 tokens; GPU memory holds [0-9]* at" \

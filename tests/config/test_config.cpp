@@ -200,6 +200,7 @@ TEST_CASE("config: the accepted keys are frozen", "[config]") {
       "training.checkpoint_interval",
       "training.recompute_layers",
       "training.activation_checkpoints",
+      "training.optimizer_on_gpu",
       "training.seed",
       "training.output_dir",
       "training.logging_steps",
@@ -247,6 +248,10 @@ TEST_CASE("config: a bad choice lists the choices", "[config]") {
         "cosine_with_min_lr)");
   CHECK(error_of(with("optimizer", "type", "adam")) ==
         "cfg.yaml: optimizer.type: 'adam' is not one of deepspeed_adam, adamw");
+  CHECK(error_of(with("training", "optimizer_on_gpu", "on")) ==
+        "cfg.yaml: training.optimizer_on_gpu: 'on' is not one of auto, off");
+  CHECK(mt::parse_config(with("training", "optimizer_on_gpu", "off"), "cfg.yaml").training.optimizer_on_gpu == "off");
+  CHECK(mt::parse_config(kMinimal, "cfg.yaml").training.optimizer_on_gpu == "auto");
   CHECK(error_of(kMinimal, {"model.dtype=fp16"}) ==
         "--set model.dtype=fp16: model.dtype: 'fp16' is not one of bfloat16, float32 (or bf16, fp32)");
 }

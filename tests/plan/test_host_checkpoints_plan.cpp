@@ -108,8 +108,8 @@ TEST_CASE("the longest sequence with the checkpoints on the host: GPU workspace 
     const char* model;
     int64_t ram_gib, gpu_tokens, gpu_interval, host_tokens, host_interval;
   };
-  for (const Case& c : {Case{"qwen2.5-3b", 125, 1095680, 6, 1447936, 3}, Case{"qwen2.5-3b", 1500, 1095680, 6, 1594368, 1},
-                        Case{"qwen2.5-7b", 125, 605184, 4, 0, 0}, Case{"qwen2.5-7b", 1500, 605184, 4, 849920, 1}}) {
+  for (const Case& c : {Case{"qwen2.5-3b", 125, 1111040, 6, 1453056, 3}, Case{"qwen2.5-3b", 1500, 1111040, 6, 1617920, 1},
+                        Case{"qwen2.5-7b", 125, 617472, 4, 0, 0}, Case{"qwen2.5-7b", 1500, 617472, 4, 867328, 1}}) {
     INFO(c.model << " with " << c.ram_gib << " GiB of RAM");
     const mt::ModelSpec spec = model(c.model);
     const mt::Machine h200{139 * kGiB, c.ram_gib * kGiB};

@@ -48,12 +48,15 @@ TEST_CASE("GPU plan terms for Qwen2.5-3B, batch 8, seq 1024, c = 1", "[plan]") {
   CHECK(g.gemm_workspace == 64 << 20);
 }
 
+// Peaks of `megatrain bench --seq 1024 --steps 1 --warmup 0 --checkpoint-interval 1 --micro-batch 4 --stream-dtype
+// bfloat16 --optimizer-on-gpu off --recompute-layers L` with MEGATRAIN_ATTENTION=ours on the H200 (ninth session,
+// docs/PERFORMANCE.md): batch 8 6.30 GiB, batch 16 7.52, 12 layers batch 8 5.55.
 TEST_CASE("GPU plan within 10% of the H200 bench peaks", "[plan]") {
   const mt::ModelSpec spec = qwen25_3b();
-  CHECK(gib(mt::plan_gpu(spec, bench_run(8)).total()) == Approx(8.0).epsilon(0.10));
-  CHECK(gib(mt::plan_gpu(spec, bench_run(16)).total()) == Approx(9.3).epsilon(0.10));
+  CHECK(gib(mt::plan_gpu(spec, bench_run(8)).total()) == Approx(6.30).epsilon(0.10));
+  CHECK(gib(mt::plan_gpu(spec, bench_run(16)).total()) == Approx(7.52).epsilon(0.10));
   const mt::ModelSpec twelve = mt::first_layers(spec, 12);  // bench --layers 12
-  CHECK(gib(mt::plan_gpu(twelve, bench_run(8)).total()) == Approx(7.3).epsilon(0.10));
+  CHECK(gib(mt::plan_gpu(twelve, bench_run(8)).total()) == Approx(5.55).epsilon(0.10));
 }
 
 TEST_CASE("micro-batch resolution follows the engine", "[plan]") {

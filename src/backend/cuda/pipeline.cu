@@ -9,6 +9,8 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/host_registration.h"
+#include "backend/cuda/resident_regions.h"
 #include "core/error.h"
 #include "kernels/kernels.h"
 
@@ -63,32 +65,14 @@ struct Counters final : PipelineCounters {
   }
 };
 
-// Page-locks host ranges for the pipeline's lifetime.
-class HostRegistration {
- public:
-  void add(void* p, int64_t bytes) {
-    if (!p || bytes <= 0) return;
-    const cudaError_t err = cudaHostRegister(p, static_cast<size_t>(bytes), cudaHostRegisterDefault);
-    MT_REQUIRE(err == cudaSuccess,
-               "cannot page-lock {:.2f} GiB of the host store for DMA: {} (check `ulimit -l`, the locked-memory "
-               "limit)",
-               bytes / 1073741824.0, cudaGetErrorString(err));
-    ranges_.push_back(p);
-  }
-  ~HostRegistration() {
-    for (void* p : ranges_) cudaHostUnregister(p);
-  }
-
- private:
-  std::vector<void*> ranges_;
-};
-
 struct Shared {
   Backend& backend;
   HostStore& store;
   cudaStream_t compute;
   std::shared_ptr<Counters> counters = std::make_shared<Counters>();
   HostRegistration registration;
+  std::unique_ptr<CudaResidentRegions> resident;  // the leading regions' state in GPU memory (may be null)
+  bool is_resident(int64_t region) const { return resident && region < resident->count(); }
 };
 
 class CudaWeightStream final : public WeightStream {
@@ -120,14 +104,20 @@ class CudaWeightStream final : public WeightStream {
     loader_.assign(n, -1);
     prev_user_.assign(n, -1);
     std::vector<int64_t> resident(k, -1), last_entry(k, -1);
+    size_t in_use = k;  // the slot of the latest entry that has one
     for (size_t i = 0; i < n; ++i) {
+      if (sh_->is_resident(order[i])) {  // read where it lives: no slot, no copy
+        slot_of_[i] = k;
+        loader_[i] = kResident;
+        continue;
+      }
       size_t s = k;
       for (size_t j = 0; j < k; ++j)
         if (resident[j] == order[i]) s = j;
       if (s == k) {  // not resident: refill the slot used farthest in the future (never the one in use)
         int64_t best = -1;
         for (size_t j = 0; j < k; ++j) {
-          if (i > 0 && j == slot_of_[i - 1]) continue;
+          if (j == in_use) continue;
           int64_t next = std::numeric_limits<int64_t>::max();
           for (size_t t = i + 1; t < n; ++t)
             if (order[t] == resident[j]) {
@@ -148,6 +138,7 @@ class CudaWeightStream final : public WeightStream {
       }
       slot_of_[i] = s;
       last_entry[s] = static_cast<int64_t>(i);
+      in_use = s;
     }
     while (events_.size() < 2 * n) {
       cudaEvent_t e;
@@ -163,6 +154,7 @@ class CudaWeightStream final : public WeightStream {
     MT_ASSERT(next_ < order_.size() && order_[next_] == region, "acquire({}) out of the planned order", region);
     const size_t i = next_++;
     issue_ready_copies();
+    if (loader_[i] == kResident) return sh_->resident->weights(region, sh_->compute);
     const auto loader = static_cast<size_t>(loader_[i]);
     // Waiting on a copy never issued would not wait at all: the slot plan must have let it start by now.
     MT_ASSERT(issued_ > loader, "weight copy for entry {} (region {}) not issued when compute needs it", loader,
@@ -188,6 +180,7 @@ class CudaWeightStream final : public WeightStream {
   int64_t bytes_moved() const override { return bytes_moved_; }
 
  private:
+  static constexpr int64_t kResident = -2;  // loader_ of an entry read from GPU-resident state
   cudaEvent_t loaded(size_t i) { return events_[2 * i]; }
   cudaEvent_t done(size_t i) { return events_[2 * i + 1]; }
 
@@ -248,7 +241,8 @@ class CudaWeightStream final : public WeightStream {
 class CudaGradientSink final : public GradientSink {
  public:
   explicit CudaGradientSink(std::shared_ptr<Shared> shared)
-      : sh_(std::move(shared)), finished_(static_cast<size_t>(sh_->store.num_regions()), false) {
+      : sh_(std::move(shared)), finished_(static_cast<size_t>(sh_->store.num_regions()), false),
+        begun_(finished_), direct_(finished_) {
     MT_CHECK_CUDA(cudaStreamCreateWithFlags(&d2h_, cudaStreamNonBlocking));
   }
   ~CudaGradientSink() override {
@@ -258,11 +252,22 @@ class CudaGradientSink final : public GradientSink {
       if (b.returned) cudaEventDestroy(b.returned);
     }
     if (sums_) sh_->backend.free_bytes(sums_);
+    if (direct_done_) cudaEventDestroy(direct_done_);
     if (chunk_) sh_->backend.free_bytes(chunk_);
     cudaStreamDestroy(d2h_);
   }
 
   float* begin(int64_t region) override {
+    const auto i = static_cast<size_t>(region);
+    // A GPU-resident region's first pass of the step accumulates in place (its gradient is that pass's sum, as in a
+    // zeroed accumulator); later passes go through an accumulator added to it in finish().
+    direct_[i] = sh_->is_resident(region) && !begun_[i];
+    begun_[i] = true;
+    if (direct_[i]) {
+      float* grad = sh_->resident->gradient(region, sh_->compute);
+      sh_->backend.zero_bytes(grad, numel(region) * 4);
+      return grad;
+    }
     Buffer& b = buffer_for(region);
     if (b.pending) MT_CHECK_CUDA(cudaStreamWaitEvent(sh_->compute, b.returned, 0));
     b.pending = false;
@@ -275,16 +280,33 @@ class CudaGradientSink final : public GradientSink {
   // (acc += host, chunk by chunk through a device buffer: the same fp32 sums as adding on the host), then Σ g²
   // of the accumulator and its copy into the store. The compute stream never waits for any of it.
   void finish(int64_t region, bool first_pass) override {
-    Buffer& b = buffer_of(region);
     const int64_t n = numel(region), bytes = n * 4;
+    if (!sums_) sums_ = static_cast<double*>(sh_->backend.alloc_bytes(sh_->store.num_regions() * 8));
+    finished_[static_cast<size_t>(region)] = true;
+    if (direct_[static_cast<size_t>(region)]) {  // accumulated in place: its Σ g² after the compute stream's writes
+      MT_ASSERT(first_pass, "a GPU-resident gradient accumulated in place after the first pass");
+      if (!direct_done_) MT_CHECK_CUDA(cudaEventCreateWithFlags(&direct_done_, cudaEventDisableTiming));
+      MT_CHECK_CUDA(cudaEventRecord(direct_done_, sh_->compute));
+      MT_CHECK_CUDA(cudaStreamWaitEvent(d2h_, direct_done_, 0));
+      cuda::sum_squares(sums_ + region, sh_->resident->gradient(region), n, d2h_);
+      return;
+    }
+    Buffer& b = buffer_of(region);
     MT_CHECK_CUDA(cudaEventRecord(b.returned, sh_->compute));
     MT_CHECK_CUDA(cudaStreamWaitEvent(d2h_, b.returned, 0));
+    if (sh_->is_resident(region)) {  // a later pass: added to the GPU-resident gradient, the host path's fp32 sums
+      MT_ASSERT(!first_pass, "the first pass of a GPU-resident region accumulates in place");
+      float* grad = sh_->resident->gradient(region);
+      cuda::accumulate(grad, b.data, n, d2h_);
+      cuda::sum_squares(sums_ + region, grad, n, d2h_);
+      MT_CHECK_CUDA(cudaEventRecord(b.returned, d2h_));
+      b.pending = true;
+      return;
+    }
     sh_->store.wait_moments(region);  // the optimizer's moments pass has read the previous gradient
     float* host = sh_->store.grad(region);
     if (!first_pass) add_host_sum(b.data, host, n);
-    if (!sums_) sums_ = static_cast<double*>(sh_->backend.alloc_bytes(sh_->store.num_regions() * 8));
     cuda::sum_squares(sums_ + region, b.data, n, d2h_);
-    finished_[static_cast<size_t>(region)] = true;
     auto [t0, t1] = sh_->counters->d2h.next();
     MT_CHECK_CUDA(cudaEventRecord(t0, d2h_));
     MT_CHECK_CUDA(cudaMemcpyAsync(host, b.data, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost, d2h_));
@@ -299,6 +321,7 @@ class CudaGradientSink final : public GradientSink {
   std::optional<double> sum_of_squares() override {
     const bool every_region = std::all_of(finished_.begin(), finished_.end(), [](bool f) { return f; });
     std::fill(finished_.begin(), finished_.end(), false);
+    std::fill(begun_.begin(), begun_.end(), false);  // the engine's step is over
     if (!every_region) return std::nullopt;  // no gradient of this step on this rank (it does not deliver)
     const int64_t regions = sh_->store.num_regions();
     std::vector<double> per_region(static_cast<size_t>(regions));
@@ -328,15 +351,15 @@ class CudaGradientSink final : public GradientSink {
     }
   }
 
-  // Embedding and head own a buffer each; decoder layers alternate between two so a layer's D2H overlaps
-  // the next layer's backward.
+  // Embedding and head own a buffer each; decoder layers alternate between two (of the largest layer's size) so a
+  // layer's D2H overlaps the next layer's backward.
   Buffer& buffer_for(int64_t region) {
     const int64_t last = static_cast<int64_t>(sh_->store.layout().regions.size()) - 1;
     size_t idx = region == 0 ? 0 : region == last ? 1 : 2 + static_cast<size_t>(next_layer_buffer_++ % 2);
     if (buffers_.size() < 4) buffers_.resize(4);
     Buffer& b = buffers_[idx];
     if (!b.data) {
-      const int64_t n = idx >= 2 ? sh_->store.layout().largest_region_numel : numel(region);
+      const int64_t n = idx >= 2 ? sh_->store.layout().largest_layer_numel : numel(region);
       b.data = static_cast<float*>(sh_->backend.alloc_bytes(n * 4));
       MT_CHECK_CUDA(cudaEventCreateWithFlags(&b.returned, cudaEventDisableTiming));
     }
@@ -356,14 +379,17 @@ class CudaGradientSink final : public GradientSink {
   float* chunk_ = nullptr;   // device landing buffer of the host sum, for passes after the first
   double* sums_ = nullptr;   // [regions] Σ g² of each region's last finished accumulator (after any host sum)
   std::vector<bool> finished_;  // regions finished since the last sum_of_squares()
+  std::vector<bool> begun_, direct_;  // since then: begun; accumulating in place (GPU-resident, first pass)
+  cudaEvent_t direct_done_ = nullptr;
   int64_t next_layer_buffer_ = 0, bytes_moved_ = 0;
 };
 
 }  // namespace
 
-EngineTransfers make_cuda_pipeline(Backend& backend, HostStore& store, int64_t slots) {
+EngineTransfers make_cuda_pipeline(Backend& backend, HostStore& store, int64_t slots, int64_t resident_regions) {
   auto shared = std::shared_ptr<Shared>(new Shared{backend, store, cuda_compute_stream(backend)});
-  for (int64_t r = 0; r < store.num_regions(); ++r) {
+  if (resident_regions > 0) shared->resident = std::make_unique<CudaResidentRegions>(backend, store, resident_regions);
+  for (int64_t r = resident_regions; r < store.num_regions(); ++r) {
     const int64_t n = store.layout().regions[static_cast<size_t>(r)].numel;
     if (store.stream_dtype() == DType::bf16) {
       shared->registration.add(store.stream_bf16(r), n * 2);

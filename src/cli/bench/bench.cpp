@@ -22,6 +22,7 @@
 #include "optim/optimizer.h"
 #include "plan/cudnn_attention_plan.h"
 #include "plan/memory_plan.h"
+#include "plan/resident_plan.h"
 #include "plan/resource_advice.h"
 #include "store/host_store.h"
 #include "store/shared_memory_check.h"
@@ -130,8 +131,11 @@ void run_bench(const BenchOptions& o) {
     log::info("bench: activation checkpoints in host RAM ({} page-locked), staging {} on the GPU",
               format_bytes(static_cast<uint64_t>(planned.host_checkpoints)),
               format_bytes(static_cast<uint64_t>(planned.checkpoints)));
+  const ResidentPlan resident = plan_resident(spec, run, backend->device_memory_bytes(), dp.size,
+                                             o.optimizer_on_gpu == "auto" && !o.skip_update);
+  if (resident.regions > 0) log::info("bench: {}", describe_resident(resident, layout));
   Engine engine(*backend, spec, store, eo,
-                make_engine_transfers(*backend, store, o.slots, dp, dtype, eo.checkpoints));
+                make_engine_transfers(*backend, store, o.slots, dp, dtype, eo.checkpoints, resident.regions));
   const double params = static_cast<double>(layout.total_numel);
   log::info("bench: {} ({:.3f} B parameters, {} layers, {} recompute in backward) on {} ({}), batch {} x {} tokens "
             "in {} pass(es) of micro-batches of {}, {} slots, {} GPU rank(s) per node on {} node(s)", o.model,

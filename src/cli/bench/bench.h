@@ -28,6 +28,7 @@ struct BenchOptions {
   int64_t checkpoint_interval = 1;
   int64_t recompute_layers = -1; // layers that recompute in backward (the first ones); -1 = as few as GPU memory allows
   std::string activation_checkpoints = "auto";  // auto | gpu | host (training.activation_checkpoints)
+  std::string optimizer_on_gpu = "auto";        // auto | off (training.optimizer_on_gpu)
   int64_t micro_batch = 0;       // 0 = auto
   int64_t passes = 0;            // gradient accumulation passes per step (0 = auto, as train)
   int64_t slots = 2;             // GPU weight slots

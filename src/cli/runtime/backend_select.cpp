@@ -61,10 +61,12 @@ int gpus_per_node(int64_t requested) {
 
 EngineTransfers make_engine_transfers(Backend& backend, HostStore& store, int64_t slots,
                                       const dist::DataParallel& dp, DType weights,
-                                      CheckpointPlacement checkpoints) {
+                                      CheckpointPlacement checkpoints, int64_t resident_regions) {
   EngineTransfers t;
+  MT_ASSERT(resident_regions == 0 || (!backend.host_memory() && dp.size <= 1),
+            "GPU-resident optimizer state needs the CUDA backend and one GPU rank");
 #ifdef MEGATRAIN_HAVE_CUDA
-  if (!backend.host_memory()) t = make_cuda_pipeline(backend, store, slots);
+  if (!backend.host_memory()) t = make_cuda_pipeline(backend, store, slots, resident_regions);
   if (!backend.host_memory() && checkpoints == CheckpointPlacement::host) t.checkpoints = make_cuda_host_checkpoints(backend);
 #endif
   if (!t.checkpoints) t.checkpoints = make_checkpoint_store(backend, checkpoints);

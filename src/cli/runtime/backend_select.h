@@ -30,8 +30,11 @@ int gpus_per_node(int64_t requested);
 // them first (NCCL on GPUs where the build has it, MPI otherwise) and delivered by the node's rank 0.
 // weights: the model's compute dtype (the store may stream fp32 master for bf16 weights). checkpoints: the resolved
 // placement of the activation checkpoints (host on CUDA: page-locked slots with asynchronous copies).
+// resident_regions: the store's leading regions whose optimizer state stays on the GPU (plan/resident_plan.h; CUDA
+// only, 0 elsewhere).
 EngineTransfers make_engine_transfers(Backend& backend, HostStore& store, int64_t slots,
                                       const dist::DataParallel& dp, DType weights,
-                                      CheckpointPlacement checkpoints = CheckpointPlacement::gpu);
+                                      CheckpointPlacement checkpoints = CheckpointPlacement::gpu,
+                                      int64_t resident_regions = 0);
 
 }  // namespace mt

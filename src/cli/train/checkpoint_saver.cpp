@@ -46,6 +46,7 @@ void CheckpointSaver::wait() {
 void CheckpointSaver::save(const std::filesystem::path& path, const CheckpointMeta& meta, int64_t keep,
                            bool background) {
   wait();  // the previous save, on every rank (its last call is a barrier)
+  store_.sync_resident();  // GPU-resident regions' state into the store (every optimizer is idle)
   const dist::Context& ctx = dist::context();
   // The node's snapshots together: 12 bytes per parameter (one node per job); the margin leaves room for the
   // page cache and everything else. Test hook (not documented for users): MEGATRAIN_TEST_SYNC_SAVE=1.

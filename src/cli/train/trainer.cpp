@@ -47,6 +47,7 @@
 #include "model/param_layout.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
+#include "plan/resident_plan.h"
 #include "store/host_store.h"
 #include "store/shared_memory_check.h"
 #include "store/tier_log.h"
@@ -294,7 +295,11 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
   eo.max_positions = std::max(spec.max_position_embeddings, c.dataset.max_seq_len);
   set_moe_aux_options(spec, c.training.moe_aux_loss_coef, eo);
   if (root && eo.moe_aux_loss) log::info("MoE router load-balancing loss on, coefficient {}", eo.moe_aux_coef);
-  Engine engine(*backend, spec, store, eo, make_engine_transfers(*backend, store, 2, dp, dtype, eo.checkpoints));
+  const ResidentPlan resident = plan_resident(spec, run, backend->device_memory_bytes(), dp.size,
+                                             c.training.optimizer_on_gpu == "auto");
+  if (root && resident.regions > 0) log::info("{}", describe_resident(resident, layout));
+  Engine engine(*backend, spec, store, eo,
+                make_engine_transfers(*backend, store, 2, dp, dtype, eo.checkpoints, resident.regions));
 
   const LrSchedule schedule{c.training.lr_scheduler, c.training.learning_rate, length.warmup_steps, num_steps,
                             c.training.min_lr_ratio};
@@ -425,8 +430,10 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
               stop_signal::requested(), summary.steps, num_steps, stop_signal::kExitStoppedForRequeue);
     return summary;
   }
-  // The master in RAM is read in place; on the state tier (optimizer+master) one region at a time is read into one
-  // region's buffer, so the export adds no more than that to the run's RAM.
+  // The master in RAM is read in place (GPU-resident regions' written back first); on the state tier
+  // (optimizer+master) one region at a time is read into one region's buffer, so the export adds no more than that
+  // to the run's RAM.
+  store.sync_resident();
   std::vector<float> tier_region;
   int64_t tier_region_index = -1;
   const RegionSource region = [&](size_t r) -> const float* {

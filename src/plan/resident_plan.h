@@ -1,0 +1,40 @@
+// The GPU-resident optimizer state of a run (store/resident_regions.h, backend/cuda/resident_regions.h): how many of
+// the store's leading regions keep their fp32 master, Adam moments and gradient in the GPU memory that the rest of
+// the plan leaves free, so that the GPU updates them and the CPU's parameters pass, which the next forward waits
+// for, covers only the regions after them.
+// Invariant: the figures mirror CudaResidentRegions' allocations (16 B per parameter, + 2 for the bf16 weights of a
+// bf16 backend); the count is 0 wherever the engine cannot hold state on the GPU (no GPU, several ranks on the
+// node sharing the store, data parallelism, the NVMe tier, or training.optimizer_on_gpu off).
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "model/model_spec.h"
+#include "model/param_layout.h"
+#include "plan/memory_plan.h"
+
+namespace mt {
+
+// GPU memory kept free beside the plan and the resident state (allocator fragmentation, library handles).
+inline constexpr int64_t kResidentMargin = int64_t{2} << 30;
+
+int64_t resident_bytes_per_parameter(DType dtype);
+
+struct ResidentPlan {
+  int64_t regions = 0;     // the store's regions [0, regions)
+  int64_t parameters = 0;  // their parameters
+  int64_t bytes = 0;       // their GPU memory
+};
+
+// The most leading regions of `layout` whose state fits `free_bytes`. single_pass (one gradient accumulation pass):
+// the embedding's and the head's backward accumulate straight into their resident gradients, so the gradient sink's
+// own buffers for them (counted in plan_gpu's grad_buffers) are never allocated, and they cost 4 B per parameter less.
+ResidentPlan resident_prefix(const ParamLayout& layout, DType dtype, int64_t free_bytes, bool single_pass);
+// A run's resident state on a GPU of gpu_bytes, after resolve_auto: what the usable memory less plan_gpu's total
+// and kResidentMargin holds; none where `enabled` is false, gpu_bytes is 0, run.ranks > 1, gpu_ranks > 1 or the
+// state tier is on.
+ResidentPlan plan_resident(const ModelSpec& spec, const RunShape& run, int64_t gpu_bytes, int gpu_ranks, bool enabled);
+// One line for the log: which regions, how many of the parameters, how much GPU memory.
+std::string describe_resident(const ResidentPlan& plan, const ParamLayout& layout);
+
+}  // namespace mt
