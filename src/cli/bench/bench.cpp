@@ -244,6 +244,7 @@ void run_bench(const BenchOptions& o) {
                             {"median_fwd_bwd_s", med(&StepFigures::fb_s)},
                             {"median_optimizer_s", med(&StepFigures::optim_s)},
                             {"skip_update", o.skip_update},
+                            {"gpu_resident_parameters", resident.parameters},
                             {"median_tokens_per_s", med(&StepFigures::tokens_per_s)},
                             {"median_tflops", med(&StepFigures::tflops)},
                             {"median_model_tflops", med(&StepFigures::model_tflops)},
