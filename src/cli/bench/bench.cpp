@@ -113,6 +113,8 @@ void run_bench(const BenchOptions& o) {
   run.passes = o.passes;
   run.checkpoint_interval = o.checkpoint_interval;
   run.weight_slots = o.slots;
+  run.ranks = store.ranks();  // ranks of the node sharing the store
+  run.offload = tier.mode;
   run.micro_batch_size = o.micro_batch;
   if (o.recompute_layers >= 0) run.recompute_layers = o.recompute_layers;
   run.checkpoints = checkpoint_placement_from_name(o.activation_checkpoints);
@@ -204,7 +206,6 @@ void run_bench(const BenchOptions& o) {
   if (!ctx.is_root()) return;
   if (const std::string profile = backend->op_profile(); !profile.empty()) log::info("{}", profile);
   // The plan's prediction: the slower of the GPU's compute and the state traffic at the probed bandwidth.
-  run.offload = tier.mode;
   const HostPlan host = plan_host(spec, stream, store.ranks(), tier.mode);
   Machine machine;
   machine.nvme_gbs = disk.mixed_gbs();
