@@ -14,6 +14,7 @@
 #include "dist/shared_flags.h"
 #include "optim/adamw.h"
 #include "optim/grad_clip.h"
+#include "optim/resident_regions.h"
 
 namespace mt {
 namespace {
@@ -124,7 +125,7 @@ OptimizerReport Optimizer::step(double lr, const std::function<void(const Optimi
       if (!report.skipped && begin < end) update(slot, begin, end);
     }
   };
-  // Regions a device holds (store/resident_regions.h) lead the forward order: their updates go out first, published
+  // Regions a device holds (optim/resident_regions.h) lead the forward order: their updates go out first, published
   // as they are handed out (the device orders its readers after them; the store's copy follows by sync_resident).
   ResidentRegions* resident = store_.resident();
   const int64_t first_host = store_.resident_count();

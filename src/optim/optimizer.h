@@ -7,7 +7,7 @@
 // rank is given, computed where the gradients were: the GPU); a non-finite norm skips the step on every rank.
 // With the state tier (store.offload) the update is one fused pass streamed through the tier's units, each state
 // byte read once and written once; the numbers are the same as in RAM (AdamW's element operations do not change).
-// Regions a device holds (store/resident_regions.h) go to it first, published as they are handed out; the passes
+// Regions a device holds (optim/resident_regions.h) go to it first, published as they are handed out; the passes
 // cover the rest, and the norm must then be given (their gradients are not in the store).
 #pragma once
 #include <cstdint>

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "dist/check.h"
 #include "dist/shared_flags.h"
+#include "optim/resident_regions.h"
 #include "store/shared_memory_check.h"
 
 namespace mt {
@@ -122,6 +123,12 @@ HostStore::~HostStore() = default;
 
 int64_t* HostStore::version_row(const int64_t* table, int rank) const {
   return const_cast<int64_t*>(table) + static_cast<int64_t>(rank) * version_stride_;
+}
+
+int64_t HostStore::resident_count() const { return resident_ ? resident_->count() : 0; }
+
+void HostStore::sync_resident() {
+  if (resident_) resident_->write_back();
 }
 
 void HostStore::publish_slice(int64_t r, int64_t version) {

@@ -19,10 +19,11 @@
 #include "dist/shared_window.h"
 #include "model/param_layout.h"
 #include "store/offload_mode.h"
-#include "store/resident_regions.h"
 #include "store/state_tier.h"
 
 namespace mt {
+
+class ResidentRegions;  // optim/resident_regions.h
 
 class HostStore {
  public:
@@ -109,10 +110,8 @@ class HostStore {
   // sync_resident() (every optimizer idle), which whatever reads them on the host calls first.
   void set_resident(ResidentRegions* resident) { resident_ = resident; }
   ResidentRegions* resident() const { return resident_; }
-  int64_t resident_count() const { return resident_ ? resident_->count() : 0; }
-  void sync_resident() {
-    if (resident_) resident_->write_back();
-  }
+  int64_t resident_count() const;
+  void sync_resident();
 
  private:
   struct RegionBuffers {

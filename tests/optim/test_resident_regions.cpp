@@ -1,4 +1,4 @@
-// The optimizer with regions a device holds (store/resident_regions.h), through a host stand-in for the device that
+// The optimizer with regions a device holds (optim/resident_regions.h), through a host stand-in for the device that
 // keeps its own copy of each resident region's state: the optimizer hands it exactly the leading regions, once a
 // step, with the step's coefficients (and the skip of a non-finite norm), runs its own passes over the others only
 // (never touching the resident regions' state in the store, which follows at sync_resident), publishes every region
@@ -11,6 +11,7 @@
 #include "catch.h"
 #include "optim/adamw.h"
 #include "optim/optimizer.h"
+#include "optim/resident_regions.h"
 #include "store/host_store.h"
 
 namespace {

@@ -1,4 +1,4 @@
-// CudaResidentRegions: the CUDA implementation of store/resident_regions.h. For each of the store's leading
+// CudaResidentRegions: the CUDA implementation of optim/resident_regions.h. For each of the store's leading
 // `count` regions, GPU memory holds its fp32 master, Adam m and v, its final gradient and (bf16 compute) the bf16
 // weights the layers read: 16 B per parameter, 18 with the copy (plan/resident_plan.h sizes them). Updates run on
 // their own stream; the engine's weight stream reads the weights through weights() and the gradient sink leaves the
@@ -15,6 +15,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/host_registration.h"
+#include "optim/resident_regions.h"
 #include "store/host_store.h"
 
 namespace mt {
