@@ -62,6 +62,39 @@ int64_t cudnn_backward_graph_bytes(int64_t batch, int64_t bucket_seq, int64_t n_
   return align_up(dp + dq) + align_up(batch * n_heads * bucket_seq * 4) + kCudnnGraphUnit;
 }
 
+int64_t cudnn_backward_tile_setting() {
+  const char* env = std::getenv("MEGATRAIN_CUDNN_BACKWARD_TILE");
+  if (env == nullptr || *env == '\0') return kCudnnBackwardTile;
+  char* end = nullptr;
+  const long long v = std::strtoll(env, &end, 10);
+  MT_REQUIRE(*end == '\0' && (v == 0 || (v >= 128 && (v & (v - 1)) == 0)),
+             "MEGATRAIN_CUDNN_BACKWARD_TILE must be 0 or a power of two of at least 128, not '{}'", env);
+  return v;
+}
+
+namespace {
+bool tiles_at(const AttnShape& s, int64_t tile) {
+  return tile > 0 && s.seq > tile && !(s.window > 0 && s.window < s.seq);
+}
+}  // namespace
+
+int64_t cudnn_backward_tile(const AttnShape& s) {
+  const int64_t tile = cudnn_backward_tile_setting();
+  return tiles_at(s, tile) ? tile : 0;
+}
+
+int64_t cudnn_tiled_side_bytes(const AttnShape& s, int64_t T) {
+  const int64_t b = s.batch, h = s.n_heads, qw = s.n_heads * s.head_dim, kw = s.n_kv_heads * s.head_dim;
+  const int64_t rows = (s.seq + T - 1) / T * T;
+  const int64_t q_tile = align_up(b * T * qw * 2), kv_tile = align_up(b * T * kw * 2), row = align_up(b * h * T * 4);
+  return 2 * row + 4 * q_tile + 4 * kv_tile + align_up(b * T * qw * 4) + 2 * align_up(b * rows * kw * 4);
+}
+
+int64_t cudnn_tiled_backward_bytes(const AttnShape& s, int64_t T) {
+  const int64_t softmax_sum = align_up(s.batch * s.n_heads * T * 4);
+  return cudnn_backward_graph_bytes(s.batch, T, s.n_heads, s.head_dim) - softmax_sum + cudnn_tiled_side_bytes(s, T);
+}
+
 namespace {
 
 // The staging copies at the bucket length Sp.
@@ -80,17 +113,28 @@ int64_t cudnn_staging_bytes(bool backward, const AttnShape& s) {
 }
 
 CudnnWorkspace cudnn_attention_workspace(const AttnShape& s) {
-  const int64_t Sp = cudnn_seq_bucket(s.seq);
+  const int64_t Sp = cudnn_seq_bucket(s.seq), tile = cudnn_backward_tile(s);
   return {kCudnnGraphUnit + cudnn_staging_bytes(false, s),
-          cudnn_backward_graph_bytes(s.batch, Sp, s.n_heads, s.head_dim) + cudnn_staging_bytes(true, s)};
+          tile > 0 ? cudnn_tiled_backward_bytes(s, tile)
+                   : cudnn_backward_graph_bytes(s.batch, Sp, s.n_heads, s.head_dim) + cudnn_staging_bytes(true, s)};
 }
 
 CudnnWorkspace cudnn_attention_reserve(const AttnShape& longest) {
-  const int64_t Sp = cudnn_seq_bucket(longest.seq);
   const bool buckets = cudnn_seq_bucket(1) != 1;  // off (MEGATRAIN_CUDNN_SEQ_BUCKETS=0): nothing is ever staged
-  const int64_t graph = cudnn_backward_graph_bytes(longest.batch, Sp, longest.n_heads, longest.head_dim);
-  if (!buckets) return {kCudnnGraphUnit, graph};
-  return {kCudnnGraphUnit + staging_at(false, longest, Sp), graph + staging_at(true, longest, Sp)};
+  // One graph at a length's bucket, staged as if one token short of it.
+  const auto one_graph = [&](const AttnShape& s) {
+    const int64_t Sp = cudnn_seq_bucket(s.seq);
+    return CudnnWorkspace{kCudnnGraphUnit + (buckets ? staging_at(false, s, Sp) : 0),
+                          cudnn_backward_graph_bytes(s.batch, Sp, s.n_heads, s.head_dim) +
+                              (buckets ? staging_at(true, s, Sp) : 0)};
+  };
+  const int64_t tile = cudnn_backward_tile(longest);
+  if (tile == 0) return one_graph(longest);
+  // Past the tile: the forward as one graph; the backward in tiles (their side tensors grow with the length), or
+  // for batches no longer than the tile one graph of it.
+  AttnShape at_tile = longest;
+  at_tile.seq = tile;
+  return {one_graph(longest).forward, std::max(cudnn_tiled_backward_bytes(longest, tile), one_graph(at_tile).backward)};
 }
 
 int64_t cudnn_workspace_limit(AttentionChoice c, int64_t planned_bytes) {
@@ -119,8 +163,11 @@ std::string describe_attention_choice(AttentionChoice c, int64_t limit_bytes) {
   if (c == AttentionChoice::ours) return "MEGATRAIN_ATTENTION=ours: our kernel in both directions";
   return MT_FORMAT(
       "MEGATRAIN_ATTENTION={}: forward cuDNN where it covers the case (bf16, soft-capped or not; no ALiBi, sinks or "
-      "segments); backward cuDNN's deterministic graph {}; our kernel elsewhere and wherever a plan does not finalize",
+      "segments); backward cuDNN's deterministic graph{} {}; our kernel elsewhere and wherever a plan does not finalize",
       attention_choice_name(c),
+      cudnn_backward_tile_setting() > 0
+          ? MT_FORMAT(" (past {} tokens in tiles of that length, no window)", cudnn_backward_tile_setting())
+          : std::string(),
       limit_bytes >= 0 ? MT_FORMAT("where its workspace and staging fit {}", mib(limit_bytes))
                        : std::string("wherever the GPU can hold its workspace"));
 }

@@ -45,6 +45,27 @@ int64_t cudnn_seq_bucket(int64_t seq);
 inline constexpr int64_t kCudnnGraphUnit = 256;
 int64_t cudnn_backward_graph_bytes(int64_t batch, int64_t bucket_seq, int64_t n_heads, int64_t head_dim);
 
+// The deterministic backward in tiles: past MEGATRAIN_CUDNN_BACKWARD_TILE tokens (default kCudnnBackwardTile; 0: never)
+// a causal, windowless call runs as square tiles of the sequence — the diagonal tiles causal, those below it
+// unmasked, those above skipped — each through one tile-long graph whose workspace is the tile's, not the sequence's.
+// Each tile's rows are gathered into tile buffers (the last tile's rows past the sequence 0), so that no call is
+// staged and the two graphs serve every length; the tiles' bf16 dQ, dK, dV are summed in a fixed order into fp32
+// accumulators (dQ one row of tiles at a time, dK and dV over the whole sequence): deterministic, and the workspace
+// O(tile² + sequence). Padded query rows (seq_lens, the last tile's) get kCudnnPadLse as their lse, so their
+// probabilities are 0; causality keeps every real row off the padded columns. Returns the tile, or 0 where the call
+// runs as one graph.
+inline constexpr int64_t kCudnnBackwardTile = 8192;
+inline constexpr float kCudnnPadLse = 1e30f;
+int64_t cudnn_backward_tile(const AttnShape& s);
+int64_t cudnn_backward_tile_setting();  // MEGATRAIN_CUDNN_BACKWARD_TILE or kCudnnBackwardTile (one error line if bad)
+// What the tiled backward holds beside its graphs' plan workspace at tile T: the fp32 softmax sum and lse of a tile,
+// the tile's bf16 q, o, dO, k, v and their dq, dk, dv, the fp32 dQ accumulator of a row of tiles, and the fp32 dK and
+// dV of the whole sequence (rounded up to tiles).
+int64_t cudnn_tiled_side_bytes(const AttnShape& s, int64_t T);
+// The tiled backward's whole workspace: the tile graph's plan as cudnn_backward_graph_bytes counts it (less its
+// softmax sum, which the side bytes hold), then the side bytes. Nothing is staged.
+int64_t cudnn_tiled_backward_bytes(const AttnShape& s, int64_t T);
+
 // The staging copies of a call whose length is not its bucket's (else 0): forward q, o, k, v, lse and lengths at the
 // bucket length; backward q, o, dO, dQ, k, v, dK, dV, lse and lengths.
 int64_t cudnn_staging_bytes(bool backward, const AttnShape& s);
@@ -55,7 +76,8 @@ struct CudnnWorkspace {
 };
 CudnnWorkspace cudnn_attention_workspace(const AttnShape& s);
 // The most that calls of any length up to longest.seq make it hold (a batch is as long as its longest sequence, so
-// lengths vary): the graph of longest's bucket and its staging, as if staged (one token short of a bucket is).
+// lengths vary): the graph of longest's bucket and its staging, as if staged (one token short of a bucket is); where
+// longest tiles, the backward's figure is the larger of its tiles' and one graph at the tile's length.
 // What the memory plan reserves.
 CudnnWorkspace cudnn_attention_reserve(const AttnShape& longest);
 

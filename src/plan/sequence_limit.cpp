@@ -104,22 +104,38 @@ SequenceLimit longest_trainable_sequence(const ModelSpec& spec, RunShape run, co
     r.cudnn_backward = cudnn_backward;
     return longest_fitting([&](int64_t steps) { return one_sequence_gpu_bytes(spec, r, steps * kSequenceStep) <= usable; });
   };
+  // Ours, or cuDNN's deterministic backward where that fits longer (in tiles it holds less than our GQA partials).
   s.memory_tokens = longest(false);
+  if (run.cudnn_attention) {
+    s.cudnn_backward_tokens = longest(true);
+    s.memory_tokens = std::max(s.memory_tokens, s.cudnn_backward_tokens);
+  }
   if (s.memory_tokens > 0) {
-    if (run.cudnn_attention) s.cudnn_backward_tokens = longest(true);
     RunShape at = run;
     at.cudnn_backward = s.cudnn_backward_tokens >= s.memory_tokens;
     s.gpu_bytes = one_sequence_gpu_bytes(spec, at, s.memory_tokens, &s.checkpoint_interval);
   }
-  // The checkpoints in host RAM, beside the host plan (our attention backward, as memory_tokens).
+  // The checkpoints in host RAM, beside the host plan (with the backward that fits longer, as memory_tokens).
   const int64_t host_room = machine.ram_bytes > 0 ? ram_usable - host.ram_bytes() : std::numeric_limits<int64_t>::max();
   if (host_room < 0) return s;
-  const auto on_host = [&](int64_t tokens) {
-    return leanest_plan(spec, run, tokens, CheckpointPlacement::host, host_room);
+  const auto on_host = [&](int64_t tokens, bool cudnn_backward) {
+    RunShape r = run;
+    r.cudnn_backward = cudnn_backward;
+    return leanest_plan(spec, r, tokens, CheckpointPlacement::host, host_room);
   };
-  s.host_memory_tokens = longest_fitting([&](int64_t steps) { return on_host(steps * kSequenceStep).gpu_bytes <= usable; });
+  const auto host_longest = [&](bool cudnn_backward) {
+    return longest_fitting(
+        [&](int64_t steps) { return on_host(steps * kSequenceStep, cudnn_backward).gpu_bytes <= usable; });
+  };
+  s.host_memory_tokens = host_longest(false);
+  bool host_cudnn = false;
+  if (run.cudnn_attention) {
+    const int64_t t = host_longest(true);
+    host_cudnn = t > s.host_memory_tokens;
+    s.host_memory_tokens = std::max(s.host_memory_tokens, t);
+  }
   if (s.host_memory_tokens > 0) {
-    const OneSequencePlan p = on_host(s.host_memory_tokens);
+    const OneSequencePlan p = on_host(s.host_memory_tokens, host_cudnn);
     s.host_checkpoint_interval = p.interval;
     s.host_gpu_bytes = p.gpu_bytes;
     s.host_checkpoint_bytes = p.host_checkpoints;

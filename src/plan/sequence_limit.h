@@ -31,7 +31,8 @@ struct SequenceLimit {
   int64_t checkpoint_interval = 0;    // the interval it fits at
   int64_t gpu_bytes = 0;              // its plan's GPU total
   // With run.cudnn_attention: the longest multiple of kSequenceStep at which cuDNN's deterministic backward's
-  // workspace fits too (0: at none); longer sequences, up to memory_tokens, plan (and run) our backward.
+  // workspace fits too (0: at none); longer sequences, up to memory_tokens, plan (and run) our backward. In tiles
+  // (cudnn_backward_tile) cuDNN's backward holds less than ours (our GQA partials), so it usually sets memory_tokens.
   int64_t cudnn_backward_tokens = 0;
   bool host_fits = false;             // the host store fits the RAM, its NVMe tier the NVMe (batch 1 needs nothing
                                       // else of the host)
@@ -57,7 +58,7 @@ int64_t one_sequence_gpu_bytes(const ModelSpec& spec, RunShape run, int64_t toke
 
 // run: dtype, stream dtype, weight slots, ranks, offload, token_chunk, cudnn_attention and, when not 0,
 // checkpoint_interval are kept (its checkpoint placement is not: both are reported); the rest is batch 1
-// recomputing every layer. memory_tokens assumes our backward
+// recomputing every layer. memory_tokens is the longer of our backward's and (with run.cudnn_attention) cuDNN's
 // (cuDNN's forward staging counted); cudnn_backward_tokens says how far cuDNN's backward fits.
 SequenceLimit longest_trainable_sequence(const ModelSpec& spec, RunShape run, const Machine& machine);
 

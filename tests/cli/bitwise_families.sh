@@ -2,6 +2,8 @@
 # Today's four families (Llama, Qwen2, Qwen3, Mistral) train bitwise as they did before the layer-kinds refactor:
 # the final weights (sha256 of model.safetensors) and the logged losses and gradient norms of each run equal those
 # the previous main recorded in tests/fixtures/bitwise_before_layer_kinds.txt. `--record` rewrites that file.
+# OpenBLAS picks its sgemm kernels by CPU (FMA kernels on Haswell and later round differently), so the runs pin
+# OPENBLAS_CORETYPE to Prescott, an SSE3 kernel every x86-64 CI machine has, with which the reference was recorded.
 # Usage: bitwise_families.sh <megatrain> <source dir> [--record]
 set -euo pipefail
 bin=$1 src=$2 mode=${3:-check}
@@ -22,7 +24,7 @@ for case in llama qwen2 qwen3 mistral; do
     name=${v%%|*} args=${v#*|}
     dir=$work/$case-$name
     # shellcheck disable=SC2086
-    OMP_NUM_THREADS=2 "$bin" train --config "$fx/train.yaml" --set "model.name=$fx/model" \
+    OPENBLAS_CORETYPE=Prescott OMP_NUM_THREADS=2 "$bin" train --config "$fx/train.yaml" --set "model.name=$fx/model" \
       --set "dataset.dataset_dir=$fx/data" --set "training.output_dir=$dir" $args >"$dir.log" 2>&1 ||
       { cat "$dir.log"; echo "FAIL: $case $name did not train"; exit 1; }
     weights=$(sha256sum "$dir/final/model.safetensors" | cut -d' ' -f1)

@@ -72,6 +72,13 @@ Reference through_backend(mt::Backend& be, const std::vector<float>& q, const st
   return {out.read(), lse.read(), dq.read(), dk.read(), dv.read()};
 }
 
+// Sets an environment variable for one scope.
+struct Env {
+  const char* name;
+  Env(const char* n, const char* value) : name(n) { setenv(n, value, 1); }
+  ~Env() { unsetenv(name); }
+};
+
 struct CudnnCase {
   const char* name;
   int64_t batch, seq, heads, kv_heads, head_dim, window;
@@ -210,6 +217,91 @@ TEST_CASE("cudnn attention forward and deterministic backward match the referenc
       check_close("our backward from cudnn's lse: dk", download(dk4), want.dk, tolerance<bf16>);
       check_close("our backward from cudnn's lse: dv", download(dv4), want.dv, tolerance<bf16>);
       check_close("our lse against cudnn's", download(lse_ours), download(lse), 1e-4);
+    }
+  }
+}
+
+// The deterministic backward in tiles (plan/cudnn_attention_plan.h: cudnn_backward_tile), with tiles made short by
+// MEGATRAIN_CUDNN_BACKWARD_TILE so that a few thousand tokens run several rows of them: against the reference, bit
+// for bit on a repeat, padded rows 0, near the one-graph backward, and within the plan's workspace formula.
+TEST_CASE("cudnn attention: the deterministic backward in tiles matches the reference", "[gpu][attention][cudnn]") {
+  MT_REQUIRE_GPU();
+  auto cudnn = make_cudnn();
+  REQUIRE(cudnn->version() > 0);
+  struct TiledCase {
+    const char* name;
+    int64_t batch, seq, heads, kv_heads, head_dim;
+    std::vector<int32_t> seq_lens;
+    const char* tile;
+    int64_t want_tile;
+    float softcap = 0.f;
+  };
+  const std::vector<TiledCase> cases = {
+      {"GQA 2, length 4096 in tiles of 1024 (10 tiles)", 1, 4096, 4, 2, 64, {}, "1024", 1024},
+      {"GQA 4, odd length 3000 (the last tile 952 rows), padded 3000/1777, tiles of 1024", 2, 3000, 8, 2, 128,
+       {3000, 1777}, "1024", 1024},
+      {"MQA, odd length 1100 in tiles of 256 (the last 76 rows)", 1, 1100, 4, 1, 64, {}, "256", 256},
+      {"soft-cap 2, GQA 2, head_dim 256, padded 2048/1500, tiles of 512", 2, 2048, 4, 2, 256, {2048, 1500}, "512", 512,
+       2.f},
+      {"MHA, length 640 in tiles of 512 (the last 128 rows), padded 640/639/1", 3, 640, 4, 4, 128, {640, 639, 1},
+       "512", 512},
+  };
+  for (const TiledCase& c : cases) {
+    DYNAMIC_SECTION(c.batch << "x" << c.seq << " " << c.heads << "/" << c.kv_heads << " hd" << c.head_dim << " tile"
+                            << c.tile) {
+      INFO(c.name);
+      const int64_t T = c.batch * c.seq, q_size = T * c.heads * c.head_dim, kv_size = T * c.kv_heads * c.head_dim;
+      mt::AttnShape host{.batch = c.batch,
+                         .seq = c.seq,
+                         .n_heads = c.heads,
+                         .n_kv_heads = c.kv_heads,
+                         .head_dim = c.head_dim,
+                         .softcap = c.softcap};
+      host.seq_lens = c.seq_lens.empty() ? nullptr : c.seq_lens.data();
+      auto d_lens = upload_ints(c.seq_lens.empty() ? std::vector<int32_t>{0} : c.seq_lens);
+      mt::AttnShape dev = host;
+      dev.seq_lens = host.seq_lens != nullptr ? d_lens->get() : nullptr;
+      const auto q = rounded<bf16>(random_floats(q_size, 81, c.softcap > 0.f ? 1.5f : 1.f));
+      const auto k = rounded<bf16>(random_floats(kv_size, 82, c.softcap > 0.f ? 1.5f : 1.f));
+      const auto v = rounded<bf16>(random_floats(kv_size, 83)), dout = rounded<bf16>(random_floats(q_size, 84));
+      const Reference want = reference(q, k, v, dout, host);
+      auto d_q = upload<bf16>(q), d_k = upload<bf16>(k), d_v = upload<bf16>(v), d_dout = upload<bf16>(dout);
+      DeviceBuffer<bf16> out(q_size), dq(q_size), dk(kv_size), dv(kv_size), dq2(q_size), dk2(kv_size), dv2(kv_size);
+      DeviceBuffer<bf16> dq1(q_size), dk1(kv_size), dv1(kv_size);
+      DeviceBuffer<float> lse(c.batch * c.heads * c.seq);
+      REQUIRE(cudnn->forward(out.get(), lse.get(), d_q->get(), d_k->get(), d_v->get(), dev));
+      {
+        const Env whole("MEGATRAIN_CUDNN_BACKWARD_TILE", "0");
+        REQUIRE(mt::cudnn_backward_tile(dev) == 0);
+        REQUIRE(cudnn->backward(dq1.get(), dk1.get(), dv1.get(), d_dout->get(), d_q->get(), d_k->get(), d_v->get(),
+                                out.get(), lse.get(), dev));
+      }
+      const Env tiles("MEGATRAIN_CUDNN_BACKWARD_TILE", c.tile);
+      REQUIRE(mt::cudnn_backward_tile(dev) == c.want_tile);
+      const int64_t need = cudnn->workspace_need(true, dev);
+      const int64_t planned = mt::cudnn_tiled_backward_bytes(dev, c.want_tile);
+      INFO("tiled backward workspace: " << need << " B, plan " << planned << " B");
+      REQUIRE(need > 0);
+      CHECK(need <= planned);
+      REQUIRE(cudnn->backward(dq.get(), dk.get(), dv.get(), d_dout->get(), d_q->get(), d_k->get(), d_v->get(),
+                              out.get(), lse.get(), dev));
+      REQUIRE(cudnn->backward(dq2.get(), dk2.get(), dv2.get(), d_dout->get(), d_q->get(), d_k->get(), d_v->get(),
+                              out.get(), lse.get(), dev));
+      const auto got_dq = download(dq), got_dk = download(dk), got_dv = download(dv);
+      check_close("tiled dq", got_dq, want.dq, tolerance<bf16>);
+      check_close("tiled dk", got_dk, want.dk, tolerance<bf16>);
+      check_close("tiled dv", got_dv, want.dv, tolerance<bf16>);
+      CHECK(same_bits(got_dq, download(dq2)));
+      CHECK(same_bits(got_dk, download(dk2)));
+      CHECK(same_bits(got_dv, download(dv2)));
+      CudnnCase shape_of{c.name, c.batch, c.seq, c.heads, c.kv_heads, c.head_dim, 0, c.seq_lens};
+      CHECK(nonzero_padding(got_dq, shape_of, c.heads * c.head_dim) == 0);
+      CHECK(nonzero_padding(got_dk, shape_of, c.kv_heads * c.head_dim) == 0);
+      CHECK(nonzero_padding(got_dv, shape_of, c.kv_heads * c.head_dim) == 0);
+      // Against the one graph: both bf16 roundings of the same sums (the tiles round each tile's part once more).
+      check_close("tiled dq against one graph", got_dq, download(dq1), 1e-2);
+      check_close("tiled dk against one graph", got_dk, download(dk1), 1e-2);
+      check_close("tiled dv against one graph", got_dv, download(dv1), 1e-2);
     }
   }
 }
@@ -361,7 +453,8 @@ TEST_CASE("attention probe: cuDNN plans and ours-vs-cuDNN TFLOP/s", "[.attention
     float scale = 0.f, softcap = 0.f;
   };
   const float gemma_scale = 1.f / 16.f, gemma_cap = 50.f;
-  for (const Shape sh : {Shape{4, 8192, 16, 2, 128}, Shape{1, 32768, 16, 2, 128},
+  for (const Shape sh : {Shape{4, 8192, 16, 2, 128}, Shape{1, 32768, 16, 2, 128}, Shape{1, 131072, 16, 2, 128},
+                         Shape{1, 65536, 28, 4, 128},
                          Shape{32, 1024, 16, 8, 256, 0, gemma_scale, gemma_cap},
                          Shape{4, 8192, 16, 8, 256, 0, gemma_scale, gemma_cap},
                          Shape{4, 8192, 16, 8, 256, 4096, gemma_scale, gemma_cap}}) {
@@ -453,12 +546,28 @@ TEST_CASE("attention probe: cuDNN plans and ours-vs-cuDNN TFLOP/s", "[.attention
         bwd_flops);
     const double cudnn_fwd =
         time([&] { return cudnn->forward(out.get(), lse.get(), q.get(), k.get(), v.get(), s); }, fwd_flops);
-    const double cudnn_bwd = time(
-        [&] {
-          return cudnn->backward(dq.get(), dk.get(), dv.get(), dout.get(), q.get(), k.get(), v.get(), out.get(),
-                                 lse.get(), s, true);
-        },
-        bwd_flops);
+    // The deterministic backward as one graph (MEGATRAIN_CUDNN_BACKWARD_TILE=0), then in tiles of each length below
+    // the sequence's (the default tile first).
+    auto deterministic_at = [&](const char* tile) {
+      setenv("MEGATRAIN_CUDNN_BACKWARD_TILE", tile, 1);
+      const double tf = time(
+          [&] {
+            return cudnn->backward(dq.get(), dk.get(), dv.get(), dout.get(), q.get(), k.get(), v.get(), out.get(),
+                                   lse.get(), s, true);
+          },
+          bwd_flops);
+      unsetenv("MEGATRAIN_CUDNN_BACKWARD_TILE");
+      return tf;
+    };
+    const double cudnn_bwd = sh.seq <= 32768 ? deterministic_at("0") : -1.0;  // one graph: quadratic workspace
+    for (const char* tile : {"8192", "4096", "16384"}) {
+      if (std::atoll(tile) >= sh.seq || sh.window > 0) continue;
+      setenv("MEGATRAIN_CUDNN_BACKWARD_TILE", tile, 1);
+      const int64_t need = cudnn->workspace_need(true, s);
+      unsetenv("MEGATRAIN_CUDNN_BACKWARD_TILE");
+      std::printf("  cuDNN backward deterministic in tiles of %s: %.1f TFLOP/s, workspace %lld MiB\n", tile,
+                  deterministic_at(tile), static_cast<long long>(need >> 20));
+    }
     const double cudnn_bwd_nd = time(
         [&] {
           return cudnn->backward(dq.get(), dk.get(), dv.get(), dout.get(), q.get(), k.get(), v.get(), out.get(),
@@ -477,15 +586,33 @@ TEST_CASE("attention probe: cuDNN plans and ours-vs-cuDNN TFLOP/s", "[.attention
       cu::attention_backward<bf16>(dq.get(), dk.get(), dv.get(), dout.get(), q.get(), k.get(), v.get(), out.get(),
                                    lse.get(), s, test_stream());
       REQUIRE(cudnn->forward(out2.get(), lse2.get(), q.get(), k.get(), v.get(), s));
+      setenv("MEGATRAIN_CUDNN_BACKWARD_TILE", "0", 1);
       REQUIRE(cudnn->backward(dq2.get(), dk2.get(), dv2.get(), dout.get(), q.get(), k.get(), v.get(), out2.get(),
                               lse2.get(), s, true));
       REQUIRE(cudnn->backward(dq3.get(), dk2.get(), dv2.get(), dout.get(), q.get(), k.get(), v.get(), out2.get(),
                               lse2.get(), s, true));
+      unsetenv("MEGATRAIN_CUDNN_BACKWARD_TILE");
       const auto got_dq = download(dq2);
       std::printf("  cuDNN vs ours: out %.2e lse %.2e dq %.2e dk %.2e dv %.2e; deterministic dq bit for bit: %s\n",
                   rel_err(download(out2), download(out)), rel_err(download(lse2), download(lse)),
                   rel_err(got_dq, download(dq)), rel_err(download(dk2), download(dk)),
                   rel_err(download(dv2), download(dv)), same_bits(got_dq, download(dq3)) ? "yes" : "NO");
+    }
+    // The default tiles against our kernel (where the sequence tiles), and twice: bit for bit.
+    if (mt::cudnn_backward_tile(s) > 0 && sh.window == 0) {
+      DeviceBuffer<bf16> dq2(q_size), dk2(kv_size), dv2(kv_size), dq3(q_size);
+      cu::attention_forward<bf16>(out.get(), lse.get(), q.get(), k.get(), v.get(), s, test_stream());
+      cu::attention_backward<bf16>(dq.get(), dk.get(), dv.get(), dout.get(), q.get(), k.get(), v.get(), out.get(),
+                                   lse.get(), s, test_stream());
+      REQUIRE(cudnn->backward(dq2.get(), dk2.get(), dv2.get(), dout.get(), q.get(), k.get(), v.get(), out.get(),
+                              lse.get(), s, true));
+      REQUIRE(cudnn->backward(dq3.get(), dk2.get(), dv2.get(), dout.get(), q.get(), k.get(), v.get(), out.get(),
+                              lse.get(), s, true));
+      const auto got_dq = download(dq2);
+      std::printf("  cuDNN tiles (%lld) vs ours: dq %.2e dk %.2e dv %.2e; dq bit for bit: %s\n",
+                  static_cast<long long>(mt::cudnn_backward_tile(s)), rel_err(got_dq, download(dq)),
+                  rel_err(download(dk2), download(dk)), rel_err(download(dv2), download(dv)),
+                  same_bits(got_dq, download(dq3)) ? "yes" : "NO");
     }
     std::fflush(stdout);
     MT_CUDA_OK(cudaGetLastError());

@@ -185,8 +185,9 @@ TEST_CASE("memory plan: cuDNN's deterministic backward workspace is reserved whe
     const Env e("MEGATRAIN_ATTENTION", "ours");
     CHECK(!mt::cudnn_attention_for(mt::DType::bf16, 139 * kGiB));
   }
-  // A GPU that does not hold the workspace beside the leanest plan (2×32768: 33 GiB a sequence on a 48 GiB GPU):
-  // the plan assumes our backward and says so.
+  // A GPU that does not hold the one-graph workspace beside the leanest plan (2×32768: 33 GiB a sequence on a 48 GiB
+  // GPU): the plan assumes our backward and says so.
+  const Env whole("MEGATRAIN_CUDNN_BACKWARD_TILE", "0");
   mt::RunShape small = run;
   small.seq_len = 32768;
   small.batch_size = 2;
@@ -237,6 +238,7 @@ TEST_CASE("memory plan: a length between buckets reserves the staging copies", "
 }
 
 TEST_CASE("sequence limit: beyond the length cuDNN's backward fits, the plan assumes ours", "[plan][cudnn][longseq]") {
+  const Env whole("MEGATRAIN_CUDNN_BACKWARD_TILE", "0");  // one graph: its workspace is quadratic in the length
   const mt::ModelSpec spec = qwen25_3b();
   const mt::Machine h200{139 * kGiB, 1500 * kGiB};
   mt::RunShape run;
@@ -254,4 +256,72 @@ TEST_CASE("sequence limit: beyond the length cuDNN's backward fits, the plan ass
   CHECK(s.gpu_bytes == mt::one_sequence_gpu_bytes(spec, run, s.memory_tokens));  // our backward there
   // Without cuDNN the figure is as before.
   CHECK(mt::longest_trainable_sequence(spec, mt::RunShape{}, h200).cudnn_backward_tokens == 0);
+}
+
+TEST_CASE("cudnn attention: past the tile length the deterministic backward runs in tiles", "[plan][cudnn][longseq]") {
+  // Which calls tile: longer than the configured tile, without a window.
+  CHECK(mt::cudnn_backward_tile(shape(4, 8192, 16, 2, 128)) == 0);  // one graph up to the tile
+  CHECK(mt::cudnn_backward_tile(shape(1, 8193, 16, 2, 128)) == 8192);
+  CHECK(mt::cudnn_backward_tile(shape(1, 32768, 16, 2, 128)) == 8192);
+  CHECK(mt::cudnn_backward_tile(shape(1, 524288, 16, 2, 128)) == 8192);
+  mt::AttnShape windowed = shape(1, 32768, 16, 8, 256);
+  windowed.window = 4096;
+  CHECK(mt::cudnn_backward_tile(windowed) == 0);  // windows run as one graph
+  {
+    const Env e("MEGATRAIN_CUDNN_BACKWARD_TILE", "0");
+    CHECK(mt::cudnn_backward_tile(shape(1, 524288, 16, 2, 128)) == 0);
+  }
+  {
+    const Env e("MEGATRAIN_CUDNN_BACKWARD_TILE", "2048");
+    CHECK(mt::cudnn_backward_tile(shape(1, 32768, 16, 2, 128)) == 2048);
+    CHECK(mt::cudnn_backward_tile(shape(1, 2048, 16, 2, 128)) == 0);
+  }
+  for (const char* bad : {"1000", "64", "lots"}) {
+    const Env e("MEGATRAIN_CUDNN_BACKWARD_TILE", bad);
+    CHECK(contains(thrown([] { mt::cudnn_backward_tile(shape(1, 32768, 16, 2, 128)); }),
+                   "MEGATRAIN_CUDNN_BACKWARD_TILE"));
+  }
+  // The workspace: one tile's graph and the side tensors, O(tile² + sequence), never staged.
+  const int64_t T = 8192;
+  for (const int64_t seq : {int64_t{524288}, int64_t{500001}}) {
+    const mt::AttnShape long_one = shape(1, seq, 16, 2, 128);
+    const int64_t rows = (seq + T - 1) / T * T, row = 16 * T * 4, q_tile = T * 2048 * 2, kv_tile = T * 256 * 2;
+    const int64_t side = 2 * row + 4 * q_tile + 4 * kv_tile + T * 2048 * 4 + 2 * rows * 256 * 4;
+    CHECK(mt::cudnn_tiled_side_bytes(long_one, T) == side);
+    CHECK(mt::cudnn_tiled_backward_bytes(long_one, T) == mt::cudnn_backward_graph_bytes(1, T, 16, 128) - row + side);
+    CHECK(mt::cudnn_attention_workspace(long_one).backward == mt::cudnn_tiled_backward_bytes(long_one, T));
+    CHECK(mt::cudnn_attention_workspace(long_one).backward < 4 * kGiB);
+  }
+  // The reserve bounds every length up to the longest: one graph (staged) up to the tile, tiles past it.
+  const mt::CudnnWorkspace at = mt::cudnn_attention_reserve(shape(2, 40000, 16, 2, 128));
+  for (int64_t seq = 2; seq <= 40000; seq += 97) {
+    const mt::CudnnWorkspace w = mt::cudnn_attention_workspace(shape(2, seq, 16, 2, 128));
+    CHECK(w.forward <= at.forward);
+    CHECK(w.backward <= at.backward);
+  }
+}
+
+TEST_CASE("memory plan and sequence limit: the tiled backward fits where one graph does not", "[plan][cudnn][longseq]") {
+  const mt::ModelSpec spec = qwen25_3b();
+  mt::RunShape run;
+  run.seq_len = 32768;
+  run.batch_size = 2;
+  run.passes = 0;
+  run.micro_batch_size = 0;
+  run.cudnn_attention = true;
+  mt::resolve_auto(spec, run, 48 * kGiB, true);  // a 48 GiB GPU: one graph's 33 GiB does not fit beside the plan
+  CHECK(run.cudnn_backward);
+  const mt::GpuPlan g = mt::plan_gpu(spec, run);
+  CHECK(g.cudnn_backward);
+  CHECK(g.attention_workspace < 8 * kGiB);
+  // The longest sequence with the tiles: past our backward's (whose GQA partials grow with the length).
+  const mt::Machine h200{139 * kGiB, 1500 * kGiB};
+  mt::RunShape one;
+  one.cudnn_attention = true;
+  const mt::SequenceLimit s = mt::longest_trainable_sequence(spec, one, h200);
+  CHECK(s.cudnn_backward_tokens == s.memory_tokens);
+  CHECK(s.memory_tokens > mt::longest_trainable_sequence(spec, mt::RunShape{}, h200).memory_tokens);
+  mt::RunShape with = one;
+  with.cudnn_backward = true;
+  CHECK(mt::one_sequence_gpu_bytes(spec, with, s.memory_tokens) <= mt::usable_gpu_bytes(h200.gpu_bytes));
 }

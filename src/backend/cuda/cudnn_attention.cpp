@@ -436,7 +436,8 @@ bool CudnnAttention::reserve_workspace(Graph& g, int64_t staging_bytes) {
   return true;
 }
 
-CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, bool padded, bool deterministic) {
+CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, bool padded, bool deterministic,
+                                              bool causal) {
   uint32_t scale_bits = 0, softcap_bits = 0;
   const float scale = default_scale(s);
   std::memcpy(&scale_bits, &scale, sizeof scale);
@@ -450,7 +451,8 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
                 effective_window(s),
                 scale_bits,
                 softcap_bits,
-                padded};
+                padded,
+                causal};
   for (const auto& g : graphs_)
     if (g->key == key) return *g;
   const auto started = std::chrono::steady_clock::now();
@@ -516,6 +518,7 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
       };
       // Causal: keep row >= col (the diagonal band's right bound 0, top-left aligned); window w: keep col + w > row.
       auto band_masks = [&](int64_t x) {
+        if (!causal) return x;  // a tile below the diagonal: every pair is kept
         const int64_t row = B.virt("causal row index", i32, x), col = B.virt("causal col index", i32, x);
         B.pointwise("causal gen_row_index", CUDNN_POINTWISE_GEN_INDEX, x, -1, -1, row, f32, 2);
         B.pointwise("causal gen_col_index", CUDNN_POINTWISE_GEN_INDEX, x, -1, -1, col, f32, 3);
@@ -677,9 +680,10 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
     }
   }
   gr.info.build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
-  log::info("attention {} batch {} seq {} heads {}/{} head_dim {} window {}{}{}: {}",
+  log::info("attention {} batch {} seq {} heads {}/{} head_dim {} window {}{}{}{}: {}",
             backward ? "backward" : "forward", s.batch, s.seq, s.n_heads, s.n_kv_heads, s.head_dim, s.window,
             s.softcap > 0.f ? fmt::format(" soft-cap {}", s.softcap) : "", padded ? " padded" : "",
+            causal ? "" : " unmasked (a tile below the diagonal)",
             gr.info.ok
                 ? fmt::format("cuDNN {} engine {} ({:.1f} MiB workspace, built in {:.0f} ms{})", ver, gr.info.engine,
                               gr.info.workspace_bytes / 1048576.0, gr.info.build_ms,
@@ -719,8 +723,25 @@ bool CudnnAttention::chooses(AttentionChoice c, bool backward, const AttnShape& 
 
 int64_t CudnnAttention::workspace_need(bool backward, const AttnShape& s) {
   const Layout l = layout_for(s);
+  if (const int64_t T = backward ? cudnn_backward_tile(s) : 0; T > 0) return tiled_workspace(s, T);
   const Graph& g = graph(backward, l.shape, l.padded, true);
   return g.info.ok ? g.info.workspace_bytes + cudnn_staging_bytes(backward, s) : -1;
+}
+
+std::pair<CudnnAttention::Graph*, CudnnAttention::Graph*> CudnnAttention::tile_graphs(const AttnShape& s,
+                                                                                      int64_t T) {
+  AttnShape tile = s;
+  tile.seq = T;
+  tile.seq_lens = nullptr;
+  Graph& diagonal = graph(true, tile, false, true, true);
+  Graph& below = graph(true, tile, false, true, false);
+  return {&diagonal, &below};
+}
+
+int64_t CudnnAttention::tiled_workspace(const AttnShape& s, int64_t T) {
+  const auto [diagonal, below] = tile_graphs(s, T);
+  if (!diagonal->info.ok || !below->info.ok) return -1;
+  return std::max(diagonal->plan_bytes, below->plan_bytes) + cudnn_tiled_side_bytes(s, T);
 }
 
 namespace {
@@ -804,6 +825,8 @@ bool CudnnAttention::forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16
 bool CudnnAttention::backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, const __nv_bfloat16* dout,
                               const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
                               const __nv_bfloat16* out, const float* lse, const AttnShape& s, bool deterministic) {
+  if (const int64_t T = deterministic ? cudnn_backward_tile(s) : 0; T > 0)
+    return tiled_backward(dq, dk, dv, dout, q, k, v, out, lse, s, T);
   const Layout l = layout_for(s);
   Graph& g = graph(true, l.shape, l.padded, deterministic);
   const int64_t b = s.batch, S = s.seq, Sp = l.shape.seq, h = s.n_heads, hk = s.n_kv_heads, d = s.head_dim;
@@ -856,6 +879,67 @@ bool CudnnAttention::backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat1
     zero_padded_attention_rows(dq, h * d, nullptr, s, stream_);
     zero_padded_attention_rows(dk, hk * d, nullptr, s, stream_);
     zero_padded_attention_rows(dv, hk * d, nullptr, s, stream_);
+  }
+  return true;
+}
+
+// The tiles in a fixed order: for each row i of query tiles (q, o, dO and lse gathered into tile buffers, rows past
+// the sequence 0 and their lse kCudnnPadLse, as padded rows'), the key tiles j <= i (k, v gathered; j == i the
+// diagonal graph), each tile's dQ summed into the row's fp32 accumulator and its dK, dV into the sequence's; the
+// row's dQ stored when it is done, dK and dV at the end.
+bool CudnnAttention::tiled_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, const __nv_bfloat16* dout,
+                                    const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
+                                    const __nv_bfloat16* out, const float* lse, const AttnShape& s, int64_t T) {
+  const int64_t need = tiled_workspace(s, T);
+  if (need < 0) return false;
+  const auto [diagonal, below] = tile_graphs(s, T);
+  if (!reserve_workspace(*diagonal, need - diagonal->info.workspace_bytes)) return false;
+  const int64_t b = s.batch, S = s.seq, h = s.n_heads, qw = h * s.head_dim, kw = s.n_kv_heads * s.head_dim;
+  const int64_t n = (S + T - 1) / T;
+  char* ws = static_cast<char*>(workspace_);
+  char* at = ws + std::max(diagonal->plan_bytes, below->plan_bytes);
+  auto take = [&](int64_t bytes) {
+    char* p = at;
+    at += align_up(bytes);
+    return p;
+  };
+  auto* softmax_sum = reinterpret_cast<float*>(take(b * h * T * 4));
+  auto* lse_tile = reinterpret_cast<float*>(take(b * h * T * 4));
+  using bf = __nv_bfloat16;
+  auto *q_tile = reinterpret_cast<bf*>(take(b * T * qw * 2)), *o_tile = reinterpret_cast<bf*>(take(b * T * qw * 2));
+  auto *do_tile = reinterpret_cast<bf*>(take(b * T * qw * 2)), *dq_tile = reinterpret_cast<bf*>(take(b * T * qw * 2));
+  auto *k_tile = reinterpret_cast<bf*>(take(b * T * kw * 2)), *v_tile = reinterpret_cast<bf*>(take(b * T * kw * 2));
+  auto *dk_tile = reinterpret_cast<bf*>(take(b * T * kw * 2)), *dv_tile = reinterpret_cast<bf*>(take(b * T * kw * 2));
+  auto* dq_acc = reinterpret_cast<float*>(take(b * T * qw * 4));
+  auto* dk_acc = reinterpret_cast<float*>(take(b * n * T * kw * 4));
+  auto* dv_acc = reinterpret_cast<float*>(take(b * n * T * kw * 4));
+  const int64_t kv_rows = n * T;  // the accumulators' rows per sequence
+  for (int64_t i = 0; i < n; ++i) {
+    gather_rows(q_tile, q, b, S, i * T, T, qw * 2, stream_);
+    gather_rows(o_tile, out, b, S, i * T, T, qw * 2, stream_);
+    gather_rows(do_tile, dout, b, S, i * T, T, qw * 2, stream_);
+    gather_lse(lse_tile, lse, b, h, S, i * T, T, s.seq_lens, stream_);
+    for (int64_t j = 0; j <= i; ++j) {
+      const Graph& g = j == i ? *diagonal : *below;
+      gather_rows(k_tile, k, b, S, j * T, T, kw * 2, stream_);
+      gather_rows(v_tile, v, b, S, j * T, T, kw * 2, stream_);
+      Bindings ptrs;
+      const int64_t uids[] = {uid_q, uid_k, uid_v, uid_o, uid_do, uid_stats, uid_dq, uid_dk, uid_dv, uid_softmax_sum};
+      const void* data[] = {q_tile, k_tile, v_tile, o_tile, do_tile, lse_tile, dq_tile, dk_tile, dv_tile, softmax_sum};
+      for (int e = 0; e < 10; ++e) ptrs.add(uids[e], data[e]);
+      execute(static_cast<cudnnHandle_t>(handle_), g.plan, std::move(ptrs), g.builder->scalars_, ws);
+      accumulate_rows(dq_acc, T * qw, dq_tile, T * qw, b, T, qw, j == 0, stream_);
+      accumulate_rows(dk_acc + j * T * kw, kv_rows * kw, dk_tile, T * kw, b, T, kw, i == j, stream_);
+      accumulate_rows(dv_acc + j * T * kw, kv_rows * kw, dv_tile, T * kw, b, T, kw, i == j, stream_);
+    }
+    store_rows(dq + i * T * qw, S * qw, dq_acc, T * qw, b, std::min(T, S - i * T), qw, stream_);
+  }
+  store_rows(dk, S * kw, dk_acc, kv_rows * kw, b, S, kw, stream_);
+  store_rows(dv, S * kw, dv_acc, kv_rows * kw, b, S, kw, stream_);
+  if (s.seq_lens != nullptr) {
+    zero_padded_attention_rows(dq, qw, nullptr, s, stream_);
+    zero_padded_attention_rows(dk, kw, nullptr, s, stream_);
+    zero_padded_attention_rows(dv, kw, nullptr, s, stream_);
   }
   return true;
 }

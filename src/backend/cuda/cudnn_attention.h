@@ -6,8 +6,10 @@
 // the sequence length is a bucket length (cudnn_seq_bucket), else staged through a bucket-long copy (pad rows 0,
 // masked); lse is ours ([batch, n_heads, seq], natural log of the final logits, 0 on padded rows), which is cuDNN's
 // softmax stats, so a forward of one implementation pairs with a backward of the other; padded rows of every output
-// are 0; the backward graph is the deterministic one (no fp32 dQ accumulation by atomics). One graph and plan per
-// bucket shape, built on first use and kept; the workspace grows through the backend's allocator and never shrinks,
+// are 0; the backward graph is the deterministic one (no fp32 dQ accumulation by atomics), past
+// cudnn_backward_tile's length run as tiles of one tile-long graph (a causal one on the diagonal, an unmasked one
+// below it) summed in a fixed order, so its workspace does not grow with the square of the sequence. One graph and
+// plan per bucket (or tile) shape, built on first use and kept; the workspace grows through the backend's allocator and never shrinks,
 // so a step at a shape seen before allocates nothing. Which direction runs here, and the workspace a run allows, are
 // plan/cudnn_attention_plan.h's (the memory plan reserves the same figure); this class only reports what a plan needs.
 #pragma once
@@ -20,6 +22,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -74,8 +77,9 @@ class CudnnAttention {
   struct Graph;  // one finalized (or failed) graph: descriptors, plan, scalar values, side tensors
 
  private:
-  // direction, batch, seq, heads, kv heads, head_dim, window, scale bits, soft-cap bits, padded
-  using Key = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, uint32_t, uint32_t, bool>;
+  // direction, batch, seq, heads, kv heads, head_dim, window, scale bits, soft-cap bits, padded, causal (false: a
+  // tile below the diagonal of the tiled backward, unmasked)
+  using Key = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, uint32_t, uint32_t, bool, bool>;
   // A shape's graph: its sequence length rounded up to a bucket (cudnn_seq_bucket), padded when it has seq_lens or
   // was rounded up (staged: copied into the bucket's layout and back).
   struct Layout {
@@ -83,7 +87,15 @@ class CudnnAttention {
     bool padded, staged;
   };
   static Layout layout_for(const AttnShape& s);
-  Graph& graph(bool backward, const AttnShape& s, bool padded, bool deterministic);
+  Graph& graph(bool backward, const AttnShape& s, bool padded, bool deterministic, bool causal = true);
+  // The tiled backward's two graphs (diagonal, below) at tile length T, and the workspace they and the side tensors
+  // take (plan/cudnn_attention_plan.h: cudnn_tiled_backward_bytes' terms as this cuDNN reports them), or -1 where
+  // either does not finalize.
+  std::pair<Graph*, Graph*> tile_graphs(const AttnShape& s, int64_t T);
+  int64_t tiled_workspace(const AttnShape& s, int64_t T);
+  bool tiled_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, const __nv_bfloat16* dout,
+                      const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const __nv_bfloat16* out,
+                      const float* lse, const AttnShape& s, int64_t T);
   // Grows the workspace to g's plus the staging; false (and g is dropped) when that cannot be allocated.
   bool reserve_workspace(Graph& g, int64_t staging_bytes);
 
@@ -104,6 +116,20 @@ class CudnnAttention {
 void restride_rows(void* dst, const void* src, int64_t groups, int64_t from_rows, int64_t to_rows, int64_t row_bytes,
                    cudaStream_t stream);
 void fill_ints(int32_t* dst, int64_t n, int32_t value, cudaStream_t stream);  // dst[0, n) = value
+
+// The tiled backward's sums (cudnn_attention_padding.cu), over groups of rows × width elements, each group at its
+// stride (elements): acc (=, or +=) x; dst = bf16(src) rounded to nearest.
+void accumulate_rows(float* acc, int64_t acc_stride, const __nv_bfloat16* x, int64_t x_stride, int64_t groups,
+                     int64_t rows, int64_t width, bool assign, cudaStream_t stream);
+void store_rows(__nv_bfloat16* dst, int64_t dst_stride, const float* src, int64_t src_stride, int64_t groups,
+                int64_t rows, int64_t width, cudaStream_t stream);
+// The tiled backward's gathers: dst [groups, rows, row_bytes] = src [groups, src_rows, row_bytes] rows [row0,
+// row0 + rows), those past src_rows 0; lse_dst [batch, heads, rows] = lse [batch, heads, seq] rows [row0, row0 +
+// rows), kCudnnPadLse at or past the sequence's valid length (min(lens[b], seq); lens nullptr: seq).
+void gather_rows(void* dst, const void* src, int64_t groups, int64_t src_rows, int64_t row0, int64_t rows,
+                 int64_t row_bytes, cudaStream_t stream);
+void gather_lse(float* lse_dst, const float* lse, int64_t batch, int64_t heads, int64_t seq, int64_t row0,
+                int64_t rows, const int32_t* lens, cudaStream_t stream);
 
 // Zeroes the rows of x [batch·seq, width] at padded positions (i >= s.seq_lens[b], which must be set) and, where lse
 // is given, lse [batch, n_heads, seq] there (cudnn_attention_padding.cu).

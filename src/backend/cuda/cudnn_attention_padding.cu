@@ -1,6 +1,7 @@
 // The row work around cuDNN's attention (see cudnn_attention.h): padded rows of its outputs become 0 (cuDNN leaves
 // rows past a sequence's length as its kernels left them; our attention contract has them 0), and a batch of
-// sequences of length seq is staged into (and back out of) the layout of a longer bucket length, pad rows 0.
+// sequences of length seq is staged into (and back out of) the layout of a longer bucket length, pad rows 0; the tiled
+// backward's fp32 sums of its tiles' bf16 gradients and its padded rows' lse.
 #include <algorithm>
 #include <cstdint>
 
@@ -44,7 +45,110 @@ __global__ void fill_ints_kernel(int32_t* dst, int64_t n, int32_t value) {
   if (i < n) dst[i] = value;
 }
 
+// Eight elements (16 bytes of bf16) per thread: width is a multiple of 8 (head_dim is).
+__global__ void accumulate_rows_kernel(float* acc, int64_t acc_stride, const __nv_bfloat16* x, int64_t x_stride,
+                                       int64_t rows, int64_t width, bool assign, int64_t n) {
+  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < n;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t e = idx * 8, c = e % width, r = (e / width) % rows, g = e / (width * rows);
+    const uint4 raw = *reinterpret_cast<const uint4*>(x + g * x_stride + r * width + c);
+    const auto* v = reinterpret_cast<const __nv_bfloat162*>(&raw);
+    float* a = acc + g * acc_stride + r * width + c;
+    float4 lo = assign ? float4{0.f, 0.f, 0.f, 0.f} : *reinterpret_cast<float4*>(a);
+    float4 hi = assign ? float4{0.f, 0.f, 0.f, 0.f} : *reinterpret_cast<float4*>(a + 4);
+    const float2 v0 = __bfloat1622float2(v[0]), v1 = __bfloat1622float2(v[1]);
+    const float2 v2 = __bfloat1622float2(v[2]), v3 = __bfloat1622float2(v[3]);
+    lo = float4{lo.x + v0.x, lo.y + v0.y, lo.z + v1.x, lo.w + v1.y};
+    hi = float4{hi.x + v2.x, hi.y + v2.y, hi.z + v3.x, hi.w + v3.y};
+    *reinterpret_cast<float4*>(a) = lo;
+    *reinterpret_cast<float4*>(a + 4) = hi;
+  }
+}
+
+__global__ void store_rows_kernel(__nv_bfloat16* dst, int64_t dst_stride, const float* src, int64_t src_stride,
+                                  int64_t rows, int64_t width, int64_t n) {
+  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < n;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t e = idx * 8, c = e % width, r = (e / width) % rows, g = e / (width * rows);
+    const float* a = src + g * src_stride + r * width + c;
+    const float4 lo = *reinterpret_cast<const float4*>(a), hi = *reinterpret_cast<const float4*>(a + 4);
+    uint4 raw;
+    auto* v = reinterpret_cast<__nv_bfloat162*>(&raw);
+    v[0] = __floats2bfloat162_rn(lo.x, lo.y);
+    v[1] = __floats2bfloat162_rn(lo.z, lo.w);
+    v[2] = __floats2bfloat162_rn(hi.x, hi.y);
+    v[3] = __floats2bfloat162_rn(hi.z, hi.w);
+    *reinterpret_cast<uint4*>(dst + g * dst_stride + r * width + c) = raw;
+  }
+}
+
+// dst [groups, rows, words] = src [groups, src_rows, words] rows [row0, row0 + rows); rows past src_rows 0.
+template <typename W>
+__global__ void gather_rows_kernel(W* dst, const W* src, int64_t src_rows, int64_t row0, int64_t rows, int64_t words,
+                                   int64_t n) {
+  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < n;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t w = idx % words, r = (idx / words) % rows, g = idx / (words * rows), from = row0 + r;
+    dst[idx] = from < src_rows ? src[(g * src_rows + from) * words + w] : W{};
+  }
+}
+
+__global__ void gather_lse_kernel(float* dst, const float* lse, int64_t heads, int64_t seq, int64_t row0,
+                                  int64_t rows, const int32_t* lens, int64_t n) {
+  const int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= n) return;
+  const int64_t r = idx % rows, bh = idx / rows, b = bh / heads, from = row0 + r;
+  const int64_t valid = lens != nullptr ? (lens[b] < 0 ? 0 : (lens[b] < seq ? lens[b] : seq)) : seq;
+  dst[idx] = from < valid ? lse[bh * seq + from] : kCudnnPadLse;
+}
+
+unsigned grid_for(int64_t n) { return static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 65536)); }
+
 }  // namespace
+
+void accumulate_rows(float* acc, int64_t acc_stride, const __nv_bfloat16* x, int64_t x_stride, int64_t groups,
+                     int64_t rows, int64_t width, bool assign, cudaStream_t stream) {
+  MT_ASSERT(width % 8 == 0 && acc_stride % 8 == 0 && x_stride % 8 == 0, "accumulate_rows: width {}", width);
+  const int64_t n = groups * rows * width / 8;
+  if (n == 0) return;
+  accumulate_rows_kernel<<<grid_for(n), 256, 0, stream>>>(acc, acc_stride, x, x_stride, rows, width, assign, n);
+  MT_CHECK_CUDA(cudaGetLastError());
+}
+
+void store_rows(__nv_bfloat16* dst, int64_t dst_stride, const float* src, int64_t src_stride, int64_t groups,
+                int64_t rows, int64_t width, cudaStream_t stream) {
+  MT_ASSERT(width % 8 == 0 && dst_stride % 8 == 0 && src_stride % 8 == 0, "store_rows: width {}", width);
+  const int64_t n = groups * rows * width / 8;
+  if (n == 0) return;
+  store_rows_kernel<<<grid_for(n), 256, 0, stream>>>(dst, dst_stride, src, src_stride, rows, width, n);
+  MT_CHECK_CUDA(cudaGetLastError());
+}
+
+void gather_rows(void* dst, const void* src, int64_t groups, int64_t src_rows, int64_t row0, int64_t rows,
+                 int64_t row_bytes, cudaStream_t stream) {
+  MT_ASSERT(row_bytes % 4 == 0, "gather_rows: row of {} bytes", row_bytes);
+  const bool vec =
+      row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(dst) % 16 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0;
+  const int64_t words = row_bytes / (vec ? 16 : 4), n = groups * rows * words;
+  if (n == 0) return;
+  if (vec) {
+    gather_rows_kernel<uint4><<<grid_for(n), 256, 0, stream>>>(static_cast<uint4*>(dst), static_cast<const uint4*>(src),
+                                                               src_rows, row0, rows, words, n);
+  } else {
+    gather_rows_kernel<uint32_t><<<grid_for(n), 256, 0, stream>>>(
+        static_cast<uint32_t*>(dst), static_cast<const uint32_t*>(src), src_rows, row0, rows, words, n);
+  }
+  MT_CHECK_CUDA(cudaGetLastError());
+}
+
+void gather_lse(float* lse_dst, const float* lse, int64_t batch, int64_t heads, int64_t seq, int64_t row0,
+                int64_t rows, const int32_t* lens, cudaStream_t stream) {
+  const int64_t n = batch * heads * rows;
+  if (n == 0) return;
+  gather_lse_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(lse_dst, lse, heads, seq, row0, rows,
+                                                                                lens, n);
+  MT_CHECK_CUDA(cudaGetLastError());
+}
 
 void zero_padded_attention_rows(__nv_bfloat16* x, int64_t width, float* lse, const AttnShape& s, cudaStream_t stream) {
   const int seq = static_cast<int>(s.seq);
