@@ -6,7 +6,9 @@ Invariant: the same shapes and FLOP accounting as tests_gpu "[.attention_bench]"
 [batch, heads, seq, head_dim], as MegaTrain stores them); forward FLOPs 4·b·h·s²·d / 2, backward 2.5 × forward;
 median of 5 timed runs after 2 warm-ups (CUDA events), forward with gradients enabled (it saves the softmax stats),
 backward timed alone from a retained graph. GQA goes through enable_gqa where the backend takes it, else k/v are
-repeated to 16 heads first (the line says so). Run on the GPU machine: python3 tools/bench_torch_attention.py
+repeated to 16 heads first (the line says so). --deterministic runs under torch.use_deterministic_algorithms(True)
+(warn_only=False), with the memory-efficient backend too: a backend whose backward is not deterministic refuses, and
+the line says so. Every line says whether the backward gave the same bits twice. Run on the GPU machine: python3 tools/bench_torch_attention.py [--deterministic]
 """
 import argparse
 import json
@@ -62,7 +64,11 @@ def run(backend, batch, seq, heads, kv_heads, head_dim, steps, warmup):
                     torch.autograd.grad(out, (qq, kk, vv), grad, retain_graph=True)
 
                 bwd = median_tflops(backward, 2.5 * fwd_flops, steps, warmup)
-            result.update({"gqa": gqa, "forward_tflops": round(fwd, 1), "backward_tflops": round(bwd, 1)})
+                first = torch.autograd.grad(out, (qq, kk, vv), grad, retain_graph=True)
+                again = torch.autograd.grad(out, (qq, kk, vv), grad, retain_graph=True)
+                repeat = all(torch.equal(a, b) for a, b in zip(first, again))
+            result.update({"gqa": gqa, "forward_tflops": round(fwd, 1), "backward_tflops": round(bwd, 1),
+                           "backward_bitwise_on_repeat": repeat})
             return result
         except RuntimeError as e:  # the backend refuses this form; try the next
             result["refused_" + gqa.replace(" ", "_").replace("/", "")] = str(e).splitlines()[0][:200]
@@ -75,16 +81,24 @@ def main():
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--json", action="store_true", help="one JSON object per line instead of a table")
+    ap.add_argument("--deterministic", action="store_true",
+                    help="torch.use_deterministic_algorithms(True): only backends with a deterministic backward run")
     args = ap.parse_args()
-    print(f"torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, {torch.cuda.get_device_name()}")
+    backends = [SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION]
+    if args.deterministic:
+        torch.use_deterministic_algorithms(True)
+        backends.append(SDPBackend.EFFICIENT_ATTENTION)
+    print(f"torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, {torch.cuda.get_device_name()}"
+          f"{', deterministic algorithms' if args.deterministic else ''}")
     for batch, seq in ((4, 8192), (1, 32768)):
-        for backend in (SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION):
+        for backend in backends:
             r = run(backend, batch, seq, 16, 2, 128, args.steps, args.warmup)
             if args.json:
                 print(json.dumps(r))
             elif "forward_tflops" in r:
                 print(f"batch {batch} seq {seq} {backend.name} ({r['gqa']}): forward {r['forward_tflops']} "
-                      f"backward {r['backward_tflops']} TFLOP/s")
+                      f"backward {r['backward_tflops']} TFLOP/s, backward bit for bit on a repeat: "
+                      f"{'yes' if r['backward_bitwise_on_repeat'] else 'NO'}")
             else:
                 print(f"batch {batch} seq {seq} {backend.name}: refused: {r}")
 

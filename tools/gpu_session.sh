@@ -21,10 +21,10 @@
 # 1 at the longest sequence the plan predicts for Qwen2.5-3B and Qwen2.5-7B on this GPU (`calc-resource`'s
 # longest_sequence.gpu_memory_tokens and its checkpoint interval), capped at the issue's targets, 524 288 and 262 144
 # tokens (LONGSEQ_3B / LONGSEQ_7B override; one step, LONGSEQ_TIMEOUT s); attention (about 300 s): tests_gpu
-# "[cudnn],[attention]" (not the whole op table), the parity fixtures on CUDA, then Qwen2.5-3B 8 × 8192, 2 × 32768 and
+# "[cudnn],[attention]" (not the whole op table) and "[.long_attention]", the parity fixtures on CUDA, then Qwen2.5-3B 8 × 8192, 2 × 32768 and
 # 32 × 1024 with MEGATRAIN_ATTENTION=ours and =auto (each bench's attention plan and per-direction choice noted);
 # ATTENTION_PROBE=1 adds the probe (tests_gpu "[.attention_bench]": cuDNN plans, engines, ours-vs-cuDNN TFLOP/s) and
-# tools/bench_torch_attention.py at the same shapes); softcap: tests_gpu "[cudnn],[attention]", the parity fixtures on
+# tools/bench_torch_attention.py at the same shapes, with and without deterministic algorithms); softcap: tests_gpu "[cudnn],[attention]", the parity fixtures on
 # CUDA, the probe (with Gemma-2-9B's soft-capped head_dim-256 shapes), then Gemma-2-9B with 24 of its 42 layers at
 # 32 × 1024 with MEGATRAIN_ATTENTION=ours and =auto (each bench's attention plan and cuDNN graph lines noted))
 set -uo pipefail
@@ -42,8 +42,12 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv >"$out/gpu.
 if [[ -z ${SKIP_OP_TABLE:-}${SKIP_TESTS:-} ]]; then
   gpu_tests=()
   [[ $mode == attention || $mode == softcap ]] && gpu_tests=("[cudnn],[attention]")
-  timeout ${TESTS_GPU_TIMEOUT:-180} $b/tests_gpu "${gpu_tests[@]}" >"$out/tests_gpu.log" 2>&1
+  timeout ${TESTS_GPU_TIMEOUT:-300} $b/tests_gpu "${gpu_tests[@]}" >"$out/tests_gpu.log" 2>&1
   note "tests_gpu ${gpu_tests[*]} rc=$? $(tail -n 2 "$out/tests_gpu.log" | tr '\n' ' ')"
+  if [[ $mode == attention ]]; then  # the tiled backward at 20 K and 32 K tokens (minutes of CPU reference)
+    timeout 300 $b/tests_gpu "[.long_attention]" >"$out/tests_gpu_long_attention.log" 2>&1
+    note "tests_gpu [.long_attention] rc=$? $(tail -n 2 "$out/tests_gpu_long_attention.log" | tr '\n' ' ')"
+  fi
 fi
 if [[ -z ${SKIP_TESTS:-} ]]; then
   MEGATRAIN_BACKEND=cuda timeout 150 $b/tests_integration "[parity]" >"$out/parity_cuda.log" 2>&1
@@ -172,6 +176,8 @@ if [[ $mode == attention ]]; then  # the 3B step with our attention and with aut
     note "attention probe rc=$? $(grep -E 'probe|shape|cuDNN (forward|backward)|TFLOP/s' "$out/attention_probe.log" | tr '\n' ' ')"
     timeout 240 python3 tools/bench_torch_attention.py >"$out/torch_attention.log" 2>&1
     note "torch attention rc=$? $(tr '\n' ' ' <"$out/torch_attention.log" | tail -c 900)"
+    timeout 240 python3 tools/bench_torch_attention.py --deterministic >"$out/torch_attention_det.log" 2>&1
+    note "torch attention, deterministic algorithms rc=$? $(grep -E '^batch' "$out/torch_attention_det.log" | tr '\n' ' ')"
   fi
   for shape in "8 8192 2" "2 32768 2" "32 1024 3"; do
     read -r batch seq steps <<<"$shape"

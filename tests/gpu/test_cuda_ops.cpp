@@ -443,6 +443,8 @@ const std::vector<AttnCase>& attention_cases() {
       {"plain head_dim 200 in bucket 256 (column-split backward)", 1, 70, 2, 2, 200, 0, {}, false},
       {"plain head_dim 96 in bucket 128", 2, 96, 4, 4, 96, 0, {96, 95}, false},
       {"plain GQA 8 split in part over blocks (132 SMs: 4 of 8)", 4, 1024, 16, 2, 64, 0, {1024, 1000, 999, 512}, false},
+      {"plain long odd 8191, GQA 2, padding 8191/5003, head_dim 64", 2, 8191, 2, 1, 64, 0, {8191, 5003}, false},
+      {"plain long 16384, window 4096, segments, head_dim 128", 1, 16384, 2, 1, 128, 4096, {}, true},
 
       {"softcap 50 (Gemma 2 attention), GQA 2, window 100, padding, head_dim 256, q/k std 3", 2, 300, 8, 4, 256, 100,
        {300, 211}, false, 0.f, 50.f, false, 3.f},
