@@ -22,6 +22,7 @@
 #include "model/model_spec.h"
 #include "plan/cudnn_attention_plan.h"
 #include "plan/resident_plan.h"
+#include "model/flops.h"
 #include "plan/resource_advice.h"
 #include "plan/sequence_limit.h"
 #include "plan/step_bound.h"
@@ -227,9 +228,9 @@ void print_text(const std::string& model, const ModelSpec& spec, const Machine& 
                            m.nvme_bytes >= 0 ? MT_FORMAT(" of {}", b(m.nvme_bytes)) : std::string(" (capacity not given)"),
                            b(h.staging_bytes));
     if (m.nvme_gbs > 0)
-      std::cout << MT_FORMAT("  state traffic {} per step: {:.2f} s at {:.1f} GB/s, against the GPU's {:.2f} s (6N at "
-                             "{:.0f} TFLOP/s, batch {} × {}) of which the next forward ({:.2f} s) overlaps it: "
-                             "predicted step {:.2f} s; hidden from batch {} × {}\n",
+      std::cout << MT_FORMAT("  state traffic {} per step: {:.2f} s at {:.1f} GB/s, against the GPU's {:.2f} s "
+                             "(model FLOPs at {:.0f} TFLOP/s, batch {} × {}) of which the next forward ({:.2f} s) "
+                             "overlaps it: predicted step {:.2f} s; hidden from batch {} × {}\n",
                              b(h.nvme_step_bytes()), a.nvme.nvme_seconds, m.nvme_gbs, a.nvme.gpu_seconds, m.gpu_tflops,
                              a.run.batch_size, a.run.seq_len, a.nvme.forward_seconds, a.nvme.predicted_seconds,
                              a.nvme.hiding_batch, a.run.seq_len);
@@ -266,8 +267,8 @@ void print_text(const std::string& model, const ModelSpec& spec, const Machine& 
     // This model's NVMe traffic in that mode, hidden from which batch (with --nvme-gbs).
     const HostPlan mode_host = plan_host(spec, offloads_master(c.mode) ? DType::bf16 : a.run.stream_dtype,
                                          a.run.ranks, c.mode);
-    const NvmeTiming t = nvme_timing(mode_host, static_cast<double>(h.parameters), a.run.batch_size, a.run.seq_len,
-                                     forward_share(spec, a.run), m);
+    const NvmeTiming t = nvme_timing(mode_host, model_flops_per_token(spec, a.run.seq_len), a.run.batch_size,
+                                     a.run.seq_len, forward_share(spec, a.run), m);
     std::cout << MT_FORMAT(" {} {:.2f} B ({} B/parameter RAM{}{})", offload_mode_name(c.mode),
                            static_cast<double>(c.largest_parameters) / 1e9, c.ram_per_parameter,
                            c.nvme_per_parameter ? MT_FORMAT(", {} NVMe", c.nvme_per_parameter) : std::string(),
@@ -394,7 +395,8 @@ void add_calc_resource_command(CLI::App& root, std::vector<Command>& commands) {
   app->add_option("--nvme-gb", in->nvme_gb, "capacity of the NVMe tier's paths together, GB (default: not checked)");
   app->add_option("--nvme-gbs", in->nvme_gbs,
                   "bandwidth of the NVMe tier's paths together, GB/s of reads and writes (for the step time it imposes)");
-  app->add_option("--gpu-tflops", in->gpu_tflops, "the GPU's sustained training rate, TFLOP/s (default 450: H200)");
+  app->add_option("--gpu-tflops", in->gpu_tflops,
+                  "the GPU's sustained training rate in model TFLOP/s (matmuls and attention; default 450: H200)");
   app->add_flag("--json", in->json, "print the plan as JSON");
   commands.push_back({app, [=] {
                         Inputs given = *in;

@@ -39,4 +39,8 @@ StepFlops step_flops(const ModelSpec& spec, const ParamLayout& layout, int64_t t
   return {6.0 * (static_cast<double>(layout.total_numel) - inactive) * t, 6.0 * matmul * t + attention_per_token * t};
 }
 
+double model_flops_per_token(const ModelSpec& spec, int64_t seq_len) {
+  return step_flops(spec, make_param_layout(spec), 1, seq_len).model;
+}
+
 }  // namespace mt

@@ -23,5 +23,7 @@ struct StepFlops {
 };
 
 StepFlops step_flops(const ModelSpec& spec, const ParamLayout& layout, int64_t tokens, int64_t seq_len);
+// step_flops' model term for one token of sequences of seq_len (the spec's own layout).
+double model_flops_per_token(const ModelSpec& spec, int64_t seq_len);
 
 }  // namespace mt

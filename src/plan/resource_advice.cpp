@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "model/flops.h"
 #include "store/shared_memory_check.h"
 
 namespace mt {
@@ -45,7 +46,7 @@ ResourceAdvice advise(const ModelSpec& spec, RunShape run, const Machine& machin
   a.largest_parameters = a.host_usable_bytes / a.plan.host.bytes_per_parameter();
   a.host_fits = a.plan.host.ram_bytes() <= a.host_usable_bytes;
   a.nvme_fits = machine.nvme_bytes < 0 || a.plan.host.nvme_bytes <= machine.nvme_bytes;
-  a.nvme = nvme_timing(a.plan.host, static_cast<double>(a.plan.host.parameters), run.batch_size, run.seq_len,
+  a.nvme = nvme_timing(a.plan.host, model_flops_per_token(spec, run.seq_len), run.batch_size, run.seq_len,
                        forward_share(spec, run), machine);
   a.capacities = offload_capacities(run.stream_dtype, machine);
   a.gpu_fits = a.plan.gpu.total() <= machine.gpu_bytes;
@@ -97,10 +98,9 @@ double forward_share(const ModelSpec& spec, const RunShape& run) {
   return 2.0 / (6.0 + 2.0 * recompute);
 }
 
-NvmeTiming nvme_timing(const HostPlan& host, double active_parameters, int64_t batch, int64_t seq_len,
+NvmeTiming nvme_timing(const HostPlan& host, double flops_per_token, int64_t batch, int64_t seq_len,
                        double forward_share, const Machine& machine) {
   NvmeTiming t;
-  const double flops_per_token = 6.0 * active_parameters;
   const double rate = machine.gpu_tflops * 1e12;
   t.gpu_seconds = rate > 0 ? flops_per_token * static_cast<double>(batch * seq_len) / rate : 0.0;
   t.forward_seconds = forward_share * t.gpu_seconds;

@@ -19,7 +19,8 @@ struct Machine {
   int64_t ram_bytes = 0;
   int64_t nvme_bytes = -1;       // capacity of the state tier's paths together; -1 unknown (not checked)
   double nvme_gbs = 0.0;         // their aggregate bandwidth, GB/s (reads and writes together); 0 unknown
-  double gpu_tflops = 450.0;     // the GPU's sustained training rate (6N FLOPs): the H200's measured ~450
+  double gpu_tflops = 450.0;     // the GPU's sustained training rate in model FLOPs (model/flops.h: matmuls and
+                                 // attention): the H200 measured 440-640 (docs/PERFORMANCE.md)
 };
 
 // What each offload mode allows on a machine: the largest model its RAM (and NVMe capacity) holds.
@@ -34,16 +35,17 @@ std::vector<OffloadCapacity> offload_capacities(DType stream_dtype, const Machin
 // after step k's backward (it needs the global norm) and publishes region by region for step k+1's forward, whose
 // backward then waits for every region: the traffic overlaps the next forward only, the share forward_share of the
 // GPU's step (2 of 6N FLOPs, plus 2N for each recomputing layer's share: 2 / (6 + 2 × recompute share)).
-// gpu_seconds is 6·N·tokens at the 6N rate; the predicted step is the GPU's, or the traffic plus the GPU's part
-// that cannot overlap it; hiding_batch is the batch (sequences of seq_len) from which the forward covers the traffic.
-// active_parameters: the parameters a token computes with (all of them in a dense model).
+// gpu_seconds is the step's model FLOPs (flops_per_token · tokens: model_flops_per_token, which counts the active
+// parameters and attention, so that long sequences and mixtures of experts are timed as they compute) at
+// machine.gpu_tflops; the predicted step is the GPU's, or the traffic plus the GPU's part that cannot overlap it;
+// hiding_batch is the batch (sequences of seq_len) from which the forward covers the traffic.
 struct NvmeTiming {
   double nvme_seconds = 0.0, gpu_seconds = 0.0, forward_seconds = 0.0;
   double predicted_seconds = 0.0;
   int64_t hiding_batch = 0;      // 0: nothing to hide (no offload) or bandwidth unknown
 };
 double forward_share(const ModelSpec& spec, const RunShape& run);
-NvmeTiming nvme_timing(const HostPlan& host, double active_parameters, int64_t batch, int64_t seq_len,
+NvmeTiming nvme_timing(const HostPlan& host, double flops_per_token, int64_t batch, int64_t seq_len,
                        double forward_share, const Machine& machine);
 
 struct ResourceAdvice {

@@ -210,7 +210,7 @@ void run_bench(const BenchOptions& o) {
   Machine machine;
   machine.nvme_gbs = disk.mixed_gbs();
   machine.gpu_tflops = o.gpu_tflops;
-  const NvmeTiming timing = nvme_timing(host, static_cast<double>(layout.total_numel), o.batch, o.seq,
+  const NvmeTiming timing = nvme_timing(host, step_flops(spec, layout, 1, o.seq).model, o.batch, o.seq,
                                         forward_share(spec, run), machine);
   const double plan_gpu_s = timing.gpu_seconds, plan_nvme_s = timing.nvme_seconds;
   const double predicted_s = timing.predicted_seconds;
@@ -274,8 +274,8 @@ void run_bench(const BenchOptions& o) {
     if (const StateTier* t = store.tier()) {
       log_state_tier(*t);
       log::info("plan (store.offload {}): state traffic {:.2f} GB per step at the probed {:.2f} GB/s (write {:.2f}, "
-                "read {:.2f}) = {:.3f} s, GPU 6N at {:.0f} TFLOP/s {:.3f} s of which the forward ({:.3f} s) overlaps "
-                "it: predicted step {:.3f} s, measured {:.3f} s ({:+.1f} %)", offload_mode_name(tier.mode),
+                "read {:.2f}) = {:.3f} s, GPU model FLOPs at {:.0f} TFLOP/s {:.3f} s of which the forward ({:.3f} s) "
+                "overlaps it: predicted step {:.3f} s, measured {:.3f} s ({:+.1f} %)", offload_mode_name(tier.mode),
                 static_cast<double>(host.nvme_step_bytes()) / 1e9, disk.mixed_gbs(), disk.write_gbs, disk.read_gbs,
                 plan_nvme_s, o.gpu_tflops, plan_gpu_s, timing.forward_seconds, predicted_s,
                 med(&StepFigures::step_s), 100.0 * (med(&StepFigures::step_s) - predicted_s) / predicted_s);

@@ -7,7 +7,7 @@
 // the step its compute stream did not wait for weights, its peak GPU memory and host bytes per parameter.
 // --skip-update times the pipeline alone (no optimizer): the optimizer's cost is the difference.
 // --offload puts the optimizer state on the NVMe tier (--offload-paths); a disk probe measures the paths' ceiling
-// first, and the plan's predicted step time (the slower of the GPU's 6N FLOPs at --gpu-tflops and the state traffic
+// first, and the plan's predicted step time (the slower of the GPU's model FLOPs at --gpu-tflops and the state traffic
 // at the probed bandwidth) is printed next to the measured median.
 // Invariant: measures, never asserts.
 #pragma once

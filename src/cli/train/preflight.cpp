@@ -18,6 +18,7 @@
 #include "plan/cudnn_attention_plan.h"
 #include "plan/sequence_limit.h"
 #include "store/shared_memory_check.h"
+#include "model/flops.h"
 #include "plan/resource_advice.h"
 #include "store/tier_layout.h"
 #include "store/tier_probe.h"
@@ -73,19 +74,19 @@ std::string numa_shortfall(int64_t store_bytes, int ranks, const MachineLimits& 
 }
 
 // The step time the tier's traffic imposes, at the bandwidth a quick probe measures on its paths (64 MiB each at
-// most), next to the GPU's 6N FLOPs at the H200's measured rate.
+// most), next to the GPU's model FLOPs at the H200's measured rate.
 void log_tier_prediction(const Config& c, const ModelSpec& spec, const RunShape& run, const HostPlan& host, bool gpu) {
   const int64_t probe = std::min<int64_t>(int64_t{64} << 20, host.nvme_bytes / static_cast<int64_t>(c.store.offload_paths.size()));
   const DiskCeiling disk = measure_disk_ceiling(c.store.offload_paths, probe);
   Machine m;
   m.nvme_gbs = disk.mixed_gbs();
-  const NvmeTiming t = nvme_timing(host, static_cast<double>(host.parameters), run.batch_size, run.seq_len,
+  const NvmeTiming t = nvme_timing(host, model_flops_per_token(spec, run.seq_len), run.batch_size, run.seq_len,
                                    forward_share(spec, run), m);
   log::info("state tier: {} read and written per step; at the {:.2f} GB/s a probe of the paths measured (write {:.2f}, "
             "read {:.2f}, {}) that is {:.3f} s per step{}", bytes(host.nvme_step_bytes()), disk.mixed_gbs(),
             disk.write_gbs, disk.read_gbs, disk.direct ? "O_DIRECT" : "buffered", t.nvme_seconds,
-            gpu ? MT_FORMAT(" against the GPU's {:.3f} s (6N at {:.0f} TFLOP/s) of which the next forward, {:.3f} s, "
-                            "overlaps it: predicted step {:.3f} s; hidden from batch {} × {}",
+            gpu ? MT_FORMAT(" against the GPU's {:.3f} s (model FLOPs at {:.0f} TFLOP/s) of which the next forward, "
+                            "{:.3f} s, overlaps it: predicted step {:.3f} s; hidden from batch {} × {}",
                             t.gpu_seconds, m.gpu_tflops, t.forward_seconds, t.predicted_seconds, t.hiding_batch,
                             run.seq_len)
                 : std::string());
