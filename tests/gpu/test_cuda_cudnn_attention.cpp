@@ -72,6 +72,18 @@ Reference through_backend(mt::Backend& be, const std::vector<float>& q, const st
   return {out.read(), lse.read(), dq.read(), dk.read(), dv.read()};
 }
 
+// A case's shape with its lengths in host memory (for the reference) and uploaded (for the GPU); empty lengths: none.
+struct CaseShapes {
+  mt::AttnShape host, dev;
+  std::unique_ptr<DeviceBuffer<int32_t>> lens;
+};
+CaseShapes case_shapes(mt::AttnShape host, const std::vector<int32_t>& seq_lens) {
+  host.seq_lens = seq_lens.empty() ? nullptr : seq_lens.data();
+  CaseShapes s{host, host, upload_ints(seq_lens.empty() ? std::vector<int32_t>{0} : seq_lens)};
+  s.dev.seq_lens = host.seq_lens != nullptr ? s.lens->get() : nullptr;
+  return s;
+}
+
 // Sets an environment variable for one scope.
 struct Env {
   const char* name;
@@ -145,18 +157,16 @@ TEST_CASE("cudnn attention forward and deterministic backward match the referenc
       INFO(c.name);
       const int64_t T = c.batch * c.seq, q_size = T * c.heads * c.head_dim, kv_size = T * c.kv_heads * c.head_dim;
       const int64_t lse_size = c.batch * c.heads * c.seq;
-      mt::AttnShape host{.batch = c.batch,
-                         .seq = c.seq,
-                         .n_heads = c.heads,
-                         .n_kv_heads = c.kv_heads,
-                         .head_dim = c.head_dim,
-                         .window = c.window,
-                         .scale = c.scale,
-                         .softcap = c.softcap};
-      host.seq_lens = c.seq_lens.empty() ? nullptr : c.seq_lens.data();
-      auto d_lens = upload_ints(c.seq_lens.empty() ? std::vector<int32_t>{0} : c.seq_lens);
-      mt::AttnShape dev = host;
-      dev.seq_lens = host.seq_lens != nullptr ? d_lens->get() : nullptr;
+      const CaseShapes shapes = case_shapes({.batch = c.batch,
+                                             .seq = c.seq,
+                                             .n_heads = c.heads,
+                                             .n_kv_heads = c.kv_heads,
+                                             .head_dim = c.head_dim,
+                                             .window = c.window,
+                                             .scale = c.scale,
+                                             .softcap = c.softcap},
+                                            c.seq_lens);
+      const mt::AttnShape &host = shapes.host, &dev = shapes.dev;
       REQUIRE(mt::cudnn_attention_gap(dev, mt::DType::bf16).empty());
 
       const mt::cuda::CudnnPlanInfo fwd = cudnn->plan_info(false, dev), bwd = cudnn->plan_info(true, dev);
@@ -246,16 +256,14 @@ void check_tiled_backward(const std::vector<TiledCase>& cases) {
                             << c.tile) {
       INFO(c.name);
       const int64_t T = c.batch * c.seq, q_size = T * c.heads * c.head_dim, kv_size = T * c.kv_heads * c.head_dim;
-      mt::AttnShape host{.batch = c.batch,
-                         .seq = c.seq,
-                         .n_heads = c.heads,
-                         .n_kv_heads = c.kv_heads,
-                         .head_dim = c.head_dim,
-                         .softcap = c.softcap};
-      host.seq_lens = c.seq_lens.empty() ? nullptr : c.seq_lens.data();
-      auto d_lens = upload_ints(c.seq_lens.empty() ? std::vector<int32_t>{0} : c.seq_lens);
-      mt::AttnShape dev = host;
-      dev.seq_lens = host.seq_lens != nullptr ? d_lens->get() : nullptr;
+      const CaseShapes shapes = case_shapes({.batch = c.batch,
+                                             .seq = c.seq,
+                                             .n_heads = c.heads,
+                                             .n_kv_heads = c.kv_heads,
+                                             .head_dim = c.head_dim,
+                                             .softcap = c.softcap},
+                                            c.seq_lens);
+      const mt::AttnShape &host = shapes.host, &dev = shapes.dev;
       const auto q = rounded<bf16>(random_floats(q_size, 81, c.softcap > 0.f ? 1.5f : 1.f));
       const auto k = rounded<bf16>(random_floats(kv_size, 82, c.softcap > 0.f ? 1.5f : 1.f));
       const auto v = rounded<bf16>(random_floats(kv_size, 83)), dout = rounded<bf16>(random_floats(q_size, 84));
