@@ -1,7 +1,10 @@
 // CPU backend attention: forward and lse against a naive masked full softmax (causal, window, right padding,
 // segments, GQA, custom scale, Gemma 2 soft-capping, ALiBi with a non-power-of-two head count), padded rows are zero
-// and inert, backward against finite differences.
+// and inert, backward against finite differences, and the many-thread (by rows) paths bitwise the one-thread ones.
+#include <omp.h>
+
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "backend/backend.h"
@@ -289,4 +292,36 @@ TEST_CASE("attention ALiBi slopes follow BLOOM's sequence for 6 heads", "[backen
   CHECK(alibi_slopes(6) == want);
   CHECK(alibi_slopes(8) == std::vector<float>{0.5f, 0.25f, 0.125f, 0.0625f, 0.03125f, 0.015625f, 0.0078125f,
                                               0.00390625f});
+}
+
+// With few (batch, kv head) tasks for its threads the backward runs as two passes by rows (dq by query, dk/dv by key)
+// and the forward by query rows: the same bits as on one thread, where the backward runs as one pass by kv head.
+TEST_CASE("attention by rows on many threads is bitwise the one-thread result", "[backend][attention]") {
+  auto be = mt::make_cpu_backend();
+  Case longer;
+  longer.shape = {.batch = 1, .seq = 300, .n_heads = 3, .n_kv_heads = 1, .head_dim = 8, .window = 40, .scale = 0.3f,
+                  .softcap = 2.f};
+  longer.seq_lens = {287};
+  longer.shape.seq_lens = longer.seq_lens.data();
+  const int threads = omp_get_max_threads();
+  for (const Case& c : {masked_case(), softcap_case(), alibi_case(), combined_case(), plain_case(), longer}) {
+    const auto& s = c.shape;
+    const auto q = random_floats(c.q_size(), 91), k = random_floats(c.kv_size(), 92);
+    const auto v = random_floats(c.kv_size(), 93), dout = random_floats(c.q_size(), 94);
+    std::vector<std::vector<float>> runs[2];
+    for (const int n : {1, 64}) {  // 64 > 2 · batch · kv heads: the backward by rows
+      omp_set_num_threads(n);
+      std::vector<float> out(q.size()), lse(static_cast<size_t>(s.batch * s.n_heads * s.seq)), dq(q.size()),
+          dk(k.size()), dv(v.size());
+      be->attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), s);
+      be->attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(), out.data(),
+                             lse.data(), s);
+      runs[n == 1 ? 0 : 1] = {out, lse, dq, dk, dv};
+    }
+    omp_set_num_threads(threads);
+    for (size_t t = 0; t < 5; ++t) {
+      INFO("seq " << s.seq << " heads " << s.n_heads << "/" << s.n_kv_heads << " tensor " << t);
+      CHECK(std::memcmp(runs[0][t].data(), runs[1][t].data(), runs[0][t].size() * sizeof(float)) == 0);
+    }
+  }
 }

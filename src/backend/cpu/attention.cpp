@@ -1,10 +1,15 @@
 // Causal softmax attention with GQA, sliding window, right padding and packed segments, a custom logit scale, Gemma 2
 // logit soft-capping, ALiBi biases and attention sinks (GPT-OSS: a per-head logit in the softmax denominator, no
 // value); one query row at a time.
-// Invariant: never materialises more than one score row per thread; forward tasks own (batch, head), backward tasks
-// own (batch, kv head) and every query head sharing it, so dk/dv sums are race-free and in a fixed order. Without
+// Invariant: never materialises more than one score row per thread; forward tasks own one query row of one head;
+// backward tasks own (batch, kv head) and every query head sharing it, so dk/dv sums are race-free and in a fixed
+// order — or, where those tasks would leave most threads idle (long rows, few heads), the backward runs as two passes,
+// dq by query row and dk/dv by key row, each summing in exactly the order of the one pass (keys ascending for a dq
+// row; query heads, then queries ascending, for a dk/dv row), so the bits are the same either way. Without
 // soft-capping and ALiBi the kernels are instantiated with those steps compiled out, so that path runs exactly the
 // operations it always has.
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -71,13 +76,13 @@ void forward_impl(float* out, float* lse, const float* q, const float* k, const 
 #pragma omp parallel
   {
     std::vector<float> p(static_cast<size_t>(s.seq));
-#pragma omp for collapse(2) schedule(dynamic)
+#pragma omp for collapse(3) schedule(dynamic, 16)
     for (int64_t b = 0; b < s.batch; ++b) {
       for (int64_t h = 0; h < s.n_heads; ++h) {
-        const int64_t len = valid_len(s, b), kv_off = (h / group) * hd;
-        const float slope = Ext && s.alibi_slopes != nullptr ? s.alibi_slopes[h] : 0.f;
-        const float sink = s.sinks != nullptr ? static_cast<const float*>(s.sinks)[h] : neg_inf;
         for (int64_t i = 0; i < s.seq; ++i) {
+          const int64_t len = valid_len(s, b), kv_off = (h / group) * hd;
+          const float slope = Ext && s.alibi_slopes != nullptr ? s.alibi_slopes[h] : 0.f;
+          const float sink = s.sinks != nullptr ? static_cast<const float*>(s.sinks)[h] : neg_inf;
           float* o = out + (b * s.seq + i) * q_stride + h * hd;
           float& l = lse[(b * s.n_heads + h) * s.seq + i];
           std::fill(o, o + hd, 0.f);
@@ -117,9 +122,30 @@ void forward_impl(float* out, float* lse, const float* q, const float* k, const 
   }
 }
 
+// The gradient terms of query i (head h) and key j: p, and ds_raw = p · (dO_i·v_j − D_i) (through the tanh where
+// capped), from the pair's recomputed logit.
+struct PairGrad {
+  float p, ds;
+};
 template <bool Ext>
-void backward_impl(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
-                   const float* v, const float* out, const float* lse, const AttnShape& s) {
+PairGrad pair_grad(const AttnShape& s, const float* qi, const float* doi, float di, float lse_i, const float* kj,
+                        const float* vj, float scale, float slope, int64_t i, int64_t j) {
+  const int64_t hd = s.head_dim;
+  if constexpr (Ext) {
+    float dcap;
+    const float logit = final_logit(s, dot(qi, kj, hd) * scale, slope, i, j, &dcap);
+    const float p = std::exp(logit - lse_i);
+    return {p, p * (dot(doi, vj, hd) - di) * dcap};
+  } else {
+    const float p = std::exp(dot(qi, kj, hd) * scale - lse_i);
+    return {p, p * (dot(doi, vj, hd) - di)};
+  }
+}
+
+// One pass: tasks own (batch, kv head) and the query heads sharing it.
+template <bool Ext>
+void backward_by_kv_head(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
+                         const float* v, const float* out, const float* lse, const AttnShape& s) {
   const int64_t hd = s.head_dim, group = s.n_heads / s.n_kv_heads;
   const int64_t q_stride = s.n_heads * hd, kv_stride = s.n_kv_heads * hd;
   const float scale = softmax_scale(s);
@@ -145,26 +171,83 @@ void backward_impl(float* dq, float* dk, float* dv, const float* dout, const flo
           for (int64_t j = first_key(s, i); j <= i; ++j) {
             if (!same_segment(s, b, i, j)) continue;
             const int64_t kv_row = (b * s.seq + j) * kv_stride + kv_off;
-            if constexpr (Ext) {
-              float dcap;
-              const float logit = final_logit(s, dot(qi, k + kv_row, hd) * scale, slope, i, j, &dcap);
-              const float p = std::exp(logit - lse_i);
-              const float ds = p * (dot(doi, v + kv_row, hd) - di) * dcap;  // through the tanh: ds_raw
-              axpy(dqi, scale * ds, k + kv_row, hd);
-              axpy(dk + kv_row, scale * ds, qi, hd);
-              axpy(dv + kv_row, p, doi, hd);
-            } else {
-              const float p = std::exp(dot(qi, k + kv_row, hd) * scale - lse_i);
-              const float ds = p * (dot(doi, v + kv_row, hd) - di);
-              axpy(dqi, scale * ds, k + kv_row, hd);
-              axpy(dk + kv_row, scale * ds, qi, hd);
-              axpy(dv + kv_row, p, doi, hd);
-            }
+            const PairGrad g = pair_grad<Ext>(s, qi, doi, di, lse_i, k + kv_row, v + kv_row, scale, slope, i, j);
+            axpy(dqi, scale * g.ds, k + kv_row, hd);
+            axpy(dk + kv_row, scale * g.ds, qi, hd);
+            axpy(dv + kv_row, g.p, doi, hd);
           }
         }
       }
     }
   }
+}
+
+// Two passes over every (query, key) pair: dq by query row, then dk/dv by key row, in backward_by_kv_head's orders.
+template <bool Ext>
+void backward_by_rows(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
+                      const float* v, const float* out, const float* lse, const AttnShape& s) {
+  const int64_t hd = s.head_dim, group = s.n_heads / s.n_kv_heads;
+  const int64_t q_stride = s.n_heads * hd, kv_stride = s.n_kv_heads * hd;
+  const float scale = softmax_scale(s);
+  std::vector<float> d(static_cast<size_t>(s.batch * s.n_heads * s.seq));  // D_i = dO_i·O_i, [b, h, seq]
+#pragma omp parallel for collapse(3) schedule(static)
+  for (int64_t b = 0; b < s.batch; ++b)
+    for (int64_t h = 0; h < s.n_heads; ++h)
+      for (int64_t i = 0; i < s.seq; ++i) {
+        const int64_t row = (b * s.seq + i) * q_stride + h * hd;
+        d[static_cast<size_t>((b * s.n_heads + h) * s.seq + i)] = dot(dout + row, out + row, hd);
+      }
+#pragma omp parallel for collapse(3) schedule(dynamic, 16)
+  for (int64_t b = 0; b < s.batch; ++b)
+    for (int64_t h = 0; h < s.n_heads; ++h)
+      for (int64_t i = 0; i < s.seq; ++i) {
+        const int64_t row = (b * s.seq + i) * q_stride + h * hd, kv_off = (h / group) * hd;
+        float* dqi = dq + row;
+        std::fill_n(dqi, hd, 0.f);
+        if (i >= valid_len(s, b)) continue;
+        const float slope = Ext && s.alibi_slopes != nullptr ? s.alibi_slopes[h] : 0.f;
+        const int64_t at = (b * s.n_heads + h) * s.seq + i;
+        for (int64_t j = first_key(s, i); j <= i; ++j) {
+          if (!same_segment(s, b, i, j)) continue;
+          const int64_t kv_row = (b * s.seq + j) * kv_stride + kv_off;
+          const PairGrad g = pair_grad<Ext>(s, q + row, dout + row, d[static_cast<size_t>(at)], lse[at],
+                                                 k + kv_row, v + kv_row, scale, slope, i, j);
+          axpy(dqi, scale * g.ds, k + kv_row, hd);
+        }
+      }
+#pragma omp parallel for collapse(3) schedule(dynamic, 16)
+  for (int64_t b = 0; b < s.batch; ++b)
+    for (int64_t kvh = 0; kvh < s.n_kv_heads; ++kvh)
+      for (int64_t j = 0; j < s.seq; ++j) {
+        const int64_t kv_row = (b * s.seq + j) * kv_stride + kvh * hd, len = valid_len(s, b);
+        float* dkj = dk + kv_row;
+        float* dvj = dv + kv_row;
+        std::fill_n(dkj, hd, 0.f);
+        std::fill_n(dvj, hd, 0.f);
+        // The queries that see key j: from j up to the window's end, within the valid length.
+        const int64_t last = s.window > 0 ? std::min(len, j + s.window) : len;
+        for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
+          const float slope = Ext && s.alibi_slopes != nullptr ? s.alibi_slopes[h] : 0.f;
+          for (int64_t i = j; i < last; ++i) {
+            if (!same_segment(s, b, i, j)) continue;
+            const int64_t row = (b * s.seq + i) * q_stride + h * hd, at = (b * s.n_heads + h) * s.seq + i;
+            const PairGrad g = pair_grad<Ext>(s, q + row, dout + row, d[static_cast<size_t>(at)], lse[at],
+                                                   k + kv_row, v + kv_row, scale, slope, i, j);
+            axpy(dkj, scale * g.ds, q + row, hd);
+            axpy(dvj, g.p, dout + row, hd);
+          }
+        }
+      }
+}
+
+// backward_by_rows where (batch, kv head) tasks would keep fewer than half the threads busy.
+template <bool Ext>
+void backward_impl(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
+                   const float* v, const float* out, const float* lse, const AttnShape& s) {
+  if (2 * s.batch * s.n_kv_heads < omp_get_max_threads())
+    backward_by_rows<Ext>(dq, dk, dv, dout, q, k, v, out, lse, s);
+  else
+    backward_by_kv_head<Ext>(dq, dk, dv, dout, q, k, v, out, lse, s);
 }
 
 }  // namespace
