@@ -176,6 +176,7 @@ json to_json(const std::string& model, const ModelSpec& spec, const Machine& m, 
                    {"layer_workspace", g.layer_workspace}, {"head_logits", g.head}, {"batch_arrays", g.batch_arrays},
                    {"gemm_workspace", g.gemm_workspace}, {"attention_workspace", g.attention_workspace},
                    {"cudnn_backward", g.cudnn_backward}, {"cudnn_backward_need", g.cudnn_backward_need},
+                   {"cudnn_backward_tile", g.cudnn_backward_tile},
                    {"total", g.total()}, {"gpu_bytes", m.gpu_bytes},
                    {"optimizer_on_gpu", [&] {
                       const ResidentPlan r = plan_resident(spec, a.run, m.gpu_bytes, 1, true);

@@ -174,7 +174,9 @@ std::string describe_attention_choice(AttentionChoice c, int64_t limit_bytes) {
 
 std::string describe_attention_plan(const GpuPlan& g) {
   if (g.cudnn_backward)
-    return MT_FORMAT("cuDNN forward and deterministic backward; {} of cuDNN workspace reserved at the micro-batch of {}",
+    return MT_FORMAT("cuDNN forward and deterministic backward{}; {} of cuDNN workspace reserved at the micro-batch "
+                     "of {}",
+                     g.cudnn_backward_tile > 0 ? MT_FORMAT(" (in tiles of {} tokens)", g.cudnn_backward_tile) : "",
                      mib(g.attention_workspace), g.micro_batch_size);
   if (g.cudnn_backward_need > 0)
     return MT_FORMAT("cuDNN forward ({} of staging reserved), our backward: cuDNN's deterministic backward would "

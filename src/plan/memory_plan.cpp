@@ -71,6 +71,7 @@ void plan_activations(const ModelSpec& s, const RunShape& run, int64_t es, GpuPl
   // over the layers whose backward is ours (the widest layer's).
   int64_t attention_partials = 0, cudnn_forward = 0;
   g.cudnn_backward_need = 0;
+  g.cudnn_backward_tile = 0;
   for (const LayerSpec& l : s.layers) {
     if (l.is_deltanet()) continue;
     const AttentionSpec& a = l.attention;
@@ -80,6 +81,9 @@ void plan_activations(const ModelSpec& s, const RunShape& run, int64_t es, GpuPl
           AttnShape{.batch = mb, .seq = run.seq_len, .n_heads = a.num_heads, .n_kv_heads = a.num_kv_heads,
                     .head_dim = a.head_dim});
       cudnn_forward = std::max(cudnn_forward, w.forward);
+      if (w.backward > g.cudnn_backward_need)
+        g.cudnn_backward_tile = cudnn_backward_tile(AttnShape{.batch = mb, .seq = run.seq_len, .n_heads = a.num_heads,
+                                                              .n_kv_heads = a.num_kv_heads, .head_dim = a.head_dim});
       g.cudnn_backward_need = std::max(g.cudnn_backward_need, w.backward);
     }
     const int64_t group = a.num_heads / std::max<int64_t>(a.num_kv_heads, 1);

@@ -90,10 +90,12 @@ struct GpuPlan {
   // seq_len) at the micro-batch shape, the widest covered layer's:
   // the deterministic backward's graph and staging where run.cudnn_backward, else the forward's staging; 0 without
   // run.cudnn_attention. cudnn_backward_need: what the deterministic backward would take (reported when it does
-  // not fit and our backward runs instead).
+  // not fit and our backward runs instead). cudnn_backward_tile: the tile that backward runs in at seq_len
+  // (cudnn_backward_tile of the widest covered layer's shape; 0: one graph, or no cuDNN).
   int64_t attention_workspace = 0;
   int64_t cudnn_backward_need = 0;
   bool cudnn_backward = false;
+  int64_t cudnn_backward_tile = 0;
   int64_t total() const {
     return weight_slots + grad_buffers + checkpoints + segment + saved_layers + layer_workspace + head +
            batch_arrays + gemm_workspace + rope_tables + attention_workspace;

@@ -167,6 +167,7 @@ TEST_CASE("memory plan: cuDNN's deterministic backward workspace is reserved whe
   const int64_t mb = g.micro_batch_size;
   const mt::CudnnWorkspace w = mt::cudnn_attention_reserve(shape(mb, 8192, 16, 2, 128));
   CHECK(g.cudnn_backward);
+  CHECK(g.cudnn_backward_tile == 0);  // 8192 tokens: one graph
   CHECK(g.attention_workspace == w.backward);
   CHECK(g.cudnn_backward_need == w.backward);
   CHECK(g.total() <= mt::usable_gpu_bytes(139 * kGiB));
@@ -313,6 +314,8 @@ TEST_CASE("memory plan and sequence limit: the tiled backward fits where one gra
   CHECK(run.cudnn_backward);
   const mt::GpuPlan g = mt::plan_gpu(spec, run);
   CHECK(g.cudnn_backward);
+  CHECK(g.cudnn_backward_tile == 8192);
+  CHECK(contains(mt::describe_attention_plan(g), "in tiles of 8192 tokens"));
   CHECK(g.attention_workspace < 8 * kGiB);
   // The longest sequence with the tiles: past our backward's (whose GQA partials grow with the length).
   const mt::Machine h200{139 * kGiB, 1500 * kGiB};
