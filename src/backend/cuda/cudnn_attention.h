@@ -9,8 +9,8 @@
 // are 0; the backward graph is the deterministic one (no fp32 dQ accumulation by atomics), past
 // cudnn_backward_tile's length run as tiles of one tile-long graph (a causal one on the diagonal, an unmasked one
 // below it) summed in a fixed order, so its workspace does not grow with the square of the sequence. One graph and
-// plan per bucket (or tile) shape, built on first use and kept; the workspace grows through the backend's allocator and never shrinks,
-// so a step at a shape seen before allocates nothing. Which direction runs here, and the workspace a run allows, are
+// plan per bucket (or tile) shape, built on first use and kept; the workspace grows through the backend's allocator
+// and never shrinks, so a step at a shape seen before allocates nothing. Which direction runs here, and the workspace a run allows, are
 // plan/cudnn_attention_plan.h's (the memory plan reserves the same figure); this class only reports what a plan needs.
 #pragma once
 #include <cuda_bf16.h>
@@ -117,7 +117,7 @@ void restride_rows(void* dst, const void* src, int64_t groups, int64_t from_rows
                    cudaStream_t stream);
 void fill_ints(int32_t* dst, int64_t n, int32_t value, cudaStream_t stream);  // dst[0, n) = value
 
-// The tiled backward's sums (cudnn_attention_padding.cu), over groups of rows × width elements, each group at its
+// The tiled backward's sums (cudnn_attention_rows.cu), over groups of rows × width elements, each group at its
 // stride (elements): acc (=, or +=) x; dst = bf16(src) rounded to nearest.
 void accumulate_rows(float* acc, int64_t acc_stride, const __nv_bfloat16* x, int64_t x_stride, int64_t groups,
                      int64_t rows, int64_t width, bool assign, cudaStream_t stream);
@@ -132,7 +132,7 @@ void gather_lse(float* lse_dst, const float* lse, int64_t batch, int64_t heads, 
                 int64_t rows, const int32_t* lens, cudaStream_t stream);
 
 // Zeroes the rows of x [batch·seq, width] at padded positions (i >= s.seq_lens[b], which must be set) and, where lse
-// is given, lse [batch, n_heads, seq] there (cudnn_attention_padding.cu).
+// is given, lse [batch, n_heads, seq] there (cudnn_attention_rows.cu).
 void zero_padded_attention_rows(__nv_bfloat16* x, int64_t width, float* lse, const AttnShape& s, cudaStream_t stream);
 
 }  // namespace mt::cuda
