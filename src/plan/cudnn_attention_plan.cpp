@@ -161,13 +161,12 @@ AttentionDecision choose_attention(AttentionChoice c, bool backward, const std::
 
 std::string describe_attention_choice(AttentionChoice c, int64_t limit_bytes) {
   if (c == AttentionChoice::ours) return "MEGATRAIN_ATTENTION=ours: our kernel in both directions";
+  const int64_t tile = cudnn_backward_tile_setting();
   return MT_FORMAT(
       "MEGATRAIN_ATTENTION={}: forward cuDNN where it covers the case (bf16, soft-capped or not; no ALiBi, sinks or "
       "segments); backward cuDNN's deterministic graph{} {}; our kernel elsewhere and wherever a plan does not finalize",
       attention_choice_name(c),
-      cudnn_backward_tile_setting() > 0
-          ? MT_FORMAT(" (past {} tokens in tiles of that length, no window)", cudnn_backward_tile_setting())
-          : std::string(),
+      tile > 0 ? MT_FORMAT(" (past {} tokens in tiles of that length, no window)", tile) : std::string(),
       limit_bytes >= 0 ? MT_FORMAT("where its workspace and staging fit {}", mib(limit_bytes))
                        : std::string("wherever the GPU can hold its workspace"));
 }

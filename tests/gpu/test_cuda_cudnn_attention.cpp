@@ -72,18 +72,6 @@ Reference through_backend(mt::Backend& be, const std::vector<float>& q, const st
   return {out.read(), lse.read(), dq.read(), dk.read(), dv.read()};
 }
 
-// A case's shape with its lengths in host memory (for the reference) and uploaded (for the GPU); empty lengths: none.
-struct CaseShapes {
-  mt::AttnShape host, dev;
-  std::unique_ptr<DeviceBuffer<int32_t>> lens;
-};
-CaseShapes case_shapes(mt::AttnShape host, const std::vector<int32_t>& seq_lens) {
-  host.seq_lens = seq_lens.empty() ? nullptr : seq_lens.data();
-  CaseShapes s{host, host, upload_ints(seq_lens.empty() ? std::vector<int32_t>{0} : seq_lens)};
-  s.dev.seq_lens = host.seq_lens != nullptr ? s.lens->get() : nullptr;
-  return s;
-}
-
 // Sets an environment variable for one scope.
 struct Env {
   const char* name;
@@ -100,6 +88,26 @@ struct CudnnCase {
   float softcap = 0.f;   // Gemma 2's logit soft-cap (the graph's score modifier); 0 = none
   float magnitude = 1.f;  // std of the random q and k (larger: logits reach the soft-cap's non-linear range)
 };
+
+// A case's shape with its lengths in host memory (for the reference) and uploaded (for the GPU); empty lengths: none.
+struct CaseShapes {
+  mt::AttnShape host, dev;
+  std::unique_ptr<DeviceBuffer<int32_t>> lens;
+};
+CaseShapes case_shapes(const CudnnCase& c) {
+  const mt::AttnShape host{.batch = c.batch,
+                           .seq = c.seq,
+                           .n_heads = c.heads,
+                           .n_kv_heads = c.kv_heads,
+                           .head_dim = c.head_dim,
+                           .window = c.window,
+                           .scale = c.scale,
+                           .softcap = c.softcap,
+                           .seq_lens = c.seq_lens.empty() ? nullptr : c.seq_lens.data()};
+  CaseShapes s{host, host, upload_ints(c.seq_lens.empty() ? std::vector<int32_t>{0} : c.seq_lens)};
+  s.dev.seq_lens = host.seq_lens != nullptr ? s.lens->get() : nullptr;
+  return s;
+}
 
 const std::vector<CudnnCase>& cudnn_cases() {
   static const std::vector<CudnnCase> cases = {
@@ -157,15 +165,7 @@ TEST_CASE("cudnn attention forward and deterministic backward match the referenc
       INFO(c.name);
       const int64_t T = c.batch * c.seq, q_size = T * c.heads * c.head_dim, kv_size = T * c.kv_heads * c.head_dim;
       const int64_t lse_size = c.batch * c.heads * c.seq;
-      const CaseShapes shapes = case_shapes({.batch = c.batch,
-                                             .seq = c.seq,
-                                             .n_heads = c.heads,
-                                             .n_kv_heads = c.kv_heads,
-                                             .head_dim = c.head_dim,
-                                             .window = c.window,
-                                             .scale = c.scale,
-                                             .softcap = c.softcap},
-                                            c.seq_lens);
+      const CaseShapes shapes = case_shapes(c);
       const mt::AttnShape &host = shapes.host, &dev = shapes.dev;
       REQUIRE(mt::cudnn_attention_gap(dev, mt::DType::bf16).empty());
 
@@ -239,33 +239,24 @@ TEST_CASE("cudnn attention forward and deterministic backward match the referenc
 namespace {
 
 struct TiledCase {
-  const char* name;
-  int64_t batch, seq, heads, kv_heads, head_dim;
-  std::vector<int32_t> seq_lens;
+  CudnnCase c;  // no window (windows run as one graph), default scale
   const char* tile;
   int64_t want_tile;
-  float softcap = 0.f;
 };
 
 void check_tiled_backward(const std::vector<TiledCase>& cases) {
   MT_REQUIRE_GPU();
   auto cudnn = make_cudnn();
   REQUIRE(cudnn->version() > 0);
-  for (const TiledCase& c : cases) {
+  for (const auto& [c, tile, want_tile] : cases) {
     DYNAMIC_SECTION(c.batch << "x" << c.seq << " " << c.heads << "/" << c.kv_heads << " hd" << c.head_dim << " tile"
-                            << c.tile) {
+                            << tile) {
       INFO(c.name);
       const int64_t T = c.batch * c.seq, q_size = T * c.heads * c.head_dim, kv_size = T * c.kv_heads * c.head_dim;
-      const CaseShapes shapes = case_shapes({.batch = c.batch,
-                                             .seq = c.seq,
-                                             .n_heads = c.heads,
-                                             .n_kv_heads = c.kv_heads,
-                                             .head_dim = c.head_dim,
-                                             .softcap = c.softcap},
-                                            c.seq_lens);
+      const CaseShapes shapes = case_shapes(c);
       const mt::AttnShape &host = shapes.host, &dev = shapes.dev;
-      const auto q = rounded<bf16>(random_floats(q_size, 81, c.softcap > 0.f ? 1.5f : 1.f));
-      const auto k = rounded<bf16>(random_floats(kv_size, 82, c.softcap > 0.f ? 1.5f : 1.f));
+      const auto q = rounded<bf16>(random_floats(q_size, 81, c.magnitude));
+      const auto k = rounded<bf16>(random_floats(kv_size, 82, c.magnitude));
       const auto v = rounded<bf16>(random_floats(kv_size, 83)), dout = rounded<bf16>(random_floats(q_size, 84));
       const Reference want = reference(q, k, v, dout, host);
       auto d_q = upload<bf16>(q), d_k = upload<bf16>(k), d_v = upload<bf16>(v), d_dout = upload<bf16>(dout);
@@ -279,10 +270,10 @@ void check_tiled_backward(const std::vector<TiledCase>& cases) {
         REQUIRE(cudnn->backward(dq1.get(), dk1.get(), dv1.get(), d_dout->get(), d_q->get(), d_k->get(), d_v->get(),
                                 out.get(), lse.get(), dev));
       }
-      const Env tiles("MEGATRAIN_CUDNN_BACKWARD_TILE", c.tile);
-      REQUIRE(mt::cudnn_backward_tile(dev) == c.want_tile);
+      const Env tiles("MEGATRAIN_CUDNN_BACKWARD_TILE", tile);
+      REQUIRE(mt::cudnn_backward_tile(dev) == want_tile);
       const int64_t need = cudnn->workspace_need(true, dev);
-      const int64_t planned = mt::cudnn_tiled_backward_bytes(dev, c.want_tile);
+      const int64_t planned = mt::cudnn_tiled_backward_bytes(dev, want_tile);
       INFO("tiled backward workspace: " << need << " B, plan " << planned << " B");
       REQUIRE(need > 0);
       CHECK(need <= planned);
@@ -297,10 +288,9 @@ void check_tiled_backward(const std::vector<TiledCase>& cases) {
       CHECK(same_bits(got_dq, download(dq2)));
       CHECK(same_bits(got_dk, download(dk2)));
       CHECK(same_bits(got_dv, download(dv2)));
-      CudnnCase shape_of{c.name, c.batch, c.seq, c.heads, c.kv_heads, c.head_dim, 0, c.seq_lens};
-      CHECK(nonzero_padding(got_dq, shape_of, c.heads * c.head_dim) == 0);
-      CHECK(nonzero_padding(got_dk, shape_of, c.kv_heads * c.head_dim) == 0);
-      CHECK(nonzero_padding(got_dv, shape_of, c.kv_heads * c.head_dim) == 0);
+      CHECK(nonzero_padding(got_dq, c, c.heads * c.head_dim) == 0);
+      CHECK(nonzero_padding(got_dk, c, c.kv_heads * c.head_dim) == 0);
+      CHECK(nonzero_padding(got_dv, c, c.kv_heads * c.head_dim) == 0);
       // Against the one graph: both bf16 roundings of the same sums (the tiles round each tile's part once more).
       check_close("tiled dq against one graph", got_dq, download(dq1), 1e-2);
       check_close("tiled dk against one graph", got_dk, download(dk1), 1e-2);
@@ -313,12 +303,16 @@ void check_tiled_backward(const std::vector<TiledCase>& cases) {
 
 TEST_CASE("cudnn attention: the deterministic backward in tiles matches the reference", "[gpu][attention][cudnn]") {
   check_tiled_backward({
-      {"GQA 2, length 4096 in tiles of 1024 (10 tiles)", 1, 4096, 4, 2, 64, {}, "1024", 1024},
-      {"GQA 4, odd length 3000 (the last tile 952 rows), padded 3000/1777, tiles of 1024", 2, 3000, 8, 2, 128,
-       {3000, 1777}, "1024", 1024},
-      {"MQA, odd length 1100 in tiles of 256 (the last 76 rows)", 1, 1100, 4, 1, 64, {}, "256", 256},
-      {"soft-cap 2, GQA 2, head_dim 256, padded 2048/1500, tiles of 512", 2, 2048, 4, 2, 256, {2048, 1500}, "512", 512,
-       2.f},
+      {{"GQA 2, length 4096 in tiles of 1024 (10 tiles)", 1, 4096, 4, 2, 64, 0, {}}, "1024", 1024},
+      {{"GQA 4, odd length 3000 (the last tile 952 rows), padded 3000/1777, tiles of 1024", 2, 3000, 8, 2, 128, 0,
+        {3000, 1777}},
+       "1024", 1024},
+      {{"MQA, odd length 1100 in tiles of 256 (the last 76 rows)", 1, 1100, 4, 1, 64, 0, {}}, "256", 256},
+      {{"soft-cap 2, GQA 2, head_dim 256, padded 2048/1500, tiles of 512", 2, 2048, 4, 2, 256, 0, {2048, 1500}, 0.f,
+        true, 2.f, 1.5f},
+       "512", 512},
+      {{"MHA, length 640 in tiles of 512 (the last 128 rows), padded 640/639/1", 3, 640, 4, 4, 128, 0, {640, 639, 1}},
+       "512", 512},
   });
 }
 
@@ -327,9 +321,10 @@ TEST_CASE("cudnn attention: the deterministic backward in tiles matches the refe
 TEST_CASE("cudnn attention: the tiled backward at 32768 and odd 20001 tokens matches the reference",
           "[.long_attention]") {
   check_tiled_backward({
-      {"MQA, length 32768 in the default tiles of 8192, head_dim 64", 1, 32768, 2, 1, 64, {}, "8192", 8192},
-      {"GQA 2, odd length 20001 in the default tiles (the last 3617 rows), padded 20001/12345", 2, 20001, 2, 1, 128,
-       {20001, 12345}, "8192", 8192},
+      {{"MQA, length 32768 in the default tiles of 8192, head_dim 64", 1, 32768, 2, 1, 64, 0, {}}, "8192", 8192},
+      {{"GQA 2, odd length 20001 in the default tiles (the last 3617 rows), padded 20001/12345", 2, 20001, 2, 1, 128,
+        0, {20001, 12345}},
+       "8192", 8192},
   });
 }
 

@@ -39,6 +39,17 @@ std::string thrown(F&& f) {
   return "";
 }
 
+// A run of batch × seq tokens with cuDNN attention, its passes and micro-batch left to resolve_auto.
+mt::RunShape cudnn_run(int64_t seq, int64_t batch) {
+  mt::RunShape run;
+  run.seq_len = seq;
+  run.batch_size = batch;
+  run.passes = 0;
+  run.micro_batch_size = 0;
+  run.cudnn_attention = true;
+  return run;
+}
+
 // Sets an environment variable for one scope.
 struct Env {
   const char* name;
@@ -153,13 +164,8 @@ TEST_CASE("cudnn attention: auto picks per direction, the backward by the reserv
 
 TEST_CASE("memory plan: cuDNN's deterministic backward workspace is reserved where it fits", "[plan][cudnn]") {
   const mt::ModelSpec spec = qwen25_3b();
-  mt::RunShape run;
-  run.seq_len = 8192;
-  run.batch_size = 8;
-  run.passes = 0;
-  run.micro_batch_size = 0;
-  run.cudnn_attention = mt::cudnn_attention_for(run.dtype, 139 * kGiB);
-  REQUIRE(run.cudnn_attention);
+  mt::RunShape run = cudnn_run(8192, 8);
+  REQUIRE(mt::cudnn_attention_for(run.dtype, 139 * kGiB));
   mt::RunShape on_h200 = run;
   mt::resolve_auto(spec, on_h200, 139 * kGiB, true);
   CHECK(on_h200.cudnn_backward);
@@ -304,12 +310,7 @@ TEST_CASE("cudnn attention: past the tile length the deterministic backward runs
 
 TEST_CASE("memory plan and sequence limit: the tiled backward fits where one graph does not", "[plan][cudnn][longseq]") {
   const mt::ModelSpec spec = qwen25_3b();
-  mt::RunShape run;
-  run.seq_len = 32768;
-  run.batch_size = 2;
-  run.passes = 0;
-  run.micro_batch_size = 0;
-  run.cudnn_attention = true;
+  mt::RunShape run = cudnn_run(32768, 2);
   mt::resolve_auto(spec, run, 48 * kGiB, true);  // a 48 GiB GPU: one graph's 33 GiB does not fit beside the plan
   CHECK(run.cudnn_backward);
   const mt::GpuPlan g = mt::plan_gpu(spec, run);

@@ -53,6 +53,12 @@ float softmax_scale(const AttnShape& s) {
 // Whether the logits go through soft-capping or ALiBi (the kernels' Ext instantiation).
 bool extended_logits(const AttnShape& s) { return s.softcap > 0.f || s.alibi_slopes != nullptr; }
 
+// Head h's ALiBi slope (0 without ALiBi, and in the plain instantiation).
+template <bool Ext>
+float head_slope(const AttnShape& s, int64_t h) {
+  return Ext && s.alibi_slopes != nullptr ? s.alibi_slopes[h] : 0.f;
+}
+
 // The final logit of query i, key j from the scaled score `raw`: Gemma 2's softcap·tanh(raw/softcap) (divide, tanh,
 // multiply, as its eager attention), then + slope·(j − i). *dcap gets ∂logit/∂raw = 1 − tanh² (1 without a cap).
 float final_logit(const AttnShape& s, float raw, float slope, int64_t i, int64_t j, float* dcap) {
@@ -81,7 +87,7 @@ void forward_impl(float* out, float* lse, const float* q, const float* k, const 
       for (int64_t h = 0; h < s.n_heads; ++h) {
         for (int64_t i = 0; i < s.seq; ++i) {
           const int64_t len = valid_len(s, b), kv_off = (h / group) * hd;
-          const float slope = Ext && s.alibi_slopes != nullptr ? s.alibi_slopes[h] : 0.f;
+          const float slope = head_slope<Ext>(s, h);
           const float sink = s.sinks != nullptr ? static_cast<const float*>(s.sinks)[h] : neg_inf;
           float* o = out + (b * s.seq + i) * q_stride + h * hd;
           float& l = lse[(b * s.n_heads + h) * s.seq + i];
@@ -129,7 +135,7 @@ struct PairGrad {
 };
 template <bool Ext>
 PairGrad pair_grad(const AttnShape& s, const float* qi, const float* doi, float di, float lse_i, const float* kj,
-                        const float* vj, float scale, float slope, int64_t i, int64_t j) {
+                   const float* vj, float scale, float slope, int64_t i, int64_t j) {
   const int64_t hd = s.head_dim;
   if constexpr (Ext) {
     float dcap;
@@ -158,7 +164,7 @@ void backward_by_kv_head(float* dq, float* dk, float* dv, const float* dout, con
         std::fill_n(dv + (b * s.seq + j) * kv_stride + kv_off, hd, 0.f);
       }
       for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
-        const float slope = Ext && s.alibi_slopes != nullptr ? s.alibi_slopes[h] : 0.f;
+        const float slope = head_slope<Ext>(s, h);
         for (int64_t i = 0; i < s.seq; ++i) {
           const int64_t row = (b * s.seq + i) * q_stride + h * hd;
           float* dqi = dq + row;
@@ -205,13 +211,13 @@ void backward_by_rows(float* dq, float* dk, float* dv, const float* dout, const 
         float* dqi = dq + row;
         std::fill_n(dqi, hd, 0.f);
         if (i >= valid_len(s, b)) continue;
-        const float slope = Ext && s.alibi_slopes != nullptr ? s.alibi_slopes[h] : 0.f;
+        const float slope = head_slope<Ext>(s, h);
         const int64_t at = (b * s.n_heads + h) * s.seq + i;
         for (int64_t j = first_key(s, i); j <= i; ++j) {
           if (!same_segment(s, b, i, j)) continue;
           const int64_t kv_row = (b * s.seq + j) * kv_stride + kv_off;
-          const PairGrad g = pair_grad<Ext>(s, q + row, dout + row, d[static_cast<size_t>(at)], lse[at],
-                                                 k + kv_row, v + kv_row, scale, slope, i, j);
+          const PairGrad g = pair_grad<Ext>(s, q + row, dout + row, d[static_cast<size_t>(at)], lse[at], k + kv_row,
+                                            v + kv_row, scale, slope, i, j);
           axpy(dqi, scale * g.ds, k + kv_row, hd);
         }
       }
@@ -227,12 +233,12 @@ void backward_by_rows(float* dq, float* dk, float* dv, const float* dout, const 
         // The queries that see key j: from j up to the window's end, within the valid length.
         const int64_t last = s.window > 0 ? std::min(len, j + s.window) : len;
         for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
-          const float slope = Ext && s.alibi_slopes != nullptr ? s.alibi_slopes[h] : 0.f;
+          const float slope = head_slope<Ext>(s, h);
           for (int64_t i = j; i < last; ++i) {
             if (!same_segment(s, b, i, j)) continue;
             const int64_t row = (b * s.seq + i) * q_stride + h * hd, at = (b * s.n_heads + h) * s.seq + i;
-            const PairGrad g = pair_grad<Ext>(s, q + row, dout + row, d[static_cast<size_t>(at)], lse[at],
-                                                   k + kv_row, v + kv_row, scale, slope, i, j);
+            const PairGrad g = pair_grad<Ext>(s, q + row, dout + row, d[static_cast<size_t>(at)], lse[at], k + kv_row,
+                                              v + kv_row, scale, slope, i, j);
             axpy(dkj, scale * g.ds, q + row, hd);
             axpy(dvj, g.p, dout + row, hd);
           }

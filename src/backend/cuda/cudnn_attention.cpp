@@ -722,26 +722,21 @@ bool CudnnAttention::chooses(AttentionChoice c, bool backward, const AttnShape& 
 }
 
 int64_t CudnnAttention::workspace_need(bool backward, const AttnShape& s) {
+  if (const int64_t T = backward ? cudnn_backward_tile(s) : 0; T > 0) return tile_graphs(s, T).workspace_bytes;
   const Layout l = layout_for(s);
-  if (const int64_t T = backward ? cudnn_backward_tile(s) : 0; T > 0) return tiled_workspace(s, T);
   const Graph& g = graph(backward, l.shape, l.padded, true);
   return g.info.ok ? g.info.workspace_bytes + cudnn_staging_bytes(backward, s) : -1;
 }
 
-std::pair<CudnnAttention::Graph*, CudnnAttention::Graph*> CudnnAttention::tile_graphs(const AttnShape& s,
-                                                                                      int64_t T) {
+CudnnAttention::TileGraphs CudnnAttention::tile_graphs(const AttnShape& s, int64_t T) {
   AttnShape tile = s;
   tile.seq = T;
   tile.seq_lens = nullptr;
   Graph& diagonal = graph(true, tile, false, true, true);
   Graph& below = graph(true, tile, false, true, false);
-  return {&diagonal, &below};
-}
-
-int64_t CudnnAttention::tiled_workspace(const AttnShape& s, int64_t T) {
-  const auto [diagonal, below] = tile_graphs(s, T);
-  if (!diagonal->info.ok || !below->info.ok) return -1;
-  return std::max(diagonal->plan_bytes, below->plan_bytes) + cudnn_tiled_side_bytes(s, T);
+  const bool ok = diagonal.info.ok && below.info.ok;
+  return {&diagonal, &below,
+          ok ? std::max(diagonal.plan_bytes, below.plan_bytes) + cudnn_tiled_side_bytes(s, T) : int64_t{-1}};
 }
 
 namespace {
@@ -890,14 +885,14 @@ bool CudnnAttention::backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat1
 bool CudnnAttention::tiled_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, const __nv_bfloat16* dout,
                                     const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
                                     const __nv_bfloat16* out, const float* lse, const AttnShape& s, int64_t T) {
-  const int64_t need = tiled_workspace(s, T);
-  if (need < 0) return false;
-  const auto [diagonal, below] = tile_graphs(s, T);
-  if (!reserve_workspace(*diagonal, need - diagonal->info.workspace_bytes)) return false;
+  const TileGraphs tiles = tile_graphs(s, T);
+  if (tiles.workspace_bytes < 0) return false;
+  Graph &diagonal = *tiles.diagonal, &below = *tiles.below;
+  if (!reserve_workspace(diagonal, tiles.workspace_bytes - diagonal.info.workspace_bytes)) return false;
   const int64_t b = s.batch, S = s.seq, h = s.n_heads, qw = h * s.head_dim, kw = s.n_kv_heads * s.head_dim;
   const int64_t n = (S + T - 1) / T;
   char* ws = static_cast<char*>(workspace_);
-  char* at = ws + std::max(diagonal->plan_bytes, below->plan_bytes);
+  char* at = ws + std::max(diagonal.plan_bytes, below.plan_bytes);
   auto take = [&](int64_t bytes) {
     char* p = at;
     at += align_up(bytes);
@@ -920,7 +915,7 @@ bool CudnnAttention::tiled_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_b
     gather_rows(do_tile, dout, b, S, i * T, T, qw * 2, stream_);
     gather_lse(lse_tile, lse, b, h, S, i * T, T, s.seq_lens, stream_);
     for (int64_t j = 0; j <= i; ++j) {
-      const Graph& g = j == i ? *diagonal : *below;
+      const Graph& g = j == i ? diagonal : below;
       gather_rows(k_tile, k, b, S, j * T, T, kw * 2, stream_);
       gather_rows(v_tile, v, b, S, j * T, T, kw * 2, stream_);
       Bindings ptrs;

@@ -22,7 +22,6 @@
 #include <set>
 #include <string>
 #include <tuple>
-#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -91,8 +90,11 @@ class CudnnAttention {
   // The tiled backward's two graphs (diagonal, below) at tile length T, and the workspace they and the side tensors
   // take (plan/cudnn_attention_plan.h: cudnn_tiled_backward_bytes' terms as this cuDNN reports them), or -1 where
   // either does not finalize.
-  std::pair<Graph*, Graph*> tile_graphs(const AttnShape& s, int64_t T);
-  int64_t tiled_workspace(const AttnShape& s, int64_t T);
+  struct TileGraphs {
+    Graph *diagonal, *below;
+    int64_t workspace_bytes;
+  };
+  TileGraphs tile_graphs(const AttnShape& s, int64_t T);
   bool tiled_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, const __nv_bfloat16* dout,
                       const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const __nv_bfloat16* out,
                       const float* lse, const AttnShape& s, int64_t T);
@@ -111,8 +113,11 @@ class CudnnAttention {
   int64_t workspace_bytes_ = 0;
 };
 
-// dst [groups, to_rows, row_bytes] from src [groups, from_rows, row_bytes]: the rows both have copied, dst's rows past
-// from_rows 0 (row_bytes a multiple of 4). Stages a batch into a longer (or back from a longer) sequence layout.
+// dst [groups, rows, row_bytes] = src [groups, src_rows, row_bytes] rows [row0, row0 + rows), those past src_rows 0
+// (row_bytes a multiple of 4): the tiled backward's gathers of a tile's rows.
+void gather_rows(void* dst, const void* src, int64_t groups, int64_t src_rows, int64_t row0, int64_t rows,
+                 int64_t row_bytes, cudaStream_t stream);
+// gather_rows of rows [0, to_rows): stages a batch into a longer (or back from a longer) sequence layout.
 void restride_rows(void* dst, const void* src, int64_t groups, int64_t from_rows, int64_t to_rows, int64_t row_bytes,
                    cudaStream_t stream);
 void fill_ints(int32_t* dst, int64_t n, int32_t value, cudaStream_t stream);  // dst[0, n) = value
@@ -123,11 +128,8 @@ void accumulate_rows(float* acc, int64_t acc_stride, const __nv_bfloat16* x, int
                      int64_t rows, int64_t width, bool assign, cudaStream_t stream);
 void store_rows(__nv_bfloat16* dst, int64_t dst_stride, const float* src, int64_t src_stride, int64_t groups,
                 int64_t rows, int64_t width, cudaStream_t stream);
-// The tiled backward's gathers: dst [groups, rows, row_bytes] = src [groups, src_rows, row_bytes] rows [row0,
-// row0 + rows), those past src_rows 0; lse_dst [batch, heads, rows] = lse [batch, heads, seq] rows [row0, row0 +
-// rows), kCudnnPadLse at or past the sequence's valid length (min(lens[b], seq); lens nullptr: seq).
-void gather_rows(void* dst, const void* src, int64_t groups, int64_t src_rows, int64_t row0, int64_t rows,
-                 int64_t row_bytes, cudaStream_t stream);
+// lse_dst [batch, heads, rows] = lse [batch, heads, seq] rows [row0, row0 + rows), kCudnnPadLse at or past the
+// sequence's valid length (min(lens[b], seq); lens nullptr: seq): the tiled backward's lse of a row of tiles.
 void gather_lse(float* lse_dst, const float* lse, int64_t batch, int64_t heads, int64_t seq, int64_t row0,
                 int64_t rows, const int32_t* lens, cudaStream_t stream);
 

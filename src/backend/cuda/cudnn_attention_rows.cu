@@ -27,19 +27,6 @@ __global__ void zero_padded_lse_kernel(float* lse, const int32_t* lens, int seq,
   if (i >= min(max(lens[b], 0), seq)) lse[idx] = 0.f;
 }
 
-// dst [groups, to_rows, words] from src [groups, from_rows, words]: rows present in both are copied, dst rows past
-// from_rows become 0. W is the copy unit (uint4 or uint32 words).
-template <typename W>
-__global__ void restride_rows_kernel(W* dst, const W* src, int64_t groups, int64_t from_rows, int64_t to_rows,
-                                     int64_t words) {
-  const int64_t n = groups * to_rows * words;
-  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < n;
-       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t w = idx % words, row = (idx / words) % to_rows, g = idx / (words * to_rows);
-    dst[idx] = row < from_rows ? src[(g * from_rows + row) * words + w] : W{};
-  }
-}
-
 __global__ void fill_ints_kernel(int32_t* dst, int64_t n, int32_t value) {
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i < n) dst[i] = value;
@@ -163,20 +150,7 @@ void zero_padded_attention_rows(__nv_bfloat16* x, int64_t width, float* lse, con
 
 void restride_rows(void* dst, const void* src, int64_t groups, int64_t from_rows, int64_t to_rows, int64_t row_bytes,
                    cudaStream_t stream) {
-  MT_ASSERT(row_bytes % 4 == 0, "restride_rows: row of {} bytes", row_bytes);
-  const bool vec =
-      row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(dst) % 16 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0;
-  const int64_t words = row_bytes / (vec ? 16 : 4), n = groups * to_rows * words;
-  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 65536));
-  if (n == 0) return;
-  if (vec) {
-    restride_rows_kernel<uint4><<<blocks, 256, 0, stream>>>(static_cast<uint4*>(dst), static_cast<const uint4*>(src),
-                                                            groups, from_rows, to_rows, words);
-  } else {
-    restride_rows_kernel<uint32_t><<<blocks, 256, 0, stream>>>(
-        static_cast<uint32_t*>(dst), static_cast<const uint32_t*>(src), groups, from_rows, to_rows, words);
-  }
-  MT_CHECK_CUDA(cudaGetLastError());
+  gather_rows(dst, src, groups, from_rows, 0, to_rows, row_bytes, stream);
 }
 
 void fill_ints(int32_t* dst, int64_t n, int32_t value, cudaStream_t stream) {
