@@ -1,7 +1,8 @@
 // Per-expert bias of grouped rows (GPT-OSS's expert biases; semantics in backend.h): y[r, :] += b_e for the rows r of
 // expert e, and its backward db_e += Σ of dy over expert e's rows (fp32), with offsets [E+1] in device memory.
-// Invariant: forward is elementwise (each row finds its expert by binary search in offsets); backward gives each
-// (expert, column) to one thread that adds the expert's rows in row order, so db is deterministic, without atomics.
+// Invariant: forward is elementwise (each row finds its expert once, by binary search in offsets, and adds 16-byte
+// vectors where the shapes allow); backward gives each (expert, column) to one thread that adds the expert's rows in
+// row order, so db is deterministic, without atomics.
 #include "kernels/device_util.cuh"
 #include "kernels/kernels.h"
 #include "kernels/launch_check.h"
@@ -22,14 +23,21 @@ __device__ __forceinline__ int expert_of(const int32_t* offsets, int E, int64_t 
   return lo;
 }
 
-template <typename T>
+// Block-strided rows: each row finds its expert once, then its threads add the bias N columns at a time.
+template <typename T, int N>
 __global__ void grouped_bias_forward_kernel(T* __restrict__ y, const T* __restrict__ b, int64_t b_stride,
                                             const int32_t* __restrict__ offsets, int E, int64_t R, int64_t O) {
-  const int64_t n = R * O, stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const int64_t r = i / O, o = i % O;
-    const int e = expert_of(offsets, E, r);
-    y[i] = from_f32<T>(to_f32(y[i]) + to_f32(b[e * b_stride + o]));
+  for (int64_t r = blockIdx.x; r < R; r += gridDim.x) {
+    const T* be = b + static_cast<int64_t>(expert_of(offsets, E, r)) * b_stride;
+    T* row = y + r * O;
+    for (int64_t c = static_cast<int64_t>(threadIdx.x) * N; c < O; c += static_cast<int64_t>(blockDim.x) * N) {
+      float v[N], add[N];
+      load_f32<T, N>(v, row + c);
+      load_f32<T, N>(add, be + c);
+#pragma unroll
+      for (int i = 0; i < N; ++i) v[i] += add[i];
+      store_f32<T, N>(row + c, v);
+    }
   }
 }
 
@@ -53,8 +61,12 @@ void grouped_bias_forward(T* y, const T* b, int64_t b_stride, const int32_t* off
   MT_ASSERT(E > 0 && E <= 65535 && R >= 0 && O > 0 && b_stride >= O, "grouped_bias_forward: E {} R {} O {} stride {}",
             E, R, O, b_stride);
   if (R == 0) return;
-  grouped_bias_forward_kernel<T><<<grid_for(R * O, threads), threads, 0, s>>>(y, b, b_stride, offsets,
-                                                                             static_cast<int>(E), R, O);
+  constexpr int N = vec16<T>;
+  const unsigned grid = grid_for(R * threads, threads);
+  if (vec_ok(N, {O, b_stride}, {y, b}))
+    grouped_bias_forward_kernel<T, N><<<grid, threads, 0, s>>>(y, b, b_stride, offsets, static_cast<int>(E), R, O);
+  else
+    grouped_bias_forward_kernel<T, 1><<<grid, threads, 0, s>>>(y, b, b_stride, offsets, static_cast<int>(E), R, O);
   MT_CHECK_LAUNCH("grouped_bias_forward", "E={} R={} O={}", E, R, O);
 }
 

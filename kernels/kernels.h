@@ -107,7 +107,7 @@ void moe_permute(int32_t* offsets, int32_t* source, int32_t* row_of, const int32
 template <typename T> void moe_gather(T* xs, const T* x, const int32_t* source, int64_t rows, int64_t k, int64_t H, cudaStream_t s);
 template <typename T> void moe_gather_backward(T* dx, const T* dxs, const int32_t* row_of, int64_t tokens, int64_t k, int64_t H, bool accumulate, cudaStream_t s);
 template <typename T> void moe_combine_forward(T* y, const T* ys, const float* weights, const int32_t* row_of, int64_t tokens, int64_t k, int64_t H, cudaStream_t s);
-template <typename T> void moe_combine_backward(T* dys, float* d_weights, const T* dy, const T* ys, const float* weights, const int32_t* row_of, int64_t tokens, int64_t k, int64_t H, cudaStream_t s);
+template <typename T> void moe_combine_weights_backward(T* u, float* d_weights, const T* act, const float* weights, const int32_t* source, const int32_t* idx, const T* dy, const T* down_bias, int64_t rows, int64_t k, int64_t I, int64_t H, cudaStream_t s);
 // Llama 4's expert input: xs[r] *= weights[source[r]]; backward d_weights[source[r]] = x[source[r] / k]·dxs[r] (fp32),
 // dxs[r] *= weights[source[r]] (kernels/moe_scale_rows.cu).
 template <typename T> void moe_scale_rows_forward(T* xs, const float* weights, const int32_t* source, int64_t rows, int64_t H, cudaStream_t s);

@@ -1,10 +1,13 @@
-// Mixture-of-experts kernels (semantics in backend.h): the softmax (GPT-OSS: softmax of the top logits) and the
-// sigmoid group-limited top-k routers and
-// their backward (one thread per token), the load-balancing statistics, the stable grouping of routed rows by expert (one block per expert scans
-// the routed rows in order with a block prefix sum), gather / combine and their backwards (one block per token,
-// the token's k rows summed in slot order), and the sigmoid-gated add.
+// Mixture-of-experts kernels (semantics in backend.h): the softmax routers (GPT-OSS: softmax of the top logits; one
+// warp per token up to 256 experts and top 32) and the sigmoid group-limited top-k router (one thread per token),
+// their backward (one thread per token), the load-balancing statistics, the stable grouping of routed rows by expert
+// (one block per expert scans the routed rows in order with a block prefix sum), gather / combine and their
+// backwards (one block per token, the token's k rows summed in slot order; the combine's weights one block per
+// grouped row), and the sigmoid-gated add.
 // Invariant: no floating-point atomics; every sum runs in a fixed order (integer atomics only for the counts), so
 // results are deterministic and match the CPU reference's order of routing decisions.
+#include <climits>
+
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 
@@ -120,6 +123,101 @@ __global__ void route_forward_kernel(float* probs, int32_t* idx, float* weights,
   } else if (r.norm_topk) {
     for (int j = 0; j < k; ++j) w[j] /= selected;
   }
+}
+
+// The softmax routers (Mixtral / Qwen: top k of the softmax, optionally renormalised; GPT-OSS: top k logits, softmax
+// over them), one warp per token: lane l holds experts l, l + 32, ... (V of them) in registers, the softmax's max and
+// sum are warp reductions (every lane the same bits), and each of the k picks is a warp argmax taking the first
+// maximum (the lowest expert among equal scores), as the CPU's scan in expert order does. The k picks go through
+// shared memory so that lane 0 normalises them in slot order.
+constexpr int max_top_k = 32;
+template <typename T, int V>
+__global__ void route_softmax_kernel(float* probs, int32_t* idx, float* weights, const T* logits, int64_t tokens,
+                                     Routing r) {
+  const int lane = static_cast<int>(threadIdx.x % 32), warp = static_cast<int>(threadIdx.x / 32);
+  const int64_t t = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  if (t >= tokens) return;  // whole warps
+  const int E = r.E, k = r.k;
+  __shared__ int32_t pick[threads / 32][max_top_k];
+  __shared__ float pick_p[threads / 32][max_top_k], pick_l[threads / 32][max_top_k];
+  float l[V], p[V];
+  float m = -INFINITY;
+#pragma unroll
+  for (int v = 0; v < V; ++v) {
+    const int e = lane + 32 * v;
+    l[v] = e < E ? to_f32(logits[t * E + e]) : -INFINITY;
+    m = fmaxf(m, l[v]);
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  float sum = 0.f;
+#pragma unroll
+  for (int v = 0; v < V; ++v) {
+    p[v] = lane + 32 * v < E ? expf(l[v] - m) : 0.f;
+    sum += p[v];
+  }
+  sum = warp_sum(sum);
+#pragma unroll
+  for (int v = 0; v < V; ++v) {
+    p[v] /= sum;
+    if (lane + 32 * v < E) probs[t * E + lane + 32 * v] = p[v];
+  }
+  unsigned taken = 0;  // bit v: expert lane + 32·v picked
+  for (int j = 0; j < k; ++j) {
+    int best = INT_MAX;  // this lane's first maximum among the experts not yet taken
+    float best_score = 0.f;
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      const float sc = r.topk_softmax ? l[v] : p[v];
+      if (lane + 32 * v < E && !(taken >> v & 1u) && (best == INT_MAX || sc > best_score)) {
+        best = lane + 32 * v;
+        best_score = sc;
+      }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const int other = __shfl_xor_sync(0xffffffffu, best, o);
+      const float other_score = __shfl_xor_sync(0xffffffffu, best_score, o);
+      if (other != INT_MAX &&
+          (best == INT_MAX || other_score > best_score || (other_score == best_score && other < best))) {
+        best = other;
+        best_score = other_score;
+      }
+    }
+    if (best % 32 == lane) {
+      const int v = best / 32;
+      taken |= 1u << v;
+#pragma unroll
+      for (int u = 0; u < V; ++u)
+        if (u == v) {
+          pick_p[warp][j] = p[u];
+          pick_l[warp][j] = l[u];
+        }
+      pick[warp][j] = best;
+    }
+  }
+  __syncwarp();
+  if (lane != 0) return;
+  int32_t* ix = idx + t * k;
+  float* w = weights + t * k;
+  if (r.topk_softmax) {  // the softmax of the k selected logits
+    const float top = pick_l[warp][0];
+    float s = 0.f;
+    for (int j = 0; j < k; ++j) {
+      w[j] = expf(pick_l[warp][j] - top);
+      s += w[j];
+    }
+    for (int j = 0; j < k; ++j) w[j] /= s;
+  } else {
+    float selected = 0.f;
+    for (int j = 0; j < k; ++j) {
+      w[j] = pick_p[warp][j];
+      selected += w[j];
+    }
+    if (r.norm_topk)
+      for (int j = 0; j < k; ++j) w[j] /= selected;
+  }
+  for (int j = 0; j < k; ++j) ix[j] = pick[warp][j];
 }
 
 template <typename T>
@@ -265,23 +363,29 @@ __global__ void combine_forward_kernel(T* y, const T* ys, const float* weights, 
 }
 
 // Block (t, j): dys[row] = w·dy[t]; d_weights[t, j] = ys[row]·dy[t] (block reduction, fixed order).
+// Block r (a grouped row): d_weights of its routed row from u·act (+ dy·b_e), then u scaled in place.
 template <typename T>
-__global__ void combine_backward_kernel(T* dys, float* d_weights, const T* dy, const T* ys, const float* weights,
-                                        const int32_t* row_of, int k, int64_t H) {
-  const int64_t tj = blockIdx.x;
-  const int64_t row = row_of[tj];
-  const int64_t token = tj / k;
-  const float w = weights[tj];
+__global__ void combine_weights_backward_kernel(T* u, float* d_weights, const T* act, const float* weights,
+                                                const int32_t* source, const int32_t* idx, const T* dy,
+                                                const T* down_bias, int k, int64_t I, int64_t H) {
+  const int64_t r = blockIdx.x;
+  const int32_t routed = source[r];
+  const float w = weights[routed];
   float dot = 0.f;
-  for (int64_t h = threadIdx.x; h < H; h += blockDim.x) {
-    const float g = to_f32(dy[token * H + h]);
-    dys[row * H + h] = from_f32<T>(w * g);
-    dot += to_f32(ys[row * H + h]) * g;
+  for (int64_t i = threadIdx.x; i < I; i += blockDim.x) {
+    const float g = to_f32(u[r * I + i]);
+    dot += g * to_f32(act[r * I + i]);
+    u[r * I + i] = from_f32<T>(g * w);
+  }
+  if (down_bias != nullptr) {
+    const T* d = dy + static_cast<int64_t>(routed / k) * H;
+    const T* b = down_bias + static_cast<int64_t>(idx[routed]) * H;
+    for (int64_t h = threadIdx.x; h < H; h += blockDim.x) dot += to_f32(d[h]) * to_f32(b[h]);
   }
   using Reduce = cub::BlockReduce<float, threads>;
   __shared__ typename Reduce::TempStorage tmp;
   const float total = Reduce(tmp).Sum(dot);
-  if (threadIdx.x == 0) d_weights[tj] = total;
+  if (threadIdx.x == 0) d_weights[routed] = total;
 }
 
 template <typename T>
@@ -317,8 +421,22 @@ void moe_route_forward(float* probs, int32_t* idx, float* weights, const T* logi
                 r.topk_groups <= r.groups && r.groups <= max_groups,
             "moe_route_forward: top {} of {} experts in {} groups", r.top_k, r.experts, r.groups);
   if (tokens == 0) return;
-  route_forward_kernel<T><<<grid_for(tokens, threads, 1 << 20), threads, 0, s>>>(
-      probs, idx, weights, logits, static_cast<const T*>(r.score_bias), tokens, routing_of(r));
+  const unsigned blocks = grid_for(tokens * 32, threads, 1 << 20);  // a warp per token
+  const Routing routing = routing_of(r);
+  if (!r.sigmoid && r.experts <= 32 * 8 && r.top_k <= max_top_k) {
+    // V, the experts per lane, rounded up to 1, 2, 4 or 8.
+    if (r.experts <= 32)
+      route_softmax_kernel<T, 1><<<blocks, threads, 0, s>>>(probs, idx, weights, logits, tokens, routing);
+    else if (r.experts <= 64)
+      route_softmax_kernel<T, 2><<<blocks, threads, 0, s>>>(probs, idx, weights, logits, tokens, routing);
+    else if (r.experts <= 128)
+      route_softmax_kernel<T, 4><<<blocks, threads, 0, s>>>(probs, idx, weights, logits, tokens, routing);
+    else
+      route_softmax_kernel<T, 8><<<blocks, threads, 0, s>>>(probs, idx, weights, logits, tokens, routing);
+  } else {
+    route_forward_kernel<T><<<grid_for(tokens, threads, 1 << 20), threads, 0, s>>>(
+        probs, idx, weights, logits, static_cast<const T*>(r.score_bias), tokens, routing);
+  }
   MT_CHECK_LAUNCH("moe_route_forward", "tokens={} E={} k={}", tokens, r.experts, r.top_k);
 }
 
@@ -374,12 +492,15 @@ void moe_combine_forward(T* y, const T* ys, const float* weights, const int32_t*
 }
 
 template <typename T>
-void moe_combine_backward(T* dys, float* d_weights, const T* dy, const T* ys, const float* weights,
-                          const int32_t* row_of, int64_t tokens, int64_t k, int64_t H, cudaStream_t s) {
-  if (tokens == 0) return;
-  combine_backward_kernel<T><<<static_cast<unsigned>(tokens * k), threads, 0, s>>>(dys, d_weights, dy, ys, weights,
-                                                                                  row_of, static_cast<int>(k), H);
-  MT_CHECK_LAUNCH("moe_combine_backward", "tokens={} k={} H={}", tokens, k, H);
+void moe_combine_weights_backward(T* u, float* d_weights, const T* act, const float* weights, const int32_t* source,
+                                  const int32_t* idx, const T* dy, const T* down_bias, int64_t rows, int64_t k,
+                                  int64_t I, int64_t H, cudaStream_t s) {
+  MT_ASSERT(rows >= 0 && rows <= 0x7fffffff && k > 0 && I > 0 && H > 0,
+            "moe_combine_weights_backward: rows {} k {} I {} H {}", rows, k, I, H);
+  if (rows == 0) return;
+  combine_weights_backward_kernel<T><<<static_cast<unsigned>(rows), threads, 0, s>>>(
+      u, d_weights, act, weights, source, idx, dy, down_bias, static_cast<int>(k), I, H);
+  MT_CHECK_LAUNCH("moe_combine_weights_backward", "rows={} k={} I={} H={}", rows, k, I, H);
 }
 
 template <typename T>
@@ -405,8 +526,8 @@ void row_sigmoid_gate_backward(T* dx, T* dg, const T* dy, const T* x, const T* g
   template void moe_gather_backward<T>(T*, const T*, const int32_t*, int64_t, int64_t, int64_t, bool, cudaStream_t); \
   template void moe_combine_forward<T>(T*, const T*, const float*, const int32_t*, int64_t, int64_t, int64_t,        \
                                        cudaStream_t);                                                               \
-  template void moe_combine_backward<T>(T*, float*, const T*, const T*, const float*, const int32_t*, int64_t,       \
-                                        int64_t, int64_t, cudaStream_t);                                            \
+  template void moe_combine_weights_backward<T>(T*, float*, const T*, const float*, const int32_t*, const int32_t*, \
+                                                const T*, const T*, int64_t, int64_t, int64_t, int64_t, cudaStream_t); \
   template void row_sigmoid_gate_forward<T>(T*, const T*, const T*, int64_t, int64_t, cudaStream_t);                    \
   template void row_sigmoid_gate_backward<T>(T*, T*, const T*, const T*, const T*, int64_t, int64_t, cudaStream_t);
 MT_MOE_INSTANTIATE(float)

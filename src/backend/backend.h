@@ -221,12 +221,17 @@ class Backend {
   virtual void moe_gather(void* xs, const void* x, const int32_t* source, int64_t R, int64_t k, int64_t H) = 0;
   virtual void moe_gather_backward(void* dx, const void* dxs, const int32_t* row_of, int64_t T, int64_t k, int64_t H,
                                    bool accumulate) = 0;
-  // y[t,H] = Σ_j weights[t,j]·ys[row_of[t·k + j]], j in order; backward: dys[row_of[t·k+j]] = weights[t,j]·dy[t],
-  // d_weights[t,j] = ys[row_of[t·k+j]]·dy[t] (fp32).
+  // y[t,H] = Σ_j weights[t,j]·ys[row_of[t·k + j]], j in order.
   virtual void moe_combine_forward(void* y, const void* ys, const float* weights, const int32_t* row_of, int64_t T,
                                    int64_t k, int64_t H) = 0;
-  virtual void moe_combine_backward(void* dys, float* d_weights, const void* dy, const void* ys, const float* weights,
-                                    const int32_t* row_of, int64_t T, int64_t k, int64_t H) = 0;
+  // The combine's backward without the expert outputs ys = act·w_downᵀ (+ b_down), so that a backward need not
+  // recompute the down projection. Given u[R,I] = dy[source[r] / k]·w_down_e, the down projection's data gradient of
+  // the unweighted output gradient, and the activations act[R,I]: d_weights[source[r]] = u[r]·act[r]
+  // (+ dy[source[r] / k]·b_e where down_bias [E, H] is given, e = idx[source[r]]), fp32; then, in place,
+  // u[r] *= weights[source[r]]: the activations' gradient.
+  virtual void moe_combine_weights_backward(void* u, float* d_weights, const void* act, const float* weights,
+                                            const int32_t* source, const int32_t* idx, const void* dy,
+                                            const void* down_bias, int64_t R, int64_t k, int64_t I, int64_t H) = 0;
   // Grouped linear: rows [offsets[e], offsets[e+1]) of x[R,I] times expert e's w_e[O,I] (w + e·w_stride elements):
   // y = x·w_eᵀ. offsets [E+1] in host memory. Backward: dx = (or += when accumulate_dx) dy·w_e, dw_e += dyᵀ·x
   // (dw + e·w_stride, fp32). An expert without rows is skipped.

@@ -90,8 +90,9 @@ struct Block {
       be().glu_backward(d_gate, d_up, d_act, gate, up, n, Activation::silu);
   }
 
-  // Router, permutation, gathered rows, expert activations and outputs ys; the shared expert's s_out, s_logit.
-  void internals(const void* in, bool collect) {
+  // Router, permutation, gathered rows, expert activations and (with outputs) the expert outputs ys; the shared
+  // expert's s_out, s_logit.
+  void internals(const void* in, bool collect, bool outputs) {
     const MoeSpec& spec = m();
     const int64_t E = spec.num_experts, k = spec.top_k, I = spec.intermediate_size;
     be().linear_forward(s.logits, in, at(o().router), at(o().router_bias), T(), H(), E);
@@ -116,8 +117,10 @@ struct Block {
       be().grouped_bias_forward(s.up, at(o().up_bias), o().bias_stride, s.offsets, E, R(), I);
     }
     expert_act(s.act, s.gate, s.up, R() * I);
-    be().grouped_linear_forward(s.ys, s.act, at(o().down_of(0)), o().down_stride, s.host_offsets.data(), E, I, H());
-    if (spec.expert_bias) be().grouped_bias_forward(s.ys, at(o().down_bias), H(), s.offsets, E, R(), H());
+    if (outputs) {
+      be().grouped_linear_forward(s.ys, s.act, at(o().down_of(0)), o().down_stride, s.host_offsets.data(), E, I, H());
+      if (spec.expert_bias) be().grouped_bias_forward(s.ys, at(o().down_bias), H(), s.offsets, E, R(), H());
+    }
     if (spec.shared_intermediate_size > 0) {
       const int64_t S = spec.shared_intermediate_size;
       const MlpOffsets& sh = o().shared;
@@ -162,7 +165,7 @@ void moe_block_forward(const LayerContext& ctx, int64_t layer, const void* w, co
                        const MicroBatch& mb, MoeScratch& s) {
   Block b{ctx, layer, w, mb, s};
   const bool collect = ctx.moe_aux != nullptr && ctx.moe_aux->collect;
-  b.internals(in, collect);
+  b.internals(in, collect, true);
   if (b.m().weight_scales_input)  // the weights scaled the inputs: the outputs add unweighted
     b.be().moe_gather_backward(out, s.ys, s.row_of, b.T(), b.m().top_k, b.H(), false);
   else
@@ -177,7 +180,7 @@ void moe_block_forward(const LayerContext& ctx, int64_t layer, const void* w, co
 void moe_block_backward(const LayerContext& ctx, int64_t layer, const void* w, const void* in, const void* d_out,
                         void* d_in, float* dw, const MicroBatch& mb, MoeScratch& s) {
   Block b{ctx, layer, w, mb, s};
-  b.internals(in, false);
+  b.internals(in, false, false);
   Backend& be = b.be();
   const MoeSpec& m = b.m();
   const MoeOffsets& o = b.o();
@@ -185,20 +188,30 @@ void moe_block_backward(const LayerContext& ctx, int64_t layer, const void* w, c
   const int64_t stride = o.expert_stride;
   const int64_t* offsets = s.host_offsets.data();
   // Routed experts: out = Σ_j weights_j · down_e(act(gate_e(x), up_e(x))) (each projection with its bias where the
-  // experts have them), or Σ_j expert_e(weights_j · x) (Llama 4).
-  if (m.weight_scales_input)
-    be.moe_gather(s.d_ys, d_out, s.source, R, k, H);
-  else
-    be.moe_combine_backward(s.d_ys, s.d_weights, d_out, s.ys, s.weights, s.row_of, T, k, H);
-  be.grouped_linear_backward(s.d_act, grad_at(dw, o.down_of(0)), s.d_ys, s.act, b.at(o.down_of(0)), o.down_stride,
-                             offsets, E, I, H, false);
+  // experts have them), or Σ_j expert_e(weights_j · x) (Llama 4). The combine's backward needs no expert outputs:
+  // with g the gathered output gradient, dw_down += gᵀ·(weights·act), u = g·w_down gives d_weights = u·act (+ g·b_down)
+  // and d_act = weights·u, so the recompute above skips the down projection.
+  be.moe_gather(s.d_ys, d_out, s.source, R, k, H);
+  if (m.weight_scales_input) {
+    be.grouped_linear_backward(s.d_act, grad_at(dw, o.down_of(0)), s.d_ys, s.act, b.at(o.down_of(0)), o.down_stride,
+                               offsets, E, I, H, false);
+  } else {
+    void* weighted_act = s.d_gate;  // free until the activation's backward
+    be.copy_bytes(weighted_act, s.act, R * I * static_cast<int64_t>(dtype_size(be.dtype())));
+    be.moe_scale_rows_forward(weighted_act, s.weights, s.source, R, I);
+    be.grouped_linear_backward(s.d_act, grad_at(dw, o.down_of(0)), s.d_ys, weighted_act, b.at(o.down_of(0)),
+                               o.down_stride, offsets, E, I, H, false);
+    be.moe_combine_weights_backward(s.d_act, s.d_weights, s.act, s.weights, s.source, s.idx, d_out,
+                                    m.expert_bias ? b.at(o.down_bias) : nullptr, R, k, I, H);
+    if (m.expert_bias) be.moe_scale_rows_forward(s.d_ys, s.weights, s.source, R, H);  // the outputs' gradient
+  }
   if (m.expert_bias) be.grouped_bias_backward(grad_at(dw, o.down_bias), s.d_ys, H, s.offsets, E, R, H);
   b.expert_act_backward(s.d_gate, s.d_up, s.d_act, s.gate, s.up, R * I);
   if (m.expert_bias) {
     be.grouped_bias_backward(grad_at(dw, o.gate_bias), s.d_gate, o.bias_stride, s.offsets, E, R, I);
     be.grouped_bias_backward(grad_at(dw, o.up_bias), s.d_up, o.bias_stride, s.offsets, E, R, I);
   }
-  void* d_xs = s.ys;  // ys is no longer needed
+  void* d_xs = s.ys;  // the backward computes no expert outputs
   be.grouped_linear_backward(d_xs, grad_at(dw, o.gate_of(0)), s.d_gate, s.xs, b.at(o.gate_of(0)), stride, offsets, E,
                              H, I, false);
   be.grouped_linear_backward(d_xs, grad_at(dw, o.up_of(0)), s.d_up, s.xs, b.at(o.up_of(0)), stride, offsets, E, H, I,

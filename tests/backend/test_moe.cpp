@@ -103,7 +103,8 @@ TEST_CASE("moe permutation is stable by expert, an expert without rows included"
   for (int32_t r = 0; r < 6; ++r) CHECK(source[static_cast<size_t>(row_of[static_cast<size_t>(r)])] == r);
 }
 
-TEST_CASE("moe gather, combine, grouped GEMM and sigmoid gate backwards match finite differences", "[backend][moe]") {
+TEST_CASE("moe gather, combine (from the down projection's data gradient), grouped GEMM, expert bias and sigmoid gate "
+          "backwards match finite differences", "[backend][moe]") {
   auto be = mt::make_cpu_backend();
   const int64_t T = 4, k = 2, H = 3, E = 3, I = 5, R = T * k;
   const std::vector<int32_t> idx = {0, 2, 2, 0, 0, 2, 2, 0};  // expert 1 without rows
@@ -111,27 +112,34 @@ TEST_CASE("moe gather, combine, grouped GEMM and sigmoid gate backwards match fi
   be->moe_permute(off32.data(), source.data(), row_of.data(), idx.data(), T, E, k);
   const std::vector<int64_t> offsets(off32.begin(), off32.end());
   auto x = random_floats(T * H, 4), w = random_floats(E * I * H, 5), wts = random_floats(R, 6);
-  auto g = random_floats(T, 7);
+  auto g = random_floats(T, 7), bias = random_floats(E * H, 9);
   const auto r = random_floats(T * H, 8);
-  // out = combine(grouped_down(grouped(gather(x)))) + sigmoid(g)·x: a chain through every op.
+  // out = combine(grouped_down(grouped(gather(x))) + b_e) + sigmoid(g)·x: a chain through every op.
   const auto forward = [&] {
     std::vector<float> xs(R * H), h(R * I), back(R * H), out(T * H);
     be->moe_gather(xs.data(), x.data(), source.data(), R, k, H);
     be->grouped_linear_forward(h.data(), xs.data(), w.data(), I * H, offsets.data(), E, H, I);
     be->grouped_linear_forward(back.data(), h.data(), w.data(), I * H, offsets.data(), E, I, H);
+    be->grouped_bias_forward(back.data(), bias.data(), H, off32.data(), E, R, H);
     be->moe_combine_forward(out.data(), back.data(), wts.data(), row_of.data(), T, k, H);
     be->row_sigmoid_gate_forward(out.data(), x.data(), g.data(), T, H);
     return project(r, out);
   };
-  std::vector<float> xs(R * H), h(R * I), back(R * H);
+  std::vector<float> xs(R * H), h(R * I);
   be->moe_gather(xs.data(), x.data(), source.data(), R, k, H);
   be->grouped_linear_forward(h.data(), xs.data(), w.data(), I * H, offsets.data(), E, H, I);
-  be->grouped_linear_forward(back.data(), h.data(), w.data(), I * H, offsets.data(), E, I, H);
   std::vector<float> d_back(R * H), d_wts(R), d_h(R * I), d_xs(R * H), dw(E * I * H, 0.f), dx(T * H), dg(T), dxg(T * H);
-  be->moe_combine_backward(d_back.data(), d_wts.data(), r.data(), back.data(), wts.data(), row_of.data(), T, k, H);
+  std::vector<float> db(E * H, 0.f), weighted_h = h;
+  // The combine's backward without its outputs back: the gathered gradient times w_down, then the weights' share.
   // back = h·w_eᵀ with w_e read as [H, I]: its dw accumulates into the same storage as the first GEMM's.
-  be->grouped_linear_backward(d_h.data(), dw.data(), d_back.data(), h.data(), w.data(), I * H, offsets.data(), E, I, H,
-                              false);
+  be->moe_gather(d_back.data(), r.data(), source.data(), R, k, H);
+  be->moe_scale_rows_forward(weighted_h.data(), wts.data(), source.data(), R, I);
+  be->grouped_linear_backward(d_h.data(), dw.data(), d_back.data(), weighted_h.data(), w.data(), I * H, offsets.data(),
+                              E, I, H, false);
+  be->moe_combine_weights_backward(d_h.data(), d_wts.data(), h.data(), wts.data(), source.data(), idx.data(), r.data(),
+                                   bias.data(), R, k, I, H);
+  be->moe_scale_rows_forward(d_back.data(), wts.data(), source.data(), R, H);
+  be->grouped_bias_backward(db.data(), d_back.data(), H, off32.data(), E, R, H);
   be->grouped_linear_backward(d_xs.data(), dw.data(), d_h.data(), xs.data(), w.data(), I * H, offsets.data(), E, H, I,
                               false);
   be->moe_gather_backward(dx.data(), d_xs.data(), row_of.data(), T, k, H, false);
@@ -141,5 +149,6 @@ TEST_CASE("moe gather, combine, grouped GEMM and sigmoid gate backwards match fi
   CHECK(rel_err(dx, numeric_grad(x, forward, 1e-3f)) < 1e-3);
   CHECK(rel_err(dw, numeric_grad(w, forward, 1e-3f)) < 1e-3);
   CHECK(rel_err(dg, numeric_grad(g, forward, 1e-3f)) < 1e-3);
+  CHECK(rel_err(db, numeric_grad(bias, forward, 1e-3f)) < 1e-3);
   for (int64_t i = I * H; i < 2 * I * H; ++i) CHECK(dw[static_cast<size_t>(i)] == 0.f);  // expert 1: no rows, no gradient
 }

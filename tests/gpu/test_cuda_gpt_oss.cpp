@@ -78,7 +78,7 @@ TEST_CASE("cuda topk_softmax router (GPT-OSS) forward and backward with the load
   struct Row {
     int64_t T, E, k;
   };
-  for (const Row& c : {Row{300, 128, 4}, Row{37, 32, 4}, Row{5, 4, 2}})
+  for (const Row& c : {Row{300, 128, 4}, Row{37, 32, 4}, Row{5, 4, 2}, Row{20, 300, 4}})  // 300: one thread a token
     for (const DType dt : {DType::f32, DType::bf16}) {
       INFO("T " << c.T << " E " << c.E << " k " << c.k << " " << label(dt));
       auto be = mt::make_cuda_backend(dt);
@@ -138,15 +138,17 @@ TEST_CASE("cuda grouped bias forward and deterministic backward match the CPU ba
   struct Row {
     int64_t E, O;
     std::vector<int32_t> rows_per_expert;  // 0: an expert without rows
+    int64_t pad;  // stride O + pad: 3 leaves the rows unaligned (scalar adds); O is the gate or up half of [E, 2I]
   };
-  for (const Row& c : {Row{4, 64, {3, 0, 5, 1}}, Row{32, 5760, std::vector<int32_t>(32, 9)},
-                       Row{128, 2880, std::vector<int32_t>(128, 0)}})
+  for (const Row& c : {Row{4, 64, {3, 0, 5, 1}, 3}, Row{32, 5760, std::vector<int32_t>(32, 9), 3},
+                       Row{128, 2880, std::vector<int32_t>(128, 0), 3}, Row{4, 64, {3, 0, 5, 1}, 0},
+                       Row{16, 2880, {40, 0, 1, 7, 300, 2, 0, 9, 64, 1, 1, 1, 5, 0, 3, 130}, 2880}})
     for (const DType dt : {DType::f32, DType::bf16}) {
       std::vector<int32_t> offsets = {0};
       for (const int32_t n : c.rows_per_expert) offsets.push_back(offsets.back() + n);
       if (c.E == 128) offsets.back() = 2;  // only the last expert has rows
-      const int64_t R = offsets.back(), stride = c.O + 3;
-      INFO("E " << c.E << " O " << c.O << " R " << R << " " << label(dt));
+      const int64_t R = offsets.back(), stride = c.O + c.pad;
+      INFO("E " << c.E << " O " << c.O << " stride " << stride << " R " << R << " " << label(dt));
       auto be = mt::make_cuda_backend(dt);
       const auto b = rounded_to(dt, random_floats(c.E * stride, 61)), y0 = rounded_to(dt, random_floats(R * c.O, 62));
       const auto dy = rounded_to(dt, random_floats(R * c.O, 63));

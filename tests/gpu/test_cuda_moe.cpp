@@ -1,8 +1,9 @@
 // The CUDA backend's mixture-of-experts ops against the CPU reference, through the Backend interface, in fp32 and
 // bf16: the softmax top-k router (forward, backward with the load-balancing term and padding), its statistics, the
-// stable permutation (bit for bit, an expert without rows included), gather / combine and their backwards, the
-// grouped expert GEMMs forward and backward in both modes (MEGATRAIN_MOE_GEMM=loop and grouped), with row counts
-// that change from call to call (the plans of power-of-two row buckets) and over 1 or 4 expert streams, the sigmoid gate.
+// stable permutation (bit for bit, an expert without rows included), gather / combine and their backwards (the
+// combine's weights from the down projection's data gradient, with and without down biases), the grouped expert
+// GEMMs forward and backward in both modes (MEGATRAIN_MOE_GEMM=loop and grouped), with row counts that change from
+// call to call (the plans of power-of-two row buckets) and over 1 or 4 expert streams, the sigmoid gate.
 #include <cstdlib>
 #include <numeric>
 #include <string>
@@ -25,6 +26,8 @@ const std::vector<Shape> shapes = {
     {"Mixtral-like 8 experts top 2 renormalised", 37, 8, 2, 64, 48, true},
     {"Qwen3-MoE-like 128 experts top 8", 300, 128, 8, 128, 32, false},
     {"one token", 1, 4, 2, 16, 8, true},
+    {"Qwen2-MoE-like 60 experts top 4 (two experts a lane, the last lanes short)", 70, 60, 4, 64, 16, false},
+    {"256 experts top 8 renormalised (eight a lane)", 40, 256, 8, 32, 16, true},
 };
 
 mt::MoeRouting softmax_router(const Shape& c) {
@@ -188,14 +191,24 @@ TEST_CASE("cuda MoE gather, combine, grouped expert GEMMs (loop and grouped) and
         cpu().moe_combine_forward(out_ref.data(), ys.data(), weights.data(), row_of.data(), c.T, c.k, c.H);
         check_close("combine forward", out.read(), out_ref, tol);
         const auto dout = rounded_to(dt, random_floats(c.T * c.H, 11));
-        BackendBuffer d_dout(*be, dout, dt), dys(*be, R * c.H, dt), dwts(*be, R, DType::f32);
-        be->moe_combine_backward(dys.get(), dwts.floats(), d_dout.get(), d_ys.get(), d_weights.floats(), d_row_of.p,
-                                 c.T, c.k, c.H);
-        std::vector<float> dys_ref(R * c.H), dwts_ref(R);
-        cpu().moe_combine_backward(dys_ref.data(), dwts_ref.data(), dout.data(), ys.data(), weights.data(),
-                                   row_of.data(), c.T, c.k, c.H);
-        check_close("combine backward d_ys", dys.read(), dys_ref, tol);
-        check_close("combine backward d_weights", dwts.read(), dwts_ref, tol);
+        BackendBuffer d_dout(*be, dout, dt);
+        // The combine's weights backward from u = g·w_down and the activations (y above), with and without the
+        // down projection's per-expert bias.
+        const auto bias = rounded_to(dt, random_floats(c.E * c.H, 13));
+        BackendBuffer d_bias(*be, bias, dt);
+        Ints d_idx(*be, idx);
+        for (const bool biased : {false, true}) {
+          INFO((biased ? "with" : "without") << " down biases");
+          BackendBuffer u(*be, dy, dt), dwts(*be, R, DType::f32);
+          be->moe_combine_weights_backward(u.get(), dwts.floats(), y.get(), d_weights.floats(), d_source.p, d_idx.p,
+                                           d_dout.get(), biased ? d_bias.get() : nullptr, R, c.k, c.I, c.H);
+          std::vector<float> u_ref = dy, dwts_ref(R);
+          cpu().moe_combine_weights_backward(u_ref.data(), dwts_ref.data(), y_ref.data(), weights.data(), source.data(),
+                                             idx.data(), dout.data(), biased ? bias.data() : nullptr, R, c.k, c.I,
+                                             c.H);
+          check_close("combine weights backward d_act", u.read(), u_ref, tol);
+          check_close("combine weights backward d_weights", dwts.read(), dwts_ref, tol);
+        }
         // Sigmoid-gated add (Qwen2-MoE's shared expert).
         const auto g = rounded_to(dt, random_floats(c.T, 12));
         BackendBuffer d_g(*be, g, dt), gy(*be, dout, dt), gdx2(*be, c.T * c.H, dt), gdg(*be, c.T, dt);

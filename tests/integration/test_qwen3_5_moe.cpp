@@ -127,7 +127,9 @@ TEST_CASE("a published-style Qwen3.5-MoE directory (fused experts, model.languag
     INFO("step " << k + 1);
     CHECK(rows[k].loss == plain[k].loss);
     CHECK(rows[k].aux_loss == plain[k].aux_loss);
-    CHECK(rows[k].grad_norm == plain[k].grad_norm);
+    // The gradients are the same bits (the losses after each update are), but the two layouts order a layer's
+    // expert tensors differently in its region, and the norm's fp64 sum runs in region order.
+    CHECK(rows[k].grad_norm == Approx(plain[k].grad_norm).epsilon(1e-12));
   }
   const fs::path final_file = scratch_dir("qwen3_5_moe-cg") / "final" / "model.safetensors";
   const auto final_tensors = read_tensors(final_file);

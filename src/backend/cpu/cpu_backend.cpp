@@ -210,9 +210,10 @@ class CpuBackend final : public Backend {
                            int64_t H) override {
     cpu::moe_combine_forward(f(y), f(ys), weights, row_of, T, k, H);
   }
-  void moe_combine_backward(void* dys, float* d_weights, const void* dy, const void* ys, const float* weights,
-                            const int32_t* row_of, int64_t T, int64_t k, int64_t H) override {
-    cpu::moe_combine_backward(f(dys), d_weights, f(dy), f(ys), weights, row_of, T, k, H);
+  void moe_combine_weights_backward(void* u, float* d_weights, const void* act, const float* weights,
+                                    const int32_t* source, const int32_t* idx, const void* dy, const void* down_bias,
+                                    int64_t R, int64_t k, int64_t I, int64_t H) override {
+    cpu::moe_combine_weights_backward(f(u), d_weights, f(act), weights, source, idx, f(dy), f(down_bias), R, k, I, H);
   }
   void grouped_linear_forward(void* y, const void* x, const void* w, int64_t w_stride, const int64_t* offsets,
                               int64_t E, int64_t I, int64_t O) override {

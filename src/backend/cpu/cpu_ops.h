@@ -92,8 +92,9 @@ void moe_gather_backward(float* dx, const float* dxs, const int32_t* row_of, int
                          bool accumulate);
 void moe_combine_forward(float* y, const float* ys, const float* weights, const int32_t* row_of, int64_t T, int64_t k,
                          int64_t H);
-void moe_combine_backward(float* dys, float* d_weights, const float* dy, const float* ys, const float* weights,
-                          const int32_t* row_of, int64_t T, int64_t k, int64_t H);
+void moe_combine_weights_backward(float* u, float* d_weights, const float* act, const float* weights,
+                                  const int32_t* source, const int32_t* idx, const float* dy, const float* down_bias,
+                                  int64_t R, int64_t k, int64_t I, int64_t H);
 void grouped_linear_forward(float* y, const float* x, const float* w, int64_t w_stride, const int64_t* offsets,
                             int64_t E, int64_t I, int64_t O);
 void grouped_linear_backward(float* dx, float* dw, const float* dy, const float* x, const float* w, int64_t w_stride,

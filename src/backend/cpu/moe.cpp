@@ -1,7 +1,7 @@
 // Mixture-of-experts ops on the host (semantics in backend.h): the softmax top-k routers (GPT-OSS's softmax over the
 // top k logits among them) and their backward, the
 // load-balancing statistics, the stable grouping of routed rows by expert (a counting sort), gather / combine
-// and their backwards, grouped expert GEMMs (one sgemm per expert with rows), and the sigmoid-gated add.
+// and their backwards (the combine's from the down projection's data gradient, without the expert outputs), grouped expert GEMMs (one sgemm per expert with rows), and the sigmoid-gated add.
 // Invariant: every sum runs in a fixed order (token order, then slot order), so results depend only on the
 // inputs: never on thread count, nor on which rows other experts received.
 #include <algorithm>
@@ -223,18 +223,19 @@ void moe_combine_forward(float* y, const float* ys, const float* weights, const 
   }
 }
 
-void moe_combine_backward(float* dys, float* d_weights, const float* dy, const float* ys, const float* weights,
-                          const int32_t* row_of, int64_t T, int64_t k, int64_t H) {
-#pragma omp parallel for if (T * H > parallel_min_elems) schedule(static)
-  for (int64_t t = 0; t < T; ++t)
-    for (int64_t j = 0; j < k; ++j) {
-      const int64_t row = row_of[t * k + j];
-      const float w = weights[t * k + j];
-      float* d = dys + row * H;
-      const float* g = dy + t * H;
-      for (int64_t h = 0; h < H; ++h) d[h] = w * g[h];
-      d_weights[t * k + j] = dot(ys + row * H, g, H);
-    }
+void moe_combine_weights_backward(float* u, float* d_weights, const float* act, const float* weights,
+                                  const int32_t* source, const int32_t* idx, const float* dy, const float* down_bias,
+                                  int64_t R, int64_t k, int64_t I, int64_t H) {
+#pragma omp parallel for if (R * I > parallel_min_elems) schedule(static)
+  for (int64_t r = 0; r < R; ++r) {
+    const int32_t routed = source[r];
+    float* ur = u + r * I;
+    float d = dot(ur, act + r * I, I);
+    if (down_bias != nullptr) d += dot(dy + (routed / k) * H, down_bias + static_cast<int64_t>(idx[routed]) * H, H);
+    d_weights[routed] = d;
+    const float w = weights[routed];
+    for (int64_t i = 0; i < I; ++i) ur[i] *= w;
+  }
 }
 
 void grouped_linear_forward(float* y, const float* x, const float* w, int64_t w_stride, const int64_t* offsets,

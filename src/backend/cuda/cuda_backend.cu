@@ -391,11 +391,13 @@ class CudaBackend final : public Backend {
     const cuda::OpProfile::Span span(profile_, "moe_combine_forward", stream_);
     dispatch([&](auto* t) { cuda::moe_combine_forward(cast(t, y), cast(t, ys), weights, row_of, T, k, H, stream_); });
   }
-  void moe_combine_backward(void* dys, float* d_weights, const void* dy, const void* ys, const float* weights,
-                            const int32_t* row_of, int64_t T, int64_t k, int64_t H) override {
-    const cuda::OpProfile::Span span(profile_, "moe_combine_backward", stream_);
+  void moe_combine_weights_backward(void* u, float* d_weights, const void* act, const float* weights,
+                                    const int32_t* source, const int32_t* idx, const void* dy, const void* down_bias,
+                                    int64_t R, int64_t k, int64_t I, int64_t H) override {
+    const cuda::OpProfile::Span span(profile_, "moe_combine_weights_backward", stream_);
     dispatch([&](auto* t) {
-      cuda::moe_combine_backward(cast(t, dys), d_weights, cast(t, dy), cast(t, ys), weights, row_of, T, k, H, stream_);
+      cuda::moe_combine_weights_backward(cast(t, u), d_weights, cast(t, act), weights, source, idx, cast(t, dy),
+                                         cast(t, down_bias), R, k, I, H, stream_);
     });
   }
   void grouped_linear_forward(void* y, const void* x, const void* w, int64_t w_stride, const int64_t* offsets,

@@ -47,6 +47,9 @@ void OpProfile::fold() {
     auto& [seconds, calls] = totals_[names_[i]];
     seconds += ms / 1e3;
     ++calls;
+    if (i == 0) continue;
+    MT_CHECK_CUDA(cudaEventElapsedTime(&ms, events_[i - 1].second, events_[i].first));
+    before_[names_[i]] += ms / 1e3;
   }
   names_.clear();
 }
@@ -60,6 +63,14 @@ std::string OpProfile::report() const {
   std::string out = fmt::format("GPU time by op (MEGATRAIN_PROFILE_OPS), {:.3f} s in all:", total);
   for (const auto& [name, t] : rows)
     out += fmt::format("\n  {:<22} {:9.3f} s {:5.1f} % {:8} calls", name, t.first, 100 * t.first / total, t.second);
+  std::vector<std::pair<std::string, double>> before(before_.begin(), before_.end());
+  std::sort(before.begin(), before.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  double between = 0;
+  for (const auto& b : before) between += b.second;
+  out += fmt::format("\nGPU time between the timed ops (stream idle or untimed copies), {:.3f} s in all, before:",
+                     between);
+  for (size_t i = 0; i < before.size() && i < 12; ++i)
+    out += fmt::format("\n  {:<22} {:9.3f} s", before[i].first, before[i].second);
   return out;
 }
 
