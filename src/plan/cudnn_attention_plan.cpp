@@ -47,6 +47,17 @@ std::string cudnn_layer_gap(const AttentionSpec& a, DType dtype) {
   return cudnn_attention_gap(s, dtype);
 }
 
+std::string cudnn_version_gap(const AttnShape& s, bool backward, int64_t version) {
+  if (version == 91000 || version == 91001)
+    return "cuDNN 9.10.0/9.10.1 (SDPA bf16 known bugs, as cudnn-frontend refuses them)";
+  if (s.softcap > 0.f && version < 90600)
+    return "soft-cap needs cuDNN 9.6 or later (a score modifier in the SDPA graph)";
+  if (s.sinks != nullptr && !backward && version < 91300)
+    return MT_FORMAT("attention sinks need cuDNN 9.13 or later (the SDPA sink pattern), not {}.{}.{}", version / 10000,
+                     version / 100 % 100, version % 100);
+  return "";
+}
+
 int64_t cudnn_seq_bucket(int64_t seq) {
   const char* env = std::getenv("MEGATRAIN_CUDNN_SEQ_BUCKETS");
   if (env != nullptr && std::string(env) == "0") return seq;
