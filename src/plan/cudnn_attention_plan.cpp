@@ -33,7 +33,6 @@ std::string cudnn_attention_gap(const AttnShape& s, DType dtype) {
   if (dtype != DType::bf16) return "fp32 (cuDNN's fused attention is bf16/fp16 only)";
   if (s.alibi_slopes != nullptr) return "ALiBi";
   if (s.segments != nullptr) return "packed segments";
-  if (s.sinks != nullptr) return "attention sinks";
   if (s.head_dim % 8 != 0 || s.head_dim > 256) return MT_FORMAT("head_dim {} (a multiple of 8 up to 256)", s.head_dim);
   if (s.seq < 2) return "seq < 2";
   return "";
@@ -42,9 +41,19 @@ std::string cudnn_attention_gap(const AttnShape& s, DType dtype) {
 std::string cudnn_layer_gap(const AttentionSpec& a, DType dtype) {
   AttnShape s{.batch = 1, .seq = 2, .n_heads = a.num_heads, .n_kv_heads = a.num_kv_heads, .head_dim = a.head_dim};
   if (a.alibi) return "ALiBi";
-  if (a.sinks) return "attention sinks";
   if (a.chunk > 0) return "chunked attention (segments)";
   return cudnn_attention_gap(s, dtype);
+}
+
+std::string cudnn_version_gap(const AttnShape& s, bool backward, int64_t version) {
+  if (version == 91000 || version == 91001)
+    return "cuDNN 9.10.0/9.10.1 (SDPA bf16 known bugs, as cudnn-frontend refuses them)";
+  if (s.softcap > 0.f && version < 90600)
+    return "soft-cap needs cuDNN 9.6 or later (a score modifier in the SDPA graph)";
+  if (s.sinks != nullptr && !backward && version < 91300)
+    return MT_FORMAT("attention sinks need cuDNN 9.13 or later (the SDPA sink pattern), not {}.{}.{}", version / 10000,
+                     version / 100 % 100, version % 100);
+  return "";
 }
 
 int64_t cudnn_seq_bucket(int64_t seq) {
@@ -163,8 +172,9 @@ std::string describe_attention_choice(AttentionChoice c, int64_t limit_bytes) {
   if (c == AttentionChoice::ours) return "MEGATRAIN_ATTENTION=ours: our kernel in both directions";
   const int64_t tile = cudnn_backward_tile_setting();
   return MT_FORMAT(
-      "MEGATRAIN_ATTENTION={}: forward cuDNN where it covers the case (bf16, soft-capped or not; no ALiBi, sinks or "
-      "segments); backward cuDNN's deterministic graph{} {}; our kernel elsewhere and wherever a plan does not finalize",
+      "MEGATRAIN_ATTENTION={}: forward cuDNN where it covers the case (bf16, soft-capped or not, sinks from cuDNN "
+      "9.13; no ALiBi or segments); backward cuDNN's deterministic graph{} {}; our kernel elsewhere and wherever a "
+      "plan does not finalize",
       attention_choice_name(c),
       tile > 0 ? MT_FORMAT(" (past {} tokens in tiles of that length, no window)", tile) : std::string(),
       limit_bytes >= 0 ? MT_FORMAT("where its workspace and staging fit {}", mib(limit_bytes))

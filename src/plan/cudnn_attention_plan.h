@@ -25,11 +25,18 @@ AttentionChoice attention_choice_from_env();
 const char* attention_choice_name(AttentionChoice c);
 
 // Why cuDNN does not cover a shape (empty when it does): the features of AttnShape that only our kernel has (ALiBi,
-// attention sinks, packed segments), fp32, head_dim (a multiple of 8 up to 256), seq < 2. A soft-cap is covered (the
-// graph's score modifier); a cuDNN older than 9.6 refuses it when the graph is built, and our kernel runs.
+// packed segments), fp32, head_dim (a multiple of 8 up to 256), seq < 2. A soft-cap is covered (the graph's score
+// modifier), and so are attention sinks (GPT-OSS: the forward's softmax takes the sink as cudnn-frontend lowers it;
+// the backward is the same graph, lse holding the sink, and d_sinks stays Backend::attention_sinks_backward's); what
+// the loaded cuDNN's version refuses is cudnn_version_gap's.
 std::string cudnn_attention_gap(const AttnShape& s, DType dtype);
 // The same for a model's attention layer in a run of `dtype` (before any batch: packed segments are the batch's).
 std::string cudnn_layer_gap(const AttentionSpec& a, DType dtype);
+// Why a cuDNN of `version` (cudnnGetVersion(): 91400 is 9.14.0) builds no graph of one direction for a shape that
+// cudnn_attention_gap covers (empty when it builds one): 9.10.0 and 9.10.1 (SDPA bf16 bugs; cudnn-frontend refuses
+// them), a soft-cap before 9.6 (the score modifier), a forward with sinks before 9.13 (the SDPA sink pattern; the
+// backward takes sinks at any version). The graph is refused when it is built, and our kernel runs.
+std::string cudnn_version_gap(const AttnShape& s, bool backward, int64_t version);
 
 // The sequence length whose graph a batch of seq-long sequences runs: seq rounded up to a multiple of
 // max(64, 2^floor(log2 seq) / 8), so that a run whose batches vary in length compiles a few graphs, not one per length

@@ -1,7 +1,7 @@
 // cuDNN's fused attention (src/backend/cuda/cudnn_attention.h) against the CPU reference: a table of rows (lengths
-// odd and even, GQA ratios, padding, windows, scale, soft-cap, head_dim 64/128/256), bf16 inputs rounded first and
-// compared with the fp32 reference of the rounded inputs, forward and the deterministic backward (run twice: bit for
-// bit), padded rows exactly 0, each implementation's forward paired with the other's backward (the lse convention is
+// odd and even, GQA ratios, padding, windows, scale, soft-cap, GPT-OSS's sinks, head_dim 64/128/256), bf16 inputs
+// rounded first and compared with the fp32 reference of the rounded inputs, forward and the deterministic backward
+// (run twice: bit for bit; with sinks, d_sinks from cuDNN's out and lse as well), padded rows exactly 0, each implementation's forward paired with the other's backward (the lse convention is
 // shared), the plan's workspace formula never below cuDNN's; the CUDA backend's MEGATRAIN_ATTENTION dispatch, auto per
 // direction against the reserved workspace (a soft-capped layer too); and, as a hidden case, the probe the
 // coordinator runs on the GPU machine ("[.attention_bench]": plans, engines and ours-vs-cuDNN TFLOP/s at the issue's
@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <random>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -39,18 +40,32 @@ std::unique_ptr<cu::CudnnAttention> make_cudnn() {
       [](void* p) { cudaFree(p); });
 }
 
-// The CPU reference's forward (out, lse) and backward (dq, dk, dv) of one attention call on host data.
+// The CPU reference's forward (out, lse) and backward (dq, dk, dv; d_sinks where the shape has sinks) of one
+// attention call on host data.
 struct Reference {
-  std::vector<float> out, lse, dq, dk, dv;
+  std::vector<float> out, lse, dq, dk, dv, d_sinks;
 };
 Reference reference(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
                     const std::vector<float>& dout, const mt::AttnShape& host) {
   Reference r{std::vector<float>(q.size()), std::vector<float>(static_cast<size_t>(host.batch * host.n_heads * host.seq)),
-              std::vector<float>(q.size()), std::vector<float>(k.size()), std::vector<float>(v.size())};
+              std::vector<float>(q.size()), std::vector<float>(k.size()), std::vector<float>(v.size()), {}};
   cpu().attention_forward(r.out.data(), r.lse.data(), q.data(), k.data(), v.data(), host);
   cpu().attention_backward(r.dq.data(), r.dk.data(), r.dv.data(), dout.data(), q.data(), k.data(), v.data(),
                            r.out.data(), r.lse.data(), host);
+  if (host.sinks != nullptr) {
+    r.d_sinks.assign(static_cast<size_t>(host.n_heads), 0.f);
+    cpu().attention_sinks_backward(r.d_sinks.data(), dout.data(), r.out.data(), r.lse.data(), host);
+  }
   return r;
+}
+
+// The sinks' gradient on the GPU (the CUDA backend's attention_sinks_backward) from a forward's out and lse.
+std::vector<float> sinks_gradient(const DeviceBuffer<bf16>& dout, const DeviceBuffer<bf16>& out,
+                                  const DeviceBuffer<float>& lse, const mt::AttnShape& dev) {
+  DeviceBuffer<float> grad(static_cast<size_t>(dev.n_heads));
+  MT_CUDA_OK(cudaMemsetAsync(grad.get(), 0, grad.size() * sizeof(float), test_stream()));
+  cu::attention_sinks_backward<bf16>(grad.get(), dout.get(), out.get(), lse.get(), dev, test_stream());
+  return download(grad);
 }
 
 // One forward and backward through a Backend's attention ops (bf16), host data in and out; the shape's seq_lens
@@ -69,7 +84,7 @@ Reference through_backend(mt::Backend& be, const std::vector<float>& q, const st
   be.attention_forward(out.get(), lse.floats(), b_q.get(), b_k.get(), b_v.get(), dev);
   be.attention_backward(dq.get(), dk.get(), dv.get(), b_dout.get(), b_q.get(), b_k.get(), b_v.get(), out.get(),
                         lse.floats(), dev);
-  return {out.read(), lse.read(), dq.read(), dk.read(), dv.read()};
+  return {out.read(), lse.read(), dq.read(), dk.read(), dv.read(), {}};
 }
 
 // Sets an environment variable for one scope.
@@ -87,12 +102,16 @@ struct CudnnCase {
   bool required = true;  // the plan must finalize (false: head_dim 256, where the engine may refuse: then skipped)
   float softcap = 0.f;   // Gemma 2's logit soft-cap (the graph's score modifier); 0 = none
   float magnitude = 1.f;  // std of the random q and k (larger: logits reach the soft-cap's non-linear range)
+  bool sinks = false;     // GPT-OSS's attention sinks: a logit per head, uniform in [0, 2] (bf16)
 };
 
-// A case's shape with its lengths in host memory (for the reference) and uploaded (for the GPU); empty lengths: none.
+// A case's shape with its lengths (and sinks) in host memory (for the reference) and uploaded (for the GPU); empty
+// lengths: none.
 struct CaseShapes {
   mt::AttnShape host, dev;
   std::unique_ptr<DeviceBuffer<int32_t>> lens;
+  std::vector<float> sinks;
+  std::unique_ptr<DeviceBuffer<bf16>> dev_sinks;
 };
 CaseShapes case_shapes(const CudnnCase& c) {
   const mt::AttnShape host{.batch = c.batch,
@@ -104,8 +123,17 @@ CaseShapes case_shapes(const CudnnCase& c) {
                            .scale = c.scale,
                            .softcap = c.softcap,
                            .seq_lens = c.seq_lens.empty() ? nullptr : c.seq_lens.data()};
-  CaseShapes s{host, host, upload_ints(c.seq_lens.empty() ? std::vector<int32_t>{0} : c.seq_lens)};
+  CaseShapes s{host, host, upload_ints(c.seq_lens.empty() ? std::vector<int32_t>{0} : c.seq_lens), {}, nullptr};
   s.dev.seq_lens = host.seq_lens != nullptr ? s.lens->get() : nullptr;
+  if (c.sinks) {
+    std::mt19937 rng(37);
+    std::uniform_real_distribution<float> logit(0.f, 2.f);
+    for (int64_t h = 0; h < c.heads; ++h) s.sinks.push_back(logit(rng));
+    s.sinks = rounded<bf16>(s.sinks);
+    s.dev_sinks = upload<bf16>(s.sinks);
+    s.host.sinks = s.sinks.data();
+    s.dev.sinks = s.dev_sinks->get();
+  }
   return s;
 }
 
@@ -137,6 +165,15 @@ const std::vector<CudnnCase>& cudnn_cases() {
        16, 8, 256, 300, {}, 1.f / 16.f, true, 50.f, 3.f},
       {"long: MQA, window 4096 (one graph: windows do not tile) of 16384, head_dim 128", 1, 16384, 2, 1, 128, 4096,
        {}},
+      // GPT-OSS's attention sinks (its layers: 64/8 heads of 64, full or a 128-token window; fewer heads here).
+      {"sinks: GPT-OSS-like 16/2 heads of 64, causal, length 256 (a bucket, in place)", 1, 256, 16, 2, 64, 0, {}, 0.f,
+       true, 0.f, 1.f, true},
+      {"sinks: 8/1 heads of 64, sliding window 128, odd length 333", 1, 333, 8, 1, 64, 128, {}, 0.f, true, 0.f, 1.f,
+       true},
+      {"sinks: 16/2 heads of 64, window 128, padded 300/171", 2, 300, 16, 2, 64, 128, {300, 171}, 0.f, true, 0.f, 1.f,
+       true},
+      {"sinks: 8/1 heads of 64, causal, padded 513/200/1 (staged)", 3, 513, 8, 1, 64, 0, {513, 200, 1}, 0.f, true,
+       0.f, 1.f, true},
   };
   return cases;
 }
@@ -161,7 +198,7 @@ TEST_CASE("cudnn attention forward and deterministic backward match the referenc
   for (const CudnnCase& c : cudnn_cases()) {
     // Short section names: Catch2's console reporter throws while wrapping a failure under a long one.
     DYNAMIC_SECTION(c.batch << "x" << c.seq << " " << c.heads << "/" << c.kv_heads << " hd" << c.head_dim << " w"
-                            << c.window << " cap" << c.softcap) {
+                            << c.window << " cap" << c.softcap << (c.sinks ? " sinks" : "")) {
       INFO(c.name);
       const int64_t T = c.batch * c.seq, q_size = T * c.heads * c.head_dim, kv_size = T * c.kv_heads * c.head_dim;
       const int64_t lse_size = c.batch * c.heads * c.seq;
@@ -229,13 +266,17 @@ TEST_CASE("cudnn attention forward and deterministic backward match the referenc
       check_close("our backward from cudnn's lse: dk", download(dk4), want.dk, tolerance<bf16>);
       check_close("our backward from cudnn's lse: dv", download(dv4), want.dv, tolerance<bf16>);
       check_close("our lse against cudnn's", download(lse_ours), download(lse), 1e-4);
+      if (c.sinks)
+        check_close("d_sinks from cudnn's out and lse", sinks_gradient(*d_dout, out, lse, dev), want.d_sinks,
+                    tolerance<bf16>);
     }
   }
 }
 
 // The deterministic backward in tiles (plan/cudnn_attention_plan.h: cudnn_backward_tile), with tiles made short by
-// MEGATRAIN_CUDNN_BACKWARD_TILE so that a few thousand tokens run several rows of them: against the reference, bit
-// for bit on a repeat, padded rows 0, near the one-graph backward, and within the plan's workspace formula.
+// MEGATRAIN_CUDNN_BACKWARD_TILE so that a few thousand tokens run several rows of them: against the reference (the
+// forward before it too, and d_sinks with sinks), bit for bit on a repeat, padded rows 0, near the one-graph
+// backward, and within the plan's workspace formula.
 namespace {
 
 struct TiledCase {
@@ -250,7 +291,7 @@ void check_tiled_backward(const std::vector<TiledCase>& cases) {
   REQUIRE(cudnn->version() > 0);
   for (const auto& [c, tile, want_tile] : cases) {
     DYNAMIC_SECTION(c.batch << "x" << c.seq << " " << c.heads << "/" << c.kv_heads << " hd" << c.head_dim << " tile"
-                            << tile) {
+                            << tile << (c.sinks ? " sinks" : "")) {
       INFO(c.name);
       const int64_t T = c.batch * c.seq, q_size = T * c.heads * c.head_dim, kv_size = T * c.kv_heads * c.head_dim;
       const CaseShapes shapes = case_shapes(c);
@@ -264,6 +305,11 @@ void check_tiled_backward(const std::vector<TiledCase>& cases) {
       DeviceBuffer<bf16> dq1(q_size), dk1(kv_size), dv1(kv_size);
       DeviceBuffer<float> lse(c.batch * c.heads * c.seq);
       REQUIRE(cudnn->forward(out.get(), lse.get(), d_q->get(), d_k->get(), d_v->get(), dev));
+      check_close("cudnn forward out", download(out), want.out, tolerance<bf16>);
+      check_close("cudnn forward lse", download(lse), want.lse, 1e-4);
+      if (c.sinks)
+        check_close("d_sinks from cudnn's out and lse", sinks_gradient(*d_dout, out, lse, dev), want.d_sinks,
+                    tolerance<bf16>);
       {
         const Env whole("MEGATRAIN_CUDNN_BACKWARD_TILE", "0");
         REQUIRE(mt::cudnn_backward_tile(dev) == 0);
@@ -312,6 +358,10 @@ TEST_CASE("cudnn attention: the deterministic backward in tiles matches the refe
         true, 2.f, 1.5f},
        "512", 512},
       {{"MHA, length 640 in tiles of 512 (the last 128 rows), padded 640/639/1", 3, 640, 4, 4, 128, 0, {640, 639, 1}},
+       "512", 512},
+      {{"sinks: GPT-OSS-like 8/1 heads of 64, odd length 1500 (the last tile 476 rows), padded 1500/1001, tiles of "
+        "512",
+        2, 1500, 8, 1, 64, 0, {1500, 1001}, 0.f, true, 0.f, 1.f, true},
        "512", 512},
   });
 }

@@ -121,6 +121,47 @@ TEST_CASE("cudnn attention: what only our kernel has is not covered", "[plan][cu
   CHECK(mt::cudnn_layer_gap(layer, mt::DType::bf16) == "ALiBi");
 }
 
+// GPT-OSS's sinks: covered in both directions (the forward's softmax takes the sink; the backward is the graph
+// without it, lse holding the sink), the forward from cuDNN 9.13 (the SDPA sink pattern), the backward at any version.
+TEST_CASE("cudnn attention: sinks are covered, the forward from cuDNN 9.13", "[plan][cudnn]") {
+  mt::AttnShape s = shape(2, 4096, 64, 8, 64);
+  s.window = 128;
+  const uint16_t sinks[64] = {};
+  s.sinks = sinks;
+  CHECK(mt::cudnn_attention_gap(s, mt::DType::bf16).empty());
+  CHECK(!mt::cudnn_attention_gap(s, mt::DType::f32).empty());
+  const mt::AttentionSpec gpt_oss{.num_heads = 64, .num_kv_heads = 8, .head_dim = 64, .window = 128, .sinks = true};
+  CHECK(mt::cudnn_layer_gap(gpt_oss, mt::DType::bf16).empty());
+  for (const bool backward : {false, true}) {
+    CHECK(mt::cudnn_version_gap(s, backward, 91300).empty());
+    CHECK(mt::cudnn_version_gap(s, backward, 91400).empty());
+  }
+  CHECK(mt::cudnn_version_gap(s, true, 91200).empty());
+  CHECK(mt::cudnn_version_gap(s, true, 90600).empty());
+  const std::string old = mt::cudnn_version_gap(s, false, 91200);
+  CHECK(contains(old, "attention sinks need cuDNN 9.13 or later"));
+  CHECK(contains(old, "not 9.12.0"));
+  s.sinks = nullptr;
+  CHECK(mt::cudnn_version_gap(s, false, 91200).empty());
+  // The other versions the graph refuses, as before sinks.
+  CHECK(contains(mt::cudnn_version_gap(s, false, 91001), "9.10.0/9.10.1"));
+  mt::AttnShape capped = s;
+  capped.softcap = 50.f;
+  CHECK(contains(mt::cudnn_version_gap(capped, true, 90500), "soft-cap needs cuDNN 9.6"));
+  CHECK(mt::cudnn_version_gap(capped, true, 90600).empty());
+}
+
+TEST_CASE("memory plan: GPT-OSS's attention (sinks) reserves cuDNN's deterministic backward", "[plan][cudnn]") {
+  const mt::ModelSpec spec = mt::load_model_spec(MEGATRAIN_SOURCE_DIR "/configs/models/gpt-oss-20b.json");
+  mt::RunShape run = cudnn_run(4096, 8);
+  mt::resolve_auto(spec, run, 139 * kGiB, true);
+  CHECK(run.cudnn_backward);
+  const mt::GpuPlan g = mt::plan_gpu(spec, run);
+  CHECK(g.cudnn_backward);
+  CHECK(g.attention_workspace == mt::cudnn_attention_reserve(shape(g.micro_batch_size, 4096, 64, 8, 64)).backward);
+  CHECK(contains(mt::describe_attention_plan(g), "cuDNN forward and deterministic backward"));
+}
+
 TEST_CASE("cudnn attention: auto picks per direction, the backward by the reserved workspace", "[plan][cudnn]") {
   using mt::AttentionChoice;
   const int64_t reserved = 8450 * kMiB;

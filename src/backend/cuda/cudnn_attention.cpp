@@ -2,10 +2,10 @@
 // graphs are the runtime fusion engine's "fused flash attention" fprop and bprop patterns, op for op as
 // cudnn-frontend's composite SDPA nodes lower them (matmul, scale, the soft-cap score modifier div / tanh / mul,
 // padding / causal / left-bound masks as gen_index + cmp + binary_select, softmax through max/sum reductions with the
-// stats out, matmul; bprop: dO·O row sums, the recomputed probabilities, dV, dP, dS with the soft-cap's mul /
-// tanh_bwd / div, dK, dQ, GQA head reductions). Invariant: every cuDNN call of a build is checked
-// and the first failure is kept with the descriptor and attribute it concerns; a graph that fails is remembered and
-// never retried.
+// stats out and a sink joining the max and the sum, matmul; bprop: dO·O row sums, the recomputed probabilities, dV,
+// dP, dS with the soft-cap's mul / tanh_bwd / div, dK, dQ, GQA head reductions). Invariant: every cuDNN call of a
+// build is checked and the first failure is kept with the descriptor and attribute it concerns; a graph that fails is
+// remembered and never retried.
 #include "backend/cuda/cudnn_attention.h"
 
 #include <cudnn.h>
@@ -23,6 +23,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "kernels/kernels.h"
 
 #define MT_CHECK_CUDNN(call) \
   MT_CHECK_CALL(throw_error, "cuDNN", call, mt_rc_ == CUDNN_STATUS_SUCCESS, cudnn_message(mt_rc_))
@@ -50,7 +51,8 @@ enum Uid : int64_t {
   uid_seq_q,
   uid_seq_kv,
   uid_softmax_sum,
-  uid_dq_accum
+  uid_dq_accum,
+  uid_sinks
 };
 
 struct Scalar {
@@ -387,9 +389,11 @@ struct CudnnAttention::Graph {
   int64_t plan_bytes = 0, softmax_sum_bytes = 0, dq_accum_bytes = 0;
   bool padding = false;          // the graph has the padding mask (seq_lens, or the full-length workaround)
   int32_t* full_lens = nullptr;  // device [batch] = seq: the workaround's lengths when the shape has no seq_lens
+  float* sinks = nullptr;        // device [n_heads]: the forward's sink logits in fp32 (cast from the shape's per call)
   Free release;
   ~Graph() {
     if (full_lens) release(full_lens);
+    if (sinks) release(sinks);
   }
 };
 
@@ -442,6 +446,7 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
   const float scale = default_scale(s);
   std::memcpy(&scale_bits, &scale, sizeof scale);
   std::memcpy(&softcap_bits, &s.softcap, sizeof s.softcap);
+  const bool sinks = !backward && s.sinks != nullptr;  // the backward's graph is the same with sinks or without
   const Key key{backward ? (deterministic ? 2 : 1) : 0,
                 s.batch,
                 s.seq,
@@ -452,7 +457,8 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
                 scale_bits,
                 softcap_bits,
                 padded,
-                causal};
+                causal,
+                sinks};
   for (const auto& g : graphs_)
     if (g->key == key) return *g;
   const auto started = std::chrono::steady_clock::now();
@@ -466,10 +472,8 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
     gr.info.error = "not covered: " + gap;
   } else if (ver == 0) {
     gr.info.error = handle_error_;
-  } else if (ver == 91000 || ver == 91001) {
-    gr.info.error = "cuDNN 9.10.0/9.10.1 (SDPA bf16 known bugs, as cudnn-frontend refuses them)";
-  } else if (s.softcap > 0.f && ver < 90600) {
-    gr.info.error = "soft-cap needs cuDNN 9.6 or later (a score modifier in the SDPA graph)";
+  } else if (const std::string too_old = cudnn_version_gap(s, backward, ver); !too_old.empty()) {
+    gr.info.error = too_old;
   } else {
     const int64_t b = s.batch, S = s.seq, h = s.n_heads, hk = s.n_kv_heads, d = s.head_dim;
     const int64_t window = effective_window(s);
@@ -565,14 +569,33 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
         const int64_t V = B.io(uid_v, "V", bf, kv_dims, kv_strides);
         const int64_t O = B.io(uid_o, "O", bf, q_dims, q_strides);
         const int64_t x = band_masks(scores("fprop"));
+        // With sinks (cudnn-frontend's softmax with a sink): max = MAX(max of the row, sink), and the row's sum of
+        // exp(x − max) plus exp(sink − max), so that the stats (lse) hold the sink as ours do.
+        const int64_t sink = sinks ? B.io(uid_sinks, "sink", f32, {1, h, 1, 1}, {h, 1, 1, 1}) : -1;
         const int64_t m = B.virt("softmax max", f32, row_dims, row_strides);
-        B.reduction("softmax max", CUDNN_REDUCE_TENSOR_MAX, x, m);
+        if (sinks) {
+          const int64_t row_max = B.virt("softmax max of the row", f32, row_dims, row_strides);
+          B.reduction("softmax max of the row", CUDNN_REDUCE_TENSOR_MAX, x, row_max);
+          B.pointwise("softmax max with the sink", CUDNN_POINTWISE_MAX, row_max, sink, -1, m);
+        } else {
+          B.reduction("softmax max", CUDNN_REDUCE_TENSOR_MAX, x, m);
+        }
         const int64_t sub = B.virt("softmax x - max", f32, x);
         B.pointwise("softmax sub", CUDNN_POINTWISE_SUB, x, m, -1, sub);
         const int64_t e = B.virt("softmax exp", f32, x);
         B.pointwise("softmax exp", CUDNN_POINTWISE_EXP, sub, -1, -1, e);
         const int64_t z = B.virt("softmax sum", f32, row_dims, row_strides);
-        B.reduction("softmax sum", CUDNN_REDUCE_TENSOR_ADD, e, z);
+        if (sinks) {
+          const int64_t sink_sub = B.virt("softmax sink - max", f32, row_dims, row_strides);
+          B.pointwise("softmax sub_sink", CUDNN_POINTWISE_SUB, sink, m, -1, sink_sub);
+          const int64_t sink_exp = B.virt("softmax exp(sink - max)", f32, row_dims, row_strides);
+          B.pointwise("softmax exp_sink", CUDNN_POINTWISE_EXP, sink_sub, -1, -1, sink_exp);
+          const int64_t row_sum = B.virt("softmax sum of the row", f32, row_dims, row_strides);
+          B.reduction("softmax sum of the row", CUDNN_REDUCE_TENSOR_ADD, e, row_sum);
+          B.pointwise("softmax add_sink", CUDNN_POINTWISE_ADD, row_sum, sink_exp, -1, z);
+        } else {
+          B.reduction("softmax sum", CUDNN_REDUCE_TENSOR_ADD, e, z);
+        }
         const int64_t lz = B.virt("softmax log sum", f32, row_dims, row_strides);
         B.pointwise("softmax log", CUDNN_POINTWISE_LOG, z, -1, -1, lz);
         B.pointwise("softmax stats = max + log sum", CUDNN_POINTWISE_ADD, m, lz, -1, stats);
@@ -668,6 +691,7 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
       gr.plan_bytes = align_up(gr.info.workspace_bytes);
       gr.info.workspace_bytes = gr.plan_bytes + gr.softmax_sum_bytes + gr.dq_accum_bytes;
       gr.info.ok = true;
+      if (sinks) gr.sinks = static_cast<float*>(alloc_(h * 4));
       if (workaround) {
         std::vector<int32_t> lens(static_cast<size_t>(b), static_cast<int32_t>(S));
         gr.full_lens = static_cast<int32_t*>(alloc_(b * 4));
@@ -680,9 +704,10 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
     }
   }
   gr.info.build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
-  log::info("attention {} batch {} seq {} heads {}/{} head_dim {} window {}{}{}{}: {}",
+  log::info("attention {} batch {} seq {} heads {}/{} head_dim {} window {}{}{}{}{}: {}",
             backward ? "backward" : "forward", s.batch, s.seq, s.n_heads, s.n_kv_heads, s.head_dim, s.window,
-            s.softcap > 0.f ? fmt::format(" soft-cap {}", s.softcap) : "", padded ? " padded" : "",
+            s.softcap > 0.f ? fmt::format(" soft-cap {}", s.softcap) : "", sinks ? " sinks" : "",
+            padded ? " padded" : "",
             causal ? "" : " unmasked (a tile below the diagonal)",
             gr.info.ok
                 ? fmt::format("cuDNN {} engine {} ({:.1f} MiB workspace, built in {:.0f} ms{})", ver, gr.info.engine,
@@ -807,6 +832,10 @@ bool CudnnAttention::forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16
   if (g.padding) {
     ptrs.add(uid_seq_q, lens);
     ptrs.add(uid_seq_kv, lens);
+  }
+  if (g.sinks != nullptr) {  // cuDNN takes the sinks as fp32: ours are the compute dtype's
+    cast<float, __nv_bfloat16>(g.sinks, static_cast<const __nv_bfloat16*>(s.sinks), h, stream_);
+    ptrs.add(uid_sinks, g.sinks);
   }
   execute(static_cast<cudnnHandle_t>(handle_), g.plan, std::move(ptrs), g.builder->scalars_, ws);
   if (l.staged) {

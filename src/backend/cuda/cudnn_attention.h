@@ -1,7 +1,9 @@
 // cuDNN's fused flash attention (the runtime fusion engine's SDPA patterns) through the backend graph API, for
 // the AttnShape cases it covers: bf16, causal, GQA/MQA, sliding window, right padding (per-sequence lengths),
-// any scale, logit soft-cap (Gemma 2, as a score modifier: cuDNN 9.6 and later), head_dim a multiple of 8 up to 256.
-// ALiBi, sinks and packed segments stay on kernels/attention.cu.
+// any scale, logit soft-cap (Gemma 2, as a score modifier: cuDNN 9.6 and later), attention sinks (GPT-OSS: in the
+// forward's softmax, cuDNN 9.13 and later, cast per call into an fp32 copy as cuDNN takes them; the backward is the
+// graph without them, lse holding the sink), head_dim a multiple of 8 up to 256. ALiBi and packed segments stay on
+// kernels/attention.cu.
 // Invariants: q/k/v/out and their gradients are read and written in place as token-major rows (BSHD strides) when
 // the sequence length is a bucket length (cudnn_seq_bucket), else staged through a bucket-long copy (pad rows 0,
 // masked); lse is ours ([batch, n_heads, seq], natural log of the final logits, 0 on padded rows), which is cuDNN's
@@ -77,8 +79,9 @@ class CudnnAttention {
 
  private:
   // direction, batch, seq, heads, kv heads, head_dim, window, scale bits, soft-cap bits, padded, causal (false: a
-  // tile below the diagonal of the tiled backward, unmasked)
-  using Key = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, uint32_t, uint32_t, bool, bool>;
+  // tile below the diagonal of the tiled backward, unmasked), sinks (the forward's; the backward's graph has none)
+  using Key =
+      std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, uint32_t, uint32_t, bool, bool, bool>;
   // A shape's graph: its sequence length rounded up to a bucket (cudnn_seq_bucket), padded when it has seq_lens or
   // was rounded up (staged: copied into the bucket's layout and back).
   struct Layout {
