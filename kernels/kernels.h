@@ -122,6 +122,9 @@ template <typename T> void row_sigmoid_gate_backward(T* dx, T* dg, const T* dy, 
 void sum_squares(double* out, const float* x, int64_t n, cudaStream_t s);
 void sum(double* out, const float* x, int64_t n, cudaStream_t s);
 
+// host_mapped[0, bytes) = src[0, bytes): one block's stores into mapped page-locked host memory (no copy engine).
+void store_to_host(void* host_mapped, const void* src, int64_t bytes, cudaStream_t s);
+
 // y = (Tout) x; y += x (fp32).
 template <typename Tout, typename Tin> void cast(Tout* y, const Tin* x, int64_t n, cudaStream_t s);
 void accumulate(float* y, const float* x, int64_t n, cudaStream_t s);

@@ -334,35 +334,51 @@ __global__ void place_kernel(int32_t* source, int32_t* row_of, const int32_t* of
   }
 }
 
-template <typename T>
+// One block per row (gathered, or token for the backward and the combine), N columns a thread at a time (16-byte
+// accesses where H and the pointers allow); each column's sum over the token's k rows runs in slot order.
+template <typename T, int N>
 __global__ void gather_kernel(T* xs, const T* x, const int32_t* source, int k, int64_t H) {
   const int64_t r = blockIdx.x;
   const T* src = x + static_cast<int64_t>(source[r] / k) * H;
-  for (int64_t h = threadIdx.x; h < H; h += blockDim.x) xs[r * H + h] = src[h];
+  for (int64_t h = static_cast<int64_t>(threadIdx.x) * N; h < H; h += static_cast<int64_t>(blockDim.x) * N)
+    *reinterpret_cast<Pack<T, N>*>(xs + r * H + h) = *reinterpret_cast<const Pack<T, N>*>(src + h);
 }
 
-template <typename T>
+template <typename T, int N>
 __global__ void gather_backward_kernel(T* dx, const T* dxs, const int32_t* row_of, int k, int64_t H, bool accumulate) {
   const int64_t t = blockIdx.x;
-  for (int64_t h = threadIdx.x; h < H; h += blockDim.x) {
-    float v = accumulate ? to_f32(dx[t * H + h]) : 0.f;
-    for (int j = 0; j < k; ++j) v += to_f32(dxs[static_cast<int64_t>(row_of[t * k + j]) * H + h]);
-    dx[t * H + h] = from_f32<T>(v);
+  for (int64_t h = static_cast<int64_t>(threadIdx.x) * N; h < H; h += static_cast<int64_t>(blockDim.x) * N) {
+    float v[N], add[N];
+#pragma unroll
+    for (int i = 0; i < N; ++i) v[i] = 0.f;
+    if (accumulate) load_f32<T, N>(v, dx + t * H + h);
+    for (int j = 0; j < k; ++j) {
+      load_f32<T, N>(add, dxs + static_cast<int64_t>(row_of[t * k + j]) * H + h);
+#pragma unroll
+      for (int i = 0; i < N; ++i) v[i] += add[i];
+    }
+    store_f32<T, N>(dx + t * H + h, v);
   }
 }
 
-template <typename T>
+template <typename T, int N>
 __global__ void combine_forward_kernel(T* y, const T* ys, const float* weights, const int32_t* row_of, int k,
                                        int64_t H) {
   const int64_t t = blockIdx.x;
-  for (int64_t h = threadIdx.x; h < H; h += blockDim.x) {
-    float v = 0.f;
-    for (int j = 0; j < k; ++j) v += weights[t * k + j] * to_f32(ys[static_cast<int64_t>(row_of[t * k + j]) * H + h]);
-    y[t * H + h] = from_f32<T>(v);
+  for (int64_t h = static_cast<int64_t>(threadIdx.x) * N; h < H; h += static_cast<int64_t>(blockDim.x) * N) {
+    float v[N], add[N];
+#pragma unroll
+    for (int i = 0; i < N; ++i) v[i] = 0.f;
+    for (int j = 0; j < k; ++j) {
+      const float w = weights[t * k + j];
+      load_f32<T, N>(add, ys + static_cast<int64_t>(row_of[t * k + j]) * H + h);
+#pragma unroll
+      for (int i = 0; i < N; ++i) v[i] += w * add[i];
+    }
+    store_f32<T, N>(y + t * H + h, v);
   }
 }
 
-// Block (t, j): dys[row] = w·dy[t]; d_weights[t, j] = ys[row]·dy[t] (block reduction, fixed order).
 // Block r (a grouped row): d_weights of its routed row from u·act (+ dy·b_e), then u scaled in place.
 template <typename T>
 __global__ void combine_weights_backward_kernel(T* u, float* d_weights, const T* act, const float* weights,
@@ -469,7 +485,11 @@ void moe_permute(int32_t* offsets, int32_t* source, int32_t* row_of, const int32
 template <typename T>
 void moe_gather(T* xs, const T* x, const int32_t* source, int64_t rows, int64_t k, int64_t H, cudaStream_t s) {
   if (rows == 0) return;
-  gather_kernel<T><<<static_cast<unsigned>(rows), threads, 0, s>>>(xs, x, source, static_cast<int>(k), H);
+  constexpr int N = vec16<T>;
+  if (vec_ok(N, {H}, {xs, x}))
+    gather_kernel<T, N><<<static_cast<unsigned>(rows), threads, 0, s>>>(xs, x, source, static_cast<int>(k), H);
+  else
+    gather_kernel<T, 1><<<static_cast<unsigned>(rows), threads, 0, s>>>(xs, x, source, static_cast<int>(k), H);
   MT_CHECK_LAUNCH("moe_gather", "rows={} H={}", rows, H);
 }
 
@@ -477,8 +497,13 @@ template <typename T>
 void moe_gather_backward(T* dx, const T* dxs, const int32_t* row_of, int64_t tokens, int64_t k, int64_t H,
                          bool accumulate, cudaStream_t s) {
   if (tokens == 0) return;
-  gather_backward_kernel<T><<<static_cast<unsigned>(tokens), threads, 0, s>>>(dx, dxs, row_of, static_cast<int>(k), H,
-                                                                              accumulate);
+  constexpr int N = vec16<T>;
+  if (vec_ok(N, {H}, {dx, dxs}))
+    gather_backward_kernel<T, N><<<static_cast<unsigned>(tokens), threads, 0, s>>>(dx, dxs, row_of,
+                                                                                   static_cast<int>(k), H, accumulate);
+  else
+    gather_backward_kernel<T, 1><<<static_cast<unsigned>(tokens), threads, 0, s>>>(dx, dxs, row_of,
+                                                                                   static_cast<int>(k), H, accumulate);
   MT_CHECK_LAUNCH("moe_gather_backward", "tokens={} H={}", tokens, H);
 }
 
@@ -486,8 +511,13 @@ template <typename T>
 void moe_combine_forward(T* y, const T* ys, const float* weights, const int32_t* row_of, int64_t tokens, int64_t k,
                          int64_t H, cudaStream_t s) {
   if (tokens == 0) return;
-  combine_forward_kernel<T><<<static_cast<unsigned>(tokens), threads, 0, s>>>(y, ys, weights, row_of,
-                                                                              static_cast<int>(k), H);
+  constexpr int N = vec16<T>;
+  if (vec_ok(N, {H}, {y, ys}))
+    combine_forward_kernel<T, N><<<static_cast<unsigned>(tokens), threads, 0, s>>>(y, ys, weights, row_of,
+                                                                                   static_cast<int>(k), H);
+  else
+    combine_forward_kernel<T, 1><<<static_cast<unsigned>(tokens), threads, 0, s>>>(y, ys, weights, row_of,
+                                                                                   static_cast<int>(k), H);
   MT_CHECK_LAUNCH("moe_combine_forward", "tokens={} H={}", tokens, H);
 }
 

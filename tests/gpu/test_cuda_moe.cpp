@@ -28,6 +28,7 @@ const std::vector<Shape> shapes = {
     {"one token", 1, 4, 2, 16, 8, true},
     {"Qwen2-MoE-like 60 experts top 4 (two experts a lane, the last lanes short)", 70, 60, 4, 64, 16, false},
     {"256 experts top 8 renormalised (eight a lane)", 40, 256, 8, 32, 16, true},
+    {"hidden 36 (bf16 rows of gather and combine a column at a time)", 23, 8, 2, 36, 12, true},
 };
 
 mt::MoeRouting softmax_router(const Shape& c) {

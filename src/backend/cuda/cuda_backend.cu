@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <unordered_map>
@@ -49,6 +50,7 @@ class CudaBackend final : public Backend {
     grouped_.reset();
     gemm_.reset();
     cudaFree(scalar_);
+    if (landing_) cudaFreeHost(landing_);
     cudaFree(row_loss_);
     cudaFree(logits_);
     cudaFree(dlogits_);
@@ -91,7 +93,20 @@ class CudaBackend final : public Backend {
   void upload(void* dst, const void* src, int64_t bytes) override {
     MT_CHECK_CUDA(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyHostToDevice, stream_));
   }
+  // A small download (an MoE layer's expert offsets, a loss) lands through mapped page-locked memory written by a
+  // kernel: a copy engine's queue holds the gradient stream's bulk transfers, and a few bytes behind them waited
+  // milliseconds per MoE layer and micro-batch.
   void download(void* dst, const void* src, int64_t bytes) override {
+    if (bytes <= kLandingBytes) {
+      if (landing_ == nullptr) {
+        MT_CHECK_CUDA(cudaHostAlloc(&landing_, kLandingBytes, cudaHostAllocMapped));
+        MT_CHECK_CUDA(cudaHostGetDevicePointer(&landing_device_, landing_, 0));
+      }
+      cuda::store_to_host(landing_device_, src, bytes, stream_);
+      MT_CHECK_CUDA(cudaStreamSynchronize(stream_));
+      std::memcpy(dst, landing_, static_cast<size_t>(bytes));
+      return;
+    }
     MT_CHECK_CUDA(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDeviceToHost, stream_));
     MT_CHECK_CUDA(cudaStreamSynchronize(stream_));
   }
@@ -521,6 +536,9 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<cuda::Gemm> gemm_;
   std::unique_ptr<cuda::GroupedGemm> grouped_;
+  static constexpr int64_t kLandingBytes = 64 << 10;
+  void* landing_ = nullptr;  // mapped page-locked host memory for small downloads (made at the first)
+  void* landing_device_ = nullptr;  // its device address
   const cuda::DeltaRuleKernel delta_rule_kernel_ = cuda::delta_rule_kernel_from_env();
   void* scalar_ = nullptr;
   float* logits_ = nullptr;
