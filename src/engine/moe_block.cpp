@@ -189,8 +189,8 @@ void moe_block_backward(const LayerContext& ctx, int64_t layer, const void* w, c
   const int64_t* offsets = s.host_offsets.data();
   // Routed experts: out = Σ_j weights_j · down_e(act(gate_e(x), up_e(x))) (each projection with its bias where the
   // experts have them), or Σ_j expert_e(weights_j · x) (Llama 4). The combine's backward needs no expert outputs:
-  // with g the gathered output gradient, dw_down += gᵀ·(weights·act), u = g·w_down gives d_weights = u·act (+ g·b_down)
-  // and d_act = weights·u, so the recompute above skips the down projection.
+  // with g the gathered output gradient, dw_down += gᵀ·(weights·act), and u = g·w_down gives d_weights = u·act
+  // (+ g·b_down) and d_act = weights·u, so the recompute above skips the down projection.
   be.moe_gather(s.d_ys, d_out, s.source, R, k, H);
   if (m.weight_scales_input) {
     be.grouped_linear_backward(s.d_act, grad_at(dw, o.down_of(0)), s.d_ys, s.act, b.at(o.down_of(0)), o.down_stride,

@@ -1,11 +1,11 @@
 // cuDNN's fused attention (src/backend/cuda/cudnn_attention.h) against the CPU reference: a table of rows (lengths
 // odd and even, GQA ratios, padding, windows, scale, soft-cap, GPT-OSS's sinks, head_dim 64/128/256), bf16 inputs
 // rounded first and compared with the fp32 reference of the rounded inputs, forward and the deterministic backward
-// (run twice: bit for bit; with sinks, d_sinks from cuDNN's out and lse as well), padded rows exactly 0, each implementation's forward paired with the other's backward (the lse convention is
-// shared), the plan's workspace formula never below cuDNN's; the CUDA backend's MEGATRAIN_ATTENTION dispatch, auto per
-// direction against the reserved workspace (a soft-capped layer too); and, as a hidden case, the probe the
-// coordinator runs on the GPU machine ("[.attention_bench]": plans, engines and ours-vs-cuDNN TFLOP/s at the issue's
-// shapes and Gemma-2-9B's).
+// (run twice: bit for bit; with sinks, d_sinks from cuDNN's out and lse as well), padded rows exactly 0, each
+// implementation's forward paired with the other's backward (the lse convention is shared), the plan's workspace
+// formula never below cuDNN's; the CUDA backend's MEGATRAIN_ATTENTION dispatch, auto per direction against the
+// reserved workspace (a soft-capped layer too); and, as a hidden case, the probe the coordinator runs on the GPU
+// machine ("[.attention_bench]": plans, engines and ours-vs-cuDNN TFLOP/s at the shapes and Gemma-2-9B's).
 #ifdef MEGATRAIN_HAVE_CUDNN
 #include <algorithm>
 #include <cstdio>

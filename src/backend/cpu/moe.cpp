@@ -1,7 +1,8 @@
 // Mixture-of-experts ops on the host (semantics in backend.h): the softmax top-k routers (GPT-OSS's softmax over the
-// top k logits among them) and their backward, the
-// load-balancing statistics, the stable grouping of routed rows by expert (a counting sort), gather / combine
-// and their backwards (the combine's from the down projection's data gradient, without the expert outputs), grouped expert GEMMs (one sgemm per expert with rows), and the sigmoid-gated add.
+// top k logits among them) and their backward, the load-balancing statistics, the stable grouping of routed rows by
+// expert (a counting sort), gather / combine and their backwards (the combine's from the down projection's data
+// gradient, without the expert outputs), grouped expert GEMMs (one sgemm per expert with rows), and the sigmoid-gated
+// add.
 // Invariant: every sum runs in a fixed order (token order, then slot order), so results depend only on the
 // inputs: never on thread count, nor on which rows other experts received.
 #include <algorithm>

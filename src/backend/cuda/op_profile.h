@@ -1,6 +1,7 @@
 // Per-op GPU time of the CUDA backend, for finding where a step goes (MEGATRAIN_PROFILE_OPS=1; off otherwise and
 // then free). Each op records an event pair on the compute stream; fold() (after the stream is idle) adds the
-// elapsed times per op name, and the time between consecutive ops to the later op's name, and recycles the events. Invariant: enabled or not, it never synchronises by itself.
+// elapsed times per op name, and the time between consecutive ops to the later op's name, and recycles the events.
+// Invariant: enabled or not, it never synchronises by itself.
 #pragma once
 #include <cuda_runtime.h>
 
