@@ -40,6 +40,16 @@ std::unique_ptr<cu::CudnnAttention> make_cudnn() {
       [](void* p) { cudaFree(p); });
 }
 
+// One attention call's inputs rounded to bf16: q and k of `magnitude`, v and dout, from seeds seed .. seed + 3.
+struct Inputs {
+  std::vector<float> q, k, v, dout;
+};
+Inputs inputs(int64_t q_size, int64_t kv_size, uint32_t seed, float magnitude = 1.f) {
+  return {rounded<bf16>(random_floats(q_size, seed, magnitude)),
+          rounded<bf16>(random_floats(kv_size, seed + 1, magnitude)), rounded<bf16>(random_floats(kv_size, seed + 2)),
+          rounded<bf16>(random_floats(q_size, seed + 3))};
+}
+
 // The CPU reference's forward (out, lse) and backward (dq, dk, dv; d_sinks where the shape has sinks) of one
 // attention call on host data.
 struct Reference {
@@ -223,9 +233,7 @@ TEST_CASE("cudnn attention forward and deterministic backward match the referenc
       CHECK(bwd.workspace_bytes <= planned);
       CHECK(cudnn->workspace_need(true, dev) == bwd.workspace_bytes + mt::cudnn_staging_bytes(true, dev));
 
-      const auto q = rounded<bf16>(random_floats(q_size, 31, c.magnitude));
-      const auto k = rounded<bf16>(random_floats(kv_size, 32, c.magnitude));
-      const auto v = rounded<bf16>(random_floats(kv_size, 33)), dout = rounded<bf16>(random_floats(q_size, 34));
+      const auto [q, k, v, dout] = inputs(q_size, kv_size, 31, c.magnitude);
       const Reference want = reference(q, k, v, dout, host);
 
       auto d_q = upload<bf16>(q), d_k = upload<bf16>(k), d_v = upload<bf16>(v), d_dout = upload<bf16>(dout);
@@ -296,9 +304,7 @@ void check_tiled_backward(const std::vector<TiledCase>& cases) {
       const int64_t T = c.batch * c.seq, q_size = T * c.heads * c.head_dim, kv_size = T * c.kv_heads * c.head_dim;
       const CaseShapes shapes = case_shapes(c);
       const mt::AttnShape &host = shapes.host, &dev = shapes.dev;
-      const auto q = rounded<bf16>(random_floats(q_size, 81, c.magnitude));
-      const auto k = rounded<bf16>(random_floats(kv_size, 82, c.magnitude));
-      const auto v = rounded<bf16>(random_floats(kv_size, 83)), dout = rounded<bf16>(random_floats(q_size, 84));
+      const auto [q, k, v, dout] = inputs(q_size, kv_size, 81, c.magnitude);
       const Reference want = reference(q, k, v, dout, host);
       auto d_q = upload<bf16>(q), d_k = upload<bf16>(k), d_v = upload<bf16>(v), d_dout = upload<bf16>(dout);
       DeviceBuffer<bf16> out(q_size), dq(q_size), dk(kv_size), dv(kv_size), dq2(q_size), dk2(kv_size), dv2(kv_size);
@@ -384,8 +390,7 @@ TEST_CASE("cuda backend attention: MEGATRAIN_ATTENTION=cudnn and =ours both matc
   const int64_t batch = 2, seq = 129, heads = 8, kv_heads = 2, head_dim = 128, T = batch * seq;
   const int64_t q_size = T * heads * head_dim, kv_size = T * kv_heads * head_dim;
   const std::vector<int32_t> lens{129, 70};
-  const auto q = rounded<bf16>(random_floats(q_size, 41)), k = rounded<bf16>(random_floats(kv_size, 42));
-  const auto v = rounded<bf16>(random_floats(kv_size, 43)), dout = rounded<bf16>(random_floats(q_size, 44));
+  const auto [q, k, v, dout] = inputs(q_size, kv_size, 41);
   mt::AttnShape host{.batch = batch, .seq = seq, .n_heads = heads, .n_kv_heads = kv_heads, .head_dim = head_dim};
   host.seq_lens = lens.data();
   const Reference want = reference(q, k, v, dout, host);
@@ -413,8 +418,7 @@ TEST_CASE("cuda backend attention: auto runs cuDNN's forward, and its backward o
   const int64_t batch = 2, seq = 256, heads = 8, kv_heads = 2, head_dim = 128, T = batch * seq;  // 256: a bucket
   const int64_t q_size = T * heads * head_dim, kv_size = T * kv_heads * head_dim, lse_size = batch * heads * seq;
   const std::vector<int32_t> lens{256, 93};
-  const auto q = rounded<bf16>(random_floats(q_size, 61)), k = rounded<bf16>(random_floats(kv_size, 62));
-  const auto v = rounded<bf16>(random_floats(kv_size, 63)), dout = rounded<bf16>(random_floats(q_size, 64));
+  const auto [q, k, v, dout] = inputs(q_size, kv_size, 61);
   mt::AttnShape host{.batch = batch, .seq = seq, .n_heads = heads, .n_kv_heads = kv_heads, .head_dim = head_dim};
   host.seq_lens = lens.data();
   const Reference want = reference(q, k, v, dout, host);
@@ -465,8 +469,7 @@ TEST_CASE("cuda backend attention: auto runs cuDNN both ways for a soft-capped l
   const int64_t batch = 2, seq = 256, heads = 8, kv_heads = 4, head_dim = 256, T = batch * seq;
   const int64_t q_size = T * heads * head_dim, kv_size = T * kv_heads * head_dim, lse_size = batch * heads * seq;
   const std::vector<int32_t> lens{256, 131};
-  const auto q = rounded<bf16>(random_floats(q_size, 71)), k = rounded<bf16>(random_floats(kv_size, 72));
-  const auto v = rounded<bf16>(random_floats(kv_size, 73)), dout = rounded<bf16>(random_floats(q_size, 74));
+  const auto [q, k, v, dout] = inputs(q_size, kv_size, 71);
   mt::AttnShape host{.batch = batch,
                      .seq = seq,
                      .n_heads = heads,
