@@ -180,7 +180,12 @@ json to_json(const std::string& model, const ModelSpec& spec, const Machine& m, 
                    {"total", g.total()}, {"gpu_bytes", m.gpu_bytes},
                    {"optimizer_on_gpu", [&] {
                       const ResidentPlan r = plan_resident(spec, a.run, m.gpu_bytes, 1, true);
-                      return json{{"regions", r.regions}, {"parameters", r.parameters}, {"bytes", r.bytes}};
+                      RunShape with = a.run;
+                      with.resident_regions = r.regions;
+                      const GpuPlan beside = plan_gpu(spec, with);
+                      return json{{"regions", r.regions}, {"parameters", r.parameters}, {"bytes", r.bytes},
+                                  {"weight_slots", beside.weight_slots}, {"gradient_buffers", beside.grad_buffers},
+                                  {"plan_total", beside.total()}};
                     }()},
                    {"fits", a.gpu_fits}}},
           {"nvme", {{"offload", offload_mode_name(h.offload)}, {"bytes_per_parameter", h.nvme_per_parameter},
@@ -256,8 +261,13 @@ void print_text(const std::string& model, const ModelSpec& spec, const Machine& 
                                       : std::string())
             << [&] {  // training.optimizer_on_gpu auto, on one GPU rank
                  const ResidentPlan r = plan_resident(spec, a.run, m.gpu_bytes, 1, true);
-                 return r.regions > 0 ? MT_FORMAT("  training.optimizer_on_gpu auto: {}\n",
-                                                  describe_resident(r, make_param_layout(spec)))
+                 RunShape with = a.run;
+                 with.resident_regions = r.regions;
+                 const GpuPlan beside = plan_gpu(spec, with);
+                 return r.regions > 0 ? MT_FORMAT("  training.optimizer_on_gpu auto: {}; beside it the plan takes {} "
+                                                  "(weight slots {}, gradient buffers {}: the regions that stream)\n",
+                                                  describe_resident(r, make_param_layout(spec)), b(beside.total()),
+                                                  b(beside.weight_slots), b(beside.grad_buffers))
                                       : std::string("  training.optimizer_on_gpu auto: nothing fits beside the plan, "
                                                     "every update on the CPU\n");
                }()

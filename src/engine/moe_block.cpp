@@ -36,7 +36,7 @@ void each_buffer(MoeScratch& s, const MoeDims& d, int64_t H, F f) {
   f(reinterpret_cast<void*&>(s.idx), d.k, 4);
   f(reinterpret_cast<void*&>(s.source), d.k, 4);
   f(reinterpret_cast<void*&>(s.row_of), d.k, 4);
-  for (void** p : {&s.xs, &s.ys, &s.d_ys}) f(*p, R * H, 0);
+  for (void** p : {&s.xs, &s.ys}) f(*p, R * H, 0);
   for (void** p : {&s.gate, &s.up, &s.act, &s.d_act, &s.d_gate, &s.d_up}) f(*p, R * d.I, 0);
   for (void** p : {&s.s_gate, &s.s_up, &s.s_act, &s.d_s_act, &s.d_s_gate, &s.d_s_up}) f(*p, d.S, 0);
   for (void** p : {&s.s_out, &s.d_s_out}) f(*p, d.S > 0 ? H : 0, 0);
@@ -191,27 +191,28 @@ void moe_block_backward(const LayerContext& ctx, int64_t layer, const void* w, c
   // experts have them), or Σ_j expert_e(weights_j · x) (Llama 4). The combine's backward needs no expert outputs:
   // with g the gathered output gradient, dw_down += gᵀ·(weights·act), and u = g·w_down gives d_weights = u·act
   // (+ g·b_down) and d_act = weights·u, so the recompute above skips the down projection.
-  be.moe_gather(s.d_ys, d_out, s.source, R, k, H);
+  void* g = s.ys;  // the backward computes no expert outputs: ys holds g, then the inputs' gradient
+  be.moe_gather(g, d_out, s.source, R, k, H);
   if (m.weight_scales_input) {
-    be.grouped_linear_backward(s.d_act, grad_at(dw, o.down_of(0)), s.d_ys, s.act, b.at(o.down_of(0)), o.down_stride,
+    be.grouped_linear_backward(s.d_act, grad_at(dw, o.down_of(0)), g, s.act, b.at(o.down_of(0)), o.down_stride,
                                offsets, E, I, H, false);
   } else {
     void* weighted_act = s.d_gate;  // free until the activation's backward
     be.copy_bytes(weighted_act, s.act, R * I * static_cast<int64_t>(dtype_size(be.dtype())));
     be.moe_scale_rows_forward(weighted_act, s.weights, s.source, R, I);
-    be.grouped_linear_backward(s.d_act, grad_at(dw, o.down_of(0)), s.d_ys, weighted_act, b.at(o.down_of(0)),
+    be.grouped_linear_backward(s.d_act, grad_at(dw, o.down_of(0)), g, weighted_act, b.at(o.down_of(0)),
                                o.down_stride, offsets, E, I, H, false);
     be.moe_combine_weights_backward(s.d_act, s.d_weights, s.act, s.weights, s.source, s.idx, d_out,
                                     m.expert_bias ? b.at(o.down_bias) : nullptr, R, k, I, H);
-    if (m.expert_bias) be.moe_scale_rows_forward(s.d_ys, s.weights, s.source, R, H);  // the outputs' gradient
+    if (m.expert_bias) be.moe_scale_rows_forward(g, s.weights, s.source, R, H);  // the outputs' gradient
   }
-  if (m.expert_bias) be.grouped_bias_backward(grad_at(dw, o.down_bias), s.d_ys, H, s.offsets, E, R, H);
+  if (m.expert_bias) be.grouped_bias_backward(grad_at(dw, o.down_bias), g, H, s.offsets, E, R, H);
   b.expert_act_backward(s.d_gate, s.d_up, s.d_act, s.gate, s.up, R * I);
   if (m.expert_bias) {
     be.grouped_bias_backward(grad_at(dw, o.gate_bias), s.d_gate, o.bias_stride, s.offsets, E, R, I);
     be.grouped_bias_backward(grad_at(dw, o.up_bias), s.d_up, o.bias_stride, s.offsets, E, R, I);
   }
-  void* d_xs = s.ys;  // the backward computes no expert outputs
+  void* d_xs = s.ys;  // g is spent
   be.grouped_linear_backward(d_xs, grad_at(dw, o.gate_of(0)), s.d_gate, s.xs, b.at(o.gate_of(0)), stride, offsets, E,
                              H, I, false);
   be.grouped_linear_backward(d_xs, grad_at(dw, o.up_of(0)), s.d_up, s.xs, b.at(o.up_of(0)), stride, offsets, E, H, I,

@@ -23,7 +23,7 @@ struct MoeScratch {
   float *probs = nullptr, *weights = nullptr, *d_weights = nullptr;  // [T, E], [T, k], [T, k] fp32
   int32_t *idx = nullptr, *offsets = nullptr, *source = nullptr, *row_of = nullptr;  // [T,k], [E+1], [R], [R]
   std::vector<int64_t> host_offsets;                     // [E+1]
-  void *xs = nullptr, *ys = nullptr, *d_ys = nullptr;    // [R, H]
+  void *xs = nullptr, *ys = nullptr;                     // [R, H]; backward: ys holds the gathered output gradient
   void *gate = nullptr, *up = nullptr, *act = nullptr, *d_act = nullptr, *d_gate = nullptr, *d_up = nullptr;  // [R, I]
   void *s_gate = nullptr, *s_up = nullptr, *s_act = nullptr, *d_s_act = nullptr, *d_s_gate = nullptr,
        *d_s_up = nullptr;                                // [T, shared I]

@@ -114,7 +114,40 @@ int64_t staging_at(bool backward, const AttnShape& s, int64_t Sp) {
   return backward ? 4 * q_bytes + 4 * kv_bytes + rest : 2 * q_bytes + 2 * kv_bytes + rest;
 }
 
+// A backward call of n of s's sequences, as the reserve counts it: the tiled graph's workspace where s tiles, else
+// one graph at s's bucket, staged as if one token short of it (nothing is staged with the buckets off).
+int64_t backward_call_bytes(const AttnShape& s, int64_t n) {
+  AttnShape c = s;
+  c.batch = n;
+  if (const int64_t tile = cudnn_backward_tile(s); tile > 0) return cudnn_tiled_backward_bytes(c, tile);
+  const int64_t Sp = cudnn_seq_bucket(s.seq);
+  return cudnn_backward_graph_bytes(n, Sp, s.n_heads, s.head_dim) + (cudnn_seq_bucket(1) != 1 ? staging_at(true, c, Sp) : 0);
+}
+
 }  // namespace
+
+int64_t cudnn_backward_call_setting() {
+  const char* env = std::getenv("MEGATRAIN_CUDNN_BACKWARD_CALL_MIB");
+  if (env == nullptr || *env == '\0') return kCudnnBackwardCallBytes;
+  char* end = nullptr;
+  const long long v = std::strtoll(env, &end, 10);
+  MT_REQUIRE(*end == '\0' && v >= 1,
+             "MEGATRAIN_CUDNN_BACKWARD_CALL_MIB must be a whole number of MiB of at least 1, not '{}'", env);
+  return static_cast<int64_t>(v) << 20;
+}
+
+int64_t cudnn_backward_batch(const AttnShape& s) {
+  // align_up(n·x) <= n·align_up(x) term by term, so n calls' worth of one sequence's bytes bounds the call's.
+  return std::clamp<int64_t>(cudnn_backward_call_setting() / backward_call_bytes(s, 1), 1, std::max<int64_t>(s.batch, 1));
+}
+
+AttnShape cudnn_backward_call(const AttnShape& s, int64_t b0) {
+  AttnShape c = s;
+  c.batch = std::min(cudnn_backward_batch(s), s.batch - b0);
+  if (s.seq_lens != nullptr) c.seq_lens = s.seq_lens + b0;
+  return c;
+}
+
 
 int64_t cudnn_staging_bytes(bool backward, const AttnShape& s) {
   const int64_t Sp = cudnn_seq_bucket(s.seq);
@@ -122,28 +155,30 @@ int64_t cudnn_staging_bytes(bool backward, const AttnShape& s) {
 }
 
 CudnnWorkspace cudnn_attention_workspace(const AttnShape& s) {
+  const AttnShape c = cudnn_backward_call(s, 0);
   const int64_t Sp = cudnn_seq_bucket(s.seq), tile = cudnn_backward_tile(s);
   return {kCudnnGraphUnit + cudnn_staging_bytes(false, s),
-          tile > 0 ? cudnn_tiled_backward_bytes(s, tile)
-                   : cudnn_backward_graph_bytes(s.batch, Sp, s.n_heads, s.head_dim) + cudnn_staging_bytes(true, s)};
+          tile > 0 ? cudnn_tiled_backward_bytes(c, tile)
+                   : cudnn_backward_graph_bytes(c.batch, Sp, c.n_heads, c.head_dim) + cudnn_staging_bytes(true, c)};
 }
 
 CudnnWorkspace cudnn_attention_reserve(const AttnShape& longest) {
   const bool buckets = cudnn_seq_bucket(1) != 1;  // off (MEGATRAIN_CUDNN_SEQ_BUCKETS=0): nothing is ever staged
-  // One graph at a length's bucket, staged as if one token short of it.
-  const auto one_graph = [&](const AttnShape& s) {
-    const int64_t Sp = cudnn_seq_bucket(s.seq);
-    return CudnnWorkspace{kCudnnGraphUnit + (buckets ? staging_at(false, s, Sp) : 0),
-                          cudnn_backward_graph_bytes(s.batch, Sp, s.n_heads, s.head_dim) +
-                              (buckets ? staging_at(true, s, Sp) : 0)};
+  // The backward of any length up to s.seq, calls of cudnn_backward_batch sequences, each at most what one call of
+  // the whole batch at s.seq takes. A length whose calls hold one sequence holds at most s.seq's call (the
+  // sequence is shorter); one whose calls hold several at most the call limit (cudnn_backward_batch's bound).
+  const auto backward_most = [](const AttnShape& s) {
+    return std::max(backward_call_bytes(s, cudnn_backward_batch(s)),
+                    std::min(cudnn_backward_call_setting(), backward_call_bytes(s, s.batch)));
   };
+  const int64_t forward = kCudnnGraphUnit + (buckets ? staging_at(false, longest, cudnn_seq_bucket(longest.seq)) : 0);
   const int64_t tile = cudnn_backward_tile(longest);
-  if (tile == 0) return one_graph(longest);
+  if (tile == 0) return {forward, backward_most(longest)};
   // Past the tile: the forward as one graph; the backward in tiles (their side tensors grow with the length), or
   // for batches no longer than the tile one graph of it.
   AttnShape at_tile = longest;
   at_tile.seq = tile;
-  return {one_graph(longest).forward, std::max(cudnn_tiled_backward_bytes(longest, tile), one_graph(at_tile).backward)};
+  return {forward, std::max(backward_most(longest), backward_most(at_tile))};
 }
 
 int64_t cudnn_workspace_limit(AttentionChoice c, int64_t planned_bytes) {

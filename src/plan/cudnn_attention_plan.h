@@ -73,11 +73,24 @@ int64_t cudnn_tiled_side_bytes(const AttnShape& s, int64_t T);
 // softmax sum, which the side bytes hold), then the side bytes. Nothing is staged.
 int64_t cudnn_tiled_backward_bytes(const AttnShape& s, int64_t T);
 
+// The deterministic backward runs a batch in calls of cudnn_backward_batch(s) sequences, the last call the rest:
+// as many as keep a call's dP matrix — h·⌈L⌉₆₄·⌈L⌉₁₂₈ bf16 per sequence at the graph's length L (the tile where the
+// call tiles, else the bucket), the workspace's largest term — within MEGATRAIN_CUDNN_BACKWARD_CALL_MIB (default
+// kCudnnBackwardCallBytes), and at least one. Each sequence's gradients are computed apart from the others', so the
+// calls give the bits one call would: the split only bounds the workspace (Qwen3-30B-A3B's 8 × 4096 micro-batch,
+// 32 heads: 8.1 GiB in one call, 1.1 GiB in calls of one sequence, the memory layer 0's optimizer state needs).
+inline constexpr int64_t kCudnnBackwardCallBytes = int64_t{1} << 30;
+int64_t cudnn_backward_call_setting();  // bytes: MEGATRAIN_CUDNN_BACKWARD_CALL_MIB or the default (one error line if bad)
+int64_t cudnn_backward_batch(const AttnShape& s);
+// The shape of the call that starts at sequence b0 (at most cudnn_backward_batch(s) sequences; seq_lens offset).
+AttnShape cudnn_backward_call(const AttnShape& s, int64_t b0);
+
 // The staging copies of a call whose length is not its bucket's (else 0): forward q, o, k, v, lse and lengths at the
 // bucket length; backward q, o, dO, dQ, k, v, dK, dV, lse and lengths.
 int64_t cudnn_staging_bytes(bool backward, const AttnShape& s);
 
-// The workspace one call of each direction makes CudnnAttention hold (graph + staging; forward's graph takes none).
+// The workspace one call of each direction makes CudnnAttention hold (graph + staging; forward's graph takes none;
+// the backward's at its first, largest call of cudnn_backward_batch sequences).
 struct CudnnWorkspace {
   int64_t forward = 0, backward = 0;
 };

@@ -252,9 +252,18 @@ GpuPlan plan_gpu(const ModelSpec& spec, const RunShape& run) {
   const ParamLayout layout = make_param_layout(spec);
   const auto es = static_cast<int64_t>(dtype_size(run.dtype));
   GpuPlan g;
-  g.weight_slots = run.weight_slots * layout.largest_region_numel * es;
-  if (run.dtype == DType::bf16 && run.stream_dtype == DType::f32) g.weight_slots += layout.largest_region_numel * 4;  // fp32 staging
-  g.grad_buffers = (layout.embedding().numel + layout.head_region().numel + 2 * layout.largest_layer_numel) * 4 +
+  // The CUDA pipeline's slots and staging (of the largest streamed region) and its gradient sink's buffers (an own
+  // one each for the embedding and the head, two of the largest layer's size for the layers, allocated on first
+  // use: in one pass a resident region accumulates in place and takes none).
+  const auto regions = static_cast<int64_t>(layout.regions.size());
+  const int64_t resident = std::clamp<int64_t>(run.resident_regions, 0, regions);
+  int64_t streamed = 0;
+  for (int64_t r = resident; r < regions; ++r) streamed = std::max(streamed, layout.regions[static_cast<size_t>(r)].numel);
+  g.weight_slots = run.weight_slots * streamed * es;
+  if (run.dtype == DType::bf16 && run.stream_dtype == DType::f32) g.weight_slots += streamed * 4;  // fp32 staging
+  const auto buffered = [&](int64_t r) { return run.passes > 1 || r >= resident; };
+  g.grad_buffers = ((buffered(0) ? layout.embedding().numel : 0) + (buffered(regions - 1) ? layout.head_region().numel : 0) +
+                    (buffered(regions - 2) ? 2 * layout.largest_layer_numel : 0)) * 4 +
                    (run.passes > 1 ? kGradientAddChunk : 0);
   plan_activations(spec, run, es, g);
   g.gemm_workspace = gemm_workspace_bytes(has_moe_layers(spec));

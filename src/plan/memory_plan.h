@@ -40,6 +40,10 @@ struct RunShape {
   // training.activation_checkpoints: gpu, host (page-locked host slots, two staging buffers on the GPU), or
   // automatic until resolve_auto (plan_gpu reads automatic as gpu).
   CheckpointPlacement checkpoints = CheckpointPlacement::gpu;
+  // The store's leading regions whose optimizer state lives on the GPU (plan/resident_plan.h chooses them): the
+  // weight slots and the fp32 staging buffer serve the largest of the other regions, and in one pass no gradient
+  // buffer serves these (they accumulate in place).
+  int64_t resident_regions = 0;
 };
 
 // Whether a run's attention goes through cuDNN where covered: a GPU backend (gpu_bytes > 0), bf16, and
@@ -71,9 +75,10 @@ double nvme_step_seconds(const HostPlan& host, double nvme_gbs);
 
 struct GpuPlan {
   int64_t micro_batch_size = 0;         // sequences (resolved from auto)
-  int64_t weight_slots = 0;             // slots × largest region × dtype size (+ the fp32 staging buffer)
-  int64_t grad_buffers = 0;             // embedding, head and two buffers of the largest layer, fp32 (+ a 64 MiB chunk of
-                                        // the host sum with several passes)
+  int64_t weight_slots = 0;             // slots × largest streamed region × dtype size (+ the fp32 staging buffer)
+  int64_t grad_buffers = 0;             // embedding, head and two buffers of the largest layer, fp32, less those of
+                                        // resident regions in one pass (+ a 64 MiB chunk of the host sum with several
+                                        // passes)
   int64_t checkpoints = 0;              // ceil(L / c) × pass tokens × hidden × dtype size; with the host placement
                                         // its kCheckpointStagingBuffers staging buffers of that size
   int64_t host_checkpoints = 0;         // host placement: ceil(L / c) checkpoints in host RAM (not in total())

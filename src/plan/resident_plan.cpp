@@ -8,33 +8,34 @@ namespace mt {
 
 int64_t resident_bytes_per_parameter(DType dtype) { return 16 + (dtype == DType::bf16 ? 2 : 0); }
 
-ResidentPlan resident_prefix(const ParamLayout& layout, DType dtype, int64_t free_bytes, bool single_pass) {
+ResidentPlan resident_prefix(const ParamLayout& layout, DType dtype, int64_t regions) {
   ResidentPlan p;
-  const int64_t per = resident_bytes_per_parameter(dtype);
-  int64_t taken = 0;  // net of the sink buffers it replaces
-  for (size_t r = 0; r < layout.regions.size(); ++r) {
-    const Region& region = layout.regions[r];
-    const bool own_buffer = r == 0 || r + 1 == layout.regions.size();
-    const int64_t cost = region.numel * (per - (single_pass && own_buffer ? 4 : 0));
-    if (taken + cost > free_bytes) break;
-    taken += cost;
-    p.bytes += region.numel * per;
-    p.parameters += region.numel;
-    ++p.regions;
-  }
+  p.regions = std::min<int64_t>(regions, static_cast<int64_t>(layout.regions.size()));
+  for (int64_t r = 0; r < p.regions; ++r) p.parameters += layout.regions[static_cast<size_t>(r)].numel;
+  p.bytes = p.parameters * resident_bytes_per_parameter(dtype);
   return p;
 }
 
 ResidentPlan plan_resident(const ModelSpec& spec, const RunShape& run, int64_t gpu_bytes, int gpu_ranks, bool enabled) {
   if (!enabled || gpu_bytes <= 0 || run.ranks > 1 || gpu_ranks > 1 || run.offload != OffloadMode::none) return {};
-  const int64_t free = usable_gpu_bytes(gpu_bytes) - plan_gpu(spec, run).total() - kResidentMargin;
-  return resident_prefix(make_param_layout(spec), run.dtype, free, run.passes == 1);
+  const ParamLayout layout = make_param_layout(spec);
+  const int64_t usable = usable_gpu_bytes(gpu_bytes);
+  // Not monotone in the count: where the largest streamed region becomes resident the slots shrink.
+  ResidentPlan best;
+  for (int64_t k = 1; k <= static_cast<int64_t>(layout.regions.size()); ++k) {
+    RunShape with = run;
+    with.resident_regions = k;
+    const ResidentPlan p = resident_prefix(layout, run.dtype, k);
+    if (plan_gpu(spec, with).total() + p.bytes + kResidentMargin <= usable) best = p;
+  }
+  return best;
 }
 
 std::string describe_resident(const ResidentPlan& plan, const ParamLayout& layout) {
   const auto layers = static_cast<int64_t>(layout.regions.size()) - 2;  // regions: embedding, layers, head
   const int64_t last = plan.regions - 1;
   const std::string which = last == 0            ? std::string("the embedding")
+                            : last == 1          ? std::string("the embedding and layer 0")
                             : last <= layers     ? MT_FORMAT("the embedding and layers 0-{}", last - 1)
                                                  : std::string("every region (embedding, layers, head)");
   return MT_FORMAT("optimizer state of {} ({:.3f} B of {:.3f} B parameters) in {} of GPU memory, updated on the GPU",

@@ -26,13 +26,12 @@ struct ResidentPlan {
   int64_t bytes = 0;       // their GPU memory
 };
 
-// The most leading regions of `layout` whose state fits `free_bytes`. single_pass (one gradient accumulation pass):
-// the embedding's and the head's backward accumulate straight into their resident gradients, so the gradient sink's
-// own buffers for them (counted in plan_gpu's grad_buffers) are never allocated, and they cost 4 B per parameter less.
-ResidentPlan resident_prefix(const ParamLayout& layout, DType dtype, int64_t free_bytes, bool single_pass);
-// A run's resident state on a GPU of gpu_bytes, after resolve_auto: what the usable memory less plan_gpu's total
-// and kResidentMargin holds; none where `enabled` is false, gpu_bytes is 0, run.ranks > 1, gpu_ranks > 1 or the
-// state tier is on.
+// The state of the layout's first `regions` regions on the GPU.
+ResidentPlan resident_prefix(const ParamLayout& layout, DType dtype, int64_t regions);
+// A run's resident state on a GPU of gpu_bytes, after resolve_auto: the most leading regions whose state fits the
+// usable memory beside plan_gpu of the run with them resident (its slots then serve only the other regions) and
+// kResidentMargin; none where `enabled` is false, gpu_bytes is 0, run.ranks > 1, gpu_ranks > 1 or the state tier
+// is on.
 ResidentPlan plan_resident(const ModelSpec& spec, const RunShape& run, int64_t gpu_bytes, int gpu_ranks, bool enabled);
 // One line for the log: which regions, how many of the parameters, how much GPU memory.
 std::string describe_resident(const ResidentPlan& plan, const ParamLayout& layout);

@@ -372,6 +372,60 @@ TEST_CASE("cudnn attention: the deterministic backward in tiles matches the refe
   });
 }
 
+// The deterministic backward over a batch in calls of one or two sequences (MEGATRAIN_CUDNN_BACKWARD_CALL_MIB set so
+// cudnn_backward_batch gives them; five sequences, so two calls of two leave one), as one graph staged between
+// buckets and in tiles, padded: the bits of one call of the whole batch, which matches the reference.
+TEST_CASE("cudnn attention: the backward in calls of a few sequences gives one call's bits", "[gpu][attention][cudnn]") {
+  MT_REQUIRE_GPU();
+  for (const bool tiled : {false, true}) {
+    DYNAMIC_SECTION((tiled ? "tiles of 256, length 600" : "one graph, length 300 (the 320 bucket, staged)")) {
+      const Env tile("MEGATRAIN_CUDNN_BACKWARD_TILE", tiled ? "256" : "8192");
+      const int64_t batch = 5, seq = tiled ? 600 : 300, heads = 8, kv_heads = 2, head_dim = 128, T = batch * seq;
+      const int64_t q_size = T * heads * head_dim, kv_size = T * kv_heads * head_dim, lse_size = batch * heads * seq;
+      const std::vector<int32_t> lens = tiled ? std::vector<int32_t>{600, 17, 599, 600, 1}
+                                              : std::vector<int32_t>{300, 17, 299, 300, 1};
+      const auto [q, k, v, dout] = inputs(q_size, kv_size, 71);
+      mt::AttnShape host{.batch = batch, .seq = seq, .n_heads = heads, .n_kv_heads = kv_heads, .head_dim = head_dim};
+      host.seq_lens = lens.data();
+      auto cudnn = make_cudnn();
+      auto d_lens = upload_ints(lens);
+      mt::AttnShape dev = host;
+      dev.seq_lens = d_lens->get();
+      auto d_q = upload<bf16>(q), d_k = upload<bf16>(k), d_v = upload<bf16>(v), d_dout = upload<bf16>(dout);
+      DeviceBuffer<bf16> out(q_size), dq(q_size), dk(kv_size), dv(kv_size);
+      DeviceBuffer<float> lse(lse_size);
+      REQUIRE(cudnn->forward(out.get(), lse.get(), d_q->get(), d_k->get(), d_v->get(), dev));
+      REQUIRE(mt::cudnn_backward_batch(dev) == batch);
+      REQUIRE(cudnn->backward(dq.get(), dk.get(), dv.get(), d_dout->get(), d_q->get(), d_k->get(), d_v->get(),
+                              out.get(), lse.get(), dev));
+      const auto whole_dq = download(dq), whole_dk = download(dk), whole_dv = download(dv);
+      const Reference want = reference(q, k, v, dout, host);
+      check_close("one call dq", whole_dq, want.dq, tolerance<bf16>);
+      check_close("one call dk", whole_dk, want.dk, tolerance<bf16>);
+      check_close("one call dv", whole_dv, want.dv, tolerance<bf16>);
+      for (const int64_t per_call : {1, 2}) {
+        std::string limit;  // the fewest MiB that give per_call sequences a call
+        for (int mib = 1; mib < 4096 && limit.empty(); ++mib) {
+          const Env at("MEGATRAIN_CUDNN_BACKWARD_CALL_MIB", std::to_string(mib).c_str());
+          if (mt::cudnn_backward_batch(dev) == per_call) limit = std::to_string(mib);
+        }
+        REQUIRE(!limit.empty());
+        const Env at("MEGATRAIN_CUDNN_BACKWARD_CALL_MIB", limit.c_str());
+        INFO(per_call << " a call (" << limit << " MiB)");
+        REQUIRE(cudnn->workspace_need(true, dev) > 0);
+        MT_CUDA_OK(cudaMemsetAsync(dq.get(), 0xff, q_size * 2, test_stream()));
+        MT_CUDA_OK(cudaMemsetAsync(dk.get(), 0xff, kv_size * 2, test_stream()));
+        MT_CUDA_OK(cudaMemsetAsync(dv.get(), 0xff, kv_size * 2, test_stream()));
+        REQUIRE(cudnn->backward(dq.get(), dk.get(), dv.get(), d_dout->get(), d_q->get(), d_k->get(), d_v->get(),
+                                out.get(), lse.get(), dev));
+        CHECK(same_bits(download(dq), whole_dq));
+        CHECK(same_bits(download(dk), whole_dk));
+        CHECK(same_bits(download(dv), whole_dv));
+      }
+    }
+  }
+}
+
 // The default tile at lengths of 20 K and 32 K tokens (hidden: the CPU reference takes minutes; tools/gpu_session.sh
 // attention runs it).
 TEST_CASE("cudnn attention: the tiled backward at 32768 and odd 20001 tokens matches the reference",

@@ -69,7 +69,7 @@ TEST_CASE("cudnn attention workspace: the formula gives what cuDNN reported on t
   // At a bucket length nothing is staged and the forward graph takes one unit of workspace.
   const mt::CudnnWorkspace at_bucket = mt::cudnn_attention_workspace(shape(4, 8192, 16, 2, 128));
   CHECK(at_bucket.forward == mt::kCudnnGraphUnit);
-  CHECK(at_bucket.backward == mt::cudnn_backward_graph_bytes(4, 8192, 16, 128));
+  CHECK(at_bucket.backward == mt::cudnn_backward_graph_bytes(1, 8192, 16, 128));  // a call a sequence (2 GiB each)
   // Between buckets: 300 runs the 320 graph, staged: forward q, o, k, v, lse, lengths; backward twice the rows.
   const mt::AttnShape between = shape(2, 300, 4, 2, 256);
   const int64_t q = 2 * 320 * 4 * 256 * 2, kv = 2 * 320 * 2 * 256 * 2, rest = 2 * 4 * 320 * 4 + 256;
@@ -267,7 +267,40 @@ TEST_CASE("cudnn attention reserve: the most any batch length up to the longest 
   const Env off("MEGATRAIN_CUDNN_SEQ_BUCKETS", "0");
   const mt::CudnnWorkspace unstaged = mt::cudnn_attention_reserve(shape(2, 8192, 16, 2, 128));
   CHECK(unstaged.forward == mt::kCudnnGraphUnit);
-  CHECK(unstaged.backward == mt::cudnn_backward_graph_bytes(2, 8192, 16, 128));
+  CHECK(unstaged.backward == mt::cudnn_backward_graph_bytes(1, 8192, 16, 128));
+}
+
+TEST_CASE("cudnn attention: the deterministic backward runs a batch in calls that bound its workspace",
+          "[plan][cudnn]") {
+  // Qwen3-30B-A3B's micro-batch of 8 × 4096 (32 heads): 1 GiB of dP a sequence, so a call a sequence, whose
+  // workspace is an eighth of one call's; Qwen2.5-3B's 16 × 1024 stays one call.
+  const mt::AttnShape moe = shape(8, 4096, 32, 4, 128);
+  CHECK(mt::cudnn_backward_batch(moe) == 1);
+  CHECK(mt::cudnn_attention_workspace(moe).backward == mt::cudnn_backward_graph_bytes(1, 4096, 32, 128));
+  CHECK(mt::cudnn_attention_reserve(moe).backward < 2 * mt::cudnn_backward_graph_bytes(1, 4096, 32, 128));
+  CHECK(mt::cudnn_backward_graph_bytes(8, 4096, 32, 128) > 8 * kGiB);
+  CHECK(mt::cudnn_backward_batch(shape(16, 1024, 16, 2, 128)) == 16);
+  // A larger limit: 3 sequences a call, the last call the 2 left, its lengths at its first sequence's.
+  const Env limit("MEGATRAIN_CUDNN_BACKWARD_CALL_MIB", "4096");
+  CHECK(mt::cudnn_backward_batch(moe) == 3);
+  mt::AttnShape padded = moe;
+  const int32_t lens[8] = {};
+  padded.seq_lens = lens;
+  const mt::AttnShape last = mt::cudnn_backward_call(padded, 6);
+  CHECK(last.batch == 2);
+  CHECK(last.seq_lens == lens + 6);
+  CHECK(mt::cudnn_backward_call(padded, 0).batch == 3);
+  // Whatever the length up to the longest, a call holds at most what the plan reserves, and the reserve is at
+  // most the limit where a call holds several sequences.
+  for (const int64_t batch : {1, 3, 8, 40}) {
+    const mt::CudnnWorkspace at = mt::cudnn_attention_reserve(shape(batch, 4096, 32, 4, 128));
+    CHECK(at.backward <= std::max<int64_t>(4096 * kMiB, mt::cudnn_attention_workspace(shape(1, 4096, 32, 4, 128)).backward +
+                                                            mt::cudnn_staging_bytes(true, shape(1, 4095, 32, 4, 128))));
+    for (int64_t seq = 2; seq <= 4096; seq += 53)
+      CHECK(mt::cudnn_attention_workspace(shape(batch, seq, 32, 4, 128)).backward <= at.backward);
+  }
+  const Env bad("MEGATRAIN_CUDNN_BACKWARD_CALL_MIB", "a lot");
+  CHECK(contains(thrown([&] { mt::cudnn_backward_batch(moe); }), "MEGATRAIN_CUDNN_BACKWARD_CALL_MIB"));
 }
 
 TEST_CASE("memory plan: a length between buckets reserves the staging copies", "[plan][cudnn]") {
@@ -281,8 +314,12 @@ TEST_CASE("memory plan: a length between buckets reserves the staging copies", "
   const mt::AttnShape s = shape(2, 5000, 16, 2, 128);
   CHECK(mt::plan_gpu(spec, run).attention_workspace == mt::kCudnnGraphUnit + mt::cudnn_staging_bytes(false, s));
   run.cudnn_backward = true;
-  CHECK(mt::plan_gpu(spec, run).attention_workspace ==
-        mt::cudnn_backward_graph_bytes(2, 5120, 16, 128) + mt::cudnn_staging_bytes(true, s));
+  // A call a sequence (0.8 GiB of dP each), staged; shorter lengths may hold two a call, up to the limit.
+  const int64_t reserved = mt::plan_gpu(spec, run).attention_workspace;
+  CHECK(reserved == mt::cudnn_attention_reserve(s).backward);
+  CHECK(reserved >= mt::cudnn_backward_graph_bytes(1, 5120, 16, 128) +
+                        mt::cudnn_staging_bytes(true, mt::cudnn_backward_call(s, 0)));
+  CHECK(reserved <= mt::kCudnnBackwardCallBytes);
 }
 
 TEST_CASE("sequence limit: beyond the length cuDNN's backward fits, the plan assumes ours", "[plan][cudnn][longseq]") {

@@ -1,7 +1,7 @@
-// The GPU-resident prefix (plan/resident_plan.h): the leading regions whose 16 B (fp32) or 18 B (bf16 weights) per
-// parameter (4 fewer for the embedding and head in one pass) fit what the plan leaves free, in layout order and never
-// skipping one; none without a GPU, with several
-// ranks on the node or GPU ranks, with the state tier, or when turned off; the log line says what is resident.
+// The GPU-resident prefix (plan/resident_plan.h): the most leading regions whose 16 B (fp32) or 18 B (bf16 weights)
+// per parameter fit beside the GPU plan that streams only the rest (its slots sized by the largest streamed region,
+// no gradient buffer for a resident region in one pass); none without a GPU, with several ranks on the node or GPU
+// ranks, with the state tier, or when turned off; the log line says what is resident.
 #include "catch.h"
 #include "model/model_spec.h"
 #include "model/param_layout.h"
@@ -26,40 +26,65 @@ constexpr int64_t kH200 = int64_t{143771} << 20;  // what the H200 reports
 
 }  // namespace
 
-TEST_CASE("the resident prefix takes leading regions while their state fits", "[plan][resident]") {
+TEST_CASE("the resident prefix: the state of the leading regions", "[plan][resident]") {
   const mt::ParamLayout layout = mt::make_param_layout(qwen25_7b());
   CHECK(mt::resident_bytes_per_parameter(mt::DType::bf16) == 18);
   CHECK(mt::resident_bytes_per_parameter(mt::DType::f32) == 16);
-  const int64_t embedding = layout.regions[0].numel * 18, layer = layout.regions[1].numel * 18;
-  CHECK(mt::resident_prefix(layout, mt::DType::bf16, embedding - 1, false).regions == 0);
-  const mt::ResidentPlan one = mt::resident_prefix(layout, mt::DType::bf16, embedding + layer - 1, false);
+  const mt::ResidentPlan one = mt::resident_prefix(layout, mt::DType::bf16, 1);
   CHECK(one.regions == 1);
   CHECK(one.parameters == layout.regions[0].numel);
-  CHECK(one.bytes == embedding);
-  const mt::ResidentPlan three = mt::resident_prefix(layout, mt::DType::bf16, embedding + 2 * layer, false);
-  CHECK(three.regions == 3);
-  const mt::ResidentPlan all = mt::resident_prefix(layout, mt::DType::f32, layout.total_numel * 16, false);
+  CHECK(one.bytes == layout.regions[0].numel * 18);
+  const mt::ResidentPlan three = mt::resident_prefix(layout, mt::DType::bf16, 3);
+  CHECK(three.parameters == layout.regions[0].numel + 2 * layout.regions[1].numel);
+  const mt::ResidentPlan all = mt::resident_prefix(layout, mt::DType::f32, 1000);
   CHECK(all.regions == static_cast<int64_t>(layout.regions.size()));
   CHECK(all.parameters == layout.total_numel);
-  // One pass: the embedding's own gradient buffer is not allocated, 4 B per parameter back.
-  const int64_t single = layout.regions[0].numel * 14;
-  CHECK(mt::resident_prefix(layout, mt::DType::bf16, single, true).regions == 1);
-  CHECK(mt::resident_prefix(layout, mt::DType::bf16, single, true).bytes == embedding);
-  CHECK(mt::resident_prefix(layout, mt::DType::bf16, single, false).regions == 0);
+  CHECK(all.bytes == layout.total_numel * 16);
   CHECK(mt::describe_resident(one, layout).find("optimizer state of the embedding (0.545 B of 7.616 B parameters)") == 0);
   CHECK(mt::describe_resident(three, layout).find("the embedding and layers 0-1 ") != std::string::npos);
   CHECK(mt::describe_resident(all, layout).find("every region") != std::string::npos);
+}
+
+TEST_CASE("the GPU plan of resident regions: slots for the rest, no gradient buffer in one pass", "[plan][resident]") {
+  const mt::ModelSpec spec = qwen25_7b();
+  const mt::ParamLayout layout = mt::make_param_layout(spec);
+  mt::RunShape run = batch32();
+  const mt::GpuPlan none = mt::plan_gpu(spec, run);
+  run.resident_regions = 3;  // the embedding and layers 0-1: the slots still serve a layer; one pass
+  const mt::GpuPlan three = mt::plan_gpu(spec, run);
+  CHECK(three.weight_slots == none.weight_slots);
+  CHECK(three.grad_buffers == none.grad_buffers - layout.regions[0].numel * 4);
+  // Every layer resident: the slots and staging serve the head, and no layer buffer is needed.
+  const auto regions = static_cast<int64_t>(layout.regions.size());
+  run.resident_regions = regions - 1;
+  const mt::GpuPlan layers = mt::plan_gpu(spec, run);
+  CHECK(layers.weight_slots == (2 * 2 + 4) * layout.head_region().numel);
+  CHECK(layers.grad_buffers == layout.head_region().numel * 4);
+  run.resident_regions = regions;
+  CHECK(mt::plan_gpu(spec, run).weight_slots == 0);
+  CHECK(mt::plan_gpu(spec, run).grad_buffers == 0);
+  // Several passes: every region's later passes go through a buffer.
+  run.passes = 2;
+  run.micro_batch_size = 16;
+  CHECK(mt::plan_gpu(spec, run).grad_buffers ==
+        (layout.embedding().numel + layout.head_region().numel + 2 * layout.largest_layer_numel) * 4 + (int64_t{64} << 20));
 }
 
 TEST_CASE("a run's resident state is what the GPU plan leaves free, and none where it cannot be", "[plan][resident]") {
   const mt::ModelSpec spec = qwen25_7b();
   const mt::RunShape run = batch32();
   const mt::ResidentPlan p = mt::plan_resident(spec, run, kH200, 1, true);
-  const int64_t free = mt::usable_gpu_bytes(kH200) - mt::plan_gpu(spec, run).total() - mt::kResidentMargin;
+  const mt::ParamLayout layout = mt::make_param_layout(spec);
+  const auto fits = [&](int64_t k) {
+    mt::RunShape with = run;
+    with.resident_regions = k;
+    return mt::plan_gpu(spec, with).total() + mt::resident_prefix(layout, run.dtype, k).bytes + mt::kResidentMargin <=
+           mt::usable_gpu_bytes(kH200);
+  };
   CHECK(p.regions > 1);
-  CHECK(p.bytes - mt::make_param_layout(spec).regions[0].numel * 4 <= free);  // one pass: the embedding's sink buffer
-  CHECK(p.regions < static_cast<int64_t>(mt::make_param_layout(spec).regions.size()));
-  CHECK(mt::resident_prefix(mt::make_param_layout(spec), run.dtype, free, true).regions == p.regions);
+  CHECK(p.regions < static_cast<int64_t>(layout.regions.size()));
+  CHECK(fits(p.regions));
+  for (int64_t k = p.regions + 1; k <= static_cast<int64_t>(layout.regions.size()); ++k) CHECK_FALSE(fits(k));
   CHECK(mt::plan_resident(spec, run, kH200, 1, false).regions == 0);   // training.optimizer_on_gpu: off
   CHECK(mt::plan_resident(spec, run, 0, 1, true).regions == 0);        // the CPU backend
   CHECK(mt::plan_resident(spec, run, kH200, 2, true).regions == 0);    // data parallel
@@ -69,4 +94,27 @@ TEST_CASE("a run's resident state is what the GPU plan leaves free, and none whe
   mt::RunShape tier = run;
   tier.offload = mt::OffloadMode::optimizer;
   CHECK(mt::plan_resident(spec, tier, kH200, 1, true).regions == 0);   // the NVMe tier
+}
+
+TEST_CASE("MoE shapes of issue 15 on the H200: layer 0's state fits, a one-layer model's all of it",
+          "[plan][resident][moe]") {
+  // Qwen3-30B-A3B, 10 layers, 64 × 4096 in micro-batches of 8 (cuDNN attention, its backward a call a sequence):
+  // the embedding and layer 0.
+  const mt::ModelSpec qwen =
+      mt::first_layers(mt::load_model_spec(MEGATRAIN_SOURCE_DIR "/configs/models/qwen3-30b-a3b.json"), 10);
+  mt::RunShape run;
+  run.stream_dtype = mt::DType::f32;
+  run.seq_len = 4096;
+  run.batch_size = 64;
+  run.micro_batch_size = 8;
+  run.passes = 1;
+  run.checkpoint_interval = 1;
+  run.recompute_layers = 0;
+  run.cudnn_attention = run.cudnn_backward = true;
+  CHECK(mt::plan_resident(qwen, run, kH200, 1, true).regions == 2);
+  // GPT-OSS-120B, 1 layer, 104 × 4096: every region, once no slot and no gradient buffer is needed for them.
+  const mt::ModelSpec oss =
+      mt::first_layers(mt::load_model_spec(MEGATRAIN_SOURCE_DIR "/configs/models/gpt-oss-120b.json"), 1);
+  run.batch_size = 104;
+  CHECK(mt::plan_resident(oss, run, kH200, 1, true).regions == 3);
 }

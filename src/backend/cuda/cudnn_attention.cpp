@@ -747,6 +747,16 @@ bool CudnnAttention::chooses(AttentionChoice c, bool backward, const AttnShape& 
 }
 
 int64_t CudnnAttention::workspace_need(bool backward, const AttnShape& s) {
+  if (backward && cudnn_backward_batch(s) < s.batch) {  // the first call is the largest; the last may be shorter
+    const int64_t n = cudnn_backward_batch(s), last = s.batch - (s.batch - 1) / n * n;
+    const int64_t first_need = call_workspace_need(true, cudnn_backward_call(s, 0));
+    if (first_need < 0 || (last != n && call_workspace_need(true, cudnn_backward_call(s, s.batch - last)) < 0)) return -1;
+    return first_need;
+  }
+  return call_workspace_need(backward, s);
+}
+
+int64_t CudnnAttention::call_workspace_need(bool backward, const AttnShape& s) {
   if (const int64_t T = backward ? cudnn_backward_tile(s) : 0; T > 0) return tile_graphs(s, T).workspace_bytes;
   const Layout l = layout_for(s);
   const Graph& g = graph(backward, l.shape, l.padded, true);
@@ -846,9 +856,30 @@ bool CudnnAttention::forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16
   return true;
 }
 
+// The deterministic backward in calls of cudnn_backward_batch sequences (one call where the batch fits), each
+// sequence's rows at its offset; every call's graph is built (workspace_need) before the first runs, so that a
+// refusal leaves nothing half-written.
 bool CudnnAttention::backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, const __nv_bfloat16* dout,
                               const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
                               const __nv_bfloat16* out, const float* lse, const AttnShape& s, bool deterministic) {
+  if (!deterministic || cudnn_backward_batch(s) >= s.batch)
+    return backward_call(dq, dk, dv, dout, q, k, v, out, lse, s, deterministic);
+  if (workspace_need(true, s) < 0) return false;
+  const int64_t q_row = s.seq * s.n_heads * s.head_dim, kv_row = s.seq * s.n_kv_heads * s.head_dim;
+  const int64_t lse_row = s.n_heads * s.seq;
+  for (int64_t b0 = 0; b0 < s.batch; b0 += cudnn_backward_batch(s)) {
+    const int64_t qo = b0 * q_row, kvo = b0 * kv_row;
+    const bool ran = backward_call(dq + qo, dk + kvo, dv + kvo, dout + qo, q + qo, k + kvo, v + kvo, out + qo,
+                                   lse + b0 * lse_row, cudnn_backward_call(s, b0), true);
+    if (!ran && b0 == 0) return false;  // its workspace could not be allocated: nothing has run
+    MT_ASSERT(ran, "cuDNN attention's backward call at sequence {} of {} refused after the first ran", b0, s.batch);
+  }
+  return true;
+}
+
+bool CudnnAttention::backward_call(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, const __nv_bfloat16* dout,
+                                   const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
+                                   const __nv_bfloat16* out, const float* lse, const AttnShape& s, bool deterministic) {
   if (const int64_t T = deterministic ? cudnn_backward_tile(s) : 0; T > 0)
     return tiled_backward(dq, dk, dv, dout, q, k, v, out, lse, s, T);
   const Layout l = layout_for(s);

@@ -73,6 +73,13 @@ struct Shared {
   HostRegistration registration;
   std::unique_ptr<CudaResidentRegions> resident;  // the leading regions' state in GPU memory (may be null)
   bool is_resident(int64_t region) const { return resident && region < resident->count(); }
+  // Elements of the largest region that streams (0 where every region is resident): the slots' and staging's size.
+  int64_t largest_streamed_numel() const {
+    int64_t n = 0;
+    for (int64_t r = resident ? resident->count() : 0; r < store.num_regions(); ++r)
+      n = std::max(n, store.layout().regions[static_cast<size_t>(r)].numel);
+    return n;
+  }
 };
 
 class CudaWeightStream final : public WeightStream {
@@ -80,14 +87,14 @@ class CudaWeightStream final : public WeightStream {
   CudaWeightStream(std::shared_ptr<Shared> shared, int64_t slots) : sh_(std::move(shared)) {
     MT_REQUIRE(slots >= 2, "the pipeline needs at least 2 weight slots (got {})", slots);
     MT_CHECK_CUDA(cudaStreamCreateWithFlags(&h2d_, cudaStreamNonBlocking));
-    const int64_t bytes =
-        sh_->store.layout().largest_region_numel * static_cast<int64_t>(dtype_size(sh_->backend.dtype()));
-    for (int64_t s = 0; s < slots; ++s) slots_.push_back(sh_->backend.alloc_bytes(bytes));
+    const int64_t bytes = sh_->largest_streamed_numel() * static_cast<int64_t>(dtype_size(sh_->backend.dtype()));
+    for (int64_t s = 0; s < slots; ++s) slots_.push_back(bytes > 0 ? sh_->backend.alloc_bytes(bytes) : nullptr);
   }
   ~CudaWeightStream() override {
     cudaStreamSynchronize(h2d_);
     for (cudaEvent_t e : events_) cudaEventDestroy(e);
-    for (void* p : slots_) sh_->backend.free_bytes(p);
+    for (void* p : slots_)
+      if (p) sh_->backend.free_bytes(p);
     if (staging_) sh_->backend.free_bytes(staging_);
     cudaStreamDestroy(h2d_);
   }
@@ -222,7 +229,7 @@ class CudaWeightStream final : public WeightStream {
 
   void* staging() {
     if (!staging_)
-      staging_ = sh_->backend.alloc_bytes(sh_->store.layout().largest_region_numel * static_cast<int64_t>(sizeof(float)));
+      staging_ = sh_->backend.alloc_bytes(sh_->largest_streamed_numel() * static_cast<int64_t>(sizeof(float)));
     return staging_;
   }
 

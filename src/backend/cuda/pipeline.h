@@ -1,5 +1,5 @@
-// The CUDA weight-streaming pipeline: the host store page-locked; `k >= 2` device weight slots of the
-// largest region's size filled by an H2D stream ahead of compute (the engine announces each pass's order);
+// The CUDA weight-streaming pipeline: the host store page-locked; `k >= 2` device weight slots of the largest
+// streamed region's size filled by an H2D stream ahead of compute (the engine announces each pass's order);
 // layer gradients returned by a D2H stream as soon as they are final. Streams are ordered by events only.
 // A store streaming fp32 master to a bf16 backend lands each copy in one fp32 staging buffer and casts it
 // into the slot on the H2D stream (round to nearest even, as the host's bf16 copy).
