@@ -311,26 +311,30 @@ __global__ void offsets_kernel(int32_t* offsets, int E) {
   offsets[0] = 0;
   for (int e = 0; e < E; ++e) offsets[e + 1] += offsets[e];
 }
+// One block per expert, over the rows in passes of threads × kPlaceItems: each thread takes kPlaceItems consecutive
+// rows, so a block scan of the threads' hit counts gives each hit its place in row order (a stable permutation)
+// with a sixteenth of the passes (and barriers) of a row a thread.
+constexpr int kPlaceItems = 16;
 __global__ void place_kernel(int32_t* source, int32_t* row_of, const int32_t* offsets, const int32_t* idx,
                              int64_t rows) {
   const int e = static_cast<int>(blockIdx.x);
   using Scan = cub::BlockScan<int, threads>;
   __shared__ typename Scan::TempStorage tmp;
-  __shared__ int base;
-  if (threadIdx.x == 0) base = offsets[e];
-  __syncthreads();
-  for (int64_t r0 = 0; r0 < rows; r0 += threads) {
-    const int64_t r = r0 + threadIdx.x;
-    const int hit = r < rows && idx[r] == e;
+  int base = offsets[e];
+  for (int64_t r0 = 0; r0 < rows; r0 += int64_t{threads} * kPlaceItems) {
+    const int64_t first = r0 + static_cast<int64_t>(threadIdx.x) * kPlaceItems;
+    unsigned hits = 0;
+    for (int i = 0; i < kPlaceItems; ++i)
+      if (first + i < rows && idx[first + i] == e) hits |= 1u << i;
     int before = 0, total = 0;
-    Scan(tmp).ExclusiveSum(hit, before, total);
-    if (hit) {
-      source[base + before] = static_cast<int32_t>(r);
-      row_of[r] = base + before;
+    Scan(tmp).ExclusiveSum(__popc(hits), before, total);
+    for (int at = base + before; hits != 0; hits &= hits - 1, ++at) {
+      const int64_t r = first + __ffs(hits) - 1;
+      source[at] = static_cast<int32_t>(r);
+      row_of[r] = at;
     }
-    __syncthreads();
-    if (threadIdx.x == 0) base += total;
-    __syncthreads();
+    base += total;
+    __syncthreads();  // tmp is reused by the next pass's scan
   }
 }
 
