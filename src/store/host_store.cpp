@@ -147,8 +147,15 @@ void HostStore::wait_versions(const int64_t* table, int64_t r, int64_t version) 
     if (dist::load_acquire(v) >= version) continue;
     const auto t0 = std::chrono::steady_clock::now();
     dist::wait_until([&] { return dist::load_acquire(v) >= version; });
-    waited_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    waited_seconds_.fetch_add(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+                              std::memory_order_relaxed);
   }
+}
+
+bool HostStore::versions_ready(const int64_t* table, int64_t r, int64_t version) const {
+  for (int q = 0; q < ranks_; ++q)
+    if (dist::load_acquire(version_row(table, q)[r]) < version) return false;
+  return true;
 }
 
 void HostStore::refresh_stream_copy(int64_t r) {

@@ -9,6 +9,7 @@
 // With store.offload, the kinds the mode offloads (offload_mode.h) have no RAM buffer (their pointers are null):
 // they live in this rank's StateTier files, reached through tier() and the *_state functions.
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -102,8 +103,12 @@ class HostStore {
   void publish_moments(int64_t r, int64_t version);
   void wait_moments(int64_t r) const { wait_versions(moment_versions_, r, required_version_); }
   void wait_moments(int64_t r, int64_t version) const { wait_versions(moment_versions_, r, version); }
-  // Seconds this process has spent blocked in wait_region and wait_moments: optimizer work the engine did not hide.
-  double waited_seconds() const { return waited_seconds_; }
+  // Whether every slice already holds the version (what the waits would return at once).
+  bool region_ready(int64_t r, int64_t version) const { return versions_ready(versions_, r, version); }
+  bool moments_ready(int64_t r, int64_t version) const { return versions_ready(moment_versions_, r, version); }
+  // Seconds this process has spent blocked in wait_region and wait_moments (on any thread: the CUDA pipeline waits
+  // in its copy streams' host functions): optimizer work the engine did not hide.
+  double waited_seconds() const { return waited_seconds_.load(std::memory_order_relaxed); }
 
   // Regions whose state a device holds (resident_regions.h), set by their owner for its lifetime (null: none); the
   // optimizer leaves [0, resident_count()) to it. Their master, moments and stream copy here are current only after
@@ -123,6 +128,7 @@ class HostStore {
   };
   int64_t* version_row(const int64_t* table, int rank) const;
   void wait_versions(const int64_t* table, int64_t r, int64_t version) const;
+  bool versions_ready(const int64_t* table, int64_t r, int64_t version) const;
 
   ParamLayout layout_;
   DType stream_dtype_;
@@ -135,7 +141,7 @@ class HostStore {
   int64_t* moment_versions_ = nullptr;  // the same for its Adam moments
   int64_t version_stride_ = 0;
   int64_t required_version_ = 0;
-  mutable double waited_seconds_ = 0.0;
+  mutable std::atomic<double> waited_seconds_{0.0};
   ResidentRegions* resident_ = nullptr;
 };
 

@@ -582,7 +582,8 @@ TEST_CASE("attention probe: cuDNN plans and ours-vs-cuDNN TFLOP/s", "[.attention
     float scale = 0.f, softcap = 0.f;
   };
   const float gemma_scale = 1.f / 16.f, gemma_cap = 50.f;
-  for (const Shape sh : {Shape{4, 8192, 16, 2, 128}, Shape{1, 32768, 16, 2, 128}, Shape{1, 131072, 16, 2, 128},
+  for (const Shape sh : {Shape{8, 4096, 32, 4, 128},  // Qwen3-30B-A3B's micro-batch (cudnn_backward_batch: 1 a call)
+                         Shape{4, 8192, 16, 2, 128}, Shape{1, 32768, 16, 2, 128}, Shape{1, 131072, 16, 2, 128},
                          Shape{1, 65536, 28, 4, 128},
                          Shape{32, 1024, 16, 8, 256, 0, gemma_scale, gemma_cap},
                          Shape{4, 8192, 16, 8, 256, 0, gemma_scale, gemma_cap},
@@ -696,6 +697,23 @@ TEST_CASE("attention probe: cuDNN plans and ours-vs-cuDNN TFLOP/s", "[.attention
       unsetenv("MEGATRAIN_CUDNN_BACKWARD_TILE");
       std::printf("  cuDNN backward deterministic in tiles of %s: %.1f TFLOP/s, workspace %lld MiB\n", tile,
                   deterministic_at(tile), static_cast<long long>(need >> 20));
+    }
+    if (mt::cudnn_backward_batch(s) < sh.batch && sh.seq <= 32768) {  // calls of a few sequences against one call
+      std::printf("  cuDNN backward deterministic in calls of %lld sequence(s) (the default limit): %.1f TFLOP/s;",
+                  static_cast<long long>(mt::cudnn_backward_batch(s)), cudnn_bwd);
+      std::vector<int64_t> sizes{2, 4, sh.batch};
+      sizes.erase(std::remove_if(sizes.begin(), sizes.end(), [&](int64_t n) { return n > sh.batch; }), sizes.end());
+      sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+      for (const int64_t per_call : sizes) {
+        for (int64_t mib = 1; mib <= (int64_t{1} << 20); mib *= 2) {  // the first doubling that gives per_call or more
+          setenv("MEGATRAIN_CUDNN_BACKWARD_CALL_MIB", std::to_string(mib).c_str(), 1);
+          if (mt::cudnn_backward_batch(s) >= per_call) break;
+        }
+        const int64_t got = mt::cudnn_backward_batch(s);
+        std::printf(" calls of %lld: %.1f;", static_cast<long long>(got), deterministic_at("0"));
+        unsetenv("MEGATRAIN_CUDNN_BACKWARD_CALL_MIB");
+      }
+      std::printf("\n");
     }
     const double cudnn_bwd_nd = time(
         [&] {

@@ -2,9 +2,14 @@
 // optional feature (q/k norm, biases, GQA, sliding window, yarn RoPE), tied and untied: fp32 gradients and loss
 // within 1e-5 of the CPU's; bitwise identical for 2, 3 and 4 weight slots and for layers that save their
 // internals instead of recomputing them; within rounding for any micro-batch; gradient accumulation passes
-// summed on the GPU give the CPU's gradients and the Σg² of their sum.
+// summed on the GPU give the CPU's gradients and the Σg² of their sum; the optimizer's publications are waited for
+// in the copy streams, not on the engine's thread.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <limits>
+#include <thread>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/pipeline.h"
@@ -82,4 +87,62 @@ TEST_CASE("CUDA gradient accumulation: passes summed on the GPU match the CPU, a
       CHECK(std::abs(*gpu.sum_of_squares - ss) <= 1e-12 * ss);
     }
   }
+}
+
+// The optimizer's publications are waited for in the copy streams, not on the engine's thread: acquire() of a region
+// the optimizer has not yet published returns at once, and its copy, once the compute stream reaches it, holds what
+// the store held when it was published; finish() of a gradient whose moments are unpublished returns at once, and
+// its D2H lands only after they are. (A blocking wait would hold the engine until the safety publisher, seconds on.)
+TEST_CASE("CUDA pipeline: copies wait for the optimizer in their streams, not on the engine's thread",
+          "[gpu][pipeline]") {
+  MT_REQUIRE_GPU();
+  auto be = make_cuda_backend(DType::f32);
+  const ParamLayout layout = make_param_layout(tiny_spec(2, false));
+  HostStore store(layout, DType::f32);
+  fill_random(store, 5);
+  EngineTransfers t = make_cuda_pipeline(*be, store, 2);
+  const int64_t r = 1, n = store.numel(r);
+  store.set_required_version(1);
+  for (int64_t q = 0; q < store.num_regions(); ++q)
+    if (q != r) store.publish_slice(q, 1);
+  std::atomic<bool> published{false};
+  const auto publish = [&] {  // the optimizer's update of region r, then its publication
+    if (published.exchange(true)) return;
+    std::fill(store.master(r), store.master(r) + n, 0.25f);
+    store.publish_slice(r, 1);
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  std::thread safety([&] {
+    std::this_thread::sleep_for(std::chrono::seconds(3));
+    publish();
+  });
+  const auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  t.weights->plan({0, r});
+  t.weights->acquire(0);
+  t.weights->release(0);
+  const void* w = t.weights->acquire(r);
+  CHECK(seconds() < 1.0);
+  CHECK_FALSE(published.load());
+  publish();
+  std::vector<float> got(static_cast<size_t>(n));
+  be->download(got.data(), w, n * 4);
+  CHECK(std::all_of(got.begin(), got.end(), [](float x) { return x == 0.25f; }));
+  t.weights->release(r);
+  // The gradient: its accumulator is 1.5 everywhere; the store's gradient stays as it was until the moments of the
+  // required version are published.
+  std::vector<float> ones(static_cast<size_t>(n), 1.5f);
+  std::fill(store.grad(r), store.grad(r) + n, -1.f);
+  for (int64_t q = 0; q < store.num_regions(); ++q)
+    if (q != r) store.publish_moments(q, 1);
+  float* acc = t.grads->begin(r);
+  be->upload(acc, ones.data(), n * 4);
+  const auto t1 = std::chrono::steady_clock::now();
+  t.grads->finish(r, true);
+  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count() < 1.0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK(store.grad(r)[0] == -1.f);
+  store.publish_moments(r, 1);
+  t.grads->wait();
+  CHECK(std::all_of(store.grad(r), store.grad(r) + n, [](float x) { return x == 1.5f; }));
+  safety.join();
 }

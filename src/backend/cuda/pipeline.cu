@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <memory>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
@@ -64,6 +65,29 @@ struct Counters final : PipelineCounters {
     return s;
   }
 };
+
+// Makes `stream` wait, in stream order, until the optimizer has published region r's parameters (moments: its Adam
+// moments) at `version`: nothing where they already are, else a host function that blocks the stream (not the
+// engine's thread, which goes on queueing compute) until they are.
+void wait_published(cudaStream_t stream, const HostStore& store, int64_t r, int64_t version, bool moments) {
+  if (moments ? store.moments_ready(r, version) : store.region_ready(r, version)) return;
+  struct Wait {
+    const HostStore* store;
+    int64_t region, version;
+    bool moments;
+  };
+  auto* w = new Wait{&store, r, version, moments};
+  MT_CHECK_CUDA(cudaLaunchHostFunc(
+      stream,
+      [](void* p) {
+        const std::unique_ptr<Wait> w(static_cast<Wait*>(p));
+        if (w->moments)
+          w->store->wait_moments(w->region, w->version);
+        else
+          w->store->wait_region(w->region, w->version);
+      },
+      w));
+}
 
 struct Shared {
   Backend& backend;
@@ -191,15 +215,16 @@ class CudaWeightStream final : public WeightStream {
   cudaEvent_t loaded(size_t i) { return events_[2 * i]; }
   cudaEvent_t done(size_t i) { return events_[2 * i + 1]; }
 
-  // Issues, in order, every copy whose slot's previous reader has been released (its done event recorded).
-  // A region still being updated by the optimizer ranks is waited for on the host before its copy.
+  // Issues, in order, every copy whose slot's previous reader has been released (its done event recorded). A
+  // region still being updated by the optimizer ranks is waited for in the H2D stream before its copy, so that the
+  // engine queues the layers before it meanwhile.
   void issue_ready_copies() {
     for (; issued_ < order_.size(); ++issued_) {
       if (loader_[issued_] != static_cast<int64_t>(issued_)) continue;  // reuses a resident copy
       const int64_t prev = prev_user_[issued_];
       if (prev >= 0 && !released_[static_cast<size_t>(prev)]) break;  // its slot is still needed
       if (prev >= 0) MT_CHECK_CUDA(cudaStreamWaitEvent(h2d_, done(static_cast<size_t>(prev)), 0));
-      sh_->store.wait_region(order_[issued_]);
+      wait_published(h2d_, sh_->store, order_[issued_], sh_->store.required_version(), false);
       copy(issued_);
     }
   }
@@ -310,7 +335,8 @@ class CudaGradientSink final : public GradientSink {
       b.pending = true;
       return;
     }
-    sh_->store.wait_moments(region);  // the optimizer's moments pass has read the previous gradient
+    // The optimizer's moments pass has read the previous gradient (waited for in the D2H stream).
+    wait_published(d2h_, sh_->store, region, sh_->store.required_version(), true);
     float* host = sh_->store.grad(region);
     if (!first_pass) add_host_sum(b.data, host, n);
     cuda::sum_squares(sums_ + region, b.data, n, d2h_);
