@@ -15,7 +15,7 @@
 # with 6 of its 40 layers at 8 × 4096; nvme: the state tier on a scratch directory of the machine's disk ($NVME_DIR, default .nvme-scratch
 # here, removed after): bench-optim in each offload mode with the disk probe's ceiling, then Qwen2.5-3B batch 64 × 1024
 # in each mode with the plan's predicted step time next to the measured; SKIP_TESTS=1 skips the op table and parity;
-# moe: the tests, then Qwen3-30B-A3B at 64 × 4096 in micro-batches of 8 with and without --recompute-layers 2, the
+# moe: the tests, then Qwen3-30B-A3B at 64 × 4096 with and without the optimizer, GPT-OSS-120B's one layer, the
 # Qwen3-30B-A3B and Mixtral-8x7B layer shapes with as many layers as 125 GiB of RAM holds at
 # the plan's recommended batch, the expert GEMMs as a loop and grouped (MEGATRAIN_MOE_GEMM), a step-time sweep over
 # tokens per step on the Qwen3-30B-A3B shape, and 2 Llama 4 Scout layers at 16 × 4096 and 4 × 16384 (chunked); longseq: the tests, then Qwen2.5-3B at 8 × 8192 and 2 × 32768, then batch
@@ -140,10 +140,13 @@ if [[ $mode == moe ]]; then  # most wanted first
   # seq 4096) and ~33 K (Mixtral-8x7B).
   moe=(--seq 4096 --steps 3 --warmup 1)
   q30=(--model configs/models/qwen3-30b-a3b.json --layers 10)
-  # The #15 figure (docs/PERFORMANCE.md, eleventh session), then the same with layer 0's optimizer state on the GPU
-  # (two layers recomputed make room): whether residency beats the first layer's wait for its update.
-  bench qwen3_30b_a3b_10l_b64_mb8 1 "${q30[@]}" "${moe[@]}" --batch 64 --micro-batch 8
-  bench qwen3_30b_a3b_10l_b64_mb8_r2 1 "${q30[@]}" "${moe[@]}" --batch 64 --micro-batch 8 --recompute-layers 2
+  # The #15 figures (docs/PERFORMANCE.md, twelfth session): Qwen3-30B-A3B at 64 × 4096 (the plan's micro-batch of 8,
+  # layer 0's optimizer state on the GPU) with more steps than the rest (steps vary by 0.1-0.4 s), the same without
+  # the optimizer (what the step takes when it never waits for the parameters pass), and GPT-OSS-120B's one layer at
+  # the plan's 104 × 4096 (every region GPU-resident).
+  bench qwen3_30b_a3b_10l_b64 1 "${q30[@]}" --seq 4096 --steps 6 --warmup 1 --batch 64
+  bench qwen3_30b_a3b_10l_b64_skip_update 1 "${q30[@]}" "${moe[@]}" --batch 64 --skip-update
+  bench gpt_oss_120b_1l_b104 1 --model configs/models/gpt-oss-120b.json --layers 1 "${moe[@]}" --batch 104
   bench qwen3_30b_a3b_10l_b16_loop 1 "${q30[@]}" "${moe[@]}" --batch 16
   MEGATRAIN_MOE_GEMM=grouped bench qwen3_30b_a3b_10l_b16_grouped 1 "${q30[@]}" "${moe[@]}" --batch 16
   bench mixtral_8x7b_4l_b8_loop 1 --model configs/models/mixtral-8x7b.json --layers 4 "${moe[@]}" --batch 8

@@ -133,13 +133,18 @@ void validate(const Inputs& in) {
              "calc-resource: --gpu-tflops must be a positive TFLOP/s, not {}", in.gpu_tflops);
 }
 
+// The run with its GPU-resident prefix (training.optimizer_on_gpu auto, on one GPU rank) and its cuDNN calls.
+RunShape resident_run(const ModelSpec& spec, const RunShape& run, int64_t gpu_bytes) {
+  return with_resident(run, plan_resident(spec, run, gpu_bytes, 1, true));
+}
+
 json step_bound_json(const ModelSpec& spec, const RunShape& run) {
   const StepBound b = step_bound(spec, run);
   return {{"flops_per_token", b.flops_per_token}, {"h2d_bytes_per_pass", b.h2d_bytes_per_pass},
-          {"d2h_bytes_per_pass", b.d2h_bytes_per_pass}, {"optimizer_seconds", b.optimizer_seconds},
+          {"d2h_bytes_per_pass", b.d2h_bytes_per_pass}, {"parameters_pass_seconds", b.parameters_pass_seconds},
+          {"unhidden_wait_seconds", b.unhidden_wait_seconds}, {"first_pass_wait_seconds", b.first_pass_wait_seconds},
           {"pcie_bound_tokens_per_pass", b.pcie_bound_tokens}, {"optimizer_bound_tokens", b.optimizer_bound_tokens},
-          {"recommended_batch_size", b.recommended_batch},
-          {"recommended_gradient_accumulation_steps", b.recommended_passes}};
+          {"recommended_pass_batch_size", b.recommended_batch}};
 }
 
 json to_json(const std::string& model, const ModelSpec& spec, const Machine& m, const ResourceAdvice& a,
@@ -180,12 +185,10 @@ json to_json(const std::string& model, const ModelSpec& spec, const Machine& m, 
                    {"total", g.total()}, {"gpu_bytes", m.gpu_bytes},
                    {"optimizer_on_gpu", [&] {
                       const ResidentPlan r = plan_resident(spec, a.run, m.gpu_bytes, 1, true);
-                      RunShape with = a.run;
-                      with.resident_regions = r.regions;
-                      const GpuPlan beside = plan_gpu(spec, with);
+                      const GpuPlan beside = plan_gpu(spec, resident_run(spec, a.run, m.gpu_bytes));
                       return json{{"regions", r.regions}, {"parameters", r.parameters}, {"bytes", r.bytes},
                                   {"weight_slots", beside.weight_slots}, {"gradient_buffers", beside.grad_buffers},
-                                  {"plan_total", beside.total()}};
+                                  {"cudnn_call_batch", beside.cudnn_call_batch}, {"plan_total", beside.total()}};
                     }()},
                    {"fits", a.gpu_fits}}},
           {"nvme", {{"offload", offload_mode_name(h.offload)}, {"bytes_per_parameter", h.nvme_per_parameter},
@@ -211,7 +214,7 @@ json to_json(const std::string& model, const ModelSpec& spec, const Machine& m, 
           {"verdict", a.fits() ? "fits" : a.shortfall}};
   if (count_active_parameters(spec) != h.parameters) {  // mixture of experts
     j["active_parameters"] = count_active_parameters(spec);
-    j["step_bound"] = step_bound_json(spec, a.run);
+    j["step_bound"] = step_bound_json(spec, resident_run(spec, a.run, m.gpu_bytes));
   }
   return j;
 }
@@ -261,13 +264,16 @@ void print_text(const std::string& model, const ModelSpec& spec, const Machine& 
                                       : std::string())
             << [&] {  // training.optimizer_on_gpu auto, on one GPU rank
                  const ResidentPlan r = plan_resident(spec, a.run, m.gpu_bytes, 1, true);
-                 RunShape with = a.run;
-                 with.resident_regions = r.regions;
-                 const GpuPlan beside = plan_gpu(spec, with);
+                 const GpuPlan beside = plan_gpu(spec, resident_run(spec, a.run, m.gpu_bytes));
                  return r.regions > 0 ? MT_FORMAT("  training.optimizer_on_gpu auto: {}; beside it the plan takes {} "
-                                                  "(weight slots {}, gradient buffers {}: the regions that stream)\n",
+                                                  "(weight slots {}, gradient buffers {}: the regions that stream{})\n",
                                                   describe_resident(r, make_param_layout(spec)), b(beside.total()),
-                                                  b(beside.weight_slots), b(beside.grad_buffers))
+                                                  b(beside.weight_slots), b(beside.grad_buffers),
+                                                  beside.cudnn_backward && beside.cudnn_call_batch < g.cudnn_call_batch
+                                                      ? MT_FORMAT("; cuDNN's backward in calls of {} sequence(s), "
+                                                                  "{} of workspace", beside.cudnn_call_batch,
+                                                                  b(beside.attention_workspace))
+                                                      : std::string())
                                       : std::string("  training.optimizer_on_gpu auto: nothing fits beside the plan, "
                                                     "every update on the CPU\n");
                }()
@@ -293,16 +299,19 @@ void print_text(const std::string& model, const ModelSpec& spec, const Machine& 
                            "checkpoint_interval {}, recompute_layers {}\n", a.run.batch_size, a.run.passes,
                            a.largest_micro_batch, a.recommended_interval, recompute);
   const int64_t active = count_active_parameters(spec);
-  const StepBound sb = step_bound(spec, a.run);
+  const StepBound sb = step_bound(spec, resident_run(spec, a.run, m.gpu_bytes));
   if (active != h.parameters)
     std::cout << MT_FORMAT("mixture of experts: {:.3f} B parameters in memory, {:.3f} B active per token (FLOPs)\n",
                            static_cast<double>(h.parameters) / 1e9, static_cast<double>(active) / 1e9)
-              << MT_FORMAT("compute-bound from: {} tokens per pass (PCIe: {} in, {} out per pass at 55 GB/s), {} tokens "
-                         "per step (optimizer {:.2f} s at 4 G parameters/s), at 400 TFLOP/s of {:.3g} FLOPs per token; "
-                         "recommended batch_size {} (gradient_accumulation_steps {}) at seq {}\n",
+              << MT_FORMAT("compute-bound from: {} tokens per pass for PCIe ({} in, {} out per pass at 55 GB/s) and {} "
+                         "for the optimizer (a step's first pass waits for its parameters pass, {:.2f} s at 3 G "
+                         "parameters/s, region by region), at 400 TFLOP/s of {:.3g} FLOPs per token; recommended {} "
+                         "sequences of {} a pass; this run's first pass waits {:.2f} s ({:.2f} s at any batch: the "
+                         "update and copy of the host regions before any compute)\n",
                          sb.pcie_bound_tokens, b(static_cast<int64_t>(sb.h2d_bytes_per_pass)),
-                         b(static_cast<int64_t>(sb.d2h_bytes_per_pass)), sb.optimizer_bound_tokens, sb.optimizer_seconds,
-                         sb.flops_per_token, sb.recommended_batch, sb.recommended_passes, a.run.seq_len);
+                         b(static_cast<int64_t>(sb.d2h_bytes_per_pass)), sb.optimizer_bound_tokens,
+                         sb.parameters_pass_seconds, sb.flops_per_token, sb.recommended_batch, a.run.seq_len,
+                         sb.first_pass_wait_seconds, sb.unhidden_wait_seconds);
   std::cout << MT_FORMAT("longest trainable sequence (batch 1, every layer recomputing): {} tokens; GPU memory holds {}"
                          "{} and the model's positions are {} ({})\n", seq.longest(), seq.memory_tokens,
                          seq.memory_tokens ? MT_FORMAT(" at checkpoint_interval {} ({})", seq.checkpoint_interval,

@@ -2,12 +2,14 @@
 #include "model/flops.h"
 
 #include <algorithm>
+#include <vector>
 
 namespace mt {
 
-StepFlops step_flops(const ModelSpec& spec, const ParamLayout& layout, int64_t tokens, int64_t seq_len) {
-  double matmul = 0;
-  for (size_t r = 1; r < layout.regions.size(); ++r)
+std::vector<double> region_flops_per_token(const ModelSpec& spec, const ParamLayout& layout, int64_t seq_len) {
+  std::vector<double> flops(layout.regions.size(), 0.0);
+  for (size_t r = 1; r < layout.regions.size(); ++r) {
+    double matmul = 0;
     for (const ParamSlot& slot : layout.regions[r].params) {
       // Matrices, and the 3-D stacks of expert matrices; not the depthwise conv1d weights, nor the stacked expert
       // biases (GPT-OSS's [E, O]).
@@ -16,27 +18,34 @@ StepFlops step_flops(const ModelSpec& spec, const ParamLayout& layout, int64_t t
       if ((slot.shape.size() == 2 && !stacked_bias) || (slot.shape.size() == 3 && !conv))
         matmul += static_cast<double>(slot.numel);
     }
-  if (layout.head.lm_head < 0) matmul += static_cast<double>(spec.vocab_size * spec.hidden_size);  // tied head
-  // A token computes with its top_k experts only (MoE layers): their matrices leave the matmul count, their matrices
-  // and biases the parameter count.
-  const auto inactive = static_cast<double>(inactive_expert_parameters(spec));
-  for (const LayerSpec& l : spec.layers)
+    flops[r] = 6.0 * matmul;
+  }
+  if (layout.head.lm_head < 0) flops.back() += 6.0 * static_cast<double>(spec.vocab_size * spec.hidden_size);  // tied
+  for (size_t i = 0; i < spec.layers.size(); ++i) {
+    const LayerSpec& l = spec.layers[i];
+    double& f = flops[i + 1];
+    // A token computes with its top_k experts only: the others' matrices leave the count.
     if (l.moe.active())
-      matmul -= static_cast<double>((l.moe.num_experts - l.moe.top_k) * 3 * l.moe.intermediate_size * spec.hidden_size);
-  double attention_per_token = 0;
-  for (const LayerSpec& l : spec.layers) {
+      f -= 6.0 * static_cast<double>((l.moe.num_experts - l.moe.top_k) * 3 * l.moe.intermediate_size * spec.hidden_size);
     if (l.is_deltanet()) {
       const DeltaNetSpec& d = l.deltanet;
-      attention_per_token += 18.0 * static_cast<double>(d.num_v_heads * d.k_head_dim * d.v_head_dim) +
-                             6.0 * static_cast<double>(d.conv_dim() * d.conv_kernel);
+      f += 18.0 * static_cast<double>(d.num_v_heads * d.k_head_dim * d.v_head_dim) +
+           6.0 * static_cast<double>(d.conv_dim() * d.conv_kernel);
       continue;
     }
     int64_t keys = l.attention.window > 0 ? std::min(l.attention.window, seq_len) : seq_len;
     if (l.attention.chunk > 0) keys = std::min(keys, l.attention.chunk);  // chunked attention: the chunk's keys
-    attention_per_token += 12.0 * static_cast<double>(l.attention.num_heads * l.attention.head_dim * keys);
+    f += 12.0 * static_cast<double>(l.attention.num_heads * l.attention.head_dim * keys);
   }
+  return flops;
+}
+
+StepFlops step_flops(const ModelSpec& spec, const ParamLayout& layout, int64_t tokens, int64_t seq_len) {
+  double per_token = 0;
+  for (const double f : region_flops_per_token(spec, layout, seq_len)) per_token += f;
+  const auto inactive = static_cast<double>(inactive_expert_parameters(spec));
   const auto t = static_cast<double>(tokens);
-  return {6.0 * (static_cast<double>(layout.total_numel) - inactive) * t, 6.0 * matmul * t + attention_per_token * t};
+  return {6.0 * (static_cast<double>(layout.total_numel) - inactive) * t, per_token * t};
 }
 
 double model_flops_per_token(const ModelSpec& spec, int64_t seq_len) {

@@ -11,6 +11,7 @@
 // Invariant: both are forward + backward FLOPs per step, without recompute.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "model/model_spec.h"
 #include "model/param_layout.h"
@@ -23,6 +24,9 @@ struct StepFlops {
 };
 
 StepFlops step_flops(const ModelSpec& spec, const ParamLayout& layout, int64_t tokens, int64_t seq_len);
+// The model term per token of each region of the layout (the embedding's 0; a layer's active matrices and its
+// attention or delta-rule term; the head's): step_flops' model term is their sum.
+std::vector<double> region_flops_per_token(const ModelSpec& spec, const ParamLayout& layout, int64_t seq_len);
 // step_flops' model term for one token of sequences of seq_len (the spec's own layout).
 double model_flops_per_token(const ModelSpec& spec, int64_t seq_len);
 

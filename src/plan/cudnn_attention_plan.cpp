@@ -114,9 +114,9 @@ int64_t staging_at(bool backward, const AttnShape& s, int64_t Sp) {
   return backward ? 4 * q_bytes + 4 * kv_bytes + rest : 2 * q_bytes + 2 * kv_bytes + rest;
 }
 
-// A backward call of n of s's sequences, as the reserve counts it: the tiled graph's workspace where s tiles, else
-// one graph at s's bucket, staged as if one token short of it (nothing is staged with the buckets off).
-int64_t backward_call_bytes(const AttnShape& s, int64_t n) {
+}  // namespace
+
+int64_t cudnn_backward_call_bytes(const AttnShape& s, int64_t n) {
   AttnShape c = s;
   c.batch = n;
   if (const int64_t tile = cudnn_backward_tile(s); tile > 0) return cudnn_tiled_backward_bytes(c, tile);
@@ -124,61 +124,51 @@ int64_t backward_call_bytes(const AttnShape& s, int64_t n) {
   return cudnn_backward_graph_bytes(n, Sp, s.n_heads, s.head_dim) + (cudnn_seq_bucket(1) != 1 ? staging_at(true, c, Sp) : 0);
 }
 
-}  // namespace
-
-int64_t cudnn_backward_call_setting() {
-  const char* env = std::getenv("MEGATRAIN_CUDNN_BACKWARD_CALL_MIB");
-  if (env == nullptr || *env == '\0') return kCudnnBackwardCallBytes;
-  char* end = nullptr;
-  const long long v = std::strtoll(env, &end, 10);
-  MT_REQUIRE(*end == '\0' && v >= 1,
-             "MEGATRAIN_CUDNN_BACKWARD_CALL_MIB must be a whole number of MiB of at least 1, not '{}'", env);
-  return static_cast<int64_t>(v) << 20;
+int64_t cudnn_backward_batch(const AttnShape& s, int64_t limit_bytes) {
+  const int64_t batch = std::max<int64_t>(s.batch, 1);
+  if (limit_bytes < 0 || cudnn_backward_call_bytes(s, batch) <= limit_bytes) return batch;
+  int64_t lo = 1, hi = batch - 1;  // the bytes grow with n: the most that fit, at least one
+  while (lo < hi) {
+    const int64_t mid = (lo + hi + 1) / 2;
+    if (cudnn_backward_call_bytes(s, mid) <= limit_bytes)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
 }
 
-int64_t cudnn_backward_batch(const AttnShape& s) {
-  // align_up(n·x) <= n·align_up(x) term by term, so n calls' worth of one sequence's bytes bounds the call's.
-  return std::clamp<int64_t>(cudnn_backward_call_setting() / backward_call_bytes(s, 1), 1, std::max<int64_t>(s.batch, 1));
-}
-
-AttnShape cudnn_backward_call(const AttnShape& s, int64_t b0) {
+AttnShape cudnn_backward_call(const AttnShape& s, int64_t b0, int64_t limit_bytes) {
   AttnShape c = s;
-  c.batch = std::min(cudnn_backward_batch(s), s.batch - b0);
+  c.batch = std::min(cudnn_backward_batch(s, limit_bytes), s.batch - b0);
   if (s.seq_lens != nullptr) c.seq_lens = s.seq_lens + b0;
   return c;
 }
-
 
 int64_t cudnn_staging_bytes(bool backward, const AttnShape& s) {
   const int64_t Sp = cudnn_seq_bucket(s.seq);
   return Sp == s.seq ? 0 : staging_at(backward, s, Sp);
 }
 
-CudnnWorkspace cudnn_attention_workspace(const AttnShape& s) {
-  const AttnShape c = cudnn_backward_call(s, 0);
+CudnnWorkspace cudnn_attention_workspace(const AttnShape& s, int64_t limit_bytes) {
+  const AttnShape c = cudnn_backward_call(s, 0, limit_bytes);
   const int64_t Sp = cudnn_seq_bucket(s.seq), tile = cudnn_backward_tile(s);
   return {kCudnnGraphUnit + cudnn_staging_bytes(false, s),
           tile > 0 ? cudnn_tiled_backward_bytes(c, tile)
                    : cudnn_backward_graph_bytes(c.batch, Sp, c.n_heads, c.head_dim) + cudnn_staging_bytes(true, c)};
 }
 
-CudnnWorkspace cudnn_attention_reserve(const AttnShape& longest) {
+CudnnWorkspace cudnn_attention_reserve(const AttnShape& longest, int64_t call_batch) {
   const bool buckets = cudnn_seq_bucket(1) != 1;  // off (MEGATRAIN_CUDNN_SEQ_BUCKETS=0): nothing is ever staged
-  // The backward of any length up to s.seq, calls of cudnn_backward_batch sequences, each at most what one call of
-  // the whole batch at s.seq takes. A length whose calls hold one sequence holds at most s.seq's call (the
-  // sequence is shorter); one whose calls hold several at most the call limit (cudnn_backward_batch's bound).
-  const auto backward_most = [](const AttnShape& s) {
-    return std::max(backward_call_bytes(s, cudnn_backward_batch(s)),
-                    std::min(cudnn_backward_call_setting(), backward_call_bytes(s, s.batch)));
-  };
+  const int64_t n = call_batch > 0 ? std::min(call_batch, longest.batch) : longest.batch;
   const int64_t forward = kCudnnGraphUnit + (buckets ? staging_at(false, longest, cudnn_seq_bucket(longest.seq)) : 0);
   const int64_t tile = cudnn_backward_tile(longest);
-  if (tile == 0) return {forward, backward_most(longest)};
+  if (tile == 0) return {forward, cudnn_backward_call_bytes(longest, n)};
   // Past the tile: the forward as one graph; the backward in tiles (their side tensors grow with the length), or
   // for batches no longer than the tile one graph of it.
   AttnShape at_tile = longest;
   at_tile.seq = tile;
-  return {forward, std::max(backward_most(longest), backward_most(at_tile))};
+  return {forward, std::max(cudnn_backward_call_bytes(longest, n), cudnn_backward_call_bytes(at_tile, n))};
 }
 
 int64_t cudnn_workspace_limit(AttentionChoice c, int64_t planned_bytes) {
@@ -219,9 +209,12 @@ std::string describe_attention_choice(AttentionChoice c, int64_t limit_bytes) {
 std::string describe_attention_plan(const GpuPlan& g) {
   if (g.cudnn_backward)
     return MT_FORMAT("cuDNN forward and deterministic backward{}; {} of cuDNN workspace reserved at the micro-batch "
-                     "of {}",
+                     "of {}{}",
                      g.cudnn_backward_tile > 0 ? MT_FORMAT(" (in tiles of {} tokens)", g.cudnn_backward_tile) : "",
-                     mib(g.attention_workspace), g.micro_batch_size);
+                     mib(g.attention_workspace), g.micro_batch_size,
+                     g.cudnn_call_batch < g.micro_batch_size
+                         ? MT_FORMAT(", the backward in calls of {} sequence(s)", g.cudnn_call_batch)
+                         : "");
   if (g.cudnn_backward_need > 0)
     return MT_FORMAT("cuDNN forward ({} of staging reserved), our backward: cuDNN's deterministic backward would "
                      "need {} at the micro-batch of {}, which the GPU does not hold beside the rest of the plan",

@@ -73,33 +73,37 @@ int64_t cudnn_tiled_side_bytes(const AttnShape& s, int64_t T);
 // softmax sum, which the side bytes hold), then the side bytes. Nothing is staged.
 int64_t cudnn_tiled_backward_bytes(const AttnShape& s, int64_t T);
 
-// The deterministic backward runs a batch in calls of cudnn_backward_batch(s) sequences, the last call the rest:
-// as many as keep a call's dP matrix — h·⌈L⌉₆₄·⌈L⌉₁₂₈ bf16 per sequence at the graph's length L (the tile where the
-// call tiles, else the bucket), the workspace's largest term — within MEGATRAIN_CUDNN_BACKWARD_CALL_MIB (default
-// kCudnnBackwardCallBytes), and at least one. Each sequence's gradients are computed apart from the others', so the
-// calls give the bits one call would: the split only bounds the workspace (Qwen3-30B-A3B's 8 × 4096 micro-batch,
-// 32 heads: 8.1 GiB in one call, 1.1 GiB in calls of one sequence, the memory layer 0's optimizer state needs).
-inline constexpr int64_t kCudnnBackwardCallBytes = int64_t{1} << 30;
-int64_t cudnn_backward_call_setting();  // bytes: MEGATRAIN_CUDNN_BACKWARD_CALL_MIB or the default (one error line if bad)
-int64_t cudnn_backward_batch(const AttnShape& s);
-// The shape of the call that starts at sequence b0 (at most cudnn_backward_batch(s) sequences; seq_lens offset).
-AttnShape cudnn_backward_call(const AttnShape& s, int64_t b0);
+// The deterministic backward runs a batch in calls of cudnn_backward_batch(s, limit) sequences, the last call the
+// rest: the whole batch where limit_bytes < 0 (no plan: the op tests, the probe, MEGATRAIN_ATTENTION=cudnn) or its
+// call fits, else as many as keep a call's workspace within the limit (the memory plan's reserve, or
+// MEGATRAIN_CUDNN_WORKSPACE_MIB), and at least one. Each sequence's gradients are computed apart from the others',
+// so the calls give the bits one call would; fewer sequences a call run slower (the H200, 8 × 4096, 32/4 heads:
+// 387–395 TFLOP/s a sequence a call, 438 three, 449–454 eight), so the memory plan splits them only to keep
+// optimizer state on the GPU (plan/resident_plan.h).
+// cudnn_backward_call_bytes: a call of n of s's sequences as the reserve counts it (the tiled graph's workspace where
+// s tiles, else one graph at s's bucket staged as if one token short of it; nothing staged with the buckets off).
+int64_t cudnn_backward_call_bytes(const AttnShape& s, int64_t n);
+int64_t cudnn_backward_batch(const AttnShape& s, int64_t limit_bytes);
+// The shape of the call that starts at sequence b0 (at most cudnn_backward_batch(s, limit_bytes) sequences; seq_lens
+// offset).
+AttnShape cudnn_backward_call(const AttnShape& s, int64_t b0, int64_t limit_bytes);
 
 // The staging copies of a call whose length is not its bucket's (else 0): forward q, o, k, v, lse and lengths at the
 // bucket length; backward q, o, dO, dQ, k, v, dK, dV, lse and lengths.
 int64_t cudnn_staging_bytes(bool backward, const AttnShape& s);
 
 // The workspace one call of each direction makes CudnnAttention hold (graph + staging; forward's graph takes none;
-// the backward's at its first, largest call of cudnn_backward_batch sequences).
+// the backward's at its first, largest call under limit_bytes, cudnn_backward_batch).
 struct CudnnWorkspace {
   int64_t forward = 0, backward = 0;
 };
-CudnnWorkspace cudnn_attention_workspace(const AttnShape& s);
+CudnnWorkspace cudnn_attention_workspace(const AttnShape& s, int64_t limit_bytes = -1);
 // The most that calls of any length up to longest.seq make it hold (a batch is as long as its longest sequence, so
-// lengths vary): the graph of longest's bucket and its staging, as if staged (one token short of a bucket is); where
-// longest tiles, the backward's figure is the larger of its tiles' and one graph at the tile's length.
-// What the memory plan reserves.
-CudnnWorkspace cudnn_attention_reserve(const AttnShape& longest);
+// lengths vary), its backward in calls of call_batch sequences (0: the whole batch) at the longest length: the graph
+// of longest's bucket and its staging, as if staged (one token short of a bucket is); where longest tiles, the
+// backward's figure is the larger of its tiles' and one graph at the tile's length. Held to it as its limit, a
+// shorter batch's calls take as many sequences as fit. What the memory plan reserves.
+CudnnWorkspace cudnn_attention_reserve(const AttnShape& longest, int64_t call_batch = 0);
 
 // The workspace limit a run's calls are held to: MEGATRAIN_CUDNN_WORKSPACE_MIB where set (an override, MiB), else
 // with `auto` the memory plan's figure (planned_bytes; -1 where no plan set one, as in the op tests and the probe),

@@ -79,7 +79,8 @@ void plan_activations(const ModelSpec& s, const RunShape& run, int64_t es, GpuPl
     if (cudnn) {
       const CudnnWorkspace w = cudnn_attention_reserve(
           AttnShape{.batch = mb, .seq = run.seq_len, .n_heads = a.num_heads, .n_kv_heads = a.num_kv_heads,
-                    .head_dim = a.head_dim});
+                    .head_dim = a.head_dim},
+          run.cudnn_call_batch);
       cudnn_forward = std::max(cudnn_forward, w.forward);
       if (w.backward > g.cudnn_backward_need)
         g.cudnn_backward_tile = cudnn_backward_tile(AttnShape{.batch = mb, .seq = run.seq_len, .n_heads = a.num_heads,
@@ -91,6 +92,7 @@ void plan_activations(const ModelSpec& s, const RunShape& run, int64_t es, GpuPl
       attention_partials = std::max(attention_partials, 2 * group * mb_tokens * a.kv_dim() * 4);
   }
   g.cudnn_backward = run.cudnn_backward && g.cudnn_backward_need > 0;
+  g.cudnn_call_batch = run.cudnn_call_batch > 0 ? std::min(run.cudnn_call_batch, mb) : mb;
   g.attention_workspace = g.cudnn_backward ? std::max(cudnn_forward, g.cudnn_backward_need) : cudnn_forward;
   // The CUDA gated delta rule's backward scratch (backend/gated_delta_rule_scratch.h, which the kernels allocate
   // by); the conv's and the gates' fp32 partials are smaller.
@@ -194,6 +196,16 @@ void resolve_auto(const ModelSpec& spec, RunShape& run, int64_t gpu_bytes, bool 
       resolve_pass_shape(spec, run, gpu_bytes, auto_recompute);
     };
     resolve_shape();
+    // cuDNN's backward in calls of half the sequences, then half again, before our backward (2.6x slower).
+    for (int64_t n = resolve_micro_batch(run) / 2; run.cudnn_backward && n >= 1 &&
+                                                   plan_gpu(spec, run).total() > usable_gpu_bytes(gpu_bytes);
+         n /= 2) {
+      run = given;
+      run.checkpoints = checkpoints;
+      run.cudnn_backward = true;
+      run.cudnn_call_batch = n;
+      resolve_shape();
+    }
     if (run.cudnn_backward && plan_gpu(spec, run).total() > usable_gpu_bytes(gpu_bytes)) {
       run = given;
       run.checkpoints = checkpoints;

@@ -44,6 +44,9 @@ struct RunShape {
   // weight slots and the fp32 staging buffer serve the largest of the other regions, and in one pass no gradient
   // buffer serves these (they accumulate in place).
   int64_t resident_regions = 0;
+  // Sequences per call of cuDNN's deterministic backward at seq_len (0: the whole micro-batch); plan_resident
+  // lowers it where the workspace it frees keeps more optimizer state on the GPU.
+  int64_t cudnn_call_batch = 0;
 };
 
 // Whether a run's attention goes through cuDNN where covered: a GPU backend (gpu_bytes > 0), bf16, and
@@ -101,6 +104,7 @@ struct GpuPlan {
   int64_t cudnn_backward_need = 0;
   bool cudnn_backward = false;
   int64_t cudnn_backward_tile = 0;
+  int64_t cudnn_call_batch = 0;         // sequences per deterministic backward call at seq_len (the micro-batch or fewer)
   int64_t total() const {
     return weight_slots + grad_buffers + checkpoints + segment + saved_layers + layer_workspace + head +
            batch_arrays + gemm_workspace + rope_tables + attention_workspace;

@@ -2,6 +2,7 @@
 #include "plan/resident_plan.h"
 
 #include "core/error.h"
+#include "plan/step_bound.h"
 #include "store/shared_memory_check.h"
 
 namespace mt {
@@ -20,15 +21,36 @@ ResidentPlan plan_resident(const ModelSpec& spec, const RunShape& run, int64_t g
   if (!enabled || gpu_bytes <= 0 || run.ranks > 1 || gpu_ranks > 1 || run.offload != OffloadMode::none) return {};
   const ParamLayout layout = make_param_layout(spec);
   const int64_t usable = usable_gpu_bytes(gpu_bytes);
-  // Not monotone in the count: where the largest streamed region becomes resident the slots shrink.
-  ResidentPlan best;
-  for (int64_t k = 1; k <= static_cast<int64_t>(layout.regions.size()); ++k) {
-    RunShape with = run;
-    with.resident_regions = k;
-    const ResidentPlan p = resident_prefix(layout, run.dtype, k);
-    if (plan_gpu(spec, with).total() + p.bytes + kResidentMargin <= usable) best = p;
+  // The most regions beside the plan at a call batch. Not monotone in the count: where the largest streamed region
+  // becomes resident the slots shrink.
+  const auto most = [&](int64_t call_batch) {
+    ResidentPlan best;
+    for (int64_t k = 1; k <= static_cast<int64_t>(layout.regions.size()); ++k) {
+      RunShape with = run;
+      with.resident_regions = k;
+      with.cudnn_call_batch = call_batch;
+      const ResidentPlan p = resident_prefix(layout, run.dtype, k);
+      if (plan_gpu(spec, with).total() + p.bytes + kResidentMargin <= usable) best = p;
+    }
+    best.cudnn_call_batch = call_batch;
+    return best;
+  };
+  ResidentPlan best = most(run.cudnn_call_batch);
+  const GpuPlan g = plan_gpu(spec, run);
+  if (!g.cudnn_backward) return best;
+  for (int64_t n = g.cudnn_call_batch / 2; n >= 1; n /= 2) {
+    if (step_bound(spec, with_resident(run, best)).first_pass_wait_seconds <= 0) break;
+    const ResidentPlan p = most(n);
+    if (p.regions > best.regions) best = p;
   }
   return best;
+}
+
+RunShape with_resident(const RunShape& run, const ResidentPlan& plan) {
+  RunShape r = run;
+  r.resident_regions = plan.regions;
+  r.cudnn_call_batch = plan.cudnn_call_batch;
+  return r;
 }
 
 std::string describe_resident(const ResidentPlan& plan, const ParamLayout& layout) {
@@ -38,9 +60,13 @@ std::string describe_resident(const ResidentPlan& plan, const ParamLayout& layou
                             : last == 1          ? std::string("the embedding and layer 0")
                             : last <= layers     ? MT_FORMAT("the embedding and layers 0-{}", last - 1)
                                                  : std::string("every region (embedding, layers, head)");
-  return MT_FORMAT("optimizer state of {} ({:.3f} B of {:.3f} B parameters) in {} of GPU memory, updated on the GPU",
+  return MT_FORMAT("optimizer state of {} ({:.3f} B of {:.3f} B parameters) in {} of GPU memory, updated on the GPU{}",
                    which, static_cast<double>(plan.parameters) / 1e9, static_cast<double>(layout.total_numel) / 1e9,
-                   format_bytes(static_cast<uint64_t>(plan.bytes)));
+                   format_bytes(static_cast<uint64_t>(plan.bytes)),
+                   plan.cudnn_call_batch > 0
+                       ? MT_FORMAT(" (cuDNN's attention backward in calls of {} sequence(s) to make room)",
+                                   plan.cudnn_call_batch)
+                       : "");
 }
 
 }  // namespace mt

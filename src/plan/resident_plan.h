@@ -24,15 +24,21 @@ struct ResidentPlan {
   int64_t regions = 0;     // the store's regions [0, regions)
   int64_t parameters = 0;  // their parameters
   int64_t bytes = 0;       // their GPU memory
+  int64_t cudnn_call_batch = 0;  // RunShape::cudnn_call_batch beside them (0: the whole micro-batch)
 };
 
 // The state of the layout's first `regions` regions on the GPU.
 ResidentPlan resident_prefix(const ParamLayout& layout, DType dtype, int64_t regions);
 // A run's resident state on a GPU of gpu_bytes, after resolve_auto: the most leading regions whose state fits the
 // usable memory beside plan_gpu of the run with them resident (its slots then serve only the other regions) and
-// kResidentMargin; none where `enabled` is false, gpu_bytes is 0, run.ranks > 1, gpu_ranks > 1 or the state tier
-// is on.
+// kResidentMargin. While the step's first pass waits for the optimizer (step_bound), cuDNN's deterministic backward
+// is split into calls of half as many sequences, then half again, wherever the workspace that frees holds more
+// regions (the largest calls that do; a call of fewer sequences is slower, a region's update on the GPU takes it
+// off the wait). None where `enabled` is false, gpu_bytes is 0, run.ranks > 1, gpu_ranks > 1 or the state tier is
+// on.
 ResidentPlan plan_resident(const ModelSpec& spec, const RunShape& run, int64_t gpu_bytes, int gpu_ranks, bool enabled);
+// The run with the plan's regions resident and its cuDNN calls.
+RunShape with_resident(const RunShape& run, const ResidentPlan& plan);
 // One line for the log: which regions, how many of the parameters, how much GPU memory.
 std::string describe_resident(const ResidentPlan& plan, const ParamLayout& layout);
 

@@ -372,9 +372,9 @@ TEST_CASE("cudnn attention: the deterministic backward in tiles matches the refe
   });
 }
 
-// The deterministic backward over a batch in calls of one or two sequences (MEGATRAIN_CUDNN_BACKWARD_CALL_MIB set so
-// cudnn_backward_batch gives them; five sequences, so two calls of two leave one), as one graph staged between
-// buckets and in tiles, padded: the bits of one call of the whole batch, which matches the reference.
+// The deterministic backward over a batch in calls of one or two sequences (workspace limits that hold one call of
+// that many; five sequences, so two calls of two leave one), as one graph staged between buckets and in tiles,
+// padded: the bits of one call of the whole batch, which matches the reference.
 TEST_CASE("cudnn attention: the backward in calls of a few sequences gives one call's bits", "[gpu][attention][cudnn]") {
   MT_REQUIRE_GPU();
   for (const bool tiled : {false, true}) {
@@ -395,7 +395,6 @@ TEST_CASE("cudnn attention: the backward in calls of a few sequences gives one c
       DeviceBuffer<bf16> out(q_size), dq(q_size), dk(kv_size), dv(kv_size);
       DeviceBuffer<float> lse(lse_size);
       REQUIRE(cudnn->forward(out.get(), lse.get(), d_q->get(), d_k->get(), d_v->get(), dev));
-      REQUIRE(mt::cudnn_backward_batch(dev) == batch);
       REQUIRE(cudnn->backward(dq.get(), dk.get(), dv.get(), d_dout->get(), d_q->get(), d_k->get(), d_v->get(),
                               out.get(), lse.get(), dev));
       const auto whole_dq = download(dq), whole_dk = download(dk), whole_dv = download(dv);
@@ -404,20 +403,17 @@ TEST_CASE("cudnn attention: the backward in calls of a few sequences gives one c
       check_close("one call dk", whole_dk, want.dk, tolerance<bf16>);
       check_close("one call dv", whole_dv, want.dv, tolerance<bf16>);
       for (const int64_t per_call : {1, 2}) {
-        std::string limit;  // the fewest MiB that give per_call sequences a call
-        for (int mib = 1; mib < 4096 && limit.empty(); ++mib) {
-          const Env at("MEGATRAIN_CUDNN_BACKWARD_CALL_MIB", std::to_string(mib).c_str());
-          if (mt::cudnn_backward_batch(dev) == per_call) limit = std::to_string(mib);
-        }
-        REQUIRE(!limit.empty());
-        const Env at("MEGATRAIN_CUDNN_BACKWARD_CALL_MIB", limit.c_str());
-        INFO(per_call << " a call (" << limit << " MiB)");
-        REQUIRE(cudnn->workspace_need(true, dev) > 0);
+        const int64_t limit = mt::cudnn_backward_call_bytes(dev, per_call);
+        REQUIRE(mt::cudnn_backward_batch(dev, limit) == per_call);
+        INFO(per_call << " a call");
+        const int64_t need = cudnn->workspace_need(true, dev, limit);
+        REQUIRE(need > 0);
+        CHECK(need <= limit);
         MT_CUDA_OK(cudaMemsetAsync(dq.get(), 0xff, q_size * 2, test_stream()));
         MT_CUDA_OK(cudaMemsetAsync(dk.get(), 0xff, kv_size * 2, test_stream()));
         MT_CUDA_OK(cudaMemsetAsync(dv.get(), 0xff, kv_size * 2, test_stream()));
         REQUIRE(cudnn->backward(dq.get(), dk.get(), dv.get(), d_dout->get(), d_q->get(), d_k->get(), d_v->get(),
-                                out.get(), lse.get(), dev));
+                                out.get(), lse.get(), dev, true, limit));
         CHECK(same_bits(download(dq), whole_dq));
         CHECK(same_bits(download(dk), whole_dk));
         CHECK(same_bits(download(dv), whole_dv));
@@ -582,7 +578,7 @@ TEST_CASE("attention probe: cuDNN plans and ours-vs-cuDNN TFLOP/s", "[.attention
     float scale = 0.f, softcap = 0.f;
   };
   const float gemma_scale = 1.f / 16.f, gemma_cap = 50.f;
-  for (const Shape sh : {Shape{8, 4096, 32, 4, 128},  // Qwen3-30B-A3B's micro-batch (cudnn_backward_batch: 1 a call)
+  for (const Shape sh : {Shape{8, 4096, 32, 4, 128},  // Qwen3-30B-A3B's micro-batch
                          Shape{4, 8192, 16, 2, 128}, Shape{1, 32768, 16, 2, 128}, Shape{1, 131072, 16, 2, 128},
                          Shape{1, 65536, 28, 4, 128},
                          Shape{32, 1024, 16, 8, 256, 0, gemma_scale, gemma_cap},
@@ -698,22 +694,22 @@ TEST_CASE("attention probe: cuDNN plans and ours-vs-cuDNN TFLOP/s", "[.attention
       std::printf("  cuDNN backward deterministic in tiles of %s: %.1f TFLOP/s, workspace %lld MiB\n", tile,
                   deterministic_at(tile), static_cast<long long>(need >> 20));
     }
-    if (mt::cudnn_backward_batch(s) < sh.batch && sh.seq <= 32768) {  // calls of a few sequences against one call
-      std::printf("  cuDNN backward deterministic in calls of %lld sequence(s) (the default limit): %.1f TFLOP/s;",
-                  static_cast<long long>(mt::cudnn_backward_batch(s)), cudnn_bwd);
-      std::vector<int64_t> sizes{2, 4, sh.batch};
-      sizes.erase(std::remove_if(sizes.begin(), sizes.end(), [&](int64_t n) { return n > sh.batch; }), sizes.end());
-      sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
-      for (const int64_t per_call : sizes) {
-        for (int64_t mib = 1; mib <= (int64_t{1} << 20); mib *= 2) {  // the first doubling that gives per_call or more
-          setenv("MEGATRAIN_CUDNN_BACKWARD_CALL_MIB", std::to_string(mib).c_str(), 1);
-          if (mt::cudnn_backward_batch(s) >= per_call) break;
-        }
-        const int64_t got = mt::cudnn_backward_batch(s);
-        std::printf(" calls of %lld: %.1f;", static_cast<long long>(got), deterministic_at("0"));
-        unsetenv("MEGATRAIN_CUDNN_BACKWARD_CALL_MIB");
+    if (sh.batch > 1 && sh.seq <= 32768) {  // calls of a few sequences (workspace limits that hold them) against one
+      std::printf("  cuDNN backward deterministic in calls of:");
+      for (const int64_t per_call : {int64_t{1}, int64_t{2}, int64_t{4}}) {
+        if (per_call >= sh.batch) continue;
+        setenv("MEGATRAIN_CUDNN_BACKWARD_TILE", "0", 1);
+        const int64_t limit = mt::cudnn_backward_call_bytes(s, per_call);
+        const double tf = time(
+            [&] {
+              return cudnn->backward(dq.get(), dk.get(), dv.get(), dout.get(), q.get(), k.get(), v.get(), out.get(),
+                                     lse.get(), s, true, limit);
+            },
+            bwd_flops);
+        unsetenv("MEGATRAIN_CUDNN_BACKWARD_TILE");
+        std::printf(" %lld %.1f TFLOP/s;", static_cast<long long>(per_call), tf);
       }
-      std::printf("\n");
+      std::printf(" %lld (one call) %.1f\n", static_cast<long long>(sh.batch), cudnn_bwd);
     }
     const double cudnn_bwd_nd = time(
         [&] {

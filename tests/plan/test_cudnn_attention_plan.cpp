@@ -69,7 +69,7 @@ TEST_CASE("cudnn attention workspace: the formula gives what cuDNN reported on t
   // At a bucket length nothing is staged and the forward graph takes one unit of workspace.
   const mt::CudnnWorkspace at_bucket = mt::cudnn_attention_workspace(shape(4, 8192, 16, 2, 128));
   CHECK(at_bucket.forward == mt::kCudnnGraphUnit);
-  CHECK(at_bucket.backward == mt::cudnn_backward_graph_bytes(1, 8192, 16, 128));  // a call a sequence (2 GiB each)
+  CHECK(at_bucket.backward == mt::cudnn_backward_graph_bytes(4, 8192, 16, 128));
   // Between buckets: 300 runs the 320 graph, staged: forward q, o, k, v, lse, lengths; backward twice the rows.
   const mt::AttnShape between = shape(2, 300, 4, 2, 256);
   const int64_t q = 2 * 320 * 4 * 256 * 2, kv = 2 * 320 * 2 * 256 * 2, rest = 2 * 4 * 320 * 4 + 256;
@@ -250,6 +250,26 @@ TEST_CASE("memory plan: cuDNN's deterministic backward workspace is reserved whe
   CHECK(s.total() <= mt::usable_gpu_bytes(small_gpu));
   CHECK(contains(mt::describe_attention_plan(s), "our backward"));
   CHECK(contains(mt::describe_attention_plan(g), "deterministic backward"));
+  // Micro-batches of 2 such sequences on an 80 GiB GPU: one call of both (66 GiB) does not fit, a call a sequence
+  // does: cuDNN's backward in calls of 1 rather than ours.
+  mt::RunShape pair = small;
+  pair.seq_len = 32768;
+  pair.batch_size = 2;
+  pair.micro_batch_size = 2;
+  pair.passes = 1;
+  pair.recompute_layers = 0;
+  pair.cudnn_backward = false;
+  pair.cudnn_call_batch = 0;
+  mt::resolve_auto(spec, pair, 80 * kGiB, true);
+  const mt::GpuPlan p = mt::plan_gpu(spec, pair);
+  CHECK(pair.cudnn_backward);
+  CHECK(p.cudnn_call_batch == 1);
+  CHECK(p.attention_workspace == mt::cudnn_attention_reserve(shape(2, 32768, 16, 2, 128), 1).backward);
+  CHECK(p.total() <= mt::usable_gpu_bytes(80 * kGiB));
+  CHECK(contains(mt::describe_attention_plan(p), "in calls of 1 sequence(s)"));
+  mt::RunShape whole_calls = pair;
+  whole_calls.cudnn_call_batch = 0;
+  CHECK(mt::plan_gpu(spec, whole_calls).total() > mt::usable_gpu_bytes(80 * kGiB));
 }
 
 TEST_CASE("cudnn attention reserve: the most any batch length up to the longest holds", "[plan][cudnn]") {
@@ -267,40 +287,42 @@ TEST_CASE("cudnn attention reserve: the most any batch length up to the longest 
   const Env off("MEGATRAIN_CUDNN_SEQ_BUCKETS", "0");
   const mt::CudnnWorkspace unstaged = mt::cudnn_attention_reserve(shape(2, 8192, 16, 2, 128));
   CHECK(unstaged.forward == mt::kCudnnGraphUnit);
-  CHECK(unstaged.backward == mt::cudnn_backward_graph_bytes(1, 8192, 16, 128));
+  CHECK(unstaged.backward == mt::cudnn_backward_graph_bytes(2, 8192, 16, 128));
 }
 
-TEST_CASE("cudnn attention: the deterministic backward runs a batch in calls that bound its workspace",
+TEST_CASE("cudnn attention: the deterministic backward runs a batch in calls that fit the workspace limit",
           "[plan][cudnn]") {
-  // Qwen3-30B-A3B's micro-batch of 8 × 4096 (32 heads): 1 GiB of dP a sequence, so a call a sequence, whose
-  // workspace is an eighth of one call's; Qwen2.5-3B's 16 × 1024 stays one call.
+  // Qwen3-30B-A3B's micro-batch of 8 × 4096 (32 heads): 1 GiB of dP a sequence. No limit, or one the whole call
+  // fits: one call; a limit of a sequence's call: a call a sequence, an eighth of the workspace.
   const mt::AttnShape moe = shape(8, 4096, 32, 4, 128);
-  CHECK(mt::cudnn_backward_batch(moe) == 1);
-  CHECK(mt::cudnn_attention_workspace(moe).backward == mt::cudnn_backward_graph_bytes(1, 4096, 32, 128));
-  CHECK(mt::cudnn_attention_reserve(moe).backward < 2 * mt::cudnn_backward_graph_bytes(1, 4096, 32, 128));
-  CHECK(mt::cudnn_backward_graph_bytes(8, 4096, 32, 128) > 8 * kGiB);
-  CHECK(mt::cudnn_backward_batch(shape(16, 1024, 16, 2, 128)) == 16);
-  // A larger limit: 3 sequences a call, the last call the 2 left, its lengths at its first sequence's.
-  const Env limit("MEGATRAIN_CUDNN_BACKWARD_CALL_MIB", "4096");
-  CHECK(mt::cudnn_backward_batch(moe) == 3);
+  const int64_t one = mt::cudnn_backward_call_bytes(moe, 1), all = mt::cudnn_backward_call_bytes(moe, 8);
+  CHECK(all > 8 * kGiB);
+  CHECK(mt::cudnn_backward_batch(moe, -1) == 8);
+  CHECK(mt::cudnn_backward_batch(moe, all) == 8);
+  CHECK(mt::cudnn_backward_batch(moe, one) == 1);
+  CHECK(mt::cudnn_backward_batch(moe, one - 1) == 1);  // at least one (the call is then refused by the limit)
+  CHECK(mt::cudnn_backward_batch(moe, mt::cudnn_backward_call_bytes(moe, 3)) == 3);
+  CHECK(mt::cudnn_attention_workspace(moe, one).backward == mt::cudnn_backward_graph_bytes(1, 4096, 32, 128));
+  CHECK(mt::cudnn_attention_workspace(moe).backward == mt::cudnn_backward_graph_bytes(8, 4096, 32, 128));
+  // Calls of 3: the last holds the 2 left, its lengths from its first sequence's.
   mt::AttnShape padded = moe;
   const int32_t lens[8] = {};
   padded.seq_lens = lens;
-  const mt::AttnShape last = mt::cudnn_backward_call(padded, 6);
+  const int64_t three = mt::cudnn_backward_call_bytes(moe, 3);
+  CHECK(mt::cudnn_backward_call(padded, 0, three).batch == 3);
+  const mt::AttnShape last = mt::cudnn_backward_call(padded, 6, three);
   CHECK(last.batch == 2);
   CHECK(last.seq_lens == lens + 6);
-  CHECK(mt::cudnn_backward_call(padded, 0).batch == 3);
-  // Whatever the length up to the longest, a call holds at most what the plan reserves, and the reserve is at
-  // most the limit where a call holds several sequences.
-  for (const int64_t batch : {1, 3, 8, 40}) {
-    const mt::CudnnWorkspace at = mt::cudnn_attention_reserve(shape(batch, 4096, 32, 4, 128));
-    CHECK(at.backward <= std::max<int64_t>(4096 * kMiB, mt::cudnn_attention_workspace(shape(1, 4096, 32, 4, 128)).backward +
-                                                            mt::cudnn_staging_bytes(true, shape(1, 4095, 32, 4, 128))));
+  // The reserve at calls of n: held to it, the longest length's calls take n sequences and no shorter length's
+  // call takes more than it.
+  for (const int64_t n : {1, 2, 3, 8}) {
+    const mt::CudnnWorkspace r = mt::cudnn_attention_reserve(moe, n);
+    CHECK(r.backward == mt::cudnn_backward_call_bytes(moe, n));
+    CHECK(mt::cudnn_backward_batch(moe, r.backward) == n);
     for (int64_t seq = 2; seq <= 4096; seq += 53)
-      CHECK(mt::cudnn_attention_workspace(shape(batch, seq, 32, 4, 128)).backward <= at.backward);
+      CHECK(mt::cudnn_attention_workspace(shape(8, seq, 32, 4, 128), r.backward).backward <= r.backward);
   }
-  const Env bad("MEGATRAIN_CUDNN_BACKWARD_CALL_MIB", "a lot");
-  CHECK(contains(thrown([&] { mt::cudnn_backward_batch(moe); }), "MEGATRAIN_CUDNN_BACKWARD_CALL_MIB"));
+  CHECK(mt::cudnn_attention_reserve(moe).backward == mt::cudnn_attention_reserve(moe, 8).backward);
 }
 
 TEST_CASE("memory plan: a length between buckets reserves the staging copies", "[plan][cudnn]") {
@@ -314,12 +336,8 @@ TEST_CASE("memory plan: a length between buckets reserves the staging copies", "
   const mt::AttnShape s = shape(2, 5000, 16, 2, 128);
   CHECK(mt::plan_gpu(spec, run).attention_workspace == mt::kCudnnGraphUnit + mt::cudnn_staging_bytes(false, s));
   run.cudnn_backward = true;
-  // A call a sequence (0.8 GiB of dP each), staged; shorter lengths may hold two a call, up to the limit.
-  const int64_t reserved = mt::plan_gpu(spec, run).attention_workspace;
-  CHECK(reserved == mt::cudnn_attention_reserve(s).backward);
-  CHECK(reserved >= mt::cudnn_backward_graph_bytes(1, 5120, 16, 128) +
-                        mt::cudnn_staging_bytes(true, mt::cudnn_backward_call(s, 0)));
-  CHECK(reserved <= mt::kCudnnBackwardCallBytes);
+  CHECK(mt::plan_gpu(spec, run).attention_workspace ==
+        mt::cudnn_backward_graph_bytes(2, 5120, 16, 128) + mt::cudnn_staging_bytes(true, s));
 }
 
 TEST_CASE("sequence limit: beyond the length cuDNN's backward fits, the plan assumes ours", "[plan][cudnn][longseq]") {

@@ -98,8 +98,9 @@ TEST_CASE("a run's resident state is what the GPU plan leaves free, and none whe
 
 TEST_CASE("MoE shapes of issue 15 on the H200: layer 0's state fits, a one-layer model's all of it",
           "[plan][resident][moe]") {
-  // Qwen3-30B-A3B, 10 layers, 64 × 4096 in micro-batches of 8 (cuDNN attention, its backward a call a sequence):
-  // the embedding and layer 0.
+  // Qwen3-30B-A3B, 10 layers, 64 × 4096 in micro-batches of 8 (cuDNN attention): the embedding alone beside one
+  // backward call of the 8 sequences (9.6 GiB of workspace); the step's first pass waits for the optimizer, so
+  // calls of 2 (2.4 GiB) make room for layer 0 too.
   const mt::ModelSpec qwen =
       mt::first_layers(mt::load_model_spec(MEGATRAIN_SOURCE_DIR "/configs/models/qwen3-30b-a3b.json"), 10);
   mt::RunShape run;
@@ -111,10 +112,23 @@ TEST_CASE("MoE shapes of issue 15 on the H200: layer 0's state fits, a one-layer
   run.checkpoint_interval = 1;
   run.recompute_layers = 0;
   run.cudnn_attention = run.cudnn_backward = true;
-  CHECK(mt::plan_resident(qwen, run, kH200, 1, true).regions == 2);
+  const mt::ResidentPlan q = mt::plan_resident(qwen, run, kH200, 1, true);
+  CHECK(q.regions == 2);
+  CHECK(q.cudnn_call_batch == 2);
+  CHECK(mt::describe_resident(q, mt::make_param_layout(qwen)).find("in calls of 2 sequence(s)") != std::string::npos);
+  mt::RunShape whole = run;
+  whole.cudnn_call_batch = 8;
+  mt::RunShape two = run;
+  two.cudnn_call_batch = 2;
+  CHECK(mt::plan_gpu(qwen, two).attention_workspace < mt::plan_gpu(qwen, whole).attention_workspace / 3);
+  CHECK(mt::plan_gpu(qwen, mt::with_resident(run, q)).attention_workspace == mt::plan_gpu(qwen, two).attention_workspace);
   // GPT-OSS-120B, 1 layer, 104 × 4096: every region, once no slot and no gradient buffer is needed for them.
   const mt::ModelSpec oss =
       mt::first_layers(mt::load_model_spec(MEGATRAIN_SOURCE_DIR "/configs/models/gpt-oss-120b.json"), 1);
   run.batch_size = 104;
-  CHECK(mt::plan_resident(oss, run, kH200, 1, true).regions == 3);
+  const mt::ResidentPlan o = mt::plan_resident(oss, run, kH200, 1, true);
+  CHECK(o.regions == 3);
+  CHECK(o.cudnn_call_batch == 0);  // one call of the micro-batch still fits
+  // Qwen2.5-7B at 32 × 1024: its first pass waits for nothing once 22 regions are resident, so its calls stay whole.
+  CHECK(mt::plan_resident(qwen25_7b(), batch32(), kH200, 1, true).cudnn_call_batch == 0);
 }

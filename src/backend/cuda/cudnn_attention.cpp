@@ -737,7 +737,7 @@ void log_attention_choice(AttentionChoice c, int64_t limit_bytes) {
 }
 
 bool CudnnAttention::chooses(AttentionChoice c, bool backward, const AttnShape& s, int64_t limit_bytes) {
-  const int64_t need = workspace_need(backward, s);
+  const int64_t need = workspace_need(backward, s, limit_bytes);
   if (need < 0) return false;  // the plan did not finalize: logged when it was built
   const AttentionDecision d = choose_attention(c, backward, cudnn_attention_gap(s, DType::bf16), need, limit_bytes);
   if (!d.cudnn && refusals_logged_.insert({backward, s.batch, s.seq, limit_bytes}).second)
@@ -746,11 +746,14 @@ bool CudnnAttention::chooses(AttentionChoice c, bool backward, const AttnShape& 
   return d.cudnn;
 }
 
-int64_t CudnnAttention::workspace_need(bool backward, const AttnShape& s) {
-  if (backward && cudnn_backward_batch(s) < s.batch) {  // the first call is the largest; the last may be shorter
-    const int64_t n = cudnn_backward_batch(s), last = s.batch - (s.batch - 1) / n * n;
-    const int64_t first_need = call_workspace_need(true, cudnn_backward_call(s, 0));
-    if (first_need < 0 || (last != n && call_workspace_need(true, cudnn_backward_call(s, s.batch - last)) < 0)) return -1;
+int64_t CudnnAttention::workspace_need(bool backward, const AttnShape& s, int64_t limit_bytes) {
+  const int64_t n = backward ? cudnn_backward_batch(s, limit_bytes) : s.batch;
+  if (n < s.batch) {  // the first call is the largest; the last may be shorter
+    const int64_t last = s.batch - (s.batch - 1) / n * n;
+    const int64_t first_need = call_workspace_need(true, cudnn_backward_call(s, 0, limit_bytes));
+    if (first_need < 0 ||
+        (last != n && call_workspace_need(true, cudnn_backward_call(s, s.batch - last, limit_bytes)) < 0))
+      return -1;
     return first_need;
   }
   return call_workspace_need(backward, s);
@@ -861,16 +864,18 @@ bool CudnnAttention::forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16
 // refusal leaves nothing half-written.
 bool CudnnAttention::backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, const __nv_bfloat16* dout,
                               const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
-                              const __nv_bfloat16* out, const float* lse, const AttnShape& s, bool deterministic) {
-  if (!deterministic || cudnn_backward_batch(s) >= s.batch)
+                              const __nv_bfloat16* out, const float* lse, const AttnShape& s, bool deterministic,
+                              int64_t limit_bytes) {
+  const int64_t per_call = cudnn_backward_batch(s, limit_bytes);
+  if (!deterministic || per_call >= s.batch)
     return backward_call(dq, dk, dv, dout, q, k, v, out, lse, s, deterministic);
-  if (workspace_need(true, s) < 0) return false;
+  if (workspace_need(true, s, limit_bytes) < 0) return false;
   const int64_t q_row = s.seq * s.n_heads * s.head_dim, kv_row = s.seq * s.n_kv_heads * s.head_dim;
   const int64_t lse_row = s.n_heads * s.seq;
-  for (int64_t b0 = 0; b0 < s.batch; b0 += cudnn_backward_batch(s)) {
+  for (int64_t b0 = 0; b0 < s.batch; b0 += per_call) {
     const int64_t qo = b0 * q_row, kvo = b0 * kv_row;
     const bool ran = backward_call(dq + qo, dk + kvo, dv + kvo, dout + qo, q + qo, k + kvo, v + kvo, out + qo,
-                                   lse + b0 * lse_row, cudnn_backward_call(s, b0), true);
+                                   lse + b0 * lse_row, cudnn_backward_call(s, b0, limit_bytes), true);
     if (!ran && b0 == 0) return false;  // its workspace could not be allocated: nothing has run
     MT_ASSERT(ran, "cuDNN attention's backward call at sequence {} of {} refused after the first ran", b0, s.batch);
   }

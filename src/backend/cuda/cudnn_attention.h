@@ -9,7 +9,7 @@
 // masked); lse is ours ([batch, n_heads, seq], natural log of the final logits, 0 on padded rows), which is cuDNN's
 // softmax stats, so a forward of one implementation pairs with a backward of the other; padded rows of every output
 // are 0; the backward graph is the deterministic one (no fp32 dQ accumulation by atomics), run over the batch in
-// calls of cudnn_backward_batch sequences (the same bits as one call; a bounded workspace), past
+// calls of as many sequences as the workspace limit holds (cudnn_backward_batch: the same bits as one call), past
 // cudnn_backward_tile's length run as tiles of one tile-long graph (a causal one on the diagonal, an unmasked one
 // below it) summed in a fixed order, so its workspace does not grow with the square of the sequence. One graph and
 // plan per bucket (or tile) shape, built on first use and kept; the workspace grows through the backend's allocator
@@ -62,17 +62,18 @@ class CudnnAttention {
   // Backend::attention_forward / attention_backward; the shape's device pointers (seq_lens) are read on the GPU.
   bool forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
                const AttnShape& s);
+  // The deterministic backward runs in calls of cudnn_backward_batch(s, limit_bytes) sequences (-1: one call).
   bool backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, const __nv_bfloat16* dout,
                 const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const __nv_bfloat16* out,
-                const float* lse, const AttnShape& s, bool deterministic = true);
+                const float* lse, const AttnShape& s, bool deterministic = true, int64_t limit_bytes = -1);
 
   // Builds (or finds) the plan for the shape and says how it went; the probe (bench-attention) prints it.
   CudnnPlanInfo plan_info(bool backward, const AttnShape& s, bool deterministic = true);
   // The workspace a call of the shape holds (the plan's, our side tensors and the bucket staging:
   // cudnn_attention_workspace's terms as this cuDNN reports them), or -1 where the plan does not finalize. Builds the
-  // plan on first use; the deterministic backward, its first (largest) call of cudnn_backward_batch sequences, having
-  // built the last call's too (-1 where either does not finalize).
-  int64_t workspace_need(bool backward, const AttnShape& s);
+  // plan on first use; the deterministic backward, its first (largest) call of cudnn_backward_batch(s, limit_bytes)
+  // sequences, having built the last call's too (-1 where either does not finalize).
+  int64_t workspace_need(bool backward, const AttnShape& s, int64_t limit_bytes = -1);
   // Whether this call runs here: choose_attention over the shape's gap, workspace_need and limit_bytes (-1: none);
   // a refusal is logged once per direction, shape and limit, a plan that did not finalize when it was built.
   bool chooses(AttentionChoice c, bool backward, const AttnShape& s, int64_t limit_bytes);

@@ -120,6 +120,9 @@ void run_bench(const BenchOptions& o) {
   run.checkpoints = checkpoint_placement_from_name(o.activation_checkpoints);
   run.cudnn_attention = cudnn_attention_for(run.dtype, backend->device_memory_bytes());
   resolve_auto(spec, run, backend->device_memory_bytes(), o.recompute_layers < 0);
+  const ResidentPlan resident = plan_resident(spec, run, backend->device_memory_bytes(), dp.size,
+                                             o.optimizer_on_gpu == "auto" && !o.skip_update);
+  run = with_resident(run, resident);
   const GpuPlan planned = plan_gpu(spec, run);
   backend->set_attention_workspace(planned.attention_workspace);  // what the plan reserved for cuDNN, as train
   if (run.cudnn_attention) log::info("bench: attention plan: {}", describe_attention_plan(planned));
@@ -133,8 +136,6 @@ void run_bench(const BenchOptions& o) {
     log::info("bench: activation checkpoints in host RAM ({} page-locked), staging {} on the GPU",
               format_bytes(static_cast<uint64_t>(planned.host_checkpoints)),
               format_bytes(static_cast<uint64_t>(planned.checkpoints)));
-  const ResidentPlan resident = plan_resident(spec, run, backend->device_memory_bytes(), dp.size,
-                                             o.optimizer_on_gpu == "auto" && !o.skip_update);
   if (resident.regions > 0) log::info("bench: {}", describe_resident(resident, layout));
   Engine engine(*backend, spec, store, eo,
                 make_engine_transfers(*backend, store, o.slots, dp, dtype, eo.checkpoints, resident.regions));

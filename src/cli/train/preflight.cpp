@@ -249,11 +249,12 @@ RunShape preflight(const Config& c, const ModelSpec& spec, const Backend& backen
     const StepBound b = step_bound(spec, run);
     const int64_t pass_tokens = run.batch_size / std::max<int64_t>(run.passes, 1) * run.seq_len;
     log::info("MoE: {:.3f} B parameters in memory, {:.3f} B active per token; on an H200 node a pass below {} tokens "
-              "waits for PCIe and a step below {} tokens for the optimizer (this run: {} per pass){}",
+              "waits for PCIe and a step's first pass below {} tokens for the optimizer (this run: {} per pass, the "
+              "first waiting about {:.2f} s with every update on the CPU){}",
               static_cast<double>(plan.host.parameters) / 1e9, static_cast<double>(count_active_parameters(spec)) / 1e9,
-              b.pcie_bound_tokens, b.optimizer_bound_tokens, pass_tokens,
-              pass_tokens < b.pcie_bound_tokens
-                  ? MT_FORMAT("; recommended batch_size {} in {} pass(es)", b.recommended_batch, b.recommended_passes)
+              b.pcie_bound_tokens, b.optimizer_bound_tokens, pass_tokens, b.first_pass_wait_seconds,
+              pass_tokens < std::max(b.pcie_bound_tokens, b.optimizer_bound_tokens)
+                  ? MT_FORMAT("; recommended {} sequences a pass", b.recommended_batch)
                   : "");
   }
   return run;

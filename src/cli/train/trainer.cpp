@@ -253,7 +253,10 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
   dist::require_same(dp, "compute backend", backend->name());  // NCCL and MPI sums cannot mix
   const std::string gpu_ranks = dp.size > 1 && !backend->host_memory() ? dist::describe_gpu_ranks(dp) : "";
   // Before the store and the output directory exist.
-  const RunShape run = preflight(c, spec, *backend, ctx.node_size, dp.size);
+  const RunShape planned = preflight(c, spec, *backend, ctx.node_size, dp.size);
+  const ResidentPlan resident = plan_resident(spec, planned, backend->device_memory_bytes(), dp.size,
+                                             c.training.optimizer_on_gpu == "auto");
+  const RunShape run = with_resident(planned, resident);
   backend->set_attention_workspace(plan_gpu(spec, run).attention_workspace);  // what the plan reserved for cuDNN
   require_batch_splits(c, dp, run.passes);  // auto passes are known now
   const OptimizerSettings os = optimizer_settings(c);
@@ -295,8 +298,6 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
   eo.max_positions = std::max(spec.max_position_embeddings, c.dataset.max_seq_len);
   set_moe_aux_options(spec, c.training.moe_aux_loss_coef, eo);
   if (root && eo.moe_aux_loss) log::info("MoE router load-balancing loss on, coefficient {}", eo.moe_aux_coef);
-  const ResidentPlan resident = plan_resident(spec, run, backend->device_memory_bytes(), dp.size,
-                                             c.training.optimizer_on_gpu == "auto");
   if (root && resident.regions > 0) log::info("{}", describe_resident(resident, layout));
   Engine engine(*backend, spec, store, eo,
                 make_engine_transfers(*backend, store, 2, dp, dtype, eo.checkpoints, resident.regions));
