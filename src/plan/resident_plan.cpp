@@ -32,7 +32,6 @@ ResidentPlan plan_resident(const ModelSpec& spec, const RunShape& run, int64_t g
       const ResidentPlan p = resident_prefix(layout, run.dtype, k);
       if (plan_gpu(spec, with).total() + p.bytes + kResidentMargin <= usable) best = p;
     }
-    best.cudnn_call_batch = call_batch;
     return best;
   };
   ResidentPlan best = most(run.cudnn_call_batch);
@@ -40,7 +39,8 @@ ResidentPlan plan_resident(const ModelSpec& spec, const RunShape& run, int64_t g
   if (!g.cudnn_backward) return best;
   for (int64_t n = g.cudnn_call_batch / 2; n >= 1; n /= 2) {
     if (step_bound(spec, with_resident(run, best)).first_pass_wait_seconds <= 0) break;
-    const ResidentPlan p = most(n);
+    ResidentPlan p = most(n);
+    p.cudnn_call_batch = n;
     if (p.regions > best.regions) best = p;
   }
   return best;
@@ -49,7 +49,7 @@ ResidentPlan plan_resident(const ModelSpec& spec, const RunShape& run, int64_t g
 RunShape with_resident(const RunShape& run, const ResidentPlan& plan) {
   RunShape r = run;
   r.resident_regions = plan.regions;
-  r.cudnn_call_batch = plan.cudnn_call_batch;
+  if (plan.cudnn_call_batch > 0) r.cudnn_call_batch = plan.cudnn_call_batch;
   return r;
 }
 

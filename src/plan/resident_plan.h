@@ -24,7 +24,7 @@ struct ResidentPlan {
   int64_t regions = 0;     // the store's regions [0, regions)
   int64_t parameters = 0;  // their parameters
   int64_t bytes = 0;       // their GPU memory
-  int64_t cudnn_call_batch = 0;  // RunShape::cudnn_call_batch beside them (0: the whole micro-batch)
+  int64_t cudnn_call_batch = 0;  // RunShape::cudnn_call_batch lowered to make room for them (0: the run's)
 };
 
 // The state of the layout's first `regions` regions on the GPU.
