@@ -305,7 +305,7 @@ void print_text(const std::string& model, const ModelSpec& spec, const Machine& 
                            static_cast<double>(h.parameters) / 1e9, static_cast<double>(active) / 1e9)
               << MT_FORMAT("compute-bound from: {} tokens per pass for PCIe ({} in, {} out per pass at 55 GB/s) and {} "
                          "for the optimizer (a step's first pass waits for its parameters pass, {:.2f} s at 3 G "
-                         "parameters/s, region by region), at 400 TFLOP/s of {:.3g} FLOPs per token; recommended {} "
+                         "parameters/s a rank, region by region), at 400 TFLOP/s of {:.3g} FLOPs per token; recommended {} "
                          "sequences of {} a pass; this run's first pass waits {:.2f} s ({:.2f} s at any batch: the "
                          "update and copy of the host regions before any compute)\n",
                          sb.pcie_bound_tokens, b(static_cast<int64_t>(sb.h2d_bytes_per_pass)),

@@ -34,7 +34,7 @@ StepBound step_bound(const ModelSpec& spec, const RunShape& run, const StepRates
   for (size_t r = 0; r < layout.regions.size(); ++r) {
     if (static_cast<int64_t>(r) >= run.resident_regions) {
       const auto numel = static_cast<double>(layout.regions[r].numel);
-      updated += numel / rates.parameters_pass_params;
+      updated += numel / (rates.parameters_pass_params * static_cast<double>(std::max(run.ranks, 1)));
       const double ready = updated + numel * stream / rates.pcie_bytes;
       if (forward_flops_before == 0)
         b.unhidden_wait_seconds = std::max(b.unhidden_wait_seconds, ready);

@@ -58,6 +58,10 @@ TEST_CASE("step bound: bytes per pass, thresholds from the rates, MoE against de
   CHECK(r.unhidden_wait_seconds == 0);
   CHECK(r.parameters_pass_seconds == Approx((total - emb - l0) / rates.parameters_pass_params));
   CHECK(r.first_pass_wait_seconds < b.first_pass_wait_seconds - 0.1);
+  // Two ranks (NUMA domains) each update their slice: half the pass.
+  mt::RunShape two = run;
+  two.ranks = 2;
+  CHECK(mt::step_bound(moe, two).parameters_pass_seconds == Approx(b.parameters_pass_seconds / 2));
   CHECK(b.recommended_batch * run.seq_len >= 1.25 * std::max(b.pcie_bound_tokens, b.optimizer_bound_tokens));
   // A dense model (Qwen2.5-3B, about Qwen3-30B-A3B's 3.35 B active) is compute-bound from far fewer tokens.
   const mt::StepBound dense = mt::step_bound(shape("qwen2.5-3b"), run);
