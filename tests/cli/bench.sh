@@ -8,6 +8,7 @@ bin=$1 src=$2
 json=$(MEGATRAIN_BACKEND=cpu "$bin" bench --model "$src/configs/models/demo-tiny.json" --batch 2 --seq 32 --steps 2 \
   --warmup 1 --json 2>/dev/null) || { echo "FAIL: bench exited non-zero"; exit 1; }
 for key in median_step_s steady_step_s median_tokens_per_s median_tflops median_h2d_gbs median_d2h_gbs median_compute_busy \
+           steady_compute_wait_s plan_first_pass_wait_s \
            peak_gpu_memory_gib host_bytes_per_parameter; do
   grep -q "\"$key\":" <<<"$json" || { echo "FAIL: $key missing in: $json"; exit 1; }
 done

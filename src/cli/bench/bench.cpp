@@ -24,6 +24,7 @@
 #include "plan/memory_plan.h"
 #include "plan/resident_plan.h"
 #include "plan/resource_advice.h"
+#include "plan/step_bound.h"
 #include "store/host_store.h"
 #include "store/shared_memory_check.h"
 #include "store/tier_log.h"
@@ -222,9 +223,16 @@ void run_bench(const BenchOptions& o) {
   };
   // The steady state: the timed steps whose update the next forward hides, i.e. all but the last, which also waits
   // for the run's final update (the only step when there is one).
-  std::vector<double> steady;
-  for (size_t i = 0; i + 1 < figures.size(); ++i) steady.push_back(figures[i].step_s);
+  std::vector<double> steady, steady_wait;
+  for (size_t i = 0; i + 1 < figures.size(); ++i) {
+    steady.push_back(figures[i].step_s);
+    steady_wait.push_back((1.0 - figures[i].compute_busy) * figures[i].step_s);
+  }
   const double steady_step_s = steady.empty() ? med(&StepFigures::step_s) : median(steady);
+  // What the compute stream waited for weights in a steady step, beside the plan's estimate of the first pass's
+  // wait for the optimizer (plan/step_bound.h, the H200 node's rates).
+  const double steady_wait_s = steady_wait.empty() ? 0.0 : median(steady_wait);
+  const double plan_wait_s = step_bound(spec, run).first_pass_wait_seconds;
   nlohmann::json summary = {{"model", o.model},
                             {"backend", backend->name()},
                             {"dtype", o.dtype},
@@ -253,6 +261,8 @@ void run_bench(const BenchOptions& o) {
                             {"median_h2d_gbs", med(&StepFigures::h2d_gbs)},
                             {"median_d2h_gbs", med(&StepFigures::d2h_gbs)},
                             {"median_compute_busy", med(&StepFigures::compute_busy)},
+                            {"steady_compute_wait_s", steady_wait_s},
+                            {"plan_first_pass_wait_s", plan_wait_s},
                             {"peak_gpu_memory_gib", static_cast<double>(backend->peak_memory_bytes()) / (1 << 30)},
                             {"host_bytes_per_parameter", store.bytes_per_parameter()},
                             {"offload", offload_mode_name(tier.mode)},
@@ -272,6 +282,8 @@ void run_bench(const BenchOptions& o) {
               med(&StepFigures::model_tflops),
               med(&StepFigures::h2d_gbs), med(&StepFigures::d2h_gbs), 100 * med(&StepFigures::compute_busy),
               summary["peak_gpu_memory_gib"].get<double>(), store.bytes_per_parameter());
+    log::info("steady step: compute waited {:.3f} s for weights; the plan puts the first pass's wait for the "
+              "optimizer's parameters pass at {:.3f} s", steady_wait_s, plan_wait_s);
     if (const StateTier* t = store.tier()) {
       log_state_tier(*t);
       log::info("plan (store.offload {}): state traffic {:.2f} GB per step at the probed {:.2f} GB/s (write {:.2f}, "
