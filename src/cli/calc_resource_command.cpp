@@ -133,11 +133,6 @@ void validate(const Inputs& in) {
              "calc-resource: --gpu-tflops must be a positive TFLOP/s, not {}", in.gpu_tflops);
 }
 
-// The run with its GPU-resident prefix (training.optimizer_on_gpu auto, on one GPU rank) and its cuDNN calls.
-RunShape resident_run(const ModelSpec& spec, const RunShape& run, int64_t gpu_bytes) {
-  return with_resident(run, plan_resident(spec, run, gpu_bytes, 1, true));
-}
-
 json step_bound_json(const ModelSpec& spec, const RunShape& run) {
   const StepBound b = step_bound(spec, run);
   return {{"flops_per_token", b.flops_per_token}, {"h2d_bytes_per_pass", b.h2d_bytes_per_pass},
@@ -151,6 +146,9 @@ json to_json(const std::string& model, const ModelSpec& spec, const Machine& m, 
              const SequenceLimit& seq) {
   const HostPlan& h = a.plan.host;
   const GpuPlan& g = a.plan.gpu;
+  // training.optimizer_on_gpu auto, on one GPU rank: the resident prefix and the run beside it (its cuDNN calls).
+  const ResidentPlan r = plan_resident(spec, a.run, m.gpu_bytes, 1, true);
+  const RunShape beside_run = with_resident(a.run, r);
   const json positions = seq.position_tokens == kNoPositionLimit ? json(nullptr) : json(seq.position_tokens);
   json j = {{"model", model},
           {"longest_sequence", {{"tokens", seq.longest()}, {"gpu_memory_tokens", seq.memory_tokens},
@@ -184,8 +182,7 @@ json to_json(const std::string& model, const ModelSpec& spec, const Machine& m, 
                    {"cudnn_backward_tile", g.cudnn_backward_tile},
                    {"total", g.total()}, {"gpu_bytes", m.gpu_bytes},
                    {"optimizer_on_gpu", [&] {
-                      const ResidentPlan r = plan_resident(spec, a.run, m.gpu_bytes, 1, true);
-                      const GpuPlan beside = plan_gpu(spec, resident_run(spec, a.run, m.gpu_bytes));
+                      const GpuPlan beside = plan_gpu(spec, beside_run);
                       return json{{"regions", r.regions}, {"parameters", r.parameters}, {"bytes", r.bytes},
                                   {"weight_slots", beside.weight_slots}, {"gradient_buffers", beside.grad_buffers},
                                   {"cudnn_call_batch", beside.cudnn_call_batch}, {"plan_total", beside.total()}};
@@ -214,7 +211,7 @@ json to_json(const std::string& model, const ModelSpec& spec, const Machine& m, 
           {"verdict", a.fits() ? "fits" : a.shortfall}};
   if (count_active_parameters(spec) != h.parameters) {  // mixture of experts
     j["active_parameters"] = count_active_parameters(spec);
-    j["step_bound"] = step_bound_json(spec, resident_run(spec, a.run, m.gpu_bytes));
+    j["step_bound"] = step_bound_json(spec, beside_run);
   }
   return j;
 }
@@ -224,6 +221,8 @@ void print_text(const std::string& model, const ModelSpec& spec, const Machine& 
   const auto b = [](int64_t v) { return format_bytes(static_cast<uint64_t>(v)); };
   const HostPlan& h = a.plan.host;
   const GpuPlan& g = a.plan.gpu;
+  const ResidentPlan r = plan_resident(spec, a.run, m.gpu_bytes, 1, true);  // as to_json
+  const RunShape beside_run = with_resident(a.run, r);
   std::cout << MT_FORMAT("model {}: {:.3f} B parameters\n", model, static_cast<double>(h.parameters) / 1e9)
             << MT_FORMAT("host: {} B/parameter (master {}, Adam m {}, Adam v {}, gradient {}, streaming copy {}) = {}"
                          " of {} usable ({} RAM)\n", h.bytes_per_parameter(), h.master, h.exp_avg, h.exp_avg_sq, h.grad,
@@ -263,8 +262,7 @@ void print_text(const std::string& model, const ModelSpec& spec, const Machine& 
                                                   b(g.attention_workspace))
                                       : std::string())
             << [&] {  // training.optimizer_on_gpu auto, on one GPU rank
-                 const ResidentPlan r = plan_resident(spec, a.run, m.gpu_bytes, 1, true);
-                 const GpuPlan beside = plan_gpu(spec, resident_run(spec, a.run, m.gpu_bytes));
+                 const GpuPlan beside = plan_gpu(spec, beside_run);
                  return r.regions > 0 ? MT_FORMAT("  training.optimizer_on_gpu auto: {}; beside it the plan takes {} "
                                                   "(weight slots {}, gradient buffers {}: the regions that stream{})\n",
                                                   describe_resident(r, make_param_layout(spec)), b(beside.total()),
@@ -299,7 +297,7 @@ void print_text(const std::string& model, const ModelSpec& spec, const Machine& 
                            "checkpoint_interval {}, recompute_layers {}\n", a.run.batch_size, a.run.passes,
                            a.largest_micro_batch, a.recommended_interval, recompute);
   const int64_t active = count_active_parameters(spec);
-  const StepBound sb = step_bound(spec, resident_run(spec, a.run, m.gpu_bytes));
+  const StepBound sb = step_bound(spec, beside_run);
   if (active != h.parameters)
     std::cout << MT_FORMAT("mixture of experts: {:.3f} B parameters in memory, {:.3f} B active per token (FLOPs)\n",
                            static_cast<double>(h.parameters) / 1e9, static_cast<double>(active) / 1e9)

@@ -860,8 +860,8 @@ bool CudnnAttention::forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16
 }
 
 // The deterministic backward in calls of cudnn_backward_batch sequences (one call where the batch fits), each
-// sequence's rows at its offset; every call's graph is built (workspace_need) before the first runs, so that a
-// refusal leaves nothing half-written.
+// sequence's rows at its offset; every call's graph is built (workspace_need) before the first runs, and the first
+// (largest) call's workspace serves the rest, so that a refusal comes before anything is written.
 bool CudnnAttention::backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, const __nv_bfloat16* dout,
                               const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
                               const __nv_bfloat16* out, const float* lse, const AttnShape& s, bool deterministic,
