@@ -302,13 +302,15 @@ void print_text(const std::string& model, const ModelSpec& spec, const Machine& 
     std::cout << MT_FORMAT("mixture of experts: {:.3f} B parameters in memory, {:.3f} B active per token (FLOPs)\n",
                            static_cast<double>(h.parameters) / 1e9, static_cast<double>(active) / 1e9)
               << MT_FORMAT("compute-bound from: {} tokens per pass for PCIe ({} in, {} out per pass at 55 GB/s) and {} "
-                         "for the optimizer (a step's first pass waits for its parameters pass, {:.2f} s at 3 G "
-                         "parameters/s a rank, region by region), at 400 TFLOP/s of {:.3g} FLOPs per token; recommended {} "
+                         "for the optimizer (a step's first pass waits for its parameters pass, {:.2f} s at {:.1f} G "
+                         "parameters/s a rank, region by region), at {:.0f} TFLOP/s of {:.3g} FLOPs per token; recommended {} "
                          "sequences of {} a pass; this run's first pass waits {:.2f} s ({:.2f} s at any batch: the "
                          "update and copy of the host regions before any compute)\n",
                          sb.pcie_bound_tokens, b(static_cast<int64_t>(sb.h2d_bytes_per_pass)),
                          b(static_cast<int64_t>(sb.d2h_bytes_per_pass)), sb.optimizer_bound_tokens,
-                         sb.parameters_pass_seconds, sb.flops_per_token, sb.recommended_batch, a.run.seq_len,
+                         sb.parameters_pass_seconds, StepRates{}.parameters_pass_params / 1e9,
+                         StepRates{}.gpu_flops / 1e12, sb.flops_per_token,
+                         sb.recommended_batch, a.run.seq_len,
                          sb.first_pass_wait_seconds, sb.unhidden_wait_seconds);
   std::cout << MT_FORMAT("longest trainable sequence (batch 1, every layer recomputing): {} tokens; GPU memory holds {}"
                          "{} and the model's positions are {} ({})\n", seq.longest(), seq.memory_tokens,

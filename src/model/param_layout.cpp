@@ -272,6 +272,18 @@ ParamLayout make_param_layout(const ModelSpec& spec) {
   return layout;
 }
 
+std::vector<DecayRun> decay_runs(const Region& region) {
+  std::vector<DecayRun> runs;
+  for (const ParamSlot& slot : region.params) {
+    if (slot.numel == 0) continue;
+    if (!runs.empty() && runs.back().end == slot.offset && runs.back().weight_decay == slot.weight_decay)
+      runs.back().end = slot.offset + slot.numel;
+    else
+      runs.push_back({slot.offset, slot.offset + slot.numel, slot.weight_decay});
+  }
+  return runs;
+}
+
 void hf_rows_to_store(const ParamSlot& slot, const float* hf, float* store) {
   if (slot.expert_columns.experts > 0) {
     for_expert_columns(slot, [&](int64_t h, int64_t s) { store[s] = hf[h]; });

@@ -111,6 +111,15 @@ struct ParamLayout {
 
 ParamLayout make_param_layout(const ModelSpec& spec);
 
+// A region's slots merged into maximal runs of adjacent slots that decay alike: [begin, end) elements from the
+// region's start. AdamW runs once per run instead of once per tensor (an MoE region holds hundreds of expert
+// tensors), which leaves every element's operations as they were.
+struct DecayRun {
+  int64_t begin = 0, end = 0;
+  bool weight_decay = false;
+};
+std::vector<DecayRun> decay_runs(const Region& region);
+
 // A slot's values between the HF order and the store's (identity unless reordered()); src and dst differ.
 void hf_rows_to_store(const ParamSlot& slot, const float* hf, float* store);
 void store_rows_to_hf(const ParamSlot& slot, const float* store, float* hf);

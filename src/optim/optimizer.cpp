@@ -1,5 +1,5 @@
 // The distributed optimizer step (see optimizer.h). Regions are visited in layout order, which is the
-// order the forward pass reads them; slots inside a region in layout order.
+// order the forward pass reads them; inside a region its runs of slots that decay alike, in layout order.
 #include "optim/optimizer.h"
 
 #include <mpi.h>
@@ -45,6 +45,7 @@ Optimizer::Optimizer(HostStore& store, const OptimizerSettings& settings)
   for (int64_t r = 0, b = 0; r < store_.num_regions(); ++r) {
     first_block_.push_back(b);
     b += (store_.numel(r) + kBlock - 1) / kBlock;
+    runs_.push_back(decay_runs(store_.layout().regions[static_cast<size_t>(r)]));
   }
   partials_ = reinterpret_cast<double*>(shared_.base());
   partials_done_ = reinterpret_cast<int64_t*>(shared_.base() + 2 * blocks_ * static_cast<int64_t>(sizeof(double)));
@@ -118,11 +119,11 @@ OptimizerReport Optimizer::step(double lr, const std::function<void(const Optimi
     return report;
   }
   const bool fused = settings_.passes == UpdatePasses::fused;
-  auto slots = [&](int64_t r, const auto& update) {
+  auto runs = [&](int64_t r, const auto& update) {
     const HostStore::Slice s = store_.slice(r);
-    for (const ParamSlot& slot : store_.layout().regions[static_cast<size_t>(r)].params) {
-      const int64_t begin = std::max(slot.offset, s.begin), end = std::min(slot.offset + slot.numel, s.end);
-      if (!report.skipped && begin < end) update(slot, begin, end);
+    for (const DecayRun& run : runs_[static_cast<size_t>(r)]) {
+      const int64_t begin = std::max(run.begin, s.begin), end = std::min(run.end, s.end);
+      if (!report.skipped && begin < end) update(run.weight_decay, begin, end);
     }
   };
   // Regions a device holds (optim/resident_regions.h) lead the forward order: their updates go out first, published
@@ -137,14 +138,14 @@ OptimizerReport Optimizer::step(double lr, const std::function<void(const Optimi
   }
   for (int64_t r = first_host; r < store_.num_regions(); ++r) {
     std::uint16_t* bf16 = store_.stream_bf16(r);
-    slots(r, [&](const ParamSlot& slot, int64_t begin, int64_t end) {
+    runs(r, [&](bool decay, int64_t begin, int64_t end) {
       float *p = store_.master(r) + begin, *m = store_.exp_avg(r) + begin, *v = store_.exp_avg_sq(r) + begin;
       const float* g = store_.grad(r) + begin;
       std::uint16_t* copy = bf16 ? bf16 + begin : nullptr;
       if (fused)
-        adamw_update(p, m, v, g, end - begin, hp, slot.weight_decay, copy);
+        adamw_update(p, m, v, g, end - begin, hp, decay, copy);
       else
-        adamw_params(p, m, v, g, end - begin, hp, slot.weight_decay, copy);
+        adamw_params(p, m, v, g, end - begin, hp, decay, copy);
     });
     store_.publish_slice(r, passes_);
     if (fused) store_.publish_moments(r, passes_);
@@ -152,7 +153,7 @@ OptimizerReport Optimizer::step(double lr, const std::function<void(const Optimi
   report.update_seconds = seconds_since(t1);
   const auto t2 = std::chrono::steady_clock::now();
   for (int64_t r = store_.num_regions() - 1; r >= first_host && !fused; --r) {
-    slots(r, [&](const ParamSlot&, int64_t begin, int64_t end) {
+    runs(r, [&](bool, int64_t begin, int64_t end) {
       adamw_moments(store_.exp_avg(r) + begin, store_.exp_avg_sq(r) + begin, store_.grad(r) + begin, end - begin, hp);
     });
     store_.publish_moments(r, passes_);
@@ -202,11 +203,11 @@ void Optimizer::update_over_tier(const AdamWStep& hp, bool skipped) {
     float* p = master_part >= 0 ? staged + master_part * unit.kind_stride : store_.master(unit.region) + unit.begin;
     const float* g = store_.grad(unit.region) + unit.begin;
     std::uint16_t* copy = store_.stream_bf16(unit.region);
-    for (const ParamSlot& slot : store_.layout().regions[static_cast<size_t>(unit.region)].params) {
-      const int64_t begin = std::max(slot.offset, unit.begin), end = std::min(slot.offset + slot.numel, unit.end);
+    for (const DecayRun& run : runs_[static_cast<size_t>(unit.region)]) {
+      const int64_t begin = std::max(run.begin, unit.begin), end = std::min(run.end, unit.end);
       if (begin >= end) continue;
       const int64_t at = begin - unit.begin;
-      adamw_update(p + at, m + at, v + at, g + at, end - begin, hp, slot.weight_decay, copy ? copy + begin : nullptr);
+      adamw_update(p + at, m + at, v + at, g + at, end - begin, hp, run.weight_decay, copy ? copy + begin : nullptr);
     }
     if (u + 1 == units.size() || units[u + 1].region != unit.region) publish_until(unit.region + 1);
     tier.start_write(u, b);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "dist/shared_window.h"
+#include "model/param_layout.h"
 #include "optim/adamw.h"
 #include "store/host_store.h"
 
@@ -62,6 +63,7 @@ class Optimizer {
   int64_t updates_ = 0;
   int64_t passes_ = 0;
   std::vector<int64_t> first_block_;   // per region, its first block's index in global block order
+  std::vector<std::vector<DecayRun>> runs_;  // per region, its slots as runs that decay alike (decay_runs)
   int64_t blocks_ = 0;
   dist::SharedWindow shared_;          // 2 × blocks_ partial sums (alternate steps), then per-rank counters
   double* partials_ = nullptr;

@@ -22,11 +22,11 @@ namespace mt {
 struct StepRates {
   double gpu_flops = 400e12;  // model FLOP/s the GPU sustains on large GEMMs (H200 bf16)
   double pcie_bytes = 55e9;   // page-locked bytes/s each way (H200, PCIe Gen5)
-  // The parameters pass (20 B a parameter) beside the pipeline's copies, as training ran it on the H200 node: the
-  // Qwen3-30B-A3B shape's GPU waited 0.6–0.8 s a step for the pass over 5.9 G parameters behind a forward of
-  // about 1.2 s (bench-optim alone: 8 G parameters/s). Per NUMA domain: the store's ranks (run.ranks) each update
-  // their slice on their own.
-  double parameters_pass_params = 3e9;
+  // The parameters pass (20 B a parameter) beside the pipeline's copies, as training ran it on the H200 node
+  // (bench's parameters_pass_gparams_per_s): 5.9 G parameters/s over the Qwen3-30B-A3B shape's 5.9 B host
+  // parameters, 5.5 over Qwen2.5-3B's 2.8 B. Per NUMA domain: the store's ranks (run.ranks) each update their
+  // slice on their own.
+  double parameters_pass_params = 5.9e9;
 };
 
 struct StepBound {

@@ -8,10 +8,12 @@ bin=$1 src=$2
 json=$(MEGATRAIN_BACKEND=cpu "$bin" bench --model "$src/configs/models/demo-tiny.json" --batch 2 --seq 32 --steps 2 \
   --warmup 1 --json 2>/dev/null) || { echo "FAIL: bench exited non-zero"; exit 1; }
 for key in median_step_s steady_step_s median_tokens_per_s median_tflops median_h2d_gbs median_d2h_gbs median_compute_busy \
-           steady_compute_wait_s plan_first_pass_wait_s \
+           steady_compute_wait_s plan_first_pass_wait_s plan_recommended_pass_batch median_parameters_pass_s median_moments_pass_s \
            peak_gpu_memory_gib host_bytes_per_parameter; do
   grep -q "\"$key\":" <<<"$json" || { echo "FAIL: $key missing in: $json"; exit 1; }
 done
+python3 -c 'import json, sys; d = json.loads(sys.argv[1]); assert d["median_parameters_pass_s"] > 0 and d["parameters_pass_gparams_per_s"] > 0 and all(s["parameters_pass_s"] > 0 for s in d["steps"])' "$json" \
+  || { echo "FAIL: the optimizer's parameters pass of the updates before the timed steps should be reported: $json"; exit 1; }
 grep -q '"host_bytes_per_parameter":16' <<<"$json" || { echo "FAIL: the default store (fp32 master streamed) should hold 16 B/parameter"; exit 1; }
 copy=$(MEGATRAIN_BACKEND=cpu "$bin" bench --model "$src/configs/models/demo-tiny.json" --batch 2 --seq 32 --steps 1 \
   --warmup 0 --stream-dtype bfloat16 --json 2>/dev/null) || { echo "FAIL: bench --stream-dtype bfloat16 exited non-zero"; exit 1; }

@@ -1,10 +1,12 @@
 // ParamLayout: slot order, offsets and counts for tiny Qwen2 (q/k/v biases, tied), Qwen3 (qk norm) and Llama
 // (every bias) models, fused q|k|v and gate|up tensors (Phi-3 style, and InternLM2's wqkv grouped by kv head with
 // its row regrouping), layers of different specs and sandwich norms, and agreement with the tensors transformers
-// saved for the golden fixtures.
+// saved for the golden fixtures; the runs of slots that decay alike, which AdamW walks.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "catch.h"
 #include "io/safetensors.h"
@@ -140,6 +142,41 @@ TEST_CASE("qwen3 layout: q_norm and k_norm after o_proj, untied head", "[param_l
   CHECK(l.head.lm_head == 8);
   CHECK(head.numel == 136);
   CHECK(l.total_numel == 128 + 2 * 504 + 136);
+}
+
+TEST_CASE("decay runs: adjacent slots that decay alike merge, each run covers its slots exactly", "[param_layout]") {
+  using Run = std::tuple<int64_t, int64_t, bool>;
+  auto runs_of = [](const mt::Region& r) {
+    std::vector<Run> out;
+    for (const mt::DecayRun& run : mt::decay_runs(r)) out.emplace_back(run.begin, run.end, run.weight_decay);
+    return out;
+  };
+  const mt::ParamLayout dense = mt::make_param_layout(tiny("Qwen3ForCausalLM", nlohmann::json::object()));
+  // norm | q k v o | q_norm k_norm post-attention norm | gate up down (the offsets of the qwen3 case above)
+  CHECK(runs_of(dense.layer(1)) == std::vector<Run>{{0, 8, false}, {8, 200, true}, {200, 216, false}, {216, 504, true}});
+  CHECK(runs_of(dense.head_region()) == std::vector<Run>{{0, 8, false}, {8, 136, true}});
+
+  // 8 experts, a tensor each for gate, up and down: the router and every expert matrix are one run.
+  const mt::ParamLayout moe = mt::make_param_layout(
+      tiny("Qwen3MoeForCausalLM", {{"num_experts", 8}, {"num_experts_per_tok", 2}, {"moe_intermediate_size", 4}}));
+  const mt::Region& layer = moe.layer(0);
+  REQUIRE(layer.params.size() > 24);
+  const std::vector<mt::DecayRun> runs = mt::decay_runs(layer);
+  CHECK(runs.size() == 4);  // norm | attention | q/k norms and the MLP norm | router and experts
+  int64_t covered = 0;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    CHECK(runs[i].begin == (i == 0 ? 0 : runs[i - 1].end));
+    CHECK((i == 0 || runs[i].weight_decay != runs[i - 1].weight_decay));
+    covered += runs[i].end - runs[i].begin;
+  }
+  CHECK(covered == layer.numel);
+  for (const mt::ParamSlot& slot : layer.params) {
+    INFO(slot.hf_name);
+    const auto run = std::find_if(runs.begin(), runs.end(), [&](const mt::DecayRun& r) { return slot.offset < r.end; });
+    REQUIRE(run != runs.end());
+    CHECK(slot.offset + slot.numel <= run->end);
+    CHECK(run->weight_decay == slot.weight_decay);
+  }
 }
 
 TEST_CASE("llama layout with attention_bias and mlp_bias: every projection has a bias", "[param_layout]") {

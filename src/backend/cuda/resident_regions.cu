@@ -21,6 +21,7 @@ CudaResidentRegions::CudaResidentRegions(Backend& backend, HostStore& store, int
   const bool bf16 = backend_.dtype() == DType::bf16;
   for (int64_t r = 0; r < count; ++r) {
     Region& d = regions_[static_cast<size_t>(r)];
+    d.runs = decay_runs(store_.layout().regions[static_cast<size_t>(r)]);
     const int64_t n = store_.numel(r), bytes = n * 4;
     for (float** p : {&d.master, &d.exp_avg, &d.exp_avg_sq, &d.grad}) *p = static_cast<float*>(backend_.alloc_bytes(bytes));
     registration_.add(store_.master(r), bytes);
@@ -63,10 +64,10 @@ CudaResidentRegions::~CudaResidentRegions() {
 void CudaResidentRegions::update(int64_t r, const AdamWStep& hp, bool skipped, int64_t version) {
   Region& d = regions_[static_cast<size_t>(r)];
   if (!skipped) {
-    for (const ParamSlot& slot : store_.layout().regions[static_cast<size_t>(r)].params) {
-      const int64_t o = slot.offset;
+    for (const DecayRun& run : d.runs) {
+      const int64_t o = run.begin;
       cuda::adamw_update(d.master + o, d.exp_avg + o, d.exp_avg_sq + o, d.grad + o, d.weights ? d.weights + o : nullptr,
-                         slot.numel, adamw_coefficients(hp, slot.weight_decay), update_);
+                         run.end - run.begin, adamw_coefficients(hp, run.weight_decay), update_);
     }
     MT_CHECK_CUDA(cudaEventRecord(d.updated, update_));
     stale_[static_cast<size_t>(r)] = true;

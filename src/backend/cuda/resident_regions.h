@@ -48,6 +48,7 @@ class CudaResidentRegions final : public ResidentRegions {
     float *master = nullptr, *exp_avg = nullptr, *exp_avg_sq = nullptr, *grad = nullptr;
     __nv_bfloat16* weights = nullptr;  // bf16 compute only
     cudaEvent_t updated = nullptr;     // after the last update (or the load)
+    std::vector<DecayRun> runs;        // its slots as runs that decay alike: one update kernel each
   };
   Backend& backend_;
   HostStore& store_;

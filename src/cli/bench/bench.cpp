@@ -36,6 +36,7 @@ namespace {
 struct StepFigures {
   double step_s = 0, fb_s = 0, optim_s = 0, tokens_per_s = 0, tflops = 0, model_tflops = 0, h2d_gbs = 0, d2h_gbs = 0;
   double compute_busy = 0;
+  double parameters_pass_s = 0, moments_pass_s = 0;  // the update before this step's (0 for the first)
 };
 
 double median(std::vector<double> v) {
@@ -164,6 +165,10 @@ void run_bench(const BenchOptions& o) {
     if (!dp.leads_node() && !o.skip_update) optimizer.expect_updates(step - 1);
     const StepLoss loss = forward_backward_share(engine, dp, batch, eo.passes);
     const auto t1 = std::chrono::steady_clock::now();
+    // The previous step's update has finished: this backward waited for its last moments.
+    const bool updated_before = step > 1 && !o.skip_update;
+    const double parameters_pass_s = updated_before ? optimizer.last_update_seconds() : 0.0;
+    const double moments_pass_s = updated_before ? optimizer.last_moments_seconds() : 0.0;
     if (dp.leads_node()) {
       if (!o.skip_update) {  // --skip-update: the pipeline alone, the weights never change
         optimizer.submit(step, 1e-5, engine.gradient_sum_of_squares());
@@ -190,6 +195,8 @@ void run_bench(const BenchOptions& o) {
     f.h2d_gbs = ts.h2d_seconds > 0 ? static_cast<double>(ts.h2d_bytes) / ts.h2d_seconds / 1e9 : 0.0;
     f.d2h_gbs = ts.d2h_seconds > 0 ? static_cast<double>(ts.d2h_bytes) / ts.d2h_seconds / 1e9 : 0.0;
     f.compute_busy = 1.0 - ts.compute_wait_seconds / f.step_s;
+    f.parameters_pass_s = parameters_pass_s;
+    f.moments_pass_s = moments_pass_s;
     const bool measured = step > o.warmup;
     if (!o.json)
       log::info("{} {:>3} | loss {:.4f} | step {:.3f} s (fwd+bwd {:.3f}, optimizer {:.3f}) | {:.0f} tokens/s | "
@@ -203,7 +210,8 @@ void run_bench(const BenchOptions& o) {
     figures.push_back(f);
     steps.push_back({{"step_s", f.step_s}, {"fwd_bwd_s", f.fb_s}, {"optimizer_s", f.optim_s},
                      {"tokens_per_s", f.tokens_per_s}, {"tflops", f.tflops}, {"model_tflops", f.model_tflops}, {"h2d_gbs", f.h2d_gbs},
-                     {"d2h_gbs", f.d2h_gbs}, {"compute_busy", f.compute_busy}, {"loss", loss.mean()}});
+                     {"d2h_gbs", f.d2h_gbs}, {"compute_busy", f.compute_busy}, {"loss", loss.mean()},
+                     {"parameters_pass_s", f.parameters_pass_s}, {"moments_pass_s", f.moments_pass_s}});
   }
   if (!ctx.is_root()) return;
   if (const std::string profile = backend->op_profile(); !profile.empty()) log::info("{}", profile);
@@ -232,7 +240,19 @@ void run_bench(const BenchOptions& o) {
   // What the compute stream waited for weights in a steady step, beside the plan's estimate of the first pass's
   // wait for the optimizer (plan/step_bound.h, the H200 node's rates).
   const double steady_wait_s = steady_wait.empty() ? 0.0 : median(steady_wait);
-  const double plan_wait_s = step_bound(spec, run).first_pass_wait_seconds;
+  const StepBound bound = step_bound(spec, run);
+  const double plan_wait_s = bound.first_pass_wait_seconds;
+  // The optimizer's passes in training (rank 0's slices, the updates the timed steps follow), and the parameters
+  // pass's rate over the host regions (every rank updates its slices at once).
+  std::vector<double> parameters_passes, moments_passes;
+  for (const auto& f : figures)
+    if (f.parameters_pass_s > 0) {
+      parameters_passes.push_back(f.parameters_pass_s);
+      moments_passes.push_back(f.moments_pass_s);
+    }
+  const double parameters_pass_s = median(parameters_passes), moments_pass_s = median(moments_passes);
+  const double host_parameters = static_cast<double>(layout.total_numel - resident.parameters);
+  const double parameters_pass_rate = parameters_pass_s > 0 ? host_parameters / parameters_pass_s / 1e9 : 0.0;
   nlohmann::json summary = {{"model", o.model},
                             {"backend", backend->name()},
                             {"dtype", o.dtype},
@@ -263,6 +283,10 @@ void run_bench(const BenchOptions& o) {
                             {"median_compute_busy", med(&StepFigures::compute_busy)},
                             {"steady_compute_wait_s", steady_wait_s},
                             {"plan_first_pass_wait_s", plan_wait_s},
+                            {"plan_recommended_pass_batch", bound.recommended_batch},
+                            {"median_parameters_pass_s", parameters_pass_s},
+                            {"median_moments_pass_s", moments_pass_s},
+                            {"parameters_pass_gparams_per_s", parameters_pass_rate},
                             {"peak_gpu_memory_gib", static_cast<double>(backend->peak_memory_bytes()) / (1 << 30)},
                             {"host_bytes_per_parameter", store.bytes_per_parameter()},
                             {"offload", offload_mode_name(tier.mode)},
@@ -283,7 +307,12 @@ void run_bench(const BenchOptions& o) {
               med(&StepFigures::h2d_gbs), med(&StepFigures::d2h_gbs), 100 * med(&StepFigures::compute_busy),
               summary["peak_gpu_memory_gib"].get<double>(), store.bytes_per_parameter());
     log::info("steady step: compute waited {:.3f} s for weights; the plan puts the first pass's wait for the "
-              "optimizer's parameters pass at {:.3f} s", steady_wait_s, plan_wait_s);
+              "optimizer's parameters pass at {:.3f} s, and recommends {} sequences of {} a pass", steady_wait_s,
+              plan_wait_s, bound.recommended_batch, o.seq);
+    if (parameters_pass_s > 0)
+      log::info("optimizer in training: parameters pass {:.3f} s ({:.2f} G parameters/s over {:.3f} B on the host), "
+                "moments pass {:.3f} s", parameters_pass_s, parameters_pass_rate, host_parameters / 1e9,
+                moments_pass_s);
     if (const StateTier* t = store.tier()) {
       log_state_tier(*t);
       log::info("plan (store.offload {}): state traffic {:.2f} GB per step at the probed {:.2f} GB/s (write {:.2f}, "

@@ -138,6 +138,7 @@ void OptimizerService::loop(const std::function<void()>& on_checkpoint, const st
           },
           given);
       last_update_seconds_ = done.update_seconds;
+      last_moments_seconds_ = done.moments_seconds;
       consumed_.store(seen);
     }
   } catch (const std::exception& e) {

@@ -35,6 +35,7 @@ class OptimizerService {
   void submit(int64_t step, double lr, std::optional<double> sum_of_squares = std::nullopt);
   OptimizerReport report();               // the submitted step's norm, clipping and skip, once known
   double last_update_seconds() const { return last_update_seconds_.load(); }  // rank 0's slices, last finished step
+  double last_moments_seconds() const { return last_moments_seconds_.load(); }  // its moments pass (split passes)
   void finish();                          // waits for every rank's last update, then ends every loop
   // Other compute ranks: the next forward reads the store after `updates` updates (the steps submitted so far).
   void expect_updates(int64_t updates) { store_.set_required_version(updates); }
@@ -66,6 +67,7 @@ class OptimizerService {
   std::condition_variable reported_;
   std::optional<OptimizerReport> report_;
   std::atomic<double> last_update_seconds_{0.0};
+  std::atomic<double> last_moments_seconds_{0.0};
   std::atomic<int64_t> consumed_{0};      // the thread's loop: the last message it has finished with
 };
 
