@@ -111,6 +111,7 @@ Engine::Engine(Backend& backend, const ModelSpec& spec, HostStore& store, const 
   ctx_.backend = &backend_;
   ctx_.spec = &spec_;
   ctx_.layout = &store_.layout();
+  ctx_.expert_occupancy = &expert_occupancy_;
   ctx_.rope.resize(spec_.rope_tables.size());
   rope_tables_.resize(spec_.rope_tables.size());
   for (size_t t = 0; t < spec_.rope_tables.size(); ++t) {

@@ -11,12 +11,14 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
 #include "data/batch.h"
 #include "engine/checkpoint_store.h"
 #include "engine/decoder_layer.h"
+#include "engine/moe_aux.h"
 #include "engine/weight_stream.h"
 #include "model/model_spec.h"
 #include "store/host_store.h"
@@ -90,6 +92,8 @@ class Engine {
   PipelineStats take_transfer_stats();
   // Bytes the activation checkpoints have crossed between backend and host memory so far (host placement).
   int64_t checkpoint_bytes_moved() const { return checkpoints_->bytes_moved(); }
+  // How many experts the MoE forwards since the last call gave rows (moe_aux.h); all zero without MoE layers.
+  ExpertOccupancy take_expert_occupancy() { return std::exchange(expert_occupancy_, ExpertOccupancy{}); }
   int64_t micro_batch_size_for(int64_t pass_seqs, int64_t seq_len) const;
 
  private:
@@ -121,6 +125,7 @@ class Engine {
   std::vector<RopeBuffers> rope_tables_;
   std::map<int64_t, float*> alibi_slopes_;  // by head count, backend memory
   MoeAuxState moe_aux_;                     // buffers in backend memory (MoE models only)
+  ExpertOccupancy expert_occupancy_;
   int64_t moe_layers_ = 0, moe_top_k_ = 0;
   float* moe_aux_grad_ = nullptr;
   std::unique_ptr<WeightStream> weights_;

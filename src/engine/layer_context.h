@@ -25,6 +25,7 @@ struct LayerContext {
   std::vector<RopeTableView> rope;            // one per ModelSpec::rope_tables entry
   std::vector<const float*> alibi_slopes;     // per layer: [num_heads] in backend memory, or null
   MoeAuxState* moe_aux = nullptr;             // the router loss's statistics (models with MoE layers), or null
+  ExpertOccupancy* expert_occupancy = nullptr;  // host counters of the MoE forwards, or null
 
   const LayerSpec& layer(int64_t i) const { return spec->layers[static_cast<size_t>(i)]; }
   const LayerOffsets& offsets(int64_t i) const { return layout->layer(i).offsets; }

@@ -1,13 +1,38 @@
 // MoeAuxState: the router load-balancing loss's running statistics during one pass, in backend memory, and the
 // gradient its backward adds to every router's probabilities. The engine owns it (engine.cpp); MoE blocks read
-// it through LayerContext::moe_aux.
+// it through LayerContext::moe_aux. ExpertOccupancy: host counters of how many experts each MoE forward gave rows
+// (what bench reports: at training batch sizes nearly every expert receives tokens, so a layer streams whole).
 // Invariant: counts and prob_sums are accumulated only by the pass's first forward (collect), never by the
 // recomputing forwards of backward; grad is set (or null: no aux loss) before the first MoE backward of the pass.
+// ExpertOccupancy counts every MoE block forward (not the recomputing ones), padded rows routed as they are.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
 namespace mt {
+
+struct ExpertOccupancy {
+  int64_t forwards = 0;           // MoE layer forwards over a micro-batch
+  int64_t experts = 0;            // Σ over them of the layer's experts
+  int64_t experts_with_rows = 0;  // Σ of those that received at least one row
+  double lowest = 1.0;            // the smallest fraction of one forward (1 when none ran)
+  double fraction() const { return experts ? static_cast<double>(experts_with_rows) / static_cast<double>(experts) : 0.0; }
+  void add(const int64_t* offsets, int64_t num_experts) {
+    int64_t with_rows = 0;
+    for (int64_t e = 0; e < num_experts; ++e) with_rows += offsets[e + 1] > offsets[e] ? 1 : 0;
+    ++forwards;
+    experts += num_experts;
+    experts_with_rows += with_rows;
+    lowest = std::min(lowest, static_cast<double>(with_rows) / static_cast<double>(num_experts));
+  }
+  void merge(const ExpertOccupancy& o) {
+    forwards += o.forwards;
+    experts += o.experts;
+    experts_with_rows += o.experts_with_rows;
+    lowest = std::min(lowest, o.lowest);
+  }
+};
 
 struct MoeAuxState {
   int64_t experts = 0;           // E, the same on every MoE layer

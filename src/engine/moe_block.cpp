@@ -166,6 +166,7 @@ void moe_block_forward(const LayerContext& ctx, int64_t layer, const void* w, co
   Block b{ctx, layer, w, mb, s};
   const bool collect = ctx.moe_aux != nullptr && ctx.moe_aux->collect;
   b.internals(in, collect, true);
+  if (ctx.expert_occupancy != nullptr) ctx.expert_occupancy->add(s.host_offsets.data(), b.m().num_experts);
   if (b.m().weight_scales_input)  // the weights scaled the inputs: the outputs add unweighted
     b.be().moe_gather_backward(out, s.ys, s.row_of, b.T(), b.m().top_k, b.H(), false);
   else

@@ -157,6 +157,7 @@ void run_bench(const BenchOptions& o) {
   for (int64_t step = 1; step <= total; ++step)
     batches.push_back(random_batch(o.batch, o.seq, spec.vocab_size, static_cast<uint64_t>(step)));
   auto t0 = std::chrono::steady_clock::now();
+  ExpertOccupancy occupancy;  // the timed steps' MoE forwards
   int64_t checkpoint_bytes_per_step = 0;  // host placement: the checkpoints' D2H + H2D bytes of the last step
   for (int64_t step = 1; step <= total; ++step) {
     const Batch& batch = batches[static_cast<size_t>(step - 1)];
@@ -180,6 +181,7 @@ void run_bench(const BenchOptions& o) {
     }
     const auto t2 = std::chrono::steady_clock::now();
     const PipelineStats ts = engine.take_transfer_stats();
+    const ExpertOccupancy step_occupancy = engine.take_expert_occupancy();
     checkpoint_bytes_per_step = engine.checkpoint_bytes_moved() - checkpoint_bytes_before;
     if (!ctx.is_root()) continue;
     StepFigures f;
@@ -207,6 +209,7 @@ void run_bench(const BenchOptions& o) {
                     ? MT_FORMAT(" | checkpoints {:.2f} GB to and from host RAM", checkpoint_bytes_per_step / 1e9)
                     : std::string());
     if (!measured) continue;
+    occupancy.merge(step_occupancy);
     figures.push_back(f);
     steps.push_back({{"step_s", f.step_s}, {"fwd_bwd_s", f.fb_s}, {"optimizer_s", f.optim_s},
                      {"tokens_per_s", f.tokens_per_s}, {"tflops", f.tflops}, {"model_tflops", f.model_tflops}, {"h2d_gbs", f.h2d_gbs},
@@ -287,6 +290,8 @@ void run_bench(const BenchOptions& o) {
                             {"median_parameters_pass_s", parameters_pass_s},
                             {"median_moments_pass_s", moments_pass_s},
                             {"parameters_pass_gparams_per_s", parameters_pass_rate},
+                            {"moe_expert_occupancy", occupancy.fraction()},
+                            {"moe_lowest_expert_occupancy", occupancy.forwards ? occupancy.lowest : 0.0},
                             {"peak_gpu_memory_gib", static_cast<double>(backend->peak_memory_bytes()) / (1 << 30)},
                             {"host_bytes_per_parameter", store.bytes_per_parameter()},
                             {"offload", offload_mode_name(tier.mode)},
@@ -309,6 +314,10 @@ void run_bench(const BenchOptions& o) {
     log::info("steady step: compute waited {:.3f} s for weights; the plan puts the first pass's wait for the "
               "optimizer's parameters pass at {:.3f} s, and recommends {} sequences of {} a pass", steady_wait_s,
               plan_wait_s, bound.recommended_batch, o.seq);
+    if (occupancy.forwards > 0)
+      log::info("experts with tokens: {:.2f} % of the {} expert slots of {} MoE layer forwards over a micro-batch "
+                "(the fewest in one: {:.2f} %)", 100 * occupancy.fraction(), occupancy.experts, occupancy.forwards,
+                100 * occupancy.lowest);
     if (parameters_pass_s > 0)
       log::info("optimizer in training: parameters pass {:.3f} s ({:.2f} G parameters/s over {:.3f} B on the host), "
                 "moments pass {:.3f} s", parameters_pass_s, parameters_pass_rate, host_parameters / 1e9,
