@@ -2,7 +2,8 @@
 // GeGLU with torch's gelu(approximate='tanh') = 0.5·g·(1 + tanh(√(2/π)·(g + 0.044715·g³))).
 // Invariant: the CPU reference's formulas in fp32 (expf, tanhf, IEEE division), silu exactly as the SwiGLU kernel
 // always computed it, gelu_tanh as torch's CUDA kernel orders it; one rounding to T per output; the activation is a
-// compile-time switch; 16-byte accesses when every pointer is 16-byte aligned, scalar otherwise; grid-stride, any n.
+// compile-time switch; 16-byte accesses when every pointer is 16-byte aligned, scalar otherwise; grid-stride, any n; the
+// backward's y (where given) is the forward's expression, act_forward(g)·u, so the forward's bits.
 #include <cmath>
 #include <type_traits>
 
@@ -64,8 +65,9 @@ __global__ void glu_forward_kernel(T* __restrict__ y, const T* __restrict__ g, c
 }
 
 template <typename T, int N, Activation A>
-__global__ void glu_backward_kernel(T* __restrict__ dg, T* __restrict__ du, const T* __restrict__ dy,
-                                    const T* __restrict__ g, const T* __restrict__ u, int64_t n) {
+__global__ void glu_backward_kernel(T* __restrict__ dg, T* __restrict__ du, T* __restrict__ y,
+                                    const T* __restrict__ dy, const T* __restrict__ g, const T* __restrict__ u,
+                                    int64_t n) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t v = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; v * N < n; v += stride) {
     float dyv[N], gv[N], uv[N], dgv[N], duv[N];
@@ -81,6 +83,12 @@ __global__ void glu_backward_kernel(T* __restrict__ dg, T* __restrict__ du, cons
     }
     store_f32<T, N>(dg + v * N, dgv);
     store_f32<T, N>(du + v * N, duv);
+    if (y) {
+      float yv[N];
+#pragma unroll
+      for (int i = 0; i < N; ++i) yv[i] = act_forward<A>(gv[i]) * uv[i];
+      store_f32<T, N>(y + v * N, yv);
+    }
   }
 }
 
@@ -116,28 +124,29 @@ void glu_forward(T* y, const T* g, const T* u, int64_t n, Activation act, cudaSt
 }
 
 template <typename T>
-void glu_backward(T* dg, T* du, const T* dy, const T* g, const T* u, int64_t n, Activation act, cudaStream_t s) {
+void glu_backward(T* dg, T* du, T* y, const T* dy, const T* g, const T* u, int64_t n, Activation act, cudaStream_t s) {
   MT_ASSERT(n >= 0, "glu_backward: n = {}", n);
   if (n == 0) return;
   constexpr int N = vec16<T>;
-  const bool vec = vec_ok(N, {n}, {dg, du, dy, g, u});
+  const bool vec = vec_ok(N, {n}, {dg, du, y ? y : dg, dy, g, u});
   with_activation("glu_backward", act, [&](auto a) {
     constexpr Activation A = decltype(a)::value;
     if (vec) {
-      glu_backward_kernel<T, N, A><<<grid_for(n / N, threads), threads, 0, s>>>(dg, du, dy, g, u, n);
+      glu_backward_kernel<T, N, A><<<grid_for(n / N, threads), threads, 0, s>>>(dg, du, y, dy, g, u, n);
     } else {
-      glu_backward_kernel<T, 1, A><<<grid_for(n, threads), threads, 0, s>>>(dg, du, dy, g, u, n);
+      glu_backward_kernel<T, 1, A><<<grid_for(n, threads), threads, 0, s>>>(dg, du, y, dy, g, u, n);
     }
   });
-  MT_CHECK_LAUNCH("glu_backward", "n={} act={}", n, act_name(act));
+  MT_CHECK_LAUNCH("glu_backward", "n={} act={} with y {}", n, act_name(act), y != nullptr);
 }
 
 template void glu_forward<float>(float*, const float*, const float*, int64_t, Activation, cudaStream_t);
 template void glu_forward<__nv_bfloat16>(__nv_bfloat16*, const __nv_bfloat16*, const __nv_bfloat16*, int64_t,
                                          Activation, cudaStream_t);
-template void glu_backward<float>(float*, float*, const float*, const float*, const float*, int64_t, Activation,
+template void glu_backward<float>(float*, float*, float*, const float*, const float*, const float*, int64_t, Activation,
                                   cudaStream_t);
-template void glu_backward<__nv_bfloat16>(__nv_bfloat16*, __nv_bfloat16*, const __nv_bfloat16*, const __nv_bfloat16*,
-                                          const __nv_bfloat16*, int64_t, Activation, cudaStream_t);
+template void glu_backward<__nv_bfloat16>(__nv_bfloat16*, __nv_bfloat16*, __nv_bfloat16*, const __nv_bfloat16*,
+                                          const __nv_bfloat16*, const __nv_bfloat16*, int64_t, Activation,
+                                          cudaStream_t);
 
 }  // namespace mt::cuda

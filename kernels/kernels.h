@@ -22,11 +22,12 @@ namespace mt::cuda {
 template <typename T> void embedding_forward(T* y, const T* table, const int32_t* ids, int64_t tokens, int64_t H, cudaStream_t s);
 template <typename T> void embedding_backward(float* dtable, const T* dy, const int32_t* ids, int64_t tokens, int64_t H, cudaStream_t s);
 
-// HF RMSNorm over rows of D: y = (x·rstd)·(w + weight_offset), math in fp32; dx =, dw += (fp32). With offset 0
+// HF RMSNorm over rows of D: y = (x·rstd)·(w + weight_offset), math in fp32; dx = (+ residual where not null, rounded
+// as `add` rounds), dw += (fp32). With offset 0
 // (Llama) x·rstd rounds to T before the weight multiply (HF LlamaRMSNorm); with an offset (Gemma's (1 + w)) the
 // product stays fp32 and rounds once (HF GemmaRMSNorm).
 template <typename T> void rmsnorm_forward(T* y, const T* x, const T* w, int64_t N, int64_t D, float eps, float weight_offset, cudaStream_t s);
-template <typename T> void rmsnorm_backward(T* dx, float* dw, const T* dy, const T* x, const T* w, int64_t N, int64_t D, float eps, float weight_offset, cudaStream_t s);
+template <typename T> void rmsnorm_backward(T* dx, float* dw, const T* dy, const T* x, const T* w, const T* residual, int64_t N, int64_t D, float eps, float weight_offset, cudaStream_t s);
 
 // y[N, D] = x / max(‖x‖₂, 1e-12) per row (F.normalize); dx[N, D] (fp32) += the gradient of Σ dy·y (dy fp32).
 template <typename T> void normalize_rows_forward(T* y, const T* x, int64_t N, int64_t D, cudaStream_t s);
@@ -45,9 +46,10 @@ template <typename T> void attention_temperature(T* x, int64_t tokens, int64_t s
 template <typename T> void rope_forward(T* x, const float* cos, const float* sin, const int32_t* positions, int64_t tokens, int64_t n_heads, int64_t head_dim, int64_t rot_dim, bool interleaved, cudaStream_t s);
 template <typename T> void rope_backward(T* dx, const float* cos, const float* sin, const int32_t* positions, int64_t tokens, int64_t n_heads, int64_t head_dim, int64_t rot_dim, bool interleaved, cudaStream_t s);
 
-// y = act(g)·u (silu: SwiGLU; gelu_tanh: GeGLU, torch's tanh approximation); dg, du =.
+// y = act(g)·u (silu: SwiGLU; gelu_tanh: GeGLU, torch's tanh approximation); dg, du =, and y = glu_forward's bits where
+// the backward's y is not null.
 template <typename T> void glu_forward(T* y, const T* g, const T* u, int64_t n, Activation act, cudaStream_t s);
-template <typename T> void glu_backward(T* dg, T* du, const T* dy, const T* g, const T* u, int64_t n, Activation act, cudaStream_t s);
+template <typename T> void glu_backward(T* dg, T* du, T* y, const T* dy, const T* g, const T* u, int64_t n, Activation act, cudaStream_t s);
 
 // GPT-OSS's clamped SwiGLU y = (clamp(u, ±limit) + 1)·g'·σ(alpha·g'), g' = min(g, limit); dg, du = (zero where
 // clamped).

@@ -1,9 +1,11 @@
 // HF RMSNorm over rows of D: y = T(x·rstd)·w with rstd = 1/sqrt(mean(x²) + eps), or with a weight offset
-// y = x·rstd·(w + offset) (Gemma's (1 + w)); backward dx =, dw += (fp32).
+// y = x·rstd·(w + offset) (Gemma's (1 + w)); backward dx = (plus a residual where given: the residual add folded into
+// the pass that writes dx), dw += (fp32).
 // Invariant: one warp per row, mean(x²) and the backward projection summed in fp64 as the CPU reference does; without
 // an offset the normalised value rounds to T before the weight multiply (HF LlamaRMSNorm's order; a no-op for fp32),
 // with one the product stays fp32 and rounds once (HF GemmaRMSNorm's order); dw sums in a fixed order. The offset is
-// a compile-time switch, so offset 0 runs exactly the arithmetic of the plain kernel.
+// a compile-time switch, so offset 0 runs exactly the arithmetic of the plain kernel. With a residual, dx rounds to T and
+// then adds it as `add` does, so the fused pass gives the bits of the two.
 #include <cmath>
 #include <type_traits>
 
@@ -63,11 +65,12 @@ __global__ void rmsnorm_forward_kernel(T* __restrict__ y, const T* __restrict__ 
   }
 }
 
-// dx = r·(w'·dy) − x·r³/D·Σ(w'·dy·x) with w' = w (+ offset); also saves r per row for the dw pass.
+// dx = r·(w'·dy) − x·r³/D·Σ(w'·dy·x) (+ residual where not null) with w' = w (+ offset); also saves r per row for the
+// dw pass. residual may be dx itself (each element is read before it is written, by the same thread).
 template <typename T, int N, bool Offset>
-__global__ void rmsnorm_backward_dx_kernel(T* __restrict__ dx, float* __restrict__ rstd, const T* __restrict__ dy,
-                                           const T* __restrict__ x, const T* __restrict__ w, int64_t rows, int64_t D,
-                                           float eps, float offset) {
+__global__ void rmsnorm_backward_dx_kernel(T* dx, float* __restrict__ rstd, const T* __restrict__ dy,
+                                           const T* __restrict__ x, const T* __restrict__ w, const T* residual,
+                                           int64_t rows, int64_t D, float eps, float offset) {
   const int64_t row = static_cast<int64_t>(blockIdx.x) * warps_per_block + threadIdx.x / 32;
   if (row >= rows) return;
   const int lane = threadIdx.x % 32;
@@ -95,6 +98,12 @@ __global__ void rmsnorm_backward_dx_kernel(T* __restrict__ dx, float* __restrict
     load_f32<T, N>(wv, w + d);
 #pragma unroll
     for (int k = 0; k < N; ++k) xv[k] = r * (weight_of<Offset>(wv[k], offset) * dyv[k]) - xv[k] * c;
+    if (residual) {
+      float rv[N];
+      load_f32<T, N>(rv, residual + row * D + d);
+#pragma unroll
+      for (int k = 0; k < N; ++k) xv[k] = to_f32(from_f32<T>(xv[k])) + rv[k];
+    }
     store_f32<T, N>(dxr + d, xv);
   }
   if (lane == 0) rstd[row] = r;
@@ -146,26 +155,28 @@ void rmsnorm_forward(T* y, const T* x, const T* w, int64_t N, int64_t D, float e
 }
 
 template <typename T>
-void rmsnorm_backward(T* dx, float* dw, const T* dy, const T* x, const T* w, int64_t N, int64_t D, float eps,
-                      float weight_offset, cudaStream_t s) {
+void rmsnorm_backward(T* dx, float* dw, const T* dy, const T* x, const T* w, const T* residual, int64_t N, int64_t D,
+                      float eps, float weight_offset, cudaStream_t s) {
   MT_ASSERT(N >= 0 && D > 0, "rmsnorm_backward: N {} D {}", N, D);
   MT_ASSERT(std::isfinite(weight_offset), "rmsnorm_backward: weight_offset {}", weight_offset);
   if (N == 0) return;
   const char* op = "rmsnorm_backward";
   Scratch<float> rstd(op, N, s);
   constexpr int V = vec16<T>;
-  const bool vec = vec_ok(V, {D}, {dx, dy, x, w});
+  const bool vec = vec_ok(V, {D}, {dx, dy, x, w, residual ? residual : dx});
   with_offset(weight_offset, [&](auto offset) {
     constexpr bool O = decltype(offset)::value;
     if (vec) {
-      rmsnorm_backward_dx_kernel<T, V, O><<<row_blocks(N), 32 * warps_per_block, 0, s>>>(dx, rstd.get(), dy, x, w, N,
-                                                                                         D, eps, weight_offset);
+      rmsnorm_backward_dx_kernel<T, V, O><<<row_blocks(N), 32 * warps_per_block, 0, s>>>(dx, rstd.get(), dy, x, w,
+                                                                                         residual, N, D, eps,
+                                                                                         weight_offset);
     } else {
-      rmsnorm_backward_dx_kernel<T, 1, O><<<row_blocks(N), 32 * warps_per_block, 0, s>>>(dx, rstd.get(), dy, x, w, N,
-                                                                                         D, eps, weight_offset);
+      rmsnorm_backward_dx_kernel<T, 1, O><<<row_blocks(N), 32 * warps_per_block, 0, s>>>(dx, rstd.get(), dy, x, w,
+                                                                                         residual, N, D, eps,
+                                                                                         weight_offset);
     }
   });
-  MT_CHECK_LAUNCH(op, "dx N={} D={} weight_offset={}", N, D, weight_offset);
+  MT_CHECK_LAUNCH(op, "dx N={} D={} weight_offset={} residual {}", N, D, weight_offset, residual != nullptr);
   column_sum_accumulate(op, dw, N, D, dw_summand<T>{dy, x, rstd.get(), D}, s);
 }
 
@@ -173,9 +184,10 @@ template void rmsnorm_forward<float>(float*, const float*, const float*, int64_t
                                      cudaStream_t);
 template void rmsnorm_forward<__nv_bfloat16>(__nv_bfloat16*, const __nv_bfloat16*, const __nv_bfloat16*, int64_t,
                                              int64_t, float, float, cudaStream_t);
-template void rmsnorm_backward<float>(float*, float*, const float*, const float*, const float*, int64_t, int64_t,
-                                      float, float, cudaStream_t);
+template void rmsnorm_backward<float>(float*, float*, const float*, const float*, const float*, const float*, int64_t,
+                                      int64_t, float, float, cudaStream_t);
 template void rmsnorm_backward<__nv_bfloat16>(__nv_bfloat16*, float*, const __nv_bfloat16*, const __nv_bfloat16*,
-                                              const __nv_bfloat16*, int64_t, int64_t, float, float, cudaStream_t);
+                                              const __nv_bfloat16*, const __nv_bfloat16*, int64_t, int64_t, float,
+                                              float, cudaStream_t);
 
 }  // namespace mt::cuda

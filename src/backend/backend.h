@@ -81,7 +81,12 @@ class Backend {
   // y[T,O] = x[T,I] · w[O,I]ᵀ + b[O] (b may be null).
   virtual void linear_forward(void* y, const void* x, const void* w, const void* b, int64_t T, int64_t I,
                               int64_t O) = 0;
-  // dx[T,I] = dy·w (or += when accumulate_dx; dx may be null), dw[O,I] += dyᵀ·x, db[O] += Σ dy (db may be null).
+  // y[T,O] = x·wᵀ + b + residual[T,O] (residual does not alias y): the residual connection in the projection's pass
+  // (on CUDA without a bias it is the GEMM's epilogue input, one rounding of the fp32 sum).
+  virtual void linear_forward_add(void* y, const void* x, const void* w, const void* b, const void* residual, int64_t T,
+                                  int64_t I, int64_t O) = 0;
+  // dx[T,I] = dy·w (or += when accumulate_dx; dx may be null), dw[O,I] += dyᵀ·x (dw may be null: x is then not
+  // read), db[O] += Σ dy (db may be null).
   virtual void linear_backward(void* dx, float* dw, float* db, const void* dy, const void* x, const void* w,
                                int64_t T, int64_t I, int64_t O, bool accumulate_dx) = 0;
 
@@ -95,6 +100,10 @@ class Backend {
                                float weight_offset) = 0;
   virtual void rmsnorm_backward(void* dx, float* dw, const void* dy, const void* x, const void* w, int64_t N,
                                 int64_t D, float eps, float weight_offset) = 0;
+  // rmsnorm_backward with the residual branch's gradient added: dx = ∂ + residual (bitwise rmsnorm_backward, then
+  // add(dx, residual)), in one pass over dx.
+  virtual void rmsnorm_backward_add(void* dx, float* dw, const void* dy, const void* x, const void* w,
+                                    const void* residual, int64_t N, int64_t D, float eps, float weight_offset) = 0;
 
   // y[N,D] = x / max(‖x‖₂, 1e-12) per row (torch.nn.functional.normalize; Baichuan's normalised LM head);
   // backward: dx[N,D] += ∂/∂x of Σ dy·y, dy and dx fp32.
@@ -133,10 +142,12 @@ class Backend {
   virtual void attention_sinks_backward(float* d_sinks, const void* dout, const void* out, const float* lse,
                                         const AttnShape& shape) = 0;
 
-  // y = act(gate) · up elementwise (silu: SwiGLU; gelu_tanh: GeGLU with torch's tanh approximation); dgate, dup =.
+  // y = act(gate) · up elementwise (silu: SwiGLU; gelu_tanh: GeGLU with torch's tanh approximation); dgate, dup =,
+  // and, where y is not null, y = glu_forward's bits from the same pass (a backward that did not keep the activation
+  // gets it without another pass over gate and up).
   virtual void glu_forward(void* y, const void* gate, const void* up, int64_t n, Activation act) = 0;
-  virtual void glu_backward(void* dgate, void* dup, const void* dy, const void* gate, const void* up, int64_t n,
-                            Activation act) = 0;
+  virtual void glu_backward(void* dgate, void* dup, void* y, const void* dy, const void* gate, const void* up,
+                            int64_t n, Activation act) = 0;
 
   // GPT-OSS's clamped SwiGLU: g = min(gate, limit), u = clamp(up, −limit, limit), y = (u + 1)·g·σ(alpha·g);
   // backward dgate, dup = (zero where the clamp holds the input, as torch.clamp's gradient).

@@ -71,7 +71,7 @@ void rope(const LayerContext& ctx, const AttentionSpec& a, void* x, int64_t head
 }  // namespace
 
 void attention_block_forward(const LayerContext& ctx, int64_t layer, const void* w, const void* in, void* out,
-                             const MicroBatch& mb, const LayerInternals& n) {
+                             const void* residual, const MicroBatch& mb, const LayerInternals& n) {
   Backend& be = *ctx.backend;
   const AttentionSpec& a = ctx.layer(layer).attention;
   const AttentionOffsets& o = ctx.offsets(layer).attention;
@@ -97,7 +97,7 @@ void attention_block_forward(const LayerContext& ctx, int64_t layer, const void*
     be.sigmoid_gate_forward(n.gated_attn, n.attn, n.out_gate, T * a.q_dim());
     o_in = n.gated_attn;
   }
-  be.linear_forward(out, o_in, weight_at(ctx, w, o.o), weight_at(ctx, w, o.o_bias), T, a.q_dim(), H);
+  output_projection(ctx, out, o_in, weight_at(ctx, w, o.o), weight_at(ctx, w, o.o_bias), residual, T, a.q_dim(), H);
 }
 
 void attention_block_backward(const LayerContext& ctx, int64_t layer, const void* w, const void* in,

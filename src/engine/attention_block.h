@@ -1,7 +1,8 @@
 // The attention block of a decoder layer: q/k/v projections (biases, q/k norm), RoPE by the layer's table (or
 // none), softmax attention (GQA, window, soft-cap, ALiBi) and the output projection. Stateless: weights are the
 // layer's region, bound per call. Invariant: forward writes the block's internals (q_raw/k_raw where the layer
-// has a q/k norm, q, k, v, attn, lse; out_gate and gated_attn with an output gate) and out = o_proj(attn); backward writes d_in (∂/∂ the block's input),
+// has a q/k norm, q, k, v, attn, lse; out_gate and gated_attn with an output gate) and out = o_proj(attn) (+ residual
+// where given); backward writes d_in (∂/∂ the block's input),
 // ACCUMULATES into the region's fp32 gradient dw and may overwrite q, k (saved internals included).
 #pragma once
 #include <cstdint>
@@ -13,7 +14,7 @@
 namespace mt {
 
 void attention_block_forward(const LayerContext& ctx, int64_t layer, const void* w, const void* in, void* out,
-                             const MicroBatch& mb, const LayerInternals& n);
+                             const void* residual, const MicroBatch& mb, const LayerInternals& n);
 void attention_block_backward(const LayerContext& ctx, int64_t layer, const void* w, const void* in,
                               const void* d_out, void* d_in, float* dw, const MicroBatch& mb, const LayerScratch& s,
                               const LayerInternals& n);

@@ -24,6 +24,12 @@ struct Norm {
     ctx.backend->rmsnorm_backward(dx, grad_at(dw, offset), dy, x, weight_at(ctx, w, offset), T, ctx.spec->hidden_size,
                                   static_cast<float>(ctx.spec->rms_norm_eps), ctx.spec->norm_weight_offset());
   }
+  // backward with the residual branch's gradient added in the same pass: dx = ∂ + residual.
+  void backward_add(void* dx, float* dw, const void* dy, const void* x, const void* residual, int64_t offset) const {
+    ctx.backend->rmsnorm_backward_add(dx, grad_at(dw, offset), dy, x, weight_at(ctx, w, offset), residual, T,
+                                      ctx.spec->hidden_size, static_cast<float>(ctx.spec->rms_norm_eps),
+                                      ctx.spec->norm_weight_offset());
+  }
 };
 
 // Mixture-of-experts layers run their feed-forward block whole over the micro-batch (it computes everything in
@@ -57,7 +63,8 @@ void each_chunk(const MicroBatch& mb, const DecoderWorkspace& ws, F f) {
   for (int64_t t0 = 0; t0 < mb.tokens(); t0 += ws.chunk_tokens) f(t0, std::min(ws.chunk_tokens, mb.tokens() - t0));
 }
 
-// Everything up to the feed-forward: norm1, the mixer block, h1, norm2.
+// Everything up to the feed-forward: norm1, the mixer block, h1, norm2. Without post-norms the residual x enters h1
+// in the block's output projection; with them it is added after the norm.
 void layer_inputs(const LayerContext& ctx, int64_t layer, const void* w, const void* x, const MicroBatch& mb,
                   const LayerScratch& s, const LayerInternals& n) {
   const bool post = ctx.layer(layer).post_norms;
@@ -65,11 +72,13 @@ void layer_inputs(const LayerContext& ctx, int64_t layer, const void* w, const v
   const Norm norm{ctx, w, mb.tokens()};
   norm.forward(s.norm1, x, o.input_norm);
   if (ctx.layer(layer).is_deltanet())
-    deltanet_block_forward(ctx, layer, w, s.norm1, post ? n.attn_out : n.h1, mb, n);
+    deltanet_block_forward(ctx, layer, w, s.norm1, post ? n.attn_out : n.h1, post ? nullptr : x, mb, n);
   else
-    attention_block_forward(ctx, layer, w, s.norm1, post ? n.attn_out : n.h1, mb, n);
-  if (post) norm.forward(n.h1, n.attn_out, o.attn_out_norm);
-  ctx.backend->add(n.h1, x, mb.tokens() * ctx.spec->hidden_size);
+    attention_block_forward(ctx, layer, w, s.norm1, post ? n.attn_out : n.h1, post ? nullptr : x, mb, n);
+  if (post) {
+    norm.forward(n.h1, n.attn_out, o.attn_out_norm);
+    ctx.backend->add(n.h1, x, mb.tokens() * ctx.spec->hidden_size);
+  }
   norm.forward(s.norm2, n.h1, o.mlp_norm);
 }
 
@@ -105,27 +114,31 @@ void decoder_layer_forward(const LayerContext& ctx, int64_t layer, const void* w
   if (is_moe(ctx, layer)) {
     moe_block_forward(ctx, layer, w, s.norm2, post ? n.mlp_out : y, mb, ws.moe);
     if (post) Norm{ctx, w, mb.tokens()}.forward(y, n.mlp_out, ctx.offsets(layer).mlp_out_norm);
-  } else {
+    ctx.backend->add(y, n.h1, mb.tokens() * H);
+  } else {  // y = h1 + down(...): in the down projection's pass, or after the post-norm
     each_chunk(mb, ws, [&](int64_t t0, int64_t T) {
       const MlpChunk b = chunk_buffers(ctx, layer, ws, saved, t0);
       mlp_block_inputs(ctx, layer, w, rows(ctx, s.norm2, t0, H), T, b);
-      mlp_block_output(ctx, layer, w, rows(ctx, post ? n.mlp_out : y, t0, H), T, b);
-      if (post) Norm{ctx, w, T}.forward(rows(ctx, y, t0, H), rows(ctx, n.mlp_out, t0, H), ctx.offsets(layer).mlp_out_norm);
+      if (post) {
+        mlp_block_output(ctx, layer, w, rows(ctx, n.mlp_out, t0, H), nullptr, T, b);
+        Norm{ctx, w, T}.forward(rows(ctx, y, t0, H), rows(ctx, n.mlp_out, t0, H), ctx.offsets(layer).mlp_out_norm);
+        ctx.backend->add(rows(ctx, y, t0, H), rows(ctx, n.h1, t0, H), T * H);
+      } else {
+        mlp_block_output(ctx, layer, w, rows(ctx, y, t0, H), rows(ctx, n.h1, t0, H), T, b);
+      }
     });
   }
-  ctx.backend->add(y, n.h1, mb.tokens() * H);
 }
 
 void decoder_layer_backward(const LayerContext& ctx, int64_t layer, const void* w, const void* x, const void* dy,
                             void* dx, float* dw, const MicroBatch& mb, DecoderWorkspace& ws,
                             const LayerInternals* saved) {
-  Backend& be = *ctx.backend;
   const LayerInternals& n = saved ? *saved : ws.internals;
   const LayerScratch& s = ws.scratch;
   const LayerOffsets& o = ctx.offsets(layer);
   const bool post = ctx.layer(layer).post_norms;
   const Norm norm{ctx, w, mb.tokens()};
-  const int64_t H = ctx.spec->hidden_size, TH = mb.tokens() * H;
+  const int64_t H = ctx.spec->hidden_size;
 
   if (saved) {  // only the cheap internals; the same kernels on the same inputs give the same values
     norm.forward(s.norm1, x, o.input_norm);
@@ -145,11 +158,12 @@ void decoder_layer_backward(const LayerContext& ctx, int64_t layer, const void* 
   } else {  // MLP, chunk by chunk: y = h1 + [post-norm] down(act(gate)·up).
     each_chunk(mb, ws, [&](int64_t t0, int64_t T) {
       const MlpChunk b = chunk_buffers(ctx, layer, ws, saved, t0);
-      if (saved) {
-        mlp_block_activation(ctx, layer, T, b);
-      } else {
-        mlp_block_inputs(ctx, layer, w, rows(ctx, s.norm2, t0, H), T, b);
-        if (post) mlp_block_output(ctx, layer, w, rows(ctx, n.mlp_out, t0, H), T, b);
+      if (!saved) {  // gate and up; the block's backward makes act itself
+        mlp_block_projections(ctx, layer, w, rows(ctx, s.norm2, t0, H), T, b);
+        if (post) {  // the post-norm's backward reads the block's output
+          mlp_block_activation(ctx, layer, T, b);
+          mlp_block_output(ctx, layer, w, rows(ctx, n.mlp_out, t0, H), nullptr, T, b);
+        }
       }
       const void* d_mlp = rows(ctx, dy, t0, H);
       if (post) {
@@ -159,8 +173,7 @@ void decoder_layer_backward(const LayerContext& ctx, int64_t layer, const void* 
       mlp_block_backward(ctx, layer, w, rows(ctx, s.norm2, t0, H), d_mlp, rows(ctx, s.d_norm, t0, H), dw, T, b);
     });
   }
-  norm.backward(s.d_hidden, dw, s.d_norm, n.h1, o.mlp_norm);
-  be.add(s.d_hidden, dy, TH);  // d_hidden = ∂L/∂h1
+  norm.backward_add(s.d_hidden, dw, s.d_norm, n.h1, dy, o.mlp_norm);  // d_hidden = ∂L/∂h1
 
   // Attention: h1 = x + [post-norm] o_proj(attn).
   const void* d_attn_out = s.d_hidden;
@@ -172,8 +185,7 @@ void decoder_layer_backward(const LayerContext& ctx, int64_t layer, const void* 
     deltanet_block_backward(ctx, layer, w, s.norm1, d_attn_out, s.d_norm, dw, mb, s, n);
   else
     attention_block_backward(ctx, layer, w, s.norm1, d_attn_out, s.d_norm, dw, mb, s, n);
-  norm.backward(dx, dw, s.d_norm, x, o.input_norm);
-  be.add(dx, s.d_hidden, TH);
+  norm.backward_add(dx, dw, s.d_norm, x, s.d_hidden, o.input_norm);
 }
 
 }  // namespace mt

@@ -27,7 +27,7 @@ DeltaRuleShape rule_shape(const DeltaNetSpec& d, const MicroBatch& mb) {
 }  // namespace
 
 void deltanet_block_forward(const LayerContext& ctx, int64_t layer, const void* w, const void* in, void* out,
-                            const MicroBatch& mb, const LayerInternals& n) {
+                            const void* residual, const MicroBatch& mb, const LayerInternals& n) {
   Backend& be = *ctx.backend;
   const DeltaNetSpec& d = ctx.layer(layer).deltanet;
   const DeltaNetOffsets& o = ctx.offsets(layer).deltanet;
@@ -42,7 +42,7 @@ void deltanet_block_forward(const LayerContext& ctx, int64_t layer, const void* 
   be.gated_delta_rule_forward(n.dn_core, n.dn_qkv, n.dn_g, n.dn_beta, rule_shape(d, mb));
   be.gated_rmsnorm_forward(n.dn_normed, n.dn_core, n.dn_z, weight_at(ctx, w, o.norm), T * nv, d.v_head_dim,
                            static_cast<float>(ctx.spec->rms_norm_eps));
-  be.linear_forward(out, n.dn_normed, weight_at(ctx, w, o.out), nullptr, T, d.value_dim(), H);
+  output_projection(ctx, out, n.dn_normed, weight_at(ctx, w, o.out), nullptr, residual, T, d.value_dim(), H);
 }
 
 void deltanet_block_backward(const LayerContext& ctx, int64_t layer, const void* w, const void* in,

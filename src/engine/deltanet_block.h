@@ -2,7 +2,8 @@
 // depthwise causal conv1d + SiLU over q|k|v, the gates β = σ(b) and g = −exp(A_log)·softplus(a + dt_bias), the
 // gated delta rule (q, k L2-normalised; state zero per sequence and packed example), the RMSNorm gated by silu(z)
 // and out_proj. Stateless: weights are the layer's region, bound per call. Invariant: forward writes the block's
-// internals (dn_qkv_raw, dn_qkv, dn_z, dn_ba, dn_g, dn_beta, dn_core, dn_normed) and out = out_proj(dn_normed);
+// internals (dn_qkv_raw, dn_qkv, dn_z, dn_ba, dn_g, dn_beta, dn_core, dn_normed) and out = out_proj(dn_normed)
+// (+ residual where given);
 // backward writes d_in and ACCUMULATES into the region's fp32 gradient dw.
 #pragma once
 #include <cstdint>
@@ -17,7 +18,7 @@ namespace mt {
 DeltaRuleShape delta_rule_shape(const DeltaNetSpec& d, int64_t batch, int64_t seq);
 
 void deltanet_block_forward(const LayerContext& ctx, int64_t layer, const void* w, const void* in, void* out,
-                            const MicroBatch& mb, const LayerInternals& n);
+                            const void* residual, const MicroBatch& mb, const LayerInternals& n);
 void deltanet_block_backward(const LayerContext& ctx, int64_t layer, const void* w, const void* in,
                              const void* d_out, void* d_in, float* dw, const MicroBatch& mb, const LayerScratch& s,
                              const LayerInternals& n);

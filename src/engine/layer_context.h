@@ -42,4 +42,15 @@ inline const void* weight_at(const LayerContext& ctx, const void* base, int64_t 
 }
 inline float* grad_at(float* base, int64_t offset) { return offset < 0 ? nullptr : base + offset; }
 
+// A block's output projection y[T,O] = x·wᵀ + b, with the layer's residual stream added in the same pass where
+// `residual` is given (null: the projection alone).
+inline void output_projection(const LayerContext& ctx, void* y, const void* x, const void* w, const void* b,
+                              const void* residual, int64_t T, int64_t I, int64_t O) {
+  if (residual) {
+    ctx.backend->linear_forward_add(y, x, w, b, residual, T, I, O);
+  } else {
+    ctx.backend->linear_forward(y, x, w, b, T, I, O);
+  }
+}
+
 }  // namespace mt

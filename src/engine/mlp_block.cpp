@@ -3,13 +3,18 @@
 
 namespace mt {
 
-void mlp_block_inputs(const LayerContext& ctx, int64_t layer, const void* w, const void* in, int64_t T,
-                      const MlpChunk& b) {
+void mlp_block_projections(const LayerContext& ctx, int64_t layer, const void* w, const void* in, int64_t T,
+                           const MlpChunk& b) {
   Backend& be = *ctx.backend;
   const MlpOffsets& o = ctx.offsets(layer).mlp;
   const int64_t H = ctx.spec->hidden_size, I = ctx.layer(layer).mlp.intermediate_size;
   be.linear_forward(b.gate, in, weight_at(ctx, w, o.gate), weight_at(ctx, w, o.gate_bias), T, H, I);
   be.linear_forward(b.up, in, weight_at(ctx, w, o.up), weight_at(ctx, w, o.up_bias), T, H, I);
+}
+
+void mlp_block_inputs(const LayerContext& ctx, int64_t layer, const void* w, const void* in, int64_t T,
+                      const MlpChunk& b) {
+  mlp_block_projections(ctx, layer, w, in, T, b);
   mlp_block_activation(ctx, layer, T, b);
 }
 
@@ -18,10 +23,11 @@ void mlp_block_activation(const LayerContext& ctx, int64_t layer, int64_t T, con
   ctx.backend->glu_forward(b.act, b.gate, b.up, T * m.intermediate_size, m.activation);
 }
 
-void mlp_block_output(const LayerContext& ctx, int64_t layer, const void* w, void* out, int64_t T, const MlpChunk& b) {
+void mlp_block_output(const LayerContext& ctx, int64_t layer, const void* w, void* out, const void* residual, int64_t T,
+                      const MlpChunk& b) {
   const MlpOffsets& o = ctx.offsets(layer).mlp;
-  ctx.backend->linear_forward(out, b.act, weight_at(ctx, w, o.down), weight_at(ctx, w, o.down_bias), T,
-                              ctx.layer(layer).mlp.intermediate_size, ctx.spec->hidden_size);
+  output_projection(ctx, out, b.act, weight_at(ctx, w, o.down), weight_at(ctx, w, o.down_bias), residual, T,
+                    ctx.layer(layer).mlp.intermediate_size, ctx.spec->hidden_size);
 }
 
 void mlp_block_backward(const LayerContext& ctx, int64_t layer, const void* w, const void* in, const void* d_out,
@@ -30,9 +36,10 @@ void mlp_block_backward(const LayerContext& ctx, int64_t layer, const void* w, c
   const MlpSpec& m = ctx.layer(layer).mlp;
   const MlpOffsets& o = ctx.offsets(layer).mlp;
   const int64_t H = ctx.spec->hidden_size, I = m.intermediate_size;
-  be.linear_backward(b.d_act, grad_at(dw, o.down), grad_at(dw, o.down_bias), d_out, b.act, weight_at(ctx, w, o.down),
-                     T, I, H, false);
-  be.glu_backward(b.d_gate, b.d_up, b.d_act, b.gate, b.up, T * I, m.activation);
+  const void* w_down = weight_at(ctx, w, o.down);
+  be.linear_backward(b.d_act, nullptr, nullptr, d_out, nullptr, w_down, T, I, H, false);
+  be.glu_backward(b.d_gate, b.d_up, b.act, b.d_act, b.gate, b.up, T * I, m.activation);  // and act, for down's dw
+  be.linear_backward(nullptr, grad_at(dw, o.down), grad_at(dw, o.down_bias), d_out, b.act, w_down, T, I, H, false);
   be.linear_backward(d_in, grad_at(dw, o.gate), grad_at(dw, o.gate_bias), b.d_gate, in, weight_at(ctx, w, o.gate), T,
                      H, I, false);
   be.linear_backward(d_in, grad_at(dw, o.up), grad_at(dw, o.up_bias), b.d_up, in, weight_at(ctx, w, o.up), T, H, I,

@@ -87,7 +87,7 @@ struct Block {
       be().clamped_swiglu_backward(d_gate, d_up, d_act, gate, up, n, static_cast<float>(spec.swiglu_alpha),
                                    static_cast<float>(spec.swiglu_limit));
     else
-      be().glu_backward(d_gate, d_up, d_act, gate, up, n, Activation::silu);
+      be().glu_backward(d_gate, d_up, nullptr, d_act, gate, up, n, Activation::silu);
   }
 
   // Router, permutation, gathered rows, expert activations and (with outputs) the expert outputs ys; the shared
@@ -237,7 +237,7 @@ void moe_block_backward(const LayerContext& ctx, int64_t layer, const void* w, c
     d_shared = s.d_s_out;
   }
   be.linear_backward(s.d_s_act, grad_at(dw, sh.down), nullptr, d_shared, s.s_act, b.at(sh.down), T, S, H, false);
-  be.glu_backward(s.d_s_gate, s.d_s_up, s.d_s_act, s.s_gate, s.s_up, T * S, Activation::silu);
+  be.glu_backward(s.d_s_gate, s.d_s_up, nullptr, s.d_s_act, s.s_gate, s.s_up, T * S, Activation::silu);
   be.linear_backward(d_in, grad_at(dw, sh.gate), nullptr, s.d_s_gate, in, b.at(sh.gate), T, H, S, true);
   be.linear_backward(d_in, grad_at(dw, sh.up), nullptr, s.d_s_up, in, b.at(sh.up), T, H, S, true);
 }

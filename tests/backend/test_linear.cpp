@@ -30,6 +30,19 @@ TEST_CASE("linear_forward matches a naive matmul plus bias", "[backend][linear]"
   }
 }
 
+TEST_CASE("linear_forward_add is linear_forward plus the residual", "[backend][linear]") {
+  auto be = mt::make_cpu_backend();
+  const int64_t T = 5, I = 7, O = 3;
+  auto x = random_floats(T * I, 1), w = random_floats(O * I, 2), b = random_floats(O, 3), r = random_floats(T * O, 4);
+  for (const float* bias : {static_cast<const float*>(b.data()), static_cast<const float*>(nullptr)}) {
+    std::vector<float> y(T * O), y_add(T * O);
+    be->linear_forward(y.data(), x.data(), w.data(), bias, T, I, O);
+    be->add(y.data(), r.data(), T * O);
+    be->linear_forward_add(y_add.data(), x.data(), w.data(), bias, r.data(), T, I, O);
+    CHECK(y_add == y);
+  }
+}
+
 TEST_CASE("linear_backward matches finite differences and accumulates dw and db", "[backend][linear]") {
   auto be = mt::make_cpu_backend();
   const int64_t T = 6, I = 8, O = 5;

@@ -44,6 +44,21 @@ TEST_CASE("rmsnorm_backward matches finite differences and dw accumulates", "[ba
   CHECK(rel_err(dw, numeric_grad(w, loss, 1e-3f)) < 1e-2);
 }
 
+TEST_CASE("rmsnorm_backward_add is rmsnorm_backward plus the residual, dw alike", "[backend][rmsnorm]") {
+  auto be = mt::make_cpu_backend();
+  const int64_t N = 6, D = 8;
+  const float eps = 1e-6f;
+  auto x = random_floats(N * D, 3), w = random_floats(D, 4), dy = random_floats(N * D, 5), r = random_floats(N * D, 6);
+  for (const float offset : {0.f, 1.f}) {
+    std::vector<float> dx(N * D), dw(D, 2.f), dx_add(N * D), dw_add(D, 2.f);
+    be->rmsnorm_backward(dx.data(), dw.data(), dy.data(), x.data(), w.data(), N, D, eps, offset);
+    be->add(dx.data(), r.data(), N * D);
+    be->rmsnorm_backward_add(dx_add.data(), dw_add.data(), dy.data(), x.data(), w.data(), r.data(), N, D, eps, offset);
+    CHECK(dx_add == dx);
+    CHECK(dw_add == dw);
+  }
+}
+
 TEST_CASE("rmsnorm with weight offset 1 is Gemma's (1 + w)·x̂", "[backend][rmsnorm]") {
   auto be = mt::make_cpu_backend();
   const int64_t N = 5, D = 11;

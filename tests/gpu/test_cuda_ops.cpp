@@ -141,14 +141,21 @@ TEST_CASE("cuda glu (silu: SwiGLU, gelu_tanh: GeGLU) forward and backward match 
           auto d_g = upload<T>(g), d_u = upload<T>(u), d_dy = upload<T>(dy);
           DeviceBuffer<T> y(n), dg(n), du(n);
           cu::glu_forward<T>(y.get(), d_g->get(), d_u->get(), n, act, test_stream());
-          cu::glu_backward<T>(dg.get(), du.get(), d_dy->get(), d_g->get(), d_u->get(), n, act, test_stream());
+          cu::glu_backward<T>(dg.get(), du.get(), nullptr, d_dy->get(), d_g->get(), d_u->get(), n, act, test_stream());
           std::vector<float> y_ref(n), dg_ref(n), du_ref(n);
           cpu().glu_forward(y_ref.data(), g.data(), u.data(), n, act);
-          cpu().glu_backward(dg_ref.data(), du_ref.data(), dy.data(), g.data(), u.data(), n, act);
+          cpu().glu_backward(dg_ref.data(), du_ref.data(), nullptr, dy.data(), g.data(), u.data(), n, act);
           const auto got_y = download(y), got_dg = download(dg), got_du = download(du);
           check_close("glu y", got_y, y_ref, tolerance<T>);
           check_close("glu dgate", got_dg, dg_ref, tolerance<T>);
           check_close("glu dup", got_du, du_ref, tolerance<T>);
+          // The backward's activation output: the forward's bits, and the same gradients.
+          DeviceBuffer<T> y_again(n), dg_again(n), du_again(n);
+          cu::glu_backward<T>(dg_again.get(), du_again.get(), y_again.get(), d_dy->get(), d_g->get(), d_u->get(), n,
+                              act, test_stream());
+          CHECK(same_bits(download(y_again), got_y));
+          CHECK(same_bits(download(dg_again), got_dg));
+          CHECK(same_bits(download(du_again), got_du));
           if (act == Activation::gelu_tanh) {  // independently of the CPU reference: torch's formula in fp64
             std::vector<double> y64(n), dg64(n), du64(n);
             for (int64_t i = 0; i < n; ++i) {
@@ -199,7 +206,7 @@ TEST_CASE("cuda embedding forward and deterministic backward match the reference
   }
 }
 
-TEST_CASE("cuda rmsnorm forward and backward (weight offset 0: Llama, 1: Gemma) match the reference",
+TEST_CASE("cuda rmsnorm forward and backward (weight offset 0: Llama, 1: Gemma; with a residual) match the reference",
           "[gpu][rmsnorm]") {
   MT_REQUIRE_GPU();
   struct Shape {
@@ -219,10 +226,10 @@ TEST_CASE("cuda rmsnorm forward and backward (weight offset 0: Llama, 1: Gemma) 
           auto dw = upload<float>(dw0), dw_again = upload<float>(dw0);
           DeviceBuffer<T> y(c.N * c.D), dx(c.N * c.D), dx_again(c.N * c.D);
           cu::rmsnorm_forward<T>(y.get(), d_x->get(), d_w->get(), c.N, c.D, eps, offset, test_stream());
-          cu::rmsnorm_backward<T>(dx.get(), dw->get(), d_dy->get(), d_x->get(), d_w->get(), c.N, c.D, eps, offset,
-                                  test_stream());
-          cu::rmsnorm_backward<T>(dx_again.get(), dw_again->get(), d_dy->get(), d_x->get(), d_w->get(), c.N, c.D, eps,
+          cu::rmsnorm_backward<T>(dx.get(), dw->get(), d_dy->get(), d_x->get(), d_w->get(), nullptr, c.N, c.D, eps,
                                   offset, test_stream());
+          cu::rmsnorm_backward<T>(dx_again.get(), dw_again->get(), d_dy->get(), d_x->get(), d_w->get(), nullptr, c.N,
+                                  c.D, eps, offset, test_stream());
           std::vector<float> y_ref(c.N * c.D), dx_ref(c.N * c.D), dw_ref = dw0;
           cpu().rmsnorm_forward(y_ref.data(), x.data(), w.data(), c.N, c.D, eps, offset);
           cpu().rmsnorm_backward(dx_ref.data(), dw_ref.data(), dy.data(), x.data(), w.data(), c.N, c.D, eps, offset);
@@ -232,6 +239,16 @@ TEST_CASE("cuda rmsnorm forward and backward (weight offset 0: Llama, 1: Gemma) 
           check_close("rmsnorm dw", got_dw, dw_ref, tolerance<T>);
           CHECK(same_bits(got_dx, download(dx_again)));
           CHECK(same_bits(got_dw, download(*dw_again)));
+
+          // With a residual the fused pass gives the bits of rmsnorm_backward followed by add, and dw is unchanged.
+          const auto r = rounded<T>(random_floats(c.N * c.D, 14));
+          auto d_r = upload<T>(r), dw_fused = upload<float>(dw0);
+          DeviceBuffer<T> dx_fused(c.N * c.D);
+          cu::rmsnorm_backward<T>(dx_fused.get(), dw_fused->get(), d_dy->get(), d_x->get(), d_w->get(), d_r->get(), c.N,
+                                  c.D, eps, offset, test_stream());
+          cu::add<T>(dx.get(), d_r->get(), c.N * c.D, test_stream());
+          CHECK(same_bits(download(dx_fused), download(dx)));
+          CHECK(same_bits(download(*dw_fused), got_dw));
         });
       }
     }
@@ -679,7 +696,7 @@ const char* dtype_label_of(DType dt) { return dt == DType::f32 ? "float32" : "bf
 
 }  // namespace
 
-TEST_CASE("cuda backend linear_forward / linear_backward (cuBLASLt GEMM, bias) match the CPU backend",
+TEST_CASE("cuda backend linear_forward(_add) / linear_backward (cuBLASLt GEMM, bias, residual) match the CPU backend",
           "[gpu][linear][backend]") {
   MT_REQUIRE_GPU();
   struct Row {
@@ -733,6 +750,16 @@ TEST_CASE("cuda backend linear_forward / linear_backward (cuBLASLt GEMM, bias) m
         be->linear_backward(nullptr, dw_no_dx.floats(), nullptr, d_dy.get(), d_x.get(), d_w.get(), c.T, c.I, c.O,
                             false);
         check_close("linear dw with dx null", dw_no_dx.read(), dw_only_ref, tol);
+
+        // The residual in the GEMM's epilogue (without a bias) or after the bias.
+        const auto r = rounded_to(dt, random_floats(c.T * c.O, 47));
+        BackendBuffer d_r(*be, r, dt), y_add(*be, c.T * c.O, dt);
+        be->linear_forward_add(y_add.get(), d_x.get(), d_w.get(), c.bias ? d_b.get() : nullptr, d_r.get(), c.T, c.I,
+                               c.O);
+        std::vector<float> y_add_ref(c.T * c.O);
+        cpu().linear_forward_add(y_add_ref.data(), x.data(), w.data(), c.bias ? b.data() : nullptr, r.data(), c.T, c.I,
+                                 c.O);
+        check_close("linear y + residual", y_add.read(), y_add_ref, tol);
       }
     }
   }
@@ -863,10 +890,10 @@ TEST_CASE("cuda backend dispatches the new ops (rmsnorm offset, normalize_rows, 
         BackendBuffer d_g(*be, g, dt), d_u(*be, u, dt), d_dy(*be, dy, dt), y(*be, n, dt), dg(*be, n, dt),
             du(*be, n, dt);
         be->glu_forward(y.get(), d_g.get(), d_u.get(), n, Activation::gelu_tanh);
-        be->glu_backward(dg.get(), du.get(), d_dy.get(), d_g.get(), d_u.get(), n, Activation::gelu_tanh);
+        be->glu_backward(dg.get(), du.get(), nullptr, d_dy.get(), d_g.get(), d_u.get(), n, Activation::gelu_tanh);
         std::vector<float> y_ref(n), dg_ref(n), du_ref(n);
         cpu().glu_forward(y_ref.data(), g.data(), u.data(), n, Activation::gelu_tanh);
-        cpu().glu_backward(dg_ref.data(), du_ref.data(), dy.data(), g.data(), u.data(), n, Activation::gelu_tanh);
+        cpu().glu_backward(dg_ref.data(), du_ref.data(), nullptr, dy.data(), g.data(), u.data(), n, Activation::gelu_tanh);
         check_close("backend glu gelu_tanh y", y.read(), y_ref, tol);
         check_close("backend glu gelu_tanh dgate", dg.read(), dg_ref, tol);
         check_close("backend glu gelu_tanh dup", du.read(), du_ref, tol);

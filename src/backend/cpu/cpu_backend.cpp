@@ -46,6 +46,11 @@ class CpuBackend final : public Backend {
                       int64_t O) override {
     cpu::linear_forward(f(y), f(x), f(w), f(b), T, I, O);
   }
+  void linear_forward_add(void* y, const void* x, const void* w, const void* b, const void* residual, int64_t T,
+                          int64_t I, int64_t O) override {
+    cpu::linear_forward(f(y), f(x), f(w), f(b), T, I, O);
+    cpu::add(f(y), f(residual), T * O);
+  }
   void linear_backward(void* dx, float* dw, float* db, const void* dy, const void* x, const void* w, int64_t T,
                        int64_t I, int64_t O, bool accumulate_dx) override {
     cpu::linear_backward(f(dx), dw, db, f(dy), f(x), f(w), T, I, O, accumulate_dx);
@@ -65,6 +70,11 @@ class CpuBackend final : public Backend {
   void rmsnorm_backward(void* dx, float* dw, const void* dy, const void* x, const void* w, int64_t N, int64_t D,
                         float eps, float weight_offset) override {
     cpu::rmsnorm_backward(f(dx), dw, f(dy), f(x), f(w), N, D, eps, weight_offset);
+  }
+  void rmsnorm_backward_add(void* dx, float* dw, const void* dy, const void* x, const void* w, const void* residual,
+                            int64_t N, int64_t D, float eps, float weight_offset) override {
+    cpu::rmsnorm_backward(f(dx), dw, f(dy), f(x), f(w), N, D, eps, weight_offset);
+    cpu::add(f(dx), f(residual), N * D);
   }
 
   void rms_normalize_forward(void* y, const void* x, int64_t N, int64_t D, float eps) override {
@@ -125,9 +135,9 @@ class CpuBackend final : public Backend {
   void glu_forward(void* y, const void* gate, const void* up, int64_t n, Activation act) override {
     cpu::glu_forward(f(y), f(gate), f(up), n, act);
   }
-  void glu_backward(void* dgate, void* dup, const void* dy, const void* gate, const void* up, int64_t n,
+  void glu_backward(void* dgate, void* dup, void* y, const void* dy, const void* gate, const void* up, int64_t n,
                     Activation act) override {
-    cpu::glu_backward(f(dgate), f(dup), f(dy), f(gate), f(up), n, act);
+    cpu::glu_backward(f(dgate), f(dup), f(y), f(dy), f(gate), f(up), n, act);
   }
 
   void sigmoid_gate_forward(void* y, const void* x, const void* gate, int64_t n) override {

@@ -44,7 +44,7 @@ void attention_sinks_backward(float* d_sinks, const float* dout, const float* ou
                               const AttnShape& shape);
 
 void glu_forward(float* y, const float* gate, const float* up, int64_t n, Activation act);
-void glu_backward(float* dgate, float* dup, const float* dy, const float* gate, const float* up, int64_t n,
+void glu_backward(float* dgate, float* dup, float* y, const float* dy, const float* gate, const float* up, int64_t n,
                   Activation act);
 
 void clamped_swiglu_forward(float* y, const float* gate, const float* up, int64_t n, float alpha, float limit);

@@ -1,7 +1,8 @@
 // Gated MLP activations y = act(gate) · up, elementwise, as PyTorch's CPU kernels compute them in fp32:
 // silu(g) = g / (1 + exp(−g)) (SwiGLU); gelu_tanh(g) = 0.5·g·(1 + tanh(√(2/π)·(g + 0.044715·g³))) (GeGLU,
 // torch.nn.functional.gelu(approximate="tanh")) with the derivative of GeluBackwardKernelImpl.
-// Invariant: dgate and dup are overwritten; the silu path is the former SwiGLU op unchanged.
+// Invariant: dgate and dup are overwritten; the silu path is the former SwiGLU op unchanged; the backward's y (where
+// given) is the forward's expression on the same element, so the same bits.
 #include <cmath>
 
 #include "backend/cpu/cpu_ops.h"
@@ -36,21 +37,23 @@ inline float gelu_tanh_grad(float x) {
   return left_derivative + right_derivative;
 }
 
+inline float silu(float g) { return g / (1.f + std::exp(-g)); }
+
 void swiglu_forward(float* y, const float* gate, const float* up, int64_t n) {
 #pragma omp parallel for if (n > parallel_min_elems) schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = gate[i];
-    y[i] = (g / (1.f + std::exp(-g))) * up[i];
-  }
+  for (int64_t i = 0; i < n; ++i) y[i] = silu(gate[i]) * up[i];
 }
 
-void swiglu_backward(float* dgate, float* dup, const float* dy, const float* gate, const float* up, int64_t n) {
+void swiglu_backward(float* dgate, float* dup, float* y, const float* dy, const float* gate, const float* up,
+                     int64_t n) {
 #pragma omp parallel for if (n > parallel_min_elems) schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
     const float sig = 1.f / (1.f + std::exp(-g));
+    const float value = silu(g);
     dgate[i] = dy[i] * up[i] * (sig * (1.f + g * (1.f - sig)));
-    dup[i] = dy[i] * (g / (1.f + std::exp(-g)));
+    dup[i] = dy[i] * value;
+    if (y) y[i] = value * up[i];
   }
 }
 
@@ -60,12 +63,15 @@ void geglu_forward(float* y, const float* gate, const float* up, int64_t n) {
 }
 
 // torch: the product's gradient dy·up goes through gelu_backward(dy·up, gate).
-void geglu_backward(float* dgate, float* dup, const float* dy, const float* gate, const float* up, int64_t n) {
+void geglu_backward(float* dgate, float* dup, float* y, const float* dy, const float* gate, const float* up,
+                    int64_t n) {
 #pragma omp parallel for if (n > parallel_min_elems) schedule(static)
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
+    const float value = gelu_tanh(g);
     dgate[i] = (dy[i] * up[i]) * gelu_tanh_grad(g);
-    dup[i] = dy[i] * gelu_tanh(g);
+    dup[i] = dy[i] * value;
+    if (y) y[i] = value * up[i];
   }
 }
 
@@ -79,11 +85,11 @@ void glu_forward(float* y, const float* gate, const float* up, int64_t n, Activa
   MT_ASSERT(false, "unknown activation {}", static_cast<int>(act));
 }
 
-void glu_backward(float* dgate, float* dup, const float* dy, const float* gate, const float* up, int64_t n,
+void glu_backward(float* dgate, float* dup, float* y, const float* dy, const float* gate, const float* up, int64_t n,
                   Activation act) {
   switch (act) {
-    case Activation::silu: return swiglu_backward(dgate, dup, dy, gate, up, n);
-    case Activation::gelu_tanh: return geglu_backward(dgate, dup, dy, gate, up, n);
+    case Activation::silu: return swiglu_backward(dgate, dup, y, dy, gate, up, n);
+    case Activation::gelu_tanh: return geglu_backward(dgate, dup, y, dy, gate, up, n);
   }
   MT_ASSERT(false, "unknown activation {}", static_cast<int>(act));
 }

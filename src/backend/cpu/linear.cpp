@@ -38,12 +38,11 @@ static void column_sums_accumulate(float* db, const float* dy, int64_t T, int64_
 void linear_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w, int64_t T,
                      int64_t I, int64_t O, bool accumulate_dx) {
   MT_ASSERT(T >= 0 && I > 0 && O > 0);
-  MT_ASSERT(dw != nullptr);
   if (T == 0) return;
   if (dx != nullptr) {
     sgemm_row_blocks(false, false, T, I, O, dy, O, w, I, accumulate_dx ? 1.f : 0.f, dx, I);
   }
-  sgemm_row_blocks(true, false, O, I, T, dy, O, x, I, 1.f, dw, I);  // dw = dyᵀ·x
+  if (dw != nullptr) sgemm_row_blocks(true, false, O, I, T, dy, O, x, I, 1.f, dw, I);  // dw = dyᵀ·x
   if (db != nullptr) column_sums_accumulate(db, dy, T, O);
 }
 

@@ -128,11 +128,24 @@ class CudaBackend final : public Backend {
     gemm_->run(y, dtype_, x, w, dtype_, true, T, O, I, 0.0f);
     if (b) dispatch([&](auto* t) { cuda::bias_forward(cast(t, y), cast(t, b), T, O, stream_); });
   }
+  void linear_forward_add(void* y, const void* x, const void* w, const void* b, const void* residual, int64_t T,
+                          int64_t I, int64_t O) override {
+    const cuda::OpProfile::Span span(profile_, "linear_forward", stream_);
+    if (b) {  // the bias is a pass of its own, so the residual is one too: (x·wᵀ + b) + residual, as the CPU's order
+      gemm_->run(y, dtype_, x, w, dtype_, true, T, O, I, 0.0f);
+      dispatch([&](auto* t) {
+        cuda::bias_forward(cast(t, y), cast(t, b), T, O, stream_);
+        cuda::add(cast(t, y), cast(t, residual), T * O, stream_);
+      });
+    } else {
+      gemm_->run_add(y, residual, x, w, dtype_, T, O, I);
+    }
+  }
   void linear_backward(void* dx, float* dw, float* db, const void* dy, const void* x, const void* w, int64_t T,
                        int64_t I, int64_t O, bool accumulate_dx) override {
     const cuda::OpProfile::Span span(profile_, "linear_backward", stream_);
     if (dx) gemm_->run(dx, dtype_, dy, w, dtype_, false, T, I, O, accumulate_dx ? 1.0f : 0.0f);
-    gemm_->run_at_b(dw, dy, x, dtype_, O, I, T, 1.0f);
+    if (dw) gemm_->run_at_b(dw, dy, x, dtype_, O, I, T, 1.0f);
     if (db) dispatch([&](auto* t) { cuda::bias_backward(db, cast(t, dy), T, O, stream_); });
   }
 
@@ -152,10 +165,15 @@ class CudaBackend final : public Backend {
     });
   }
   void rmsnorm_backward(void* dx, float* dw, const void* dy, const void* x, const void* w, int64_t N, int64_t D,
-                        float eps, float weight_offset) override {
+                        float eps, float weight_offset) override {  // the fused kernel without a residual
+    rmsnorm_backward_add(dx, dw, dy, x, w, nullptr, N, D, eps, weight_offset);
+  }
+  void rmsnorm_backward_add(void* dx, float* dw, const void* dy, const void* x, const void* w, const void* residual,
+                            int64_t N, int64_t D, float eps, float weight_offset) override {
     const cuda::OpProfile::Span span(profile_, "rmsnorm_backward", stream_);
     dispatch([&](auto* t) {
-      cuda::rmsnorm_backward(cast(t, dx), dw, cast(t, dy), cast(t, x), cast(t, w), N, D, eps, weight_offset, stream_);
+      cuda::rmsnorm_backward(cast(t, dx), dw, cast(t, dy), cast(t, x), cast(t, w), cast(t, residual), N, D, eps,
+                             weight_offset, stream_);
     });
   }
   void rms_normalize_forward(void* y, const void* x, int64_t N, int64_t D, float eps) override {
@@ -247,11 +265,12 @@ class CudaBackend final : public Backend {
     const cuda::OpProfile::Span span(profile_, "glu_forward", stream_);
     dispatch([&](auto* t) { cuda::glu_forward(cast(t, y), cast(t, gate), cast(t, up), n, act, stream_); });
   }
-  void glu_backward(void* dgate, void* dup, const void* dy, const void* gate, const void* up, int64_t n,
+  void glu_backward(void* dgate, void* dup, void* y, const void* dy, const void* gate, const void* up, int64_t n,
                     Activation act) override {
     const cuda::OpProfile::Span span(profile_, "glu_backward", stream_);
     dispatch([&](auto* t) {
-      cuda::glu_backward(cast(t, dgate), cast(t, dup), cast(t, dy), cast(t, gate), cast(t, up), n, act, stream_);
+      cuda::glu_backward(cast(t, dgate), cast(t, dup), cast(t, y), cast(t, dy), cast(t, gate), cast(t, up), n, act,
+                         stream_);
     });
   }
   void sigmoid_gate_forward(void* y, const void* x, const void* gate, int64_t n) override {
