@@ -43,6 +43,16 @@ TEST_CASE("linear_forward_add is linear_forward plus the residual", "[backend][l
   }
 }
 
+TEST_CASE("linear_backward with dw null gives the full call's dx and leaves x unread", "[backend][linear]") {
+  auto be = mt::make_cpu_backend();
+  const int64_t T = 6, I = 8, O = 5;
+  auto x = random_floats(T * I, 4), w = random_floats(O * I, 5), dy = random_floats(T * O, 7);
+  std::vector<float> dx(T * I), dx_only(T * I), dw(O * I, 0.f);
+  be->linear_backward(dx.data(), dw.data(), nullptr, dy.data(), x.data(), w.data(), T, I, O, false);
+  be->linear_backward(dx_only.data(), nullptr, nullptr, dy.data(), nullptr, w.data(), T, I, O, false);
+  CHECK(dx_only == dx);
+}
+
 TEST_CASE("linear_backward matches finite differences and accumulates dw and db", "[backend][linear]") {
   auto be = mt::make_cpu_backend();
   const int64_t T = 6, I = 8, O = 5;
