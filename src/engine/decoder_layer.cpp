@@ -70,11 +70,13 @@ void layer_inputs(const LayerContext& ctx, int64_t layer, const void* w, const v
   const bool post = ctx.layer(layer).post_norms;
   const LayerOffsets& o = ctx.offsets(layer);
   const Norm norm{ctx, w, mb.tokens()};
+  void* block_out = post ? n.attn_out : n.h1;
+  const void* residual = post ? nullptr : x;
   norm.forward(s.norm1, x, o.input_norm);
   if (ctx.layer(layer).is_deltanet())
-    deltanet_block_forward(ctx, layer, w, s.norm1, post ? n.attn_out : n.h1, post ? nullptr : x, mb, n);
+    deltanet_block_forward(ctx, layer, w, s.norm1, block_out, residual, mb, n);
   else
-    attention_block_forward(ctx, layer, w, s.norm1, post ? n.attn_out : n.h1, post ? nullptr : x, mb, n);
+    attention_block_forward(ctx, layer, w, s.norm1, block_out, residual, mb, n);
   if (post) {
     norm.forward(n.h1, n.attn_out, o.attn_out_norm);
     ctx.backend->add(n.h1, x, mb.tokens() * ctx.spec->hidden_size);

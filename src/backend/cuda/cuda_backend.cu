@@ -130,16 +130,13 @@ class CudaBackend final : public Backend {
   }
   void linear_forward_add(void* y, const void* x, const void* w, const void* b, const void* residual, int64_t T,
                           int64_t I, int64_t O) override {
-    const cuda::OpProfile::Span span(profile_, "linear_forward", stream_);
     if (b) {  // the bias is a pass of its own, so the residual is one too: (x·wᵀ + b) + residual, as the CPU's order
-      gemm_->run(y, dtype_, x, w, dtype_, true, T, O, I, 0.0f);
-      dispatch([&](auto* t) {
-        cuda::bias_forward(cast(t, y), cast(t, b), T, O, stream_);
-        cuda::add(cast(t, y), cast(t, residual), T * O, stream_);
-      });
-    } else {
-      gemm_->run_add(y, residual, x, w, dtype_, T, O, I);
+      linear_forward(y, x, w, b, T, I, O);
+      add(y, residual, T * O);
+      return;
     }
+    const cuda::OpProfile::Span span(profile_, "linear_forward", stream_);
+    gemm_->run_add(y, residual, x, w, dtype_, T, O, I);
   }
   void linear_backward(void* dx, float* dw, float* db, const void* dy, const void* x, const void* w, int64_t T,
                        int64_t I, int64_t O, bool accumulate_dx) override {
