@@ -2,7 +2,7 @@
 # One GPU-machine session, run from the repository root with a bundle made by `tools/bundle.sh --tests`
 # in bundle/: the CUDA op table, the PyTorch-parity fixtures on the CUDA backend, pipeline variants, the
 # benchmarks and the PyTorch reference. Logs go to $OUT; a short table is printed last.
-# Usage: tools/gpu_session.sh [quick|full|dp|families|hybrid|nvme|moe|longseq|attention|softcap]
+# Usage: tools/gpu_session.sh [quick|full|dp|families|hybrid|nvme|moe|longseq|attention|softcap|segments]
 # (quick: the tests; full: the tests and the one-GPU benchmarks with PyTorch's; dp: the tests and the data-parallel
 # part, on 2 or more GPUs; families: the tests, then Qwen2.5-3B batch 64 and Qwen2.5-7B batch 32 with this build and,
 # where bundle_base/ holds an earlier build, with that one in the same call, then Gemma-2-9B and Phi-4 at batch 32 with
@@ -27,7 +27,12 @@
 # ATTENTION_PROBE=1 adds the probe (tests_gpu "[.attention_bench]": cuDNN plans, engines, ours-vs-cuDNN TFLOP/s) and
 # tools/bench_torch_attention.py at the same shapes, with and without deterministic algorithms); softcap: tests_gpu "[cudnn],[attention]", the parity fixtures on
 # CUDA, the probe (with Gemma-2-9B's soft-capped head_dim-256 shapes), then Gemma-2-9B with 24 of its 42 layers at
-# 32 × 1024 with MEGATRAIN_ATTENTION=ours and =auto (each bench's attention plan and cuDNN graph lines noted))
+# 32 × 1024 with MEGATRAIN_ATTENTION=ours and =auto (each bench's attention plan and cuDNN graph lines noted);
+# segments: tests_gpu "[segments]" first, then "[cudnn],[attention]" and the parity fixtures on CUDA, the packed probe
+# (tests_gpu "attention probe: packed segments on our kernel and on cuDNN's virtual batch"), then with
+# MEGATRAIN_ATTENTION=ours and =auto Qwen2.5-3B packed (`bench --pack`: 8 × 4096 of 64-2048-token examples after 3
+# warm-up steps, 2 × 32768 of 2048-16384 after 2) and 2 Llama 4 Scout layers at 4 × 16384 (its 8192-token chunks),
+# each pair's losses and step times side by side, and each auto run's cuDNN graph builds)
 set -uo pipefail
 mode=${1:-full}
 out=${OUT:-/tmp/megatrain-gpu}
@@ -42,7 +47,11 @@ note() { summary+=("$1"); echo "== $1"; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv >"$out/gpu.txt" 2>&1
 if [[ -z ${SKIP_OP_TABLE:-}${SKIP_TESTS:-} ]]; then
   gpu_tests=()
-  [[ $mode == attention || $mode == softcap ]] && gpu_tests=("[cudnn],[attention]")
+  [[ $mode == attention || $mode == softcap || $mode == segments ]] && gpu_tests=("[cudnn],[attention]")
+  if [[ $mode == segments ]]; then
+    timeout 120 $b/tests_gpu "[segments]" >"$out/tests_gpu_segments.log" 2>&1
+    note "tests_gpu [segments] rc=$? $(tail -n 2 "$out/tests_gpu_segments.log" | tr '\n' ' ')"
+  fi
   timeout ${TESTS_GPU_TIMEOUT:-300} $b/tests_gpu "${gpu_tests[@]}" >"$out/tests_gpu.log" 2>&1
   note "tests_gpu ${gpu_tests[*]} rc=$? $(tail -n 2 "$out/tests_gpu.log" | tr '\n' ' ')"
   if [[ $mode == attention ]]; then  # the tiled backward at 20 K and 32 K tokens (minutes of CPU reference)
@@ -114,6 +123,25 @@ if [[ $mode == hybrid ]]; then
   note "torch and fla chunked delta rule rc=$? $(grep -E '^[0-9]+ x|not available' "$out/bench_delta_rule_torch.log" | tr -s ' ' | tr '\n' ';')"
   bench qwen35_35b_a3b_6l_b8_s4096 1 --model configs/models/qwen3.5-35b-a3b.json --layers 6 --steps 3 --warmup 1 \
     --batch 8 --seq 4096
+fi
+
+if [[ $mode == segments ]]; then
+  timeout 300 $b/tests_gpu "attention probe: packed segments on our kernel and on cuDNN's virtual batch" \
+    >"$out/probe_segments.log" 2>&1
+  note "packed probe rc=$? $(grep -E '^packed:|forward:|cuDNN vs ours' "$out/probe_segments.log" | tr -s ' ' | tr '\n' ';')"
+  qwen3b_packed=(--model configs/models/qwen2.5-3b.json)
+  scout=(--model configs/models/llama-4-scout-17b-16e.json --layers 2 --batch 4 --seq 16384 --steps 3 --warmup 1)
+  for choice in ours auto; do
+    MEGATRAIN_ATTENTION=$choice bench "qwen3b_b8_s4096_pack_$choice" 1 "${qwen3b_packed[@]}" --batch 8 --seq 4096 \
+      --pack 64-2048 --warmup 3 --steps 4
+    MEGATRAIN_ATTENTION=$choice bench "qwen3b_b2_s32768_pack_$choice" 1 "${qwen3b_packed[@]}" --batch 2 --seq 32768 \
+      --pack 2048-16384 --warmup 2 --steps 2
+    MEGATRAIN_ATTENTION=$choice bench "scout_2l_b4_s16384_$choice" 1 "${scout[@]}"
+  done
+  for run in qwen3b_b8_s4096_pack qwen3b_b2_s32768_pack scout_2l_b4_s16384; do
+    note "losses and step times $run ours/auto: $(python3 -c "import json; l=[[(round(s['loss'],5), round(s['step_s'],3)) for s in json.load(open('$out/bench_'+'$run'+'_'+c+'.json'))['steps']] for c in ('ours','auto')]; print(l)" 2>&1 | tail -n 1)"
+    note "cuDNN graphs built in $run auto: $(grep -c 'built in' "$out/bench_${run}_auto.log") taking $(grep -o 'built in [0-9]* ms' "$out/bench_${run}_auto.log" | awk '{s+=$3} END {print s+0}') ms; our kernel: $(grep -o 'our kernel ([^)]*' "$out/bench_${run}_auto.log" | sort | uniq -c | head -n 3 | tr -s ' ' | tr '\n' ';')"
+  done
 fi
 
 if [[ $mode == nvme ]]; then

@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "backend/segment_batch.h"
 #include "core/activation.h"
 #include "core/dtype.h"
 
@@ -21,6 +22,9 @@ struct AttnShape {
   const float* alibi_slopes = nullptr;   // [n_heads] fp32 backend memory: logit += slope_h·(j − i) (ALiBi); null = none
   const int32_t* seq_lens = nullptr;     // [batch] valid tokens per sequence; nullptr = all valid
   const int32_t* segments = nullptr;     // [T] packed-example id; keys only from the query's segment; nullptr = one
+  // The same segments as a virtual padded batch (segment_batch.h; host memory, set with segments by the engine) for
+  // implementations without a segment mask; those with one ignore it.
+  const SegmentBatch* segment_batch = nullptr;
   const void* sinks = nullptr;           // [n_heads] of dtype(): a per-head logit in every row's softmax denominator
                                          // with no value (GPT-OSS attention sinks); lse includes it; null = none
 };

@@ -19,6 +19,9 @@ void add_bench_command(CLI::App& root, std::vector<Command>& commands) {
       ->capture_default_str();
   app->add_option("--batch", o->batch, "sequences per step")->capture_default_str()->check(integer_in(1));
   app->add_option("--seq", o->seq, "tokens per sequence")->capture_default_str()->check(integer_in(1));
+  app->add_option("--pack", o->pack,
+                  "LO-HI: pack each sequence with random examples of LO to HI tokens, as data.packing does (attention "
+                  "stays within each; model FLOPs count each example's own keys)");
   app->add_option("--steps", o->steps, "measured steps")->capture_default_str()->check(integer_in(1));
   app->add_option("--warmup", o->warmup, "unmeasured steps first")->capture_default_str()->check(integer_in(0));
   app->add_option("--checkpoint-interval", o->checkpoint_interval, "layers per recompute segment")

@@ -25,8 +25,10 @@ AttnShape attn_shape(const LayerContext& ctx, int64_t layer, const void* w, cons
   s.alibi_slopes = ctx.alibi_slopes.empty() ? nullptr : ctx.alibi_slopes[static_cast<size_t>(layer)];
   s.seq_lens = mb.seq_lens;
   s.segments = mb.segments;
+  s.segment_batch = mb.segment_batch;
   if (a.chunk > 0 && mb.chunk_segments != nullptr) {  // chunked_attention.h
     s.segments = mb.chunk_segments;
+    s.segment_batch = mb.chunk_segment_batch;
     s.window = a.window > 0 ? std::min(a.window, a.chunk) : a.chunk;
   }
   s.sinks = weight_at(ctx, w, ctx.offsets(layer).attention.sinks);

@@ -3,7 +3,10 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <map>
+#include <memory>
 #include <optional>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -45,14 +48,19 @@ struct Engine::Activations {
   }
 };
 
-// The batch's index arrays where the backend can read them (uploaded for device backends).
+// The batch's index arrays where the backend can read them (uploaded for device backends), and the segments of each
+// micro-batch as a virtual batch (backend/segment_batch.h), built the first time a micro-batch asks.
 struct Engine::BatchArrays {
   Backend& be;
-  std::vector<void*> owned;
+  const Batch& host;
+  mutable std::vector<void*> owned;
   const int32_t *input_ids, *targets, *positions, *seq_lens, *segments, *chunk_segments = nullptr;
   std::vector<int32_t> chunk_ids;  // chunked attention's key groups (chunked_attention.h)
+  // (chunk ids or the batch's segments, first sequence, sequences) → that run's virtual batch
+  mutable std::map<std::tuple<bool, int64_t, int64_t>, SegmentBatch> segment_batches;
+  mutable std::vector<std::unique_ptr<SegmentBatchLayout>> layouts;  // their host vectors (a host backend reads them)
 
-  BatchArrays(Backend& b, const Batch& batch, int64_t attention_chunk) : be(b) {
+  BatchArrays(Backend& b, const Batch& batch, int64_t attention_chunk) : be(b), host(batch) {
     input_ids = place(batch.input_ids);
     targets = place(batch.targets);
     positions = place(batch.positions);
@@ -64,13 +72,31 @@ struct Engine::BatchArrays {
   ~BatchArrays() {
     for (void* p : owned) be.free_bytes(p);
   }
-  const int32_t* place(const std::vector<int32_t>& v) {
+  // Host vectors stay where they are on a host backend: v must outlive this.
+  const int32_t* place(const std::vector<int32_t>& v) const {
     if (be.host_memory()) return v.data();
     const auto bytes = static_cast<int64_t>(v.size() * sizeof(int32_t));
     void* p = be.alloc_bytes(bytes);
     be.upload(p, v.data(), bytes);
     owned.push_back(p);
     return static_cast<const int32_t*>(p);
+  }
+  // Sequences [first_seq, first_seq + seqs) of the chunk ids (chunks) or the batch's segments as a virtual batch;
+  // null where those ids are absent.
+  const SegmentBatch* segment_batch(bool chunks, int64_t first_seq, int64_t seqs) const {
+    const std::vector<int32_t>& ids = chunks ? chunk_ids : host.segments;
+    if (ids.empty()) return nullptr;
+    const auto key = std::make_tuple(chunks, first_seq, seqs);
+    if (auto it = segment_batches.find(key); it != segment_batches.end()) return &it->second;
+    const int64_t S = host.seq_len;
+    SegmentBatchLayout l = segment_batch_layout(ids.data() + first_seq * S, host.seq_lens.data() + first_seq, seqs, S);
+    layouts.push_back(std::make_unique<SegmentBatchLayout>(std::move(l)));
+    const SegmentBatchLayout& kept = *layouts.back();
+    SegmentBatch& sb = segment_batches[key];
+    sb.groups = kept.groups;
+    sb.starts = kept.starts.empty() ? nullptr : place(kept.starts);
+    sb.lens = kept.lens.empty() ? nullptr : place(kept.lens);
+    return &sb;
   }
 };
 
@@ -276,6 +302,8 @@ std::vector<MicroBatch> Engine::micro_batches(const BatchArrays& arrays, int64_t
     mb.seq_lens = arrays.seq_lens + s;
     mb.segments = arrays.segments ? arrays.segments + t0 : nullptr;
     mb.chunk_segments = arrays.chunk_segments ? arrays.chunk_segments + t0 : nullptr;
+    mb.segment_batch = arrays.segment_batch(false, s, mb.seqs);
+    mb.chunk_segment_batch = arrays.segment_batch(true, s, mb.seqs);
     mbs.push_back(mb);
   }
   return mbs;

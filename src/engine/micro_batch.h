@@ -3,6 +3,8 @@
 #pragma once
 #include <cstdint>
 
+#include "backend/segment_batch.h"
+
 namespace mt {
 
 struct MicroBatch {
@@ -16,6 +18,9 @@ struct MicroBatch {
   const int32_t* segments = nullptr;   // [tokens] or null
   // [tokens] chunked attention's key groups (chunked_attention.h), or null where no position reaches a chunk boundary
   const int32_t* chunk_segments = nullptr;
+  // segments and chunk_segments as virtual padded batches (backend/segment_batch.h), null where those are
+  const SegmentBatch* segment_batch = nullptr;
+  const SegmentBatch* chunk_segment_batch = nullptr;
   int64_t tokens() const { return seqs * seq_len; }
 };
 

@@ -32,7 +32,7 @@ const char* attention_choice_name(AttentionChoice c) {
 std::string cudnn_attention_gap(const AttnShape& s, DType dtype) {
   if (dtype != DType::bf16) return "fp32 (cuDNN's fused attention is bf16/fp16 only)";
   if (s.alibi_slopes != nullptr) return "ALiBi";
-  if (s.segments != nullptr) return "packed segments";
+  if (s.segments != nullptr && s.segment_batch == nullptr) return "packed segments without their virtual batch";
   if (s.head_dim % 8 != 0 || s.head_dim > 256) return MT_FORMAT("head_dim {} (a multiple of 8 up to 256)", s.head_dim);
   if (s.seq < 2) return "seq < 2";
   return "";
@@ -41,7 +41,6 @@ std::string cudnn_attention_gap(const AttnShape& s, DType dtype) {
 std::string cudnn_layer_gap(const AttentionSpec& a, DType dtype) {
   AttnShape s{.batch = 1, .seq = 2, .n_heads = a.num_heads, .n_kv_heads = a.num_kv_heads, .head_dim = a.head_dim};
   if (a.alibi) return "ALiBi";
-  if (a.chunk > 0) return "chunked attention (segments)";
   return cudnn_attention_gap(s, dtype);
 }
 
@@ -150,6 +149,41 @@ int64_t cudnn_staging_bytes(bool backward, const AttnShape& s) {
   return Sp == s.seq ? 0 : staging_at(backward, s, Sp);
 }
 
+AttnShape cudnn_segment_group_shape(const AttnShape& s, const SegmentGroup& g) {
+  AttnShape v = s;
+  v.batch = g.sequences;
+  v.seq = cudnn_seq_bucket(std::max<int64_t>(std::min(g.bound, s.seq), 2));
+  v.seq_lens = s.segment_batch->lens + g.first;
+  v.segments = nullptr;
+  v.segment_batch = nullptr;
+  return v;
+}
+
+int64_t cudnn_segment_staging_bytes(bool backward, const AttnShape& v) { return staging_at(backward, v, v.seq); }
+
+int64_t cudnn_segment_call_bytes(bool backward, const AttnShape& v, int64_t n) {
+  AttnShape c = v;
+  c.batch = n;
+  const int64_t staging = cudnn_segment_staging_bytes(backward, c);
+  if (!backward) return kCudnnGraphUnit + staging;
+  if (const int64_t tile = cudnn_backward_tile(v); tile > 0) return cudnn_tiled_backward_bytes(c, tile) + staging;
+  return cudnn_backward_graph_bytes(n, v.seq, v.n_heads, v.head_dim) + staging;
+}
+
+int64_t cudnn_segment_call_batch(bool backward, const AttnShape& v, int64_t limit_bytes) {
+  const int64_t batch = std::max<int64_t>(v.batch, 1);
+  if (limit_bytes < 0 || cudnn_segment_call_bytes(backward, v, batch) <= limit_bytes) return batch;
+  int64_t lo = 1, hi = batch - 1;  // the bytes grow with n: the most that fit, at least one
+  while (lo < hi) {
+    const int64_t mid = (lo + hi + 1) / 2;
+    if (cudnn_segment_call_bytes(backward, v, mid) <= limit_bytes)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
 CudnnWorkspace cudnn_attention_workspace(const AttnShape& s, int64_t limit_bytes) {
   const AttnShape c = cudnn_backward_call(s, 0, limit_bytes);
   const int64_t Sp = cudnn_seq_bucket(s.seq), tile = cudnn_backward_tile(s);
@@ -158,7 +192,15 @@ CudnnWorkspace cudnn_attention_workspace(const AttnShape& s, int64_t limit_bytes
                    : cudnn_backward_graph_bytes(c.batch, Sp, c.n_heads, c.head_dim) + cudnn_staging_bytes(true, c)};
 }
 
-CudnnWorkspace cudnn_attention_reserve(const AttnShape& longest, int64_t call_batch) {
+CudnnWorkspace cudnn_attention_reserve(const AttnShape& longest, int64_t call_batch, bool packed) {
+  if (packed) {
+    AttnShape one = longest;
+    one.batch = 1;
+    one.seq = cudnn_seq_bucket(longest.seq);
+    const CudnnWorkspace w = cudnn_attention_reserve(longest, call_batch);
+    return {std::max(w.forward, cudnn_segment_call_bytes(false, one, 1)),
+            std::max(w.backward, cudnn_segment_call_bytes(true, one, 1))};
+  }
   const bool buckets = cudnn_seq_bucket(1) != 1;  // off (MEGATRAIN_CUDNN_SEQ_BUCKETS=0): nothing is ever staged
   const int64_t n = call_batch > 0 ? std::min(call_batch, longest.batch) : longest.batch;
   const int64_t forward = kCudnnGraphUnit + (buckets ? staging_at(false, longest, cudnn_seq_bucket(longest.seq)) : 0);
@@ -198,7 +240,7 @@ std::string describe_attention_choice(AttentionChoice c, int64_t limit_bytes) {
   const int64_t tile = cudnn_backward_tile_setting();
   return MT_FORMAT(
       "MEGATRAIN_ATTENTION={}: forward cuDNN where it covers the case (bf16, soft-capped or not, sinks from cuDNN "
-      "9.13; no ALiBi or segments); backward cuDNN's deterministic graph{} {}; our kernel elsewhere and wherever a "
+      "9.13; packed segments and chunks as a virtual batch; no ALiBi); backward cuDNN's deterministic graph{} {}; our kernel elsewhere and wherever a "
       "plan does not finalize",
       attention_choice_name(c),
       tile > 0 ? MT_FORMAT(" (past {} tokens in tiles of that length, no window)", tile) : std::string(),

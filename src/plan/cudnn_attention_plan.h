@@ -24,13 +24,15 @@ enum class AttentionChoice { ours, cudnn, automatic };
 AttentionChoice attention_choice_from_env();
 const char* attention_choice_name(AttentionChoice c);
 
-// Why cuDNN does not cover a shape (empty when it does): the features of AttnShape that only our kernel has (ALiBi,
-// packed segments), fp32, head_dim (a multiple of 8 up to 256), seq < 2. A soft-cap is covered (the graph's score
+// Why cuDNN does not cover a shape (empty when it does): the feature of AttnShape that only our kernel has (ALiBi),
+// packed segments without their virtual batch (segment_batch: the engine sets it), fp32, head_dim (a multiple of 8 up
+// to 256), seq < 2. A soft-cap is covered (the graph's score
 // modifier), and so are attention sinks (GPT-OSS: the forward's softmax takes the sink as cudnn-frontend lowers it;
 // the backward is the same graph, lse holding the sink, and d_sinks stays Backend::attention_sinks_backward's); what
 // the loaded cuDNN's version refuses is cudnn_version_gap's.
 std::string cudnn_attention_gap(const AttnShape& s, DType dtype);
-// The same for a model's attention layer in a run of `dtype` (before any batch: packed segments are the batch's).
+// The same for a model's attention layer in a run of `dtype` (before any batch: packed segments and chunked
+// attention's chunks are the batch's, and run as their virtual batch).
 std::string cudnn_layer_gap(const AttentionSpec& a, DType dtype);
 // Why a cuDNN of `version` (cudnnGetVersion(): 91400 is 9.14.0) builds no graph of one direction for a shape that
 // cudnn_attention_gap covers (empty when it builds one): 9.10.0 and 9.10.1 (SDPA bf16 bugs; cudnn-frontend refuses
@@ -92,6 +94,25 @@ AttnShape cudnn_backward_call(const AttnShape& s, int64_t b0, int64_t limit_byte
 // bucket length; backward q, o, dO, dQ, k, v, dK, dV, lse and lengths.
 int64_t cudnn_staging_bytes(bool backward, const AttnShape& s);
 
+// Packed segments (AttnShape::segment_batch, backend/segment_batch.h) run as their virtual batch: each group a
+// padded batch of its sequences at the bucket of its class's bound, or of the call's length where that is shorter
+// (cudnn_segment_group_shape: one graph length per class, whatever the batch), in calls whose
+// rows (q, k, v, out and lse; backward also dO and the gradients) are gathered from the packed call into the
+// workspace past the call's graph, and the results scattered back. The CPU builds the layout, so no call waits on
+// the GPU. Group g's virtual batch: seq_lens its lengths, no segments, the call's window (which masks nothing where
+// it reaches the virtual length).
+AttnShape cudnn_segment_group_shape(const AttnShape& s, const SegmentGroup& g);
+// The gathered copies of a call of v's sequences at v's own length (a bucket: nothing else is staged).
+int64_t cudnn_segment_staging_bytes(bool backward, const AttnShape& v);
+// What a call of n of v's sequences holds: its graph (forward: kCudnnGraphUnit; backward: the deterministic graph,
+// in tiles past the tile) and the gathered copies.
+int64_t cudnn_segment_call_bytes(bool backward, const AttnShape& v, int64_t n);
+// The sequences a call of v takes: all where limit_bytes < 0 or they fit, else as many as fit, at least one. A
+// sequence of a group is never longer than the bucket of the call's length, so one fits the memory plan's reserve
+// wherever the reserve holds a call of one unsegmented sequence; past the tile it does where the plan was made for
+// packed batches (cudnn_attention_reserve), else our kernel runs the call.
+int64_t cudnn_segment_call_batch(bool backward, const AttnShape& v, int64_t limit_bytes);
+
 // The workspace one call of each direction makes CudnnAttention hold (graph + staging; forward's graph takes none;
 // the backward's at its first, largest call under limit_bytes, cudnn_backward_batch).
 struct CudnnWorkspace {
@@ -103,7 +124,9 @@ CudnnWorkspace cudnn_attention_workspace(const AttnShape& s, int64_t limit_bytes
 // of longest's bucket and its staging, as if staged (one token short of a bucket is); where longest tiles, the
 // backward's figure is the larger of its tiles' and one graph at the tile's length. Held to it as its limit, a
 // shorter batch's calls take as many sequences as fit. What the memory plan reserves.
-CudnnWorkspace cudnn_attention_reserve(const AttnShape& longest, int64_t call_batch = 0);
+// packed: the batches may carry packed segments (data.packing, bench --pack): the figure also holds a call of one
+// segment as long as the sequence (past the tile, its gathered rows beside the tiled graph).
+CudnnWorkspace cudnn_attention_reserve(const AttnShape& longest, int64_t call_batch = 0, bool packed = false);
 
 // The workspace limit a run's calls are held to: MEGATRAIN_CUDNN_WORKSPACE_MIB where set (an override, MiB), else
 // with `auto` the memory plan's figure (planned_bytes; -1 where no plan set one, as in the op tests and the probe),

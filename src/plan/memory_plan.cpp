@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "backend/gated_delta_rule_scratch.h"
+#include "backend/segment_batch.h"
 #include "core/error.h"
 #include "engine/checkpoint_store.h"
 #include "engine/chunked_attention.h"
@@ -80,7 +81,7 @@ void plan_activations(const ModelSpec& s, const RunShape& run, int64_t es, GpuPl
       const CudnnWorkspace w = cudnn_attention_reserve(
           AttnShape{.batch = mb, .seq = run.seq_len, .n_heads = a.num_heads, .n_kv_heads = a.num_kv_heads,
                     .head_dim = a.head_dim},
-          run.cudnn_call_batch);
+          run.cudnn_call_batch, run.packed);
       cudnn_forward = std::max(cudnn_forward, w.forward);
       if (w.backward > g.cudnn_backward_need)
         g.cudnn_backward_tile = cudnn_backward_tile(AttnShape{.batch = mb, .seq = run.seq_len, .n_heads = a.num_heads,
@@ -112,7 +113,10 @@ void plan_activations(const ModelSpec& s, const RunShape& run, int64_t es, GpuPl
   const int64_t chunk = std::min(std::clamp<int64_t>((int64_t{1} << 28) / std::max<int64_t>(V, 1), 16, 4096), mb_tokens);
   g.head = chunk * V * 4 + chunk * V * es + mb_tokens * 4;
   const int64_t token_arrays = attention_chunk(s) > 0 ? 5 : 4;  // + chunked attention's ids (chunked_attention.h)
-  g.batch_arrays = pass_seqs * run.seq_len * token_arrays * 4 + pass_seqs * 4;
+  // and the virtual batches of packed examples and of chunks: starts and lengths (backend/segment_batch.h)
+  const int64_t segment_batches = (run.packed ? 1 : 0) + (attention_chunk(s) > 0 ? 1 : 0);
+  g.batch_arrays = pass_seqs * run.seq_len * token_arrays * 4 + pass_seqs * 4 +
+                   segment_batches * 2 * segment_batch_entries_bound(pass_seqs * run.seq_len) * 4;
   // Engine's RopeBuffers: its max_positions is the longer of the model's positions and the run's sequences.
   g.rope_tables = 0;
   for (const RopeSpec& r : s.rope_tables)

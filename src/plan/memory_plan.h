@@ -37,6 +37,8 @@ struct RunShape {
   // workspace is reserved (resolve_auto sets it where the plan fits with it; otherwise our backward runs).
   bool cudnn_attention = false;
   bool cudnn_backward = false;
+  bool packed = false;                  // batches of packed examples (data.packing, bench --pack): the cuDNN reserve
+                                        // also holds one segment's gathered rows (cudnn_attention_reserve)
   // training.activation_checkpoints: gpu, host (page-locked host slots, two staging buffers on the GPU), or
   // automatic until resolve_auto (plan_gpu reads automatic as gpu).
   CheckpointPlacement checkpoints = CheckpointPlacement::gpu;
@@ -91,7 +93,8 @@ struct GpuPlan {
   int64_t layer_workspace = 0;          // DecoderWorkspace for one micro-batch (its feed-forward per token chunk), and the attention backward's fp32
                                         // dk/dv partials of the GQA group splits (at most one split per query head)
   int64_t head = 0;                     // logits chunk (fp32) + dlogits chunk + per-row losses
-  int64_t batch_arrays = 0;             // input ids, targets, positions, segments, chunk ids, lengths (int32)
+  int64_t batch_arrays = 0;             // input ids, targets, positions, segments, chunk ids, lengths, the
+                                        // segments' virtual batches (int32)
   int64_t gemm_workspace = 0;           // cuBLASLt's (plan/gemm_workspace.h)
   int64_t rope_tables = 0;              // fp32 cos and sin of every RoPE table over max(positions, seq_len)
   // CudnnAttention's workspace (plan/cudnn_attention_plan.h: cudnn_attention_reserve, any batch length up to

@@ -18,6 +18,14 @@ grep -q '"host_bytes_per_parameter":16' <<<"$json" || { echo "FAIL: the default 
 copy=$(MEGATRAIN_BACKEND=cpu "$bin" bench --model "$src/configs/models/demo-tiny.json" --batch 2 --seq 32 --steps 1 \
   --warmup 0 --stream-dtype bfloat16 --json 2>/dev/null) || { echo "FAIL: bench --stream-dtype bfloat16 exited non-zero"; exit 1; }
 grep -q '"host_bytes_per_parameter":18' <<<"$copy" || { echo "FAIL: a bf16 streaming copy should make 18 B/parameter"; exit 1; }
+# --pack: packed examples train (the model FLOPs count their own keys: fewer than the whole sequence's); a bad
+# range is one error line naming the flag.
+packed=$(MEGATRAIN_BACKEND=cpu "$bin" bench --model "$src/configs/models/demo-tiny.json" --batch 2 --seq 32 --steps 1 \
+  --warmup 0 --pack 3-9 --json 2>/dev/null) || { echo "FAIL: bench --pack 3-9 exited non-zero"; exit 1; }
+python3 -c 'import json, sys; a, b = json.loads(sys.argv[1]), json.loads(sys.argv[2]); assert b["steps"][0]["model_tflops"] / b["steps"][0]["tflops"] < a["steps"][0]["model_tflops"] / a["steps"][0]["tflops"]' "$json" "$packed" \
+  || { echo "FAIL: packed examples should count fewer attention FLOPs a token: $packed"; exit 1; }
+err=$(MEGATRAIN_BACKEND=cpu "$bin" bench --model "$src/configs/models/demo-tiny.json" --pack 9-3 2>&1 >/dev/null)
+[[ $? -ne 0 && $(grep -c -- '--pack must be LO-HI' <<<"$err") -eq 1 ]] || { echo "FAIL: bad --pack: $err"; exit 1; }
 err=$("$bin" bench --model "$src/configs/models/absent.json" 2>&1 >/dev/null)
 [[ $? -eq 1 && $(grep -c '^megatrain: error: ' <<<"$err") -eq 1 ]] || { echo "FAIL: bad shape: $err"; exit 1; }
 echo "ok: $json" | cut -c1-200

@@ -4,8 +4,9 @@
 // (run twice: bit for bit; with sinks, d_sinks from cuDNN's out and lse as well), padded rows exactly 0, each
 // implementation's forward paired with the other's backward (the lse convention is shared), the plan's workspace
 // formula never below cuDNN's; the CUDA backend's MEGATRAIN_ATTENTION dispatch, auto per direction against the
-// reserved workspace (a soft-capped layer too); and, as a hidden case, the probe the coordinator runs on the GPU
-// machine ("[.attention_bench]": plans, engines and ours-vs-cuDNN TFLOP/s at the issue's shapes and Gemma-2-9B's).
+// reserved workspace (a soft-capped layer too); packed segments and chunks as their virtual batch; and, as hidden
+// cases, the probes the coordinator runs on the GPU machine ("[.attention_bench]": plans, engines and ours-vs-cuDNN
+// TFLOP/s at the issue's shapes and Gemma-2-9B's, and at packed shapes).
 #ifdef MEGATRAIN_HAVE_CUDNN
 #include <algorithm>
 #include <cstdio>
@@ -13,10 +14,12 @@
 #include <random>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "backend/segment_batch.h"
 #include "backend/cuda/cudnn_attention.h"
 #include "plan/cudnn_attention_plan.h"
 #include "gpu/gpu_test_util.h"
@@ -198,6 +201,62 @@ int64_t nonzero_padding(const std::vector<float>& v, const CudnnCase& c, int64_t
   return bad;
 }
 
+// One case's forward and deterministic backward on cuDNN against the CPU reference (inputs from seed): out, lse and
+// the gradients within bf16 tolerance, padded rows exactly 0 (the outputs start as NaN bits), the backward bit for bit
+// on a repeat, each implementation's forward paired with the other's backward, and with sinks d_sinks from cuDNN's
+// out and lse.
+void check_against_reference(cu::CudnnAttention& cudnn, const CudnnCase& c, const mt::AttnShape& host,
+                             const mt::AttnShape& dev, uint32_t seed) {
+  const int64_t T = c.batch * c.seq, q_size = T * c.heads * c.head_dim, kv_size = T * c.kv_heads * c.head_dim;
+  const int64_t lse_size = c.batch * c.heads * c.seq;
+  const auto [q, k, v, dout] = inputs(q_size, kv_size, seed, c.magnitude);
+  const Reference want = reference(q, k, v, dout, host);
+
+  auto d_q = upload<bf16>(q), d_k = upload<bf16>(k), d_v = upload<bf16>(v), d_dout = upload<bf16>(dout);
+  DeviceBuffer<bf16> out(q_size), dq(q_size), dk(kv_size), dv(kv_size), dq2(q_size), dk2(kv_size), dv2(kv_size);
+  DeviceBuffer<bf16> out_ours(q_size), dq3(q_size), dk3(kv_size), dv3(kv_size), dq4(q_size), dk4(kv_size),
+      dv4(kv_size);
+  DeviceBuffer<float> lse(lse_size), lse_ours(lse_size);
+  for (auto* buf : {&out, &dq, &dk, &dv})  // NaN bits: every row the calls should write, and the padding
+    MT_CUDA_OK(cudaMemsetAsync(buf->get(), 0xff, buf->size() * 2, test_stream()));
+  REQUIRE(cudnn.forward(out.get(), lse.get(), d_q->get(), d_k->get(), d_v->get(), dev));
+  REQUIRE(cudnn.backward(dq.get(), dk.get(), dv.get(), d_dout->get(), d_q->get(), d_k->get(), d_v->get(),
+                          out.get(), lse.get(), dev));
+  REQUIRE(cudnn.backward(dq2.get(), dk2.get(), dv2.get(), d_dout->get(), d_q->get(), d_k->get(), d_v->get(),
+                          out.get(), lse.get(), dev));
+  // Our kernel's forward, then cuDNN's backward from its lse: the two implementations pair.
+  cu::attention_forward<bf16>(out_ours.get(), lse_ours.get(), d_q->get(), d_k->get(), d_v->get(), dev,
+                              test_stream());
+  REQUIRE(cudnn.backward(dq3.get(), dk3.get(), dv3.get(), d_dout->get(), d_q->get(), d_k->get(), d_v->get(),
+                          out_ours.get(), lse_ours.get(), dev));
+  // cuDNN's forward, then our kernel's backward from its out and lse: the other pairing.
+  cu::attention_backward<bf16>(dq4.get(), dk4.get(), dv4.get(), d_dout->get(), d_q->get(), d_k->get(), d_v->get(),
+                               out.get(), lse.get(), dev, test_stream());
+  const auto got_out = download(out), got_dq = download(dq), got_dk = download(dk), got_dv = download(dv);
+  check_close("cudnn attention out", got_out, want.out, tolerance<bf16>);
+  check_close("cudnn attention lse", download(lse), want.lse, 1e-4);
+  check_close("cudnn attention dq", got_dq, want.dq, tolerance<bf16>);
+  check_close("cudnn attention dk", got_dk, want.dk, tolerance<bf16>);
+  check_close("cudnn attention dv", got_dv, want.dv, tolerance<bf16>);
+  CHECK(nonzero_padding(got_out, c, c.heads * c.head_dim) == 0);
+  CHECK(nonzero_padding(got_dq, c, c.heads * c.head_dim) == 0);
+  CHECK(nonzero_padding(got_dk, c, c.kv_heads * c.head_dim) == 0);
+  CHECK(nonzero_padding(got_dv, c, c.kv_heads * c.head_dim) == 0);
+  CHECK(same_bits(got_dq, download(dq2)));
+  CHECK(same_bits(got_dk, download(dk2)));
+  CHECK(same_bits(got_dv, download(dv2)));
+  check_close("cudnn backward from our lse: dq", download(dq3), want.dq, tolerance<bf16>);
+  check_close("cudnn backward from our lse: dk", download(dk3), want.dk, tolerance<bf16>);
+  check_close("cudnn backward from our lse: dv", download(dv3), want.dv, tolerance<bf16>);
+  check_close("our backward from cudnn's lse: dq", download(dq4), want.dq, tolerance<bf16>);
+  check_close("our backward from cudnn's lse: dk", download(dk4), want.dk, tolerance<bf16>);
+  check_close("our backward from cudnn's lse: dv", download(dv4), want.dv, tolerance<bf16>);
+  check_close("our lse against cudnn's", download(lse_ours), download(lse), 1e-4);
+  if (c.sinks)
+    check_close("d_sinks from cudnn's out and lse", sinks_gradient(*d_dout, out, lse, dev), want.d_sinks,
+                tolerance<bf16>);
+}
+
 }  // namespace
 
 TEST_CASE("cudnn attention forward and deterministic backward match the reference", "[gpu][attention][cudnn]") {
@@ -210,8 +269,6 @@ TEST_CASE("cudnn attention forward and deterministic backward match the referenc
     DYNAMIC_SECTION(c.batch << "x" << c.seq << " " << c.heads << "/" << c.kv_heads << " hd" << c.head_dim << " w"
                             << c.window << " cap" << c.softcap << (c.sinks ? " sinks" : "")) {
       INFO(c.name);
-      const int64_t T = c.batch * c.seq, q_size = T * c.heads * c.head_dim, kv_size = T * c.kv_heads * c.head_dim;
-      const int64_t lse_size = c.batch * c.heads * c.seq;
       const CaseShapes shapes = case_shapes(c);
       const mt::AttnShape &host = shapes.host, &dev = shapes.dev;
       REQUIRE(mt::cudnn_attention_gap(dev, mt::DType::bf16).empty());
@@ -233,50 +290,7 @@ TEST_CASE("cudnn attention forward and deterministic backward match the referenc
       CHECK(bwd.workspace_bytes <= planned);
       CHECK(cudnn->workspace_need(true, dev) == bwd.workspace_bytes + mt::cudnn_staging_bytes(true, dev));
 
-      const auto [q, k, v, dout] = inputs(q_size, kv_size, 31, c.magnitude);
-      const Reference want = reference(q, k, v, dout, host);
-
-      auto d_q = upload<bf16>(q), d_k = upload<bf16>(k), d_v = upload<bf16>(v), d_dout = upload<bf16>(dout);
-      DeviceBuffer<bf16> out(q_size), dq(q_size), dk(kv_size), dv(kv_size), dq2(q_size), dk2(kv_size), dv2(kv_size);
-      DeviceBuffer<bf16> out_ours(q_size), dq3(q_size), dk3(kv_size), dv3(kv_size), dq4(q_size), dk4(kv_size),
-          dv4(kv_size);
-      DeviceBuffer<float> lse(lse_size), lse_ours(lse_size);
-      REQUIRE(cudnn->forward(out.get(), lse.get(), d_q->get(), d_k->get(), d_v->get(), dev));
-      REQUIRE(cudnn->backward(dq.get(), dk.get(), dv.get(), d_dout->get(), d_q->get(), d_k->get(), d_v->get(),
-                              out.get(), lse.get(), dev));
-      REQUIRE(cudnn->backward(dq2.get(), dk2.get(), dv2.get(), d_dout->get(), d_q->get(), d_k->get(), d_v->get(),
-                              out.get(), lse.get(), dev));
-      // Our kernel's forward, then cuDNN's backward from its lse: the two implementations pair.
-      cu::attention_forward<bf16>(out_ours.get(), lse_ours.get(), d_q->get(), d_k->get(), d_v->get(), dev,
-                                  test_stream());
-      REQUIRE(cudnn->backward(dq3.get(), dk3.get(), dv3.get(), d_dout->get(), d_q->get(), d_k->get(), d_v->get(),
-                              out_ours.get(), lse_ours.get(), dev));
-      // cuDNN's forward, then our kernel's backward from its out and lse: the other pairing.
-      cu::attention_backward<bf16>(dq4.get(), dk4.get(), dv4.get(), d_dout->get(), d_q->get(), d_k->get(), d_v->get(),
-                                   out.get(), lse.get(), dev, test_stream());
-      const auto got_out = download(out), got_dq = download(dq), got_dk = download(dk), got_dv = download(dv);
-      check_close("cudnn attention out", got_out, want.out, tolerance<bf16>);
-      check_close("cudnn attention lse", download(lse), want.lse, 1e-4);
-      check_close("cudnn attention dq", got_dq, want.dq, tolerance<bf16>);
-      check_close("cudnn attention dk", got_dk, want.dk, tolerance<bf16>);
-      check_close("cudnn attention dv", got_dv, want.dv, tolerance<bf16>);
-      CHECK(nonzero_padding(got_out, c, c.heads * c.head_dim) == 0);
-      CHECK(nonzero_padding(got_dq, c, c.heads * c.head_dim) == 0);
-      CHECK(nonzero_padding(got_dk, c, c.kv_heads * c.head_dim) == 0);
-      CHECK(nonzero_padding(got_dv, c, c.kv_heads * c.head_dim) == 0);
-      CHECK(same_bits(got_dq, download(dq2)));
-      CHECK(same_bits(got_dk, download(dk2)));
-      CHECK(same_bits(got_dv, download(dv2)));
-      check_close("cudnn backward from our lse: dq", download(dq3), want.dq, tolerance<bf16>);
-      check_close("cudnn backward from our lse: dk", download(dk3), want.dk, tolerance<bf16>);
-      check_close("cudnn backward from our lse: dv", download(dv3), want.dv, tolerance<bf16>);
-      check_close("our backward from cudnn's lse: dq", download(dq4), want.dq, tolerance<bf16>);
-      check_close("our backward from cudnn's lse: dk", download(dk4), want.dk, tolerance<bf16>);
-      check_close("our backward from cudnn's lse: dv", download(dv4), want.dv, tolerance<bf16>);
-      check_close("our lse against cudnn's", download(lse_ours), download(lse), 1e-4);
-      if (c.sinks)
-        check_close("d_sinks from cudnn's out and lse", sinks_gradient(*d_dout, out, lse, dev), want.d_sinks,
-                    tolerance<bf16>);
+      check_against_reference(*cudnn, c, host, dev, 31);
     }
   }
 }
@@ -561,6 +575,265 @@ TEST_CASE("cuda backend attention: auto runs cuDNN both ways for a soft-capped l
   check_close("soft-capped attention dv", got.dv, want.dv, tolerance<bf16>);
 }
 
+// Packed segments and chunked attention's chunks on cuDNN, as their virtual batch (backend/segment_batch.h): the
+// layout built on the host as the engine builds it, groups of several length classes (fillers, padding, windows,
+// soft-cap, sinks, GQA), a segment past the backward's tile, and calls split by a workspace limit; forward and the
+// deterministic backward against the CPU reference with its segments, bit for bit on a repeat and across call
+// splits, padded rows 0, each implementation's forward paired with the other's backward, the workspace within the
+// plan's figure; and through the CUDA backend under MEGATRAIN_ATTENTION=cudnn, bit for bit as CudnnAttention runs.
+namespace {
+
+struct SegmentCase {
+  CudnnCase c;
+  std::vector<std::vector<int32_t>> pieces;  // per sequence, its segments' lengths (their sum: the sequence's length)
+  const char* tile = "8192";                 // MEGATRAIN_CUDNN_BACKWARD_TILE
+};
+
+// A case's ids (per sequence 0, 1, ..., -1 on padding) and its layout placed on the GPU.
+struct SegmentShapes {
+  std::vector<int32_t> ids;
+  mt::SegmentBatchLayout layout;
+  std::unique_ptr<DeviceBuffer<int32_t>> d_ids, d_starts, d_lens;
+  mt::SegmentBatch batch;
+};
+std::unique_ptr<SegmentShapes> segment_shapes(const SegmentCase& sc, CaseShapes& shapes) {
+  const CudnnCase& c = sc.c;
+  auto s = std::make_unique<SegmentShapes>();
+  s->ids.assign(static_cast<size_t>(c.batch * c.seq), -1);
+  for (int64_t b = 0; b < c.batch; ++b) {
+    int64_t at = 0;
+    for (size_t p = 0; p < sc.pieces[static_cast<size_t>(b)].size(); ++p)
+      for (int32_t i = 0; i < sc.pieces[static_cast<size_t>(b)][p]; ++i)
+        s->ids[static_cast<size_t>(b * c.seq + at++)] = static_cast<int32_t>(p);
+    REQUIRE(at == (c.seq_lens.empty() ? c.seq : c.seq_lens[static_cast<size_t>(b)]));
+  }
+  s->layout = mt::segment_batch_layout(s->ids.data(), c.seq_lens.empty() ? nullptr : c.seq_lens.data(), c.batch, c.seq);
+  s->d_ids = upload_ints(s->ids);
+  s->d_starts = upload_ints(s->layout.starts);
+  s->d_lens = upload_ints(s->layout.lens);
+  s->batch.groups = s->layout.groups;
+  s->batch.starts = s->d_starts->get();
+  s->batch.lens = s->d_lens->get();
+  shapes.host.segments = s->ids.data();
+  shapes.dev.segments = s->d_ids->get();
+  shapes.dev.segment_batch = &s->batch;
+  return s;
+}
+
+const std::vector<SegmentCase>& segment_cases() {
+  static const std::vector<SegmentCase> cases = {
+      {{"GQA 8 (16:2), two length classes, padding 700/500", 2, 700, 16, 2, 128, 0, {700, 500}},
+       {{300, 350, 50}, {37, 463}}},
+      {{"MHA, head_dim 64, one-token segments and fillers, odd length 97", 1, 97, 4, 4, 64, 0, {}},
+       {{1, 1, 2, 3, 5, 8, 13, 21, 1, 42}}},
+      {{"GQA 4, head_dim 64, sliding window 50 inside segments of 30-300", 2, 400, 8, 2, 64, 50, {400, 333}},
+       {{30, 300, 70}, {33, 150, 150}}},
+      {{"soft-cap 2, GQA 2, head_dim 256, padding 301/211", 2, 301, 4, 2, 256, 0, {301, 211}, 0.f, true, 2.f},
+       {{100, 201}, {11, 200}}},
+      {{"sinks: GPT-OSS-like 16/2 heads of 64, window 128, segments 100-400", 1, 640, 16, 2, 64, 128, {}, 0.f, true,
+        0.f, 1.f, true},
+       {{100, 400, 140}}},
+      {{"chunked (Llama 4: ids per chunk, window = chunk 128): 8/1 heads of 128, two examples", 1, 600, 8, 1, 128,
+        128, {}},
+       {{128, 128, 44, 128, 128, 44}}},
+      {{"a segment of 3000 past tiles of 1024 (the backward tiles the virtual batch), GQA 4", 1, 3500, 8, 2, 128, 0,
+        {}},
+       {{3000, 500}},
+       "1024"},
+  };
+  return cases;
+}
+
+}  // namespace
+
+TEST_CASE("cudnn attention: packed segments and chunks as a virtual batch match the reference",
+          "[gpu][attention][cudnn][segments]") {
+  MT_REQUIRE_GPU();
+  auto cudnn = make_cudnn();
+  REQUIRE(cudnn->version() > 0);
+  for (const SegmentCase& sc : segment_cases()) {
+    const CudnnCase& c = sc.c;
+    DYNAMIC_SECTION(c.batch << "x" << c.seq << " " << c.heads << "/" << c.kv_heads << " hd" << c.head_dim << " w"
+                            << c.window << " cap" << c.softcap << (c.sinks ? " sinks" : "") << " tile" << sc.tile) {
+      INFO(c.name);
+      const Env tile("MEGATRAIN_CUDNN_BACKWARD_TILE", sc.tile);
+      CaseShapes shapes = case_shapes(c);
+      const auto seg = segment_shapes(sc, shapes);
+      const mt::AttnShape &host = shapes.host, &dev = shapes.dev;
+      REQUIRE(mt::cudnn_attention_gap(dev, mt::DType::bf16).empty());
+      INFO(seg->layout.groups.size() << " length groups, " << seg->layout.starts.size() << " virtual sequences");
+      // What the calls hold is what the plan's formula counts for them, within a reserve that holds the longest call.
+      int64_t planned = 0;
+      for (const mt::SegmentGroup& g : seg->layout.groups) {
+        const mt::AttnShape v = mt::cudnn_segment_group_shape(dev, g);
+        planned = std::max(planned, mt::cudnn_segment_call_bytes(true, v, v.batch));
+      }
+      const int64_t need = cudnn->workspace_need(true, dev);
+      INFO("backward workspace: cuDNN " << need << " B, plan " << planned << " B");
+      REQUIRE(need > 0);
+      CHECK(need <= planned);
+
+      check_against_reference(*cudnn, c, host, dev, 91);
+    }
+  }
+}
+
+// Many short segments (one group of 40, rounded up to 64) under workspace limits that hold calls of one and of three
+// sequences: forward and backward give the bits of one call, and the calls hold no more than the limit.
+TEST_CASE("cudnn attention: packed segments in calls under a workspace limit give one call's bits",
+          "[gpu][attention][cudnn][segments]") {
+  MT_REQUIRE_GPU();
+  std::vector<int32_t> pieces;
+  for (int i = 0; i < 40; ++i) pieces.push_back(20 + (i * 7) % 40);
+  int32_t len = 0;
+  for (const int32_t p : pieces) len += p;
+  const SegmentCase sc{{"forty segments", 1, len, 8, 2, 128, 0, {}}, {pieces}};
+  CaseShapes shapes = case_shapes(sc.c);
+  const auto seg = segment_shapes(sc, shapes);
+  const mt::AttnShape &host = shapes.host, &dev = shapes.dev;
+  REQUIRE(seg->layout.groups.size() == 1);
+  const mt::AttnShape v = mt::cudnn_segment_group_shape(dev, seg->layout.groups[0]);
+  const int64_t T = len, q_size = T * 8 * 128, kv_size = T * 2 * 128, lse_size = 8 * T;
+  const auto [q, k, vv, dout] = inputs(q_size, kv_size, 93);
+  auto cudnn = make_cudnn();
+  auto d_q = upload<bf16>(q), d_k = upload<bf16>(k), d_v = upload<bf16>(vv), d_dout = upload<bf16>(dout);
+  DeviceBuffer<bf16> out(q_size), dq(q_size), dk(kv_size), dv(kv_size);
+  DeviceBuffer<float> lse(lse_size);
+  REQUIRE(cudnn->forward(out.get(), lse.get(), d_q->get(), d_k->get(), d_v->get(), dev));
+  REQUIRE(cudnn->backward(dq.get(), dk.get(), dv.get(), d_dout->get(), d_q->get(), d_k->get(), d_v->get(), out.get(),
+                          lse.get(), dev));
+  const auto whole_out = download(out), whole_lse = download(lse), whole_dq = download(dq), whole_dk = download(dk),
+             whole_dv = download(dv);
+  const Reference want = reference(q, k, vv, dout, host);
+  check_close("one call out", whole_out, want.out, tolerance<bf16>);
+  check_close("one call dq", whole_dq, want.dq, tolerance<bf16>);
+  for (const int64_t per_call : {1, 3}) {
+    INFO(per_call << " a call");
+    const int64_t limit = mt::cudnn_segment_call_bytes(true, v, per_call);
+    REQUIRE(mt::cudnn_segment_call_batch(true, v, limit) == per_call);
+    const int64_t need = cudnn->workspace_need(true, dev, limit);
+    REQUIRE(need > 0);
+    CHECK(need <= limit);
+    CHECK(cudnn->workspace_need(false, dev, limit) <= limit);
+    for (auto* buf : {&out, &dq, &dk, &dv}) MT_CUDA_OK(cudaMemsetAsync(buf->get(), 0xff, buf->size() * 2, test_stream()));
+    REQUIRE(cudnn->forward(out.get(), lse.get(), d_q->get(), d_k->get(), d_v->get(), dev, limit));
+    REQUIRE(cudnn->backward(dq.get(), dk.get(), dv.get(), d_dout->get(), d_q->get(), d_k->get(), d_v->get(),
+                            out.get(), lse.get(), dev, true, limit));
+    CHECK(same_bits(download(out), whole_out));
+    CHECK(same_bits(download(lse), whole_lse));
+    CHECK(same_bits(download(dq), whole_dq));
+    CHECK(same_bits(download(dk), whole_dk));
+    CHECK(same_bits(download(dv), whole_dv));
+  }
+}
+
+// Through the CUDA backend: under MEGATRAIN_ATTENTION=cudnn a segmented call with its virtual batch runs cuDNN (the
+// bits CudnnAttention gives directly); without the virtual batch it runs our kernel (its bits).
+TEST_CASE("cuda backend attention: packed segments run cuDNN with their virtual batch, ours without",
+          "[gpu][attention][cudnn][backend][segments]") {
+  MT_REQUIRE_GPU();
+  const SegmentCase sc{{"two sequences of packed examples", 2, 300, 8, 2, 128, 0, {300, 250}}, {{120, 180}, {50, 200}}};
+  CaseShapes shapes = case_shapes(sc.c);
+  const auto seg = segment_shapes(sc, shapes);
+  const mt::AttnShape &host = shapes.host, &dev = shapes.dev;
+  const int64_t T = 600, q_size = T * 8 * 128, kv_size = T * 2 * 128, lse_size = 2 * 8 * 300;
+  const auto [q, k, v, dout] = inputs(q_size, kv_size, 95);
+  auto cudnn = make_cudnn();
+  auto d_q = upload<bf16>(q), d_k = upload<bf16>(k), d_v = upload<bf16>(v), d_dout = upload<bf16>(dout);
+  DeviceBuffer<bf16> out(q_size), dq(q_size), dk(kv_size), dv(kv_size);
+  DeviceBuffer<float> lse(lse_size);
+  REQUIRE(cudnn->forward(out.get(), lse.get(), d_q->get(), d_k->get(), d_v->get(), dev));
+  REQUIRE(cudnn->backward(dq.get(), dk.get(), dv.get(), d_dout->get(), d_q->get(), d_k->get(), d_v->get(), out.get(),
+                          lse.get(), dev));
+  const auto cudnn_out = download(out), cudnn_dq = download(dq);
+  mt::AttnShape no_batch = dev;
+  no_batch.segment_batch = nullptr;
+  cu::attention_forward<bf16>(out.get(), lse.get(), d_q->get(), d_k->get(), d_v->get(), no_batch, test_stream());
+  cu::attention_backward<bf16>(dq.get(), dk.get(), dv.get(), d_dout->get(), d_q->get(), d_k->get(), d_v->get(),
+                               out.get(), lse.get(), no_batch, test_stream());
+  const auto ours_out = download(out), ours_dq = download(dq);
+  const Env choice("MEGATRAIN_ATTENTION", "cudnn");
+  auto be = mt::make_cuda_backend(mt::DType::bf16);
+  for (const bool with_batch : {true, false}) {
+    INFO((with_batch ? "with" : "without") << " the virtual batch");
+    const mt::DType dt = mt::DType::bf16;
+    BackendBuffer b_q(*be, q, dt), b_k(*be, k, dt), b_v(*be, v, dt), b_dout(*be, dout, dt);
+    BackendBuffer b_out(*be, q_size, dt), b_dq(*be, q_size, dt), b_dk(*be, kv_size, dt), b_dv(*be, kv_size, dt);
+    BackendBuffer b_lse(*be, lse_size, mt::DType::f32);
+    const mt::AttnShape s = with_batch ? dev : no_batch;
+    be->attention_forward(b_out.get(), b_lse.floats(), b_q.get(), b_k.get(), b_v.get(), s);
+    be->attention_backward(b_dq.get(), b_dk.get(), b_dv.get(), b_dout.get(), b_q.get(), b_k.get(), b_v.get(),
+                           b_out.get(), b_lse.floats(), s);
+    CHECK(same_bits(b_out.read(), with_batch ? cudnn_out : ours_out));
+    CHECK(same_bits(b_dq.read(), with_batch ? cudnn_dq : ours_dq));
+    const Reference want = reference(q, k, v, dout, host);
+    check_close("backend segments out", b_out.read(), want.out, tolerance<bf16>);
+    check_close("backend segments dq", b_dq.read(), want.dq, tolerance<bf16>);
+  }
+}
+
+namespace {
+
+// Median of 5 timed runs on the tests' stream after 2 warm-ups, in TFLOP/s; -1 where the run was not possible.
+template <typename Run>
+double median_tflops(Run&& run, double flops) {
+  cudaEvent_t a, b;
+  cudaEventCreate(&a);
+  cudaEventCreate(&b);
+  for (int i = 0; i < 2; ++i)
+    if (!run()) return -1.0;
+  std::vector<double> tf;
+  for (int i = 0; i < 5; ++i) {
+    cudaEventRecord(a, test_stream());
+    run();
+    cudaEventRecord(b, test_stream());
+    cudaEventSynchronize(b);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, a, b);
+    tf.push_back(flops / (ms * 1e-3) / 1e12);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(tf.begin(), tf.end());
+  return tf[2];
+}
+
+// A probe's buffers: q, k, v (= k) and dout (= q) N(0,1) bf16 from seed (the NaN fill would poison the timing runs'
+// softmax), the outputs and gradients; and our kernel's forward and backward TFLOP/s on them (median_tflops).
+struct ProbeBuffers {
+  DeviceBuffer<bf16> q, k, v, out, dout, dq, dk, dv;
+  DeviceBuffer<float> lse;
+  ProbeBuffers(int64_t q_size, int64_t kv_size, int64_t lse_size, uint32_t seed)
+      : q(q_size), k(kv_size), v(kv_size), out(q_size), dout(q_size), dq(q_size), dk(kv_size), dv(kv_size),
+        lse(lse_size) {
+    const auto host = rounded<bf16>(random_floats(q_size, seed)), hostk = rounded<bf16>(random_floats(kv_size, seed + 1));
+    auto d_q = upload<bf16>(host), d_k = upload<bf16>(hostk);
+    MT_CUDA_OK(cudaMemcpyAsync(q.get(), d_q->get(), q_size * 2, cudaMemcpyDeviceToDevice, test_stream()));
+    MT_CUDA_OK(cudaMemcpyAsync(dout.get(), d_q->get(), q_size * 2, cudaMemcpyDeviceToDevice, test_stream()));
+    MT_CUDA_OK(cudaMemcpyAsync(k.get(), d_k->get(), kv_size * 2, cudaMemcpyDeviceToDevice, test_stream()));
+    MT_CUDA_OK(cudaMemcpyAsync(v.get(), d_k->get(), kv_size * 2, cudaMemcpyDeviceToDevice, test_stream()));
+    mt::test::sync();
+  }
+  std::pair<double, double> ours_tflops(const mt::AttnShape& s, double fwd_flops, double bwd_flops) {
+    const double fwd = median_tflops(
+        [&] {
+          cu::attention_forward<bf16>(out.get(), lse.get(), q.get(), k.get(), v.get(), s, test_stream());
+          return true;
+        },
+        fwd_flops);
+    const double bwd = median_tflops(
+        [&] {
+          cu::attention_backward<bf16>(dq.get(), dk.get(), dv.get(), dout.get(), q.get(), k.get(), v.get(), out.get(),
+                                       lse.get(), s, test_stream());
+          return true;
+        },
+        bwd_flops);
+    return {fwd, bwd};
+  }
+};
+
+}  // namespace
+
 // The probe: for causal bf16 head_dim 128 GQA 16:2 at the issue's shapes (about 32K tokens each) and Gemma-2-9B's
 // soft-capped head_dim-256 layers (16:8, cap 50, scale 1/16; global and 4096-window sliding), whether each graph
 // finalized, its engine and workspace, and ours-vs-cuDNN forward/backward TFLOP/s. FLOPs as
@@ -598,19 +871,10 @@ TEST_CASE("attention probe: cuDNN plans and ours-vs-cuDNN TFLOP/s", "[.attention
     const double pairs = sh.window > 0 && sh.window < sh.seq ? w * (w + 1) / 2 + (S - w) * w : S * S / 2;
     const double fwd_flops = 4.0 * sh.batch * heads * head_dim * pairs;
     const double bwd_flops = 2.5 * fwd_flops;
-    DeviceBuffer<bf16> q(q_size), k(kv_size), v(kv_size), out(q_size), dout(q_size), dq(q_size), dk(kv_size),
-        dv(kv_size);
-    DeviceBuffer<float> lse(sh.batch * heads * sh.seq);
-    {  // inputs: N(0,1) bf16 (the NaN fill would poison the timing runs' softmax)
-      const auto host = rounded<bf16>(random_floats(q_size, 51));
-      const auto hostk = rounded<bf16>(random_floats(kv_size, 52));
-      auto d_q = upload<bf16>(host), d_k = upload<bf16>(hostk), d_v = upload<bf16>(hostk);
-      MT_CUDA_OK(cudaMemcpyAsync(q.get(), d_q->get(), q_size * 2, cudaMemcpyDeviceToDevice, test_stream()));
-      MT_CUDA_OK(cudaMemcpyAsync(dout.get(), d_q->get(), q_size * 2, cudaMemcpyDeviceToDevice, test_stream()));
-      MT_CUDA_OK(cudaMemcpyAsync(k.get(), d_k->get(), kv_size * 2, cudaMemcpyDeviceToDevice, test_stream()));
-      MT_CUDA_OK(cudaMemcpyAsync(v.get(), d_v->get(), kv_size * 2, cudaMemcpyDeviceToDevice, test_stream()));
-      mt::test::sync();
-    }
+    ProbeBuffers buffers(q_size, kv_size, sh.batch * heads * sh.seq, 51);
+    auto &q = buffers.q, &k = buffers.k, &v = buffers.v, &out = buffers.out, &dout = buffers.dout;
+    auto &dq = buffers.dq, &dk = buffers.dk, &dv = buffers.dv;
+    auto& lse = buffers.lse;
     std::printf("shape batch %lld seq %lld heads %lld/%lld head_dim %lld window %lld soft-cap %g causal bf16\n",
                 static_cast<long long>(sh.batch), static_cast<long long>(sh.seq), static_cast<long long>(heads),
                 static_cast<long long>(kv_heads), static_cast<long long>(head_dim), static_cast<long long>(sh.window),
@@ -635,48 +899,14 @@ TEST_CASE("attention probe: cuDNN plans and ours-vs-cuDNN TFLOP/s", "[.attention
                                        : "FAILED: " + info.error;
       std::printf("  cuDNN %s: %s\n", label, text.c_str());
     }
-    // Median of 5 timed runs after 2 warm-ups, in TFLOP/s; -1 where the run was not possible.
-    auto time = [&](auto&& run, double flops) {
-      cudaEvent_t a, b;
-      cudaEventCreate(&a);
-      cudaEventCreate(&b);
-      for (int i = 0; i < 2; ++i)
-        if (!run()) return -1.0;
-      std::vector<double> tf;
-      for (int i = 0; i < 5; ++i) {
-        cudaEventRecord(a, test_stream());
-        run();
-        cudaEventRecord(b, test_stream());
-        cudaEventSynchronize(b);
-        float ms = 0;
-        cudaEventElapsedTime(&ms, a, b);
-        tf.push_back(flops / (ms * 1e-3) / 1e12);
-      }
-      cudaEventDestroy(a);
-      cudaEventDestroy(b);
-      std::sort(tf.begin(), tf.end());
-      return tf[2];
-    };
-    const double ours_fwd = time(
-        [&] {
-          cu::attention_forward<bf16>(out.get(), lse.get(), q.get(), k.get(), v.get(), s, test_stream());
-          return true;
-        },
-        fwd_flops);
-    const double ours_bwd = time(
-        [&] {
-          cu::attention_backward<bf16>(dq.get(), dk.get(), dv.get(), dout.get(), q.get(), k.get(), v.get(), out.get(),
-                                       lse.get(), s, test_stream());
-          return true;
-        },
-        bwd_flops);
+    const auto [ours_fwd, ours_bwd] = buffers.ours_tflops(s, fwd_flops, bwd_flops);
     const double cudnn_fwd =
-        time([&] { return cudnn->forward(out.get(), lse.get(), q.get(), k.get(), v.get(), s); }, fwd_flops);
+        median_tflops([&] { return cudnn->forward(out.get(), lse.get(), q.get(), k.get(), v.get(), s); }, fwd_flops);
     // The deterministic backward as one graph (MEGATRAIN_CUDNN_BACKWARD_TILE=0), then in tiles of each length below
     // the sequence's (the default tile first).
     auto deterministic_at = [&](const char* tile) {
       setenv("MEGATRAIN_CUDNN_BACKWARD_TILE", tile, 1);
-      const double tf = time(
+      const double tf = median_tflops(
           [&] {
             return cudnn->backward(dq.get(), dk.get(), dv.get(), dout.get(), q.get(), k.get(), v.get(), out.get(),
                                    lse.get(), s, true);
@@ -700,7 +930,7 @@ TEST_CASE("attention probe: cuDNN plans and ours-vs-cuDNN TFLOP/s", "[.attention
         if (per_call >= sh.batch) continue;
         setenv("MEGATRAIN_CUDNN_BACKWARD_TILE", "0", 1);
         const int64_t limit = mt::cudnn_backward_call_bytes(s, per_call);
-        const double tf = time(
+        const double tf = median_tflops(
             [&] {
               return cudnn->backward(dq.get(), dk.get(), dv.get(), dout.get(), q.get(), k.get(), v.get(), out.get(),
                                      lse.get(), s, true, limit);
@@ -711,7 +941,7 @@ TEST_CASE("attention probe: cuDNN plans and ours-vs-cuDNN TFLOP/s", "[.attention
       }
       std::printf(" %lld (one call) %.1f\n", static_cast<long long>(sh.batch), cudnn_bwd);
     }
-    const double cudnn_bwd_nd = time(
+    const double cudnn_bwd_nd = median_tflops(
         [&] {
           return cudnn->backward(dq.get(), dk.get(), dv.get(), dout.get(), q.get(), k.get(), v.get(), out.get(),
                                  lse.get(), s, false);
@@ -757,6 +987,73 @@ TEST_CASE("attention probe: cuDNN plans and ours-vs-cuDNN TFLOP/s", "[.attention
                   rel_err(download(dk2), download(dk)), rel_err(download(dv2), download(dv)),
                   same_bits(got_dq, download(dq3)) ? "yes" : "NO");
     }
+    std::fflush(stdout);
+    MT_CUDA_OK(cudaGetLastError());
+  }
+}
+
+// The packed-segments probe: ours against cuDNN's virtual batch at packed shapes a fine-tuning run makes (segments of
+// SFT-like lengths in 8 × 4096 and 4 × 8192, long documents in 1 × 32768, Llama 4's 8192-token chunks of a 32768
+// sequence), forward and deterministic backward TFLOP/s, FLOPs counting each segment's causal pairs (len² / 2), the
+// virtual batch's groups, and how far cuDNN's results are from ours.
+TEST_CASE("attention probe: packed segments on our kernel and on cuDNN's virtual batch", "[.attention_bench]") {
+  MT_REQUIRE_GPU();
+  auto cudnn = make_cudnn();
+  struct Packed {
+    const char* name;
+    int64_t batch, seq, heads, kv_heads, lo, hi;  // segment lengths uniform in [lo, hi]; lo == hi: fixed chunks
+  };
+  for (const Packed p : {Packed{"SFT-like segments 64-2048 in 8 x 4096", 8, 4096, 16, 2, 64, 2048},
+                         Packed{"SFT-like segments 256-4096 in 4 x 8192", 4, 8192, 16, 2, 256, 4096},
+                         Packed{"documents 2048-16384 in 1 x 32768", 1, 32768, 16, 2, 2048, 16384},
+                         Packed{"Llama 4 chunks of 8192 in 1 x 32768 (40/8 heads)", 1, 32768, 40, 8, 8192, 8192}}) {
+    const int64_t d = 128, T = p.batch * p.seq, q_size = T * p.heads * d, kv_size = T * p.kv_heads * d;
+    std::mt19937 rng(17);
+    std::vector<std::vector<int32_t>> pieces(static_cast<size_t>(p.batch));
+    double pairs = 0;
+    for (auto& row : pieces) {
+      int64_t left = p.seq;
+      while (left > 0) {
+        const int64_t len = std::min<int64_t>(left, p.lo + static_cast<int64_t>(rng() % (p.hi - p.lo + 1)));
+        row.push_back(static_cast<int32_t>(len));
+        pairs += static_cast<double>(len) * (len + 1) / 2;
+        left -= len;
+      }
+    }
+    const SegmentCase sc{{p.name, p.batch, p.seq, p.heads, p.kv_heads, d, p.lo == p.hi ? p.lo : 0, {}}, pieces};
+    CaseShapes shapes = case_shapes(sc.c);
+    const auto seg = segment_shapes(sc, shapes);
+    const mt::AttnShape& s = shapes.dev;
+    const double fwd_flops = 4.0 * p.heads * d * pairs, bwd_flops = 2.5 * fwd_flops;
+    ProbeBuffers buffers(q_size, kv_size, p.batch * p.heads * p.seq, 53);
+    auto &q = buffers.q, &k = buffers.k, &v = buffers.v, &out = buffers.out, &dout = buffers.dout;
+    auto &dq = buffers.dq, &dk = buffers.dk, &dv = buffers.dv;
+    auto& lse = buffers.lse;
+    DeviceBuffer<bf16> out2(q_size), dq2(q_size), dk2(kv_size), dv2(kv_size);
+    DeviceBuffer<float> lse2(p.batch * p.heads * p.seq);
+    std::string groups;
+    for (const mt::SegmentGroup& g : seg->layout.groups)
+      groups += " " + std::to_string(g.segments) + "/" + std::to_string(g.sequences) + "x" +
+                std::to_string(mt::cudnn_segment_group_shape(s, g).seq);
+    std::printf("packed: %s, %zu segments, heads %lld/%lld head_dim 128; groups (segments/sequences x length):%s; "
+                "backward workspace %lld MiB\n",
+                p.name, seg->layout.starts.size(), static_cast<long long>(p.heads),
+                static_cast<long long>(p.kv_heads), groups.c_str(),
+                static_cast<long long>(cudnn->workspace_need(true, s) >> 20));
+    const auto [ours_fwd, ours_bwd] = buffers.ours_tflops(s, fwd_flops, bwd_flops);
+    const double cudnn_fwd =
+        median_tflops([&] { return cudnn->forward(out2.get(), lse2.get(), q.get(), k.get(), v.get(), s); }, fwd_flops);
+    const double cudnn_bwd = median_tflops(
+        [&] {
+          return cudnn->backward(dq2.get(), dk2.get(), dv2.get(), dout.get(), q.get(), k.get(), v.get(), out.get(),
+                                 lse.get(), s, true);
+        },
+        bwd_flops);
+    std::printf("  forward: ours %.1f, cuDNN %.1f TFLOP/s; deterministic backward: ours %.1f, cuDNN %.1f TFLOP/s\n",
+                ours_fwd, cudnn_fwd, ours_bwd, cudnn_bwd);
+    std::printf("  cuDNN vs ours: out %.2e lse %.2e dq %.2e dk %.2e dv %.2e\n", rel_err(download(out2), download(out)),
+                rel_err(download(lse2), download(lse)), rel_err(download(dq2), download(dq)),
+                rel_err(download(dk2), download(dk)), rel_err(download(dv2), download(dv)));
     std::fflush(stdout);
     MT_CUDA_OK(cudaGetLastError());
   }

@@ -3,6 +3,7 @@
 // per direction, the plan reserving the deterministic backward's workspace where it fits (else our backward, with
 // its GQA partials), the staging copies of any batch length up to the run's, and the longest sequence cuDNN's
 // backward covers.
+#include <cstdint>
 #include <cstdlib>
 #include <exception>
 #include <string>
@@ -109,7 +110,10 @@ TEST_CASE("cudnn attention: what only our kernel has is not covered", "[plan][cu
   mt::AttnShape segmented = s;
   const int32_t seg[1] = {0};
   segmented.segments = seg;
-  CHECK(mt::cudnn_attention_gap(segmented, mt::DType::bf16) == "packed segments");
+  CHECK(mt::cudnn_attention_gap(segmented, mt::DType::bf16) == "packed segments without their virtual batch");
+  const mt::SegmentBatch virtual_batch;
+  segmented.segment_batch = &virtual_batch;
+  CHECK(mt::cudnn_attention_gap(segmented, mt::DType::bf16).empty());  // run as their virtual batch
   mt::AttnShape odd_dim = s;
   odd_dim.head_dim = 6;
   CHECK(!mt::cudnn_attention_gap(odd_dim, mt::DType::bf16).empty());
@@ -117,8 +121,69 @@ TEST_CASE("cudnn attention: what only our kernel has is not covered", "[plan][cu
   CHECK(mt::cudnn_layer_gap(layer, mt::DType::bf16).empty());
   const mt::AttentionSpec gemma2{.num_heads = 16, .num_kv_heads = 8, .head_dim = 256, .window = 4096, .softcap = 50};
   CHECK(mt::cudnn_layer_gap(gemma2, mt::DType::bf16).empty());
+  const mt::AttentionSpec chunked{.num_heads = 40, .num_kv_heads = 8, .head_dim = 128, .chunk = 8192};
+  CHECK(mt::cudnn_layer_gap(chunked, mt::DType::bf16).empty());  // Llama 4's chunks: a virtual batch
   layer.alibi = true;
   CHECK(mt::cudnn_layer_gap(layer, mt::DType::bf16) == "ALiBi");
+}
+
+// Packed segments as their virtual batch: a group's shape (its class's bound, or the call's length where shorter,
+// bucketed; its lengths; the call's window) and calls that keep the graph and the gathered rows within a limit; the
+// reserve of a packed run holds a call of one segment as long as the sequence.
+TEST_CASE("cudnn attention: packed segments run as a virtual batch of each length group", "[plan][cudnn]") {
+  mt::AttnShape s = shape(2, 4096, 16, 2, 128);
+  const int32_t seg[1] = {0};
+  mt::SegmentBatch sb;
+  const int32_t lens[16] = {};  // the group's lengths (device memory in a run): never read here
+  sb.lens = lens;
+  s.segments = seg;
+  s.segment_batch = &sb;
+  s.window = 700;
+  const mt::SegmentGroup g{.first = 3, .sequences = 16, .segments = 9, .longest = 1000, .bound = 1024};
+  const mt::AttnShape v = mt::cudnn_segment_group_shape(s, g);
+  CHECK(v.batch == 16);
+  CHECK(v.seq == 1024);  // the class's bound, whatever the longest segment
+  CHECK(v.seq_lens == lens + 3);
+  CHECK(v.segments == nullptr);
+  CHECK(v.segment_batch == nullptr);
+  CHECK(v.window == 700);
+  CHECK(mt::cudnn_attention_gap(v, mt::DType::bf16).empty());
+  mt::AttnShape short_call = s;
+  short_call.seq = 900;  // a class bound past the call's length: the call's length, bucketed
+  CHECK(mt::cudnn_segment_group_shape(short_call, mt::SegmentGroup{.sequences = 1, .segments = 1, .longest = 900,
+                                                                   .bound = 1024})
+            .seq == mt::cudnn_seq_bucket(900));
+  // A call holds its graph and its gathered rows; the calls split where the limit asks, at least one sequence.
+  const mt::AttnShape w = mt::cudnn_segment_group_shape(s, g);
+  const int64_t three = mt::cudnn_segment_call_bytes(true, w, 3);
+  CHECK(three == mt::cudnn_backward_graph_bytes(3, w.seq, 16, 128) + mt::cudnn_segment_staging_bytes(true, [&] {
+          mt::AttnShape c = w;
+          c.batch = 3;
+          return c;
+        }()));
+  CHECK(mt::cudnn_segment_call_batch(true, w, -1) == 16);
+  CHECK(mt::cudnn_segment_call_batch(true, w, three) == 3);
+  CHECK(mt::cudnn_segment_call_batch(true, w, 1) == 1);
+  CHECK(mt::cudnn_segment_call_bytes(false, w, 3) < three);
+  CHECK(mt::cudnn_segment_call_batch(false, w, mt::cudnn_segment_call_bytes(false, w, 4)) == 4);
+  // One sequence of any group fits the reserve of one unsegmented sequence of the call's length.
+  mt::AttnShape one = shape(1, 4096, 16, 2, 128);
+  const mt::SegmentGroup whole{.first = 0, .sequences = 1, .segments = 1, .longest = 4096, .bound = 4096};
+  s.window = 0;
+  CHECK(mt::cudnn_segment_call_bytes(true, mt::cudnn_segment_group_shape(s, whole), 1) <=
+        mt::cudnn_attention_reserve(one).backward);
+  CHECK(mt::cudnn_segment_call_bytes(false, mt::cudnn_segment_group_shape(s, whole), 1) <=
+        mt::cudnn_attention_reserve(one).forward);
+  CHECK(mt::cudnn_attention_reserve(one, 0, true).backward == mt::cudnn_attention_reserve(one).backward);
+  // Past the tile the tiled graph gathers nothing, so a packed run's reserve also holds one segment's rows.
+  mt::AttnShape long_one = shape(1, 32768, 16, 2, 128);
+  mt::AttnShape long_s = long_one;
+  long_s.segments = seg;
+  long_s.segment_batch = &sb;
+  const mt::SegmentGroup longest{.sequences = 1, .segments = 1, .longest = 32768, .bound = 32768};
+  const int64_t segment_call = mt::cudnn_segment_call_bytes(true, mt::cudnn_segment_group_shape(long_s, longest), 1);
+  CHECK(segment_call > mt::cudnn_attention_reserve(long_one).backward);
+  CHECK(mt::cudnn_attention_reserve(long_one, 0, true).backward == segment_call);
 }
 
 // GPT-OSS's sinks: covered in both directions (the forward's softmax takes the sink; the backward is the graph

@@ -214,7 +214,7 @@ class CudaBackend final : public Backend {
 #ifdef MEGATRAIN_HAVE_CUDNN
     if (cuda::CudnnAttention* c = cudnn_for(shape, false)) {
       if (c->forward(static_cast<bf16*>(out), lse, static_cast<const bf16*>(q), static_cast<const bf16*>(k),
-                     static_cast<const bf16*>(v), shape))
+                     static_cast<const bf16*>(v), shape, attention_limit_))
         return;
     }
 #endif

@@ -423,7 +423,10 @@ int64_t CudnnAttention::version() {
 }
 
 bool CudnnAttention::reserve_workspace(Graph& g, int64_t staging_bytes) {
-  const int64_t bytes = g.info.workspace_bytes + staging_bytes;
+  return reserve_bytes(g, g.info.workspace_bytes + staging_bytes);
+}
+
+bool CudnnAttention::reserve_bytes(Graph& g, int64_t bytes) {
   if (bytes <= workspace_bytes_) return true;
   if (workspace_) free_(workspace_);
   workspace_ = nullptr;
@@ -747,6 +750,7 @@ bool CudnnAttention::chooses(AttentionChoice c, bool backward, const AttnShape& 
 }
 
 int64_t CudnnAttention::workspace_need(bool backward, const AttnShape& s, int64_t limit_bytes) {
+  if (s.segment_batch != nullptr) return segment_workspace_need(backward, s, limit_bytes);
   const int64_t n = backward ? cudnn_backward_batch(s, limit_bytes) : s.batch;
   if (n < s.batch) {  // the first call is the largest; the last may be shorter
     const int64_t last = s.batch - (s.batch - 1) / n * n;
@@ -812,7 +816,8 @@ void execute(cudnnHandle_t handle, cudnnBackendDescriptor_t plan, Bindings b, co
 }  // namespace
 
 bool CudnnAttention::forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* q, const __nv_bfloat16* k,
-                             const __nv_bfloat16* v, const AttnShape& s) {
+                             const __nv_bfloat16* v, const AttnShape& s, int64_t limit_bytes) {
+  if (s.segment_batch != nullptr) return segment_forward(out, lse, q, k, v, s, limit_bytes);
   const Layout l = layout_for(s);
   Graph& g = graph(false, l.shape, l.padded, true);
   const int64_t b = s.batch, S = s.seq, Sp = l.shape.seq, h = s.n_heads, hk = s.n_kv_heads, d = s.head_dim;
@@ -866,6 +871,8 @@ bool CudnnAttention::backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat1
                               const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
                               const __nv_bfloat16* out, const float* lse, const AttnShape& s, bool deterministic,
                               int64_t limit_bytes) {
+  if (s.segment_batch != nullptr)
+    return segment_backward(dq, dk, dv, dout, q, k, v, out, lse, s, deterministic, limit_bytes);
   const int64_t per_call = cudnn_backward_batch(s, limit_bytes);
   if (!deterministic || per_call >= s.batch)
     return backward_call(dq, dk, dv, dout, q, k, v, out, lse, s, deterministic);
@@ -996,6 +1003,121 @@ bool CudnnAttention::tiled_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_b
   }
   store_rows(dk, S * kw, dk_acc, kv_rows * kw, b, S, kw, stream_);
   store_rows(dv, S * kw, dv_acc, kv_rows * kw, b, S, kw, stream_);
+  if (s.seq_lens != nullptr) {
+    zero_padded_attention_rows(dq, qw, nullptr, s, stream_);
+    zero_padded_attention_rows(dk, kw, nullptr, s, stream_);
+    zero_padded_attention_rows(dv, kw, nullptr, s, stream_);
+  }
+  return true;
+}
+
+std::vector<CudnnAttention::SegmentCall> CudnnAttention::segment_calls(bool backward, const AttnShape& s,
+                                                                     int64_t limit_bytes) const {
+  std::vector<SegmentCall> calls;
+  for (const SegmentGroup& g : s.segment_batch->groups) {
+    const AttnShape v = cudnn_segment_group_shape(s, g);
+    const int64_t per_call = cudnn_segment_call_batch(backward, v, limit_bytes);
+    for (int64_t b0 = 0; b0 < v.batch; b0 += per_call) {
+      AttnShape c = v;
+      c.batch = std::min(per_call, v.batch - b0);
+      c.seq_lens = v.seq_lens + b0;
+      calls.push_back({c, s.segment_batch->starts + g.first + b0});
+    }
+  }
+  return calls;
+}
+
+int64_t CudnnAttention::segment_graph_bytes(bool backward, const AttnShape& call, bool deterministic) {
+  if (!backward || deterministic) return call_workspace_need(backward, call);
+  const Graph& g = graph(true, call, true, false);
+  return g.info.ok ? g.info.workspace_bytes : -1;
+}
+
+int64_t CudnnAttention::segment_workspace_need(bool backward, const AttnShape& s, int64_t limit_bytes,
+                                               bool deterministic) {
+  int64_t most = 0;
+  for (const SegmentCall& c : segment_calls(backward, s, limit_bytes)) {
+    const int64_t graph_bytes = segment_graph_bytes(backward, c.shape, deterministic);
+    if (graph_bytes < 0) return -1;
+    most = std::max(most, graph_bytes + cudnn_segment_staging_bytes(backward, c.shape));
+  }
+  return most;
+}
+
+namespace {
+
+// Consecutive pieces of the workspace, each 256-byte aligned.
+struct Carver {
+  char* at;
+  template <typename T>
+  T* take(int64_t elements) {
+    T* p = reinterpret_cast<T*>(at);
+    at += align_up(elements * static_cast<int64_t>(sizeof(T)));
+    return p;
+  }
+};
+
+}  // namespace
+
+// Every call's graph is built and the workspace grown to the largest call before anything runs, so that a refusal
+// comes before anything is written and no call moves the workspace under another's gathered rows; each call's rows
+// lie past its own graph's workspace.
+bool CudnnAttention::segment_forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* q, const __nv_bfloat16* k,
+                                     const __nv_bfloat16* v, const AttnShape& s, int64_t limit_bytes) {
+  using bf = __nv_bfloat16;
+  const std::vector<SegmentCall> calls = segment_calls(false, s, limit_bytes);
+  const int64_t need = segment_workspace_need(false, s, limit_bytes);
+  if (need < 0 || (!calls.empty() && !reserve_bytes(graph(false, calls[0].shape, true, true), need))) return false;
+  const int64_t qw = s.n_heads * s.head_dim, kw = s.n_kv_heads * s.head_dim, h = s.n_heads;
+  for (const SegmentCall& c : calls) {
+    const int64_t n = c.shape.batch, L = c.shape.seq, rows = n * L;
+    const int32_t* lens = c.shape.seq_lens;
+    Carver ws{static_cast<char*>(workspace_) + segment_graph_bytes(false, c.shape, true)};
+    bf *vq = ws.take<bf>(rows * qw), *vo = ws.take<bf>(rows * qw), *vk = ws.take<bf>(rows * kw);
+    bf* vv = ws.take<bf>(rows * kw);
+    float* vlse = ws.take<float>(n * h * L);
+    gather_segment_rows(vq, q, c.starts, lens, n, L, qw * 2, stream_);
+    gather_segment_rows(vk, k, c.starts, lens, n, L, kw * 2, stream_);
+    gather_segment_rows(vv, v, c.starts, lens, n, L, kw * 2, stream_);
+    const bool ran = forward(vo, vlse, vq, vk, vv, c.shape);
+    MT_ASSERT(ran, "cuDNN attention's forward of packed segments refused a call after its plan was built");
+    scatter_segment_rows(out, vo, c.starts, lens, n, L, qw * 2, stream_);
+    scatter_segment_lse(lse, vlse, c.starts, lens, n, h, L, s.seq, stream_);
+  }
+  if (s.seq_lens != nullptr) zero_padded_attention_rows(out, qw, lse, s, stream_);
+  return true;
+}
+
+bool CudnnAttention::segment_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv,
+                                      const __nv_bfloat16* dout, const __nv_bfloat16* q, const __nv_bfloat16* k,
+                                      const __nv_bfloat16* v, const __nv_bfloat16* out, const float* lse,
+                                      const AttnShape& s, bool deterministic, int64_t limit_bytes) {
+  using bf = __nv_bfloat16;
+  const std::vector<SegmentCall> calls = segment_calls(true, s, limit_bytes);
+  const int64_t need = segment_workspace_need(true, s, limit_bytes, deterministic);
+  if (need < 0 || (!calls.empty() && !reserve_bytes(graph(true, calls[0].shape, true, deterministic), need)))
+    return false;
+  const int64_t qw = s.n_heads * s.head_dim, kw = s.n_kv_heads * s.head_dim, h = s.n_heads;
+  for (const SegmentCall& c : calls) {
+    const int64_t n = c.shape.batch, L = c.shape.seq, rows = n * L;
+    const int32_t* lens = c.shape.seq_lens;
+    Carver ws{static_cast<char*>(workspace_) + segment_graph_bytes(true, c.shape, deterministic)};
+    bf *vq = ws.take<bf>(rows * qw), *vo = ws.take<bf>(rows * qw), *vdo = ws.take<bf>(rows * qw);
+    bf *vdq = ws.take<bf>(rows * qw), *vk = ws.take<bf>(rows * kw), *vv = ws.take<bf>(rows * kw);
+    bf *vdk = ws.take<bf>(rows * kw), *vdv = ws.take<bf>(rows * kw);
+    float* vlse = ws.take<float>(n * h * L);
+    gather_segment_rows(vq, q, c.starts, lens, n, L, qw * 2, stream_);
+    gather_segment_rows(vo, out, c.starts, lens, n, L, qw * 2, stream_);
+    gather_segment_rows(vdo, dout, c.starts, lens, n, L, qw * 2, stream_);
+    gather_segment_rows(vk, k, c.starts, lens, n, L, kw * 2, stream_);
+    gather_segment_rows(vv, v, c.starts, lens, n, L, kw * 2, stream_);
+    gather_segment_lse(vlse, lse, c.starts, lens, n, h, L, s.seq, stream_);
+    const bool ran = backward_call(vdq, vdk, vdv, vdo, vq, vk, vv, vo, vlse, c.shape, deterministic);
+    MT_ASSERT(ran, "cuDNN attention's backward of packed segments refused a call after its plan was built");
+    scatter_segment_rows(dq, vdq, c.starts, lens, n, L, qw * 2, stream_);
+    scatter_segment_rows(dk, vdk, c.starts, lens, n, L, kw * 2, stream_);
+    scatter_segment_rows(dv, vdv, c.starts, lens, n, L, kw * 2, stream_);
+  }
   if (s.seq_lens != nullptr) {
     zero_padded_attention_rows(dq, qw, nullptr, s, stream_);
     zero_padded_attention_rows(dk, kw, nullptr, s, stream_);

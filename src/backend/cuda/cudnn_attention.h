@@ -2,7 +2,9 @@
 // the AttnShape cases it covers: bf16, causal, GQA/MQA, sliding window, right padding (per-sequence lengths),
 // any scale, logit soft-cap (Gemma 2, as a score modifier: cuDNN 9.6 and later), attention sinks (GPT-OSS: in the
 // forward's softmax, cuDNN 9.13 and later, cast per call into an fp32 copy as cuDNN takes them; the backward is the
-// graph without them, lse holding the sink), head_dim a multiple of 8 up to 256. ALiBi and packed segments stay on
+// graph without them, lse holding the sink), head_dim a multiple of 8 up to 256, packed segments and chunked
+// attention's chunks as their virtual batch (AttnShape::segment_batch: each group's calls gathered from the packed
+// rows into the workspace past the call's graph, run as a padded batch, scattered back). ALiBi stays on
 // kernels/attention.cu.
 // Invariants: q/k/v/out and their gradients are read and written in place as token-major rows (BSHD strides) when
 // the sequence length is a bucket length (cudnn_seq_bucket), else staged through a bucket-long copy (pad rows 0,
@@ -60,9 +62,11 @@ class CudnnAttention {
 
   // Run when the plan for the shape finalizes (else return false, having run nothing). Pointers as in
   // Backend::attention_forward / attention_backward; the shape's device pointers (seq_lens) are read on the GPU.
+  // Packed segments run in calls of cudnn_segment_call_batch(false, group, limit_bytes) sequences (-1: a group a call).
   bool forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
-               const AttnShape& s);
-  // The deterministic backward runs in calls of cudnn_backward_batch(s, limit_bytes) sequences (-1: one call).
+               const AttnShape& s, int64_t limit_bytes = -1);
+  // The deterministic backward runs in calls of cudnn_backward_batch(s, limit_bytes) sequences (-1: one call); packed
+  // segments, of cudnn_segment_call_batch(true, group, limit_bytes).
   bool backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, const __nv_bfloat16* dout,
                 const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const __nv_bfloat16* out,
                 const float* lse, const AttnShape& s, bool deterministic = true, int64_t limit_bytes = -1);
@@ -111,6 +115,25 @@ class CudnnAttention {
                       const float* lse, const AttnShape& s, int64_t T);
   // Grows the workspace to g's plus the staging; false (and g is dropped) when that cannot be allocated.
   bool reserve_workspace(Graph& g, int64_t staging_bytes);
+  bool reserve_bytes(Graph& g, int64_t bytes);  // the same for a total
+
+  // Packed segments: every group's calls in order (plan/cudnn_attention_plan.h: cudnn_segment_group_shape, calls of
+  // cudnn_segment_call_batch sequences), each its virtual shape and where its entries of starts begin.
+  struct SegmentCall {
+    AttnShape shape;
+    const int32_t* starts;
+  };
+  std::vector<SegmentCall> segment_calls(bool backward, const AttnShape& s, int64_t limit_bytes) const;
+  // Where a call's gathered rows begin in the workspace: past what its graph takes (-1: the graph did not finalize).
+  int64_t segment_graph_bytes(bool backward, const AttnShape& call, bool deterministic);
+  // The most any call holds (graph and gathered rows), or -1 where a graph does not finalize.
+  int64_t segment_workspace_need(bool backward, const AttnShape& s, int64_t limit_bytes, bool deterministic = true);
+  bool segment_forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* q, const __nv_bfloat16* k,
+                       const __nv_bfloat16* v, const AttnShape& s, int64_t limit_bytes);
+  bool segment_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, const __nv_bfloat16* dout,
+                        const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
+                        const __nv_bfloat16* out, const float* lse, const AttnShape& s, bool deterministic,
+                        int64_t limit_bytes);
 
   cudaStream_t stream_;
   Alloc alloc_;
@@ -143,6 +166,19 @@ void store_rows(__nv_bfloat16* dst, int64_t dst_stride, const float* src, int64_
 // sequence's valid length (min(lens[b], seq); lens nullptr: seq): the tiled backward's lse of a row of tiles.
 void gather_lse(float* lse_dst, const float* lse, int64_t batch, int64_t heads, int64_t seq, int64_t row0,
                 int64_t rows, const int32_t* lens, cudaStream_t stream);
+
+// A virtual batch of packed segments (backend/segment_batch.h; starts and lens its n entries): dst [n, seq, row] =
+// the packed call's rows starts[b] + i for i < lens[b] (starts[b] >= 0), else 0; scatter_segment_rows writes those
+// rows of dst from src [n, seq, row] and leaves the rest. The lse versions map [n, heads, seq] against the packed
+// call's [batch, heads, call_seq] the same way (gathered padding 0).
+void gather_segment_rows(void* dst, const void* src, const int32_t* starts, const int32_t* lens, int64_t n,
+                         int64_t seq, int64_t row_bytes, cudaStream_t stream);
+void scatter_segment_rows(void* dst, const void* src, const int32_t* starts, const int32_t* lens, int64_t n,
+                          int64_t seq, int64_t row_bytes, cudaStream_t stream);
+void gather_segment_lse(float* dst, const float* lse, const int32_t* starts, const int32_t* lens, int64_t n,
+                        int64_t heads, int64_t seq, int64_t call_seq, cudaStream_t stream);
+void scatter_segment_lse(float* lse, const float* src, const int32_t* starts, const int32_t* lens, int64_t n,
+                         int64_t heads, int64_t seq, int64_t call_seq, cudaStream_t stream);
 
 // Zeroes the rows of x [batch·seq, width] at padded positions (i >= s.seq_lens[b], which must be set) and, where lse
 // is given, lse [batch, n_heads, seq] there (cudnn_attention_rows.cu).

@@ -1,7 +1,8 @@
 // The row work around cuDNN's attention (see cudnn_attention.h): padded rows of its outputs become 0 (cuDNN leaves
 // rows past a sequence's length as its kernels left them; our attention contract has them 0), and a batch of
 // sequences of length seq is staged into (and back out of) the layout of a longer bucket length, pad rows 0; the tiled
-// backward's fp32 sums of its tiles' bf16 gradients and its padded rows' lse.
+// backward's fp32 sums of its tiles' bf16 gradients and its padded rows' lse; packed segments gathered into their
+// virtual batch (segment_batch.h) and scattered back.
 #include <algorithm>
 #include <cstdint>
 
@@ -89,6 +90,52 @@ __global__ void gather_lse_kernel(float* dst, const float* lse, int64_t heads, i
   dst[idx] = from < valid ? lse[bh * seq + from] : kCudnnPadLse;
 }
 
+// A virtual batch's rows (segment_batch.h): row i of virtual sequence b is the packed call's row starts[b] + i where
+// starts[b] >= 0 and i < lens[b], else padding. gather: dst [n, seq, words] from the packed rows, padding 0;
+// scatter: the packed rows from src [n, seq, words], padding dropped.
+template <typename W, bool Gather>
+__global__ void segment_rows_kernel(W* dst, const W* src, const int32_t* starts, const int32_t* lens, int64_t seq,
+                                    int64_t words, int64_t n) {
+  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < n;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t w = idx % words, r = idx / words, b = r / seq, i = r % seq;
+    const bool valid = starts[b] >= 0 && i < lens[b];
+    if (Gather)
+      dst[idx] = valid ? src[(starts[b] + i) * words + w] : W{};
+    else if (valid)
+      dst[(starts[b] + i) * words + w] = src[idx];
+  }
+}
+
+// The same for lse: virtual [n, heads, seq] against the packed call's [batch, heads, call_seq] (row t of the packed
+// call is sequence t / call_seq, position t % call_seq): the packed index of element idx, -1 for padding.
+__device__ int64_t packed_lse_index(int64_t idx, const int32_t* starts, const int32_t* lens, int64_t heads,
+                                    int64_t seq, int64_t call_seq) {
+  const int64_t i = idx % seq, h = (idx / seq) % heads, b = idx / (seq * heads);
+  if (starts[b] < 0 || i >= lens[b]) return -1;
+  const int64_t t = starts[b] + i;
+  return (t / call_seq * heads + h) * call_seq + t % call_seq;
+}
+
+// Gathered padding 0, as a staged call's.
+__global__ void gather_segment_lse_kernel(float* dst, const float* lse, const int32_t* starts, const int32_t* lens,
+                                          int64_t heads, int64_t seq, int64_t call_seq, int64_t n) {
+  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < n;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t at = packed_lse_index(idx, starts, lens, heads, seq, call_seq);
+    dst[idx] = at >= 0 ? lse[at] : 0.f;
+  }
+}
+
+__global__ void scatter_segment_lse_kernel(float* lse, const float* src, const int32_t* starts, const int32_t* lens,
+                                           int64_t heads, int64_t seq, int64_t call_seq, int64_t n) {
+  for (int64_t idx = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; idx < n;
+       idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t at = packed_lse_index(idx, starts, lens, heads, seq, call_seq);
+    if (at >= 0) lse[at] = src[idx];
+  }
+}
+
 unsigned grid_for(int64_t n) { return static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 65536)); }
 
 }  // namespace
@@ -125,6 +172,53 @@ void gather_rows(void* dst, const void* src, int64_t groups, int64_t src_rows, i
     gather_rows_kernel<uint32_t><<<grid_for(n), 256, 0, stream>>>(
         static_cast<uint32_t*>(dst), static_cast<const uint32_t*>(src), src_rows, row0, rows, words, n);
   }
+  MT_CHECK_CUDA(cudaGetLastError());
+}
+
+namespace {
+
+template <bool Gather>
+void segment_rows(void* dst, const void* src, const int32_t* starts, const int32_t* lens, int64_t n, int64_t seq,
+                  int64_t row_bytes, cudaStream_t stream) {
+  MT_ASSERT(row_bytes % 4 == 0, "segment rows: a row of {} bytes", row_bytes);
+  const bool vec =
+      row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(dst) % 16 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0;
+  const int64_t words = row_bytes / (vec ? 16 : 4), total = n * seq * words;
+  if (total == 0) return;
+  if (vec)
+    segment_rows_kernel<uint4, Gather><<<grid_for(total), 256, 0, stream>>>(
+        static_cast<uint4*>(dst), static_cast<const uint4*>(src), starts, lens, seq, words, total);
+  else
+    segment_rows_kernel<uint32_t, Gather><<<grid_for(total), 256, 0, stream>>>(
+        static_cast<uint32_t*>(dst), static_cast<const uint32_t*>(src), starts, lens, seq, words, total);
+  MT_CHECK_CUDA(cudaGetLastError());
+}
+
+}  // namespace
+
+void gather_segment_rows(void* dst, const void* src, const int32_t* starts, const int32_t* lens, int64_t n,
+                         int64_t seq, int64_t row_bytes, cudaStream_t stream) {
+  segment_rows<true>(dst, src, starts, lens, n, seq, row_bytes, stream);
+}
+
+void scatter_segment_rows(void* dst, const void* src, const int32_t* starts, const int32_t* lens, int64_t n,
+                          int64_t seq, int64_t row_bytes, cudaStream_t stream) {
+  segment_rows<false>(dst, src, starts, lens, n, seq, row_bytes, stream);
+}
+
+void gather_segment_lse(float* dst, const float* lse, const int32_t* starts, const int32_t* lens, int64_t n,
+                        int64_t heads, int64_t seq, int64_t call_seq, cudaStream_t stream) {
+  const int64_t total = n * heads * seq;
+  if (total == 0) return;
+  gather_segment_lse_kernel<<<grid_for(total), 256, 0, stream>>>(dst, lse, starts, lens, heads, seq, call_seq, total);
+  MT_CHECK_CUDA(cudaGetLastError());
+}
+
+void scatter_segment_lse(float* lse, const float* src, const int32_t* starts, const int32_t* lens, int64_t n,
+                         int64_t heads, int64_t seq, int64_t call_seq, cudaStream_t stream) {
+  const int64_t total = n * heads * seq;
+  if (total == 0) return;
+  scatter_segment_lse_kernel<<<grid_for(total), 256, 0, stream>>>(lse, src, starts, lens, heads, seq, call_seq, total);
   MT_CHECK_CUDA(cudaGetLastError());
 }
 

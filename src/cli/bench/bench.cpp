@@ -44,20 +44,60 @@ double median(std::vector<double> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
-Batch random_batch(int64_t batch, int64_t seq, int64_t vocab, uint64_t seed) {
+// --pack: the example lengths [lo, hi], or {0, 0} where unset; one error line naming the flag if malformed.
+struct PackLengths {
+  int64_t lo = 0, hi = 0;
+};
+PackLengths pack_lengths(const std::string& text) {
+  if (text.empty()) return {};
+  long long lo = 0, hi = 0;
+  char tail = 0;
+  MT_REQUIRE(std::sscanf(text.c_str(), "%lld-%lld%c", &lo, &hi, &tail) == 2 && lo >= 1 && lo <= hi,
+             "--pack must be LO-HI with 1 <= LO <= HI (example lengths in tokens), not '{}'", text);
+  return {lo, hi};
+}
+
+Batch random_batch(int64_t batch, int64_t seq, int64_t vocab, PackLengths pack, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::vector<Example> ex(static_cast<size_t>(batch));
   for (auto& e : ex) {
     e.input_ids.resize(static_cast<size_t>(seq));
     for (auto& id : e.input_ids) id = static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab));
     e.labels = e.input_ids;
+    for (int64_t left = pack.lo > 0 ? seq : 0; left > 0;) {
+      const int64_t len =
+          std::min<int64_t>(left, pack.lo + static_cast<int64_t>(rng() % static_cast<uint64_t>(pack.hi - pack.lo + 1)));
+      e.pieces.push_back(static_cast<int32_t>(len));
+      left -= len;
+    }
   }
   return make_batch(ex);
+}
+
+// The keys a token of the batch attends over on average, as the model FLOPs count them (flops.h: per token, linear
+// in its keys): the sequence length, or for packed examples Σ len² / Σ len over them.
+int64_t attention_keys(const Batch& batch, const PackLengths& pack) {
+  if (pack.lo == 0) return batch.seq_len;
+  double squares = 0, tokens = 0;
+  for (int64_t b = 0; b < batch.num_seqs; ++b) {
+    int64_t run = 0;
+    for (int64_t i = 0; i <= batch.seq_len; ++i) {
+      const auto at = static_cast<size_t>(b * batch.seq_len + i);
+      if (i > 0 && (i == batch.seq_len || batch.segments[at] != batch.segments[at - 1])) {
+        squares += static_cast<double>(run) * static_cast<double>(run);
+        tokens += static_cast<double>(run);
+        run = 0;
+      }
+      ++run;
+    }
+  }
+  return static_cast<int64_t>(squares / std::max(tokens, 1.0) + 0.5);
 }
 
 }  // namespace
 
 void run_bench(const BenchOptions& o) {
+  const PackLengths pack = pack_lengths(o.pack);
   const ModelSource source = resolve_model_source(o.model);
   ModelSpec spec = load_model_spec(source.config_json, true);  // a shape to measure: no modeling code runs
   if (o.layers > 0) spec = first_layers(spec, o.layers);
@@ -121,6 +161,7 @@ void run_bench(const BenchOptions& o) {
   if (o.recompute_layers >= 0) run.recompute_layers = o.recompute_layers;
   run.checkpoints = checkpoint_placement_from_name(o.activation_checkpoints);
   run.cudnn_attention = cudnn_attention_for(run.dtype, backend->device_memory_bytes());
+  run.packed = pack.lo > 0;
   resolve_auto(spec, run, backend->device_memory_bytes(), o.recompute_layers < 0);
   const ResidentPlan resident = plan_resident(spec, run, backend->device_memory_bytes(), dp.size,
                                              o.optimizer_on_gpu == "auto" && !o.skip_update);
@@ -155,7 +196,7 @@ void run_bench(const BenchOptions& o) {
   const int64_t total = o.warmup + o.steps;
   std::vector<Batch> batches;
   for (int64_t step = 1; step <= total; ++step)
-    batches.push_back(random_batch(o.batch, o.seq, spec.vocab_size, static_cast<uint64_t>(step)));
+    batches.push_back(random_batch(o.batch, o.seq, spec.vocab_size, pack, static_cast<uint64_t>(step)));
   auto t0 = std::chrono::steady_clock::now();
   ExpertOccupancy occupancy;  // the timed steps' MoE forwards
   int64_t checkpoint_bytes_per_step = 0;  // host placement: the checkpoints' D2H + H2D bytes of the last step
@@ -191,7 +232,7 @@ void run_bench(const BenchOptions& o) {
     t0 = t2;
     const double tokens = static_cast<double>(batch.num_tokens);
     f.tokens_per_s = tokens / f.step_s;
-    const StepFlops flops = step_flops(spec, layout, batch.num_tokens, batch.seq_len);
+    const StepFlops flops = step_flops(spec, layout, batch.num_tokens, attention_keys(batch, pack));
     f.tflops = flops.six_n / f.step_s / 1e12;
     f.model_tflops = flops.model / f.step_s / 1e12;
     f.h2d_gbs = ts.h2d_seconds > 0 ? static_cast<double>(ts.h2d_bytes) / ts.h2d_seconds / 1e9 : 0.0;

@@ -23,6 +23,7 @@ struct BenchOptions {
   std::string stream_dtype = "float32";  // weights crossing PCIe: the fp32 master (16 B/parameter) or a bf16 copy (18)
   int64_t batch = 8;             // sequences per step (the global batch, over every GPU)
   int64_t seq = 1024;
+  std::string pack;              // "LO-HI": each sequence packed with examples of LO..HI tokens (uniform); "": one each
   int64_t steps = 5;
   int64_t warmup = 2;
   int64_t checkpoint_interval = 1;

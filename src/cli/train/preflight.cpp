@@ -99,6 +99,7 @@ RunShape run_shape(const Config& c, int ranks, int gpus) {
   r.dtype = dtype_from_name(c.model.dtype);
   r.stream_dtype = stream_dtype_of(c);
   r.seq_len = c.dataset.max_seq_len;
+  r.packed = c.dataset.packing;
   r.batch_size = (c.training.batch_size + gpus - 1) / gpus;
   r.micro_batch_size = c.training.micro_batch_size;
   r.passes = c.training.gradient_accumulation_steps;
