@@ -31,7 +31,6 @@ const char* attention_choice_name(AttentionChoice c) {
 
 std::string cudnn_attention_gap(const AttnShape& s, DType dtype) {
   if (dtype != DType::bf16) return "fp32 (cuDNN's fused attention is bf16/fp16 only)";
-  if (s.alibi_slopes != nullptr) return "ALiBi";
   if (s.segments != nullptr && s.segment_batch == nullptr) return "packed segments without their virtual batch";
   if (s.head_dim % 8 != 0 || s.head_dim > 256) return MT_FORMAT("head_dim {} (a multiple of 8 up to 256)", s.head_dim);
   if (s.seq < 2) return "seq < 2";
@@ -40,7 +39,6 @@ std::string cudnn_attention_gap(const AttnShape& s, DType dtype) {
 
 std::string cudnn_layer_gap(const AttentionSpec& a, DType dtype) {
   AttnShape s{.batch = 1, .seq = 2, .n_heads = a.num_heads, .n_kv_heads = a.num_kv_heads, .head_dim = a.head_dim};
-  if (a.alibi) return "ALiBi";
   return cudnn_attention_gap(s, dtype);
 }
 
@@ -81,8 +79,9 @@ int64_t cudnn_backward_tile_setting() {
 }
 
 namespace {
+// ALiBi's bias depends on the tile's place (its graph indexes within the tile): it runs as one graph.
 bool tiles_at(const AttnShape& s, int64_t tile) {
-  return tile > 0 && s.seq > tile && !(s.window > 0 && s.window < s.seq);
+  return tile > 0 && s.seq > tile && !(s.window > 0 && s.window < s.seq) && s.alibi_slopes == nullptr;
 }
 }  // namespace
 
@@ -240,7 +239,7 @@ std::string describe_attention_choice(AttentionChoice c, int64_t limit_bytes) {
   const int64_t tile = cudnn_backward_tile_setting();
   return MT_FORMAT(
       "MEGATRAIN_ATTENTION={}: forward cuDNN where it covers the case (bf16, soft-capped or not, sinks from cuDNN "
-      "9.13; packed segments and chunks as a virtual batch; no ALiBi); backward cuDNN's deterministic graph{} {}; our kernel elsewhere and wherever a "
+      "9.13, ALiBi, packed segments and chunks as a virtual batch); backward cuDNN's deterministic graph{} {}; our kernel elsewhere and wherever a "
       "plan does not finalize",
       attention_choice_name(c),
       tile > 0 ? MT_FORMAT(" (past {} tokens in tiles of that length, no window)", tile) : std::string(),

@@ -24,9 +24,9 @@ enum class AttentionChoice { ours, cudnn, automatic };
 AttentionChoice attention_choice_from_env();
 const char* attention_choice_name(AttentionChoice c);
 
-// Why cuDNN does not cover a shape (empty when it does): the feature of AttnShape that only our kernel has (ALiBi),
-// packed segments without their virtual batch (segment_batch: the engine sets it), fp32, head_dim (a multiple of 8 up
-// to 256), seq < 2. A soft-cap is covered (the graph's score
+// Why cuDNN does not cover a shape (empty when it does): packed segments without their virtual batch (segment_batch:
+// the engine sets it), fp32, head_dim (a multiple of 8 up to 256), seq < 2. ALiBi is covered (the slopes' bias in
+// the graph, as cudnn-frontend's alibi_mask). A soft-cap is covered (the graph's score
 // modifier), and so are attention sinks (GPT-OSS: the forward's softmax takes the sink as cudnn-frontend lowers it;
 // the backward is the same graph, lse holding the sink, and d_sinks stays Backend::attention_sinks_backward's); what
 // the loaded cuDNN's version refuses is cudnn_version_gap's.
@@ -55,7 +55,7 @@ inline constexpr int64_t kCudnnGraphUnit = 256;
 int64_t cudnn_backward_graph_bytes(int64_t batch, int64_t bucket_seq, int64_t n_heads, int64_t head_dim);
 
 // The deterministic backward in tiles: past MEGATRAIN_CUDNN_BACKWARD_TILE tokens (default kCudnnBackwardTile; 0: never)
-// a causal, windowless call runs as square tiles of the sequence — the diagonal tiles causal, those below it
+// a causal, windowless call without ALiBi runs as square tiles of the sequence — the diagonal tiles causal, those below it
 // unmasked, those above skipped — each through one tile-long graph whose workspace is the tile's, not the sequence's.
 // Each tile's rows are gathered into tile buffers (the last tile's rows past the sequence 0), so that no call is
 // staged and the two graphs serve every length; the tiles' bf16 dQ, dK, dV are summed in a fixed order into fp32

@@ -78,14 +78,13 @@ void plan_activations(const ModelSpec& s, const RunShape& run, int64_t es, GpuPl
     const AttentionSpec& a = l.attention;
     const bool cudnn = run.cudnn_attention && cudnn_layer_gap(a, run.dtype).empty();
     if (cudnn) {
-      const CudnnWorkspace w = cudnn_attention_reserve(
-          AttnShape{.batch = mb, .seq = run.seq_len, .n_heads = a.num_heads, .n_kv_heads = a.num_kv_heads,
-                    .head_dim = a.head_dim},
-          run.cudnn_call_batch, run.packed);
+      // The micro-batch's call; an ALiBi layer's slopes are marked, not read (its backward never tiles).
+      static constexpr float kAlibiMarker = 0.f;
+      const AttnShape call{.batch = mb, .seq = run.seq_len, .n_heads = a.num_heads, .n_kv_heads = a.num_kv_heads,
+                           .head_dim = a.head_dim, .alibi_slopes = a.alibi ? &kAlibiMarker : nullptr};
+      const CudnnWorkspace w = cudnn_attention_reserve(call, run.cudnn_call_batch, run.packed);
       cudnn_forward = std::max(cudnn_forward, w.forward);
-      if (w.backward > g.cudnn_backward_need)
-        g.cudnn_backward_tile = cudnn_backward_tile(AttnShape{.batch = mb, .seq = run.seq_len, .n_heads = a.num_heads,
-                                                              .n_kv_heads = a.num_kv_heads, .head_dim = a.head_dim});
+      if (w.backward > g.cudnn_backward_need) g.cudnn_backward_tile = cudnn_backward_tile(call);
       g.cudnn_backward_need = std::max(g.cudnn_backward_need, w.backward);
     }
     const int64_t group = a.num_heads / std::max<int64_t>(a.num_kv_heads, 1);

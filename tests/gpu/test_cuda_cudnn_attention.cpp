@@ -1,5 +1,5 @@
 // cuDNN's fused attention (src/backend/cuda/cudnn_attention.h) against the CPU reference: a table of rows (lengths
-// odd and even, GQA ratios, padding, windows, scale, soft-cap, GPT-OSS's sinks, head_dim 64/128/256), bf16 inputs
+// odd and even, GQA ratios, padding, windows, scale, soft-cap, GPT-OSS's sinks, ALiBi, head_dim 64/128/256), bf16 inputs
 // rounded first and compared with the fp32 reference of the rounded inputs, forward and the deterministic backward
 // (run twice: bit for bit; with sinks, d_sinks from cuDNN's out and lse as well), padded rows exactly 0, each
 // implementation's forward paired with the other's backward (the lse convention is shared), the plan's workspace
@@ -24,6 +24,7 @@
 #include "plan/cudnn_attention_plan.h"
 #include "gpu/gpu_test_util.h"
 #include "kernels/kernels.h"
+#include "model/alibi.h"
 
 namespace {
 
@@ -116,6 +117,7 @@ struct CudnnCase {
   float softcap = 0.f;   // Gemma 2's logit soft-cap (the graph's score modifier); 0 = none
   float magnitude = 1.f;  // std of the random q and k (larger: logits reach the soft-cap's non-linear range)
   bool sinks = false;     // GPT-OSS's attention sinks: a logit per head, uniform in [0, 2] (bf16)
+  bool alibi = false;     // Baichuan 2's ALiBi: model/alibi.h's slopes for the heads (fp32)
 };
 
 // A case's shape with its lengths (and sinks) in host memory (for the reference) and uploaded (for the GPU); empty
@@ -123,8 +125,9 @@ struct CudnnCase {
 struct CaseShapes {
   mt::AttnShape host, dev;
   std::unique_ptr<DeviceBuffer<int32_t>> lens;
-  std::vector<float> sinks;
+  std::vector<float> sinks, slopes;
   std::unique_ptr<DeviceBuffer<bf16>> dev_sinks;
+  std::unique_ptr<DeviceBuffer<float>> dev_slopes;
 };
 CaseShapes case_shapes(const CudnnCase& c) {
   const mt::AttnShape host{.batch = c.batch,
@@ -136,7 +139,8 @@ CaseShapes case_shapes(const CudnnCase& c) {
                            .scale = c.scale,
                            .softcap = c.softcap,
                            .seq_lens = c.seq_lens.empty() ? nullptr : c.seq_lens.data()};
-  CaseShapes s{host, host, upload_ints(c.seq_lens.empty() ? std::vector<int32_t>{0} : c.seq_lens), {}, nullptr};
+  CaseShapes s{host, host, upload_ints(c.seq_lens.empty() ? std::vector<int32_t>{0} : c.seq_lens), {}, {}, nullptr,
+               nullptr};
   s.dev.seq_lens = host.seq_lens != nullptr ? s.lens->get() : nullptr;
   if (c.sinks) {
     std::mt19937 rng(37);
@@ -146,6 +150,12 @@ CaseShapes case_shapes(const CudnnCase& c) {
     s.dev_sinks = upload<bf16>(s.sinks);
     s.host.sinks = s.sinks.data();
     s.dev.sinks = s.dev_sinks->get();
+  }
+  if (c.alibi) {
+    s.slopes = mt::alibi_slopes(c.heads);
+    s.dev_slopes = upload<float>(s.slopes);
+    s.host.alibi_slopes = s.slopes.data();
+    s.dev.alibi_slopes = s.dev_slopes->get();
   }
   return s;
 }
@@ -187,6 +197,13 @@ const std::vector<CudnnCase>& cudnn_cases() {
        true},
       {"sinks: 8/1 heads of 64, causal, padded 513/200/1 (staged)", 3, 513, 8, 1, 64, 0, {513, 200, 1}, 0.f, true,
        0.f, 1.f, true},
+      // Baichuan 2's ALiBi (13B: 40 heads of 128, MHA, no RoPE; fewer heads here, and GQA and windows beyond it).
+      {"ALiBi: Baichuan-2-13B-like 10/10 heads of 128, odd length 333, padded 333/200", 2, 333, 10, 10, 128, 0,
+       {333, 200}, 0.f, true, 0.f, 1.f, false, true},
+      {"ALiBi: 8/8 heads of 128, length 1024 (a bucket, in place)", 1, 1024, 8, 8, 128, 0, {}, 0.f, true, 0.f, 1.f,
+       false, true},
+      {"ALiBi: GQA 4, head_dim 64, window 64, odd length 201", 1, 201, 8, 2, 64, 64, {}, 0.f, true, 0.f, 1.f, false,
+       true},
   };
   return cases;
 }
@@ -267,7 +284,7 @@ TEST_CASE("cudnn attention forward and deterministic backward match the referenc
   for (const CudnnCase& c : cudnn_cases()) {
     // Short section names: Catch2's console reporter throws while wrapping a failure under a long one.
     DYNAMIC_SECTION(c.batch << "x" << c.seq << " " << c.heads << "/" << c.kv_heads << " hd" << c.head_dim << " w"
-                            << c.window << " cap" << c.softcap << (c.sinks ? " sinks" : "")) {
+                            << c.window << " cap" << c.softcap << (c.sinks ? " sinks" : "") << (c.alibi ? " alibi" : "")) {
       INFO(c.name);
       const CaseShapes shapes = case_shapes(c);
       const mt::AttnShape &host = shapes.host, &dev = shapes.dev;
@@ -640,6 +657,9 @@ const std::vector<SegmentCase>& segment_cases() {
         {}},
        {{3000, 500}},
        "1024"},
+      {{"ALiBi with packed examples (Baichuan 2 with data.packing): 10/10 heads of 128, padding 500/321", 2, 500, 10,
+        10, 128, 0, {500, 321}, 0.f, true, 0.f, 1.f, false, true},
+       {{200, 260, 40}, {321}}},
   };
   return cases;
 }
@@ -654,7 +674,8 @@ TEST_CASE("cudnn attention: packed segments and chunks as a virtual batch match 
   for (const SegmentCase& sc : segment_cases()) {
     const CudnnCase& c = sc.c;
     DYNAMIC_SECTION(c.batch << "x" << c.seq << " " << c.heads << "/" << c.kv_heads << " hd" << c.head_dim << " w"
-                            << c.window << " cap" << c.softcap << (c.sinks ? " sinks" : "") << " tile" << sc.tile) {
+                            << c.window << " cap" << c.softcap << (c.sinks ? " sinks" : "") << (c.alibi ? " alibi" : "")
+                            << " tile" << sc.tile) {
       INFO(c.name);
       const Env tile("MEGATRAIN_CUDNN_BACKWARD_TILE", sc.tile);
       CaseShapes shapes = case_shapes(c);

@@ -124,7 +124,13 @@ TEST_CASE("cudnn attention: what only our kernel has is not covered", "[plan][cu
   const mt::AttentionSpec chunked{.num_heads = 40, .num_kv_heads = 8, .head_dim = 128, .chunk = 8192};
   CHECK(mt::cudnn_layer_gap(chunked, mt::DType::bf16).empty());  // Llama 4's chunks: a virtual batch
   layer.alibi = true;
-  CHECK(mt::cudnn_layer_gap(layer, mt::DType::bf16) == "ALiBi");
+  CHECK(mt::cudnn_layer_gap(layer, mt::DType::bf16).empty());  // Baichuan 2: the slopes' bias in the graph
+  mt::AttnShape alibi = shape(1, 32768, 40, 40, 128);
+  const float slopes[40] = {};
+  CHECK(mt::cudnn_backward_tile(alibi) > 0);
+  alibi.alibi_slopes = slopes;
+  CHECK(mt::cudnn_attention_gap(alibi, mt::DType::bf16).empty());
+  CHECK(mt::cudnn_backward_tile(alibi) == 0);  // its bias is the tile's place: one graph
 }
 
 // Packed segments as their virtual batch: a group's shape (its class's bound, or the call's length where shorter,

@@ -1,7 +1,7 @@
 // cuDNN fused attention through the backend graph API (see cudnn_attention.h): graphs, plans, execution. The operation
 // graphs are the runtime fusion engine's "fused flash attention" fprop and bprop patterns, op for op as
 // cudnn-frontend's composite SDPA nodes lower them (matmul, scale, the soft-cap score modifier div / tanh / mul,
-// padding / causal / left-bound masks as gen_index + cmp + binary_select, softmax through max/sum reductions with the
+// ALiBi's gen_index / sub / mul by the slopes / add, padding / causal / left-bound masks as gen_index + cmp + binary_select, softmax through max/sum reductions with the
 // stats out and a sink joining the max and the sum, matmul; bprop: dO·O row sums, the recomputed probabilities, dV,
 // dP, dS with the soft-cap's mul / tanh_bwd / div, dK, dQ, GQA head reductions). Invariant: every cuDNN call of a
 // build is checked and the first failure is kept with the descriptor and attribute it concerns; a graph that fails is
@@ -52,7 +52,8 @@ enum Uid : int64_t {
   uid_seq_kv,
   uid_softmax_sum,
   uid_dq_accum,
-  uid_sinks
+  uid_sinks,
+  uid_alibi
 };
 
 struct Scalar {
@@ -388,6 +389,7 @@ struct CudnnAttention::Graph {
   cudnnBackendDescriptor_t plan = nullptr;
   int64_t plan_bytes = 0, softmax_sum_bytes = 0, dq_accum_bytes = 0;
   bool padding = false;          // the graph has the padding mask (seq_lens, or the full-length workaround)
+  bool alibi = false;            // the graph adds ALiBi's bias (the shape's slopes bound per call)
   int32_t* full_lens = nullptr;  // device [batch] = seq: the workaround's lengths when the shape has no seq_lens
   float* sinks = nullptr;        // device [n_heads]: the forward's sink logits in fp32 (cast from the shape's per call)
   Free release;
@@ -461,7 +463,8 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
                 softcap_bits,
                 padded,
                 causal,
-                sinks};
+                sinks,
+                s.alibi_slopes != nullptr};
   for (const auto& g : graphs_)
     if (g->key == key) return *g;
   const auto started = std::chrono::steady_clock::now();
@@ -483,6 +486,7 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
     // cudnn-frontend's workaround (cuDNN <= 9.15, bprop): a padding mask of full lengths when seq % 128 != 0.
     const bool workaround = backward && !padded && S % 128 != 0 && ver <= 91500;
     gr.padding = padded || workaround;
+    gr.alibi = s.alibi_slopes != nullptr;
     // Scalars as cudnn-frontend makes them (dims {1}); should this cuDNN refuse the graph, once more with {1,1,1,1}.
     std::string errors;
     for (const int scalar_rank : {1, 4}) {
@@ -548,6 +552,21 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
         }
         return y;
       };
+      // ALiBi (Baichuan 2) as cudnn-frontend's alibi_mask lowers it: slope_h · (col − row) added to the scores, the
+      // index difference in int32, the slopes an fp32 [1, h, 1, 1] input.
+      auto alibi_bias = [&](int64_t x, const std::string& tag) {
+        const int64_t slopes = B.io(uid_alibi, "alibi slopes", f32, {1, h, 1, 1}, {h, 1, 1, 1});
+        const int64_t row = B.virt(tag + " alibi row index", i32, x), col = B.virt(tag + " alibi col index", i32, x);
+        B.pointwise(tag + " gen_row_idx_alibi", CUDNN_POINTWISE_GEN_INDEX, x, -1, -1, row, i32, 2);
+        B.pointwise(tag + " gen_col_idx_alibi", CUDNN_POINTWISE_GEN_INDEX, x, -1, -1, col, i32, 3);
+        const int64_t rel = B.virt(tag + " alibi col - row", i32, x);
+        B.pointwise(tag + " sub_col_row_alibi", CUDNN_POINTWISE_SUB, col, row, -1, rel, i32);
+        const int64_t bias = B.virt(tag + " alibi bias", f32, x);
+        B.pointwise(tag + " mul_slope_alibi", CUDNN_POINTWISE_MUL, rel, slopes, -1, bias);
+        const int64_t y = B.virt(tag + " with alibi", f32, x);
+        B.pointwise(tag + " add_alibi", CUDNN_POINTWISE_ADD, x, bias, -1, y);
+        return y;
+      };
       // Gemma 2's soft-cap softcap·tanh(x / softcap), as cudnn-frontend's Softcap score modifier lowers it: the
       // score modifier sits between the scale and the masks (tanh first, so masked logits stay -inf).
       auto soft_cap = [&](int64_t x, const std::string& tag) {
@@ -565,6 +584,7 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
         int64_t s1 = B.virt(tag + " scaled", f32, s0);
         B.pointwise(tag + " attn_scale", CUDNN_POINTWISE_MUL, s0, attn_scale, -1, s1);
         if (cap_scalar >= 0) s1 = soft_cap(s1, tag);
+        if (gr.alibi) s1 = alibi_bias(s1, tag);  // after the soft-cap, as the CPU reference adds it
         return gr.padding ? padding_mask(s1, tag + " padding") : s1;
       };
 
@@ -709,7 +729,8 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
   gr.info.build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
   log::info("attention {} batch {} seq {} heads {}/{} head_dim {} window {}{}{}{}{}: {}",
             backward ? "backward" : "forward", s.batch, s.seq, s.n_heads, s.n_kv_heads, s.head_dim, s.window,
-            s.softcap > 0.f ? fmt::format(" soft-cap {}", s.softcap) : "", sinks ? " sinks" : "",
+            s.softcap > 0.f ? fmt::format(" soft-cap {}", s.softcap) : "",
+            std::string(sinks ? " sinks" : "") + (s.alibi_slopes != nullptr ? " ALiBi" : ""),
             padded ? " padded" : "",
             causal ? "" : " unmasked (a tile below the diagonal)",
             gr.info.ok
@@ -851,6 +872,7 @@ bool CudnnAttention::forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16
     ptrs.add(uid_seq_q, lens);
     ptrs.add(uid_seq_kv, lens);
   }
+  if (g.alibi) ptrs.add(uid_alibi, s.alibi_slopes);
   if (g.sinks != nullptr) {  // cuDNN takes the sinks as fp32: ours are the compute dtype's
     cast<float, __nv_bfloat16>(g.sinks, static_cast<const __nv_bfloat16*>(s.sinks), h, stream_);
     ptrs.add(uid_sinks, g.sinks);
@@ -936,6 +958,7 @@ bool CudnnAttention::backward_call(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bf
     ptrs.add(uid_seq_q, lens);
     ptrs.add(uid_seq_kv, lens);
   }
+  if (g.alibi) ptrs.add(uid_alibi, s.alibi_slopes);
   execute(static_cast<cudnnHandle_t>(handle_), g.plan, std::move(ptrs), g.builder->scalars_, ws);
   if (l.staged) {
     restride_rows(dq, dq_out, b, Sp, S, h * d * 2, stream_);

@@ -2,10 +2,10 @@
 // the AttnShape cases it covers: bf16, causal, GQA/MQA, sliding window, right padding (per-sequence lengths),
 // any scale, logit soft-cap (Gemma 2, as a score modifier: cuDNN 9.6 and later), attention sinks (GPT-OSS: in the
 // forward's softmax, cuDNN 9.13 and later, cast per call into an fp32 copy as cuDNN takes them; the backward is the
-// graph without them, lse holding the sink), head_dim a multiple of 8 up to 256, packed segments and chunked
-// attention's chunks as their virtual batch (AttnShape::segment_batch: each group's calls gathered from the packed
-// rows into the workspace past the call's graph, run as a padded batch, scattered back). ALiBi stays on
-// kernels/attention.cu.
+// graph without them, lse holding the sink), ALiBi (Baichuan 2: slope_h · (col − row) added after the soft-cap; its
+// backward never tiles), head_dim a multiple of 8 up to 256, packed segments and chunked attention's chunks as their
+// virtual batch (AttnShape::segment_batch: each group's calls gathered from the packed rows into the workspace past
+// the call's graph, run as a padded batch, scattered back).
 // Invariants: q/k/v/out and their gradients are read and written in place as token-major rows (BSHD strides) when
 // the sequence length is a bucket length (cudnn_seq_bucket), else staged through a bucket-long copy (pad rows 0,
 // masked); lse is ours ([batch, n_heads, seq], natural log of the final logits, 0 on padded rows), which is cuDNN's
@@ -86,9 +86,10 @@ class CudnnAttention {
 
  private:
   // direction, batch, seq, heads, kv heads, head_dim, window, scale bits, soft-cap bits, padded, causal (false: a
-  // tile below the diagonal of the tiled backward, unmasked), sinks (the forward's; the backward's graph has none)
+  // tile below the diagonal of the tiled backward, unmasked), sinks (the forward's; the backward's graph has none),
+  // ALiBi
   using Key =
-      std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, uint32_t, uint32_t, bool, bool, bool>;
+      std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, uint32_t, uint32_t, bool, bool, bool, bool>;
   // A shape's graph: its sequence length rounded up to a bucket (cudnn_seq_bucket), padded when it has seq_lens or
   // was rounded up (staged: copied into the bucket's layout and back).
   struct Layout {
