@@ -2,7 +2,7 @@
 # One GPU-machine session, run from the repository root with a bundle made by `tools/bundle.sh --tests`
 # in bundle/: the CUDA op table, the PyTorch-parity fixtures on the CUDA backend, pipeline variants, the
 # benchmarks and the PyTorch reference. Logs go to $OUT; a short table is printed last.
-# Usage: tools/gpu_session.sh [quick|full|dp|families|hybrid|nvme|moe|longseq|attention|softcap|segments]
+# Usage: tools/gpu_session.sh [quick|full|dp|families|hybrid|nvme|moe|longseq|attention|softcap|segments|survey|figures]
 # (quick: the tests; full: the tests and the one-GPU benchmarks with PyTorch's; dp: the tests and the data-parallel
 # part, on 2 or more GPUs; families: the tests, then Qwen2.5-3B batch 64 and Qwen2.5-7B batch 32 with this build and,
 # where bundle_base/ holds an earlier build, with that one in the same call, then Gemma-2-9B and Phi-4 at batch 32 with
@@ -32,7 +32,13 @@
 # (tests_gpu "attention probe: packed segments on our kernel and on cuDNN's virtual batch"), then with
 # MEGATRAIN_ATTENTION=ours and =auto Qwen2.5-3B packed (`bench --pack`: 8 × 4096 of 64-2048-token examples after 3
 # warm-up steps, 2 × 32768 of 2048-16384 after 2) and 2 Llama 4 Scout layers at 4 × 16384 (its 8192-token chunks),
-# each pair's losses and step times side by side, and each auto run's cuDNN graph builds)
+# each pair's losses and step times side by side, and each auto run's cuDNN graph builds); survey: tests_gpu
+# "[.attention_survey]" (every engine config cuDNN offers the deterministic backward at 4 × 8192 and 1 × 32768, timed)
+# and the probe up to 32768 tokens, with the node's cuDNN and, where PyTorch's wheel carries its own, with that one,
+# then tools/bench_torch_attention.py in the same call; figures (about 400 s): tests_gpu "[cudnn],[attention],[segments]"
+# and the parity fixtures on CUDA, the probe up to 32768 tokens, tools/bench_torch_attention.py with and without
+# deterministic algorithms, then Qwen2.5-3B at 32 × 1024, 8 × 8192 and 2 × 32768 (MEGATRAIN_ATTENTION=auto): the
+# attention issue's figures side by side in one call
 set -uo pipefail
 mode=${1:-full}
 out=${OUT:-/tmp/megatrain-gpu}
@@ -48,6 +54,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv >"$out/gpu.
 if [[ -z ${SKIP_OP_TABLE:-}${SKIP_TESTS:-} ]]; then
   gpu_tests=()
   [[ $mode == attention || $mode == softcap || $mode == segments ]] && gpu_tests=("[cudnn],[attention]")
+  [[ $mode == figures ]] && gpu_tests=("[cudnn],[attention],[segments]")
   if [[ $mode == segments ]]; then
     timeout 120 $b/tests_gpu "[segments]" >"$out/tests_gpu_segments.log" 2>&1
     note "tests_gpu [segments] rc=$? $(tail -n 2 "$out/tests_gpu_segments.log" | tr '\n' ' ')"
@@ -224,6 +231,35 @@ if [[ $mode == attention ]]; then  # the 3B step with our attention and with aut
       note "  $name: $(grep -m 3 -E 'attention plan|attention: MEGATRAIN|our kernel \(' "$out/bench_$name.log" | cut -c 1-300 | tr '\n' ' ')"
     done
   done
+fi
+if [[ $mode == survey ]]; then  # cuDNN's backward engine configs with the node's cuDNN and with PyTorch's wheel's
+  torch_cudnn=$(python3 -c "import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], 'lib'))" 2>/dev/null)
+  for lib in node torch; do
+    path=$LD_LIBRARY_PATH
+    if [[ $lib == torch ]]; then
+      [[ -n $torch_cudnn && -d $torch_cudnn ]] || { note "survey: no cuDNN in PyTorch's wheel"; continue; }
+      path=$torch_cudnn:$path
+    fi
+    LD_LIBRARY_PATH=$path timeout 240 $b/tests_gpu "[.attention_survey]" >"$out/survey_$lib.log" 2>&1
+    note "survey ($lib cuDNN) rc=$? $(grep -E 'survey:|TFLOP/s|finalize' "$out/survey_$lib.log" | cut -c 1-200 | tr '\n' ' ')"
+    LD_LIBRARY_PATH=$path MEGATRAIN_PROBE_MAX_SEQ=32768 timeout 200 $b/tests_gpu \
+      "attention probe: cuDNN plans and ours-vs-cuDNN TFLOP/s" >"$out/probe_$lib.log" 2>&1
+    note "probe ($lib cuDNN) rc=$? $(grep -E 'probe:|shape|cuDNN backward|TFLOP/s' "$out/probe_$lib.log" | cut -c 1-260 | tr '\n' ' ')"
+  done
+  timeout 200 python3 tools/bench_torch_attention.py >"$out/torch_attention.log" 2>&1
+  note "torch attention rc=$? $(tr '\n' ' ' <"$out/torch_attention.log" | tail -c 900)"
+fi
+if [[ $mode == figures ]]; then  # the attention issue's figures, side by side
+  MEGATRAIN_PROBE_MAX_SEQ=32768 timeout 200 $b/tests_gpu "attention probe: cuDNN plans and ours-vs-cuDNN TFLOP/s" \
+    >"$out/attention_probe.log" 2>&1
+  note "attention probe rc=$? $(grep -E '^shape|TFLOP/s' "$out/attention_probe.log" | cut -c 1-220 | tr '\n' ' ')"
+  timeout 150 python3 tools/bench_torch_attention.py >"$out/torch_attention.log" 2>&1
+  note "torch attention rc=$? $(grep -E '^batch' "$out/torch_attention.log" | tr '\n' ' ')"
+  timeout 150 python3 tools/bench_torch_attention.py --deterministic >"$out/torch_attention_det.log" 2>&1
+  note "torch attention, deterministic algorithms rc=$? $(grep -E '^batch' "$out/torch_attention_det.log" | tr '\n' ' ')"
+  bench qwen3b_b32_s1024 1 --model configs/models/qwen2.5-3b.json --batch 32 --seq 1024 --steps 3 --warmup 1
+  bench qwen3b_b8_s8192 1 --model configs/models/qwen2.5-3b.json --batch 8 --seq 8192 --steps 2 --warmup 1
+  bench qwen3b_b2_s32768 1 --model configs/models/qwen2.5-3b.json --batch 2 --seq 32768 --steps 2 --warmup 1
 fi
 if [[ $mode == softcap ]]; then  # Gemma-2-9B's soft-capped attention: cuDNN's score-modifier graph against ours
   timeout 300 $b/tests_gpu "[.attention_bench]" >"$out/attention_probe.log" 2>&1

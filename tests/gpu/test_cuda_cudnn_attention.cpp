@@ -878,6 +878,9 @@ TEST_CASE("attention probe: cuDNN plans and ours-vs-cuDNN TFLOP/s", "[.attention
                          Shape{32, 1024, 16, 8, 256, 0, gemma_scale, gemma_cap},
                          Shape{4, 8192, 16, 8, 256, 0, gemma_scale, gemma_cap},
                          Shape{4, 8192, 16, 8, 256, 4096, gemma_scale, gemma_cap}}) {
+    if (const char* longest = std::getenv("MEGATRAIN_PROBE_MAX_SEQ");
+        longest != nullptr && sh.seq > std::atoll(longest))
+      continue;  // a shorter probe (one cuDNN build against another, say)
     const int64_t heads = sh.heads, kv_heads = sh.kv_heads, head_dim = sh.head_dim;
     const int64_t T = sh.batch * sh.seq, q_size = T * heads * head_dim, kv_size = T * kv_heads * head_dim;
     mt::AttnShape s{.batch = sh.batch,
@@ -905,19 +908,19 @@ TEST_CASE("attention probe: cuDNN plans and ours-vs-cuDNN TFLOP/s", "[.attention
           {"backward deterministic", true, true},
           {"backward non-deterministic (for comparison only)", true, false}}) {
       const mt::cuda::CudnnPlanInfo info = cudnn->plan_info(backward, s, deterministic);
-      const std::string text = info.ok ? "finalized, engine " + std::to_string(info.engine) + ", workspace " +
-                                             std::to_string(info.workspace_bytes >> 20) + " MiB, " +
-                                             std::to_string(info.candidates) + " configs offered, built in " +
-                                             std::to_string(static_cast<int64_t>(info.build_ms)) + " ms" +
-                                             (info.notes.empty() ? "" : ", notes " + info.notes) +
-                                             (backward && deterministic
-                                                  ? ", plan formula " +
-                                                        std::to_string(mt::cudnn_backward_graph_bytes(
-                                                                           sh.batch, sh.seq, heads, head_dim) >>
-                                                                       20) +
-                                                        " MiB"
-                                                  : "")
-                                       : "FAILED: " + info.error;
+      const std::string text =
+          info.ok
+              ? "finalized, engine " + std::to_string(info.engine) + ", workspace " +
+                    std::to_string(info.workspace_bytes >> 20) + " MiB, " + std::to_string(info.candidates) +
+                    " configs offered (engines " + info.offered + "), built in " +
+                    std::to_string(static_cast<int64_t>(info.build_ms)) + " ms" +
+                    (info.notes.empty() ? "" : ", notes " + info.notes) +
+                    (backward && deterministic
+                         ? ", plan formula " +
+                               std::to_string(mt::cudnn_backward_graph_bytes(sh.batch, sh.seq, heads, head_dim) >> 20) +
+                               " MiB"
+                         : "")
+              : "FAILED: " + info.error;
       std::printf("  cuDNN %s: %s\n", label, text.c_str());
     }
     const auto [ours_fwd, ours_bwd] = buffers.ours_tflops(s, fwd_flops, bwd_flops);
@@ -1017,6 +1020,61 @@ TEST_CASE("attention probe: cuDNN plans and ours-vs-cuDNN TFLOP/s", "[.attention
 // SFT-like lengths in 8 × 4096 and 4 × 8192, long documents in 1 × 32768, Llama 4's 8192-token chunks of a 32768
 // sequence), forward and deterministic backward TFLOP/s, FLOPs counting each segment's causal pairs (len² / 2), the
 // virtual batch's groups, and how far cuDNN's results are from ours.
+// The engine survey: for the issue's causal bf16 head_dim-128 GQA 16:2 shapes, every engine config cuDNN's
+// heuristics offer the deterministic backward graph (one graph, untiled) and the one-knob variations of its first,
+// each timed as the probe times the backward (median of 5 after 2 warm-ups), with its workspace, and whether two
+// runs of it give the same dq bits; the non-deterministic graph's configs are listed for comparison.
+TEST_CASE("attention probe: cuDNN engine configs of the backward", "[.attention_survey]") {
+  MT_REQUIRE_GPU();
+  struct Shape {
+    int64_t batch, seq;
+  };
+  const int64_t heads = 16, kv_heads = 2, head_dim = 128;
+  setenv("MEGATRAIN_CUDNN_BACKWARD_TILE", "0", 1);
+  for (const Shape sh : {Shape{4, 8192}, Shape{1, 32768}}) {
+    if (const char* longest = std::getenv("MEGATRAIN_PROBE_MAX_SEQ");
+        longest != nullptr && sh.seq > std::atoll(longest))
+      continue;
+    const int64_t T = sh.batch * sh.seq, q_size = T * heads * head_dim, kv_size = T * kv_heads * head_dim;
+    const mt::AttnShape s{
+        .batch = sh.batch, .seq = sh.seq, .n_heads = heads, .n_kv_heads = kv_heads, .head_dim = head_dim};
+    const double bwd_flops = 2.5 * 4.0 * sh.batch * heads * head_dim * (static_cast<double>(sh.seq) * sh.seq / 2);
+    ProbeBuffers buffers(q_size, kv_size, sh.batch * heads * sh.seq, 51);
+    DeviceBuffer<bf16> dq2(q_size);
+    auto cudnn = make_cudnn();
+    std::printf("survey: cuDNN %lld, batch %lld seq %lld heads 16/2 head_dim 128 causal bf16\n",
+                static_cast<long long>(cudnn->version()), static_cast<long long>(sh.batch),
+                static_cast<long long>(sh.seq));
+    REQUIRE(cudnn->forward(buffers.out.get(), buffers.lse.get(), buffers.q.get(), buffers.k.get(), buffers.v.get(), s));
+    for (const mt::cuda::CudnnEngineConfig& c : cudnn->engine_configs(true, s, false))
+      std::printf("  non-deterministic graph offers engine %lld%s %s\n", static_cast<long long>(c.engine),
+                  c.nondeterministic ? " (non-deterministic)" : "", c.describe().c_str());
+    const std::vector<mt::cuda::CudnnEngineConfig> configs = cudnn->engine_configs(true, s, true);
+    std::string refused;
+    for (size_t i = 0; i < configs.size(); ++i) {
+      const mt::cuda::CudnnEngineConfig& c = configs[i];
+      if (!cudnn->use_engine_config(true, s, true, c)) {
+        refused += " " + std::to_string(c.engine) + " " + c.describe() + ";";
+        continue;
+      }
+      std::printf("  deterministic graph, config %zu: engine %lld%s %s: ", i, static_cast<long long>(c.engine),
+                  c.nondeterministic ? " (non-deterministic)" : "", c.describe().c_str());
+      auto run = [&](bf16* dq) {
+        return cudnn->backward(dq, buffers.dk.get(), buffers.dv.get(), buffers.dout.get(), buffers.q.get(),
+                               buffers.k.get(), buffers.v.get(), buffers.out.get(), buffers.lse.get(), s, true);
+      };
+      const double tf = median_tflops([&] { return run(buffers.dq.get()); }, bwd_flops);
+      const bool again = run(dq2.get());
+      const bool same = again && same_bits(download(buffers.dq), download(dq2));
+      std::printf("%.1f TFLOP/s, workspace %lld MiB, dq bit for bit on a repeat: %s\n", tf,
+                  static_cast<long long>(cudnn->plan_info(true, s, true).workspace_bytes >> 20), same ? "yes" : "NO");
+    }
+    std::printf("  deterministic graph, configs that do not finalize:%s\n",
+                refused.empty() ? " none" : refused.c_str());
+  }
+  unsetenv("MEGATRAIN_CUDNN_BACKWARD_TILE");
+}
+
 TEST_CASE("attention probe: packed segments on our kernel and on cuDNN's virtual batch", "[.attention_bench]") {
   MT_REQUIRE_GPU();
   auto cudnn = make_cudnn();

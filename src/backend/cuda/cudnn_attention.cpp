@@ -258,27 +258,16 @@ class Builder {
   // execution plan finalizes (skipping engines noted non-deterministic when deterministic). Returns the plan.
   cudnnBackendDescriptor_t plan(bool deterministic, CudnnPlanInfo& info) {
     const std::string g = "CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR";
-    cudnnBackendDescriptor_t graph = create(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, g);
-    set(graph, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, static_cast<int64_t>(ops_.size()),
+    graph_ = create(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, g);
+    set(graph_, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, static_cast<int64_t>(ops_.size()),
         ops_.data(), g + " CUDNN_ATTR_OPERATIONGRAPH_OPS");
-    set(graph, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle_,
+    set(graph_, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle_,
         g + " CUDNN_ATTR_OPERATIONGRAPH_HANDLE");
-    finalize(graph, MT_FORMAT("{} ({} operations)", g, ops_.size()));
+    finalize(graph_, MT_FORMAT("{} ({} operations)", g, ops_.size()));
     std::string refusals;
     for (const cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
       if (!ok()) break;
-      const std::string h =
-          MT_FORMAT("CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR (mode {})", mode == CUDNN_HEUR_MODE_A ? "A" : "FALLBACK");
-      cudnnBackendDescriptor_t heur = create(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, h);
-      set(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph,
-          h + " CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH");
-      set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode, h + " CUDNN_ATTR_ENGINEHEUR_MODE");
-      finalize(heur, h);
-      int64_t count = 0;
-      if (ok())
-        check(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
-                                       nullptr),
-              h + " CUDNN_ATTR_ENGINEHEUR_RESULTS (count)");
+      std::vector<cudnnBackendDescriptor_t> configs = heuristics(mode);
       if (!ok()) {
         if (mode == CUDNN_HEUR_MODE_A) {  // the fallback list may still have an engine
           refusals += error_ + "; ";
@@ -287,66 +276,25 @@ class Builder {
         }
         break;
       }
-      std::vector<cudnnBackendDescriptor_t> configs(static_cast<size_t>(count));
-      for (auto& c : configs) c = create(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, h + " CUDNN_BACKEND_ENGINECFG_DESCRIPTOR");
-      int64_t got = 0;
-      if (ok() && count > 0)
-        check(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &got,
-                                       configs.data()),
-              h + " CUDNN_ATTR_ENGINEHEUR_RESULTS");
-      if (!ok()) return nullptr;
-      info.candidates += got;
-      for (int64_t i = 0; i < got; ++i) {
-        const std::string c = MT_FORMAT("{} config {}", h, i);
-        cudnnBackendDescriptor_t engine =
-            create(CUDNN_BACKEND_ENGINE_DESCRIPTOR, c + " CUDNN_BACKEND_ENGINE_DESCRIPTOR");
-        int64_t n = 0, index = -1;
-        check(cudnnBackendGetAttribute(configs[i], CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &n,
-                                       &engine),
-              c + " CUDNN_ATTR_ENGINECFG_ENGINE");
-        check(cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n, &index),
-              c + " CUDNN_ATTR_ENGINE_GLOBAL_INDEX");
-        cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
-        int64_t n_notes = 0;
-        check(cudnnBackendGetAttribute(engine, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
-                                       CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n_notes, notes),
-              c + " CUDNN_ATTR_ENGINE_NUMERICAL_NOTE");
+      info.candidates += static_cast<int64_t>(configs.size());
+      for (size_t i = 0; i < configs.size(); ++i) {
+        const std::string c =
+            MT_FORMAT("heuristics mode {} config {}", mode == CUDNN_HEUR_MODE_A ? "A" : "FALLBACK", i);
+        const CudnnEngineConfig described = describe(configs[i], c);
         if (!ok()) {  // an engine that cannot describe itself is passed over
           refusals += error_ + "; ";
           error_.clear();
           continue;
         }
-        std::string note_text;
-        bool nondeterministic = false;
-        for (int64_t j = 0; j < n_notes; ++j) {
-          note_text += MT_FORMAT("{}numerical:{}", note_text.empty() ? "" : ",", static_cast<int>(notes[j]));
-          nondeterministic |= notes[j] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC;
-        }
-        if (deterministic && nondeterministic) {
-          refusals += MT_FORMAT("engine {}: non-deterministic; ", index);
+        info.offered += MT_FORMAT("{}{}{}", info.offered.empty() ? "" : " ", described.engine,
+                                  described.nondeterministic ? "n" : "");
+        if (deterministic && described.nondeterministic) {
+          refusals += MT_FORMAT("engine {}: non-deterministic; ", described.engine);
           continue;
         }
-        const std::string p = MT_FORMAT("CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR (engine {})", index);
-        cudnnBackendDescriptor_t plan = create(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, p);
-        set(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle_,
-            p + " CUDNN_ATTR_EXECUTION_PLAN_HANDLE");
-        set(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &configs[i],
-            p + " CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG");
-        finalize(plan, p);
-        int64_t bytes = 0;
-        if (ok())
-          check(
-              cudnnBackendGetAttribute(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &n, &bytes),
-              p + " CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE");
-        if (!ok()) {  // this engine refused the graph; the next may take it
-          refusals += error_ + "; ";
-          error_.clear();
-          continue;
-        }
-        info.engine = index;
-        info.workspace_bytes = bytes;
-        info.notes = note_text;
-        return plan;
+        if (cudnnBackendDescriptor_t p = execution_plan(configs[i], described, info)) return p;
+        refusals += error_ + "; ";  // this engine refused the graph; the next may take it
+        error_.clear();
       }
     }
     if (ok())
@@ -356,14 +304,198 @@ class Builder {
     return nullptr;
   }
 
+  // Every engine config the heuristics offer for the finalized graph (modes A and FALLBACK, in order), and after
+  // them, for the first one that determinism allows, its one-knob variations: each knob of its engine over the
+  // knob's range (at most 64 values a knob), the others as the heuristics chose them. The probe's engine survey.
+  std::vector<CudnnEngineConfig> survey(bool deterministic) {
+    std::vector<CudnnEngineConfig> out;
+    const CudnnEngineConfig* first = nullptr;
+    for (const cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
+      const std::vector<cudnnBackendDescriptor_t> configs = heuristics(mode);
+      for (size_t i = 0; ok() && i < configs.size(); ++i) out.push_back(describe(configs[i], "survey config"));
+      error_.clear();
+    }
+    for (const CudnnEngineConfig& c : out)
+      if (!deterministic || !c.nondeterministic) {
+        first = &c;
+        break;
+      }
+    if (first == nullptr) return out;
+    const CudnnEngineConfig base = *first;
+    for (const CudnnKnobRange& r : knob_ranges(base.engine)) {
+      const int64_t stride = std::max<int64_t>(r.stride, 1);
+      for (int64_t value = r.minimum, n = 0; value <= r.maximum && n < 64; value += stride, ++n) {
+        CudnnEngineConfig v = base;
+        auto it = std::find_if(v.knobs.begin(), v.knobs.end(), [&](const CudnnKnob& k) { return k.type == r.type; });
+        if (it != v.knobs.end() && it->value == value) continue;  // the heuristics' own choice
+        if (it != v.knobs.end())
+          it->value = value;
+        else
+          v.knobs.push_back({r.type, value});
+        out.push_back(std::move(v));
+      }
+    }
+    error_.clear();
+    return out;
+  }
+
+  // The execution plan of an engine config made from c (engine and knob choices), or nullptr (error() says why).
+  cudnnBackendDescriptor_t plan_for(const CudnnEngineConfig& c, CudnnPlanInfo& info) {
+    error_.clear();
+    const std::string what = MT_FORMAT("engine {} config {}", c.engine, c.describe());
+    cudnnBackendDescriptor_t engine = engine_of(c.engine, what);
+    std::vector<cudnnBackendDescriptor_t> choices;
+    for (const CudnnKnob& k : c.knobs) {
+      cudnnBackendDescriptor_t kc = create(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, what + " knob choice");
+      const auto type = static_cast<cudnnBackendKnobType_t>(k.type);
+      set(kc, CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &type,
+          what + " CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE");
+      set(kc, CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &k.value,
+          what + " CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE");
+      finalize(kc, what + " knob choice");
+      choices.push_back(kc);
+    }
+    cudnnBackendDescriptor_t config = create(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, what);
+    set(config, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &engine,
+        what + " CUDNN_ATTR_ENGINECFG_ENGINE");
+    if (!choices.empty())
+      set(config, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+          static_cast<int64_t>(choices.size()), choices.data(), what + " CUDNN_ATTR_ENGINECFG_KNOB_CHOICES");
+    finalize(config, what + " CUDNN_BACKEND_ENGINECFG_DESCRIPTOR");
+    if (!ok()) return nullptr;
+    return execution_plan(config, c, info);
+  }
+
   std::vector<Scalar> scalars_;
 
  private:
+  // The descriptors an attribute of d holds (at most `most`, each created as `type`); empty, with error() set, where
+  // the call fails.
+  std::vector<cudnnBackendDescriptor_t> descriptors(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t attr,
+                                                    cudnnBackendDescriptorType_t type, int64_t most,
+                                                    const std::string& what) {
+    std::vector<cudnnBackendDescriptor_t> out(static_cast<size_t>(most));
+    for (auto& x : out) x = create(type, what);
+    int64_t got = 0;
+    if (ok() && most > 0)
+      check(cudnnBackendGetAttribute(d, attr, CUDNN_TYPE_BACKEND_DESCRIPTOR, most, &got, out.data()), what);
+    if (!ok()) return {};
+    out.resize(static_cast<size_t>(got));
+    return out;
+  }
+  // One value of an attribute of d (T{} where the call fails, with error() set).
+  template <typename T>
+  T value_of(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t attr, cudnnBackendAttributeType_t type,
+             const std::string& what) {
+    T value{};
+    int64_t n = 0;
+    if (ok()) check(cudnnBackendGetAttribute(d, attr, type, 1, &n, &value), what);
+    return value;
+  }
+
+  // The heuristics' engine configs for the finalized graph in one mode (empty, with error() set, where it fails).
+  std::vector<cudnnBackendDescriptor_t> heuristics(cudnnBackendHeurMode_t mode) {
+    const std::string h =
+        MT_FORMAT("CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR (mode {})", mode == CUDNN_HEUR_MODE_A ? "A" : "FALLBACK");
+    cudnnBackendDescriptor_t heur = create(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, h);
+    set(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph_,
+        h + " CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH");
+    set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode, h + " CUDNN_ATTR_ENGINEHEUR_MODE");
+    finalize(heur, h);
+    int64_t count = 0;
+    if (ok())
+      check(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
+                                     nullptr),
+            h + " CUDNN_ATTR_ENGINEHEUR_RESULTS (count)");
+    return descriptors(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, ok() ? count : 0,
+                       h + " CUDNN_ATTR_ENGINEHEUR_RESULTS");
+  }
+
+  // A config's engine (global index, numerical notes) and knob choices.
+  CudnnEngineConfig describe(cudnnBackendDescriptor_t config, const std::string& c) {
+    CudnnEngineConfig out;
+    const std::vector<cudnnBackendDescriptor_t> engine = descriptors(
+        config, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_BACKEND_ENGINE_DESCRIPTOR, 1, c + " CUDNN_ATTR_ENGINECFG_ENGINE");
+    if (engine.size() != 1) return out;
+    out.engine = value_of<int64_t>(engine[0], CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64,
+                                   c + " CUDNN_ATTR_ENGINE_GLOBAL_INDEX");
+    cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
+    int64_t n_notes = 0;
+    if (ok())
+      check(cudnnBackendGetAttribute(engine[0], CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
+                                     CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n_notes, notes),
+            c + " CUDNN_ATTR_ENGINE_NUMERICAL_NOTE");
+    for (int64_t j = 0; ok() && j < n_notes; ++j) {
+      out.notes += MT_FORMAT("{}numerical:{}", out.notes.empty() ? "" : ",", static_cast<int>(notes[j]));
+      out.nondeterministic |= notes[j] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC;
+    }
+    for (cudnnBackendDescriptor_t k :
+         descriptors(config, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR,
+                     CUDNN_KNOB_TYPE_COUNTS, c + " CUDNN_ATTR_ENGINECFG_KNOB_CHOICES")) {
+      const auto type = value_of<cudnnBackendKnobType_t>(k, CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE,
+                                                         c + " CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE");
+      out.knobs.push_back({static_cast<int64_t>(type),
+                           value_of<int64_t>(k, CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64,
+                                             c + " CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE")});
+    }
+    return out;
+  }
+
+  // An engine of the finalized graph by its global index.
+  cudnnBackendDescriptor_t engine_of(int64_t index, const std::string& what) {
+    cudnnBackendDescriptor_t engine =
+        create(CUDNN_BACKEND_ENGINE_DESCRIPTOR, what + " CUDNN_BACKEND_ENGINE_DESCRIPTOR");
+    set(engine, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph_,
+        what + " CUDNN_ATTR_ENGINE_OPERATION_GRAPH");
+    set(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &index, what + " CUDNN_ATTR_ENGINE_GLOBAL_INDEX");
+    finalize(engine, what + " CUDNN_BACKEND_ENGINE_DESCRIPTOR");
+    return engine;
+  }
+
+  // The knobs an engine of the graph takes, with their ranges (empty where it cannot say).
+  std::vector<CudnnKnobRange> knob_ranges(int64_t index) {
+    const std::string what = MT_FORMAT("engine {} knob info", index);
+    std::vector<CudnnKnobRange> out;
+    for (cudnnBackendDescriptor_t k : descriptors(engine_of(index, what), CUDNN_ATTR_ENGINE_KNOB_INFO,
+                                                  CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR, CUDNN_KNOB_TYPE_COUNTS, what)) {
+      CudnnKnobRange r;
+      r.type = static_cast<int64_t>(
+          value_of<cudnnBackendKnobType_t>(k, CUDNN_ATTR_KNOB_INFO_TYPE, CUDNN_TYPE_KNOB_TYPE, what + " type"));
+      r.minimum = value_of<int64_t>(k, CUDNN_ATTR_KNOB_INFO_MINIMUM_VALUE, CUDNN_TYPE_INT64, what + " minimum");
+      r.maximum = value_of<int64_t>(k, CUDNN_ATTR_KNOB_INFO_MAXIMUM_VALUE, CUDNN_TYPE_INT64, what + " maximum");
+      r.stride = value_of<int64_t>(k, CUDNN_ATTR_KNOB_INFO_STRIDE, CUDNN_TYPE_INT64, what + " stride");
+      out.push_back(r);
+    }
+    return out;
+  }
+
+  // The execution plan of a config described as c, with its engine, knobs, notes and workspace in info; nullptr
+  // (error() says why) where the engine refuses the graph.
+  cudnnBackendDescriptor_t execution_plan(cudnnBackendDescriptor_t config, const CudnnEngineConfig& c,
+                                          CudnnPlanInfo& info) {
+    const std::string p = MT_FORMAT("CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR (engine {})", c.engine);
+    cudnnBackendDescriptor_t plan = create(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, p);
+    set(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle_,
+        p + " CUDNN_ATTR_EXECUTION_PLAN_HANDLE");
+    set(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &config,
+        p + " CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG");
+    finalize(plan, p);
+    const auto bytes = value_of<int64_t>(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64,
+                                         p + " CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE");
+    if (!ok()) return nullptr;
+    info.engine = c.engine;
+    info.knobs = c.describe();
+    info.workspace_bytes = bytes;
+    info.notes = c.notes;
+    return plan;
+  }
+
   struct Value {
     alignas(8) unsigned char bytes[8];
   };
   cudnnHandle_t handle_;
   int scalar_rank_;
+  cudnnBackendDescriptor_t graph_ = nullptr;  // the operation graph, once plan() made it
   std::string error_;
   std::vector<cudnnBackendDescriptor_t> owned_, ops_;
   std::map<int64_t, cudnnBackendDescriptor_t> tensors_;
@@ -730,14 +862,12 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
   log::info("attention {} batch {} seq {} heads {}/{} head_dim {} window {}{}{}{}{}: {}",
             backward ? "backward" : "forward", s.batch, s.seq, s.n_heads, s.n_kv_heads, s.head_dim, s.window,
             s.softcap > 0.f ? fmt::format(" soft-cap {}", s.softcap) : "",
-            std::string(sinks ? " sinks" : "") + (s.alibi_slopes != nullptr ? " ALiBi" : ""),
-            padded ? " padded" : "",
+            std::string(sinks ? " sinks" : "") + (s.alibi_slopes != nullptr ? " ALiBi" : ""), padded ? " padded" : "",
             causal ? "" : " unmasked (a tile below the diagonal)",
-            gr.info.ok
-                ? fmt::format("cuDNN {} engine {} ({:.1f} MiB workspace, built in {:.0f} ms{})", ver, gr.info.engine,
-                              gr.info.workspace_bytes / 1048576.0, gr.info.build_ms,
-                              gr.info.notes.empty() ? "" : ", " + gr.info.notes)
-                : "our kernel (cuDNN: " + gr.info.error + ")");
+            gr.info.ok ? fmt::format("cuDNN {} engine {} {} ({:.1f} MiB workspace, built in {:.0f} ms{})", ver,
+                                     gr.info.engine, gr.info.knobs, gr.info.workspace_bytes / 1048576.0,
+                                     gr.info.build_ms, gr.info.notes.empty() ? "" : ", " + gr.info.notes)
+                       : "our kernel (cuDNN: " + gr.info.error + ")");
   return gr;
 }
 
@@ -754,6 +884,72 @@ CudnnAttention::Layout CudnnAttention::layout_for(const AttnShape& s) {
 CudnnPlanInfo CudnnAttention::plan_info(bool backward, const AttnShape& s, bool deterministic) {
   const Layout l = layout_for(s);
   return graph(backward, l.shape, l.padded, deterministic).info;
+}
+
+std::vector<CudnnEngineConfig> CudnnAttention::engine_configs(bool backward, const AttnShape& s, bool deterministic) {
+  const Layout l = layout_for(s);
+  Graph& g = graph(backward, l.shape, l.padded, deterministic);
+  if (!g.info.ok) return {};
+  return g.builder->survey(deterministic || !backward);
+}
+
+bool CudnnAttention::use_engine_config(bool backward, const AttnShape& s, bool deterministic,
+                                       const CudnnEngineConfig& c) {
+  const Layout l = layout_for(s);
+  Graph& g = graph(backward, l.shape, l.padded, deterministic);
+  if (!g.info.ok) return false;
+  CudnnPlanInfo info;
+  cudnnBackendDescriptor_t plan = g.builder->plan_for(c, info);
+  if (plan == nullptr) {
+    log::debug("attention: engine {} {} does not finalize: {}", c.engine, c.describe(), g.builder->error());
+    return false;
+  }
+  g.plan = plan;
+  g.plan_bytes = align_up(info.workspace_bytes);
+  g.info.engine = info.engine;
+  g.info.knobs = info.knobs;
+  g.info.notes = info.notes;
+  g.info.workspace_bytes = g.plan_bytes + g.softmax_sum_bytes + g.dq_accum_bytes;
+  return true;
+}
+
+std::string CudnnEngineConfig::describe() const {
+  static const std::map<int64_t, const char*> names{{CUDNN_KNOB_TYPE_SWIZZLE, "SWIZZLE"},
+                                                    {CUDNN_KNOB_TYPE_TILE_SIZE, "TILE_SIZE"},
+                                                    {CUDNN_KNOB_TYPE_EDGE, "EDGE"},
+                                                    {CUDNN_KNOB_TYPE_MULTIPLY, "MULTIPLY"},
+                                                    {CUDNN_KNOB_TYPE_SPLIT_K_BUF, "SPLIT_K_BUF"},
+                                                    {CUDNN_KNOB_TYPE_TILEK, "TILEK"},
+                                                    {CUDNN_KNOB_TYPE_STAGES, "STAGES"},
+                                                    {CUDNN_KNOB_TYPE_REDUCTION_MODE, "REDUCTION_MODE"},
+                                                    {CUDNN_KNOB_TYPE_SPLIT_K_SLC, "SPLIT_K_SLC"},
+                                                    {CUDNN_KNOB_TYPE_IDX_MODE, "IDX_MODE"},
+                                                    {CUDNN_KNOB_TYPE_SPECFILT, "SPECFILT"},
+                                                    {CUDNN_KNOB_TYPE_KERNEL_CFG, "KERNEL_CFG"},
+                                                    {CUDNN_KNOB_TYPE_WORKSPACE, "WORKSPACE"},
+                                                    {CUDNN_KNOB_TYPE_TILE_CGA_M, "TILE_CGA_M"},
+                                                    {CUDNN_KNOB_TYPE_TILE_CGA_N, "TILE_CGA_N"},
+                                                    {CUDNN_KNOB_TYPE_BLOCK_SIZE, "BLOCK_SIZE"},
+                                                    {CUDNN_KNOB_TYPE_OCCUPANCY, "OCCUPANCY"},
+                                                    {CUDNN_KNOB_TYPE_ARRAY_SIZE_PER_THREAD, "ARRAY_SIZE_PER_THREAD"},
+                                                    {CUDNN_KNOB_TYPE_SPLIT_COLS, "SPLIT_COLS"},
+                                                    {CUDNN_KNOB_TYPE_TILE_ROWS, "TILE_ROWS"},
+                                                    {CUDNN_KNOB_TYPE_TILE_COLS, "TILE_COLS"},
+                                                    {CUDNN_KNOB_TYPE_LOAD_SIZE, "LOAD_SIZE"},
+                                                    {CUDNN_KNOB_TYPE_CTA_COUNT, "CTA_COUNT"},
+                                                    {CUDNN_KNOB_TYPE_STREAM_K, "STREAM_K"},
+                                                    {CUDNN_KNOB_TYPE_SPLIT_P_SLC, "SPLIT_P_SLC"},
+                                                    {CUDNN_KNOB_TYPE_TILE_M, "TILE_M"},
+                                                    {CUDNN_KNOB_TYPE_TILE_N, "TILE_N"},
+                                                    {CUDNN_KNOB_TYPE_WARP_SPEC_CFG, "WARP_SPEC_CFG"},
+                                                    {CUDNN_KNOB_TYPE_SWAP_AB, "SWAP_AB"}};
+  std::string out;
+  for (const CudnnKnob& k : knobs) {
+    const auto it = names.find(k.type);
+    out += MT_FORMAT("{}{}={}", out.empty() ? "" : ",",
+                     it != names.end() ? std::string(it->second) : MT_FORMAT("knob{}", k.type), k.value);
+  }
+  return out.empty() ? "(no knobs)" : out;
 }
 
 void log_attention_choice(AttentionChoice c, int64_t limit_bytes) {

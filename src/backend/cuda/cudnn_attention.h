@@ -37,12 +37,29 @@ namespace mt::cuda {
 // One info line: what MEGATRAIN_ATTENTION runs in each direction under this workspace limit (-1: none).
 void log_attention_choice(AttentionChoice c, int64_t limit_bytes);
 
+// An engine config: cuDNN's engine (CUDNN_ATTR_ENGINE_GLOBAL_INDEX) with knob choices (cudnnBackendKnobType_t, value).
+struct CudnnKnob {
+  int64_t type = 0, value = 0;
+};
+struct CudnnKnobRange {
+  int64_t type = 0, minimum = 0, maximum = 0, stride = 1;
+};
+struct CudnnEngineConfig {
+  int64_t engine = -1;
+  std::vector<CudnnKnob> knobs;
+  bool nondeterministic = false;  // the engine's numerical notes say so
+  std::string notes;              // the engine's numerical notes
+  std::string describe() const;   // "TILE_M=128,STAGES=2" (knobs by their cuDNN names)
+};
+
 // What building one graph gave: whether it finalized, the engine, its workspace, or the first failing call.
 struct CudnnPlanInfo {
   bool ok = false;
   int64_t engine = -1;          // CUDNN_ATTR_ENGINE_GLOBAL_INDEX of the chosen engine config
   int64_t workspace_bytes = 0;  // the plan's workspace plus our fp32 side tensors (softmax sum, dQ accumulator)
   int64_t candidates = 0;       // engine configs the heuristics offered
+  std::string offered;          // their engines' global indices up to the chosen one, in order ("n": non-deterministic)
+  std::string knobs;            // the chosen config's knob choices (CudnnEngineConfig::describe)
   std::string notes;            // the engine's numerical/behaviour notes
   double build_ms = 0;          // graph, heuristics and plan (cuDNN compiles the kernels here)
   std::string error;            // when !ok: "<descriptor> <attribute>: <cuDNN status> (<cuDNN's last message>)"
@@ -73,6 +90,12 @@ class CudnnAttention {
 
   // Builds (or finds) the plan for the shape and says how it went; the probe (bench-attention) prints it.
   CudnnPlanInfo plan_info(bool backward, const AttnShape& s, bool deterministic = true);
+  // The probe's engine survey, on the shape's graph (built on first use): every engine config the heuristics offer
+  // (modes A and FALLBACK, in order), then the one-knob variations of the first that determinism allows.
+  std::vector<CudnnEngineConfig> engine_configs(bool backward, const AttnShape& s, bool deterministic);
+  // Replaces the shape's plan by one of config c (the next calls run it); false, the plan kept, where it does not
+  // finalize. The survey's timing of each config; training runs the heuristics' choice.
+  bool use_engine_config(bool backward, const AttnShape& s, bool deterministic, const CudnnEngineConfig& c);
   // The workspace a call of the shape holds (the plan's, our side tensors and the bucket staging:
   // cudnn_attention_workspace's terms as this cuDNN reports them), or -1 where the plan does not finalize. Builds the
   // plan on first use; the deterministic backward, its first (largest) call of cudnn_backward_batch(s, limit_bytes)
