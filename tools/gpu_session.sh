@@ -2,7 +2,7 @@
 # One GPU-machine session, run from the repository root with a bundle made by `tools/bundle.sh --tests`
 # in bundle/: the CUDA op table, the PyTorch-parity fixtures on the CUDA backend, pipeline variants, the
 # benchmarks and the PyTorch reference. Logs go to $OUT; a short table is printed last.
-# Usage: tools/gpu_session.sh [quick|full|dp|families|hybrid|nvme|moe|longseq|attention|softcap|segments|survey|figures]
+# Usage: tools/gpu_session.sh [quick|full|dp|families|hybrid|nvme|moe|longseq|attention|softcap|segments|survey|figures|ragged]
 # (quick: the tests; full: the tests and the one-GPU benchmarks with PyTorch's; dp: the tests and the data-parallel
 # part, on 2 or more GPUs; families: the tests, then Qwen2.5-3B batch 64 and Qwen2.5-7B batch 32 with this build and,
 # where bundle_base/ holds an earlier build, with that one in the same call, then Gemma-2-9B and Phi-4 at batch 32 with
@@ -38,7 +38,10 @@
 # then tools/bench_torch_attention.py in the same call; figures (about 400 s): tests_gpu "[cudnn],[attention],[segments]"
 # and the parity fixtures on CUDA, the probe up to 32768 tokens, tools/bench_torch_attention.py with and without
 # deterministic algorithms, then Qwen2.5-3B at 32 × 1024, 8 × 8192 and 2 × 32768 (MEGATRAIN_ATTENTION=auto): the
-# attention issue's figures side by side in one call
+# attention issue's figures side by side in one call; ragged (about 400 s): the tests as figures runs them, the padding
+# probe (tests_gpu "[.attention_padding]": what padded rows cost cuDNN's forward, ragged and padded), the packed probe
+# and Qwen2.5-3B packed (8 × 4096 of 64-2048-token examples, 2 × 32768 of 2048-16384) with MEGATRAIN_CUDNN_RAGGED=1 and
+# =0, each pair's losses and step times side by side
 set -uo pipefail
 mode=${1:-full}
 out=${OUT:-/tmp/megatrain-gpu}
@@ -54,7 +57,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv >"$out/gpu.
 if [[ -z ${SKIP_OP_TABLE:-}${SKIP_TESTS:-} ]]; then
   gpu_tests=()
   [[ $mode == attention || $mode == softcap || $mode == segments ]] && gpu_tests=("[cudnn],[attention]")
-  [[ $mode == figures ]] && gpu_tests=("[cudnn],[attention],[segments]")
+  [[ $mode == figures || $mode == ragged ]] && gpu_tests=("[cudnn],[attention],[segments]")
   if [[ $mode == segments ]]; then
     timeout 120 $b/tests_gpu "[segments]" >"$out/tests_gpu_segments.log" 2>&1
     note "tests_gpu [segments] rc=$? $(tail -n 2 "$out/tests_gpu_segments.log" | tr '\n' ' ')"
@@ -260,6 +263,22 @@ if [[ $mode == figures ]]; then  # the attention issue's figures, side by side
   bench qwen3b_b32_s1024 1 --model configs/models/qwen2.5-3b.json --batch 32 --seq 1024 --steps 3 --warmup 1
   bench qwen3b_b8_s8192 1 --model configs/models/qwen2.5-3b.json --batch 8 --seq 8192 --steps 2 --warmup 1
   bench qwen3b_b2_s32768 1 --model configs/models/qwen2.5-3b.json --batch 2 --seq 32768 --steps 2 --warmup 1
+fi
+if [[ $mode == ragged ]]; then  # cuDNN's ragged forward against its padded graph's
+  timeout 120 $b/tests_gpu "[.attention_padding]" >"$out/probe_padding.log" 2>&1
+  note "padding probe rc=$? $(grep -E '^padding:' "$out/probe_padding.log" | tr '\n' ';')"
+  for ragged in 1 0; do
+    MEGATRAIN_CUDNN_RAGGED=$ragged timeout 200 $b/tests_gpu \
+      "attention probe: packed segments on our kernel and on cuDNN's virtual batch" >"$out/probe_segments_$ragged.log" 2>&1
+    note "packed probe, ragged $ragged rc=$? $(grep -E '^packed:|forward:' "$out/probe_segments_$ragged.log" | tr -s ' ' | tr '\n' ';')"
+    MEGATRAIN_CUDNN_RAGGED=$ragged bench "qwen3b_b8_s4096_pack_ragged$ragged" 1 --model configs/models/qwen2.5-3b.json \
+      --batch 8 --seq 4096 --pack 64-2048 --warmup 3 --steps 4
+    MEGATRAIN_CUDNN_RAGGED=$ragged bench "qwen3b_b2_s32768_pack_ragged$ragged" 1 --model configs/models/qwen2.5-3b.json \
+      --batch 2 --seq 32768 --pack 2048-16384 --warmup 2 --steps 2
+  done
+  for run in qwen3b_b8_s4096_pack qwen3b_b2_s32768_pack; do
+    note "losses and step times $run ragged 1/0: $(python3 -c "import json; l=[[(round(s['loss'],5), round(s['step_s'],3)) for s in json.load(open('$out/bench_'+'$run'+'_ragged'+c+'.json'))['steps']] for c in ('1','0')]; print(l)" 2>&1 | tail -n 1)"
+  done
 fi
 if [[ $mode == softcap ]]; then  # Gemma-2-9B's soft-capped attention: cuDNN's score-modifier graph against ours
   timeout 300 $b/tests_gpu "[.attention_bench]" >"$out/attention_probe.log" 2>&1

@@ -62,6 +62,14 @@ int64_t cudnn_seq_bucket(int64_t seq) {
   return (seq + step - 1) / step * step;
 }
 
+bool cudnn_ragged_forward() {
+  const char* env = std::getenv("MEGATRAIN_CUDNN_RAGGED");
+  if (env == nullptr || *env == '\0') return false;
+  MT_REQUIRE(std::string(env) == "0" || std::string(env) == "1", "MEGATRAIN_CUDNN_RAGGED must be 0 or 1, not '{}'",
+             env);
+  return std::string(env) == "1";
+}
+
 int64_t cudnn_backward_graph_bytes(int64_t batch, int64_t bucket_seq, int64_t n_heads, int64_t head_dim) {
   const int64_t rows = round_up(bucket_seq, 64), cols = round_up(bucket_seq, 128);
   const int64_t dp = batch * n_heads * rows * cols * 2, dq = batch * n_heads * rows * head_dim * 4;

@@ -308,6 +308,8 @@ TEST_CASE("cudnn attention forward and deterministic backward match the referenc
       CHECK(cudnn->workspace_need(true, dev) == bwd.workspace_bytes + mt::cudnn_staging_bytes(true, dev));
 
       check_against_reference(*cudnn, c, host, dev, 31);
+      const Env ragged("MEGATRAIN_CUDNN_RAGGED", "1");  // the forward as one ragged call
+      check_against_reference(*cudnn, c, host, dev, 31);
     }
   }
 }
@@ -695,6 +697,8 @@ TEST_CASE("cudnn attention: packed segments and chunks as a virtual batch match 
       CHECK(need <= planned);
 
       check_against_reference(*cudnn, c, host, dev, 91);
+      const Env ragged("MEGATRAIN_CUDNN_RAGGED", "1");  // the forward's groups as ragged calls, in place
+      check_against_reference(*cudnn, c, host, dev, 91);
     }
   }
 }
@@ -1071,6 +1075,52 @@ TEST_CASE("attention probe: cuDNN engine configs of the backward", "[.attention_
     }
     std::printf("  deterministic graph, configs that do not finalize:%s\n",
                 refused.empty() ? " none" : refused.c_str());
+  }
+  unsetenv("MEGATRAIN_CUDNN_BACKWARD_TILE");
+}
+
+// Whether cuDNN's padded calls cost their valid tokens or their whole length: the forward (ragged, and the padded
+// graph: MEGATRAIN_CUDNN_RAGGED=0) and the deterministic backward (one graph) of 2 sequences of 16384 rows, all
+// valid, 8192 and 9000 of them valid, against 2 × 8192 unpadded (causal bf16, 16/2 heads of 128; milliseconds,
+// median of 5 after 2 warm-ups).
+TEST_CASE("attention probe: what padded rows cost cuDNN", "[.attention_padding]") {
+  MT_REQUIRE_GPU();
+  setenv("MEGATRAIN_CUDNN_BACKWARD_TILE", "0", 1);
+  for (const char* ragged : {"1", "0"}) {
+    const Env forward_kind("MEGATRAIN_CUDNN_RAGGED", ragged);
+    auto cudnn = make_cudnn();
+    const int64_t heads = 16, kv_heads = 2, head_dim = 128, batch = 2, longest = 16384;
+    ProbeBuffers buffers(batch * longest * heads * head_dim, batch * longest * kv_heads * head_dim,
+                         batch * heads * longest, 51);
+    for (const int64_t valid : {int64_t{0}, int64_t{8192}, int64_t{9000}, int64_t{-8192}}) {
+      const int64_t seq = valid < 0 ? -valid : longest;
+      auto lens =
+          upload_ints(std::vector<int32_t>(static_cast<size_t>(batch), static_cast<int32_t>(valid > 0 ? valid : seq)));
+      const mt::AttnShape s{.batch = batch,
+                            .seq = seq,
+                            .n_heads = heads,
+                            .n_kv_heads = kv_heads,
+                            .head_dim = head_dim,
+                            .seq_lens = valid > 0 ? lens->get() : nullptr};
+      const double fwd_ms = 1e3 / median_tflops(
+                                      [&] {
+                                        return cudnn->forward(buffers.out.get(), buffers.lse.get(), buffers.q.get(),
+                                                              buffers.k.get(), buffers.v.get(), s);
+                                      },
+                                      1e12);
+      const double bwd_ms =
+          1e3 / median_tflops(
+                    [&] {
+                      return cudnn->backward(buffers.dq.get(), buffers.dk.get(), buffers.dv.get(), buffers.dout.get(),
+                                             buffers.q.get(), buffers.k.get(), buffers.v.get(), buffers.out.get(),
+                                             buffers.lse.get(), s, true);
+                    },
+                    1e12);
+      std::printf("padding: %lld x %lld rows, %lld valid: forward (%s) %.3f ms, deterministic backward %.3f ms\n",
+                  static_cast<long long>(batch), static_cast<long long>(seq),
+                  static_cast<long long>(valid > 0 ? valid : seq), *ragged == '1' ? "ragged" : "padded graph", fwd_ms,
+                  bwd_ms);
+    }
   }
   unsetenv("MEGATRAIN_CUDNN_BACKWARD_TILE");
 }

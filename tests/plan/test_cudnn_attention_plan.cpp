@@ -432,6 +432,23 @@ TEST_CASE("sequence limit: beyond the length cuDNN's backward fits, the plan ass
   CHECK(mt::longest_trainable_sequence(spec, mt::RunShape{}, h200).cudnn_backward_tokens == 0);
 }
 
+TEST_CASE("cudnn attention: the forward of padded and packed calls is ragged with MEGATRAIN_CUDNN_RAGGED=1",
+          "[plan][cudnn]") {
+  CHECK_FALSE(mt::cudnn_ragged_forward());
+  {
+    const Env e("MEGATRAIN_CUDNN_RAGGED", "0");
+    CHECK_FALSE(mt::cudnn_ragged_forward());
+  }
+  {
+    const Env e("MEGATRAIN_CUDNN_RAGGED", "1");
+    CHECK(mt::cudnn_ragged_forward());
+  }
+  for (const char* bad : {"yes", "2", "off"}) {
+    const Env e("MEGATRAIN_CUDNN_RAGGED", bad);
+    CHECK(contains(thrown([] { mt::cudnn_ragged_forward(); }), "MEGATRAIN_CUDNN_RAGGED must be 0 or 1"));
+  }
+}
+
 TEST_CASE("cudnn attention: past the tile length the deterministic backward runs in tiles", "[plan][cudnn][longseq]") {
   // Which calls tile: longer than the configured tile, without a window.
   CHECK(mt::cudnn_backward_tile(shape(4, 8192, 16, 2, 128)) == 0);  // one graph up to the tile

@@ -53,7 +53,9 @@ enum Uid : int64_t {
   uid_softmax_sum,
   uid_dq_accum,
   uid_sinks,
-  uid_alibi
+  uid_alibi,
+  uid_q_ragged,
+  uid_kv_ragged
 };
 
 struct Scalar {
@@ -100,8 +102,9 @@ class Builder {
   }
 
   // A tensor descriptor; returns its uid.
+  // ragged: the uid of the tensor of its sequences' offsets (elements), -1 for none.
   int64_t tensor(int64_t uid, const std::string& name, cudnnDataType_t type, std::vector<int64_t> dims,
-                 std::vector<int64_t> strides, bool is_virtual, bool by_value = false) {
+                 std::vector<int64_t> strides, bool is_virtual, bool by_value = false, int64_t ragged = -1) {
     const std::string what = "CUDNN_BACKEND_TENSOR_DESCRIPTOR '" + name + "'";
     cudnnBackendDescriptor_t d = create(CUDNN_BACKEND_TENSOR_DESCRIPTOR, what);
     const int64_t n = static_cast<int64_t>(dims.size()), alignment = 16;
@@ -116,14 +119,17 @@ class Builder {
       set(d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &yes, what + " CUDNN_ATTR_TENSOR_IS_VIRTUAL");
     if (by_value)
       set(d, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &yes, what + " CUDNN_ATTR_TENSOR_IS_BY_VALUE");
+    if (ragged >= 0)
+      set(d, CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors_.at(ragged),
+          what + " CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC");
     finalize(d, what);
     tensors_[uid] = d;
     info_[uid] = TensorInfo{std::move(dims), std::move(strides), type};
     return uid;
   }
   int64_t io(int64_t uid, const std::string& name, cudnnDataType_t type, std::vector<int64_t> dims,
-             std::vector<int64_t> strides) {
-    return tensor(uid, name, type, std::move(dims), std::move(strides), false);
+             std::vector<int64_t> strides, int64_t ragged = -1) {
+    return tensor(uid, name, type, std::move(dims), std::move(strides), false, false, ragged);
   }
   // A virtual tensor with the dims and strides of x (or those given).
   int64_t virt(const std::string& name, cudnnDataType_t type, int64_t like) {
@@ -512,6 +518,9 @@ int64_t effective_window(const AttnShape& s) { return s.window > 0 && s.window <
 
 constexpr int64_t align_up(int64_t n) { return (n + 255) / 256 * 256; }
 
+// The most plan workspace a ragged graph holds itself (Graph::ragged_workspace); a larger one is refused.
+constexpr int64_t kRaggedPlanBytes = int64_t{1} << 20;
+
 }  // namespace
 
 struct CudnnAttention::Graph {
@@ -524,10 +533,15 @@ struct CudnnAttention::Graph {
   bool alibi = false;            // the graph adds ALiBi's bias (the shape's slopes bound per call)
   int32_t* full_lens = nullptr;  // device [batch] = seq: the workaround's lengths when the shape has no seq_lens
   float* sinks = nullptr;        // device [n_heads]: the forward's sink logits in fp32 (cast from the shape's per call)
+  // A ragged graph's own device memory: its Q/O and K/V offsets [batch + 1] each and lengths [batch], then its plan's
+  // workspace (a few KiB: 1280 B at 2 × 256, 8/2 heads), so that it takes none of the shared workspace.
+  int32_t* ragged_ints = nullptr;
+  void* ragged_workspace = nullptr;
   Free release;
   ~Graph() {
     if (full_lens) release(full_lens);
     if (sinks) release(sinks);
+    if (ragged_ints) release(ragged_ints);
   }
 };
 
@@ -578,7 +592,8 @@ bool CudnnAttention::reserve_bytes(Graph& g, int64_t bytes) {
 }
 
 CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, bool padded, bool deterministic,
-                                              bool causal) {
+                                             bool causal, bool ragged) {
+  MT_ASSERT(!ragged || (!backward && padded), "a ragged graph is a forward's, with the padding mask");
   uint32_t scale_bits = 0, softcap_bits = 0;
   const float scale = default_scale(s);
   std::memcpy(&scale_bits, &scale, sizeof scale);
@@ -596,7 +611,8 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
                 padded,
                 causal,
                 sinks,
-                s.alibi_slopes != nullptr};
+                s.alibi_slopes != nullptr,
+                ragged};
   for (const auto& g : graphs_)
     if (g->key == key) return *g;
   const auto started = std::chrono::steady_clock::now();
@@ -636,8 +652,11 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
       const float neg_inf =
           ver < 91000 ? std::numeric_limits<float>::lowest() : -std::numeric_limits<float>::infinity();
 
-      const int64_t Q = B.io(uid_q, "Q", bf, q_dims, q_strides);
-      const int64_t KT = B.io(uid_k, "K^T", bf, kt_dims, kt_strides);
+      // Ragged (a forward's): each sequence's rows of Q and O, K and V start at its offset, not at b·seq rows.
+      const int64_t q_ragged = ragged ? B.io(uid_q_ragged, "Q/O offsets", i32, {b + 1, 1, 1, 1}, {1, 1, 1, 1}) : -1;
+      const int64_t kv_ragged = ragged ? B.io(uid_kv_ragged, "K/V offsets", i32, {b + 1, 1, 1, 1}, {1, 1, 1, 1}) : -1;
+      const int64_t Q = B.io(uid_q, "Q", bf, q_dims, q_strides, q_ragged);
+      const int64_t KT = B.io(uid_k, "K^T", bf, kt_dims, kt_strides, kv_ragged);
       const int64_t stats = B.io(uid_stats, "stats (lse)", f32, row_dims, row_strides);
       const int64_t seq_q = gr.padding ? B.io(uid_seq_q, "seq_len_q", i32, {b, 1, 1, 1}, {1, 1, 1, 1}) : -1;
       const int64_t seq_kv = gr.padding ? B.io(uid_seq_kv, "seq_len_kv", i32, {b, 1, 1, 1}, {1, 1, 1, 1}) : -1;
@@ -721,8 +740,8 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
       };
 
       if (!backward) {
-        const int64_t V = B.io(uid_v, "V", bf, kv_dims, kv_strides);
-        const int64_t O = B.io(uid_o, "O", bf, q_dims, q_strides);
+        const int64_t V = B.io(uid_v, "V", bf, kv_dims, kv_strides, kv_ragged);
+        const int64_t O = B.io(uid_o, "O", bf, q_dims, q_strides, q_ragged);
         const int64_t x = band_masks(scores("fprop"));
         // With sinks (cudnn-frontend's softmax with a sink): max = MAX(max of the row, sink), and the row's sum of
         // exp(x − max) plus exp(sink − max), so that the stats (lse) hold the sink as ours do.
@@ -847,6 +866,16 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
       gr.info.workspace_bytes = gr.plan_bytes + gr.softmax_sum_bytes + gr.dq_accum_bytes;
       gr.info.ok = true;
       if (sinks) gr.sinks = static_cast<float*>(alloc_(h * 4));
+      if (ragged && gr.plan_bytes > kRaggedPlanBytes) {
+        gr.info.ok = false;
+        gr.info.error = MT_FORMAT("the ragged plan's workspace of {} B is past the {} B a ragged graph holds itself",
+                                  gr.plan_bytes, kRaggedPlanBytes);
+      } else if (ragged) {
+        const int64_t ints = align_up((3 * b + 2) * 4);
+        gr.ragged_ints = static_cast<int32_t*>(alloc_(ints + gr.plan_bytes));
+        gr.ragged_workspace = reinterpret_cast<char*>(gr.ragged_ints) + ints;
+        gr.info.workspace_bytes = 0;
+      }
       if (workaround) {
         std::vector<int32_t> lens(static_cast<size_t>(b), static_cast<int32_t>(S));
         gr.full_lens = static_cast<int32_t*>(alloc_(b * 4));
@@ -862,8 +891,8 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
   log::info("attention {} batch {} seq {} heads {}/{} head_dim {} window {}{}{}{}{}: {}",
             backward ? "backward" : "forward", s.batch, s.seq, s.n_heads, s.n_kv_heads, s.head_dim, s.window,
             s.softcap > 0.f ? fmt::format(" soft-cap {}", s.softcap) : "",
-            std::string(sinks ? " sinks" : "") + (s.alibi_slopes != nullptr ? " ALiBi" : ""), padded ? " padded" : "",
-            causal ? "" : " unmasked (a tile below the diagonal)",
+            std::string(sinks ? " sinks" : "") + (s.alibi_slopes != nullptr ? " ALiBi" : ""),
+            padded ? (ragged ? " ragged" : " padded") : "", causal ? "" : " unmasked (a tile below the diagonal)",
             gr.info.ok ? fmt::format("cuDNN {} engine {} {} ({:.1f} MiB workspace, built in {:.0f} ms{})", ver,
                                      gr.info.engine, gr.info.knobs, gr.info.workspace_bytes / 1048576.0,
                                      gr.info.build_ms, gr.info.notes.empty() ? "" : ", " + gr.info.notes)
@@ -983,6 +1012,10 @@ int64_t CudnnAttention::workspace_need(bool backward, const AttnShape& s, int64_
 int64_t CudnnAttention::call_workspace_need(bool backward, const AttnShape& s) {
   if (const int64_t T = backward ? cudnn_backward_tile(s) : 0; T > 0) return tile_graphs(s, T).workspace_bytes;
   const Layout l = layout_for(s);
+  if (const int64_t ragged =
+          !backward && l.padded ? ragged_forward_bytes(l.shape, s.batch * s.seq, l.shape.seq != s.seq) : -1;
+      ragged >= 0)
+    return ragged;
   const Graph& g = graph(backward, l.shape, l.padded, true);
   return g.info.ok ? g.info.workspace_bytes + cudnn_staging_bytes(backward, s) : -1;
 }
@@ -999,6 +1032,17 @@ CudnnAttention::TileGraphs CudnnAttention::tile_graphs(const AttnShape& s, int64
 }
 
 namespace {
+
+// Consecutive pieces of the workspace, each 256-byte aligned.
+struct Carver {
+  char* at;
+  template <typename T>
+  T* take(int64_t elements) {
+    T* p = reinterpret_cast<T*>(at);
+    at += align_up(elements * static_cast<int64_t>(sizeof(T)));
+    return p;
+  }
+};
 
 // The variant pack's uids and device (or, for scalars, host) pointers.
 struct Bindings {
@@ -1030,11 +1074,87 @@ void execute(cudnnHandle_t handle, cudnnBackendDescriptor_t plan, Bindings b, co
   MT_CHECK_CUDNN(cudnnBackendExecute(handle, plan, pack));
 }
 
+// A forward graph's tensors; lens (its padding mask's lengths) nullptr where it has none.
+Bindings forward_bindings(const void* q, const void* k, const void* v, void* out, void* stats, const void* lens) {
+  Bindings ptrs;
+  ptrs.add(uid_q, q);
+  ptrs.add(uid_k, k);
+  ptrs.add(uid_v, v);
+  ptrs.add(uid_o, out);
+  ptrs.add(uid_stats, stats);
+  if (lens != nullptr) {
+    ptrs.add(uid_seq_q, lens);
+    ptrs.add(uid_seq_kv, lens);
+  }
+  return ptrs;
+}
+
+// A forward graph's ALiBi slopes and sinks (cast into the graph's fp32 copy: cuDNN takes them as fp32, ours are the
+// compute dtype's).
+void bind_bias_and_sinks(const CudnnAttention::Graph& g, const AttnShape& s, Bindings& ptrs, cudaStream_t stream) {
+  if (g.alibi) ptrs.add(uid_alibi, s.alibi_slopes);
+  if (g.sinks != nullptr) {
+    cast<float, __nv_bfloat16>(g.sinks, static_cast<const __nv_bfloat16*>(s.sinks), s.n_heads, stream);
+    ptrs.add(uid_sinks, g.sinks);
+  }
+}
+
 }  // namespace
+
+int64_t CudnnAttention::ragged_forward_bytes(const AttnShape& g_shape, int64_t rows_in_call, bool stats_here) {
+  const int64_t width = std::max(g_shape.n_heads, g_shape.n_kv_heads) * g_shape.head_dim;
+  if (!cudnn_ragged_forward() || rows_in_call * width > std::numeric_limits<int32_t>::max()) return -1;
+  const Graph& g = graph(false, g_shape, true, true, true, true);
+  if (!g.info.ok) return -1;
+  return stats_here ? align_up(g_shape.batch * g_shape.n_heads * g_shape.seq * 4) : 0;
+}
+
+bool CudnnAttention::ragged_forward(__nv_bfloat16* out, float* stats, const __nv_bfloat16* q, const __nv_bfloat16* k,
+                                    const __nv_bfloat16* v, const AttnShape& g_shape, const int32_t* starts,
+                                    const int32_t* lens, int64_t seq, int64_t rows_in_call) {
+  Graph& g = graph(false, g_shape, true, true, true, true);
+  if (!g.info.ok) return false;
+  const int64_t n = g_shape.batch;
+  int32_t *q_offsets = g.ragged_ints, *kv_offsets = q_offsets + n + 1, *ragged_lens = kv_offsets + n + 1;
+  ragged_offsets(q_offsets, kv_offsets, ragged_lens, starts, lens, n, seq, g_shape.n_heads * g_shape.head_dim,
+                 g_shape.n_kv_heads * g_shape.head_dim, rows_in_call, stream_);
+  Bindings ptrs = forward_bindings(q, k, v, out, stats, ragged_lens);
+  ptrs.add(uid_q_ragged, q_offsets);
+  ptrs.add(uid_kv_ragged, kv_offsets);
+  bind_bias_and_sinks(g, g_shape, ptrs, stream_);
+  execute(static_cast<cudnnHandle_t>(handle_), g.plan, std::move(ptrs), g.builder->scalars_, g.ragged_workspace);
+  return true;
+}
+
+// A padded or staged batch runs as one ragged call where its graph finalizes: each sequence read and written in
+// place at its offset, so no staging copies, and a padded query row costs nothing (the padded graph runs every
+// query row of the bucket against the valid keys: 2 × 16384 rows of which 8192 valid took 2.9× 2 × 8192 on the H200).
+// The stats go through the workspace where the bucket is longer than the sequence.
+bool CudnnAttention::ragged_batch_forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* q,
+                                          const __nv_bfloat16* k, const __nv_bfloat16* v, const AttnShape& s,
+                                          const AttnShape& bucket) {
+  const int64_t b = s.batch, S = s.seq, Sp = bucket.seq, h = s.n_heads;
+  const int64_t need = ragged_forward_bytes(bucket, b * S, Sp != S);
+  if (need < 0) return false;
+  Graph& g = graph(false, bucket, true, true, true, true);
+  if (!reserve_bytes(g, need)) return false;
+  float* stats = Sp != S ? static_cast<float*>(workspace_) : lse;
+  ragged_forward(out, stats, q, k, v, bucket, nullptr, s.seq_lens, S, b * S);
+  if (Sp != S) restride_rows(lse, stats, b * h, Sp, S, 4, stream_);
+  if (s.seq_lens != nullptr) zero_padded_attention_rows(out, h * s.head_dim, lse, s, stream_);
+  return true;
+}
 
 bool CudnnAttention::forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* q, const __nv_bfloat16* k,
                              const __nv_bfloat16* v, const AttnShape& s, int64_t limit_bytes) {
   if (s.segment_batch != nullptr) return segment_forward(out, lse, q, k, v, s, limit_bytes);
+  const Layout l = layout_for(s);
+  if (l.padded && cudnn_ragged_forward() && ragged_batch_forward(out, lse, q, k, v, s, l.shape)) return true;
+  return bucket_forward(out, lse, q, k, v, s);
+}
+
+bool CudnnAttention::bucket_forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* q, const __nv_bfloat16* k,
+                                    const __nv_bfloat16* v, const AttnShape& s) {
   const Layout l = layout_for(s);
   Graph& g = graph(false, l.shape, l.padded, true);
   const int64_t b = s.batch, S = s.seq, Sp = l.shape.seq, h = s.n_heads, hk = s.n_kv_heads, d = s.head_dim;
@@ -1058,21 +1178,8 @@ bool CudnnAttention::forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16
     }
     q_in = sq, k_in = sk, v_in = sv, o_out = so, stats_out = sstats;
   }
-  Bindings ptrs;
-  ptrs.add(uid_q, q_in);
-  ptrs.add(uid_k, k_in);
-  ptrs.add(uid_v, v_in);
-  ptrs.add(uid_o, o_out);
-  ptrs.add(uid_stats, stats_out);
-  if (g.padding) {
-    ptrs.add(uid_seq_q, lens);
-    ptrs.add(uid_seq_kv, lens);
-  }
-  if (g.alibi) ptrs.add(uid_alibi, s.alibi_slopes);
-  if (g.sinks != nullptr) {  // cuDNN takes the sinks as fp32: ours are the compute dtype's
-    cast<float, __nv_bfloat16>(g.sinks, static_cast<const __nv_bfloat16*>(s.sinks), h, stream_);
-    ptrs.add(uid_sinks, g.sinks);
-  }
+  Bindings ptrs = forward_bindings(q_in, k_in, v_in, o_out, stats_out, g.padding ? lens : nullptr);
+  bind_bias_and_sinks(g, s, ptrs, stream_);
   execute(static_cast<cudnnHandle_t>(handle_), g.plan, std::move(ptrs), g.builder->scalars_, ws);
   if (l.staged) {
     restride_rows(out, o_out, b, Sp, S, h * d * 2, stream_);
@@ -1256,6 +1363,10 @@ int64_t CudnnAttention::segment_workspace_need(bool backward, const AttnShape& s
                                                bool deterministic) {
   int64_t most = 0;
   for (const SegmentCall& c : segment_calls(backward, s, limit_bytes)) {
+    if (const int64_t ragged = backward ? -1 : ragged_forward_bytes(c.shape, s.batch * s.seq, true); ragged >= 0) {
+      most = std::max(most, ragged);
+      continue;
+    }
     const int64_t graph_bytes = segment_graph_bytes(backward, c.shape, deterministic);
     if (graph_bytes < 0) return -1;
     most = std::max(most, graph_bytes + cudnn_segment_staging_bytes(backward, c.shape));
@@ -1263,34 +1374,30 @@ int64_t CudnnAttention::segment_workspace_need(bool backward, const AttnShape& s
   return most;
 }
 
-namespace {
-
-// Consecutive pieces of the workspace, each 256-byte aligned.
-struct Carver {
-  char* at;
-  template <typename T>
-  T* take(int64_t elements) {
-    T* p = reinterpret_cast<T*>(at);
-    at += align_up(elements * static_cast<int64_t>(sizeof(T)));
-    return p;
-  }
-};
-
-}  // namespace
-
 // Every call's graph is built and the workspace grown to the largest call before anything runs, so that a refusal
 // comes before anything is written and no call moves the workspace under another's gathered rows; each call's rows
-// lie past its own graph's workspace.
+// lie past its own graph's workspace. A call whose ragged graph runs reads and writes the packed rows in place.
 bool CudnnAttention::segment_forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* q, const __nv_bfloat16* k,
                                      const __nv_bfloat16* v, const AttnShape& s, int64_t limit_bytes) {
   using bf = __nv_bfloat16;
   const std::vector<SegmentCall> calls = segment_calls(false, s, limit_bytes);
   const int64_t need = segment_workspace_need(false, s, limit_bytes);
-  if (need < 0 || (!calls.empty() && !reserve_bytes(graph(false, calls[0].shape, true, true), need))) return false;
+  const int64_t rows_in_call = s.batch * s.seq;
+  if (need < 0) return false;
+  if (!calls.empty()) {  // the plan a failed allocation drops: the first call's
+    const bool ragged = ragged_forward_bytes(calls[0].shape, rows_in_call, true) >= 0;
+    if (!reserve_bytes(graph(false, calls[0].shape, true, true, true, ragged), need)) return false;
+  }
   const int64_t qw = s.n_heads * s.head_dim, kw = s.n_kv_heads * s.head_dim, h = s.n_heads;
   for (const SegmentCall& c : calls) {
     const int64_t n = c.shape.batch, L = c.shape.seq, rows = n * L;
     const int32_t* lens = c.shape.seq_lens;
+    if (ragged_forward_bytes(c.shape, rows_in_call, true) >= 0) {  // each segment read and written in place
+      float* vlse = static_cast<float*>(workspace_);
+      ragged_forward(out, vlse, q, k, v, c.shape, c.starts, lens, L, rows_in_call);
+      scatter_segment_lse(lse, vlse, c.starts, lens, n, h, L, s.seq, stream_);
+      continue;
+    }
     Carver ws{static_cast<char*>(workspace_) + segment_graph_bytes(false, c.shape, true)};
     bf *vq = ws.take<bf>(rows * qw), *vo = ws.take<bf>(rows * qw), *vk = ws.take<bf>(rows * kw);
     bf* vv = ws.take<bf>(rows * kw);
@@ -1298,7 +1405,7 @@ bool CudnnAttention::segment_forward(__nv_bfloat16* out, float* lse, const __nv_
     gather_segment_rows(vq, q, c.starts, lens, n, L, qw * 2, stream_);
     gather_segment_rows(vk, k, c.starts, lens, n, L, kw * 2, stream_);
     gather_segment_rows(vv, v, c.starts, lens, n, L, kw * 2, stream_);
-    const bool ran = forward(vo, vlse, vq, vk, vv, c.shape);
+    const bool ran = bucket_forward(vo, vlse, vq, vk, vv, c.shape);
     MT_ASSERT(ran, "cuDNN attention's forward of packed segments refused a call after its plan was built");
     scatter_segment_rows(out, vo, c.starts, lens, n, L, qw * 2, stream_);
     scatter_segment_lse(lse, vlse, c.starts, lens, n, h, L, s.seq, stream_);

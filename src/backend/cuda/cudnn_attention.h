@@ -5,18 +5,21 @@
 // graph without them, lse holding the sink), ALiBi (Baichuan 2: slope_h · (col − row) added after the soft-cap; its
 // backward never tiles), head_dim a multiple of 8 up to 256, packed segments and chunked attention's chunks as their
 // virtual batch (AttnShape::segment_batch: each group's calls gathered from the packed rows into the workspace past
-// the call's graph, run as a padded batch, scattered back).
+// the call's graph, run as a padded batch, scattered back; with cudnn_ragged_forward the forward's calls ragged).
 // Invariants: q/k/v/out and their gradients are read and written in place as token-major rows (BSHD strides) when
 // the sequence length is a bucket length (cudnn_seq_bucket), else staged through a bucket-long copy (pad rows 0,
-// masked); lse is ours ([batch, n_heads, seq], natural log of the final logits, 0 on padded rows), which is cuDNN's
-// softmax stats, so a forward of one implementation pairs with a backward of the other; padded rows of every output
-// are 0; the backward graph is the deterministic one (no fp32 dQ accumulation by atomics), run over the batch in
-// calls of as many sequences as the workspace limit holds (cudnn_backward_batch: the same bits as one call), past
-// cudnn_backward_tile's length run as tiles of one tile-long graph (a causal one on the diagonal, an unmasked one
-// below it) summed in a fixed order, so its workspace does not grow with the square of the sequence. One graph and
-// plan per bucket (or tile) shape, built on first use and kept; the workspace grows through the backend's allocator
-// and never shrinks, so a step at a shape seen before allocates nothing. Which direction runs here, and the workspace a run allows, are
-// plan/cudnn_attention_plan.h's (the memory plan reserves the same figure); this class only reports what a plan needs.
+// masked); with cudnn_ragged_forward the forward of a padded or staged batch, or of a packed call's segment group, is
+// one ragged call where cuDNN finalizes it (each sequence read and written in place at its offset, its padded query
+// rows neither computed nor written); lse is ours ([batch, n_heads, seq], natural log of the final logits, 0 on
+// padded rows), which is cuDNN's softmax stats, so a forward of one implementation pairs with a backward of the other;
+// padded rows of every output are 0; the backward graph is the deterministic one (no fp32 dQ accumulation by atomics),
+// run over the batch in calls of as many sequences as the workspace limit holds (cudnn_backward_batch: the same bits as
+// one call), past cudnn_backward_tile's length run as tiles of one tile-long graph (a causal one on the diagonal, an
+// unmasked one below it) summed in a fixed order, so its workspace does not grow with the square of the sequence. One
+// graph and plan per bucket (or tile) shape, built on first use and kept; the workspace grows through the backend's
+// allocator and never shrinks, so a step at a shape seen before allocates nothing. Which direction runs here, and the
+// workspace a run allows, are plan/cudnn_attention_plan.h's (the memory plan reserves the same figure); this class only
+// reports what a plan needs.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -110,9 +113,9 @@ class CudnnAttention {
  private:
   // direction, batch, seq, heads, kv heads, head_dim, window, scale bits, soft-cap bits, padded, causal (false: a
   // tile below the diagonal of the tiled backward, unmasked), sinks (the forward's; the backward's graph has none),
-  // ALiBi
-  using Key =
-      std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, uint32_t, uint32_t, bool, bool, bool, bool>;
+  // ALiBi, ragged
+  using Key = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, uint32_t, uint32_t, bool, bool,
+                         bool, bool, bool>;
   // A shape's graph: its sequence length rounded up to a bucket (cudnn_seq_bucket), padded when it has seq_lens or
   // was rounded up (staged: copied into the bucket's layout and back).
   struct Layout {
@@ -120,7 +123,16 @@ class CudnnAttention {
     bool padded, staged;
   };
   static Layout layout_for(const AttnShape& s);
-  Graph& graph(bool backward, const AttnShape& s, bool padded, bool deterministic, bool causal = true);
+  // ragged: a forward whose sequences start at per-sequence offsets (ragged_forward); padded must be set.
+  Graph& graph(bool backward, const AttnShape& s, bool padded, bool deterministic, bool causal = true,
+               bool ragged = false);
+  // The forward as one ragged call of the graph shape g_shape (its seq a bucket) over a call of rows_in_call rows:
+  // sequence i starts at row starts[i] with lens[i] tokens (ragged_offsets: starts nullptr, at row i·seq), its
+  // offsets and lengths in the graph's own device ints; stats [batch, heads, seq] of g_shape. Rows past a
+  // sequence's length are neither read nor written. False, having run nothing, where the graph does not finalize.
+  bool ragged_forward(__nv_bfloat16* out, float* stats, const __nv_bfloat16* q, const __nv_bfloat16* k,
+                      const __nv_bfloat16* v, const AttnShape& g_shape, const int32_t* starts, const int32_t* lens,
+                      int64_t seq, int64_t rows_in_call);
   // The tiled backward's two graphs (diagonal, below) at tile length T, and the workspace they and the side tensors
   // take (plan/cudnn_attention_plan.h: cudnn_tiled_backward_bytes' terms as this cuDNN reports them), or -1 where
   // either does not finalize.
@@ -129,6 +141,18 @@ class CudnnAttention {
     int64_t workspace_bytes;
   };
   TileGraphs tile_graphs(const AttnShape& s, int64_t T);
+  // The forward through the bucket's graph (padded where the batch has lengths or is staged): in place where the
+  // sequence is a bucket length, else staged through bucket-long copies.
+  bool bucket_forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* q, const __nv_bfloat16* k,
+                      const __nv_bfloat16* v, const AttnShape& s);
+  // What a ragged forward at graph shape g_shape holds in the shared workspace (with stats_here the stats [batch,
+  // heads, seq] of g_shape at its start; the graph holds its own plan workspace), or -1 where it does not run:
+  // MEGATRAIN_CUDNN_RAGGED unset or 0, offsets of rows_in_call rows past int32, or a graph that does not finalize.
+  int64_t ragged_forward_bytes(const AttnShape& g_shape, int64_t rows_in_call, bool stats_here);
+  // A padded or staged batch's forward as one ragged call (shape s, graph shape bucket); false, having run nothing,
+  // where the ragged graph does not finalize or its offsets pass int32.
+  bool ragged_batch_forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* q, const __nv_bfloat16* k,
+                            const __nv_bfloat16* v, const AttnShape& s, const AttnShape& bucket);
   // One call's workspace_need and backward: a batch that cudnn_backward_batch does not split.
   int64_t call_workspace_need(bool backward, const AttnShape& s);
   bool backward_call(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, const __nv_bfloat16* dout,
@@ -179,6 +203,13 @@ void gather_rows(void* dst, const void* src, int64_t groups, int64_t src_rows, i
 void restride_rows(void* dst, const void* src, int64_t groups, int64_t from_rows, int64_t to_rows, int64_t row_bytes,
                    cudaStream_t stream);
 void fill_ints(int32_t* dst, int64_t n, int32_t value, cudaStream_t stream);  // dst[0, n) = value
+// The ragged forward's offsets (elements) and lengths for n sequences: sequence i starts at row starts[i] of the
+// call's rows with lens[i] tokens (starts nullptr: at row i·seq with min(lens[i], seq), or seq where lens is nullptr;
+// a filler, starts[i] < 0: at end_row with 0 tokens); q_offsets / kv_offsets [n + 1] = row · q_width / kv_width, the
+// last entry end_row's; lens_out [n]. end_row · width must fit int32.
+void ragged_offsets(int32_t* q_offsets, int32_t* kv_offsets, int32_t* lens_out, const int32_t* starts,
+                    const int32_t* lens, int64_t n, int64_t seq, int64_t q_width, int64_t kv_width, int64_t end_row,
+                    cudaStream_t stream);
 
 // The tiled backward's sums (cudnn_attention_rows.cu), over groups of rows × width elements, each group at its
 // stride (elements): acc (=, or +=) x; dst = bf16(src) rounded to nearest.

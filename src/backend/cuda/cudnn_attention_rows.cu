@@ -2,7 +2,7 @@
 // rows past a sequence's length as its kernels left them; our attention contract has them 0), and a batch of
 // sequences of length seq is staged into (and back out of) the layout of a longer bucket length, pad rows 0; the tiled
 // backward's fp32 sums of its tiles' bf16 gradients and its padded rows' lse; packed segments gathered into their
-// virtual batch (segment_batch.h) and scattered back.
+// virtual batch (segment_batch.h) and scattered back; the ragged forward's offsets.
 #include <algorithm>
 #include <cstdint>
 
@@ -26,6 +26,25 @@ __global__ void zero_padded_lse_kernel(float* lse, const int32_t* lens, int seq,
   if (idx >= n) return;
   const int b = static_cast<int>(idx / (static_cast<int64_t>(heads) * seq)), i = static_cast<int>(idx % seq);
   if (i >= min(max(lens[b], 0), seq)) lse[idx] = 0.f;
+}
+
+// Thread per sequence (and one for the end entry): see ragged_offsets.
+__global__ void ragged_offsets_kernel(int32_t* q_offsets, int32_t* kv_offsets, int32_t* lens_out,
+                                      const int32_t* starts, const int32_t* lens, int64_t n, int64_t seq,
+                                      int64_t q_width, int64_t kv_width, int64_t end_row) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i > n) return;
+  int64_t row = end_row, len = 0;
+  if (i < n && starts == nullptr) {
+    row = i * seq;
+    len = lens == nullptr ? seq : min(max(static_cast<int64_t>(lens[i]), int64_t{0}), seq);
+  } else if (i < n && starts[i] >= 0) {
+    row = starts[i];
+    len = lens[i];
+  }
+  q_offsets[i] = static_cast<int32_t>(row * q_width);
+  kv_offsets[i] = static_cast<int32_t>(row * kv_width);
+  if (i < n) lens_out[i] = static_cast<int32_t>(len);
 }
 
 __global__ void fill_ints_kernel(int32_t* dst, int64_t n, int32_t value) {
@@ -245,6 +264,16 @@ void zero_padded_attention_rows(__nv_bfloat16* x, int64_t width, float* lse, con
 void restride_rows(void* dst, const void* src, int64_t groups, int64_t from_rows, int64_t to_rows, int64_t row_bytes,
                    cudaStream_t stream) {
   gather_rows(dst, src, groups, from_rows, 0, to_rows, row_bytes, stream);
+}
+
+void ragged_offsets(int32_t* q_offsets, int32_t* kv_offsets, int32_t* lens_out, const int32_t* starts,
+                    const int32_t* lens, int64_t n, int64_t seq, int64_t q_width, int64_t kv_width, int64_t end_row,
+                    cudaStream_t stream) {
+  MT_ASSERT(end_row * std::max(q_width, kv_width) <= INT32_MAX, "ragged offsets past int32: {} rows of {} elements",
+            end_row, std::max(q_width, kv_width));
+  ragged_offsets_kernel<<<static_cast<unsigned>((n + 1 + 255) / 256), 256, 0, stream>>>(
+      q_offsets, kv_offsets, lens_out, starts, lens, n, seq, q_width, kv_width, end_row);
+  MT_CHECK_CUDA(cudaGetLastError());
 }
 
 void fill_ints(int32_t* dst, int64_t n, int32_t value, cudaStream_t stream) {
