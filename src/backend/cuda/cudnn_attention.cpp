@@ -1354,8 +1354,8 @@ std::vector<CudnnAttention::SegmentCall> CudnnAttention::segment_calls(bool back
 }
 
 int64_t CudnnAttention::segment_graph_bytes(bool backward, const AttnShape& call, bool deterministic) {
-  if (!backward || deterministic) return call_workspace_need(backward, call);
-  const Graph& g = graph(true, call, true, false);
+  if (backward && deterministic) return call_workspace_need(true, call);
+  const Graph& g = graph(backward, call, true, deterministic);  // the padded graph, at the class's (bucket) length
   return g.info.ok ? g.info.workspace_bytes : -1;
 }
 
