@@ -45,6 +45,7 @@ struct Inputs {
   std::string checkpoints = "auto";  // training.activation_checkpoints
   double nvme_gb = -1, nvme_gbs = 0, gpu_tflops = 450;
   bool json = false;
+  bool packing = false;  // dataset.packing
 };
 
 // Known names: configs/models/<name>.json under $MEGATRAIN_HOME, the working directory, the binary's parent
@@ -359,6 +360,7 @@ void run_calc_resource(Inputs in, bool interactive_allowed) {
   if (offloads_master(run.offload)) run.stream_dtype = DType::bf16;  // the GPU streams the bf16 copy
   if (in.recompute >= 0) run.recompute_layers = in.recompute;
   run.checkpoints = checkpoint_placement_from_name(in.checkpoints);
+  run.packed = in.packing;
   run.cudnn_attention = cudnn_attention_for(run.dtype, static_cast<int64_t>(*in.gpu_gib * (1 << 30)));
   const Machine m{static_cast<int64_t>(*in.gpu_gib * (1 << 30)), static_cast<int64_t>(*in.ram_gib * (1 << 30)),
                   in.nvme_gb > 0 ? static_cast<int64_t>(in.nvme_gb * 1e9) : -1, in.nvme_gbs, in.gpu_tflops};
@@ -417,6 +419,9 @@ void add_calc_resource_command(CLI::App& root, std::vector<Command>& commands) {
                   "bandwidth of the NVMe tier's paths together, GB/s of reads and writes (for the step time it imposes)");
   app->add_option("--gpu-tflops", in->gpu_tflops,
                   "the GPU's sustained training rate in model TFLOP/s (matmuls and attention; default 450: H200)");
+  app->add_flag("--packing", in->packing,
+                "dataset.packing: examples packed into each sequence (the cuDNN reserve also holds one segment as long "
+                "as the sequence, as train's preflight plans it)");
   app->add_flag("--json", in->json, "print the plan as JSON");
   commands.push_back({app, [=] {
                         Inputs given = *in;

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `megatrain calc-resource`: golden --json plans for known models (tests/cli/calc_resource/*.json), the text
 # report, and bad input (unknown model, nonsense sizes, a missing flag without a terminal, a run that fits no
-# machine): exit status 1 and one error line naming the problem.
+# machine): exit status 1 and one error line naming the problem; --packing's larger cuDNN reserve.
 # Usage: calc_resource.sh MEGATRAIN_BINARY SOURCE_DIR
 set -uo pipefail
 bin=$1 src=$2
@@ -94,6 +94,18 @@ grep -q "^  with the activation checkpoints in host RAM: 32768 tokens; GPU memor
 checkpoint_interval [0-9]* (.* on the GPU, .* of checkpoints in host RAM)" "$work/longest" ||
   { echo "FAIL longest sequence with host checkpoints line"; cat "$work/longest"; status=1; }
 "$bin" calc-resource --gpu-mem lots --ram 1 --seq 1 --model x </dev/null >/dev/null 2>&1 && { echo "FAIL --gpu-mem lots accepted"; status=1; }
+# --packing plans as train's preflight does with dataset.packing: the cuDNN reserve also holds one segment as long as
+# the sequence (at 2 x 32768 the deterministic backward's tiles gather nothing, so the segment's rows add to them).
+workspace() {
+  "$bin" calc-resource --gpu-mem 139 --ram 1500 --seq 32768 --batch 2 --model qwen2.5-3b "$@" --json </dev/null 2>/dev/null |
+    python3 -c "import json, sys; print(json.load(sys.stdin)['gpu']['attention_workspace'])"
+}
+unpacked=$(workspace) packed=$(workspace --packing)
+if [[ -n $unpacked && -n $packed && $packed -gt $unpacked ]]; then
+  echo "ok   --packing: cuDNN reserve $unpacked -> $packed B"
+else
+  echo "FAIL --packing: cuDNN reserve '$unpacked' -> '$packed' B"; status=1
+fi
 
 # On a terminal without flags it asks (script(1) provides the terminal).
 if command -v script >/dev/null; then
