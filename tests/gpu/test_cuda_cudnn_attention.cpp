@@ -800,6 +800,12 @@ TEST_CASE("cuda backend attention: packed segments run cuDNN with their virtual 
 namespace {
 
 // Median of 5 timed runs on the tests' stream after 2 warm-ups, in TFLOP/s; -1 where the run was not possible.
+// MEGATRAIN_PROBE_MAX_SEQ: the probes skip longer shapes (a shorter probe: one cuDNN build against another, say).
+bool past_probe_limit(int64_t seq) {
+  const char* longest = std::getenv("MEGATRAIN_PROBE_MAX_SEQ");
+  return longest != nullptr && seq > std::atoll(longest);
+}
+
 template <typename Run>
 double median_tflops(Run&& run, double flops) {
   cudaEvent_t a, b;
@@ -882,9 +888,7 @@ TEST_CASE("attention probe: cuDNN plans and ours-vs-cuDNN TFLOP/s", "[.attention
                          Shape{32, 1024, 16, 8, 256, 0, gemma_scale, gemma_cap},
                          Shape{4, 8192, 16, 8, 256, 0, gemma_scale, gemma_cap},
                          Shape{4, 8192, 16, 8, 256, 4096, gemma_scale, gemma_cap}}) {
-    if (const char* longest = std::getenv("MEGATRAIN_PROBE_MAX_SEQ");
-        longest != nullptr && sh.seq > std::atoll(longest))
-      continue;  // a shorter probe (one cuDNN build against another, say)
+    if (past_probe_limit(sh.seq)) continue;
     const int64_t heads = sh.heads, kv_heads = sh.kv_heads, head_dim = sh.head_dim;
     const int64_t T = sh.batch * sh.seq, q_size = T * heads * head_dim, kv_size = T * kv_heads * head_dim;
     mt::AttnShape s{.batch = sh.batch,
@@ -1034,11 +1038,9 @@ TEST_CASE("attention probe: cuDNN engine configs of the backward", "[.attention_
     int64_t batch, seq;
   };
   const int64_t heads = 16, kv_heads = 2, head_dim = 128;
-  setenv("MEGATRAIN_CUDNN_BACKWARD_TILE", "0", 1);
+  const Env whole("MEGATRAIN_CUDNN_BACKWARD_TILE", "0");
   for (const Shape sh : {Shape{4, 8192}, Shape{1, 32768}}) {
-    if (const char* longest = std::getenv("MEGATRAIN_PROBE_MAX_SEQ");
-        longest != nullptr && sh.seq > std::atoll(longest))
-      continue;
+    if (past_probe_limit(sh.seq)) continue;
     const int64_t T = sh.batch * sh.seq, q_size = T * heads * head_dim, kv_size = T * kv_heads * head_dim;
     const mt::AttnShape s{
         .batch = sh.batch, .seq = sh.seq, .n_heads = heads, .n_kv_heads = kv_heads, .head_dim = head_dim};
@@ -1076,7 +1078,6 @@ TEST_CASE("attention probe: cuDNN engine configs of the backward", "[.attention_
     std::printf("  deterministic graph, configs that do not finalize:%s\n",
                 refused.empty() ? " none" : refused.c_str());
   }
-  unsetenv("MEGATRAIN_CUDNN_BACKWARD_TILE");
 }
 
 // Whether cuDNN's padded calls cost their valid tokens or their whole length: the forward (ragged, and the padded
@@ -1085,23 +1086,24 @@ TEST_CASE("attention probe: cuDNN engine configs of the backward", "[.attention_
 // median of 5 after 2 warm-ups).
 TEST_CASE("attention probe: what padded rows cost cuDNN", "[.attention_padding]") {
   MT_REQUIRE_GPU();
-  setenv("MEGATRAIN_CUDNN_BACKWARD_TILE", "0", 1);
+  struct Rows {
+    int64_t seq, valid;  // valid == seq: unpadded (no seq_lens)
+  };
+  const Env whole("MEGATRAIN_CUDNN_BACKWARD_TILE", "0");
+  const int64_t heads = 16, kv_heads = 2, head_dim = 128, batch = 2, longest = 16384;
   for (const char* ragged : {"1", "0"}) {
     const Env forward_kind("MEGATRAIN_CUDNN_RAGGED", ragged);
     auto cudnn = make_cudnn();
-    const int64_t heads = 16, kv_heads = 2, head_dim = 128, batch = 2, longest = 16384;
     ProbeBuffers buffers(batch * longest * heads * head_dim, batch * longest * kv_heads * head_dim,
                          batch * heads * longest, 51);
-    for (const int64_t valid : {int64_t{0}, int64_t{8192}, int64_t{9000}, int64_t{-8192}}) {
-      const int64_t seq = valid < 0 ? -valid : longest;
-      auto lens =
-          upload_ints(std::vector<int32_t>(static_cast<size_t>(batch), static_cast<int32_t>(valid > 0 ? valid : seq)));
+    for (const Rows r : {Rows{longest, longest}, Rows{longest, 8192}, Rows{longest, 9000}, Rows{8192, 8192}}) {
+      auto lens = upload_ints(std::vector<int32_t>(static_cast<size_t>(batch), static_cast<int32_t>(r.valid)));
       const mt::AttnShape s{.batch = batch,
-                            .seq = seq,
+                            .seq = r.seq,
                             .n_heads = heads,
                             .n_kv_heads = kv_heads,
                             .head_dim = head_dim,
-                            .seq_lens = valid > 0 ? lens->get() : nullptr};
+                            .seq_lens = r.valid < r.seq ? lens->get() : nullptr};
       const double fwd_ms = 1e3 / median_tflops(
                                       [&] {
                                         return cudnn->forward(buffers.out.get(), buffers.lse.get(), buffers.q.get(),
@@ -1117,12 +1119,10 @@ TEST_CASE("attention probe: what padded rows cost cuDNN", "[.attention_padding]"
                     },
                     1e12);
       std::printf("padding: %lld x %lld rows, %lld valid: forward (%s) %.3f ms, deterministic backward %.3f ms\n",
-                  static_cast<long long>(batch), static_cast<long long>(seq),
-                  static_cast<long long>(valid > 0 ? valid : seq), *ragged == '1' ? "ragged" : "padded graph", fwd_ms,
-                  bwd_ms);
+                  static_cast<long long>(batch), static_cast<long long>(r.seq), static_cast<long long>(r.valid),
+                  *ragged == '1' ? "ragged" : "padded graph", fwd_ms, bwd_ms);
     }
   }
-  unsetenv("MEGATRAIN_CUDNN_BACKWARD_TILE");
 }
 
 TEST_CASE("attention probe: packed segments on our kernel and on cuDNN's virtual batch", "[.attention_bench]") {

@@ -315,18 +315,14 @@ class Builder {
   // knob's range (at most 64 values a knob), the others as the heuristics chose them. The probe's engine survey.
   std::vector<CudnnEngineConfig> survey(bool deterministic) {
     std::vector<CudnnEngineConfig> out;
-    const CudnnEngineConfig* first = nullptr;
     for (const cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
       const std::vector<cudnnBackendDescriptor_t> configs = heuristics(mode);
       for (size_t i = 0; ok() && i < configs.size(); ++i) out.push_back(describe(configs[i], "survey config"));
       error_.clear();
     }
-    for (const CudnnEngineConfig& c : out)
-      if (!deterministic || !c.nondeterministic) {
-        first = &c;
-        break;
-      }
-    if (first == nullptr) return out;
+    const auto first = std::find_if(out.begin(), out.end(),
+                                    [&](const CudnnEngineConfig& c) { return !deterministic || !c.nondeterministic; });
+    if (first == out.end()) return out;
     const CudnnEngineConfig base = *first;
     for (const CudnnKnobRange& r : knob_ranges(base.engine)) {
       const int64_t stride = std::max<int64_t>(r.stride, 1);
@@ -1109,11 +1105,11 @@ int64_t CudnnAttention::ragged_forward_bytes(const AttnShape& g_shape, int64_t r
   return stats_here ? align_up(g_shape.batch * g_shape.n_heads * g_shape.seq * 4) : 0;
 }
 
-bool CudnnAttention::ragged_forward(__nv_bfloat16* out, float* stats, const __nv_bfloat16* q, const __nv_bfloat16* k,
+void CudnnAttention::ragged_forward(__nv_bfloat16* out, float* stats, const __nv_bfloat16* q, const __nv_bfloat16* k,
                                     const __nv_bfloat16* v, const AttnShape& g_shape, const int32_t* starts,
                                     const int32_t* lens, int64_t seq, int64_t rows_in_call) {
   Graph& g = graph(false, g_shape, true, true, true, true);
-  if (!g.info.ok) return false;
+  MT_ASSERT(g.info.ok, "a ragged forward without its graph: ragged_forward_bytes refuses it first");
   const int64_t n = g_shape.batch;
   int32_t *q_offsets = g.ragged_ints, *kv_offsets = q_offsets + n + 1, *ragged_lens = kv_offsets + n + 1;
   ragged_offsets(q_offsets, kv_offsets, ragged_lens, starts, lens, n, seq, g_shape.n_heads * g_shape.head_dim,
@@ -1123,7 +1119,6 @@ bool CudnnAttention::ragged_forward(__nv_bfloat16* out, float* stats, const __nv
   ptrs.add(uid_kv_ragged, kv_offsets);
   bind_bias_and_sinks(g, g_shape, ptrs, stream_);
   execute(static_cast<cudnnHandle_t>(handle_), g.plan, std::move(ptrs), g.builder->scalars_, g.ragged_workspace);
-  return true;
 }
 
 // A padded or staged batch runs as one ragged call where its graph finalizes: each sequence read and written in
@@ -1149,7 +1144,7 @@ bool CudnnAttention::forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16
                              const __nv_bfloat16* v, const AttnShape& s, int64_t limit_bytes) {
   if (s.segment_batch != nullptr) return segment_forward(out, lse, q, k, v, s, limit_bytes);
   const Layout l = layout_for(s);
-  if (l.padded && cudnn_ragged_forward() && ragged_batch_forward(out, lse, q, k, v, s, l.shape)) return true;
+  if (l.padded && ragged_batch_forward(out, lse, q, k, v, s, l.shape)) return true;
   return bucket_forward(out, lse, q, k, v, s);
 }
 

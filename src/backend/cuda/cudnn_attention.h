@@ -129,8 +129,8 @@ class CudnnAttention {
   // The forward as one ragged call of the graph shape g_shape (its seq a bucket) over a call of rows_in_call rows:
   // sequence i starts at row starts[i] with lens[i] tokens (ragged_offsets: starts nullptr, at row i·seq), its
   // offsets and lengths in the graph's own device ints; stats [batch, heads, seq] of g_shape. Rows past a
-  // sequence's length are neither read nor written. False, having run nothing, where the graph does not finalize.
-  bool ragged_forward(__nv_bfloat16* out, float* stats, const __nv_bfloat16* q, const __nv_bfloat16* k,
+  // sequence's length are neither read nor written. Called where ragged_forward_bytes found the graph.
+  void ragged_forward(__nv_bfloat16* out, float* stats, const __nv_bfloat16* q, const __nv_bfloat16* k,
                       const __nv_bfloat16* v, const AttnShape& g_shape, const int32_t* starts, const int32_t* lens,
                       int64_t seq, int64_t rows_in_call);
   // The tiled backward's two graphs (diagonal, below) at tile length T, and the workspace they and the side tensors
