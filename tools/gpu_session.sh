@@ -41,7 +41,8 @@
 # attention issue's figures side by side in one call; ragged (about 400 s): the tests as figures runs them, the padding
 # probe (tests_gpu "[.attention_padding]": what padded rows cost cuDNN's forward, ragged and padded), the packed probe
 # and Qwen2.5-3B packed (8 × 4096 of 64-2048-token examples, 2 × 32768 of 2048-16384) with MEGATRAIN_CUDNN_RAGGED=1 and
-# =0, each pair's losses and step times side by side
+# =0, each pair's losses and step times side by side, after the GQA probe (tests_gpu "[.attention_gqa]": cuDNN's
+# backward on GQA 16:2 against the same call with k and v repeated to 16:16)
 set -uo pipefail
 mode=${1:-full}
 out=${OUT:-/tmp/megatrain-gpu}
@@ -264,7 +265,9 @@ if [[ $mode == figures ]]; then  # the attention issue's figures, side by side
   bench qwen3b_b8_s8192 1 --model configs/models/qwen2.5-3b.json --batch 8 --seq 8192 --steps 2 --warmup 1
   bench qwen3b_b2_s32768 1 --model configs/models/qwen2.5-3b.json --batch 2 --seq 32768 --steps 2 --warmup 1
 fi
-if [[ $mode == ragged ]]; then  # cuDNN's ragged forward against its padded graph's
+if [[ $mode == ragged ]]; then  # cuDNN's ragged forward against its padded graph's; GQA against its heads repeated
+  timeout 120 $b/tests_gpu "[.attention_gqa]" >"$out/probe_gqa.log" 2>&1
+  note "gqa probe rc=$? $(grep -E '^gqa:' "$out/probe_gqa.log" | tr -s ' ' | tr '\n' ';')"
   timeout 120 $b/tests_gpu "[.attention_padding]" >"$out/probe_padding.log" 2>&1
   note "padding probe rc=$? $(grep -E '^padding:' "$out/probe_padding.log" | tr '\n' ';')"
   for ragged in 1 0; do

@@ -64,7 +64,7 @@ int64_t cudnn_seq_bucket(int64_t seq) {
 
 bool cudnn_ragged_forward() {
   const char* env = std::getenv("MEGATRAIN_CUDNN_RAGGED");
-  if (env == nullptr || *env == '\0') return false;
+  if (env == nullptr || *env == '\0') return true;
   MT_REQUIRE(std::string(env) == "0" || std::string(env) == "1", "MEGATRAIN_CUDNN_RAGGED must be 0 or 1, not '{}'",
              env);
   return std::string(env) == "1";

@@ -45,10 +45,11 @@ std::string cudnn_version_gap(const AttnShape& s, bool backward, int64_t version
 // (at most 12.5 % more rows, all masked). MEGATRAIN_CUDNN_SEQ_BUCKETS=0: seq itself.
 int64_t cudnn_seq_bucket(int64_t seq);
 
-// MEGATRAIN_CUDNN_RAGGED=1: the forward of a padded or staged batch, and of a packed call's segment groups, runs as one
-// ragged call (each sequence read and written in place at its offset: no staging or gathers, and padded query rows
-// cost nothing) where cuDNN finalizes the ragged graph. Unset or 0: the padded graph with its staging copies and
-// gathers. The memory plan counts the padded graph's figure, which holds either (one error line for any other value).
+// MEGATRAIN_CUDNN_RAGGED unset or 1 (the default): the forward of a padded or staged batch, and of a packed call's
+// segment groups, runs as one ragged call (each sequence read and written in place at its offset: no staging or
+// gathers, and padded query rows cost nothing) where cuDNN finalizes the ragged graph. 0: the padded graph with its
+// staging copies and gathers. The memory plan counts the padded graph's figure, which holds either (one error line for
+// any other value).
 bool cudnn_ragged_forward();
 
 // Bytes of the deterministic backward graph at a bucket shape (batch, seq = the bucket, heads, head_dim): cuDNN's

@@ -307,8 +307,8 @@ TEST_CASE("cudnn attention forward and deterministic backward match the referenc
       CHECK(bwd.workspace_bytes <= planned);
       CHECK(cudnn->workspace_need(true, dev) == bwd.workspace_bytes + mt::cudnn_staging_bytes(true, dev));
 
-      check_against_reference(*cudnn, c, host, dev, 31);
-      const Env ragged("MEGATRAIN_CUDNN_RAGGED", "1");  // the forward as one ragged call
+      check_against_reference(*cudnn, c, host, dev, 31);  // the forward as one ragged call (the default)
+      const Env padded_graph("MEGATRAIN_CUDNN_RAGGED", "0");
       check_against_reference(*cudnn, c, host, dev, 31);
     }
   }
@@ -696,8 +696,8 @@ TEST_CASE("cudnn attention: packed segments and chunks as a virtual batch match 
       REQUIRE(need > 0);
       CHECK(need <= planned);
 
-      check_against_reference(*cudnn, c, host, dev, 91);
-      const Env ragged("MEGATRAIN_CUDNN_RAGGED", "1");  // the forward's groups as ragged calls, in place
+      check_against_reference(*cudnn, c, host, dev, 91);  // the forward's groups as ragged calls, in place
+      const Env gathered("MEGATRAIN_CUDNN_RAGGED", "0");
       check_against_reference(*cudnn, c, host, dev, 91);
     }
   }
@@ -1024,33 +1024,37 @@ TEST_CASE("attention probe: cuDNN plans and ours-vs-cuDNN TFLOP/s", "[.attention
   }
 }
 
-// The packed-segments probe: ours against cuDNN's virtual batch at packed shapes a fine-tuning run makes (segments of
-// SFT-like lengths in 8 × 4096 and 4 × 8192, long documents in 1 × 32768, Llama 4's 8192-token chunks of a 32768
-// sequence), forward and deterministic backward TFLOP/s, FLOPs counting each segment's causal pairs (len² / 2), the
-// virtual batch's groups, and how far cuDNN's results are from ours.
+// The issue's attention shapes within the probes' limit (causal bf16, GQA 16:2 heads of 128, 4 × 8192 and 1 × 32768)
+// and their backward's FLOPs (2.5 × the causal forward's 4·b·h·d·s²/2), for probes of the backward as one graph.
+struct IssueShape {
+  mt::AttnShape s;
+  double bwd_flops;
+};
+std::vector<IssueShape> issue_shapes() {
+  std::vector<IssueShape> shapes;
+  for (const auto [batch, seq] : {std::pair<int64_t, int64_t>{4, 8192}, {1, 32768}}) {
+    if (past_probe_limit(seq)) continue;
+    const mt::AttnShape s{.batch = batch, .seq = seq, .n_heads = 16, .n_kv_heads = 2, .head_dim = 128};
+    shapes.push_back({s, 2.5 * 4.0 * batch * 16 * 128 * (static_cast<double>(seq) * seq / 2)});
+  }
+  return shapes;
+}
+
 // The engine survey: for the issue's causal bf16 head_dim-128 GQA 16:2 shapes, every engine config cuDNN's
 // heuristics offer the deterministic backward graph (one graph, untiled) and the one-knob variations of its first,
 // each timed as the probe times the backward (median of 5 after 2 warm-ups), with its workspace, and whether two
 // runs of it give the same dq bits; the non-deterministic graph's configs are listed for comparison.
 TEST_CASE("attention probe: cuDNN engine configs of the backward", "[.attention_survey]") {
   MT_REQUIRE_GPU();
-  struct Shape {
-    int64_t batch, seq;
-  };
-  const int64_t heads = 16, kv_heads = 2, head_dim = 128;
   const Env whole("MEGATRAIN_CUDNN_BACKWARD_TILE", "0");
-  for (const Shape sh : {Shape{4, 8192}, Shape{1, 32768}}) {
-    if (past_probe_limit(sh.seq)) continue;
-    const int64_t T = sh.batch * sh.seq, q_size = T * heads * head_dim, kv_size = T * kv_heads * head_dim;
-    const mt::AttnShape s{
-        .batch = sh.batch, .seq = sh.seq, .n_heads = heads, .n_kv_heads = kv_heads, .head_dim = head_dim};
-    const double bwd_flops = 2.5 * 4.0 * sh.batch * heads * head_dim * (static_cast<double>(sh.seq) * sh.seq / 2);
-    ProbeBuffers buffers(q_size, kv_size, sh.batch * heads * sh.seq, 51);
+  for (const auto& [s, bwd_flops] : issue_shapes()) {
+    const int64_t T = s.batch * s.seq, q_size = T * s.n_heads * s.head_dim;
+    ProbeBuffers buffers(q_size, T * s.n_kv_heads * s.head_dim, s.batch * s.n_heads * s.seq, 51);
     DeviceBuffer<bf16> dq2(q_size);
     auto cudnn = make_cudnn();
     std::printf("survey: cuDNN %lld, batch %lld seq %lld heads 16/2 head_dim 128 causal bf16\n",
-                static_cast<long long>(cudnn->version()), static_cast<long long>(sh.batch),
-                static_cast<long long>(sh.seq));
+                static_cast<long long>(cudnn->version()), static_cast<long long>(s.batch),
+                static_cast<long long>(s.seq));
     REQUIRE(cudnn->forward(buffers.out.get(), buffers.lse.get(), buffers.q.get(), buffers.k.get(), buffers.v.get(), s));
     for (const mt::cuda::CudnnEngineConfig& c : cudnn->engine_configs(true, s, false))
       std::printf("  non-deterministic graph offers engine %lld%s %s\n", static_cast<long long>(c.engine),
@@ -1077,6 +1081,55 @@ TEST_CASE("attention probe: cuDNN engine configs of the backward", "[.attention_
     }
     std::printf("  deterministic graph, configs that do not finalize:%s\n",
                 refused.empty() ? " none" : refused.c_str());
+  }
+}
+
+// Whether GQA costs cuDNN's deterministic backward: at the issue's shapes (causal bf16, 16/2 heads of 128; one graph,
+// untiled), the backward of the GQA call against the same call with k and v repeated to every query head (MHA 16/16,
+// as a backward that expanded the group and summed dK, dV over it would run), each direction-deterministic and not,
+// TFLOP/s counting the same FLOPs, median of 5 after 2 warm-ups.
+TEST_CASE("attention probe: cuDNN's backward on GQA and on its heads repeated", "[.attention_gqa]") {
+  MT_REQUIRE_GPU();
+  const Env whole("MEGATRAIN_CUDNN_BACKWARD_TILE", "0");
+  for (const auto& [gqa_shape, bwd_flops] : issue_shapes()) {
+    const int64_t heads = gqa_shape.n_heads, kv_heads = gqa_shape.n_kv_heads, head_dim = gqa_shape.head_dim;
+    const int64_t T = gqa_shape.batch * gqa_shape.seq, q_size = T * heads * head_dim;
+    mt::AttnShape mha_shape = gqa_shape;
+    mha_shape.n_kv_heads = heads;
+    ProbeBuffers gqa(q_size, T * kv_heads * head_dim, gqa_shape.batch * heads * gqa_shape.seq, 51);
+    ProbeBuffers mha(q_size, q_size, gqa_shape.batch * heads * gqa_shape.seq, 52);
+    const int64_t row = head_dim * 2;  // k and v repeated: query head j reads kv head j / (heads / kv_heads)
+    for (int64_t j = 0; j < heads; ++j) {
+      const int64_t g = j / (heads / kv_heads);
+      for (auto [dst, src] : {std::pair{mha.k.get(), gqa.k.get()}, std::pair{mha.v.get(), gqa.v.get()}})
+        MT_CUDA_OK(cudaMemcpy2DAsync(dst + j * head_dim, heads * row, src + g * head_dim, kv_heads * row, row, T,
+                                     cudaMemcpyDeviceToDevice, test_stream()));
+    }
+    MT_CUDA_OK(cudaMemcpyAsync(mha.q.get(), gqa.q.get(), q_size * 2, cudaMemcpyDeviceToDevice, test_stream()));
+    MT_CUDA_OK(cudaMemcpyAsync(mha.dout.get(), gqa.dout.get(), q_size * 2, cudaMemcpyDeviceToDevice, test_stream()));
+    auto cudnn = make_cudnn();
+    auto backward = [&](ProbeBuffers& b, const mt::AttnShape& s, bool deterministic) {
+      return cudnn->backward(b.dq.get(), b.dk.get(), b.dv.get(), b.dout.get(), b.q.get(), b.k.get(), b.v.get(),
+                             b.out.get(), b.lse.get(), s, deterministic);
+    };
+    for (auto [label, b, s] : {std::tuple{"GQA 16/2", &gqa, gqa_shape}, {"repeated to 16/16", &mha, mha_shape}}) {
+      REQUIRE(cudnn->forward(b->out.get(), b->lse.get(), b->q.get(), b->k.get(), b->v.get(), s));
+      const double det = median_tflops([&] { return backward(*b, s, true); }, bwd_flops);
+      const double non_det = median_tflops([&] { return backward(*b, s, false); }, bwd_flops);
+      const mt::cuda::CudnnPlanInfo info = cudnn->plan_info(true, s, true);
+      std::printf(
+          "gqa: %lld x %lld, %s: backward deterministic %.1f TFLOP/s (workspace %lld MiB, engine %lld), "
+          "non-deterministic %.1f\n",
+          static_cast<long long>(s.batch), static_cast<long long>(s.seq), label, det,
+          static_cast<long long>(info.workspace_bytes >> 20), static_cast<long long>(info.engine), non_det);
+    }
+    // The repeated call's dq against the GQA call's (both deterministic: the same sums but for the group's order)
+    REQUIRE(backward(gqa, gqa_shape, true));
+    REQUIRE(backward(mha, mha_shape, true));
+    std::printf("gqa: %lld x %lld: dq of the repeated call against the GQA call's: %.2e relative\n",
+                static_cast<long long>(gqa_shape.batch), static_cast<long long>(gqa_shape.seq),
+                rel_err(download(mha.dq), download(gqa.dq)));
+    std::fflush(stdout);
   }
 }
 
@@ -1125,6 +1178,10 @@ TEST_CASE("attention probe: what padded rows cost cuDNN", "[.attention_padding]"
   }
 }
 
+// The packed-segments probe: ours against cuDNN's virtual batch at packed shapes a fine-tuning run makes (segments of
+// SFT-like lengths in 8 × 4096 and 4 × 8192, long documents in 1 × 32768, Llama 4's 8192-token chunks of a 32768
+// sequence), forward and deterministic backward TFLOP/s, FLOPs counting each segment's causal pairs (len² / 2), the
+// virtual batch's groups, and how far cuDNN's results are from ours.
 TEST_CASE("attention probe: packed segments on our kernel and on cuDNN's virtual batch", "[.attention_bench]") {
   MT_REQUIRE_GPU();
   auto cudnn = make_cudnn();

@@ -31,13 +31,13 @@ start() {  # start NP OUT [more]: in the background; sets pid (the process or mp
   fi
   pid=$!
 }
-wait_steps() {  # wait_steps OUT N: until metrics.jsonl holds N lines (at most 60 s)
-  for _ in $(seq 600); do
+wait_steps() {  # wait_steps OUT N: until metrics.jsonl holds N lines (at most 180 s: ranks start slowly on a loaded machine)
+  for _ in $(seq 1800); do
     [[ $(cat "$1/metrics.jsonl" 2>/dev/null | wc -l) -ge $2 ]] && return 0
     kill -0 "$pid" 2>/dev/null || fail "$1: the run ended before step $2"
     sleep 0.1
   done
-  fail "$1: no step $2 after 60 s"
+  fail "$1: no step $2 after 180 s"
 }
 run() {  # run NP OUT [more]: in the foreground
   local np=$1 out=$2

@@ -432,9 +432,9 @@ TEST_CASE("sequence limit: beyond the length cuDNN's backward fits, the plan ass
   CHECK(mt::longest_trainable_sequence(spec, mt::RunShape{}, h200).cudnn_backward_tokens == 0);
 }
 
-TEST_CASE("cudnn attention: the forward of padded and packed calls is ragged with MEGATRAIN_CUDNN_RAGGED=1",
+TEST_CASE("cudnn attention: the forward of padded and packed calls is ragged unless MEGATRAIN_CUDNN_RAGGED=0",
           "[plan][cudnn]") {
-  CHECK_FALSE(mt::cudnn_ragged_forward());
+  CHECK(mt::cudnn_ragged_forward());
   {
     const Env e("MEGATRAIN_CUDNN_RAGGED", "0");
     CHECK_FALSE(mt::cudnn_ragged_forward());

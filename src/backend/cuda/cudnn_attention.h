@@ -147,7 +147,7 @@ class CudnnAttention {
                       const __nv_bfloat16* v, const AttnShape& s);
   // What a ragged forward at graph shape g_shape holds in the shared workspace (with stats_here the stats [batch,
   // heads, seq] of g_shape at its start; the graph holds its own plan workspace), or -1 where it does not run:
-  // MEGATRAIN_CUDNN_RAGGED unset or 0, offsets of rows_in_call rows past int32, or a graph that does not finalize.
+  // MEGATRAIN_CUDNN_RAGGED=0, offsets of rows_in_call rows past int32, or a graph that does not finalize.
   int64_t ragged_forward_bytes(const AttnShape& g_shape, int64_t rows_in_call, bool stats_here);
   // A padded or staged batch's forward as one ragged call (shape s, graph shape bucket); false, having run nothing,
   // where the ragged graph does not finalize or its offsets pass int32.
