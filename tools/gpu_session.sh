@@ -2,7 +2,7 @@
 # One GPU-machine session, run from the repository root with a bundle made by `tools/bundle.sh --tests`
 # in bundle/: the CUDA op table, the PyTorch-parity fixtures on the CUDA backend, pipeline variants, the
 # benchmarks and the PyTorch reference. Logs go to $OUT; a short table is printed last.
-# Usage: tools/gpu_session.sh [quick|full|dp|families|hybrid|nvme|moe|longseq|attention|softcap|segments|survey|figures|ragged]
+# Usage: tools/gpu_session.sh [quick|full|dp|families|hybrid|nvme|moe|longseq|attention|softcap|segments|survey|figures|ragged|nondeterministic]
 # (quick: the tests; full: the tests and the one-GPU benchmarks with PyTorch's; dp: the tests and the data-parallel
 # part, on 2 or more GPUs; families: the tests, then Qwen2.5-3B batch 64 and Qwen2.5-7B batch 32 with this build and,
 # where bundle_base/ holds an earlier build, with that one in the same call, then Gemma-2-9B and Phi-4 at batch 32 with
@@ -42,7 +42,9 @@
 # probe (tests_gpu "[.attention_padding]": what padded rows cost cuDNN's forward, ragged and padded), the packed probe
 # and Qwen2.5-3B packed (8 × 4096 of 64-2048-token examples, 2 × 32768 of 2048-16384) with MEGATRAIN_CUDNN_RAGGED=1 and
 # =0, each pair's losses and step times side by side, after the GQA probe (tests_gpu "[.attention_gqa]": cuDNN's
-# backward on GQA 16:2 against the same call with k and v repeated to 16:16)
+# backward on GQA 16:2 against the same call with k and v repeated to 16:16); nondeterministic (about 300 s): the tests
+# as figures runs them (the op table's non-deterministic rows among them), then Qwen2.5-3B at 8 × 8192 and 2 × 32768
+# with MEGATRAIN_ATTENTION_DETERMINISTIC=0 and =1
 set -uo pipefail
 mode=${1:-full}
 out=${OUT:-/tmp/megatrain-gpu}
@@ -58,7 +60,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv >"$out/gpu.
 if [[ -z ${SKIP_OP_TABLE:-}${SKIP_TESTS:-} ]]; then
   gpu_tests=()
   [[ $mode == attention || $mode == softcap || $mode == segments ]] && gpu_tests=("[cudnn],[attention]")
-  [[ $mode == figures || $mode == ragged ]] && gpu_tests=("[cudnn],[attention],[segments]")
+  [[ $mode == figures || $mode == ragged || $mode == nondeterministic ]] && gpu_tests=("[cudnn],[attention],[segments]")
   if [[ $mode == segments ]]; then
     timeout 120 $b/tests_gpu "[segments]" >"$out/tests_gpu_segments.log" 2>&1
     note "tests_gpu [segments] rc=$? $(tail -n 2 "$out/tests_gpu_segments.log" | tr '\n' ' ')"
@@ -281,6 +283,16 @@ if [[ $mode == ragged ]]; then  # cuDNN's ragged forward against its padded grap
   done
   for run in qwen3b_b8_s4096_pack qwen3b_b2_s32768_pack; do
     note "losses and step times $run ragged 1/0: $(python3 -c "import json; l=[[(round(s['loss'],5), round(s['step_s'],3)) for s in json.load(open('$out/bench_'+'$run'+'_ragged'+c+'.json'))['steps']] for c in ('1','0')]; print(l)" 2>&1 | tail -n 1)"
+  done
+fi
+if [[ $mode == nondeterministic ]]; then  # MEGATRAIN_ATTENTION_DETERMINISTIC=0 against the default, side by side
+  for shape in "8 8192" "2 32768"; do
+    read -r batch seq <<<"$shape"
+    for det in 0 1; do
+      MEGATRAIN_ATTENTION_DETERMINISTIC=$det bench "qwen3b_b${batch}_s${seq}_deterministic$det" 1 \
+        --model configs/models/qwen2.5-3b.json --batch "$batch" --seq "$seq" --warmup 1 --steps 2
+      note "  $(grep -m 1 'attention plan' "$out/bench_qwen3b_b${batch}_s${seq}_deterministic$det.log" | cut -c 1-250)"
+    done
   done
 fi
 if [[ $mode == softcap ]]; then  # Gemma-2-9B's soft-capped attention: cuDNN's score-modifier graph against ours

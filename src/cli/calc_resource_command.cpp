@@ -327,11 +327,10 @@ void print_text(const std::string& model, const ModelSpec& spec, const Machine& 
                                                             b(seq.host_gpu_bytes), b(seq.host_checkpoint_bytes))
                                                 : "");
   if (a.run.cudnn_attention && seq.memory_tokens > 0)
-    std::cout << MT_FORMAT("  cuDNN's deterministic attention backward fits up to {} tokens{}\n",
-                           seq.cudnn_backward_tokens,
-                           seq.cudnn_backward_tokens < seq.memory_tokens
-                               ? "; longer sequences plan (and run) our attention backward"
-                               : "");
+    std::cout << MT_FORMAT(
+        "  cuDNN's attention {} fits up to {} tokens{}\n", cudnn_backward_name(), seq.cudnn_backward_tokens,
+        seq.cudnn_backward_tokens < seq.memory_tokens ? "; longer sequences plan (and run) our attention backward"
+                                                      : "");
   std::cout << "verdict: " << (a.fits() ? "fits" : "does not fit: " + a.shortfall) << "\n";
 }
 

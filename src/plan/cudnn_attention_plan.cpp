@@ -70,10 +70,26 @@ bool cudnn_ragged_forward() {
   return std::string(env) == "1";
 }
 
+bool cudnn_deterministic_backward() {
+  const char* env = std::getenv("MEGATRAIN_ATTENTION_DETERMINISTIC");
+  if (env == nullptr || *env == '\0') return true;
+  MT_REQUIRE(std::string(env) == "0" || std::string(env) == "1",
+             "MEGATRAIN_ATTENTION_DETERMINISTIC must be 0 or 1, not '{}'", env);
+  return std::string(env) == "1";
+}
+
+const char* cudnn_backward_name() {
+  return cudnn_deterministic_backward() ? "deterministic backward"
+                                        : "non-deterministic backward (MEGATRAIN_ATTENTION_DETERMINISTIC=0)";
+}
+
 int64_t cudnn_backward_graph_bytes(int64_t batch, int64_t bucket_seq, int64_t n_heads, int64_t head_dim) {
   const int64_t rows = round_up(bucket_seq, 64), cols = round_up(bucket_seq, 128);
-  const int64_t dp = batch * n_heads * rows * cols * 2, dq = batch * n_heads * rows * head_dim * 4;
-  return align_up(dp + dq) + align_up(batch * n_heads * bucket_seq * 4) + kCudnnGraphUnit;
+  const int64_t dq = batch * n_heads * rows * head_dim * 4, softmax_sum = align_up(batch * n_heads * bucket_seq * 4);
+  if (!cudnn_deterministic_backward())
+    return align_up(dq) + align_up(batch * n_heads * bucket_seq * head_dim * 4) + softmax_sum + kCudnnGraphUnit;
+  const int64_t dp = batch * n_heads * rows * cols * 2;
+  return align_up(dp + dq) + softmax_sum + kCudnnGraphUnit;
 }
 
 int64_t cudnn_backward_tile_setting() {
@@ -94,6 +110,7 @@ bool tiles_at(const AttnShape& s, int64_t tile) {
 }  // namespace
 
 int64_t cudnn_backward_tile(const AttnShape& s) {
+  if (!cudnn_deterministic_backward()) return 0;
   const int64_t tile = cudnn_backward_tile_setting();
   return tiles_at(s, tile) ? tile : 0;
 }
@@ -236,20 +253,20 @@ AttentionDecision choose_attention(AttentionChoice c, bool backward, const std::
   if (!gap.empty()) return {false, "not covered by cuDNN: " + gap};
   if (limit_bytes >= 0 && workspace_bytes > limit_bytes)
     return {false, MT_FORMAT("cuDNN's {} workspace {} is over the {} allowed ({})",
-                             backward ? "deterministic backward" : "forward", mib(workspace_bytes), mib(limit_bytes),
+                             backward ? cudnn_backward_name() : "forward", mib(workspace_bytes), mib(limit_bytes),
                              std::getenv("MEGATRAIN_CUDNN_WORKSPACE_MIB") != nullptr ? "MEGATRAIN_CUDNN_WORKSPACE_MIB"
                                                                                      : "the memory plan's reserve")};
-  return {true, backward ? "cuDNN deterministic backward" : "cuDNN forward"};
+  return {true, backward ? MT_FORMAT("cuDNN {}", cudnn_backward_name()) : "cuDNN forward"};
 }
 
 std::string describe_attention_choice(AttentionChoice c, int64_t limit_bytes) {
   if (c == AttentionChoice::ours) return "MEGATRAIN_ATTENTION=ours: our kernel in both directions";
-  const int64_t tile = cudnn_backward_tile_setting();
+  const int64_t tile = cudnn_deterministic_backward() ? cudnn_backward_tile_setting() : 0;
   return MT_FORMAT(
       "MEGATRAIN_ATTENTION={}: forward cuDNN where it covers the case (bf16, soft-capped or not, sinks from cuDNN "
-      "9.13, ALiBi, packed segments and chunks as a virtual batch); backward cuDNN's deterministic graph{} {}; our kernel elsewhere and wherever a "
-      "plan does not finalize",
-      attention_choice_name(c),
+      "9.13, ALiBi, packed segments and chunks as a virtual batch); backward cuDNN's {}{} {}; our kernel elsewhere "
+      "and wherever a plan does not finalize",
+      attention_choice_name(c), cudnn_backward_name(),
       tile > 0 ? MT_FORMAT(" (past {} tokens in tiles of that length, no window)", tile) : std::string(),
       limit_bytes >= 0 ? MT_FORMAT("where its workspace and staging fit {}", mib(limit_bytes))
                        : std::string("wherever the GPU can hold its workspace"));
@@ -257,17 +274,18 @@ std::string describe_attention_choice(AttentionChoice c, int64_t limit_bytes) {
 
 std::string describe_attention_plan(const GpuPlan& g) {
   if (g.cudnn_backward)
-    return MT_FORMAT("cuDNN forward and deterministic backward{}; {} of cuDNN workspace reserved at the micro-batch "
-                     "of {}{}",
+    return MT_FORMAT("cuDNN forward and {}{}; {} of cuDNN workspace reserved at the micro-batch of {}{}",
+                     cudnn_backward_name(),
                      g.cudnn_backward_tile > 0 ? MT_FORMAT(" (in tiles of {} tokens)", g.cudnn_backward_tile) : "",
                      mib(g.attention_workspace), g.micro_batch_size,
                      g.cudnn_call_batch < g.micro_batch_size
                          ? MT_FORMAT(", the backward in calls of {} sequence(s)", g.cudnn_call_batch)
                          : "");
   if (g.cudnn_backward_need > 0)
-    return MT_FORMAT("cuDNN forward ({} of staging reserved), our backward: cuDNN's deterministic backward would "
-                     "need {} at the micro-batch of {}, which the GPU does not hold beside the rest of the plan",
-                     mib(g.attention_workspace), mib(g.cudnn_backward_need), g.micro_batch_size);
+    return MT_FORMAT(
+        "cuDNN forward ({} of staging reserved), our backward: cuDNN's {} would need {} at the "
+        "micro-batch of {}, which the GPU does not hold beside the rest of the plan",
+        mib(g.attention_workspace), cudnn_backward_name(), mib(g.cudnn_backward_need), g.micro_batch_size);
   return "our kernel in both directions (no attention layer that cuDNN covers)";
 }
 

@@ -3,8 +3,8 @@
 // that what the plan reserves is what the backend allows itself. No cuDNN here.
 // Invariants: cudnn_attention_workspace mirrors CudnnAttention::forward / backward byte for byte (the graph's
 // workspace as cuDNN 9.14 reports it on the H200, our fp32 softmax-sum side tensor, the bucket staging copies, each
-// rounded up to 256 B); the backward counted is the deterministic one (training never runs the other); forward's
-// graph takes no workspace.
+// rounded up to 256 B); the backward counted is the one training runs (cudnn_deterministic_backward: the deterministic
+// graph unless MEGATRAIN_ATTENTION_DETERMINISTIC=0); forward's graph takes no workspace.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -18,8 +18,8 @@ namespace mt {
 
 // MEGATRAIN_ATTENTION: ours (kernels/attention.cu always), cudnn (cuDNN wherever it covers the case, whatever its
 // workspace), auto (the default: per direction, from the H200 measurements in docs/PERFORMANCE.md: forward cuDNN
-// wherever covered; backward cuDNN's deterministic graph where its workspace fits what the memory plan reserved,
-// else ours). Anything else: one error line naming the variable.
+// wherever covered; backward cuDNN's graph (cudnn_deterministic_backward) where its workspace fits what the memory
+// plan reserved, else ours). Anything else: one error line naming the variable.
 enum class AttentionChoice { ours, cudnn, automatic };
 AttentionChoice attention_choice_from_env();
 const char* attention_choice_name(AttentionChoice c);
@@ -52,18 +52,31 @@ int64_t cudnn_seq_bucket(int64_t seq);
 // any other value).
 bool cudnn_ragged_forward();
 
-// Bytes of the deterministic backward graph at a bucket shape (batch, seq = the bucket, heads, head_dim): cuDNN's
+// MEGATRAIN_ATTENTION_DETERMINISTIC unset or 1 (the default): cuDNN's backward is its deterministic graph (dQ = dS·K
+// from a dP workspace: a step's bits are the same run to run). 0: its non-deterministic graph, which adds dQ into an
+// fp32 buffer by atomics whose order varies (a step's bits change from run to run, so bitwise resume and the -np
+// agreement no longer hold) and whose workspace is linear in the sequence, so it never tiles: 10-20 % faster alone,
+// 5.6 % off Qwen2.5-3B's 2 × 32768 step and nothing at 8 × 8192 (docs/PERFORMANCE.md). Our kernel's backward is
+// deterministic either way. One error line for any other value.
+bool cudnn_deterministic_backward();
+// "deterministic backward", or the non-deterministic one's name with its variable: for the log and the plan's lines.
+const char* cudnn_backward_name();
+
+// Bytes of the backward graph at a bucket shape (batch, seq = the bucket, heads, head_dim). The deterministic: cuDNN's
 // plan workspace — the bf16 dP matrix b·h·⌈s⌉₆₄·⌈s⌉₁₂₈·2 (the dP-workspace kernel cudnn-frontend forces for the
 // deterministic algorithm) and the fp32 dQ b·h·⌈s⌉₆₄·d·4 — plus our fp32 softmax sum b·h·s·4. Measured on the H200
 // (cuDNN 9.14): 8450 MiB at 4×8192 16/2 hd128, 33026 MiB at 1×32768, 4.0 MiB at 1×256, 1.0 MiB at 1×256 4/2 padded,
 // 4.4 MiB at 2×320 4/2 hd256 padded; the formula gives each. Every graph's plan also takes kCudnnGraphUnit more than
-// its tensors (the forward's whole workspace; the op table found each backward 256 B above the tensors' sum).
+// its tensors (the forward's whole workspace; the op table found each backward 256 B above the tensors' sum). The
+// non-deterministic: cuDNN's plan workspace b·h·⌈s⌉₆₄·d·4, our fp32 dQ accumulator b·h·s·d·4 and the softmax sum
+// (514 MiB at 4×8192 and at 1×32768 16/2 hd128).
 inline constexpr int64_t kCudnnGraphUnit = 256;
 int64_t cudnn_backward_graph_bytes(int64_t batch, int64_t bucket_seq, int64_t n_heads, int64_t head_dim);
 
-// The deterministic backward in tiles: past MEGATRAIN_CUDNN_BACKWARD_TILE tokens (default kCudnnBackwardTile; 0: never)
-// a causal, windowless call without ALiBi runs as square tiles of the sequence — the diagonal tiles causal, those below it
-// unmasked, those above skipped — each through one tile-long graph whose workspace is the tile's, not the sequence's.
+// The deterministic backward in tiles (the non-deterministic one never tiles): past MEGATRAIN_CUDNN_BACKWARD_TILE
+// tokens (default kCudnnBackwardTile; 0: never) a causal, windowless call without ALiBi runs as square tiles of the
+// sequence — the diagonal tiles causal, those below it unmasked, those above skipped — each through one tile-long
+// graph whose workspace is the tile's, not the sequence's.
 // Each tile's rows are gathered into tile buffers (the last tile's rows past the sequence 0), so that no call is
 // staged and the two graphs serve every length; the tiles' bf16 dQ, dK, dV are summed in a fixed order into fp32
 // accumulators (dQ one row of tiles at a time, dK and dV over the whole sequence): deterministic, and the workspace
@@ -82,7 +95,7 @@ int64_t cudnn_tiled_side_bytes(const AttnShape& s, int64_t T);
 // softmax sum, which the side bytes hold), then the side bytes. Nothing is staged.
 int64_t cudnn_tiled_backward_bytes(const AttnShape& s, int64_t T);
 
-// The deterministic backward runs a batch in calls of cudnn_backward_batch(s, limit) sequences, the last call the
+// The backward runs a batch in calls of cudnn_backward_batch(s, limit) sequences, the last call the
 // rest: the whole batch where limit_bytes < 0 (no plan: the op tests, the probe, MEGATRAIN_ATTENTION=cudnn) or its
 // call fits, else as many as keep a call's workspace within the limit (the memory plan's reserve, or
 // MEGATRAIN_CUDNN_WORKSPACE_MIB), and at least one. Each sequence's gradients are computed apart from the others',
@@ -111,7 +124,7 @@ int64_t cudnn_staging_bytes(bool backward, const AttnShape& s);
 AttnShape cudnn_segment_group_shape(const AttnShape& s, const SegmentGroup& g);
 // The gathered copies of a call of v's sequences at v's own length (a bucket: nothing else is staged).
 int64_t cudnn_segment_staging_bytes(bool backward, const AttnShape& v);
-// What a call of n of v's sequences holds: its graph (forward: kCudnnGraphUnit; backward: the deterministic graph,
+// What a call of n of v's sequences holds: its graph (forward: kCudnnGraphUnit; backward: cudnn_backward_graph_bytes,
 // in tiles past the tile) and the gathered copies.
 int64_t cudnn_segment_call_bytes(bool backward, const AttnShape& v, int64_t n);
 // The sequences a call of v takes: all where limit_bytes < 0 or they fit, else as many as fit, at least one. A
@@ -140,8 +153,8 @@ CudnnWorkspace cudnn_attention_reserve(const AttnShape& longest, int64_t call_ba
 // else (cudnn, ours) none: -1.
 int64_t cudnn_workspace_limit(AttentionChoice c, int64_t planned_bytes);
 
-// Which implementation runs one direction of one call: ours, or cuDNN (the backward: its deterministic graph, never
-// the other in training), and why in a few words for the log.
+// Which implementation runs one direction of one call: ours, or cuDNN (the backward: cudnn_deterministic_backward's
+// graph), and why in a few words for the log.
 struct AttentionDecision {
   bool cudnn = false;
   std::string why;
@@ -154,7 +167,7 @@ AttentionDecision choose_attention(AttentionChoice c, bool backward, const std::
 std::string describe_attention_choice(AttentionChoice c, int64_t limit_bytes);
 
 // One line for preflight and calc-resource: what the plan reserved for cuDNN attention and which backward it
-// assumes (ours where cuDNN's deterministic workspace does not fit, with the figure it would need).
+// assumes (ours where cuDNN's backward workspace does not fit, with the figure it would need).
 std::string describe_attention_plan(const GpuPlan& g);
 
 }  // namespace mt

@@ -33,7 +33,7 @@ struct RunShape {
   OffloadMode offload = OffloadMode::none;  // store.offload: state kinds on the NVMe tier instead of RAM
   int64_t token_chunk = 0;              // tokens per feed-forward chunk, as EngineOptions (0 = the default)
   // Attention through cuDNN where it covers the layer (plan/cudnn_attention_plan.h): the CUDA backend in bf16 with
-  // MEGATRAIN_ATTENTION auto or cudnn (cudnn_attention_for). cudnn_backward: the deterministic backward's
+  // MEGATRAIN_ATTENTION auto or cudnn (cudnn_attention_for). cudnn_backward: cuDNN's backward's
   // workspace is reserved (resolve_auto sets it where the plan fits with it; otherwise our backward runs).
   bool cudnn_attention = false;
   bool cudnn_backward = false;
@@ -46,7 +46,7 @@ struct RunShape {
   // weight slots and the fp32 staging buffer serve the largest of the other regions, and in one pass no gradient
   // buffer serves these (they accumulate in place).
   int64_t resident_regions = 0;
-  // Sequences per call of cuDNN's deterministic backward at seq_len (0: the whole micro-batch); plan_resident
+  // Sequences per call of cuDNN's backward at seq_len (0: the whole micro-batch); plan_resident
   // lowers it where the workspace it frees keeps more optimizer state on the GPU.
   int64_t cudnn_call_batch = 0;
 };
@@ -99,15 +99,15 @@ struct GpuPlan {
   int64_t rope_tables = 0;              // fp32 cos and sin of every RoPE table over max(positions, seq_len)
   // CudnnAttention's workspace (plan/cudnn_attention_plan.h: cudnn_attention_reserve, any batch length up to
   // seq_len) at the micro-batch shape, the widest covered layer's:
-  // the deterministic backward's graph and staging where run.cudnn_backward, else the forward's staging; 0 without
-  // run.cudnn_attention. cudnn_backward_need: what the deterministic backward would take (reported when it does
+  // cuDNN's backward's graph and staging where run.cudnn_backward, else the forward's staging; 0 without
+  // run.cudnn_attention. cudnn_backward_need: what cuDNN's backward would take (reported when it does
   // not fit and our backward runs instead). cudnn_backward_tile: the tile that backward runs in at seq_len
   // (cudnn_backward_tile of the widest covered layer's shape; 0: one graph, or no cuDNN).
   int64_t attention_workspace = 0;
   int64_t cudnn_backward_need = 0;
   bool cudnn_backward = false;
   int64_t cudnn_backward_tile = 0;
-  int64_t cudnn_call_batch = 0;         // sequences per deterministic backward call at seq_len (the micro-batch or fewer)
+  int64_t cudnn_call_batch = 0;  // sequences per cuDNN backward call at seq_len (the micro-batch or fewer)
   int64_t total() const {
     return weight_slots + grad_buffers + checkpoints + segment + saved_layers + layer_workspace + head +
            batch_arrays + gemm_workspace + rope_tables + attention_workspace;
@@ -144,7 +144,7 @@ int64_t usable_gpu_bytes(int64_t gpu_bytes);
 inline constexpr int64_t kAutoPassTokens = 65536;
 int64_t auto_passes(const ModelSpec& spec, RunShape run, int64_t gpu_bytes, bool auto_recompute);
 // What a run leaves to the plan, resolved in order for a GPU of gpu_bytes (0: the CPU backend): with
-// run.cudnn_attention, first with cuDNN's deterministic backward reserved (cudnn_backward), kept where the resolved
+// run.cudnn_attention, first with cuDNN's backward reserved (cudnn_backward), kept where the resolved
 // plan fits the usable memory (the workspace is reserved before layers keep activations: at 8192 tokens it is worth
 // more than the layers it makes recompute), else resolved again with our backward; then passes 0 becomes
 // auto_passes; micro_batch_size 0 becomes auto_micro_batch; with auto_recompute, recompute_layers becomes

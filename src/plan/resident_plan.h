@@ -31,7 +31,7 @@ struct ResidentPlan {
 ResidentPlan resident_prefix(const ParamLayout& layout, DType dtype, int64_t regions);
 // A run's resident state on a GPU of gpu_bytes, after resolve_auto: the most leading regions whose state fits the
 // usable memory beside plan_gpu of the run with them resident (its slots then serve only the other regions) and
-// kResidentMargin. While the step's first pass waits for the optimizer (step_bound), cuDNN's deterministic backward
+// kResidentMargin. While the step's first pass waits for the optimizer (step_bound), cuDNN's backward
 // is split into calls of half as many sequences, then half again, wherever the workspace that frees holds more
 // regions (the largest calls that do; a call of fewer sequences is slower, a region's update on the GPU takes it
 // off the wait). None where `enabled` is false, gpu_bytes is 0, run.ranks > 1, gpu_ranks > 1 or the state tier is

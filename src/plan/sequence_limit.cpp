@@ -104,7 +104,7 @@ SequenceLimit longest_trainable_sequence(const ModelSpec& spec, RunShape run, co
     r.cudnn_backward = cudnn_backward;
     return longest_fitting([&](int64_t steps) { return one_sequence_gpu_bytes(spec, r, steps * kSequenceStep) <= usable; });
   };
-  // Ours, or cuDNN's deterministic backward where that fits longer (in tiles it holds less than our GQA partials).
+  // Ours, or cuDNN's backward where that fits longer (in tiles it holds less than our GQA partials).
   s.memory_tokens = longest(false);
   if (run.cudnn_attention) {
     s.cudnn_backward_tokens = longest(true);

@@ -513,3 +513,44 @@ TEST_CASE("memory plan and sequence limit: the tiled backward fits where one gra
   with.cudnn_backward = true;
   CHECK(mt::one_sequence_gpu_bytes(spec, with, s.memory_tokens) <= mt::usable_gpu_bytes(h200.gpu_bytes));
 }
+
+TEST_CASE("cudnn attention: MEGATRAIN_ATTENTION_DETERMINISTIC=0 plans the non-deterministic backward, never tiled",
+          "[plan][cudnn][longseq]") {
+  CHECK(mt::cudnn_deterministic_backward());
+  for (const char* bad : {"yes", "2", "false"}) {
+    const Env e("MEGATRAIN_ATTENTION_DETERMINISTIC", bad);
+    CHECK(contains(thrown([] { mt::cudnn_deterministic_backward(); }),
+                   "MEGATRAIN_ATTENTION_DETERMINISTIC must be 0 or 1"));
+  }
+  const int64_t deterministic_4x8192 = mt::cudnn_backward_graph_bytes(4, 8192, 16, 128);
+  const mt::ModelSpec spec = qwen25_3b();
+  const mt::Machine h200{139 * kGiB, 1500 * kGiB};
+  mt::RunShape one;
+  one.cudnn_attention = true;
+  const int64_t deterministic_longest = mt::longest_trainable_sequence(spec, one, h200).memory_tokens;
+  {
+    const Env e("MEGATRAIN_ATTENTION_DETERMINISTIC", "1");
+    CHECK(mt::cudnn_deterministic_backward());
+  }
+  const Env e("MEGATRAIN_ATTENTION_DETERMINISTIC", "0");
+  CHECK_FALSE(mt::cudnn_deterministic_backward());
+  // cuDNN's plan (b·h·⌈s⌉₆₄·d·4), our fp32 dQ accumulator and softmax sum: what the H200 reported (514 MiB at both).
+  CHECK(mt::cudnn_backward_graph_bytes(4, 8192, 16, 128) / kMiB == 514);
+  CHECK(mt::cudnn_backward_graph_bytes(1, 32768, 16, 128) / kMiB == 514);
+  CHECK(mt::cudnn_backward_graph_bytes(4, 8192, 16, 128) < deterministic_4x8192 / 16);
+  // Linear in the sequence, so it never tiles: one graph at any length.
+  CHECK(mt::cudnn_backward_tile(shape(1, 524288, 16, 2, 128)) == 0);
+  CHECK(mt::cudnn_attention_workspace(shape(1, 32768, 16, 2, 128)).backward ==
+        mt::cudnn_backward_graph_bytes(1, 32768, 16, 128));
+  // The plan reserves it and says so. Its longest sequence on the H200 is shorter than the deterministic tiles' (about
+  // a million tokens): its cuDNN plan and our dQ accumulator, fp32 b·h·s·d each, outgrow a tile's dP there.
+  mt::RunShape run = cudnn_run(32768, 2);
+  mt::resolve_auto(spec, run, 139 * kGiB, true);
+  const mt::GpuPlan g = mt::plan_gpu(spec, run);
+  CHECK(g.cudnn_backward);
+  CHECK(g.cudnn_backward_tile == 0);
+  CHECK(contains(mt::describe_attention_plan(g), "non-deterministic backward (MEGATRAIN_ATTENTION_DETERMINISTIC=0)"));
+  const int64_t longest = mt::longest_trainable_sequence(spec, one, h200).memory_tokens;
+  CHECK(longest >= 524288);
+  CHECK(longest < deterministic_longest);
+}

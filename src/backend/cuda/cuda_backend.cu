@@ -229,7 +229,7 @@ class CudaBackend final : public Backend {
     if (cuda::CudnnAttention* c = cudnn_for(shape, true)) {
       if (c->backward(static_cast<bf16*>(dq), static_cast<bf16*>(dk), static_cast<bf16*>(dv),
                       static_cast<const bf16*>(dout), static_cast<const bf16*>(q), static_cast<const bf16*>(k),
-                      static_cast<const bf16*>(v), static_cast<const bf16*>(out), lse, shape, true, attention_limit_))
+                      static_cast<const bf16*>(v), static_cast<const bf16*>(out), lse, shape, attention_limit_))
         return;
     }
 #endif

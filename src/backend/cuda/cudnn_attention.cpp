@@ -1012,7 +1012,7 @@ int64_t CudnnAttention::call_workspace_need(bool backward, const AttnShape& s) {
           !backward && l.padded ? ragged_forward_bytes(l.shape, s.batch * s.seq, l.shape.seq != s.seq) : -1;
       ragged >= 0)
     return ragged;
-  const Graph& g = graph(backward, l.shape, l.padded, true);
+  const Graph& g = graph(backward, l.shape, l.padded, !backward || cudnn_deterministic_backward());
   return g.info.ok ? g.info.workspace_bytes + cudnn_staging_bytes(backward, s) : -1;
 }
 
@@ -1184,25 +1184,22 @@ bool CudnnAttention::bucket_forward(__nv_bfloat16* out, float* lse, const __nv_b
   return true;
 }
 
-// The deterministic backward in calls of cudnn_backward_batch sequences (one call where the batch fits), each
+// The backward in calls of cudnn_backward_batch sequences (one call where the batch fits), each
 // sequence's rows at its offset; every call's graph is built (workspace_need) before the first runs, and the first
 // (largest) call's workspace serves the rest, so that a refusal comes before anything is written.
 bool CudnnAttention::backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, const __nv_bfloat16* dout,
                               const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
-                              const __nv_bfloat16* out, const float* lse, const AttnShape& s, bool deterministic,
-                              int64_t limit_bytes) {
-  if (s.segment_batch != nullptr)
-    return segment_backward(dq, dk, dv, dout, q, k, v, out, lse, s, deterministic, limit_bytes);
+                              const __nv_bfloat16* out, const float* lse, const AttnShape& s, int64_t limit_bytes) {
+  if (s.segment_batch != nullptr) return segment_backward(dq, dk, dv, dout, q, k, v, out, lse, s, limit_bytes);
   const int64_t per_call = cudnn_backward_batch(s, limit_bytes);
-  if (!deterministic || per_call >= s.batch)
-    return backward_call(dq, dk, dv, dout, q, k, v, out, lse, s, deterministic);
+  if (per_call >= s.batch) return backward_call(dq, dk, dv, dout, q, k, v, out, lse, s);
   if (workspace_need(true, s, limit_bytes) < 0) return false;
   const int64_t q_row = s.seq * s.n_heads * s.head_dim, kv_row = s.seq * s.n_kv_heads * s.head_dim;
   const int64_t lse_row = s.n_heads * s.seq;
   for (int64_t b0 = 0; b0 < s.batch; b0 += per_call) {
     const int64_t qo = b0 * q_row, kvo = b0 * kv_row;
     const bool ran = backward_call(dq + qo, dk + kvo, dv + kvo, dout + qo, q + qo, k + kvo, v + kvo, out + qo,
-                                   lse + b0 * lse_row, cudnn_backward_call(s, b0, limit_bytes), true);
+                                   lse + b0 * lse_row, cudnn_backward_call(s, b0, limit_bytes));
     if (!ran && b0 == 0) return false;  // its workspace could not be allocated: nothing has run
     MT_ASSERT(ran, "cuDNN attention's backward call at sequence {} of {} refused after the first ran", b0, s.batch);
   }
@@ -1211,11 +1208,10 @@ bool CudnnAttention::backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat1
 
 bool CudnnAttention::backward_call(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, const __nv_bfloat16* dout,
                                    const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
-                                   const __nv_bfloat16* out, const float* lse, const AttnShape& s, bool deterministic) {
-  if (const int64_t T = deterministic ? cudnn_backward_tile(s) : 0; T > 0)
-    return tiled_backward(dq, dk, dv, dout, q, k, v, out, lse, s, T);
+                                   const __nv_bfloat16* out, const float* lse, const AttnShape& s) {
+  if (const int64_t T = cudnn_backward_tile(s); T > 0) return tiled_backward(dq, dk, dv, dout, q, k, v, out, lse, s, T);
   const Layout l = layout_for(s);
-  Graph& g = graph(true, l.shape, l.padded, deterministic);
+  Graph& g = graph(true, l.shape, l.padded, cudnn_deterministic_backward());
   const int64_t b = s.batch, S = s.seq, Sp = l.shape.seq, h = s.n_heads, hk = s.n_kv_heads, d = s.head_dim;
   const int64_t q_bytes = align_up(b * Sp * h * d * 2), kv_bytes = align_up(b * Sp * hk * d * 2);
   const int64_t stats_bytes = align_up(b * h * Sp * 4);
@@ -1348,21 +1344,20 @@ std::vector<CudnnAttention::SegmentCall> CudnnAttention::segment_calls(bool back
   return calls;
 }
 
-int64_t CudnnAttention::segment_graph_bytes(bool backward, const AttnShape& call, bool deterministic) {
-  if (backward && deterministic) return call_workspace_need(true, call);
-  const Graph& g = graph(backward, call, true, deterministic);  // the padded graph, at the class's (bucket) length
+int64_t CudnnAttention::segment_graph_bytes(bool backward, const AttnShape& call) {
+  if (backward) return call_workspace_need(true, call);
+  const Graph& g = graph(false, call, true, true);  // the padded graph, at the class's (bucket) length
   return g.info.ok ? g.info.workspace_bytes : -1;
 }
 
-int64_t CudnnAttention::segment_workspace_need(bool backward, const AttnShape& s, int64_t limit_bytes,
-                                               bool deterministic) {
+int64_t CudnnAttention::segment_workspace_need(bool backward, const AttnShape& s, int64_t limit_bytes) {
   int64_t most = 0;
   for (const SegmentCall& c : segment_calls(backward, s, limit_bytes)) {
     if (const int64_t ragged = backward ? -1 : ragged_forward_bytes(c.shape, s.batch * s.seq, true); ragged >= 0) {
       most = std::max(most, ragged);
       continue;
     }
-    const int64_t graph_bytes = segment_graph_bytes(backward, c.shape, deterministic);
+    const int64_t graph_bytes = segment_graph_bytes(backward, c.shape);
     if (graph_bytes < 0) return -1;
     most = std::max(most, graph_bytes + cudnn_segment_staging_bytes(backward, c.shape));
   }
@@ -1393,7 +1388,7 @@ bool CudnnAttention::segment_forward(__nv_bfloat16* out, float* lse, const __nv_
       scatter_segment_lse(lse, vlse, c.starts, lens, n, h, L, s.seq, stream_);
       continue;
     }
-    Carver ws{static_cast<char*>(workspace_) + segment_graph_bytes(false, c.shape, true)};
+    Carver ws{static_cast<char*>(workspace_) + segment_graph_bytes(false, c.shape)};
     bf *vq = ws.take<bf>(rows * qw), *vo = ws.take<bf>(rows * qw), *vk = ws.take<bf>(rows * kw);
     bf* vv = ws.take<bf>(rows * kw);
     float* vlse = ws.take<float>(n * h * L);
@@ -1412,17 +1407,18 @@ bool CudnnAttention::segment_forward(__nv_bfloat16* out, float* lse, const __nv_
 bool CudnnAttention::segment_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv,
                                       const __nv_bfloat16* dout, const __nv_bfloat16* q, const __nv_bfloat16* k,
                                       const __nv_bfloat16* v, const __nv_bfloat16* out, const float* lse,
-                                      const AttnShape& s, bool deterministic, int64_t limit_bytes) {
+                                      const AttnShape& s, int64_t limit_bytes) {
   using bf = __nv_bfloat16;
   const std::vector<SegmentCall> calls = segment_calls(true, s, limit_bytes);
-  const int64_t need = segment_workspace_need(true, s, limit_bytes, deterministic);
-  if (need < 0 || (!calls.empty() && !reserve_bytes(graph(true, calls[0].shape, true, deterministic), need)))
+  const int64_t need = segment_workspace_need(true, s, limit_bytes);
+  if (need < 0 ||
+      (!calls.empty() && !reserve_bytes(graph(true, calls[0].shape, true, cudnn_deterministic_backward()), need)))
     return false;
   const int64_t qw = s.n_heads * s.head_dim, kw = s.n_kv_heads * s.head_dim, h = s.n_heads;
   for (const SegmentCall& c : calls) {
     const int64_t n = c.shape.batch, L = c.shape.seq, rows = n * L;
     const int32_t* lens = c.shape.seq_lens;
-    Carver ws{static_cast<char*>(workspace_) + segment_graph_bytes(true, c.shape, deterministic)};
+    Carver ws{static_cast<char*>(workspace_) + segment_graph_bytes(true, c.shape)};
     bf *vq = ws.take<bf>(rows * qw), *vo = ws.take<bf>(rows * qw), *vdo = ws.take<bf>(rows * qw);
     bf *vdq = ws.take<bf>(rows * qw), *vk = ws.take<bf>(rows * kw), *vv = ws.take<bf>(rows * kw);
     bf *vdk = ws.take<bf>(rows * kw), *vdv = ws.take<bf>(rows * kw);
@@ -1433,7 +1429,7 @@ bool CudnnAttention::segment_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv
     gather_segment_rows(vk, k, c.starts, lens, n, L, kw * 2, stream_);
     gather_segment_rows(vv, v, c.starts, lens, n, L, kw * 2, stream_);
     gather_segment_lse(vlse, lse, c.starts, lens, n, h, L, s.seq, stream_);
-    const bool ran = backward_call(vdq, vdk, vdv, vdo, vq, vk, vv, vo, vlse, c.shape, deterministic);
+    const bool ran = backward_call(vdq, vdk, vdv, vdo, vq, vk, vv, vo, vlse, c.shape);
     MT_ASSERT(ran, "cuDNN attention's backward of packed segments refused a call after its plan was built");
     scatter_segment_rows(dq, vdq, c.starts, lens, n, L, qw * 2, stream_);
     scatter_segment_rows(dk, vdk, c.starts, lens, n, L, kw * 2, stream_);

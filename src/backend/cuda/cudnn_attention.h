@@ -12,7 +12,8 @@
 // one ragged call where cuDNN finalizes it (each sequence read and written in place at its offset, its padded query
 // rows neither computed nor written); lse is ours ([batch, n_heads, seq], natural log of the final logits, 0 on
 // padded rows), which is cuDNN's softmax stats, so a forward of one implementation pairs with a backward of the other;
-// padded rows of every output are 0; the backward graph is the deterministic one (no fp32 dQ accumulation by atomics),
+// padded rows of every output are 0; the backward graph is the deterministic one (no fp32 dQ accumulation by atomics)
+// unless MEGATRAIN_ATTENTION_DETERMINISTIC=0 (cudnn_deterministic_backward: the non-deterministic one, never tiled),
 // run over the batch in calls of as many sequences as the workspace limit holds (cudnn_backward_batch: the same bits as
 // one call), past cudnn_backward_tile's length run as tiles of one tile-long graph (a causal one on the diagonal, an
 // unmasked one below it) summed in a fixed order, so its workspace does not grow with the square of the sequence. One
@@ -85,11 +86,11 @@ class CudnnAttention {
   // Packed segments run in calls of cudnn_segment_call_batch(false, group, limit_bytes) sequences (-1: a group a call).
   bool forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
                const AttnShape& s, int64_t limit_bytes = -1);
-  // The deterministic backward runs in calls of cudnn_backward_batch(s, limit_bytes) sequences (-1: one call); packed
-  // segments, of cudnn_segment_call_batch(true, group, limit_bytes).
+  // The backward (cudnn_deterministic_backward's graph) runs in calls of cudnn_backward_batch(s, limit_bytes) sequences
+  // (-1: one call); packed segments, of cudnn_segment_call_batch(true, group, limit_bytes).
   bool backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, const __nv_bfloat16* dout,
                 const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const __nv_bfloat16* out,
-                const float* lse, const AttnShape& s, bool deterministic = true, int64_t limit_bytes = -1);
+                const float* lse, const AttnShape& s, int64_t limit_bytes = -1);
 
   // Builds (or finds) the plan for the shape and says how it went; the probe (bench-attention) prints it.
   CudnnPlanInfo plan_info(bool backward, const AttnShape& s, bool deterministic = true);
@@ -101,7 +102,7 @@ class CudnnAttention {
   bool use_engine_config(bool backward, const AttnShape& s, bool deterministic, const CudnnEngineConfig& c);
   // The workspace a call of the shape holds (the plan's, our side tensors and the bucket staging:
   // cudnn_attention_workspace's terms as this cuDNN reports them), or -1 where the plan does not finalize. Builds the
-  // plan on first use; the deterministic backward, its first (largest) call of cudnn_backward_batch(s, limit_bytes)
+  // plan on first use; the backward, its first (largest) call of cudnn_backward_batch(s, limit_bytes)
   // sequences, having built the last call's too (-1 where either does not finalize).
   int64_t workspace_need(bool backward, const AttnShape& s, int64_t limit_bytes = -1);
   // Whether this call runs here: choose_attention over the shape's gap, workspace_need and limit_bytes (-1: none);
@@ -157,7 +158,7 @@ class CudnnAttention {
   int64_t call_workspace_need(bool backward, const AttnShape& s);
   bool backward_call(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, const __nv_bfloat16* dout,
                      const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const __nv_bfloat16* out,
-                     const float* lse, const AttnShape& s, bool deterministic);
+                     const float* lse, const AttnShape& s);
   bool tiled_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, const __nv_bfloat16* dout,
                       const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const __nv_bfloat16* out,
                       const float* lse, const AttnShape& s, int64_t T);
@@ -173,15 +174,14 @@ class CudnnAttention {
   };
   std::vector<SegmentCall> segment_calls(bool backward, const AttnShape& s, int64_t limit_bytes) const;
   // Where a call's gathered rows begin in the workspace: past what its graph takes (-1: the graph did not finalize).
-  int64_t segment_graph_bytes(bool backward, const AttnShape& call, bool deterministic);
+  int64_t segment_graph_bytes(bool backward, const AttnShape& call);
   // The most any call holds (graph and gathered rows), or -1 where a graph does not finalize.
-  int64_t segment_workspace_need(bool backward, const AttnShape& s, int64_t limit_bytes, bool deterministic = true);
+  int64_t segment_workspace_need(bool backward, const AttnShape& s, int64_t limit_bytes);
   bool segment_forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* q, const __nv_bfloat16* k,
                        const __nv_bfloat16* v, const AttnShape& s, int64_t limit_bytes);
   bool segment_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, const __nv_bfloat16* dout,
                         const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
-                        const __nv_bfloat16* out, const float* lse, const AttnShape& s, bool deterministic,
-                        int64_t limit_bytes);
+                        const __nv_bfloat16* out, const float* lse, const AttnShape& s, int64_t limit_bytes);
 
   cudaStream_t stream_;
   Alloc alloc_;
