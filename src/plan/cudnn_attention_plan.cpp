@@ -62,21 +62,19 @@ int64_t cudnn_seq_bucket(int64_t seq) {
   return (seq + step - 1) / step * step;
 }
 
-bool cudnn_ragged_forward() {
-  const char* env = std::getenv("MEGATRAIN_CUDNN_RAGGED");
-  if (env == nullptr || *env == '\0') return true;
-  MT_REQUIRE(std::string(env) == "0" || std::string(env) == "1", "MEGATRAIN_CUDNN_RAGGED must be 0 or 1, not '{}'",
-             env);
+namespace {
+// A switch variable: 1 on, 0 off, unset or empty `unset`; anything else one error line naming it.
+bool env_switch(const char* name, bool unset) {
+  const char* env = std::getenv(name);
+  if (env == nullptr || *env == '\0') return unset;
+  MT_REQUIRE(std::string(env) == "0" || std::string(env) == "1", "{} must be 0 or 1, not '{}'", name, env);
   return std::string(env) == "1";
 }
+}  // namespace
 
-bool cudnn_deterministic_backward() {
-  const char* env = std::getenv("MEGATRAIN_ATTENTION_DETERMINISTIC");
-  if (env == nullptr || *env == '\0') return true;
-  MT_REQUIRE(std::string(env) == "0" || std::string(env) == "1",
-             "MEGATRAIN_ATTENTION_DETERMINISTIC must be 0 or 1, not '{}'", env);
-  return std::string(env) == "1";
-}
+bool cudnn_ragged_forward() { return env_switch("MEGATRAIN_CUDNN_RAGGED", true); }
+
+bool cudnn_deterministic_backward() { return env_switch("MEGATRAIN_ATTENTION_DETERMINISTIC", true); }
 
 const char* cudnn_backward_name() {
   return cudnn_deterministic_backward() ? "deterministic backward"

@@ -1012,7 +1012,7 @@ int64_t CudnnAttention::call_workspace_need(bool backward, const AttnShape& s) {
           !backward && l.padded ? ragged_forward_bytes(l.shape, s.batch * s.seq, l.shape.seq != s.seq) : -1;
       ragged >= 0)
     return ragged;
-  const Graph& g = graph(backward, l.shape, l.padded, !backward || cudnn_deterministic_backward());
+  const Graph& g = graph(backward, l.shape, l.padded, cudnn_deterministic_backward());  // the forward's ignores it
   return g.info.ok ? g.info.workspace_bytes + cudnn_staging_bytes(backward, s) : -1;
 }
 
