@@ -2,7 +2,7 @@
 # One GPU-machine session, run from the repository root with a bundle made by `tools/bundle.sh --tests`
 # in bundle/: the CUDA op table, the PyTorch-parity fixtures on the CUDA backend, pipeline variants, the
 # benchmarks and the PyTorch reference. Logs go to $OUT; a short table is printed last.
-# Usage: tools/gpu_session.sh [quick|full|dp|families|hybrid|nvme|moe|longseq|attention|softcap|segments|survey|figures|ragged|nondeterministic]
+# Usage: tools/gpu_session.sh [quick|full|dp|families|hybrid|nvme|moe|longseq|attention|softcap|segments|survey|figures|ragged|nondeterministic|tiles|ab]
 # (quick: the tests; full: the tests and the one-GPU benchmarks with PyTorch's; dp: the tests and the data-parallel
 # part, on 2 or more GPUs; families: the tests, then Qwen2.5-3B batch 64 and Qwen2.5-7B batch 32 with this build and,
 # where bundle_base/ holds an earlier build, with that one in the same call, then Gemma-2-9B and Phi-4 at batch 32 with
@@ -44,7 +44,12 @@
 # =0, each pair's losses and step times side by side, after the GQA probe (tests_gpu "[.attention_gqa]": cuDNN's
 # backward on GQA 16:2 against the same call with k and v repeated to 16:16); nondeterministic (about 300 s): the tests
 # as figures runs them (the op table's non-deterministic rows among them), then Qwen2.5-3B at 8 × 8192 and 2 × 32768
-# with MEGATRAIN_ATTENTION_DETERMINISTIC=0 and =1
+# with MEGATRAIN_ATTENTION_DETERMINISTIC=0 and =1; tiles (about 400 s): the tests as figures runs them, the padding
+# probe (with the tiled backward of 2 × 32768 rows unpadded, padded all valid, 20000 and 9000 valid), the packed probe,
+# then Qwen2.5-3B packed (2 × 32768 of 2048-16384-token documents, 8 × 4096 of 64-2048-token examples) and unpacked at
+# 2 × 32768; ab: the tests as figures runs them, then, where bundle_base/megatrain holds an earlier build (the
+# libraries of bundle/), Qwen2.5-3B at 32 × 1024, 8 × 8192, 2 × 32768 and 2 × 32768 packed (2048-16384), the earlier
+# build and this one in turn on each shape
 set -uo pipefail
 mode=${1:-full}
 out=${OUT:-/tmp/megatrain-gpu}
@@ -60,7 +65,8 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv >"$out/gpu.
 if [[ -z ${SKIP_OP_TABLE:-}${SKIP_TESTS:-} ]]; then
   gpu_tests=()
   [[ $mode == attention || $mode == softcap || $mode == segments ]] && gpu_tests=("[cudnn],[attention]")
-  [[ $mode == figures || $mode == ragged || $mode == nondeterministic ]] && gpu_tests=("[cudnn],[attention],[segments]")
+  [[ $mode == figures || $mode == ragged || $mode == nondeterministic || $mode == tiles || $mode == ab ]] &&
+    gpu_tests=("[cudnn],[attention],[segments]")
   if [[ $mode == segments ]]; then
     timeout 120 $b/tests_gpu "[segments]" >"$out/tests_gpu_segments.log" 2>&1
     note "tests_gpu [segments] rc=$? $(tail -n 2 "$out/tests_gpu_segments.log" | tr '\n' ' ')"
@@ -283,6 +289,32 @@ if [[ $mode == ragged ]]; then  # cuDNN's ragged forward against its padded grap
   done
   for run in qwen3b_b8_s4096_pack qwen3b_b2_s32768_pack; do
     note "losses and step times $run ragged 1/0: $(python3 -c "import json; l=[[(round(s['loss'],5), round(s['step_s'],3)) for s in json.load(open('$out/bench_'+'$run'+'_ragged'+c+'.json'))['steps']] for c in ('1','0')]; print(l)" 2>&1 | tail -n 1)"
+  done
+fi
+if [[ $mode == tiles ]]; then  # the tiled backward of padded calls: what padded rows cost, packed documents
+  timeout 150 $b/tests_gpu "[.attention_padding]" >"$out/probe_padding.log" 2>&1
+  note "padding probe rc=$? $(grep -E '^padding:' "$out/probe_padding.log" | tr '\n' ';')"
+  timeout 200 $b/tests_gpu "attention probe: packed segments on our kernel and on cuDNN's virtual batch" \
+    >"$out/probe_segments.log" 2>&1
+  note "packed probe rc=$? $(grep -E '^packed:|forward:' "$out/probe_segments.log" | tr -s ' ' | tr '\n' ';')"
+  bench qwen3b_b2_s32768_pack 1 --model configs/models/qwen2.5-3b.json --batch 2 --seq 32768 --pack 2048-16384 \
+    --warmup 2 --steps 2
+  bench qwen3b_b8_s4096_pack 1 --model configs/models/qwen2.5-3b.json --batch 8 --seq 4096 --pack 64-2048 \
+    --warmup 3 --steps 4
+  bench qwen3b_b2_s32768 1 --model configs/models/qwen2.5-3b.json --batch 2 --seq 32768 --warmup 1 --steps 2
+  for run in qwen3b_b2_s32768_pack qwen3b_b8_s4096_pack qwen3b_b2_s32768; do
+    note "losses, step and fwd+bwd times $run: $(python3 -c "import json; print([(round(s['loss'],5), round(s['step_s'],3), round(s.get('fwd_bwd_s',0),3)) for s in json.load(open('$out/bench_$run.json'))['steps']])" 2>&1 | tail -n 1)"
+  done
+fi
+if [[ $mode == ab && -x bundle_base/megatrain ]]; then  # an earlier build against this one, shape by shape
+  for shape in "32 1024 3" "8 8192 2" "2 32768 2" "2 32768 2 --pack 2048-16384"; do
+    read -r batch seq steps pack <<<"$shape"
+    for build in bundle_base bundle; do
+      name="qwen3b_b${batch}_s${seq}${pack:+_pack}_$build"
+      b=$build bench "$name" 1 --model configs/models/qwen2.5-3b.json --batch "$batch" --seq "$seq" --warmup 2 \
+        --steps "$steps" $pack
+      note "  $name steps (loss, step, fwd+bwd): $(python3 -c "import json; print([(round(s['loss'],5), round(s['step_s'],3), round(s['fwd_bwd_s'],3)) for s in json.load(open('$out/bench_$name.json'))['steps']])" 2>&1 | tail -n 1)"
+    done
   done
 fi
 if [[ $mode == nondeterministic ]]; then  # MEGATRAIN_ATTENTION_DETERMINISTIC=0 against the default, side by side

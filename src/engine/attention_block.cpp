@@ -23,7 +23,7 @@ AttnShape attn_shape(const LayerContext& ctx, int64_t layer, const void* w, cons
   s.scale = static_cast<float>(a.scale);
   s.softcap = static_cast<float>(a.softcap);
   s.alibi_slopes = ctx.alibi_slopes.empty() ? nullptr : ctx.alibi_slopes[static_cast<size_t>(layer)];
-  s.seq_lens = mb.seq_lens;
+  s.seq_lens = mb.all_valid ? nullptr : mb.seq_lens;
   s.segments = mb.segments;
   s.segment_batch = mb.segment_batch;
   if (a.chunk > 0 && mb.chunk_segments != nullptr) {  // chunked_attention.h

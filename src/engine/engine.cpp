@@ -300,6 +300,8 @@ std::vector<MicroBatch> Engine::micro_batches(const BatchArrays& arrays, int64_t
     mb.targets = arrays.targets + t0;
     mb.positions = arrays.positions + t0;
     mb.seq_lens = arrays.seq_lens + s;
+    const auto lens = arrays.host.seq_lens.begin() + s;
+    mb.all_valid = std::all_of(lens, lens + mb.seqs, [S](int32_t len) { return len == S; });
     mb.segments = arrays.segments ? arrays.segments + t0 : nullptr;
     mb.chunk_segments = arrays.chunk_segments ? arrays.chunk_segments + t0 : nullptr;
     mb.segment_batch = arrays.segment_batch(false, s, mb.seqs);

@@ -117,7 +117,8 @@ int64_t cudnn_tiled_side_bytes(const AttnShape& s, int64_t T) {
   const int64_t b = s.batch, h = s.n_heads, qw = s.n_heads * s.head_dim, kw = s.n_kv_heads * s.head_dim;
   const int64_t rows = (s.seq + T - 1) / T * T;
   const int64_t q_tile = align_up(b * T * qw * 2), kv_tile = align_up(b * T * kw * 2), row = align_up(b * h * T * 4);
-  return 2 * row + 4 * q_tile + 4 * kv_tile + align_up(b * T * qw * 4) + 2 * align_up(b * rows * kw * 4);
+  return 2 * row + 4 * q_tile + 4 * kv_tile + align_up(b * T * qw * 4) + 2 * align_up(b * rows * kw * 4) +
+         2 * align_up(b * 4);
 }
 
 int64_t cudnn_tiled_backward_bytes(const AttnShape& s, int64_t T) {

@@ -81,15 +81,16 @@ int64_t cudnn_backward_graph_bytes(int64_t batch, int64_t bucket_seq, int64_t n_
 // staged and the two graphs serve every length; the tiles' bf16 dQ, dK, dV are summed in a fixed order into fp32
 // accumulators (dQ one row of tiles at a time, dK and dV over the whole sequence): deterministic, and the workspace
 // O(tile² + sequence). Padded query rows (seq_lens, the last tile's) get kCudnnPadLse as their lse, so their
-// probabilities are 0; causality keeps every real row off the padded columns. Returns the tile, or 0 where the call
-// runs as one graph.
+// probabilities are 0; causality keeps every real row off the padded columns. A padded call's tiles are padded
+// graphs given each sequence's rows within the tile, so that its padded rows cost (almost) nothing. Returns the tile,
+// or 0 where the call runs as one graph.
 inline constexpr int64_t kCudnnBackwardTile = 8192;
 inline constexpr float kCudnnPadLse = 1e30f;
 int64_t cudnn_backward_tile(const AttnShape& s);
 int64_t cudnn_backward_tile_setting();  // MEGATRAIN_CUDNN_BACKWARD_TILE or kCudnnBackwardTile (one error line if bad)
 // What the tiled backward holds beside its graphs' plan workspace at tile T: the fp32 softmax sum and lse of a tile,
-// the tile's bf16 q, o, dO, k, v and their dq, dk, dv, the fp32 dQ accumulator of a row of tiles, and the fp32 dK and
-// dV of the whole sequence (rounded up to tiles).
+// the tile's bf16 q, o, dO, k, v and their dq, dk, dv, the fp32 dQ accumulator of a row of tiles, the fp32 dK and
+// dV of the whole sequence (rounded up to tiles), and a padded call's per-sequence query and key lengths in a tile.
 int64_t cudnn_tiled_side_bytes(const AttnShape& s, int64_t T);
 // The tiled backward's whole workspace: the tile graph's plan as cudnn_backward_graph_bytes counts it (less its
 // softmax sum, which the side bytes hold), then the side bytes. Nothing is staged.

@@ -667,18 +667,64 @@ const std::vector<SegmentCase>& segment_cases() {
        {{30, 300, 70}, {33, 150, 150}}},
       {{"soft-cap 2, GQA 2, head_dim 256, padding 301/211", 2, 301, 4, 2, 256, 0, {301, 211}, 0.f, true, 2.f},
        {{100, 201}, {11, 200}}},
-      {{"sinks: GPT-OSS-like 16/2 heads of 64, window 128, segments 100-400", 1, 640, 16, 2, 64, 128, {}, 0.f, true,
-        0.f, 1.f, true},
+      {{"sinks: GPT-OSS-like 16/2 heads of 64, window 128, segments 100-400",
+        1,
+        640,
+        16,
+        2,
+        64,
+        128,
+        {},
+        0.f,
+        true,
+        0.f,
+        1.f,
+        true},
        {{100, 400, 140}}},
-      {{"chunked (Llama 4: ids per chunk, window = chunk 128): 8/1 heads of 128, two examples", 1, 600, 8, 1, 128,
-        128, {}},
+      {{"chunked (Llama 4: ids per chunk, window = chunk 128): 8/1 heads of 128, two examples",
+        1,
+        600,
+        8,
+        1,
+        128,
+        128,
+        {}},
        {{128, 128, 44, 128, 128, 44}}},
-      {{"a segment of 3000 past tiles of 1024 (the backward tiles the virtual batch), GQA 4", 1, 3500, 8, 2, 128, 0,
+      {{"a segment of 3000 past tiles of 1024 (the backward tiles the virtual batch), GQA 4",
+        1,
+        3500,
+        8,
+        2,
+        128,
+        0,
         {}},
        {{3000, 500}},
        "1024"},
-      {{"ALiBi with packed examples (Baichuan 2 with data.packing): 10/10 heads of 128, padding 500/321", 2, 500, 10,
-        10, 128, 0, {500, 321}, 0.f, true, 0.f, 1.f, false, true},
+      {{"segments of 1100 and 2000 in one class past tiles of 512 (their last rows of tiles partly valid, or not at "
+        "all: the padded tiles' lengths), GQA 8",
+        1,
+        3300,
+        16,
+        2,
+        128,
+        0,
+        {}},
+       {{1100, 2000, 200}},
+       "512"},
+      {{"ALiBi with packed examples (Baichuan 2 with data.packing): 10/10 heads of 128, padding 500/321",
+        2,
+        500,
+        10,
+        10,
+        128,
+        0,
+        {500, 321},
+        0.f,
+        true,
+        0.f,
+        1.f,
+        false,
+        true},
        {{200, 260, 40}, {321}}},
   };
   return cases;
@@ -1155,46 +1201,75 @@ TEST_CASE("attention probe: cuDNN's backward on GQA and on its heads repeated", 
 
 // Whether cuDNN's padded calls cost their valid tokens or their whole length: the forward (ragged, and the padded
 // graph: MEGATRAIN_CUDNN_RAGGED=0) and the deterministic backward (one graph) of 2 sequences of 16384 rows, all
-// valid, 8192 and 9000 of them valid, against 2 × 8192 unpadded (causal bf16, 16/2 heads of 128; milliseconds,
-// median of 5 after 2 warm-ups).
+// valid, 8192 and 9000 of them valid, against 2 × 8192 unpadded; then the deterministic backward in tiles (the
+// default, or MEGATRAIN_CUDNN_BACKWARD_TILE's) of 2 sequences of 32768 rows, unpadded, padded with all rows valid (as
+// training passes a batch), and 20000 and 9000 valid (causal bf16, 16/2 heads of 128; milliseconds, median of 5 after 2
+// warm-ups).
 TEST_CASE("attention probe: what padded rows cost cuDNN", "[.attention_padding]") {
   MT_REQUIRE_GPU();
   struct Rows {
     int64_t seq, valid;  // valid == seq: unpadded (no seq_lens)
   };
-  const Env whole("MEGATRAIN_CUDNN_BACKWARD_TILE", "0");
   const int64_t heads = 16, kv_heads = 2, head_dim = 128, batch = 2, longest = 16384;
-  for (const char* ragged : {"1", "0"}) {
-    const Env forward_kind("MEGATRAIN_CUDNN_RAGGED", ragged);
-    auto cudnn = make_cudnn();
-    ProbeBuffers buffers(batch * longest * heads * head_dim, batch * longest * kv_heads * head_dim,
-                         batch * heads * longest, 51);
-    for (const Rows r : {Rows{longest, longest}, Rows{longest, 8192}, Rows{longest, 9000}, Rows{8192, 8192}}) {
-      auto lens = upload_ints(std::vector<int32_t>(static_cast<size_t>(batch), static_cast<int32_t>(r.valid)));
-      const mt::AttnShape s{.batch = batch,
-                            .seq = r.seq,
-                            .n_heads = heads,
-                            .n_kv_heads = kv_heads,
-                            .head_dim = head_dim,
-                            .seq_lens = r.valid < r.seq ? lens->get() : nullptr};
-      const double fwd_ms = 1e3 / median_tflops(
-                                      [&] {
-                                        return cudnn->forward(buffers.out.get(), buffers.lse.get(), buffers.q.get(),
-                                                              buffers.k.get(), buffers.v.get(), s);
-                                      },
-                                      1e12);
-      const double bwd_ms =
-          1e3 / median_tflops(
-                    [&] {
-                      return cudnn->backward(buffers.dq.get(), buffers.dk.get(), buffers.dv.get(), buffers.dout.get(),
-                                             buffers.q.get(), buffers.k.get(), buffers.v.get(), buffers.out.get(),
-                                             buffers.lse.get(), s);
-                    },
-                    1e12);
-      std::printf("padding: %lld x %lld rows, %lld valid: forward (%s) %.3f ms, deterministic backward %.3f ms\n",
-                  static_cast<long long>(batch), static_cast<long long>(r.seq), static_cast<long long>(r.valid),
-                  *ragged == '1' ? "ragged" : "padded graph", fwd_ms, bwd_ms);
+  {  // one graph
+    const Env whole("MEGATRAIN_CUDNN_BACKWARD_TILE", "0");
+    for (const char* ragged : {"1", "0"}) {
+      const Env forward_kind("MEGATRAIN_CUDNN_RAGGED", ragged);
+      auto cudnn = make_cudnn();
+      ProbeBuffers buffers(batch * longest * heads * head_dim, batch * longest * kv_heads * head_dim,
+                           batch * heads * longest, 51);
+      for (const Rows r : {Rows{longest, longest}, Rows{longest, 8192}, Rows{longest, 9000}, Rows{8192, 8192}}) {
+        auto lens = upload_ints(std::vector<int32_t>(static_cast<size_t>(batch), static_cast<int32_t>(r.valid)));
+        const mt::AttnShape s{.batch = batch,
+                              .seq = r.seq,
+                              .n_heads = heads,
+                              .n_kv_heads = kv_heads,
+                              .head_dim = head_dim,
+                              .seq_lens = r.valid < r.seq ? lens->get() : nullptr};
+        const double fwd_ms = 1e3 / median_tflops(
+                                        [&] {
+                                          return cudnn->forward(buffers.out.get(), buffers.lse.get(), buffers.q.get(),
+                                                                buffers.k.get(), buffers.v.get(), s);
+                                        },
+                                        1e12);
+        const double bwd_ms =
+            1e3 / median_tflops(
+                      [&] {
+                        return cudnn->backward(buffers.dq.get(), buffers.dk.get(), buffers.dv.get(), buffers.dout.get(),
+                                               buffers.q.get(), buffers.k.get(), buffers.v.get(), buffers.out.get(),
+                                               buffers.lse.get(), s);
+                      },
+                      1e12);
+        std::printf("padding: %lld x %lld rows, %lld valid: forward (%s) %.3f ms, deterministic backward %.3f ms\n",
+                    static_cast<long long>(batch), static_cast<long long>(r.seq), static_cast<long long>(r.valid),
+                    *ragged == '1' ? "ragged" : "padded graph", fwd_ms, bwd_ms);
+      }
     }
+  }
+  const int64_t tiled = 32768;
+  auto cudnn = make_cudnn();
+  ProbeBuffers buffers(batch * tiled * heads * head_dim, batch * tiled * kv_heads * head_dim, batch * heads * tiled,
+                       51);
+  for (const int64_t valid : {int64_t{0}, tiled, int64_t{20000}, int64_t{9000}}) {  // 0: unpadded
+    auto lens = upload_ints(std::vector<int32_t>(static_cast<size_t>(batch), static_cast<int32_t>(valid)));
+    const mt::AttnShape s{.batch = batch,
+                          .seq = tiled,
+                          .n_heads = heads,
+                          .n_kv_heads = kv_heads,
+                          .head_dim = head_dim,
+                          .seq_lens = valid > 0 ? lens->get() : nullptr};
+    REQUIRE(cudnn->forward(buffers.out.get(), buffers.lse.get(), buffers.q.get(), buffers.k.get(), buffers.v.get(), s));
+    const double bwd_ms = 1e3 / median_tflops(
+                                    [&] {
+                                      return cudnn->backward(buffers.dq.get(), buffers.dk.get(), buffers.dv.get(),
+                                                             buffers.dout.get(), buffers.q.get(), buffers.k.get(),
+                                                             buffers.v.get(), buffers.out.get(), buffers.lse.get(), s);
+                                    },
+                                    1e12);
+    std::printf("padding: %lld x %lld rows, %s: deterministic backward in tiles of %lld %.3f ms\n",
+                static_cast<long long>(batch), static_cast<long long>(tiled),
+                valid == 0 ? "unpadded" : (std::to_string(valid) + " valid").c_str(),
+                static_cast<long long>(mt::cudnn_backward_tile(s)), bwd_ms);
   }
 }
 

@@ -477,7 +477,7 @@ TEST_CASE("cudnn attention: past the tile length the deterministic backward runs
   for (const int64_t seq : {int64_t{524288}, int64_t{500001}}) {
     const mt::AttnShape long_one = shape(1, seq, 16, 2, 128);
     const int64_t rows = (seq + T - 1) / T * T, row = 16 * T * 4, q_tile = T * 2048 * 2, kv_tile = T * 256 * 2;
-    const int64_t side = 2 * row + 4 * q_tile + 4 * kv_tile + T * 2048 * 4 + 2 * rows * 256 * 4;
+    const int64_t side = 2 * row + 4 * q_tile + 4 * kv_tile + T * 2048 * 4 + 2 * rows * 256 * 4 + 2 * 256;
     CHECK(mt::cudnn_tiled_side_bytes(long_one, T) == side);
     CHECK(mt::cudnn_tiled_backward_bytes(long_one, T) == mt::cudnn_backward_graph_bytes(1, T, 16, 128) - row + side);
     CHECK(mt::cudnn_attention_workspace(long_one).backward == mt::cudnn_tiled_backward_bytes(long_one, T));

@@ -1020,8 +1020,9 @@ CudnnAttention::TileGraphs CudnnAttention::tile_graphs(const AttnShape& s, int64
   AttnShape tile = s;
   tile.seq = T;
   tile.seq_lens = nullptr;
-  Graph& diagonal = graph(true, tile, false, true, true);
-  Graph& below = graph(true, tile, false, true, false);
+  const bool padded = s.seq_lens != nullptr;  // each tile's lengths (tile_lengths) skip its padded rows
+  Graph& diagonal = graph(true, tile, padded, true, true);
+  Graph& below = graph(true, tile, padded, true, false);
   const bool ok = diagonal.info.ok && below.info.ok;
   return {&diagonal, &below,
           ok ? std::max(diagonal.plan_bytes, below.plan_bytes) + cudnn_tiled_side_bytes(s, T) : int64_t{-1}};
@@ -1270,7 +1271,9 @@ bool CudnnAttention::backward_call(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bf
 // The tiles in a fixed order: for each row i of query tiles (q, o, dO and lse gathered into tile buffers, rows past
 // the sequence 0 and their lse kCudnnPadLse, as padded rows'), the key tiles j <= i (k, v gathered; j == i the
 // diagonal graph), each tile's dQ summed into the row's fp32 accumulator and its dK, dV into the sequence's; the
-// row's dQ stored when it is done, dK and dV at the end.
+// row's dQ stored when it is done, dK and dV at the end. A padded call's tiles carry each sequence's lengths within
+// the tile, so that cuDNN skips the padded rows and columns (a packed group's long segments, a right-padded batch):
+// what it leaves in their dq, dk, dv rows lands only on padded rows, which are zeroed at the end.
 bool CudnnAttention::tiled_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, const __nv_bfloat16* dout,
                                     const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
                                     const __nv_bfloat16* out, const float* lse, const AttnShape& s, int64_t T) {
@@ -1297,12 +1300,14 @@ bool CudnnAttention::tiled_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_b
   auto* dq_acc = reinterpret_cast<float*>(take(b * T * qw * 4));
   auto* dk_acc = reinterpret_cast<float*>(take(b * n * T * kw * 4));
   auto* dv_acc = reinterpret_cast<float*>(take(b * n * T * kw * 4));
+  auto *q_lens = reinterpret_cast<int32_t*>(take(b * 4)), *kv_lens = reinterpret_cast<int32_t*>(take(b * 4));
   const int64_t kv_rows = n * T;  // the accumulators' rows per sequence
   for (int64_t i = 0; i < n; ++i) {
     gather_rows(q_tile, q, b, S, i * T, T, qw * 2, stream_);
     gather_rows(o_tile, out, b, S, i * T, T, qw * 2, stream_);
     gather_rows(do_tile, dout, b, S, i * T, T, qw * 2, stream_);
     gather_lse(lse_tile, lse, b, h, S, i * T, T, s.seq_lens, stream_);
+    if (diagonal.padding) tile_lengths(q_lens, s.seq_lens, b, i * T, T, stream_);
     for (int64_t j = 0; j <= i; ++j) {
       const Graph& g = j == i ? diagonal : below;
       gather_rows(k_tile, k, b, S, j * T, T, kw * 2, stream_);
@@ -1311,6 +1316,11 @@ bool CudnnAttention::tiled_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_b
       const int64_t uids[] = {uid_q, uid_k, uid_v, uid_o, uid_do, uid_stats, uid_dq, uid_dk, uid_dv, uid_softmax_sum};
       const void* data[] = {q_tile, k_tile, v_tile, o_tile, do_tile, lse_tile, dq_tile, dk_tile, dv_tile, softmax_sum};
       for (int e = 0; e < 10; ++e) ptrs.add(uids[e], data[e]);
+      if (g.padding) {
+        tile_lengths(kv_lens, s.seq_lens, b, j * T, T, stream_);
+        ptrs.add(uid_seq_q, q_lens);
+        ptrs.add(uid_seq_kv, kv_lens);
+      }
       execute(static_cast<cudnnHandle_t>(handle_), g.plan, std::move(ptrs), g.builder->scalars_, ws);
       accumulate_rows(dq_acc, T * qw, dq_tile, T * qw, b, T, qw, j == 0, stream_);
       accumulate_rows(dk_acc + j * T * kw, kv_rows * kw, dk_tile, T * kw, b, T, kw, i == j, stream_);

@@ -52,6 +52,11 @@ __global__ void fill_ints_kernel(int32_t* dst, int64_t n, int32_t value) {
   if (i < n) dst[i] = value;
 }
 
+__global__ void tile_lengths_kernel(int32_t* dst, const int32_t* lens, int64_t n, int64_t row0, int64_t rows) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) dst[i] = static_cast<int32_t>(min(max(static_cast<int64_t>(lens[i]) - row0, int64_t{1}), rows));
+}
+
 // Eight elements (16 bytes of bf16) per thread: width is a multiple of 8 (head_dim is).
 __global__ void accumulate_rows_kernel(float* acc, int64_t acc_stride, const __nv_bfloat16* x, int64_t x_stride,
                                        int64_t rows, int64_t width, bool assign, int64_t n) {
@@ -278,6 +283,12 @@ void ragged_offsets(int32_t* q_offsets, int32_t* kv_offsets, int32_t* lens_out, 
 
 void fill_ints(int32_t* dst, int64_t n, int32_t value, cudaStream_t stream) {
   fill_ints_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(dst, n, value);
+  MT_CHECK_CUDA(cudaGetLastError());
+}
+
+void tile_lengths(int32_t* dst, const int32_t* lens, int64_t n, int64_t row0, int64_t rows, cudaStream_t stream) {
+  if (n == 0) return;
+  tile_lengths_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(dst, lens, n, row0, rows);
   MT_CHECK_CUDA(cudaGetLastError());
 }
 
