@@ -94,6 +94,10 @@ bench() {
   local rc=$?
   note "bench $name rc=$rc $(python3 -c "import json; d=json.load(open('$out/bench_$name.json')); print('gpus %d layers %d step %.3fs (fwd+bwd %.3f, optimizer %.3f) tok/s %.0f TFLOP/s %.1f (6N) %.1f (model) H2D %.1f D2H %.1f GB/s busy %.0f%% peak %.1f GiB' % (d['gpus'], d['layers'], d['median_step_s'], d['median_fwd_bwd_s'], d['median_optimizer_s'], d['median_tokens_per_s'], d['median_tflops'], d.get('median_model_tflops', 0), d['median_h2d_gbs'], d['median_d2h_gbs'], 100*d['median_compute_busy'], d['peak_gpu_memory_gib']))" 2>/dev/null || tail -n 3 "$out/bench_$name.log")"
 }
+# A bench's steps as (loss, step, fwd+bwd) triples.
+bench_steps() {
+  python3 -c "import json; print([(round(s['loss'],5), round(s['step_s'],3), round(s['fwd_bwd_s'],3)) for s in json.load(open('$out/bench_$1.json'))['steps']])" 2>&1 | tail -n 1
+}
 torch_bench() {  # batch
   timeout 150 python3 tools/bench_torch_train.py --model configs/models/qwen2.5-3b.json --batch "$1" --seq 1024 \
     --steps 3 --warmup 1 >"$out/torch_qwen3b_b$1.json" 2>"$out/torch_qwen3b_b$1.log"
@@ -303,7 +307,7 @@ if [[ $mode == tiles ]]; then  # the tiled backward of padded calls: what padded
     --warmup 3 --steps 4
   bench qwen3b_b2_s32768 1 --model configs/models/qwen2.5-3b.json --batch 2 --seq 32768 --warmup 1 --steps 2
   for run in qwen3b_b2_s32768_pack qwen3b_b8_s4096_pack qwen3b_b2_s32768; do
-    note "losses, step and fwd+bwd times $run: $(python3 -c "import json; print([(round(s['loss'],5), round(s['step_s'],3), round(s.get('fwd_bwd_s',0),3)) for s in json.load(open('$out/bench_$run.json'))['steps']])" 2>&1 | tail -n 1)"
+    note "losses, step and fwd+bwd times $run: $(bench_steps "$run")"
   done
 fi
 if [[ $mode == ab && -x bundle_base/megatrain ]]; then  # an earlier build against this one, shape by shape
@@ -313,7 +317,7 @@ if [[ $mode == ab && -x bundle_base/megatrain ]]; then  # an earlier build again
       name="qwen3b_b${batch}_s${seq}${pack:+_pack}_$build"
       b=$build bench "$name" 1 --model configs/models/qwen2.5-3b.json --batch "$batch" --seq "$seq" --warmup 2 \
         --steps "$steps" $pack
-      note "  $name steps (loss, step, fwd+bwd): $(python3 -c "import json; print([(round(s['loss'],5), round(s['step_s'],3), round(s['fwd_bwd_s'],3)) for s in json.load(open('$out/bench_$name.json'))['steps']])" 2>&1 | tail -n 1)"
+      note "  $name steps (loss, step, fwd+bwd): $(bench_steps "$name")"
     done
   done
 fi

@@ -205,7 +205,7 @@ void restride_rows(void* dst, const void* src, int64_t groups, int64_t from_rows
 void fill_ints(int32_t* dst, int64_t n, int32_t value, cudaStream_t stream);  // dst[0, n) = value
 // The padded tiled backward's lengths of a tile of `rows` rows starting at row0: dst[i] = clamp(lens[i] − row0, 1,
 // rows), i < n. A sequence with no rows in the tile keeps one: a padded row, whose lse (kCudnnPadLse) makes its
-// probabilities 0, as the unpadded tiles compute every padded row.
+// probabilities 0, so that it adds nothing (cuDNN is not given a length of 0).
 void tile_lengths(int32_t* dst, const int32_t* lens, int64_t n, int64_t row0, int64_t rows, cudaStream_t stream);
 // The ragged forward's offsets (elements) and lengths for n sequences: sequence i starts at row starts[i] of the
 // call's rows with lens[i] tokens (starts nullptr: at row i·seq with min(lens[i], seq), or seq where lens is nullptr;
