@@ -38,11 +38,10 @@
 # then tools/bench_torch_attention.py in the same call; figures (about 400 s): tests_gpu "[cudnn],[attention],[segments]"
 # and the parity fixtures on CUDA, the probe up to 32768 tokens, tools/bench_torch_attention.py with and without
 # deterministic algorithms, then Qwen2.5-3B at 32 × 1024, 8 × 8192 and 2 × 32768 (MEGATRAIN_ATTENTION=auto): the
-# attention issue's figures side by side in one call; ragged (about 400 s): the tests as figures runs them, the padding
-# probe (tests_gpu "[.attention_padding]": what padded rows cost cuDNN's forward, ragged and padded), the packed probe
-# and Qwen2.5-3B packed (8 × 4096 of 64-2048-token examples, 2 × 32768 of 2048-16384) with MEGATRAIN_CUDNN_RAGGED=1 and
-# =0, each pair's losses and step times side by side, after the GQA probe (tests_gpu "[.attention_gqa]": cuDNN's
-# backward on GQA 16:2 against the same call with k and v repeated to 16:16); nondeterministic (about 300 s): the tests
+# attention issue's figures side by side in one call; ragged (about 400 s): the tests as figures runs them, then with
+# MEGATRAIN_CUDNN_RAGGED=1 and =0 (ragged forward and backward, or padded graphs with gathers and staging) the packed
+# probe, Qwen2.5-3B packed (8 × 4096 of 64-2048-token examples, 2 × 32768 of 2048-16384) and Qwen2.5-3B at 32 × 1000
+# (staged into the 1024 bucket), each pair's losses, step and fwd+bwd times side by side; nondeterministic (about 300 s): the tests
 # as figures runs them (the op table's non-deterministic rows among them), then Qwen2.5-3B at 8 × 8192 and 2 × 32768
 # with MEGATRAIN_ATTENTION_DETERMINISTIC=0 and =1; tiles (about 400 s): the tests as figures runs them, the padding
 # probe (with the tiled backward of 2 × 32768 rows unpadded, padded all valid, 20000 and 9000 valid), the packed probe,
@@ -277,11 +276,7 @@ if [[ $mode == figures ]]; then  # the attention issue's figures, side by side
   bench qwen3b_b8_s8192 1 --model configs/models/qwen2.5-3b.json --batch 8 --seq 8192 --steps 2 --warmup 1
   bench qwen3b_b2_s32768 1 --model configs/models/qwen2.5-3b.json --batch 2 --seq 32768 --steps 2 --warmup 1
 fi
-if [[ $mode == ragged ]]; then  # cuDNN's ragged forward against its padded graph's; GQA against its heads repeated
-  timeout 120 $b/tests_gpu "[.attention_gqa]" >"$out/probe_gqa.log" 2>&1
-  note "gqa probe rc=$? $(grep -E '^gqa:' "$out/probe_gqa.log" | tr -s ' ' | tr '\n' ';')"
-  timeout 120 $b/tests_gpu "[.attention_padding]" >"$out/probe_padding.log" 2>&1
-  note "padding probe rc=$? $(grep -E '^padding:' "$out/probe_padding.log" | tr '\n' ';')"
+if [[ $mode == ragged ]]; then  # cuDNN's ragged graphs against its padded ones with their gathers and staging
   for ragged in 1 0; do
     MEGATRAIN_CUDNN_RAGGED=$ragged timeout 200 $b/tests_gpu \
       "attention probe: packed segments on our kernel and on cuDNN's virtual batch" >"$out/probe_segments_$ragged.log" 2>&1
@@ -290,9 +285,11 @@ if [[ $mode == ragged ]]; then  # cuDNN's ragged forward against its padded grap
       --batch 8 --seq 4096 --pack 64-2048 --warmup 3 --steps 4
     MEGATRAIN_CUDNN_RAGGED=$ragged bench "qwen3b_b2_s32768_pack_ragged$ragged" 1 --model configs/models/qwen2.5-3b.json \
       --batch 2 --seq 32768 --pack 2048-16384 --warmup 2 --steps 2
+    MEGATRAIN_CUDNN_RAGGED=$ragged bench "qwen3b_b32_s1000_ragged$ragged" 1 --model configs/models/qwen2.5-3b.json \
+      --batch 32 --seq 1000 --warmup 2 --steps 3
   done
-  for run in qwen3b_b8_s4096_pack qwen3b_b2_s32768_pack; do
-    note "losses and step times $run ragged 1/0: $(python3 -c "import json; l=[[(round(s['loss'],5), round(s['step_s'],3)) for s in json.load(open('$out/bench_'+'$run'+'_ragged'+c+'.json'))['steps']] for c in ('1','0')]; print(l)" 2>&1 | tail -n 1)"
+  for run in qwen3b_b8_s4096_pack qwen3b_b2_s32768_pack qwen3b_b32_s1000; do
+    for ragged in 1 0; do note "  $run ragged $ragged (loss, step, fwd+bwd): $(bench_steps "${run}_ragged$ragged")"; done
   done
 fi
 if [[ $mode == tiles ]]; then  # the tiled backward of padded calls: what padded rows cost, packed documents

@@ -72,7 +72,7 @@ bool env_switch(const char* name, bool unset) {
 }
 }  // namespace
 
-bool cudnn_ragged_forward() { return env_switch("MEGATRAIN_CUDNN_RAGGED", true); }
+bool cudnn_ragged() { return env_switch("MEGATRAIN_CUDNN_RAGGED", true); }
 
 bool cudnn_deterministic_backward() { return env_switch("MEGATRAIN_ATTENTION_DETERMINISTIC", true); }
 

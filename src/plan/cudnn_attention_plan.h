@@ -47,10 +47,11 @@ int64_t cudnn_seq_bucket(int64_t seq);
 
 // MEGATRAIN_CUDNN_RAGGED unset or 1 (the default): the forward of a padded or staged batch, and of a packed call's
 // segment groups, runs as one ragged call (each sequence read and written in place at its offset: no staging or
-// gathers, and padded query rows cost nothing) where cuDNN finalizes the ragged graph. 0: the padded graph with its
-// staging copies and gathers. The memory plan counts the padded graph's figure, which holds either (one error line for
-// any other value).
-bool cudnn_ragged_forward();
+// gathers, and padded query rows cost nothing) where cuDNN finalizes the ragged graph; so does the deterministic
+// backward of a staged batch and of a packed call's untiled groups up to head_dim 128 (the lse alone gathered). 0: the
+// padded graphs with their staging copies and gathers. The memory plan counts the padded graphs' figures, which hold
+// either (one error line for any other value).
+bool cudnn_ragged();
 
 // MEGATRAIN_ATTENTION_DETERMINISTIC unset or 1 (the default): cuDNN's backward is its deterministic graph (dQ = dS·K
 // from a dP workspace: a step's bits are the same run to run). 0: its non-deterministic graph, which adds dQ into an

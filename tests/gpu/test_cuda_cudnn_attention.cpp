@@ -309,10 +309,13 @@ TEST_CASE("cudnn attention forward and backward (deterministic or not) match the
       INFO("backward workspace: cuDNN " << bwd.workspace_bytes << " B, plan " << planned << " B");
       CHECK(fwd.workspace_bytes <= mt::kCudnnGraphUnit);
       CHECK(bwd.workspace_bytes <= planned);
-      CHECK(cudnn->workspace_need(true, dev) == bwd.workspace_bytes + mt::cudnn_staging_bytes(true, dev));
+      // A staged batch's ragged backward holds less than its staging (the default); the padded graph holds both.
+      CHECK(cudnn->workspace_need(true, dev) > 0);
+      CHECK(cudnn->workspace_need(true, dev) <= planned + mt::cudnn_staging_bytes(true, dev));
 
-      check_against_reference(*cudnn, c, host, dev, 31);  // the forward as one ragged call (the default)
+      check_against_reference(*cudnn, c, host, dev, 31);  // the ragged forward (and a staged batch's backward)
       const Env padded_graph("MEGATRAIN_CUDNN_RAGGED", "0");
+      CHECK(cudnn->workspace_need(true, dev) == bwd.workspace_bytes + mt::cudnn_staging_bytes(true, dev));
       check_against_reference(*cudnn, c, host, dev, 31);
 
       // The non-deterministic backward (MEGATRAIN_ATTENTION_DETERMINISTIC=0): within the plan's formula for it and
@@ -760,7 +763,7 @@ TEST_CASE("cudnn attention: packed segments and chunks as a virtual batch match 
       REQUIRE(need > 0);
       CHECK(need <= planned);
 
-      check_against_reference(*cudnn, c, host, dev, 91);  // the forward's groups as ragged calls, in place
+      check_against_reference(*cudnn, c, host, dev, 91);  // the groups as ragged calls, in place (untiled backward)
       const Env gathered("MEGATRAIN_CUDNN_RAGGED", "0");
       check_against_reference(*cudnn, c, host, dev, 91);
     }

@@ -432,20 +432,19 @@ TEST_CASE("sequence limit: beyond the length cuDNN's backward fits, the plan ass
   CHECK(mt::longest_trainable_sequence(spec, mt::RunShape{}, h200).cudnn_backward_tokens == 0);
 }
 
-TEST_CASE("cudnn attention: the forward of padded and packed calls is ragged unless MEGATRAIN_CUDNN_RAGGED=0",
-          "[plan][cudnn]") {
-  CHECK(mt::cudnn_ragged_forward());
+TEST_CASE("cudnn attention: padded and packed calls are ragged unless MEGATRAIN_CUDNN_RAGGED=0", "[plan][cudnn]") {
+  CHECK(mt::cudnn_ragged());
   {
     const Env e("MEGATRAIN_CUDNN_RAGGED", "0");
-    CHECK_FALSE(mt::cudnn_ragged_forward());
+    CHECK_FALSE(mt::cudnn_ragged());
   }
   {
     const Env e("MEGATRAIN_CUDNN_RAGGED", "1");
-    CHECK(mt::cudnn_ragged_forward());
+    CHECK(mt::cudnn_ragged());
   }
   for (const char* bad : {"yes", "2", "off"}) {
     const Env e("MEGATRAIN_CUDNN_RAGGED", bad);
-    CHECK(contains(thrown([] { mt::cudnn_ragged_forward(); }), "MEGATRAIN_CUDNN_RAGGED must be 0 or 1"));
+    CHECK(contains(thrown([] { mt::cudnn_ragged(); }), "MEGATRAIN_CUDNN_RAGGED must be 0 or 1"));
   }
 }
 

@@ -136,8 +136,9 @@ class Builder {
     const TensorInfo& i = info_.at(like);
     return tensor(next_uid_++, name, type, i.dims, i.strides, true);
   }
-  int64_t virt(const std::string& name, cudnnDataType_t type, std::vector<int64_t> dims, std::vector<int64_t> strides) {
-    return tensor(next_uid_++, name, type, std::move(dims), std::move(strides), true);
+  int64_t virt(const std::string& name, cudnnDataType_t type, std::vector<int64_t> dims, std::vector<int64_t> strides,
+               int64_t ragged = -1) {
+    return tensor(next_uid_++, name, type, std::move(dims), std::move(strides), true, false, ragged);
   }
   // A pass-by-value scalar (dims {1} as cudnn-frontend makes them, or all-ones of rank scalar_rank); its value
   // travels in every variant pack.
@@ -514,7 +515,7 @@ int64_t effective_window(const AttnShape& s) { return s.window > 0 && s.window <
 
 constexpr int64_t align_up(int64_t n) { return (n + 255) / 256 * 256; }
 
-// The most plan workspace a ragged graph holds itself (Graph::ragged_workspace); a larger one is refused.
+// The most plan workspace a ragged forward's graph holds itself (Graph::ragged_workspace); a larger one is refused.
 constexpr int64_t kRaggedPlanBytes = int64_t{1} << 20;
 
 }  // namespace
@@ -529,8 +530,9 @@ struct CudnnAttention::Graph {
   bool alibi = false;            // the graph adds ALiBi's bias (the shape's slopes bound per call)
   int32_t* full_lens = nullptr;  // device [batch] = seq: the workaround's lengths when the shape has no seq_lens
   float* sinks = nullptr;        // device [n_heads]: the forward's sink logits in fp32 (cast from the shape's per call)
-  // A ragged graph's own device memory: its Q/O and K/V offsets [batch + 1] each and lengths [batch], then its plan's
-  // workspace (a few KiB: 1280 B at 2 × 256, 8/2 heads), so that it takes none of the shared workspace.
+  // A ragged graph's own device memory: its Q/O and K/V offsets [batch + 1] each and lengths [batch], then a
+  // forward's plan workspace (a few KiB: 1280 B at 2 × 256, 8/2 heads), so that it takes none of the shared workspace
+  // (a backward's plan workspace is the shared one's start).
   int32_t* ragged_ints = nullptr;
   void* ragged_workspace = nullptr;
   Free release;
@@ -589,7 +591,8 @@ bool CudnnAttention::reserve_bytes(Graph& g, int64_t bytes) {
 
 CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, bool padded, bool deterministic,
                                              bool causal, bool ragged) {
-  MT_ASSERT(!ragged || (!backward && padded), "a ragged graph is a forward's, with the padding mask");
+  MT_ASSERT(!ragged || (padded && (!backward || deterministic)),
+            "a ragged graph has the padding mask, and a ragged backward is the deterministic one");
   uint32_t scale_bits = 0, softcap_bits = 0;
   const float scale = default_scale(s);
   std::memcpy(&scale_bits, &scale, sizeof scale);
@@ -648,7 +651,8 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
       const float neg_inf =
           ver < 91000 ? std::numeric_limits<float>::lowest() : -std::numeric_limits<float>::infinity();
 
-      // Ragged (a forward's): each sequence's rows of Q and O, K and V start at its offset, not at b·seq rows.
+      // Ragged: each sequence's rows of Q, O, dO and dQ, of K, V, dK and dV start at its offset, not at b·seq rows
+      // (the stats and softmax_sum stay [b, h, S, 1]).
       const int64_t q_ragged = ragged ? B.io(uid_q_ragged, "Q/O offsets", i32, {b + 1, 1, 1, 1}, {1, 1, 1, 1}) : -1;
       const int64_t kv_ragged = ragged ? B.io(uid_kv_ragged, "K/V offsets", i32, {b + 1, 1, 1, 1}, {1, 1, 1, 1}) : -1;
       const int64_t Q = B.io(uid_q, "Q", bf, q_dims, q_strides, q_ragged);
@@ -773,12 +777,12 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
         B.pointwise("softmax div", CUDNN_POINTWISE_DIV, e, z, -1, p);
         B.matmul("bmm2 P·V", p, V, O, seq_q, -1, seq_kv);
       } else {
-        const int64_t VT = B.io(uid_v, "V^T", bf, kt_dims, kt_strides);
-        const int64_t O = B.io(uid_o, "O", bf, q_dims, q_strides);
-        const int64_t dO = B.io(uid_do, "dO", bf, q_dims, q_strides);
-        const int64_t dQ = B.io(uid_dq, "dQ", bf, q_dims, q_strides);
-        const int64_t dK = B.io(uid_dk, "dK", bf, kv_dims, kv_strides);
-        const int64_t dV = B.io(uid_dv, "dV", bf, kv_dims, kv_strides);
+        const int64_t VT = B.io(uid_v, "V^T", bf, kt_dims, kt_strides, kv_ragged);
+        const int64_t O = B.io(uid_o, "O", bf, q_dims, q_strides, q_ragged);
+        const int64_t dO = B.io(uid_do, "dO", bf, q_dims, q_strides, q_ragged);
+        const int64_t dQ = B.io(uid_dq, "dQ", bf, q_dims, q_strides, q_ragged);
+        const int64_t dK = B.io(uid_dk, "dK", bf, kv_dims, kv_strides, kv_ragged);
+        const int64_t dV = B.io(uid_dv, "dV", bf, kv_dims, kv_strides, kv_ragged);
         const int64_t one = B.scalar_f32("one", 1.f);
         // softmax_sum = Σ_d dO·O per row (non-virtual: it lives in our workspace)
         const int64_t dOO = B.virt("dO*O", f32, q_dims, {h * S * d, S * d, h * d, 1});
@@ -838,7 +842,7 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
         }
         // dQ = dS·K: straight into dQ (the deterministic graph), or through an fp32 accumulator in the workspace
         // typed as cudnn-frontend leaves it: a virtual view gets the intermediate type
-        const int64_t K = B.virt("K", f32, kv_dims, kv_strides);
+        const int64_t K = B.virt("K", f32, kv_dims, kv_strides, kv_ragged);
         B.reshape("reshape_k", KT, K);
         if (deterministic) {
           B.matmul("matmul_dS_K", dS, K, dQ, seq_q, -1, seq_kv);
@@ -862,15 +866,17 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
       gr.info.workspace_bytes = gr.plan_bytes + gr.softmax_sum_bytes + gr.dq_accum_bytes;
       gr.info.ok = true;
       if (sinks) gr.sinks = static_cast<float*>(alloc_(h * 4));
-      if (ragged && gr.plan_bytes > kRaggedPlanBytes) {
+      if (ragged && !backward && gr.plan_bytes > kRaggedPlanBytes) {
         gr.info.ok = false;
         gr.info.error = MT_FORMAT("the ragged plan's workspace of {} B is past the {} B a ragged graph holds itself",
                                   gr.plan_bytes, kRaggedPlanBytes);
-      } else if (ragged) {
+      } else if (ragged) {  // a backward's plan workspace is the shared one's start, as its unragged graph's
         const int64_t ints = align_up((3 * b + 2) * 4);
-        gr.ragged_ints = static_cast<int32_t*>(alloc_(ints + gr.plan_bytes));
-        gr.ragged_workspace = reinterpret_cast<char*>(gr.ragged_ints) + ints;
-        gr.info.workspace_bytes = 0;
+        gr.ragged_ints = static_cast<int32_t*>(alloc_(ints + (backward ? 0 : gr.plan_bytes)));
+        if (!backward) {
+          gr.ragged_workspace = reinterpret_cast<char*>(gr.ragged_ints) + ints;
+          gr.info.workspace_bytes = 0;
+        }
       }
       if (workaround) {
         std::vector<int32_t> lens(static_cast<size_t>(b), static_cast<int32_t>(S));
@@ -1008,8 +1014,10 @@ int64_t CudnnAttention::workspace_need(bool backward, const AttnShape& s, int64_
 int64_t CudnnAttention::call_workspace_need(bool backward, const AttnShape& s) {
   if (const int64_t T = backward ? cudnn_backward_tile(s) : 0; T > 0) return tile_graphs(s, T).workspace_bytes;
   const Layout l = layout_for(s);
-  if (const int64_t ragged =
-          !backward && l.padded ? ragged_forward_bytes(l.shape, s.batch * s.seq, l.shape.seq != s.seq) : -1;
+  const int64_t rows = s.batch * s.seq;
+  if (const int64_t ragged = !l.padded  ? -1
+                             : backward ? (l.staged ? ragged_backward_bytes(l.shape, rows) : -1)
+                                        : ragged_forward_bytes(l.shape, rows, l.staged);
       ragged >= 0)
     return ragged;
   const Graph& g = graph(backward, l.shape, l.padded, cudnn_deterministic_backward());  // the forward's ignores it
@@ -1096,11 +1104,25 @@ void bind_bias_and_sinks(const CudnnAttention::Graph& g, const AttnShape& s, Bin
   }
 }
 
+// A ragged graph's offsets and lengths (ragged_offsets, into the graph's own ints) bound: the padding mask's lengths,
+// the Q/O and the K/V offsets.
+void bind_ragged(const CudnnAttention::Graph& g, const AttnShape& g_shape, const int32_t* starts, const int32_t* lens,
+                 int64_t seq, int64_t rows_in_call, Bindings& ptrs, cudaStream_t stream) {
+  const int64_t n = g_shape.batch;
+  int32_t *q_offsets = g.ragged_ints, *kv_offsets = q_offsets + n + 1, *ragged_lens = kv_offsets + n + 1;
+  ragged_offsets(q_offsets, kv_offsets, ragged_lens, starts, lens, n, seq, g_shape.n_heads * g_shape.head_dim,
+                 g_shape.n_kv_heads * g_shape.head_dim, rows_in_call, stream);
+  ptrs.add(uid_seq_q, ragged_lens);
+  ptrs.add(uid_seq_kv, ragged_lens);
+  ptrs.add(uid_q_ragged, q_offsets);
+  ptrs.add(uid_kv_ragged, kv_offsets);
+}
+
 }  // namespace
 
 int64_t CudnnAttention::ragged_forward_bytes(const AttnShape& g_shape, int64_t rows_in_call, bool stats_here) {
   const int64_t width = std::max(g_shape.n_heads, g_shape.n_kv_heads) * g_shape.head_dim;
-  if (!cudnn_ragged_forward() || rows_in_call * width > std::numeric_limits<int32_t>::max()) return -1;
+  if (!cudnn_ragged() || rows_in_call * width > std::numeric_limits<int32_t>::max()) return -1;
   const Graph& g = graph(false, g_shape, true, true, true, true);
   if (!g.info.ok) return -1;
   return stats_here ? align_up(g_shape.batch * g_shape.n_heads * g_shape.seq * 4) : 0;
@@ -1111,13 +1133,8 @@ void CudnnAttention::ragged_forward(__nv_bfloat16* out, float* stats, const __nv
                                     const int32_t* lens, int64_t seq, int64_t rows_in_call) {
   Graph& g = graph(false, g_shape, true, true, true, true);
   MT_ASSERT(g.info.ok, "a ragged forward without its graph: ragged_forward_bytes refuses it first");
-  const int64_t n = g_shape.batch;
-  int32_t *q_offsets = g.ragged_ints, *kv_offsets = q_offsets + n + 1, *ragged_lens = kv_offsets + n + 1;
-  ragged_offsets(q_offsets, kv_offsets, ragged_lens, starts, lens, n, seq, g_shape.n_heads * g_shape.head_dim,
-                 g_shape.n_kv_heads * g_shape.head_dim, rows_in_call, stream_);
-  Bindings ptrs = forward_bindings(q, k, v, out, stats, ragged_lens);
-  ptrs.add(uid_q_ragged, q_offsets);
-  ptrs.add(uid_kv_ragged, kv_offsets);
+  Bindings ptrs = forward_bindings(q, k, v, out, stats, nullptr);
+  bind_ragged(g, g_shape, starts, lens, seq, rows_in_call, ptrs, stream_);
   bind_bias_and_sinks(g, g_shape, ptrs, stream_);
   execute(static_cast<cudnnHandle_t>(handle_), g.plan, std::move(ptrs), g.builder->scalars_, g.ragged_workspace);
 }
@@ -1138,6 +1155,60 @@ bool CudnnAttention::ragged_batch_forward(__nv_bfloat16* out, float* lse, const 
   ragged_forward(out, stats, q, k, v, bucket, nullptr, s.seq_lens, S, b * S);
   if (Sp != S) restride_rows(lse, stats, b * h, Sp, S, 4, stream_);
   if (s.seq_lens != nullptr) zero_padded_attention_rows(out, h * s.head_dim, lse, s, stream_);
+  return true;
+}
+
+// Past head_dim 128 cuDNN 9.14's ragged backward finalizes but its gradients are wrong (12-70 % relative error in the
+// op table's head_dim-256 rows, padded, windowed and soft-capped alike), so those shapes keep the padded graph.
+constexpr int64_t kRaggedBackwardHeadDim = 128;
+
+int64_t CudnnAttention::ragged_backward_bytes(const AttnShape& g_shape, int64_t rows_in_call) {
+  const int64_t width = std::max(g_shape.n_heads, g_shape.n_kv_heads) * g_shape.head_dim;
+  if (!cudnn_ragged() || !cudnn_deterministic_backward() || cudnn_backward_tile(g_shape) > 0 ||
+      g_shape.head_dim > kRaggedBackwardHeadDim || rows_in_call * width > std::numeric_limits<int32_t>::max())
+    return -1;
+  const Graph& g = graph(true, g_shape, true, true, true, true);
+  if (!g.info.ok) return -1;
+  return g.info.workspace_bytes + align_up(g_shape.batch * g_shape.n_heads * g_shape.seq * 4);
+}
+
+float* CudnnAttention::ragged_backward_stats(const AttnShape& g_shape) {
+  const Graph& g = graph(true, g_shape, true, true, true, true);
+  return reinterpret_cast<float*>(static_cast<char*>(workspace_) + g.info.workspace_bytes);
+}
+
+void CudnnAttention::ragged_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, const __nv_bfloat16* dout,
+                                     const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
+                                     const __nv_bfloat16* out, const AttnShape& g_shape, const int32_t* starts,
+                                     const int32_t* lens, int64_t seq, int64_t rows_in_call) {
+  Graph& g = graph(true, g_shape, true, true, true, true);
+  MT_ASSERT(g.info.ok, "a ragged backward without its graph: ragged_backward_bytes refuses it first");
+  char* ws = static_cast<char*>(workspace_);
+  Bindings ptrs;
+  const int64_t uids[] = {uid_q, uid_k, uid_v, uid_o, uid_do, uid_stats, uid_dq, uid_dk, uid_dv, uid_softmax_sum};
+  const void* data[] = {q, k, v, out, dout, ragged_backward_stats(g_shape), dq, dk, dv, ws + g.plan_bytes};
+  for (int e = 0; e < 10; ++e) ptrs.add(uids[e], data[e]);
+  bind_ragged(g, g_shape, starts, lens, seq, rows_in_call, ptrs, stream_);
+  if (g.alibi) ptrs.add(uid_alibi, g_shape.alibi_slopes);
+  execute(static_cast<cudnnHandle_t>(handle_), g.plan, std::move(ptrs), g.builder->scalars_, ws);
+}
+
+// A staged batch's backward as one ragged call, as ragged_batch_forward: no staging copies of the eight tensors, only
+// the lse restrided into the bucket's rows.
+bool CudnnAttention::ragged_batch_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv,
+                                           const __nv_bfloat16* dout, const __nv_bfloat16* q, const __nv_bfloat16* k,
+                                           const __nv_bfloat16* v, const __nv_bfloat16* out, const float* lse,
+                                           const AttnShape& s, const AttnShape& bucket) {
+  const int64_t b = s.batch, S = s.seq;
+  const int64_t need = ragged_backward_bytes(bucket, b * S);
+  if (need < 0 || !reserve_bytes(graph(true, bucket, true, true, true, true), need)) return false;
+  restride_rows(ragged_backward_stats(bucket), lse, b * s.n_heads, S, bucket.seq, 4, stream_);
+  ragged_backward(dq, dk, dv, dout, q, k, v, out, bucket, nullptr, s.seq_lens, S, b * S);
+  if (s.seq_lens != nullptr) {
+    zero_padded_attention_rows(dq, s.n_heads * s.head_dim, nullptr, s, stream_);
+    zero_padded_attention_rows(dk, s.n_kv_heads * s.head_dim, nullptr, s, stream_);
+    zero_padded_attention_rows(dv, s.n_kv_heads * s.head_dim, nullptr, s, stream_);
+  }
   return true;
 }
 
@@ -1212,6 +1283,7 @@ bool CudnnAttention::backward_call(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bf
                                    const __nv_bfloat16* out, const float* lse, const AttnShape& s) {
   if (const int64_t T = cudnn_backward_tile(s); T > 0) return tiled_backward(dq, dk, dv, dout, q, k, v, out, lse, s, T);
   const Layout l = layout_for(s);
+  if (l.staged && ragged_batch_backward(dq, dk, dv, dout, q, k, v, out, lse, s, l.shape)) return true;
   Graph& g = graph(true, l.shape, l.padded, cudnn_deterministic_backward());
   const int64_t b = s.batch, S = s.seq, Sp = l.shape.seq, h = s.n_heads, hk = s.n_kv_heads, d = s.head_dim;
   const int64_t q_bytes = align_up(b * Sp * h * d * 2), kv_bytes = align_up(b * Sp * hk * d * 2);
@@ -1362,8 +1434,11 @@ int64_t CudnnAttention::segment_graph_bytes(bool backward, const AttnShape& call
 
 int64_t CudnnAttention::segment_workspace_need(bool backward, const AttnShape& s, int64_t limit_bytes) {
   int64_t most = 0;
+  const int64_t rows_in_call = s.batch * s.seq;
   for (const SegmentCall& c : segment_calls(backward, s, limit_bytes)) {
-    if (const int64_t ragged = backward ? -1 : ragged_forward_bytes(c.shape, s.batch * s.seq, true); ragged >= 0) {
+    if (const int64_t ragged =
+            backward ? ragged_backward_bytes(c.shape, rows_in_call) : ragged_forward_bytes(c.shape, rows_in_call, true);
+        ragged >= 0) {
       most = std::max(most, ragged);
       continue;
     }
@@ -1421,13 +1496,22 @@ bool CudnnAttention::segment_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv
   using bf = __nv_bfloat16;
   const std::vector<SegmentCall> calls = segment_calls(true, s, limit_bytes);
   const int64_t need = segment_workspace_need(true, s, limit_bytes);
-  if (need < 0 ||
-      (!calls.empty() && !reserve_bytes(graph(true, calls[0].shape, true, cudnn_deterministic_backward()), need)))
-    return false;
+  const int64_t rows_in_call = s.batch * s.seq;
+  if (need < 0) return false;
+  if (!calls.empty()) {  // the plan a failed allocation drops: the first call's
+    const bool ragged = ragged_backward_bytes(calls[0].shape, rows_in_call) >= 0;
+    if (!reserve_bytes(graph(true, calls[0].shape, true, cudnn_deterministic_backward(), true, ragged), need))
+      return false;
+  }
   const int64_t qw = s.n_heads * s.head_dim, kw = s.n_kv_heads * s.head_dim, h = s.n_heads;
   for (const SegmentCall& c : calls) {
     const int64_t n = c.shape.batch, L = c.shape.seq, rows = n * L;
     const int32_t* lens = c.shape.seq_lens;
+    if (ragged_backward_bytes(c.shape, rows_in_call) >= 0) {  // each segment read and written in place
+      gather_segment_lse(ragged_backward_stats(c.shape), lse, c.starts, lens, n, h, L, s.seq, stream_);
+      ragged_backward(dq, dk, dv, dout, q, k, v, out, c.shape, c.starts, lens, L, rows_in_call);
+      continue;
+    }
     Carver ws{static_cast<char*>(workspace_) + segment_graph_bytes(true, c.shape)};
     bf *vq = ws.take<bf>(rows * qw), *vo = ws.take<bf>(rows * qw), *vdo = ws.take<bf>(rows * qw);
     bf *vdq = ws.take<bf>(rows * qw), *vk = ws.take<bf>(rows * kw), *vv = ws.take<bf>(rows * kw);

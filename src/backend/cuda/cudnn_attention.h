@@ -1,21 +1,22 @@
-// cuDNN's fused flash attention (the runtime fusion engine's SDPA patterns) through the backend graph API, for
-// the AttnShape cases it covers: bf16, causal, GQA/MQA, sliding window, right padding (per-sequence lengths),
-// any scale, logit soft-cap (Gemma 2, as a score modifier: cuDNN 9.6 and later), attention sinks (GPT-OSS: in the
-// forward's softmax, cuDNN 9.13 and later, cast per call into an fp32 copy as cuDNN takes them; the backward is the
-// graph without them, lse holding the sink), ALiBi (Baichuan 2: slope_h · (col − row) added after the soft-cap; its
-// backward never tiles), head_dim a multiple of 8 up to 256, packed segments and chunked attention's chunks as their
-// virtual batch (AttnShape::segment_batch: each group's calls gathered from the packed rows into the workspace past
-// the call's graph, run as a padded batch, scattered back; with cudnn_ragged_forward the forward's calls ragged).
-// Invariants: q/k/v/out and their gradients are read and written in place as token-major rows (BSHD strides) when
-// the sequence length is a bucket length (cudnn_seq_bucket), else staged through a bucket-long copy (pad rows 0,
-// masked); with cudnn_ragged_forward the forward of a padded or staged batch, or of a packed call's segment group, is
-// one ragged call where cuDNN finalizes it (each sequence read and written in place at its offset, its padded query
-// rows neither computed nor written); lse is ours ([batch, n_heads, seq], natural log of the final logits, 0 on
-// padded rows), which is cuDNN's softmax stats, so a forward of one implementation pairs with a backward of the other;
-// padded rows of every output are 0; the backward graph is the deterministic one (no fp32 dQ accumulation by atomics)
-// unless MEGATRAIN_ATTENTION_DETERMINISTIC=0 (cudnn_deterministic_backward: the non-deterministic one, never tiled),
-// run over the batch in calls of as many sequences as the workspace limit holds (cudnn_backward_batch: the same bits as
-// one call), past cudnn_backward_tile's length run as tiles of one tile-long graph (a causal one on the diagonal, an
+// cuDNN's fused flash attention (the runtime fusion engine's SDPA patterns) through the backend graph API, for the
+// AttnShape cases it covers: bf16, causal, GQA/MQA, sliding window, right padding (per-sequence lengths), any scale,
+// logit soft-cap (Gemma 2, as a score modifier: cuDNN 9.6 and later), attention sinks (GPT-OSS: in the forward's
+// softmax, cuDNN 9.13 and later, cast per call into an fp32 copy as cuDNN takes them; the backward is the graph without
+// them, lse holding the sink), ALiBi (Baichuan 2: slope_h · (col − row) added after the soft-cap; its backward never
+// tiles), head_dim a multiple of 8 up to 256, packed segments and chunked attention's chunks as their virtual batch
+// (AttnShape::segment_batch: each group's calls gathered from the packed rows into the workspace past the call's graph,
+// run as a padded batch, scattered back; with cudnn_ragged the forward's calls and the deterministic backward's untiled
+// ones ragged). Invariants: q/k/v/out and their gradients are read and written in place as token-major rows (BSHD
+// strides) when the sequence length is a bucket length (cudnn_seq_bucket), else staged through a bucket-long copy (pad
+// rows 0, masked); with cudnn_ragged the forward of a padded or staged batch, or of a packed call's segment group, and
+// the deterministic backward of a staged batch or an untiled segment group (head_dim <= 128), is one ragged call where
+// cuDNN finalizes it (each sequence read and written in place at its offset, its padded rows neither computed nor
+// written); lse is ours ([batch, n_heads, seq], natural log of the final logits, 0 on padded rows), which is cuDNN's
+// softmax stats, so a forward of one implementation pairs with a backward of the other; padded rows of every output are
+// 0; the backward graph is the deterministic one (no fp32 dQ accumulation by atomics) unless
+// MEGATRAIN_ATTENTION_DETERMINISTIC=0 (cudnn_deterministic_backward: the non-deterministic one, never tiled), run over
+// the batch in calls of as many sequences as the workspace limit holds (cudnn_backward_batch: the same bits as one
+// call), past cudnn_backward_tile's length run as tiles of one tile-long graph (a causal one on the diagonal, an
 // unmasked one below it) summed in a fixed order, so its workspace does not grow with the square of the sequence. One
 // graph and plan per bucket (or tile) shape, built on first use and kept; the workspace grows through the backend's
 // allocator and never shrinks, so a step at a shape seen before allocates nothing. Which direction runs here, and the
@@ -124,7 +125,8 @@ class CudnnAttention {
     bool padded, staged;
   };
   static Layout layout_for(const AttnShape& s);
-  // ragged: a forward whose sequences start at per-sequence offsets (ragged_forward); padded must be set.
+  // ragged: sequences that start at per-sequence offsets (ragged_forward, ragged_backward); padded must be set, and a
+  // ragged backward is deterministic.
   Graph& graph(bool backward, const AttnShape& s, bool padded, bool deterministic, bool causal = true,
                bool ragged = false);
   // The forward as one ragged call of the graph shape g_shape (its seq a bucket) over a call of rows_in_call rows:
@@ -154,6 +156,24 @@ class CudnnAttention {
   // where the ragged graph does not finalize or its offsets pass int32.
   bool ragged_batch_forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* q, const __nv_bfloat16* k,
                             const __nv_bfloat16* v, const AttnShape& s, const AttnShape& bucket);
+  // What a ragged deterministic backward at graph shape g_shape holds in the shared workspace (its plan's workspace and
+  // softmax_sum, then the stats [batch, heads, seq] of g_shape: ragged_backward_stats), or -1 where it does not run:
+  // MEGATRAIN_CUDNN_RAGGED=0, the non-deterministic backward, a tiled shape, head_dim past 128 (cuDNN 9.14's ragged
+  // backward is wrong there), offsets of rows_in_call rows past int32, or a graph that does not finalize.
+  int64_t ragged_backward_bytes(const AttnShape& g_shape, int64_t rows_in_call);
+  float* ragged_backward_stats(const AttnShape& g_shape);  // where the caller places the stats in the workspace
+  // The backward as one ragged call, sequences placed as ragged_forward's; the stats already at
+  // ragged_backward_stats. The gradients' rows past a sequence's length are not written. Called where
+  // ragged_backward_bytes found the graph and the workspace holds it.
+  void ragged_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, const __nv_bfloat16* dout,
+                       const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, const __nv_bfloat16* out,
+                       const AttnShape& g_shape, const int32_t* starts, const int32_t* lens, int64_t seq,
+                       int64_t rows_in_call);
+  // A staged batch's backward as one ragged call (shape s, graph shape bucket); false, having run nothing, where
+  // ragged_backward_bytes refuses it or its workspace cannot be allocated.
+  bool ragged_batch_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, const __nv_bfloat16* dout,
+                             const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
+                             const __nv_bfloat16* out, const float* lse, const AttnShape& s, const AttnShape& bucket);
   // One call's workspace_need and backward: a batch that cudnn_backward_batch does not split.
   int64_t call_workspace_need(bool backward, const AttnShape& s);
   bool backward_call(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, const __nv_bfloat16* dout,
