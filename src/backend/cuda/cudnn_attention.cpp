@@ -1158,7 +1158,7 @@ bool CudnnAttention::ragged_batch_forward(__nv_bfloat16* out, float* lse, const 
   return true;
 }
 
-// Past head_dim 128 cuDNN 9.14's ragged backward finalizes but its gradients are wrong (12-70 % relative error in the
+// Past head_dim 128 cuDNN 9.14's ragged backward finalizes but its gradients are wrong (12-71 % relative error in the
 // op table's head_dim-256 rows, padded, windowed and soft-capped alike), so those shapes keep the padded graph.
 constexpr int64_t kRaggedBackwardHeadDim = 128;
 
