@@ -1094,6 +1094,25 @@ Bindings forward_bindings(const void* q, const void* k, const void* v, void* out
   return ptrs;
 }
 
+// A backward graph's ten tensors (its lengths, ragged offsets, ALiBi's slopes and dQ accumulator are bound apart).
+Bindings backward_bindings(const void* q, const void* k, const void* v, const void* out, const void* dout,
+                           const void* stats, void* dq, void* dk, void* dv, void* softmax_sum) {
+  Bindings ptrs;
+  const int64_t uids[] = {uid_q, uid_k, uid_v, uid_o, uid_do, uid_stats, uid_dq, uid_dk, uid_dv, uid_softmax_sum};
+  const void* data[] = {q, k, v, out, dout, stats, dq, dk, dv, softmax_sum};
+  for (int e = 0; e < 10; ++e) ptrs.add(uids[e], data[e]);
+  return ptrs;
+}
+
+// The gradients' padded rows zeroed where the call has lengths: what cuDNN leaves there (or never writes) is not kept.
+void zero_padded_gradient_rows(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, const AttnShape& s,
+                               cudaStream_t stream) {
+  if (s.seq_lens == nullptr) return;
+  zero_padded_attention_rows(dq, s.n_heads * s.head_dim, nullptr, s, stream);
+  zero_padded_attention_rows(dk, s.n_kv_heads * s.head_dim, nullptr, s, stream);
+  zero_padded_attention_rows(dv, s.n_kv_heads * s.head_dim, nullptr, s, stream);
+}
+
 // A forward graph's ALiBi slopes and sinks (cast into the graph's fp32 copy: cuDNN takes them as fp32, ours are the
 // compute dtype's).
 void bind_bias_and_sinks(const CudnnAttention::Graph& g, const AttnShape& s, Bindings& ptrs, cudaStream_t stream) {
@@ -1184,10 +1203,7 @@ void CudnnAttention::ragged_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_
   Graph& g = graph(true, g_shape, true, true, true, true);
   MT_ASSERT(g.info.ok, "a ragged backward without its graph: ragged_backward_bytes refuses it first");
   char* ws = static_cast<char*>(workspace_);
-  Bindings ptrs;
-  const int64_t uids[] = {uid_q, uid_k, uid_v, uid_o, uid_do, uid_stats, uid_dq, uid_dk, uid_dv, uid_softmax_sum};
-  const void* data[] = {q, k, v, out, dout, ragged_backward_stats(g_shape), dq, dk, dv, ws + g.plan_bytes};
-  for (int e = 0; e < 10; ++e) ptrs.add(uids[e], data[e]);
+  Bindings ptrs = backward_bindings(q, k, v, out, dout, ragged_backward_stats(g_shape), dq, dk, dv, ws + g.plan_bytes);
   bind_ragged(g, g_shape, starts, lens, seq, rows_in_call, ptrs, stream_);
   if (g.alibi) ptrs.add(uid_alibi, g_shape.alibi_slopes);
   execute(static_cast<cudnnHandle_t>(handle_), g.plan, std::move(ptrs), g.builder->scalars_, ws);
@@ -1204,11 +1220,7 @@ bool CudnnAttention::ragged_batch_backward(__nv_bfloat16* dq, __nv_bfloat16* dk,
   if (need < 0 || !reserve_bytes(graph(true, bucket, true, true, true, true), need)) return false;
   restride_rows(ragged_backward_stats(bucket), lse, b * s.n_heads, S, bucket.seq, 4, stream_);
   ragged_backward(dq, dk, dv, dout, q, k, v, out, bucket, nullptr, s.seq_lens, S, b * S);
-  if (s.seq_lens != nullptr) {
-    zero_padded_attention_rows(dq, s.n_heads * s.head_dim, nullptr, s, stream_);
-    zero_padded_attention_rows(dk, s.n_kv_heads * s.head_dim, nullptr, s, stream_);
-    zero_padded_attention_rows(dv, s.n_kv_heads * s.head_dim, nullptr, s, stream_);
-  }
+  zero_padded_gradient_rows(dq, dk, dv, s, stream_);
   return true;
 }
 
@@ -1312,10 +1324,7 @@ bool CudnnAttention::backward_call(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bf
     q_in = sq, k_in = sk, v_in = sv, o_in = so, do_in = sdo, stats_in = sstats;
     dq_out = sdq, dk_out = sdk, dv_out = sdv;
   }
-  Bindings ptrs;
-  const int64_t uids[] = {uid_q, uid_k, uid_v, uid_o, uid_do, uid_stats, uid_dq, uid_dk, uid_dv, uid_softmax_sum};
-  const void* data[] = {q_in, k_in, v_in, o_in, do_in, stats_in, dq_out, dk_out, dv_out, ws + g.plan_bytes};
-  for (int i = 0; i < 10; ++i) ptrs.add(uids[i], data[i]);
+  Bindings ptrs = backward_bindings(q_in, k_in, v_in, o_in, do_in, stats_in, dq_out, dk_out, dv_out, ws + g.plan_bytes);
   if (g.dq_accum_bytes > 0) {
     void* acc = ws + g.plan_bytes + g.softmax_sum_bytes;
     if (version() < 90600) MT_CHECK_CUDA(cudaMemsetAsync(acc, 0, static_cast<size_t>(g.dq_accum_bytes), stream_));
@@ -1332,11 +1341,7 @@ bool CudnnAttention::backward_call(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bf
     restride_rows(dk, dk_out, b, Sp, S, hk * d * 2, stream_);
     restride_rows(dv, dv_out, b, Sp, S, hk * d * 2, stream_);
   }
-  if (s.seq_lens != nullptr) {
-    zero_padded_attention_rows(dq, h * d, nullptr, s, stream_);
-    zero_padded_attention_rows(dk, hk * d, nullptr, s, stream_);
-    zero_padded_attention_rows(dv, hk * d, nullptr, s, stream_);
-  }
+  zero_padded_gradient_rows(dq, dk, dv, s, stream_);
   return true;
 }
 
@@ -1384,10 +1389,8 @@ bool CudnnAttention::tiled_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_b
       const Graph& g = j == i ? diagonal : below;
       gather_rows(k_tile, k, b, S, j * T, T, kw * 2, stream_);
       gather_rows(v_tile, v, b, S, j * T, T, kw * 2, stream_);
-      Bindings ptrs;
-      const int64_t uids[] = {uid_q, uid_k, uid_v, uid_o, uid_do, uid_stats, uid_dq, uid_dk, uid_dv, uid_softmax_sum};
-      const void* data[] = {q_tile, k_tile, v_tile, o_tile, do_tile, lse_tile, dq_tile, dk_tile, dv_tile, softmax_sum};
-      for (int e = 0; e < 10; ++e) ptrs.add(uids[e], data[e]);
+      Bindings ptrs =
+          backward_bindings(q_tile, k_tile, v_tile, o_tile, do_tile, lse_tile, dq_tile, dk_tile, dv_tile, softmax_sum);
       if (g.padding) {
         tile_lengths(kv_lens, s.seq_lens, b, j * T, T, stream_);
         ptrs.add(uid_seq_q, q_lens);
@@ -1402,11 +1405,7 @@ bool CudnnAttention::tiled_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_b
   }
   store_rows(dk, S * kw, dk_acc, kv_rows * kw, b, S, kw, stream_);
   store_rows(dv, S * kw, dv_acc, kv_rows * kw, b, S, kw, stream_);
-  if (s.seq_lens != nullptr) {
-    zero_padded_attention_rows(dq, qw, nullptr, s, stream_);
-    zero_padded_attention_rows(dk, kw, nullptr, s, stream_);
-    zero_padded_attention_rows(dv, kw, nullptr, s, stream_);
-  }
+  zero_padded_gradient_rows(dq, dk, dv, s, stream_);
   return true;
 }
 
@@ -1529,11 +1528,7 @@ bool CudnnAttention::segment_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv
     scatter_segment_rows(dk, vdk, c.starts, lens, n, L, kw * 2, stream_);
     scatter_segment_rows(dv, vdv, c.starts, lens, n, L, kw * 2, stream_);
   }
-  if (s.seq_lens != nullptr) {
-    zero_padded_attention_rows(dq, qw, nullptr, s, stream_);
-    zero_padded_attention_rows(dk, kw, nullptr, s, stream_);
-    zero_padded_attention_rows(dv, kw, nullptr, s, stream_);
-  }
+  zero_padded_gradient_rows(dq, dk, dv, s, stream_);
   return true;
 }
 
