@@ -40,8 +40,9 @@
 # deterministic algorithms, then Qwen2.5-3B at 32 × 1024, 8 × 8192 and 2 × 32768 (MEGATRAIN_ATTENTION=auto): the
 # attention issue's figures side by side in one call; ragged (about 400 s): the tests as figures runs them, then with
 # MEGATRAIN_CUDNN_RAGGED=1 and =0 (ragged forward and backward, or padded graphs with gathers and staging) the packed
-# probe, Qwen2.5-3B packed (8 × 4096 of 64-2048-token examples, 2 × 32768 of 2048-16384) and Qwen2.5-3B at 32 × 1000
-# (staged into the 1024 bucket), each pair's losses, step and fwd+bwd times side by side; nondeterministic (about 300 s): the tests
+# probe, Qwen2.5-3B packed (8 × 4096 of 64-2048-token examples, 2 × 32768 of 2048-16384 unless RAGGED_SKIP_LONG=1)
+# and Qwen2.5-3B at 32 × 1000 (staged into the 1024 bucket), each pair's losses, step and fwd+bwd times side by side,
+# with the deterministic backward or, RAGGED_DETERMINISTIC=0, the non-deterministic one; nondeterministic (about 300 s): the tests
 # as figures runs them (the op table's non-deterministic rows among them), then Qwen2.5-3B at 8 × 8192 and 2 × 32768
 # with MEGATRAIN_ATTENTION_DETERMINISTIC=0 and =1; tiles (about 400 s): the tests as figures runs them, the padding
 # probe (with the tiled backward of 2 × 32768 rows unpadded, padded all valid, 20000 and 9000 valid), the packed probe,
@@ -277,16 +278,17 @@ if [[ $mode == figures ]]; then  # the attention issue's figures, side by side
   bench qwen3b_b2_s32768 1 --model configs/models/qwen2.5-3b.json --batch 2 --seq 32768 --steps 2 --warmup 1
 fi
 if [[ $mode == ragged ]]; then  # cuDNN's ragged graphs against its padded ones with their gathers and staging
+  export MEGATRAIN_ATTENTION_DETERMINISTIC=${RAGGED_DETERMINISTIC:-1}  # after the tests: the probe and the benches
   for ragged in 1 0; do
     MEGATRAIN_CUDNN_RAGGED=$ragged timeout 200 $b/tests_gpu \
       "attention probe: packed segments on our kernel and on cuDNN's virtual batch" >"$out/probe_segments_$ragged.log" 2>&1
     note "packed probe, ragged $ragged rc=$? $(grep -E '^packed:|forward:' "$out/probe_segments_$ragged.log" | tr -s ' ' | tr '\n' ';')"
     MEGATRAIN_CUDNN_RAGGED=$ragged bench "qwen3b_b8_s4096_pack_ragged$ragged" 1 --model configs/models/qwen2.5-3b.json \
       --batch 8 --seq 4096 --pack 64-2048 --warmup 3 --steps 4
-    MEGATRAIN_CUDNN_RAGGED=$ragged bench "qwen3b_b2_s32768_pack_ragged$ragged" 1 --model configs/models/qwen2.5-3b.json \
-      --batch 2 --seq 32768 --pack 2048-16384 --warmup 2 --steps 2
     MEGATRAIN_CUDNN_RAGGED=$ragged bench "qwen3b_b32_s1000_ragged$ragged" 1 --model configs/models/qwen2.5-3b.json \
       --batch 32 --seq 1000 --warmup 2 --steps 3
+    [[ -z ${RAGGED_SKIP_LONG:-} ]] && MEGATRAIN_CUDNN_RAGGED=$ragged bench "qwen3b_b2_s32768_pack_ragged$ragged" 1 \
+      --model configs/models/qwen2.5-3b.json --batch 2 --seq 32768 --pack 2048-16384 --warmup 2 --steps 2
   done
   for run in qwen3b_b8_s4096_pack qwen3b_b2_s32768_pack qwen3b_b32_s1000; do
     for ragged in 1 0; do note "  $run ragged $ragged (loss, step, fwd+bwd): $(bench_steps "${run}_ragged$ragged")"; done

@@ -2,7 +2,8 @@
 // odd and even, GQA ratios, padding, windows, scale, soft-cap, GPT-OSS's sinks, ALiBi, head_dim 64/128/256), bf16
 // inputs rounded first and compared with the fp32 reference of the rounded inputs, forward and the deterministic
 // backward (run twice: bit for bit; with sinks, d_sinks from cuDNN's out and lse as well) and the non-deterministic one
-// (MEGATRAIN_ATTENTION_DETERMINISTIC=0: within tolerance and its workspace formula), padded rows exactly 0, each
+// (MEGATRAIN_ATTENTION_DETERMINISTIC=0: within tolerance and its workspace formula, ragged and padded), padded rows
+// exactly 0, each
 // implementation's forward paired with the other's backward (the lse convention is shared), the plan's workspace
 // formula never below cuDNN's; the CUDA backend's MEGATRAIN_ATTENTION dispatch, auto per direction against the
 // reserved workspace (a soft-capped layer too); packed segments and chunks as their virtual batch; and, as hidden
@@ -313,24 +314,34 @@ TEST_CASE("cudnn attention forward and backward (deterministic or not) match the
       CHECK(cudnn->workspace_need(true, dev) > 0);
       CHECK(cudnn->workspace_need(true, dev) <= planned + mt::cudnn_staging_bytes(true, dev));
 
+      // The non-deterministic backward (MEGATRAIN_ATTENTION_DETERMINISTIC=0): within the plan's formula for it and
+      // the reference's tolerance. Where its graph does not finalize, training runs our backward.
+      const auto non_deterministic_rows = [&] {
+        const Env non_deterministic("MEGATRAIN_ATTENTION_DETERMINISTIC", "0");
+        const mt::cuda::CudnnPlanInfo nd = cudnn->plan_info(true, dev, false);
+        const int64_t planned_nd = mt::cudnn_backward_graph_bytes(c.batch, bucket, c.heads, c.head_dim);
+        const int64_t staging = mt::cudnn_staging_bytes(true, dev), need = cudnn->workspace_need(true, dev);
+        INFO("non-deterministic backward workspace: cuDNN " << nd.workspace_bytes << " B, plan " << planned_nd
+                                                            << " B, held " << need << " B");
+        if (!nd.ok) {
+          WARN("cuDNN's non-deterministic backward does not finalize (" << c.name << "): " << nd.error);
+          return;
+        }
+        CHECK(nd.workspace_bytes <= planned_nd);
+        CHECK(need > 0);
+        if (mt::cudnn_ragged())
+          CHECK(need <= planned_nd + staging);  // a staged batch's ragged call holds its graph and the lse
+        else
+          CHECK(need == nd.workspace_bytes + staging);
+        check_against_reference(*cudnn, c, host, dev, 31);
+      };
+
       check_against_reference(*cudnn, c, host, dev, 31);  // the ragged forward (and a staged batch's backward)
+      non_deterministic_rows();
       const Env padded_graph("MEGATRAIN_CUDNN_RAGGED", "0");
       CHECK(cudnn->workspace_need(true, dev) == bwd.workspace_bytes + mt::cudnn_staging_bytes(true, dev));
       check_against_reference(*cudnn, c, host, dev, 31);
-
-      // The non-deterministic backward (MEGATRAIN_ATTENTION_DETERMINISTIC=0): within the plan's formula for it and
-      // the reference's tolerance. Where its graph does not finalize, training runs our backward.
-      const Env non_deterministic("MEGATRAIN_ATTENTION_DETERMINISTIC", "0");
-      const mt::cuda::CudnnPlanInfo nd = cudnn->plan_info(true, dev, false);
-      const int64_t planned_nd = mt::cudnn_backward_graph_bytes(c.batch, bucket, c.heads, c.head_dim);
-      INFO("non-deterministic backward workspace: cuDNN " << nd.workspace_bytes << " B, plan " << planned_nd << " B");
-      if (!nd.ok) {
-        WARN("cuDNN's non-deterministic backward does not finalize (" << c.name << "): " << nd.error);
-      } else {
-        CHECK(nd.workspace_bytes <= planned_nd);
-        CHECK(cudnn->workspace_need(true, dev) == nd.workspace_bytes + mt::cudnn_staging_bytes(true, dev));
-        check_against_reference(*cudnn, c, host, dev, 31);
-      }
+      non_deterministic_rows();
     }
   }
 }
@@ -619,8 +630,9 @@ TEST_CASE("cuda backend attention: auto runs cuDNN both ways for a soft-capped l
 // layout built on the host as the engine builds it, groups of several length classes (fillers, padding, windows,
 // soft-cap, sinks, GQA), a segment past the backward's tile, and calls split by a workspace limit; forward and the
 // deterministic backward against the CPU reference with its segments, bit for bit on a repeat and across call
-// splits, padded rows 0, each implementation's forward paired with the other's backward, the workspace within the
-// plan's figure; and through the CUDA backend under MEGATRAIN_ATTENTION=cudnn, bit for bit as CudnnAttention runs.
+// splits, the non-deterministic one within tolerance (its groups ragged, or gathered), padded rows 0, each
+// implementation's forward paired with the other's backward, the workspace within the plan's figure; and through the
+// CUDA backend under MEGATRAIN_ATTENTION=cudnn, bit for bit as CudnnAttention runs.
 namespace {
 
 struct SegmentCase {
@@ -752,20 +764,29 @@ TEST_CASE("cudnn attention: packed segments and chunks as a virtual batch match 
       const mt::AttnShape &host = shapes.host, &dev = shapes.dev;
       REQUIRE(mt::cudnn_attention_gap(dev, mt::DType::bf16).empty());
       INFO(seg->layout.groups.size() << " length groups, " << seg->layout.starts.size() << " virtual sequences");
-      // What the calls hold is what the plan's formula counts for them, within a reserve that holds the longest call.
-      int64_t planned = 0;
-      for (const mt::SegmentGroup& g : seg->layout.groups) {
-        const mt::AttnShape v = mt::cudnn_segment_group_shape(dev, g);
-        planned = std::max(planned, mt::cudnn_segment_call_bytes(true, v, v.batch));
-      }
-      const int64_t need = cudnn->workspace_need(true, dev);
-      INFO("backward workspace: cuDNN " << need << " B, plan " << planned << " B");
-      REQUIRE(need > 0);
-      CHECK(need <= planned);
-
-      check_against_reference(*cudnn, c, host, dev, 91);  // the groups as ragged calls, in place (untiled backward)
+      // What the calls of the backward the environment selects hold is what the plan's formula counts for them,
+      // within a reserve that holds the longest call; then every result against the reference.
+      const auto check_rows = [&] {
+        int64_t planned = 0;
+        for (const mt::SegmentGroup& g : seg->layout.groups) {
+          const mt::AttnShape v = mt::cudnn_segment_group_shape(dev, g);
+          planned = std::max(planned, mt::cudnn_segment_call_bytes(true, v, v.batch));
+        }
+        const int64_t need = cudnn->workspace_need(true, dev);
+        INFO(mt::cudnn_backward_name() << " workspace: cuDNN " << need << " B, plan " << planned << " B");
+        REQUIRE(need > 0);
+        CHECK(need <= planned);
+        check_against_reference(*cudnn, c, host, dev, 91);
+      };
+      const auto non_deterministic_rows = [&] {  // never tiled: every group ragged, or gathered
+        const Env non_deterministic("MEGATRAIN_ATTENTION_DETERMINISTIC", "0");
+        check_rows();
+      };
+      check_rows();  // the groups as ragged calls, in place (untiled backward)
+      non_deterministic_rows();
       const Env gathered("MEGATRAIN_CUDNN_RAGGED", "0");
-      check_against_reference(*cudnn, c, host, dev, 91);
+      check_rows();
+      non_deterministic_rows();
     }
   }
 }
@@ -1333,8 +1354,8 @@ TEST_CASE("attention probe: packed segments on our kernel and on cuDNN's virtual
                                  lse.get(), s);
         },
         bwd_flops);
-    std::printf("  forward: ours %.1f, cuDNN %.1f TFLOP/s; deterministic backward: ours %.1f, cuDNN %.1f TFLOP/s\n",
-                ours_fwd, cudnn_fwd, ours_bwd, cudnn_bwd);
+    std::printf("  forward: ours %.1f, cuDNN %.1f TFLOP/s; backward: ours %.1f, cuDNN %.1f TFLOP/s (%s)\n", ours_fwd,
+                cudnn_fwd, ours_bwd, cudnn_bwd, mt::cudnn_backward_name());
     std::printf("  cuDNN vs ours: out %.2e lse %.2e dq %.2e dk %.2e dv %.2e\n", rel_err(download(out2), download(out)),
                 rel_err(download(lse2), download(lse)), rel_err(download(dq2), download(dq)),
                 rel_err(download(dk2), download(dk)), rel_err(download(dv2), download(dv)));

@@ -535,6 +535,14 @@ struct CudnnAttention::Graph {
   // (a backward's plan workspace is the shared one's start).
   int32_t* ragged_ints = nullptr;
   void* ragged_workspace = nullptr;
+  int64_t batch() const { return std::get<1>(key); }
+  int32_t* q_offsets() const { return ragged_ints; }
+  int32_t* kv_offsets() const { return ragged_ints + batch() + 1; }
+  int32_t* ragged_lens() const { return ragged_ints + 2 * batch() + 2; }
+  // A ragged non-deterministic backward: its fp32 dQ accumulator is the call's rows at dQ's offsets (as
+  // cudnn-frontend's THD accumulator), so its bytes are the call's (ragged_dq_accum_bytes), not the graph's
+  // (dq_accum_bytes 0).
+  bool ragged_dq_accum = false;
   Free release;
   ~Graph() {
     if (full_lens) release(full_lens);
@@ -591,8 +599,7 @@ bool CudnnAttention::reserve_bytes(Graph& g, int64_t bytes) {
 
 CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, bool padded, bool deterministic,
                                              bool causal, bool ragged) {
-  MT_ASSERT(!ragged || (padded && (!backward || deterministic)),
-            "a ragged graph has the padding mask, and a ragged backward is the deterministic one");
+  MT_ASSERT(!ragged || padded, "a ragged graph has the padding mask");
   uint32_t scale_bits = 0, softcap_bits = 0;
   const float scale = default_scale(s);
   std::memcpy(&scale_bits, &scale, sizeof scale);
@@ -846,6 +853,11 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
         B.reshape("reshape_k", KT, K);
         if (deterministic) {
           B.matmul("matmul_dS_K", dS, K, dQ, seq_q, -1, seq_kv);
+        } else if (ragged) {  // as cudnn-frontend's THD accumulator: dQ's rows and offsets, in fp32
+          const int64_t acc = B.io(uid_dq_accum, "dQ_accum", f32, q_dims, q_strides, q_ragged);
+          B.matmul("matmul_dS_K", dS, K, acc, seq_q, -1, seq_kv);
+          B.pointwise("identity_dQ", CUDNN_POINTWISE_IDENTITY, acc, -1, -1, dQ);
+          gr.ragged_dq_accum = true;
         } else {
           const int64_t acc = B.io(uid_dq_accum, "dQ_accum", f32, q_dims, full_head_strides);
           B.matmul("matmul_dS_K", dS, K, acc, seq_q, -1, seq_kv);
@@ -1123,18 +1135,31 @@ void bind_bias_and_sinks(const CudnnAttention::Graph& g, const AttnShape& s, Bin
   }
 }
 
+// A non-deterministic backward's fp32 dQ accumulator of `bytes` (the graph's, or a ragged call's), past its plan
+// workspace and softmax sum; zeroed here before cuDNN 9.6, which zeroes it itself.
+void bind_dq_accum(const CudnnAttention::Graph& g, int64_t bytes, char* ws, int64_t version, Bindings& ptrs,
+                   cudaStream_t stream) {
+  if (bytes == 0) return;
+  void* acc = ws + g.plan_bytes + g.softmax_sum_bytes;
+  if (version < 90600) MT_CHECK_CUDA(cudaMemsetAsync(acc, 0, static_cast<size_t>(bytes), stream));
+  ptrs.add(uid_dq_accum, acc);
+}
+
+// A ragged non-deterministic backward's dQ accumulator over a call of rows_in_call rows (0 for any other graph).
+int64_t ragged_dq_accum_bytes(const CudnnAttention::Graph& g, const AttnShape& g_shape, int64_t rows_in_call) {
+  return g.ragged_dq_accum ? align_up(rows_in_call * g_shape.n_heads * g_shape.head_dim * 4) : 0;
+}
+
 // A ragged graph's offsets and lengths (ragged_offsets, into the graph's own ints) bound: the padding mask's lengths,
 // the Q/O and the K/V offsets.
 void bind_ragged(const CudnnAttention::Graph& g, const AttnShape& g_shape, const int32_t* starts, const int32_t* lens,
                  int64_t seq, int64_t rows_in_call, Bindings& ptrs, cudaStream_t stream) {
-  const int64_t n = g_shape.batch;
-  int32_t *q_offsets = g.ragged_ints, *kv_offsets = q_offsets + n + 1, *ragged_lens = kv_offsets + n + 1;
-  ragged_offsets(q_offsets, kv_offsets, ragged_lens, starts, lens, n, seq, g_shape.n_heads * g_shape.head_dim,
-                 g_shape.n_kv_heads * g_shape.head_dim, rows_in_call, stream);
-  ptrs.add(uid_seq_q, ragged_lens);
-  ptrs.add(uid_seq_kv, ragged_lens);
-  ptrs.add(uid_q_ragged, q_offsets);
-  ptrs.add(uid_kv_ragged, kv_offsets);
+  ragged_offsets(g.q_offsets(), g.kv_offsets(), g.ragged_lens(), starts, lens, g_shape.batch, seq,
+                 g_shape.n_heads * g_shape.head_dim, g_shape.n_kv_heads * g_shape.head_dim, rows_in_call, stream);
+  ptrs.add(uid_seq_q, g.ragged_lens());
+  ptrs.add(uid_seq_kv, g.ragged_lens());
+  ptrs.add(uid_q_ragged, g.q_offsets());
+  ptrs.add(uid_kv_ragged, g.kv_offsets());
 }
 
 }  // namespace
@@ -1177,34 +1202,42 @@ bool CudnnAttention::ragged_batch_forward(__nv_bfloat16* out, float* lse, const 
   return true;
 }
 
+CudnnAttention::Graph& CudnnAttention::ragged_backward_graph(const AttnShape& g_shape) {
+  return graph(true, g_shape, true, cudnn_deterministic_backward(), true, true);
+}
+
 // Past head_dim 128 cuDNN 9.14's ragged backward finalizes but its gradients are wrong (12-71 % relative error in the
 // op table's head_dim-256 rows, padded, windowed and soft-capped alike), so those shapes keep the padded graph.
 constexpr int64_t kRaggedBackwardHeadDim = 128;
 
 int64_t CudnnAttention::ragged_backward_bytes(const AttnShape& g_shape, int64_t rows_in_call) {
   const int64_t width = std::max(g_shape.n_heads, g_shape.n_kv_heads) * g_shape.head_dim;
-  if (!cudnn_ragged() || !cudnn_deterministic_backward() || cudnn_backward_tile(g_shape) > 0 ||
-      g_shape.head_dim > kRaggedBackwardHeadDim || rows_in_call * width > std::numeric_limits<int32_t>::max())
+  if (!cudnn_ragged() || cudnn_backward_tile(g_shape) > 0 || g_shape.head_dim > kRaggedBackwardHeadDim ||
+      rows_in_call * width > std::numeric_limits<int32_t>::max())
     return -1;
-  const Graph& g = graph(true, g_shape, true, true, true, true);
+  const Graph& g = ragged_backward_graph(g_shape);
   if (!g.info.ok) return -1;
-  return g.info.workspace_bytes + align_up(g_shape.batch * g_shape.n_heads * g_shape.seq * 4);
+  return g.info.workspace_bytes + ragged_dq_accum_bytes(g, g_shape, rows_in_call) +
+         align_up(g_shape.batch * g_shape.n_heads * g_shape.seq * 4);
 }
 
-float* CudnnAttention::ragged_backward_stats(const AttnShape& g_shape) {
-  const Graph& g = graph(true, g_shape, true, true, true, true);
-  return reinterpret_cast<float*>(static_cast<char*>(workspace_) + g.info.workspace_bytes);
+float* CudnnAttention::ragged_backward_stats(const AttnShape& g_shape, int64_t rows_in_call) {
+  const Graph& g = ragged_backward_graph(g_shape);
+  return reinterpret_cast<float*>(static_cast<char*>(workspace_) + g.info.workspace_bytes +
+                                  ragged_dq_accum_bytes(g, g_shape, rows_in_call));
 }
 
 void CudnnAttention::ragged_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, const __nv_bfloat16* dout,
                                      const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
                                      const __nv_bfloat16* out, const AttnShape& g_shape, const int32_t* starts,
                                      const int32_t* lens, int64_t seq, int64_t rows_in_call) {
-  Graph& g = graph(true, g_shape, true, true, true, true);
+  Graph& g = ragged_backward_graph(g_shape);
   MT_ASSERT(g.info.ok, "a ragged backward without its graph: ragged_backward_bytes refuses it first");
   char* ws = static_cast<char*>(workspace_);
-  Bindings ptrs = backward_bindings(q, k, v, out, dout, ragged_backward_stats(g_shape), dq, dk, dv, ws + g.plan_bytes);
+  Bindings ptrs = backward_bindings(q, k, v, out, dout, ragged_backward_stats(g_shape, rows_in_call), dq, dk, dv,
+                                    ws + g.plan_bytes);
   bind_ragged(g, g_shape, starts, lens, seq, rows_in_call, ptrs, stream_);
+  bind_dq_accum(g, ragged_dq_accum_bytes(g, g_shape, rows_in_call), ws, version(), ptrs, stream_);
   if (g.alibi) ptrs.add(uid_alibi, g_shape.alibi_slopes);
   execute(static_cast<cudnnHandle_t>(handle_), g.plan, std::move(ptrs), g.builder->scalars_, ws);
 }
@@ -1217,8 +1250,8 @@ bool CudnnAttention::ragged_batch_backward(__nv_bfloat16* dq, __nv_bfloat16* dk,
                                            const AttnShape& s, const AttnShape& bucket) {
   const int64_t b = s.batch, S = s.seq;
   const int64_t need = ragged_backward_bytes(bucket, b * S);
-  if (need < 0 || !reserve_bytes(graph(true, bucket, true, true, true, true), need)) return false;
-  restride_rows(ragged_backward_stats(bucket), lse, b * s.n_heads, S, bucket.seq, 4, stream_);
+  if (need < 0 || !reserve_bytes(ragged_backward_graph(bucket), need)) return false;
+  restride_rows(ragged_backward_stats(bucket, b * S), lse, b * s.n_heads, S, bucket.seq, 4, stream_);
   ragged_backward(dq, dk, dv, dout, q, k, v, out, bucket, nullptr, s.seq_lens, S, b * S);
   zero_padded_gradient_rows(dq, dk, dv, s, stream_);
   return true;
@@ -1325,11 +1358,7 @@ bool CudnnAttention::backward_call(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bf
     dq_out = sdq, dk_out = sdk, dv_out = sdv;
   }
   Bindings ptrs = backward_bindings(q_in, k_in, v_in, o_in, do_in, stats_in, dq_out, dk_out, dv_out, ws + g.plan_bytes);
-  if (g.dq_accum_bytes > 0) {
-    void* acc = ws + g.plan_bytes + g.softmax_sum_bytes;
-    if (version() < 90600) MT_CHECK_CUDA(cudaMemsetAsync(acc, 0, static_cast<size_t>(g.dq_accum_bytes), stream_));
-    ptrs.add(uid_dq_accum, acc);
-  }
+  bind_dq_accum(g, g.dq_accum_bytes, ws, version(), ptrs, stream_);
   if (g.padding) {
     ptrs.add(uid_seq_q, lens);
     ptrs.add(uid_seq_kv, lens);
@@ -1507,7 +1536,7 @@ bool CudnnAttention::segment_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv
     const int64_t n = c.shape.batch, L = c.shape.seq, rows = n * L;
     const int32_t* lens = c.shape.seq_lens;
     if (ragged_backward_bytes(c.shape, rows_in_call) >= 0) {  // each segment read and written in place
-      gather_segment_lse(ragged_backward_stats(c.shape), lse, c.starts, lens, n, h, L, s.seq, stream_);
+      gather_segment_lse(ragged_backward_stats(c.shape, rows_in_call), lse, c.starts, lens, n, h, L, s.seq, stream_);
       ragged_backward(dq, dk, dv, dout, q, k, v, out, c.shape, c.starts, lens, L, rows_in_call);
       continue;
     }

@@ -5,15 +5,15 @@
 // them, lse holding the sink), ALiBi (Baichuan 2: slope_h · (col − row) added after the soft-cap; its backward never
 // tiles), head_dim a multiple of 8 up to 256, packed segments and chunked attention's chunks as their virtual batch
 // (AttnShape::segment_batch: each group's calls gathered from the packed rows into the workspace past the call's graph,
-// run as a padded batch, scattered back; with cudnn_ragged the forward's calls and the deterministic backward's untiled
-// ones ragged). Invariants: q/k/v/out and their gradients are read and written in place as token-major rows (BSHD
+// run as a padded batch, scattered back; with cudnn_ragged the forward's calls and the backward's untiled ones
+// ragged). Invariants: q/k/v/out and their gradients are read and written in place as token-major rows (BSHD
 // strides) when the sequence length is a bucket length (cudnn_seq_bucket), else staged through a bucket-long copy (pad
 // rows 0, masked); with cudnn_ragged the forward of a padded or staged batch, or of a packed call's segment group, and
-// the deterministic backward of a staged batch or an untiled segment group (head_dim <= 128), is one ragged call where
-// cuDNN finalizes it (each sequence read and written in place at its offset, its padded rows neither computed nor
-// written); lse is ours ([batch, n_heads, seq], natural log of the final logits, 0 on padded rows), which is cuDNN's
-// softmax stats, so a forward of one implementation pairs with a backward of the other; padded rows of every output are
-// 0; the backward graph is the deterministic one (no fp32 dQ accumulation by atomics) unless
+// the backward (deterministic or not) of a staged batch or an untiled segment group (head_dim <= 128), is one ragged
+// call where cuDNN finalizes it (each sequence read and written in place at its offset, its padded rows neither
+// computed nor written); lse is ours ([batch, n_heads, seq], natural log of the final logits, 0 on padded rows), which
+// is cuDNN's softmax stats, so a forward of one implementation pairs with a backward of the other; padded rows of every
+// output are 0; the backward graph is the deterministic one (no fp32 dQ accumulation by atomics) unless
 // MEGATRAIN_ATTENTION_DETERMINISTIC=0 (cudnn_deterministic_backward: the non-deterministic one, never tiled), run over
 // the batch in calls of as many sequences as the workspace limit holds (cudnn_backward_batch: the same bits as one
 // call), past cudnn_backward_tile's length run as tiles of one tile-long graph (a causal one on the diagonal, an
@@ -125,8 +125,9 @@ class CudnnAttention {
     bool padded, staged;
   };
   static Layout layout_for(const AttnShape& s);
-  // ragged: sequences that start at per-sequence offsets (ragged_forward, ragged_backward); padded must be set, and a
-  // ragged backward is deterministic.
+  // ragged: sequences that start at per-sequence offsets (ragged_forward, ragged_backward); padded must be set. A
+  // ragged non-deterministic backward's fp32 dQ accumulator has dQ's rows and offsets (the call's rows, not the
+  // graph's).
   Graph& graph(bool backward, const AttnShape& s, bool padded, bool deterministic, bool causal = true,
                bool ragged = false);
   // The forward as one ragged call of the graph shape g_shape (its seq a bucket) over a call of rows_in_call rows:
@@ -156,12 +157,16 @@ class CudnnAttention {
   // where the ragged graph does not finalize or its offsets pass int32.
   bool ragged_batch_forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* q, const __nv_bfloat16* k,
                             const __nv_bfloat16* v, const AttnShape& s, const AttnShape& bucket);
-  // What a ragged deterministic backward at graph shape g_shape holds in the shared workspace (its plan's workspace and
-  // softmax_sum, then the stats [batch, heads, seq] of g_shape: ragged_backward_stats), or -1 where it does not run:
-  // MEGATRAIN_CUDNN_RAGGED=0, the non-deterministic backward, a tiled shape, head_dim past 128 (cuDNN 9.14's ragged
-  // backward is wrong there), offsets of rows_in_call rows past int32, or a graph that does not finalize.
+  // The ragged backward's graph at g_shape: cudnn_deterministic_backward's, deterministic or not.
+  Graph& ragged_backward_graph(const AttnShape& g_shape);
+  // What a ragged backward at graph shape g_shape holds in the shared workspace (its plan's workspace, softmax_sum and,
+  // non-deterministic, the fp32 dQ accumulator of the call's rows_in_call rows, then the stats [batch, heads, seq] of
+  // g_shape: ragged_backward_stats), or -1
+  // where it does not run: MEGATRAIN_CUDNN_RAGGED=0, a tiled shape, head_dim past 128 (cuDNN 9.14's ragged backward is
+  // wrong there), offsets of rows_in_call rows past int32, or a graph that does not finalize.
   int64_t ragged_backward_bytes(const AttnShape& g_shape, int64_t rows_in_call);
-  float* ragged_backward_stats(const AttnShape& g_shape);  // where the caller places the stats in the workspace
+  // Where the caller places the stats in the workspace.
+  float* ragged_backward_stats(const AttnShape& g_shape, int64_t rows_in_call);
   // The backward as one ragged call, sequences placed as ragged_forward's; the stats already at
   // ragged_backward_stats. The gradients' rows past a sequence's length are not written. Called where
   // ragged_backward_bytes found the graph and the workspace holds it.
