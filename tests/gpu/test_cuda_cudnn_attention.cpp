@@ -175,6 +175,7 @@ const std::vector<CudnnCase>& cudnn_cases() {
       {"GQA 8, length 512 (a bucket: run in place), padded 512/300, head_dim 128", 2, 512, 16, 2, 128, 0, {512, 300}},
       {"MHA, length 192 (a bucket, not a multiple of 128), head_dim 64", 1, 192, 2, 2, 64, 0, {}},
       {"GQA 2, head_dim 256, padding 300/211", 2, 300, 4, 2, 256, 0, {300, 211}, 0.f, false},
+      {"MHA, head_dim 256, padding 300/199", 2, 300, 2, 2, 256, 0, {300, 199}, 0.f, false},
       // Soft-capped (Gemma 2). Scores are about N(0, 1) at the default scale: a cap of 1 or 2 bends them hard, so the
       // tanh and its derivative show; the Gemma-2-9B rows have its real cap 50 and scale 1/16 (query_pre_attn_scalar)
       // with q and k of std 3, so that the logits (std 9) reach the cap's non-linear range.

@@ -1207,7 +1207,9 @@ CudnnAttention::Graph& CudnnAttention::ragged_backward_graph(const AttnShape& g_
 }
 
 // Past head_dim 128 cuDNN 9.14's ragged backward finalizes but its gradients are wrong (12-71 % relative error in the
-// op table's head_dim-256 rows, padded, windowed and soft-capped alike), so those shapes keep the padded graph.
+// op table's head_dim-256 rows, padded, windowed and soft-capped alike; an MHA row's dK and dV NaN, and GQA's full-head
+// dK and dV in the workspace, as cudnn-frontend lays out a ragged graph's, change nothing), so those shapes keep the
+// padded graph.
 constexpr int64_t kRaggedBackwardHeadDim = 128;
 
 int64_t CudnnAttention::ragged_backward_bytes(const AttnShape& g_shape, int64_t rows_in_call) {
