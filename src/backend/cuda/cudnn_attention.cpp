@@ -1441,8 +1441,9 @@ bool CudnnAttention::tiled_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_b
 }
 
 std::vector<CudnnAttention::SegmentCall> CudnnAttention::segment_calls(bool backward, const AttnShape& s,
-                                                                     int64_t limit_bytes) const {
+                                                                       int64_t limit_bytes) {
   std::vector<SegmentCall> calls;
+  int64_t planned = 0;  // the most the plan's formula counts for a call
   for (const SegmentGroup& g : s.segment_batch->groups) {
     const AttnShape v = cudnn_segment_group_shape(s, g);
     const int64_t per_call = cudnn_segment_call_batch(backward, v, limit_bytes);
@@ -1451,7 +1452,14 @@ std::vector<CudnnAttention::SegmentCall> CudnnAttention::segment_calls(bool back
       c.batch = std::min(per_call, v.batch - b0);
       c.seq_lens = v.seq_lens + b0;
       calls.push_back({c, s.segment_batch->starts + g.first + b0});
+      planned = std::max(planned, cudnn_segment_call_bytes(backward, c, c.batch));
     }
+  }
+  const int64_t rows_in_call = s.batch * s.seq;
+  for (SegmentCall& c : calls) {
+    const int64_t ragged =
+        backward ? ragged_backward_bytes(c.shape, rows_in_call) : ragged_forward_bytes(c.shape, rows_in_call, true);
+    c.ragged_bytes = ragged <= planned ? ragged : -1;
   }
   return calls;
 }
@@ -1464,12 +1472,9 @@ int64_t CudnnAttention::segment_graph_bytes(bool backward, const AttnShape& call
 
 int64_t CudnnAttention::segment_workspace_need(bool backward, const AttnShape& s, int64_t limit_bytes) {
   int64_t most = 0;
-  const int64_t rows_in_call = s.batch * s.seq;
   for (const SegmentCall& c : segment_calls(backward, s, limit_bytes)) {
-    if (const int64_t ragged =
-            backward ? ragged_backward_bytes(c.shape, rows_in_call) : ragged_forward_bytes(c.shape, rows_in_call, true);
-        ragged >= 0) {
-      most = std::max(most, ragged);
+    if (c.ragged_bytes >= 0) {
+      most = std::max(most, c.ragged_bytes);
       continue;
     }
     const int64_t graph_bytes = segment_graph_bytes(backward, c.shape);
@@ -1490,14 +1495,14 @@ bool CudnnAttention::segment_forward(__nv_bfloat16* out, float* lse, const __nv_
   const int64_t rows_in_call = s.batch * s.seq;
   if (need < 0) return false;
   if (!calls.empty()) {  // the plan a failed allocation drops: the first call's
-    const bool ragged = ragged_forward_bytes(calls[0].shape, rows_in_call, true) >= 0;
+    const bool ragged = calls[0].ragged_bytes >= 0;
     if (!reserve_bytes(graph(false, calls[0].shape, true, true, true, ragged), need)) return false;
   }
   const int64_t qw = s.n_heads * s.head_dim, kw = s.n_kv_heads * s.head_dim, h = s.n_heads;
   for (const SegmentCall& c : calls) {
     const int64_t n = c.shape.batch, L = c.shape.seq, rows = n * L;
     const int32_t* lens = c.shape.seq_lens;
-    if (ragged_forward_bytes(c.shape, rows_in_call, true) >= 0) {  // each segment read and written in place
+    if (c.ragged_bytes >= 0) {  // each segment read and written in place
       float* vlse = static_cast<float*>(workspace_);
       ragged_forward(out, vlse, q, k, v, c.shape, c.starts, lens, L, rows_in_call);
       scatter_segment_lse(lse, vlse, c.starts, lens, n, h, L, s.seq, stream_);
@@ -1529,7 +1534,7 @@ bool CudnnAttention::segment_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv
   const int64_t rows_in_call = s.batch * s.seq;
   if (need < 0) return false;
   if (!calls.empty()) {  // the plan a failed allocation drops: the first call's
-    const bool ragged = ragged_backward_bytes(calls[0].shape, rows_in_call) >= 0;
+    const bool ragged = calls[0].ragged_bytes >= 0;
     if (!reserve_bytes(graph(true, calls[0].shape, true, cudnn_deterministic_backward(), true, ragged), need))
       return false;
   }
@@ -1537,7 +1542,7 @@ bool CudnnAttention::segment_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv
   for (const SegmentCall& c : calls) {
     const int64_t n = c.shape.batch, L = c.shape.seq, rows = n * L;
     const int32_t* lens = c.shape.seq_lens;
-    if (ragged_backward_bytes(c.shape, rows_in_call) >= 0) {  // each segment read and written in place
+    if (c.ragged_bytes >= 0) {  // each segment read and written in place
       gather_segment_lse(ragged_backward_stats(c.shape, rows_in_call), lse, c.starts, lens, n, h, L, s.seq, stream_);
       ragged_backward(dq, dk, dv, dout, q, k, v, out, c.shape, c.starts, lens, L, rows_in_call);
       continue;

@@ -192,12 +192,17 @@ class CudnnAttention {
   bool reserve_bytes(Graph& g, int64_t bytes);  // the same for a total
 
   // Packed segments: every group's calls in order (plan/cudnn_attention_plan.h: cudnn_segment_group_shape, calls of
-  // cudnn_segment_call_batch sequences), each its virtual shape and where its entries of starts begin.
+  // cudnn_segment_call_batch sequences), each its virtual shape, where its entries of starts begin, and what it holds
+  // as one ragged call (-1: it gathers). A call runs ragged where its ragged graph finalizes and holds no more than
+  // the most the plan's formula counts for any of the calls (cudnn_segment_call_bytes): a ragged non-deterministic
+  // backward's dQ accumulator spans the packed call's rows, which a short group's gathered copies may not, and the
+  // workspace never outgrows what the memory plan reserved.
   struct SegmentCall {
     AttnShape shape;
     const int32_t* starts;
+    int64_t ragged_bytes = -1;
   };
-  std::vector<SegmentCall> segment_calls(bool backward, const AttnShape& s, int64_t limit_bytes) const;
+  std::vector<SegmentCall> segment_calls(bool backward, const AttnShape& s, int64_t limit_bytes);
   // Where a call's gathered rows begin in the workspace: past what its graph takes (-1: the graph did not finalize).
   int64_t segment_graph_bytes(bool backward, const AttnShape& call);
   // The most any call holds (graph and gathered rows), or -1 where a graph does not finalize.
