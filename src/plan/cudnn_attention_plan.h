@@ -49,7 +49,7 @@ int64_t cudnn_seq_bucket(int64_t seq);
 // segment groups, runs as one ragged call (each sequence read and written in place at its offset: no staging or
 // gathers, and padded query rows cost nothing) where cuDNN finalizes the ragged graph; so does the backward,
 // deterministic or not, of a staged batch and of a packed call's untiled groups up to head_dim 128 (the lse alone
-// gathered; the non-deterministic one's dQ accumulator at the graph's own rows, as its padded graph's). 0: the
+// gathered; the non-deterministic one's fp32 dQ accumulator over the call's rows at dQ's offsets). 0: the
 // padded graphs with their staging copies and gathers. The memory plan counts the padded graphs' figures, which hold
 // either (one error line for any other value).
 bool cudnn_ragged();

@@ -1010,7 +1010,7 @@ bool CudnnAttention::chooses(AttentionChoice c, bool backward, const AttnShape& 
 }
 
 int64_t CudnnAttention::workspace_need(bool backward, const AttnShape& s, int64_t limit_bytes) {
-  if (s.segment_batch != nullptr) return segment_workspace_need(backward, s, limit_bytes);
+  if (s.segment_batch != nullptr) return segment_workspace_need(backward, segment_calls(backward, s, limit_bytes));
   const int64_t n = backward ? cudnn_backward_batch(s, limit_bytes) : s.batch;
   if (n < s.batch) {  // the first call is the largest; the last may be shorter
     const int64_t last = s.batch - (s.batch - 1) / n * n;
@@ -1470,9 +1470,9 @@ int64_t CudnnAttention::segment_graph_bytes(bool backward, const AttnShape& call
   return g.info.ok ? g.info.workspace_bytes : -1;
 }
 
-int64_t CudnnAttention::segment_workspace_need(bool backward, const AttnShape& s, int64_t limit_bytes) {
+int64_t CudnnAttention::segment_workspace_need(bool backward, const std::vector<SegmentCall>& calls) {
   int64_t most = 0;
-  for (const SegmentCall& c : segment_calls(backward, s, limit_bytes)) {
+  for (const SegmentCall& c : calls) {
     if (c.ragged_bytes >= 0) {
       most = std::max(most, c.ragged_bytes);
       continue;
@@ -1491,7 +1491,7 @@ bool CudnnAttention::segment_forward(__nv_bfloat16* out, float* lse, const __nv_
                                      const __nv_bfloat16* v, const AttnShape& s, int64_t limit_bytes) {
   using bf = __nv_bfloat16;
   const std::vector<SegmentCall> calls = segment_calls(false, s, limit_bytes);
-  const int64_t need = segment_workspace_need(false, s, limit_bytes);
+  const int64_t need = segment_workspace_need(false, calls);
   const int64_t rows_in_call = s.batch * s.seq;
   if (need < 0) return false;
   if (!calls.empty()) {  // the plan a failed allocation drops: the first call's
@@ -1530,7 +1530,7 @@ bool CudnnAttention::segment_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv
                                       const AttnShape& s, int64_t limit_bytes) {
   using bf = __nv_bfloat16;
   const std::vector<SegmentCall> calls = segment_calls(true, s, limit_bytes);
-  const int64_t need = segment_workspace_need(true, s, limit_bytes);
+  const int64_t need = segment_workspace_need(true, calls);
   const int64_t rows_in_call = s.batch * s.seq;
   if (need < 0) return false;
   if (!calls.empty()) {  // the plan a failed allocation drops: the first call's

@@ -161,9 +161,9 @@ class CudnnAttention {
   Graph& ragged_backward_graph(const AttnShape& g_shape);
   // What a ragged backward at graph shape g_shape holds in the shared workspace (its plan's workspace, softmax_sum and,
   // non-deterministic, the fp32 dQ accumulator of the call's rows_in_call rows, then the stats [batch, heads, seq] of
-  // g_shape: ragged_backward_stats), or -1
-  // where it does not run: MEGATRAIN_CUDNN_RAGGED=0, a tiled shape, head_dim past 128 (cuDNN 9.14's ragged backward is
-  // wrong there), offsets of rows_in_call rows past int32, or a graph that does not finalize.
+  // g_shape: ragged_backward_stats), or -1 where it does not run: MEGATRAIN_CUDNN_RAGGED=0, a tiled shape, head_dim
+  // past 128 (cuDNN 9.14's ragged backward is wrong there), offsets of rows_in_call rows past int32, or a graph that
+  // does not finalize.
   int64_t ragged_backward_bytes(const AttnShape& g_shape, int64_t rows_in_call);
   // Where the caller places the stats in the workspace.
   float* ragged_backward_stats(const AttnShape& g_shape, int64_t rows_in_call);
@@ -205,8 +205,9 @@ class CudnnAttention {
   std::vector<SegmentCall> segment_calls(bool backward, const AttnShape& s, int64_t limit_bytes);
   // Where a call's gathered rows begin in the workspace: past what its graph takes (-1: the graph did not finalize).
   int64_t segment_graph_bytes(bool backward, const AttnShape& call);
-  // The most any call holds (graph and gathered rows), or -1 where a graph does not finalize.
-  int64_t segment_workspace_need(bool backward, const AttnShape& s, int64_t limit_bytes);
+  // The most any of the calls holds (its ragged call, or its graph and gathered rows), or -1 where a graph does not
+  // finalize.
+  int64_t segment_workspace_need(bool backward, const std::vector<SegmentCall>& calls);
   bool segment_forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* q, const __nv_bfloat16* k,
                        const __nv_bfloat16* v, const AttnShape& s, int64_t limit_bytes);
   bool segment_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, const __nv_bfloat16* dout,
