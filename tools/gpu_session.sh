@@ -33,8 +33,10 @@
 # MEGATRAIN_ATTENTION=ours and =auto Qwen2.5-3B packed (`bench --pack`: 8 × 4096 of 64-2048-token examples after 3
 # warm-up steps, 2 × 32768 of 2048-16384 after 2) and 2 Llama 4 Scout layers at 4 × 16384 (its 8192-token chunks),
 # each pair's losses and step times side by side, and each auto run's cuDNN graph builds); survey: tests_gpu
-# "[.attention_survey]" (every engine config cuDNN offers the deterministic backward at 4 × 8192 and 1 × 32768, timed)
-# and the probe up to 32768 tokens, with the node's cuDNN and, where PyTorch's wheel carries its own, with that one,
+# "[.attention_survey]" (every engine config cuDNN offers the deterministic and the accumulator backward at 4 × 8192
+# and 1 × 32768, timed) and the probe up to 32768 tokens, with the node's cuDNN and, where PyTorch's wheel carries its
+# own, with that one (SURVEY_LIBS: which of the two, default "node torch"), and with the cuDNN libraries in the
+# directory SURVEY_CUDNN where set (as unpacked from the nvidia-cudnn-cu13 wheel; SURVEY_PROBE=0 leaves the probe out),
 # then tools/bench_torch_attention.py in the same call; figures (about 400 s): tests_gpu "[cudnn],[attention],[segments]"
 # and the parity fixtures on CUDA, the probe up to 32768 tokens, tools/bench_torch_attention.py with and without
 # deterministic algorithms, then Qwen2.5-3B at 32 × 1024, 8 × 8192 and 2 × 32768 (MEGATRAIN_ATTENTION=auto): the
@@ -250,14 +252,16 @@ if [[ $mode == attention ]]; then  # the 3B step with our attention and with aut
 fi
 if [[ $mode == survey ]]; then  # cuDNN's backward engine configs with the node's cuDNN and with PyTorch's wheel's
   torch_cudnn=$(python3 -c "import nvidia.cudnn, os; print(os.path.join(list(nvidia.cudnn.__path__)[0], 'lib'))" 2>/dev/null)
-  for lib in node torch; do
+  for lib in ${SURVEY_LIBS:-node torch} ${SURVEY_CUDNN:+extra}; do
     path=$LD_LIBRARY_PATH
     if [[ $lib == torch ]]; then
       [[ -n $torch_cudnn && -d $torch_cudnn ]] || { note "survey: no cuDNN in PyTorch's wheel"; continue; }
       path=$torch_cudnn:$path
     fi
+    [[ $lib == extra ]] && path=$SURVEY_CUDNN:$path
     LD_LIBRARY_PATH=$path timeout 240 $b/tests_gpu "[.attention_survey]" >"$out/survey_$lib.log" 2>&1
     note "survey ($lib cuDNN) rc=$? $(grep -E 'survey:|TFLOP/s|finalize' "$out/survey_$lib.log" | cut -c 1-200 | tr '\n' ' ')"
+    [[ ${SURVEY_PROBE:-1} == 0 ]] && continue
     LD_LIBRARY_PATH=$path MEGATRAIN_PROBE_MAX_SEQ=32768 timeout 200 $b/tests_gpu \
       "attention probe: cuDNN plans and ours-vs-cuDNN TFLOP/s" >"$out/probe_$lib.log" 2>&1
     note "probe ($lib cuDNN) rc=$? $(grep -E 'probe:|shape|cuDNN backward|TFLOP/s' "$out/probe_$lib.log" | cut -c 1-260 | tr '\n' ' ')"
