@@ -3,12 +3,11 @@
 // inputs rounded first and compared with the fp32 reference of the rounded inputs, forward and the deterministic
 // backward (run twice: bit for bit; with sinks, d_sinks from cuDNN's out and lse as well) and the non-deterministic one
 // (MEGATRAIN_ATTENTION_DETERMINISTIC=0: within tolerance and its workspace formula, ragged and padded), padded rows
-// exactly 0, each
-// implementation's forward paired with the other's backward (the lse convention is shared), the plan's workspace
-// formula never below cuDNN's; the CUDA backend's MEGATRAIN_ATTENTION dispatch, auto per direction against the
-// reserved workspace (a soft-capped layer too); packed segments and chunks as their virtual batch; and, as hidden
-// cases, the probes the coordinator runs on the GPU machine ("[.attention_bench]": plans, engines and ours-vs-cuDNN
-// TFLOP/s at the issue's shapes and Gemma-2-9B's, and at packed shapes).
+// exactly 0, each implementation's forward paired with the other's backward (the lse convention is shared), the
+// plan's workspace formula never below cuDNN's; the CUDA backend's MEGATRAIN_ATTENTION dispatch, auto per direction
+// against the reserved workspace (a soft-capped layer too); packed segments and chunks as their virtual batch; and, as
+// hidden cases, the probes the coordinator runs on the GPU machine ("[.attention_bench]": plans, engines and
+// ours-vs-cuDNN TFLOP/s at the issue's shapes and Gemma-2-9B's, and at packed shapes).
 #ifdef MEGATRAIN_HAVE_CUDNN
 #include <algorithm>
 #include <cstdio>
@@ -1122,7 +1121,7 @@ struct IssueShape {
 };
 std::vector<IssueShape> issue_shapes() {
   std::vector<IssueShape> shapes;
-  for (const auto [batch, seq] : {std::pair<int64_t, int64_t>{4, 8192}, {1, 32768}}) {
+  for (const auto& [batch, seq] : {std::pair<int64_t, int64_t>{4, 8192}, {1, 32768}}) {
     if (past_probe_limit(seq)) continue;
     const mt::AttnShape s{.batch = batch, .seq = seq, .n_heads = 16, .n_kv_heads = 2, .head_dim = 128};
     shapes.push_back({s, 2.5 * 4.0 * batch * 16 * 128 * (static_cast<double>(seq) * seq / 2)});
@@ -1148,6 +1147,10 @@ TEST_CASE("attention probe: cuDNN engine configs of the backward", "[.attention_
                 static_cast<long long>(cudnn->version()), static_cast<long long>(s.batch),
                 static_cast<long long>(s.seq));
     REQUIRE(cudnn->forward(buffers.out.get(), buffers.lse.get(), buffers.q.get(), buffers.k.get(), buffers.v.get(), s));
+    auto run = [&](bf16* dq) {
+      return cudnn->backward(dq, buffers.dk.get(), buffers.dv.get(), buffers.dout.get(), buffers.q.get(),
+                             buffers.k.get(), buffers.v.get(), buffers.out.get(), buffers.lse.get(), s);
+    };
     for (const bool deterministic : {true, false}) {
       const Env kind("MEGATRAIN_ATTENTION_DETERMINISTIC", deterministic ? "1" : "0");
       const char* graph = deterministic ? "deterministic graph" : "accumulator graph";
@@ -1161,10 +1164,6 @@ TEST_CASE("attention probe: cuDNN engine configs of the backward", "[.attention_
         }
         std::printf("  %s, config %zu: engine %lld%s %s: ", graph, i, static_cast<long long>(c.engine),
                     c.nondeterministic ? " (non-deterministic)" : "", c.describe().c_str());
-        auto run = [&](bf16* dq) {
-          return cudnn->backward(dq, buffers.dk.get(), buffers.dv.get(), buffers.dout.get(), buffers.q.get(),
-                                 buffers.k.get(), buffers.v.get(), buffers.out.get(), buffers.lse.get(), s);
-        };
         const double tf = median_tflops([&] { return run(buffers.dq.get()); }, bwd_flops);
         const auto first = download(buffers.dq);
         bool same = true;

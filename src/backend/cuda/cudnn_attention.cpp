@@ -1150,6 +1150,12 @@ int64_t ragged_dq_accum_bytes(const CudnnAttention::Graph& g, const AttnShape& g
   return g.ragged_dq_accum ? align_up(rows_in_call * g_shape.n_heads * g_shape.head_dim * 4) : 0;
 }
 
+// Where a ragged backward's stats begin in the shared workspace: past its plan workspace, softmax sum and dQ
+// accumulator.
+int64_t ragged_stats_offset(const CudnnAttention::Graph& g, const AttnShape& g_shape, int64_t rows_in_call) {
+  return g.info.workspace_bytes + ragged_dq_accum_bytes(g, g_shape, rows_in_call);
+}
+
 // A ragged graph's offsets and lengths (ragged_offsets, into the graph's own ints) bound: the padding mask's lengths,
 // the Q/O and the K/V offsets.
 void bind_ragged(const CudnnAttention::Graph& g, const AttnShape& g_shape, const int32_t* starts, const int32_t* lens,
@@ -1219,14 +1225,12 @@ int64_t CudnnAttention::ragged_backward_bytes(const AttnShape& g_shape, int64_t 
     return -1;
   const Graph& g = ragged_backward_graph(g_shape);
   if (!g.info.ok) return -1;
-  return g.info.workspace_bytes + ragged_dq_accum_bytes(g, g_shape, rows_in_call) +
-         align_up(g_shape.batch * g_shape.n_heads * g_shape.seq * 4);
+  return ragged_stats_offset(g, g_shape, rows_in_call) + align_up(g_shape.batch * g_shape.n_heads * g_shape.seq * 4);
 }
 
 float* CudnnAttention::ragged_backward_stats(const AttnShape& g_shape, int64_t rows_in_call) {
-  const Graph& g = ragged_backward_graph(g_shape);
-  return reinterpret_cast<float*>(static_cast<char*>(workspace_) + g.info.workspace_bytes +
-                                  ragged_dq_accum_bytes(g, g_shape, rows_in_call));
+  const int64_t at = ragged_stats_offset(ragged_backward_graph(g_shape), g_shape, rows_in_call);
+  return reinterpret_cast<float*>(static_cast<char*>(workspace_) + at);
 }
 
 void CudnnAttention::ragged_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, const __nv_bfloat16* dout,
@@ -1236,7 +1240,7 @@ void CudnnAttention::ragged_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_
   Graph& g = ragged_backward_graph(g_shape);
   MT_ASSERT(g.info.ok, "a ragged backward without its graph: ragged_backward_bytes refuses it first");
   char* ws = static_cast<char*>(workspace_);
-  Bindings ptrs = backward_bindings(q, k, v, out, dout, ragged_backward_stats(g_shape, rows_in_call), dq, dk, dv,
+  Bindings ptrs = backward_bindings(q, k, v, out, dout, ws + ragged_stats_offset(g, g_shape, rows_in_call), dq, dk, dv,
                                     ws + g.plan_bytes);
   bind_ragged(g, g_shape, starts, lens, seq, rows_in_call, ptrs, stream_);
   bind_dq_accum(g, ragged_dq_accum_bytes(g, g_shape, rows_in_call), ws, version(), ptrs, stream_);
