@@ -37,10 +37,14 @@
 # and 1 × 32768, timed) and the probe up to 32768 tokens, with the node's cuDNN and, where PyTorch's wheel carries its
 # own, with that one (SURVEY_LIBS: which of the two, default "node torch"), and with the cuDNN libraries in the
 # directory SURVEY_CUDNN where set (as unpacked from the nvidia-cudnn-cu13 wheel; SURVEY_PROBE=0 leaves the probe out),
-# then tools/bench_torch_attention.py in the same call; figures (about 400 s): tests_gpu "[cudnn],[attention],[segments]"
-# and the parity fixtures on CUDA, the probe up to 32768 tokens, tools/bench_torch_attention.py with and without
-# deterministic algorithms, then Qwen2.5-3B at 32 × 1024, 8 × 8192 and 2 × 32768 (MEGATRAIN_ATTENTION=auto): the
-# attention issue's figures side by side in one call; ragged (about 400 s): the tests as figures runs them, then with
+# then tools/bench_torch_attention.py and tools/bench_flash_attn_cute.py in the same call; figures (about 400 s): tests_gpu
+# "[cudnn],[attention],[segments]" and the parity fixtures on CUDA, the probe up to 32768 tokens,
+# tools/bench_torch_attention.py with and without deterministic algorithms, tools/bench_flash_attn_cute.py
+# (FlashAttention's CuTe-DSL kernels, where the flash-attn-4 wheel and its dependencies are carried in pywheels/: pip
+# download --pre flash-attn-4 nvidia-cutlass-dsl-libs-cu13 --no-deps, with nvidia-cutlass-dsl, its -libs-base and
+# -libs-core, quack-kernels, apache-tvm-ffi, torch-c-dlpack-ext, cuda-bindings, cuda-pathfinder and einops), then
+# Qwen2.5-3B at 32 × 1024, 8 × 8192 and 2 × 32768 (MEGATRAIN_ATTENTION=auto; FIGURES_SKIP_BENCH=1 leaves them out):
+# the attention issue's figures side by side in one call; ragged (about 400 s): the tests as figures runs them, then with
 # MEGATRAIN_CUDNN_RAGGED=1 and =0 (ragged forward and backward, or padded graphs with gathers and staging) the packed
 # probe, Qwen2.5-3B packed (8 × 4096 of 64-2048-token examples, 2 × 32768 of 2048-16384 unless RAGGED_SKIP_LONG=1)
 # and Qwen2.5-3B at 32 × 1000 (staged into the 1024 bucket), each pair's losses, step and fwd+bwd times side by side,
@@ -96,6 +100,24 @@ bench() {
   local rc=$?
   note "bench $name rc=$rc $(python3 -c "import json; d=json.load(open('$out/bench_$name.json')); print('gpus %d layers %d step %.3fs (fwd+bwd %.3f, optimizer %.3f) tok/s %.0f TFLOP/s %.1f (6N) %.1f (model) H2D %.1f D2H %.1f GB/s busy %.0f%% peak %.1f GiB' % (d['gpus'], d['layers'], d['median_step_s'], d['median_fwd_bwd_s'], d['median_optimizer_s'], d['median_tokens_per_s'], d['median_tflops'], d.get('median_model_tflops', 0), d['median_h2d_gbs'], d['median_d2h_gbs'], 100*d['median_compute_busy'], d['peak_gpu_memory_gib']))" 2>/dev/null || tail -n 3 "$out/bench_$name.log")"
 }
+# The PYTHONPATH that carries the wheels in pywheels/, unpacked into /tmp/megatrain-pylib (nothing installs on the
+# device machine), with the directory the CuTe DSL's .pth file would add; $PYTHONPATH alone where there are none.
+pywheels_path() {
+  local pylib=/tmp/megatrain-pylib
+  if compgen -G "pywheels/*.whl" >/dev/null; then
+    [[ -d $pylib ]] || { mkdir -p $pylib && for w in pywheels/*.whl; do python3 -m zipfile -e "$w" $pylib; done; }
+    echo "$pylib:$pylib/nvidia_cutlass_dsl/dsl_packages${PYTHONPATH:+:$PYTHONPATH}"
+  else
+    echo "${PYTHONPATH:-}"
+  fi
+}
+# FlashAttention's CuTe-DSL kernels (the flash-attn-4 wheel and its dependencies carried in pywheels/) at the probe's
+# shapes, deterministic and not (tools/bench_flash_attn_cute.py).
+flash_cute_bench() {
+  PYTHONPATH=$(pywheels_path) timeout "${FLASH_CUTE_TIMEOUT:-300}" python3 tools/bench_flash_attn_cute.py \
+    >"$out/flash_attn_cute.log" 2>&1
+  note "flash_attn.cute rc=$? $(grep -E '^batch|not available|^flash' "$out/flash_attn_cute.log" | tr '\n' ' ')"
+}
 # A bench's steps as (loss, step, fwd+bwd) triples.
 bench_steps() {
   python3 -c "import json; print([(round(s['loss'],5), round(s['step_s'],3), round(s['fwd_bwd_s'],3)) for s in json.load(open('$out/bench_$1.json'))['steps']])" 2>&1 | tail -n 1
@@ -138,13 +160,8 @@ if [[ $mode == hybrid ]]; then
   done
   note "op times (bench_qwen35_27b_12l_b8_s4096_ops.log): $(grep -E 'gated_delta_rule|causal_conv1d|linear_|attention_(for|back)' \
     "$out/bench_qwen35_27b_12l_b8_s4096_ops.log" | tr -s ' ' | tr '\n' ';' | cut -c1-600)"
-  # flash-linear-attention beside torch's fallback: its wheels (fla-core, einops) carried in pywheels/, unpacked onto
-  # PYTHONPATH (nothing installs on the device machine).
-  pylib=/tmp/megatrain-pylib
-  if compgen -G "pywheels/*.whl" >/dev/null; then
-    mkdir -p $pylib && for w in pywheels/*.whl; do python3 -m zipfile -e "$w" $pylib; done
-  fi
-  PYTHONPATH=$pylib${PYTHONPATH:+:$PYTHONPATH} timeout 300 python3 tools/bench_delta_rule.py >"$out/bench_delta_rule_torch.log" 2>&1
+  # flash-linear-attention beside torch's fallback: its wheels (fla-core, einops) carried in pywheels/.
+  PYTHONPATH=$(pywheels_path) timeout 300 python3 tools/bench_delta_rule.py >"$out/bench_delta_rule_torch.log" 2>&1
   note "torch and fla chunked delta rule rc=$? $(grep -E '^[0-9]+ x|not available' "$out/bench_delta_rule_torch.log" | tr -s ' ' | tr '\n' ';')"
   bench qwen35_35b_a3b_6l_b8_s4096 1 --model configs/models/qwen3.5-35b-a3b.json --layers 6 --steps 3 --warmup 1 \
     --batch 8 --seq 4096
@@ -268,6 +285,7 @@ if [[ $mode == survey ]]; then  # cuDNN's backward engine configs with the node'
   done
   timeout 200 python3 tools/bench_torch_attention.py >"$out/torch_attention.log" 2>&1
   note "torch attention rc=$? $(tr '\n' ' ' <"$out/torch_attention.log" | tail -c 900)"
+  flash_cute_bench
 fi
 if [[ $mode == figures ]]; then  # the attention issue's figures, side by side
   MEGATRAIN_PROBE_MAX_SEQ=32768 timeout 200 $b/tests_gpu "attention probe: cuDNN plans and ours-vs-cuDNN TFLOP/s" \
@@ -277,9 +295,12 @@ if [[ $mode == figures ]]; then  # the attention issue's figures, side by side
   note "torch attention rc=$? $(grep -E '^batch' "$out/torch_attention.log" | tr '\n' ' ')"
   timeout 150 python3 tools/bench_torch_attention.py --deterministic >"$out/torch_attention_det.log" 2>&1
   note "torch attention, deterministic algorithms rc=$? $(grep -E '^batch' "$out/torch_attention_det.log" | tr '\n' ' ')"
-  bench qwen3b_b32_s1024 1 --model configs/models/qwen2.5-3b.json --batch 32 --seq 1024 --steps 3 --warmup 1
-  bench qwen3b_b8_s8192 1 --model configs/models/qwen2.5-3b.json --batch 8 --seq 8192 --steps 2 --warmup 1
-  bench qwen3b_b2_s32768 1 --model configs/models/qwen2.5-3b.json --batch 2 --seq 32768 --steps 2 --warmup 1
+  flash_cute_bench
+  if [[ -z ${FIGURES_SKIP_BENCH:-} ]]; then  # the attention figures alone where set
+    bench qwen3b_b32_s1024 1 --model configs/models/qwen2.5-3b.json --batch 32 --seq 1024 --steps 3 --warmup 1
+    bench qwen3b_b8_s8192 1 --model configs/models/qwen2.5-3b.json --batch 8 --seq 8192 --steps 2 --warmup 1
+    bench qwen3b_b2_s32768 1 --model configs/models/qwen2.5-3b.json --batch 2 --seq 32768 --steps 2 --warmup 1
+  fi
 fi
 if [[ $mode == ragged ]]; then  # cuDNN's ragged graphs against its padded ones with their gathers and staging
   export MEGATRAIN_ATTENTION_DETERMINISTIC=${RAGGED_DETERMINISTIC:-1}  # after the tests: the probe and the benches
