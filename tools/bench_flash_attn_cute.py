@@ -11,6 +11,7 @@ GPU machine: unpack them onto PYTHONPATH (tools/gpu_session.sh does, from pywhee
 python3 tools/bench_flash_attn_cute.py
 """
 import argparse
+import sys
 
 import torch
 
@@ -51,9 +52,9 @@ def main():
     try:
         import flash_attn.cute as fa_cute
         from flash_attn.cute.interface import flash_attn_func
-    except ImportError as e:
-        print(f"flash_attn.cute not available: {e}")
-        return
+    except Exception as e:  # a missing wheel, or one this torch cannot serve: one line, and a failed exit
+        print(f"flash_attn.cute not available: {type(e).__name__}: {e}")
+        sys.exit(1)
     print(f"flash_attn.cute {getattr(fa_cute, '__version__', '?')}, torch {torch.__version__}, "
           f"{torch.cuda.get_device_name()}")
     for batch, seq in ((4, 8192), (1, 32768)):
