@@ -1,11 +1,11 @@
 // cuDNN fused attention through the backend graph API (see cudnn_attention.h): graphs, plans, execution. The operation
 // graphs are the runtime fusion engine's "fused flash attention" fprop and bprop patterns, op for op as
 // cudnn-frontend's composite SDPA nodes lower them (matmul, scale, the soft-cap score modifier div / tanh / mul,
-// ALiBi's gen_index / sub / mul by the slopes / add, padding / causal / left-bound masks as gen_index + cmp + binary_select, softmax through max/sum reductions with the
-// stats out and a sink joining the max and the sum, matmul; bprop: dO·O row sums, the recomputed probabilities, dV,
-// dP, dS with the soft-cap's mul / tanh_bwd / div, dK, dQ, GQA head reductions). Invariant: every cuDNN call of a
-// build is checked and the first failure is kept with the descriptor and attribute it concerns; a graph that fails is
-// remembered and never retried.
+// ALiBi's gen_index / sub / mul by the slopes / add, padding / causal / left-bound masks as gen_index + cmp +
+// binary_select, softmax through max/sum reductions with the stats out and a sink joining the max and the sum, matmul;
+// bprop: dO·O row sums, the recomputed probabilities, dV, dP, dS with the soft-cap's mul / tanh_bwd / div, dK, dQ, GQA
+// head reductions), each built by a CudnnGraphBuilder (cudnn_graph_builder.h). Invariant: a graph that fails is
+// remembered with its first failure and never retried.
 #include "backend/cuda/cudnn_attention.h"
 
 #include <cudnn.h>
@@ -15,12 +15,12 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <limits>
 #include <map>
 #include <vector>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cudnn_graph_builder.h"
 #include "core/error.h"
 #include "core/log.h"
 #include "kernels/kernels.h"
@@ -30,12 +30,6 @@
 
 namespace mt::cuda {
 namespace {
-
-std::string cudnn_message(cudnnStatus_t st) {
-  char last[1024] = {0};
-  cudnnGetLastErrorString(last, sizeof last);
-  return last[0] != 0 ? MT_FORMAT("{} ({})", cudnnGetErrorString(st), last) : std::string(cudnnGetErrorString(st));
-}
 
 // Non-virtual tensors (the variant pack's device pointers); virtual tensors and scalars get uids from 100 up.
 enum Uid : int64_t {
@@ -58,455 +52,6 @@ enum Uid : int64_t {
   uid_kv_ragged
 };
 
-struct Scalar {
-  int64_t uid;
-  const void* value;  // host memory the Builder owns
-};
-
-struct TensorInfo {
-  std::vector<int64_t> dims, strides;
-  cudnnDataType_t type;
-};
-
-// Builds one operation graph descriptor by descriptor, keeping the first failing call; later calls do nothing.
-class Builder {
- public:
-  Builder(cudnnHandle_t handle, int scalar_rank) : handle_(handle), scalar_rank_(scalar_rank) {}
-  ~Builder() {
-    for (auto it = owned_.rbegin(); it != owned_.rend(); ++it) cudnnBackendDestroyDescriptor(*it);
-  }
-  Builder(const Builder&) = delete;
-  Builder& operator=(const Builder&) = delete;
-
-  bool ok() const { return error_.empty(); }
-  const std::string& error() const { return error_; }
-
-  void check(cudnnStatus_t st, const std::string& what) {
-    if (st != CUDNN_STATUS_SUCCESS && error_.empty()) error_ = MT_FORMAT("{}: {}", what, cudnn_message(st));
-  }
-  cudnnBackendDescriptor_t create(cudnnBackendDescriptorType_t type, const std::string& what) {
-    if (!ok()) return nullptr;
-    cudnnBackendDescriptor_t d = nullptr;
-    check(cudnnBackendCreateDescriptor(type, &d), what + " cudnnBackendCreateDescriptor");
-    if (d) owned_.push_back(d);
-    return d;
-  }
-  void set(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t attr, cudnnBackendAttributeType_t type,
-           int64_t count, const void* value, const std::string& what) {
-    if (!ok()) return;
-    check(cudnnBackendSetAttribute(d, attr, type, count, value), what);
-  }
-  void finalize(cudnnBackendDescriptor_t d, const std::string& what) {
-    if (!ok()) return;
-    check(cudnnBackendFinalize(d), what + " cudnnBackendFinalize");
-  }
-
-  // A tensor descriptor; returns its uid.
-  // ragged: the uid of the tensor of its sequences' offsets (elements), -1 for none.
-  int64_t tensor(int64_t uid, const std::string& name, cudnnDataType_t type, std::vector<int64_t> dims,
-                 std::vector<int64_t> strides, bool is_virtual, bool by_value = false, int64_t ragged = -1) {
-    const std::string what = "CUDNN_BACKEND_TENSOR_DESCRIPTOR '" + name + "'";
-    cudnnBackendDescriptor_t d = create(CUDNN_BACKEND_TENSOR_DESCRIPTOR, what);
-    const int64_t n = static_cast<int64_t>(dims.size()), alignment = 16;
-    set(d, CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &type, what + " CUDNN_ATTR_TENSOR_DATA_TYPE");
-    set(d, CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, n, dims.data(), what + " CUDNN_ATTR_TENSOR_DIMENSIONS");
-    set(d, CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, n, strides.data(), what + " CUDNN_ATTR_TENSOR_STRIDES");
-    set(d, CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &uid, what + " CUDNN_ATTR_TENSOR_UNIQUE_ID");
-    set(d, CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &alignment,
-        what + " CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT");
-    const bool yes = true;
-    if (is_virtual)
-      set(d, CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &yes, what + " CUDNN_ATTR_TENSOR_IS_VIRTUAL");
-    if (by_value)
-      set(d, CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &yes, what + " CUDNN_ATTR_TENSOR_IS_BY_VALUE");
-    if (ragged >= 0)
-      set(d, CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors_.at(ragged),
-          what + " CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC");
-    finalize(d, what);
-    tensors_[uid] = d;
-    info_[uid] = TensorInfo{std::move(dims), std::move(strides), type};
-    return uid;
-  }
-  int64_t io(int64_t uid, const std::string& name, cudnnDataType_t type, std::vector<int64_t> dims,
-             std::vector<int64_t> strides, int64_t ragged = -1) {
-    return tensor(uid, name, type, std::move(dims), std::move(strides), false, false, ragged);
-  }
-  // A virtual tensor with the dims and strides of x (or those given).
-  int64_t virt(const std::string& name, cudnnDataType_t type, int64_t like) {
-    const TensorInfo& i = info_.at(like);
-    return tensor(next_uid_++, name, type, i.dims, i.strides, true);
-  }
-  int64_t virt(const std::string& name, cudnnDataType_t type, std::vector<int64_t> dims, std::vector<int64_t> strides,
-               int64_t ragged = -1) {
-    return tensor(next_uid_++, name, type, std::move(dims), std::move(strides), true, false, ragged);
-  }
-  // A pass-by-value scalar (dims {1} as cudnn-frontend makes them, or all-ones of rank scalar_rank); its value
-  // travels in every variant pack.
-  int64_t scalar_f32(const std::string& name, float value) {
-    values_.push_back({});
-    std::memcpy(values_.back().bytes, &value, sizeof value);
-    const std::vector<int64_t> ones(static_cast<size_t>(scalar_rank_), 1);
-    const int64_t uid = tensor(next_uid_++, name, CUDNN_DATA_FLOAT, ones, ones, false, true);
-    scalars_.push_back(Scalar{uid, values_.back().bytes});
-    return uid;
-  }
-
-  // y = mode(x[, b[, t]]) elementwise; compute: the pointwise descriptor's math precision.
-  void pointwise(const std::string& name, cudnnPointwiseMode_t mode, int64_t x, int64_t b, int64_t t, int64_t y,
-                 cudnnDataType_t compute = CUDNN_DATA_FLOAT, int64_t axis = -1) {
-    const std::string what = "pointwise '" + name + "'";
-    cudnnBackendDescriptor_t pw = create(CUDNN_BACKEND_POINTWISE_DESCRIPTOR, what);
-    set(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode, what + " CUDNN_ATTR_POINTWISE_MODE");
-    set(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &compute,
-        what + " CUDNN_ATTR_POINTWISE_MATH_PREC");
-    if (mode == CUDNN_POINTWISE_GEN_INDEX)
-      set(pw, CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1, &axis, what + " CUDNN_ATTR_POINTWISE_AXIS");
-    finalize(pw, what + " CUDNN_BACKEND_POINTWISE_DESCRIPTOR");
-    cudnnBackendDescriptor_t op = create(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, what);
-    set(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &pw,
-        what + " CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR");
-    set(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors_.at(x),
-        what + " CUDNN_ATTR_OPERATION_POINTWISE_XDESC");
-    if (b >= 0)
-      set(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors_.at(b),
-          what + " CUDNN_ATTR_OPERATION_POINTWISE_BDESC");
-    if (t >= 0)
-      set(op, CUDNN_ATTR_OPERATION_POINTWISE_TDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors_.at(t),
-          what + " CUDNN_ATTR_OPERATION_POINTWISE_TDESC");
-    set(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors_.at(y),
-        what + " CUDNN_ATTR_OPERATION_POINTWISE_YDESC");
-    finalize(op, what + " CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR");
-    ops_.push_back(op);
-  }
-  // dx = mode(dy, x): an activation's backward (TANH_BWD: dx = dy·(1 − tanh²x)), ports as cudnn-frontend sets them.
-  void pointwise_backward(const std::string& name, cudnnPointwiseMode_t mode, int64_t dy, int64_t x, int64_t dx) {
-    const std::string what = "pointwise '" + name + "'";
-    cudnnBackendDescriptor_t pw = create(CUDNN_BACKEND_POINTWISE_DESCRIPTOR, what);
-    const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
-    set(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode, what + " CUDNN_ATTR_POINTWISE_MODE");
-    set(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &compute,
-        what + " CUDNN_ATTR_POINTWISE_MATH_PREC");
-    finalize(pw, what + " CUDNN_BACKEND_POINTWISE_DESCRIPTOR");
-    cudnnBackendDescriptor_t op = create(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, what);
-    set(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &pw,
-        what + " CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR");
-    set(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors_.at(x),
-        what + " CUDNN_ATTR_OPERATION_POINTWISE_XDESC");
-    set(op, CUDNN_ATTR_OPERATION_POINTWISE_DYDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors_.at(dy),
-        what + " CUDNN_ATTR_OPERATION_POINTWISE_DYDESC");
-    set(op, CUDNN_ATTR_OPERATION_POINTWISE_DXDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors_.at(dx),
-        what + " CUDNN_ATTR_OPERATION_POINTWISE_DXDESC");
-    finalize(op, what + " CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR");
-    ops_.push_back(op);
-  }
-  // c = a·b over the last two dims (batched over the first two, broadcast where a dim is 1 or divides); the
-  // overrides are [b,1,1,1] int32 tensors of per-batch row/column/inner counts (-1: none).
-  void matmul(const std::string& name, int64_t a, int64_t b, int64_t c, int64_t m_override, int64_t n_override,
-              int64_t k_override) {
-    const std::string what = "matmul '" + name + "'";
-    cudnnBackendDescriptor_t mm = create(CUDNN_BACKEND_MATMUL_DESCRIPTOR, what);
-    const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
-    set(mm, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute, what + " CUDNN_ATTR_MATMUL_COMP_TYPE");
-    finalize(mm, what + " CUDNN_BACKEND_MATMUL_DESCRIPTOR");
-    cudnnBackendDescriptor_t op = create(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, what);
-    set(op, CUDNN_ATTR_OPERATION_MATMUL_ADESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors_.at(a),
-        what + " CUDNN_ATTR_OPERATION_MATMUL_ADESC");
-    set(op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors_.at(b),
-        what + " CUDNN_ATTR_OPERATION_MATMUL_BDESC");
-    set(op, CUDNN_ATTR_OPERATION_MATMUL_CDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors_.at(c),
-        what + " CUDNN_ATTR_OPERATION_MATMUL_CDESC");
-    set(op, CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &mm,
-        what + " CUDNN_ATTR_OPERATION_MATMUL_DESC");
-    if (m_override >= 0)
-      set(op, CUDNN_ATTR_OPERATION_MATMUL_GEMM_M_OVERRIDE_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-          &tensors_.at(m_override), what + " CUDNN_ATTR_OPERATION_MATMUL_GEMM_M_OVERRIDE_DESC");
-    if (n_override >= 0)
-      set(op, CUDNN_ATTR_OPERATION_MATMUL_GEMM_N_OVERRIDE_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-          &tensors_.at(n_override), what + " CUDNN_ATTR_OPERATION_MATMUL_GEMM_N_OVERRIDE_DESC");
-    if (k_override >= 0)
-      set(op, CUDNN_ATTR_OPERATION_MATMUL_GEMM_K_OVERRIDE_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-          &tensors_.at(k_override), what + " CUDNN_ATTR_OPERATION_MATMUL_GEMM_K_OVERRIDE_DESC");
-    finalize(op, what + " CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR");
-    ops_.push_back(op);
-  }
-  // y = reduce(x) over the dims where y has 1 (or fewer heads: a GQA group sum).
-  void reduction(const std::string& name, cudnnReduceTensorOp_t mode, int64_t x, int64_t y) {
-    const std::string what = "reduction '" + name + "'";
-    cudnnBackendDescriptor_t rd = create(CUDNN_BACKEND_REDUCTION_DESCRIPTOR, what);
-    const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
-    set(rd, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute,
-        what + " CUDNN_ATTR_REDUCTION_COMP_TYPE");
-    set(rd, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &mode,
-        what + " CUDNN_ATTR_REDUCTION_OPERATOR");
-    finalize(rd, what + " CUDNN_BACKEND_REDUCTION_DESCRIPTOR");
-    cudnnBackendDescriptor_t op = create(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, what);
-    set(op, CUDNN_ATTR_OPERATION_REDUCTION_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &rd,
-        what + " CUDNN_ATTR_OPERATION_REDUCTION_DESC");
-    set(op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors_.at(x),
-        what + " CUDNN_ATTR_OPERATION_REDUCTION_XDESC");
-    set(op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors_.at(y),
-        what + " CUDNN_ATTR_OPERATION_REDUCTION_YDESC");
-    finalize(op, what + " CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR");
-    ops_.push_back(op);
-  }
-  // y = x viewed with y's dims and strides (a transpose without data movement).
-  void reshape(const std::string& name, int64_t x, int64_t y) {
-    const std::string what = "reshape '" + name + "'";
-    cudnnBackendDescriptor_t op = create(CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR, what);
-    set(op, CUDNN_ATTR_OPERATION_RESHAPE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors_.at(x),
-        what + " CUDNN_ATTR_OPERATION_RESHAPE_XDESC");
-    set(op, CUDNN_ATTR_OPERATION_RESHAPE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors_.at(y),
-        what + " CUDNN_ATTR_OPERATION_RESHAPE_YDESC");
-    finalize(op, what + " CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR");
-    ops_.push_back(op);
-  }
-
-  // The operation graph, the heuristics' engine configs (mode A, then fallback) and the first config whose
-  // execution plan finalizes (skipping engines noted non-deterministic when deterministic). Returns the plan.
-  cudnnBackendDescriptor_t plan(bool deterministic, CudnnPlanInfo& info) {
-    const std::string g = "CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR";
-    graph_ = create(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, g);
-    set(graph_, CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, static_cast<int64_t>(ops_.size()),
-        ops_.data(), g + " CUDNN_ATTR_OPERATIONGRAPH_OPS");
-    set(graph_, CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle_,
-        g + " CUDNN_ATTR_OPERATIONGRAPH_HANDLE");
-    finalize(graph_, MT_FORMAT("{} ({} operations)", g, ops_.size()));
-    std::string refusals;
-    for (const cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
-      if (!ok()) break;
-      std::vector<cudnnBackendDescriptor_t> configs = heuristics(mode);
-      if (!ok()) {
-        if (mode == CUDNN_HEUR_MODE_A) {  // the fallback list may still have an engine
-          refusals += error_ + "; ";
-          error_.clear();
-          continue;
-        }
-        break;
-      }
-      info.candidates += static_cast<int64_t>(configs.size());
-      for (size_t i = 0; i < configs.size(); ++i) {
-        const std::string c =
-            MT_FORMAT("heuristics mode {} config {}", mode == CUDNN_HEUR_MODE_A ? "A" : "FALLBACK", i);
-        const CudnnEngineConfig described = describe(configs[i], c);
-        if (!ok()) {  // an engine that cannot describe itself is passed over
-          refusals += error_ + "; ";
-          error_.clear();
-          continue;
-        }
-        info.offered += MT_FORMAT("{}{}{}", info.offered.empty() ? "" : " ", described.engine,
-                                  described.nondeterministic ? "n" : "");
-        if (deterministic && described.nondeterministic) {
-          refusals += MT_FORMAT("engine {}: non-deterministic; ", described.engine);
-          continue;
-        }
-        if (cudnnBackendDescriptor_t p = execution_plan(configs[i], described, info)) return p;
-        refusals += error_ + "; ";  // this engine refused the graph; the next may take it
-        error_.clear();
-      }
-    }
-    if (ok())
-      error_ = MT_FORMAT("no engine config finalized ({} offered): {}", info.candidates, refusals);
-    else
-      error_ = refusals + error_;
-    return nullptr;
-  }
-
-  // Every engine config the heuristics offer for the finalized graph (modes A and FALLBACK, in order), and after
-  // them, for the first one that determinism allows, its one-knob variations: each knob of its engine over the
-  // knob's range (at most 64 values a knob), the others as the heuristics chose them. The probe's engine survey.
-  std::vector<CudnnEngineConfig> survey(bool deterministic) {
-    std::vector<CudnnEngineConfig> out;
-    for (const cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
-      const std::vector<cudnnBackendDescriptor_t> configs = heuristics(mode);
-      for (size_t i = 0; ok() && i < configs.size(); ++i) out.push_back(describe(configs[i], "survey config"));
-      error_.clear();
-    }
-    const auto first = std::find_if(out.begin(), out.end(),
-                                    [&](const CudnnEngineConfig& c) { return !deterministic || !c.nondeterministic; });
-    if (first == out.end()) return out;
-    const CudnnEngineConfig base = *first;
-    for (const CudnnKnobRange& r : knob_ranges(base.engine)) {
-      const int64_t stride = std::max<int64_t>(r.stride, 1);
-      for (int64_t value = r.minimum, n = 0; value <= r.maximum && n < 64; value += stride, ++n) {
-        CudnnEngineConfig v = base;
-        auto it = std::find_if(v.knobs.begin(), v.knobs.end(), [&](const CudnnKnob& k) { return k.type == r.type; });
-        if (it != v.knobs.end() && it->value == value) continue;  // the heuristics' own choice
-        if (it != v.knobs.end())
-          it->value = value;
-        else
-          v.knobs.push_back({r.type, value});
-        out.push_back(std::move(v));
-      }
-    }
-    error_.clear();
-    return out;
-  }
-
-  // The execution plan of an engine config made from c (engine and knob choices), or nullptr (error() says why).
-  cudnnBackendDescriptor_t plan_for(const CudnnEngineConfig& c, CudnnPlanInfo& info) {
-    error_.clear();
-    const std::string what = MT_FORMAT("engine {} config {}", c.engine, c.describe());
-    cudnnBackendDescriptor_t engine = engine_of(c.engine, what);
-    std::vector<cudnnBackendDescriptor_t> choices;
-    for (const CudnnKnob& k : c.knobs) {
-      cudnnBackendDescriptor_t kc = create(CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR, what + " knob choice");
-      const auto type = static_cast<cudnnBackendKnobType_t>(k.type);
-      set(kc, CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE, 1, &type,
-          what + " CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE");
-      set(kc, CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64, 1, &k.value,
-          what + " CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE");
-      finalize(kc, what + " knob choice");
-      choices.push_back(kc);
-    }
-    cudnnBackendDescriptor_t config = create(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, what);
-    set(config, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &engine,
-        what + " CUDNN_ATTR_ENGINECFG_ENGINE");
-    if (!choices.empty())
-      set(config, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-          static_cast<int64_t>(choices.size()), choices.data(), what + " CUDNN_ATTR_ENGINECFG_KNOB_CHOICES");
-    finalize(config, what + " CUDNN_BACKEND_ENGINECFG_DESCRIPTOR");
-    if (!ok()) return nullptr;
-    return execution_plan(config, c, info);
-  }
-
-  std::vector<Scalar> scalars_;
-
- private:
-  // The descriptors an attribute of d holds (at most `most`, each created as `type`); empty, with error() set, where
-  // the call fails.
-  std::vector<cudnnBackendDescriptor_t> descriptors(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t attr,
-                                                    cudnnBackendDescriptorType_t type, int64_t most,
-                                                    const std::string& what) {
-    std::vector<cudnnBackendDescriptor_t> out(static_cast<size_t>(most));
-    for (auto& x : out) x = create(type, what);
-    int64_t got = 0;
-    if (ok() && most > 0)
-      check(cudnnBackendGetAttribute(d, attr, CUDNN_TYPE_BACKEND_DESCRIPTOR, most, &got, out.data()), what);
-    if (!ok()) return {};
-    out.resize(static_cast<size_t>(got));
-    return out;
-  }
-  // One value of an attribute of d (T{} where the call fails, with error() set).
-  template <typename T>
-  T value_of(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t attr, cudnnBackendAttributeType_t type,
-             const std::string& what) {
-    T value{};
-    int64_t n = 0;
-    if (ok()) check(cudnnBackendGetAttribute(d, attr, type, 1, &n, &value), what);
-    return value;
-  }
-
-  // The heuristics' engine configs for the finalized graph in one mode (empty, with error() set, where it fails).
-  std::vector<cudnnBackendDescriptor_t> heuristics(cudnnBackendHeurMode_t mode) {
-    const std::string h =
-        MT_FORMAT("CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR (mode {})", mode == CUDNN_HEUR_MODE_A ? "A" : "FALLBACK");
-    cudnnBackendDescriptor_t heur = create(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR, h);
-    set(heur, CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph_,
-        h + " CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH");
-    set(heur, CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode, h + " CUDNN_ATTR_ENGINEHEUR_MODE");
-    finalize(heur, h);
-    int64_t count = 0;
-    if (ok())
-      check(cudnnBackendGetAttribute(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
-                                     nullptr),
-            h + " CUDNN_ATTR_ENGINEHEUR_RESULTS (count)");
-    return descriptors(heur, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, ok() ? count : 0,
-                       h + " CUDNN_ATTR_ENGINEHEUR_RESULTS");
-  }
-
-  // A config's engine (global index, numerical notes) and knob choices.
-  CudnnEngineConfig describe(cudnnBackendDescriptor_t config, const std::string& c) {
-    CudnnEngineConfig out;
-    const std::vector<cudnnBackendDescriptor_t> engine = descriptors(
-        config, CUDNN_ATTR_ENGINECFG_ENGINE, CUDNN_BACKEND_ENGINE_DESCRIPTOR, 1, c + " CUDNN_ATTR_ENGINECFG_ENGINE");
-    if (engine.size() != 1) return out;
-    out.engine = value_of<int64_t>(engine[0], CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64,
-                                   c + " CUDNN_ATTR_ENGINE_GLOBAL_INDEX");
-    cudnnBackendNumericalNote_t notes[CUDNN_NUMERICAL_NOTE_TYPE_COUNT];
-    int64_t n_notes = 0;
-    if (ok())
-      check(cudnnBackendGetAttribute(engine[0], CUDNN_ATTR_ENGINE_NUMERICAL_NOTE, CUDNN_TYPE_NUMERICAL_NOTE,
-                                     CUDNN_NUMERICAL_NOTE_TYPE_COUNT, &n_notes, notes),
-            c + " CUDNN_ATTR_ENGINE_NUMERICAL_NOTE");
-    for (int64_t j = 0; ok() && j < n_notes; ++j) {
-      out.notes += MT_FORMAT("{}numerical:{}", out.notes.empty() ? "" : ",", static_cast<int>(notes[j]));
-      out.nondeterministic |= notes[j] == CUDNN_NUMERICAL_NOTE_NONDETERMINISTIC;
-    }
-    for (cudnnBackendDescriptor_t k :
-         descriptors(config, CUDNN_ATTR_ENGINECFG_KNOB_CHOICES, CUDNN_BACKEND_KNOB_CHOICE_DESCRIPTOR,
-                     CUDNN_KNOB_TYPE_COUNTS, c + " CUDNN_ATTR_ENGINECFG_KNOB_CHOICES")) {
-      const auto type = value_of<cudnnBackendKnobType_t>(k, CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE, CUDNN_TYPE_KNOB_TYPE,
-                                                         c + " CUDNN_ATTR_KNOB_CHOICE_KNOB_TYPE");
-      out.knobs.push_back({static_cast<int64_t>(type),
-                           value_of<int64_t>(k, CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE, CUDNN_TYPE_INT64,
-                                             c + " CUDNN_ATTR_KNOB_CHOICE_KNOB_VALUE")});
-    }
-    return out;
-  }
-
-  // An engine of the finalized graph by its global index.
-  cudnnBackendDescriptor_t engine_of(int64_t index, const std::string& what) {
-    cudnnBackendDescriptor_t engine =
-        create(CUDNN_BACKEND_ENGINE_DESCRIPTOR, what + " CUDNN_BACKEND_ENGINE_DESCRIPTOR");
-    set(engine, CUDNN_ATTR_ENGINE_OPERATION_GRAPH, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &graph_,
-        what + " CUDNN_ATTR_ENGINE_OPERATION_GRAPH");
-    set(engine, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &index, what + " CUDNN_ATTR_ENGINE_GLOBAL_INDEX");
-    finalize(engine, what + " CUDNN_BACKEND_ENGINE_DESCRIPTOR");
-    return engine;
-  }
-
-  // The knobs an engine of the graph takes, with their ranges (empty where it cannot say).
-  std::vector<CudnnKnobRange> knob_ranges(int64_t index) {
-    const std::string what = MT_FORMAT("engine {} knob info", index);
-    std::vector<CudnnKnobRange> out;
-    for (cudnnBackendDescriptor_t k : descriptors(engine_of(index, what), CUDNN_ATTR_ENGINE_KNOB_INFO,
-                                                  CUDNN_BACKEND_KNOB_INFO_DESCRIPTOR, CUDNN_KNOB_TYPE_COUNTS, what)) {
-      CudnnKnobRange r;
-      r.type = static_cast<int64_t>(
-          value_of<cudnnBackendKnobType_t>(k, CUDNN_ATTR_KNOB_INFO_TYPE, CUDNN_TYPE_KNOB_TYPE, what + " type"));
-      r.minimum = value_of<int64_t>(k, CUDNN_ATTR_KNOB_INFO_MINIMUM_VALUE, CUDNN_TYPE_INT64, what + " minimum");
-      r.maximum = value_of<int64_t>(k, CUDNN_ATTR_KNOB_INFO_MAXIMUM_VALUE, CUDNN_TYPE_INT64, what + " maximum");
-      r.stride = value_of<int64_t>(k, CUDNN_ATTR_KNOB_INFO_STRIDE, CUDNN_TYPE_INT64, what + " stride");
-      out.push_back(r);
-    }
-    return out;
-  }
-
-  // The execution plan of a config described as c, with its engine, knobs, notes and workspace in info; nullptr
-  // (error() says why) where the engine refuses the graph.
-  cudnnBackendDescriptor_t execution_plan(cudnnBackendDescriptor_t config, const CudnnEngineConfig& c,
-                                          CudnnPlanInfo& info) {
-    const std::string p = MT_FORMAT("CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR (engine {})", c.engine);
-    cudnnBackendDescriptor_t plan = create(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR, p);
-    set(plan, CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle_,
-        p + " CUDNN_ATTR_EXECUTION_PLAN_HANDLE");
-    set(plan, CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &config,
-        p + " CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG");
-    finalize(plan, p);
-    const auto bytes = value_of<int64_t>(plan, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64,
-                                         p + " CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE");
-    if (!ok()) return nullptr;
-    info.engine = c.engine;
-    info.knobs = c.describe();
-    info.workspace_bytes = bytes;
-    info.notes = c.notes;
-    return plan;
-  }
-
-  struct Value {
-    alignas(8) unsigned char bytes[8];
-  };
-  cudnnHandle_t handle_;
-  int scalar_rank_;
-  cudnnBackendDescriptor_t graph_ = nullptr;  // the operation graph, once plan() made it
-  std::string error_;
-  std::vector<cudnnBackendDescriptor_t> owned_, ops_;
-  std::map<int64_t, cudnnBackendDescriptor_t> tensors_;
-  std::map<int64_t, TensorInfo> info_;
-  std::deque<Value> values_;  // stable addresses
-  int64_t next_uid_ = 100;
-};
-
 float default_scale(const AttnShape& s) {
   return s.scale > 0.f ? s.scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
 }
@@ -523,7 +68,7 @@ constexpr int64_t kRaggedPlanBytes = int64_t{1} << 20;
 struct CudnnAttention::Graph {
   Key key;
   CudnnPlanInfo info;
-  std::unique_ptr<Builder> builder;
+  std::unique_ptr<CudnnGraphBuilder> builder;
   cudnnBackendDescriptor_t plan = nullptr;
   int64_t plan_bytes = 0, softmax_sum_bytes = 0, dq_accum_bytes = 0;
   bool padding = false;          // the graph has the padding mask (seq_lens, or the full-length workaround)
@@ -646,8 +191,8 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
     for (const int scalar_rank : {1, 4}) {
       gr.softmax_sum_bytes = gr.dq_accum_bytes = 0;
       gr.info = CudnnPlanInfo{};
-      gr.builder = std::make_unique<Builder>(static_cast<cudnnHandle_t>(handle_), scalar_rank);
-      Builder& B = *gr.builder;
+      gr.builder = std::make_unique<CudnnGraphBuilder>(static_cast<cudnnHandle_t>(handle_), scalar_rank);
+      CudnnGraphBuilder& B = *gr.builder;
       const auto f32 = CUDNN_DATA_FLOAT, bf = CUDNN_DATA_BFLOAT16, i32 = CUDNN_DATA_INT32, bl = CUDNN_DATA_BOOLEAN;
       const std::vector<int64_t> q_dims{b, h, S, d}, q_strides{S * h * d, d, h * d, 1};
       const std::vector<int64_t> kv_dims{b, hk, S, d}, kv_strides{S * hk * d, d, hk * d, 1};
@@ -1072,9 +617,9 @@ struct Bindings {
 };
 
 // Runs the plan with the bindings plus the graph's scalars.
-void execute(cudnnHandle_t handle, cudnnBackendDescriptor_t plan, Bindings b, const std::vector<Scalar>& scalars,
+void execute(cudnnHandle_t handle, cudnnBackendDescriptor_t plan, Bindings b, const std::vector<CudnnScalar>& scalars,
              void* workspace) {
-  for (const Scalar& sc : scalars) b.add(sc.uid, sc.value);
+  for (const CudnnScalar& sc : scalars) b.add(sc.uid, sc.value);
   cudnnBackendDescriptor_t pack = nullptr;
   MT_CHECK_CUDNN(cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack));
   struct Destroy {
@@ -1186,7 +731,7 @@ void CudnnAttention::ragged_forward(__nv_bfloat16* out, float* stats, const __nv
   Bindings ptrs = forward_bindings(q, k, v, out, stats, nullptr);
   bind_ragged(g, g_shape, starts, lens, seq, rows_in_call, ptrs, stream_);
   bind_bias_and_sinks(g, g_shape, ptrs, stream_);
-  execute(static_cast<cudnnHandle_t>(handle_), g.plan, std::move(ptrs), g.builder->scalars_, g.ragged_workspace);
+  execute(static_cast<cudnnHandle_t>(handle_), g.plan, std::move(ptrs), g.builder->scalars(), g.ragged_workspace);
 }
 
 // A padded or staged batch runs as one ragged call where its graph finalizes: each sequence read and written in
@@ -1245,7 +790,7 @@ void CudnnAttention::ragged_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_
   bind_ragged(g, g_shape, starts, lens, seq, rows_in_call, ptrs, stream_);
   bind_dq_accum(g, ragged_dq_accum_bytes(g, g_shape, rows_in_call), ws, version(), ptrs, stream_);
   if (g.alibi) ptrs.add(uid_alibi, g_shape.alibi_slopes);
-  execute(static_cast<cudnnHandle_t>(handle_), g.plan, std::move(ptrs), g.builder->scalars_, ws);
+  execute(static_cast<cudnnHandle_t>(handle_), g.plan, std::move(ptrs), g.builder->scalars(), ws);
 }
 
 // A staged batch's backward as one ragged call, as ragged_batch_forward: no staging copies of the eight tensors, only
@@ -1298,7 +843,7 @@ bool CudnnAttention::bucket_forward(__nv_bfloat16* out, float* lse, const __nv_b
   }
   Bindings ptrs = forward_bindings(q_in, k_in, v_in, o_out, stats_out, g.padding ? lens : nullptr);
   bind_bias_and_sinks(g, s, ptrs, stream_);
-  execute(static_cast<cudnnHandle_t>(handle_), g.plan, std::move(ptrs), g.builder->scalars_, ws);
+  execute(static_cast<cudnnHandle_t>(handle_), g.plan, std::move(ptrs), g.builder->scalars(), ws);
   if (l.staged) {
     restride_rows(out, o_out, b, Sp, S, h * d * 2, stream_);
     restride_rows(lse, stats_out, b * h, Sp, S, 4, stream_);
@@ -1370,7 +915,7 @@ bool CudnnAttention::backward_call(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bf
     ptrs.add(uid_seq_kv, lens);
   }
   if (g.alibi) ptrs.add(uid_alibi, s.alibi_slopes);
-  execute(static_cast<cudnnHandle_t>(handle_), g.plan, std::move(ptrs), g.builder->scalars_, ws);
+  execute(static_cast<cudnnHandle_t>(handle_), g.plan, std::move(ptrs), g.builder->scalars(), ws);
   if (l.staged) {
     restride_rows(dq, dq_out, b, Sp, S, h * d * 2, stream_);
     restride_rows(dk, dk_out, b, Sp, S, hk * d * 2, stream_);
@@ -1431,7 +976,7 @@ bool CudnnAttention::tiled_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_b
         ptrs.add(uid_seq_q, q_lens);
         ptrs.add(uid_seq_kv, kv_lens);
       }
-      execute(static_cast<cudnnHandle_t>(handle_), g.plan, std::move(ptrs), g.builder->scalars_, ws);
+      execute(static_cast<cudnnHandle_t>(handle_), g.plan, std::move(ptrs), g.builder->scalars(), ws);
       accumulate_rows(dq_acc, T * qw, dq_tile, T * qw, b, T, qw, j == 0, stream_);
       accumulate_rows(dk_acc + j * T * kw, kv_rows * kw, dk_tile, T * kw, b, T, kw, i == j, stream_);
       accumulate_rows(dv_acc + j * T * kw, kv_rows * kw, dv_tile, T * kw, b, T, kw, i == j, stream_);
