@@ -616,10 +616,9 @@ struct Bindings {
   }
 };
 
-// Runs the plan with the bindings plus the graph's scalars.
-void execute(cudnnHandle_t handle, cudnnBackendDescriptor_t plan, Bindings b, const std::vector<CudnnScalar>& scalars,
-             void* workspace) {
-  for (const CudnnScalar& sc : scalars) b.add(sc.uid, sc.value);
+// Runs g's plan with the bindings plus the graph's scalars.
+void execute(void* handle, const CudnnAttention::Graph& g, Bindings b, void* workspace) {
+  for (const CudnnScalar& sc : g.builder->scalars()) b.add(sc.uid, sc.value);
   cudnnBackendDescriptor_t pack = nullptr;
   MT_CHECK_CUDNN(cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack));
   struct Destroy {
@@ -633,7 +632,7 @@ void execute(cudnnHandle_t handle, cudnnBackendDescriptor_t plan, Bindings b, co
       cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, b.ptrs.data()));
   MT_CHECK_CUDNN(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace));
   MT_CHECK_CUDNN(cudnnBackendFinalize(pack));
-  MT_CHECK_CUDNN(cudnnBackendExecute(handle, plan, pack));
+  MT_CHECK_CUDNN(cudnnBackendExecute(static_cast<cudnnHandle_t>(handle), g.plan, pack));
 }
 
 // A forward graph's tensors; lens (its padding mask's lengths) nullptr where it has none.
@@ -731,7 +730,7 @@ void CudnnAttention::ragged_forward(__nv_bfloat16* out, float* stats, const __nv
   Bindings ptrs = forward_bindings(q, k, v, out, stats, nullptr);
   bind_ragged(g, g_shape, starts, lens, seq, rows_in_call, ptrs, stream_);
   bind_bias_and_sinks(g, g_shape, ptrs, stream_);
-  execute(static_cast<cudnnHandle_t>(handle_), g.plan, std::move(ptrs), g.builder->scalars(), g.ragged_workspace);
+  execute(handle_, g, std::move(ptrs), g.ragged_workspace);
 }
 
 // A padded or staged batch runs as one ragged call where its graph finalizes: each sequence read and written in
@@ -790,7 +789,7 @@ void CudnnAttention::ragged_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_
   bind_ragged(g, g_shape, starts, lens, seq, rows_in_call, ptrs, stream_);
   bind_dq_accum(g, ragged_dq_accum_bytes(g, g_shape, rows_in_call), ws, version(), ptrs, stream_);
   if (g.alibi) ptrs.add(uid_alibi, g_shape.alibi_slopes);
-  execute(static_cast<cudnnHandle_t>(handle_), g.plan, std::move(ptrs), g.builder->scalars(), ws);
+  execute(handle_, g, std::move(ptrs), ws);
 }
 
 // A staged batch's backward as one ragged call, as ragged_batch_forward: no staging copies of the eight tensors, only
@@ -843,7 +842,7 @@ bool CudnnAttention::bucket_forward(__nv_bfloat16* out, float* lse, const __nv_b
   }
   Bindings ptrs = forward_bindings(q_in, k_in, v_in, o_out, stats_out, g.padding ? lens : nullptr);
   bind_bias_and_sinks(g, s, ptrs, stream_);
-  execute(static_cast<cudnnHandle_t>(handle_), g.plan, std::move(ptrs), g.builder->scalars(), ws);
+  execute(handle_, g, std::move(ptrs), ws);
   if (l.staged) {
     restride_rows(out, o_out, b, Sp, S, h * d * 2, stream_);
     restride_rows(lse, stats_out, b * h, Sp, S, 4, stream_);
@@ -915,7 +914,7 @@ bool CudnnAttention::backward_call(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bf
     ptrs.add(uid_seq_kv, lens);
   }
   if (g.alibi) ptrs.add(uid_alibi, s.alibi_slopes);
-  execute(static_cast<cudnnHandle_t>(handle_), g.plan, std::move(ptrs), g.builder->scalars(), ws);
+  execute(handle_, g, std::move(ptrs), ws);
   if (l.staged) {
     restride_rows(dq, dq_out, b, Sp, S, h * d * 2, stream_);
     restride_rows(dk, dk_out, b, Sp, S, hk * d * 2, stream_);
@@ -976,7 +975,7 @@ bool CudnnAttention::tiled_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_b
         ptrs.add(uid_seq_q, q_lens);
         ptrs.add(uid_seq_kv, kv_lens);
       }
-      execute(static_cast<cudnnHandle_t>(handle_), g.plan, std::move(ptrs), g.builder->scalars(), ws);
+      execute(handle_, g, std::move(ptrs), ws);
       accumulate_rows(dq_acc, T * qw, dq_tile, T * qw, b, T, qw, j == 0, stream_);
       accumulate_rows(dk_acc + j * T * kw, kv_rows * kw, dk_tile, T * kw, b, T, kw, i == j, stream_);
       accumulate_rows(dv_acc + j * T * kw, kv_rows * kw, dv_tile, T * kw, b, T, kw, i == j, stream_);
