@@ -508,7 +508,7 @@ class CudaBackend final : public Backend {
   // cuDNN's fused attention for this direction of this call when plan/cudnn_attention_plan.h's choice says so (the
   // plan built, its workspace and staging within the run's limit); null otherwise: our kernel runs. The choice is
   // logged once (again after set_attention_workspace), each refusal of a shape once, each graph once
-  // (cudnn_attention.cpp).
+  // (cudnn_attention.cpp; the graphs, cudnn_attention_graph.cpp).
   cuda::CudnnAttention* cudnn_for(const AttnShape& shape, bool backward) {
     if (!attention_choice_logged_) {
       attention_choice_logged_ = true;

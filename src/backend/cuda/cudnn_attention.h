@@ -273,5 +273,8 @@ void scatter_segment_lse(float* lse, const float* src, const int32_t* starts, co
 // Zeroes the rows of x [batch·seq, width] at padded positions (i >= s.seq_lens[b], which must be set) and, where lse
 // is given, lse [batch, n_heads, seq] there (cudnn_attention_rows.cu).
 void zero_padded_attention_rows(__nv_bfloat16* x, int64_t width, float* lse, const AttnShape& s, cudaStream_t stream);
+// The gradients' padded rows zeroed where the call has lengths: what cuDNN leaves there (or never writes) is not kept.
+void zero_padded_gradient_rows(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, const AttnShape& s,
+                               cudaStream_t stream);
 
 }  // namespace mt::cuda

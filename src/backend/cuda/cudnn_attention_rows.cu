@@ -266,6 +266,14 @@ void zero_padded_attention_rows(__nv_bfloat16* x, int64_t width, float* lse, con
   MT_CHECK_CUDA(cudaGetLastError());
 }
 
+void zero_padded_gradient_rows(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, const AttnShape& s,
+                               cudaStream_t stream) {
+  if (s.seq_lens == nullptr) return;
+  zero_padded_attention_rows(dq, s.n_heads * s.head_dim, nullptr, s, stream);
+  zero_padded_attention_rows(dk, s.n_kv_heads * s.head_dim, nullptr, s, stream);
+  zero_padded_attention_rows(dv, s.n_kv_heads * s.head_dim, nullptr, s, stream);
+}
+
 void restride_rows(void* dst, const void* src, int64_t groups, int64_t from_rows, int64_t to_rows, int64_t row_bytes,
                    cudaStream_t stream) {
   gather_rows(dst, src, groups, from_rows, 0, to_rows, row_bytes, stream);

@@ -1,0 +1,70 @@
+// CudnnAttention's private half, shared by its source files (cudnn_attention*.cpp): the variant pack's uids of a
+// graph's non-virtual tensors, the 256-byte unit the workspace is carved in, and the Graph one bucket (or tile) shape's
+// plan lives in. Invariant: a Graph owns its builder (descriptors, scalars) and its device side memory, and frees
+// them with it.
+#pragma once
+#include <cudnn.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "backend/cuda/cudnn_attention.h"
+#include "backend/cuda/cudnn_graph_builder.h"
+
+namespace mt::cuda {
+
+// Non-virtual tensors (the variant pack's device pointers); virtual tensors and scalars get uids from 100 up.
+enum Uid : int64_t {
+  uid_q = 1,
+  uid_k,
+  uid_v,
+  uid_o,
+  uid_stats,
+  uid_do,
+  uid_dq,
+  uid_dk,
+  uid_dv,
+  uid_seq_q,
+  uid_seq_kv,
+  uid_softmax_sum,
+  uid_dq_accum,
+  uid_sinks,
+  uid_alibi,
+  uid_q_ragged,
+  uid_kv_ragged
+};
+
+constexpr int64_t align_up(int64_t n) { return (n + 255) / 256 * 256; }
+
+struct CudnnAttention::Graph {
+  Key key;
+  CudnnPlanInfo info;
+  std::unique_ptr<CudnnGraphBuilder> builder;
+  cudnnBackendDescriptor_t plan = nullptr;
+  int64_t plan_bytes = 0, softmax_sum_bytes = 0, dq_accum_bytes = 0;
+  bool padding = false;          // the graph has the padding mask (seq_lens, or the full-length workaround)
+  bool alibi = false;            // the graph adds ALiBi's bias (the shape's slopes bound per call)
+  int32_t* full_lens = nullptr;  // device [batch] = seq: the workaround's lengths when the shape has no seq_lens
+  float* sinks = nullptr;        // device [n_heads]: the forward's sink logits in fp32 (cast from the shape's per call)
+  // A ragged graph's own device memory: its Q/O and K/V offsets [batch + 1] each and lengths [batch], then a
+  // forward's plan workspace (a few KiB: 1280 B at 2 × 256, 8/2 heads), so that it takes none of the shared workspace
+  // (a backward's plan workspace is the shared one's start).
+  int32_t* ragged_ints = nullptr;
+  void* ragged_workspace = nullptr;
+  int64_t batch() const { return std::get<1>(key); }
+  int32_t* q_offsets() const { return ragged_ints; }
+  int32_t* kv_offsets() const { return ragged_ints + batch() + 1; }
+  int32_t* ragged_lens() const { return ragged_ints + 2 * batch() + 2; }
+  // A ragged non-deterministic backward: its fp32 dQ accumulator is the call's rows at dQ's offsets (as
+  // cudnn-frontend's THD accumulator), so its bytes are the call's (ragged_dq_accum_bytes), not the graph's
+  // (dq_accum_bytes 0).
+  bool ragged_dq_accum = false;
+  Free release;
+  ~Graph() {
+    if (full_lens) release(full_lens);
+    if (sinks) release(sinks);
+    if (ragged_ints) release(ragged_ints);
+  }
+};
+
+}  // namespace mt::cuda
