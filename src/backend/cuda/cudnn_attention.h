@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -208,6 +209,11 @@ class CudnnAttention {
   // The most any of the calls holds (its ragged call, or its graph and gathered rows), or -1 where a graph does not
   // finalize.
   int64_t segment_workspace_need(bool backward, const std::vector<SegmentCall>& calls);
+  // segment_calls with every call's graph built and the workspace grown to the largest before anything runs, so that a
+  // refusal comes before anything is written and no call moves the workspace under another's gathered rows; nullopt,
+  // having run nothing, where a graph does not finalize or the workspace cannot be allocated.
+  std::optional<std::vector<SegmentCall>> reserved_segment_calls(bool backward, const AttnShape& s,
+                                                                 int64_t limit_bytes);
   bool segment_forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* q, const __nv_bfloat16* k,
                        const __nv_bfloat16* v, const AttnShape& s, int64_t limit_bytes);
   bool segment_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, const __nv_bfloat16* dout,

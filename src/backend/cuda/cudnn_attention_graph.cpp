@@ -250,13 +250,19 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
         const int64_t pT = B.virt("P^T", bf, s_dims, st_strides);
         B.reshape("reshape_p", exp_s, pT);
         const std::vector<int64_t> full_head_strides{h * S * d, S * d, d, 1};
-        if (h == hk) {
-          B.matmul("matmul_pT_dO", pT, dO, dV, seq_kv, -1, seq_q);
-        } else {
-          const int64_t dVf = B.virt("dV full heads", bf, q_dims, full_head_strides);
-          B.matmul("matmul_pT_dO", pT, dO, dVf, seq_kv, -1, seq_q);
-          B.reduction("red_dV_head", CUDNN_REDUCE_TENSOR_ADD, dVf, dV);
-        }
+        // grad = lhs_t·rhs per query head (lhs_t a transposed S×S view), straight into grad where every head has its
+        // own K and V, else into full heads reduced over each GQA group
+        auto kv_gradient = [&](const std::string& matmul, const std::string& name, int64_t lhs_t, int64_t rhs,
+                               int64_t grad) {
+          if (h == hk) {
+            B.matmul(matmul, lhs_t, rhs, grad, seq_kv, -1, seq_q);
+            return;
+          }
+          const int64_t full = B.virt(name + " full heads", bf, q_dims, full_head_strides);
+          B.matmul(matmul, lhs_t, rhs, full, seq_kv, -1, seq_q);
+          B.reduction("red_" + name + "_head", CUDNN_REDUCE_TENSOR_ADD, full, grad);
+        };
+        kv_gradient("matmul_pT_dO", "dV", pT, dO, dV);
         // dS = scale · P ⊙ (dO·Vᵀ − softmax_sum), times the soft-cap's derivative 1 − tanh² where capped
         const int64_t dP = B.virt("dP", f32, s_dims, s_strides);
         B.matmul("matmul_dO_VT", dO, VT, dP, seq_q, seq_kv, -1);
@@ -278,13 +284,7 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
         // dK = dSᵀ·Q (summed over each GQA group)
         const int64_t dST = B.virt("dS^T", bf, s_dims, st_strides);
         B.reshape("reshape_dS", dS, dST);
-        if (h == hk) {
-          B.matmul("matmul_dST_Q", dST, Q, dK, seq_kv, -1, seq_q);
-        } else {
-          const int64_t dKf = B.virt("dK full heads", bf, q_dims, full_head_strides);
-          B.matmul("matmul_dST_Q", dST, Q, dKf, seq_kv, -1, seq_q);
-          B.reduction("red_dK_head", CUDNN_REDUCE_TENSOR_ADD, dKf, dK);
-        }
+        kv_gradient("matmul_dST_Q", "dK", dST, Q, dK);
         // dQ = dS·K: straight into dQ (the deterministic graph), or through an fp32 accumulator in the workspace
         // typed as cudnn-frontend leaves it: a virtual view gets the intermediate type
         const int64_t K = B.virt("K", f32, kv_dims, kv_strides, kv_ragged);

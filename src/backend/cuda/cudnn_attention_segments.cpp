@@ -3,6 +3,7 @@
 // scattered back. Invariant: every call's graph is built and the workspace grown to the largest before the first
 // call runs, and the workspace never outgrows what the memory plan reserved.
 #include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "backend/cuda/cudnn_attention.h"
@@ -70,22 +71,30 @@ int64_t CudnnAttention::segment_workspace_need(bool backward, const std::vector<
   return most;
 }
 
-// Every call's graph is built and the workspace grown to the largest call before anything runs, so that a refusal
-// comes before anything is written and no call moves the workspace under another's gathered rows; each call's rows
-// lie past its own graph's workspace. A call whose ragged graph runs reads and writes the packed rows in place.
+std::optional<std::vector<CudnnAttention::SegmentCall>> CudnnAttention::reserved_segment_calls(bool backward,
+                                                                                               const AttnShape& s,
+                                                                                               int64_t limit_bytes) {
+  std::vector<SegmentCall> calls = segment_calls(backward, s, limit_bytes);
+  const int64_t need = segment_workspace_need(backward, calls);
+  if (need < 0) return std::nullopt;
+  if (!calls.empty()) {  // the plan a failed allocation drops: the first call's (a forward's ignores determinism)
+    const bool ragged = calls[0].ragged_bytes >= 0;
+    if (!reserve_bytes(graph(backward, calls[0].shape, true, cudnn_deterministic_backward(), true, ragged), need))
+      return std::nullopt;
+  }
+  return calls;
+}
+
+// Each call's rows lie past its own graph's workspace; a call whose ragged graph runs reads and writes the packed rows
+// in place.
 bool CudnnAttention::segment_forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* q, const __nv_bfloat16* k,
                                      const __nv_bfloat16* v, const AttnShape& s, int64_t limit_bytes) {
   using bf = __nv_bfloat16;
-  const std::vector<SegmentCall> calls = segment_calls(false, s, limit_bytes);
-  const int64_t need = segment_workspace_need(false, calls);
+  const std::optional<std::vector<SegmentCall>> calls = reserved_segment_calls(false, s, limit_bytes);
+  if (!calls) return false;
   const int64_t rows_in_call = s.batch * s.seq;
-  if (need < 0) return false;
-  if (!calls.empty()) {  // the plan a failed allocation drops: the first call's
-    const bool ragged = calls[0].ragged_bytes >= 0;
-    if (!reserve_bytes(graph(false, calls[0].shape, true, true, true, ragged), need)) return false;
-  }
   const int64_t qw = s.n_heads * s.head_dim, kw = s.n_kv_heads * s.head_dim, h = s.n_heads;
-  for (const SegmentCall& c : calls) {
+  for (const SegmentCall& c : *calls) {
     const int64_t n = c.shape.batch, L = c.shape.seq, rows = n * L;
     const int32_t* lens = c.shape.seq_lens;
     if (c.ragged_bytes >= 0) {  // each segment read and written in place
@@ -115,17 +124,11 @@ bool CudnnAttention::segment_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv
                                       const __nv_bfloat16* v, const __nv_bfloat16* out, const float* lse,
                                       const AttnShape& s, int64_t limit_bytes) {
   using bf = __nv_bfloat16;
-  const std::vector<SegmentCall> calls = segment_calls(true, s, limit_bytes);
-  const int64_t need = segment_workspace_need(true, calls);
+  const std::optional<std::vector<SegmentCall>> calls = reserved_segment_calls(true, s, limit_bytes);
+  if (!calls) return false;
   const int64_t rows_in_call = s.batch * s.seq;
-  if (need < 0) return false;
-  if (!calls.empty()) {  // the plan a failed allocation drops: the first call's
-    const bool ragged = calls[0].ragged_bytes >= 0;
-    if (!reserve_bytes(graph(true, calls[0].shape, true, cudnn_deterministic_backward(), true, ragged), need))
-      return false;
-  }
   const int64_t qw = s.n_heads * s.head_dim, kw = s.n_kv_heads * s.head_dim, h = s.n_heads;
-  for (const SegmentCall& c : calls) {
+  for (const SegmentCall& c : *calls) {
     const int64_t n = c.shape.batch, L = c.shape.seq, rows = n * L;
     const int32_t* lens = c.shape.seq_lens;
     if (c.ragged_bytes >= 0) {  // each segment read and written in place
