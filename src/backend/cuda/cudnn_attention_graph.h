@@ -1,7 +1,6 @@
-// CudnnAttention's private half, shared by its source files (cudnn_attention*.cpp): the variant pack's uids of a
-// graph's non-virtual tensors, the 256-byte unit the workspace is carved in, and the Graph one bucket (or tile) shape's
-// plan lives in. Invariant: a Graph owns its builder (descriptors, scalars) and its device side memory, and frees
-// them with it.
+// CudnnAttention's private half, shared by its source files (cudnn_attention*.cpp): the Graph one bucket (or tile)
+// shape's plan lives in (its tensors' uids and align_up are cudnn_sdpa_graph.h's). Invariant: a Graph owns its builder
+// (descriptors, scalars) and its device side memory, and frees them with it.
 #pragma once
 #include <cudnn.h>
 
@@ -10,31 +9,9 @@
 
 #include "backend/cuda/cudnn_attention.h"
 #include "backend/cuda/cudnn_graph_builder.h"
+#include "backend/cuda/cudnn_sdpa_graph.h"
 
 namespace mt::cuda {
-
-// Non-virtual tensors (the variant pack's device pointers); virtual tensors and scalars get uids from 100 up.
-enum Uid : int64_t {
-  uid_q = 1,
-  uid_k,
-  uid_v,
-  uid_o,
-  uid_stats,
-  uid_do,
-  uid_dq,
-  uid_dk,
-  uid_dv,
-  uid_seq_q,
-  uid_seq_kv,
-  uid_softmax_sum,
-  uid_dq_accum,
-  uid_sinks,
-  uid_alibi,
-  uid_q_ragged,
-  uid_kv_ragged
-};
-
-constexpr int64_t align_up(int64_t n) { return (n + 255) / 256 * 256; }
 
 struct CudnnAttention::Graph {
   Key key;

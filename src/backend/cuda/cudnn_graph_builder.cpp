@@ -5,6 +5,11 @@
 
 #include "core/error.h"
 
+// An operation's type and a link, each with its cuDNN name as a failure names it.
+#define MT_CUDNN_TYPE(type) type, #type
+#define MT_CUDNN_LINK(attr, value) \
+  Link { attr, #attr, value }
+
 namespace mt::cuda {
 
 std::string cudnn_message(cudnnStatus_t st) {
@@ -39,6 +44,15 @@ void CudnnGraphBuilder::set(cudnnBackendDescriptor_t d, cudnnBackendAttributeNam
 void CudnnGraphBuilder::finalize(cudnnBackendDescriptor_t d, const std::string& what) {
   if (!ok()) return;
   check(cudnnBackendFinalize(d), what + " cudnnBackendFinalize");
+}
+
+void CudnnGraphBuilder::operation(cudnnBackendDescriptorType_t type, const char* type_name,
+                                  std::initializer_list<Link> links, const std::string& what) {
+  cudnnBackendDescriptor_t op = create(type, what);
+  for (const Link& l : links)
+    if (l.value != nullptr) set(op, l.attr, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &l.value, what + " " + l.name);
+  finalize(op, what + " " + type_name);
+  ops_.push_back(op);
 }
 
 int64_t CudnnGraphBuilder::tensor(int64_t uid, const std::string& name, cudnnDataType_t type, std::vector<int64_t> dims,
@@ -98,21 +112,13 @@ void CudnnGraphBuilder::pointwise(const std::string& name, cudnnPointwiseMode_t 
   if (mode == CUDNN_POINTWISE_GEN_INDEX)
     set(pw, CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, 1, &axis, what + " CUDNN_ATTR_POINTWISE_AXIS");
   finalize(pw, what + " CUDNN_BACKEND_POINTWISE_DESCRIPTOR");
-  cudnnBackendDescriptor_t op = create(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, what);
-  set(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &pw,
-      what + " CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR");
-  set(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors_.at(x),
-      what + " CUDNN_ATTR_OPERATION_POINTWISE_XDESC");
-  if (b >= 0)
-    set(op, CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors_.at(b),
-        what + " CUDNN_ATTR_OPERATION_POINTWISE_BDESC");
-  if (t >= 0)
-    set(op, CUDNN_ATTR_OPERATION_POINTWISE_TDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors_.at(t),
-        what + " CUDNN_ATTR_OPERATION_POINTWISE_TDESC");
-  set(op, CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors_.at(y),
-      what + " CUDNN_ATTR_OPERATION_POINTWISE_YDESC");
-  finalize(op, what + " CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR");
-  ops_.push_back(op);
+  operation(MT_CUDNN_TYPE(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR),
+            {MT_CUDNN_LINK(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw),
+             MT_CUDNN_LINK(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, tensors_.at(x)),
+             MT_CUDNN_LINK(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, port(b)),
+             MT_CUDNN_LINK(CUDNN_ATTR_OPERATION_POINTWISE_TDESC, port(t)),
+             MT_CUDNN_LINK(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, tensors_.at(y))},
+            what);
 }
 
 void CudnnGraphBuilder::pointwise_backward(const std::string& name, cudnnPointwiseMode_t mode, int64_t dy, int64_t x,
@@ -123,17 +129,12 @@ void CudnnGraphBuilder::pointwise_backward(const std::string& name, cudnnPointwi
   set(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode, what + " CUDNN_ATTR_POINTWISE_MODE");
   set(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &compute, what + " CUDNN_ATTR_POINTWISE_MATH_PREC");
   finalize(pw, what + " CUDNN_BACKEND_POINTWISE_DESCRIPTOR");
-  cudnnBackendDescriptor_t op = create(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, what);
-  set(op, CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &pw,
-      what + " CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR");
-  set(op, CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors_.at(x),
-      what + " CUDNN_ATTR_OPERATION_POINTWISE_XDESC");
-  set(op, CUDNN_ATTR_OPERATION_POINTWISE_DYDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors_.at(dy),
-      what + " CUDNN_ATTR_OPERATION_POINTWISE_DYDESC");
-  set(op, CUDNN_ATTR_OPERATION_POINTWISE_DXDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors_.at(dx),
-      what + " CUDNN_ATTR_OPERATION_POINTWISE_DXDESC");
-  finalize(op, what + " CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR");
-  ops_.push_back(op);
+  operation(MT_CUDNN_TYPE(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR),
+            {MT_CUDNN_LINK(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw),
+             MT_CUDNN_LINK(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, tensors_.at(x)),
+             MT_CUDNN_LINK(CUDNN_ATTR_OPERATION_POINTWISE_DYDESC, tensors_.at(dy)),
+             MT_CUDNN_LINK(CUDNN_ATTR_OPERATION_POINTWISE_DXDESC, tensors_.at(dx))},
+            what);
 }
 
 void CudnnGraphBuilder::matmul(const std::string& name, int64_t a, int64_t b, int64_t c, int64_t m_override,
@@ -143,26 +144,15 @@ void CudnnGraphBuilder::matmul(const std::string& name, int64_t a, int64_t b, in
   const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
   set(mm, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute, what + " CUDNN_ATTR_MATMUL_COMP_TYPE");
   finalize(mm, what + " CUDNN_BACKEND_MATMUL_DESCRIPTOR");
-  cudnnBackendDescriptor_t op = create(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, what);
-  set(op, CUDNN_ATTR_OPERATION_MATMUL_ADESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors_.at(a),
-      what + " CUDNN_ATTR_OPERATION_MATMUL_ADESC");
-  set(op, CUDNN_ATTR_OPERATION_MATMUL_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors_.at(b),
-      what + " CUDNN_ATTR_OPERATION_MATMUL_BDESC");
-  set(op, CUDNN_ATTR_OPERATION_MATMUL_CDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors_.at(c),
-      what + " CUDNN_ATTR_OPERATION_MATMUL_CDESC");
-  set(op, CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &mm,
-      what + " CUDNN_ATTR_OPERATION_MATMUL_DESC");
-  if (m_override >= 0)
-    set(op, CUDNN_ATTR_OPERATION_MATMUL_GEMM_M_OVERRIDE_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-        &tensors_.at(m_override), what + " CUDNN_ATTR_OPERATION_MATMUL_GEMM_M_OVERRIDE_DESC");
-  if (n_override >= 0)
-    set(op, CUDNN_ATTR_OPERATION_MATMUL_GEMM_N_OVERRIDE_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-        &tensors_.at(n_override), what + " CUDNN_ATTR_OPERATION_MATMUL_GEMM_N_OVERRIDE_DESC");
-  if (k_override >= 0)
-    set(op, CUDNN_ATTR_OPERATION_MATMUL_GEMM_K_OVERRIDE_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-        &tensors_.at(k_override), what + " CUDNN_ATTR_OPERATION_MATMUL_GEMM_K_OVERRIDE_DESC");
-  finalize(op, what + " CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR");
-  ops_.push_back(op);
+  operation(MT_CUDNN_TYPE(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR),
+            {MT_CUDNN_LINK(CUDNN_ATTR_OPERATION_MATMUL_ADESC, tensors_.at(a)),
+             MT_CUDNN_LINK(CUDNN_ATTR_OPERATION_MATMUL_BDESC, tensors_.at(b)),
+             MT_CUDNN_LINK(CUDNN_ATTR_OPERATION_MATMUL_CDESC, tensors_.at(c)),
+             MT_CUDNN_LINK(CUDNN_ATTR_OPERATION_MATMUL_DESC, mm),
+             MT_CUDNN_LINK(CUDNN_ATTR_OPERATION_MATMUL_GEMM_M_OVERRIDE_DESC, port(m_override)),
+             MT_CUDNN_LINK(CUDNN_ATTR_OPERATION_MATMUL_GEMM_N_OVERRIDE_DESC, port(n_override)),
+             MT_CUDNN_LINK(CUDNN_ATTR_OPERATION_MATMUL_GEMM_K_OVERRIDE_DESC, port(k_override))},
+            what);
 }
 
 void CudnnGraphBuilder::reduction(const std::string& name, cudnnReduceTensorOp_t mode, int64_t x, int64_t y) {
@@ -173,26 +163,18 @@ void CudnnGraphBuilder::reduction(const std::string& name, cudnnReduceTensorOp_t
   set(rd, CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &mode,
       what + " CUDNN_ATTR_REDUCTION_OPERATOR");
   finalize(rd, what + " CUDNN_BACKEND_REDUCTION_DESCRIPTOR");
-  cudnnBackendDescriptor_t op = create(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, what);
-  set(op, CUDNN_ATTR_OPERATION_REDUCTION_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &rd,
-      what + " CUDNN_ATTR_OPERATION_REDUCTION_DESC");
-  set(op, CUDNN_ATTR_OPERATION_REDUCTION_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors_.at(x),
-      what + " CUDNN_ATTR_OPERATION_REDUCTION_XDESC");
-  set(op, CUDNN_ATTR_OPERATION_REDUCTION_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors_.at(y),
-      what + " CUDNN_ATTR_OPERATION_REDUCTION_YDESC");
-  finalize(op, what + " CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR");
-  ops_.push_back(op);
+  operation(MT_CUDNN_TYPE(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR),
+            {MT_CUDNN_LINK(CUDNN_ATTR_OPERATION_REDUCTION_DESC, rd),
+             MT_CUDNN_LINK(CUDNN_ATTR_OPERATION_REDUCTION_XDESC, tensors_.at(x)),
+             MT_CUDNN_LINK(CUDNN_ATTR_OPERATION_REDUCTION_YDESC, tensors_.at(y))},
+            what);
 }
 
 void CudnnGraphBuilder::reshape(const std::string& name, int64_t x, int64_t y) {
-  const std::string what = "reshape '" + name + "'";
-  cudnnBackendDescriptor_t op = create(CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR, what);
-  set(op, CUDNN_ATTR_OPERATION_RESHAPE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors_.at(x),
-      what + " CUDNN_ATTR_OPERATION_RESHAPE_XDESC");
-  set(op, CUDNN_ATTR_OPERATION_RESHAPE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &tensors_.at(y),
-      what + " CUDNN_ATTR_OPERATION_RESHAPE_YDESC");
-  finalize(op, what + " CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR");
-  ops_.push_back(op);
+  operation(MT_CUDNN_TYPE(CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR),
+            {MT_CUDNN_LINK(CUDNN_ATTR_OPERATION_RESHAPE_XDESC, tensors_.at(x)),
+             MT_CUDNN_LINK(CUDNN_ATTR_OPERATION_RESHAPE_YDESC, tensors_.at(y))},
+            "reshape '" + name + "'");
 }
 
 cudnnBackendDescriptor_t CudnnGraphBuilder::plan(bool deterministic, CudnnPlanInfo& info) {

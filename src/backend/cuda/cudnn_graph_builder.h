@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <initializer_list>
 #include <map>
 #include <string>
 #include <vector>
@@ -45,6 +46,18 @@ class CudnnGraphBuilder {
   void set(cudnnBackendDescriptor_t d, cudnnBackendAttributeName_t attr, cudnnBackendAttributeType_t type,
            int64_t count, const void* value, const std::string& what);
   void finalize(cudnnBackendDescriptor_t d, const std::string& what);
+  // One descriptor-valued attribute of an operation: its cuDNN name (for a failure's message) and value.
+  struct Link {
+    cudnnBackendAttributeName_t attr;
+    const char* name;
+    cudnnBackendDescriptor_t value;
+  };
+  // An operation descriptor of `type` (named type_name) with each link set in order, the links whose value is null
+  // left unset, finalized and added to the graph.
+  void operation(cudnnBackendDescriptorType_t type, const char* type_name, std::initializer_list<Link> links,
+                 const std::string& what);
+  // The tensor descriptor of uid x, null for -1 (an operation's optional port).
+  cudnnBackendDescriptor_t port(int64_t x) const { return x >= 0 ? tensors_.at(x) : nullptr; }
 
   // A tensor descriptor; returns its uid.
   // ragged: the uid of the tensor of its sequences' offsets (elements), -1 for none.
