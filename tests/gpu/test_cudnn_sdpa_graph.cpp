@@ -2,11 +2,12 @@
 // can ask for (forward and backward, deterministic or not, padded, ragged, causal or a tile below the diagonal,
 // sinks, ALiBi, soft-cap, window, MHA and GQA, head_dim 64/128/256) adds its tensors and operations, and each
 // descriptor finalizes in the cuDNN library this build links, with the scalars of rank 1 or 4 as CudnnAttention
-// tries them; the side tensors' bytes are the workspace formula's. The plan needs a handle, hence the GPU: the op
-// table (test_cuda_cudnn_attention.cpp) runs it there. And the builder's first failure names the operation and the
-// attribute.
+// tries them; the graph takes the device tensors its spec says (what its calls bind), and the side tensors' bytes are
+// the workspace formula's. The plan needs a handle, hence the GPU: the op table (test_cuda_cudnn_attention.cpp) runs
+// it there. And the builder's first failure names the operation and the attribute.
 #ifdef MEGATRAIN_HAVE_CUDNN
 #include <cstdint>
+#include <set>
 #include <string>
 #include <utility>
 
@@ -29,11 +30,24 @@ struct Variant {
   }
 };
 
+// The device tensors a variant's graph takes, from its spec alone: what its calls bind.
+std::set<int64_t> expected_device_uids(const Variant& v) {
+  std::set<int64_t> uids{cu::uid_q, cu::uid_k, cu::uid_v, cu::uid_o, cu::uid_stats};
+  if (v.backward) uids.insert({cu::uid_do, cu::uid_dq, cu::uid_dk, cu::uid_dv, cu::uid_softmax_sum});
+  if (v.backward && !v.deterministic) uids.insert(cu::uid_dq_accum);
+  if (v.padding) uids.insert({cu::uid_seq_q, cu::uid_seq_kv});
+  if (v.ragged) uids.insert({cu::uid_q_ragged, cu::uid_kv_ragged});
+  if (v.sinks) uids.insert(cu::uid_sinks);
+  if (v.alibi) uids.insert(cu::uid_alibi);
+  return uids;
+}
+
 // Adds the variant's graph with scalars of rank 1, then 4, as CudnnAttention::graph does; the first that builds.
 struct Built {
   bool ok = false;
   std::string errors;
   cu::SdpaSideTensors side;
+  std::set<int64_t> device_uids;
 };
 Built build(const Variant& v, const mt::AttnShape& s) {
   Built out;
@@ -44,6 +58,7 @@ Built build(const Variant& v, const mt::AttnShape& s) {
         {v.backward, v.deterministic, v.padding, v.causal, v.ragged, v.sinks, static_cast<int64_t>(cudnnGetVersion())});
     if (B.ok()) {
       out.ok = true;
+      out.device_uids = B.device_uids();
       return out;
     }
     out.errors += "rank " + std::to_string(scalar_rank) + ": " + B.error() + "; ";
@@ -87,6 +102,7 @@ TEST_CASE("cuDNN SDPA graphs: every variant's descriptors finalize without a GPU
                       const bool accumulates = backward && !deterministic;
                       CHECK(b.side.dq_accum_bytes == (accumulates && !ragged ? cu::align_up(2 * h * 256 * d * 4) : 0));
                       CHECK(b.side.ragged_dq_accum == (accumulates && ragged));
+                      CHECK(b.device_uids == expected_device_uids(v));
                       ++built;
                     }
           }

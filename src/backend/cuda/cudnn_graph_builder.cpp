@@ -75,6 +75,7 @@ int64_t CudnnGraphBuilder::tensor(int64_t uid, const std::string& name, cudnnDat
         what + " CUDNN_ATTR_TENSOR_RAGGED_OFFSET_DESC");
   finalize(d, what);
   tensors_[uid] = d;
+  if (!is_virtual && !by_value) device_uids_.insert(uid);
   info_[uid] = CudnnTensorInfo{std::move(dims), std::move(strides), type};
   return uid;
 }

@@ -10,6 +10,7 @@
 #include <deque>
 #include <initializer_list>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -101,6 +102,9 @@ class CudnnGraphBuilder {
 
   // The pass-by-value scalars every variant pack of this graph carries.
   const std::vector<CudnnScalar>& scalars() const { return scalars_; }
+  // The uids of the graph's device tensors (neither virtual nor by value), ascending: what a variant pack binds
+  // besides the scalars.
+  const std::set<int64_t>& device_uids() const { return device_uids_; }
 
  private:
   // The descriptors an attribute of d holds (at most `most`, each created as `type`); empty, with error() set, where
@@ -142,6 +146,7 @@ class CudnnGraphBuilder {
   std::map<int64_t, CudnnTensorInfo> info_;
   std::deque<Value> values_;  // stable addresses
   std::vector<CudnnScalar> scalars_;
+  std::set<int64_t> device_uids_;
   int64_t next_uid_ = 100;
 };
 
