@@ -33,7 +33,7 @@ enum Uid : int64_t {
   uid_kv_ragged
 };
 
-// bytes rounded up to the 256-byte unit our workspace is carved in
+// Bytes rounded up to the 256-byte unit our workspace is carved in.
 constexpr int64_t align_up(int64_t n) { return (n + 255) / 256 * 256; }
 
 // The scale on the scores (the shape's, else 1/√head_dim) and the sliding window the graph masks (0: none, also where
