@@ -1,23 +1,31 @@
-// cuDNN's SDPA operation graphs (src/backend/cuda/cudnn_sdpa_graph.h) built without a GPU: every variant training
-// can ask for (forward and backward, deterministic or not, padded, ragged, causal or a tile below the diagonal,
-// sinks, ALiBi, soft-cap, window, MHA and GQA, head_dim 64/128/256) adds its tensors and operations, and each
-// descriptor finalizes in the cuDNN library this build links, with the scalars of rank 1 or 4 as CudnnAttention
-// tries them; the graph takes the device tensors its spec says (what its calls bind), and the side tensors' bytes are
-// the workspace formula's. The plan needs a handle, hence the GPU: the op table (test_cuda_cudnn_attention.cpp) runs
-// it there. And the builder's first failure names the operation and the attribute.
+// cuDNN's SDPA operation graphs (src/backend/cuda/cudnn_sdpa_graph.h) without a GPU. Every variant training can ask
+// for (forward and backward, deterministic or not, padded, ragged, causal or a tile below the diagonal, sinks, ALiBi,
+// soft-cap, window, MHA and GQA, head_dim 64/128/256) adds its tensors and operations, and each descriptor finalizes
+// in the cuDNN library this build links, with the scalars of rank 1 or 4 as CudnnAttention tries them; the graph
+// takes the device tensors its spec says (what its calls bind), and the side tensors' bytes are the workspace
+// formula's. What the causal graphs compute, run by a host interpreter of the graph (cudnn_graph_interpreter.h), is
+// the CPU reference's attention, forward and both backwards, padded and ragged. The plan and cuDNN's kernels need the
+// GPU: the op table (test_cuda_cudnn_attention.cpp) runs them there. And the builder's first failure names the
+// operation and the attribute.
 #ifdef MEGATRAIN_HAVE_CUDNN
+#include <algorithm>
 #include <cstdint>
 #include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "backend/cuda/cudnn_graph_builder.h"
 #include "backend/cuda/cudnn_sdpa_graph.h"
 #include "catch.h"
+#include "gpu/cudnn_graph_interpreter.h"
+#include "gpu/gpu_test_util.h"
 
 namespace {
 
 namespace cu = mt::cuda;
+using namespace mt::test;
+using bf16 = __nv_bfloat16;
 
 struct Variant {
   bool backward, deterministic, padding, ragged, causal, sinks, alibi, softcap, window;
@@ -110,6 +118,176 @@ TEST_CASE("cuDNN SDPA graphs: every variant's descriptors finalize without a GPU
     }
   const int per_kind = 3 * 2 * 2 * 2 * 2 * 2 * 3;  // masks, causal, ALiBi, soft-cap, window, heads, head_dim
   CHECK(built == per_kind * ((version >= 91300 ? 2 : 1) + 2));  // the forward with sinks and without, both backwards
+}
+
+namespace {
+
+// A call of the semantic check: heads, window, scale, soft-cap, ALiBi, sinks, lengths (empty: all valid).
+struct SemanticCase {
+  const char* name;
+  int64_t heads, kv_heads;
+  int64_t window = 0;
+  float scale = 0.f, softcap = 0.f;
+  bool alibi = false, sinks = false;
+  std::vector<int32_t> lens;
+};
+
+// The rows of a [batch, seq, width] tensor that are valid (i < lens[b]), in order.
+std::vector<float> valid_rows(const std::vector<float>& x, const std::vector<int32_t>& lens, int64_t seq,
+                              int64_t width) {
+  std::vector<float> out;
+  for (size_t b = 0; b < lens.size(); ++b)
+    out.insert(out.end(), x.begin() + static_cast<int64_t>(b) * seq * width,
+               x.begin() + (static_cast<int64_t>(b) * seq + lens[b]) * width);
+  return out;
+}
+
+// Valid rows packed back to back (valid_rows: a ragged call's layout) back into [batch, seq, width], 0 elsewhere.
+std::vector<float> unpacked(const std::vector<float>& x, const std::vector<int32_t>& lens, int64_t seq, int64_t width) {
+  std::vector<float> out(lens.size() * static_cast<size_t>(seq * width), 0.f);
+  int64_t row = 0;
+  for (size_t b = 0; b < lens.size(); ++b)
+    for (int32_t i = 0; i < lens[b]; ++i, ++row)
+      std::copy_n(x.begin() + row * width, width, out.begin() + (static_cast<int64_t>(b) * seq + i) * width);
+  return out;
+}
+
+// lse [batch, heads, seq] entries of valid rows.
+std::vector<float> valid_lse(const std::vector<float>& lse, const std::vector<int32_t>& lens, int64_t heads,
+                             int64_t seq) {
+  std::vector<float> out;
+  for (size_t b = 0; b < lens.size(); ++b)
+    for (int64_t h = 0; h < heads; ++h)
+      for (int32_t i = 0; i < lens[b]; ++i) out.push_back(lse[(b * heads + h) * seq + i]);
+  return out;
+}
+
+}  // namespace
+
+// What the graphs compute, without a GPU: each call's forward graph and both backward graphs (dQ straight, and
+// through the fp32 accumulator), padded and ragged, run by the host interpreter on bf16-rounded inputs and compared
+// with the CPU reference's attention (causal; the unmasked graph of a tile below the diagonal is left to the op
+// table on the GPU).
+TEST_CASE("cuDNN SDPA graphs compute the CPU reference's attention (host interpreter)", "[cudnn_graph]") {
+  const int64_t version = static_cast<int64_t>(cudnnGetVersion());
+  const int64_t batch = 2, seq = 40, d = 16;
+  const std::vector<SemanticCase> cases = {
+      {.name = "GQA 4:2", .heads = 4, .kv_heads = 2, .lens = {}},
+      {.name = "MHA, scale 1/3, padded 40/23", .heads = 2, .kv_heads = 2, .scale = 1.f / 3.f, .lens = {40, 23}},
+      {.name = "MQA, window 7, padded 40/17", .heads = 4, .kv_heads = 1, .window = 7, .lens = {40, 17}},
+      {.name = "GQA 4:2, soft-cap 1.5, padded 31/40", .heads = 4, .kv_heads = 2, .softcap = 1.5f, .lens = {31, 40}},
+      {.name = "MHA, ALiBi, window 9, padded 40/1",
+       .heads = 4,
+       .kv_heads = 4,
+       .window = 9,
+       .alibi = true,
+       .lens = {40, 1}},
+      {.name = "GQA 4:2, sinks, padded 29/40", .heads = 4, .kv_heads = 2, .sinks = true, .lens = {29, 40}},
+      {.name = "GQA 4:2, everything: window 11, soft-cap 2, ALiBi, sinks, padded 40/35",
+       .heads = 4,
+       .kv_heads = 2,
+       .window = 11,
+       .softcap = 2.f,
+       .alibi = true,
+       .sinks = true,
+       .lens = {40, 35}},
+  };
+
+  for (const SemanticCase& c : cases) {
+    if (c.sinks && version < 91300) continue;
+    const int64_t h = c.heads, hk = c.kv_heads, T = batch * seq, qw = h * d, kw = hk * d;
+    const bool padded = !c.lens.empty();
+    const std::vector<int32_t> lens = padded ? c.lens : std::vector<int32_t>(batch, static_cast<int32_t>(seq));
+    const std::vector<float> q = rounded<bf16>(random_floats(T * qw, 11)), k = rounded<bf16>(random_floats(T * kw, 12));
+    const std::vector<float> v = rounded<bf16>(random_floats(T * kw, 13)),
+                             dout = rounded<bf16>(random_floats(T * qw, 14));
+    std::vector<float> slopes, sinks;
+    for (int64_t i = 0; i < h; ++i) {
+      slopes.push_back(0.25f / static_cast<float>(i + 1));
+      sinks.push_back(mt::round_to_bf16(0.5f + 0.3f * static_cast<float>(i)));
+    }
+    mt::AttnShape s{.batch = batch, .seq = seq, .n_heads = h, .n_kv_heads = hk, .head_dim = d};
+    s.window = c.window;
+    s.scale = c.scale;
+    s.softcap = c.softcap;
+    s.alibi_slopes = c.alibi ? slopes.data() : nullptr;
+    s.seq_lens = padded ? lens.data() : nullptr;
+    s.sinks = c.sinks ? sinks.data() : nullptr;
+    // The reference: fp32 on the rounded inputs; out rounded as the GPU stores it, for the backward's input.
+    std::vector<float> out(static_cast<size_t>(T * qw)), lse(static_cast<size_t>(batch * h * seq));
+    std::vector<float> dq(q.size()), dk(k.size()), dv(v.size());
+    cpu().attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), s);
+    const std::vector<float> out_bf16 = rounded<bf16>(out);
+    cpu().attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(),
+                             out_bf16.data(), lse.data(), s);
+    const std::vector<float> lens_f(lens.begin(), lens.end());
+    for (const bool ragged : {false, true}) {
+      if (ragged && !padded) continue;
+      // A ragged call's tensors packed back to back, its offsets per sequence in elements.
+      auto layout = [&](const std::vector<float>& x, int64_t width) {
+        return ragged ? valid_rows(x, lens, seq, width) : x;
+      };
+      auto back = [&](const std::vector<float>& x, int64_t width) {
+        return ragged ? unpacked(x, lens, seq, width) : x;
+      };
+      std::vector<float> q_offsets{0}, kv_offsets{0};
+      for (const int32_t len : lens) {
+        q_offsets.push_back(q_offsets.back() + static_cast<float>(len * qw));
+        kv_offsets.push_back(kv_offsets.back() + static_cast<float>(len * kw));
+      }
+      auto bind_common = [&](CudnnGraphInterpreter& run, bool backward) {
+        run.bind(cu::uid_q, layout(q, qw));
+        run.bind(cu::uid_k, layout(k, kw));
+        run.bind(cu::uid_v, layout(v, kw));
+        run.bind(cu::uid_o, backward ? layout(out_bf16, qw) : std::vector<float>(layout(q, qw).size(), 0.f));
+        run.bind(cu::uid_stats, backward ? lse : std::vector<float>(lse.size(), 0.f));
+        if (padded) {
+          run.bind(cu::uid_seq_q, lens_f);
+          run.bind(cu::uid_seq_kv, lens_f);
+        }
+        if (ragged) {
+          run.bind(cu::uid_q_ragged, q_offsets);
+          run.bind(cu::uid_kv_ragged, kv_offsets);
+        }
+        if (c.alibi) run.bind(cu::uid_alibi, slopes);
+      };
+      DYNAMIC_SECTION(c.name << (ragged ? ", ragged" : "")) {
+        cu::CudnnGraphBuilder fwd(nullptr, 4);
+        cu::add_sdpa_graph(fwd, s, {false, true, padded, true, ragged, c.sinks, version});
+        REQUIRE(fwd.ok());
+        CudnnGraphInterpreter f(fwd);
+        bind_common(f, false);
+        if (c.sinks) f.bind(cu::uid_sinks, sinks);
+        f.run();
+        check_close("graph out", valid_rows(back(f.memory(cu::uid_o), qw), lens, seq, qw),
+                    valid_rows(out, lens, seq, qw), tolerance<bf16>);
+        check_close("graph lse", valid_lse(f.memory(cu::uid_stats), lens, h, seq), valid_lse(lse, lens, h, seq), 1e-5);
+        for (const bool deterministic : {true, false}) {
+          INFO((deterministic ? "deterministic" : "non-deterministic") << " backward");
+          cu::CudnnGraphBuilder bwd(nullptr, 4);
+          const cu::SdpaSideTensors side =
+              cu::add_sdpa_graph(bwd, s, {true, deterministic, padded, true, ragged, false, version});
+          REQUIRE(bwd.ok());
+          CudnnGraphInterpreter g(bwd);
+          bind_common(g, true);
+          g.bind(cu::uid_do, layout(dout, qw));
+          g.bind(cu::uid_dq, std::vector<float>(layout(q, qw).size(), 0.f));
+          g.bind(cu::uid_dk, std::vector<float>(layout(k, kw).size(), 0.f));
+          g.bind(cu::uid_dv, std::vector<float>(layout(v, kw).size(), 0.f));
+          g.bind(cu::uid_softmax_sum, std::vector<float>(lse.size(), 0.f));
+          if (!deterministic)
+            g.bind(cu::uid_dq_accum, std::vector<float>(side.ragged_dq_accum ? layout(q, qw).size() : q.size(), 0.f));
+          g.run();
+          check_close("graph dq", valid_rows(back(g.memory(cu::uid_dq), qw), lens, seq, qw),
+                      valid_rows(dq, lens, seq, qw), tolerance<bf16>);
+          check_close("graph dk", valid_rows(back(g.memory(cu::uid_dk), kw), lens, seq, kw),
+                      valid_rows(dk, lens, seq, kw), tolerance<bf16>);
+          check_close("graph dv", valid_rows(back(g.memory(cu::uid_dv), kw), lens, seq, kw),
+                      valid_rows(dv, lens, seq, kw), tolerance<bf16>);
+        }
+      }
+    }
+  }
 }
 
 TEST_CASE("cuDNN graph builder: the first failing call names the operation and the attribute", "[cudnn_graph]") {

@@ -76,7 +76,7 @@ int64_t CudnnGraphBuilder::tensor(int64_t uid, const std::string& name, cudnnDat
   finalize(d, what);
   tensors_[uid] = d;
   if (!is_virtual && !by_value) device_uids_.insert(uid);
-  info_[uid] = CudnnTensorInfo{std::move(dims), std::move(strides), type};
+  info_[uid] = CudnnTensorInfo{std::move(dims), std::move(strides), type, ragged};
   return uid;
 }
 
@@ -107,6 +107,7 @@ int64_t CudnnGraphBuilder::scalar_f32(const std::string& name, float value) {
 void CudnnGraphBuilder::pointwise(const std::string& name, cudnnPointwiseMode_t mode, int64_t x, int64_t b, int64_t t,
                                   int64_t y, cudnnDataType_t compute, int64_t axis) {
   const std::string what = "pointwise '" + name + "'";
+  records_.push_back({CudnnOpRecord::pointwise, mode, {x, b, t}, y, axis});
   cudnnBackendDescriptor_t pw = create(CUDNN_BACKEND_POINTWISE_DESCRIPTOR, what);
   set(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode, what + " CUDNN_ATTR_POINTWISE_MODE");
   set(pw, CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &compute, what + " CUDNN_ATTR_POINTWISE_MATH_PREC");
@@ -125,6 +126,7 @@ void CudnnGraphBuilder::pointwise(const std::string& name, cudnnPointwiseMode_t 
 void CudnnGraphBuilder::pointwise_backward(const std::string& name, cudnnPointwiseMode_t mode, int64_t dy, int64_t x,
                                            int64_t dx) {
   const std::string what = "pointwise '" + name + "'";
+  records_.push_back({CudnnOpRecord::pointwise_backward, mode, {dy, x}, dx});
   cudnnBackendDescriptor_t pw = create(CUDNN_BACKEND_POINTWISE_DESCRIPTOR, what);
   const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
   set(pw, CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode, what + " CUDNN_ATTR_POINTWISE_MODE");
@@ -141,6 +143,7 @@ void CudnnGraphBuilder::pointwise_backward(const std::string& name, cudnnPointwi
 void CudnnGraphBuilder::matmul(const std::string& name, int64_t a, int64_t b, int64_t c, int64_t m_override,
                                int64_t n_override, int64_t k_override) {
   const std::string what = "matmul '" + name + "'";
+  records_.push_back({CudnnOpRecord::matmul, 0, {a, b, m_override, n_override, k_override}, c});
   cudnnBackendDescriptor_t mm = create(CUDNN_BACKEND_MATMUL_DESCRIPTOR, what);
   const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
   set(mm, CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute, what + " CUDNN_ATTR_MATMUL_COMP_TYPE");
@@ -158,6 +161,7 @@ void CudnnGraphBuilder::matmul(const std::string& name, int64_t a, int64_t b, in
 
 void CudnnGraphBuilder::reduction(const std::string& name, cudnnReduceTensorOp_t mode, int64_t x, int64_t y) {
   const std::string what = "reduction '" + name + "'";
+  records_.push_back({CudnnOpRecord::reduction, mode, {x}, y});
   cudnnBackendDescriptor_t rd = create(CUDNN_BACKEND_REDUCTION_DESCRIPTOR, what);
   const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
   set(rd, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute, what + " CUDNN_ATTR_REDUCTION_COMP_TYPE");
@@ -172,6 +176,7 @@ void CudnnGraphBuilder::reduction(const std::string& name, cudnnReduceTensorOp_t
 }
 
 void CudnnGraphBuilder::reshape(const std::string& name, int64_t x, int64_t y) {
+  records_.push_back({CudnnOpRecord::reshape, 0, {x}, y});
   operation(MT_CUDNN_TYPE(CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR),
             {MT_CUDNN_LINK(CUDNN_ATTR_OPERATION_RESHAPE_XDESC, tensors_.at(x)),
              MT_CUDNN_LINK(CUDNN_ATTR_OPERATION_RESHAPE_YDESC, tensors_.at(y))},

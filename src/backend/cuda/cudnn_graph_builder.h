@@ -30,6 +30,19 @@ struct CudnnScalar {
 struct CudnnTensorInfo {
   std::vector<int64_t> dims, strides;
   cudnnDataType_t type;
+  int64_t ragged = -1;  // the uid of the tensor of its sequences' offsets (elements), -1 for none
+};
+
+// One operation of a graph as it was added (the order is a topological one): what reads the graph back, as the tests'
+// host interpreter of it does.
+struct CudnnOpRecord {
+  enum Kind { pointwise, pointwise_backward, matmul, reduction, reshape };
+  Kind kind;
+  int64_t mode = 0;         // cudnnPointwiseMode_t or cudnnReduceTensorOp_t
+  std::vector<int64_t> in;  // pointwise: x, b, t; pointwise_backward: dy, x; matmul: a, b and the m, n, k overrides;
+                            // reduction and reshape: x (-1: no such input)
+  int64_t out = -1;
+  int64_t axis = -1;  // GEN_INDEX's
 };
 
 class CudnnGraphBuilder {
@@ -105,6 +118,9 @@ class CudnnGraphBuilder {
   // The uids of the graph's device tensors (neither virtual nor by value), ascending: what a variant pack binds
   // besides the scalars.
   const std::set<int64_t>& device_uids() const { return device_uids_; }
+  // The operations in the order they were added, and a tensor's dims, strides, type and offsets.
+  const std::vector<CudnnOpRecord>& operations() const { return records_; }
+  const CudnnTensorInfo& tensor_info(int64_t uid) const { return info_.at(uid); }
 
  private:
   // The descriptors an attribute of d holds (at most `most`, each created as `type`); empty, with error() set, where
@@ -147,6 +163,7 @@ class CudnnGraphBuilder {
   std::deque<Value> values_;  // stable addresses
   std::vector<CudnnScalar> scalars_;
   std::set<int64_t> device_uids_;
+  std::vector<CudnnOpRecord> records_;
   int64_t next_uid_ = 100;
 };
 
