@@ -4,7 +4,8 @@
 // in the cuDNN library this build links, with the scalars of rank 1 or 4 as CudnnAttention tries them; the graph
 // takes the device tensors its spec says (what its calls bind), and the side tensors' bytes are the workspace
 // formula's. What the causal graphs compute, run by a host interpreter of the graph (cudnn_graph_interpreter.h), is
-// the CPU reference's attention, forward and both backwards, padded and ragged. The plan and cuDNN's kernels need the
+// the CPU reference's attention, forward and both backwards, padded and ragged; the tiled backward's diagonal and
+// below-diagonal (unmasked) graphs sum to the whole sequence's gradients. The plan and cuDNN's kernels need the
 // GPU: the op table (test_cuda_cudnn_attention.cpp) runs them there. And the builder's first failure names the
 // operation and the attribute.
 #ifdef MEGATRAIN_HAVE_CUDNN
@@ -166,8 +167,8 @@ std::vector<float> valid_lse(const std::vector<float>& lse, const std::vector<in
 
 // What the graphs compute, without a GPU: each call's forward graph and both backward graphs (dQ straight, and
 // through the fp32 accumulator), padded and ragged, run by the host interpreter on bf16-rounded inputs and compared
-// with the CPU reference's attention (causal; the unmasked graph of a tile below the diagonal is left to the op
-// table on the GPU).
+// with the CPU reference's attention (causal; the unmasked graph of a tile below the diagonal is checked by the tiles'
+// sum below).
 TEST_CASE("cuDNN SDPA graphs compute the CPU reference's attention (host interpreter)", "[cudnn_graph]") {
   const int64_t version = static_cast<int64_t>(cudnnGetVersion());
   const int64_t batch = 2, seq = 40, d = 16;
@@ -288,6 +289,71 @@ TEST_CASE("cuDNN SDPA graphs compute the CPU reference's attention (host interpr
       }
     }
   }
+}
+
+namespace {
+
+// Rows [row0, row0 + rows) of each of `groups` blocks of `block` rows of width elements.
+std::vector<float> row_slice(const std::vector<float>& x, int64_t groups, int64_t block, int64_t row0, int64_t rows,
+                             int64_t width) {
+  std::vector<float> out;
+  for (int64_t g = 0; g < groups; ++g)
+    out.insert(out.end(), x.begin() + (g * block + row0) * width, x.begin() + (g * block + row0 + rows) * width);
+  return out;
+}
+
+// acc's rows [row0, row0 + rows) of each block += x [groups, rows, width].
+void add_rows(std::vector<float>& acc, const std::vector<float>& x, int64_t groups, int64_t block, int64_t row0,
+              int64_t rows, int64_t width) {
+  for (int64_t g = 0; g < groups; ++g)
+    for (int64_t e = 0; e < rows * width; ++e) acc[(g * block + row0) * width + e] += x[g * rows * width + e];
+}
+
+}  // namespace
+
+// The tiled backward's arithmetic on the graphs it runs, without a GPU: a sequence of 3 tiles, each tile pair's
+// deterministic backward graph (causal on the diagonal, unmasked below it) run by the host interpreter with the whole
+// forward's lse, and the tiles' dQ, dK, dV summed in fp32, give the CPU reference's gradients of the whole sequence.
+TEST_CASE("cuDNN SDPA graphs: the diagonal and below-diagonal tiles sum to the whole backward", "[cudnn_graph]") {
+  const int64_t version = static_cast<int64_t>(cudnnGetVersion());
+  const int64_t batch = 2, tile = 24, n = 3, seq = n * tile, h = 4, hk = 2, d = 16, qw = h * d, kw = hk * d;
+  const std::vector<float> q = rounded<bf16>(random_floats(batch * seq * qw, 21));
+  const std::vector<float> k = rounded<bf16>(random_floats(batch * seq * kw, 22));
+  const std::vector<float> v = rounded<bf16>(random_floats(batch * seq * kw, 23));
+  const std::vector<float> dout = rounded<bf16>(random_floats(batch * seq * qw, 24));
+  const mt::AttnShape whole{.batch = batch, .seq = seq, .n_heads = h, .n_kv_heads = hk, .head_dim = d};
+  std::vector<float> out(q.size()), lse(static_cast<size_t>(batch * h * seq)), dq(q.size()), dk(k.size()), dv(v.size());
+  cpu().attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), whole);
+  const std::vector<float> out_bf16 = rounded<bf16>(out);
+  cpu().attention_backward(dq.data(), dk.data(), dv.data(), dout.data(), q.data(), k.data(), v.data(), out_bf16.data(),
+                           lse.data(), whole);
+  mt::AttnShape shape = whole;
+  shape.seq = tile;
+  std::vector<float> dq_sum(q.size(), 0.f), dk_sum(k.size(), 0.f), dv_sum(v.size(), 0.f);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j <= i; ++j) {
+      cu::CudnnGraphBuilder B(nullptr, 4);
+      cu::add_sdpa_graph(B, shape, {true, true, false, i == j, false, false, version});
+      REQUIRE(B.ok());
+      CudnnGraphInterpreter g(B);
+      g.bind(cu::uid_q, row_slice(q, batch, seq, i * tile, tile, qw));
+      g.bind(cu::uid_o, row_slice(out_bf16, batch, seq, i * tile, tile, qw));
+      g.bind(cu::uid_do, row_slice(dout, batch, seq, i * tile, tile, qw));
+      g.bind(cu::uid_stats, row_slice(lse, batch * h, seq, i * tile, tile, 1));
+      g.bind(cu::uid_k, row_slice(k, batch, seq, j * tile, tile, kw));
+      g.bind(cu::uid_v, row_slice(v, batch, seq, j * tile, tile, kw));
+      g.bind(cu::uid_dq, std::vector<float>(static_cast<size_t>(batch * tile * qw), 0.f));
+      g.bind(cu::uid_dk, std::vector<float>(static_cast<size_t>(batch * tile * kw), 0.f));
+      g.bind(cu::uid_dv, std::vector<float>(static_cast<size_t>(batch * tile * kw), 0.f));
+      g.bind(cu::uid_softmax_sum, std::vector<float>(static_cast<size_t>(batch * h * tile), 0.f));
+      g.run();
+      add_rows(dq_sum, g.memory(cu::uid_dq), batch, seq, i * tile, tile, qw);
+      add_rows(dk_sum, g.memory(cu::uid_dk), batch, seq, j * tile, tile, kw);
+      add_rows(dv_sum, g.memory(cu::uid_dv), batch, seq, j * tile, tile, kw);
+    }
+  check_close("tiled dq", dq_sum, dq, tolerance<bf16>);
+  check_close("tiled dk", dk_sum, dk, tolerance<bf16>);
+  check_close("tiled dv", dv_sum, dv, tolerance<bf16>);
 }
 
 TEST_CASE("cuDNN graph builder: the first failing call names the operation and the attribute", "[cudnn_graph]") {
