@@ -105,7 +105,7 @@ bool CudnnAttention::use_engine_config(bool backward, const AttnShape& s, bool d
   g.info.engine = info.engine;
   g.info.knobs = info.knobs;
   g.info.notes = info.notes;
-  g.info.workspace_bytes = g.plan_bytes + g.softmax_sum_bytes + g.dq_accum_bytes;
+  g.info.workspace_bytes = g.plan_and_side_bytes();
   return true;
 }
 
@@ -290,7 +290,7 @@ bool CudnnAttention::backward_call(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bf
     dq_out = sdq, dk_out = sdk, dv_out = sdv;
   }
   Bindings ptrs = backward_bindings(q_in, k_in, v_in, o_in, do_in, stats_in, dq_out, dk_out, dv_out, ws + g.plan_bytes);
-  bind_dq_accum(g, g.dq_accum_bytes, ws, version(), ptrs, stream_);
+  bind_dq_accum(g, g.side.dq_accum_bytes, ws, version(), ptrs, stream_);
   if (g.padding) {
     ptrs.add(uid_seq_q, lens);
     ptrs.add(uid_seq_kv, lens);

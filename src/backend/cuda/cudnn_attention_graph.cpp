@@ -72,11 +72,7 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
       gr.info = CudnnPlanInfo{};
       gr.builder = std::make_unique<CudnnGraphBuilder>(static_cast<cudnnHandle_t>(handle_), scalar_rank);
       CudnnGraphBuilder& B = *gr.builder;
-      const SdpaSideTensors side =
-          add_sdpa_graph(B, s, {backward, deterministic, gr.padding, causal, ragged, sinks, ver});
-      gr.softmax_sum_bytes = side.softmax_sum_bytes;
-      gr.dq_accum_bytes = side.dq_accum_bytes;
-      gr.ragged_dq_accum = side.ragged_dq_accum;
+      gr.side = add_sdpa_graph(B, s, {backward, deterministic, gr.padding, causal, ragged, sinks, ver});
       if (B.ok()) gr.plan = B.plan(deterministic || !backward, gr.info);
       if (gr.plan != nullptr) {
         if (scalar_rank != 1)
@@ -87,7 +83,7 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
     }
     if (gr.plan != nullptr) {
       gr.plan_bytes = align_up(gr.info.workspace_bytes);
-      gr.info.workspace_bytes = gr.plan_bytes + gr.softmax_sum_bytes + gr.dq_accum_bytes;
+      gr.info.workspace_bytes = gr.plan_and_side_bytes();
       gr.info.ok = true;
       if (sinks) gr.sinks = static_cast<float*>(alloc_(h * 4));
       if (ragged && !backward && gr.plan_bytes > kRaggedPlanBytes) {

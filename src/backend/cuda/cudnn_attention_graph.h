@@ -18,7 +18,12 @@ struct CudnnAttention::Graph {
   CudnnPlanInfo info;
   std::unique_ptr<CudnnGraphBuilder> builder;
   cudnnBackendDescriptor_t plan = nullptr;
-  int64_t plan_bytes = 0, softmax_sum_bytes = 0, dq_accum_bytes = 0;
+  int64_t plan_bytes = 0;
+  // Our fp32 side tensors (the softmax sum; a non-deterministic backward's dQ accumulator: the graph's, or, ragged,
+  // the call's rows at dQ's offsets as cudnn-frontend's THD accumulator, sized per call by ragged_dq_accum_bytes).
+  SdpaSideTensors side;
+  // Its plan's workspace with our side tensors past it (what info.workspace_bytes holds, save a ragged forward's 0).
+  int64_t plan_and_side_bytes() const { return plan_bytes + side.softmax_sum_bytes + side.dq_accum_bytes; }
   bool padding = false;          // the graph has the padding mask (seq_lens, or the full-length workaround)
   bool alibi = false;            // the graph adds ALiBi's bias (the shape's slopes bound per call)
   int32_t* full_lens = nullptr;  // device [batch] = seq: the workaround's lengths when the shape has no seq_lens
@@ -32,10 +37,6 @@ struct CudnnAttention::Graph {
   int32_t* q_offsets() const { return ragged_ints; }
   int32_t* kv_offsets() const { return ragged_ints + batch() + 1; }
   int32_t* ragged_lens() const { return ragged_ints + 2 * batch() + 2; }
-  // A ragged non-deterministic backward: its fp32 dQ accumulator is the call's rows at dQ's offsets (as
-  // cudnn-frontend's THD accumulator), so its bytes are the call's (ragged_dq_accum_bytes), not the graph's
-  // (dq_accum_bytes 0).
-  bool ragged_dq_accum = false;
   Free release;
   ~Graph() {
     if (full_lens) release(full_lens);

@@ -64,13 +64,13 @@ void bind_bias_and_sinks(const CudnnAttention::Graph& g, const AttnShape& s, Bin
 void bind_dq_accum(const CudnnAttention::Graph& g, int64_t bytes, char* ws, int64_t version, Bindings& ptrs,
                    cudaStream_t stream) {
   if (bytes == 0) return;
-  void* acc = ws + g.plan_bytes + g.softmax_sum_bytes;
+  void* acc = ws + g.plan_bytes + g.side.softmax_sum_bytes;
   if (version < 90600) MT_CHECK_CUDA(cudaMemsetAsync(acc, 0, static_cast<size_t>(bytes), stream));
   ptrs.add(uid_dq_accum, acc);
 }
 
 int64_t ragged_dq_accum_bytes(const CudnnAttention::Graph& g, const AttnShape& g_shape, int64_t rows_in_call) {
-  return g.ragged_dq_accum ? align_up(rows_in_call * g_shape.n_heads * g_shape.head_dim * 4) : 0;
+  return g.side.ragged_dq_accum ? align_up(rows_in_call * g_shape.n_heads * g_shape.head_dim * 4) : 0;
 }
 
 int64_t ragged_stats_offset(const CudnnAttention::Graph& g, const AttnShape& g_shape, int64_t rows_in_call) {
