@@ -1,5 +1,6 @@
 // Attention block forward and backward (see attention_block.h), following transformers' attention modules:
-// Llama's (q/k/v bias: Qwen2; per-head q/k RMSNorm before RoPE: Qwen3, Gemma 3), with the family's scale,
+// Llama's (q/k/v bias: Qwen2; per-head q/k RMSNorm before RoPE: Qwen3, Gemma 3; after it: Hunyuan; over the whole
+// projection: OLMo 2), with the family's scale,
 // soft-cap (Gemma 2), sliding window, partial or interleaved RoPE (Phi-3, GLM-4), NoPE and ALiBi (Baichuan 2), and
 // Qwen3.5's / Qwen3-Next's sigmoid output gate (attn·σ(gate) before o_proj, the gate rows from q_proj), Llama 4's
 // chunked attention, weightless q/k L2 norm and NoPE layers' attention temperature (q scaled after RoPE), and
@@ -42,23 +43,37 @@ void temperature(const LayerContext& ctx, const AttentionSpec& a, void* q, const
                                      static_cast<float>(a.temperature_attn_scale));
 }
 
-// The per-head q/k norm: RMSNorm with its weight (qk_norm) or without (qk_l2_norm); forward y = norm(x), backward
-// dx = ∂norm(x)ᵀ·dy.
-void head_norm_forward(const LayerContext& ctx, const AttentionSpec& a, const void* w, void* y, const void* x,
-                       int64_t rows) {
+// The q/k norm, over each head or over the whole projection (qk_norm_whole): RMSNorm with its weight (qk_norm) or
+// without (qk_l2_norm); forward q, k = norm(q_raw, k_raw); backward dq_raw, dk_raw = ∂norm(q_raw, k_raw)ᵀ·(dq, dk),
+// written over dq_raw / dk_raw.
+void norm_rows_forward(const LayerContext& ctx, const AttentionSpec& a, const void* w, void* y, const void* x,
+                       int64_t elements, int64_t width) {
   const auto eps = static_cast<float>(ctx.spec->rms_norm_eps);
   if (a.qk_l2_norm)
-    ctx.backend->rms_normalize_forward(y, x, rows, a.head_dim, eps);
+    ctx.backend->rms_normalize_forward(y, x, elements / width, width, eps);
   else
-    ctx.backend->rmsnorm_forward(y, x, w, rows, a.head_dim, eps, ctx.spec->norm_weight_offset());
+    ctx.backend->rmsnorm_forward(y, x, w, elements / width, width, eps, ctx.spec->norm_weight_offset());
 }
-void head_norm_backward(const LayerContext& ctx, const AttentionSpec& a, const void* w, float* dw, void* dx,
-                        const void* dy, const void* x, int64_t rows) {
+void norm_rows_backward(const LayerContext& ctx, const AttentionSpec& a, const void* w, float* dw, void* dx,
+                        const void* dy, const void* x, int64_t elements, int64_t width) {
   const auto eps = static_cast<float>(ctx.spec->rms_norm_eps);
   if (a.qk_l2_norm)
-    ctx.backend->rms_normalize_backward(dx, dy, x, rows, a.head_dim, eps);
+    ctx.backend->rms_normalize_backward(dx, dy, x, elements / width, width, eps);
   else
-    ctx.backend->rmsnorm_backward(dx, dw, dy, x, w, rows, a.head_dim, eps, ctx.spec->norm_weight_offset());
+    ctx.backend->rmsnorm_backward(dx, dw, dy, x, w, elements / width, width, eps, ctx.spec->norm_weight_offset());
+}
+void qk_norm_forward(const LayerContext& ctx, const AttentionSpec& a, const void* w, const AttentionOffsets& o,
+                     const LayerInternals& n, int64_t T) {
+  norm_rows_forward(ctx, a, weight_at(ctx, w, o.q_norm), n.q, n.q_raw, T * a.q_dim(), a.q_norm_width());
+  norm_rows_forward(ctx, a, weight_at(ctx, w, o.k_norm), n.k, n.k_raw, T * a.kv_dim(), a.k_norm_width());
+}
+void qk_norm_backward(const LayerContext& ctx, const AttentionSpec& a, const void* w, float* dw,
+                      const AttentionOffsets& o, void* dq_raw, void* dk_raw, const void* dq, const void* dk,
+                      const LayerInternals& n, int64_t T) {
+  norm_rows_backward(ctx, a, weight_at(ctx, w, o.q_norm), grad_at(dw, o.q_norm), dq_raw, dq, n.q_raw, T * a.q_dim(),
+                     a.q_norm_width());
+  norm_rows_backward(ctx, a, weight_at(ctx, w, o.k_norm), grad_at(dw, o.k_norm), dk_raw, dk, n.k_raw,
+                     T * a.kv_dim(), a.k_norm_width());
 }
 
 void rope(const LayerContext& ctx, const AttentionSpec& a, void* x, int64_t heads, const MicroBatch& mb, bool forward) {
@@ -84,12 +99,11 @@ void attention_block_forward(const LayerContext& ctx, int64_t layer, const void*
   be.linear_forward(q_lin, in, weight_at(ctx, w, o.q), weight_at(ctx, w, o.q_bias), T, H, a.q_dim());
   be.linear_forward(k_lin, in, weight_at(ctx, w, o.k), weight_at(ctx, w, o.k_bias), T, H, a.kv_dim());
   be.linear_forward(n.v, in, weight_at(ctx, w, o.v), weight_at(ctx, w, o.v_bias), T, H, a.kv_dim());
-  if (a.normed_qk()) {
-    head_norm_forward(ctx, a, weight_at(ctx, w, o.q_norm), n.q, n.q_raw, T * a.num_heads);
-    head_norm_forward(ctx, a, weight_at(ctx, w, o.k_norm), n.k, n.k_raw, T * a.num_kv_heads);
-  }
-  rope(ctx, a, n.q, a.num_heads, mb, true);
-  rope(ctx, a, n.k, a.num_kv_heads, mb, true);
+  const bool norm_after_rope = a.normed_qk() && a.qk_norm_after_rope;
+  if (a.normed_qk() && !norm_after_rope) qk_norm_forward(ctx, a, w, o, n, T);
+  rope(ctx, a, norm_after_rope ? n.q_raw : n.q, a.num_heads, mb, true);
+  rope(ctx, a, norm_after_rope ? n.k_raw : n.k, a.num_kv_heads, mb, true);
+  if (norm_after_rope) qk_norm_forward(ctx, a, w, o, n, T);
   temperature(ctx, a, n.q, mb);
   be.attention_forward(n.attn, n.lse, n.q, n.k, n.v, attn_shape(ctx, layer, w, mb));
   const void* o_in = n.attn;
@@ -117,19 +131,15 @@ void attention_block_backward(const LayerContext& ctx, int64_t layer, const void
   be.attention_backward(s.dq, s.dk, s.dv, s.d_attn, n.q, n.k, n.v, n.attn, n.lse, shape);
   if (a.sinks) be.attention_sinks_backward(grad_at(dw, o.sinks), s.d_attn, n.attn, n.lse, shape);
   temperature(ctx, a, s.dq, mb);
-  rope(ctx, a, s.dq, a.num_heads, mb, false);
-  rope(ctx, a, s.dk, a.num_kv_heads, mb, false);
-  void* dq_lin = s.dq;
-  void* dk_lin = s.dk;
-  if (a.normed_qk()) {
-    // The q/k projections' gradients land in q/k, which nothing reads after this (saved internals included).
-    head_norm_backward(ctx, a, weight_at(ctx, w, o.q_norm), grad_at(dw, o.q_norm), n.q, s.dq, n.q_raw,
-                       T * a.num_heads);
-    head_norm_backward(ctx, a, weight_at(ctx, w, o.k_norm), grad_at(dw, o.k_norm), n.k, s.dk, n.k_raw,
-                       T * a.num_kv_heads);
-    dq_lin = n.q;
-    dk_lin = n.k;
-  }
+  // With a q/k norm the projections' gradients land in q/k, which nothing reads after this (saved internals
+  // included); the norm's backward reads q_raw/k_raw, rotated where the norm follows RoPE.
+  void* dq_lin = a.normed_qk() ? n.q : s.dq;
+  void* dk_lin = a.normed_qk() ? n.k : s.dk;
+  const bool norm_after_rope = a.normed_qk() && a.qk_norm_after_rope;
+  if (norm_after_rope) qk_norm_backward(ctx, a, w, dw, o, dq_lin, dk_lin, s.dq, s.dk, n, T);
+  rope(ctx, a, norm_after_rope ? dq_lin : s.dq, a.num_heads, mb, false);
+  rope(ctx, a, norm_after_rope ? dk_lin : s.dk, a.num_kv_heads, mb, false);
+  if (a.normed_qk() && !norm_after_rope) qk_norm_backward(ctx, a, w, dw, o, dq_lin, dk_lin, s.dq, s.dk, n, T);
   be.linear_backward(d_in, grad_at(dw, o.q), grad_at(dw, o.q_bias), dq_lin, in, weight_at(ctx, w, o.q), T, H,
                      a.q_dim(), false);
   be.linear_backward(d_in, grad_at(dw, o.k), grad_at(dw, o.k_bias), dk_lin, in, weight_at(ctx, w, o.k), T, H,

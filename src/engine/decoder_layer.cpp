@@ -1,6 +1,7 @@
 // Decoder layer: the composition of blocks (see decoder_layer.h; the mixer is attention or Gated DeltaNet by the
 // layer's spec), following transformers' decoder layers —
-// LlamaDecoderLayer's pre-norm residuals, and Gemma 2/3's and GLM-4's sandwich norms (post_norms).
+// LlamaDecoderLayer's pre-norm residuals, Gemma 2/3's and GLM-4's sandwich norms (post_norms), OLMo 2's norms after
+// each block only (post_norms without pre_norms) and Granite's residual_multiplier.
 #include "engine/decoder_layer.h"
 
 #include <algorithm>
@@ -63,25 +64,62 @@ void each_chunk(const MicroBatch& mb, const DecoderWorkspace& ws, F f) {
   for (int64_t t0 = 0; t0 < mb.tokens(); t0 += ws.chunk_tokens) f(t0, std::min(ws.chunk_tokens, mb.tokens() - t0));
 }
 
-// Everything up to the feed-forward: norm1, the mixer block, h1, norm2. Without post-norms the residual x enters h1
-// in the block's output projection; with them it is added after the norm.
+// The blocks' inputs: the pre-norms' outputs, or (post-block norms only) the residual stream itself.
+const void* mixer_input(const LayerContext& ctx, int64_t layer, const void* x, const LayerScratch& s) {
+  return ctx.layer(layer).pre_norms ? s.norm1 : x;
+}
+const void* ffn_input(const LayerContext& ctx, int64_t layer, const LayerScratch& s, const LayerInternals& n) {
+  return ctx.layer(layer).pre_norms ? static_cast<const void*>(s.norm2) : n.h1;
+}
+
+// y = residual + multiplier · y in place (Granite's residual_multiplier; y holds the block's output).
+void add_scaled_residual(const LayerContext& ctx, int64_t layer, void* y, const void* residual, int64_t T) {
+  const LayerSpec& l = ctx.layer(layer);
+  if (l.scaled_residual()) ctx.backend->scale(y, static_cast<float>(l.residual_multiplier), T * ctx.spec->hidden_size);
+  ctx.backend->add(y, residual, T * ctx.spec->hidden_size);
+}
+
+// dst = multiplier · src (the gradient reaching a block whose output a residual multiplier scales), in dst's rows.
+const void* scaled_gradient(const LayerContext& ctx, int64_t layer, void* dst, const void* src, int64_t T) {
+  const LayerSpec& l = ctx.layer(layer);
+  if (!l.scaled_residual()) return src;
+  const int64_t n = T * ctx.spec->hidden_size;
+  ctx.backend->copy_bytes(dst, src, n * static_cast<int64_t>(dtype_size(ctx.backend->dtype())));
+  ctx.backend->scale(dst, static_cast<float>(l.residual_multiplier), n);
+  return dst;
+}
+
+// dx = d_block + d_residual: a pre-norm's backward with the residual's gradient added, or without the norm the sum.
+void input_gradient(const LayerContext& ctx, int64_t layer, const Norm& norm, void* dx, float* dw, const void* d_block,
+                    const void* x, const void* d_residual, int64_t offset) {
+  if (ctx.layer(layer).pre_norms) {
+    norm.backward_add(dx, dw, d_block, x, d_residual, offset);
+    return;
+  }
+  const int64_t n = norm.T * ctx.spec->hidden_size;
+  ctx.backend->copy_bytes(dx, d_block, n * static_cast<int64_t>(dtype_size(ctx.backend->dtype())));
+  ctx.backend->add(dx, d_residual, n);
+}
+
+// Everything up to the feed-forward: norm1, the mixer block, h1, norm2. With neither post-norms nor a residual
+// multiplier the residual x enters h1 in the block's output projection; otherwise it is added after them.
 void layer_inputs(const LayerContext& ctx, int64_t layer, const void* w, const void* x, const MicroBatch& mb,
                   const LayerScratch& s, const LayerInternals& n) {
-  const bool post = ctx.layer(layer).post_norms;
+  const LayerSpec& l = ctx.layer(layer);
+  const bool post = l.post_norms, separate_residual = l.post_norms || l.scaled_residual();
   const LayerOffsets& o = ctx.offsets(layer);
   const Norm norm{ctx, w, mb.tokens()};
   void* block_out = post ? n.attn_out : n.h1;
-  const void* residual = post ? nullptr : x;
-  norm.forward(s.norm1, x, o.input_norm);
-  if (ctx.layer(layer).is_deltanet())
-    deltanet_block_forward(ctx, layer, w, s.norm1, block_out, residual, mb, n);
+  const void* residual = separate_residual ? nullptr : x;
+  if (l.pre_norms) norm.forward(s.norm1, x, o.input_norm);
+  const void* in = mixer_input(ctx, layer, x, s);
+  if (l.is_deltanet())
+    deltanet_block_forward(ctx, layer, w, in, block_out, residual, mb, n);
   else
-    attention_block_forward(ctx, layer, w, s.norm1, block_out, residual, mb, n);
-  if (post) {
-    norm.forward(n.h1, n.attn_out, o.attn_out_norm);
-    ctx.backend->add(n.h1, x, mb.tokens() * ctx.spec->hidden_size);
-  }
-  norm.forward(s.norm2, n.h1, o.mlp_norm);
+    attention_block_forward(ctx, layer, w, in, block_out, residual, mb, n);
+  if (post) norm.forward(n.h1, n.attn_out, o.attn_out_norm);
+  if (separate_residual) add_scaled_residual(ctx, layer, n.h1, x, mb.tokens());
+  if (l.pre_norms) norm.forward(s.norm2, n.h1, o.mlp_norm);
 }
 
 }  // namespace
@@ -110,84 +148,94 @@ void decoder_layer_forward(const LayerContext& ctx, int64_t layer, const void* w
                            const MicroBatch& mb, DecoderWorkspace& ws, const LayerInternals* saved) {
   const LayerInternals& n = saved ? *saved : ws.internals;
   const LayerScratch& s = ws.scratch;
-  const bool post = ctx.layer(layer).post_norms;
+  const LayerSpec& l = ctx.layer(layer);
+  const bool post = l.post_norms, separate_residual = l.post_norms || l.scaled_residual();
   const int64_t H = ctx.spec->hidden_size;
   layer_inputs(ctx, layer, w, x, mb, s, n);
+  const void* ffn_in = ffn_input(ctx, layer, s, n);
   if (is_moe(ctx, layer)) {
-    moe_block_forward(ctx, layer, w, s.norm2, post ? n.mlp_out : y, mb, ws.moe);
+    moe_block_forward(ctx, layer, w, ffn_in, post ? n.mlp_out : y, mb, ws.moe);
     if (post) Norm{ctx, w, mb.tokens()}.forward(y, n.mlp_out, ctx.offsets(layer).mlp_out_norm);
-    ctx.backend->add(y, n.h1, mb.tokens() * H);
-  } else {  // y = h1 + down(...): in the down projection's pass, or after the post-norm
+    add_scaled_residual(ctx, layer, y, n.h1, mb.tokens());
+  } else {  // y = h1 + down(...): in the down projection's pass, or after the post-norm and the multiplier
     each_chunk(mb, ws, [&](int64_t t0, int64_t T) {
       const MlpChunk b = chunk_buffers(ctx, layer, ws, saved, t0);
-      mlp_block_inputs(ctx, layer, w, rows(ctx, s.norm2, t0, H), T, b);
+      mlp_block_inputs(ctx, layer, w, rows(ctx, ffn_in, t0, H), T, b);
       if (post) {
         mlp_block_output(ctx, layer, w, rows(ctx, n.mlp_out, t0, H), nullptr, T, b);
         Norm{ctx, w, T}.forward(rows(ctx, y, t0, H), rows(ctx, n.mlp_out, t0, H), ctx.offsets(layer).mlp_out_norm);
-        ctx.backend->add(rows(ctx, y, t0, H), rows(ctx, n.h1, t0, H), T * H);
       } else {
-        mlp_block_output(ctx, layer, w, rows(ctx, y, t0, H), rows(ctx, n.h1, t0, H), T, b);
+        mlp_block_output(ctx, layer, w, rows(ctx, y, t0, H), separate_residual ? nullptr : rows(ctx, n.h1, t0, H), T,
+                         b);
       }
+      if (separate_residual) add_scaled_residual(ctx, layer, rows(ctx, y, t0, H), rows(ctx, n.h1, t0, H), T);
     });
   }
 }
 
+// Backward. A residual multiplier's scaled gradients go to buffers free at that point: the feed-forward's to d_hidden
+// (written only after it), the mixer's to d_norm under a post-norm (whose backward writes d_block), else to d_block.
 void decoder_layer_backward(const LayerContext& ctx, int64_t layer, const void* w, const void* x, const void* dy,
                             void* dx, float* dw, const MicroBatch& mb, DecoderWorkspace& ws,
                             const LayerInternals* saved) {
   const LayerInternals& n = saved ? *saved : ws.internals;
   const LayerScratch& s = ws.scratch;
   const LayerOffsets& o = ctx.offsets(layer);
-  const bool post = ctx.layer(layer).post_norms;
+  const LayerSpec& l = ctx.layer(layer);
+  const bool post = l.post_norms;
   const Norm norm{ctx, w, mb.tokens()};
   const int64_t H = ctx.spec->hidden_size;
 
   if (saved) {  // only the cheap internals; the same kernels on the same inputs give the same values
-    norm.forward(s.norm1, x, o.input_norm);
-    norm.forward(s.norm2, n.h1, o.mlp_norm);
+    if (l.pre_norms) {
+      norm.forward(s.norm1, x, o.input_norm);
+      norm.forward(s.norm2, n.h1, o.mlp_norm);
+    }
   } else {  // recompute the internals from the layer input
     layer_inputs(ctx, layer, w, x, mb, s, n);
   }
+  const void* ffn_in = ffn_input(ctx, layer, s, n);
 
-  if (is_moe(ctx, layer)) {  // MoE, whole: y = h1 + [post-norm] moe(norm2)
-    if (!saved && post) moe_block_forward(ctx, layer, w, s.norm2, n.mlp_out, mb, ws.moe);
-    const void* d_mlp = dy;
+  if (is_moe(ctx, layer)) {  // MoE, whole: y = h1 + multiplier · [post-norm] moe(norm2)
+    if (!saved && post) moe_block_forward(ctx, layer, w, ffn_in, n.mlp_out, mb, ws.moe);
+    const void* d_mlp = scaled_gradient(ctx, layer, s.d_hidden, dy, mb.tokens());
     if (post) {
-      norm.backward(s.d_block, dw, dy, n.mlp_out, o.mlp_out_norm);
+      norm.backward(s.d_block, dw, d_mlp, n.mlp_out, o.mlp_out_norm);
       d_mlp = s.d_block;
     }
-    moe_block_backward(ctx, layer, w, s.norm2, d_mlp, s.d_norm, dw, mb, ws.moe);
-  } else {  // MLP, chunk by chunk: y = h1 + [post-norm] down(act(gate)·up).
+    moe_block_backward(ctx, layer, w, ffn_in, d_mlp, s.d_norm, dw, mb, ws.moe);
+  } else {  // MLP, chunk by chunk: y = h1 + multiplier · [post-norm] down(act(gate)·up).
     each_chunk(mb, ws, [&](int64_t t0, int64_t T) {
       const MlpChunk b = chunk_buffers(ctx, layer, ws, saved, t0);
       if (!saved) {  // gate and up; the block's backward makes act itself
-        mlp_block_projections(ctx, layer, w, rows(ctx, s.norm2, t0, H), T, b);
+        mlp_block_projections(ctx, layer, w, rows(ctx, ffn_in, t0, H), T, b);
         if (post) {  // the post-norm's backward reads the block's output
           mlp_block_activation(ctx, layer, T, b);
           mlp_block_output(ctx, layer, w, rows(ctx, n.mlp_out, t0, H), nullptr, T, b);
         }
       }
-      const void* d_mlp = rows(ctx, dy, t0, H);
+      const void* d_mlp = scaled_gradient(ctx, layer, rows(ctx, s.d_hidden, t0, H), rows(ctx, dy, t0, H), T);
       if (post) {
         Norm{ctx, w, T}.backward(rows(ctx, s.d_block, t0, H), dw, d_mlp, rows(ctx, n.mlp_out, t0, H), o.mlp_out_norm);
         d_mlp = rows(ctx, s.d_block, t0, H);
       }
-      mlp_block_backward(ctx, layer, w, rows(ctx, s.norm2, t0, H), d_mlp, rows(ctx, s.d_norm, t0, H), dw, T, b);
+      mlp_block_backward(ctx, layer, w, rows(ctx, ffn_in, t0, H), d_mlp, rows(ctx, s.d_norm, t0, H), dw, T, b);
     });
   }
-  norm.backward_add(s.d_hidden, dw, s.d_norm, n.h1, dy, o.mlp_norm);  // d_hidden = ∂L/∂h1
+  input_gradient(ctx, layer, norm, s.d_hidden, dw, s.d_norm, n.h1, dy, o.mlp_norm);  // d_hidden = ∂L/∂h1
 
-  // Attention: h1 = x + [post-norm] o_proj(attn).
-  const void* d_attn_out = s.d_hidden;
+  // Attention: h1 = x + multiplier · [post-norm] o_proj(attn).
+  const void* d_attn_out = scaled_gradient(ctx, layer, post ? s.d_norm : s.d_block, s.d_hidden, mb.tokens());
   if (post) {
-    norm.backward(s.d_block, dw, s.d_hidden, n.attn_out, o.attn_out_norm);
+    norm.backward(s.d_block, dw, d_attn_out, n.attn_out, o.attn_out_norm);
     d_attn_out = s.d_block;
   }
-  if (ctx.layer(layer).is_deltanet())
-    deltanet_block_backward(ctx, layer, w, s.norm1, d_attn_out, s.d_norm, dw, mb, s, n);
+  const void* in = mixer_input(ctx, layer, x, s);
+  if (l.is_deltanet())
+    deltanet_block_backward(ctx, layer, w, in, d_attn_out, s.d_norm, dw, mb, s, n);
   else
-    attention_block_backward(ctx, layer, w, s.norm1, d_attn_out, s.d_norm, dw, mb, s, n);
-  norm.backward_add(dx, dw, s.d_norm, x, s.d_hidden, o.input_norm);
+    attention_block_backward(ctx, layer, w, in, d_attn_out, s.d_norm, dw, mb, s, n);
+  input_gradient(ctx, layer, norm, dx, dw, s.d_norm, x, s.d_hidden, o.input_norm);
 }
 
 }  // namespace mt

@@ -1,5 +1,6 @@
-// The decoder layer template: norm → attention block → (post-norm) → residual → norm → MLP block → (post-norm)
-// → residual, each block chosen and sized by the layer's spec. Stateless: weights are bound per call. Backward
+// The decoder layer template: norm → attention block → (post-norm) → (× residual multiplier) → residual → norm → MLP
+// block → (post-norm) → (× residual multiplier) → residual, each block chosen and sized by the layer's spec (the
+// pre-norms absent where the layer has only post-block norms). Stateless: weights are bound per call. Backward
 // either recomputes the layer's internals from its input (only layer inputs need keeping) or reads the internals
 // its forward saved, recomputing only the cheap elementwise ones (norm1, norm2, act); both give bitwise the same
 // gradients. A dense layer's feed-forward half (MLP, its post-norm) runs in token chunks of the workspace's

@@ -8,10 +8,17 @@ namespace mt {
 namespace {
 
 // The embedding multiplier in the compute dtype, as transformers' Gemma models hold it
-// (torch.tensor(hidden_size ** 0.5, dtype=hidden_states.dtype)).
+// (torch.tensor(hidden_size ** 0.5, dtype=hidden_states.dtype)), or unrounded (Granite's Python float).
 float embedding_multiplier(const LayerContext& ctx) {
   const auto scale = static_cast<float>(ctx.spec->embedding_scale);
-  return ctx.backend->dtype() == DType::bf16 ? round_to_bf16(scale) : scale;
+  const bool rounded = ctx.spec->embedding_scale_in_compute_dtype && ctx.backend->dtype() == DType::bf16;
+  return rounded ? round_to_bf16(scale) : scale;
+}
+
+// logits × logit_scale as (x·logit_scale)·wᵀ: the head's input scaled in place, and its gradient after the loss.
+void scale_head_input(const LayerContext& ctx, void* x, int64_t T) {
+  if (ctx.spec->logit_scale != 1.0)
+    ctx.backend->scale(x, static_cast<float>(ctx.spec->logit_scale), T * ctx.spec->hidden_size);
 }
 
 }  // namespace
@@ -66,8 +73,10 @@ double head_forward_backward(const LayerContext& ctx, const void* head, const vo
   const LayerScratch& sc = ws.scratch;
 
   be.rmsnorm_forward(sc.norm1, x, norm_w, T, H, eps, s.norm_weight_offset());
+  scale_head_input(ctx, sc.norm1, T);
   const double loss_sum = be.head_loss(sc.d_norm, dw_out, sc.norm1, w_out, mb.targets, T, H, V, grad_scale,
                                        static_cast<float>(s.final_logit_softcap));
+  scale_head_input(ctx, sc.d_norm, T);
   be.rmsnorm_backward(dx, dhead + o.norm, sc.d_norm, x, norm_w, T, H, eps, s.norm_weight_offset());
   return loss_sum;
 }
@@ -82,6 +91,7 @@ double head_loss_only(const LayerContext& ctx, const void* head, const void* tab
   const LayerScratch& sc = ws.scratch;
   be.rmsnorm_forward(sc.norm1, x, weight_at(ctx, head, o.norm), T, H, static_cast<float>(s.rms_norm_eps),
                      s.norm_weight_offset());
+  scale_head_input(ctx, sc.norm1, T);
   return be.head_loss(nullptr, nullptr, sc.norm1, w_out, mb.targets, T, H, V, 0.f,
                       static_cast<float>(s.final_logit_softcap));
 }

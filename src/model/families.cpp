@@ -33,6 +33,14 @@ const std::vector<FamilyEntry>& model_families() {
       {"Llama4ForCausalLM", "llama4_text", parse_llama4, false},
       {"Llama4ForConditionalGeneration", "llama4", parse_llama4_multimodal, false},
       {"GptOssForCausalLM", "gpt_oss", parse_gpt_oss, false},
+      {"SeedOssForCausalLM", "seed_oss", parse_seed_oss, false},
+      {"Ernie4_5ForCausalLM", "ernie4_5", parse_ernie4_5, false},
+      {"SmolLM3ForCausalLM", "smollm3", parse_smollm3, false},
+      {"GraniteForCausalLM", "granite", parse_granite, false},
+      {"HunYuanDenseV1ForCausalLM", "hunyuan_v1_dense", parse_hunyuan_dense, false},
+      {"Olmo2ForCausalLM", "olmo2", parse_olmo2, false},
+      {"Olmo3ForCausalLM", "olmo3", parse_olmo3, false},
+      {"Exaone4ForCausalLM", "exaone4", parse_exaone4, false},
   };
   return table;
 }
@@ -89,7 +97,7 @@ void parse_dense_model(const ConfigKeys& top, const DenseDefaults& d, ModelSpec&
   MT_REQUIRE(!dict.has("full_attention") && !dict.has("sliding_attention"),
              "model config {}: per-layer-type '{}' are not supported by {}", top.origin,
              dict.where.substr(0, dict.where.size() - 1), s.architecture);
-  RopeSpec rope = parse_rope(top, dict, s.max_position_embeddings);
+  RopeSpec rope = parse_rope(top, dict, s.max_position_embeddings, d.rope_theta);
   rope.head_dim = a.head_dim;
   s.rope_tables = {rope};
   s.layers.assign(static_cast<size_t>(s.num_layers), LayerSpec{a, m, false});
@@ -115,6 +123,18 @@ int64_t sliding_window_size(const ConfigKeys& top, int64_t fallback) {
   const int64_t window = top.integer("sliding_window", fallback);
   MT_REQUIRE(window > 0, "model config {}: key 'sliding_window' must be positive or null", top.origin);
   return window;
+}
+
+std::vector<int64_t> layer_windows(const ConfigKeys& top, const std::vector<bool>& sliding, int64_t fallback) {
+  const bool null_window = top.j.contains("sliding_window") && top.at("sliding_window").is_null();
+  std::vector<int64_t> windows(sliding.size(), 0);
+  for (size_t i = 0; i < sliding.size(); ++i) {
+    if (!sliding[i]) continue;
+    MT_REQUIRE(!null_window, "model config {}: key 'sliding_window' is null but layer_types marks layer {} sliding",
+               top.origin, i);
+    windows[i] = sliding_window_size(top, fallback);
+  }
+  return windows;
 }
 
 void validate_model_spec(const ModelSpec& s, const std::string& origin) {

@@ -44,6 +44,14 @@ void parse_glm4_moe(const ConfigKeys&, ModelSpec&);
 void parse_llama4(const ConfigKeys&, ModelSpec&);
 void parse_llama4_multimodal(const ConfigKeys&, ModelSpec&);
 void parse_gpt_oss(const ConfigKeys&, ModelSpec&);
+void parse_seed_oss(const ConfigKeys&, ModelSpec&);
+void parse_ernie4_5(const ConfigKeys&, ModelSpec&);
+void parse_smollm3(const ConfigKeys&, ModelSpec&);
+void parse_granite(const ConfigKeys&, ModelSpec&);
+void parse_hunyuan_dense(const ConfigKeys&, ModelSpec&);
+void parse_olmo2(const ConfigKeys&, ModelSpec&);
+void parse_olmo3(const ConfigKeys&, ModelSpec&);
+void parse_exaone4(const ConfigKeys&, ModelSpec&);
 
 // transformers' config class defaults that differ between families.
 struct DenseDefaults {
@@ -56,6 +64,7 @@ struct DenseDefaults {
   const char* eps_key = "rms_norm_eps";
   double eps = 1e-6;
   int64_t pad_token_id = -1;   // the config class's default pad_token_id; -1: None
+  double rope_theta = 10000.0; // the config class's default_theta
 };
 // The model-wide fields and num_layers identical layers: full causal attention with rope table 0 (read with
 // parse_rope from rope_dict(top); per-layer-type rope dicts are refused), scale 1/sqrt(head_dim), a bias-free
@@ -68,6 +77,9 @@ Activation parse_activation(const ConfigKeys& top, const char* key, const std::s
 std::vector<bool> sliding_layers(const ConfigKeys& top, int64_t num_layers, const std::vector<bool>& fallback);
 // The sliding_window key, positive.
 int64_t sliding_window_size(const ConfigKeys& top, int64_t fallback);
+// Each layer's window: sliding_window_size(top, fallback) where `sliding` marks the layer, else 0; a sliding layer
+// with sliding_window null is refused (transformers' sliding mask needs the window).
+std::vector<int64_t> layer_windows(const ConfigKeys& top, const std::vector<bool>& sliding, int64_t fallback);
 
 // The hybrid stack of Qwen3.5 and Qwen3-Next (family_qwen3_5.cpp): parse_dense_model, then per layer (layer_types
 // or full_attention_interval) a Gated DeltaNet mixer or gated full attention with q/k norm; (1 + w) norms.

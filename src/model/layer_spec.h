@@ -18,6 +18,9 @@ struct AttentionSpec {
   double softcap = 0.0;        // logits -> softcap·tanh(logits/softcap); 0 = none
   bool alibi = false;          // ALiBi biases (Baichuan 2 13B)
   bool qk_norm = false;        // per-head RMSNorm on q and k before RoPE
+  // The q/k norm's span and place: over the whole projection (q_dim, kv_dim: OLMo 2/3) instead of per head, and
+  // after RoPE (Hunyuan) instead of before it.
+  bool qk_norm_whole = false, qk_norm_after_rope = false;
   // Llama 4: per-head weightless RMS norm of q and k (Llama4TextL2Norm, x·rsqrt(mean(x²) + eps)); transformers
   // applies it after RoPE, which is the same as before it: the rotation keeps every head vector's norm.
   bool qk_l2_norm = false;
@@ -32,6 +35,8 @@ struct AttentionSpec {
   // Sigmoid output gate (Qwen3.5, Qwen3-Next): q_proj emits per head [query, gate]; attn ← attn · σ(gate).
   bool output_gate = false;
   bool normed_qk() const { return qk_norm || qk_l2_norm; }  // q and k pass a per-head norm
+  int64_t q_norm_width() const { return qk_norm_whole ? q_dim() : head_dim; }   // the q norm's rows and weight
+  int64_t k_norm_width() const { return qk_norm_whole ? kv_dim() : head_dim; }
   // Attention sinks (GPT-OSS): a learned logit per head that joins each query's softmax denominator, with no value.
   bool sinks = false;
   int64_t q_dim() const { return num_heads * head_dim; }
@@ -100,6 +105,12 @@ struct LayerSpec {
   // Sandwich norms (Gemma 2/3, GLM-4): a norm on the attention output and one on the MLP output, each before
   // its residual add, beside the pre-norms every layer has.
   bool post_norms = false;
+  // The norms before the attention and the feed-forward block; false (with post_norms): only the norms after each
+  // block, the blocks reading the residual stream itself (OLMo 2/3, EXAONE 4).
+  bool pre_norms = true;
+  // Each block's output (after its post-norm) × residual_multiplier before its residual add (Granite).
+  double residual_multiplier = 1.0;
+  bool scaled_residual() const { return residual_multiplier != 1.0; }
   MixerKind mixer = MixerKind::attention;
   DeltaNetSpec deltanet;       // mixer == gated_deltanet
   bool is_deltanet() const { return mixer == MixerKind::gated_deltanet; }

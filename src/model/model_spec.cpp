@@ -161,6 +161,9 @@ std::string describe_layers(const ModelSpec& spec) {
     if (a.softcap > 0) text += fmt::format(", soft-cap {}", a.softcap);
     if (a.chunk > 0) text += fmt::format(", chunks of {}", a.chunk);
     if (a.qk_l2_norm) text += ", q/k L2 norm";
+    if (a.qk_norm && (a.qk_norm_whole || a.qk_norm_after_rope) && !l.is_deltanet())
+      text += fmt::format(", q/k norm{}{}", a.qk_norm_whole ? " over the projection" : "",
+                          a.qk_norm_after_rope ? " after RoPE" : "");
     if (a.temperature_floor_scale > 0) text += ", temperature tuning";
     if (a.sinks && !l.is_deltanet()) text += ", sinks";
     if (l.moe.active()) {
@@ -178,7 +181,8 @@ std::string describe_layers(const ModelSpec& spec) {
       text += fmt::format(", MLP {} {}", l.mlp.intermediate_size,
                           l.mlp.activation == Activation::silu ? "silu" : "gelu_tanh");
     }
-    if (l.post_norms) text += ", sandwich norms";
+    if (l.post_norms) text += l.pre_norms ? ", sandwich norms" : ", post-block norms";
+    if (l.scaled_residual()) text += fmt::format(", residual × {}", l.residual_multiplier);
     return text;
   };
   std::string out;

@@ -106,6 +106,9 @@ struct ModelSpec {
   NormStyle norm_style = NormStyle::weight;  // every RMSNorm of the model (layers, q/k norms, final norm)
   int64_t padding_idx = -1;              // pad_token_id: nn.Embedding's padding_idx, a row the lookup never trains
   double embedding_scale = 1.0;          // embeddings multiply by it (Gemma: √hidden_size, in the compute dtype)
+  // false: the multiplier is a Python float that torch applies unrounded (Granite's embedding_multiplier)
+  bool embedding_scale_in_compute_dtype = true;
+  double logit_scale = 1.0;              // logits × logit_scale before the soft-cap (Granite: 1 / logits_scaling)
   double final_logit_softcap = 0.0;      // logits -> cap·tanh(logits/cap); 0 = none
   bool normalized_head = false;          // logits use the LM head's rows normalised to unit length (Baichuan 2)
   bool trust_remote_code = false;        // the family's modeling code is not part of transformers

@@ -84,8 +84,8 @@ void attention_params(LayerBuilder& l, const AttentionSpec& a, const TensorNames
   }
   l.linear(n.o, H, qd, a.o_bias, o.o, o.o_bias);
   if (a.qk_norm) {
-    o.q_norm = l.norm(n.q_norm, a.head_dim);
-    o.k_norm = l.norm(n.k_norm, a.head_dim);
+    o.q_norm = l.norm(n.q_norm, a.q_norm_width());
+    o.k_norm = l.norm(n.k_norm, a.k_norm_width());
   }
   if (a.sinks) o.sinks = l.raw(n.sinks, {a.num_heads}, InitKind::normal);
 }
@@ -200,13 +200,13 @@ Region decoder_region(const ModelSpec& s, int64_t layer) {
   LayerBuilder l{r, n.layer_prefix + std::to_string(layer) + ".", s.hidden_size,
                  s.norm_style == NormStyle::one_plus_weight ? InitKind::zeros : InitKind::ones};
   LayerOffsets& o = r.offsets;
-  o.input_norm = l.norm(n.input_norm, s.hidden_size);
+  if (spec.pre_norms) o.input_norm = l.norm(n.input_norm, s.hidden_size);
   if (spec.is_deltanet())
     deltanet_params(l, spec.deltanet, n, o.deltanet);
   else
     attention_params(l, spec.attention, n, o.attention);
   if (spec.post_norms) o.attn_out_norm = l.norm(n.attn_out_norm, s.hidden_size);
-  o.mlp_norm = l.norm(n.mlp_norm, s.hidden_size);
+  if (spec.pre_norms) o.mlp_norm = l.norm(n.mlp_norm, s.hidden_size);
   if (spec.moe.active())
     moe_params(l, spec.moe, n, o.moe);
   else

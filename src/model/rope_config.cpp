@@ -10,11 +10,11 @@ ConfigKeys rope_dict(const ConfigKeys& top) {
   return top.object(top.has("rope_scaling") ? "rope_scaling" : "rope_parameters");
 }
 
-RopeSpec parse_rope(const ConfigKeys& top, const ConfigKeys& r, int64_t max_positions) {
+RopeSpec parse_rope(const ConfigKeys& top, const ConfigKeys& r, int64_t max_positions, double default_theta) {
   const std::string& where = r.where;
   RopeSpec rope;
   rope.type = r.string("rope_type", r.string("type", "default"));
-  rope.theta = r.number("rope_theta", top.number("rope_theta", 10000.0));
+  rope.theta = r.number("rope_theta", top.number("rope_theta", default_theta));
   rope.partial_rotary_factor = r.number("partial_rotary_factor", top.number("partial_rotary_factor", 1.0));
   const auto original_max = [&] {
     return top.has("original_max_position_embeddings") ? top.integer("original_max_position_embeddings")

@@ -11,7 +11,9 @@ namespace mt {
 
 // The dict that holds the rope parameters: rope_scaling if present, else rope_parameters ({} when neither).
 ConfigKeys rope_dict(const ConfigKeys& top);
-// A RopeSpec from `dict` (rope_dict(top), or one per-layer-type entry of it).
-RopeSpec parse_rope(const ConfigKeys& top, const ConfigKeys& dict, int64_t max_positions);
+// A RopeSpec from `dict` (rope_dict(top), or one per-layer-type entry of it); rope_theta defaults to default_theta
+// (the config class's default_theta) where neither the dict nor the top level gives it.
+RopeSpec parse_rope(const ConfigKeys& top, const ConfigKeys& dict, int64_t max_positions,
+                    double default_theta = 10000.0);
 
 }  // namespace mt
