@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -25,6 +26,9 @@ struct CheckpointMeta {
   std::string config_yaml;        // the effective configuration
   std::string model_config_json;  // the model's config.json
   std::string versions;           // "megatrain X, HDF5 a.b.c, MPI ..." (filled by the writer)
+  // The run's model files (cli/train/model_files.h), name -> bytes, stored as /model_files/<name> (uint8); not in
+  // to_json (bytes, not text): the writer takes them from world rank 0 alone.
+  std::map<std::string, std::string> model_files;
 };
 
 nlohmann::json to_json(const CheckpointMeta& m);

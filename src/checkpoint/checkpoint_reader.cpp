@@ -5,6 +5,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "checkpoint/tensor_checksum.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -91,6 +92,25 @@ std::vector<std::string> CheckpointFile::tensor_names(const std::string& group) 
   return names;
 }
 
+std::map<std::string, std::string> CheckpointFile::model_files() const {
+  std::map<std::string, std::string> files;
+  if (H5Lexists(file_.get(), "model_files", H5P_DEFAULT) <= 0) return files;
+  const std::string file = path_.string();
+  for (const std::string& name : tensor_names("model_files")) {
+    const std::string what = "/model_files/" + name;
+    h5::Handle ds(h5::check(H5Dopen2(file_.get(), what.c_str(), H5P_DEFAULT), file, what));
+    h5::Handle space(h5::check(H5Dget_space(ds.get()), file, what));
+    const hssize_t n = H5Sget_simple_extent_npoints(space.get());
+    h5::check(static_cast<hid_t>(n), file, what);
+    std::string bytes(static_cast<size_t>(n), '\0');
+    if (n > 0)
+      h5::check(H5Dread(ds.get(), H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, bytes.data()), file,
+                what + " read (truncated or corrupt file?)");
+    files[name] = std::move(bytes);
+  }
+  return files;
+}
+
 std::vector<int64_t> CheckpointFile::shape(const std::string& group, const std::string& name) const {
   const std::string file = path_.string(), full = "/" + group + "/" + name;
   MT_REQUIRE(H5Lexists(file_.get(), full.c_str(), H5P_DEFAULT) > 0, "{}: no tensor {}", file, full);
@@ -134,6 +154,18 @@ void CheckpointFile::read_into(const std::string& group, const std::string& name
   h5::Handle ds(h5::check(H5Dopen2(file_.get(), full.c_str(), H5P_DEFAULT), file, full));
   h5::check(H5Dread(ds.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, dst), file,
             full + " read (truncated or corrupt file?)");
+  int64_t numel = 1;
+  for (int64_t d : s) numel *= d;
+  const int64_t bad = first_non_finite(dst, numel);
+  MT_REQUIRE(bad < 0, "non-finite value ({}) in checkpoint {}: tensor {}, element {}; the run that saved it diverged "
+             "or the file was altered, so it is refused", dst[bad], file, full, bad);
+  if (H5Aexists(ds.get(), kChecksumAttribute) <= 0) return;  // written before checksums
+  h5::Handle attr(h5::check(H5Aopen(ds.get(), kChecksumAttribute, H5P_DEFAULT), file, full + " checksum"));
+  uint64_t stored = 0;
+  h5::check(H5Aread(attr.get(), H5T_NATIVE_UINT64, &stored), file, full + " checksum");
+  const uint64_t computed = tensor_checksum(dst, 0, numel);
+  MT_REQUIRE(stored == computed, "checksum mismatch in checkpoint {}: tensor {} (stored {:016x}, computed {:016x}); "
+             "the file is corrupt, so it is refused", file, full, stored, computed);
 }
 
 void restore_store(const CheckpointFile& checkpoint, HostStore& store) {

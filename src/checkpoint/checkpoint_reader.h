@@ -1,10 +1,13 @@
 // Reading a checkpoint file (by one process, without MPI-IO): its /meta, its tensor list, tensors as fp32,
 // restoring a HostStore, and finding the newest valid checkpoint of a run.
 // Invariant: a file that is not HDF5, is truncated or corrupt, or lacks /meta fails in the constructor with
-// one mt::Error naming the file; a tensor whose shape differs from the model's fails naming both shapes.
+// one mt::Error naming the file; a tensor whose shape differs from the model's fails naming both shapes; every
+// tensor read is checked — a NaN or infinity, or a checksum (tensor_checksum.h) that does not match its values,
+// fails naming the file and the tensor — so resume, export and inspect never take a damaged state.
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,6 +28,8 @@ class CheckpointFile {
   std::vector<std::string> tensor_names(const std::string& group) const;
   std::vector<int64_t> shape(const std::string& group, const std::string& name) const;
   std::string dtype(const std::string& group, const std::string& name) const;  // "float32", ...
+  // The run's model files (/model_files, CheckpointMeta::model_files); empty for a checkpoint written without them.
+  std::map<std::string, std::string> model_files() const;
   // Reads a tensor as fp32; `expected` non-empty: its shape must equal it.
   std::vector<float> read(const std::string& group, const std::string& name,
                           const std::vector<int64_t>& expected = {}) const;

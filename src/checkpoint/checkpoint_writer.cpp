@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -15,13 +17,17 @@
 #include <cstring>
 #include <utility>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
 #include "checkpoint/h5_handle.h"
+#include "checkpoint/tensor_checksum.h"
 #include "checkpoint/tensor_selection.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/os_error.h"
+#include "core/stop_signal.h"
 #include "dist/check.h"
 #include "dist/context.h"
 #include "store/shared_memory_check.h"
@@ -108,10 +114,17 @@ int64_t free_bytes(const std::filesystem::path& dir) {
   return static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize);
 }
 
-// Every rank creates every dataset (collective); each writes the part of it inside its own slice.
+// Every dataset of the file in creation order, with this rank's part of its checksum (tensor_checksum.h).
+struct DatasetChecksums {
+  std::vector<std::string> names;
+  std::vector<uint64_t> sums;
+};
+
+// Every rank creates every dataset (collective); each writes the part of it inside its own slice and adds that
+// part's checksum.
 int64_t write_kind(hid_t file_id, const char* group_name, const CheckpointSource& source,
                    const float* CheckpointSource::Region::*data, StateKind kind, hid_t dcpl,
-                   const std::string& file, WriteProgress& progress) {
+                   const std::string& file, WriteProgress& progress, DatasetChecksums& checksums) {
   h5::Handle lcpl(h5::check_write(H5Pcreate(H5P_LINK_CREATE), file, "link property list"));
   h5::check_write(H5Pset_create_intermediate_group(lcpl.get(), 1), file, "link property list");
   int64_t bytes = 0;
@@ -128,6 +141,9 @@ int64_t write_kind(hid_t file_id, const char* group_name, const CheckpointSource
                                          H5P_DEFAULT), file, name));
       bytes += slot.numel * 4;
       const int64_t begin = std::max(slot.offset, s.begin), end = std::min(slot.offset + slot.numel, s.end);
+      checksums.names.push_back(name);
+      checksums.sums.push_back(begin < end ? tensor_checksum(values + (begin - s.begin), begin - slot.offset, end - begin)
+                                           : 0);
       if (begin >= end) continue;
       select_flat_range(space.get(), slot.shape, begin - slot.offset, end - slot.offset, file, name);
       const hsize_t count = static_cast<hsize_t>(end - begin);
@@ -140,6 +156,41 @@ int64_t write_kind(hid_t file_id, const char* group_name, const CheckpointSource
     }
   }
   return bytes;
+}
+
+// /model_files/<name> (uint8): every rank creates each dataset (the names and sizes from rank 0), rank 0 alone
+// writes the bytes (independent I/O).
+void write_model_files(hid_t file_id, const std::map<std::string, std::string>& root_files, const std::string& file) {
+  nlohmann::json sizes = nlohmann::json::object();
+  for (const auto& [name, bytes] : root_files) sizes[name] = bytes.size();
+  sizes = nlohmann::json::parse(broadcast_string(dist::context().is_root() ? sizes.dump() : ""));
+  if (sizes.empty()) return;
+  h5::Handle g(h5::check_write(H5Gcreate2(file_id, "/model_files", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT), file,
+                               "/model_files"));
+  for (const auto& [name, size] : sizes.items()) {
+    const std::string what = "/model_files/" + name;
+    const hsize_t n = size.get<hsize_t>();
+    h5::Handle space(h5::check_write(H5Screate_simple(1, &n, nullptr), file, what));
+    h5::Handle ds(h5::check_write(H5Dcreate2(g.get(), name.c_str(), H5T_STD_U8LE, space.get(), H5P_DEFAULT,
+                                             H5P_DEFAULT, H5P_DEFAULT), file, what));
+    if (dist::context().is_root() && n > 0)
+      h5::check_write(H5Dwrite(ds.get(), H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, root_files.at(name).data()),
+                      file, what);
+  }
+}
+
+// The ranks' parts summed; every rank writes the same attributes (collective metadata).
+void write_checksums(hid_t file_id, DatasetChecksums& checksums, const std::string& file) {
+  MT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, checksums.sums.data(), static_cast<int>(checksums.sums.size()),
+                             MPI_UINT64_T, MPI_SUM, dist::context().node));
+  h5::Handle space(h5::check_write(H5Screate(H5S_SCALAR), file, "checksum dataspace"));
+  for (size_t i = 0; i < checksums.names.size(); ++i) {
+    const std::string what = checksums.names[i] + " checksum";
+    h5::Handle ds(h5::check_write(H5Dopen2(file_id, checksums.names[i].c_str(), H5P_DEFAULT), file, what));
+    h5::Handle attr(h5::check_write(H5Acreate2(ds.get(), kChecksumAttribute, H5T_STD_U64LE, space.get(), H5P_DEFAULT,
+                                               H5P_DEFAULT), file, what));
+    h5::check_write(H5Awrite(attr.get(), H5T_NATIVE_UINT64, &checksums.sums[i]), file, what);
+  }
 }
 
 }  // namespace
@@ -223,6 +274,7 @@ SaveReport save_checkpoint(const std::filesystem::path& path, const CheckpointSo
 
   SaveReport report;
   WriteProgress progress = planned_writes(source);
+  stop_signal::partial_file_begin(file.c_str());  // a second stop signal removes it (core/stop_signal.h)
   h5::Handle f;  // outside the try: a failed save closes it only after emptying the file
   try {
     h5::Handle fapl(h5::check_write(H5Pcreate(H5P_FILE_ACCESS), file, "file access list"));
@@ -233,13 +285,16 @@ SaveReport save_checkpoint(const std::filesystem::path& path, const CheckpointSo
     h5::Handle dcpl(h5::check_write(H5Pcreate(H5P_DATASET_CREATE), file, "dataset creation list"));
     h5::check_write(H5Pset_fill_time(dcpl.get(), H5D_FILL_TIME_NEVER), file, "dataset creation list");
     write_meta(f.get(), m, file);
+    write_model_files(f.get(), meta.model_files, file);
     using Region = CheckpointSource::Region;
+    DatasetChecksums checksums;
     report.bytes += write_kind(f.get(), "/params", source, &Region::master, StateKind::master, dcpl.get(), file,
-                               progress);
+                               progress, checksums);
     report.bytes += write_kind(f.get(), "/optim/exp_avg", source, &Region::exp_avg, StateKind::exp_avg, dcpl.get(),
-                               file, progress);
+                               file, progress, checksums);
     report.bytes += write_kind(f.get(), "/optim/exp_avg_sq", source, &Region::exp_avg_sq, StateKind::exp_avg_sq,
-                               dcpl.get(), file, progress);
+                               dcpl.get(), file, progress, checksums);
+    write_checksums(f.get(), checksums, file);
     h5::check_write(H5Fflush(f.get(), H5F_SCOPE_GLOBAL), file, "flush");
     dcpl.reset();
     fapl.reset();
@@ -259,21 +314,28 @@ SaveReport save_checkpoint(const std::filesystem::path& path, const CheckpointSo
     // The partial file goes (any rank may remove it); the earlier checkpoints were never touched.
     std::error_code ec;
     std::filesystem::remove(tmp, ec);
-    throw Error(fmt::format("checkpoint {}: {}: {}; the partial file is removed and the earlier checkpoints are "
-                            "intact",
-                            final_path.string(), e.what(),
-                            free >= 0 && free < remaining ? fmt::format("{} ({}, {} bytes still to write)",
-                                                                        std::strerror(ENOSPC), room, remaining)
-                                                          : room));
+    stop_signal::partial_file_end();
+    // The cause first (a full disk, told from the free space; else HDF5's account of the failed call), then what
+    // it means for the checkpoints.
+    const std::string outcome = fmt::format("checkpoint {} not written: the partial file is removed and the earlier "
+                                            "checkpoints are intact", final_path.string());
+    if (free >= 0 && free < remaining)
+      throw Error(fmt::format("{}: {} ({}, {} bytes still to write); {}", os_error_first(ENOSPC), outcome, room,
+                              remaining, e.what()));
+    throw Error(fmt::format("{}; {} ({})", e.what(), outcome, room));
   }
   MT_CHECK_MPI(MPI_Barrier(ctx.node));
   if (ctx.is_root()) {
     // Test hook (not documented for users): rank 0 dies between writing the .tmp and renaming it.
     const char* kill_at = std::getenv("MEGATRAIN_TEST_KILL_IN_SAVE");
     if (kill_at && *kill_at && std::atoll(kill_at) == m.step) std::raise(SIGKILL);
+    // Test hook (not documented for users): rank 0 waits this many seconds with the complete .tmp before renaming.
+    if (const char* slow = std::getenv("MEGATRAIN_TEST_SLOW_RENAME"); slow && *slow)
+      std::this_thread::sleep_for(std::chrono::duration<double>(std::atof(slow)));
     std::filesystem::rename(tmp, final_path);
     prune_checkpoints(final_path.parent_path(), keep);
   }
+  stop_signal::partial_file_end();
   MT_CHECK_MPI(MPI_Barrier(ctx.node));
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return report;

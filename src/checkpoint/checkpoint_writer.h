@@ -1,6 +1,7 @@
 // Saving a checkpoint: one HDF5 file written collectively by every rank of the node (the first node: each node
 // holds the same replica) with MPI-IO, each rank writing the hyperslabs of its own slices, from the HostStore or a snapshot of them (fp32 master, exp_avg,
-// exp_avg_sq under the HF tensor names, in their HF shapes) and every rank the same /meta attributes (DESIGN.md §6).
+// exp_avg_sq under the HF tensor names, in their HF shapes) and every rank the same /meta attributes (DESIGN.md §6);
+// each dataset carries its checksum (tensor_checksum.h), the sum of every rank's part.
 // Invariant: the file is complete under its final name or absent — it is written as "<name>.tmp", closed by
 // every rank, and renamed by rank 0 after a barrier; a crash before that leaves older checkpoints untouched.
 #pragma once

@@ -1,6 +1,7 @@
 // `megatrain export --checkpoint FILE --out DIR [--dtype bfloat16|float32] [--overwrite]`: a checkpoint's master weights as a
-// Hugging Face directory (config.json from the checkpoint, safetensors, tokenizer files from the saved model
-// directory when it still exists). Invariant: every parameter of the checkpoint's model is exported exactly once,
+// Hugging Face directory (config.json from the checkpoint, safetensors, the run's tokenizer and chat files that the
+// checkpoint keeps — cli/train/model_files.h — or, for a checkpoint without them, those of the saved model directory
+// when it still exists). Invariant: every parameter of the checkpoint's model is exported exactly once,
 // from /params, or nothing is written; frozen tensors of a multimodal checkpoint come from its model directory.
 // An existing non-empty DIR is replaced only with --overwrite, a file never (io/owned_directory.h).
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "checkpoint/checkpoint_reader.h"
 #include "cli/command.h"
 #include "cli/train/chat_export.h"
+#include "cli/train/model_files.h"
 #include "config/config.h"
 #include "core/log.h"
 #include "io/safetensors.h"
@@ -58,10 +60,17 @@ void export_checkpoint(const std::string& file, const std::string& out, const st
     }
     return buffer.data();
   };
+  // The run's tokenizer and chat files from the checkpoint; a checkpoint written without them: from its model
+  // directory where that still exists.
+  const ModelFiles model_files = ckpt.model_files();
   std::filesystem::path tokenizer_from;
-  if (std::filesystem::is_directory(ckpt.meta().model_name)) tokenizer_from = ckpt.meta().model_name;
+  if (model_files.empty() && std::filesystem::is_directory(ckpt.meta().model_name)) tokenizer_from = ckpt.meta().model_name;
+  if (model_files.empty() && tokenizer_from.empty())
+    log::warn("export {}: no tokenizer files, chat template or generation_config.json written: the checkpoint holds "
+              "none and its model directory '{}' does not exist here", out, ckpt.meta().model_name);
   const auto chat_files = [&](const std::filesystem::path& dir) {
-    if (!tokenizer_from.empty()) write_chat_files(dir, parse_config(ckpt.meta().config_yaml, file), spec.family);
+    if (!model_files.empty()) write_model_files(dir, model_files);
+    else if (!tokenizer_from.empty()) write_chat_files(dir, parse_config(ckpt.meta().config_yaml, file), spec.family);
   };
   export_hf_directory(out, spec, layout, region_data, dtype_from_name(dtype_name_arg), tokenizer_from, carried,
                       kMaxShardBytes, replace, chat_files);

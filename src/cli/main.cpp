@@ -1,7 +1,9 @@
-// megatrain: the command-line entry point, on every rank of an MPI job. Every subcommand registers itself
+// megatrain: the command-line entry point, on every rank of an MPI job; alone it prints its usage, with --version
+// its version and the commit it was built from. Every subcommand registers itself
 // (cli/command.h); every failure ends as one line "megatrain: error: ..." on stderr and exit status 1, and
 // with several ranks it names the rank and ends the whole job (dist/check.h). A training run stopped by a
 // signal after its checkpoint exits with stop_signal::kExitStoppedForRequeue (core/stop_signal.h).
+#include <cstdio>
 #include <exception>
 #include <string>
 #include <string_view>
@@ -12,11 +14,13 @@
 #include "dist/check.h"
 #include "dist/context.h"
 #include "dist/numa_binding.h"
+#include "megatrain_commit.h"
 
 int main(int argc, char** argv) {
   mt::dist::init(&argc, &argv);
-  CLI::App app{"MegaTrain: full-parameter training of large language models on one GPU"};
+  CLI::App app{"MegaTrain: full-parameter training of large language models on one GPU", "megatrain"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", "megatrain " MEGATRAIN_VERSION " (commit " MEGATRAIN_COMMIT ")");
   std::vector<mt::Command> commands;
   mt::add_train_command(app, commands);
   mt::add_preview_data_command(app, commands);
@@ -29,6 +33,10 @@ int main(int argc, char** argv) {
   mt::add_export_command(app, commands);
   mt::add_convert_config_command(app, commands);
 
+  if (argc == 1) {  // no subcommand: the usage, as --help prints it
+    std::fputs(app.help().c_str(), stdout);
+    return 0;
+  }
   // The first word that is not an option names the subcommand: an unknown one is named, with the known ones.
   if (argc > 1 && argv[1][0] != '-') {
     const std::string_view word = argv[1];

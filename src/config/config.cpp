@@ -192,10 +192,13 @@ const std::vector<Field>& schema() {
       integer("training", "logging_steps", 1, MT_AT(training.logging_steps)),
       integer("training", "save_steps", 0, MT_AT(training.save_steps)),
       integer("training", "save_total_limit", 0, MT_AT(training.save_total_limit)),
+      flag("training", "save_hf_checkpoints", MT_AT(training.save_hf_checkpoints)),
       integer("training", "eval_steps", 0, MT_AT(training.eval_steps)),
       trackers("training", "report_to", {"tensorboard"}, MT_AT(training.report_to)),
       flag("training", "plot_loss", MT_AT(training.plot_loss)),
       text("training", "resume_from", true, MT_AT(training.resume_from)),
+      flag("training", "overwrite_output_dir", MT_AT(training.overwrite_output_dir)),
+      integer("training", "max_consecutive_skipped_steps", 0, MT_AT(training.max_consecutive_skipped_steps)),
       real_or_auto("training", "moe_aux_loss_coef", MT_AT(training.moe_aux_loss_coef)),
 
       choice("optimizer", "type", {"deepspeed_adam", "adamw"}, MT_AT(optimizer.type)),

@@ -66,10 +66,16 @@ struct TrainingConfig {
   int64_t logging_steps = 1;
   int64_t save_steps = 0;
   int64_t save_total_limit = 0;
+  bool save_hf_checkpoints = false;      // each save also writes <output_dir>/checkpoint-<step>/, a Hugging Face
+                                         // directory (LLaMA-Factory's layout); save_total_limit applies to both
   int64_t eval_steps = 0;                // evaluate every N steps (and after the last) when there is an eval set
   std::vector<std::string> report_to;    // trackers: tensorboard (YAML: none | tensorboard | [tensorboard])
   bool plot_loss = false;                // training_loss.png (and training_eval_loss.png) at the end
-  std::string resume_from;               // "" | auto | path
+  std::string resume_from;               // "" | auto | path (a checkpoint file, or a directory: its newest one)
+  int64_t max_consecutive_skipped_steps = 10;  // this many steps in a row skipped for a non-finite gradient norm
+                                         // end the run with an error, before any final model (0: never)
+  bool overwrite_output_dir = false;     // an output_dir holding another run's checkpoints: start over (they are
+                                         // removed) instead of refusing (cli/train/resume.h)
   double moe_aux_loss_coef = -1.0;       // MoE router loss coefficient (LLaMA-Factory's name); set (>= 0): on,
                                          // overriding router_aux_loss_coef; -1 = auto (YAML: auto): config.json's
                                          // output_router_logits and router_aux_loss_coef decide

@@ -112,6 +112,7 @@ const std::map<std::string, Target>& direct_keys() {
       {"save_total_limit", {"training", "save_total_limit", as_integer(0)}},
       {"eval_steps", {"training", "eval_steps", as_integer(1)}},
       {"plot_loss", {"training", "plot_loss", as_flag()}},
+      {"overwrite_output_dir", {"training", "overwrite_output_dir", as_flag()}},
       {"seed", {"training", "seed", [](const YAML::Node& n, const YamlPlace& p) {
                   return std::to_string(read_unsigned(n, p));
                 }}},
@@ -129,7 +130,6 @@ const std::map<std::string, std::string>& ignored_keys() {
       {"do_eval", "evaluation runs where val_size or eval_dataset gives a set"},
       {"do_predict", "no prediction mode"},
       {"overwrite_cache", "no dataset cache: data is tokenized at each start"},
-      {"overwrite_output_dir", "output_dir is written in place"},
       {"preprocessing_num_workers", "tokenization threads are chosen by the loader"},
       {"per_device_eval_batch_size", "evaluation uses the training batch's share"},
       {"eval_strategy", "eval_steps decides"},
@@ -139,7 +139,6 @@ const std::map<std::string, std::string>& ignored_keys() {
       {"save_only_model", "checkpoints always hold the optimizer state, for exact resume"},
       {"ddp_timeout", "no torch.distributed process group"},
       {"flash_attn", "attention runs MegaTrain's own kernels"},
-      {"resume_from_checkpoint", "set training.resume_from to one of our HDF5 checkpoints (or auto)"},
       {"gradient_checkpointing", "activation recompute is planned from GPU memory (training.recompute_layers)"},
       {"enable_liger_kernel", "MegaTrain's own kernels"},
       {"use_unsloth", "MegaTrain's own kernels"},
@@ -249,6 +248,13 @@ ConvertedConfig convert_llamafactory_config(const YAML::Node& root, const std::s
       per_device = read_integer(value, place, 1);
     } else if (key == "gradient_accumulation_steps") {
       accumulation = read_integer(value, place, 1);
+    } else if (key == "resume_from_checkpoint") {  // true: the newest in output_dir; a path; null or false: none
+      bool flag = false;
+      if (value.IsScalar() && YAML::convert<bool>::decode(value, flag)) {
+        if (flag) sections.set("training", "resume_from", "auto");
+      } else if (!value.IsNull()) {
+        sections.set("training", "resume_from", read_text(value, place, false));
+      }
     } else if (key == "max_steps") {
       const int64_t steps = read_integer(value, place, -1);
       if (steps > 0) sections.set("training", "num_steps", std::to_string(steps));

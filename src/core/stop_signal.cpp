@@ -13,6 +13,9 @@ namespace {
 std::atomic<int> first_signal{0};
 static_assert(std::atomic<int>::is_always_lock_free, "the signal handler stores to this flag");
 bool stopped = false;
+char partial_path[4096] = {};
+std::atomic<bool> partial_set{false};
+static_assert(std::atomic<bool>::is_always_lock_free, "the signal handler loads this flag");
 
 void say(const char* text) {
   const ssize_t ignored = ::write(STDERR_FILENO, text, std::strlen(text));
@@ -26,6 +29,11 @@ extern "C" void on_stop_signal(int signo) {
     return;
   }
   say("megatrain: second stop signal: ending now\n");
+  if (partial_set.load() && ::unlink(partial_path) == 0) {
+    say("megatrain: removed the partial checkpoint ");
+    say(partial_path);
+    say("\n");
+  }
   std::signal(signo, SIG_DFL);
   std::raise(signo);
 }
@@ -45,5 +53,14 @@ int requested() { return first_signal.load(std::memory_order_relaxed); }
 void mark_stopped() { stopped = true; }
 
 int exit_status() { return stopped ? kExitStoppedForRequeue : 0; }
+
+void partial_file_begin(const char* path) {
+  partial_set.store(false);
+  if (std::strlen(path) >= sizeof(partial_path)) return;
+  std::strcpy(partial_path, path);
+  partial_set.store(true);
+}
+
+void partial_file_end() { partial_set.store(false); }
 
 }  // namespace mt::stop_signal

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/exit_cleanup.h"
 #include "dist/context.h"
 
 namespace mt::dist {
@@ -28,6 +29,7 @@ void print_error(const std::string& message) {
 
 void abort_job(const std::string& message) {
   print_error(message);
+  exit_cleanup::remove_registered();  // what the failed run created and unwinding would have removed
   if (several_ranks()) MPI_Abort(MPI_COMM_WORLD, 1);
   std::fflush(stdout);
   std::_Exit(1);

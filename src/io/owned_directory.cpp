@@ -2,6 +2,7 @@
 #include "io/owned_directory.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -18,6 +19,7 @@
 #include "core/error.h"
 #include "core/json_depth.h"
 #include "core/log.h"
+#include "core/os_error.h"
 
 namespace mt {
 namespace {
@@ -29,6 +31,21 @@ void fsync_dir(const fs::path& dir) {
   if (fd < 0) return;  // best effort: the files themselves are durable
   ::fsync(fd);
   ::close(fd);
+}
+
+// The process's umask, read without changing it (umask(2) sets it while reading: a race with other threads).
+mode_t current_umask() {
+  std::ifstream in("/proc/self/status");
+  std::string key;
+  while (in >> key) {
+    if (key == "Umask:") {
+      unsigned mask = 022;
+      in >> std::oct >> mask;
+      return static_cast<mode_t>(mask);
+    }
+    std::getline(in, key);
+  }
+  return 022;  // a kernel without the field: the usual umask
 }
 
 // The files a manifest of `dir` lists; empty when it has none or it does not parse.
@@ -98,8 +115,8 @@ void write_manifest(const fs::path& dir) {
 }  // namespace
 
 void write_file_durably(const fs::path& path, const std::string& text) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  MT_REQUIRE(fd >= 0, "{}: cannot create: {}", path.string(), std::strerror(errno));
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  MT_REQUIRE(fd >= 0, "{}: cannot create {}", os_error_first(errno), path.string());
   size_t done = 0;
   while (done < text.size()) {
     const ssize_t w = ::write(fd, text.data() + done, text.size() - done);
@@ -107,7 +124,8 @@ void write_file_durably(const fs::path& path, const std::string& text) {
     if (w <= 0) {
       const int why = w == 0 ? ENOSPC : errno;
       ::close(fd);
-      MT_REQUIRE(false, "{}: write failed after {} of {} bytes: {}", path.string(), done, text.size(), std::strerror(why));
+      MT_REQUIRE(false, "{}: writing {} failed after {} of {} bytes", os_error_first(why), path.string(), done,
+                 text.size());
     }
     done += static_cast<size_t>(w);
   }
@@ -133,6 +151,8 @@ void write_owned_directory(const fs::path& target, Replace replace, const std::s
   MT_REQUIRE(::mkdtemp(pattern.data()) != nullptr, "{} {}: cannot create a temporary directory {}: {}", what,
              target.string(), pattern, std::strerror(errno));
   const fs::path tmp = pattern;
+  // mkdtemp makes it 0700; the directory it becomes is what mkdir would have made (0755 under the usual umask).
+  ::chmod(tmp.c_str(), 0777 & ~current_umask());
   try {
     write_files(tmp);
     write_manifest(tmp);

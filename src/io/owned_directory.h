@@ -5,7 +5,8 @@
 // Invariants: the target holds a complete directory or what it held before; a file, or a non-empty directory
 // that is not ours, is never replaced unless the caller passes Replace::any (export --overwrite), and then only a
 // directory; replacing one of ours removes exactly the files its manifest lists (anything else there is an error
-// beforehand); a failure removes the temporary directory and nothing else.
+// beforehand); a failure removes the temporary directory and nothing else; the directory and its files get the
+// umask's permissions (0755 and 0644 under the usual umask), as mkdir and open would make them.
 #pragma once
 #include <filesystem>
 #include <functional>

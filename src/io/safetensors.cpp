@@ -20,6 +20,7 @@
 #include <string_view>
 
 #include "core/error.h"
+#include "core/os_error.h"
 #include "core/json_depth.h"
 #include "core/regular_file.h"
 
@@ -151,8 +152,8 @@ void write_all(Output& out, const void* buf, std::size_t n) {
     errno = 0;
     const ssize_t w = ::write(out.fd, p, std::min<std::size_t>(n, std::size_t{1} << 30));
     if (w < 0 && errno == EINTR) continue;
-    MT_REQUIRE(w > 0, "safetensors file {}: write failed after {} of {} bytes: {}", out.tmp.string(), out.written,
-               out.total, errno ? errno_text() : std::string("no progress"));
+    MT_REQUIRE(w > 0, "{}: writing safetensors file {} failed after {} of {} bytes",
+               errno ? os_error_first(errno) : std::string("no progress"), out.tmp.string(), out.written, out.total);
     p += w;
     n -= static_cast<std::size_t>(w);
     out.written += static_cast<std::uint64_t>(w);
@@ -351,8 +352,8 @@ void write_safetensors(const fs::path& path, const std::vector<StWriteTensor>& t
   const std::uint64_t header_len = text.size();
 
   const fs::path tmp = path.string() + ".tmp-" + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  MT_REQUIRE(fd >= 0, "safetensors file {}: cannot create: {}", tmp.string(), errno_text());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  MT_REQUIRE(fd >= 0, "{}: cannot create safetensors file {}", os_error_first(errno), tmp.string());
   Output out{fd, tmp, 0, 8 + header_len + offset};
   try {
     write_all(out, &header_len, 8);
@@ -384,12 +385,12 @@ void write_safetensors(const fs::path& path, const std::vector<StWriteTensor>& t
         write_all(out, chunk.data(), static_cast<std::size_t>(n) * 2);
       }
     }
-    MT_REQUIRE(::fsync(fd) == 0, "safetensors file {}: fsync failed after writing {} bytes: {}", tmp.string(),
-               out.written, errno_text());
+    MT_REQUIRE(::fsync(fd) == 0, "{}: fsync of safetensors file {} failed after writing {} bytes",
+               os_error_first(errno), tmp.string(), out.written);
     const int closed = ::close(fd);
     fd = -1;
-    MT_REQUIRE(closed == 0, "safetensors file {}: close failed after writing {} bytes: {}", tmp.string(), out.written,
-               errno_text());
+    MT_REQUIRE(closed == 0, "{}: close of safetensors file {} failed after writing {} bytes", os_error_first(errno),
+               tmp.string(), out.written);
   } catch (...) {
     if (fd >= 0) ::close(fd);
     ::unlink(tmp.c_str());

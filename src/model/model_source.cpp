@@ -27,10 +27,6 @@ namespace mt {
 namespace fs = std::filesystem;
 namespace {
 
-constexpr const char* kTokenizerFiles[] = {
-    "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
-    "merges.txt",     "tokenizer.model",       "generation_config.json",  "chat_template.jinja",
-};
 
 // "org/name" or "name": what the hub accepts as a model id, and nothing that reads as a path.
 bool looks_like_hub_id(const std::string& name) {
@@ -172,7 +168,7 @@ void write_export(const fs::path& dir, const ModelSpec& spec, const ParamLayout&
   write_shards(dir, tensors, dtype, max_shard_bytes);
 
   if (tokenizer_from.empty()) return;
-  for (const char* name : kTokenizerFiles) {
+  for (const std::string& name : tokenizer_file_names()) {
     if (!fs::is_regular_file(tokenizer_from / name)) continue;
     std::error_code ec;
     fs::copy_file(tokenizer_from / name, dir / name, fs::copy_options::overwrite_existing, ec);
@@ -182,7 +178,7 @@ void write_export(const fs::path& dir, const ModelSpec& spec, const ParamLayout&
 }
 
 // The shape we ship for hub id org/Name: configs/models/<name, lowercase>.json under $MEGATRAIN_HOME, the working
-// directory, or the binary's directory and its parent ("" when none).
+// directory, the binary's directory and its parent, or the installed share/megatrain beside bin/ ("" when none).
 fs::path shipped_shape(const std::string& hub_id) {
   std::string stem = hub_id.substr(hub_id.find('/') + 1);
   std::transform(stem.begin(), stem.end(), stem.begin(), [](unsigned char c) { return std::tolower(c); });
@@ -191,7 +187,9 @@ fs::path shipped_shape(const std::string& hub_id) {
   roots.emplace_back(".");
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) roots.insert(roots.end(), {exe.parent_path(), exe.parent_path().parent_path()});
+  if (!ec)
+    roots.insert(roots.end(), {exe.parent_path(), exe.parent_path().parent_path(),
+                               exe.parent_path().parent_path() / "share" / "megatrain"});
   for (const fs::path& root : roots) {
     const fs::path file = root / "configs" / "models" / (stem + ".json");
     if (fs::is_regular_file(file)) return file;
@@ -200,6 +198,14 @@ fs::path shipped_shape(const std::string& hub_id) {
 }
 
 }  // namespace
+
+const std::vector<std::string>& tokenizer_file_names() {
+  static const std::vector<std::string> names = {
+      "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json",
+      "merges.txt",     "tokenizer.model",       "generation_config.json",  "chat_template.jinja",
+  };
+  return names;
+}
 
 ModelSource resolve_model_source(const std::string& name) {
   const fs::path p(name);

@@ -20,6 +20,10 @@ struct ModelSource {
   std::filesystem::path config_json;  // its config.json
 };
 
+// The files besides config.json and the weights that a model directory's users load (tokenizer, chat template,
+// generation defaults): what an export copies.
+const std::vector<std::string>& tokenizer_file_names();
+
 // `name`: a directory with config.json; a *.json shape file; or a hub id "org/name" found under
 // $HF_HUB_CACHE, $HF_HOME/hub or ~/.cache/huggingface/hub (models--org--name/snapshots/<rev>, via refs/main), else
 // the shape we ship as configs/models/<name, lowercase>.json (a bare config: Qwen/Qwen2.5-7B -> qwen2.5-7b.json).

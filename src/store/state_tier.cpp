@@ -11,7 +11,9 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/exit_cleanup.h"
 #include "core/log.h"
+#include "core/os_error.h"
 #include "store/host_store.h"
 #include "store/shared_memory_check.h"
 
@@ -35,7 +37,7 @@ int open_tier_file(const std::string& name, bool create, bool& direct) {
     direct = false;
     fd = open(name.c_str(), tried_direct ? flags & ~O_EXCL : flags, 0600);
   }
-  MT_REQUIRE(fd >= 0, "state tier: {}: cannot {}: {}", name, create ? "create" : "open", std::strerror(errno));
+  MT_REQUIRE(fd >= 0, "{}: state tier: cannot {} {}", os_error_first(errno), create ? "create" : "open", name);
   return fd;
 }
 
@@ -46,6 +48,10 @@ StateTier::StateTier(const ParamLayout& layout, const TierSettings& settings, in
   MT_ASSERT(settings.mode != OffloadMode::none);
   if (rank == 0) remove_files_of_absent_ranks();
   own_.layout = make_tier_layout(layout, settings, rank, ranks);
+  // An aborted job removes the node's tier files (core/exit_cleanup.h): rank 0 every rank's, as the abort may end
+  // the others before they unwind.
+  for (int q = rank == 0 ? 0 : rank; q < (rank == 0 ? ranks : rank + 1); ++q)
+    for (const std::string& dir : settings.paths) exit_cleanup::remove_on_abort(tier_file_path(dir, settings.tag, q).string());
   for (size_t f = 0; f < own_.layout.files.size(); ++f) {
     const std::string name = own_.layout.files[f].string();
     std::error_code ec;
@@ -64,14 +70,23 @@ StateTier::StateTier(const ParamLayout& layout, const TierSettings& settings, in
     const int64_t bytes = own_.layout.file_bytes[f];
     if (bytes == 0) continue;
     int rc = fallocate(fd, 0, 0, bytes);
-    if (rc != 0 && errno == EOPNOTSUPP) rc = posix_fallocate(fd, 0, bytes) == 0 ? 0 : -1;
+    if (rc != 0 && errno == EOPNOTSUPP) {
+      errno = posix_fallocate(fd, 0, bytes);  // it returns its error rather than setting errno
+      rc = errno == 0 ? 0 : -1;
+    }
     if (rc != 0) {
-      const std::string why = std::strerror(errno);
+      const int why = errno;
       struct statvfs vfs {};
       const int64_t available = statvfs(name.c_str(), &vfs) == 0
                                     ? static_cast<int64_t>(vfs.f_bavail) * static_cast<int64_t>(vfs.f_frsize) : -1;
-      throw Error(fmt::format("state tier: {}: cannot preallocate {} bytes ({}): {}; {} bytes available", name, bytes,
-                              format_bytes(static_cast<uint64_t>(bytes)), why, available));
+      // The constructor does not complete, so the destructor will not remove what it created: removed here.
+      for (size_t g = 0; g < own_.names.size(); ++g) {
+        close(own_.fds[g]);
+        std::filesystem::remove(own_.names[g], ec);
+      }
+      throw Error(fmt::format("{}: state tier: cannot preallocate {} bytes ({}) for {}; {} bytes available; the "
+                              "tier's files are removed", os_error_first(why), bytes,
+                              format_bytes(static_cast<uint64_t>(bytes)), name, available));
     }
   }
   staging_bytes_ = static_cast<size_t>(own_.layout.largest_unit_bytes);
@@ -98,6 +113,8 @@ StateTier::~StateTier() {
     for (int fd : files.fds) close(fd);
   std::error_code ec;
   for (const std::string& name : own_.names) std::filesystem::remove(name, ec);
+  for (int q = rank_ == 0 ? 0 : rank_; q < (rank_ == 0 ? ranks_ : rank_ + 1); ++q)
+    for (const std::string& dir : settings_.paths) exit_cleanup::forget(tier_file_path(dir, settings_.tag, q).string());
   for (float* p : buffers_) munmap(p, std::max<size_t>(staging_bytes_, 4096));
   if (sync_) munmap(sync_, std::max<size_t>(static_cast<size_t>(sync_elements_) * 4, 4096));
 }

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/os_error.h"
 #include "store/tier_io.h"
 
 namespace mt {
@@ -24,8 +25,8 @@ struct Chunk {
 };
 
 std::string describe_failure(const TierOp& op, int64_t at, const std::string& what) {
-  return fmt::format("{}: {} of {} bytes at offset {} failed: {}", op.file ? *op.file : std::string("tier file"),
-                     op.write ? "write" : "read", op.bytes, at, what);
+  return fmt::format("{}: {} of {} bytes at offset {} of {} failed", what, op.write ? "write" : "read", op.bytes, at,
+                     op.file ? *op.file : std::string("a tier file"));
 }
 
 // One chunk, synchronously; the error text, or empty.
@@ -36,7 +37,7 @@ std::string transfer(const TierOp& op) {
     const ssize_t n = op.write ? pwrite(op.fd, p + done, static_cast<size_t>(op.bytes - done), op.offset + done)
                                : pread(op.fd, p + done, static_cast<size_t>(op.bytes - done), op.offset + done);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return describe_failure(op, op.offset + done, std::strerror(errno));
+    if (n < 0) return describe_failure(op, op.offset + done, os_error_first(errno));
     if (n == 0) return describe_failure(op, op.offset + done, "unexpected end of file");
     done += n;
   }

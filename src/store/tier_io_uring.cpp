@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "core/error.h"
+#include "core/os_error.h"
 #include "store/tier_io.h"
 
 #if MEGATRAIN_HAVE_LIBURING
@@ -111,9 +112,10 @@ class UringTierIo final : public TierIo {
       return;
     }
     if (res <= 0 && slot.batch->error.empty())
-      slot.batch->error = fmt::format("{}: {} of {} bytes at offset {} failed: {}",
-                                      op.file ? *op.file : std::string("tier file"), op.write ? "write" : "read",
-                                      op.bytes, op.offset, res == 0 ? "unexpected end of file" : std::strerror(-res));
+      slot.batch->error = fmt::format("{}: {} of {} bytes at offset {} of {} failed",
+                                      res == 0 ? "unexpected end of file" : os_error_first(-res),
+                                      op.write ? "write" : "read", op.bytes, op.offset,
+                                      op.file ? *op.file : std::string("a tier file"));
     --slot.batch->pending;
     free_.push_back(s);
   }

@@ -42,7 +42,7 @@ mount_disk $((ckpt_bytes * 3 / 2))
 train "$disk/run" "$work/save.log" --set training.num_steps=3 --set training.save_steps=1
 rc=$?
 [[ $rc -eq 1 ]] || fail "the save on a full disk: exit status $rc"
-one_error "$work/save.log" "checkpoint $disk/run/checkpoints/step-000002.h5" "No space left on device" "bytes" \
+one_error "$work/save.log" "^megatrain: error: no space left on device: checkpoint $disk/run/checkpoints/step-000002.h5 not written" "bytes" \
   "the partial file is removed"
 ls "$disk/run/checkpoints" | grep -q tmp && fail "a .tmp is left: $(ls "$disk/run/checkpoints")"
 "$bin" inspect "$disk/run/checkpoints/step-000001.h5" >/dev/null || fail "the step-1 checkpoint is damaged"
@@ -61,7 +61,7 @@ echo "ok   preflight: $(grep -m1 'less than one checkpoint' "$work/preflight.log
 mount_disk $((ckpt_bytes / 6))
 "$bin" export --checkpoint "$work/sizes/checkpoints/step-000001.h5" --out "$disk/exported" --dtype float32 \
   >"$work/export.log" 2>&1 && fail "the export on a full disk succeeded"
-one_error "$work/export.log" "No space left on device" "write failed after .* of .* bytes" "$disk/exported.tmp-"
+one_error "$work/export.log" "^megatrain: error: no space left on device: writing .*file $disk/exported.tmp-.* failed after .* of .* bytes"
 [[ -z $(ls -A "$disk") ]] || fail "the export left $(ls -A "$disk")"
 echo "ok   export on a full disk: $(grep '^megatrain: error: ' "$work/export.log" | cut -c1-300)"
 
@@ -70,5 +70,5 @@ mount_disk 1M
 mkdir -p "$disk/full"
 dd if=/dev/zero of="$disk/filler" bs=64K 2>/dev/null
 train "$disk/full" "$work/metrics.log" --set training.num_steps=1
-one_error "$work/metrics.log" "$disk/full/metrics.jsonl" "No space left on device"
+one_error "$work/metrics.log" "^megatrain: error: no space left on device: writing the line of step .* to $disk/full/metrics.jsonl"
 echo "ok   metrics on a full disk: $(grep '^megatrain: error: ' "$work/metrics.log" | cut -c1-300)"

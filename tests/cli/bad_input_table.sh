@@ -69,7 +69,8 @@ ls -d "$work"/exported.* 2>/dev/null && { echo "FAIL: temporary export directori
 mkdir -p "$work/run2/final" && echo "mine" >"$work/run2/final/notes.txt"
 row final_holds_user_file 1 "final model $work/run2/final: the directory holds 'notes.txt', which megatrain did not write" train_llama "$work/run2"
 [[ $(cat "$work/run2/final/notes.txt") == mine && ! -e $work/run2/checkpoints ]] || { echo "FAIL: final_holds_user_file touched output_dir"; status=1; }
-row final_rerun_replaces_ours 0 "" train_llama "$work/run"
+row final_rerun_refused 1 "training.output_dir $work/run holds an earlier run's checkpoints (.*step-000001.h5, the newest of 1)" train_llama "$work/run"
+row final_rerun_overwrite_replaces_ours 0 "" train_llama "$work/run" --set training.overwrite_output_dir=true
 
 # --- nesting deeper than 512 levels in every JSON and YAML input
 deep() { python3 -c "import sys; sys.stdout.write('$1' * $2)"; }

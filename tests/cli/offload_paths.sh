@@ -51,10 +51,11 @@ mount -t tmpfs -o size=8m tmpfs "$work/full" || fail "mount full"
 MEGATRAIN_TEST_SYNC_SAVE=1 MEGATRAIN_TEST_TIER_FULL_AFTER_WRITES=12 train full "$work/full" --set training.num_steps=4 --set training.save_steps=2
 rc=$?
 ((rc != 0)) || fail "the run with a full device succeeded"
-grep -q "megatrain-tier-.*-rank0.bin: write of .* bytes at offset .* failed: No space left on device" "$work/full.log" ||
+grep -q "error: no space left on device: write of .* bytes at offset .* of .*megatrain-tier-.*-rank0.bin failed" "$work/full.log" ||
   fail "no line naming the tier file and the error"
 grep -q "state tier: 384.0 KiB of its files are on a RAM file system (tmpfs or ramfs): they count against host RAM" \
   "$work/full.log" || fail "the tier on tmpfs was not counted as RAM"
 "$bin" inspect "$work/out-full/checkpoints/step-000002.h5" >/dev/null || fail "the step-2 checkpoint is damaged"
 [[ ! -e $work/out-full/checkpoints/step-000004.h5 ]] || fail "a step-4 checkpoint exists"
-echo "ok   device full mid-run: $(grep -o 'megatrain-tier-.*No space left on device' "$work/full.log" | head -1); step 2 intact"
+ls "$work/full" | grep -q 'megatrain-tier-.*\.bin$' && fail "the tier's file stays on the full device: $(ls "$work/full")"
+echo "ok   device full mid-run: $(grep -o 'no space left on device: write.*megatrain-tier-[^ ]*' "$work/full.log" | head -1); step 2 intact, the tier's file removed"

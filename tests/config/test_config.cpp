@@ -206,10 +206,13 @@ TEST_CASE("config: the accepted keys are frozen", "[config]") {
       "training.logging_steps",
       "training.save_steps",
       "training.save_total_limit",
+      "training.save_hf_checkpoints",
       "training.eval_steps",
       "training.report_to",
       "training.plot_loss",
       "training.resume_from",
+      "training.overwrite_output_dir",
+      "training.max_consecutive_skipped_steps",
       "training.moe_aux_loss_coef",
       "optimizer.type",
       "optimizer.beta1",
@@ -224,7 +227,7 @@ TEST_CASE("config: the accepted keys are frozen", "[config]") {
 TEST_CASE("config: an unknown key names its path and the accepted keys", "[config]") {
   std::string msg = error_of(with("training", "batch_sise", "8"));
   CHECK(msg.rfind("cfg.yaml: unknown key 'training.batch_sise' (accepted: batch_size, micro_batch_size, ", 0) == 0);
-  CHECK(msg.find("resume_from, moe_aux_loss_coef)") != std::string::npos);
+  CHECK(msg.find("resume_from, overwrite_output_dir, max_consecutive_skipped_steps, moe_aux_loss_coef)") != std::string::npos);
   CHECK(msg.find('\n') == std::string::npos);
 }
 

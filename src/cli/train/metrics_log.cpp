@@ -12,6 +12,7 @@
 
 #include "cli/train/evaluation.h"
 #include "core/error.h"
+#include "core/os_error.h"
 
 namespace mt {
 namespace {
@@ -41,7 +42,7 @@ MetricsLog::MetricsLog(std::filesystem::path file, int64_t resumed_at) : file_(s
     if (!line.empty() && nlohmann::json::parse(line).at("step").get<int64_t>() <= resumed_at) kept += line + "\n";
   in.close();
   const std::filesystem::path tmp = file_.string() + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
   MT_REQUIRE(fd >= 0, "{}: cannot create: {}", tmp.string(), std::strerror(errno));
   const size_t done = write_fully(fd, kept);
   const int saved = errno;
@@ -49,8 +50,8 @@ MetricsLog::MetricsLog(std::filesystem::path file, int64_t resumed_at) : file_(s
   ::close(fd);
   if (!ok) {
     ::unlink(tmp.c_str());
-    MT_REQUIRE(false, "{}: rewriting for the resumed run failed after {} of {} bytes: {}; {} is unchanged",
-               tmp.string(), done, kept.size(), std::strerror(saved), file_.string());
+    MT_REQUIRE(false, "{}: rewriting {} for the resumed run failed after {} of {} bytes; {} is unchanged",
+               os_error_first(saved), tmp.string(), done, kept.size(), file_.string());
   }
   std::error_code ec;
   std::filesystem::rename(tmp, file_, ec);
@@ -66,7 +67,7 @@ MetricsLog::~MetricsLog() {
 
 void MetricsLog::write_line(const std::string& line, int64_t step) {
   if (fd_ < 0) {
-    fd_ = ::open(file_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+    fd_ = ::open(file_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0666);
     MT_REQUIRE(fd_ >= 0, "{}: cannot open for writing: {}", file_.string(), std::strerror(errno));
   }
   const size_t done = write_fully(fd_, line);
@@ -76,8 +77,8 @@ void MetricsLog::write_line(const std::string& line, int64_t step) {
   }
   const int saved = errno;
   const int cut = ::ftruncate(fd_, size_);  // back to the last complete line
-  MT_REQUIRE(false, "{}: writing the line of step {} failed after {} of {} bytes: {}{}", file_.string(), step, done,
-             line.size(), std::strerror(saved), cut == 0 ? "; the partial line is removed" : "");
+  MT_REQUIRE(false, "{}: writing the line of step {} to {} failed after {} of {} bytes{}", os_error_first(saved), step,
+             file_.string(), done, line.size(), cut == 0 ? "; the partial line is removed" : "");
 }
 
 void MetricsLog::append(const StepRecord& r) {

@@ -4,7 +4,9 @@
 #include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <map>
+#include <vector>
 #include <string>
 
 #include "config/yaml_depth.h"
@@ -30,18 +32,61 @@ std::map<std::string, std::string> flat_yaml(const std::string& text) {
   return out;
 }
 
+std::filesystem::path checkpoints_dir(const Config& c) {
+  return std::filesystem::path(c.training.output_dir) / "checkpoints";
+}
+
+// The step-*.h5 files of `dir`, oldest first (zero-padded steps: name order is step order).
+std::vector<std::filesystem::path> checkpoint_files(const std::filesystem::path& dir) {
+  std::vector<std::filesystem::path> files;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.starts_with("step-") && n.ends_with(".h5")) files.push_back(e.path());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
 }  // namespace
+
+void require_output_dir_resumed_or_overwritten(const Config& c) {
+  if (!c.training.resume_from.empty() || c.training.overwrite_output_dir) return;
+  const std::vector<std::filesystem::path> earlier = checkpoint_files(checkpoints_dir(c));
+  MT_REQUIRE(earlier.empty(), "training.output_dir {} holds an earlier run's checkpoints ({}, the newest of {}); set "
+             "training.resume_from: auto to resume it (LLaMA-Factory: resume_from_checkpoint: true) or "
+             "training.overwrite_output_dir: true to start over", c.training.output_dir, earlier.back().string(),
+             earlier.size());
+}
+
+void remove_overwritten_checkpoints(const Config& c) {
+  if (!c.training.resume_from.empty() || !c.training.overwrite_output_dir) return;
+  const std::vector<std::filesystem::path> earlier = checkpoint_files(checkpoints_dir(c));
+  for (const std::filesystem::path& file : earlier) std::filesystem::remove(file);
+  if (!earlier.empty())
+    log::info("training.overwrite_output_dir: removed the earlier run's {} checkpoint(s) from {}", earlier.size(),
+              checkpoints_dir(c).string());
+}
 
 std::optional<CheckpointFile> open_resume_checkpoint(const Config& c) {
   const std::string& from = c.training.resume_from;
   if (from.empty()) return std::nullopt;
   if (from == "auto") {
-    const std::filesystem::path dir = std::filesystem::path(c.training.output_dir) / "checkpoints";
+    const std::filesystem::path dir = checkpoints_dir(c);
     const auto latest = find_latest_checkpoint(dir);
     if (!latest) {
       log::info("training.resume_from: auto: no checkpoint in {}; starting from step 0", dir.string());
       return std::nullopt;
     }
+    return CheckpointFile(*latest);
+  }
+  if (std::filesystem::is_directory(from)) {  // an output_dir, its checkpoints/, or a directory of checkpoints
+    const std::filesystem::path dir =
+        std::filesystem::is_directory(std::filesystem::path(from) / "checkpoints") ? std::filesystem::path(from) / "checkpoints"
+                                                                                   : std::filesystem::path(from);
+    const auto latest = find_latest_checkpoint(dir);
+    MT_REQUIRE(latest, "no checkpoint to resume from: training.resume_from: {} is a directory without a valid "
+               "step-*.h5 (looked in {})", from, dir.string());
     return CheckpointFile(*latest);
   }
   return CheckpointFile(from);

@@ -18,12 +18,14 @@
 #include "cli/runtime/backend_select.h"
 #include "cli/runtime/data_parallel_step.h"
 #include "cli/runtime/optimizer_service.h"
-#include "cli/train/chat_export.h"
 #include "cli/train/checkpoint_saver.h"
 #include "cli/train/evaluation.h"
 #include "cli/train/example_broadcast.h"
 #include "cli/train/graceful_stop.h"
+#include "cli/train/hf_checkpoints.h"
 #include "cli/train/metrics_log.h"
+#include "cli/train/model_files.h"
+#include "cli/train/output_lock.h"
 #include "cli/train/output_room.h"
 #include "cli/train/preflight.h"
 #include "cli/train/resume.h"
@@ -183,6 +185,7 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
   const dist::Context& ctx = dist::context();
   const bool root = ctx.is_root(), leads = dp.leads_node();
   require_batch_splits(c, dp, std::max<int64_t>(c.training.gradient_accumulation_steps, 1));
+  if (root) require_output_dir_resumed_or_overwritten(c);
   std::optional<CheckpointFile> init_from;
   if (names_checkpoint(c.model.name)) init_from.emplace(c.model.name);
   const ModelSource source = init_from ? checkpoint_model_source(*init_from) : resolve_model_source(c.model.name);
@@ -254,6 +257,18 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
   const std::string gpu_ranks = dp.size > 1 && !backend->host_memory() ? dist::describe_gpu_ranks(dp) : "";
   // Before the store and the output directory exist.
   const RunShape planned = preflight(c, spec, *backend, ctx.node_size, dp.size);
+  // Every input is checked: the run takes its output directory before anything of it is written (the state tier's
+  // files, named after it, among them).
+  std::optional<OutputDirLock> output_lock;
+  if (root) output_lock.emplace(c.training.output_dir);
+  // What every checkpoint keeps for a complete export: the tokenizer and chat files, and where the model came from.
+  ModelFiles model_files;
+  if (root && init_from) model_files = init_from->model_files();
+  if (root && model_files.empty()) model_files = gather_model_files(c, source, spec.family);
+  std::error_code absolute_error;
+  const std::string model_name = std::filesystem::exists(c.model.name)
+                                     ? std::filesystem::absolute(c.model.name, absolute_error).lexically_normal().string()
+                                     : c.model.name;
   const ResidentPlan resident = plan_resident(spec, planned, backend->device_memory_bytes(), dp.size,
                                              c.training.optimizer_on_gpu == "auto");
   const RunShape run = with_resident(planned, resident);
@@ -322,6 +337,7 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
 
   const std::filesystem::path out = c.training.output_dir;
   if (root) require_replaceable(out / "final", Replace::ours, "final model");  // before hours of training
+  if (root) remove_overwritten_checkpoints(c);
   if (root) warn_if_no_room_for_checkpoint(out, layout.total_numel * 12);
   if (root) std::filesystem::create_directories(out);
   std::optional<RunReport> reports;
@@ -330,6 +346,26 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
   LossWindow window;  // the logged loss: the mean over the steps since the last logged one
   const std::string model_config_json = init_from ? init_from->meta().model_config_json : read_text(source.config_json);
   int64_t tokens_seen = resume ? resume->meta().tokens_seen : 0;
+  // The master weights as a Hugging Face directory (final/, checkpoint-N/) with the run's model files. The master
+  // in RAM is read in place (GPU-resident regions' written back first); on the state tier (optimizer+master) one
+  // region at a time is read into one region's buffer, so the export adds no more than that to the run's RAM.
+  const auto export_model = [&](const std::filesystem::path& target) {
+    store.sync_resident();
+    std::vector<float> tier_region;
+    int64_t tier_region_index = -1;
+    const RegionSource region = [&](size_t r) -> const float* {
+      const auto i = static_cast<int64_t>(r);
+      if (store.in_ram(StateKind::master)) return store.master(i);
+      if (i != tier_region_index) {
+        tier_region.resize(static_cast<size_t>(store.numel(i)));
+        store.read_region_state(i, StateKind::master, tier_region.data());
+        tier_region_index = i;
+      }
+      return tier_region.data();
+    };
+    export_hf_directory(target, spec, layout, region, dtype, {}, carried, kMaxShardBytes, Replace::ours,
+                        [&](const std::filesystem::path& dir) { write_model_files(dir, model_files); });
+  };
   const auto save = [&](int64_t step, bool last) {
     const std::filesystem::path file = checkpoint_path(out / "checkpoints", step);
     optimizer.checkpoint([&] {  // every rank idle: the store holds exactly `step` updates
@@ -341,11 +377,18 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
       m.data_index = prefetcher.cursor().index;
       m.seed = static_cast<int64_t>(c.training.seed);
       m.shuffle = c.dataset.shuffle ? 1 : 0;
-      m.model_name = c.model.name;
+      m.model_name = init_from ? init_from->meta().model_name : model_name;
+      m.model_files = model_files;
       m.config_yaml = c.yaml_text;
       m.model_config_json = model_config_json;
       // A snapshot, then training goes on while it is written (or a synchronous save: the last one, or no room).
       saver->save(file, m, c.training.save_total_limit, !last);
+      if (c.training.save_hf_checkpoints) {  // LLaMA-Factory's layout too (hf_checkpoints.h)
+        export_model(hf_checkpoint_dir(out, step));
+        prune_hf_checkpoints(out, c.training.save_total_limit);
+        log::info("saved checkpoint {} (step {}) as a Hugging Face directory", hf_checkpoint_dir(out, step).string(),
+                  step);
+      }
     });
   };
   if (root) log::info("training on the {} backend: {} steps of {} sequences ({} pass(es), checkpoint every {} layers)",
@@ -364,6 +407,7 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
     log::info("step {:>5}/{} | eval_loss {:.4f} over {} examples ({} target tokens) | {:.3f} s", step, num_steps,
               result->loss, result->examples, result->target_tokens, result->seconds);
   };
+  int64_t skipped_in_a_row = 0;  // steps whose update was skipped for a non-finite gradient norm, up to this one
   bool stopping = false;  // a stop signal: this step is the last one (graceful_stop.h)
   for (int64_t step = start_step + 1; step <= num_steps && !stopping; ++step) {
     evaluate_after(step - 1);
@@ -396,6 +440,12 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
     r.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
     if (eo.moe_aux_loss) r.extra.emplace_back("aux_loss", loss.aux_loss);
     if (report.skipped) log::warn("step {}: gradient norm is not finite; update skipped", step);
+    skipped_in_a_row = report.skipped ? skipped_in_a_row + 1 : 0;
+    const int64_t limit = c.training.max_consecutive_skipped_steps;
+    MT_REQUIRE(limit == 0 || skipped_in_a_row < limit,
+               "non-finite gradient norm in {} steps in a row (steps {} to {}), every update skipped: training stopped "
+               "(training.max_consecutive_skipped_steps: {}); the weights, the data or the learning rate make the loss "
+               "non-finite; no final model is written", skipped_in_a_row, step - skipped_in_a_row + 1, step, limit);
     elapsed += seconds;
     const StepFlops flops = step_flops(spec, layout, batch.num_tokens, batch.seq_len);
     const double tflops = flops.six_n / seconds / 1e12, model_tflops = flops.model / seconds / 1e12;
@@ -431,25 +481,8 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
               stop_signal::requested(), summary.steps, num_steps, stop_signal::kExitStoppedForRequeue);
     return summary;
   }
-  // The master in RAM is read in place (GPU-resident regions' written back first); on the state tier
-  // (optimizer+master) one region at a time is read into one region's buffer, so the export adds no more than that
-  // to the run's RAM.
-  store.sync_resident();
-  std::vector<float> tier_region;
-  int64_t tier_region_index = -1;
-  const RegionSource region = [&](size_t r) -> const float* {
-    const auto i = static_cast<int64_t>(r);
-    if (store.in_ram(StateKind::master)) return store.master(i);
-    if (i != tier_region_index) {
-      tier_region.resize(static_cast<size_t>(store.numel(i)));
-      store.read_region_state(i, StateKind::master, tier_region.data());
-      tier_region_index = i;
-    }
-    return tier_region.data();
-  };
   summary.final_dir = out / "final";
-  export_hf_directory(summary.final_dir, spec, layout, region, dtype, source.dir, carried, kMaxShardBytes,
-                      Replace::ours, [&](const std::filesystem::path& dir) { write_chat_files(dir, c, spec.family); });
+  export_model(summary.final_dir);
   totals.epoch = epochs_done();
   for (const std::filesystem::path& file : reports->finish(totals)) log::info("wrote {}", file.string());
   log::info("saved the final model ({}) to {}", dtype_name(dtype), summary.final_dir.string());
