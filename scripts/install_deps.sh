@@ -16,7 +16,7 @@ packages=(
   patchelf
   python3                    # tests/cli/bad_input.sh edits fixture configs
   python3-jinja2             # tests/data: the exported chat_template rendered by Jinja itself
-  libpng-dev                 # training.plot_loss: training_loss.png
+  libcairo2-dev fonts-dejavu-core  # training.plot_loss: training_loss.png, drawn and lettered by cairo
   slurm-wlm munge            # tests/slurm: a real single-node Slurm on localhost
 )
 

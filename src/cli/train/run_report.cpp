@@ -40,8 +40,10 @@ void RunReport::eval(const EvalResult& result, double elapsed_s) {
 std::vector<std::filesystem::path> RunReport::finish(const RunTotals& t) {
   std::vector<std::filesystem::path> written;
   if (plot_) {
-    if (write_loss_plot(out_ / "training_loss.png", losses_)) written.push_back(out_ / "training_loss.png");
-    if (write_loss_plot(out_ / "training_eval_loss.png", eval_losses_))
+    // LLaMA-Factory's titles: "training loss of <output_dir>", "eval_loss of <output_dir>".
+    if (write_loss_plot(out_ / "training_loss.png", losses_, "training loss of " + out_.string(), "loss"))
+      written.push_back(out_ / "training_loss.png");
+    if (write_loss_plot(out_ / "training_eval_loss.png", eval_losses_, "eval_loss of " + out_.string(), "eval_loss"))
       written.push_back(out_ / "training_eval_loss.png");
   }
   nlohmann::ordered_json j;
