@@ -5,7 +5,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "checkpoint/tensor_checksum.h"
+#include "core/tensor_checksum.h"
 #include "core/error.h"
 #include "core/log.h"
 

@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "checkpoint/h5_handle.h"
-#include "checkpoint/tensor_checksum.h"
+#include "core/tensor_checksum.h"
 #include "checkpoint/tensor_selection.h"
 #include "core/error.h"
 #include "core/log.h"

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/exit_cleanup.h"
 #include "core/log.h"
+#include "core/tensor_checksum.h"
 #include "core/os_error.h"
 #include "store/host_store.h"
 #include "store/shared_memory_check.h"
@@ -95,6 +96,10 @@ StateTier::StateTier(const ParamLayout& layout, const TierSettings& settings, in
   sync_elements_ = sync_elements(layout, ranks);
   sync_ = map_staging(static_cast<size_t>(sync_elements_) * 4, locked);
   batches_.resize(kStaging);
+  in_flight_.resize(kStaging);
+  parts_ = static_cast<int>(offloaded_kinds(settings.mode));
+  part_sums_.assign(own_.layout.units.size() * static_cast<size_t>(parts_), 0);
+  part_known_.assign(part_sums_.size(), 0);
   if (!locked && rank == 0)
     log::info("state tier: staging buffers not page-locked (RLIMIT_MEMLOCK); they stay in RAM unless it runs short");
   if (const char* n = std::getenv("MEGATRAIN_TEST_TIER_FULL_AFTER_WRITES"); n && *n) fill_after_writes_ = std::atoll(n);
@@ -169,17 +174,44 @@ void StateTier::submit(Files& f, const TierUnit& unit, int64_t part, float* buff
   (write ? bytes_written_ : bytes_read_) += bytes;
 }
 
+void StateTier::record_part(size_t u, int part, const float* data) {
+  const TierUnit& unit = own_.layout.units[u];
+  const size_t at = u * static_cast<size_t>(parts_) + static_cast<size_t>(part);
+  part_sums_[at] = tensor_checksum(data, 0, unit.end - unit.begin);
+  part_known_[at] = 1;
+}
+
+void StateTier::check_part(size_t u, int part, const float* data) const {
+  const size_t at = u * static_cast<size_t>(parts_) + static_cast<size_t>(part);
+  const TierUnit& unit = own_.layout.units[u];
+  if (!part_known_[at] || tensor_checksum(data, 0, unit.end - unit.begin) == part_sums_[at]) return;
+  // The tensors whose elements the unit holds (region offsets [begin, end)).
+  std::string tensors;
+  int count = 0;
+  for (const ParamSlot& slot : param_layout_.regions[static_cast<size_t>(unit.region)].params)
+    if (slot.offset < unit.end && slot.offset + slot.numel > unit.begin && count++ == 0) tensors = slot.hf_name;
+  if (count > 1) tensors += fmt::format(" and {} more tensor(s)", count - 1);
+  const int kind = offloads_master(settings_.mode) ? part : part + 1;
+  constexpr const char* kKinds[3] = {"fp32 master", "exp_avg", "exp_avg_sq"};
+  throw Error(fmt::format("checksum mismatch in the state tier: {} at offset {}, the {} of {} (region {}, elements {} "
+                          "to {}) is not what this run wrote there; the device or another program changed it",
+                          own_.names[static_cast<size_t>(unit.file)], unit.offset + part * unit.kind_stride * 4,
+                          kKinds[kind], tensors, unit.region, unit.begin, unit.end));
+}
+
 void StateTier::read_slice(int q, int64_t r, StateKind kind, float* dst) {
   std::lock_guard lock(mutex_);
   Files& f = files_of(q);
   const int part = part_of(kind);
   MT_ASSERT(part >= 0);
   const int64_t begin = HostStore::slice_of(param_layout_.regions[static_cast<size_t>(r)].numel, q, ranks_).begin;
-  for (const TierUnit& unit : f.layout.units) {
+  for (size_t u = 0; u < f.layout.units.size(); ++u) {
+    const TierUnit& unit = f.layout.units[u];
     if (unit.region != r) continue;
     TierBatch batch;
     submit(f, unit, part, sync_, false, batch);
     io_->wait(batch);
+    if (q == rank_) check_part(u, part, sync_);
     std::memcpy(dst + (unit.begin - begin), sync_, static_cast<size_t>(unit.end - unit.begin) * 4);
   }
 }
@@ -190,7 +222,8 @@ void StateTier::write_slice(int q, int64_t r, StateKind kind, const float* src) 
   const int part = part_of(kind);
   MT_ASSERT(part >= 0);
   const int64_t begin = HostStore::slice_of(param_layout_.regions[static_cast<size_t>(r)].numel, q, ranks_).begin;
-  for (const TierUnit& unit : f.layout.units) {
+  for (size_t u = 0; u < f.layout.units.size(); ++u) {
+    const TierUnit& unit = f.layout.units[u];
     if (unit.region != r) continue;
     const int64_t n = unit.end - unit.begin;
     std::memcpy(sync_, src + (unit.begin - begin), static_cast<size_t>(n) * 4);
@@ -198,23 +231,34 @@ void StateTier::write_slice(int q, int64_t r, StateKind kind, const float* src) 
     TierBatch batch;
     submit(f, unit, part, sync_, true, batch);
     io_->wait(batch);
+    if (q == rank_) record_part(u, part, sync_);
   }
 }
 
 void StateTier::start_read(size_t u, int b) {
   std::lock_guard lock(mutex_);
   submit(own_, own_.layout.units[u], -1, buffers_[static_cast<size_t>(b)], false, batches_[static_cast<size_t>(b)]);
+  in_flight_[static_cast<size_t>(b)].unit = static_cast<int64_t>(u);
 }
 
 void StateTier::start_write(size_t u, int b) {
   std::lock_guard lock(mutex_);
   maybe_fill_device_for_test();
+  const float* staged = buffers_[static_cast<size_t>(b)];
+  for (int p = 0; p < parts_; ++p) record_part(u, p, staged + p * own_.layout.units[u].kind_stride);
   submit(own_, own_.layout.units[u], -1, buffers_[static_cast<size_t>(b)], true, batches_[static_cast<size_t>(b)]);
+  in_flight_[static_cast<size_t>(b)].unit = -1;
 }
 
 void StateTier::wait(int b) {
   std::lock_guard lock(mutex_);
   io_->wait(batches_[static_cast<size_t>(b)]);
+  InFlight& read = in_flight_[static_cast<size_t>(b)];
+  if (read.unit < 0) return;
+  const auto u = static_cast<size_t>(read.unit);
+  read.unit = -1;
+  const float* staged = buffers_[static_cast<size_t>(b)];
+  for (int p = 0; p < parts_; ++p) check_part(u, p, staged + p * own_.layout.units[u].kind_stride);
 }
 
 // Test hook (not documented for users): after this many unit writes, the device fills up as if another program had
@@ -222,6 +266,9 @@ void StateTier::wait(int b) {
 // next write meets the file system's real "no space left" error.
 void StateTier::maybe_fill_device_for_test() {
   if (fill_after_writes_ < 0 || writes_++ != fill_after_writes_) return;
+  // The punched blocks read as zeros: what this run wrote there is forgotten, so that the write's ENOSPC is what the
+  // hook shows, not the checksum of a unit the simulation itself emptied.
+  std::fill(part_known_.begin(), part_known_.end(), 0);
   for (size_t f = 0; f < own_.fds.size(); ++f) {
     fallocate(own_.fds[f], FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, own_.layout.file_bytes[f]);
     const std::string filler = own_.names[f] + ".filler";

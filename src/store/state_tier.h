@@ -3,6 +3,9 @@
 // O_DIRECT where the file system allows it (buffered otherwise, logged once), and removed at a clean exit. The
 // optimizer streams units through kStaging page-aligned, page-locked staging buffers (start_read / start_write /
 // wait); checkpoints, restore and export use the synchronous slice access, which also reaches other ranks' files.
+// Every part of a unit this rank writes has its checksum (core/tensor_checksum.h) kept in memory, and every read of
+// it by this rank is checked against it: bytes the device or another program changed are refused in one line naming
+// the file, the offset, the state kind and the tensors there.
 // Invariants: after construction every unit reads as zeros until written; buffers are allocated once; an I/O failure
 // throws one mt::Error naming the file, the operation and the system's error.
 #pragma once
@@ -60,6 +63,9 @@ class StateTier {
   Files& files_of(int q);
   void submit(Files& f, const TierUnit& unit, int64_t part, float* buffer, bool write, TierBatch& batch);
   void maybe_fill_device_for_test();
+  // The checksums of this rank's units: part `part` of own unit u (the first end − begin elements of `data`).
+  void record_part(size_t u, int part, const float* data);
+  void check_part(size_t u, int part, const float* data) const;
   void remove_files_of_absent_ranks();
 
   ParamLayout param_layout_;
@@ -73,6 +79,13 @@ class StateTier {
   size_t staging_bytes_ = 0;
   std::vector<float*> buffers_;
   std::vector<TierBatch> batches_;
+  struct InFlight {
+    int64_t unit = -1;  // own unit whose read (checked at wait) staging buffer b holds; -1: none
+  };
+  std::vector<InFlight> in_flight_;
+  int parts_ = 0;                       // offloaded kinds per unit
+  std::vector<uint64_t> part_sums_;     // own unit u, part p: [u * parts_ + p]
+  std::vector<uint8_t> part_known_;     // written by this rank since the tier was created
   float* sync_ = nullptr;
   int64_t sync_elements_ = 0;
   int64_t bytes_read_ = 0, bytes_written_ = 0;

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "catch.h"
-#include "checkpoint/tensor_checksum.h"
+#include "core/tensor_checksum.h"
 
 TEST_CASE("a tensor's checksum is the sum of its parts' and sees every flipped bit", "[checkpoint]") {
   std::vector<float> values(1000);

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Checked state (checkpoint/tensor_checksum.h, cli/train/model_files.h): a checkpoint with a NaN written into an Adam
+# Checked state (core/tensor_checksum.h, cli/train/model_files.h): a checkpoint with a NaN written into an Adam
 # moment or a weight, or with one byte of a weight flipped, is refused by resume and export in one line naming the
 # file and the tensor, nothing written; a run whose every step is skipped for a non-finite gradient norm stops after
 # training.max_consecutive_skipped_steps with one error line and no final/; `export` run from another directory,
 # after the model directory is gone, writes the tokenizer files, the chat template and generation_config.json from
-# the checkpoint alone.
+# the checkpoint alone; a byte of the running state tier flipped by another program is refused at the next read in
+# one line naming the tier file, the state kind and the tensor.
 # Usage: checked_state.sh MEGATRAIN_BINARY SOURCE_DIR
 set -uo pipefail
 bin=$1 src=$2
@@ -80,4 +81,30 @@ done
 grep -q '"chat_template"' exported/tokenizer_config.json || fail "the chat template is in tokenizer_config.json"
 cmp -s exported/tokenizer_config.json "$work/run/final/tokenizer_config.json" || fail "the export's chat files are final/'s"
 [[ $status -eq 0 ]] && echo "ok   export from another directory, model gone: $(ls exported | tr '\n' ' ')"
+
+# The state tier changed under a running job: one byte flipped at the start of every 16 KiB block (every unit's
+# first element; a unit being rewritten at that moment is caught by the others) while the process is stopped.
+cd "$src" || exit 1
+mkdir -p "$work/tier"
+"$bin" train "${demo[@]}" --set model.name=configs/models/demo --set training.num_steps=400 \
+  --set store.offload=optimizer --set "store.offload_paths=$work/tier" --set "training.output_dir=$work/tiered" \
+  >"$work/out" 2>"$work/err" &
+pid=$!
+for _ in $(seq 600); do [[ $(cat "$work/tiered/metrics.jsonl" 2>/dev/null | wc -l) -ge 2 ]] && break; sleep 0.1; done
+kill -STOP "$pid"
+tier_file=$(ls "$work"/tier/megatrain-tier-*-rank0.bin)
+python3 - "$tier_file" <<'PY'
+import os, sys
+with open(sys.argv[1], "r+b") as f:
+    for at in range(0, os.path.getsize(sys.argv[1]), 16384):
+        f.seek(at); b = f.read(1); f.seek(at); f.write(bytes([b[0] ^ 0x01]))
+PY
+kill -CONT "$pid"
+wait "$pid"
+rc=$?
+if [[ $rc -eq 0 ]]; then fail "a changed tier file is refused"
+elif ! error_line | grep -q "^megatrain: error: checksum mismatch in the state tier: $tier_file at offset [0-9]*, the exp_avg\(_sq\)\? of model\.[a-z_.0-9]*"; then
+  fail "the line names the tier file, the kind and the tensor: $(error_line)"
+elif ls "$work/tier" | grep -q megatrain-tier; then fail "the failed run removes its tier file"
+else echo "ok   tier byte flipped mid-run refused: $(error_line | cut -c1-200)"; fi
 exit $status

@@ -96,8 +96,8 @@ TEST_CASE("tier I/O: both engines write and read back; a short read names the fi
       io->wait(batch);
       FAIL("no error");
     } catch (const mt::Error& e) {
-      CHECK_THAT(std::string(e.what()), mt_test::contains(file + ": read of"));
-      CHECK_THAT(std::string(e.what()), mt_test::contains("unexpected end of file"));
+      CHECK_THAT(std::string(e.what()), mt_test::contains("unexpected end of file: read of"));  // the cause first
+      CHECK_THAT(std::string(e.what()), mt_test::contains("of " + file + " failed"));
     }
     close(fd);
   }

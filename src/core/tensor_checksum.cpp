@@ -1,5 +1,5 @@
 // Tensor checksums and the finiteness scan (see tensor_checksum.h).
-#include "checkpoint/tensor_checksum.h"
+#include "core/tensor_checksum.h"
 
 #include <cstring>
 
