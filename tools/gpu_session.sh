@@ -2,11 +2,13 @@
 # One GPU-machine session, run from the repository root with a bundle made by `tools/bundle.sh --tests`
 # in bundle/: the CUDA op table, the PyTorch-parity fixtures on the CUDA backend, pipeline variants, the
 # benchmarks and the PyTorch reference. Logs go to $OUT; a short table is printed last.
-# Usage: tools/gpu_session.sh [quick|full|dp|families|hybrid|nvme|moe|longseq|attention|softcap|segments|survey|figures|ragged|nondeterministic|tiles|ab]
+# Usage: tools/gpu_session.sh [quick|full|dp|families|new-families|hybrid|nvme|moe|longseq|attention|softcap|segments|survey|figures|ragged|nondeterministic|tiles|ab]
 # (quick: the tests; full: the tests and the one-GPU benchmarks with PyTorch's; dp: the tests and the data-parallel
 # part, on 2 or more GPUs; families: the tests, then Qwen2.5-3B batch 64 and Qwen2.5-7B batch 32 with this build and,
 # where bundle_base/ holds an earlier build, with that one in the same call, then Gemma-2-9B and Phi-4 at batch 32 with
-# as many layers as the host RAM holds; hybrid: the tests, then the Qwen3.5-27B shape with 12 of its 64 layers (9 Gated
+# as many layers as the host RAM holds; new-families: the tests, then Qwen2.5-7B at batch 32 × 1024 and, at the same
+# batch, each newer family's shape in configs/models/ that NEW_FAMILY_SHAPES names (shape:layers, layers 0 = all of
+# them; default the 3-9B dense shapes and the larger ones trimmed to what 125 GiB of host RAM holds); hybrid: the tests, then the Qwen3.5-27B shape with 12 of its 64 layers (9 Gated
 # DeltaNet, 3 gated attention: what 125 GiB of host RAM holds at 16 B/parameter) at batch 32 × 1024 and 8 × 4096, and
 # the same 4096 run with per-op device times, whose gated_delta_rule rows time the delta-rule kernels against the GEMMs
 # of the same step, `bench-delta-rule` at 8 × 4096 with the chunked and the recurrent kernel, transformers' torch
@@ -85,7 +87,7 @@ if [[ -z ${SKIP_OP_TABLE:-}${SKIP_TESTS:-} ]]; then
   fi
 fi
 if [[ -z ${SKIP_TESTS:-} ]]; then
-  MEGATRAIN_BACKEND=cuda timeout 150 $b/tests_integration "[parity]" >"$out/parity_cuda.log" 2>&1
+  MEGATRAIN_BACKEND=cuda timeout ${PARITY_TIMEOUT:-300} $b/tests_integration "[parity]" >"$out/parity_cuda.log" 2>&1
   note "parity on cuda rc=$? $(tail -n 2 "$out/parity_cuda.log" | tr '\n' ' ')"
 fi
 [[ $mode == quick ]] && { printf '%s\n' "${summary[@]}"; exit 0; }
@@ -146,6 +148,15 @@ if [[ $mode == families ]]; then  # most wanted first: what runs out of time com
   bench phi4_14l_b32 1 --model configs/models/phi-4.json --layers 14 "${steps[@]}" --batch 32
   for build in bundle bundle_base; do
     [[ -x $build/megatrain ]] && b=$build bench "qwen7b_b32_$build" 1 --model configs/models/qwen2.5-7b.json "${steps[@]}" --batch 32
+  done
+fi
+if [[ $mode == new-families ]]; then  # the Qwen2.5-7B baseline first, in the same call
+  steps=(--seq 1024 --steps 3 --warmup 1 --batch 32)
+  bench qwen7b_b32 1 --model configs/models/qwen2.5-7b.json "${steps[@]}"
+  for shape in ${NEW_FAMILY_SHAPES:-granite-3.3-8b-base:0 smollm3-3b:0 olmo-2-0325-32b:12}; do
+    layers=()
+    [[ ${shape#*:} != 0 ]] && layers=(--layers "${shape#*:}")
+    bench "${shape%:*}_b32" 1 --model "configs/models/${shape%:*}.json" "${layers[@]}" "${steps[@]}"
   done
 fi
 if [[ $mode == hybrid ]]; then
