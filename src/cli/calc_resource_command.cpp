@@ -1,5 +1,8 @@
 // `megatrain calc-resource`: sizes a run for a machine from the memory plan that train's preflight uses
-// (plan/resource_advice.h). Flags, or prompts when run on a terminal without any flag; --json for machines.
+// (plan/resource_advice.h). Flags, or prompts when run on a terminal without any flag; --json for machines. Every
+// figure comes from the plan and the given hardware (--gpu-tflops, --pcie-gbs, --nvme-gbs); the recommended
+// micro-batch is the plan's; a run that does not fit gets every shortfall and the settings that fix each, found by
+// planning the run again with them.
 // Invariant: without a terminal every missing required input is an error naming its flag, never a prompt.
 #include <unistd.h>
 
@@ -9,6 +12,7 @@
 #include <cctype>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -43,7 +47,7 @@ struct Inputs {
   std::string stream_dtype = "float32";
   std::string offload = "none";
   std::string checkpoints = "auto";  // training.activation_checkpoints
-  double nvme_gb = -1, nvme_gbs = 0, gpu_tflops = 450;
+  double nvme_gb = -1, nvme_gbs = 0, gpu_tflops = 450, pcie_gbs = 55;
   bool json = false;
   bool packing = false;  // dataset.packing
 };
@@ -132,10 +136,21 @@ void validate(const Inputs& in) {
              in.nvme_gbs);
   MT_REQUIRE(std::isfinite(in.gpu_tflops) && in.gpu_tflops > 0,
              "calc-resource: --gpu-tflops must be a positive TFLOP/s, not {}", in.gpu_tflops);
+  MT_REQUIRE(std::isfinite(in.pcie_gbs) && in.pcie_gbs > 0, "calc-resource: --pcie-gbs must be a positive GB/s, not {}",
+             in.pcie_gbs);
 }
 
-json step_bound_json(const ModelSpec& spec, const RunShape& run) {
-  const StepBound b = step_bound(spec, run);
+// The step bound's rates: the GPU's and PCIe's as given (--gpu-tflops, --pcie-gbs), the host's parameters pass as
+// measured (StepRates).
+StepRates rates_of(const Machine& m, double pcie_gbs) {
+  StepRates r;
+  r.gpu_flops = m.gpu_tflops * 1e12;
+  r.pcie_bytes = pcie_gbs * 1e9;
+  return r;
+}
+
+json step_bound_json(const ModelSpec& spec, const RunShape& run, const StepRates& rates) {
+  const StepBound b = step_bound(spec, run, rates);
   return {{"flops_per_token", b.flops_per_token}, {"h2d_bytes_per_pass", b.h2d_bytes_per_pass},
           {"d2h_bytes_per_pass", b.d2h_bytes_per_pass}, {"parameters_pass_seconds", b.parameters_pass_seconds},
           {"unhidden_wait_seconds", b.unhidden_wait_seconds}, {"first_pass_wait_seconds", b.first_pass_wait_seconds},
@@ -143,8 +158,94 @@ json step_bound_json(const ModelSpec& spec, const RunShape& run) {
           {"recommended_pass_batch_size", b.recommended_batch}};
 }
 
+// What does not fit, one entry per resource.
+std::vector<std::string> shortfalls(const ResourceAdvice& a, const Machine& m) {
+  const auto b = [](int64_t v) { return format_bytes(static_cast<uint64_t>(v)); };
+  std::vector<std::string> out;
+  if (!a.host_fits)
+    out.push_back(MT_FORMAT("host RAM: the store takes {} of {} usable", b(a.plan.host.ram_bytes()), b(a.host_usable_bytes)));
+  if (!a.gpu_fits)
+    out.push_back(MT_FORMAT("GPU memory: the plan takes {} of {}", b(a.plan.gpu.total()), b(m.gpu_bytes)));
+  if (!a.nvme_fits)
+    out.push_back(MT_FORMAT("NVMe: the tier takes {} of {}", b(a.plan.host.nvme_bytes), b(m.nvme_bytes)));
+  return out;
+}
+
+// A change of settings that the run was planned with again: what it fixes, and whether everything then fits.
+struct Remedy {
+  std::string settings;
+  std::vector<std::string> fixes;  // "host RAM", "GPU memory", "NVMe"
+  std::vector<std::string> still;  // what does not fit with it (its own shortfalls)
+  bool fits() const { return still.empty(); }
+};
+
+// Each single change (and the GPU's pair stream dtype + host checkpoints) that fixes at least one shortfall,
+// checked by planning the run with it (advise, as the run itself).
+std::vector<Remedy> remedies(const ModelSpec& spec, const RunShape& run, const Machine& m, bool choose_recompute,
+                             const ResourceAdvice& a, const SequenceLimit& seq) {
+  using Change = std::pair<std::string, std::function<void(RunShape&)>>;
+  std::vector<Change> changes;
+  const bool bf16_stream = run.stream_dtype == DType::bf16;
+  if (!bf16_stream && run.dtype == DType::bf16)
+    changes.push_back({"model.stream_dtype: bfloat16", [](RunShape& r) { r.stream_dtype = DType::bf16; }});
+  if (run.offload == OffloadMode::none)
+    changes.push_back({"store.offload: optimizer", [](RunShape& r) { r.offload = OffloadMode::optimizer; }});
+  if (run.offload != OffloadMode::optimizer_master && run.dtype == DType::bf16)
+    changes.push_back({"store.offload: optimizer+master", [](RunShape& r) {
+                         r.offload = OffloadMode::optimizer_master;
+                         r.stream_dtype = DType::bf16;
+                       }});
+  if (run.checkpoints != CheckpointPlacement::host)
+    changes.push_back({"training.activation_checkpoints: host",
+                       [](RunShape& r) { r.checkpoints = CheckpointPlacement::host; }});
+  if (!bf16_stream && run.dtype == DType::bf16 && run.checkpoints != CheckpointPlacement::host)
+    changes.push_back({"model.stream_dtype: bfloat16 with training.activation_checkpoints: host", [](RunShape& r) {
+                         r.stream_dtype = DType::bf16;
+                         r.checkpoints = CheckpointPlacement::host;
+                       }});
+  if (run.micro_batch_size != 1)
+    changes.push_back({"training.micro_batch_size: 1", [](RunShape& r) { r.micro_batch_size = 1; }});
+  if (run.checkpoint_interval != 0)
+    changes.push_back({"training.checkpoint_interval: chosen by the plan", [](RunShape& r) { r.checkpoint_interval = 0; }});
+  const int64_t longest = std::max(seq.memory_tokens, seq.host_memory_tokens);
+  if (longest > 0 && longest < run.seq_len)
+    changes.push_back({MT_FORMAT("dataset.max_seq_len: {}", longest), [longest](RunShape& r) { r.seq_len = longest; }});
+  // Each change alone; where none makes the run fit, each pair of them too.
+  std::vector<Remedy> out;
+  const auto plan_with = [&](const std::string& settings, const std::vector<const Change*>& applied) {
+    RunShape changed = run;
+    for (const Change* c : applied) c->second(changed);
+    ResourceAdvice b;
+    try {
+      b = advise(spec, changed, m, choose_recompute);
+    } catch (const Error&) {
+      return;  // a shape the plan refuses outright fixes nothing
+    }
+    Remedy r{settings, {}, shortfalls(b, m)};
+    if (!a.host_fits && b.host_fits) r.fixes.push_back("host RAM");
+    if (!a.gpu_fits && b.gpu_fits) r.fixes.push_back("GPU memory");
+    if (!a.nvme_fits && b.nvme_fits) r.fixes.push_back("NVMe");
+    if (!r.fixes.empty() && (applied.size() == 1 || r.fits())) out.push_back(std::move(r));
+  };
+  for (const Change& c : changes) plan_with(c.first, {&c});
+  if (std::none_of(out.begin(), out.end(), [](const Remedy& r) { return r.fits(); }))
+    for (size_t i = 0; i < changes.size(); ++i)
+      for (size_t j = i + 1; j < changes.size(); ++j)
+        plan_with(changes[i].first + " with " + changes[j].first, {&changes[i], &changes[j]});
+  return out;
+}
+
+std::string describe_remedies(const std::vector<Remedy>& list) {
+  if (list.empty()) return "no single setting fixes it: a larger machine, or a smaller model";
+  std::string text = "fixes, each planned again: ";
+  for (size_t i = 0; i < list.size(); ++i)
+    text += MT_FORMAT("{}{} (fixes {}{})", i ? "; " : "", list[i].settings, fmt::join(list[i].fixes, " and "),
+                      list[i].fits() ? ": then it fits" : MT_FORMAT("; then {}", fmt::join(list[i].still, "; ")));
+  return text;
+}
+
 json to_json(const std::string& model, const ModelSpec& spec, const Machine& m, const ResourceAdvice& a,
-             const SequenceLimit& seq) {
+             const SequenceLimit& seq, const StepRates& rates, const std::vector<Remedy>& fixes) {
   const HostPlan& h = a.plan.host;
   const GpuPlan& g = a.plan.gpu;
   // training.optimizer_on_gpu auto, on one GPU rank: the resident prefix and the run beside it (its cuDNN calls).
@@ -206,19 +307,26 @@ json to_json(const std::string& model, const ModelSpec& spec, const Machine& m, 
           {"largest_trainable_parameters", a.largest_parameters},
           {"largest_micro_batch", a.largest_micro_batch},
           {"recommended", {{"batch_size", a.run.batch_size}, {"gradient_accumulation_steps", a.run.passes},
-                           {"micro_batch_size", a.largest_micro_batch},
+                           {"micro_batch_size", g.micro_batch_size},
                            {"checkpoint_interval", a.recommended_interval},
                            {"recompute_layers", a.run.recompute_layers}}},
           {"verdict", a.fits() ? "fits" : a.shortfall}};
+  if (!a.fits()) {
+    j["shortfalls"] = shortfalls(a, m);
+    json list = json::array();
+    for (const Remedy& r : fixes)
+      list.push_back({{"settings", r.settings}, {"fixes", r.fixes}, {"fits", r.fits()}, {"still", r.still}});
+    j["remedies"] = list;
+  }
   if (count_active_parameters(spec) != h.parameters) {  // mixture of experts
     j["active_parameters"] = count_active_parameters(spec);
-    j["step_bound"] = step_bound_json(spec, beside_run);
+    j["step_bound"] = step_bound_json(spec, beside_run, rates);
   }
   return j;
 }
 
 void print_text(const std::string& model, const ModelSpec& spec, const Machine& m, const ResourceAdvice& a,
-                const SequenceLimit& seq) {
+                const SequenceLimit& seq, const StepRates& rates, const std::vector<Remedy>& fixes) {
   const auto b = [](int64_t v) { return format_bytes(static_cast<uint64_t>(v)); };
   const HostPlan& h = a.plan.host;
   const GpuPlan& g = a.plan.gpu;
@@ -295,22 +403,23 @@ void print_text(const std::string& model, const ModelSpec& spec, const Machine& 
   }
   if (a.recommended_interval)
     std::cout << MT_FORMAT("recommended: batch_size {}, gradient_accumulation_steps {}, micro_batch_size {}, "
-                           "checkpoint_interval {}, recompute_layers {}\n", a.run.batch_size, a.run.passes,
-                           a.largest_micro_batch, a.recommended_interval, recompute);
+                           "checkpoint_interval {}, recompute_layers {} (the plan's; micro-batches up to {} fit)\n",
+                           a.run.batch_size, a.run.passes, g.micro_batch_size, a.recommended_interval, recompute,
+                           a.largest_micro_batch);
   const int64_t active = count_active_parameters(spec);
-  const StepBound sb = step_bound(spec, beside_run);
+  const StepBound sb = step_bound(spec, beside_run, rates);
   if (active != h.parameters)
     std::cout << MT_FORMAT("mixture of experts: {:.3f} B parameters in memory, {:.3f} B active per token (FLOPs)\n",
                            static_cast<double>(h.parameters) / 1e9, static_cast<double>(active) / 1e9)
-              << MT_FORMAT("compute-bound from: {} tokens per pass for PCIe ({} in, {} out per pass at 55 GB/s) and {} "
+              << MT_FORMAT("compute-bound from: {} tokens per pass for PCIe ({} in, {} out per pass at {:.0f} GB/s) and {} "
                          "for the optimizer (a step's first pass waits for its parameters pass, {:.2f} s at {:.1f} G "
                          "parameters/s a rank, region by region), at {:.0f} TFLOP/s of {:.3g} FLOPs per token; recommended {} "
                          "sequences of {} a pass; this run's first pass waits {:.2f} s ({:.2f} s at any batch: the "
                          "update and copy of the host regions before any compute)\n",
                          sb.pcie_bound_tokens, b(static_cast<int64_t>(sb.h2d_bytes_per_pass)),
-                         b(static_cast<int64_t>(sb.d2h_bytes_per_pass)), sb.optimizer_bound_tokens,
-                         sb.parameters_pass_seconds, StepRates{}.parameters_pass_params / 1e9,
-                         StepRates{}.gpu_flops / 1e12, sb.flops_per_token,
+                         b(static_cast<int64_t>(sb.d2h_bytes_per_pass)), rates.pcie_bytes / 1e9,
+                         sb.optimizer_bound_tokens, sb.parameters_pass_seconds, rates.parameters_pass_params / 1e9,
+                         rates.gpu_flops / 1e12, sb.flops_per_token,
                          sb.recommended_batch, a.run.seq_len,
                          sb.first_pass_wait_seconds, sb.unhidden_wait_seconds);
   std::cout << MT_FORMAT("longest trainable sequence (batch 1, every layer recomputing): {} tokens; GPU memory holds {}"
@@ -331,7 +440,10 @@ void print_text(const std::string& model, const ModelSpec& spec, const Machine& 
         "  cuDNN's attention {} fits up to {} tokens{}\n", cudnn_backward_name(), seq.cudnn_backward_tokens,
         seq.cudnn_backward_tokens < seq.memory_tokens ? "; longer sequences plan (and run) our attention backward"
                                                       : "");
-  std::cout << "verdict: " << (a.fits() ? "fits" : "does not fit: " + a.shortfall) << "\n";
+  std::cout << "verdict: "
+            << (a.fits() ? std::string("fits")
+                         : MT_FORMAT("does not fit: {}; {}", fmt::join(shortfalls(a, m), "; "), describe_remedies(fixes)))
+            << "\n";
 }
 
 void run_calc_resource(Inputs in, bool interactive_allowed) {
@@ -368,16 +480,18 @@ void run_calc_resource(Inputs in, bool interactive_allowed) {
              run.seq_len, seq.position_tokens, *in.model, seq.position_source);
   ResourceAdvice a = advise(spec, run, m, in.recompute < 0);
   a.capacities = offload_capacities(dtype_from_name(in.stream_dtype), m);  // none and optimizer as asked
+  const StepRates rates = rates_of(m, in.pcie_gbs);
+  const std::vector<Remedy> fixes = a.fits() ? std::vector<Remedy>{} : remedies(spec, run, m, in.recompute < 0, a, seq);
   if (in.json)
-    std::cout << to_json(*in.model, spec, m, a, seq).dump(2) << "\n";
+    std::cout << to_json(*in.model, spec, m, a, seq, rates, fixes).dump(2) << "\n";
   else
-    print_text(*in.model, spec, m, a, seq);
+    print_text(*in.model, spec, m, a, seq, rates, fixes);
   std::cout << std::flush;
-  MT_REQUIRE(a.fits(), "calc-resource: {} does not fit: {}{}", *in.model, a.shortfall,
+  MT_REQUIRE(a.fits(), "calc-resource: {} does not fit: {}{}; {}", *in.model, a.shortfall,
              a.host_fits && one_sequence_gpu_bytes(spec, run, run.seq_len) > usable_gpu_bytes(m.gpu_bytes)
                  ? MT_FORMAT("; one sequence of {} tokens does not fit: the longest that fits is {} tokens ({} with the "
                              "activation checkpoints in host RAM)", run.seq_len, seq.memory_tokens, seq.host_memory_tokens)
-                 : "");
+                 : "", describe_remedies(fixes));
 }
 
 }  // namespace
@@ -418,6 +532,8 @@ void add_calc_resource_command(CLI::App& root, std::vector<Command>& commands) {
                   "bandwidth of the NVMe tier's paths together, GB/s of reads and writes (for the step time it imposes)");
   app->add_option("--gpu-tflops", in->gpu_tflops,
                   "the GPU's sustained training rate in model TFLOP/s (matmuls and attention; default 450: H200)");
+  app->add_option("--pcie-gbs", in->pcie_gbs,
+                  "page-locked host-to-GPU bandwidth each way, GB/s (default 55: PCIe Gen5 x16 as measured on the H200)");
   app->add_flag("--packing", in->packing,
                 "dataset.packing: examples packed into each sequence (the cuDNN reserve also holds one segment as long "
                 "as the sequence, as train's preflight plans it)");

@@ -76,8 +76,10 @@ demo=(--config configs/demo.yaml --set dataset.max_seq_len=32 --set training.bat
 "$bin" train "${demo[@]}" --set training.num_steps=30 >"$work/first.log" 2>&1 &
 pid=$!
 for _ in $(seq 600); do [[ -s $work/busy/metrics.jsonl ]] && break; sleep 0.1; done
+kill -STOP "$pid"  # held mid-run (with its lock) while the second run tries, however fast its steps are
 "$bin" train "${demo[@]}" --set training.num_steps=30 --set training.resume_from=auto >"$work/out" 2>"$work/err"
 rc=$?
+kill -CONT "$pid"
 wait "$pid"
 first=$?
 line=$(grep 'error' "$work/err")
