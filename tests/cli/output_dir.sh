@@ -70,15 +70,18 @@ elif [[ $(ls "$work/lf_out/checkpoints") != "step-000002.h5" ]]; then fail "only
 elif [[ $(grep -c '"step"' "$work/lf_out/metrics.jsonl") -ne 2 ]]; then fail "metrics.jsonl is the new run's"
 else echo "ok   overwrite_output_dir: true starts over"; fi
 
-# Two runs on one directory: the second is refused while the first trains, and the first ends intact.
+# Two runs on one directory: the second is refused while the first trains, its state tier file untouched, and the
+# first ends intact.
+mkdir -p "$work/tier"
 demo=(--config configs/demo.yaml --set dataset.max_seq_len=32 --set training.batch_size=4 --set training.logging_steps=1
-      --set "training.output_dir=$work/busy")
+      --set "training.output_dir=$work/busy" --set store.offload=optimizer --set "store.offload_paths=$work/tier")
 "$bin" train "${demo[@]}" --set training.num_steps=30 >"$work/first.log" 2>&1 &
 pid=$!
 for _ in $(seq 600); do [[ -s $work/busy/metrics.jsonl ]] && break; sleep 0.1; done
 kill -STOP "$pid"  # held mid-run (with its lock) while the second run tries, however fast its steps are
 "$bin" train "${demo[@]}" --set training.num_steps=30 --set training.resume_from=auto >"$work/out" 2>"$work/err"
 rc=$?
+tier_files=$(ls "$work/tier")
 kill -CONT "$pid"
 wait "$pid"
 first=$?
@@ -88,7 +91,8 @@ elif ! grep -q "another run is using training.output_dir $work/busy (pid $pid on
   fail "the refusal names the first run's pid and host: $line"
 elif [[ $first -ne 0 || $(grep -c '"step"' "$work/busy/metrics.jsonl") -ne 30 || ! -f $work/busy/final/model.safetensors ]]; then
   fail "the first run ends intact (rc=$first)"
-elif [[ -e $work/busy/.megatrain.lock ]]; then fail "the lock file is removed at the end"
+elif [[ $tier_files != megatrain-tier-*-rank0.bin ]]; then fail "the first run's state tier file outlives the refused run: '$tier_files'"
+elif [[ -e $work/busy/.megatrain.lock || -n $(ls "$work/tier") ]]; then fail "the lock and tier files are removed at the end"
 else echo "ok   second run refused: ${line#*error: }"; fi
 pid=
 
