@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # LLaMA-Factory's checkpoint layout (cli/train/hf_checkpoints.h): with training.save_hf_checkpoints each save also
 # writes <output_dir>/checkpoint-<step>/, the weights of that step as `export` writes them from the HDF5 checkpoint,
-# loadable by transformers; save_total_limit keeps the newest N of both kinds.
+# loadable by transformers; save_total_limit keeps the newest N of both kinds; overwrite_output_dir removes the
+# earlier run's.
 # Usage: hf_checkpoints.sh MEGATRAIN_BINARY SOURCE_DIR
 set -uo pipefail
 bin=$1 src=$2
@@ -36,3 +37,8 @@ PY
 else
   echo "note transformers is not installed here: the load by from_pretrained is not checked"
 fi
+"$bin" train --config configs/demo.yaml --set dataset.max_seq_len=32 --set training.batch_size=4 \
+  --set training.num_steps=2 --set training.save_steps=2 --set training.save_hf_checkpoints=true \
+  --set training.overwrite_output_dir=true --set "training.output_dir=$out" >"$work/out2" 2>"$work/err" || fail "overwrite"
+[[ $(cd "$out" && ls -d checkpoint-* | tr '\n' ' ') == "checkpoint-2 " ]] || fail "overwrite_output_dir left $(ls "$out")"
+echo "ok   overwrite_output_dir removes the earlier run's checkpoint-N/ too"

@@ -16,8 +16,7 @@ std::filesystem::path hf_checkpoint_dir(const std::filesystem::path& output_dir,
   return output_dir / ("checkpoint-" + std::to_string(step));
 }
 
-void prune_hf_checkpoints(const std::filesystem::path& output_dir, int64_t keep) {
-  if (keep <= 0) return;
+std::vector<std::filesystem::path> hf_checkpoint_dirs(const std::filesystem::path& output_dir) {
   std::vector<std::pair<int64_t, std::filesystem::path>> ours;  // (step, directory)
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(output_dir, ec)) {
@@ -30,9 +29,18 @@ void prune_hf_checkpoints(const std::filesystem::path& output_dir, int64_t keep)
     ours.emplace_back(std::stoll(digits), e.path());
   }
   std::sort(ours.begin(), ours.end());
+  std::vector<std::filesystem::path> dirs;
+  for (auto& [step, dir] : ours) dirs.push_back(std::move(dir));
+  return dirs;
+}
+
+void prune_hf_checkpoints(const std::filesystem::path& output_dir, int64_t keep) {
+  if (keep <= 0) return;
+  const std::vector<std::filesystem::path> ours = hf_checkpoint_dirs(output_dir);
+  std::error_code ec;
   for (size_t i = 0; i + static_cast<size_t>(keep) < ours.size(); ++i) {
-    std::filesystem::remove_all(ours[i].second, ec);
-    log::info("removed old checkpoint {} (save_total_limit {})", ours[i].second.string(), keep);
+    std::filesystem::remove_all(ours[i], ec);
+    log::info("removed old checkpoint {} (save_total_limit {})", ours[i].string(), keep);
   }
 }
 

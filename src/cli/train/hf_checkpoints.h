@@ -6,10 +6,14 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <vector>
 
 namespace mt {
 
 std::filesystem::path hf_checkpoint_dir(const std::filesystem::path& output_dir, int64_t step);
+
+// Our checkpoint-<step> directories in output_dir, oldest first.
+std::vector<std::filesystem::path> hf_checkpoint_dirs(const std::filesystem::path& output_dir);
 
 // Removes the oldest of our checkpoint-<step> directories beyond the newest `keep` (keep <= 0: keeps all).
 void prune_hf_checkpoints(const std::filesystem::path& output_dir, int64_t keep);

@@ -9,6 +9,7 @@
 #include <vector>
 #include <string>
 
+#include "cli/train/hf_checkpoints.h"
 #include "config/yaml_depth.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -63,9 +64,12 @@ void remove_overwritten_checkpoints(const Config& c) {
   if (!c.training.resume_from.empty() || !c.training.overwrite_output_dir) return;
   const std::vector<std::filesystem::path> earlier = checkpoint_files(checkpoints_dir(c));
   for (const std::filesystem::path& file : earlier) std::filesystem::remove(file);
-  if (!earlier.empty())
-    log::info("training.overwrite_output_dir: removed the earlier run's {} checkpoint(s) from {}", earlier.size(),
-              checkpoints_dir(c).string());
+  const std::vector<std::filesystem::path> hf_dirs = hf_checkpoint_dirs(c.training.output_dir);
+  for (const std::filesystem::path& dir : hf_dirs) std::filesystem::remove_all(dir);
+  if (!earlier.empty() || !hf_dirs.empty())
+    log::info("training.overwrite_output_dir: removed the earlier run's {} checkpoint(s) from {}{}", earlier.size(),
+              checkpoints_dir(c).string(),
+              hf_dirs.empty() ? std::string() : fmt::format(" and its {} checkpoint-N directories", hf_dirs.size()));
 }
 
 std::optional<CheckpointFile> open_resume_checkpoint(const Config& c) {

@@ -17,8 +17,8 @@ std::optional<CheckpointFile> open_resume_checkpoint(const Config& config);
 // Throws one line naming the newest of them when output_dir holds an earlier run's checkpoints and the config
 // neither resumes nor overwrites.
 void require_output_dir_resumed_or_overwritten(const Config& config);
-// With training.overwrite_output_dir and no resume: removes the earlier run's checkpoints (logged), so that neither
-// save_total_limit nor a later resume_from: auto takes them for this run's.
+// With training.overwrite_output_dir and no resume: removes the earlier run's checkpoints, HDF5 and checkpoint-N/
+// (logged), so that neither save_total_limit nor a later resume_from: auto takes them for this run's.
 void remove_overwritten_checkpoints(const Config& config);
 void check_resume_fits(const CheckpointFile& checkpoint, const Config& config, const ParamLayout& layout);
 
