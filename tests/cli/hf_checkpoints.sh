@@ -37,6 +37,12 @@ PY
 else
   echo "note transformers is not installed here: the load by from_pretrained is not checked"
 fi
+# resume_from_checkpoint as LLaMA-Factory users write it: a checkpoint-N/ directory (its HDF5 checkpoint beside it).
+"$bin" train --config configs/demo.yaml --set dataset.max_seq_len=32 --set training.batch_size=4 \
+  --set training.num_steps=7 --set "training.resume_from=$out/checkpoint-6/" --set "training.output_dir=$work/from_hf" \
+  >"$work/out2" 2>"$work/err" || fail "resume from checkpoint-6/"
+grep -q "resuming from $out/checkpoints/step-000006.h5 at step 6" "$work/err" || fail "checkpoint-6/ resumes step-000006.h5"
+echo "ok   resume_from checkpoint-6/ resumes from checkpoints/step-000006.h5"
 "$bin" train --config configs/demo.yaml --set dataset.max_seq_len=32 --set training.batch_size=4 \
   --set training.num_steps=2 --set training.save_steps=2 --set training.save_hf_checkpoints=true \
   --set training.overwrite_output_dir=true --set "training.output_dir=$out" >"$work/out2" 2>"$work/err" || fail "overwrite"

@@ -84,6 +84,20 @@ std::optional<CheckpointFile> open_resume_checkpoint(const Config& c) {
     }
     return CheckpointFile(*latest);
   }
+  // A checkpoint-<step>/ directory (LLaMA-Factory's layout, hf_checkpoints.h): the HDF5 checkpoint of that step beside
+  // it, which holds the optimizer state.
+  const std::filesystem::path given = std::filesystem::path(from).lexically_normal();
+  const std::string leaf = (given.has_filename() ? given : given.parent_path()).filename().string();
+  if (std::filesystem::is_directory(from) && leaf.starts_with("checkpoint-") && leaf.size() > 11 &&
+      leaf.find_first_not_of("0123456789", 11) == std::string::npos && leaf.size() <= 29) {
+    const std::filesystem::path h5 =
+        checkpoint_path((given.has_filename() ? given : given.parent_path()).parent_path() / "checkpoints",
+                        std::stoll(leaf.substr(11)));
+    MT_REQUIRE(std::filesystem::is_regular_file(h5), "no checkpoint to resume from: training.resume_from: {} is a "
+               "Hugging Face checkpoint directory and {}, the HDF5 checkpoint of its step (weights and optimizer "
+               "state), does not exist", from, h5.string());
+    return CheckpointFile(h5);
+  }
   if (std::filesystem::is_directory(from)) {  // an output_dir, its checkpoints/, or a directory of checkpoints
     const std::filesystem::path dir =
         std::filesystem::is_directory(std::filesystem::path(from) / "checkpoints") ? std::filesystem::path(from) / "checkpoints"

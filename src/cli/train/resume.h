@@ -1,5 +1,6 @@
 // Resuming `train` from a checkpoint: which file training.resume_from names ("auto": the newest valid one in
-// <output_dir>/checkpoints; a file; a directory: its newest valid one), whether it fits the run, and what becomes of
+// <output_dir>/checkpoints; a file; a checkpoint-<step>/ directory: the HDF5 checkpoint of that step beside it; another
+// directory: its newest valid one), whether it fits the run, and what becomes of
 // an output_dir that holds an earlier run's checkpoints (LLaMA-Factory's rule: resume it, or overwrite_output_dir).
 // Invariants: a checkpoint of another model shape is refused before anything is created, naming the first
 // mismatching tensor; other differences of the configuration are logged, key by key; an earlier run's checkpoints
