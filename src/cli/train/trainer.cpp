@@ -440,12 +440,6 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
     r.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
     if (eo.moe_aux_loss) r.extra.emplace_back("aux_loss", loss.aux_loss);
     if (report.skipped) log::warn("step {}: gradient norm is not finite; update skipped", step);
-    skipped_in_a_row = report.skipped ? skipped_in_a_row + 1 : 0;
-    const int64_t limit = c.training.max_consecutive_skipped_steps;
-    MT_REQUIRE(limit == 0 || skipped_in_a_row < limit,
-               "non-finite gradient norm in {} steps in a row (steps {} to {}), every update skipped: training stopped "
-               "(training.max_consecutive_skipped_steps: {}); the weights, the data or the learning rate make the loss "
-               "non-finite; no final model is written", skipped_in_a_row, step - skipped_in_a_row + 1, step, limit);
     elapsed += seconds;
     const StepFlops flops = step_flops(spec, layout, batch.num_tokens, batch.seq_len);
     const double tflops = flops.six_n / seconds / 1e12, model_tflops = flops.model / seconds / 1e12;
@@ -460,6 +454,13 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
                 step, num_steps, r.loss, r.grad_norm, lr, r.tokens_per_s, tflops, model_tflops, seconds, eta,
                 report.norm_seconds, previous_update, waited);
     }
+    // After the step is logged (metrics.jsonl holds it), before any save of it.
+    skipped_in_a_row = report.skipped ? skipped_in_a_row + 1 : 0;
+    const int64_t limit = c.training.max_consecutive_skipped_steps;
+    MT_REQUIRE(limit == 0 || skipped_in_a_row < limit,
+               "non-finite gradient norm in {} steps in a row (steps {} to {}), every update skipped: training stopped "
+               "(training.max_consecutive_skipped_steps: {}); the weights, the data or the learning rate make the loss "
+               "non-finite; no final model is written", skipped_in_a_row, step - skipped_in_a_row + 1, step, limit);
     log::status(fmt::format("step {}/{} | loss {:.4f} | {:.0f} tokens/s | {:.2f} TFLOP/s | ETA {}", step,
                             num_steps, r.loss, r.tokens_per_s, tflops, eta));
     if (c.training.save_steps > 0 && step % c.training.save_steps == 0 && step != num_steps && !stopping)
