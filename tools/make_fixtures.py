@@ -30,6 +30,11 @@ it writes tests/fixtures/<case>/:
       checked about the case's quirks).
   reference/final.safetensors
       Every parameter after the last step, fp32, HF names (no lm_head.weight when tied).
+  reference/final_fp64.safetensors
+      The same run trained in float64 end to end from the same initial weights (fp64_run), its final parameters
+      as F64 under the same names: what the parity tests measure each update's distance from. reference.json's
+      "fp64" holds that run's losses and whether it is finite (a non-finite run writes no file; the tests then keep
+      the fp32 rule for the case).
   train.yaml
       A MegaTrain config for the same run (relative paths; the tests override them).
 
@@ -81,6 +86,7 @@ from transformers import (  # noqa: E402
     Qwen3ForCausalLM,
 )
 from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, eager_mask  # noqa: E402
+from torch.overrides import TorchFunctionMode  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -609,9 +615,8 @@ CASES += [
             rope_parameters={"rope_type": "default", "rope_theta": 100.0},
         ),
         # The 8 pass-through (unrotated) dims of k_proj.bias get a zero gradient in exact arithmetic (softmax is
-        # invariant to a key offset that every key shares); Adam's eps 1e-8 would turn their fp32 rounding noise
-        # (~1e-9) into lr-sized updates (3e-4 between two exact fp32 paths). eps 1e-6 keeps them still.
-        training=dict(lr_scheduler="linear", warmup_steps=0, min_lr_ratio=0.0, max_grad_norm=1.0, eps=1e-6),
+        # invariant to a key offset that every key shares): the parity rule's float64 clause judges them.
+        training=dict(lr_scheduler="linear", warmup_steps=0, min_lr_ratio=0.0, max_grad_norm=1.0),
     ),
     dict(
         case="internlm2",
@@ -818,6 +823,51 @@ def train(model, examples, t):
         losses.append(loss.item())
         grad_norms.append(grad_norm.item())
     return losses, grad_norms, lrs
+
+
+# ----------------------------------------------------------------------------------------------
+# The float64 reference: the same run in float64 end to end (what the parity check measures distances from)
+# ----------------------------------------------------------------------------------------------
+
+
+class Float64Everywhere(TorchFunctionMode):
+    """Inside it, every float32 a model asks for is float64: x.float(), x.to(torch.float32), softmax(dtype=float32),
+    tensors created as float32. transformers upcasts explicitly to float32 in its norms, softmaxes, rotary tables,
+    Gated DeltaNet gates and gated-delta-rule fallbacks; a model.double() run without this computes those in float32."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func is torch.Tensor.float:
+            func = torch.Tensor.double
+        args = tuple(torch.float64 if a is torch.float32 else a for a in args)
+        kwargs = {k: torch.float64 if v is torch.float32 else v for k, v in (kwargs or {}).items()}
+        return func(*args, **kwargs)
+
+
+def fp64_run(model, run):
+    """run(model) with the model in float64 end to end (Float64Everywhere, float64 default dtype; MoE models with
+    transformers' eager experts, whose loop over experts takes any dtype); returns run's result. The model is
+    converted in place."""
+    model.to(torch.float64)
+    if model._can_set_experts_implementation():
+        model.set_experts_implementation("eager")
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        with Float64Everywhere():
+            return run(model)
+    finally:
+        torch.set_default_dtype(previous)
+
+
+def write_fp64_reference(out, final, losses):
+    """reference/final_fp64.safetensors (F64, the fp32 reference's names) when the float64 run is finite; returns
+    reference.json's "fp64" entry: its losses and whether it is finite (a non-finite one is not written and the
+    parity check keeps the fp32 rule for the case)."""
+    finite = all(math.isfinite(x) for x in losses) and all(bool(torch.isfinite(v).all()) for v in final.values())
+    if finite:
+        save_file({k: v.detach().to(torch.float64).contiguous() for k, v in final.items()},
+                  str(out / "reference" / "final_fp64.safetensors"), metadata={"format": "pt"})
+    return {"finite": finite, "losses": losses}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1103,6 +1153,14 @@ def make_case(spec):
         raise RuntimeError(f"{case}: parameters missing from the final state: {sorted(missing)}")
     save_file(final, str(out / "reference" / "final.safetensors"), metadata={"format": "pt"})
 
+    # The same run in float64 from the same initial weights (build_model is deterministic).
+    model64 = build_model(spec)
+    losses64 = fp64_run(model64, lambda m: train(m, examples, t)[0])
+    if export:
+        final64 = export["to_hf"](model64.state_dict(), model64.config)
+    else:
+        final64 = {k: v for k, v in model64.state_dict().items() if k in saved_keys}
+
     reference = {
         "case": case,
         "architecture": export["architecture"] if export else spec["model_cls"].__name__,
@@ -1117,6 +1175,7 @@ def make_case(spec):
         reference["reference_model"] = spec["model_cls"].__name__
     if notes is not None:
         reference["notes"] = notes
+    reference["fp64"] = write_fp64_reference(out, final64, losses64)
     write_json(out / "reference.json", reference)
     write_train_yaml(out / "train.yaml", spec, t)
     return dict(examples=examples, t=t, reference=reference,
@@ -1278,7 +1337,7 @@ trained for 4 optimizer steps of batch 4 (16 pre-tokenized examples, lengths 3..
 | `gemma2` | Gemma2ForCausalLM | 4 heads / 2 kv heads, head_dim 8, **sandwich norms** (`input_layernorm`, `post_attention_layernorm` on the attention output, `pre_feedforward_layernorm`, `post_feedforward_layernorm` on the MLP output), **(1 + w) RMSNorms** everywhere, **embeddings × √32** (in the compute dtype), **GELU-tanh GLU** (`hidden_activation` gelu_pytorch_tanh), **query_pre_attn_scalar 12** (logit scale 12^-½, not head_dim^-½), **attn_logit_softcapping 2** and **final_logit_softcapping 3**, both active (see below), **sliding_window 5 on layers 0 and 2** (default `layer_types`: sliding, full, sliding), **tied embeddings**, rope_theta 1e4. Cosine schedule with 1 warmup step, min_lr_ratio 0.1, clipping at 1.0. |
 | `gemma3` | Gemma3ForCausalLM (`gemma3_text`) | **4 layers**, `layer_types` sliding, sliding, full, sliding (given explicitly; `sliding_window_pattern` 3 says the same), sliding_window 5, 4 heads / 2 kv heads, head_dim 8, query_pre_attn_scalar 16, **q/k norm** ((1 + w) RMSNorm over head_dim before rope), sandwich and (1 + w) norms, embeddings × √32, GELU-tanh GLU, no soft-caps, **untied** lm_head, **rope per layer type** (`rope_parameters.full_attention`: linear, factor 2, theta 1e4, inv_freq {fmt(g3['inv_freq']['full_attention'])}; `sliding_attention`: default, theta 100, inv_freq {fmt(g3['inv_freq']['sliding_attention'])}). Linear schedule with 1 warmup step, clipping at 1.0. |
 | `phi3` | Phi3ForCausalLM | 4 heads / 2 kv heads (GQA), **fused `qkv_proj`** (rows q \\| k \\| v, 64x32) and **fused `gate_up_proj`** (rows gate \\| up, 128x32), **partial_rotary_factor 0.5** (rotary dim 4 of head_dim 8: the first 4 dims rotate, rotate-half within them), **longrope** (rope_theta 1e4, short_factor [1.1, 1.3], long_factor [2.5, 7.0], original_max_position_embeddings 16, max_position_embeddings 64: factor 4, attention_factor sqrt(1 + ln 4 / ln 16) = {p3['attention_scaling']:.7f} on cos and sin for both factor sets). transformers picks the set per forward from the batch's max position + 1 (the padded length): {phi3_steps}. Seed 13 was chosen for that mix (and for step 1's boundary case, 16 = original, which is short). Cosine schedule, no warmup, clipping at 1.0. |
-| `glm4` | Glm4ForCausalLM | 4 heads / 2 kv heads, **explicit head_dim 16**, **interleaved partial rotary** (partial_rotary_factor 0.5: the first 8 dims rotate as pairs (2i, 2i+1) with frequency i, the other 8 pass through), rope_theta 100, **q/k/v biases** (no o_proj bias), **post_self_attn_layernorm / post_mlp_layernorm** on the block outputs (`post_attention_layernorm` is the pre-MLP norm), **fused `gate_up_proj`**, untied, rms_norm_eps 1e-5. Linear schedule, no warmup, clipping at 1.0, **AdamW eps 1e-6** (see below). |
+| `glm4` | Glm4ForCausalLM | 4 heads / 2 kv heads, **explicit head_dim 16**, **interleaved partial rotary** (partial_rotary_factor 0.5: the first 8 dims rotate as pairs (2i, 2i+1) with frequency i, the other 8 pass through), rope_theta 100, **q/k/v biases** (no o_proj bias), **post_self_attn_layernorm / post_mlp_layernorm** on the block outputs (`post_attention_layernorm` is the pre-MLP norm), **fused `gate_up_proj`**, untied, rms_norm_eps 1e-5. Linear schedule, no warmup, clipping at 1.0; the pass-through half of `k_proj.bias` has a zero gradient in exact arithmetic (see below). |
 | `internlm2` | InternLM2ForCausalLM (trust_remote_code) | 4 heads / 2 kv heads (GQA, group 2), untied, rms_norm_eps 1e-5, rope_theta 1e6 (integer in config.json, as published), `rope_scaling` {{"type": "dynamic", "factor": 2.0}} (inactive: every sequence is shorter than max_position_embeddings 64), `bias` false. InternLM2's names: `model.tok_embeddings`, `model.layers.N.attention.wqkv` **grouped by kv head** (per kv head its 2 q heads, its k head, its v head: {notes['internlm2']['wqkv_head_blocks'].replace('|', chr(92) + '|')}), `attention.wo`, `feed_forward.w1`/`w3`/`w2` (gate/up/down), `attention_norm`, `ffn_norm`, `model.norm`, `output`. `train.yaml` sets `model.trust_remote_code: true`. Cosine schedule with 1 warmup step, min_lr_ratio 0.1, clipping at 1.0. |
 | `baichuan2_7b` | BaichuanForCausalLM (trust_remote_code) | Baichuan 2 7B: 4 heads (no GQA), **`W_pack`** (rows q \\| k \\| v, 96x32), **NormHead** (logits = x · normalize(W_lm)ᵀ, rows normalised to unit length on every training forward), RoPE theta 1e4, max_position_embeddings and model_max_length 64, z_loss_weight 0. `model.trust_remote_code: true`. Linear schedule, no warmup, clipping at 1.0. |
 | `baichuan2_13b` | BaichuanForCausalLM (trust_remote_code) | Baichuan 2 13B: **no `max_position_embeddings`** (model_max_length 64 instead), which selects **ALiBi and no RoPE**; **6 heads** (hidden 48, head_dim 8; 2 layers and intermediate 48 to keep each file under 200 KB), so the slopes are not one power-of-two series: {notes['baichuan2_13b']['alibi_slopes']} (`_get_interleave(6)`: the 4-head series, then every other slope of the 8-head series); W_pack, NormHead. `model.trust_remote_code: true`. Cosine schedule, no warmup, clipping at 1.0. |
@@ -1287,7 +1346,7 @@ trained for 4 optimizer steps of batch 4 (16 pre-tokenized examples, lengths 3..
 |---|---|---|---|---|---|
 {chr(10).join(rows)}
 
-All cases: learning_rate 1e-3, AdamW (betas 0.9/0.999, eps 1e-8; `glm4`: eps 1e-6), weight_decay 0.1 on
+All cases: learning_rate 1e-3, AdamW (betas 0.9/0.999, eps 1e-8), weight_decay 0.1 on
 parameters with ndim >= 2 and 0 on 1-D parameters (norm weights, biases).
 
 Initial weights: the model is constructed under `torch.manual_seed(seed)` (seeds: {seeds}),
@@ -1409,8 +1468,18 @@ How the references were checked (the script fails if any check fails):
 
 ## Tolerances used by the C++ tests
 
-- Per-step loss: relative error <= 1e-4 against `reference.json` `losses`.
-- Final weights: for each tensor, ||ours - ref|| / ||ref|| <= 1e-4 against `reference/final.safetensors`.
+- Per-step loss and pre-clip gradient norm: relative error <= 1e-4 against `reference.json`.
+- Every trained tensor, judged on its update (final − initial weights), `tests/integration/update_rule.h`: it
+  passes if ||Δours − Δfp32|| <= 1e-3 ||Δfp32|| (PyTorch fp32's update, `reference/final.safetensors`), or if
+  ||Δours − Δfp64|| <= 3 ||Δfp32 − Δfp64||, where Δfp64 is the same run trained by PyTorch in float64
+  end to end (`reference/final_fp64.safetensors`; `fp64_run`: the model in float64 and transformers' explicit
+  float32 upcasts in norms, softmaxes and rotary tables made float64 too). A tensor whose gradient is zero or
+  near zero in exact arithmetic (AdamW turns its rounding noise into lr-sized updates, so PyTorch fp32 itself
+  is far from the exact update) then passes as far as PyTorch fp32 is from float64, and no further. A case
+  whose float64 run is not finite says so in `reference.json` (`"fp64": {{"finite": false}}`, no file) and keeps
+  the fp32 rule (every final tensor within 1e-4 of PyTorch fp32's). A fixture without the float64 file, or
+  with other tensor names in it, fails naming the fixture and the tensor. The test writes each tensor's
+  distances to `update_distances.tsv` in its run's output directory.
 
 How much room that leaves: the generator re-runs every case with torch SDPA attention instead of eager
 (an equally exact fp32 path with another summation order) and compares with the reference (`gemma2`, which has
@@ -1421,16 +1490,10 @@ no SDPA path because of its soft-cap, runs eager's math in another order instead
 {chr(10).join(xrows)}
 
 Why `qwen2` uses rope_theta 100: a `k_proj.bias` gradient is zero up to rounding where rope does not
-rotate (softmax is invariant to adding the same vector to every key). With Qwen2's usual 1e6 and at most
-20 positions the slow rotary pairs barely turn, and Adam's normalisation turns fp32 rounding noise into
-visible update differences (1.6e-4 between two exact fp32 code paths). Theta 100 rotates every pair, so
-every tensor's reference is well conditioned.
-
-Why `glm4` uses AdamW eps 1e-6: the same effect, but no theta helps: with partial rotary 0.5, the 8
-pass-through dims of each `k_proj.bias` head never rotate, so their gradient is exactly zero in exact arithmetic
-and fp32 rounding noise (~1e-9) in practice. With eps 1e-8 Adam turns that noise into lr-sized updates (3.1e-4
-between eager and SDPA on `model.layers.0.self_attn.k_proj.bias`); with eps 1e-6 they stay negligible, and the
-other gradients (~1e-3 and larger) hardly notice the larger eps.
+rotate (softmax is invariant to adding the same vector to every key). Theta 100 rotates every pair within 20
+positions, so every tensor of this case is well conditioned and passes on its 1e-3 clause. `glm4`, whose 8
+pass-through dims of each `k_proj.bias` head never rotate (exactly zero gradient in exact arithmetic, fp32
+rounding noise ~1e-9 in practice), trains with the usual AdamW eps 1e-8 and passes on the float64 clause.
 """
     (FIXTURES / "README.md").write_text(text)
 
@@ -1490,11 +1553,13 @@ def main():
     print(f"\nfixture size: {du}  ({size} bytes)")
     for spec in CASES:
         for f in sorted((FIXTURES / spec["case"]).rglob("*")):
-            if f.is_file() and f.stat().st_size >= 200 * 1024:
-                print(f"  [FAIL] {f.relative_to(FIXTURES)} is {f.stat().st_size} bytes (>= 200 KiB)")
+            limit = 400 * 1024 if f.name == "final_fp64.safetensors" else 200 * 1024  # float64: twice the bytes
+            if f.is_file() and f.stat().st_size >= limit:
+                print(f"  [FAIL] {f.relative_to(FIXTURES)} is {f.stat().st_size} bytes (>= {limit // 1024} KiB)")
                 all_ok = False
-    if size >= 4 * 1024 * 1024:
-        print("  [FAIL] fixtures exceed 4 MB")
+    ours = sum(f.stat().st_size for spec in CASES for f in (FIXTURES / spec["case"]).rglob("*") if f.is_file())
+    if ours >= 8 * 1024 * 1024:
+        print(f"  [FAIL] this script's fixtures are {ours} bytes (>= 8 MiB)")
         all_ok = False
     print("ALL CHECKS PASSED" if all_ok else "SOME CHECKS FAILED")
     return 0 if all_ok else 1

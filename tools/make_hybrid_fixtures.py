@@ -13,6 +13,9 @@ Cases:
                   3..200 tokens long (longer than two of transformers' 64-token chunks, lengths not chunk multiples).
   qwen3_5_packed  the same model with dataset.packing: true (max_seq_len 256): several examples per sequence.
   qwen3_next      Qwen3NextForCausalLM with num_experts 0 (dense): the fused in_proj_qkvz / in_proj_ba grouped by k head.
+  qwen3_5_chunk   Qwen3_5ForCausalLM, 2 layers (linear, full attention), sequences shorter than, equal to and longer
+                  than one 64-token chunk; also the DeltaNet gate tensors of a run whose gate gradient is perturbed by
+                  1 % (reference/final_gate_perturbed.safetensors: what the parity rule must reject).
   qwen3_5_moe     Qwen3_5MoeForCausalLM: the qwen3_5 stack with every feed-forward 4 experts (top 2, renormalised) plus
                   the sigmoid-gated shared expert; the router loss on from config.json (coefficient 0.05).
   qwen3_next_moe  Qwen3NextForCausalLM with 4 experts (top 2, norm_topk_prob false) on layers 0, 2, 3 and a dense MLP
@@ -23,6 +26,10 @@ outputs.aux_loss, empty where it is off; "losses" are LM loss + router_aux_loss_
 tools/make_moe_fixtures.py records them), with router weights × 8 at init so that routing is uneven.
 
 It also writes tests/fixtures/HYBRID.md (the cases and what each reference recorded; `--readme` writes only that).
+
+Every case is also trained in float64 end to end from the same initial weights (make_fixtures.fp64_run: transformers'
+explicit float32 casts in the gates, norms and the delta-rule fallback made float64) into
+reference/final_fp64.safetensors, and reference.json's "fp64" says whether that run is finite.
 
 The reference is transformers' own model with its PyTorch fallback of the chunked gated delta rule (no
 flash-linear-attention installed), fp32, eager attention, 3 AdamW steps of 4 sequences. transformers' fallback does
@@ -79,6 +86,11 @@ CASES = [
          config=lambda: Qwen3_5TextConfig(**HYBRID_MODEL), lengths=(20, 150), packing=True),
     dict(case="qwen3_next", seed=33, model_cls=Qwen3NextForCausalLM,
          config=lambda: Qwen3NextConfig(**HYBRID_MODEL, num_experts=0), lengths=(3, 140), packing=False),
+    dict(case="qwen3_5_chunk", seed=36, model_cls=Qwen3_5ForCausalLM,
+         config=lambda: Qwen3_5TextConfig(**dict(HYBRID_MODEL, num_hidden_layers=2,
+                                                 layer_types=["linear_attention", "full_attention"])),
+         lengths=[12, 25, 17, 21, 64, 63, 65, 64, 128, 20, 100, 64], packing=False, gate_perturbed=True,
+         a_range=(0.01, 16.0)),
     dict(case="qwen3_5_moe", seed=34, model_cls=Qwen3_5MoeForCausalLM,
          config=lambda: Qwen3_5MoeTextConfig(**HYBRID_MOE_MODEL, **EXPERTS, output_router_logits=True,
                                              router_aux_loss_coef=0.05),
@@ -96,7 +108,8 @@ def is_moe(model):
 
 def build_model(spec):
     """The model under torch.manual_seed(seed), every parameter then redrawn: matrices and the conv N(0, 0.05²) and
-    N(0, 0.3²), (1 + w) norms around 0 and the gated norm around 1 (± 0.1), A_log = log U(1, 4), dt_bias N(0, 0.5²)."""
+    N(0, 0.3²), (1 + w) norms around 0 and the gated norm around 1 (± 0.1), A_log = log U(1, 4) (log U(spec's
+    a_range)), dt_bias N(0, 0.5²)."""
     torch.manual_seed(spec["seed"])
     config = spec["config"]()
     config._attn_implementation = "eager"
@@ -111,7 +124,8 @@ def build_model(spec):
                 if name.endswith("mlp.gate.weight"):  # routers: uneven routing
                     value = value * 8.0
             elif name.endswith("A_log"):
-                value = torch.log(1.0 + 3.0 * torch.rand(p.shape, generator=gen))
+                lo, hi = spec.get("a_range", (1.0, 4.0))
+                value = torch.log(lo + (hi - lo) * torch.rand(p.shape, generator=gen))
             elif name.endswith("dt_bias"):
                 value = torch.randn(p.shape, generator=gen) * 0.5
             elif name.endswith("linear_attn.norm.weight"):
@@ -125,11 +139,12 @@ def build_model(spec):
 
 
 def make_examples(seed, n, lengths):
-    """n examples of lengths uniform in `lengths`; every other one carries labels with a masked prompt prefix."""
+    """n examples of lengths uniform in `lengths` (lo, hi), or of the n lengths listed; every other one carries labels
+    with a masked prompt prefix."""
     rng = random.Random(seed)
     examples = []
     for i in range(n):
-        length = rng.randint(*lengths)
+        length = lengths[i] if isinstance(lengths, list) else rng.randint(*lengths)
         ids = [rng.randrange(mf.VOCAB) for _ in range(length)]
         ex = {"input_ids": ids}
         if i % 2 == 1:
@@ -228,6 +243,33 @@ def routing_notes(model, batches):
     return {"moe_layers": len(hooks), "experts_without_tokens_in_a_sequence": empty}
 
 
+def gate_perturbed_final(spec, batches, t):
+    """The fp32 run again with the gradient of every Gated DeltaNet's gate g (the per-token log decay) perturbed by 1 %
+    (relative L2: a fresh random direction of 1 % of its norm at every layer and step); the final A_log, dt_bias and
+    in_proj_a of each DeltaNet layer. The parity test checks that the update rule rejects them."""
+    from transformers.models.qwen3_5 import modeling_qwen3_5 as m
+    gen = torch.Generator().manual_seed(4300 + spec["seed"])
+
+    def perturb(grad):
+        noise = torch.randn(grad.shape, generator=gen, dtype=grad.dtype)
+        return grad + 0.01 * grad.norm() * noise / noise.norm()
+
+    original = m.torch_chunk_gated_delta_rule
+
+    def hooked(query, key, value, g, beta, **kwargs):
+        g.register_hook(perturb)
+        return original(query, key, value, g, beta, **kwargs)
+
+    model = build_model(spec)
+    m.torch_chunk_gated_delta_rule = hooked
+    try:
+        train(model, batches, t)
+    finally:
+        m.torch_chunk_gated_delta_rule = original
+    gates = ("linear_attn.A_log", "linear_attn.dt_bias", "linear_attn.in_proj_a.weight")
+    return {k: v.detach().clone() for k, v in model.state_dict().items() if k.endswith(gates)}
+
+
 def chunked_vs_recurrent(model, batch):
     """The largest relative difference between transformers' chunked and recurrent delta-rule fallbacks on the
     first DeltaNet layer's inputs of `batch` (a check that the chunked reference computes the recurrence)."""
@@ -308,6 +350,11 @@ def make_case(spec):
     if set(final) != saved_keys:
         raise RuntimeError(f"{case}: final tensors differ from the initial ones' names")
     save_file(final, str(out / "reference" / "final.safetensors"), metadata={"format": "pt"})
+    model64 = build_model(spec)  # the same initial weights
+    losses64 = mf.fp64_run(model64, lambda m: train(m, batches, t)[0])
+    model64.save_pretrained(out / "reference" / "final64", safe_serialization=True)
+    final64 = load_file(out / "reference" / "final64" / "model.safetensors")
+    shutil.rmtree(out / "reference" / "final64")
     reference = {"case": case, "architecture": spec["model_cls"].__name__,
                  "training": {k: t[k] for k in ("batch_size", "num_steps", "learning_rate", "lr_scheduler",
                                                 "warmup_steps", "min_lr_ratio", "weight_decay", "max_grad_norm",
@@ -316,6 +363,10 @@ def make_case(spec):
     if is_moe(model):
         reference["aux_losses"] = aux_losses
         reference["aux_coef"] = model.router_aux_loss_coef if aux_losses else 0.0
+    reference["fp64"] = mf.write_fp64_reference(out, final64, losses64)
+    if spec.get("gate_perturbed"):
+        save_file(gate_perturbed_final(spec, batches, t), str(out / "reference" / "final_gate_perturbed.safetensors"),
+                  metadata={"format": "pt"})
     mf.write_json(out / "reference.json", reference)
     write_train_yaml(out / "train.yaml", spec, t)
     size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
@@ -331,6 +382,12 @@ CASE_TEXT = {
                       "per sequence; the reference runs them unpacked (the state must restart per example).",
     "qwen3_next": "Qwen3NextForCausalLM with num_experts 0 (dense feed-forward): in_proj_qkvz and in_proj_ba grouped "
                   "by k head; otherwise the qwen3_5 shape.",
+    "qwen3_5_chunk": "The qwen3_5 shape with 2 layers (linear, full attention): padded batches of sequences shorter "
+                     "than, equal to and longer than one 64-token chunk (12-25; 63, 64, 65; 20-128); A_log = log U(0.01, 16) "
+                     "as transformers initialises it: decays down to exp(−20) per token, where the gate gradients are "
+                     "tiny and PyTorch fp32 is far from float64 (the regime of issue #43). "
+                     "reference/final_gate_perturbed.safetensors: the DeltaNet gate tensors after the same fp32 run with "
+                     "the gradient of the gate g perturbed by 1 % (relative L2, fresh per layer and step).",
     "qwen3_5_moe": "Qwen3_5MoeForCausalLM: the qwen3_5 shape with every feed-forward 4 experts of 24 (softmax top 2, "
                    "renormalised) plus a shared expert of 40 scaled by sigmoid(shared_expert_gate); router weights × 8; "
                    "**router loss on** (output_router_logits, coefficient 0.05); sequences 3..160 tokens.",
@@ -345,7 +402,9 @@ def write_readme():
              "Written by `tools/make_hybrid_fixtures.py` (run by hand; same format and training loop as "
              "`tools/make_fixtures.py`, see README.md): transformers' own models with its PyTorch fallbacks of the "
              "chunked gated delta rule and the causal conv1d, fp32, eager attention, 3 AdamW steps (cosine, 1 warmup "
-             "step, min_lr_ratio 0.1, clipping at 1.0) of 4 sequences.", "",
+             "step, min_lr_ratio 0.1, clipping at 1.0) of 4 sequences. Each case also holds the same run trained in "
+             "float64 end to end (reference/final_fp64.safetensors: the delta-rule fallback, the gates and the norms "
+             "in float64 too), which the parity tests' update rule measures from (README.md, Tolerances).", "",
              "| case | what it covers | losses | notes |", "|---|---|---|---|"]
     for spec in CASES:
         ref = json.loads((FIXTURES / spec["case"] / "reference.json").read_text())

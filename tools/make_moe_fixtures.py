@@ -7,7 +7,7 @@ Usage, from the repository root (the Python of tools/make_fixtures.py: torch 2.x
     python3 tools/make_moe_fixtures.py qwen2_moe       # only the named cases
 
 Each case is written like tools/make_fixtures.py's (model/, data/, reference.json, reference/final.safetensors,
-train.yaml; its data, schedule helpers, training-yaml writer and semantics are imported from there), plus per step
+reference/final_fp64.safetensors: the same run in float64 with transformers' eager experts, train.yaml; its data, schedule helpers, training-yaml writer and semantics are imported from there), plus per step
 the router load-balancing loss in reference.json "aux_losses" (transformers' outputs.aux_loss; the recorded
 "losses" are outputs.loss = LM loss + router_aux_loss_coef × aux loss where the aux loss is on) and "notes": the
 routing facts the case is meant to exercise, checked here (an expert that receives no token of some sequence,
@@ -527,6 +527,7 @@ def make_case(spec):
     examples = llama4_examples(spec, t) if llama4 else mf.make_examples(spec["seed"], t["batch_size"] * t["num_steps"])
     model = build_model(spec)
     packed = mxfp4_experts(model) if spec.get("mxfp4") else None
+    initial_state = {k: v.clone() for k, v in model.state_dict().items()}  # for the float64 run
     model.save_pretrained(out / "model", safe_serialization=True)
     (out / "model" / "generation_config.json").unlink(missing_ok=True)
     saved_keys = set(load_file(out / "model" / "model.safetensors").keys())
@@ -551,7 +552,6 @@ def make_case(spec):
         notes = routing_notes(model, examples, t)
     aux_on = bool(getattr(spec["config"], "output_router_logits", False)) and has_router_loss(model)
     losses, aux_losses, grad_norms, lrs = train(model, steps, t, aux_on)
-    saved_keys = set(load_file(out / "model" / "model.safetensors").keys())
     # save_pretrained writes the checkpoint format (one tensor per expert); take the final state the same way.
     model.save_pretrained(out / "reference" / "final", safe_serialization=True)
     final = load_file(out / "reference" / "final" / "model.safetensors")
@@ -560,6 +560,12 @@ def make_case(spec):
     if set(final) != saved_keys:
         raise RuntimeError(f"{case}: final tensors differ from the initial ones' names")
     save_file(final, str(out / "reference" / "final.safetensors"), metadata={"format": "pt"})
+    model64 = build_model(spec)
+    model64.load_state_dict(initial_state)
+    losses64 = mf.fp64_run(model64, lambda m: train(m, steps, t, aux_on)[0])
+    model64.save_pretrained(out / "reference" / "final64", safe_serialization=True)
+    final64 = load_file(out / "reference" / "final64" / "model.safetensors")
+    shutil.rmtree(out / "reference" / "final64")
     reference = {
         "case": case,
         "architecture": spec["model_cls"].__name__,
@@ -571,6 +577,7 @@ def make_case(spec):
         "grad_norms": grad_norms,
         "lrs": lrs,
         "notes": notes,
+        "fp64": mf.write_fp64_reference(out, final64, losses64),
     }
     mf.write_json(out / "reference.json", reference)
     mf.write_train_yaml(out / "train.yaml", spec, t)
@@ -602,7 +609,8 @@ writer are those of `tools/make_fixtures.py`, see README.md), with torch {torch.
 of width 24, top 2, router weights ×8 at init (uneven routing: `notes` in reference.json counts the experts that
 receive no token of some sequence, which a `micro_batch_size: 1` run meets as experts without rows). 4 AdamW
 steps of batch 4. reference.json adds `aux_losses` (transformers' outputs.aux_loss per step where the router loss
-is on) and `aux_coef`; `losses` are outputs.loss (LM loss + coef × aux loss).
+is on) and `aux_coef`; `losses` are outputs.loss (LM loss + coef × aux loss). reference/final_fp64.safetensors is
+the same run in float64 end to end with transformers' eager experts (README.md, Tolerances).
 
 | case | architecture | what it covers |
 |---|---|---|

@@ -37,7 +37,7 @@ struct StDTypeInfo {
   std::size_t size;
 };
 constexpr StDTypeInfo kDTypes[] = {
-    {"F32", StDType::F32, 4}, {"BF16", StDType::BF16, 2}, {"F16", StDType::F16, 2},
+    {"F32", StDType::F32, 4}, {"F64", StDType::F64, 8}, {"BF16", StDType::BF16, 2}, {"F16", StDType::F16, 2},
     {"I32", StDType::I32, 4}, {"I64", StDType::I64, 8}, {"U8", StDType::U8, 1},
 };
 
@@ -76,7 +76,7 @@ StTensor parse_entry(const std::string& name, const nlohmann::json& entry, const
   const auto info = std::find_if(std::begin(kDTypes), std::end(kDTypes),
                                  [&](const StDTypeInfo& d) { return d.name == dt->get<std::string>(); });
   MT_REQUIRE(info != std::end(kDTypes),
-             "safetensors file {}: tensor '{}' has unsupported dtype {} (F32, BF16, F16, I32, I64, U8)", path.string(),
+             "safetensors file {}: tensor '{}' has unsupported dtype {} (F32, F64, BF16, F16, I32, I64, U8)", path.string(),
              name, dt->get<std::string>());
   t.dtype = info->dtype;
 
@@ -289,11 +289,27 @@ std::vector<std::string> SafetensorsModel::names() const {
   return out;
 }
 
-void read_as_f32(const StTensor& t, float* dst) {
+namespace {
+
+// dst[i] = t's element i as T, for the floating dtypes (read_as_f32, read_as_f64).
+template <typename T>
+void read_floats(const StTensor& t, T* dst) {
   const int64_t n = t.numel();
   switch (t.dtype) {
     case StDType::F32:
-      std::memcpy(dst, t.data, t.nbytes);
+    case StDType::F64:
+#pragma omp parallel for schedule(static) if (n > (int64_t{1} << 20))
+      for (int64_t i = 0; i < n; ++i) {
+        if (t.dtype == StDType::F32) {
+          float x;
+          std::memcpy(&x, t.data + 4 * i, 4);  // the data area need not be aligned
+          dst[i] = static_cast<T>(x);
+        } else {
+          double x;
+          std::memcpy(&x, t.data + 8 * i, 8);
+          dst[i] = static_cast<T>(x);
+        }
+      }
       return;
     case StDType::BF16:
     case StDType::F16: {
@@ -301,16 +317,28 @@ void read_as_f32(const StTensor& t, float* dst) {
 #pragma omp parallel for schedule(static) if (n > (int64_t{1} << 20))
       for (int64_t i = 0; i < n; ++i) {
         std::uint16_t h;
-        std::memcpy(&h, t.data + 2 * i, 2);  // the data area need not be 2-byte aligned
-        dst[i] = bf16 ? bf16_to_f32(h) : f16_to_f32(h);
+        std::memcpy(&h, t.data + 2 * i, 2);
+        dst[i] = static_cast<T>(bf16 ? bf16_to_f32(h) : f16_to_f32(h));
       }
       return;
     }
     default:
-      MT_REQUIRE(false, "safetensors file {}: tensor '{}' has integer dtype {}, expected F32, BF16 or F16",
+      MT_REQUIRE(false, "safetensors file {}: tensor '{}' has integer dtype {}, expected F32, F64, BF16 or F16",
                  t.file.string(), t.name, dtype_info(t.dtype).name);
   }
 }
+
+}  // namespace
+
+void read_as_f32(const StTensor& t, float* dst) {
+  if (t.dtype == StDType::F32) {
+    std::memcpy(dst, t.data, t.nbytes);
+    return;
+  }
+  read_floats(t, dst);
+}
+
+void read_as_f64(const StTensor& t, double* dst) { read_floats(t, dst); }
 
 std::size_t StWriteTensor::nbytes(DType dtype) const {
   if (raw) return raw->nbytes;

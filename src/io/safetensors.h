@@ -14,7 +14,7 @@
 
 namespace mt {
 
-enum class StDType { F32, BF16, F16, I32, I64, U8 };  // U8: MXFP4 blocks and scales (model/mxfp4.h)
+enum class StDType { F32, F64, BF16, F16, I32, I64, U8 };  // U8: MXFP4 blocks and scales (model/mxfp4.h)
 
 struct StTensor {
   std::string name;
@@ -57,8 +57,10 @@ class SafetensorsModel {
   std::map<std::string, const StTensor*> index_;
 };
 
-// Converts t's elements (F32, BF16 or F16) to fp32 into dst[t.numel()].
+// Converts t's elements (F32, F64, BF16 or F16) to fp32 into dst[t.numel()] (F64 rounded to nearest).
 void read_as_f32(const StTensor& t, float* dst);
+// The same into fp64, exactly (the parity tests' float64 references).
+void read_as_f64(const StTensor& t, double* dst);
 
 struct StWriteTensor {
   std::string name;

@@ -1,5 +1,6 @@
 // Helpers for the golden-fixture tests: run `train` on a fixture under tests/fixtures/<case>/ and read
-// back what it wrote (metrics.jsonl, final/model.safetensors) and what PyTorch recorded (reference.json).
+// back what it wrote (metrics.jsonl, final/model.safetensors) and what PyTorch recorded (reference.json,
+// reference/final.safetensors in fp32 and reference/final_fp64.safetensors, the same run in float64).
 #pragma once
 #include <filesystem>
 #include <map>
@@ -21,6 +22,7 @@ TrainSummary run_fixture(const std::string& name, const std::string& run, std::v
 struct Reference {
   std::vector<double> losses, grad_norms, lrs;
   std::vector<double> aux_losses;  // MoE fixtures with the router loss on (reference.json "aux_losses")
+  std::optional<bool> fp64_finite;  // reference.json "fp64": {"finite": ...}; absent where the tool wrote none
 };
 Reference read_reference(const std::string& name);
 
@@ -40,15 +42,28 @@ struct MetricsRow {
 };
 std::vector<MetricsRow> read_metrics(const std::filesystem::path& output_dir);
 
-// Every tensor of a safetensors file as fp32.
+// Every tensor of a safetensors file as fp32; as fp64 (F64 exactly, the others widened).
 std::map<std::string, std::vector<float>> read_tensors(const std::filesystem::path& file);
+std::map<std::string, std::vector<double>> read_tensors_f64(const std::filesystem::path& file);
 
 double relative_difference(const std::vector<float>& ours, const std::vector<float>& ref);
 
-// Every tensor of the reference's final.safetensors is in the run's final/ and within `tolerance` (‖Δ‖/‖ref‖).
-void check_final_tensors(const std::string& name, const TrainSummary& summary, double tolerance);
+// What the update rule reads of a fixture in `fixture` (a dir laid out as tests/fixtures/<name>/), in fp64: the
+// initial weights (model/, for each reference tensor), PyTorch's fp32 and float64 finals. A missing
+// final_fp64.safetensors, a tensor missing from it or one it has beyond final.safetensors' names throws mt::Error
+// naming the fixture and the tensor.
+struct UpdateReferences {
+  std::map<std::string, std::vector<double>> initial, fp32, fp64;
+};
+UpdateReferences read_update_references(const std::string& name, const std::filesystem::path& fixture);
+
+// Every tensor of the reference's final.safetensors is in the run's final/ and passes the update rule
+// (update_rule.h) against final_fp64.safetensors; each tensor's distances go to <run output>/update_distances.tsv.
+// A fixture whose float64 run was not finite (reference.json says so) keeps the fp32 rule: every final tensor
+// within 1e-4 of PyTorch fp32's (‖Δ‖/‖ref‖). A missing fp64 file or tensor fails (read_update_references).
+void check_final_tensors(const std::string& name, const TrainSummary& summary);
 // Runs the fixture and checks per-step loss and gradient norm (1e-4 relative), learning rate (1e-12), the router
-// loss (1e-4; logged exactly where the reference has one) and every final tensor (1e-4) against PyTorch's reference.
+// loss (1e-4; logged exactly where the reference has one) and every final tensor (check_final_tensors).
 void check_against_reference(const std::string& name, const std::string& run,
                              const std::vector<std::string>& overrides = {});
 

@@ -1,12 +1,14 @@
 // Golden tests of the hybrid linear-attention families (tools/make_hybrid_fixtures.py wrote the references):
-// Qwen3.5's Gated DeltaNet and gated-attention layers train as transformers trains them, over sequences longer than
-// two of its 64-token chunks, padded and packed, in fp32: per-step loss and gradient norm within 1e-4 relative and
-// every final parameter within 1e-4 (‖ours − ref‖ / ‖ref‖).
+// Qwen3.5's Gated DeltaNet and gated-attention layers train as transformers trains them, over sequences shorter
+// than, equal to and longer than its 64-token chunks, padded and packed, in fp32: per-step loss and gradient norm
+// within 1e-4 relative and every parameter's update by the fp64 rule (update_rule.h); the rule rejects the gate
+// tensors of a run whose gate gradient is 1 % off.
 #include <cmath>
 
 #include "catch.h"
 #include "core/error.h"
 #include "integration/fixture_run.h"
+#include "integration/update_rule.h"
 #include "io/safetensors.h"
 
 using namespace mt::testing;
@@ -22,6 +24,26 @@ TEST_CASE("qwen3_5_packed fixture (several examples per packed sequence: the sta
 TEST_CASE("qwen3_next fixture (in_proj_qkvz / in_proj_ba grouped by k head, dense feed-forward) matches PyTorch",
           "[parity][hybrid]") {
   check_against_reference("qwen3_next", "parity-qwen3_next");
+}
+TEST_CASE("qwen3_5_chunk fixture (sequences shorter than, equal to and longer than one 64-token chunk) matches "
+          "PyTorch", "[parity][hybrid]") {
+  check_against_reference("qwen3_5_chunk", "parity-qwen3_5_chunk");
+}
+TEST_CASE("the update rule rejects Gated DeltaNet gate tensors trained with a gate gradient 1 % off",
+          "[parity][hybrid]") {
+  // final_gate_perturbed.safetensors: A_log, dt_bias and in_proj_a after PyTorch's fp32 run with the gradient of the
+  // gate g perturbed by 1 % (relative L2) at every layer and step; ours passes the same rule (the test above).
+  const std::filesystem::path dir = fixture_dir("qwen3_5_chunk");
+  const auto perturbed = read_tensors_f64(dir / "reference" / "final_gate_perturbed.safetensors");
+  const auto initial = read_tensors_f64(dir / "model" / "model.safetensors");
+  const auto fp32 = read_tensors_f64(dir / "reference" / "final.safetensors");
+  const auto fp64 = read_tensors_f64(dir / "reference" / "final_fp64.safetensors");
+  REQUIRE(perturbed.size() == 3);  // the one DeltaNet layer's A_log, dt_bias, in_proj_a
+  for (const auto& [tensor, values] : perturbed) {
+    const UpdateDistances d = update_distances(initial.at(tensor), values, fp32.at(tensor), fp64.at(tensor));
+    INFO(tensor << ": " << d.describe());
+    CHECK_FALSE(d.passes());
+  }
 }
 TEST_CASE("hybrid fixtures match PyTorch in micro-batches of one sequence and with saved internals",
           "[parity][hybrid]") {

@@ -1,5 +1,6 @@
 // Golden tests: `train` on each tiny fixture in fp32 reproduces PyTorch's per-step losses, pre-clip
-// gradient norms and learning rates, and every final parameter (tools/make_fixtures.py wrote the references).
+// gradient norms and learning rates, and every parameter's update by the fp64 rule (update_rule.h;
+// tools/make_fixtures.py wrote the references).
 #include <cmath>
 
 #include "catch.h"
@@ -36,8 +37,8 @@ TEST_CASE("phi3 fixture (fused qkv and gate_up, partial rotary, longrope short a
 }
 TEST_CASE("glm4 fixture (interleaved partial rotary, post-block norms, fused gate_up, qkv bias) matches PyTorch",
           "[parity]") {
-  // train.yaml's AdamW eps is 1e-6: the unrotated half of k_proj.bias has a zero gradient in exact arithmetic, and
-  // eps 1e-8 would turn its fp32 rounding noise into lr-sized updates (fixtures README).
+  // The unrotated half of k_proj.bias has a zero gradient in exact arithmetic: AdamW (eps 1e-8) turns fp32 rounding
+  // noise into lr-sized updates, which the rule's float64 clause judges (fixtures README).
   check_against_reference("glm4", "parity-glm4");
 }
 TEST_CASE("internlm2 fixture (wqkv grouped by kv head, GQA, dynamic rope inactive) matches PyTorch", "[parity]") {
