@@ -275,3 +275,37 @@ TEST_CASE("Gated DeltaNet's CPU ops give the same bits for any OpenMP thread cou
     CHECK(one[i] == three[i]);
   }
 }
+
+TEST_CASE("chunked delta rule's gate gradient stays exact where decays are strong (transformers' A_log init)",
+          "[backend][deltanet]") {
+  // A_log = log U(0.01, 16) makes g reach −20 per token: the state forgets almost at once and the gate gradients
+  // of those heads are tiny. What dt_bias and A_log see is Σ_t dg_t (times −A·σ or g): the chunked form must give
+  // it as the recurrent one does, not with the rounding of the large cumulative decays it starts from.
+  auto be = mt::make_cpu_backend();
+  const int64_t seq = 150, nv = 4;
+  DeltaRuleShape s = rule_shape(2, seq, 2, nv, 16, 16);
+  const std::vector<int32_t> lens = {150, 77};
+  s.seq_lens = lens.data();
+  const int64_t T = 2 * seq;
+  auto qkv = random_floats(T * s.row(), 31), beta = betas(T * nv, 33), d_o = random_floats(T * s.value_dim(), 34);
+  std::vector<float> g(T * nv);
+  const float scale[nv] = {0.02f, 1.f, 8.f, 20.f};  // −exp(A_log) per head
+  const auto u = random_floats(T * nv, 32);
+  for (int64_t i = 0; i < T * nv; ++i) g[i] = -scale[i % nv] * std::log1p(std::exp(u[i]));
+  std::vector<float> dqkv(T * s.row()), dg(T * nv), dbeta(T * nv), dqkv_c(T * s.row()), dg_c(T * nv), dbeta_c(T * nv);
+  be->gated_delta_rule_backward(dqkv.data(), dg.data(), dbeta.data(), d_o.data(), qkv.data(), g.data(), beta.data(), s);
+  mt::cpu::gated_delta_rule_chunked_backward(dqkv_c.data(), dg_c.data(), dbeta_c.data(), d_o.data(), qkv.data(),
+                                             g.data(), beta.data(), s, 64);
+  for (int64_t h = 0; h < nv; ++h) {
+    double sum = 0, sum_c = 0, weighted = 0, weighted_c = 0, magnitude = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      const int64_t i = t * nv + h;
+      sum += dg[i], sum_c += dg_c[i], weighted += double(dg[i]) * g[i], weighted_c += double(dg_c[i]) * g[i];
+      magnitude += std::abs(double(dg[i]));
+    }
+    INFO("head " << h << " (−exp(A_log) " << scale[h] << "): Σdg " << sum << " chunked " << sum_c << ", Σdg·g "
+                 << weighted << " chunked " << weighted_c << ", Σ|dg| " << magnitude);
+    CHECK(std::abs(sum_c - sum) <= 1e-4 * std::abs(sum));
+    CHECK(std::abs(weighted_c - weighted) <= 1e-4 * std::abs(weighted));
+  }
+}

@@ -252,6 +252,7 @@ void gated_delta_rule_chunked_backward(float* d_qkv, float* dg, float* dbeta, co
           for (int64_t t = 0; t <= r; ++t) {
             const float d = q.D(r, t), z = dP[r * C + t] * QK[r * C + t] * d;
             Pt[r * C + t] = dP[r * C + t] * d;
+            if (t == r) continue;  // D[r, r] = 1 has no gate gradient: adding z and taking it back would round
             dgam[r] += z;
             dgam[t] -= z;
           }
