@@ -1,6 +1,6 @@
-// Every block's backward against finite differences, on the CPU backend, with no PyTorch: every decoder layer of a
-// golden fixture's model per variant (tests/fixtures/<case>/model/config.json: attention with GQA, biases, q/k norms, sliding
-// windows, soft-caps, sinks, ALiBi, output gates and partial / interleaved RoPE; GLU MLPs; MoE with shared
+// Every block's backward against finite differences, on the CPU backend, with no PyTorch: every decoder layer of
+// every family's golden fixture model (tests/fixtures/<case>/model/config.json: attention with GQA, biases, q/k
+// norms, sliding windows, soft-caps, sinks, ALiBi, output gates and partial / interleaved RoPE; GLU MLPs; MoE with shared
 // experts and clamped SwiGLU; Gated DeltaNet; RMS norms with w and (1 + w), sandwich norms), then the final norm +
 // LM head + cross-entropy. The functional is a random projection Σ r·y of the layer's output (the head: its loss).
 // The CPU ops are fp32 only, so the derivative is a Richardson-extrapolated central difference in fp32
@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <functional>
 #include <random>
+
+#include <omp.h>
 
 #include "backend/grad_check.h"
 #include "catch.h"
@@ -137,7 +139,17 @@ void check_tensor(const std::string& what, float* base, const float* analytic_ba
   CHECK(mt::test::rel_err(off, numeric) > kTolerance);
 }
 
+// One OpenMP thread while it lives: thousands of forwards of a few dozen tokens spend their time in the parallel
+// regions' start-up otherwise (75 s against 3 s on a busy 2-core host). The CPU ops give the same bits for any
+// thread count.
+struct OneThread {
+  int saved = omp_get_max_threads();
+  OneThread() { omp_set_num_threads(1); }
+  ~OneThread() { omp_set_num_threads(saved); }
+};
+
 void check_layers(const std::string& name) {
+  const OneThread one;
   FixtureModel m(name);
   LayerHarness& h = m.h;
   for (int64_t layer = 0; layer < static_cast<int64_t>(h.spec.layers.size()); ++layer) {
@@ -158,23 +170,29 @@ void check_layers(const std::string& name) {
 
 }  // namespace
 
-// One fixture per variant (GQA, tied embeddings with biases and MQA, soft-caps and sandwich norms with GeGLU, fused
-// projections with partial rotary, interleaved rotary with post-block norms, ALiBi). q/k norms and sliding windows:
-// test_layer_gradients.cpp's Qwen3-shaped layer.
+// Every dense family's fixture: GQA and MQA, biases, q/k norms (per head and whole-projection), sliding windows,
+// soft-caps, sandwich and post-block norms, GeGLU, fused projections, partial and interleaved rotary, ALiBi, NoPE
+// layers, residual multipliers.
 TEST_CASE("every block's backward matches finite differences: dense families", "[engine][gradcheck][dense]") {
-  for (const std::string name : {"llama", "qwen2", "gemma2", "phi3", "glm4", "baichuan2_13b"}) check_layers(name);
+  for (const std::string name : {"llama", "qwen2", "qwen3", "mistral", "gemma2", "gemma3", "phi3", "glm4", "internlm2",
+                                 "baichuan2_7b", "baichuan2_13b", "seed_oss", "ernie4_5", "smollm3", "granite",
+                                 "hunyuan_dense", "olmo2", "olmo3", "exaone4"})
+    check_layers(name);
 }
 
-// Softmax-routed experts with a gated shared expert, sigmoid group routing, biased SwiGLU experts with attention
-// sinks, Llama 4's input-scaled experts and NoPE layers; Gated DeltaNet with gated attention, both fused layouts.
+// Softmax-routed experts with and without a gated shared expert, sigmoid group routing, biased SwiGLU experts with
+// attention sinks, Llama 4's input-scaled experts and NoPE layers; Gated DeltaNet with gated attention, both fused
+// layouts, dense and MoE.
 TEST_CASE("every block's backward matches finite differences: MoE and hybrid families", "[engine][gradcheck][moe]") {
-  for (const std::string name : {"qwen2_moe", "gpt_oss", "glm4_moe", "llama4", "qwen3_5", "qwen3_next"})
+  for (const std::string name : {"mixtral", "qwen2_moe", "qwen3_moe", "gpt_oss", "glm4_moe", "llama4", "qwen3_5",
+                                 "qwen3_next", "qwen3_5_moe", "qwen3_next_moe"})
     check_layers(name);
 }
 
 TEST_CASE("the final norm, LM head and cross-entropy backward matches finite differences",
           "[engine][gradcheck][head]") {
   for (const std::string name : {"llama", "qwen2", "gemma2", "baichuan2_7b"}) {  // untied, tied, soft-capped, NormHead
+    const OneThread one;
     FixtureModel m(name);
     LayerHarness& h = m.h;
     const int64_t head = h.store.num_regions() - 1;
