@@ -3,7 +3,8 @@
 // Invariant: the CPU reference's formulas in fp32 (expf, tanhf, IEEE division), silu exactly as the SwiGLU kernel
 // always computed it, gelu_tanh as torch's CUDA kernel orders it; one rounding to T per output; the activation is a
 // compile-time switch; 16-byte accesses when every pointer is 16-byte aligned, scalar otherwise; grid-stride, any n; the
-// backward's y (where given) is the forward's expression, act_forward(g)·u, so the forward's bits.
+// backward's y (where given) is the forward's expression, act_forward(g)·u, so the forward's bits. Without u (null: a
+// non-gated MLP's activation) u reads as 1 and du is not written: the same expressions, bitwise act(g) and dy·act'(g).
 #include <cmath>
 #include <type_traits>
 
@@ -51,13 +52,24 @@ __device__ __forceinline__ void act_backward(float g, float& derivative, float& 
   }
 }
 
+// The N gating factors of vector v: u's, or 1 without u.
+template <typename T, int N>
+__device__ __forceinline__ void load_up(float (&uv)[N], const T* u, int64_t v) {
+  if (u) {
+    load_f32<T, N>(uv, u + v * N);
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; ++i) uv[i] = 1.f;
+  }
+}
+
 template <typename T, int N, Activation A>
 __global__ void glu_forward_kernel(T* __restrict__ y, const T* __restrict__ g, const T* __restrict__ u, int64_t n) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t v = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; v * N < n; v += stride) {
     float gv[N], uv[N], yv[N];
     load_f32<T, N>(gv, g + v * N);
-    load_f32<T, N>(uv, u + v * N);
+    load_up<T, N>(uv, u, v);
 #pragma unroll
     for (int i = 0; i < N; ++i) yv[i] = act_forward<A>(gv[i]) * uv[i];
     store_f32<T, N>(y + v * N, yv);
@@ -73,7 +85,7 @@ __global__ void glu_backward_kernel(T* __restrict__ dg, T* __restrict__ du, T* _
     float dyv[N], gv[N], uv[N], dgv[N], duv[N];
     load_f32<T, N>(dyv, dy + v * N);
     load_f32<T, N>(gv, g + v * N);
-    load_f32<T, N>(uv, u + v * N);
+    load_up<T, N>(uv, u, v);
 #pragma unroll
     for (int i = 0; i < N; ++i) {
       float derivative, value;
@@ -82,7 +94,7 @@ __global__ void glu_backward_kernel(T* __restrict__ dg, T* __restrict__ du, T* _
       duv[i] = dyv[i] * value;
     }
     store_f32<T, N>(dg + v * N, dgv);
-    store_f32<T, N>(du + v * N, duv);
+    if (du) store_f32<T, N>(du + v * N, duv);
     if (y) {
       float yv[N];
 #pragma unroll
@@ -111,7 +123,7 @@ void glu_forward(T* y, const T* g, const T* u, int64_t n, Activation act, cudaSt
   MT_ASSERT(n >= 0, "glu_forward: n = {}", n);
   if (n == 0) return;
   constexpr int N = vec16<T>;
-  const bool vec = vec_ok(N, {n}, {y, g, u});
+  const bool vec = vec_ok(N, {n}, {y, g, u ? u : g});
   with_activation("glu_forward", act, [&](auto a) {
     constexpr Activation A = decltype(a)::value;
     if (vec) {
@@ -120,7 +132,7 @@ void glu_forward(T* y, const T* g, const T* u, int64_t n, Activation act, cudaSt
       glu_forward_kernel<T, 1, A><<<grid_for(n, threads), threads, 0, s>>>(y, g, u, n);
     }
   });
-  MT_CHECK_LAUNCH("glu_forward", "n={} act={}", n, act_name(act));
+  MT_CHECK_LAUNCH("glu_forward", "n={} act={} gated {}", n, act_name(act), u != nullptr);
 }
 
 template <typename T>
@@ -128,7 +140,8 @@ void glu_backward(T* dg, T* du, T* y, const T* dy, const T* g, const T* u, int64
   MT_ASSERT(n >= 0, "glu_backward: n = {}", n);
   if (n == 0) return;
   constexpr int N = vec16<T>;
-  const bool vec = vec_ok(N, {n}, {dg, du, y ? y : dg, dy, g, u});
+  MT_ASSERT((u == nullptr) == (du == nullptr), "glu_backward: u and du must both be given or both null");
+  const bool vec = vec_ok(N, {n}, {dg, du ? du : dg, y ? y : dg, dy, g, u ? u : g});
   with_activation("glu_backward", act, [&](auto a) {
     constexpr Activation A = decltype(a)::value;
     if (vec) {
@@ -137,7 +150,7 @@ void glu_backward(T* dg, T* du, T* y, const T* dy, const T* g, const T* u, int64
       glu_backward_kernel<T, 1, A><<<grid_for(n, threads), threads, 0, s>>>(dg, du, y, dy, g, u, n);
     }
   });
-  MT_CHECK_LAUNCH("glu_backward", "n={} act={} with y {}", n, act_name(act), y != nullptr);
+  MT_CHECK_LAUNCH("glu_backward", "n={} act={} with y {} gated {}", n, act_name(act), y != nullptr, u != nullptr);
 }
 
 template void glu_forward<float>(float*, const float*, const float*, int64_t, Activation, cudaStream_t);

@@ -29,6 +29,11 @@ template <typename T> void embedding_backward(float* dtable, const T* dy, const 
 template <typename T> void rmsnorm_forward(T* y, const T* x, const T* w, int64_t N, int64_t D, float eps, float weight_offset, cudaStream_t s);
 template <typename T> void rmsnorm_backward(T* dx, float* dw, const T* dy, const T* x, const T* w, const T* residual, int64_t N, int64_t D, float eps, float weight_offset, cudaStream_t s);
 
+// LayerNorm over rows of D: y = ((x − mean)·rstd)·w_g + b_g, g = row % weight_rows (b may be null), math in fp32; dx =
+// (+ residual where not null, which may be dx, rounded as `add` rounds), dw and db (may be null) += (fp32).
+template <typename T> void layernorm_forward(T* y, const T* x, const T* w, const T* b, int64_t N, int64_t D, int64_t weight_rows, float eps, cudaStream_t s);
+template <typename T> void layernorm_backward(T* dx, float* dw, float* db, const T* dy, const T* x, const T* w, const T* residual, int64_t N, int64_t D, int64_t weight_rows, float eps, cudaStream_t s);
+
 // y[N, D] = x / max(‖x‖₂, 1e-12) per row (F.normalize); dx[N, D] (fp32) += the gradient of Σ dy·y (dy fp32).
 template <typename T> void normalize_rows_forward(T* y, const T* x, int64_t N, int64_t D, cudaStream_t s);
 template <typename T> void normalize_rows_backward(float* dx, const float* dy, const T* x, int64_t N, int64_t D, cudaStream_t s);
@@ -47,7 +52,7 @@ template <typename T> void rope_forward(T* x, const float* cos, const float* sin
 template <typename T> void rope_backward(T* dx, const float* cos, const float* sin, const int32_t* positions, int64_t tokens, int64_t n_heads, int64_t head_dim, int64_t rot_dim, bool interleaved, cudaStream_t s);
 
 // y = act(g)·u (silu: SwiGLU; gelu_tanh: GeGLU, torch's tanh approximation); dg, du =, and y = glu_forward's bits where
-// the backward's y is not null.
+// the backward's y is not null. u null: y = act(g) (a non-gated MLP), dg = act'(g)·dy, du null.
 template <typename T> void glu_forward(T* y, const T* g, const T* u, int64_t n, Activation act, cudaStream_t s);
 template <typename T> void glu_backward(T* dg, T* du, T* y, const T* dy, const T* g, const T* u, int64_t n, Activation act, cudaStream_t s);
 

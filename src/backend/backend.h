@@ -105,9 +105,19 @@ class Backend {
   virtual void rmsnorm_backward(void* dx, float* dw, const void* dy, const void* x, const void* w, int64_t N,
                                 int64_t D, float eps, float weight_offset) = 0;
   // rmsnorm_backward with the residual branch's gradient added: dx = ∂ + residual (bitwise rmsnorm_backward, then
-  // add(dx, residual)), in one pass over dx.
+  // add(dx, residual)), in one pass over dx; residual may be dx itself (a parallel-residual layer's dy).
   virtual void rmsnorm_backward_add(void* dx, float* dw, const void* dy, const void* x, const void* w,
                                     const void* residual, int64_t N, int64_t D, float eps, float weight_offset) = 0;
+
+  // LayerNorm over rows of D (nn.LayerNorm, CohereLayerNorm): y = (x − mean)·rsqrt(var + eps)·w_g + b_g, var the
+  // biased variance, g = row % weight_rows (1 for a hidden-size norm; n_heads for Cohere's per-head q/k norm with a
+  // weight per head, w and b [weight_rows, D]); b may be null (no bias). backward: dx = ∂ (+ residual where not null,
+  // the residual add in the same pass; residual may be dx itself), dw and db (null without a bias) += in fp32. N is a
+  // multiple of weight_rows.
+  virtual void layernorm_forward(void* y, const void* x, const void* w, const void* b, int64_t N, int64_t D,
+                                 int64_t weight_rows, float eps) = 0;
+  virtual void layernorm_backward(void* dx, float* dw, float* db, const void* dy, const void* x, const void* w,
+                                  const void* residual, int64_t N, int64_t D, int64_t weight_rows, float eps) = 0;
 
   // y[N,D] = x / max(‖x‖₂, 1e-12) per row (torch.nn.functional.normalize; Baichuan's normalised LM head);
   // backward: dx[N,D] += ∂/∂x of Σ dy·y, dy and dx fp32.
@@ -148,7 +158,8 @@ class Backend {
 
   // y = act(gate) · up elementwise (silu: SwiGLU; gelu_tanh: GeGLU with torch's tanh approximation); dgate, dup =,
   // and, where y is not null, y = glu_forward's bits from the same pass (a backward that did not keep the activation
-  // gets it without another pass over gate and up).
+  // gets it without another pass over gate and up). up null: the non-gated activation y = act(gate) (StarCoder2's
+  // MLP), dgate = act'(gate)·dy, dup null.
   virtual void glu_forward(void* y, const void* gate, const void* up, int64_t n, Activation act) = 0;
   virtual void glu_backward(void* dgate, void* dup, void* y, const void* dy, const void* gate, const void* up,
                             int64_t n, Activation act) = 0;

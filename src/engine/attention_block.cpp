@@ -1,6 +1,6 @@
 // Attention block forward and backward (see attention_block.h), following transformers' attention modules:
 // Llama's (q/k/v bias: Qwen2; per-head q/k RMSNorm before RoPE: Qwen3, Gemma 3; after it: Hunyuan; over the whole
-// projection: OLMo 2), with the family's scale,
+// projection: OLMo 2; per-head q/k LayerNorm with a weight per head: Cohere), with the family's scale,
 // soft-cap (Gemma 2), sliding window, partial or interleaved RoPE (Phi-3, GLM-4), NoPE and ALiBi (Baichuan 2), and
 // Qwen3.5's / Qwen3-Next's sigmoid output gate (attn·σ(gate) before o_proj, the gate rows from q_proj), Llama 4's
 // chunked attention, weightless q/k L2 norm and NoPE layers' attention temperature (q scaled after RoPE), and
@@ -44,36 +44,41 @@ void temperature(const LayerContext& ctx, const AttentionSpec& a, void* q, const
 }
 
 // The q/k norm, over each head or over the whole projection (qk_norm_whole): RMSNorm with its weight (qk_norm) or
-// without (qk_l2_norm); forward q, k = norm(q_raw, k_raw); backward dq_raw, dk_raw = ∂norm(q_raw, k_raw)ᵀ·(dq, dk),
-// written over dq_raw / dk_raw.
+// without (qk_l2_norm), or LayerNorm with a weight per head (qk_layer_norm, `heads` weight rows); forward q, k =
+// norm(q_raw, k_raw); backward dq_raw, dk_raw = ∂norm(q_raw, k_raw)ᵀ·(dq, dk), written over dq_raw / dk_raw.
 void norm_rows_forward(const LayerContext& ctx, const AttentionSpec& a, const void* w, void* y, const void* x,
-                       int64_t elements, int64_t width) {
+                       int64_t elements, int64_t width, int64_t heads) {
   const auto eps = static_cast<float>(ctx.spec->rms_norm_eps);
-  if (a.qk_l2_norm)
+  if (a.qk_layer_norm)
+    ctx.backend->layernorm_forward(y, x, w, nullptr, elements / width, width, heads, eps);
+  else if (a.qk_l2_norm)
     ctx.backend->rms_normalize_forward(y, x, elements / width, width, eps);
   else
     ctx.backend->rmsnorm_forward(y, x, w, elements / width, width, eps, ctx.spec->norm_weight_offset());
 }
 void norm_rows_backward(const LayerContext& ctx, const AttentionSpec& a, const void* w, float* dw, void* dx,
-                        const void* dy, const void* x, int64_t elements, int64_t width) {
+                        const void* dy, const void* x, int64_t elements, int64_t width, int64_t heads) {
   const auto eps = static_cast<float>(ctx.spec->rms_norm_eps);
-  if (a.qk_l2_norm)
+  if (a.qk_layer_norm)
+    ctx.backend->layernorm_backward(dx, dw, nullptr, dy, x, w, nullptr, elements / width, width, heads, eps);
+  else if (a.qk_l2_norm)
     ctx.backend->rms_normalize_backward(dx, dy, x, elements / width, width, eps);
   else
     ctx.backend->rmsnorm_backward(dx, dw, dy, x, w, elements / width, width, eps, ctx.spec->norm_weight_offset());
 }
 void qk_norm_forward(const LayerContext& ctx, const AttentionSpec& a, const void* w, const AttentionOffsets& o,
                      const LayerInternals& n, int64_t T) {
-  norm_rows_forward(ctx, a, weight_at(ctx, w, o.q_norm), n.q, n.q_raw, T * a.q_dim(), a.q_norm_width());
-  norm_rows_forward(ctx, a, weight_at(ctx, w, o.k_norm), n.k, n.k_raw, T * a.kv_dim(), a.k_norm_width());
+  norm_rows_forward(ctx, a, weight_at(ctx, w, o.q_norm), n.q, n.q_raw, T * a.q_dim(), a.q_norm_width(), a.num_heads);
+  norm_rows_forward(ctx, a, weight_at(ctx, w, o.k_norm), n.k, n.k_raw, T * a.kv_dim(), a.k_norm_width(),
+                    a.num_kv_heads);
 }
 void qk_norm_backward(const LayerContext& ctx, const AttentionSpec& a, const void* w, float* dw,
                       const AttentionOffsets& o, void* dq_raw, void* dk_raw, const void* dq, const void* dk,
                       const LayerInternals& n, int64_t T) {
   norm_rows_backward(ctx, a, weight_at(ctx, w, o.q_norm), grad_at(dw, o.q_norm), dq_raw, dq, n.q_raw, T * a.q_dim(),
-                     a.q_norm_width());
+                     a.q_norm_width(), a.num_heads);
   norm_rows_backward(ctx, a, weight_at(ctx, w, o.k_norm), grad_at(dw, o.k_norm), dk_raw, dk, n.k_raw,
-                     T * a.kv_dim(), a.k_norm_width());
+                     T * a.kv_dim(), a.k_norm_width(), a.num_kv_heads);
 }
 
 void rope(const LayerContext& ctx, const AttentionSpec& a, void* x, int64_t heads, const MicroBatch& mb, bool forward) {

@@ -1,37 +1,19 @@
 // Decoder layer: the composition of blocks (see decoder_layer.h; the mixer is attention or Gated DeltaNet by the
 // layer's spec), following transformers' decoder layers —
 // LlamaDecoderLayer's pre-norm residuals, Gemma 2/3's and GLM-4's sandwich norms (post_norms), OLMo 2's norms after
-// each block only (post_norms without pre_norms) and Granite's residual_multiplier.
+// each block only (post_norms without pre_norms), Granite's residual_multiplier and Cohere's parallel residual (one
+// norm feeding attention and the MLP, whose outputs both add to the layer input).
 #include "engine/decoder_layer.h"
 
 #include <algorithm>
 
 #include "engine/attention_block.h"
 #include "engine/deltanet_block.h"
+#include "engine/hidden_norm.h"
 #include "engine/mlp_block.h"
 
 namespace mt {
 namespace {
-
-struct Norm {
-  const LayerContext& ctx;
-  const void* w;
-  int64_t T;
-  void forward(void* y, const void* x, int64_t offset) const {
-    ctx.backend->rmsnorm_forward(y, x, weight_at(ctx, w, offset), T, ctx.spec->hidden_size,
-                                 static_cast<float>(ctx.spec->rms_norm_eps), ctx.spec->norm_weight_offset());
-  }
-  void backward(void* dx, float* dw, const void* dy, const void* x, int64_t offset) const {
-    ctx.backend->rmsnorm_backward(dx, grad_at(dw, offset), dy, x, weight_at(ctx, w, offset), T, ctx.spec->hidden_size,
-                                  static_cast<float>(ctx.spec->rms_norm_eps), ctx.spec->norm_weight_offset());
-  }
-  // backward with the residual branch's gradient added in the same pass: dx = ∂ + residual.
-  void backward_add(void* dx, float* dw, const void* dy, const void* x, const void* residual, int64_t offset) const {
-    ctx.backend->rmsnorm_backward_add(dx, grad_at(dw, offset), dy, x, weight_at(ctx, w, offset), residual, T,
-                                      ctx.spec->hidden_size, static_cast<float>(ctx.spec->rms_norm_eps),
-                                      ctx.spec->norm_weight_offset());
-  }
-};
 
 // Mixture-of-experts layers run their feed-forward block whole over the micro-batch (it computes everything in
 // its output step and recomputes it in backward); dense layers run the gated MLP in token chunks.
@@ -52,7 +34,7 @@ MlpChunk chunk_buffers(const LayerContext& ctx, int64_t layer, const DecoderWork
   MlpChunk b = ws.mlp;
   if (saved) {
     const int64_t I = ctx.layer(layer).mlp.intermediate_size;
-    b.gate = rows(ctx, saved->gate, t0, I);
+    b.gate = saved->gate ? rows(ctx, saved->gate, t0, I) : nullptr;  // none without a gate (MlpSpec::gated)
     b.up = rows(ctx, saved->up, t0, I);
   }
   return b;
@@ -64,12 +46,15 @@ void each_chunk(const MicroBatch& mb, const DecoderWorkspace& ws, F f) {
   for (int64_t t0 = 0; t0 < mb.tokens(); t0 += ws.chunk_tokens) f(t0, std::min(ws.chunk_tokens, mb.tokens() - t0));
 }
 
-// The blocks' inputs: the pre-norms' outputs, or (post-block norms only) the residual stream itself.
+// The blocks' inputs: the pre-norms' outputs (with a parallel residual norm1 for both), or (post-block norms only)
+// the residual stream itself.
 const void* mixer_input(const LayerContext& ctx, int64_t layer, const void* x, const LayerScratch& s) {
   return ctx.layer(layer).pre_norms ? s.norm1 : x;
 }
 const void* ffn_input(const LayerContext& ctx, int64_t layer, const LayerScratch& s, const LayerInternals& n) {
-  return ctx.layer(layer).pre_norms ? static_cast<const void*>(s.norm2) : n.h1;
+  const LayerSpec& l = ctx.layer(layer);
+  if (!l.pre_norms) return n.h1;
+  return l.parallel_residual ? s.norm1 : s.norm2;
 }
 
 // y = residual + multiplier · y in place (Granite's residual_multiplier; y holds the block's output).
@@ -90,10 +75,11 @@ const void* scaled_gradient(const LayerContext& ctx, int64_t layer, void* dst, c
 }
 
 // dx = d_block + d_residual: a pre-norm's backward with the residual's gradient added, or without the norm the sum.
-void input_gradient(const LayerContext& ctx, int64_t layer, const Norm& norm, void* dx, float* dw, const void* d_block,
-                    const void* x, const void* d_residual, int64_t offset) {
+// d_residual may be dx itself where the layer has pre-norms (the norm's backward reads it in its pass).
+void input_gradient(const LayerContext& ctx, int64_t layer, const HiddenNorm& norm, void* dx, float* dw,
+                    const void* d_block, const void* x, const void* d_residual, int64_t offset) {
   if (ctx.layer(layer).pre_norms) {
-    norm.backward_add(dx, dw, d_block, x, d_residual, offset);
+    norm.backward(dx, dw, d_block, x, offset, d_residual);
     return;
   }
   const int64_t n = norm.T * ctx.spec->hidden_size;
@@ -101,14 +87,15 @@ void input_gradient(const LayerContext& ctx, int64_t layer, const Norm& norm, vo
   ctx.backend->add(dx, d_residual, n);
 }
 
-// Everything up to the feed-forward: norm1, the mixer block, h1, norm2. With neither post-norms nor a residual
-// multiplier the residual x enters h1 in the block's output projection; otherwise it is added after them.
+// Everything up to the feed-forward: norm1, the mixer block, h1, norm2 (none with a parallel residual). With neither
+// post-norms nor a residual multiplier the residual x enters h1 in the block's output projection; otherwise it is
+// added after them.
 void layer_inputs(const LayerContext& ctx, int64_t layer, const void* w, const void* x, const MicroBatch& mb,
                   const LayerScratch& s, const LayerInternals& n) {
   const LayerSpec& l = ctx.layer(layer);
   const bool post = l.post_norms, separate_residual = l.post_norms || l.scaled_residual();
   const LayerOffsets& o = ctx.offsets(layer);
-  const Norm norm{ctx, w, mb.tokens()};
+  const HiddenNorm norm{ctx, w, mb.tokens()};
   void* block_out = post ? n.attn_out : n.h1;
   const void* residual = separate_residual ? nullptr : x;
   if (l.pre_norms) norm.forward(s.norm1, x, o.input_norm);
@@ -119,7 +106,7 @@ void layer_inputs(const LayerContext& ctx, int64_t layer, const void* w, const v
     attention_block_forward(ctx, layer, w, in, block_out, residual, mb, n);
   if (post) norm.forward(n.h1, n.attn_out, o.attn_out_norm);
   if (separate_residual) add_scaled_residual(ctx, layer, n.h1, x, mb.tokens());
-  if (l.pre_norms) norm.forward(s.norm2, n.h1, o.mlp_norm);
+  if (l.pre_norms && !l.parallel_residual) norm.forward(s.norm2, n.h1, o.mlp_norm);
 }
 
 }  // namespace
@@ -155,7 +142,7 @@ void decoder_layer_forward(const LayerContext& ctx, int64_t layer, const void* w
   const void* ffn_in = ffn_input(ctx, layer, s, n);
   if (is_moe(ctx, layer)) {
     moe_block_forward(ctx, layer, w, ffn_in, post ? n.mlp_out : y, mb, ws.moe);
-    if (post) Norm{ctx, w, mb.tokens()}.forward(y, n.mlp_out, ctx.offsets(layer).mlp_out_norm);
+    if (post) HiddenNorm{ctx, w, mb.tokens()}.forward(y, n.mlp_out, ctx.offsets(layer).mlp_out_norm);
     add_scaled_residual(ctx, layer, y, n.h1, mb.tokens());
   } else {  // y = h1 + down(...): in the down projection's pass, or after the post-norm and the multiplier
     each_chunk(mb, ws, [&](int64_t t0, int64_t T) {
@@ -163,7 +150,8 @@ void decoder_layer_forward(const LayerContext& ctx, int64_t layer, const void* w
       mlp_block_inputs(ctx, layer, w, rows(ctx, ffn_in, t0, H), T, b);
       if (post) {
         mlp_block_output(ctx, layer, w, rows(ctx, n.mlp_out, t0, H), nullptr, T, b);
-        Norm{ctx, w, T}.forward(rows(ctx, y, t0, H), rows(ctx, n.mlp_out, t0, H), ctx.offsets(layer).mlp_out_norm);
+        HiddenNorm{ctx, w, T}.forward(rows(ctx, y, t0, H), rows(ctx, n.mlp_out, t0, H),
+                                      ctx.offsets(layer).mlp_out_norm);
       } else {
         mlp_block_output(ctx, layer, w, rows(ctx, y, t0, H), separate_residual ? nullptr : rows(ctx, n.h1, t0, H), T,
                          b);
@@ -182,14 +170,14 @@ void decoder_layer_backward(const LayerContext& ctx, int64_t layer, const void* 
   const LayerScratch& s = ws.scratch;
   const LayerOffsets& o = ctx.offsets(layer);
   const LayerSpec& l = ctx.layer(layer);
-  const bool post = l.post_norms;
-  const Norm norm{ctx, w, mb.tokens()};
+  const bool post = l.post_norms, parallel = l.parallel_residual;
+  const HiddenNorm norm{ctx, w, mb.tokens()};
   const int64_t H = ctx.spec->hidden_size;
 
   if (saved) {  // only the cheap internals; the same kernels on the same inputs give the same values
     if (l.pre_norms) {
       norm.forward(s.norm1, x, o.input_norm);
-      norm.forward(s.norm2, n.h1, o.mlp_norm);
+      if (!parallel) norm.forward(s.norm2, n.h1, o.mlp_norm);
     }
   } else {  // recompute the internals from the layer input
     layer_inputs(ctx, layer, w, x, mb, s, n);
@@ -216,26 +204,35 @@ void decoder_layer_backward(const LayerContext& ctx, int64_t layer, const void* 
       }
       const void* d_mlp = scaled_gradient(ctx, layer, rows(ctx, s.d_hidden, t0, H), rows(ctx, dy, t0, H), T);
       if (post) {
-        Norm{ctx, w, T}.backward(rows(ctx, s.d_block, t0, H), dw, d_mlp, rows(ctx, n.mlp_out, t0, H), o.mlp_out_norm);
+        HiddenNorm{ctx, w, T}.backward(rows(ctx, s.d_block, t0, H), dw, d_mlp, rows(ctx, n.mlp_out, t0, H),
+                                       o.mlp_out_norm);
         d_mlp = rows(ctx, s.d_block, t0, H);
       }
       mlp_block_backward(ctx, layer, w, rows(ctx, ffn_in, t0, H), d_mlp, rows(ctx, s.d_norm, t0, H), dw, T, b);
     });
   }
-  input_gradient(ctx, layer, norm, s.d_hidden, dw, s.d_norm, n.h1, dy, o.mlp_norm);  // d_hidden = ∂L/∂h1
+  // ∂L/∂h1: through norm2 plus the residual, or with a parallel residual (y = h1 + mlp(norm1)) dy itself.
+  const void* d_h1 = dy;
+  if (!parallel) {
+    input_gradient(ctx, layer, norm, s.d_hidden, dw, s.d_norm, n.h1, dy, o.mlp_norm);
+    d_h1 = s.d_hidden;
+  }
 
   // Attention: h1 = x + multiplier · [post-norm] o_proj(attn).
-  const void* d_attn_out = scaled_gradient(ctx, layer, post ? s.d_norm : s.d_block, s.d_hidden, mb.tokens());
+  const void* d_attn_out = scaled_gradient(ctx, layer, post ? s.d_norm : s.d_block, d_h1, mb.tokens());
   if (post) {
     norm.backward(s.d_block, dw, d_attn_out, n.attn_out, o.attn_out_norm);
     d_attn_out = s.d_block;
   }
+  // With a parallel residual the feed-forward's gradient of norm1 waits in d_norm while the mixer's lands in d_hidden.
+  void* d_mixer_in = parallel ? s.d_hidden : s.d_norm;
   const void* in = mixer_input(ctx, layer, x, s);
   if (l.is_deltanet())
-    deltanet_block_backward(ctx, layer, w, in, d_attn_out, s.d_norm, dw, mb, s, n);
+    deltanet_block_backward(ctx, layer, w, in, d_attn_out, d_mixer_in, dw, mb, s, n);
   else
-    attention_block_backward(ctx, layer, w, in, d_attn_out, s.d_norm, dw, mb, s, n);
-  input_gradient(ctx, layer, norm, dx, dw, s.d_norm, x, s.d_hidden, o.input_norm);
+    attention_block_backward(ctx, layer, w, in, d_attn_out, d_mixer_in, dw, mb, s, n);
+  if (parallel) ctx.backend->add(s.d_norm, s.d_hidden, mb.tokens() * H);
+  input_gradient(ctx, layer, norm, dx, dw, s.d_norm, x, d_h1, o.input_norm);  // d_h1 may be dy, which dx aliases
 }
 
 }  // namespace mt

@@ -2,6 +2,7 @@
 #include "engine/edge_layers.h"
 
 #include "core/error.h"
+#include "engine/hidden_norm.h"
 
 namespace mt {
 
@@ -64,20 +65,19 @@ double head_forward_backward(const LayerContext& ctx, const void* head, const vo
   const ModelSpec& s = *ctx.spec;
   const HeadOffsets& o = ctx.layout->head;
   const int64_t T = mb.tokens(), H = s.hidden_size, V = s.vocab_size;
-  const auto eps = static_cast<float>(s.rms_norm_eps);
   const bool tied = o.lm_head < 0;
   MT_ASSERT(!(tied && s.normalized_head), "a normalised head is never tied");
   const void* w_out = s.normalized_head ? ws.head_weight : tied ? table : weight_at(ctx, head, o.lm_head);
   float* dw_out = s.normalized_head ? ws.head_weight_grad : tied ? dtable : dhead + o.lm_head;
-  const void* norm_w = weight_at(ctx, head, o.norm);
   const LayerScratch& sc = ws.scratch;
+  const HiddenNorm norm{ctx, head, T};
 
-  be.rmsnorm_forward(sc.norm1, x, norm_w, T, H, eps, s.norm_weight_offset());
+  norm.forward(sc.norm1, x, o.norm);
   scale_head_input(ctx, sc.norm1, T);
   const double loss_sum = be.head_loss(sc.d_norm, dw_out, sc.norm1, w_out, mb.targets, T, H, V, grad_scale,
                                        static_cast<float>(s.final_logit_softcap));
   scale_head_input(ctx, sc.d_norm, T);
-  be.rmsnorm_backward(dx, dhead + o.norm, sc.d_norm, x, norm_w, T, H, eps, s.norm_weight_offset());
+  norm.backward(dx, dhead, sc.d_norm, x, o.norm);
   return loss_sum;
 }
 
@@ -89,8 +89,7 @@ double head_loss_only(const LayerContext& ctx, const void* head, const void* tab
   const int64_t T = mb.tokens(), H = s.hidden_size, V = s.vocab_size;
   const void* w_out = s.normalized_head ? ws.head_weight : o.lm_head < 0 ? table : weight_at(ctx, head, o.lm_head);
   const LayerScratch& sc = ws.scratch;
-  be.rmsnorm_forward(sc.norm1, x, weight_at(ctx, head, o.norm), T, H, static_cast<float>(s.rms_norm_eps),
-                     s.norm_weight_offset());
+  HiddenNorm{ctx, head, T}.forward(sc.norm1, x, o.norm);
   scale_head_input(ctx, sc.norm1, T);
   return be.head_loss(nullptr, nullptr, sc.norm1, w_out, mb.targets, T, H, V, 0.f,
                       static_cast<float>(s.final_logit_softcap));

@@ -58,6 +58,7 @@ InternalsWidths internals_widths(const LayerSpec& l, int64_t H, bool with_raw) {
   w.attn_out = l.post_norms ? H : 0;
   w.h1 = H;
   w.gate = w.up = l.moe.active() ? 0 : l.mlp.intermediate_size;  // MoE layers: moe_block.h's scratch
+  if (!l.mlp.gated) w.gate = 0;
   w.mlp_out = l.post_norms ? H : 0;
   if (l.is_deltanet()) {
     const DeltaNetSpec& d = l.deltanet;

@@ -1,6 +1,7 @@
-// The gated MLP block of a decoder layer: out = down(act(gate(x)) · up(x)) with optional biases, act SiLU
-// (SwiGLU) or tanh-GELU (GeGLU, Gemma). Fused gate_up tensors are addressed through the layer's offsets. Every
-// function runs over T tokens (one token chunk of a micro-batch; the block is per token) with the chunk's buffers.
+// The MLP block of a decoder layer: out = down(act(gate(x)) · up(x)) with optional biases, act SiLU (SwiGLU) or
+// tanh-GELU (GeGLU, Gemma), or without a gate (MlpSpec::gated false) down(act(up(x))), b.gate unused. Fused gate_up
+// tensors are addressed through the layer's offsets. Every function runs over T tokens (one token chunk of a
+// micro-batch; the block is per token) with the chunk's buffers.
 // Invariant: projections writes b.gate and b.up, activation b.act from them, inputs all three; output writes
 // out = down(act) (+ residual where given: the layer's residual stream, added in the projection's pass); backward
 // reads b.gate and b.up, writes b.act (the forward's bits, from the activation's backward pass: it needs no

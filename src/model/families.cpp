@@ -41,6 +41,7 @@ const std::vector<FamilyEntry>& model_families() {
       {"Olmo2ForCausalLM", "olmo2", parse_olmo2, false},
       {"Olmo3ForCausalLM", "olmo3", parse_olmo3, false},
       {"Exaone4ForCausalLM", "exaone4", parse_exaone4, false},
+      {"Starcoder2ForCausalLM", "starcoder2", parse_starcoder2, false},
   };
   return table;
 }
@@ -100,7 +101,7 @@ void parse_dense_model(const ConfigKeys& top, const DenseDefaults& d, ModelSpec&
   RopeSpec rope = parse_rope(top, dict, s.max_position_embeddings, d.rope_theta);
   rope.head_dim = a.head_dim;
   s.rope_tables = {rope};
-  s.layers.assign(static_cast<size_t>(s.num_layers), LayerSpec{a, m, false});
+  s.layers.assign(static_cast<size_t>(s.num_layers), LayerSpec{.attention = a, .mlp = m});
 }
 
 std::vector<bool> sliding_layers(const ConfigKeys& top, int64_t num_layers, const std::vector<bool>& fallback) {
@@ -160,6 +161,10 @@ void validate_model_spec(const ModelSpec& s, const std::string& origin) {
     MT_REQUIRE(a.window >= 0, "model config {}: sliding window {} of layer {} is negative", origin, a.window, i);
     MT_REQUIRE(s.layers[i].mlp.intermediate_size > 0 || s.layers[i].moe.active(),
                "model config {}: layer {} has no MLP width", origin, i);
+    const LayerSpec& l = s.layers[i];
+    MT_REQUIRE(!l.parallel_residual || (l.pre_norms && !l.post_norms && !l.scaled_residual()),
+               "model config {}: layer {} has a parallel residual with post-block norms or a residual multiplier",
+               origin, i);
   }
 }
 

@@ -52,6 +52,7 @@ void parse_hunyuan_dense(const ConfigKeys&, ModelSpec&);
 void parse_olmo2(const ConfigKeys&, ModelSpec&);
 void parse_olmo3(const ConfigKeys&, ModelSpec&);
 void parse_exaone4(const ConfigKeys&, ModelSpec&);
+void parse_starcoder2(const ConfigKeys&, ModelSpec&);
 
 // transformers' config class defaults that differ between families.
 struct DenseDefaults {

@@ -21,6 +21,9 @@ struct AttentionSpec {
   // The q/k norm's span and place: over the whole projection (q_dim, kv_dim: OLMo 2/3) instead of per head, and
   // after RoPE (Hunyuan) instead of before it.
   bool qk_norm_whole = false, qk_norm_after_rope = false;
+  // Cohere's use_qk_norm: per-head LayerNorm without bias on q and k before RoPE, a weight per head (q_norm
+  // [num_heads, head_dim], k_norm [num_kv_heads, head_dim]).
+  bool qk_layer_norm = false;
   // Llama 4: per-head weightless RMS norm of q and k (Llama4TextL2Norm, x·rsqrt(mean(x²) + eps)); transformers
   // applies it after RoPE, which is the same as before it: the rotation keeps every head vector's norm.
   bool qk_l2_norm = false;
@@ -34,7 +37,7 @@ struct AttentionSpec {
   bool o_bias = false;         // bias on the output projection
   // Sigmoid output gate (Qwen3.5, Qwen3-Next): q_proj emits per head [query, gate]; attn ← attn · σ(gate).
   bool output_gate = false;
-  bool normed_qk() const { return qk_norm || qk_l2_norm; }  // q and k pass a per-head norm
+  bool normed_qk() const { return qk_norm || qk_l2_norm || qk_layer_norm; }  // q and k pass a per-head norm
   int64_t q_norm_width() const { return qk_norm_whole ? q_dim() : head_dim; }   // the q norm's rows and weight
   int64_t k_norm_width() const { return qk_norm_whole ? kv_dim() : head_dim; }
   // Attention sinks (GPT-OSS): a learned logit per head that joins each query's softmax denominator, with no value.
@@ -43,11 +46,12 @@ struct AttentionSpec {
   int64_t kv_dim() const { return num_kv_heads * head_dim; }
 };
 
-// down(act(gate(x)) · up(x)).
+// down(act(gate(x)) · up(x)), or without the gate down(act(up(x))) (StarCoder2's c_fc → act → c_proj).
 struct MlpSpec {
   int64_t intermediate_size = 0;
   Activation activation = Activation::silu;
   bool bias = false;
+  bool gated = true;
 };
 
 // Gated DeltaNet linear attention (Qwen3.5, Qwen3-Next): in_proj → depthwise causal conv1d + SiLU over q|k|v,
@@ -111,6 +115,9 @@ struct LayerSpec {
   // Each block's output (after its post-norm) × residual_multiplier before its residual add (Granite).
   double residual_multiplier = 1.0;
   bool scaled_residual() const { return residual_multiplier != 1.0; }
+  // Parallel residual (Cohere): one norm feeds the mixer and the feed-forward, y = x + attn(norm(x)) + mlp(norm(x));
+  // the layer has no norm before its feed-forward.
+  bool parallel_residual = false;
   MixerKind mixer = MixerKind::attention;
   DeltaNetSpec deltanet;       // mixer == gated_deltanet
   bool is_deltanet() const { return mixer == MixerKind::gated_deltanet; }

@@ -164,6 +164,7 @@ std::string describe_layers(const ModelSpec& spec) {
     if (a.qk_norm && (a.qk_norm_whole || a.qk_norm_after_rope) && !l.is_deltanet())
       text += fmt::format(", q/k norm{}{}", a.qk_norm_whole ? " over the projection" : "",
                           a.qk_norm_after_rope ? " after RoPE" : "");
+    if (a.qk_layer_norm) text += ", per-head q/k LayerNorm";
     if (a.temperature_floor_scale > 0) text += ", temperature tuning";
     if (a.sinks && !l.is_deltanet()) text += ", sinks";
     if (l.moe.active()) {
@@ -178,11 +179,12 @@ std::string describe_layers(const ModelSpec& spec) {
       if (l.moe.shared_intermediate_size > 0)
         text += fmt::format(" + shared {}{}", l.moe.shared_intermediate_size, l.moe.shared_gate ? " gated" : "");
     } else {
-      text += fmt::format(", MLP {} {}", l.mlp.intermediate_size,
-                          l.mlp.activation == Activation::silu ? "silu" : "gelu_tanh");
+      text += fmt::format(", MLP {} {}{}", l.mlp.intermediate_size,
+                          l.mlp.activation == Activation::silu ? "silu" : "gelu_tanh", l.mlp.gated ? "" : " non-gated");
     }
     if (l.post_norms) text += l.pre_norms ? ", sandwich norms" : ", post-block norms";
     if (l.scaled_residual()) text += fmt::format(", residual × {}", l.residual_multiplier);
+    if (l.parallel_residual) text += ", parallel residual";
     return text;
   };
   std::string out;

@@ -42,6 +42,13 @@ enum class NormStyle {
   one_plus_weight,  // x̂·(1 + w) (Gemma)
 };
 
+// The kind of every hidden-size norm of the model (each layer's and the final one).
+enum class NormKind {
+  rms,               // RMSNorm, styled by NormStyle
+  layer,             // LayerNorm without bias (CohereLayerNorm): (x − mean)·rsqrt(var + eps)·w
+  layer_with_bias,   // LayerNorm with bias (nn.LayerNorm: StarCoder2): "<norm>.bias" follows "<norm>.weight"
+};
+
 // How fused expert tensors lay out each expert's matrices: rows, gate_up_proj [E, 2I, H] (its gate rows, then its up
 // rows) and down_proj [E, H, I] (Qwen3.5-MoE); columns, [E, H, 2I] (gate | up columns) and [E, I, H], each the
 // transpose of nn.Linear's (Llama 4); interleaved_columns, the same with gate and up columns alternating (GPT-OSS).
@@ -104,11 +111,13 @@ struct ModelSpec {
   std::vector<LayerSpec> layers;         // one per layer
   std::vector<RopeSpec> rope_tables;     // what AttentionSpec::rope indexes
   NormStyle norm_style = NormStyle::weight;  // every RMSNorm of the model (layers, q/k norms, final norm)
+  NormKind norm_kind = NormKind::rms;    // the hidden-size norms; rms_norm_eps is their eps whatever the kind
   int64_t padding_idx = -1;              // pad_token_id: nn.Embedding's padding_idx, a row the lookup never trains
   double embedding_scale = 1.0;          // embeddings multiply by it (Gemma: √hidden_size, in the compute dtype)
   // false: the multiplier is a Python float that torch applies unrounded (Granite's embedding_multiplier)
   bool embedding_scale_in_compute_dtype = true;
-  double logit_scale = 1.0;              // logits × logit_scale before the soft-cap (Granite: 1 / logits_scaling)
+  double logit_scale = 1.0;              // logits × logit_scale before the soft-cap (Granite: 1 / logits_scaling;
+                                         // Cohere: logit_scale)
   double final_logit_softcap = 0.0;      // logits -> cap·tanh(logits/cap); 0 = none
   bool normalized_head = false;          // logits use the LM head's rows normalised to unit length (Baichuan 2)
   bool trust_remote_code = false;        // the family's modeling code is not part of transformers

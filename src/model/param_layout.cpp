@@ -1,6 +1,7 @@
 // ModelSpec → ParamLayout: the HF tensors of each host region from its layer's spec and the family's tensor names.
 // Invariant: slots are packed back to back from offset 0 in a fixed order (input norm, attention, its output
-// norm, MLP norm, MLP or mixture of experts, its output norm; a Gated DeltaNet layer's mixer in place of attention),
+// norm, MLP norm (none with a parallel residual), MLP or mixture of experts, its output norm; a LayerNorm's bias
+// directly after its weight; a Gated DeltaNet layer's mixer in place of attention),
 // so layers with equal specs have equal offsets; an MoE layer's experts are laid out one after another with equal
 // strides (fused expert tensors: all gate|up matrices, then all down matrices).
 #include "model/param_layout.h"
@@ -29,6 +30,14 @@ int64_t add(Region& r, std::string name, std::vector<int64_t> shape, InitKind in
   return r.params.back().offset;
 }
 
+// A hidden-size norm "<name>.weight" [H] (and "<name>.bias" [H] directly after it where the kind has one); RMSNorm
+// weights start at rms_init, LayerNorm weights at one and biases at zero.
+int64_t add_hidden_norm(Region& r, const std::string& name, int64_t H, NormKind kind, InitKind rms_init) {
+  const int64_t w = add(r, name + ".weight", {H}, kind == NormKind::rms ? rms_init : InitKind::ones);
+  if (kind == NormKind::layer_with_bias) add(r, name + ".bias", {H}, InitKind::zeros);
+  return w;
+}
+
 struct LayerBuilder {
   Region& r;
   std::string prefix;  // "model.layers.3."
@@ -36,7 +45,11 @@ struct LayerBuilder {
 
   InitKind norm_init;  // ones for w·x̂ norms, zeros for (1 + w)·x̂ ones (transformers' init of both)
 
+  NormKind hidden_kind;  // ModelSpec::norm_kind
+
   int64_t norm(const std::string& name, int64_t n) { return add(r, prefix + name + ".weight", {n}, norm_init); }
+  // A hidden-size norm of the model's kind: its weight and, for a LayerNorm with bias, "<name>.bias" right after it.
+  int64_t hidden_norm(const std::string& name) { return add_hidden_norm(r, prefix + name, H, hidden_kind, norm_init); }
   // A tensor named without the ".weight" suffix (A_log, dt_bias).
   int64_t raw(const std::string& name, std::vector<int64_t> shape, InitKind init) {
     return add(r, prefix + name, std::move(shape), init);
@@ -87,6 +100,10 @@ void attention_params(LayerBuilder& l, const AttentionSpec& a, const TensorNames
     o.q_norm = l.norm(n.q_norm, a.q_norm_width());
     o.k_norm = l.norm(n.k_norm, a.k_norm_width());
   }
+  if (a.qk_layer_norm) {  // a LayerNorm weight per head (Cohere), starting at one
+    o.q_norm = add(l.r, l.prefix + n.q_norm + ".weight", {a.num_heads, a.head_dim}, InitKind::ones);
+    o.k_norm = add(l.r, l.prefix + n.k_norm + ".weight", {a.num_kv_heads, a.head_dim}, InitKind::ones);
+  }
   if (a.sinks) o.sinks = l.raw(n.sinks, {a.num_heads}, InitKind::normal);
 }
 
@@ -117,7 +134,9 @@ void deltanet_params(LayerBuilder& l, const DeltaNetSpec& d, const TensorNames& 
 
 void mlp_params(LayerBuilder& l, const MlpSpec& m, const TensorNames& n, MlpOffsets& o) {
   const int64_t I = m.intermediate_size, H = l.H;
-  if (n.gate_up.empty()) {
+  if (!m.gated) {
+    l.linear(n.up, I, H, m.bias, o.up, o.up_bias);
+  } else if (n.gate_up.empty()) {
     l.linear(n.gate, I, H, m.bias, o.gate, o.gate_bias);
     l.linear(n.up, I, H, m.bias, o.up, o.up_bias);
   } else {
@@ -198,20 +217,20 @@ Region decoder_region(const ModelSpec& s, int64_t layer) {
   const LayerSpec& spec = s.layers[static_cast<size_t>(layer)];
   const TensorNames& n = s.names;
   LayerBuilder l{r, n.layer_prefix + std::to_string(layer) + ".", s.hidden_size,
-                 s.norm_style == NormStyle::one_plus_weight ? InitKind::zeros : InitKind::ones};
+                 s.norm_style == NormStyle::one_plus_weight ? InitKind::zeros : InitKind::ones, s.norm_kind};
   LayerOffsets& o = r.offsets;
-  if (spec.pre_norms) o.input_norm = l.norm(n.input_norm, s.hidden_size);
+  if (spec.pre_norms) o.input_norm = l.hidden_norm(n.input_norm);
   if (spec.is_deltanet())
     deltanet_params(l, spec.deltanet, n, o.deltanet);
   else
     attention_params(l, spec.attention, n, o.attention);
-  if (spec.post_norms) o.attn_out_norm = l.norm(n.attn_out_norm, s.hidden_size);
-  if (spec.pre_norms) o.mlp_norm = l.norm(n.mlp_norm, s.hidden_size);
+  if (spec.post_norms) o.attn_out_norm = l.hidden_norm(n.attn_out_norm);
+  if (spec.pre_norms && !spec.parallel_residual) o.mlp_norm = l.hidden_norm(n.mlp_norm);
   if (spec.moe.active())
     moe_params(l, spec.moe, n, o.moe);
   else
     mlp_params(l, spec.mlp, n, o.mlp);
-  if (spec.post_norms) o.mlp_out_norm = l.norm(n.mlp_out_norm, s.hidden_size);
+  if (spec.post_norms) o.mlp_out_norm = l.hidden_norm(n.mlp_out_norm);
   return r;
 }
 
@@ -258,8 +277,11 @@ ParamLayout make_param_layout(const ModelSpec& spec) {
 
   Region head;
   head.kind = RegionKind::head;
-  layout.head.norm = add(head, spec.names.final_norm, {spec.hidden_size},
-                         spec.norm_style == NormStyle::one_plus_weight ? InitKind::zeros : InitKind::ones);
+  const std::string& final_norm = spec.names.final_norm;
+  MT_ASSERT(final_norm.ends_with(".weight"), "final norm tensor {}", final_norm);
+  const std::string final_norm_name = final_norm.substr(0, final_norm.size() - std::string(".weight").size());
+  layout.head.norm = add_hidden_norm(head, final_norm_name, spec.hidden_size, spec.norm_kind,
+                                     spec.norm_style == NormStyle::one_plus_weight ? InitKind::zeros : InitKind::ones);
   if (!spec.tie_word_embeddings)
     layout.head.lm_head = add(head, spec.names.lm_head, {spec.vocab_size, spec.hidden_size}, InitKind::normal);
   layout.regions.push_back(std::move(head));

@@ -52,4 +52,8 @@ expect_failure hybrid_layer_type "'layer_types' entry 1 must be linear_attention
 # shellcheck disable=SC2046
 expect_failure hybrid_heads "'linear_num_value_heads' (3) is not a multiple of linear_num_key_heads (2)" $(fx qwen3_5) \
   --set "model.name=$(broken_model hybrid_heads qwen3_5 "config['linear_num_value_heads'] = 3")"
+# The LayerNorm families (StarCoder2, Cohere, Cohere2).
+# shellcheck disable=SC2046
+expect_failure norm_epsilon "key 'norm_epsilon' must be positive" $(fx starcoder2) \
+  --set "model.name=$(broken_model norm_epsilon starcoder2 "config['norm_epsilon'] = 0")"
 exit $status

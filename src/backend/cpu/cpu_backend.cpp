@@ -69,12 +69,20 @@ class CpuBackend final : public Backend {
   }
   void rmsnorm_backward(void* dx, float* dw, const void* dy, const void* x, const void* w, int64_t N, int64_t D,
                         float eps, float weight_offset) override {
-    cpu::rmsnorm_backward(f(dx), dw, f(dy), f(x), f(w), N, D, eps, weight_offset);
+    cpu::rmsnorm_backward(f(dx), dw, f(dy), f(x), f(w), nullptr, N, D, eps, weight_offset);
   }
   void rmsnorm_backward_add(void* dx, float* dw, const void* dy, const void* x, const void* w, const void* residual,
                             int64_t N, int64_t D, float eps, float weight_offset) override {
-    cpu::rmsnorm_backward(f(dx), dw, f(dy), f(x), f(w), N, D, eps, weight_offset);
-    cpu::add(f(dx), f(residual), N * D);
+    cpu::rmsnorm_backward(f(dx), dw, f(dy), f(x), f(w), f(residual), N, D, eps, weight_offset);
+  }
+
+  void layernorm_forward(void* y, const void* x, const void* w, const void* b, int64_t N, int64_t D,
+                         int64_t weight_rows, float eps) override {
+    cpu::layernorm_forward(f(y), f(x), f(w), f(b), N, D, weight_rows, eps);
+  }
+  void layernorm_backward(void* dx, float* dw, float* db, const void* dy, const void* x, const void* w,
+                          const void* residual, int64_t N, int64_t D, int64_t weight_rows, float eps) override {
+    cpu::layernorm_backward(f(dx), dw, db, f(dy), f(x), f(w), f(residual), N, D, weight_rows, eps);
   }
 
   void rms_normalize_forward(void* y, const void* x, int64_t N, int64_t D, float eps) override {

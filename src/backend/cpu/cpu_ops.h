@@ -21,8 +21,14 @@ void embedding_forward(float* y, const float* table, const int32_t* ids, int64_t
 void embedding_backward(float* dtable, const float* dy, const int32_t* ids, int64_t T, int64_t H);
 
 void rmsnorm_forward(float* y, const float* x, const float* w, int64_t N, int64_t D, float eps, float weight_offset);
-void rmsnorm_backward(float* dx, float* dw, const float* dy, const float* x, const float* w, int64_t N, int64_t D,
-                      float eps, float weight_offset);
+// residual (may be null, may be dx): added to dx in the same pass.
+void rmsnorm_backward(float* dx, float* dw, const float* dy, const float* x, const float* w, const float* residual,
+                      int64_t N, int64_t D, float eps, float weight_offset);
+
+void layernorm_forward(float* y, const float* x, const float* w, const float* b, int64_t N, int64_t D,
+                       int64_t weight_rows, float eps);
+void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w,
+                        const float* residual, int64_t N, int64_t D, int64_t weight_rows, float eps);
 
 void normalize_rows_forward(float* y, const float* x, int64_t N, int64_t D);
 void normalize_rows_backward(float* dx, const float* dy, const float* x, int64_t N, int64_t D);

@@ -1,6 +1,8 @@
 // Gated MLP activations y = act(gate) · up, elementwise, as PyTorch's CPU kernels compute them in fp32:
 // silu(g) = g / (1 + exp(−g)) (SwiGLU); gelu_tanh(g) = 0.5·g·(1 + tanh(√(2/π)·(g + 0.044715·g³))) (GeGLU,
 // torch.nn.functional.gelu(approximate="tanh")) with the derivative of GeluBackwardKernelImpl.
+// Without up (null) the activation alone, y = act(gate), as if up were 1: the same expressions, bitwise act(gate) and
+// dy·act'(gate) (a product by 1 is exact), dup not written.
 // Invariant: dgate and dup are overwritten; the silu path is the former SwiGLU op unchanged; the backward's y (where
 // given) is the forward's expression on the same element, so the same bits.
 #include <cmath>
@@ -39,9 +41,12 @@ inline float gelu_tanh_grad(float x) {
 
 inline float silu(float g) { return g / (1.f + std::exp(-g)); }
 
+// The gating factor of element i: up[i], or 1 for the non-gated activation (up null).
+inline float up_at(const float* up, int64_t i) { return up ? up[i] : 1.f; }
+
 void swiglu_forward(float* y, const float* gate, const float* up, int64_t n) {
 #pragma omp parallel for if (n > parallel_min_elems) schedule(static)
-  for (int64_t i = 0; i < n; ++i) y[i] = silu(gate[i]) * up[i];
+  for (int64_t i = 0; i < n; ++i) y[i] = silu(gate[i]) * up_at(up, i);
 }
 
 void swiglu_backward(float* dgate, float* dup, float* y, const float* dy, const float* gate, const float* up,
@@ -51,15 +56,16 @@ void swiglu_backward(float* dgate, float* dup, float* y, const float* dy, const 
     const float g = gate[i];
     const float sig = 1.f / (1.f + std::exp(-g));
     const float value = silu(g);
-    dgate[i] = dy[i] * up[i] * (sig * (1.f + g * (1.f - sig)));
-    dup[i] = dy[i] * value;
-    if (y) y[i] = value * up[i];
+    const float u = up_at(up, i);
+    dgate[i] = dy[i] * u * (sig * (1.f + g * (1.f - sig)));
+    if (dup) dup[i] = dy[i] * value;
+    if (y) y[i] = value * u;
   }
 }
 
 void geglu_forward(float* y, const float* gate, const float* up, int64_t n) {
 #pragma omp parallel for if (n > parallel_min_elems) schedule(static)
-  for (int64_t i = 0; i < n; ++i) y[i] = gelu_tanh(gate[i]) * up[i];
+  for (int64_t i = 0; i < n; ++i) y[i] = gelu_tanh(gate[i]) * up_at(up, i);
 }
 
 // torch: the product's gradient dy·up goes through gelu_backward(dy·up, gate).
@@ -69,9 +75,10 @@ void geglu_backward(float* dgate, float* dup, float* y, const float* dy, const f
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
     const float value = gelu_tanh(g);
-    dgate[i] = (dy[i] * up[i]) * gelu_tanh_grad(g);
-    dup[i] = dy[i] * value;
-    if (y) y[i] = value * up[i];
+    const float u = up_at(up, i);
+    dgate[i] = (dy[i] * u) * gelu_tanh_grad(g);
+    if (dup) dup[i] = dy[i] * value;
+    if (y) y[i] = value * u;
   }
 }
 

@@ -1,5 +1,6 @@
 // RMSNorm over rows of D, as HF LlamaRMSNorm in fp32: y = (x · rsqrt(mean(x²) + eps)) · w, or · (w + offset) with
 // a weight offset (Gemma's (1 + w), the fp32 sum formed first as Gemma2RMSNorm does).
+// The backward adds a residual branch's gradient to dx in its own pass where given (the rounded dx plus it, as add).
 // Invariant: mean(x²) is accumulated in fp64; dw accumulates over rows in row order (one writer per column); offset 0
 // runs on w itself, so it is bitwise the plain LlamaRMSNorm.
 #include <algorithm>
@@ -38,8 +39,8 @@ void rmsnorm_forward(float* y, const float* x, const float* w_in, int64_t N, int
   }
 }
 
-void rmsnorm_backward(float* dx, float* dw, const float* dy, const float* x, const float* w_in, int64_t N, int64_t D,
-                      float eps, float weight_offset) {
+void rmsnorm_backward(float* dx, float* dw, const float* dy, const float* x, const float* w_in, const float* residual,
+                      int64_t N, int64_t D, float eps, float weight_offset) {
   MT_ASSERT(N >= 0 && D > 0);
   std::vector<float> scratch;
   const float* w = effective_weight(w_in, D, weight_offset, scratch);  // ∂(w + offset)/∂w = 1: dw keeps its form
@@ -56,8 +57,14 @@ void rmsnorm_backward(float* dx, float* dw, const float* dy, const float* x, con
 #pragma omp simd reduction(+ : proj)
     for (int64_t d = 0; d < D; ++d) proj += static_cast<double>(w[d] * dyr[d]) * xr[d];
     const float c = static_cast<float>(proj * r * r * r / static_cast<double>(D));
+    if (residual) {  // each element's residual read before its dx is written: residual may be dx
+      const float* res = residual + n * D;
 #pragma omp simd
-    for (int64_t d = 0; d < D; ++d) dxr[d] = r * (w[d] * dyr[d]) - xr[d] * c;
+      for (int64_t d = 0; d < D; ++d) dxr[d] = (r * (w[d] * dyr[d]) - xr[d] * c) + res[d];
+    } else {
+#pragma omp simd
+      for (int64_t d = 0; d < D; ++d) dxr[d] = r * (w[d] * dyr[d]) - xr[d] * c;
+    }
   }
   // dw += Σ_n dy·x·rstd
   constexpr int64_t block = 256;

@@ -173,6 +173,21 @@ class CudaBackend final : public Backend {
                              weight_offset, stream_);
     });
   }
+  void layernorm_forward(void* y, const void* x, const void* w, const void* b, int64_t N, int64_t D,
+                         int64_t weight_rows, float eps) override {
+    const cuda::OpProfile::Span span(profile_, "layernorm_forward", stream_);
+    dispatch([&](auto* t) {
+      cuda::layernorm_forward(cast(t, y), cast(t, x), cast(t, w), cast(t, b), N, D, weight_rows, eps, stream_);
+    });
+  }
+  void layernorm_backward(void* dx, float* dw, float* db, const void* dy, const void* x, const void* w,
+                          const void* residual, int64_t N, int64_t D, int64_t weight_rows, float eps) override {
+    const cuda::OpProfile::Span span(profile_, "layernorm_backward", stream_);
+    dispatch([&](auto* t) {
+      cuda::layernorm_backward(cast(t, dx), dw, db, cast(t, dy), cast(t, x), cast(t, w), cast(t, residual), N, D,
+                               weight_rows, eps, stream_);
+    });
+  }
   void rms_normalize_forward(void* y, const void* x, int64_t N, int64_t D, float eps) override {
     const cuda::OpProfile::Span span(profile_, "rms_normalize_forward", stream_);
     dispatch([&](auto* t) { cuda::rms_normalize_forward(cast(t, y), cast(t, x), N, D, eps, stream_); });

@@ -1,0 +1,94 @@
+// The LayerNorm family parsers (StarCoder2, Cohere, Cohere2): what each reads from config.json into per-layer specs,
+// the shipped shapes' parameter counts (transformers' models of those configs, counted on the meta device, tied
+// embeddings once), and one-line errors naming the config and the key.
+#include <nlohmann/json.hpp>
+
+#include "catch.h"
+#include "core/error.h"
+#include "model/model_spec.h"
+#include "model/param_layout.h"
+
+using nlohmann::json;
+
+namespace {
+
+json tiny(const char* architecture) {
+  return {{"architectures", {architecture}}, {"vocab_size", 128},      {"hidden_size", 64},
+          {"intermediate_size", 96},        {"num_hidden_layers", 4}, {"num_attention_heads", 4},
+          {"num_key_value_heads", 2},       {"max_position_embeddings", 256}};
+}
+
+mt::ModelSpec parse(const json& j) { return mt::parse_model_spec(j, "cfg.json"); }
+
+std::string parse_error(const json& j) {
+  try {
+    parse(j);
+  } catch (const mt::Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+mt::ModelSpec shipped(const std::string& name) {
+  return mt::load_model_spec(std::string(MEGATRAIN_SOURCE_DIR "/configs/models/") + name + ".json");
+}
+
+std::vector<std::string> names(const mt::Region& r) {
+  std::vector<std::string> out;
+  for (const mt::ParamSlot& p : r.params) out.push_back(p.hf_name);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("StarCoder2: LayerNorm with bias, biases everywhere, non-gated MLP c_fc/c_proj, sliding window",
+          "[families][layernorm]") {
+  json j = tiny("Starcoder2ForCausalLM");
+  j["sliding_window"] = 16;
+  const mt::ModelSpec s = parse(j);
+  CHECK(s.norm_kind == mt::NormKind::layer_with_bias);
+  CHECK(s.tie_word_embeddings);
+  CHECK(s.rms_norm_eps == 1e-5);
+  for (const mt::LayerSpec& l : s.layers) {
+    CHECK(l.attention.window == 16);
+    CHECK((l.attention.qkv_bias && l.attention.o_bias && l.mlp.bias));
+    CHECK(!l.mlp.gated);
+    CHECK(l.mlp.activation == mt::Activation::gelu_tanh);
+    CHECK(!l.parallel_residual);
+  }
+  const mt::ParamLayout layout = mt::make_param_layout(s);
+  const std::vector<std::string> expected = {
+      "model.layers.0.input_layernorm.weight",          "model.layers.0.input_layernorm.bias",
+      "model.layers.0.self_attn.q_proj.weight",         "model.layers.0.self_attn.q_proj.bias",
+      "model.layers.0.self_attn.k_proj.weight",         "model.layers.0.self_attn.k_proj.bias",
+      "model.layers.0.self_attn.v_proj.weight",         "model.layers.0.self_attn.v_proj.bias",
+      "model.layers.0.self_attn.o_proj.weight",         "model.layers.0.self_attn.o_proj.bias",
+      "model.layers.0.post_attention_layernorm.weight", "model.layers.0.post_attention_layernorm.bias",
+      "model.layers.0.mlp.c_fc.weight",                 "model.layers.0.mlp.c_fc.bias",
+      "model.layers.0.mlp.c_proj.weight",               "model.layers.0.mlp.c_proj.bias"};
+  CHECK(names(layout.layer(0)) == expected);
+  CHECK(names(layout.head_region()) == std::vector<std::string>{"model.norm.weight", "model.norm.bias"});
+  CHECK(layout.layer(0).params[1].init == mt::InitKind::zeros);
+  CHECK(!layout.layer(0).params[1].weight_decay);
+  j.erase("sliding_window");
+  CHECK(parse(j).layers.front().attention.window == 0);
+  j["use_bias"] = false;
+  CHECK(!parse(j).layers.front().mlp.bias);
+}
+
+TEST_CASE("shipped LayerNorm-family shapes have transformers' parameter counts", "[families][layernorm]") {
+  CHECK(mt::count_parameters(shipped("starcoder2-15b")) == 15655899136);
+}
+
+TEST_CASE("bad LayerNorm-family keys are refused naming the config and the key", "[families][layernorm]") {
+  json j = tiny("Starcoder2ForCausalLM");
+  j["use_bias"] = "yes";
+  CHECK(parse_error(j) == "model config cfg.json: key 'use_bias' must be true or false, got \"yes\"");
+  j = tiny("Starcoder2ForCausalLM");
+  j["sliding_window"] = 0;
+  CHECK(parse_error(j) == "model config cfg.json: key 'sliding_window' must be positive or null");
+  j = tiny("Starcoder2ForCausalLM");
+  j["hidden_act"] = "relu";
+  CHECK(parse_error(j) ==
+        "model config cfg.json: key 'hidden_act' is 'relu'; supported: silu, gelu_pytorch_tanh");
+}
