@@ -42,6 +42,7 @@ const std::vector<FamilyEntry>& model_families() {
       {"Olmo3ForCausalLM", "olmo3", parse_olmo3, false},
       {"Exaone4ForCausalLM", "exaone4", parse_exaone4, false},
       {"Starcoder2ForCausalLM", "starcoder2", parse_starcoder2, false},
+      {"CohereForCausalLM", "cohere", parse_cohere, false},
   };
   return table;
 }

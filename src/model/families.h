@@ -53,6 +53,7 @@ void parse_olmo2(const ConfigKeys&, ModelSpec&);
 void parse_olmo3(const ConfigKeys&, ModelSpec&);
 void parse_exaone4(const ConfigKeys&, ModelSpec&);
 void parse_starcoder2(const ConfigKeys&, ModelSpec&);
+void parse_cohere(const ConfigKeys&, ModelSpec&);
 
 // transformers' config class defaults that differ between families.
 struct DenseDefaults {
@@ -98,6 +99,10 @@ MoeSpec parse_moe_spec(const ConfigKeys& top, const char* experts_key, int64_t d
 void parse_router_aux_loss(const ConfigKeys& top, ModelSpec& spec);
 // Which layers are sparse under Qwen-MoE's rule: not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0.
 std::vector<bool> qwen_sparse_layers(const ConfigKeys& top, int64_t num_layers);
+
+// The layer Cohere and Cohere2 share (family_cohere.cpp): parse_dense_model, LayerNorm without bias, the parallel
+// residual, interleaved RoPE, logit_scale, attention_bias, tied embeddings.
+void parse_cohere_common(const ConfigKeys& top, const DenseDefaults& defaults, ModelSpec& spec);
 
 // The whole-spec checks every family's result must pass.
 void validate_model_spec(const ModelSpec& spec, const std::string& origin);

@@ -14,7 +14,13 @@ TEST_CASE("starcoder2 fixture (LayerNorm with bias, non-gated GELU MLP, biases, 
   check_against_reference("starcoder2", "parity-starcoder2");
 }
 
+TEST_CASE("cohere fixture (parallel residual, per-head q/k LayerNorm, interleaved RoPE, logit scale) matches PyTorch",
+          "[parity][layernorm]") {
+  check_against_reference("cohere", "parity-cohere");
+}
+
 TEST_CASE("layernorm fixtures match PyTorch with saved internals and in micro-batches of one sequence",
           "[parity][layernorm]") {
   check_against_reference("starcoder2", "parity-starcoder2-saved", {"training.recompute_layers=0"});
+  check_against_reference("cohere", "parity-cohere-saved", {"training.recompute_layers=0"});
 }

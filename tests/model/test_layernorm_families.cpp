@@ -76,12 +76,50 @@ TEST_CASE("StarCoder2: LayerNorm with bias, biases everywhere, non-gated MLP c_f
   CHECK(!parse(j).layers.front().mlp.bias);
 }
 
+TEST_CASE("Cohere: parallel residual, LayerNorm without bias, interleaved RoPE, logit scale, per-head q/k LayerNorm",
+          "[families][layernorm]") {
+  json j = tiny("CohereForCausalLM");
+  j["use_qk_norm"] = true;
+  j["logit_scale"] = 0.25;
+  const mt::ModelSpec s = parse(j);
+  CHECK(s.norm_kind == mt::NormKind::layer);
+  CHECK(s.logit_scale == 0.25);
+  CHECK(s.tie_word_embeddings);
+  CHECK(s.rope_tables.front().interleaved);
+  CHECK(s.rope_tables.front().theta == 500000.0);
+  for (const mt::LayerSpec& l : s.layers) CHECK((l.parallel_residual && l.attention.qk_layer_norm && l.mlp.gated));
+  const mt::ParamLayout layout = mt::make_param_layout(s);
+  const std::vector<std::string> expected = {
+      "model.layers.0.input_layernorm.weight", "model.layers.0.self_attn.q_proj.weight",
+      "model.layers.0.self_attn.k_proj.weight", "model.layers.0.self_attn.v_proj.weight",
+      "model.layers.0.self_attn.o_proj.weight", "model.layers.0.self_attn.q_norm.weight",
+      "model.layers.0.self_attn.k_norm.weight", "model.layers.0.mlp.gate_proj.weight",
+      "model.layers.0.mlp.up_proj.weight",      "model.layers.0.mlp.down_proj.weight"};
+  CHECK(names(layout.layer(0)) == expected);
+  CHECK(layout.layer(0).params[5].shape == std::vector<int64_t>{4, 16});
+  CHECK(layout.layer(0).params[6].shape == std::vector<int64_t>{2, 16});
+  CHECK(names(layout.head_region()) == std::vector<std::string>{"model.norm.weight"});
+}
+
 TEST_CASE("shipped LayerNorm-family shapes have transformers' parameter counts", "[families][layernorm]") {
   CHECK(mt::count_parameters(shipped("starcoder2-15b")) == 15655899136);
+  CHECK(mt::count_parameters(shipped("c4ai-command-r-v01")) == 34980831232);
+  CHECK(mt::count_parameters(shipped("c4ai-command-r-plus")) == 103810674688);
 }
 
 TEST_CASE("bad LayerNorm-family keys are refused naming the config and the key", "[families][layernorm]") {
-  json j = tiny("Starcoder2ForCausalLM");
+  json j = tiny("CohereForCausalLM");
+  j["logit_scale"] = 0;
+  CHECK(parse_error(j) == "model config cfg.json: key 'logit_scale' must be a positive number, got 0");
+  j["logit_scale"] = "big";
+  CHECK(parse_error(j) == "model config cfg.json: key 'logit_scale' must be a number, got \"big\"");
+  j = tiny("CohereForCausalLM");
+  j["use_qk_norm"] = 1;
+  CHECK(parse_error(j) == "model config cfg.json: key 'use_qk_norm' must be true or false, got 1");
+  j = tiny("CohereForCausalLM");
+  j["layer_norm_eps"] = -1.0;
+  CHECK(parse_error(j) == "model config cfg.json: key 'layer_norm_eps' must be positive");
+  j = tiny("Starcoder2ForCausalLM");
   j["use_bias"] = "yes";
   CHECK(parse_error(j) == "model config cfg.json: key 'use_bias' must be true or false, got \"yes\"");
   j = tiny("Starcoder2ForCausalLM");
