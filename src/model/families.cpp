@@ -43,6 +43,7 @@ const std::vector<FamilyEntry>& model_families() {
       {"Exaone4ForCausalLM", "exaone4", parse_exaone4, false},
       {"Starcoder2ForCausalLM", "starcoder2", parse_starcoder2, false},
       {"CohereForCausalLM", "cohere", parse_cohere, false},
+      {"Cohere2ForCausalLM", "cohere2", parse_cohere2, false},
   };
   return table;
 }

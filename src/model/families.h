@@ -54,6 +54,7 @@ void parse_olmo3(const ConfigKeys&, ModelSpec&);
 void parse_exaone4(const ConfigKeys&, ModelSpec&);
 void parse_starcoder2(const ConfigKeys&, ModelSpec&);
 void parse_cohere(const ConfigKeys&, ModelSpec&);
+void parse_cohere2(const ConfigKeys&, ModelSpec&);
 
 // transformers' config class defaults that differ between families.
 struct DenseDefaults {

@@ -57,6 +57,10 @@ expect_failure hybrid_heads "'linear_num_value_heads' (3) is not a multiple of l
 expect_failure logit_scale "key 'logit_scale' must be a positive number, got -1" $(fx cohere) \
   --set "model.name=$(broken_model logit_scale cohere "config['logit_scale'] = -1")"
 # shellcheck disable=SC2046
+expect_failure window_pattern "key 'sliding_window_pattern' must be positive, got 0" $(fx cohere2) \
+  --set "model.name=$(broken_model window_pattern cohere2 \
+    "config.pop('layer_types'); config['sliding_window_pattern'] = 0")"
+# shellcheck disable=SC2046
 expect_failure norm_epsilon "key 'norm_epsilon' must be positive" $(fx starcoder2) \
   --set "model.name=$(broken_model norm_epsilon starcoder2 "config['norm_epsilon'] = 0")"
 exit $status

@@ -19,8 +19,13 @@ TEST_CASE("cohere fixture (parallel residual, per-head q/k LayerNorm, interleave
   check_against_reference("cohere", "parity-cohere");
 }
 
+TEST_CASE("cohere2 fixture (sliding layers with RoPE, a global layer without) matches PyTorch", "[parity][layernorm]") {
+  check_against_reference("cohere2", "parity-cohere2");
+}
+
 TEST_CASE("layernorm fixtures match PyTorch with saved internals and in micro-batches of one sequence",
           "[parity][layernorm]") {
   check_against_reference("starcoder2", "parity-starcoder2-saved", {"training.recompute_layers=0"});
   check_against_reference("cohere", "parity-cohere-saved", {"training.recompute_layers=0"});
+  check_against_reference("cohere2", "parity-cohere2-mb1", {"training.micro_batch_size=1"});
 }

@@ -101,10 +101,39 @@ TEST_CASE("Cohere: parallel residual, LayerNorm without bias, interleaved RoPE, 
   CHECK(names(layout.head_region()) == std::vector<std::string>{"model.norm.weight"});
 }
 
+TEST_CASE("Cohere2: sliding layers with RoPE, global layers without, head_dim from hidden_size",
+          "[families][layernorm]") {
+  json j = tiny("Cohere2ForCausalLM");
+  j["head_dim"] = 8;  // Cohere2Config overrides it with hidden_size / num_attention_heads
+  j["sliding_window"] = 32;
+  const mt::ModelSpec s = parse(j);
+  std::vector<int64_t> windows;
+  std::vector<int> ropes;
+  for (const mt::LayerSpec& l : s.layers) {
+    windows.push_back(l.attention.window);
+    ropes.push_back(l.attention.rope);
+    CHECK(l.attention.head_dim == 16);
+    CHECK((l.parallel_residual && !l.attention.qk_layer_norm));
+  }
+  CHECK(windows == std::vector<int64_t>{32, 32, 32, 0});
+  CHECK(ropes == std::vector<int>{0, 0, 0, -1});
+  j["sliding_window_pattern"] = 2;
+  CHECK(parse(j).layers[1].attention.rope == -1);
+  j["layer_types"] = {"full_attention", "sliding_attention", "sliding_attention", "full_attention"};
+  CHECK(parse(j).layers[0].attention.window == 0);
+  CHECK(parse(j).layers[1].attention.window == 32);
+  j["sliding_window"] = nullptr;  // every layer global, none rotated
+  for (const mt::LayerSpec& l : parse(j).layers) CHECK((l.attention.window == 0 && l.attention.rope == -1));
+}
+
 TEST_CASE("shipped LayerNorm-family shapes have transformers' parameter counts", "[families][layernorm]") {
   CHECK(mt::count_parameters(shipped("starcoder2-15b")) == 15655899136);
   CHECK(mt::count_parameters(shipped("c4ai-command-r-v01")) == 34980831232);
   CHECK(mt::count_parameters(shipped("c4ai-command-r-plus")) == 103810674688);
+  CHECK(mt::count_parameters(shipped("c4ai-command-r7b-12-2024")) == 8028033024);
+  const mt::ModelSpec r7b = shipped("c4ai-command-r7b-12-2024");
+  CHECK(r7b.layers[2].attention.window == 4096);
+  CHECK(r7b.layers[3].attention.rope == -1);
 }
 
 TEST_CASE("bad LayerNorm-family keys are refused naming the config and the key", "[families][layernorm]") {
@@ -119,6 +148,9 @@ TEST_CASE("bad LayerNorm-family keys are refused naming the config and the key",
   j = tiny("CohereForCausalLM");
   j["layer_norm_eps"] = -1.0;
   CHECK(parse_error(j) == "model config cfg.json: key 'layer_norm_eps' must be positive");
+  j = tiny("Cohere2ForCausalLM");
+  j["sliding_window_pattern"] = 0;
+  CHECK(parse_error(j) == "model config cfg.json: key 'sliding_window_pattern' must be positive, got 0");
   j = tiny("Starcoder2ForCausalLM");
   j["use_bias"] = "yes";
   CHECK(parse_error(j) == "model config cfg.json: key 'use_bias' must be true or false, got \"yes\"");
