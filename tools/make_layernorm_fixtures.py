@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Write the golden training fixtures of the LayerNorm families under tests/fixtures/ (run by hand, never by CI), in
 the format tools/make_fixtures.py documents (model/, data/, reference.json, reference/final.safetensors, train.yaml),
-plus reference/final_fp64.safetensors: the same run trained in float64 (model.double(), same initial weights and
-data), its final weights stored as float64.
+plus reference/final_fp64.safetensors: the same run trained in float64 end to end (make_fixtures.fp64_run, so that
+transformers' explicit float32 casts in CohereLayerNorm and the rotary embedding are float64 too; same initial weights
+and data; each batch's loss taken example by example, see example_losses_fp64), its final weights stored as float64,
+and reference.json's "fp64" (its losses, whether it is finite).
 
 Usage, from the repository root (torch 2.x, transformers 5.x; CPU only):
 
@@ -120,13 +122,12 @@ def train_fp64(model, batches, t):
         mf.batch_loss = batch_loss
 
 
-def final_state(model, path):
-    """The model's tensors as save_pretrained writes them (tied: no lm_head), to `path` in the model's dtype."""
-    tmp = path.parent / (path.stem + "_dir")
+def final_state(model, out):
+    """The model's tensors as save_pretrained writes them (tied: no lm_head), in the model's dtype."""
+    tmp = out / "reference" / "final_dir"
     model.save_pretrained(tmp, safe_serialization=True)
     tensors = load_file(tmp / "model.safetensors")
     shutil.rmtree(tmp)
-    save_file(tensors, str(path), metadata={"format": "pt"})
     return tensors
 
 
@@ -164,15 +165,15 @@ def make_case(spec):
         for ex in examples:
             f.write(json.dumps(ex, separators=(",", ":")) + "\n")
 
-    model64 = build_model(spec).double()
-    losses64 = train_fp64(model64, batches, t)
+    model64 = build_model(spec)  # the same initial weights, trained in float64 end to end (mf.fp64_run)
+    losses64 = mf.fp64_run(model64, lambda m: train_fp64(m, batches, t))
     losses, _, grad_norms, lrs = mh.train(model, batches, t)
-    final = final_state(model, out / "reference" / "final.safetensors")
-    final64 = final_state(model64, out / "reference" / "final_fp64.safetensors")
+    final = final_state(model, out)
+    save_file(final, str(out / "reference" / "final.safetensors"), metadata={"format": "pt"})
+    final64 = final_state(model64, out)
     if set(final) != set(load_file(out / "model" / "model.safetensors")) or set(final64) != set(final):
         raise RuntimeError(f"{case}: final tensors differ from the initial ones' names")
-    if any(v.dtype != torch.float64 for v in final64.values()):
-        raise RuntimeError(f"{case}: the fp64 run's tensors are not float64")
+    fp64 = mf.write_fp64_reference(out, final64, losses64)
 
     notes = window_notes(model, examples)
     notes["fp32_vs_fp64_max_loss_rel_diff"] = max(abs(a - b) / abs(b) for a, b in zip(losses, losses64))
@@ -180,7 +181,7 @@ def make_case(spec):
                  "training": {k: t[k] for k in ("batch_size", "num_steps", "learning_rate", "lr_scheduler",
                                                 "warmup_steps", "min_lr_ratio", "weight_decay", "max_grad_norm",
                                                 "beta1", "beta2", "eps")},
-                 "losses": losses, "grad_norms": grad_norms, "lrs": lrs, "notes": notes}
+                 "losses": losses, "grad_norms": grad_norms, "lrs": lrs, "notes": notes, "fp64": fp64}
     mf.write_json(out / "reference.json", reference)
     write_train_yaml(out / "train.yaml", spec, t)
     size = sum(f.stat().st_size for f in out.rglob("*") if f.is_file())
