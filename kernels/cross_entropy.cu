@@ -1,5 +1,5 @@
 // Cross-entropy over rows of fp32 logits [rows, V]: row_loss = logsumexp − logit[target] (0 if target = −100),
-// dlogits = scale·(softmax − onehot); with a soft-cap c > 0 the logits x are first z = c·tanh(x/c) (Gemma 2's final
+// dlogits = scale·row_weight[row]·(softmax − onehot) (row_weight null: 1); with a soft-cap c > 0 the logits x are first z = c·tanh(x/c) (Gemma 2's final
 // soft-capping, as HF divides, tanh's, multiplies) and dlogits carries the chain factor 1 − tanh²(x/c).
 // Invariant: one block per row, fixed-order merges; dlogits may alias logits (each element is read before its own
 // thread writes it; the target logit is read before the block's first barrier); the soft-cap is a compile-time switch,
@@ -42,9 +42,11 @@ __device__ __forceinline__ float cap_tanh(float x, float cap) { return tanhf(x /
 template <typename T, int N, bool Cap>
 __global__ void __launch_bounds__(threads) cross_entropy_kernel(T* dlogits, float* __restrict__ row_loss,
                                                                 const float* logits,
-                                                                const int32_t* __restrict__ targets, int64_t V,
+                                                                const int32_t* __restrict__ targets,
+                                                                const float* __restrict__ row_weight, int64_t V,
                                                                 float scale, float cap) {
   const int64_t row = blockIdx.x;
+  if (row_weight) scale *= row_weight[row];
   const int32_t target = targets[row];
   const float* x = logits + row * V;
   T* dx = dlogits + row * V;
@@ -117,38 +119,40 @@ __global__ void __launch_bounds__(threads) cross_entropy_kernel(T* dlogits, floa
 }
 
 template <typename T, bool Cap>
-void launch(T* dlogits, float* row_loss, const float* logits, const int32_t* targets, int64_t rows, int64_t V,
-            float scale, float softcap, cudaStream_t s) {
+void launch(T* dlogits, float* row_loss, const float* logits, const int32_t* targets, const float* row_weight,
+            int64_t rows, int64_t V, float scale, float softcap, cudaStream_t s) {
   constexpr int N = 4;
   if (V % N == 0 && is_aligned(logits, 16) && is_aligned(dlogits, N * sizeof(T))) {
     cross_entropy_kernel<T, N, Cap><<<static_cast<unsigned>(rows), threads, 0, s>>>(dlogits, row_loss, logits,
-                                                                                   targets, V, scale, softcap);
+                                                                                   targets, row_weight, V, scale,
+                                                                                   softcap);
   } else {
     cross_entropy_kernel<T, 1, Cap><<<static_cast<unsigned>(rows), threads, 0, s>>>(dlogits, row_loss, logits,
-                                                                                   targets, V, scale, softcap);
+                                                                                   targets, row_weight, V, scale,
+                                                                                   softcap);
   }
 }
 
 }  // namespace
 
 template <typename T>
-void cross_entropy(T* dlogits, float* row_loss, const float* logits, const int32_t* targets, int64_t rows, int64_t V,
-                   float scale, float softcap, cudaStream_t s) {
+void cross_entropy(T* dlogits, float* row_loss, const float* logits, const int32_t* targets, const float* row_weight,
+                   int64_t rows, int64_t V, float scale, float softcap, cudaStream_t s) {
   MT_ASSERT(rows >= 0 && V > 0, "cross_entropy: rows {} V {}", rows, V);
   MT_ASSERT(rows <= 0x7fffffff, "cross_entropy: rows {} exceed the grid", rows);
   MT_ASSERT(softcap >= 0.f && std::isfinite(softcap), "cross_entropy: softcap {} (0 = none)", softcap);
   if (rows == 0) return;
   if (softcap > 0.f) {
-    launch<T, true>(dlogits, row_loss, logits, targets, rows, V, scale, softcap, s);
+    launch<T, true>(dlogits, row_loss, logits, targets, row_weight, rows, V, scale, softcap, s);
   } else {
-    launch<T, false>(dlogits, row_loss, logits, targets, rows, V, scale, softcap, s);
+    launch<T, false>(dlogits, row_loss, logits, targets, row_weight, rows, V, scale, softcap, s);
   }
   MT_CHECK_LAUNCH("cross_entropy", "rows={} V={} softcap={}", rows, V, softcap);
 }
 
-template void cross_entropy<float>(float*, float*, const float*, const int32_t*, int64_t, int64_t, float, float,
-                                   cudaStream_t);
-template void cross_entropy<__nv_bfloat16>(__nv_bfloat16*, float*, const float*, const int32_t*, int64_t, int64_t,
-                                           float, float, cudaStream_t);
+template void cross_entropy<float>(float*, float*, const float*, const int32_t*, const float*, int64_t, int64_t, float,
+                                   float, cudaStream_t);
+template void cross_entropy<__nv_bfloat16>(__nv_bfloat16*, float*, const float*, const int32_t*, const float*, int64_t,
+                                           int64_t, float, float, cudaStream_t);
 
 }  // namespace mt::cuda

@@ -216,8 +216,17 @@ class Backend {
   // softcap > 0 they become softcap·tanh(logits/softcap) before the softmax (Gemma 2's final soft-capping).
   // Returns Σ CE over tokens whose target != -100 (fp64). dx[T,H] = grad_scale · ∂Σ/∂x, dw[V,H] += grad_scale · ∂Σ/∂w.
   // dx and dw both null: the loss only (evaluation), no gradient computed.
-  virtual double head_loss(void* dx, float* dw, const void* x, const void* w, const int32_t* targets, int64_t T,
-                           int64_t H, int64_t V, float grad_scale, float softcap) = 0;
+  double head_loss(void* dx, float* dw, const void* x, const void* w, const int32_t* targets, int64_t T, int64_t H,
+                   int64_t V, float grad_scale, float softcap) {
+    return head_loss_rows(dx, dw, x, w, targets, nullptr, nullptr, T, H, V, grad_scale, softcap);
+  }
+  // head_loss with per-row terms (preference training's per-sequence log-probabilities and their weights):
+  // row_weight [T] fp32 backend memory (null = every row 1) weighs each row's CE in the gradient, dx = grad_scale ·
+  // ∂(Σ row_weight·CE)/∂x and dw += grad_scale · ∂(Σ row_weight·CE)/∂w; row_loss [T] fp32 backend memory (null = not
+  // written) receives each row's CE, 0 where the target is −100. Returns the unweighted Σ CE.
+  virtual double head_loss_rows(void* dx, float* dw, const void* x, const void* w, const int32_t* targets,
+                                const float* row_weight, float* row_loss, int64_t T, int64_t H, int64_t V,
+                                float grad_scale, float softcap) = 0;
 
   // Mixture of experts over T tokens, E experts, k experts per token; R = T·k routed rows. `seq_lens` (null = all
   // valid) with `seq` marks the valid tokens of a batch-major [batch, seq] layout (token t: t % seq < seq_lens[t / seq]).

@@ -60,7 +60,7 @@ void head_finish(const LayerContext& ctx, const void* head, float* dhead, Decode
 
 double head_forward_backward(const LayerContext& ctx, const void* head, const void* table, const void* x,
                              void* dx, float* dhead, float* dtable, const MicroBatch& mb, float grad_scale,
-                             DecoderWorkspace& ws) {
+                             DecoderWorkspace& ws, const float* row_weight) {
   Backend& be = *ctx.backend;
   const ModelSpec& s = *ctx.spec;
   const HeadOffsets& o = ctx.layout->head;
@@ -74,15 +74,15 @@ double head_forward_backward(const LayerContext& ctx, const void* head, const vo
 
   norm.forward(sc.norm1, x, o.norm);
   scale_head_input(ctx, sc.norm1, T);
-  const double loss_sum = be.head_loss(sc.d_norm, dw_out, sc.norm1, w_out, mb.targets, T, H, V, grad_scale,
-                                       static_cast<float>(s.final_logit_softcap));
+  const double loss_sum = be.head_loss_rows(sc.d_norm, dw_out, sc.norm1, w_out, mb.targets, row_weight, nullptr, T,
+                                            H, V, grad_scale, static_cast<float>(s.final_logit_softcap));
   scale_head_input(ctx, sc.d_norm, T);
   norm.backward(dx, dhead, sc.d_norm, x, o.norm);
   return loss_sum;
 }
 
 double head_loss_only(const LayerContext& ctx, const void* head, const void* table, const void* x,
-                      const MicroBatch& mb, DecoderWorkspace& ws) {
+                      const MicroBatch& mb, DecoderWorkspace& ws, float* row_loss) {
   Backend& be = *ctx.backend;
   const ModelSpec& s = *ctx.spec;
   const HeadOffsets& o = ctx.layout->head;
@@ -91,8 +91,8 @@ double head_loss_only(const LayerContext& ctx, const void* head, const void* tab
   const LayerScratch& sc = ws.scratch;
   HiddenNorm{ctx, head, T}.forward(sc.norm1, x, o.norm);
   scale_head_input(ctx, sc.norm1, T);
-  return be.head_loss(nullptr, nullptr, sc.norm1, w_out, mb.targets, T, H, V, 0.f,
-                      static_cast<float>(s.final_logit_softcap));
+  return be.head_loss_rows(nullptr, nullptr, sc.norm1, w_out, mb.targets, nullptr, row_loss, T, H, V, 0.f,
+                           static_cast<float>(s.final_logit_softcap));
 }
 
 }  // namespace mt

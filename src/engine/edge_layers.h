@@ -22,13 +22,15 @@ void head_prepare(const LayerContext& ctx, const void* head, DecoderWorkspace& w
 void head_finish(const LayerContext& ctx, const void* head, float* dhead, DecoderWorkspace& ws);
 
 // Runs the head forward and backward in one pass: returns Σ cross-entropy over the micro-batch's targets,
-// writes dx = grad_scale · ∂Σ/∂x, accumulates dhead (head region) and dtable (used only when tied).
+// writes dx = grad_scale · ∂Σ/∂x, accumulates dhead (head region) and dtable (used only when tied). row_weight
+// [tokens] (backend memory; preference training) weighs each token's cross-entropy in the gradient.
 double head_forward_backward(const LayerContext& ctx, const void* head, const void* table, const void* x,
                              void* dx, float* dhead, float* dtable, const MicroBatch& mb, float grad_scale,
-                             DecoderWorkspace& ws);
+                             DecoderWorkspace& ws, const float* row_weight = nullptr);
 
 // The head's forward only (evaluation): Σ cross-entropy over the micro-batch's targets; no gradient anywhere.
+// row_loss [tokens] (backend memory), where given, receives each token's cross-entropy (0 where not a target).
 double head_loss_only(const LayerContext& ctx, const void* head, const void* table, const void* x,
-                      const MicroBatch& mb, DecoderWorkspace& ws);
+                      const MicroBatch& mb, DecoderWorkspace& ws, float* row_loss = nullptr);
 
 }  // namespace mt

@@ -37,13 +37,15 @@ struct Engine::Activations {
   void* current = nullptr;
   void* next = nullptr;
   void* grad = nullptr;             // ∂L/∂(hidden) flowing backward
+  float* row_loss = nullptr;        // [tokens] each row's CE, and the weight of its gradient (SequenceObjective)
+  float* row_weight = nullptr;
   std::unique_ptr<DecoderWorkspace> ws;
 
   explicit Activations(Backend& b) : be(b) {}
   ~Activations() {
     for (void* p : segment) be.free_bytes(p);
     for (void* p : saved_buffers) be.free_bytes(p);
-    for (void* p : {current, next, grad})
+    for (void* p : {current, next, grad, static_cast<void*>(row_loss), static_cast<void*>(row_weight)})
       if (p) be.free_bytes(p);
   }
 };
@@ -266,6 +268,8 @@ Engine::Activations& Engine::activations_for(int64_t pass_tokens, int64_t mb_seq
   a.current = backend_.alloc(n);
   a.next = backend_.alloc(n);
   a.grad = backend_.alloc(n);
+  a.row_loss = backend_.alloc_floats(pass_tokens);
+  a.row_weight = backend_.alloc_floats(pass_tokens);
   // seq_len bounds every micro-batch's padded length, so lse fits max mb_seqs × heads × seq_len.
   a.ws = std::make_unique<DecoderWorkspace>(backend_, spec_, mb_tokens, mb_seqs, seq_len, options_.token_chunk);
   for (int64_t i = options_.recompute_layers; i < L; ++i) {
@@ -312,23 +316,37 @@ std::vector<MicroBatch> Engine::micro_batches(const BatchArrays& arrays, int64_t
 }
 
 StepLoss Engine::forward_backward(const Batch& batch, int64_t loss_tokens, double aux_weight) {
+  return train_passes(batch, loss_tokens, aux_weight, nullptr);
+}
+
+StepLoss Engine::forward_backward(const Batch& batch, SequenceObjective& objective) {
+  const int64_t group = objective.group_size();
+  MT_REQUIRE(group >= 1 && batch.num_seqs % group == 0, "batch of {} sequences is not made of groups of {}",
+             batch.num_seqs, group);
+  return train_passes(batch, 0, 1.0, &objective);
+}
+
+StepLoss Engine::train_passes(const Batch& batch, int64_t loss_tokens, double aux_weight,
+                              SequenceObjective* objective) {
   if (loss_tokens == 0) loss_tokens = batch.num_target_tokens;
   MT_REQUIRE(loss_tokens > 0, "batch has no target tokens (every label is -100)");
   MT_REQUIRE(batch.seq_len <= options_.max_positions,
              "sequence length {} exceeds the {} positions of the RoPE table", batch.seq_len, options_.max_positions);
-  MT_REQUIRE(batch.num_seqs >= options_.passes,
+  const int64_t group = objective ? objective->group_size() : 1, groups = batch.num_seqs / group;
+  MT_REQUIRE(groups >= options_.passes,
              "batch of {} sequences does not split into {} gradient accumulation passes", batch.num_seqs,
              options_.passes);
   upload_batch_rope(batch);
   StepLoss loss;
   loss.target_tokens = batch.num_target_tokens;
   if (options_.moe_aux_loss) loss.aux_coef = options_.moe_aux_coef;
-  const float grad_scale = 1.0f / static_cast<float>(loss_tokens);
+  // A SequenceObjective's weights carry the loss's normalisation: the head's gradient is theirs alone.
+  const float grad_scale = objective ? 1.0f : 1.0f / static_cast<float>(loss_tokens);
   const BatchArrays arrays(backend_, batch, attention_chunk(spec_));
-  // Pass p takes sequences [p·n/passes, (p+1)·n/passes): equal runs when passes divides n.
+  // Pass p takes the groups [p·n/passes, (p+1)·n/passes) (n groups): equal runs when passes divides n.
   for (int64_t p = 0; p < options_.passes; ++p) {
-    const int64_t first = p * batch.num_seqs / options_.passes, end = (p + 1) * batch.num_seqs / options_.passes;
-    run_pass(batch, arrays, first, end - first, p == 0, grad_scale, aux_weight, loss);
+    const int64_t first = p * groups / options_.passes * group, end = (p + 1) * groups / options_.passes * group;
+    run_pass(batch, arrays, first, end - first, p == 0, grad_scale, aux_weight, objective, loss);
   }
   grads_->wait();
   sum_of_squares_ = grads_->sum_of_squares();
@@ -337,7 +355,8 @@ StepLoss Engine::forward_backward(const Batch& batch, int64_t loss_tokens, doubl
 }
 
 void Engine::run_pass(const Batch& batch, const BatchArrays& arrays, int64_t first_seq, int64_t seqs,
-                      bool first_pass, float grad_scale, double aux_weight, StepLoss& loss) {
+                      bool first_pass, float grad_scale, double aux_weight, SequenceObjective* objective,
+                      StepLoss& loss) {
   const int64_t S = batch.seq_len, H = spec_.hidden_size, L = spec_.num_layers;
   const int64_t c = options_.checkpoint_interval;
   const int64_t mb_seqs = micro_batch_size_for(seqs, S);
@@ -401,9 +420,23 @@ void Engine::run_pass(const Batch& batch, const BatchArrays& arrays, int64_t fir
     const void* table = store_.layout().head.lm_head < 0 ? weights_->acquire(embed_region) : nullptr;
     float* head_grad = grads_->begin(head_region);
     head_prepare(ctx_, head, *a.ws);
+    const float* row_weight = nullptr;
+    if (objective) {  // the sequences' log-probabilities first, then each row's weight: −∂loss/∂logp of its sequence
+      for (const auto& mb : mbs)
+        head_loss_only(ctx_, head, table, rows(a.current, mb), mb, *a.ws, a.row_loss + (mb.first_seq - first_seq) * S);
+      const std::vector<double> logps = pass_sequence_logps(seqs, S);
+      std::vector<double> d_logp(logps.size(), 0.0);
+      objective->weigh(first_seq, logps, d_logp);
+      std::vector<float> weights(static_cast<size_t>(seqs * S));
+      for (int64_t i = 0; i < seqs; ++i)
+        std::fill_n(weights.begin() + i * S, S, static_cast<float>(-d_logp[static_cast<size_t>(i)]));
+      backend_.upload(a.row_weight, weights.data(), seqs * S * 4);
+      row_weight = a.row_weight;
+    }
     for (const auto& mb : mbs)
       loss.loss_sum += head_forward_backward(ctx_, head, table, rows(a.current, mb), rows(a.grad, mb), head_grad,
-                                             table_grad, mb, grad_scale, *a.ws);
+                                             table_grad, mb, grad_scale, *a.ws,
+                                             row_weight ? row_weight + (mb.first_seq - first_seq) * S : nullptr);
     head_finish(ctx_, head, head_grad, *a.ws);
     weights_->release(head_region);
     if (table) weights_->release(embed_region);
@@ -462,8 +495,35 @@ StepLoss Engine::forward_loss(const Batch& batch) {
   return loss;
 }
 
-// Embedding, every layer and the head's loss over one pass; the weights stream in forward order only.
-void Engine::run_forward_pass(const BatchArrays& arrays, int64_t first_seq, int64_t seqs, int64_t S, StepLoss& loss) {
+std::vector<double> Engine::sequence_logps(const Batch& batch) {
+  MT_REQUIRE(batch.seq_len <= options_.max_positions,
+             "sequence length {} exceeds the {} positions of the RoPE table", batch.seq_len, options_.max_positions);
+  upload_batch_rope(batch);
+  StepLoss loss;
+  std::vector<double> logps;
+  const BatchArrays arrays(backend_, batch, attention_chunk(spec_));
+  const int64_t passes = std::min(options_.passes, batch.num_seqs);
+  for (int64_t p = 0; p < passes; ++p) {
+    const int64_t first = p * batch.num_seqs / passes, end = (p + 1) * batch.num_seqs / passes;
+    run_forward_pass(arrays, first, end - first, batch.seq_len, loss, &logps);
+  }
+  backend_.synchronize();
+  return logps;
+}
+
+std::vector<double> Engine::pass_sequence_logps(int64_t seqs, int64_t S) {
+  std::vector<float> row_loss(static_cast<size_t>(seqs * S));
+  backend_.download(row_loss.data(), acts_->row_loss, seqs * S * 4);
+  std::vector<double> logps(static_cast<size_t>(seqs), 0.0);
+  for (int64_t i = 0; i < seqs; ++i)
+    for (int64_t t = 0; t < S; ++t) logps[static_cast<size_t>(i)] -= row_loss[static_cast<size_t>(i * S + t)];
+  return logps;
+}
+
+// Embedding, every layer and the head's loss over one pass; the weights stream in forward order only. With `logps`,
+// each sequence's summed log-probability is appended to it.
+void Engine::run_forward_pass(const BatchArrays& arrays, int64_t first_seq, int64_t seqs, int64_t S, StepLoss& loss,
+                              std::vector<double>* logps) {
   const int64_t H = spec_.hidden_size, L = spec_.num_layers;
   const int64_t mb_seqs = micro_batch_size_for(seqs, S);
   Activations& a = activations_for(seqs * S, mb_seqs, S);
@@ -491,9 +551,15 @@ void Engine::run_forward_pass(const BatchArrays& arrays, int64_t first_seq, int6
   const void* head = weights_->acquire(L + 1);
   const void* table = tied ? weights_->acquire(0) : nullptr;
   head_prepare(ctx_, head, *a.ws);
-  for (const auto& mb : mbs) loss.loss_sum += head_loss_only(ctx_, head, table, rows(a.current, mb), mb, *a.ws);
+  for (const auto& mb : mbs)
+    loss.loss_sum += head_loss_only(ctx_, head, table, rows(a.current, mb), mb, *a.ws,
+                                    logps ? a.row_loss + (mb.first_seq - first_seq) * S : nullptr);
   weights_->release(L + 1);
   if (table) weights_->release(0);
+  if (logps) {
+    const std::vector<double> pass = pass_sequence_logps(seqs, S);
+    logps->insert(logps->end(), pass.begin(), pass.end());
+  }
 }
 
 }  // namespace mt

@@ -4,7 +4,8 @@
 // boundary and recompute each segment (and each layer's internals) from its checkpoint during backward; the
 // layers after them save their internals in forward and recompute none (bitwise the same gradients).
 // gradient_accumulation_steps splits the batch into passes.
-// Invariant: after forward_backward the store's grad regions hold ∂(mean CE over all targets of the batch)/∂θ.
+// Invariant: after forward_backward the store's grad regions hold ∂(mean CE over all targets of the batch)/∂θ, or
+// ∂(the loss)/∂θ of the SequenceObjective given.
 #pragma once
 #include <cstdint>
 #include <limits>
@@ -62,6 +63,18 @@ struct StepLoss {
 std::vector<int64_t> pass_region_order(int64_t num_layers, int64_t checkpoint_interval, bool tied,
                                        int64_t recompute_layers = std::numeric_limits<int64_t>::max());
 
+// A loss over whole sequences (preference training): the head first gives each sequence's summed log-probability of
+// its targets (−Σ of its tokens' cross-entropy, fp64 in token order); weigh() turns a pass's log-probabilities into
+// ∂loss/∂logp per sequence, which the head's backward applies to each of the sequence's target tokens.
+class SequenceObjective {
+ public:
+  virtual ~SequenceObjective() = default;
+  // Consecutive sequences a pass boundary never splits (a pair's chosen and rejected: 2).
+  virtual int64_t group_size() const = 0;
+  // logps[i] is sequence first_seq + i's; d_logp (sized like logps) gets ∂loss/∂logps[i].
+  virtual void weigh(int64_t first_seq, const std::vector<double>& logps, std::vector<double>& d_logp) = 0;
+};
+
 struct EngineTransfers {
   std::unique_ptr<WeightStream> weights;  // null: BasicWeightStream
   std::unique_ptr<GradientSink> grads;    // null: BasicGradientSink
@@ -81,6 +94,12 @@ class Engine {
   // batch's, so that the ranks' gradients sum to the global mean's) plus aux_weight × coef × the router loss of
   // this batch (data parallelism: 1 / ranks, each rank's loss over its share, averaged as DDP averages).
   StepLoss forward_backward(const Batch& batch, int64_t loss_tokens = 0, double aux_weight = 1.0);
+  // The same with gradients of `objective`'s loss instead of the mean CE (StepLoss still sums the CE); passes split
+  // the batch at multiples of objective.group_size().
+  StepLoss forward_backward(const Batch& batch, SequenceObjective& objective);
+  // Forward only: each sequence's summed log-probability of its targets (the reference pass), in the passes and
+  // micro-batches of forward_loss; no gradient.
+  std::vector<double> sequence_logps(const Batch& batch);
   // Forward only (evaluation): Σ CE of `batch` under the weights the store holds now, in the same passes and
   // micro-batches as forward_backward; no gradient is computed, no gradient region is touched or returned.
   StepLoss forward_loss(const Batch& batch);
@@ -99,13 +118,17 @@ class Engine {
  private:
   struct Activations;
   struct BatchArrays;
+  StepLoss train_passes(const Batch& batch, int64_t loss_tokens, double aux_weight, SequenceObjective* objective);
   void run_pass(const Batch& batch, const BatchArrays& arrays, int64_t first_seq, int64_t seqs, bool first_pass,
-                float grad_scale, double aux_weight, StepLoss& loss);
+                float grad_scale, double aux_weight, SequenceObjective* objective, StepLoss& loss);
+  // The pass's rows' cross-entropy (Activations::row_loss) summed per sequence and negated.
+  std::vector<double> pass_sequence_logps(int64_t seqs, int64_t seq_len);
   // After a pass's forward: the router loss from the statistics, and its gradient for the backward.
   double finish_router_loss(double aux_weight);
   std::vector<MicroBatch> micro_batches(const BatchArrays& arrays, int64_t first_seq, int64_t seqs, int64_t mb_seqs,
                                         int64_t seq_len) const;
-  void run_forward_pass(const BatchArrays& arrays, int64_t first_seq, int64_t seqs, int64_t seq_len, StepLoss& loss);
+  void run_forward_pass(const BatchArrays& arrays, int64_t first_seq, int64_t seqs, int64_t seq_len, StepLoss& loss,
+                        std::vector<double>* logps = nullptr);
   void upload_batch_rope(const Batch& batch);
   Activations& activations_for(int64_t pass_tokens, int64_t mb_seqs, int64_t seq_len);
 

@@ -195,9 +195,10 @@ class CpuBackend final : public Backend {
   void add(void* y, const void* x, int64_t n) override { cpu::add(f(y), f(x), n); }
   void scale(void* y, float alpha, int64_t n) override { cpu::scale(f(y), alpha, n); }
 
-  double head_loss(void* dx, float* dw, const void* x, const void* w, const int32_t* targets, int64_t T, int64_t H,
-                   int64_t V, float grad_scale, float softcap) override {
-    return cpu::head_loss(f(dx), dw, f(x), f(w), targets, T, H, V, grad_scale, softcap);
+  double head_loss_rows(void* dx, float* dw, const void* x, const void* w, const int32_t* targets,
+                        const float* row_weight, float* row_loss, int64_t T, int64_t H, int64_t V, float grad_scale,
+                        float softcap) override {
+    return cpu::head_loss(f(dx), dw, f(x), f(w), targets, row_weight, row_loss, T, H, V, grad_scale, softcap);
   }
 
   void moe_route_forward(float* probs, int32_t* idx, float* weights, const void* logits, int64_t T,

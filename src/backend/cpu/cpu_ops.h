@@ -116,7 +116,8 @@ void row_sigmoid_gate_forward(float* y, const float* x, const float* g, int64_t 
 void row_sigmoid_gate_backward(float* dx, float* dg, const float* dy, const float* x, const float* g, int64_t T,
                            int64_t H);
 
-double head_loss(float* dx, float* dw, const float* x, const float* w, const int32_t* targets, int64_t T,
-                 int64_t H, int64_t V, float grad_scale, float softcap);
+double head_loss(float* dx, float* dw, const float* x, const float* w, const int32_t* targets,
+                 const float* row_weight, float* row_loss, int64_t T, int64_t H, int64_t V, float grad_scale,
+                 float softcap);
 
 }  // namespace mt::cpu

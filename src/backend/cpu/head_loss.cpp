@@ -2,7 +2,8 @@
 // soft-cap they become softcap·tanh(logits/softcap) (Gemma 2's final_logit_softcapping: divide, tanh, multiply) and
 // the gradient goes back through the tanh.
 // Invariant: the returned Σ CE (fp64, unscaled) adds per-row losses in token order; rows with target −100 add
-// nothing and get zero gradient; dx is overwritten, dw accumulates grad_scale · ∂Σ/∂w; both null: the loss only.
+// nothing and get zero gradient; dx is overwritten, dw accumulates grad_scale · ∂Σ/∂w (each row's CE weighted by
+// row_weight where given); both null: the loss only. row_loss, where given, gets every row's CE (0 where ignored).
 
 #include <algorithm>
 #include <cmath>
@@ -43,8 +44,9 @@ void softcap_row(float* logits, float* dcap, int64_t V, float softcap) {
 
 }  // namespace
 
-double head_loss(float* dx, float* dw, const float* x, const float* w, const int32_t* targets, int64_t T,
-                 int64_t H, int64_t V, float grad_scale, float softcap) {
+double head_loss(float* dx, float* dw, const float* x, const float* w, const int32_t* targets,
+                 const float* row_weight, float* row_loss, int64_t T, int64_t H, int64_t V, float grad_scale,
+                 float softcap) {
   MT_ASSERT(T >= 0 && H > 0 && V > 0);
   MT_ASSERT((dx == nullptr) == (dw == nullptr), "head_loss: dx and dw are both set or both null");
   MT_ASSERT(std::isfinite(softcap) && softcap >= 0.f, "head softcap {}", softcap);
@@ -55,32 +57,36 @@ double head_loss(float* dx, float* dw, const float* x, const float* w, const int
   const int64_t chunk = chunk_rows(V);
   std::vector<float> logits(static_cast<size_t>(std::min(chunk, T) * V));
   std::vector<float> dcap(softcap > 0.f ? logits.size() : 0);  // the tanh's derivative, where soft-capped
-  std::vector<double> row_loss(static_cast<size_t>(chunk));
+  std::vector<double> chunk_loss(static_cast<size_t>(chunk));
   double total = 0.0;
   for (int64_t t0 = 0; t0 < T; t0 += chunk) {
     const int64_t rows = std::min(chunk, T - t0);
     const int32_t* tg = targets + t0;
     if (std::all_of(tg, tg + rows, [](int32_t t) { return t == ignore_index; })) {
       if (dx) std::fill_n(dx + t0 * H, rows * H, 0.f);
+      if (row_loss) std::fill_n(row_loss + t0, rows, 0.f);
       continue;
     }
     sgemm_row_blocks(false, true, rows, V, H, x + t0 * H, H, w, H, 0.f, logits.data(), V);
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
       float* row = logits.data() + r * V;
+      const float scale = row_weight ? grad_scale * row_weight[t0 + r] : grad_scale;
       if (tg[r] == ignore_index) {
         std::fill_n(row, V, 0.f);
-        row_loss[static_cast<size_t>(r)] = 0.0;
+        chunk_loss[static_cast<size_t>(r)] = 0.0;
       } else if (softcap > 0.f) {
         float* dc = dcap.data() + r * V;
         softcap_row(row, dc, V, softcap);
-        row_loss[static_cast<size_t>(r)] = softmax_ce_row(row, V, tg[r], grad_scale);
+        chunk_loss[static_cast<size_t>(r)] = softmax_ce_row(row, V, tg[r], scale);
         for (int64_t c = 0; c < V; ++c) row[c] *= dc[c];
       } else {
-        row_loss[static_cast<size_t>(r)] = softmax_ce_row(row, V, tg[r], grad_scale);
+        chunk_loss[static_cast<size_t>(r)] = softmax_ce_row(row, V, tg[r], scale);
       }
     }
-    for (int64_t r = 0; r < rows; ++r) total += row_loss[static_cast<size_t>(r)];
+    for (int64_t r = 0; r < rows; ++r) total += chunk_loss[static_cast<size_t>(r)];
+    if (row_loss)
+      for (int64_t r = 0; r < rows; ++r) row_loss[t0 + r] = static_cast<float>(chunk_loss[static_cast<size_t>(r)]);
     if (!dx) continue;  // the loss only
     sgemm_row_blocks(false, false, rows, H, V, logits.data(), V, w, H, 0.f, dx + t0 * H, H);
     sgemm_row_blocks(true, false, V, H, rows, logits.data(), V, x + t0 * H, H, 1.f, dw, H);

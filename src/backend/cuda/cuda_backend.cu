@@ -372,10 +372,12 @@ class CudaBackend final : public Backend {
     dispatch([&](auto* t) { cuda::scale(cast(t, y), alpha, n, stream_); });
   }
 
-  // Chunks of rows: fp32 logits = x·wᵀ, cross-entropy (soft-capped where softcap > 0) → dlogits, dx = dlogits·w,
-  // dw += dlogitsᵀ·x; dx and dw null: the loss only.
-  double head_loss(void* dx, float* dw, const void* x, const void* w, const int32_t* targets, int64_t T, int64_t H,
-                   int64_t V, float grad_scale, float softcap) override {
+  // Chunks of rows: fp32 logits = x·wᵀ, cross-entropy (soft-capped where softcap > 0, each row's gradient weighted
+  // by row_weight where given) → dlogits, dx = dlogits·w, dw += dlogitsᵀ·x; dx and dw null: the loss only. The
+  // per-row losses are copied to row_loss where given.
+  double head_loss_rows(void* dx, float* dw, const void* x, const void* w, const int32_t* targets,
+                        const float* row_weight, float* row_loss, int64_t T, int64_t H, int64_t V, float grad_scale,
+                        float softcap) override {
     const cuda::OpProfile::Span span(profile_, "head_loss", stream_);
     const int64_t chunk = std::clamp<int64_t>((int64_t{1} << 28) / std::max<int64_t>(V, 1), 16, 4096);
     ensure_head_buffers(std::min(chunk, T), V, T);
@@ -385,8 +387,8 @@ class CudaBackend final : public Backend {
       const char* xr = static_cast<const char*>(x) + r0 * H * es;
       gemm_->run(logits_, DType::f32, xr, w, dtype_, true, rows, V, H, 0.0f);
       dispatch([&](auto* t) {
-        cuda::cross_entropy(cast(t, dlogits_), row_loss_ + r0, logits_, targets + r0, rows, V, grad_scale, softcap,
-                            stream_);
+        cuda::cross_entropy(cast(t, dlogits_), row_loss_ + r0, logits_, targets + r0,
+                            row_weight ? row_weight + r0 : nullptr, rows, V, grad_scale, softcap, stream_);
       });
       if (!dx) continue;  // the loss only (evaluation)
       char* dxr = static_cast<char*>(dx) + r0 * H * es;
@@ -394,6 +396,7 @@ class CudaBackend final : public Backend {
       gemm_->run_at_b(dw, dlogits_, xr, dtype_, V, H, rows, 1.0f);
     }
     cuda::sum(static_cast<double*>(scalar_), row_loss_, T, stream_);
+    if (row_loss && T > 0) copy_bytes(row_loss, row_loss_, T * 4);
     double total = 0;
     download(&total, scalar_, sizeof(double));
     return total;
