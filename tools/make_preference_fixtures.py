@@ -1,9 +1,21 @@
 #!/usr/bin/env python3
-"""Write the preference-loss fixtures under tests/fixtures/preference_loss/ (run by hand, never by CI).
+"""Write the preference-training fixtures under tests/fixtures/ (run by hand, never by CI).
 
-Usage, from the repository root (Python 3 with torch 2.x; CPU only):
+Usage, from the repository root (Python 3 with torch 2.x, transformers 5.x, safetensors; CPU only):
 
     python3 tools/make_preference_fixtures.py
+
+tests/fixtures/preference/ holds one tiny random Qwen2 model (model/: vocab 64, hidden 32, 2 layers), 12 tokenized
+preference pairs (data/train.jsonl in LLaMA-Factory's processed columns chosen_input_ids, chosen_labels,
+rejected_input_ids, rejected_labels: a shared prompt masked with -100, each response trained) and, per case
+(dpo_sigmoid, dpo_sigmoid_ftx, dpo_hinge, dpo_ipo, dpo_orpo, dpo_simpo), <case>/train.yaml, <case>/reference.json
+(per step: loss, pre-clip gradient norm, learning rate, and LLaMA-Factory's logged metrics rewards/chosen,
+rewards/rejected, rewards/accuracies, rewards/margins, logps/chosen, logps/rejected, sft_loss, odds_ratio_loss) and
+<case>/reference/final.safetensors (fp32) and final_fp64.safetensors (the same run in float64 from the same initial
+weights and data, stored as F64). The training loop: the reference log-probabilities of every pair are computed
+first with the starting weights (none for orpo and simpo), then 3 steps of 4 pairs each, each batch's chosen and
+rejected sequences in one forward ([chosen0, rejected0, chosen1, ...], right-padded), the loss as below, AdamW
+(torch.optim.AdamW, weight decay on matrices only), global-norm clipping at 1.0, a linear schedule.
 
 tests/fixtures/preference_loss/cases.json holds, per case (each pref_loss with its options: pref_beta, pref_ftx,
 dpo_label_smoothing, simpo_gamma), a few pairs of per-sequence log-probabilities (each response's SUMMED
@@ -21,10 +33,18 @@ log-ratios (label smoothing 0).
 """
 
 import json
+import random
+import sys
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from make_fixtures import lr_factor, yaml_scalar  # noqa: E402
+
+from safetensors.torch import save_file  # noqa: E402
+from transformers import Qwen2Config, Qwen2ForCausalLM  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "tests" / "fixtures" / "preference_loss"
@@ -97,7 +117,164 @@ CASES = [
 ]
 
 
+VOCAB = 64
+PAIRS = 12
+TRAINING = dict(batch_size=4, num_steps=3, learning_rate=1e-3, lr_scheduler="linear", warmup_steps=0,
+                min_lr_ratio=0.0, weight_decay=0.1, max_grad_norm=1.0, beta1=0.9, beta2=0.999, eps=1e-8)
+TRAIN_CASES = [
+    # case, pref_loss, pref_beta, pref_ftx, dpo_label_smoothing, simpo_gamma
+    ("dpo_sigmoid", "sigmoid", 0.1, 0.0, 0.0, 0.5),
+    ("dpo_sigmoid_ftx", "sigmoid", 0.5, 0.5, 0.1, 0.5),
+    ("dpo_hinge", "hinge", 0.1, 0.0, 0.0, 0.5),
+    ("dpo_ipo", "ipo", 0.1, 0.0, 0.0, 0.5),
+    ("dpo_orpo", "orpo", 0.1, 0.0, 0.0, 0.5),
+    ("dpo_simpo", "simpo", 2.0, 0.0, 0.0, 0.5),
+]
+
+
+def tiny_model():
+    """A random Qwen2 (vocab 64, hidden 32, 2 layers, GQA 4:2, untied head), every parameter perturbed."""
+    torch.manual_seed(44)
+    config = Qwen2Config(vocab_size=VOCAB, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                         rms_norm_eps=1e-6, tie_word_embeddings=False, use_sliding_window=False,
+                         rope_parameters={"rope_type": "default", "rope_theta": 100.0})
+    config._attn_implementation = "eager"
+    model = Qwen2ForCausalLM(config).to(torch.float32)
+    gen = torch.Generator().manual_seed(1044)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.ndim == 1 and "norm" in name:
+                p.copy_(1.0 + torch.randn(p.shape, generator=gen) * 0.1)
+            else:
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.3)  # large enough that responses differ in logp
+    return model
+
+
+def make_pairs():
+    """12 pairs: a prompt of 2..8 tokens shared, responses of 2..7 tokens, chosen != rejected."""
+    rng = random.Random(44)
+    pairs = []
+    while len(pairs) < PAIRS:
+        prompt = [rng.randrange(1, VOCAB) for _ in range(rng.randint(2, 8))]
+        chosen = [rng.randrange(1, VOCAB) for _ in range(rng.randint(2, 7))]
+        rejected = [rng.randrange(1, VOCAB) for _ in range(rng.randint(2, 7))]
+        if chosen == rejected:
+            continue
+        pairs.append({"chosen_input_ids": prompt + chosen, "chosen_labels": [-100] * len(prompt) + chosen,
+                      "rejected_input_ids": prompt + rejected, "rejected_labels": [-100] * len(prompt) + rejected})
+    return pairs
+
+
+def sequence_logps(model, pairs, dtype):
+    """Summed log-probabilities and response token counts of [chosen0, rejected0, chosen1, ...] in one forward."""
+    seqs = []
+    for p in pairs:
+        seqs.append((p["chosen_input_ids"], p["chosen_labels"]))
+        seqs.append((p["rejected_input_ids"], p["rejected_labels"]))
+    longest = max(len(ids) for ids, _ in seqs)
+    ids = torch.tensor([i + [0] * (longest - len(i)) for i, _ in seqs])
+    mask = torch.tensor([[1] * len(i) + [0] * (longest - len(i)) for i, _ in seqs])
+    labels = torch.tensor([l + [-100] * (longest - len(l)) for _, l in seqs])
+    logits = model(input_ids=ids, attention_mask=mask).logits.to(dtype)
+    labels = labels[:, 1:]
+    logits = logits[:, :-1]
+    valid = labels != -100
+    per_token = torch.gather(logits.log_softmax(-1), 2, labels.clamp(min=0).unsqueeze(2)).squeeze(2)
+    logps = (per_token * valid).sum(-1)
+    return logps, valid.sum(-1).to(dtype)
+
+
+def train_case(kind, beta, ftx, smoothing, gamma, pairs, dtype):
+    """The run of one case in `dtype`: per-step records and the final state dict."""
+    model = tiny_model().to(dtype)
+    t = TRAINING
+    reference = None
+    if kind not in ("orpo", "simpo"):
+        with torch.no_grad():  # every pair's reference, in batches of batch_size pairs, before the first step
+            reference = torch.cat([sequence_logps(model, pairs[i:i + t["batch_size"]], dtype)[0]
+                                   for i in range(0, len(pairs), t["batch_size"])])
+    decay = [p for p in model.parameters() if p.ndim >= 2]
+    no_decay = [p for p in model.parameters() if p.ndim < 2]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": t["weight_decay"]},
+                                   {"params": no_decay, "weight_decay": 0.0}],
+                                  lr=t["learning_rate"], betas=(t["beta1"], t["beta2"]), eps=t["eps"],
+                                  foreach=False, fused=False)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: lr_factor(s, t["lr_scheduler"], t["warmup_steps"], t["num_steps"], t["min_lr_ratio"]))
+    steps = []
+    for step in range(t["num_steps"]):
+        batch = pairs[step * t["batch_size"]:(step + 1) * t["batch_size"]]
+        logps, tokens = sequence_logps(model, batch, dtype)
+        ref = reference[2 * step * t["batch_size"]:2 * (step + 1) * t["batch_size"]] if reference is not None else None
+        losses, metrics = preference_loss(kind, beta, ftx, smoothing, gamma, logps[0::2], logps[1::2], tokens[0::2],
+                                          tokens[1::2], ref[0::2] if ref is not None else None,
+                                          ref[1::2] if ref is not None else None)
+        if kind == "sigmoid" and smoothing == 0.0 and ftx == 0.0:
+            trl = trl_sigmoid(beta, logps[0::2], logps[1::2], ref[0::2], ref[1::2])
+            assert torch.allclose(trl, losses, rtol=1e-6, atol=0), (trl, losses)
+        loss = losses.mean()
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), t["max_grad_norm"])
+        lr = optimizer.param_groups[0]["lr"]
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        steps.append({"loss": loss.item(), "grad_norm": grad_norm.item(), "lr": lr, "metrics": metrics})
+    return steps, {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
+
+
+def write_training_cases():
+    root = ROOT / "tests" / "fixtures" / "preference"
+    (root / "model").mkdir(parents=True, exist_ok=True)
+    (root / "data").mkdir(parents=True, exist_ok=True)
+    tiny_model().save_pretrained(root / "model", safe_serialization=True)
+    pairs = make_pairs()
+    (root / "data" / "train.jsonl").write_text("".join(json.dumps(p) + "\n" for p in pairs))
+    (root / "data" / "dataset_info.json").write_text(json.dumps(
+        {"fixture": {"file_name": "train.jsonl", "formatting": "tokenized", "ranking": True}}, indent=2) + "\n")
+    for case, kind, beta, ftx, smoothing, gamma in TRAIN_CASES:
+        steps, final = train_case(kind, beta, ftx, smoothing, gamma, pairs, torch.float32)
+        steps64, final64 = train_case(kind, beta, ftx, smoothing, gamma, pairs, torch.float64)
+        out = root / case
+        (out / "reference").mkdir(parents=True, exist_ok=True)
+        save_file(final, out / "reference" / "final.safetensors")
+        save_file(final64, out / "reference" / "final_fp64.safetensors")
+        worst = max(abs(a["loss"] - b["loss"]) / abs(b["loss"]) for a, b in zip(steps, steps64))
+        (out / "reference.json").write_text(json.dumps({
+            "case": case, "architecture": "Qwen2ForCausalLM",
+            "preference": {"pref_loss": kind, "pref_beta": beta, "pref_ftx": ftx, "dpo_label_smoothing": smoothing,
+                           "simpo_gamma": gamma},
+            "training": TRAINING,
+            "losses": [s["loss"] for s in steps], "grad_norms": [s["grad_norm"] for s in steps],
+            "lrs": [s["lr"] for s in steps], "metrics": [s["metrics"] for s in steps],
+            "notes": {"fp32_vs_fp64_worst_loss_relative": worst},
+        }, indent=1) + "\n")
+        t = TRAINING
+        training = {"stage": "dpo", "pref_loss": kind, "pref_beta": beta, "pref_ftx": ftx,
+                    "dpo_label_smoothing": smoothing, "simpo_gamma": gamma, "batch_size": t["batch_size"],
+                    "gradient_accumulation_steps": 1, "num_steps": t["num_steps"],
+                    "learning_rate": t["learning_rate"], "lr_scheduler": t["lr_scheduler"],
+                    "warmup_steps": t["warmup_steps"], "weight_decay": t["weight_decay"],
+                    "max_grad_norm": t["max_grad_norm"], "checkpoint_interval": 1, "seed": 44,
+                    "output_dir": "output", "logging_steps": 1}
+        sections = {
+            "model": {"name": "../model", "dtype": "float32"},
+            "dataset": {"name": "fixture", "dataset_dir": "../data", "max_seq_len": 64, "shuffle": False,
+                        "num_workers": 0},
+            "training": training,
+            "optimizer": {"beta1": t["beta1"], "beta2": t["beta2"], "eps": t["eps"]},
+        }
+        lines = [f"# Preference fixture '{case}' (written by tools/make_preference_fixtures.py; do not edit by hand)."]
+        for section, kv in sections.items():
+            lines.append(f"{section}:")
+            lines.extend(f"  {k}: {yaml_scalar(v)}" for k, v in kv.items())
+        (out / "train.yaml").write_text("\n".join(lines) + "\n")
+        print(f"{case:18s} losses {[round(s['loss'], 6) for s in steps]} fp32 vs fp64 {worst:.2e}")
+
+
 def main():
+    write_training_cases()
     gen = torch.Generator().manual_seed(44)
     cases = []
     for name, kind, beta, ftx, smoothing, gamma in CASES:

@@ -1,5 +1,6 @@
 // `megatrain preview-data --config FILE [--set section.key=value ...] [-n N]`: the first N examples as training sees
-// them (template applied, truncated, not packed), trained spans green on a terminal, «in guillemets» otherwise.
+// them (template applied, truncated, not packed; a preference pair as its chosen then its rejected sequence), trained
+// spans green on a terminal, «in guillemets» otherwise.
 // Invariant: reads the same config, model directory and data as `train`, and writes nothing.
 #include <unistd.h>
 
@@ -36,23 +37,32 @@ void preview(const Config& c, int64_t count) {
   const bool tty = ::isatty(::fileno(stdout)) != 0;
   const char* open = tty ? "\033[32m" : "«";
   const char* close = tty ? "\033[0m" : "»";
-  const auto shown = std::min<int64_t>(count, static_cast<int64_t>(data.examples.size()));
-  for (int64_t i = 0; i < shown; ++i) {
-    const Example& e = data.examples[static_cast<size_t>(i)];
+  // One sequence: its header line (`what` and its counts), then its text with the trained spans marked.
+  const auto show = [&](const std::string& what, const std::vector<int32_t>& ids, const std::vector<int32_t>& labels) {
     int64_t trained = 0;
-    for (const int32_t l : e.labels) trained += l != kIgnoreIndex;
-    fmt::print("=== example {} of {}: {} tokens, {} trained\n", i + 1, data.examples.size(), e.input_ids.size(),
-               trained);
+    for (const int32_t l : labels) trained += l != kIgnoreIndex;
+    fmt::print("=== {}: {} tokens, {} trained\n", what, ids.size(), trained);
     std::string text;
-    for (size_t begin = 0; begin < e.input_ids.size();) {
-      const bool is_trained = e.labels[begin] != kIgnoreIndex;
+    for (size_t begin = 0; begin < ids.size();) {
+      const bool is_trained = labels[begin] != kIgnoreIndex;
       size_t end = begin;
-      while (end < e.input_ids.size() && (e.labels[end] != kIgnoreIndex) == is_trained) ++end;
-      const std::string piece = span_text(data, e.input_ids, begin, end);
+      while (end < ids.size() && (labels[end] != kIgnoreIndex) == is_trained) ++end;
+      const std::string piece = span_text(data, ids, begin, end);
       text += is_trained ? open + piece + close : piece;
       begin = end;
     }
     fmt::print("{}\n", text);
+  };
+  const auto shown = std::min<int64_t>(count, static_cast<int64_t>(data.examples.size()));
+  for (int64_t i = 0; i < shown; ++i) {
+    const Example& e = data.examples[static_cast<size_t>(i)];
+    const std::string what = fmt::format("{} {} of {}", e.is_pair() ? "pair" : "example", i + 1, data.examples.size());
+    if (!e.is_pair()) {
+      show(what, e.input_ids, e.labels);
+      continue;
+    }
+    show(what + ", chosen", e.input_ids, e.labels);
+    show(what + ", rejected", e.rejected_ids, e.rejected_labels);
   }
   const DatasetStats& s = data.stats;
   fmt::print("=== {} examples, {} tokens; {} truncated to {} tokens, {} dropped with no trained token, {} records "

@@ -170,7 +170,7 @@ const std::vector<Field>& schema() {
       integer_or_auto("training", "micro_batch_size", 1, MT_AT(training.micro_batch_size)),
       integer_or_auto("training", "gradient_accumulation_steps", 1, MT_AT(training.gradient_accumulation_steps)),
       integer_or_auto("training", "gpus_per_node", 1, MT_AT(training.gpus_per_node)),
-      choice("training", "stage", {"sft", "pt"}, MT_AT(training.stage)),
+      choice("training", "stage", {"sft", "pt", "dpo"}, MT_AT(training.stage)),
       integer("training", "num_steps", 1, MT_AT(training.num_steps)),
       real("training", "num_train_epochs", {0.0, kInf}, MT_AT(training.num_train_epochs)),
       real("training", "learning_rate", {0.0, kInf}, MT_AT(training.learning_rate)),
@@ -200,6 +200,12 @@ const std::vector<Field>& schema() {
       flag("training", "overwrite_output_dir", MT_AT(training.overwrite_output_dir)),
       integer("training", "max_consecutive_skipped_steps", 0, MT_AT(training.max_consecutive_skipped_steps)),
       real_or_auto("training", "moe_aux_loss_coef", MT_AT(training.moe_aux_loss_coef)),
+      choice("training", "pref_loss", {"sigmoid", "hinge", "ipo", "orpo", "simpo"}, MT_AT(training.pref_loss)),
+      real("training", "pref_beta", {0.0, kInf, true}, MT_AT(training.pref_beta)),
+      real("training", "pref_ftx", {0.0, kInf}, MT_AT(training.pref_ftx)),
+      real("training", "dpo_label_smoothing", {0.0, 0.5, false, true}, MT_AT(training.dpo_label_smoothing)),
+      real("training", "simpo_gamma", {0.0, kInf}, MT_AT(training.simpo_gamma)),
+      text("training", "ref_model", true, MT_AT(training.ref_model)),
 
       choice("optimizer", "type", {"deepspeed_adam", "adamw"}, MT_AT(optimizer.type)),
       real("optimizer", "beta1", {0.0, 1.0, false, true}, MT_AT(optimizer.beta1)),
@@ -332,6 +338,13 @@ void validate(const Config& config, const std::string& origin) {
   MT_REQUIRE(t.warmup_steps == 0 || t.warmup_ratio == 0.0,
              "{}: training.warmup_steps {} and training.warmup_ratio {} both set the warmup; keep one", origin,
              t.warmup_steps, real_to_text(t.warmup_ratio));
+  MT_REQUIRE(t.dpo_label_smoothing == 0.0 || t.pref_loss == "sigmoid",
+             "{}: training.dpo_label_smoothing: {}: only pref_loss sigmoid smooths its labels (pref_loss is {})", origin,
+             real_to_text(t.dpo_label_smoothing), t.pref_loss);
+  MT_REQUIRE(t.ref_model.empty() || (t.pref_loss != "orpo" && t.pref_loss != "simpo"),
+             "{}: training.ref_model: '{}': pref_loss {} uses no reference model", origin, t.ref_model, t.pref_loss);
+  MT_REQUIRE(t.stage != "dpo" || !d.packing,
+             "{}: dataset.packing: training.stage dpo keeps each pair's sequences apart; set it to false", origin);
   MT_REQUIRE(t.gradient_accumulation_steps == 0 || t.batch_size % t.gradient_accumulation_steps == 0,
              "{}: training.gradient_accumulation_steps: {} does not divide training.batch_size {}", origin,
              t.gradient_accumulation_steps, t.batch_size);

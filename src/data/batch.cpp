@@ -10,13 +10,38 @@
 
 namespace mt {
 
-Batch make_batch(const std::vector<Example>& examples) {
+namespace {
+
+// The rejected sequence of a pair as an Example of its own.
+Example rejected_of(const Example& pair) { return {pair.rejected_ids, pair.rejected_labels}; }
+
+}  // namespace
+
+Batch make_batch(const std::vector<Example>& pairs_or_examples) {
+  MT_ASSERT(!pairs_or_examples.empty());
+  if (!pairs_or_examples.front().is_pair()) return make_batch_of_sequences(pairs_or_examples);
+  std::vector<Example> sequences;
+  std::vector<double> reference;
+  const bool referenced = !pairs_or_examples.front().reference_logps.empty();
+  for (const Example& pair : pairs_or_examples) {
+    MT_ASSERT(pair.is_pair() && pair.reference_logps.empty() == !referenced,
+              "a batch mixes pairs and examples, or pairs with and without reference log-probabilities");
+    sequences.push_back({pair.input_ids, pair.labels});
+    sequences.push_back(rejected_of(pair));
+    reference.insert(reference.end(), pair.reference_logps.begin(), pair.reference_logps.end());
+  }
+  Batch batch = make_batch_of_sequences(sequences);
+  batch.reference_logps = std::move(reference);
+  return batch;
+}
+
+Batch make_batch_of_sequences(const std::vector<Example>& examples) {
   MT_ASSERT(!examples.empty());
   Batch batch;
   batch.num_seqs = static_cast<int64_t>(examples.size());
   bool packed = false;
   for (const Example& e : examples) {
-    MT_ASSERT(!e.input_ids.empty() && e.labels.size() == e.input_ids.size());
+    MT_ASSERT(!e.input_ids.empty() && e.labels.size() == e.input_ids.size() && !e.is_pair());
     MT_ASSERT(e.pieces.empty() ||
               std::accumulate(e.pieces.begin(), e.pieces.end(), size_t{0}) == e.input_ids.size());
     batch.seq_len = std::max(batch.seq_len, static_cast<int64_t>(e.input_ids.size()));

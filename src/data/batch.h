@@ -1,5 +1,6 @@
 // Examples and the global batch of one optimizer step, as the engine consumes them.
-// Invariant: a Batch is right-padded to its longest sequence; targets are labels shifted by one inside each packed
+// Invariant: a Batch is right-padded to its longest sequence; a batch of preference pairs holds each pair's chosen and
+// rejected sequences at 2i and 2i + 1; targets are labels shifted by one inside each packed
 // example (targets[t] = labels[t+1], -100 = ignored, and -100 at each example's last position and on padding).
 #pragma once
 #include <cstdint>
@@ -13,6 +14,12 @@ struct Example {
   std::vector<int32_t> input_ids;
   std::vector<int32_t> labels;   // same length as input_ids; kIgnoreIndex where not trained
   std::vector<int32_t> pieces = {};  // packed: lengths of the examples laid end to end (sum = size); empty: one
+  // A preference pair (training.stage dpo): input_ids / labels are the chosen sequence, these the rejected one (the
+  // same prompt); reference_logps the reference model's summed log-probability of each, once known.
+  std::vector<int32_t> rejected_ids = {};
+  std::vector<int32_t> rejected_labels = {};
+  std::vector<double> reference_logps = {};
+  bool is_pair() const { return !rejected_ids.empty(); }
 };
 
 struct Batch {
@@ -26,9 +33,14 @@ struct Batch {
                                        // empty when no example of the batch is packed
   int64_t num_target_tokens = 0;       // targets != -100
   int64_t num_tokens = 0;              // non-padding tokens
+  // Preference pairs: [num_seqs] each sequence's reference log-probability where the pairs carry one, else empty.
+  std::vector<double> reference_logps;
 };
 
-// Right-pads `examples` into a Batch (the shift to targets and, for packed examples, segments happen here).
+// Right-pads `examples` into a Batch (the shift to targets and, for packed examples, segments happen here). A
+// preference pair gives two consecutive sequences, chosen then rejected.
 Batch make_batch(const std::vector<Example>& examples);
+// make_batch of plain sequences (no pairs).
+Batch make_batch_of_sequences(const std::vector<Example>& examples);
 
 }  // namespace mt

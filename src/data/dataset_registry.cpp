@@ -54,7 +54,7 @@ DatasetEntry parse_entry(const std::filesystem::path& dataset_dir, const std::st
     }
     throw Error(fmt::format("entry '{}' has no file_name", name));
   }
-  for (const char* key : {"num_samples", "ranking", "subset", "folder", "script_url", "cloud_file_name"})
+  for (const char* key : {"num_samples", "subset", "folder", "script_url", "cloud_file_name"})
     MT_REQUIRE(!value.contains(key), "entry '{}': \"{}\" is not supported (a local file is read whole{}); remove it",
                name, key, std::string_view(key) == "num_samples" ? "; dataset.max_samples keeps the first N" : "");
   if (value.contains("split"))
@@ -70,6 +70,11 @@ DatasetEntry parse_entry(const std::filesystem::path& dataset_dir, const std::st
   entry.formatting = formatting.get<std::string>();
   if (value.contains("columns")) entry.columns = string_map(value["columns"], fmt::format("entry '{}': columns", name));
   if (value.contains("tags")) entry.tags = string_map(value["tags"], fmt::format("entry '{}': tags", name));
+  if (value.contains("ranking")) {
+    MT_REQUIRE(value["ranking"].is_boolean(), "entry '{}': ranking {} is not true or false", name,
+               value["ranking"].dump());
+    entry.ranking = value["ranking"].get<bool>();
+  }
   return entry;
 }
 

@@ -15,6 +15,7 @@ struct DatasetEntry {
   std::string formatting;                      // alpaca (LLaMA-Factory's default) | sharegpt | tokenized
   std::map<std::string, std::string> columns;  // role -> column name in the file ("prompt" -> "instruction", ...)
   std::map<std::string, std::string> tags;     // sharegpt role tags ("role_tag" -> "from", ...)
+  bool ranking = false;                        // preference pairs: columns chosen and rejected (training.stage dpo)
 
   // The file's column for `role`, or `role` itself when the entry does not rename it.
   std::string column(const std::string& role) const;

@@ -214,6 +214,12 @@ TEST_CASE("config: the accepted keys are frozen", "[config]") {
       "training.overwrite_output_dir",
       "training.max_consecutive_skipped_steps",
       "training.moe_aux_loss_coef",
+      "training.pref_loss",
+      "training.pref_beta",
+      "training.pref_ftx",
+      "training.dpo_label_smoothing",
+      "training.simpo_gamma",
+      "training.ref_model",
       "optimizer.type",
       "optimizer.beta1",
       "optimizer.beta2",
@@ -227,7 +233,8 @@ TEST_CASE("config: the accepted keys are frozen", "[config]") {
 TEST_CASE("config: an unknown key names its path and the accepted keys", "[config]") {
   std::string msg = error_of(with("training", "batch_sise", "8"));
   CHECK(msg.rfind("cfg.yaml: unknown key 'training.batch_sise' (accepted: batch_size, micro_batch_size, ", 0) == 0);
-  CHECK(msg.find("resume_from, overwrite_output_dir, max_consecutive_skipped_steps, moe_aux_loss_coef)") != std::string::npos);
+  CHECK(msg.find("resume_from, overwrite_output_dir, max_consecutive_skipped_steps, moe_aux_loss_coef, pref_loss, "
+                 "pref_beta, pref_ftx, dpo_label_smoothing, simpo_gamma, ref_model)") != std::string::npos);
   CHECK(msg.find('\n') == std::string::npos);
 }
 
@@ -439,7 +446,7 @@ TEST_CASE("config: evaluation, length and warmup keys are checked together", "[c
                             "dataset.shuffle=false"}) ==
         "cfg.yaml: dataset.sample_by: paragraph: dataset.streaming reads one document per line");
   CHECK(error_of(kMinimal, {"training.stage=rm"}) ==
-        "--set training.stage=rm: training.stage: 'rm' is not one of sft, pt");
+        "--set training.stage=rm: training.stage: 'rm' is not one of sft, pt, dpo");
   const mt::Config c = mt::parse_config(kMinimal, "cfg.yaml",
                                         {"training.lr_scheduler=cosine_with_min_lr", "dataset.val_size=16",
                                          "training.num_train_epochs=2.5", "training.stage=pt"});
@@ -474,4 +481,33 @@ TEST_CASE("config: store.offload and its paths (a list or comma-separated), roun
   CHECK(error_of(with("store", "offload", "disk")).rfind("cfg.yaml: store.offload: 'disk' is not", 0) == 0);
   CHECK(error_of(kMinimal, {"store.offload=optimizer+master", "store.offload_paths=/x", "model.stream_dtype=float32"})
             .rfind("cfg.yaml: model.stream_dtype: store.offload optimizer+master keeps no fp32 master", 0) == 0);
+}
+
+TEST_CASE("config: preference training keys, with LLaMA-Factory's names and defaults", "[config]") {
+  const mt::Config d = mt::parse_config(kMinimal, "cfg.yaml");
+  CHECK(d.training.pref_loss == "sigmoid");
+  CHECK(d.training.pref_beta == 0.1);
+  CHECK(d.training.pref_ftx == 0.0);
+  CHECK(d.training.dpo_label_smoothing == 0.0);
+  CHECK(d.training.simpo_gamma == 0.5);
+  CHECK(d.training.ref_model.empty());
+  const mt::Config c = mt::parse_config(kMinimal, "cfg.yaml",
+                                        {"training.stage=dpo", "training.pref_loss=simpo", "training.pref_beta=2.5",
+                                         "training.simpo_gamma=1.0", "training.pref_ftx=0.1"});
+  CHECK(c.training.stage == "dpo");
+  CHECK(c.training.pref_loss == "simpo");
+  CHECK(mt::parse_config(c.yaml_text, "again.yaml").training.pref_beta == 2.5);
+  CHECK(error_of(kMinimal, {"training.pref_loss=kto_pair"}) ==
+        "--set training.pref_loss=kto_pair: training.pref_loss: 'kto_pair' is not one of sigmoid, hinge, ipo, orpo, "
+        "simpo");
+  CHECK(error_of(kMinimal, {"training.pref_beta=0"}) ==
+        "--set training.pref_beta=0: training.pref_beta: '0' is not a number > 0");
+  CHECK(error_of(kMinimal, {"training.dpo_label_smoothing=0.5"}) ==
+        "--set training.dpo_label_smoothing=0.5: training.dpo_label_smoothing: '0.5' is not a number in [0, 0.5)");
+  CHECK(error_of(kMinimal, {"training.pref_loss=ipo", "training.dpo_label_smoothing=0.1"}) ==
+        "cfg.yaml: training.dpo_label_smoothing: 0.1: only pref_loss sigmoid smooths its labels (pref_loss is ipo)");
+  CHECK(error_of(kMinimal, {"training.pref_loss=orpo", "training.ref_model=/models/ref"}) ==
+        "cfg.yaml: training.ref_model: '/models/ref': pref_loss orpo uses no reference model");
+  CHECK(error_of(kMinimal, {"training.stage=dpo", "dataset.packing=true"}) ==
+        "cfg.yaml: dataset.packing: training.stage dpo keeps each pair's sequences apart; set it to false");
 }

@@ -145,7 +145,7 @@ TEST_CASE("entries with wrong columns or tags are errors naming the entry and th
   CHECK(error(entry_of("alpaca", {{"promt", "q"}})) ==
         "dataset 'd': columns.promt: unknown column; accepted: prompt, query, response, history, system, tools");
   CHECK(error(entry_of("alpaca", {{"images", "img"}})) ==
-        "dataset 'd': columns.images: multimodal and preference data are not supported");
+        "dataset 'd': columns.images: multimodal and KTO data are not supported");
   CHECK(error(entry_of("alpaca", {{"prompt", "q"}})) ==
         "dataset 'd': columns has no \"response\" (a columns object replaces all of LLaMA-Factory's defaults)");
   CHECK(error(entry_of("alpaca", {}, {{"role_tag", "role"}})) == "dataset 'd': tags apply to formatting sharegpt only");

@@ -4,6 +4,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "core/dtype.h"
 #include "gpu/gpu_test_util.h"
 
 namespace {
@@ -36,7 +37,7 @@ TEST_CASE("cuda head_loss_rows matches the CPU reference", "[gpu][backend][head_
         weight[t] = static_cast<float>((t / 12) % 7 - 3) * 0.4f;  // a weight per 12-token "sequence", some zero
       }
       for (const DType dt : {DType::f32, DType::bf16}) {
-        INFO(dtype_label_of(dt));
+        INFO(mt::dtype_name(dt));
         auto be = mt::make_cuda_backend(dt);
         const double tol = tolerance_of(dt);
         const auto x = rounded_to(dt, x0), w = rounded_to(dt, w0);

@@ -4,14 +4,17 @@
 #include <algorithm>
 #include <chrono>
 
+#include "cli/train/preference_run.h"
 #include "core/error.h"
 
 namespace mt {
 
 Evaluation::Evaluation(std::vector<Example> examples, int64_t eval_steps, int64_t last_step, int64_t batch_size,
-                       const dist::DataParallel& dp, std::function<void(int64_t)> weights_ready)
+                       const dist::DataParallel& dp, std::function<void(int64_t)> weights_ready,
+                       std::optional<PreferenceOptions> preference)
     : examples_(static_cast<int64_t>(examples.size())), eval_steps_(eval_steps), last_step_(last_step), dp_(dp),
-      weights_ready_(std::move(weights_ready)) {
+      weights_ready_(std::move(weights_ready)), preference_(preference) {
+  MT_REQUIRE(!preference_ || dp.size <= 1, "preference evaluation runs on one GPU rank");
   const int64_t ranks = std::max(dp.size, 1);
   const int64_t per_batch = std::max<int64_t>(1, batch_size / ranks);
   for (int64_t first = 0, k = 0; first < examples_; first += per_batch, ++k) {
@@ -31,9 +34,16 @@ std::optional<EvalResult> Evaluation::after_step(Engine& engine, int64_t step, b
   const auto t0 = std::chrono::steady_clock::now();
   weights_ready_(step);
   double sums[2] = {0.0, 0.0};  // Σ CE, target tokens
+  PreferenceMetrics pairs;
   for (const std::vector<Example>& batch : batches_) {
     if (batch.empty()) continue;
-    const StepLoss loss = engine.forward_loss(make_batch(batch));
+    const Batch b = make_batch(batch);
+    if (preference_) {
+      pairs.merge(score_pairs(*preference_, b, engine.sequence_logps(b)));
+      sums[1] += static_cast<double>(b.num_target_tokens);
+      continue;
+    }
+    const StepLoss loss = engine.forward_loss(b);
     sums[0] += loss.loss_sum;
     sums[1] += static_cast<double>(loss.target_tokens);
   }
@@ -41,7 +51,8 @@ std::optional<EvalResult> Evaluation::after_step(Engine& engine, int64_t step, b
   MT_REQUIRE(sums[1] > 0, "the evaluation set has no target tokens (every label is -100)");
   EvalResult r;
   r.step = step;
-  r.loss = sums[0] / sums[1];
+  r.loss = preference_ ? pairs.loss() : sums[0] / sums[1];
+  if (preference_) r.extra = preference_metric_values(*preference_, pairs, "eval_");
   r.target_tokens = static_cast<int64_t>(sums[1]);
   r.examples = examples_;
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -9,11 +9,14 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "data/batch.h"
 #include "dist/data_parallel.h"
 #include "engine/engine.h"
+#include "engine/preference_loss.h"
 
 namespace mt {
 
@@ -23,14 +26,18 @@ struct EvalResult {
   int64_t target_tokens = 0;
   int64_t examples = 0;
   double seconds = 0.0;
+  std::vector<std::pair<std::string, double>> extra = {};  // preference pairs: eval_rewards/..., logged by name
 };
 
 class Evaluation {
  public:
   // batch_size: training.batch_size (global); `weights_ready(step)` makes the store's reads wait for the weights
   // after `step`'s update (the optimizer's version on ranks that do not submit updates themselves).
+  // preference: the examples are pairs with their reference log-probabilities, scored by this loss (loss = the
+  // mean pair loss; extra = LLaMA-Factory's eval_ metrics) instead of the mean CE.
   Evaluation(std::vector<Example> examples, int64_t eval_steps, int64_t last_step, int64_t batch_size,
-             const dist::DataParallel& dp, std::function<void(int64_t)> weights_ready);
+             const dist::DataParallel& dp, std::function<void(int64_t)> weights_ready,
+             std::optional<PreferenceOptions> preference = std::nullopt);
   bool enabled() const { return !batches_.empty(); }
   bool due(int64_t step) const;
   // The evaluation after `step` when it is due (or forced), else nullopt.
@@ -42,6 +49,7 @@ class Evaluation {
   int64_t eval_steps_, last_step_;
   const dist::DataParallel& dp_;
   std::function<void(int64_t)> weights_ready_;
+  std::optional<PreferenceOptions> preference_;
 };
 
 }  // namespace mt

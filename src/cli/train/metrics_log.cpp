@@ -99,12 +99,13 @@ void MetricsLog::append(const StepRecord& r) {
 }
 
 void MetricsLog::append_eval(const EvalResult& r, double elapsed_s) {
-  const nlohmann::json j = {{"step", r.step},
+  nlohmann::json j = {{"step", r.step},
                             {"eval_loss", r.loss},
                             {"eval_target_tokens", r.target_tokens},
                             {"eval_examples", r.examples},
                             {"eval_time_s", r.seconds},
                             {"elapsed_s", elapsed_s}};
+  for (const auto& [name, value] : r.extra) j[name] = value;
   write_line(j.dump() + "\n", r.step);
 }
 

@@ -38,7 +38,8 @@ class MetricsLog {
   MetricsLog(const MetricsLog&) = delete;
   MetricsLog& operator=(const MetricsLog&) = delete;
   void append(const StepRecord& record);
-  // An evaluation line: {"step", "eval_loss", "eval_target_tokens", "eval_examples", "eval_time_s", "elapsed_s"}.
+  // An evaluation line: {"step", "eval_loss", "eval_target_tokens", "eval_examples", "eval_time_s", "elapsed_s"} and
+  // the result's extra values (preference pairs' eval_rewards/...).
   void append_eval(const EvalResult& result, double elapsed_s);
 
  private:

@@ -101,6 +101,7 @@ RunShape run_shape(const Config& c, int ranks, int gpus) {
   r.seq_len = c.dataset.max_seq_len;
   r.packed = c.dataset.packing;
   r.batch_size = (c.training.batch_size + gpus - 1) / gpus;
+  if (c.training.stage == "dpo") r.batch_size *= 2;  // a preference pair is two sequences through the layers
   r.micro_batch_size = c.training.micro_batch_size;
   r.passes = c.training.gradient_accumulation_steps;
   r.checkpoint_interval = c.training.checkpoint_interval;

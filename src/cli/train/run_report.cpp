@@ -34,7 +34,10 @@ void RunReport::step(const StepRecord& r, double tflops) {
 void RunReport::eval(const EvalResult& result, double elapsed_s) {
   metrics_.append_eval(result, elapsed_s);
   eval_losses_.emplace_back(result.step, result.loss);
-  if (tensorboard_) tensorboard_->add_scalars(result.step, {{"eval/loss", result.loss}});
+  if (!tensorboard_) return;
+  std::vector<std::pair<std::string, double>> scalars = {{"eval/loss", result.loss}};
+  for (const auto& [name, value] : result.extra) scalars.emplace_back("eval/" + name.substr(name.find('_') + 1), value);
+  tensorboard_->add_scalars(result.step, scalars);
 }
 
 std::vector<std::filesystem::path> RunReport::finish(const RunTotals& t) {

@@ -28,6 +28,7 @@
 #include "cli/train/output_lock.h"
 #include "cli/train/output_room.h"
 #include "cli/train/preflight.h"
+#include "cli/train/preference_run.h"
 #include "cli/train/resume.h"
 #include "cli/train/run_length.h"
 #include "cli/train/run_report.h"
@@ -184,6 +185,9 @@ TrainSummary run_training(const Config& c) {
 TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
   const dist::Context& ctx = dist::context();
   const bool root = ctx.is_root(), leads = dp.leads_node();
+  MT_REQUIRE(c.training.stage != "dpo" || dp.size == 1,
+             "{}: training.stage dpo trains on one GPU rank; data parallelism over {} ranks would split pairs (set "
+             "training.gpus_per_node: 1)", c.source.string(), dp.size);
   require_batch_splits(c, dp, std::max<int64_t>(c.training.gradient_accumulation_steps, 1));
   if (root) require_output_dir_resumed_or_overwritten(c);
   std::optional<CheckpointFile> init_from;
@@ -270,7 +274,8 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
                                      ? std::filesystem::absolute(c.model.name, absolute_error).lexically_normal().string()
                                      : c.model.name;
   const ResidentPlan resident = plan_resident(spec, planned, backend->device_memory_bytes(), dp.size,
-                                             c.training.optimizer_on_gpu == "auto");
+                                             c.training.optimizer_on_gpu == "auto" &&
+                                                 c.training.ref_model.empty());  // ref_model refills the master
   const RunShape run = with_resident(planned, resident);
   backend->set_attention_workspace(plan_gpu(spec, run).attention_workspace);  // what the plan reserved for cuDNN
   require_batch_splits(c, dp, run.passes);  // auto passes are known now
@@ -316,6 +321,34 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
   if (root && resident.regions > 0) log::info("{}", describe_resident(resident, layout));
   Engine engine(*backend, spec, store, eo,
                 make_engine_transfers(*backend, store, 2, dp, dtype, eo.checkpoints, resident.regions));
+  const bool preference = c.training.stage == "dpo";
+  const PreferenceOptions preference_opts = preference_options(c.training);
+  if (preference) {
+    // training.ref_model: its weights fill the store for the reference pass, then the starting weights again.
+    std::optional<SafetensorsModel> ref_weights;
+    const auto use_ref_model = [&] {
+      const ModelSource ref_source = resolve_model_source(c.training.ref_model);
+      ModelSpec ref_spec = load_model_spec(ref_source.config_json, c.model.trust_remote_code);
+      MT_REQUIRE(ref_spec.architecture == spec.architecture && ref_spec.vocab_size == spec.vocab_size &&
+                     make_param_layout(ref_spec).total_numel == layout.total_numel,
+                 "{}: training.ref_model: '{}' is {} with vocab {} and {} parameters; the model is {} with vocab {} and "
+                 "{} parameters", c.source.string(), c.training.ref_model, ref_spec.architecture, ref_spec.vocab_size,
+                 make_param_layout(ref_spec).total_numel, spec.architecture, spec.vocab_size, layout.total_numel);
+      MT_REQUIRE(!ref_source.dir.empty(), "{}: training.ref_model: '{}' has no weights", c.source.string(),
+                 c.training.ref_model);
+      ref_weights.emplace(ref_source.dir);
+      Config ref_config = c;
+      ref_config.model.init = "pretrained";
+      fill_master_weights(ref_config, spec, std::nullopt, &*ref_weights, store);
+    };
+    const auto use_starting_weights = [&] {
+      ref_weights.reset();
+      fill_master_weights(c, spec, init_from, weights ? &*weights : nullptr, store);
+    };
+    attach_reference_logps(c, engine, data.examples, data.eval_examples, resume.has_value(),
+                           c.training.ref_model.empty() ? std::function<void()>{} : use_ref_model,
+                           c.training.ref_model.empty() ? std::function<void()>{} : use_starting_weights);
+  }
 
   const LrSchedule schedule{c.training.lr_scheduler, c.training.learning_rate, length.warmup_steps, num_steps,
                             c.training.min_lr_ratio};
@@ -324,7 +357,8 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
   Evaluation evaluation(std::move(data.eval_examples), c.training.eval_steps, num_steps, c.training.batch_size, dp,
                         [&](int64_t step) {
                           if (!leads) optimizer.expect_updates(step - start_step);  // else submit has set it
-                        });
+                        },
+                        preference ? std::optional<PreferenceOptions>(preference_opts) : std::nullopt);
   const auto num_examples = static_cast<double>(data.examples.size());  // 0: a stream
   const std::unique_ptr<BatchSource> batches = make_batch_source(c, source, spec, std::move(data.examples));
   if (resume) batches->seek({resume->meta().data_epoch, resume->meta().data_index});
@@ -391,8 +425,9 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
       }
     });
   };
-  if (root) log::info("training on the {} backend: {} steps of {} sequences ({} pass(es), checkpoint every {} layers)",
-            backend->name(), num_steps, c.training.batch_size, eo.passes, eo.checkpoint_interval);
+  if (root) log::info("training on the {} backend: {} steps of {} {} ({} pass(es), checkpoint every {} layers)",
+            backend->name(), num_steps, c.training.batch_size, preference ? "preference pairs" : "sequences",
+            eo.passes, eo.checkpoint_interval);
 
   TrainSummary summary;
   summary.steps = start_step;
@@ -415,7 +450,11 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
     const double waited_before = store.waited_seconds();
     const Batch batch = prefetcher.next();
     if (!leads) optimizer.expect_updates(step - 1 - start_step);  // the node's rank 0 submitted step - 1
-    const StepLoss loss = forward_backward_share(engine, dp, batch, eo.passes);
+    std::optional<PreferenceObjective> objective;
+    if (preference) objective.emplace(preference_opts, batch);
+    const StepLoss loss = preference ? engine.forward_backward(batch, *objective)
+                                     : forward_backward_share(engine, dp, batch, eo.passes);
+    const double step_loss = preference ? objective->metrics().loss() : loss.mean();
     stopping = stop_agreed(dp) && step < num_steps;
     tokens_seen += batch.num_tokens;
     summary.steps = step;
@@ -426,11 +465,11 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const double waited = store.waited_seconds() - waited_before;  // the previous update the forward did not hide
     const double previous_update = optimizer.last_update_seconds();
-    summary.losses.push_back(loss.mean());
+    summary.losses.push_back(step_loss);
     if (!root) continue;  // other nodes' ranks 0: a replica, neither logged nor saved
 
-    window.add(loss.mean());
-    StepRecord r{step, loss.mean(), report.grad_norm, lr, batch.num_tokens, batch.num_target_tokens, tokens_seen,
+    window.add(step_loss);
+    StepRecord r{step, step_loss, report.grad_norm, lr, batch.num_tokens, batch.num_target_tokens, tokens_seen,
                  seconds, static_cast<double>(batch.num_tokens) / seconds, report.skipped};
     totals.steps += 1;
     totals.sequences += batch.num_seqs;
@@ -439,6 +478,7 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
     r.epoch = epochs_done();
     r.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
     if (eo.moe_aux_loss) r.extra.emplace_back("aux_loss", loss.aux_loss);
+    if (preference) r.extra = preference_metric_values(preference_opts, objective->metrics(), "");
     if (report.skipped) log::warn("step {}: gradient norm is not finite; update skipped", step);
     elapsed += seconds;
     const StepFlops flops = step_flops(spec, layout, batch.num_tokens, batch.seq_len);
@@ -448,11 +488,15 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
     if (step % c.training.logging_steps == 0 || step == num_steps) {
       r.loss = window.take();
       reports->step(r, tflops);
-      log::info("step {:>5}/{} | loss {:.4f} | grad_norm {:.4f} | lr {:.3e} | {:.0f} tokens/s | {:.2f} TFLOP/s (6N) "
-                "{:.2f} (model) | {:.3f} s | ETA {} | optimizer: norm {:.3f} s, previous update {:.3f} s of which the "
-                "forward waited {:.3f} s",
-                step, num_steps, r.loss, r.grad_norm, lr, r.tokens_per_s, tflops, model_tflops, seconds, eta,
-                report.norm_seconds, previous_update, waited);
+      log::info("step {:>5}/{} | loss {:.4f} | grad_norm {:.4f} | lr {:.3e}{} | {:.0f} tokens/s | {:.2f} TFLOP/s "
+                "(6N) {:.2f} (model) | {:.3f} s | ETA {} | optimizer: norm {:.3f} s, previous update {:.3f} s of which "
+                "the forward waited {:.3f} s",
+                step, num_steps, r.loss, r.grad_norm, lr,
+                preference ? fmt::format(" | rewards/accuracies {:.3f} margins {:.4f}",
+                                         objective->metrics().rewards_accuracies(),
+                                         objective->metrics().rewards_margins())
+                           : std::string(),
+                r.tokens_per_s, tflops, model_tflops, seconds, eta, report.norm_seconds, previous_update, waited);
     }
     // After the step is logged (metrics.jsonl holds it), before any save of it.
     skipped_in_a_row = report.skipped ? skipped_in_a_row + 1 : 0;

@@ -47,8 +47,9 @@ RecordConverter::RecordConverter(const DatasetEntry& entry) : sharegpt_(entry.fo
   const std::vector<std::string>& own = sharegpt_ ? kSharegptColumns : kAlpacaColumns;
   const std::vector<std::string>& other = sharegpt_ ? kAlpacaColumns : kSharegptColumns;
   for (const auto& [role, name] : entry.columns) {
-    MT_REQUIRE(!contains(kUnsupportedColumns, role),
-               "dataset '{}': columns.{}: multimodal and preference data are not supported", entry.name, role);
+    MT_REQUIRE(!contains(kUnsupportedColumns, role), "dataset '{}': columns.{}: {}", entry.name, role,
+               role == "chosen" || role == "rejected" ? "preference pairs need \"ranking\": true (training.stage dpo)"
+                                                      : "multimodal and KTO data are not supported");
     MT_REQUIRE(contains(own, role) || contains(other, role), "dataset '{}': columns.{}: unknown column; accepted: {}",
                entry.name, role, fmt::join(own, ", "));
     MT_REQUIRE(contains(own, role), "dataset '{}': columns.{} is {} column but the entry's formatting is {}",

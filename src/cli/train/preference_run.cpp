@@ -1,0 +1,175 @@
+// Preference training's reference pass, objective and metrics (see preference_run.h).
+#include "cli/train/preference_run.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/log.h"
+
+namespace mt {
+namespace {
+
+const char* kReferenceFile = "reference_logps.json";
+
+// FNV-1a over every token and label of the pairs, in order: which pairs a reference file belongs to.
+std::string pairs_fingerprint(const std::vector<Example>& pairs) {
+  uint64_t h = 1469598103934665603ull;
+  const auto mix = [&](const std::vector<int32_t>& v) {
+    for (const int32_t x : v) {
+      h ^= static_cast<uint32_t>(x);
+      h *= 1099511628211ull;
+    }
+    h ^= 0xffu;  // a separator: [1 2][3] and [1][2 3] differ
+    h *= 1099511628211ull;
+  };
+  for (const Example& e : pairs) {
+    mix(e.input_ids);
+    mix(e.labels);
+    mix(e.rejected_ids);
+    mix(e.rejected_labels);
+  }
+  return fmt::format("{:016x}", h);
+}
+
+// Each pair's (chosen, rejected) log-probabilities, in batches of `batch_pairs` pairs.
+std::vector<double> reference_pass(Engine& engine, const std::vector<Example>& pairs, int64_t batch_pairs) {
+  std::vector<double> logps;
+  for (size_t first = 0; first < pairs.size(); first += static_cast<size_t>(batch_pairs)) {
+    const size_t end = std::min(pairs.size(), first + static_cast<size_t>(batch_pairs));
+    const std::vector<double> part =
+        engine.sequence_logps(make_batch({pairs.begin() + static_cast<std::ptrdiff_t>(first),
+                                          pairs.begin() + static_cast<std::ptrdiff_t>(end)}));
+    logps.insert(logps.end(), part.begin(), part.end());
+  }
+  return logps;
+}
+
+int64_t tokens_of(const std::vector<Example>& pairs) {
+  int64_t n = 0;
+  for (const Example& e : pairs) n += static_cast<int64_t>(e.input_ids.size() + e.rejected_ids.size());
+  return n;
+}
+
+void attach(std::vector<Example>& pairs, const std::vector<double>& logps) {
+  MT_ASSERT(logps.size() == 2 * pairs.size());
+  for (size_t i = 0; i < pairs.size(); ++i) pairs[i].reference_logps = {logps[2 * i], logps[2 * i + 1]};
+}
+
+}  // namespace
+
+PreferenceOptions preference_options(const TrainingConfig& t) {
+  PreferenceOptions o;
+  o.type = preference_loss_type(t.pref_loss);
+  o.beta = t.pref_beta;
+  o.ftx = t.pref_ftx;
+  o.label_smoothing = t.dpo_label_smoothing;
+  o.simpo_gamma = t.simpo_gamma;
+  return o;
+}
+
+void attach_reference_logps(const Config& config, Engine& engine, std::vector<Example>& train,
+                            std::vector<Example>& eval, bool resumed,
+                            const std::function<void()>& load_reference_weights,
+                            const std::function<void()>& restore_weights) {
+  const PreferenceOptions options = preference_options(config.training);
+  if (!uses_reference(options.type)) {
+    log::info("pref_loss {}: no reference model, no reference pass", config.training.pref_loss);
+    return;
+  }
+  const std::filesystem::path file = std::filesystem::path(config.training.output_dir) / kReferenceFile;
+  const std::string train_print = pairs_fingerprint(train), eval_print = pairs_fingerprint(eval);
+  if (std::filesystem::is_regular_file(file)) {
+    std::ifstream in(file);
+    const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+    const bool ours = j.is_object() && j.value("train_pairs", "") == train_print && j.value("eval_pairs", "") == eval_print &&
+                      j.contains("train") && j["train"].size() == 2 * train.size() && j.contains("eval") &&
+                      j["eval"].size() == 2 * eval.size();
+    MT_REQUIRE(ours || !resumed, "{}: holds no reference log-probabilities of these pairs, and a resumed run cannot "
+               "recompute them (its weights are no longer the starting ones)", file.string());
+    if (ours) {
+      attach(train, j["train"].get<std::vector<double>>());
+      attach(eval, j["eval"].get<std::vector<double>>());
+      log::info("reference log-probabilities of {} training and {} evaluation pairs read from {} (not recomputed)",
+                train.size(), eval.size(), file.string());
+      return;
+    }
+  }
+  MT_REQUIRE(!resumed, "{}: not found; a resumed run cannot recompute the reference log-probabilities (its weights "
+             "are no longer the starting ones)", file.string());
+  if (load_reference_weights) load_reference_weights();
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<double> train_logps = reference_pass(engine, train, config.training.batch_size);
+  const std::vector<double> eval_logps = reference_pass(engine, eval, config.training.batch_size);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (restore_weights) restore_weights();
+  attach(train, train_logps);
+  attach(eval, eval_logps);
+  const int64_t tokens = tokens_of(train) + tokens_of(eval);
+  log::info("reference pass ({}): {} training and {} evaluation pairs, {} tokens in {:.3f} s ({:.0f} tokens/s)",
+            config.training.ref_model.empty() ? "the starting weights" : config.training.ref_model, train.size(),
+            eval.size(), tokens, seconds, static_cast<double>(tokens) / std::max(seconds, 1e-9));
+  std::filesystem::create_directories(file.parent_path());
+  const nlohmann::json j = {{"train_pairs", train_print}, {"eval_pairs", eval_print}, {"train", train_logps},
+                            {"eval", eval_logps}};
+  const std::filesystem::path tmp = file.string() + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << j.dump() << "\n";
+    MT_REQUIRE(out.good(), "{}: cannot write", tmp.string());
+  }
+  std::filesystem::rename(tmp, file);
+}
+
+PreferenceObjective::PreferenceObjective(const PreferenceOptions& options, const Batch& batch)
+    : options_(options), batch_(batch) {
+  MT_ASSERT(batch.num_seqs % 2 == 0);
+  MT_ASSERT(!uses_reference(options.type) || batch.reference_logps.size() == static_cast<size_t>(batch.num_seqs));
+  response_tokens_.assign(static_cast<size_t>(batch.num_seqs), 0);
+  for (int64_t s = 0; s < batch.num_seqs; ++s)
+    for (int64_t t = 0; t < batch.seq_len; ++t)
+      response_tokens_[static_cast<size_t>(s)] += batch.targets[static_cast<size_t>(s * batch.seq_len + t)] != kIgnoreIndex;
+}
+
+void PreferenceObjective::weigh(int64_t first_seq, const std::vector<double>& logps, std::vector<double>& d_logp) {
+  MT_ASSERT(first_seq % 2 == 0 && logps.size() % 2 == 0);
+  const double pairs = static_cast<double>(batch_.num_seqs / 2);
+  const bool referenced = uses_reference(options_.type);
+  for (size_t i = 0; i < logps.size(); i += 2) {
+    const auto s = static_cast<size_t>(first_seq) + i;
+    const SequenceLogp chosen{logps[i], response_tokens_[s]}, rejected{logps[i + 1], response_tokens_[s + 1]};
+    const SequenceLogp ref_chosen{referenced ? batch_.reference_logps[s] : 0.0, response_tokens_[s]};
+    const SequenceLogp ref_rejected{referenced ? batch_.reference_logps[s + 1] : 0.0, response_tokens_[s + 1]};
+    const PairTerms terms = preference_pair_terms(options_, chosen, rejected, ref_chosen, ref_rejected);
+    d_logp[i] = terms.d_chosen / pairs;
+    d_logp[i + 1] = terms.d_rejected / pairs;
+    metrics_.add(terms);
+  }
+}
+
+std::vector<std::pair<std::string, double>> preference_metric_values(const PreferenceOptions& options,
+                                                                     const PreferenceMetrics& m,
+                                                                     const std::string& prefix) {
+  std::vector<std::pair<std::string, double>> v = {{prefix + "rewards/chosen", m.rewards_chosen()},
+                                                   {prefix + "rewards/rejected", m.rewards_rejected()},
+                                                   {prefix + "rewards/accuracies", m.rewards_accuracies()},
+                                                   {prefix + "rewards/margins", m.rewards_margins()},
+                                                   {prefix + "logps/chosen", m.logps_chosen()},
+                                                   {prefix + "logps/rejected", m.logps_rejected()}};
+  const bool orpo = options.type == PreferenceLossType::orpo;
+  if (orpo || options.ftx > 1e-6) v.emplace_back(prefix + "sft_loss", m.sft_loss());
+  if (orpo) v.emplace_back(prefix + "odds_ratio_loss", m.odds_ratio_loss());
+  return v;
+}
+
+PreferenceMetrics score_pairs(const PreferenceOptions& options, const Batch& batch, const std::vector<double>& logps) {
+  PreferenceObjective objective(options, batch);
+  std::vector<double> unused(logps.size());
+  objective.weigh(0, logps, unused);
+  return objective.metrics();
+}
+
+}  // namespace mt

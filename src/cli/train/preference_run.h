@@ -1,0 +1,59 @@
+// Preference training's parts of a run (training.stage dpo): the reference pass before step 1, and each step's
+// objective with the metrics LLaMA-Factory logs.
+// Invariant: every pair's reference log-probabilities come from the weights the run starts from (or
+// training.ref_model), by Engine::sequence_logps in batches of training.batch_size pairs in load order; they are
+// written to <output_dir>/reference_logps.json once and read back, never recomputed, by a resumed run.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "config/config.h"
+#include "data/batch.h"
+#include "engine/engine.h"
+#include "engine/preference_loss.h"
+
+namespace mt {
+
+PreferenceOptions preference_options(const TrainingConfig& training);
+
+// The reference log-probabilities of the training and evaluation pairs, attached to each pair (Example::
+// reference_logps). Read from <output_dir>/reference_logps.json where it was written for exactly these pairs;
+// else, unless `resumed` (then an error: the weights have moved), computed by `engine` with the weights its store
+// holds between `load_reference_weights` and `restore_weights` (training.ref_model; unset: the store's own) and
+// written there. Logged with its own progress line and time. Nothing happens for pref_loss orpo and simpo.
+void attach_reference_logps(const Config& config, Engine& engine, std::vector<Example>& train,
+                            std::vector<Example>& eval, bool resumed,
+                            const std::function<void()>& load_reference_weights = {},
+                            const std::function<void()>& restore_weights = {});
+
+// A batch of pairs' objective: each pair's loss (mean over the batch's pairs), its derivative per sequence, and the
+// metrics, as LLaMA-Factory's CustomDPOTrainer computes them.
+class PreferenceObjective final : public SequenceObjective {
+ public:
+  PreferenceObjective(const PreferenceOptions& options, const Batch& batch);
+  int64_t group_size() const override { return 2; }
+  void weigh(int64_t first_seq, const std::vector<double>& logps, std::vector<double>& d_logp) override;
+  const PreferenceMetrics& metrics() const { return metrics_; }
+
+ private:
+  PreferenceOptions options_;
+  const Batch& batch_;
+  std::vector<int64_t> response_tokens_;  // per sequence: its targets (labels != −100 after the shift)
+  PreferenceMetrics metrics_;
+};
+
+// The metrics as (name, value) in LLaMA-Factory's names with `prefix` ("" or "eval_"); sft_loss where pref_ftx or
+// orpo adds it, odds_ratio_loss for orpo.
+std::vector<std::pair<std::string, double>> preference_metric_values(const PreferenceOptions& options,
+                                                                     const PreferenceMetrics& metrics,
+                                                                     const std::string& prefix);
+
+// The pairs of `batch` (a make_batch of pairs with their reference log-probabilities) scored by `logps` (the
+// policy's, one per sequence) without a gradient: what evaluation reports.
+PreferenceMetrics score_pairs(const PreferenceOptions& options, const Batch& batch, const std::vector<double>& logps);
+
+}  // namespace mt
