@@ -82,24 +82,22 @@ void attach_reference_logps(const Config& config, Engine& engine, std::vector<Ex
   }
   const std::filesystem::path file = std::filesystem::path(config.training.output_dir) / kReferenceFile;
   const std::string train_print = pairs_fingerprint(train), eval_print = pairs_fingerprint(eval);
-  if (std::filesystem::is_regular_file(file)) {
+  if (resumed) {  // the store holds trained weights now: the reference can only come from the file
+    MT_REQUIRE(std::filesystem::is_regular_file(file), "{}: not found; a resumed run cannot recompute the reference "
+               "log-probabilities (its weights are no longer the starting ones)", file.string());
     std::ifstream in(file);
     const nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-    const bool ours = j.is_object() && j.value("train_pairs", "") == train_print && j.value("eval_pairs", "") == eval_print &&
-                      j.contains("train") && j["train"].size() == 2 * train.size() && j.contains("eval") &&
-                      j["eval"].size() == 2 * eval.size();
-    MT_REQUIRE(ours || !resumed, "{}: holds no reference log-probabilities of these pairs, and a resumed run cannot "
-               "recompute them (its weights are no longer the starting ones)", file.string());
-    if (ours) {
-      attach(train, j["train"].get<std::vector<double>>());
-      attach(eval, j["eval"].get<std::vector<double>>());
-      log::info("reference log-probabilities of {} training and {} evaluation pairs read from {} (not recomputed)",
-                train.size(), eval.size(), file.string());
-      return;
-    }
+    const bool ours = j.is_object() && j.value("train_pairs", "") == train_print &&
+                      j.value("eval_pairs", "") == eval_print && j.contains("train") &&
+                      j["train"].size() == 2 * train.size() && j.contains("eval") && j["eval"].size() == 2 * eval.size();
+    MT_REQUIRE(ours, "{}: holds no reference log-probabilities of these pairs, and a resumed run cannot recompute "
+               "them (its weights are no longer the starting ones)", file.string());
+    attach(train, j["train"].get<std::vector<double>>());
+    attach(eval, j["eval"].get<std::vector<double>>());
+    log::info("reference log-probabilities of {} training and {} evaluation pairs read from {} (not recomputed)",
+              train.size(), eval.size(), file.string());
+    return;
   }
-  MT_REQUIRE(!resumed, "{}: not found; a resumed run cannot recompute the reference log-probabilities (its weights "
-             "are no longer the starting ones)", file.string());
   if (load_reference_weights) load_reference_weights();
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<double> train_logps = reference_pass(engine, train, config.training.batch_size);

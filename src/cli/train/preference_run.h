@@ -21,10 +21,10 @@ namespace mt {
 PreferenceOptions preference_options(const TrainingConfig& training);
 
 // The reference log-probabilities of the training and evaluation pairs, attached to each pair (Example::
-// reference_logps). Read from <output_dir>/reference_logps.json where it was written for exactly these pairs;
-// else, unless `resumed` (then an error: the weights have moved), computed by `engine` with the weights its store
-// holds between `load_reference_weights` and `restore_weights` (training.ref_model; unset: the store's own) and
-// written there. Logged with its own progress line and time. Nothing happens for pref_loss orpo and simpo.
+// reference_logps). A `resumed` run reads them from <output_dir>/reference_logps.json (an error where it is missing
+// or was written for other pairs: the weights have moved); a fresh one computes them with `engine` and the weights
+// its store holds between `load_reference_weights` and `restore_weights` (training.ref_model; unset: the store's
+// own) and writes that file. Logged with its own progress line and time. Nothing happens for orpo and simpo.
 void attach_reference_logps(const Config& config, Engine& engine, std::vector<Example>& train,
                             std::vector<Example>& eval, bool resumed,
                             const std::function<void()>& load_reference_weights = {},

@@ -1,0 +1,36 @@
+#!/usr/bin/env python3
+"""Writes the built-in preference demo data/dpo_en_demo.json from data/alpaca_en_demo.json: one pair per record, in
+LLaMA-Factory's sharegpt ranking layout (conversations with the question, chosen and rejected assistant messages),
+the chosen answer the record's own (correct) one and the rejected answer another record's (an answer to a different
+question). dataset_info.json registers it as LLaMA-Factory registers its dpo_en_demo.
+
+Invariant: deterministic; every pair's chosen and rejected differ. Run by hand from the repository root:
+python3 tools/make_dpo_demo.py
+"""
+import json
+from pathlib import Path
+
+DATA = Path("data")
+
+
+def main():
+    records = json.loads((DATA / "alpaca_en_demo.json").read_text())
+    pairs = []
+    for i, r in enumerate(records):
+        question = r["instruction"] + ("\n" + r["input"] if r["input"] else "")
+        other = next(records[(i + k) % len(records)]["output"] for k in range(7, len(records))
+                     if records[(i + k) % len(records)]["output"] != r["output"])
+        pairs.append({"conversations": [{"from": "human", "value": question}],
+                      "chosen": {"from": "gpt", "value": r["output"]},
+                      "rejected": {"from": "gpt", "value": other}})
+    (DATA / "dpo_en_demo.json").write_text(json.dumps(pairs, ensure_ascii=False, indent=2) + "\n")
+    info_file = DATA / "dataset_info.json"
+    info = json.loads(info_file.read_text())
+    info["dpo_en_demo"] = {"file_name": "dpo_en_demo.json", "ranking": True, "formatting": "sharegpt",
+                           "columns": {"messages": "conversations", "chosen": "chosen", "rejected": "rejected"}}
+    info_file.write_text(json.dumps(info, ensure_ascii=False, indent=2) + "\n")
+    print(f"wrote {len(pairs)} pairs to {DATA / 'dpo_en_demo.json'}")
+
+
+if __name__ == "__main__":
+    main()
