@@ -8,7 +8,8 @@ Usage, from the repository root (Python 3 with torch 2.x, transformers 5.x, safe
 tests/fixtures/preference/ holds one tiny random Qwen2 model (model/: vocab 64, hidden 32, 2 layers), 12 tokenized
 preference pairs (data/train.jsonl in LLaMA-Factory's processed columns chosen_input_ids, chosen_labels,
 rejected_input_ids, rejected_labels: a shared prompt masked with -100, each response trained) and, per case
-(dpo_sigmoid, dpo_sigmoid_ftx, dpo_hinge, dpo_ipo, dpo_orpo, dpo_simpo), <case>/train.yaml, <case>/reference.json
+(dpo_sigmoid, dpo_sigmoid_ftx, dpo_hinge, dpo_ipo, dpo_orpo, dpo_simpo), <case>/model and <case>/data (links to the
+shared ones), <case>/train.yaml, <case>/reference.json
 (per step: loss, pre-clip gradient norm, learning rate, and LLaMA-Factory's logged metrics rewards/chosen,
 rewards/rejected, rewards/accuracies, rewards/margins, logps/chosen, logps/rejected, sft_loss, odds_ratio_loss) and
 <case>/reference/final.safetensors (fp32) and final_fp64.safetensors (the same run in float64 from the same initial
@@ -238,6 +239,10 @@ def write_training_cases():
         steps64, final64 = train_case(kind, beta, ftx, smoothing, gamma, pairs, torch.float64)
         out = root / case
         (out / "reference").mkdir(parents=True, exist_ok=True)
+        for shared in ("model", "data"):  # every case reads the one model and data set (what the checks call model/)
+            link = out / shared
+            if not link.is_symlink():
+                link.symlink_to(Path("..") / shared)
         save_file(final, out / "reference" / "final.safetensors")
         save_file(final64, out / "reference" / "final_fp64.safetensors")
         worst = max(abs(a["loss"] - b["loss"]) / abs(b["loss"]) for a, b in zip(steps, steps64))
@@ -259,8 +264,8 @@ def write_training_cases():
                     "max_grad_norm": t["max_grad_norm"], "checkpoint_interval": 1, "seed": 44,
                     "output_dir": "output", "logging_steps": 1}
         sections = {
-            "model": {"name": "../model", "dtype": "float32"},
-            "dataset": {"name": "fixture", "dataset_dir": "../data", "max_seq_len": 64, "shuffle": False,
+            "model": {"name": "model", "dtype": "float32"},
+            "dataset": {"name": "fixture", "dataset_dir": "data", "max_seq_len": 64, "shuffle": False,
                         "num_workers": 0},
             "training": training,
             "optimizer": {"beta1": t["beta1"], "beta2": t["beta2"], "eps": t["eps"]},

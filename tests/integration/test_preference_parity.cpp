@@ -1,5 +1,5 @@
-// Preference training (training.stage dpo) against PyTorch: `train` on tests/fixtures/preference/ (one tiny Qwen2, 12
-// tokenized pairs) reproduces, for every pref_loss, the per-step loss, pre-clip gradient norm, learning rate, every
+// Preference training (training.stage dpo) against PyTorch: `train` on tests/fixtures/preference/<case> (one tiny
+// Qwen2 and 12 tokenized pairs, linked into every case) reproduces, for every pref_loss, the per-step loss, pre-clip gradient norm, learning rate, every
 // final parameter (tools/make_preference_fixtures.py's fp32 and float64 runs) and LLaMA-Factory's logged metrics
 // (rewards/chosen, rejected, accuracies, margins, logps/chosen, rejected, sft_loss, odds_ratio_loss) within 1e-4
 // (rewards, differences of log-probability sums, within 1e-6 of those sums);
@@ -16,11 +16,6 @@ using namespace mt::testing;
 
 namespace {
 
-std::vector<std::string> shared_inputs() {
-  const auto dir = fixture_dir("preference");
-  return {"model.name=" + (dir / "model").string(), "dataset.dataset_dir=" + (dir / "data").string()};
-}
-
 std::vector<nlohmann::json> metrics_lines(const std::filesystem::path& output_dir) {
   std::ifstream in(output_dir / "metrics.jsonl");
   std::vector<nlohmann::json> lines;
@@ -30,7 +25,7 @@ std::vector<nlohmann::json> metrics_lines(const std::filesystem::path& output_di
 
 void check_case(const std::string& name) {
   const std::string run = "preference-" + name;
-  check_against_reference("preference/" + name, run, shared_inputs());
+  check_against_reference("preference/" + name, run);
   std::ifstream in(fixture_dir("preference/" + name) / "reference.json");
   const nlohmann::json ref = nlohmann::json::parse(in);
   const std::vector<nlohmann::json> lines = metrics_lines(scratch_dir(run));
@@ -66,8 +61,7 @@ TEST_CASE("ORPO (no reference) matches PyTorch", "[parity][preference]") { check
 TEST_CASE("SimPO (no reference) matches PyTorch", "[parity][preference]") { check_case("dpo_simpo"); }
 
 TEST_CASE("the reference pass is kept in the run directory and not recomputed on resume", "[parity][preference]") {
-  auto inputs = shared_inputs();
-  inputs.push_back("training.save_steps=1");
+  std::vector<std::string> inputs = {"training.save_steps=1"};
   const auto whole = run_fixture("preference/dpo_sigmoid", "preference-resume-whole", inputs);
   const auto out = scratch_dir("preference-resume-whole");
   std::ifstream in(out / "reference_logps.json");
@@ -75,7 +69,10 @@ TEST_CASE("the reference pass is kept in the run directory and not recomputed on
   CHECK(reference["train"].size() == 24);  // 12 pairs × (chosen, rejected)
   // A run resumed at step 2 of the same directory reads the file (its weights have moved on: it could not recompute
   // them), and ends where the uninterrupted run ended.
+  const auto dir = fixture_dir("preference/dpo_sigmoid");
   auto resume = inputs;
+  resume.push_back("model.name=" + (dir / "model").string());
+  resume.push_back("dataset.dataset_dir=" + (dir / "data").string());
   resume.push_back("training.resume_from=" + (out / "checkpoints" / "step-000002.h5").string());
   resume.push_back("training.output_dir=" + out.string());
   const auto resumed = mt::run_training(mt::load_config(fixture_dir("preference/dpo_sigmoid") / "train.yaml", resume));
