@@ -1,5 +1,6 @@
 // Flash attention (FA2-style) forward/backward: causal, GQA, sliding window, right padding, packed segments, logit
-// scale, soft-capping (Gemma 2) and ALiBi (Baichuan 2) (AttnShape).
+// scale, soft-capping (Gemma 2) and ALiBi (Baichuan 2), a value head dim other than the q/k one (multi-head latent
+// attention: both padded with zeros to the larger one's bucket) (AttnShape).
 // Invariant: S×S never exists; tiles outside the causal/window/length range are never visited; padded rows give 0;
 // deterministic (dk/dv and dq by separate kernels, no atomics); bf16 runs mma.sync tensor cores, fp32 FMA loops.
 // Soft-cap and ALiBi are compile-time kernel variants (Cap, Alibi): the plain kernels (any scale) are exactly the
@@ -20,8 +21,10 @@ namespace {
 constexpr int warps = 4, threads = 32 * warps;
 
 struct attn_args {
-  int seq, n_heads, hd, group, window;  // window clamped to <= seq (same visibility); 0 = none
-  int64_t q_stride, kv_stride;          // elements per token row of q/out/dq/dout and of k/v/dk/dv
+  int seq, n_heads, hd, group, window;  // hd: q/k head dim; window clamped to <= seq (same visibility); 0 = none
+  int64_t q_stride, kv_stride;          // elements per token row of q/dq and of k/dk
+  int vd;                               // value head dim (= hd but for latent attention)
+  int64_t o_stride, v_stride;           // elements per token row of out/dout and of v/dv
   const int32_t* seq_lens;              // device [batch] or null
   const int32_t* segments;              // device [batch·seq] or null
   float scale;                          // AttnShape::scale, or 1/sqrt(hd) as the CPU reference rounds it
@@ -342,22 +345,24 @@ __device__ __forceinline__ void mma_pv(float (&o)[MB][DT][4], const float (&p)[M
   }
 }
 
-// Rows [0, ROWS) of a tile into smem [ROWS][stride]: row r < n_valid from src + r·src_stride (hd columns), zeros
-// elsewhere (rows >= n_valid, columns hd..HD). 16-byte cp.async when a.vec, element copies otherwise.
+// Rows [0, ROWS) of a tile into smem [ROWS][stride]: row r < n_valid from src + r·src_stride (cols columns: a.hd
+// for q/k, a.vd for v/dout), zeros elsewhere (rows >= n_valid, columns cols..HD). 16-byte cp.async when a.vec,
+// element copies otherwise.
 template <typename T, int ROWS, int HD>
-__device__ __forceinline__ void load_tile(T* dst, const T* src, int64_t src_stride, int n_valid, const attn_args& a) {
+__device__ __forceinline__ void load_tile(T* dst, const T* src, int64_t src_stride, int n_valid, const attn_args& a,
+                                          int cols) {
   using C = cfg<T, HD>;
   constexpr int per_row = HD / C::chunk;
   for (int idx = threadIdx.x; idx < ROWS * per_row; idx += threads) {
     const int r = idx / per_row, c = (idx % per_row) * C::chunk;
     T* d = dst + r * C::stride + c;
-    if (r < n_valid && c < a.hd) {
+    if (r < n_valid && c < cols) {
       const T* s = src + r * src_stride + c;
       if (a.vec) {
         cp_async16(d, s);
       } else {
 #pragma unroll
-        for (int e = 0; e < C::chunk; ++e) d[e] = c + e < a.hd ? s[e] : from_f32<T>(0.f);
+        for (int e = 0; e < C::chunk; ++e) d[e] = c + e < cols ? s[e] : from_f32<T>(0.f);
       }
     } else {
       *reinterpret_cast<uint4*>(d) = make_uint4(0u, 0u, 0u, 0u);
@@ -435,23 +440,24 @@ __global__ void __launch_bounds__(threads)
   const int q0 = (gridDim.y - 1 - blockIdx.y) * BQ;  // heaviest (latest) tiles are dispatched first
   const int len = valid_len(a, b);
   const int64_t tok0 = static_cast<int64_t>(b) * a.seq, lse0 = (static_cast<int64_t>(b) * a.n_heads + h) * a.seq;
-  T* out_h = out + static_cast<int64_t>(h) * a.hd;
+  T* out_h = out + static_cast<int64_t>(h) * a.vd;
   if (q0 >= len) {
     const int rows = min(BQ, a.seq - q0);
-    zero_rows(out_h + (tok0 + q0) * a.q_stride, a.q_stride, rows, a.hd);
+    zero_rows(out_h + (tok0 + q0) * a.o_stride, a.o_stride, rows, a.vd);
     for (int r = threadIdx.x; r < rows; r += threads) lse[lse0 + q0 + r] = 0.f;
     return;
   }
   const int q_end = min(q0 + BQ, len);
   const int kt0 = (a.window > 0 ? max(0, q0 - a.window + 1) : 0) / BK, n_tiles = (q_end - 1) / BK - kt0 + 1;
-  const int64_t kv_off = static_cast<int64_t>(h / a.group) * a.hd;
+  const int64_t kv_off = static_cast<int64_t>(h / a.group) * a.hd, v_off = static_cast<int64_t>(h / a.group) * a.vd;
 
-  load_tile<T, BQ, HD>(q_s, q + (tok0 + q0) * a.q_stride + static_cast<int64_t>(h) * a.hd, a.q_stride, q_end - q0, a);
+  load_tile<T, BQ, HD>(q_s, q + (tok0 + q0) * a.q_stride + static_cast<int64_t>(h) * a.hd, a.q_stride, q_end - q0, a,
+                       a.hd);
   load_segments(qseg_s, a, tok0 + q0, BQ, q_end - q0);
   auto load_kv = [&](int it, int buf) {
     const int k0 = (kt0 + it) * BK, n_valid = min(BK, len - k0);
-    load_tile<T, BK, HD>(k_s + buf * BK * ST, k + (tok0 + k0) * a.kv_stride + kv_off, a.kv_stride, n_valid, a);
-    load_tile<T, BK, HD>(v_s + buf * BK * ST, v + (tok0 + k0) * a.kv_stride + kv_off, a.kv_stride, n_valid, a);
+    load_tile<T, BK, HD>(k_s + buf * BK * ST, k + (tok0 + k0) * a.kv_stride + kv_off, a.kv_stride, n_valid, a, a.hd);
+    load_tile<T, BK, HD>(v_s + buf * BK * ST, v + (tok0 + k0) * a.v_stride + v_off, a.v_stride, n_valid, a, a.vd);
     load_segments(kseg_s + buf * BK, a, tok0 + k0, BK, n_valid);
   };
   load_kv(0, 0);
@@ -564,11 +570,11 @@ __global__ void __launch_bounds__(threads)
         row_m = ms;
       }
       const float inv = valid ? (Sink ? exp_u<T>(m[mb][hr] - row_m) / sum : 1.f / sum) : 0.f;
-      T* row = out_h + (tok0 + i) * a.q_stride;
+      T* row = out_h + (tok0 + i) * a.o_stride;
 #pragma unroll
       for (int n = 0; n < HD / 8; ++n) {
         store_pair(row, n * 8 + 2 * t4, valid ? o[mb][n][2 * hr] * inv : 0.f,
-                   valid ? o[mb][n][2 * hr + 1] * inv : 0.f, a.hd, a.vec);
+                   valid ? o[mb][n][2 * hr + 1] * inv : 0.f, a.vd, a.vec);
       }
       if (t4 == 0) lse[lse0 + i] = valid ? row_m / C::unit + logf(sum) : 0.f;
     }
@@ -586,8 +592,8 @@ __global__ void attn_dsum_kernel(float* dsum, const T* __restrict__ dout, const 
     const int h = static_cast<int>(w % a.n_heads), b = static_cast<int>(t / a.seq), i = static_cast<int>(t % a.seq);
     float acc = 0.f;
     if (i < valid_len(a, b)) {
-      const int64_t off = t * a.q_stride + static_cast<int64_t>(h) * a.hd;
-      for (int d = lane; d < a.hd; d += 32) acc += to_f32(dout[off + d]) * to_f32(out[off + d]);
+      const int64_t off = t * a.o_stride + static_cast<int64_t>(h) * a.vd;
+      for (int d = lane; d < a.vd; d += 32) acc += to_f32(dout[off + d]) * to_f32(out[off + d]);
     }
     acc = warp_sum(acc);
     if (lane == 0) dsum[(static_cast<int64_t>(b) * a.n_heads + h) * a.seq + i] = acc;
@@ -625,15 +631,16 @@ __global__ void __launch_bounds__(threads)
   }
   const int q_end = min(q0 + BQ, len);
   const int kt0 = (a.window > 0 ? max(0, q0 - a.window + 1) : 0) / BK, n_tiles = (q_end - 1) / BK - kt0 + 1;
-  const int64_t kv_off = static_cast<int64_t>(h / a.group) * a.hd;
+  const int64_t kv_off = static_cast<int64_t>(h / a.group) * a.hd, v_off = static_cast<int64_t>(h / a.group) * a.vd;
 
-  load_tile<T, BQ, HD>(q_s, q + (tok0 + q0) * a.q_stride + q_off, a.q_stride, q_end - q0, a);
-  load_tile<T, BQ, HD>(do_s, dout + (tok0 + q0) * a.q_stride + q_off, a.q_stride, q_end - q0, a);
+  load_tile<T, BQ, HD>(q_s, q + (tok0 + q0) * a.q_stride + q_off, a.q_stride, q_end - q0, a, a.hd);
+  load_tile<T, BQ, HD>(do_s, dout + (tok0 + q0) * a.o_stride + static_cast<int64_t>(h) * a.vd, a.o_stride, q_end - q0,
+                       a, a.vd);
   load_segments(qseg_s, a, tok0 + q0, BQ, q_end - q0);
   auto load_kv = [&](int it, int buf) {
     const int k0 = (kt0 + it) * BK, n_valid = min(BK, len - k0);
-    load_tile<T, BK, HD>(k_s + buf * BK * ST, k + (tok0 + k0) * a.kv_stride + kv_off, a.kv_stride, n_valid, a);
-    load_tile<T, BK, HD>(v_s + buf * BK * ST, v + (tok0 + k0) * a.kv_stride + kv_off, a.kv_stride, n_valid, a);
+    load_tile<T, BK, HD>(k_s + buf * BK * ST, k + (tok0 + k0) * a.kv_stride + kv_off, a.kv_stride, n_valid, a, a.hd);
+    load_tile<T, BK, HD>(v_s + buf * BK * ST, v + (tok0 + k0) * a.v_stride + v_off, a.v_stride, n_valid, a, a.vd);
     load_segments(kseg_s + buf * BK, a, tok0 + k0, BK, n_valid);
   };
   load_kv(0, 0);
@@ -727,7 +734,7 @@ template <typename T, int HD, bool Cap, bool Alibi>
 __global__ void __launch_bounds__(threads)
     attn_dkdv_kernel(T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v, const float* lse,
                      const float* dsum, const attn_args a, float* dk_part, float* dv_part, int gsplit,
-                     int64_t part_stride) {
+                     int64_t part_stride, int64_t v_part_stride) {
   constexpr bool logits = Cap || Alibi;
   using C = cfg<T, HD>;
   using L = dkdv_layout<T, HD>;
@@ -748,18 +755,19 @@ __global__ void __launch_bounds__(threads)
   const int gs = blockIdx.z, heads = a.group / gsplit;
   const bool partial = gsplit > 1;
   float* dkp = partial ? dk_part + gs * part_stride : nullptr;
-  float* dvp = partial ? dv_part + gs * part_stride : nullptr;
+  float* dvp = partial ? dv_part + gs * v_part_stride : nullptr;
   const int len = valid_len(a, b);
   const int64_t tok0 = static_cast<int64_t>(b) * a.seq, kv_off = static_cast<int64_t>(kvh) * a.hd;
+  const int64_t v_off = static_cast<int64_t>(kvh) * a.vd;
   if (k0 >= len) {
-    const int rows = min(BKB, a.seq - k0), cols = min(DC, a.hd - d0);
-    const int64_t at = (tok0 + k0) * a.kv_stride + kv_off + d0;
+    const int rows = min(BKB, a.seq - k0), cols = min(DC, a.hd - d0), v_cols = min(DC, a.vd - d0);
+    const int64_t at = (tok0 + k0) * a.kv_stride + kv_off + d0, v_at = (tok0 + k0) * a.v_stride + v_off + d0;
     if (partial) {
       zero_rows(dkp + at, a.kv_stride, rows, cols);
-      zero_rows(dvp + at, a.kv_stride, rows, cols);
+      zero_rows(dvp + v_at, a.v_stride, rows, v_cols);
     } else {
       zero_rows(dk + at, a.kv_stride, rows, cols);
-      zero_rows(dv + at, a.kv_stride, rows, cols);
+      zero_rows(dv + v_at, a.v_stride, rows, v_cols);
     }
     return;
   }
@@ -768,14 +776,15 @@ __global__ void __launch_bounds__(threads)
   const int qt0 = k0 / BQB, nq = i_last / BQB - qt0 + 1, n_iter = heads * nq;
   const int k_valid = min(BKB, len - k0);
 
-  load_tile<T, BKB, HD>(k_s, k + (tok0 + k0) * a.kv_stride + kv_off, a.kv_stride, k_valid, a);
-  load_tile<T, BKB, HD>(v_s, v + (tok0 + k0) * a.kv_stride + kv_off, a.kv_stride, k_valid, a);
+  load_tile<T, BKB, HD>(k_s, k + (tok0 + k0) * a.kv_stride + kv_off, a.kv_stride, k_valid, a, a.hd);
+  load_tile<T, BKB, HD>(v_s, v + (tok0 + k0) * a.v_stride + v_off, a.v_stride, k_valid, a, a.vd);
   load_segments(kseg_s, a, tok0 + k0, BKB, k_valid);
   auto load_q = [&](int it, int buf) {
     const int h = kvh * a.group + gs * heads + it / nq, q0 = (qt0 + it % nq) * BQB, n_valid = min(BQB, len - q0);
     const int64_t src = (tok0 + q0) * a.q_stride + static_cast<int64_t>(h) * a.hd;
-    load_tile<T, BQB, HD>(q_s + buf * BQB * ST, q + src, a.q_stride, n_valid, a);
-    load_tile<T, BQB, HD>(do_s + buf * BQB * ST, dout + src, a.q_stride, n_valid, a);
+    const int64_t o_src = (tok0 + q0) * a.o_stride + static_cast<int64_t>(h) * a.vd;
+    load_tile<T, BQB, HD>(q_s + buf * BQB * ST, q + src, a.q_stride, n_valid, a, a.hd);
+    load_tile<T, BQB, HD>(do_s + buf * BQB * ST, dout + o_src, a.o_stride, n_valid, a, a.vd);
     const int64_t l0 = (static_cast<int64_t>(b) * a.n_heads + h) * a.seq + q0;
     for (int r = threadIdx.x; r < BQB; r += threads) {
       lse_s[buf * BQB + r] = r < n_valid ? lse[l0 + r] * C::unit : 0.f;
@@ -847,7 +856,7 @@ __global__ void __launch_bounds__(threads)
     const int j = k0 + wr + 8 * r;
     if (j >= a.seq) continue;
     const bool valid = j < len;
-    const int64_t off = (tok0 + j) * a.kv_stride + kv_off + d0;
+    const int64_t off = (tok0 + j) * a.kv_stride + kv_off + d0, v_at = (tok0 + j) * a.v_stride + v_off + d0;
 #pragma unroll
     for (int n = 0; n < DC / 8; ++n) {
       const int d = n * 8 + 2 * t4;
@@ -856,10 +865,10 @@ __global__ void __launch_bounds__(threads)
       const float v0v = valid ? dv_acc[0][n][2 * r] : 0.f, v1v = valid ? dv_acc[0][n][2 * r + 1] : 0.f;
       if (partial) {
         store_pair(dkp + off, d, k0v, k1v, a.hd - d0, a.vec);
-        store_pair(dvp + off, d, v0v, v1v, a.hd - d0, a.vec);
+        store_pair(dvp + v_at, d, v0v, v1v, a.vd - d0, a.vec);
       } else {
         store_pair(dk + off, d, k0v, k1v, a.hd - d0, a.vec);
-        store_pair(dv + off, d, v0v, v1v, a.hd - d0, a.vec);
+        store_pair(dv + v_at, d, v0v, v1v, a.vd - d0, a.vec);
       }
     }
   }
@@ -881,6 +890,8 @@ template <typename T>
 attn_args make_args(const char* op, const AttnShape& s, std::initializer_list<const void*> ptrs) {
   MT_ASSERT(s.batch > 0 && s.seq > 0 && s.window >= 0, "{}: batch {} seq {} window {}", op, s.batch, s.seq, s.window);
   MT_ASSERT(s.head_dim >= 1 && s.head_dim <= 256, "{}: head_dim {} outside [1, 256]", op, s.head_dim);
+  const int64_t vd = s.v_head_dim > 0 ? s.v_head_dim : s.head_dim;
+  MT_ASSERT(vd <= 256, "{}: v_head_dim {} above 256", op, vd);
   MT_ASSERT(s.n_kv_heads > 0 && s.n_heads % s.n_kv_heads == 0, "{}: n_heads {} n_kv_heads {}", op, s.n_heads,
             s.n_kv_heads);
   MT_ASSERT(s.seq <= (int64_t{1} << 21) && s.batch * s.n_heads * 2 <= (int64_t{1} << 31) - 1,
@@ -893,6 +904,9 @@ attn_args make_args(const char* op, const AttnShape& s, std::initializer_list<co
   a.window = static_cast<int>(std::min(s.window, s.seq));
   a.q_stride = s.n_heads * s.head_dim;
   a.kv_stride = s.n_kv_heads * s.head_dim;
+  a.vd = static_cast<int>(vd);
+  a.o_stride = s.n_heads * vd;
+  a.v_stride = s.n_kv_heads * vd;
   a.seq_lens = s.seq_lens;
   a.segments = s.segments;
   MT_ASSERT(std::isfinite(s.scale) && s.scale >= 0.f, "{}: scale {} (0 = 1/sqrt(head_dim))", op, s.scale);
@@ -901,14 +915,14 @@ attn_args make_args(const char* op, const AttnShape& s, std::initializer_list<co
   a.cap = s.softcap;
   a.alibi = s.alibi_slopes;
   a.sinks = s.sinks;
-  a.vec = vec_ok(vec16<T>, {s.head_dim}, ptrs);
+  a.vec = vec_ok(vec16<T>, {s.head_dim, vd}, ptrs);
   return a;
 }
 
 int hd_bucket(int hd) { return hd <= 32 ? 32 : hd <= 64 ? 64 : hd <= 128 ? 128 : 256; }
 
 // Calls f(std::integral_constant<int, HD>{}, std::bool_constant<Cap>{}, std::bool_constant<Alibi>{}) for the head_dim
-// bucket and the kernel variant of a.
+// bucket (of the larger of the q/k and value head dims) and the kernel variant of a.
 template <typename F>
 void with_variant(const attn_args& a, F&& f) {
   auto features = [&](auto hd) {
@@ -923,7 +937,7 @@ void with_variant(const attn_args& a, F&& f) {
       f(hd, std::false_type{}, std::false_type{});
     }
   };
-  switch (hd_bucket(a.hd)) {
+  switch (hd_bucket(std::max(a.hd, a.vd))) {
     case 32: features(std::integral_constant<int, 32>{}); break;
     case 64: features(std::integral_constant<int, 64>{}); break;
     case 128: features(std::integral_constant<int, 128>{}); break;
@@ -966,20 +980,21 @@ void launch_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k,
   for (int d = 2; d <= a.group; ++d)
     if (a.group % d == 0 && static_cast<int64_t>(base) * d <= 4 * static_cast<int64_t>(sm_count())) gsplit = d;
   const int64_t part_stride = static_cast<int64_t>(batch) * a.seq * a.kv_stride;
+  const int64_t v_part_stride = static_cast<int64_t>(batch) * a.seq * a.v_stride;
   Scratch<float> dk_part("attention_backward", gsplit > 1 ? gsplit * part_stride : 0, s);
-  Scratch<float> dv_part("attention_backward", gsplit > 1 ? gsplit * part_stride : 0, s);
+  Scratch<float> dv_part("attention_backward", gsplit > 1 ? gsplit * v_part_stride : 0, s);
   const dim3 dkdv_grid(static_cast<unsigned>(a.n_heads / a.group * batch * splits), tiles(a.seq, C::bkb),
                        static_cast<unsigned>(gsplit));
   attn_dkdv_kernel<T, HD, Cap, Alibi><<<dkdv_grid, threads, dkdv_bytes, s>>>(dk, dv, dout, q, k, v, lse, dsum, a,
                                                                              dk_part.get(), dv_part.get(), gsplit,
-                                                                             part_stride);
+                                                                             part_stride, v_part_stride);
   MT_CHECK_LAUNCH("attention_backward dk/dv", "batch={} seq={} n_heads={} group={} head_dim={} window={} gsplit={}",
                   batch, a.seq, a.n_heads, a.group, a.hd, a.window, gsplit);
   if (gsplit > 1) {
     attn_group_sum_kernel<T><<<grid_for(part_stride, 256), 256, 0, s>>>(dk, dk_part.get(), gsplit, part_stride,
                                                                        part_stride);
-    attn_group_sum_kernel<T><<<grid_for(part_stride, 256), 256, 0, s>>>(dv, dv_part.get(), gsplit, part_stride,
-                                                                       part_stride);
+    attn_group_sum_kernel<T><<<grid_for(v_part_stride, 256), 256, 0, s>>>(dv, dv_part.get(), gsplit, v_part_stride,
+                                                                         v_part_stride);
     MT_CHECK_LAUNCH("attention_backward group sum", "gsplit={} elements={}", gsplit, part_stride);
   }
 }

@@ -46,7 +46,7 @@ void attention_sinks_backward(float* d_sinks, const T* dout, const T* out, const
             shape.batch, shape.seq, shape.n_heads, shape.head_dim);
   attention_sinks_backward_kernel<T><<<static_cast<unsigned>(shape.n_heads), threads, 0, s>>>(
       d_sinks, dout, out, lse, static_cast<const T*>(shape.sinks), shape.seq_lens, shape.batch, shape.seq,
-      shape.n_heads, shape.head_dim);
+      shape.n_heads, shape.v_head_dim > 0 ? shape.v_head_dim : shape.head_dim);  // out and dout rows: value dims
   MT_CHECK_LAUNCH("attention_sinks_backward", "batch={} seq={} n_heads={} head_dim={}", shape.batch, shape.seq,
                   shape.n_heads, shape.head_dim);
 }

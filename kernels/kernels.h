@@ -61,6 +61,11 @@ template <typename T> void glu_backward(T* dg, T* du, T* y, const T* dy, const T
 template <typename T> void clamped_swiglu_forward(T* y, const T* g, const T* u, int64_t n, float alpha, float limit, cudaStream_t s);
 template <typename T> void clamped_swiglu_backward(T* dg, T* du, const T* dy, const T* g, const T* u, int64_t n, float alpha, float limit, cudaStream_t s);
 
+// Per-head concatenation y[t, h] = a[t, h] | b[t, h] (b[t] for every head where shared_b); backward da, db = dy's parts
+// (shared_b: db summed over heads in order, fp32).
+template <typename T> void head_concat_forward(T* y, const T* a, const T* b, int64_t tokens, int64_t H, int64_t a_dim, int64_t b_dim, bool shared_b, cudaStream_t s);
+template <typename T> void head_concat_backward(T* da, T* db, const T* dy, int64_t tokens, int64_t H, int64_t a_dim, int64_t b_dim, bool shared_b, cudaStream_t s);
+
 // Gated attention's output gate: y = x·σ(gate); dx, dgate = (dx may alias dy).
 template <typename T> void sigmoid_gate_forward(T* y, const T* x, const T* gate, int64_t n, cudaStream_t s);
 template <typename T> void sigmoid_gate_backward(T* dx, T* dgate, const T* dy, const T* x, const T* gate, int64_t n, cudaStream_t s);

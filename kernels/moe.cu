@@ -65,7 +65,9 @@ __global__ void route_forward_kernel(float* probs, int32_t* idx, float* weights,
     if (r.topk_softmax) return to_f32(l[e]);  // GPT-OSS picks by the logits
     return r.sigmoid && bias != nullptr ? p[e] + to_f32(bias[e]) : p[e];
   };
-  if (r.sigmoid) {  // the topk_groups groups whose two best biased scores sum highest (ties to the lower group)
+  const bool grouped = r.sigmoid || r.groups > 1;
+  if (grouped) {  // the topk_groups best groups (ties to the lower group): sigmoid, by the sum of their two best
+                  // biased scores; softmax (DeepSeek-V2), by their largest probability
     auto group_score = [&](int g) {
       float a = -INFINITY, b = -INFINITY;
       for (int e = g * per; e < (g + 1) * per; ++e) {
@@ -77,7 +79,7 @@ __global__ void route_forward_kernel(float* probs, int32_t* idx, float* weights,
           b = v;
         }
       }
-      return per > 1 ? a + b : a;
+      return r.sigmoid && per > 1 ? a + b : a;
     };
     for (int j = 0; j < r.topk_groups; ++j) {
       int best = -1;
@@ -93,7 +95,7 @@ __global__ void route_forward_kernel(float* probs, int32_t* idx, float* weights,
     }
   }
   auto allowed = [&](int e) {
-    if (!r.sigmoid) return true;
+    if (!grouped) return true;
     for (int i = 0; i < r.topk_groups; ++i)
       if (e / per == chosen[i]) return true;
     return false;
@@ -120,8 +122,10 @@ __global__ void route_forward_kernel(float* probs, int32_t* idx, float* weights,
     for (int j = 0; j < k; ++j) w[j] /= sum;
   } else if (r.sigmoid) {
     for (int j = 0; j < k; ++j) w[j] = (r.norm_topk ? w[j] / (selected + 1e-20f) : w[j]) * r.scaling;
-  } else if (r.norm_topk) {
-    for (int j = 0; j < k; ++j) w[j] /= selected;
+  } else {
+    if (r.norm_topk)
+      for (int j = 0; j < k; ++j) w[j] /= selected;
+    for (int j = 0; j < k; ++j) w[j] *= r.scaling;
   }
 }
 
@@ -216,6 +220,7 @@ __global__ void route_softmax_kernel(float* probs, int32_t* idx, float* weights,
     }
     if (r.norm_topk)
       for (int j = 0; j < k; ++j) w[j] /= selected;
+    for (int j = 0; j < k; ++j) w[j] *= r.scaling;
   }
   for (int j = 0; j < k; ++j) ix[j] = pick[warp][j];
 }
@@ -247,7 +252,7 @@ __global__ void route_backward_kernel(T* d_logits, const float* d_weights, const
     }
     return;
   }
-  const float c = r.sigmoid ? r.scaling : 1.f;
+  const float c = r.scaling;
   float inner = 0.f, selected = 0.f;
   if (norm_topk)
     for (int j = 0; j < k; ++j) {
@@ -443,7 +448,7 @@ void moe_route_forward(float* probs, int32_t* idx, float* weights, const T* logi
   if (tokens == 0) return;
   const unsigned blocks = grid_for(tokens * 32, threads, 1 << 20);  // a warp per token
   const Routing routing = routing_of(r);
-  if (!r.sigmoid && r.experts <= 32 * 8 && r.top_k <= max_top_k) {
+  if (!r.sigmoid && r.groups == 1 && r.experts <= 32 * 8 && r.top_k <= max_top_k) {
     // V, the experts per lane, rounded up to 1, 2, 4 or 8.
     if (r.experts <= 32)
       route_softmax_kernel<T, 1><<<blocks, threads, 0, s>>>(probs, idx, weights, logits, tokens, routing);

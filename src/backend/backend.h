@@ -15,7 +15,8 @@ namespace mt {
 // Geometry of one attention call over a right-padded batch.
 struct AttnShape {
   int64_t batch = 0, seq = 0;            // T = batch * seq
-  int64_t n_heads = 0, n_kv_heads = 0, head_dim = 0;
+  int64_t n_heads = 0, n_kv_heads = 0, head_dim = 0;  // head_dim: of q and k
+  int64_t v_head_dim = 0;                // of v and out; 0 = head_dim (multi-head latent attention: 128 with q/k 192)
   int64_t window = 0;                    // sliding window: query i sees keys j with i - window < j <= i; 0 = none
   float scale = 0.0f;                    // logit scale; 0 = 1/sqrt(head_dim)
   float softcap = 0.0f;                  // logits s -> softcap·tanh(s/softcap) (Gemma 2); 0 = none
@@ -47,8 +48,8 @@ struct MoeRouting {
   int64_t experts = 0, top_k = 0;
   bool sigmoid = false;               // false: softmax over all experts; true: sigmoid scores, grouped selection
   bool norm_topk = false;
-  float scaling = 1.0f;               // sigmoid: weights × scaling
-  int64_t groups = 1, topk_groups = 1;  // sigmoid: expert groups and how many of them a token may use
+  float scaling = 1.0f;               // weights × scaling (not with topk_softmax)
+  int64_t groups = 1, topk_groups = 1;  // expert groups and how many of them a token may use (not with topk_softmax)
   const void* score_bias = nullptr;   // sigmoid: [E] of dtype(), added to the scores for the selection only; may be null
   bool topk_softmax = false;          // softmax kind: pick the top k of the logits, weights = softmax of those k (GPT-OSS)
 };
@@ -145,7 +146,7 @@ class Backend {
 
   // Causal (optionally windowed, segmented) softmax attention, GQA. Logit of query i, key j:
   // s = scale·q·k, then s = softcap·tanh(s/softcap) where softcap > 0, then s += slope_h·(j − i) where ALiBi.
-  // q,out [T, n_heads*head_dim]; k,v [T, n_kv_heads*head_dim]; lse [batch, n_heads, seq] (log-sum-exp saved
+  // q [T, n_heads*head_dim], out [T, n_heads*v_head_dim]; k [T, n_kv_heads*head_dim], v [T, n_kv_heads*v_head_dim]; lse [batch, n_heads, seq] (log-sum-exp saved
   // for backward). Rows at padded positions produce zeros. backward: dq, dk, dv =.
   virtual void attention_forward(void* out, float* lse, const void* q, const void* k, const void* v,
                                  const AttnShape& shape) = 0;
@@ -155,6 +156,15 @@ class Backend {
   // summed in (batch, position) order (fp32). The sink has no value, so attention_backward is unchanged by it.
   virtual void attention_sinks_backward(float* d_sinks, const void* dout, const void* out, const float* lse,
                                         const AttnShape& shape) = 0;
+
+  // Per-head concatenation (multi-head latent attention's queries and keys): y[t, h] = a[t, h] (a_dim values) |
+  // b[t, h] (b_dim values), y [T, H·(a_dim + b_dim)], a [T, H·a_dim], b [T, H·b_dim], or with shared_b one b [T, b_dim]
+  // for every head. backward: da, db = the parts of dy (shared_b: db[t] = Σ over heads of dy's b parts, heads in
+  // order, fp32).
+  virtual void head_concat_forward(void* y, const void* a, const void* b, int64_t T, int64_t H, int64_t a_dim,
+                                   int64_t b_dim, bool shared_b) = 0;
+  virtual void head_concat_backward(void* da, void* db, const void* dy, int64_t T, int64_t H, int64_t a_dim,
+                                    int64_t b_dim, bool shared_b) = 0;
 
   // y = act(gate) · up elementwise (silu: SwiGLU; gelu_tanh: GeGLU with torch's tanh approximation); dgate, dup =,
   // and, where y is not null, y = glu_forward's bits from the same pass (a backward that did not keep the activation
@@ -231,7 +241,9 @@ class Backend {
   // Mixture of experts over T tokens, E experts, k experts per token; R = T·k routed rows. `seq_lens` (null = all
   // valid) with `seq` marks the valid tokens of a batch-major [batch, seq] layout (token t: t % seq < seq_lens[t / seq]).
   // Router, softmax kind: probs[T,E] = softmax(logits) (fp32); idx[T,k] the k largest probabilities, largest first
-  // (ties to the lower expert); weights[T,k] their probabilities, divided by their sum where norm_topk. With
+  // (ties to the lower expert), with groups > 1 among the experts of the topk_groups groups whose largest probability
+  // is highest (DeepSeek-V2's group_limited_greedy; ties to the lower group); weights[T,k] their probabilities,
+  // divided by their sum where norm_topk, × scaling. With
   // topk_softmax: idx the k largest logits (largest first, ties to the lower expert), weights[T,k] the softmax
   // over those k logits; probs as above (the load-balancing loss reads them).
   // Sigmoid kind (MoeRouting::sigmoid): probs = sigmoid(logits); the k largest of probs + score_bias among the

@@ -44,6 +44,9 @@ void add_bench_command(CLI::App& root, std::vector<Command>& commands) {
       ->capture_default_str()->check(integer_in(0));
   app->add_option("--slots", o->slots, "GPU weight slots (>= 2)")->capture_default_str()->check(integer_in(2, 64));
   app->add_option("--layers", o->layers, "override the number of layers (0 = as the shape says)")->capture_default_str()->check(integer_in(0));
+  app->add_option("--first-layer", o->first_layer,
+                  "with --layers: the shape's layers from this one on (e.g. DeepSeek-V3's MoE layers from 3)")
+      ->capture_default_str()->check(integer_in(0));
   app->add_option("--gpus-per-node", o->gpus_per_node,
                   "data-parallel GPU ranks per node under mpirun (0 = one per visible GPU, up to the node's ranks)")
       ->capture_default_str()->check(integer_in(0));

@@ -1,5 +1,5 @@
-// Decoder layer: the composition of blocks (see decoder_layer.h; the mixer is attention or Gated DeltaNet by the
-// layer's spec), following transformers' decoder layers —
+// Decoder layer: the composition of blocks (see decoder_layer.h; the mixer is attention, latent attention or Gated
+// DeltaNet by the layer's spec), following transformers' decoder layers —
 // LlamaDecoderLayer's pre-norm residuals, Gemma 2/3's and GLM-4's sandwich norms (post_norms), OLMo 2's norms after
 // each block only (post_norms without pre_norms), Granite's residual_multiplier and Cohere's parallel residual (one
 // norm feeding attention and the MLP, whose outputs both add to the layer input).
@@ -10,6 +10,7 @@
 #include "engine/attention_block.h"
 #include "engine/deltanet_block.h"
 #include "engine/hidden_norm.h"
+#include "engine/mla_block.h"
 #include "engine/mlp_block.h"
 
 namespace mt {
@@ -102,6 +103,8 @@ void layer_inputs(const LayerContext& ctx, int64_t layer, const void* w, const v
   const void* in = mixer_input(ctx, layer, x, s);
   if (l.is_deltanet())
     deltanet_block_forward(ctx, layer, w, in, block_out, residual, mb, n);
+  else if (l.is_mla())
+    mla_block_forward(ctx, layer, w, in, block_out, residual, mb, s, n);
   else
     attention_block_forward(ctx, layer, w, in, block_out, residual, mb, n);
   if (post) norm.forward(n.h1, n.attn_out, o.attn_out_norm);
@@ -229,6 +232,8 @@ void decoder_layer_backward(const LayerContext& ctx, int64_t layer, const void* 
   const void* in = mixer_input(ctx, layer, x, s);
   if (l.is_deltanet())
     deltanet_block_backward(ctx, layer, w, in, d_attn_out, d_mixer_in, dw, mb, s, n);
+  else if (l.is_mla())
+    mla_block_backward(ctx, layer, w, in, d_attn_out, d_mixer_in, dw, mb, s, n);
   else
     attention_block_backward(ctx, layer, w, in, d_attn_out, d_mixer_in, dw, mb, s, n);
   if (parallel) ctx.backend->add(s.d_norm, s.d_hidden, mb.tokens() * H);

@@ -28,6 +28,8 @@ void each_buffer(I& n, const W& w, F f) {
   f(n.dn_ba, w.dn_ba);
   f(n.dn_core, w.dn_core);
   f(n.dn_normed, w.dn_normed);
+  f(n.mla_q_latent, w.mla_q_latent);
+  f(n.mla_kv_latent, w.mla_kv_latent);
 }
 
 
@@ -49,6 +51,14 @@ void each_scratch(S& s, const W& w, F f) {
   f(s.dn_d_qkv, w.dn_d_qkv);
   f(s.dn_d_qkv_raw, w.dn_d_qkv_raw);
   f(s.dn_d_ba, w.dn_d_ba);
+  f(s.mla_q_nope, w.mla_q_nope);
+  f(s.mla_q_rope, w.mla_q_rope);
+  f(s.mla_k_nope, w.mla_k_nope);
+  f(s.mla_k_rope, w.mla_k_rope);
+  f(s.mla_d_q_latent, w.mla_d_q_latent);
+  f(s.mla_d_q_raw, w.mla_d_q_raw);
+  f(s.mla_d_kv_latent, w.mla_d_kv_latent);
+  f(s.mla_d_kv_raw, w.mla_d_kv_raw);
 }
 
 }  // namespace
@@ -68,6 +78,15 @@ InternalsWidths internals_widths(const LayerSpec& l, int64_t H, bool with_raw) {
     w.dn_heads = d.num_v_heads;
     return w;
   }
+  if (l.is_mla()) {
+    const MlaSpec& m = l.mla;
+    w.q_raw = w.mla_q_latent = m.q_lora_rank;
+    w.k_raw = w.mla_kv_latent = m.kv_lora_rank;
+    w.q = w.k = m.q_dim();
+    w.v = w.attn = m.v_dim();
+    w.lse_heads = m.num_heads;
+    return w;
+  }
   const AttentionSpec& a = l.attention;
   if (with_raw) {
     w.q_raw = a.q_dim();
@@ -83,7 +102,7 @@ InternalsWidths internals_widths(const LayerSpec& l, int64_t H, bool with_raw) {
 
 InternalsWidths saved_layer_widths(const ModelSpec& spec, int64_t layer) {
   const LayerSpec& l = spec.layers[static_cast<size_t>(layer)];
-  return internals_widths(l, spec.hidden_size, l.attention.normed_qk() && !l.is_deltanet());
+  return internals_widths(l, spec.hidden_size, l.attention.normed_qk() && l.mixer == MixerKind::attention);
 }
 
 InternalsWidths max_internals_widths(const ModelSpec& spec) {
@@ -138,6 +157,16 @@ ScratchWidths scratch_widths(const ModelSpec& spec) {
     // d_block: a post-norm's input gradient, or a scaled residual's block gradient
     ScratchWidths w{H, H, H, H, l.post_norms || l.scaled_residual() ? H : 0, qd, qd, kvd, kvd};
     w.d_out_gate = l.attention.output_gate ? qd : 0;
+    if (l.is_mla()) {
+      const MlaSpec& m = l.mla;
+      w.d_attn = w.dv = m.v_dim();
+      w.dq = w.dk = m.q_dim();
+      w.mla_q_nope = w.mla_k_nope = m.num_heads * m.qk_nope_head_dim;
+      w.mla_q_rope = m.num_heads * m.qk_rope_head_dim;
+      w.mla_k_rope = m.qk_rope_head_dim;
+      w.mla_d_q_latent = w.mla_d_q_raw = m.q_lora_rank;
+      w.mla_d_kv_latent = w.mla_d_kv_raw = m.kv_lora_rank;
+    }
     if (l.is_deltanet()) {
       const DeltaNetSpec& d = l.deltanet;
       w.dn_d_normed = w.dn_d_core = w.dn_d_z = d.value_dim();

@@ -13,7 +13,8 @@
 namespace mt {
 
 struct LayerInternals {
-  void *q_raw = nullptr, *k_raw = nullptr;  // q, k before the q/k norm (layers with one)
+  // q, k before the q/k norm (layers with one); latent attention: q_a_proj's and the kv latent's before their norms.
+  void *q_raw = nullptr, *k_raw = nullptr;
   void *q = nullptr, *k = nullptr, *v = nullptr, *attn = nullptr;  // normed and rotated q, k; v; attention output
   void* attn_out = nullptr;                 // output projection before its post-norm (post_norms)
   void* h1 = nullptr;                       // residual stream after attention
@@ -27,6 +28,8 @@ struct LayerInternals {
   void *dn_qkv_raw = nullptr, *dn_qkv = nullptr, *dn_z = nullptr, *dn_ba = nullptr, *dn_core = nullptr,
        *dn_normed = nullptr;
   float *dn_g = nullptr, *dn_beta = nullptr;  // [tokens, n_v_heads]
+  // Multi-head latent attention: the normed low-rank query (q_b_proj's input) and the normed kv latent (kv_b_proj's).
+  void *mla_q_latent = nullptr, *mla_kv_latent = nullptr;
 };
 
 // Per-token widths, in LayerInternals member order; lse_heads: fp32 lse values per token.
@@ -36,13 +39,15 @@ struct InternalsWidths {
   int64_t out_gate = 0, gated_attn = 0;
   int64_t dn_qkv_raw = 0, dn_qkv = 0, dn_z = 0, dn_ba = 0, dn_core = 0, dn_normed = 0;
   int64_t dn_heads = 0;  // fp32 dn_g and dn_beta values per token, each
+  int64_t mla_q_latent = 0, mla_kv_latent = 0;
   int64_t elements() const {
     return q_raw + k_raw + q + k + v + attn + attn_out + h1 + gate + up + mlp_out + out_gate + gated_attn +
-           dn_qkv_raw + dn_qkv + dn_z + dn_ba + dn_core + dn_normed;
+           dn_qkv_raw + dn_qkv + dn_z + dn_ba + dn_core + dn_normed + mla_q_latent + mla_kv_latent;
   }
   int64_t fp32_elements() const { return lse_heads + 2 * dn_heads; }  // per token
 };
-// with_raw: also q_raw/k_raw (the workspace keeps them; a saved layer needs them only with a q/k norm).
+// with_raw: also q_raw/k_raw (the workspace keeps them; a saved layer needs them only with a q/k norm; a latent-attention
+// layer always has them).
 InternalsWidths internals_widths(const LayerSpec& layer, int64_t hidden, bool with_raw);
 // What layer `layer` keeps when it saves its internals (q_raw/k_raw only with a q/k norm).
 InternalsWidths saved_layer_widths(const ModelSpec& spec, int64_t layer);
@@ -68,6 +73,10 @@ struct LayerScratch {
   void *dn_d_normed = nullptr, *dn_d_core = nullptr, *dn_d_z = nullptr, *dn_d_qkv = nullptr, *dn_d_qkv_raw = nullptr,
        *dn_d_ba = nullptr;
   float *dn_dg = nullptr, *dn_dbeta = nullptr;
+  // Multi-head latent attention: forward, the query's no-rope and rope parts, the keys' no-rope part and the shared
+  // rotary key (head_concat's inputs); backward, their gradients; and ∂/∂ the latents, normed and raw.
+  void *mla_q_nope = nullptr, *mla_q_rope = nullptr, *mla_k_nope = nullptr, *mla_k_rope = nullptr;
+  void *mla_d_q_latent = nullptr, *mla_d_q_raw = nullptr, *mla_d_kv_latent = nullptr, *mla_d_kv_raw = nullptr;
 };
 struct ScratchWidths {
   int64_t norm1 = 0, norm2 = 0, d_hidden = 0, d_norm = 0, d_block = 0, d_attn = 0;
@@ -75,8 +84,12 @@ struct ScratchWidths {
   int64_t d_out_gate = 0;
   int64_t dn_d_normed = 0, dn_d_core = 0, dn_d_z = 0, dn_d_qkv = 0, dn_d_qkv_raw = 0, dn_d_ba = 0;
   int64_t dn_heads = 0;  // fp32 dn_dg and dn_dbeta values per token, each
+  int64_t mla_q_nope = 0, mla_q_rope = 0, mla_k_nope = 0, mla_k_rope = 0;
+  int64_t mla_d_q_latent = 0, mla_d_q_raw = 0, mla_d_kv_latent = 0, mla_d_kv_raw = 0;
   int64_t elements() const {
-    return norm1 + norm2 + d_hidden + d_norm + d_block + d_attn + dq + dk + dv + d_out_gate + dn_d_normed + dn_d_core + dn_d_z + dn_d_qkv + dn_d_qkv_raw + dn_d_ba;
+    return norm1 + norm2 + d_hidden + d_norm + d_block + d_attn + dq + dk + dv + d_out_gate + dn_d_normed + dn_d_core +
+           dn_d_z + dn_d_qkv + dn_d_qkv_raw + dn_d_ba + mla_q_nope + mla_q_rope + mla_k_nope + mla_k_rope +
+           mla_d_q_latent + mla_d_q_raw + mla_d_kv_latent + mla_d_kv_raw;
   }
   int64_t fp32_elements() const { return 2 * dn_heads; }  // per token
 };

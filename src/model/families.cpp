@@ -44,6 +44,9 @@ const std::vector<FamilyEntry>& model_families() {
       {"Starcoder2ForCausalLM", "starcoder2", parse_starcoder2, false},
       {"CohereForCausalLM", "cohere", parse_cohere, false},
       {"Cohere2ForCausalLM", "cohere2", parse_cohere2, false},
+      {"DeepseekV2ForCausalLM", "deepseek_v2", parse_deepseek_v2, false},
+      {"DeepseekV3ForCausalLM", "deepseek_v3", parse_deepseek_v3, false},
+      {"Glm4MoeLiteForCausalLM", "glm4_moe_lite", parse_glm4_moe_lite, false},
   };
   return table;
 }
@@ -158,7 +161,8 @@ void validate_model_spec(const ModelSpec& s, const std::string& origin) {
     const AttentionSpec& a = s.layers[i].attention;
     MT_REQUIRE(a.rope >= -1 && a.rope < static_cast<int>(s.rope_tables.size()),
                "model config {}: layer {} names rope table {} of {}", origin, i, a.rope, s.rope_tables.size());
-    MT_REQUIRE(a.rope < 0 || s.rope_tables[static_cast<size_t>(a.rope)].head_dim == a.head_dim,
+    const int64_t rope_dim = s.layers[i].is_mla() ? s.layers[i].mla.qk_rope_head_dim : a.head_dim;
+    MT_REQUIRE(a.rope < 0 || s.rope_tables[static_cast<size_t>(a.rope)].head_dim == rope_dim,
                "model config {}: layer {}'s rope table is for another head_dim", origin, i);
     MT_REQUIRE(a.window >= 0, "model config {}: sliding window {} of layer {} is negative", origin, a.window, i);
     MT_REQUIRE(s.layers[i].mlp.intermediate_size > 0 || s.layers[i].moe.active(),

@@ -55,6 +55,9 @@ void parse_exaone4(const ConfigKeys&, ModelSpec&);
 void parse_starcoder2(const ConfigKeys&, ModelSpec&);
 void parse_cohere(const ConfigKeys&, ModelSpec&);
 void parse_cohere2(const ConfigKeys&, ModelSpec&);
+void parse_deepseek_v2(const ConfigKeys&, ModelSpec&);
+void parse_deepseek_v3(const ConfigKeys&, ModelSpec&);
+void parse_glm4_moe_lite(const ConfigKeys&, ModelSpec&);
 
 // transformers' config class defaults that differ between families.
 struct DenseDefaults {
@@ -104,6 +107,32 @@ std::vector<bool> qwen_sparse_layers(const ConfigKeys& top, int64_t num_layers);
 // The layer Cohere and Cohere2 share (family_cohere.cpp): parse_dense_model, LayerNorm without bias, the parallel
 // residual, interleaved RoPE, logit_scale, attention_bias, tied embeddings.
 void parse_cohere_common(const ConfigKeys& top, const DenseDefaults& defaults, ModelSpec& spec);
+// The latent-attention families (mla_config.cpp): transformers' config defaults of MLA's dims (0: the key is
+// required; kv_lora_rank always is, a config without it is not a latent-attention checkpoint) and of the dense
+// fields.
+struct MlaDefaults {
+  int64_t kv_lora_rank = 0, q_lora_rank = 0, qk_nope_head_dim = 0, qk_rope_head_dim = 0, v_head_dim = 0;
+  bool rope_interleave = true;
+  DenseDefaults dense;
+};
+// parse_dense_model with head_dim = qk_rope_head_dim (the rope table's), then every layer a latent-attention mixer
+// (MlaSpec from kv_lora_rank, q_lora_rank (null: q_proj), qk_nope_head_dim, qk_rope_head_dim, v_head_dim,
+// attention_bias) whose attention call has q/k head dim qk_nope + qk_rope and transformers' softmax scale (YaRN's
+// mscale_all_dim folded in); rope_interleave picks the rope pairs.
+void parse_mla_model(const ConfigKeys& top, const MlaDefaults& defaults, ModelSpec& spec);
+struct DeepseekMoeDefaults {
+  int64_t experts = 0, top_k = 0, shared_experts = 0;
+  double routed_scaling = 1.0;
+};
+// The DeepSeek mixture of experts (router kind, grouping and norm_topk left to the caller): n_routed_experts of
+// moe_intermediate_size, the top num_experts_per_tok, weights × routed_scaling_factor, and n_shared_experts shared
+// experts as one ungated MLP of n_shared_experts × moe_intermediate_size (mlp.shared_experts).
+MoeSpec parse_deepseek_moe(const ConfigKeys& top, const DeepseekMoeDefaults& defaults, ModelSpec& spec);
+// Which layers are sparse under DeepSeek's rule: i >= first_k_dense_replace and i % moe_layer_freq == 0 (the
+// published checkpoints' moe_layer_freq is 1, where transformers' rule, i >= first_k_dense_replace, is the same).
+std::vector<bool> deepseek_sparse_layers(const ConfigKeys& top, int64_t num_layers, int64_t default_first_dense);
+// n_group / topk_group of a group-limited router, checked against the experts and top k.
+void parse_expert_groups(const ConfigKeys& top, int64_t default_groups, int64_t default_topk_groups, MoeSpec& moe);
 
 // The whole-spec checks every family's result must pass.
 void validate_model_spec(const ModelSpec& spec, const std::string& origin);

@@ -20,17 +20,7 @@ void parse_glm4_moe(const ConfigKeys& top, ModelSpec& s) {
   moe.router = RouterKind::sigmoid_group;
   moe.norm_topk = top.boolean("norm_topk_prob", true);
   moe.routed_scaling = top.number("routed_scaling_factor", 1.0);
-  moe.groups = top.integer("n_group", 1);
-  moe.topk_groups = top.integer("topk_group", 1);
-  MT_REQUIRE(moe.groups > 0 && moe.groups <= 64 && moe.num_experts % moe.groups == 0,
-             "model config {}: key 'n_group' ({}) must divide the {} experts (at most 64 groups)", top.origin,
-             moe.groups, moe.num_experts);
-  MT_REQUIRE(moe.topk_groups > 0 && moe.topk_groups <= moe.groups,
-             "model config {}: key 'topk_group' ({}) must be between 1 and 'n_group' ({})", top.origin, moe.topk_groups,
-             moe.groups);
-  MT_REQUIRE(moe.top_k <= moe.topk_groups * (moe.num_experts / moe.groups),
-             "model config {}: key 'num_experts_per_tok' ({}) exceeds the {} experts of 'topk_group' ({}) groups",
-             top.origin, moe.top_k, moe.topk_groups * (moe.num_experts / moe.groups), moe.topk_groups);
+  parse_expert_groups(top, 1, 1, moe);
   const int64_t shared = top.integer("n_shared_experts", 1);
   MT_REQUIRE(shared >= 0, "model config {}: key 'n_shared_experts' must not be negative", top.origin);
   moe.shared_intermediate_size = shared * moe.intermediate_size;

@@ -35,7 +35,9 @@ std::vector<double> region_flops_per_token(const ModelSpec& spec, const ParamLay
     }
     int64_t keys = l.attention.window > 0 ? std::min(l.attention.window, seq_len) : seq_len;
     if (l.attention.chunk > 0) keys = std::min(keys, l.attention.chunk);  // chunked attention: the chunk's keys
-    f += 12.0 * static_cast<double>(l.attention.num_heads * l.attention.head_dim * keys);
+    // q·k and p·v over the keys, forward and backward: 6·heads·(q/k head dim + value head dim) per key.
+    const int64_t v_dim = l.is_mla() ? l.mla.v_head_dim : l.attention.head_dim;
+    f += 6.0 * static_cast<double>(l.attention.num_heads * (l.attention.head_dim + v_dim) * keys);
   }
   return flops;
 }

@@ -1,4 +1,5 @@
-// LayerSpec: what one decoder layer computes — its token mixer (attention or Gated DeltaNet), its feed-forward (a
+// LayerSpec: what one decoder layer computes — its token mixer (attention, multi-head latent attention or Gated
+// DeltaNet), its feed-forward (a
 // gated MLP or a mixture of experts) and where its norms sit. ModelSpec holds one per layer; blocks (src/engine/)
 // size and run themselves from it.
 // Invariant: a LayerSpec in a ModelSpec passed its family parser's checks (heads divide, dims positive and even).
@@ -66,12 +67,31 @@ struct DeltaNetSpec {
   int64_t conv_dim() const { return 2 * key_dim() + value_dim(); }  // q | k | v channels of the conv
 };
 
+// Multi-head latent attention (DeepSeek-V2/V3, Kimi K2, GLM-4.7-Flash): the query from q_proj, or low-rank through
+// q_a_proj → RMSNorm → q_b_proj (q_lora_rank > 0); kv_a_proj_with_mqa gives a latent of kv_lora_rank (RMSNorm'd,
+// then kv_b_proj → per head a no-rope key of qk_nope_head_dim and a value of v_head_dim) and one rotary key of
+// qk_rope_head_dim shared by every head. Each head's query and key are [nope | rope]; the rope parts rotate by the
+// layer's table (AttentionSpec::rope, whose head_dim is qk_rope_head_dim). The attention call's geometry (heads,
+// q/k head dim qk_head_dim(), scale) is the layer's AttentionSpec.
+struct MlaSpec {
+  int64_t num_heads = 0;
+  int64_t q_lora_rank = 0;     // 0: q_proj
+  int64_t kv_lora_rank = 0, qk_nope_head_dim = 0, qk_rope_head_dim = 0, v_head_dim = 0;
+  bool bias = false;           // attention_bias: q_a_proj, kv_a_proj_with_mqa and o_proj have biases
+  double latent_norm_eps = 1e-6;  // q_a_layernorm and kv_a_layernorm (transformers builds them with the default eps)
+  int64_t qk_head_dim() const { return qk_nope_head_dim + qk_rope_head_dim; }
+  int64_t q_dim() const { return num_heads * qk_head_dim(); }
+  int64_t v_dim() const { return num_heads * v_head_dim; }
+};
+
 // The layer's token mixer.
-enum class MixerKind { attention, gated_deltanet };
+enum class MixerKind { attention, gated_deltanet, latent_attention };
 
 // How a mixture-of-experts layer picks its experts per token.
 enum class RouterKind {
-  softmax_topk,   // softmax over all experts, the top k (Mixtral, Qwen2-MoE, Qwen3-MoE); norm_topk renormalises
+  softmax_topk,   // softmax over all experts, the top k (Mixtral, Qwen2-MoE, Qwen3-MoE); norm_topk renormalises;
+                  // weights × routed_scaling; with groups > 1, only experts of the topk_groups groups whose largest
+                  // probability is highest (DeepSeek-V2's greedy and group_limited_greedy)
   sigmoid_group,  // sigmoid scores; the top k of scores + e_score_correction_bias within the topk_groups best of
                   // groups expert groups (a group's score: its two best); weights the unbiased scores, renormalised
                   // with norm_topk, × routed_scaling (GLM-4.5, the DeepSeek-V3 router; with one group, no bias and
@@ -91,8 +111,8 @@ struct MoeSpec {
   bool norm_topk = false;              // routing weights of the top k divided by their sum
   int64_t shared_intermediate_size = 0;  // 0 = no shared expert
   bool shared_gate = false;            // the shared expert's output × sigmoid(x · w_gate) (Qwen2-MoE)
-  double routed_scaling = 1.0;         // sigmoid_group: weights × routed_scaling_factor
-  int64_t groups = 1, topk_groups = 1; // sigmoid_group: n_group, topk_group
+  double routed_scaling = 1.0;         // softmax_topk, sigmoid_group: weights × routed_scaling_factor
+  int64_t groups = 1, topk_groups = 1; // softmax_topk, sigmoid_group: n_group, topk_group
   // Llama 4: the routing weight scales the expert's input (expert(w·x)) and the experts' outputs add unweighted.
   bool weight_scales_input = false;
   // GPT-OSS: biases on the router and on every expert's projections, and the clamped SwiGLU
@@ -104,7 +124,7 @@ struct MoeSpec {
 };
 
 struct LayerSpec {
-  AttentionSpec attention;     // mixer == attention
+  AttentionSpec attention;     // mixer == attention; latent_attention: its attention call (MlaSpec)
   MlpSpec mlp;
   // Sandwich norms (Gemma 2/3, GLM-4): a norm on the attention output and one on the MLP output, each before
   // its residual add, beside the pre-norms every layer has.
@@ -121,6 +141,8 @@ struct LayerSpec {
   MixerKind mixer = MixerKind::attention;
   DeltaNetSpec deltanet;       // mixer == gated_deltanet
   bool is_deltanet() const { return mixer == MixerKind::gated_deltanet; }
+  MlaSpec mla;                 // mixer == latent_attention
+  bool is_mla() const { return mixer == MixerKind::latent_attention; }
   MoeSpec moe;  // active(): the feed-forward is this mixture of experts instead of mlp
 };
 

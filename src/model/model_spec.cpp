@@ -137,13 +137,16 @@ void match_tensor_names(ModelSpec& spec, const std::function<bool(const std::str
   match_expert_layout(spec, has_tensor);
 }
 
-ModelSpec first_layers(const ModelSpec& spec, int64_t layers) {
-  MT_ASSERT(layers > 0 && layers <= spec.num_layers, "{} of {} layers", layers, spec.num_layers);
+ModelSpec layer_range(const ModelSpec& spec, int64_t first, int64_t layers) {
+  MT_ASSERT(first >= 0 && layers > 0 && first + layers <= spec.num_layers, "layers {}..{} of {}", first,
+            first + layers, spec.num_layers);
   ModelSpec s = spec;
   s.num_layers = layers;
-  s.layers.resize(static_cast<size_t>(layers));
+  s.layers.assign(spec.layers.begin() + first, spec.layers.begin() + first + layers);
   return s;
 }
+
+ModelSpec first_layers(const ModelSpec& spec, int64_t layers) { return layer_range(spec, 0, layers); }
 
 std::string describe_layers(const ModelSpec& spec) {
   const auto kind = [&](const LayerSpec& l) {
@@ -153,7 +156,10 @@ std::string describe_layers(const ModelSpec& spec) {
         l.is_deltanet()
             ? fmt::format("gated deltanet {}/{} heads × {}/{}, conv {}", d.num_k_heads, d.num_v_heads, d.k_head_dim,
                           d.v_head_dim, d.conv_kernel)
-            : fmt::format("attention {}/{} heads × {}", a.num_heads, a.num_kv_heads, a.head_dim);
+        : l.is_mla() ? fmt::format("latent attention {} heads × {}/{} (kv rank {}{})", l.mla.num_heads,
+                                   l.mla.qk_head_dim(), l.mla.v_head_dim, l.mla.kv_lora_rank,
+                                   l.mla.q_lora_rank > 0 ? fmt::format(", q rank {}", l.mla.q_lora_rank) : "")
+                     : fmt::format("attention {}/{} heads × {}", a.num_heads, a.num_kv_heads, a.head_dim);
     if (a.output_gate) text += ", output gate";
     if (a.window) text += fmt::format(", window {}", a.window);
     if (a.rope < 0 && !l.is_deltanet()) text += a.alibi ? ", ALiBi" : ", NoPE";

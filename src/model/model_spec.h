@@ -82,6 +82,10 @@ struct TensorNames {
   std::string router = "mlp.gate", experts = "mlp.experts.";
   std::string router_score_bias = "mlp.gate.e_score_correction_bias";  // sigmoid_group routers (a buffer: never trained)
   std::string expert_gate = "gate_proj", expert_up = "up_proj", expert_down = "down_proj";
+  // Multi-head latent attention layers (MlaSpec; the query projection without a low rank is `q`, the output `o`).
+  std::string mla_q_a = "self_attn.q_a_proj", mla_q_a_norm = "self_attn.q_a_layernorm", mla_q_b = "self_attn.q_b_proj";
+  std::string mla_kv_a = "self_attn.kv_a_proj_with_mqa", mla_kv_a_norm = "self_attn.kv_a_layernorm";
+  std::string mla_kv_b = "self_attn.kv_b_proj";
   std::string sinks = "self_attn.sinks";              // attention sinks [n_heads] (AttentionSpec::sinks)
   std::string shared_gate_proj = "mlp.shared_expert.gate_proj", shared_up_proj = "mlp.shared_expert.up_proj",
               shared_down_proj = "mlp.shared_expert.down_proj";
@@ -144,7 +148,9 @@ int64_t count_parameters(const ModelSpec& spec);
 int64_t count_active_parameters(const ModelSpec& spec);
 // Parameters of the experts no token of a layer uses: count_parameters − count_active_parameters.
 int64_t inactive_expert_parameters(const ModelSpec& spec);
-// The model cut to its first `layers` layers (bench --layers), as valid as the original.
+// The model cut to its layers [first, first + layers) (bench --first-layer, --layers), as valid as the original;
+// first_layers: from layer 0.
+ModelSpec layer_range(const ModelSpec& spec, int64_t first, int64_t layers);
 ModelSpec first_layers(const ModelSpec& spec, int64_t layers);
 // One line for the log: the distinct layer kinds in order, e.g. "attention 32/8 heads × 128, window 4096, MLP
 // 14336 silu ×24; attention 32/8 heads × 128, MLP 14336 silu ×8".

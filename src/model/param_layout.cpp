@@ -1,7 +1,7 @@
 // ModelSpec → ParamLayout: the HF tensors of each host region from its layer's spec and the family's tensor names.
 // Invariant: slots are packed back to back from offset 0 in a fixed order (input norm, attention, its output
 // norm, MLP norm (none with a parallel residual), MLP or mixture of experts, its output norm; a LayerNorm's bias
-// directly after its weight; a Gated DeltaNet layer's mixer in place of attention),
+// directly after its weight; a Gated DeltaNet or latent-attention mixer in place of attention),
 // so layers with equal specs have equal offsets; an MoE layer's experts are laid out one after another with equal
 // strides (fused expert tensors: all gate|up matrices, then all down matrices).
 #include "model/param_layout.h"
@@ -132,6 +132,26 @@ void deltanet_params(LayerBuilder& l, const DeltaNetSpec& d, const TensorNames& 
   l.linear(n.dn_out, H, d.value_dim(), false, o.out, unused);
 }
 
+// The query's and kv_b_proj's rows come per head ([nope | rope], [k_nope | v]); the store groups each part over
+// the heads, so every part is one contiguous matrix.
+void mla_params(LayerBuilder& l, const MlaSpec& m, const TensorNames& n, MlaOffsets& o) {
+  const int64_t H = l.H, heads = m.num_heads, nope = m.qk_nope_head_dim, rope = m.qk_rope_head_dim;
+  const RowGrouping q_rows{heads, {nope, rope}};
+  if (m.q_lora_rank > 0) {
+    l.linear(n.mla_q_a, m.q_lora_rank, H, m.bias, o.q_a, o.q_a_bias);
+    o.q_a_norm = l.norm(n.mla_q_a_norm, m.q_lora_rank);
+    l.fused(n.mla_q_b, {heads * nope, heads * rope}, m.q_lora_rank, false, {&o.q_nope, &o.q_rope}, {}, q_rows);
+  } else {
+    l.fused(n.q, {heads * nope, heads * rope}, H, false, {&o.q_nope, &o.q_rope}, {}, q_rows);
+  }
+  l.fused(n.mla_kv_a, {m.kv_lora_rank, rope}, H, m.bias, {&o.kv_latent, &o.kv_rope},
+          {&o.kv_latent_bias, &o.kv_rope_bias}, {});
+  o.kv_norm = l.norm(n.mla_kv_a_norm, m.kv_lora_rank);
+  l.fused(n.mla_kv_b, {heads * nope, m.v_dim()}, m.kv_lora_rank, false, {&o.k_nope, &o.v}, {},
+          {heads, {nope, m.v_head_dim}});
+  l.linear(n.o, H, m.v_dim(), m.bias, o.o, o.o_bias);
+}
+
 void mlp_params(LayerBuilder& l, const MlpSpec& m, const TensorNames& n, MlpOffsets& o) {
   const int64_t I = m.intermediate_size, H = l.H;
   if (!m.gated) {
@@ -222,6 +242,8 @@ Region decoder_region(const ModelSpec& s, int64_t layer) {
   if (spec.pre_norms) o.input_norm = l.hidden_norm(n.input_norm);
   if (spec.is_deltanet())
     deltanet_params(l, spec.deltanet, n, o.deltanet);
+  else if (spec.is_mla())
+    mla_params(l, spec.mla, n, o.mla);
   else
     attention_params(l, spec.attention, n, o.attention);
   if (spec.post_norms) o.attn_out_norm = l.hidden_norm(n.attn_out_norm);

@@ -56,6 +56,17 @@ struct AttentionOffsets {
 struct DeltaNetOffsets {
   int64_t qkv = -1, z = -1, ba = -1, conv = -1, a_log = -1, dt_bias = -1, norm = -1, out = -1;
 };
+// Multi-head latent attention (MlaSpec): the query projection's no-rope rows of every head, then its rope rows
+// (q_proj's, or q_b_proj's after q_a_proj [q_lora_rank, H] and its norm); kv_a_proj_with_mqa's latent rows, then
+// its rotary-key rows (and their biases); kv_a_layernorm; kv_b_proj's key rows of every head, then its value rows;
+// o_proj [H, heads·v_head_dim] (and its bias).
+struct MlaOffsets {
+  int64_t q_a = -1, q_a_bias = -1, q_a_norm = -1;
+  int64_t q_nope = -1, q_rope = -1;
+  int64_t kv_latent = -1, kv_rope = -1, kv_latent_bias = -1, kv_rope_bias = -1, kv_norm = -1;
+  int64_t k_nope = -1, v = -1;
+  int64_t o = -1, o_bias = -1;
+};
 struct MlpOffsets {
   int64_t gate = -1, gate_bias = -1, up = -1, up_bias = -1, down = -1, down_bias = -1;
 };
@@ -82,6 +93,7 @@ struct LayerOffsets {
   MlpOffsets mlp;   // dense layers
   MoeOffsets moe;   // mixture-of-experts layers
   DeltaNetOffsets deltanet;
+  MlaOffsets mla;
 };
 
 struct Region {

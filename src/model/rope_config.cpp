@@ -73,9 +73,9 @@ RopeSpec parse_rope(const ConfigKeys& top, const ConfigKeys& r, int64_t max_posi
     rope.original_max_position_embeddings = max_positions;
   } else {
     MT_REQUIRE(false,
-               "model config {}: rope type '{}' is not supported (supported: default, linear, llama3, yarn, longrope, "
-               "dynamic)",
-               top.origin, rope.type);
+               "model config {}: key '{}{}' is '{}', a rope type that is not supported (supported: default, linear, "
+               "llama3, yarn, longrope, dynamic)",
+               top.origin, where, r.has("rope_type") ? "rope_type" : "type", rope.type);
   }
   MT_REQUIRE(rope.theta > 0.0, "model config {}: key 'rope_theta' must be positive", top.origin);
   MT_REQUIRE(rope.factor > 0.0, "model config {}: key '{}factor' must be positive", top.origin, where);

@@ -34,6 +34,9 @@ std::string cudnn_attention_gap(const AttnShape& s, DType dtype) {
   if (s.segments != nullptr && s.segment_batch == nullptr) return "packed segments without their virtual batch";
   if (s.head_dim % 8 != 0 || s.head_dim > 256) return MT_FORMAT("head_dim {} (a multiple of 8 up to 256)", s.head_dim);
   if (s.seq < 2) return "seq < 2";
+  if (s.v_head_dim > 0 && s.v_head_dim != s.head_dim)
+    return MT_FORMAT("value head_dim {} other than the q/k head_dim {} (latent attention: our kernels)", s.v_head_dim,
+                     s.head_dim);
   return "";
 }
 

@@ -1,6 +1,6 @@
 // Causal softmax attention with GQA, sliding window, right padding and packed segments, a custom logit scale, Gemma 2
 // logit soft-capping, ALiBi biases and attention sinks (GPT-OSS: a per-head logit in the softmax denominator, no
-// value); one query row at a time.
+// value); the value head dim may differ from the query/key one (multi-head latent attention); one query row at a time.
 // Invariant: never materialises more than one score row per thread; forward tasks own one query row of one head;
 // backward tasks own (batch, kv head) and every query head sharing it, so dk/dv sums are race-free and in a fixed
 // order — or, where those tasks would leave most threads idle (long rows, few heads), the backward runs as two passes,
@@ -22,7 +22,7 @@ namespace mt::cpu {
 namespace {
 
 void check_shape(const AttnShape& s) {
-  MT_ASSERT(s.batch > 0 && s.seq > 0 && s.head_dim > 0 && s.window >= 0);
+  MT_ASSERT(s.batch > 0 && s.seq > 0 && s.head_dim > 0 && s.v_head_dim >= 0 && s.window >= 0);
   MT_ASSERT(std::isfinite(s.scale) && s.scale >= 0.f, "attention scale {}", s.scale);
   MT_ASSERT(std::isfinite(s.softcap) && s.softcap >= 0.f, "attention softcap {}", s.softcap);
   MT_ASSERT(s.n_kv_heads > 0 && s.n_heads % s.n_kv_heads == 0, "n_heads {} n_kv_heads {}", s.n_heads,
@@ -33,6 +33,9 @@ void check_shape(const AttnShape& s) {
               s.seq);
   }
 }
+
+// The value (and output) head dim: head_dim unless the shape gives another.
+int64_t value_dim(const AttnShape& s) { return s.v_head_dim > 0 ? s.v_head_dim : s.head_dim; }
 
 int64_t valid_len(const AttnShape& s, int64_t b) { return s.seq_lens != nullptr ? s.seq_lens[b] : s.seq; }
 
@@ -75,8 +78,9 @@ float final_logit(const AttnShape& s, float raw, float slope, int64_t i, int64_t
 
 template <bool Ext>
 void forward_impl(float* out, float* lse, const float* q, const float* k, const float* v, const AttnShape& s) {
-  const int64_t hd = s.head_dim, group = s.n_heads / s.n_kv_heads;
+  const int64_t hd = s.head_dim, vd = value_dim(s), group = s.n_heads / s.n_kv_heads;
   const int64_t q_stride = s.n_heads * hd, kv_stride = s.n_kv_heads * hd;
+  const int64_t o_stride = s.n_heads * vd, v_stride = s.n_kv_heads * vd;
   const float scale = softmax_scale(s);
   constexpr float neg_inf = -std::numeric_limits<float>::infinity();
 #pragma omp parallel
@@ -89,9 +93,9 @@ void forward_impl(float* out, float* lse, const float* q, const float* k, const 
           const int64_t len = valid_len(s, b), kv_off = (h / group) * hd;
           const float slope = head_slope<Ext>(s, h);
           const float sink = s.sinks != nullptr ? static_cast<const float*>(s.sinks)[h] : neg_inf;
-          float* o = out + (b * s.seq + i) * q_stride + h * hd;
+          float* o = out + (b * s.seq + i) * o_stride + h * vd;
           float& l = lse[(b * s.n_heads + h) * s.seq + i];
-          std::fill(o, o + hd, 0.f);
+          std::fill(o, o + vd, 0.f);
           if (i >= len) {
             l = 0.f;
             continue;
@@ -119,7 +123,7 @@ void forward_impl(float* out, float* lse, const float* q, const float* k, const 
           }
           const float inv = static_cast<float>(1.0 / sum);
           for (int64_t j = lo; j <= i; ++j) {
-            if (p[j] != 0.f) axpy(o, p[j] * inv, v + (b * s.seq + j) * kv_stride + kv_off, hd);
+            if (p[j] != 0.f) axpy(o, p[j] * inv, v + (b * s.seq + j) * v_stride + (h / group) * vd, vd);
           }
           l = m + static_cast<float>(std::log(sum));
         }
@@ -136,15 +140,15 @@ struct PairGrad {
 template <bool Ext>
 PairGrad pair_grad(const AttnShape& s, const float* qi, const float* doi, float di, float lse_i, const float* kj,
                    const float* vj, float scale, float slope, int64_t i, int64_t j) {
-  const int64_t hd = s.head_dim;
+  const int64_t hd = s.head_dim, vd = value_dim(s);
   if constexpr (Ext) {
     float dcap;
     const float logit = final_logit(s, dot(qi, kj, hd) * scale, slope, i, j, &dcap);
     const float p = std::exp(logit - lse_i);
-    return {p, p * (dot(doi, vj, hd) - di) * dcap};
+    return {p, p * (dot(doi, vj, vd) - di) * dcap};
   } else {
     const float p = std::exp(dot(qi, kj, hd) * scale - lse_i);
-    return {p, p * (dot(doi, vj, hd) - di)};
+    return {p, p * (dot(doi, vj, vd) - di)};
   }
 }
 
@@ -152,35 +156,36 @@ PairGrad pair_grad(const AttnShape& s, const float* qi, const float* doi, float 
 template <bool Ext>
 void backward_by_kv_head(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
                          const float* v, const float* out, const float* lse, const AttnShape& s) {
-  const int64_t hd = s.head_dim, group = s.n_heads / s.n_kv_heads;
+  const int64_t hd = s.head_dim, vd = value_dim(s), group = s.n_heads / s.n_kv_heads;
   const int64_t q_stride = s.n_heads * hd, kv_stride = s.n_kv_heads * hd;
+  const int64_t o_stride = s.n_heads * vd, v_stride = s.n_kv_heads * vd;
   const float scale = softmax_scale(s);
 #pragma omp parallel for collapse(2) schedule(dynamic)
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t kvh = 0; kvh < s.n_kv_heads; ++kvh) {
-      const int64_t len = valid_len(s, b), kv_off = kvh * hd;
+      const int64_t len = valid_len(s, b), kv_off = kvh * hd, v_off = kvh * vd;
       for (int64_t j = 0; j < s.seq; ++j) {
         std::fill_n(dk + (b * s.seq + j) * kv_stride + kv_off, hd, 0.f);
-        std::fill_n(dv + (b * s.seq + j) * kv_stride + kv_off, hd, 0.f);
+        std::fill_n(dv + (b * s.seq + j) * v_stride + v_off, vd, 0.f);
       }
       for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
         const float slope = head_slope<Ext>(s, h);
         for (int64_t i = 0; i < s.seq; ++i) {
-          const int64_t row = (b * s.seq + i) * q_stride + h * hd;
+          const int64_t row = (b * s.seq + i) * q_stride + h * hd, o_row = (b * s.seq + i) * o_stride + h * vd;
           float* dqi = dq + row;
           std::fill_n(dqi, hd, 0.f);
           if (i >= len) continue;
           const float* qi = q + row;
-          const float* doi = dout + row;
-          const float di = dot(doi, out + row, hd);
+          const float* doi = dout + o_row;
+          const float di = dot(doi, out + o_row, vd);
           const float lse_i = lse[(b * s.n_heads + h) * s.seq + i];
           for (int64_t j = first_key(s, i); j <= i; ++j) {
             if (!same_segment(s, b, i, j)) continue;
-            const int64_t kv_row = (b * s.seq + j) * kv_stride + kv_off;
-            const PairGrad g = pair_grad<Ext>(s, qi, doi, di, lse_i, k + kv_row, v + kv_row, scale, slope, i, j);
+            const int64_t kv_row = (b * s.seq + j) * kv_stride + kv_off, v_row = (b * s.seq + j) * v_stride + v_off;
+            const PairGrad g = pair_grad<Ext>(s, qi, doi, di, lse_i, k + kv_row, v + v_row, scale, slope, i, j);
             axpy(dqi, scale * g.ds, k + kv_row, hd);
             axpy(dk + kv_row, scale * g.ds, qi, hd);
-            axpy(dv + kv_row, g.p, doi, hd);
+            axpy(dv + v_row, g.p, doi, vd);
           }
         }
       }
@@ -192,22 +197,24 @@ void backward_by_kv_head(float* dq, float* dk, float* dv, const float* dout, con
 template <bool Ext>
 void backward_by_rows(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
                       const float* v, const float* out, const float* lse, const AttnShape& s) {
-  const int64_t hd = s.head_dim, group = s.n_heads / s.n_kv_heads;
+  const int64_t hd = s.head_dim, vd = value_dim(s), group = s.n_heads / s.n_kv_heads;
   const int64_t q_stride = s.n_heads * hd, kv_stride = s.n_kv_heads * hd;
+  const int64_t o_stride = s.n_heads * vd, v_stride = s.n_kv_heads * vd;
   const float scale = softmax_scale(s);
   std::vector<float> d(static_cast<size_t>(s.batch * s.n_heads * s.seq));  // D_i = dO_i·O_i, [b, h, seq]
 #pragma omp parallel for collapse(3) schedule(static)
   for (int64_t b = 0; b < s.batch; ++b)
     for (int64_t h = 0; h < s.n_heads; ++h)
       for (int64_t i = 0; i < s.seq; ++i) {
-        const int64_t row = (b * s.seq + i) * q_stride + h * hd;
-        d[static_cast<size_t>((b * s.n_heads + h) * s.seq + i)] = dot(dout + row, out + row, hd);
+        const int64_t o_row = (b * s.seq + i) * o_stride + h * vd;
+        d[static_cast<size_t>((b * s.n_heads + h) * s.seq + i)] = dot(dout + o_row, out + o_row, vd);
       }
 #pragma omp parallel for collapse(3) schedule(dynamic, 16)
   for (int64_t b = 0; b < s.batch; ++b)
     for (int64_t h = 0; h < s.n_heads; ++h)
       for (int64_t i = 0; i < s.seq; ++i) {
         const int64_t row = (b * s.seq + i) * q_stride + h * hd, kv_off = (h / group) * hd;
+        const int64_t o_row = (b * s.seq + i) * o_stride + h * vd, v_off = (h / group) * vd;
         float* dqi = dq + row;
         std::fill_n(dqi, hd, 0.f);
         if (i >= valid_len(s, b)) continue;
@@ -216,8 +223,8 @@ void backward_by_rows(float* dq, float* dk, float* dv, const float* dout, const 
         for (int64_t j = first_key(s, i); j <= i; ++j) {
           if (!same_segment(s, b, i, j)) continue;
           const int64_t kv_row = (b * s.seq + j) * kv_stride + kv_off;
-          const PairGrad g = pair_grad<Ext>(s, q + row, dout + row, d[static_cast<size_t>(at)], lse[at], k + kv_row,
-                                            v + kv_row, scale, slope, i, j);
+          const PairGrad g = pair_grad<Ext>(s, q + row, dout + o_row, d[static_cast<size_t>(at)], lse[at], k + kv_row,
+                                            v + (b * s.seq + j) * v_stride + v_off, scale, slope, i, j);
           axpy(dqi, scale * g.ds, k + kv_row, hd);
         }
       }
@@ -226,10 +233,11 @@ void backward_by_rows(float* dq, float* dk, float* dv, const float* dout, const 
     for (int64_t kvh = 0; kvh < s.n_kv_heads; ++kvh)
       for (int64_t j = 0; j < s.seq; ++j) {
         const int64_t kv_row = (b * s.seq + j) * kv_stride + kvh * hd, len = valid_len(s, b);
+        const int64_t v_row = (b * s.seq + j) * v_stride + kvh * vd;
         float* dkj = dk + kv_row;
-        float* dvj = dv + kv_row;
+        float* dvj = dv + v_row;
         std::fill_n(dkj, hd, 0.f);
-        std::fill_n(dvj, hd, 0.f);
+        std::fill_n(dvj, vd, 0.f);
         // The queries that see key j: from j up to the window's end, within the valid length.
         const int64_t last = s.window > 0 ? std::min(len, j + s.window) : len;
         for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
@@ -237,10 +245,11 @@ void backward_by_rows(float* dq, float* dk, float* dv, const float* dout, const 
           for (int64_t i = j; i < last; ++i) {
             if (!same_segment(s, b, i, j)) continue;
             const int64_t row = (b * s.seq + i) * q_stride + h * hd, at = (b * s.n_heads + h) * s.seq + i;
-            const PairGrad g = pair_grad<Ext>(s, q + row, dout + row, d[static_cast<size_t>(at)], lse[at], k + kv_row,
-                                              v + kv_row, scale, slope, i, j);
+            const int64_t o_row = (b * s.seq + i) * o_stride + h * vd;
+            const PairGrad g = pair_grad<Ext>(s, q + row, dout + o_row, d[static_cast<size_t>(at)], lse[at],
+                                              k + kv_row, v + v_row, scale, slope, i, j);
             axpy(dkj, scale * g.ds, q + row, hd);
-            axpy(dvj, g.p, dout + row, hd);
+            axpy(dvj, g.p, dout + o_row, vd);
           }
         }
       }
@@ -263,15 +272,15 @@ void attention_sinks_backward(float* d_sinks, const float* dout, const float* ou
   check_shape(s);
   MT_ASSERT(s.sinks != nullptr, "attention_sinks_backward without sinks");
   const auto* sinks = static_cast<const float*>(s.sinks);
-  const int64_t hd = s.head_dim, q_stride = s.n_heads * hd;
+  const int64_t vd = value_dim(s), o_stride = s.n_heads * vd;
 #pragma omp parallel for schedule(static)
   for (int64_t h = 0; h < s.n_heads; ++h) {
     double acc = 0.0;
     for (int64_t b = 0; b < s.batch; ++b)
       for (int64_t i = 0; i < valid_len(s, b); ++i) {
-        const int64_t row = (b * s.seq + i) * q_stride + h * hd;
+        const int64_t row = (b * s.seq + i) * o_stride + h * vd;
         const float p = std::exp(sinks[h] - lse[(b * s.n_heads + h) * s.seq + i]);
-        acc += static_cast<double>(p * dot(dout + row, out + row, hd));
+        acc += static_cast<double>(p * dot(dout + row, out + row, vd));
       }
     d_sinks[h] -= static_cast<float>(acc);
   }

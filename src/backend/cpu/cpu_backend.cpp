@@ -148,6 +148,14 @@ class CpuBackend final : public Backend {
     cpu::glu_backward(f(dgate), f(dup), f(y), f(dy), f(gate), f(up), n, act);
   }
 
+  void head_concat_forward(void* y, const void* a, const void* b, int64_t T, int64_t H, int64_t a_dim, int64_t b_dim,
+                           bool shared_b) override {
+    cpu::head_concat_forward(f(y), f(a), f(b), T, H, a_dim, b_dim, shared_b);
+  }
+  void head_concat_backward(void* da, void* db, const void* dy, int64_t T, int64_t H, int64_t a_dim, int64_t b_dim,
+                            bool shared_b) override {
+    cpu::head_concat_backward(f(da), f(db), f(dy), T, H, a_dim, b_dim, shared_b);
+  }
   void sigmoid_gate_forward(void* y, const void* x, const void* gate, int64_t n) override {
     cpu::sigmoid_gate_forward(f(y), f(x), f(gate), n);
   }

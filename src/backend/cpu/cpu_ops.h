@@ -57,6 +57,11 @@ void clamped_swiglu_forward(float* y, const float* gate, const float* up, int64_
 void clamped_swiglu_backward(float* dgate, float* dup, const float* dy, const float* gate, const float* up, int64_t n,
                              float alpha, float limit);
 
+void head_concat_forward(float* y, const float* a, const float* b, int64_t T, int64_t H, int64_t a_dim, int64_t b_dim,
+                         bool shared_b);
+void head_concat_backward(float* da, float* db, const float* dy, int64_t T, int64_t H, int64_t a_dim, int64_t b_dim,
+                          bool shared_b);
+
 void sigmoid_gate_forward(float* y, const float* x, const float* gate, int64_t n);
 void sigmoid_gate_backward(float* dx, float* dgate, const float* dy, const float* x, const float* gate, int64_t n);
 

@@ -47,16 +47,34 @@ void softmax(float* p, const float* l, int64_t E) {
   for (int64_t e = 0; e < E; ++e) p[e] /= sum;
 }
 
-void softmax_route(float* p, int32_t* ix, float* w, const float* l, int64_t E, int64_t k, bool norm_topk) {
+// The softmax top k; with groups, among the topk_groups groups of the largest single probability (DeepSeek-V2's
+// group_limited_greedy; ties to the lower group); weights renormalised where norm_topk, × scaling.
+void softmax_route(float* p, int32_t* ix, float* w, const float* l, const MoeRouting& r) {
+  const int64_t E = r.experts, k = r.top_k, G = r.groups, per = E / G;
   softmax(p, l, E);
+  std::vector<int32_t> groups(static_cast<size_t>(G > 1 ? r.topk_groups : 0));
+  if (G > 1) {
+    std::vector<float> group_max(static_cast<size_t>(G), -INFINITY);
+    for (int64_t e = 0; e < E; ++e) group_max[static_cast<size_t>(e / per)] = std::max(group_max[static_cast<size_t>(e / per)], p[e]);
+    for (int64_t j = 0; j < r.topk_groups; ++j)
+      groups[static_cast<size_t>(j)] = pick(G, groups.data(), j, [&](int64_t g) { return group_max[static_cast<size_t>(g)]; },
+                                            [](int64_t) { return true; });
+  }
+  const auto allowed = [&](int64_t e) {
+    if (G == 1) return true;
+    for (const int32_t g : groups)
+      if (e / per == g) return true;
+    return false;
+  };
   float selected = 0.f;
   for (int64_t j = 0; j < k; ++j) {
-    ix[j] = pick(E, ix, j, [&](int64_t e) { return p[e]; }, [](int64_t) { return true; });
+    ix[j] = pick(E, ix, j, [&](int64_t e) { return p[e]; }, allowed);
     w[j] = p[ix[j]];
     selected += w[j];
   }
-  if (norm_topk)
+  if (r.norm_topk)
     for (int64_t j = 0; j < k; ++j) w[j] /= selected;
+  for (int64_t j = 0; j < k; ++j) w[j] *= r.scaling;
 }
 
 // GPT-OSS: p the full softmax (for the load-balancing loss); the k largest logits; w the softmax of those k.
@@ -123,7 +141,7 @@ void moe_route_forward(float* probs, int32_t* idx, float* weights, const float* 
     else if (r.topk_softmax)
       topk_softmax_route(probs + t * E, idx + t * k, weights + t * k, logits + t * E, E, k);
     else
-      softmax_route(probs + t * E, idx + t * k, weights + t * k, logits + t * E, E, k, r.norm_topk);
+      softmax_route(probs + t * E, idx + t * k, weights + t * k, logits + t * E, r);
   }
 }
 
@@ -153,7 +171,7 @@ void moe_route_backward(float* d_logits, const float* d_weights, const float* pr
       for (int64_t j = 0; j < k; ++j) dl[ix[j]] += w[j] * (dw[j] - inner);
       continue;
     }
-    const float c = r.sigmoid ? r.scaling : 1.f;
+    const float c = r.scaling;
     float inner = 0.f, selected = 0.f;
     if (norm_topk)
       for (int64_t j = 0; j < k; ++j) {

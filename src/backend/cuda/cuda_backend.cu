@@ -285,6 +285,20 @@ class CudaBackend final : public Backend {
                          stream_);
     });
   }
+  void head_concat_forward(void* y, const void* a, const void* b, int64_t T, int64_t H, int64_t a_dim, int64_t b_dim,
+                           bool shared_b) override {
+    const cuda::OpProfile::Span span(profile_, "head_concat_forward", stream_);
+    dispatch([&](auto* t) {
+      cuda::head_concat_forward(cast(t, y), cast(t, a), cast(t, b), T, H, a_dim, b_dim, shared_b, stream_);
+    });
+  }
+  void head_concat_backward(void* da, void* db, const void* dy, int64_t T, int64_t H, int64_t a_dim, int64_t b_dim,
+                            bool shared_b) override {
+    const cuda::OpProfile::Span span(profile_, "head_concat_backward", stream_);
+    dispatch([&](auto* t) {
+      cuda::head_concat_backward(cast(t, da), cast(t, db), cast(t, dy), T, H, a_dim, b_dim, shared_b, stream_);
+    });
+  }
   void sigmoid_gate_forward(void* y, const void* x, const void* gate, int64_t n) override {
     const cuda::OpProfile::Span span(profile_, "sigmoid_gate_forward", stream_);
     dispatch([&](auto* t) { cuda::sigmoid_gate_forward(cast(t, y), cast(t, x), cast(t, gate), n, stream_); });

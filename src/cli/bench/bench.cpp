@@ -100,7 +100,10 @@ void run_bench(const BenchOptions& o) {
   const PackLengths pack = pack_lengths(o.pack);
   const ModelSource source = resolve_model_source(o.model);
   ModelSpec spec = load_model_spec(source.config_json, true);  // a shape to measure: no modeling code runs
-  if (o.layers > 0) spec = first_layers(spec, o.layers);
+  MT_REQUIRE(o.first_layer == 0 || (o.layers > 0 && o.first_layer + o.layers <= spec.num_layers),
+             "bench: --first-layer {} needs --layers, and the {} layers from it must be among the shape's {}",
+             o.first_layer, o.layers, spec.num_layers);
+  if (o.layers > 0) spec = layer_range(spec, o.first_layer, o.layers);
   const ParamLayout layout = make_param_layout(spec);
   const DType dtype = dtype_from_name(o.dtype);
   const dist::Context& ctx = dist::context();

@@ -34,6 +34,7 @@ struct BenchOptions {
   int64_t passes = 0;            // gradient accumulation passes per step (0 = auto, as train)
   int64_t slots = 2;             // GPU weight slots
   int64_t layers = 0;            // override num_hidden_layers (0 = as the shape file says)
+  int64_t first_layer = 0;       // with layers: the shape's layers [first_layer, first_layer + layers)
   int64_t gpus_per_node = 0;     // compute ranks per node (0 = one per visible GPU, up to the node's ranks)
   bool skip_update = false;      // no optimizer: the weights never change
   std::string offload = "none";  // store.offload: none | optimizer | optimizer+master
