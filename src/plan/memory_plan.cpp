@@ -76,7 +76,8 @@ void plan_activations(const ModelSpec& s, const RunShape& run, int64_t es, GpuPl
   for (const LayerSpec& l : s.layers) {
     if (l.is_deltanet()) continue;
     const AttentionSpec& a = l.attention;
-    const bool cudnn = run.cudnn_attention && cudnn_layer_gap(a, run.dtype).empty();
+    // Latent attention's value head dim differs from its q/k one: cuDNN refuses it (cudnn_attention_gap), ours runs.
+    const bool cudnn = run.cudnn_attention && !l.is_mla() && cudnn_layer_gap(a, run.dtype).empty();
     if (cudnn) {
       // The micro-batch's call; an ALiBi layer's slopes are marked, not read (its backward never tiles).
       static constexpr float kAlibiMarker = 0.f;
