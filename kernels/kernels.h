@@ -24,9 +24,9 @@ template <typename T> void embedding_backward(float* dtable, const T* dy, const 
 
 // HF RMSNorm over rows of D: y = (x·rstd)·(w + weight_offset), math in fp32; dx = (+ residual where not null, rounded
 // as `add` rounds), dw += (fp32). With offset 0
-// (Llama) x·rstd rounds to T before the weight multiply (HF LlamaRMSNorm); with an offset (Gemma's (1 + w)) the
-// product stays fp32 and rounds once (HF GemmaRMSNorm).
-template <typename T> void rmsnorm_forward(T* y, const T* x, const T* w, int64_t N, int64_t D, float eps, float weight_offset, cudaStream_t s);
+// (Llama) x·rstd rounds to T before the weight multiply (HF LlamaRMSNorm); with an offset (Gemma's (1 + w)), or with
+// fp32_product (OLMo 2/3's Olmo2RMSNorm), the product stays fp32 and rounds once (HF GemmaRMSNorm).
+template <typename T> void rmsnorm_forward(T* y, const T* x, const T* w, int64_t N, int64_t D, float eps, float weight_offset, cudaStream_t s, bool fp32_product = false);
 template <typename T> void rmsnorm_backward(T* dx, float* dw, const T* dy, const T* x, const T* w, const T* residual, int64_t N, int64_t D, float eps, float weight_offset, cudaStream_t s);
 
 // LayerNorm over rows of D: y = ((x − mean)·rstd)·w_g + b_g, g = row % weight_rows (b may be null), math in fp32; dx =

@@ -4,8 +4,9 @@
 // Invariant: one warp per row, mean(x²) and the backward projection summed in fp64 as the CPU reference does; without
 // an offset the normalised value rounds to T before the weight multiply (HF LlamaRMSNorm's order; a no-op for fp32),
 // with one the product stays fp32 and rounds once (HF GemmaRMSNorm's order); dw sums in a fixed order. The offset is
-// a compile-time switch, so offset 0 runs exactly the arithmetic of the plain kernel. With a residual, dx rounds to T and
-// then adds it as `add` does, so the fused pass gives the bits of the two.
+// a compile-time switch, so offset 0 runs exactly the arithmetic of the plain kernel; fp32_product takes the offset
+// path with offset 0 (OLMo 2/3's (w·x̂).to(dtype): the product in fp32, one rounding). With a residual, dx rounds to T
+// and then adds it as `add` does, so the fused pass gives the bits of the two.
 #include <cmath>
 #include <type_traits>
 
@@ -123,10 +124,10 @@ struct dw_summand {
 
 unsigned row_blocks(int64_t rows) { return static_cast<unsigned>((rows + warps_per_block - 1) / warps_per_block); }
 
-// Calls f(std::integral_constant<bool, offset != 0>{}).
+// Calls f(std::integral_constant<bool, fp32_product>{}): the kernels' Offset path, the weight product in fp32.
 template <typename F>
-void with_offset(float offset, F&& f) {
-  if (offset != 0.f) {
+void with_offset(bool fp32_product, F&& f) {
+  if (fp32_product) {
     f(std::true_type{});
   } else {
     f(std::false_type{});
@@ -137,13 +138,13 @@ void with_offset(float offset, F&& f) {
 
 template <typename T>
 void rmsnorm_forward(T* y, const T* x, const T* w, int64_t N, int64_t D, float eps, float weight_offset,
-                     cudaStream_t s) {
+                     cudaStream_t s, bool fp32_product) {
   MT_ASSERT(N >= 0 && D > 0, "rmsnorm_forward: N {} D {}", N, D);
   MT_ASSERT(std::isfinite(weight_offset), "rmsnorm_forward: weight_offset {}", weight_offset);
   if (N == 0) return;
   constexpr int V = vec16<T>;
   const bool vec = vec_ok(V, {D}, {y, x, w});
-  with_offset(weight_offset, [&](auto offset) {
+  with_offset(weight_offset != 0.f || fp32_product, [&](auto offset) {
     constexpr bool O = decltype(offset)::value;
     if (vec) {
       rmsnorm_forward_kernel<T, V, O><<<row_blocks(N), 32 * warps_per_block, 0, s>>>(y, x, w, N, D, eps, weight_offset);
@@ -151,7 +152,7 @@ void rmsnorm_forward(T* y, const T* x, const T* w, int64_t N, int64_t D, float e
       rmsnorm_forward_kernel<T, 1, O><<<row_blocks(N), 32 * warps_per_block, 0, s>>>(y, x, w, N, D, eps, weight_offset);
     }
   });
-  MT_CHECK_LAUNCH("rmsnorm_forward", "N={} D={} weight_offset={}", N, D, weight_offset);
+  MT_CHECK_LAUNCH("rmsnorm_forward", "N={} D={} weight_offset={} fp32_product {}", N, D, weight_offset, fp32_product);
 }
 
 template <typename T>
@@ -164,7 +165,7 @@ void rmsnorm_backward(T* dx, float* dw, const T* dy, const T* x, const T* w, con
   Scratch<float> rstd(op, N, s);
   constexpr int V = vec16<T>;
   const bool vec = vec_ok(V, {D}, {dx, dy, x, w, residual ? residual : dx});
-  with_offset(weight_offset, [&](auto offset) {
+  with_offset(weight_offset != 0.f, [&](auto offset) {
     constexpr bool O = decltype(offset)::value;
     if (vec) {
       rmsnorm_backward_dx_kernel<T, V, O><<<row_blocks(N), 32 * warps_per_block, 0, s>>>(dx, rstd.get(), dy, x, w,
@@ -181,9 +182,9 @@ void rmsnorm_backward(T* dx, float* dw, const T* dy, const T* x, const T* w, con
 }
 
 template void rmsnorm_forward<float>(float*, const float*, const float*, int64_t, int64_t, float, float,
-                                     cudaStream_t);
+                                     cudaStream_t, bool);
 template void rmsnorm_forward<__nv_bfloat16>(__nv_bfloat16*, const __nv_bfloat16*, const __nv_bfloat16*, int64_t,
-                                             int64_t, float, float, cudaStream_t);
+                                             int64_t, float, float, cudaStream_t, bool);
 template void rmsnorm_backward<float>(float*, float*, const float*, const float*, const float*, const float*, int64_t,
                                       int64_t, float, float, cudaStream_t);
 template void rmsnorm_backward<__nv_bfloat16>(__nv_bfloat16*, float*, const __nv_bfloat16*, const __nv_bfloat16*,

@@ -105,6 +105,10 @@ class Backend {
                                float weight_offset) = 0;
   virtual void rmsnorm_backward(void* dx, float* dw, const void* dy, const void* x, const void* w, int64_t N,
                                 int64_t D, float eps, float weight_offset) = 0;
+  // y = x̂·w with the product formed in fp32 and rounded once to dtype() (OLMo 2/3's (w·x̂).to(dtype)), where
+  // rmsnorm_forward rounds x̂ first (LlamaRMSNorm); the two differ only below fp32. Its backward is rmsnorm_backward's.
+  virtual void rmsnorm_forward_fp32_product(void* y, const void* x, const void* w, int64_t N, int64_t D,
+                                            float eps) = 0;
   // rmsnorm_backward with the residual branch's gradient added: dx = ∂ + residual (bitwise rmsnorm_backward, then
   // add(dx, residual)), in one pass over dx; residual may be dx itself (a parallel-residual layer's dy).
   virtual void rmsnorm_backward_add(void* dx, float* dw, const void* dy, const void* x, const void* w,

@@ -54,7 +54,7 @@ void norm_rows_forward(const LayerContext& ctx, const AttentionSpec& a, const vo
   else if (a.qk_l2_norm)
     ctx.backend->rms_normalize_forward(y, x, elements / width, width, eps);
   else
-    ctx.backend->rmsnorm_forward(y, x, w, elements / width, width, eps, ctx.spec->norm_weight_offset());
+    rmsnorm_forward(ctx, y, x, w, elements / width, width);
 }
 void norm_rows_backward(const LayerContext& ctx, const AttentionSpec& a, const void* w, float* dw, void* dx,
                         const void* dy, const void* x, int64_t elements, int64_t width, int64_t heads) {

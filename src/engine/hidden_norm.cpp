@@ -13,7 +13,7 @@ void HiddenNorm::forward(void* y, const void* x, int64_t offset) const {
   const int64_t H = s.hidden_size;
   const auto eps = static_cast<float>(s.rms_norm_eps);
   if (s.norm_kind == NormKind::rms) {
-    ctx.backend->rmsnorm_forward(y, x, weight_at(ctx, w, offset), T, H, eps, s.norm_weight_offset());
+    rmsnorm_forward(ctx, y, x, weight_at(ctx, w, offset), T, H);
     return;
   }
   ctx.backend->layernorm_forward(y, x, weight_at(ctx, w, offset), has_bias(s) ? weight_at(ctx, w, offset + H) : nullptr,

@@ -42,6 +42,17 @@ inline const void* weight_at(const LayerContext& ctx, const void* base, int64_t 
 }
 inline float* grad_at(float* base, int64_t offset) { return offset < 0 ? nullptr : base + offset; }
 
+// The model's RMSNorm over N rows of D with weight w, in its norm style (ModelSpec::norm_style): the product rounded
+// as the family's RMSNorm rounds it.
+inline void rmsnorm_forward(const LayerContext& ctx, void* y, const void* x, const void* w, int64_t N, int64_t D) {
+  const ModelSpec& s = *ctx.spec;
+  const auto eps = static_cast<float>(s.rms_norm_eps);
+  if (s.norm_style == NormStyle::weight_fp32_product)
+    ctx.backend->rmsnorm_forward_fp32_product(y, x, w, N, D, eps);
+  else
+    ctx.backend->rmsnorm_forward(y, x, w, N, D, eps, s.norm_weight_offset());
+}
+
 // A block's output projection y[T,O] = x·wᵀ + b, with the layer's residual stream added in the same pass where
 // `residual` is given (null: the projection alone).
 inline void output_projection(const LayerContext& ctx, void* y, const void* x, const void* w, const void* b,

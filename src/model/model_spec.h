@@ -38,8 +38,9 @@ struct RopeSpec {
 };
 
 enum class NormStyle {
-  weight,           // x̂·w (Llama)
-  one_plus_weight,  // x̂·(1 + w) (Gemma)
+  weight,               // x̂·w (Llama: x̂ rounded to the compute dtype before the product)
+  one_plus_weight,      // x̂·(1 + w) (Gemma)
+  weight_fp32_product,  // x̂·w formed in fp32 and rounded once (OLMo 2/3's Olmo2RMSNorm: (w·x̂).to(dtype))
 };
 
 // The kind of every hidden-size norm of the model (each layer's and the final one).

@@ -130,6 +130,7 @@ TEST_CASE("OLMo 2: norms after each block only, q/k norm over the whole projecti
   const mt::ModelSpec s = mt::parse_model_spec(dense("Olmo2ForCausalLM"), "cfg.json");
   CHECK(!s.layers[0].pre_norms);
   CHECK(s.layers[0].post_norms);
+  CHECK(s.norm_style == mt::NormStyle::weight_fp32_product);  // Olmo2RMSNorm: (w·x̂).to(dtype)
   CHECK(layer_tensors(s, 0) == std::vector<std::string>{
                                    "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight",
                                    "self_attn.o_proj.weight", "self_attn.q_norm.weight", "self_attn.k_norm.weight",
@@ -181,6 +182,7 @@ TEST_CASE("EXAONE 4: post-block norms, per-head q/k norm, global layers without 
     CHECK(s.layers[i].attention.qk_norm);
     CHECK(!s.layers[i].attention.qk_norm_whole);
   }
+  CHECK(s.norm_style == mt::NormStyle::weight);  // Exaone4RMSNorm is LlamaRMSNorm
   j["layer_types"] = json::array();
   for (int i = 0; i < 8; ++i) j["layer_types"].push_back(i < 4 ? "full_attention" : "sliding_attention");
   j["sliding_window"] = nullptr;  // no window: every layer rotates; a sliding layer is refused

@@ -63,6 +63,10 @@ class CpuBackend final : public Backend {
     cpu::embedding_backward(dtable, f(dy), ids, T, H);
   }
 
+  void rmsnorm_forward_fp32_product(void* y, const void* x, const void* w, int64_t N, int64_t D,
+                                    float eps) override {  // fp32 throughout: the plain norm
+    cpu::rmsnorm_forward(f(y), f(x), f(w), N, D, eps, 0.f);
+  }
   void rmsnorm_forward(void* y, const void* x, const void* w, int64_t N, int64_t D, float eps,
                        float weight_offset) override {
     cpu::rmsnorm_forward(f(y), f(x), f(w), N, D, eps, weight_offset);

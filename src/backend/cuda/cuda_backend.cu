@@ -161,6 +161,13 @@ class CudaBackend final : public Backend {
       cuda::rmsnorm_forward(cast(t, y), cast(t, x), cast(t, w), N, D, eps, weight_offset, stream_);
     });
   }
+  void rmsnorm_forward_fp32_product(void* y, const void* x, const void* w, int64_t N, int64_t D,
+                                    float eps) override {
+    const cuda::OpProfile::Span span(profile_, "rmsnorm_forward", stream_);
+    dispatch([&](auto* t) {
+      cuda::rmsnorm_forward(cast(t, y), cast(t, x), cast(t, w), N, D, eps, 0.f, stream_, /*fp32_product=*/true);
+    });
+  }
   void rmsnorm_backward(void* dx, float* dw, const void* dy, const void* x, const void* w, int64_t N, int64_t D,
                         float eps, float weight_offset) override {  // the fused kernel without a residual
     rmsnorm_backward_add(dx, dw, dy, x, w, nullptr, N, D, eps, weight_offset);
