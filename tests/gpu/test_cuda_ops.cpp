@@ -627,15 +627,15 @@ TEST_CASE("cuda cross_entropy (optionally soft-capped) matches an fp64 softmax, 
           auto d_logits = upload<float>(logits);
           DeviceBuffer<T> dlogits(c.rows * c.V);
           DeviceBuffer<float> loss(c.rows);
-          cu::cross_entropy<T>(dlogits.get(), loss.get(), d_logits->get(), d_targets->get(), c.rows, c.V, scale,
+          cu::cross_entropy<T>(dlogits.get(), loss.get(), d_logits->get(), d_targets->get(), nullptr, c.rows, c.V, scale,
                                softcap, test_stream());
           const auto got_grad = download(dlogits), got_loss = download(loss);
           check_close("cross_entropy row_loss", got_loss, loss_ref, 1e-5);
           check_close("cross_entropy dlogits", got_grad, grad_ref, tolerance<T>);
           if constexpr (is_f32<T>) {
             DeviceBuffer<float> loss_in_place(c.rows);
-            cu::cross_entropy<float>(d_logits->get(), loss_in_place.get(), d_logits->get(), d_targets->get(), c.rows,
-                                     c.V, scale, softcap, test_stream());
+            cu::cross_entropy<float>(d_logits->get(), loss_in_place.get(), d_logits->get(), d_targets->get(), nullptr,
+                                     c.rows, c.V, scale, softcap, test_stream());
             CHECK(same_bits(download(*d_logits), got_grad));
             CHECK(same_bits(download(loss_in_place), got_loss));
           }
@@ -652,7 +652,7 @@ TEST_CASE("cuda cross_entropy marks out-of-range targets with NaN", "[gpu][cross
     auto d_logits = upload<float>(random_floats(2 * 8, 27));
     auto d_targets = upload_ints({8, -100});
     DeviceBuffer<float> dlogits(2 * 8), loss(2);
-    cu::cross_entropy<float>(dlogits.get(), loss.get(), d_logits->get(), d_targets->get(), 2, 8, 1.f, softcap,
+    cu::cross_entropy<float>(dlogits.get(), loss.get(), d_logits->get(), d_targets->get(), nullptr, 2, 8, 1.f, softcap,
                              test_stream());
     const auto got = download(loss);
     CHECK(std::isnan(got[0]));
