@@ -7,8 +7,8 @@
 # part, on 2 or more GPUs; families: the tests, then Qwen2.5-3B batch 64 and Qwen2.5-7B batch 32 with this build and,
 # where bundle_base/ holds an earlier build, with that one in the same call, then Gemma-2-9B and Phi-4 at batch 32 with
 # as many layers as the host RAM holds; new-families: the tests, then Qwen2.5-7B at batch 32 × 1024 and, at the same
-# batch, each newer family's shape in configs/models/ that NEW_FAMILY_SHAPES names (shape:layers, layers 0 = all of
-# them; default the 3-9B dense shapes and the larger ones trimmed to what 125 GiB of host RAM holds); hybrid: the tests, then the Qwen3.5-27B shape with 12 of its 64 layers (9 Gated
+# batch, each newer family's shape in configs/models/ that NEW_FAMILY_SHAPES names (shape:layers[:first layer], layers 0 = all
+# of them; default the 3-9B dense shapes and the larger ones trimmed to what 125 GiB of host RAM holds); hybrid: the tests, then the Qwen3.5-27B shape with 12 of its 64 layers (9 Gated
 # DeltaNet, 3 gated attention: what 125 GiB of host RAM holds at 16 B/parameter) at batch 32 × 1024 and 8 × 4096, and
 # the same 4096 run with per-op device times, whose gated_delta_rule rows time the delta-rule kernels against the GEMMs
 # of the same step, `bench-delta-rule` at 8 × 4096 with the chunked and the recurrent kernel, transformers' torch
@@ -154,9 +154,11 @@ if [[ $mode == new-families ]]; then  # the Qwen2.5-7B baseline first, in the sa
   steps=(--seq 1024 --steps 3 --warmup 1 --batch 32)
   bench qwen7b_b32 1 --model configs/models/qwen2.5-7b.json "${steps[@]}"
   for shape in ${NEW_FAMILY_SHAPES:-granite-3.3-8b-base:0 smollm3-3b:0 olmo-2-0325-32b:12}; do
-    layers=()
-    [[ ${shape#*:} != 0 ]] && layers=(--layers "${shape#*:}")
-    bench "${shape%:*}_b32" 1 --model "configs/models/${shape%:*}.json" "${layers[@]}" "${steps[@]}"
+    IFS=: read -r name layers first <<<"$shape"
+    picked=()
+    [[ $layers != 0 ]] && picked=(--layers "$layers")
+    [[ -n $first ]] && picked+=(--first-layer "$first")
+    bench "${name}_b32" 1 --model "configs/models/$name.json" "${picked[@]}" "${steps[@]}"
   done
 fi
 if [[ $mode == hybrid ]]; then
