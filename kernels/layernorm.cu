@@ -109,7 +109,7 @@ __global__ void layernorm_backward_dx_kernel(T* dx, RowStats* __restrict__ stats
       float rv[N];
       load_f32<T, N>(rv, residual + row * D + d);
 #pragma unroll
-      for (int k = 0; k < N; ++k) xv[k] = to_f32(from_f32<T>(xv[k])) + rv[k];
+      for (int k = 0; k < N; ++k) xv[k] = __fadd_rn(to_f32(from_f32<T>(xv[k])), rv[k]);  // never an FMA with dx
     }
     store_f32<T, N>(dxr + d, xv);
   }
