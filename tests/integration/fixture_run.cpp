@@ -222,4 +222,16 @@ void write_two_shard_checkpoint(const std::filesystem::path& dir, const std::vec
   std::ofstream(dir / "model.safetensors.index.json") << index.dump(2);
 }
 
+void check_bf16_losses(const std::string& name) {
+  const std::string run = "parity-bf16-" + name;
+  run_fixture(name, run, {"model.dtype=bfloat16"});
+  const Reference ref = read_reference(name);
+  const auto rows = read_metrics(scratch_dir(run));
+  REQUIRE(rows.size() == ref.losses.size());
+  for (size_t k = 0; k < rows.size(); ++k) {
+    INFO(name << " step " << k + 1);
+    CHECK(std::abs(rows[k].loss - ref.losses[k]) <= 2e-2 * ref.losses[k]);
+  }
+}
+
 }  // namespace mt::testing

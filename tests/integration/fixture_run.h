@@ -66,5 +66,8 @@ void check_final_tensors(const std::string& name, const TrainSummary& summary);
 // loss (1e-4; logged exactly where the reference has one) and every final tensor (check_final_tensors).
 void check_against_reference(const std::string& name, const std::string& run,
                              const std::vector<std::string>& overrides = {});
+// Runs the fixture in bfloat16 (run "parity-bf16-<name>") and checks every step's loss within 2e-2 relative of
+// PyTorch's fp32 loss.
+void check_bf16_losses(const std::string& name);
 
 }  // namespace mt::testing

@@ -78,15 +78,5 @@ TEST_CASE("a Qwen3.5 checkpoint missing A_log or dt_bias is refused in one line,
 }
 
 TEST_CASE("hybrid fixtures in bfloat16 stay within 2e-2 of PyTorch's fp32 losses", "[parity][hybrid][bf16]") {
-  for (const std::string name : {"qwen3_5", "qwen3_5_packed", "qwen3_next"}) {
-    const std::string run = "parity-bf16-" + name;
-    run_fixture(name, run, {"model.dtype=bfloat16"});
-    const Reference ref = read_reference(name);
-    const auto rows = read_metrics(scratch_dir(run));
-    REQUIRE(rows.size() == ref.losses.size());
-    for (size_t k = 0; k < rows.size(); ++k) {
-      INFO(name << " step " << k + 1);
-      CHECK(std::abs(rows[k].loss - ref.losses[k]) <= 2e-2 * ref.losses[k]);
-    }
-  }
+  for (const std::string name : {"qwen3_5", "qwen3_5_packed", "qwen3_next"}) check_bf16_losses(name);
 }

@@ -72,17 +72,7 @@ TEST_CASE("micro-batches and accumulation passes still match PyTorch", "[parity]
 
 TEST_CASE("bfloat16 training stays within 2e-2 of PyTorch's fp32 losses", "[parity][bf16]") {
   for (const std::string name : {"llama", "qwen2", "qwen3", "mistral", "gemma2", "gemma3", "phi3", "glm4", "internlm2",
-                                  "baichuan2_7b", "baichuan2_13b"}) {
-    const std::string run = "parity-bf16-" + name;
-    run_fixture(name, run, {"model.dtype=bfloat16"});
-    const Reference ref = read_reference(name);
-    const auto rows = read_metrics(scratch_dir(run));
-    REQUIRE(rows.size() == ref.losses.size());
-    for (size_t k = 0; k < rows.size(); ++k) {
-      INFO(name << " step " << k + 1);
-      CHECK(std::abs(rows[k].loss - ref.losses[k]) <= 2e-2 * ref.losses[k]);
-    }
-  }
+                                  "baichuan2_7b", "baichuan2_13b"}) check_bf16_losses(name);
 }
 
 TEST_CASE("bfloat16 weights streamed as fp32 master train bitwise like the bf16 copy", "[parity][bf16]") {

@@ -160,15 +160,5 @@ TEST_CASE("a published-style Qwen3.5-MoE directory (fused experts, model.languag
 }
 
 TEST_CASE("hybrid MoE fixtures in bfloat16 stay within 2e-2 of PyTorch's fp32 losses", "[parity][hybrid][moe][bf16]") {
-  for (const std::string name : {"qwen3_5_moe", "qwen3_next_moe"}) {
-    const std::string run = "parity-bf16-" + name;
-    run_fixture(name, run, {"model.dtype=bfloat16"});
-    const Reference ref = read_reference(name);
-    const auto rows = read_metrics(scratch_dir(run));
-    REQUIRE(rows.size() == ref.losses.size());
-    for (size_t k = 0; k < rows.size(); ++k) {
-      INFO(name << " step " << k + 1);
-      CHECK(std::abs(rows[k].loss - ref.losses[k]) <= 2e-2 * ref.losses[k]);
-    }
-  }
+  for (const std::string name : {"qwen3_5_moe", "qwen3_next_moe"}) check_bf16_losses(name);
 }
