@@ -135,7 +135,8 @@ DecoderWorkspace::~DecoderWorkspace() {
 }
 
 void decoder_layer_forward(const LayerContext& ctx, int64_t layer, const void* w, const void* x, void* y,
-                           const MicroBatch& mb, DecoderWorkspace& ws, const LayerInternals* saved) {
+                           const MicroBatch& mb, DecoderWorkspace& ws, const LayerInternals* saved,
+                           const MoeKept* moe_kept) {
   const LayerInternals& n = saved ? *saved : ws.internals;
   const LayerScratch& s = ws.scratch;
   const LayerSpec& l = ctx.layer(layer);
@@ -144,7 +145,7 @@ void decoder_layer_forward(const LayerContext& ctx, int64_t layer, const void* w
   layer_inputs(ctx, layer, w, x, mb, s, n);
   const void* ffn_in = ffn_input(ctx, layer, s, n);
   if (is_moe(ctx, layer)) {
-    moe_block_forward(ctx, layer, w, ffn_in, post ? n.mlp_out : y, mb, ws.moe);
+    moe_block_forward(ctx, layer, w, ffn_in, post ? n.mlp_out : y, mb, ws.moe, moe_kept);
     if (post) HiddenNorm{ctx, w, mb.tokens()}.forward(y, n.mlp_out, ctx.offsets(layer).mlp_out_norm);
     add_scaled_residual(ctx, layer, y, n.h1, mb.tokens());
   } else {  // y = h1 + down(...): in the down projection's pass, or after the post-norm and the multiplier
@@ -168,7 +169,7 @@ void decoder_layer_forward(const LayerContext& ctx, int64_t layer, const void* w
 // (written only after it), the mixer's to d_norm under a post-norm (whose backward writes d_block), else to d_block.
 void decoder_layer_backward(const LayerContext& ctx, int64_t layer, const void* w, const void* x, const void* dy,
                             void* dx, float* dw, const MicroBatch& mb, DecoderWorkspace& ws,
-                            const LayerInternals* saved) {
+                            const LayerInternals* saved, const MoeKept* moe_kept) {
   const LayerInternals& n = saved ? *saved : ws.internals;
   const LayerScratch& s = ws.scratch;
   const LayerOffsets& o = ctx.offsets(layer);
@@ -188,13 +189,13 @@ void decoder_layer_backward(const LayerContext& ctx, int64_t layer, const void* 
   const void* ffn_in = ffn_input(ctx, layer, s, n);
 
   if (is_moe(ctx, layer)) {  // MoE, whole: y = h1 + multiplier · [post-norm] moe(norm2)
-    if (!saved && post) moe_block_forward(ctx, layer, w, ffn_in, n.mlp_out, mb, ws.moe);
+    if (!saved && post) moe_block_forward(ctx, layer, w, ffn_in, n.mlp_out, mb, ws.moe, moe_kept);
     const void* d_mlp = scaled_gradient(ctx, layer, s.d_hidden, dy, mb.tokens());
     if (post) {
       norm.backward(s.d_block, dw, d_mlp, n.mlp_out, o.mlp_out_norm);
       d_mlp = s.d_block;
     }
-    moe_block_backward(ctx, layer, w, ffn_in, d_mlp, s.d_norm, dw, mb, ws.moe);
+    moe_block_backward(ctx, layer, w, ffn_in, d_mlp, s.d_norm, dw, mb, ws.moe, moe_kept);
   } else {  // MLP, chunk by chunk: y = h1 + multiplier · [post-norm] down(act(gate)·up).
     each_chunk(mb, ws, [&](int64_t t0, int64_t T) {
       const MlpChunk b = chunk_buffers(ctx, layer, ws, saved, t0);

@@ -5,7 +5,8 @@
 // its forward saved, recomputing only the cheap elementwise ones (norm1, norm2, act); both give bitwise the same
 // gradients. A dense layer's feed-forward half (MLP, its post-norm) runs in token chunks of the workspace's
 // chunk_tokens, in token order; one chunk is the unchunked computation exactly. A mixture-of-experts layer's block
-// is not chunked: it runs whole over the micro-batch and recomputes itself from its input in backward.
+// is not chunked: it runs whole over the micro-batch and in backward recomputes itself from its input, or where
+// the layer keeps its expert activations (MoeKept) reads them.
 // Invariant: backward(x, dy) writes dx and ACCUMULATES into dweights (the region's fp32 gradient).
 #pragma once
 #include <cstdint>
@@ -44,11 +45,14 @@ class DecoderWorkspace {
 
 // x, y, dx, dy: [tokens, hidden] in backend.dtype(); dweights: the region's fp32 gradient accumulator. dx may
 // alias dy. `saved`: the micro-batch's rows of the layer's saved internals — forward fills them, backward reads
-// them (and may overwrite them) instead of recomputing; null: the workspace's, recomputed in backward.
+// them (and may overwrite them) instead of recomputing; null: the workspace's, recomputed in backward. `moe_kept`:
+// a keeping MoE layer's rows of its expert activations (moe_block.h), filled by the pass's first forward, read by
+// later forwards and the backward; independent of `saved`.
 void decoder_layer_forward(const LayerContext& ctx, int64_t layer, const void* weights, const void* x, void* y,
-                           const MicroBatch& mb, DecoderWorkspace& ws, const LayerInternals* saved = nullptr);
+                           const MicroBatch& mb, DecoderWorkspace& ws, const LayerInternals* saved = nullptr,
+                           const MoeKept* moe_kept = nullptr);
 void decoder_layer_backward(const LayerContext& ctx, int64_t layer, const void* weights, const void* x,
                             const void* dy, void* dx, float* dweights, const MicroBatch& mb, DecoderWorkspace& ws,
-                            const LayerInternals* saved = nullptr);
+                            const LayerInternals* saved = nullptr, const MoeKept* moe_kept = nullptr);
 
 }  // namespace mt

@@ -34,6 +34,9 @@ struct Engine::Activations {
   std::vector<void*> segment;       // inputs of the layers of the segment being recomputed
   std::vector<SavedLayer> saved;    // layers recompute_layers.. L-1
   std::vector<void*> saved_buffers;
+  int64_t micro_batches = 0;        // of a pass, the most the kept MoE offsets hold
+  std::vector<MoeKept> moe_kept;    // per layer: a keeping MoE layer's rows over the pass (null pointers elsewhere)
+  std::vector<std::vector<std::vector<int64_t>>> moe_kept_offsets;  // [layer][micro-batch] its experts' offsets
   void* current = nullptr;
   void* next = nullptr;
   void* grad = nullptr;             // ∂L/∂(hidden) flowing backward
@@ -134,7 +137,7 @@ Engine::Engine(Backend& backend, const ModelSpec& spec, HostStore& store, const 
   if (!checkpoints_) checkpoints_ = make_checkpoint_store(backend_, options_.checkpoints);
   if (!grads_) grads_ = std::make_unique<BasicGradientSink>(backend_, store_);
   MT_ASSERT(options_.checkpoint_interval >= 1 && options_.passes >= 1 && options_.max_positions > 0 &&
-            options_.recompute_layers >= 0);
+            options_.recompute_layers >= 0 && options_.moe_keep_layers >= 0);
   options_.recompute_layers = std::min(options_.recompute_layers, spec_.num_layers);
   ctx_.backend = &backend_;
   ctx_.spec = &spec_;
@@ -251,8 +254,9 @@ int64_t Engine::micro_batch_size_for(int64_t pass_seqs, int64_t seq_len) const {
 
 Engine::Activations& Engine::activations_for(int64_t pass_tokens, int64_t mb_seqs, int64_t seq_len) {
   const int64_t mb_tokens = mb_seqs * seq_len;
+  const int64_t micro_batches = (pass_tokens / seq_len + mb_seqs - 1) / mb_seqs;
   if (acts_ && acts_->tokens >= pass_tokens && acts_->mb_tokens >= mb_tokens && acts_->mb_seqs >= mb_seqs &&
-      acts_->seq_len >= seq_len)
+      acts_->seq_len >= seq_len && acts_->micro_batches >= micro_batches)
     return *acts_;
   acts_.reset();
   acts_ = std::make_unique<Activations>(backend_);
@@ -261,6 +265,7 @@ Engine::Activations& Engine::activations_for(int64_t pass_tokens, int64_t mb_seq
   a.mb_tokens = mb_tokens;
   a.mb_seqs = mb_seqs;
   a.seq_len = seq_len;
+  a.micro_batches = micro_batches;
   const int64_t L = spec_.num_layers, c = options_.checkpoint_interval, H = spec_.hidden_size;
   const int64_t n = pass_tokens * H;
   checkpoints_->reserve((L + c - 1) / c, n * static_cast<int64_t>(dtype_size(backend_.dtype())));
@@ -281,6 +286,14 @@ Engine::Activations& Engine::activations_for(int64_t pass_tokens, int64_t mb_seq
       a.saved_buffers.push_back(s.input);
     }
     a.saved.push_back(s);
+  }
+  a.moe_kept.resize(static_cast<size_t>(L));
+  a.moe_kept_offsets.resize(static_cast<size_t>(L));
+  for (int64_t i = 0; i < L; ++i) {
+    if (!moe_layer_keeps(spec_, i, options_.moe_keep_layers)) continue;
+    a.moe_kept[static_cast<size_t>(i)] =
+        allocate_moe_kept(backend_, spec_, i, pass_tokens, micro_batches, a.saved_buffers);
+    a.moe_kept_offsets[static_cast<size_t>(i)].resize(static_cast<size_t>(micro_batches));
   }
   return a;
 }
@@ -378,6 +391,13 @@ void Engine::run_pass(const Batch& batch, const BatchArrays& arrays, int64_t fir
     return internals_rows(layer.internals, layer.widths, esize, mb.first_seq - first_seq, S);
   };
   auto saved_input = [&](int64_t i) { return i < R ? nullptr : a.saved[static_cast<size_t>(i - R)].input; };
+  // A keeping MoE layer's kept rows for one micro-batch; `filled` after the pass's first forward of the layer.
+  auto moe_kept = [&](int64_t i, const MicroBatch& mb, bool filled) -> std::optional<MoeKept> {
+    if (!moe_layer_keeps(spec_, i, options_.moe_keep_layers)) return std::nullopt;
+    const int64_t m = (mb.first_seq - first_seq) / mb_seqs;
+    return moe_kept_rows(a.moe_kept[static_cast<size_t>(i)], spec_, i, esize, (mb.first_seq - first_seq) * S, m,
+                         &a.moe_kept_offsets[static_cast<size_t>(i)][static_cast<size_t>(m)], filled);
+  };
 
   // Forward: embedding, then every layer, keeping the boundary states at multiples of c.
   float* table_grad = grads_->begin(embed_region);
@@ -401,7 +421,9 @@ void Engine::run_pass(const Batch& batch, const BatchArrays& arrays, int64_t fir
     const void* w = weights_->acquire(i + 1);
     for (const auto& mb : mbs) {
       const std::optional<LayerInternals> n = saved(i, mb);
-      decoder_layer_forward(ctx_, i, w, rows(a.current, mb), rows(a.next, mb), mb, *a.ws, n ? &*n : nullptr);
+      const std::optional<MoeKept> kept = moe_kept(i, mb, false);
+      decoder_layer_forward(ctx_, i, w, rows(a.current, mb), rows(a.next, mb), mb, *a.ws, n ? &*n : nullptr,
+                            kept ? &*kept : nullptr);
     }
     weights_->release(i + 1);
     std::swap(a.current, a.next);
@@ -455,8 +477,11 @@ void Engine::run_pass(const Batch& batch, const BatchArrays& arrays, int64_t fir
     };
     for (int64_t i = seg_start; i + 1 < std::min(seg_end, R); ++i) {
       const void* w = weights_->acquire(i + 1);
-      for (const auto& mb : mbs)
-        decoder_layer_forward(ctx_, i, w, rows(layer_input(i), mb), rows(layer_input(i + 1), mb), mb, *a.ws);
+      for (const auto& mb : mbs) {
+        const std::optional<MoeKept> kept = moe_kept(i, mb, true);
+        decoder_layer_forward(ctx_, i, w, rows(layer_input(i), mb), rows(layer_input(i + 1), mb), mb, *a.ws, nullptr,
+                              kept ? &*kept : nullptr);
+      }
       weights_->release(i + 1);
     }
     for (int64_t i = seg_end - 1; i >= seg_start; --i) {
@@ -464,8 +489,9 @@ void Engine::run_pass(const Batch& batch, const BatchArrays& arrays, int64_t fir
       float* dw = grads_->begin(i + 1);
       for (const auto& mb : mbs) {
         const std::optional<LayerInternals> n = saved(i, mb);
+        const std::optional<MoeKept> kept = moe_kept(i, mb, true);
         decoder_layer_backward(ctx_, i, w, rows(layer_input(i), mb), rows(a.grad, mb), rows(a.grad, mb), dw, mb,
-                               *a.ws, n ? &*n : nullptr);
+                               *a.ws, n ? &*n : nullptr, kept ? &*kept : nullptr);
       }
       weights_->release(i + 1);
       grads_->finish(i + 1, first_pass);

@@ -2,7 +2,9 @@
 // The whole pass batch goes through each layer while its weights are bound; micro-batches are the inner
 // loop. The first recompute_layers layers keep hidden states only at every checkpoint_interval-th layer
 // boundary and recompute each segment (and each layer's internals) from its checkpoint during backward; the
-// layers after them save their internals in forward and recompute none (bitwise the same gradients).
+// layers after them save their internals in forward and recompute none (bitwise the same gradients). Apart from
+// that, the last moe_keep_layers MoE layers keep their expert activations from forward to backward (moe_block.h
+// MoeKept) instead of recomputing the routing and the expert GEMMs (bitwise the same gradients too).
 // gradient_accumulation_steps splits the batch into passes.
 // Invariant: after forward_backward the store's grad regions hold ∂(mean CE over all targets of the batch)/∂θ, or
 // ∂(the loss)/∂θ of the SequenceObjective given.
@@ -32,6 +34,7 @@ struct EngineOptions {
   int64_t passes = 1;             // gradient_accumulation_steps
   int64_t max_positions = 0;      // RoPE table length; sequences must not exceed it
   int64_t recompute_layers = std::numeric_limits<int64_t>::max();  // the first ones recompute; above L: all
+  int64_t moe_keep_layers = 0;    // the last ones of the MoE layers keep their expert activations; above: all
   // Mixture-of-experts models: the router load-balancing loss (moe_aux.h), added to the loss × moe_aux_coef.
   bool moe_aux_loss = false;
   double moe_aux_coef = 0.0;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "core/error.h"
 #include "engine/moe_aux.h"
 
 namespace mt {
@@ -41,6 +42,48 @@ void each_buffer(MoeScratch& s, const MoeDims& d, int64_t H, F f) {
   for (void** p : {&s.s_gate, &s.s_up, &s.s_act, &s.d_s_act, &s.d_s_gate, &s.d_s_up}) f(*p, d.S, 0);
   for (void** p : {&s.s_out, &s.d_s_out}) f(*p, d.S > 0 ? H : 0, 0);
   for (void** p : {&s.s_logit, &s.d_s_logit}) f(*p, d.S > 0 ? 1 : 0, 0);
+}
+
+// f(pointer, elements per token, element bytes or 0 for the compute dtype) for every per-token buffer of layer l's
+// MoeKept.
+template <typename F>
+void each_kept(MoeKept& k, const LayerSpec& l, int64_t H, F f) {
+  const MoeSpec& m = l.moe;
+  f(reinterpret_cast<void*&>(k.probs), m.num_experts, 4);
+  f(reinterpret_cast<void*&>(k.weights), m.top_k, 4);
+  f(reinterpret_cast<void*&>(k.idx), m.top_k, 4);
+  f(reinterpret_cast<void*&>(k.source), m.top_k, 4);
+  f(reinterpret_cast<void*&>(k.row_of), m.top_k, 4);
+  f(k.gate, m.top_k * m.intermediate_size, 0);
+  f(k.up, m.top_k * m.intermediate_size, 0);
+  f(k.s_gate, m.shared_intermediate_size, 0);
+  f(k.s_up, m.shared_intermediate_size, 0);
+  const bool gated = m.shared_intermediate_size > 0 && m.shared_gate;
+  f(k.s_out, gated ? H : 0, 0);
+  f(k.s_logit, gated ? 1 : 0, 0);
+}
+
+// The scratch with a keeping layer's kept rows in place of the buffers they replace.
+MoeScratch with_kept(const MoeScratch& scratch, const MoeKept& k) {
+  MoeScratch v = scratch;
+  v.probs = k.probs;
+  v.weights = k.weights;
+  v.idx = k.idx;
+  v.source = k.source;
+  v.row_of = k.row_of;
+  v.offsets = k.offsets;
+  v.gate = k.gate;
+  v.up = k.up;
+  if (k.s_gate) {
+    v.s_gate = k.s_gate;
+    v.s_up = k.s_up;
+  }
+  if (k.s_out) {
+    v.s_out = k.s_out;
+    v.s_logit = k.s_logit;
+  }
+  if (k.filled) v.host_offsets = *k.host_offsets;
+  return v;
 }
 
 struct Block {
@@ -90,11 +133,11 @@ struct Block {
       be().glu_backward(d_gate, d_up, nullptr, d_act, gate, up, n, Activation::silu);
   }
 
-  // Router, permutation, gathered rows, expert activations and (with outputs) the expert outputs ys; the shared
-  // expert's s_out, s_logit.
-  void internals(const void* in, bool collect, bool outputs) {
+  // Router and permutation: probs, idx, weights, offsets (backend and host), source, row_of; with `collect` the
+  // layer's router statistics.
+  void route(const void* in, bool collect) {
     const MoeSpec& spec = m();
-    const int64_t E = spec.num_experts, k = spec.top_k, I = spec.intermediate_size;
+    const int64_t E = spec.num_experts, k = spec.top_k;
     be().linear_forward(s.logits, in, at(o().router), at(o().router_bias), T(), H(), E);
     be().moe_route_forward(s.probs, s.idx, s.weights, s.logits, T(), routing());
     MoeAuxState* aux = ctx.moe_aux;
@@ -107,8 +150,16 @@ struct Block {
     std::vector<int32_t> offsets(static_cast<size_t>(E) + 1);
     be().download(offsets.data(), s.offsets, static_cast<int64_t>(offsets.size() * sizeof(int32_t)));
     s.host_offsets.assign(offsets.begin(), offsets.end());
-    be().moe_gather(s.xs, in, s.source, R(), k, H());
-    if (spec.weight_scales_input) be().moe_scale_rows_forward(s.xs, s.weights, s.source, R(), H());
+  }
+  // The experts' gathered inputs xs (Llama 4: scaled by the routing weights).
+  void gather_inputs(const void* in) {
+    be().moe_gather(s.xs, in, s.source, R(), m().top_k, H());
+    if (m().weight_scales_input) be().moe_scale_rows_forward(s.xs, s.weights, s.source, R(), H());
+  }
+  // gate and up with their biases.
+  void projections() {
+    const MoeSpec& spec = m();
+    const int64_t E = spec.num_experts, I = spec.intermediate_size;
     const int64_t stride = o().expert_stride;
     be().grouped_linear_forward(s.gate, s.xs, at(o().gate_of(0)), stride, s.host_offsets.data(), E, H(), I);
     be().grouped_linear_forward(s.up, s.xs, at(o().up_of(0)), stride, s.host_offsets.data(), E, H(), I);
@@ -116,20 +167,52 @@ struct Block {
       be().grouped_bias_forward(s.gate, at(o().gate_bias), o().bias_stride, s.offsets, E, R(), I);
       be().grouped_bias_forward(s.up, at(o().up_bias), o().bias_stride, s.offsets, E, R(), I);
     }
-    expert_act(s.act, s.gate, s.up, R() * I);
-    if (outputs) {
-      be().grouped_linear_forward(s.ys, s.act, at(o().down_of(0)), o().down_stride, s.host_offsets.data(), E, I, H());
-      if (spec.expert_bias) be().grouped_bias_forward(s.ys, at(o().down_bias), H(), s.offsets, E, R(), H());
-    }
-    if (spec.shared_intermediate_size > 0) {
-      const int64_t S = spec.shared_intermediate_size;
-      const MlpOffsets& sh = o().shared;
+  }
+  // The expert outputs ys from the activations.
+  void expert_outputs() {
+    const MoeSpec& spec = m();
+    const int64_t E = spec.num_experts, I = spec.intermediate_size;
+    be().grouped_linear_forward(s.ys, s.act, at(o().down_of(0)), o().down_stride, s.host_offsets.data(), E, I, H());
+    if (spec.expert_bias) be().grouped_bias_forward(s.ys, at(o().down_bias), H(), s.offsets, E, R(), H());
+  }
+  // The shared expert: with `projections` its gate and up, always its activation, with `output` its output and
+  // (gated) logit.
+  void shared(const void* in, bool projections, bool output) {
+    const MoeSpec& spec = m();
+    if (spec.shared_intermediate_size == 0) return;
+    const int64_t S = spec.shared_intermediate_size;
+    const MlpOffsets& sh = o().shared;
+    if (projections) {
       be().linear_forward(s.s_gate, in, at(sh.gate), nullptr, T(), H(), S);
       be().linear_forward(s.s_up, in, at(sh.up), nullptr, T(), H(), S);
-      be().glu_forward(s.s_act, s.s_gate, s.s_up, T() * S, Activation::silu);
-      be().linear_forward(s.s_out, s.s_act, at(sh.down), nullptr, T(), S, H());
-      if (spec.shared_gate) be().linear_forward(s.s_logit, in, at(o().shared_gate), nullptr, T(), H(), 1);
     }
+    be().glu_forward(s.s_act, s.s_gate, s.s_up, T() * S, Activation::silu);
+    if (!output) return;
+    be().linear_forward(s.s_out, s.s_act, at(sh.down), nullptr, T(), S, H());
+    if (spec.shared_gate) be().linear_forward(s.s_logit, in, at(o().shared_gate), nullptr, T(), H(), 1);
+  }
+
+  // Everything from the block input: router, permutation, gathered rows, expert activations, (with outputs) the
+  // expert outputs ys, and the shared expert's (its output and logit where `outputs` or its gate needs them).
+  void internals(const void* in, bool collect, bool outputs) {
+    route(in, collect);
+    gather_inputs(in);
+    projections();
+    expert_act(s.act, s.gate, s.up, R() * m().intermediate_size);
+    if (outputs) expert_outputs();
+    shared(in, true, outputs || m().shared_gate);
+  }
+  // What a keeping layer's backward recomputes (s holds the kept rows): xs, the activations.
+  void kept_internals(const void* in) {
+    gather_inputs(in);
+    expert_act(s.act, s.gate, s.up, R() * m().intermediate_size);
+    shared(in, false, false);
+  }
+  // A forward over filled kept rows: the outputs alone (a gated shared expert's output and logit are kept).
+  void kept_outputs(const void* in) {
+    expert_act(s.act, s.gate, s.up, R() * m().intermediate_size);
+    expert_outputs();
+    shared(in, false, !m().shared_gate);
   }
 };
 
@@ -144,6 +227,54 @@ int64_t moe_scratch_bytes(const ModelSpec& spec, int64_t tokens, int64_t element
     bytes += tokens * width * (size ? size : element_size);
   });
   return bytes;
+}
+
+int64_t moe_layer_count(const ModelSpec& spec) {
+  return std::count_if(spec.layers.begin(), spec.layers.end(), [](const LayerSpec& l) { return l.moe.active(); });
+}
+
+bool moe_layer_keeps(const ModelSpec& spec, int64_t layer, int64_t keep_layers) {
+  if (!spec.layers[static_cast<size_t>(layer)].moe.active()) return false;
+  const auto later = std::count_if(spec.layers.begin() + layer + 1, spec.layers.end(),
+                                   [](const LayerSpec& l) { return l.moe.active(); });
+  return later < keep_layers;
+}
+
+int64_t moe_kept_bytes(const ModelSpec& spec, int64_t layer, int64_t tokens, int64_t micro_batches, int64_t es) {
+  const LayerSpec& l = spec.layers[static_cast<size_t>(layer)];
+  if (!l.moe.active()) return 0;
+  MoeKept k;
+  int64_t bytes = micro_batches * (l.moe.num_experts + 1) * 4;
+  each_kept(k, l, spec.hidden_size, [&](void*&, int64_t width, int64_t size) { bytes += tokens * width * (size ? size : es); });
+  return bytes;
+}
+
+MoeKept allocate_moe_kept(Backend& be, const ModelSpec& spec, int64_t layer, int64_t tokens, int64_t micro_batches,
+                          std::vector<void*>& owned) {
+  const LayerSpec& l = spec.layers[static_cast<size_t>(layer)];
+  MoeKept k;
+  const auto es = static_cast<int64_t>(dtype_size(be.dtype()));
+  each_kept(k, l, spec.hidden_size, [&](void*& p, int64_t width, int64_t size) {
+    if (width == 0) return;
+    owned.push_back(be.alloc_bytes(tokens * width * (size ? size : es)));
+    p = owned.back();
+  });
+  owned.push_back(be.alloc_bytes(micro_batches * (l.moe.num_experts + 1) * 4));
+  k.offsets = static_cast<int32_t*>(owned.back());
+  return k;
+}
+
+MoeKept moe_kept_rows(const MoeKept& all, const ModelSpec& spec, int64_t layer, int64_t es, int64_t first_token,
+                      int64_t micro_batch, std::vector<int64_t>* host_offsets, bool filled) {
+  const LayerSpec& l = spec.layers[static_cast<size_t>(layer)];
+  MoeKept k = all;
+  each_kept(k, l, spec.hidden_size, [&](void*& p, int64_t width, int64_t size) {
+    if (p) p = static_cast<char*>(p) + first_token * width * (size ? size : es);
+  });
+  k.offsets = all.offsets + micro_batch * (l.moe.num_experts + 1);
+  k.host_offsets = host_offsets;
+  k.filled = filled;
+  return k;
 }
 
 MoeScratch allocate_moe_scratch(Backend& be, const ModelSpec& spec, int64_t tokens, std::vector<void*>& owned) {
@@ -162,11 +293,17 @@ MoeScratch allocate_moe_scratch(Backend& be, const ModelSpec& spec, int64_t toke
 }
 
 void moe_block_forward(const LayerContext& ctx, int64_t layer, const void* w, const void* in, void* out,
-                       const MicroBatch& mb, MoeScratch& s) {
+                       const MicroBatch& mb, MoeScratch& scratch, const MoeKept* kept) {
+  MoeScratch view;
+  MoeScratch& s = kept ? (view = with_kept(scratch, *kept)) : scratch;
   Block b{ctx, layer, w, mb, s};
-  const bool collect = ctx.moe_aux != nullptr && ctx.moe_aux->collect;
-  b.internals(in, collect, true);
-  if (ctx.expert_occupancy != nullptr) ctx.expert_occupancy->add(s.host_offsets.data(), b.m().num_experts);
+  if (kept && kept->filled) {
+    b.kept_outputs(in);
+  } else {
+    b.internals(in, ctx.moe_aux != nullptr && ctx.moe_aux->collect, true);
+    if (ctx.expert_occupancy != nullptr) ctx.expert_occupancy->add(s.host_offsets.data(), b.m().num_experts);
+    if (kept) *kept->host_offsets = s.host_offsets;
+  }
   if (b.m().weight_scales_input)  // the weights scaled the inputs: the outputs add unweighted
     b.be().moe_gather_backward(out, s.ys, s.row_of, b.T(), b.m().top_k, b.H(), false);
   else
@@ -179,9 +316,15 @@ void moe_block_forward(const LayerContext& ctx, int64_t layer, const void* w, co
 }
 
 void moe_block_backward(const LayerContext& ctx, int64_t layer, const void* w, const void* in, const void* d_out,
-                        void* d_in, float* dw, const MicroBatch& mb, MoeScratch& s) {
+                        void* d_in, float* dw, const MicroBatch& mb, MoeScratch& scratch, const MoeKept* kept) {
+  MT_ASSERT(kept == nullptr || kept->filled, "a MoE backward over kept rows its forward did not fill");
+  MoeScratch view;
+  MoeScratch& s = kept ? (view = with_kept(scratch, *kept)) : scratch;
   Block b{ctx, layer, w, mb, s};
-  b.internals(in, false, false);
+  if (kept)
+    b.kept_internals(in);
+  else
+    b.internals(in, false, false);
   Backend& be = b.be();
   const MoeSpec& m = b.m();
   const MoeOffsets& o = b.o();

@@ -4,10 +4,13 @@
 // with a stable permutation (token order within each expert), grouped SwiGLU (GPT-OSS: clamped, with per-expert
 // biases) expert GEMMs, the weighted combine back to token order (Llama 4: the weights scale the gathered inputs
 // and the outputs add unweighted), and an optional shared expert (sigmoid-gated for Qwen2-MoE).
-// Stateless apart from MoeScratch (per micro-batch). Backward recomputes the block's forward from its input
-// (routing, permutation and expert activations), so a MoE layer saves nothing beyond the layer's h1.
+// Stateless apart from MoeScratch (per micro-batch) and, for a keeping layer, its MoeKept rows. Backward either
+// recomputes the block's forward from its input up to the expert activations (routing, permutation, gate and up
+// GEMMs), or, where the layer keeps them (MoeKept: what its forward wrote), recomputes only the gather of the
+// experts' inputs and the elementwise activations; both give bitwise the same gradients.
 // Invariant: forward writes out (=); backward writes d_in (=) and ACCUMULATES into the region's fp32 gradient dw;
-// the forward of a pass's first sweep (moe_aux->collect) adds the layer's router statistics.
+// the forward of a pass's first sweep (moe_aux->collect) adds the layer's router statistics; a forward over filled
+// MoeKept rows computes only the outputs from them and adds no statistics.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -31,13 +34,43 @@ struct MoeScratch {
   void *s_logit = nullptr, *d_s_logit = nullptr;         // [T]
 };
 
+// What a keeping MoE layer's forward leaves for its backward, over one micro-batch's rows (R = tokens · top_k): the
+// routing (fp32 probabilities and weights, top-k indices), the permutation (source rows, each routed row's place, the
+// experts' offsets on the backend and the host), the experts' gate and up projections (biases added), and the shared
+// expert's gate and up (a gated one's output and logit too). The minimal set without expert GEMMs in backward: the
+// gathered inputs xs are one gather from the block input, the activations elementwise from gate and up.
+struct MoeKept {
+  float *probs = nullptr, *weights = nullptr;                    // [T, E], [T, k]
+  int32_t *idx = nullptr, *source = nullptr, *row_of = nullptr;  // [T, k], [R], [R]
+  void *gate = nullptr, *up = nullptr;                           // [R, I]
+  void *s_gate = nullptr, *s_up = nullptr;                       // [T, shared I]
+  void *s_out = nullptr, *s_logit = nullptr;                     // [T, H], [T]: a gated shared expert's
+  int32_t* offsets = nullptr;                                    // [E+1] of this micro-batch, backend memory
+  std::vector<int64_t>* host_offsets = nullptr;                  // the same on the host
+  bool filled = false;  // the pass's first forward wrote them: later forwards and the backward read them
+};
+
+// The last `keep_layers` MoE layers keep their expert activations (as the layers after recompute_layers save their
+// internals); whether `layer` is one of them.
+bool moe_layer_keeps(const ModelSpec& spec, int64_t layer, int64_t keep_layers);
+int64_t moe_layer_count(const ModelSpec& spec);
+// Bytes of layer `layer`'s MoeKept over `tokens` tokens in `micro_batches` micro-batches (0 for a dense layer).
+int64_t moe_kept_bytes(const ModelSpec& spec, int64_t layer, int64_t tokens, int64_t micro_batches,
+                       int64_t element_size);
+// Layer `layer`'s MoeKept for `tokens` tokens (pointers at row 0, offsets of `micro_batches` micro-batches).
+MoeKept allocate_moe_kept(Backend& backend, const ModelSpec& spec, int64_t layer, int64_t tokens,
+                          int64_t micro_batches, std::vector<void*>& owned);
+// The rows of a micro-batch from token first_token, micro-batch number `micro_batch`, of `all`.
+MoeKept moe_kept_rows(const MoeKept& all, const ModelSpec& spec, int64_t layer, int64_t element_size,
+                      int64_t first_token, int64_t micro_batch, std::vector<int64_t>* host_offsets, bool filled);
+
 // Bytes of MoeScratch for micro-batches of `tokens` tokens (0 without MoE layers); elements of `element_size`.
 int64_t moe_scratch_bytes(const ModelSpec& spec, int64_t tokens, int64_t element_size);
 MoeScratch allocate_moe_scratch(Backend& backend, const ModelSpec& spec, int64_t tokens, std::vector<void*>& owned);
 
 void moe_block_forward(const LayerContext& ctx, int64_t layer, const void* w, const void* in, void* out,
-                       const MicroBatch& mb, MoeScratch& s);
+                       const MicroBatch& mb, MoeScratch& s, const MoeKept* kept = nullptr);
 void moe_block_backward(const LayerContext& ctx, int64_t layer, const void* w, const void* in, const void* d_out,
-                        void* d_in, float* dw, const MicroBatch& mb, MoeScratch& s);
+                        void* d_in, float* dw, const MicroBatch& mb, MoeScratch& s, const MoeKept* kept = nullptr);
 
 }  // namespace mt

@@ -3,7 +3,9 @@
 // stable permutation (bit for bit, an expert without rows included), gather / combine and their backwards (the
 // combine's weights from the down projection's data gradient, with and without down biases), the grouped expert
 // GEMMs forward and backward in both modes (MEGATRAIN_MOE_GEMM=loop and grouped), with row counts that change from
-// call to call (the plans of power-of-two row buckets) and over 1 or 4 expert streams, the sigmoid gate.
+// call to call (the plans of power-of-two row buckets) and over 1 or 4 expert streams, over empty, single-row and
+// imbalanced expert groups (every row in one expert, half the rows in one), the sigmoid gate.
+#include <algorithm>
 #include <cstdlib>
 #include <numeric>
 #include <string>
@@ -279,4 +281,58 @@ TEST_CASE("cuda grouped expert GEMMs: row counts that change call to call reuse 
     }
     CHECK(outputs[0] == outputs[1]);
   }
+}
+
+TEST_CASE("cuda grouped expert GEMMs over empty, single-row and imbalanced expert groups match the CPU backend, "
+          "loop and grouped", "[gpu][moe]") {
+  MT_REQUIRE_GPU();
+  const int64_t H = 72, I = 40;
+  struct Groups {
+    const char* name;
+    std::vector<int64_t> rows;  // per expert
+  };
+  const std::vector<Groups> cases = {
+      {"every row in one expert, the others empty", {0, 0, 0, 257, 0, 0, 0, 0}},
+      {"one row each", {1, 1, 1, 1, 1, 1, 1, 1}},
+      {"a single row in one expert, the others empty", {0, 1, 0, 0, 0, 0, 0, 0}},
+      {"half the rows to one expert, the rest spread and some empty", {300, 0, 90, 1, 0, 150, 59, 0}},
+      {"imbalanced around the bucket edges", {64, 65, 127, 128, 129, 2, 0, 1}},
+  };
+  for (const char* mode : {"loop", "grouped"})
+    for (const Groups& g : cases)
+      for (const DType dt : {DType::f32, DType::bf16}) {
+        INFO(mode << " " << g.name << " " << (dt == DType::f32 ? "float32" : "bfloat16"));
+        setenv("MEGATRAIN_MOE_GEMM", mode, 1);
+        auto be = mt::make_cuda_backend(dt);
+        unsetenv("MEGATRAIN_MOE_GEMM");
+        const double tol = tolerance_of(dt);
+        const auto E = static_cast<int64_t>(g.rows.size());
+        const std::vector<int64_t> offsets = offsets_of(g.rows);
+        const int64_t R = offsets.back(), stride = I * H + 3;
+        const auto w = rounded_to(dt, random_floats(E * stride, 71, 0.1f));
+        const auto x = rounded_to(dt, random_floats(R * H, 72));
+        const auto dy = rounded_to(dt, random_floats(R * I, 73));
+        const auto dx0 = rounded_to(dt, random_floats(R * H, 74));
+        const auto dw0 = random_floats(E * stride, 75);
+        BackendBuffer d_w(*be, w, dt), d_x(*be, x, dt), y(*be, R * I, dt), d_dy(*be, dy, dt);
+        be->grouped_linear_forward(y.get(), d_x.get(), d_w.get(), stride, offsets.data(), E, H, I);
+        std::vector<float> y_ref(R * I);
+        cpu().grouped_linear_forward(y_ref.data(), x.data(), w.data(), stride, offsets.data(), E, H, I);
+        check_close("forward", y.read(), y_ref, tol);
+        for (const bool accumulate : {false, true}) {
+          INFO("dx " << (accumulate ? "+=" : "="));
+          BackendBuffer dx(*be, dx0, dt), dw(*be, dw0, DType::f32);
+          be->grouped_linear_backward(dx.get(), dw.floats(), d_dy.get(), d_x.get(), d_w.get(), stride, offsets.data(),
+                                      E, H, I, accumulate);
+          std::vector<float> dx_ref = dx0, dw_ref = dw0;
+          cpu().grouped_linear_backward(dx_ref.data(), dw_ref.data(), dy.data(), x.data(), w.data(), stride,
+                                        offsets.data(), E, H, I, accumulate);
+          check_close("dx", dx.read(), dx_ref, tol);
+          const auto dwr = dw.read();
+          check_close("dw (+=)", dwr, dw_ref, tol);
+          for (int64_t e = 0; e < E; ++e)  // an empty expert's gradient is untouched, bit for bit
+            if (g.rows[static_cast<size_t>(e)] == 0)
+              CHECK(std::equal(dwr.begin() + e * stride, dwr.begin() + (e + 1) * stride, dw0.begin() + e * stride));
+        }
+      }
 }
