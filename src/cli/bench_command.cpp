@@ -30,6 +30,10 @@ void add_bench_command(CLI::App& root, std::vector<Command>& commands) {
                   "the first layers recompute their activations in backward, the rest keep them (-1 = as few as the "
                   "GPU's memory allows)")
       ->capture_default_str()->check(integer_in(-1));
+  app->add_option("--moe-keep-layers", o->moe_keep_layers,
+                  "the last MoE layers keep their expert activations for backward instead of recomputing them "
+                  "(training.moe_keep_layers; -1 = the plan's choice by predicted step time)")
+      ->capture_default_str()->check(integer_in(-1));
   app->add_option("--activation-checkpoints", o->activation_checkpoints,
                   "where the activation checkpoints live: auto (host RAM where they do not fit the GPU), gpu or host "
                   "(page-locked host RAM, copied asynchronously)")

@@ -25,6 +25,7 @@
 #include "model/model_source.h"
 #include "model/model_spec.h"
 #include "plan/cudnn_attention_plan.h"
+#include "plan/moe_keep_plan.h"
 #include "plan/resident_plan.h"
 #include "model/flops.h"
 #include "plan/resource_advice.h"
@@ -248,9 +249,11 @@ json to_json(const std::string& model, const ModelSpec& spec, const Machine& m, 
              const SequenceLimit& seq, const StepRates& rates, const std::vector<Remedy>& fixes) {
   const HostPlan& h = a.plan.host;
   const GpuPlan& g = a.plan.gpu;
-  // training.optimizer_on_gpu auto, on one GPU rank: the resident prefix and the run beside it (its cuDNN calls).
-  const ResidentPlan r = plan_resident(spec, a.run, m.gpu_bytes, 1, true);
-  const RunShape beside_run = with_resident(a.run, r);
+  // training.optimizer_on_gpu and moe_keep_layers auto, on one GPU rank: the keeping MoE layers, the resident prefix
+  // and the run beside them (its cuDNN calls).
+  const MoeKeepPlan keep = plan_moe_keep(spec, a.run, m.gpu_bytes, 1, true, -1, rates);
+  const ResidentPlan& r = keep.resident;
+  const RunShape beside_run = with_moe_keep(a.run, keep);
   const json positions = seq.position_tokens == kNoPositionLimit ? json(nullptr) : json(seq.position_tokens);
   json j = {{"model", model},
           {"longest_sequence", {{"tokens", seq.longest()}, {"gpu_memory_tokens", seq.memory_tokens},
@@ -321,6 +324,9 @@ json to_json(const std::string& model, const ModelSpec& spec, const Machine& m, 
   if (count_active_parameters(spec) != h.parameters) {  // mixture of experts
     j["active_parameters"] = count_active_parameters(spec);
     j["step_bound"] = step_bound_json(spec, beside_run, rates);
+    j["moe_keep"] = {{"layers", keep.layers}, {"moe_layers", keep.moe_layers}, {"bytes", keep.kept_bytes},
+                     {"recompute_seconds", keep.recompute_seconds}, {"saved_seconds", keep.saved_seconds},
+                     {"optimizer_wait_seconds", keep.wait_seconds}};
   }
   return j;
 }
@@ -330,8 +336,9 @@ void print_text(const std::string& model, const ModelSpec& spec, const Machine& 
   const auto b = [](int64_t v) { return format_bytes(static_cast<uint64_t>(v)); };
   const HostPlan& h = a.plan.host;
   const GpuPlan& g = a.plan.gpu;
-  const ResidentPlan r = plan_resident(spec, a.run, m.gpu_bytes, 1, true);  // as to_json
-  const RunShape beside_run = with_resident(a.run, r);
+  const MoeKeepPlan keep = plan_moe_keep(spec, a.run, m.gpu_bytes, 1, true, -1, rates);  // as to_json
+  const ResidentPlan& r = keep.resident;
+  const RunShape beside_run = with_moe_keep(a.run, keep);
   std::cout << MT_FORMAT("model {}: {:.3f} B parameters\n", model, static_cast<double>(h.parameters) / 1e9)
             << MT_FORMAT("host: {} B/parameter (master {}, Adam m {}, Adam v {}, gradient {}, streaming copy {}) = {}"
                          " of {} usable ({} RAM)\n", h.bytes_per_parameter(), h.master, h.exp_avg, h.exp_avg_sq, h.grad,
@@ -411,6 +418,7 @@ void print_text(const std::string& model, const ModelSpec& spec, const Machine& 
   if (active != h.parameters)
     std::cout << MT_FORMAT("mixture of experts: {:.3f} B parameters in memory, {:.3f} B active per token (FLOPs)\n",
                            static_cast<double>(h.parameters) / 1e9, static_cast<double>(active) / 1e9)
+              << MT_FORMAT("  training.moe_keep_layers auto: {}\n", describe_moe_keep(keep))
               << MT_FORMAT("compute-bound from: {} tokens per pass for PCIe ({} in, {} out per pass at {:.0f} GB/s) and {} "
                          "for the optimizer (a step's first pass waits for its parameters pass, {:.2f} s at {:.1f} G "
                          "parameters/s a rank, region by region), at {:.0f} TFLOP/s of {:.3g} FLOPs per token; recommended {} "

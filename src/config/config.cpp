@@ -185,6 +185,7 @@ const std::vector<Field>& schema() {
       real("training", "max_grad_norm", {-kInf, kInf}, MT_AT(training.max_grad_norm)),
       integer("training", "checkpoint_interval", 1, MT_AT(training.checkpoint_interval)),
       integer_or_auto("training", "recompute_layers", 0, MT_AT(training.recompute_layers)),
+      integer_or_auto("training", "moe_keep_layers", 0, MT_AT(training.moe_keep_layers)),
       choice("training", "activation_checkpoints", {"auto", "gpu", "host"}, MT_AT(training.activation_checkpoints)),
       choice("training", "optimizer_on_gpu", {"auto", "off"}, MT_AT(training.optimizer_on_gpu)),
       unsigned_integer("training", "seed", MT_AT(training.seed)),

@@ -68,6 +68,11 @@ void plan_activations(const ModelSpec& s, const RunShape& run, int64_t es, GpuPl
     const InternalsWidths w = saved_layer_widths(s, i);
     g.saved_layers += pass_tokens * w.elements() * es + pass_tokens * w.fp32_elements() * 4 + (i % c != 0 ? n : 0);
   }
+  // Engine::activations_for: per keeping MoE layer allocate_moe_kept over the pass and its micro-batches.
+  g.moe_kept = 0;
+  for (int64_t i = 0; i < L; ++i)
+    if (moe_layer_keeps(s, i, run.moe_keep_layers))
+      g.moe_kept += moe_kept_bytes(s, i, pass_tokens, ceil_div(pass_seqs, mb), es);
   // CudnnAttention's workspace over the covered layers; kernels/attention.cu's fp32 dk/dv partials of a GQA group
   // over the layers whose backward is ours (the widest layer's).
   int64_t attention_partials = 0, cudnn_forward = 0;
@@ -300,7 +305,7 @@ int64_t cpu_backend_host_bytes(const ModelSpec& spec, const RunShape& run) {
   const int64_t grads = (layout.embedding().numel + layout.head_region().numel + layout.largest_layer_numel) * 4;
   return plan_host(spec, run.stream_dtype, run.ranks, run.offload).ram_bytes() + grads + g.checkpoints +
          g.host_checkpoints + g.segment +
-         g.saved_layers + g.layer_workspace + g.head + g.batch_arrays + g.rope_tables;
+         g.saved_layers + g.moe_kept + g.layer_workspace + g.head + g.batch_arrays + g.rope_tables;
 }
 
 }  // namespace mt

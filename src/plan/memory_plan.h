@@ -28,6 +28,8 @@ struct RunShape {
   int64_t passes = 1;                   // gradient_accumulation_steps (0 = auto, until resolve_auto)
   int64_t checkpoint_interval = 4;
   int64_t recompute_layers = std::numeric_limits<int64_t>::max();  // as EngineOptions: the first ones recompute
+  int64_t moe_keep_layers = 0;          // as EngineOptions: the last ones of the MoE layers keep their expert
+                                        // activations (plan/moe_keep_plan.h chooses it where auto)
   int64_t weight_slots = 2;
   int ranks = 1;                        // ranks of the node sharing the store
   OffloadMode offload = OffloadMode::none;  // store.offload: state kinds on the NVMe tier instead of RAM
@@ -90,6 +92,8 @@ struct GpuPlan {
   int64_t segment = 0;                  // (min(c, L) − 1) segment inputs + current, next, grad
   int64_t saved_layers = 0;             // layers recompute_layers.. L−1: internals over the pass (and the input
                                         // where it is not a checkpoint)
+  int64_t moe_kept = 0;                 // the last moe_keep_layers MoE layers' kept expert activations over the
+                                        // pass (engine/moe_block.h moe_kept_bytes)
   int64_t layer_workspace = 0;          // DecoderWorkspace for one micro-batch (its feed-forward per token chunk), and the attention backward's fp32
                                         // dk/dv partials of the GQA group splits (at most one split per query head)
   int64_t head = 0;                     // logits chunk (fp32) + dlogits chunk + per-row losses
@@ -109,7 +113,7 @@ struct GpuPlan {
   int64_t cudnn_backward_tile = 0;
   int64_t cudnn_call_batch = 0;  // sequences per cuDNN backward call at seq_len (the micro-batch or fewer)
   int64_t total() const {
-    return weight_slots + grad_buffers + checkpoints + segment + saved_layers + layer_workspace + head +
+    return weight_slots + grad_buffers + checkpoints + segment + saved_layers + moe_kept + layer_workspace + head +
            batch_arrays + gemm_workspace + rope_tables + attention_workspace;
   }
 };

@@ -199,6 +199,7 @@ TEST_CASE("config: the accepted keys are frozen", "[config]") {
       "training.max_grad_norm",
       "training.checkpoint_interval",
       "training.recompute_layers",
+      "training.moe_keep_layers",
       "training.activation_checkpoints",
       "training.optimizer_on_gpu",
       "training.seed",
@@ -323,6 +324,14 @@ TEST_CASE("config: gradient_accumulation_steps is auto (the default) or a diviso
         "cfg.yaml: training.gradient_accumulation_steps: '0' is not auto or an integer >= 1");
   CHECK(mt::parse_config(kMinimal, "cfg.yaml").yaml_text.find("gradient_accumulation_steps: auto\n") !=
         std::string::npos);
+}
+
+TEST_CASE("config: moe_keep_layers is auto or a layer count from 0", "[config]") {
+  CHECK(mt::parse_config(with("training", "moe_keep_layers", "auto"), "cfg.yaml").training.moe_keep_layers == -1);
+  CHECK(mt::parse_config(with("training", "moe_keep_layers", "3"), "cfg.yaml").training.moe_keep_layers == 3);
+  CHECK(error_of(with("training", "moe_keep_layers", "-2")) ==
+        "cfg.yaml: training.moe_keep_layers: '-2' is not auto or an integer >= 0");
+  CHECK(mt::parse_config(kMinimal, "cfg.yaml").yaml_text.find("moe_keep_layers: auto\n") != std::string::npos);
 }
 
 TEST_CASE("config: recompute_layers is auto or a layer count from 0", "[config]") {

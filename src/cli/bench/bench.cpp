@@ -22,6 +22,7 @@
 #include "optim/optimizer.h"
 #include "plan/cudnn_attention_plan.h"
 #include "plan/memory_plan.h"
+#include "plan/moe_keep_plan.h"
 #include "plan/resident_plan.h"
 #include "plan/resource_advice.h"
 #include "plan/step_bound.h"
@@ -162,13 +163,15 @@ void run_bench(const BenchOptions& o) {
   run.offload = tier.mode;
   run.micro_batch_size = o.micro_batch;
   if (o.recompute_layers >= 0) run.recompute_layers = o.recompute_layers;
+  if (o.moe_keep_layers >= 0) run.moe_keep_layers = o.moe_keep_layers;  // auto: plan_moe_keep below
   run.checkpoints = checkpoint_placement_from_name(o.activation_checkpoints);
   run.cudnn_attention = cudnn_attention_for(run.dtype, backend->device_memory_bytes());
   run.packed = pack.lo > 0;
   resolve_auto(spec, run, backend->device_memory_bytes(), o.recompute_layers < 0);
-  const ResidentPlan resident = plan_resident(spec, run, backend->device_memory_bytes(), dp.size,
-                                             o.optimizer_on_gpu == "auto" && !o.skip_update);
-  run = with_resident(run, resident);
+  const MoeKeepPlan moe_keep = plan_moe_keep(spec, run, backend->device_memory_bytes(), dp.size,
+                                             o.optimizer_on_gpu == "auto" && !o.skip_update, o.moe_keep_layers);
+  const ResidentPlan& resident = moe_keep.resident;
+  run = with_moe_keep(run, moe_keep);
   const GpuPlan planned = plan_gpu(spec, run);
   backend->set_attention_workspace(planned.attention_workspace);  // what the plan reserved for cuDNN, as train
   if (run.cudnn_attention) log::info("bench: attention plan: {}", describe_attention_plan(planned));
@@ -177,12 +180,14 @@ void run_bench(const BenchOptions& o) {
   eo.micro_batch_size = run.micro_batch_size;
   eo.max_positions = std::max(o.seq, spec.max_position_embeddings);
   eo.recompute_layers = run.recompute_layers;
+  eo.moe_keep_layers = run.moe_keep_layers;
   eo.checkpoints = run.checkpoints;
   if (eo.checkpoints == CheckpointPlacement::host)
     log::info("bench: activation checkpoints in host RAM ({} page-locked), staging {} on the GPU",
               format_bytes(static_cast<uint64_t>(planned.host_checkpoints)),
               format_bytes(static_cast<uint64_t>(planned.checkpoints)));
   if (resident.regions > 0) log::info("bench: {}", describe_resident(resident, layout));
+  if (moe_keep.moe_layers > 0) log::info("bench: MoE: {}", describe_moe_keep(moe_keep));
   Engine engine(*backend, spec, store, eo,
                 make_engine_transfers(*backend, store, o.slots, dp, dtype, eo.checkpoints, resident.regions));
   const double params = static_cast<double>(layout.total_numel);
@@ -314,6 +319,7 @@ void run_bench(const BenchOptions& o) {
                             {"passes", eo.passes},
                             {"micro_batch", micro_batch},
                             {"recompute_layers", eo.recompute_layers},
+                            {"moe_keep_layers", eo.moe_keep_layers},
                             {"activation_checkpoints", checkpoint_placement_name(eo.checkpoints)},
                             {"checkpoint_bytes_per_step", checkpoint_bytes_per_step},
                             {"median_step_s", med(&StepFigures::step_s)},

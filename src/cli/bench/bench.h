@@ -28,6 +28,7 @@ struct BenchOptions {
   int64_t warmup = 2;
   int64_t checkpoint_interval = 1;
   int64_t recompute_layers = -1; // layers that recompute in backward (the first ones); -1 = as few as GPU memory allows
+  int64_t moe_keep_layers = -1;  // MoE layers that keep their expert activations (the last ones); -1 = the plan's
   std::string activation_checkpoints = "auto";  // auto | gpu | host (training.activation_checkpoints)
   std::string optimizer_on_gpu = "auto";        // auto | off (training.optimizer_on_gpu)
   int64_t micro_batch = 0;       // 0 = auto

@@ -50,6 +50,7 @@
 #include "model/param_layout.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
+#include "plan/moe_keep_plan.h"
 #include "plan/resident_plan.h"
 #include "store/host_store.h"
 #include "store/shared_memory_check.h"
@@ -273,10 +274,13 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
   const std::string model_name = std::filesystem::exists(c.model.name)
                                      ? std::filesystem::absolute(c.model.name, absolute_error).lexically_normal().string()
                                      : c.model.name;
-  const ResidentPlan resident = plan_resident(spec, planned, backend->device_memory_bytes(), dp.size,
+  // The MoE layers that keep their expert activations, chosen with the resident optimizer state.
+  const MoeKeepPlan moe_keep = plan_moe_keep(spec, planned, backend->device_memory_bytes(), dp.size,
                                              c.training.optimizer_on_gpu == "auto" &&
-                                                 c.training.ref_model.empty());  // ref_model refills the master
-  const RunShape run = with_resident(planned, resident);
+                                                 c.training.ref_model.empty(),  // ref_model refills the master
+                                             c.training.moe_keep_layers);
+  const ResidentPlan& resident = moe_keep.resident;
+  const RunShape run = with_moe_keep(planned, moe_keep);
   backend->set_attention_workspace(plan_gpu(spec, run).attention_workspace);  // what the plan reserved for cuDNN
   require_batch_splits(c, dp, run.passes);  // auto passes are known now
   const OptimizerSettings os = optimizer_settings(c);
@@ -312,6 +316,7 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
   EngineOptions eo;
   eo.checkpoint_interval = c.training.checkpoint_interval;
   eo.recompute_layers = run.recompute_layers;
+  eo.moe_keep_layers = run.moe_keep_layers;
   eo.checkpoints = run.checkpoints;
   eo.micro_batch_size = run.micro_batch_size;
   eo.passes = run.passes;
@@ -319,6 +324,7 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
   set_moe_aux_options(spec, c.training.moe_aux_loss_coef, eo);
   if (root && eo.moe_aux_loss) log::info("MoE router load-balancing loss on, coefficient {}", eo.moe_aux_coef);
   if (root && resident.regions > 0) log::info("{}", describe_resident(resident, layout));
+  if (root && moe_keep.moe_layers > 0) log::info("MoE: {}", describe_moe_keep(moe_keep));
   Engine engine(*backend, spec, store, eo,
                 make_engine_transfers(*backend, store, 2, dp, dtype, eo.checkpoints, resident.regions));
   const bool preference = c.training.stage == "dpo";

@@ -1,0 +1,111 @@
+// The MoE layers that keep their expert activations (plan/moe_keep_plan.h): a keeping layer's bytes are its kept
+// tensors per token × the pass's tokens (engine/moe_block.h moe_kept_bytes, as the engine allocates them); the plan's
+// choice for the recorded GPU shape (Qwen3-30B-A3B, 10 layers, 64 × 4096, bench's settings, on an H100 80 GB and an
+// H200 141 GB) fits beside the rest of the plan and is the count of least predicted recompute + optimizer wait; a
+// forced count is taken as given; none keep on the CPU backend or in a dense model, whose resident state is
+// plan_resident's.
+#include "catch.h"
+#include "engine/moe_block.h"
+#include "model/model_spec.h"
+#include "plan/memory_plan.h"
+#include "plan/moe_keep_plan.h"
+
+namespace {
+
+mt::ModelSpec qwen3_30b_10_layers() {
+  return mt::first_layers(mt::load_model_spec(MEGATRAIN_SOURCE_DIR "/configs/models/qwen3-30b-a3b.json"), 10);
+}
+
+// `megatrain bench --model configs/models/qwen3-30b-a3b.json --layers 10 --seq 4096 --batch 64` (bf16, the fp32
+// master streamed, cuDNN attention), resolved by resolve_auto as bench resolves it.
+mt::RunShape bench_run(int64_t gpu_bytes) {
+  mt::RunShape r;
+  r.dtype = mt::DType::bf16;
+  r.stream_dtype = mt::DType::f32;
+  r.seq_len = 4096;
+  r.batch_size = 64;
+  r.passes = 0;
+  r.micro_batch_size = 0;
+  r.checkpoint_interval = 1;
+  r.cudnn_attention = true;
+  mt::resolve_auto(qwen3_30b_10_layers(), r, gpu_bytes, true);
+  return r;
+}
+
+constexpr int64_t kH100 = int64_t{81559} << 20;  // what an H100 80 GB reports
+constexpr int64_t kH200 = int64_t{143771} << 20;  // what the H200 reports
+
+}  // namespace
+
+TEST_CASE("a keeping MoE layer takes its kept tensors per token over the pass, and offsets per micro-batch",
+          "[plan][moe-keep]") {
+  const mt::ModelSpec spec = qwen3_30b_10_layers();
+  // bf16, per token: probabilities 128 · 4, weights, top-k, source rows and row places 8 · 4 each, gate and up
+  // 8 · 768 · 2 each = 25 216 bytes; offsets 129 · 4 per micro-batch.
+  CHECK(mt::moe_kept_bytes(spec, 3, 4096, 1, 2) == 4096 * 25216 + 129 * 4);
+  mt::RunShape run = bench_run(kH200);
+  REQUIRE(run.passes == 1);
+  REQUIRE(run.micro_batch_size == 8);
+  const mt::GpuPlan none = mt::plan_gpu(spec, run);
+  CHECK(none.moe_kept == 0);
+  run.moe_keep_layers = 3;
+  const mt::GpuPlan three = mt::plan_gpu(spec, run);
+  CHECK(three.moe_kept == 3 * (int64_t{64} * 4096 * 25216 + 8 * 129 * 4));
+  CHECK(three.total() == none.total() + three.moe_kept);
+}
+
+TEST_CASE("the plan's MoE keeping on Qwen3-30B-A3B, 10 layers, 64 x 4096: H100 80 GB and H200 141 GB",
+          "[plan][moe-keep]") {
+  const mt::ModelSpec spec = qwen3_30b_10_layers();
+  struct Card {
+    const char* name;
+    int64_t bytes, passes, keep, resident;
+  };
+  // The H100 resolves 4 passes of 16 sequences (1.54 GiB a keeping layer): 8 layers keep and the embedding and layer
+  // 0 stay resident (0.80 s of recompute + wait against 0.96 s keeping none with layer 1 resident too). The H200 runs
+  // one pass (6.16 GiB a layer): a keeping layer would push layer 0's state off the GPU, whose wait (+0.12 s) outweighs
+  // the 0.033 s of recompute it saves, so none keep.
+  for (const Card& card : {Card{"H100 80 GB", kH100, 4, 8, 2}, Card{"H200 141 GB", kH200, 1, 0, 2}}) {
+    INFO(card.name);
+    const mt::RunShape run = bench_run(card.bytes);
+    CHECK(run.passes == card.passes);
+    const mt::MoeKeepPlan p = mt::plan_moe_keep(spec, run, card.bytes, 1, true);
+    CHECK(p.moe_layers == 10);
+    CHECK(p.layers == card.keep);
+    CHECK(p.resident.regions == card.resident);
+    CHECK_FALSE(p.forced);
+    CHECK(mt::plan_gpu(spec, mt::with_moe_keep(run, p)).moe_kept == p.kept_bytes);
+    CHECK(mt::describe_moe_keep(p).find(std::to_string(card.keep) + " of 10 MoE layers keep") == 0);
+    // The least predicted recompute + wait of the counts whose plan fits (ties to more keeping).
+    for (int64_t k = 0; k <= 10; ++k) {
+      mt::RunShape with = run;
+      with.moe_keep_layers = k;
+      if (mt::plan_gpu(spec, with).total() > mt::usable_gpu_bytes(card.bytes)) continue;
+      const mt::MoeKeepPlan other = mt::plan_moe_keep(spec, run, card.bytes, 1, true, k);
+      INFO("moe_keep_layers " << k);
+      CHECK(other.forced);
+      CHECK(p.recompute_seconds + p.wait_seconds <= other.recompute_seconds + other.wait_seconds);
+      CHECK(other.recompute_seconds + other.saved_seconds == Approx(p.recompute_seconds + p.saved_seconds));
+    }
+  }
+}
+
+TEST_CASE("a forced count is taken as given; none keep on the CPU backend or in a dense model", "[plan][moe-keep]") {
+  const mt::ModelSpec spec = qwen3_30b_10_layers();
+  const mt::RunShape run = bench_run(kH200);
+  const mt::MoeKeepPlan forced = mt::plan_moe_keep(spec, run, kH200, 1, true, 4);
+  CHECK(forced.layers == 4);
+  CHECK(mt::with_moe_keep(run, forced).moe_keep_layers == 4);
+  CHECK(mt::plan_moe_keep(spec, run, kH200, 1, true, 99).layers == 10);
+  CHECK(mt::describe_moe_keep(forced).find("4 of 10 MoE layers keep their expert activations (24.6") == 0);
+  CHECK(mt::plan_moe_keep(spec, run, 0, 1, true).layers == 0);  // the CPU backend
+  CHECK(mt::plan_moe_keep(spec, run, 0, 1, true, 3).layers == 3);
+  const mt::ModelSpec dense = mt::load_model_spec(MEGATRAIN_SOURCE_DIR "/configs/models/qwen2.5-7b.json");
+  mt::RunShape dense_run = run;
+  dense_run.seq_len = 1024;
+  dense_run.batch_size = 32;
+  const mt::MoeKeepPlan d = mt::plan_moe_keep(dense, dense_run, kH200, 1, true);
+  CHECK(d.moe_layers == 0);
+  CHECK(d.layers == 0);
+  CHECK(d.resident.regions == mt::plan_resident(dense, dense_run, kH200, 1, true).regions);
+}
