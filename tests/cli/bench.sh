@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # `megatrain bench` on the CPU backend: a tiny shape runs its steps and prints one JSON object with the
-# documented medians (16 B/parameter by default, 18 with a bf16 streaming copy); a bad shape path fails with one
-# error line.
+# documented medians (16 B/parameter by default, 18 with a bf16 streaming copy); --moe-keep-layers on a MoE shape; a
+# bad shape path fails with one error line.
 # Usage: bench.sh MEGATRAIN_BINARY SOURCE_DIR
 set -uo pipefail
 bin=$1 src=$2
+work_err=$(mktemp)
+trap 'rm -f "$work_err"' EXIT
 json=$(MEGATRAIN_BACKEND=cpu "$bin" bench --model "$src/configs/models/demo-tiny.json" --batch 2 --seq 32 --steps 2 \
   --warmup 1 --json 2>/dev/null) || { echo "FAIL: bench exited non-zero"; exit 1; }
 for key in median_step_s steady_step_s median_tokens_per_s median_tflops median_h2d_gbs median_d2h_gbs median_compute_busy \
@@ -26,6 +28,16 @@ python3 -c 'import json, sys; a, b = json.loads(sys.argv[1]), json.loads(sys.arg
   || { echo "FAIL: packed examples should count fewer attention FLOPs a token: $packed"; exit 1; }
 err=$(MEGATRAIN_BACKEND=cpu "$bin" bench --model "$src/configs/models/demo-tiny.json" --pack 9-3 2>&1 >/dev/null)
 [[ $? -ne 0 && $(grep -c -- '--pack must be LO-HI' <<<"$err") -eq 1 ]] || { echo "FAIL: bad --pack: $err"; exit 1; }
+# --moe-keep-layers: the last MoE layers keep their expert activations, as asked (the CPU backend keeps none by
+# itself); the JSON and the log line say how many.
+for keep in auto 1; do
+  flag=(); [[ $keep == auto ]] || flag=(--moe-keep-layers "$keep")
+  moe=$(MEGATRAIN_BACKEND=cpu "$bin" bench --model "$src/tests/fixtures/mixtral/model" --batch 2 --seq 16 --steps 1 \
+    --warmup 0 "${flag[@]}" --json 2>"$work_err") || { echo "FAIL: bench --moe-keep-layers $keep exited non-zero"; exit 1; }
+  want=$([[ $keep == auto ]] && echo 0 || echo "$keep")
+  grep -q "\"moe_keep_layers\":$want" <<<"$moe" && grep -q "bench: MoE: $want of 3 MoE layers keep" "$work_err" \
+    || { echo "FAIL: --moe-keep-layers $keep: $(grep MoE "$work_err") $moe" | cut -c1-400; exit 1; }
+done
 err=$("$bin" bench --model "$src/configs/models/absent.json" 2>&1 >/dev/null)
 [[ $? -eq 1 && $(grep -c '^megatrain: error: ' <<<"$err") -eq 1 ]] || { echo "FAIL: bad shape: $err"; exit 1; }
 echo "ok: $json" | cut -c1-200
