@@ -25,6 +25,18 @@ LLaMA-Factory's CustomDPOTrainer computes from them: the batch loss (the mean ov
 to every summed log-probability (PyTorch autograd, float64), and the logged metrics (rewards/chosen,
 rewards/rejected, rewards/accuracies, rewards/margins, logps/chosen, logps/rejected, sft_loss, odds_ratio_loss).
 
+tests/fixtures/preference/kto and kto_ftx (stage kto) read data_kto/ instead (linked as their data/): 12 tokenized
+KTO examples in LLaMA-Factory's processed columns (input_ids, labels, kl_input_ids, kl_labels, kto_tags), each
+example's KL sequence its prompt with the previous example's completion (the first takes the last: the "+1 offset"
+of FeedbackDatasetProcessor over one map batch). The KTO run: every example's reference log-probabilities of its
+completion and its KL sequence first, then 3 steps of 4 examples: the completions in one forward (with gradient),
+the KL sequences in another (no gradient, as LLaMA-Factory's concatenated_forward), the loss of LLaMA-Factory's
+CustomKTOTrainer.get_batch_loss_metrics with TRL's kto_loss: kl = max(0, mean(policy KL - reference KL)),
+desirable w_d (1 - sigmoid(beta (r - kl))), undesirable w_u (1 - sigmoid(beta (kl - r))), their mean, plus
+ftx * mean(-chosen_logps_avg) / C * N; metrics rewards/chosen, rewards/rejected, rewards/margins, logps/chosen,
+logps/rejected (means over the desirable or undesirable examples), kl, and sft_loss (mean of -chosen_logps_avg). The
+loss is also checked against TRL's own expressions as trl (pip) writes them in KTOTrainer._compute_loss.
+
 The loss formulas below follow LLaMA-Factory 0.9's train/dpo/trainer.py (concatenated_forward: ipo, orpo and simpo
 average each sequence's log-probability over its response tokens, the reference's too; odds_ratio_loss, simpo_loss,
 pref_ftx's "losses += ftx_gamma * sft_loss" with sft_loss = -chosen_logps_avg) and TRL's dpo_loss for sigmoid,
@@ -173,17 +185,20 @@ def sequence_logps(model, pairs, dtype):
     for p in pairs:
         seqs.append((p["chosen_input_ids"], p["chosen_labels"]))
         seqs.append((p["rejected_input_ids"], p["rejected_labels"]))
-    longest = max(len(ids) for ids, _ in seqs)
-    ids = torch.tensor([i + [0] * (longest - len(i)) for i, _ in seqs])
-    mask = torch.tensor([[1] * len(i) + [0] * (longest - len(i)) for i, _ in seqs])
-    labels = torch.tensor([l + [-100] * (longest - len(l)) for _, l in seqs])
-    logits = model(input_ids=ids, attention_mask=mask).logits.to(dtype)
-    labels = labels[:, 1:]
-    logits = logits[:, :-1]
-    valid = labels != -100
-    per_token = torch.gather(logits.log_softmax(-1), 2, labels.clamp(min=0).unsqueeze(2)).squeeze(2)
-    logps = (per_token * valid).sum(-1)
-    return logps, valid.sum(-1).to(dtype)
+    return batch_logps(model, seqs, dtype)
+
+
+def adamw_and_schedule(model, t):
+    """torch.optim.AdamW (weight decay on matrices only) and the run's schedule as a LambdaLR."""
+    decay = [p for p in model.parameters() if p.ndim >= 2]
+    no_decay = [p for p in model.parameters() if p.ndim < 2]
+    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": t["weight_decay"]},
+                                   {"params": no_decay, "weight_decay": 0.0}],
+                                  lr=t["learning_rate"], betas=(t["beta1"], t["beta2"]), eps=t["eps"],
+                                  foreach=False, fused=False)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda s: lr_factor(s, t["lr_scheduler"], t["warmup_steps"], t["num_steps"], t["min_lr_ratio"]))
+    return optimizer, scheduler
 
 
 def train_case(kind, beta, ftx, smoothing, gamma, pairs, dtype):
@@ -195,14 +210,7 @@ def train_case(kind, beta, ftx, smoothing, gamma, pairs, dtype):
         with torch.no_grad():  # every pair's reference, in batches of batch_size pairs, before the first step
             reference = torch.cat([sequence_logps(model, pairs[i:i + t["batch_size"]], dtype)[0]
                                    for i in range(0, len(pairs), t["batch_size"])])
-    decay = [p for p in model.parameters() if p.ndim >= 2]
-    no_decay = [p for p in model.parameters() if p.ndim < 2]
-    optimizer = torch.optim.AdamW([{"params": decay, "weight_decay": t["weight_decay"]},
-                                   {"params": no_decay, "weight_decay": 0.0}],
-                                  lr=t["learning_rate"], betas=(t["beta1"], t["beta2"]), eps=t["eps"],
-                                  foreach=False, fused=False)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: lr_factor(s, t["lr_scheduler"], t["warmup_steps"], t["num_steps"], t["min_lr_ratio"]))
+    optimizer, scheduler = adamw_and_schedule(model, t)
     steps = []
     for step in range(t["num_steps"]):
         batch = pairs[step * t["batch_size"]:(step + 1) * t["batch_size"]]
@@ -225,6 +233,159 @@ def train_case(kind, beta, ftx, smoothing, gamma, pairs, dtype):
     return steps, {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
 
 
+KTO_EXAMPLES = 12
+KTO_CASES = [
+    # case, pref_beta, kto_chosen_weight, kto_rejected_weight, pref_ftx, learning_rate
+    ("kto", 0.1, 1.0, 1.33, 0.0, 2e-2),
+    ("kto_ftx", 0.5, 0.8, 1.0, 0.5, 2e-2),
+]
+
+
+def make_kto_examples():
+    """12 examples: a prompt of 2..8 tokens, a completion of 2..7, tagged so every batch of 4 has both kinds; each
+    KL sequence is the prompt with the previous example's completion (the first takes the last)."""
+    rng = random.Random(45)
+    prompts = [[rng.randrange(1, VOCAB) for _ in range(rng.randint(2, 8))] for _ in range(KTO_EXAMPLES)]
+    completions = [[rng.randrange(1, VOCAB) for _ in range(rng.randint(2, 7))] for _ in range(KTO_EXAMPLES)]
+    tags = [True, False, True, True, False, True, False, False, True, False, True, True]
+    kl_completions = [completions[-1]] + completions[:-1]
+    return [{"input_ids": p + c, "labels": [-100] * len(p) + c, "kl_input_ids": p + k,
+             "kl_labels": [-100] * len(p) + k, "kto_tags": t}
+            for p, c, k, t in zip(prompts, completions, kl_completions, tags)]
+
+
+def batch_logps(model, seqs, dtype):
+    """Summed log-probabilities and target counts of (ids, labels) sequences, right-padded, in one forward."""
+    longest = max(len(ids) for ids, _ in seqs)
+    ids = torch.tensor([i + [0] * (longest - len(i)) for i, _ in seqs])
+    mask = torch.tensor([[1] * len(i) + [0] * (longest - len(i)) for i, _ in seqs])
+    labels = torch.tensor([l + [-100] * (longest - len(l)) for _, l in seqs])
+    logits = model(input_ids=ids, attention_mask=mask).logits.to(dtype)
+    labels = labels[:, 1:]
+    logits = logits[:, :-1]
+    valid = labels != -100
+    per_token = torch.gather(logits.log_softmax(-1), 2, labels.clamp(min=0).unsqueeze(2)).squeeze(2)
+    return (per_token * valid).sum(-1), valid.sum(-1).to(dtype)
+
+
+def kto_loss(beta, w_d, w_u, ftx, logps, tokens, tags, ref, kl_logps, ref_kl):
+    """LLaMA-Factory's CustomKTOTrainer.get_batch_loss_metrics with TRL 0.9's kto_loss, from summed log-probabilities."""
+    kl = (kl_logps - ref_kl).mean().clamp(min=0)
+    chosen, rejected = logps[tags], logps[~tags]
+    chosen_ratio, rejected_ratio = chosen - ref[tags], rejected - ref[~tags]
+    chosen_losses = 1 - torch.sigmoid(beta * (chosen_ratio - kl))
+    rejected_losses = 1 - torch.sigmoid(beta * (kl - rejected_ratio))
+    loss = torch.cat((w_d * chosen_losses, w_u * rejected_losses), 0).nanmean()
+    chosen_avg = chosen / tokens[tags]
+    if ftx > 1e-6 and len(chosen) > 0:
+        loss = loss + ftx * (-chosen_avg).nanmean() / len(chosen) * len(tags)
+    chosen_rewards, rejected_rewards = beta * chosen_ratio.detach(), beta * rejected_ratio.detach()
+    metrics = {"rewards/chosen": chosen_rewards.mean().item(), "rewards/rejected": rejected_rewards.mean().item(),
+               "rewards/margins": (chosen_rewards.mean() - rejected_rewards.mean()).item(),
+               "logps/chosen": chosen.detach().mean().item(), "logps/rejected": rejected.detach().mean().item(),
+               "kl": kl.item(), "sft_loss": (-chosen_avg).detach().mean().item()}
+    return loss, metrics
+
+
+def trl_kto(beta, w_d, w_u, logps, tags, ref, kl_logps, ref_kl):
+    """TRL KTOTrainer._compute_loss, loss_type kto, one process: the mean of the weighted per-example losses."""
+    kl = (kl_logps - ref_kl).mean().detach().clamp(min=0)
+    chosen_logratios = logps[tags] - ref[tags]
+    chosen_losses = 1 - F.sigmoid(beta * (chosen_logratios - kl))
+    rejected_logratios = logps[~tags] - ref[~tags]
+    rejected_losses = 1 - F.sigmoid(beta * (kl - rejected_logratios))
+    losses = torch.cat((w_d * chosen_losses, w_u * rejected_losses), 0)
+    return losses.nanmean()
+
+
+def train_kto_case(beta, w_d, w_u, ftx, lr, examples, dtype):
+    """The run of one KTO case in `dtype`: per-step records and the final state dict."""
+    model = tiny_model().to(dtype)
+    t = dict(TRAINING, learning_rate=lr)
+    n = t["batch_size"]
+    completion = lambda batch: [(e["input_ids"], e["labels"]) for e in batch]  # noqa: E731
+    kl_sequences = lambda batch: [(e["kl_input_ids"], e["kl_labels"]) for e in batch]  # noqa: E731
+    with torch.no_grad():  # every example's reference, in batches of batch_size examples, before the first step
+        ref = torch.cat([batch_logps(model, completion(examples[i:i + n]), dtype)[0] for i in range(0, len(examples), n)])
+        ref_kl = torch.cat([batch_logps(model, kl_sequences(examples[i:i + n]), dtype)[0]
+                            for i in range(0, len(examples), n)])
+    optimizer, scheduler = adamw_and_schedule(model, t)
+    steps = []
+    for step in range(t["num_steps"]):
+        batch = examples[step * n:(step + 1) * n]
+        tags = torch.tensor([e["kto_tags"] for e in batch])
+        logps, tokens = batch_logps(model, completion(batch), dtype)
+        with torch.no_grad():
+            kl_logps, _ = batch_logps(model, kl_sequences(batch), dtype)
+        r, r_kl = ref[step * n:(step + 1) * n], ref_kl[step * n:(step + 1) * n]
+        loss, metrics = kto_loss(beta, w_d, w_u, ftx, logps, tokens, tags, r, kl_logps, r_kl)
+        if ftx == 0.0:
+            trl = trl_kto(beta, w_d, w_u, logps, tags, r, kl_logps, r_kl)
+            assert torch.allclose(trl, loss, rtol=1e-6, atol=0), (trl, loss)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), t["max_grad_norm"])
+        lr_now = optimizer.param_groups[0]["lr"]
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        steps.append({"loss": loss.item(), "grad_norm": grad_norm.item(), "lr": lr_now, "metrics": metrics})
+    return steps, {k: v.detach().clone().contiguous() for k, v in model.state_dict().items()}
+
+
+def write_case_files(root, case, data, steps, final, steps64, final64, preference, stage_keys, learning_rate):
+    """<case>/{model,data} links, reference/final(_fp64).safetensors, reference.json and train.yaml."""
+    out = root / case
+    (out / "reference").mkdir(parents=True, exist_ok=True)
+    for shared, target in (("model", "model"), ("data", data)):  # every case reads one model and one data set
+        link = out / shared
+        if link.is_symlink():
+            link.unlink()
+        link.symlink_to(Path("..") / target)
+    save_file(final, out / "reference" / "final.safetensors")
+    save_file(final64, out / "reference" / "final_fp64.safetensors")
+    worst = max(abs(a["loss"] - b["loss"]) / abs(b["loss"]) for a, b in zip(steps, steps64))
+    t = TRAINING
+    (out / "reference.json").write_text(json.dumps({
+        "case": case, "architecture": "Qwen2ForCausalLM", "preference": preference,
+        "training": dict(t, learning_rate=learning_rate),
+        "losses": [s["loss"] for s in steps], "grad_norms": [s["grad_norm"] for s in steps],
+        "lrs": [s["lr"] for s in steps], "metrics": [s["metrics"] for s in steps],
+        "notes": {"fp32_vs_fp64_worst_loss_relative": worst},
+    }, indent=1) + "\n")
+    training = dict(stage_keys, batch_size=t["batch_size"], gradient_accumulation_steps=1, num_steps=t["num_steps"],
+                    learning_rate=learning_rate, lr_scheduler=t["lr_scheduler"], warmup_steps=t["warmup_steps"],
+                    weight_decay=t["weight_decay"], max_grad_norm=t["max_grad_norm"], checkpoint_interval=1, seed=44,
+                    output_dir="output", logging_steps=1)
+    sections = {
+        "model": {"name": "model", "dtype": "float32"},
+        "dataset": {"name": "fixture", "dataset_dir": "data", "max_seq_len": 64, "shuffle": False, "num_workers": 0},
+        "training": training,
+        "optimizer": {"beta1": t["beta1"], "beta2": t["beta2"], "eps": t["eps"]},
+    }
+    lines = [f"# Preference fixture '{case}' (written by tools/make_preference_fixtures.py; do not edit by hand)."]
+    for section, kv in sections.items():
+        lines.append(f"{section}:")
+        lines.extend(f"  {k}: {yaml_scalar(v)}" for k, v in kv.items())
+    (out / "train.yaml").write_text("\n".join(lines) + "\n")
+    print(f"{case:18s} losses {[round(s['loss'], 6) for s in steps]} fp32 vs fp64 {worst:.2e}")
+
+
+def write_kto_cases(root):
+    (root / "data_kto").mkdir(parents=True, exist_ok=True)
+    examples = make_kto_examples()
+    (root / "data_kto" / "train.jsonl").write_text("".join(json.dumps(e) + "\n" for e in examples))
+    (root / "data_kto" / "dataset_info.json").write_text(json.dumps(
+        {"fixture": {"file_name": "train.jsonl", "formatting": "tokenized", "columns": {"kto_tag": "kto_tags"}}},
+        indent=2) + "\n")
+    for case, beta, w_d, w_u, ftx, lr in KTO_CASES:
+        steps, final = train_kto_case(beta, w_d, w_u, ftx, lr, examples, torch.float32)
+        steps64, final64 = train_kto_case(beta, w_d, w_u, ftx, lr, examples, torch.float64)
+        print(f"{case:18s} kl {[round(s['metrics']['kl'], 6) for s in steps]}")
+        keys = {"stage": "kto", "pref_beta": beta, "kto_chosen_weight": w_d, "kto_rejected_weight": w_u,
+                "pref_ftx": ftx}
+        write_case_files(root, case, "data_kto", steps, final, steps64, final64, keys, keys, lr)
+
+
 def write_training_cases():
     root = ROOT / "tests" / "fixtures" / "preference"
     (root / "model").mkdir(parents=True, exist_ok=True)
@@ -237,49 +398,15 @@ def write_training_cases():
     for case, kind, beta, ftx, smoothing, gamma in TRAIN_CASES:
         steps, final = train_case(kind, beta, ftx, smoothing, gamma, pairs, torch.float32)
         steps64, final64 = train_case(kind, beta, ftx, smoothing, gamma, pairs, torch.float64)
-        out = root / case
-        (out / "reference").mkdir(parents=True, exist_ok=True)
-        for shared in ("model", "data"):  # every case reads the one model and data set (what the checks call model/)
-            link = out / shared
-            if not link.is_symlink():
-                link.symlink_to(Path("..") / shared)
-        save_file(final, out / "reference" / "final.safetensors")
-        save_file(final64, out / "reference" / "final_fp64.safetensors")
-        worst = max(abs(a["loss"] - b["loss"]) / abs(b["loss"]) for a, b in zip(steps, steps64))
-        (out / "reference.json").write_text(json.dumps({
-            "case": case, "architecture": "Qwen2ForCausalLM",
-            "preference": {"pref_loss": kind, "pref_beta": beta, "pref_ftx": ftx, "dpo_label_smoothing": smoothing,
-                           "simpo_gamma": gamma},
-            "training": TRAINING,
-            "losses": [s["loss"] for s in steps], "grad_norms": [s["grad_norm"] for s in steps],
-            "lrs": [s["lr"] for s in steps], "metrics": [s["metrics"] for s in steps],
-            "notes": {"fp32_vs_fp64_worst_loss_relative": worst},
-        }, indent=1) + "\n")
-        t = TRAINING
-        training = {"stage": "dpo", "pref_loss": kind, "pref_beta": beta, "pref_ftx": ftx,
-                    "dpo_label_smoothing": smoothing, "simpo_gamma": gamma, "batch_size": t["batch_size"],
-                    "gradient_accumulation_steps": 1, "num_steps": t["num_steps"],
-                    "learning_rate": t["learning_rate"], "lr_scheduler": t["lr_scheduler"],
-                    "warmup_steps": t["warmup_steps"], "weight_decay": t["weight_decay"],
-                    "max_grad_norm": t["max_grad_norm"], "checkpoint_interval": 1, "seed": 44,
-                    "output_dir": "output", "logging_steps": 1}
-        sections = {
-            "model": {"name": "model", "dtype": "float32"},
-            "dataset": {"name": "fixture", "dataset_dir": "data", "max_seq_len": 64, "shuffle": False,
-                        "num_workers": 0},
-            "training": training,
-            "optimizer": {"beta1": t["beta1"], "beta2": t["beta2"], "eps": t["eps"]},
-        }
-        lines = [f"# Preference fixture '{case}' (written by tools/make_preference_fixtures.py; do not edit by hand)."]
-        for section, kv in sections.items():
-            lines.append(f"{section}:")
-            lines.extend(f"  {k}: {yaml_scalar(v)}" for k, v in kv.items())
-        (out / "train.yaml").write_text("\n".join(lines) + "\n")
-        print(f"{case:18s} losses {[round(s['loss'], 6) for s in steps]} fp32 vs fp64 {worst:.2e}")
+        preference = {"pref_loss": kind, "pref_beta": beta, "pref_ftx": ftx, "dpo_label_smoothing": smoothing,
+                      "simpo_gamma": gamma}
+        write_case_files(root, case, "data", steps, final, steps64, final64, preference,
+                         dict({"stage": "dpo"}, **preference), TRAINING["learning_rate"])
 
 
 def main():
     write_training_cases()
+    write_kto_cases(ROOT / "tests" / "fixtures" / "preference")
     gen = torch.Generator().manual_seed(44)
     cases = []
     for name, kind, beta, ftx, smoothing, gamma in CASES:

@@ -1,5 +1,6 @@
 // `megatrain preview-data --config FILE [--set section.key=value ...] [-n N]`: the first N examples as training sees
-// them (template applied, truncated, not packed; a preference pair as its chosen then its rejected sequence), trained
+// them (template applied, truncated, not packed; a preference pair as its chosen then its rejected sequence, a KTO
+// example as its completion with its tag, then its KL sequence), trained
 // spans green on a terminal, «in guillemets» otherwise.
 // Invariant: reads the same config, model directory and data as `train`, and writes nothing.
 #include <unistd.h>
@@ -57,6 +58,11 @@ void preview(const Config& c, int64_t count) {
   for (int64_t i = 0; i < shown; ++i) {
     const Example& e = data.examples[static_cast<size_t>(i)];
     const std::string what = fmt::format("{} {} of {}", e.is_pair() ? "pair" : "example", i + 1, data.examples.size());
+    if (e.is_kto()) {
+      show(what + (e.desirable ? ", desirable" : ", undesirable"), e.input_ids, e.labels);
+      show(what + ", KL sequence", e.kl_ids, e.kl_labels);
+      continue;
+    }
     if (!e.is_pair()) {
       show(what, e.input_ids, e.labels);
       continue;

@@ -170,7 +170,7 @@ const std::vector<Field>& schema() {
       integer_or_auto("training", "micro_batch_size", 1, MT_AT(training.micro_batch_size)),
       integer_or_auto("training", "gradient_accumulation_steps", 1, MT_AT(training.gradient_accumulation_steps)),
       integer_or_auto("training", "gpus_per_node", 1, MT_AT(training.gpus_per_node)),
-      choice("training", "stage", {"sft", "pt", "dpo"}, MT_AT(training.stage)),
+      choice("training", "stage", {"sft", "pt", "dpo", "kto"}, MT_AT(training.stage)),
       integer("training", "num_steps", 1, MT_AT(training.num_steps)),
       real("training", "num_train_epochs", {0.0, kInf}, MT_AT(training.num_train_epochs)),
       real("training", "learning_rate", {0.0, kInf}, MT_AT(training.learning_rate)),
@@ -206,6 +206,8 @@ const std::vector<Field>& schema() {
       real("training", "pref_ftx", {0.0, kInf}, MT_AT(training.pref_ftx)),
       real("training", "dpo_label_smoothing", {0.0, 0.5, false, true}, MT_AT(training.dpo_label_smoothing)),
       real("training", "simpo_gamma", {0.0, kInf}, MT_AT(training.simpo_gamma)),
+      real("training", "kto_chosen_weight", {0.0, kInf}, MT_AT(training.kto_chosen_weight)),
+      real("training", "kto_rejected_weight", {0.0, kInf}, MT_AT(training.kto_rejected_weight)),
       text("training", "ref_model", true, MT_AT(training.ref_model)),
 
       choice("optimizer", "type", {"deepspeed_adam", "adamw"}, MT_AT(optimizer.type)),
@@ -342,10 +344,11 @@ void validate(const Config& config, const std::string& origin) {
   MT_REQUIRE(t.dpo_label_smoothing == 0.0 || t.pref_loss == "sigmoid",
              "{}: training.dpo_label_smoothing: {}: only pref_loss sigmoid smooths its labels (pref_loss is {})", origin,
              real_to_text(t.dpo_label_smoothing), t.pref_loss);
-  MT_REQUIRE(t.ref_model.empty() || (t.pref_loss != "orpo" && t.pref_loss != "simpo"),
+  MT_REQUIRE(t.ref_model.empty() || t.stage == "kto" || (t.pref_loss != "orpo" && t.pref_loss != "simpo"),
              "{}: training.ref_model: '{}': pref_loss {} uses no reference model", origin, t.ref_model, t.pref_loss);
-  MT_REQUIRE(t.stage != "dpo" || !d.packing,
-             "{}: dataset.packing: training.stage dpo keeps each pair's sequences apart; set it to false", origin);
+  MT_REQUIRE((t.stage != "dpo" && t.stage != "kto") || !d.packing,
+             "{}: dataset.packing: training.stage {} keeps each example's sequences apart; set it to false", origin,
+             t.stage);
   MT_REQUIRE(t.gradient_accumulation_steps == 0 || t.batch_size % t.gradient_accumulation_steps == 0,
              "{}: training.gradient_accumulation_steps: {} does not divide training.batch_size {}", origin,
              t.gradient_accumulation_steps, t.batch_size);

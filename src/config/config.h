@@ -45,6 +45,7 @@ struct TrainingConfig {
   int64_t gpus_per_node = 0;             // data-parallel compute ranks per node; 0 = auto (YAML: auto)
   std::string stage = "sft";             // sft (chat template, answers trained) | pt (plain text, every token trained)
                                          // | dpo (preference pairs: pref_loss over chosen and rejected responses)
+                                         // | kto (unpaired examples with a kto_tag: KTO's loss)
   int64_t num_steps = 100;
   double num_train_epochs = 0.0;         // > 0: the run's length in epochs of the prepared dataset (replaces num_steps)
   double learning_rate = 1.0e-5;
@@ -82,14 +83,17 @@ struct TrainingConfig {
   double moe_aux_loss_coef = -1.0;       // MoE router loss coefficient (LLaMA-Factory's name); set (>= 0): on,
                                          // overriding router_aux_loss_coef; -1 = auto (YAML: auto): config.json's
                                          // output_router_logits and router_aux_loss_coef decide
-  // stage dpo, with LLaMA-Factory's names and defaults (engine/preference_loss.h):
+  // stage dpo and kto, with LLaMA-Factory's names and defaults (engine/preference_loss.h, engine/kto_loss.h):
   std::string pref_loss = "sigmoid";     // sigmoid (DPO) | hinge | ipo | orpo | simpo
   double pref_beta = 0.1;
   double pref_ftx = 0.0;                 // + pref_ftx × the chosen response's mean token cross-entropy
   double dpo_label_smoothing = 0.0;      // sigmoid only (cDPO), in [0, 0.5)
   double simpo_gamma = 0.5;              // simpo's target reward margin
+  double kto_chosen_weight = 1.0;        // kto: the desirable examples' loss weight
+  double kto_rejected_weight = 1.0;      // kto: the undesirable examples' loss weight
   std::string ref_model;                 // "" = the starting weights; else a model directory of the same
-                                         // architecture and vocabulary (sigmoid, hinge, ipo; orpo and simpo use none)
+                                         // architecture and vocabulary (sigmoid, hinge, ipo, kto; orpo and simpo
+                                         // use none)
 };
 
 struct OptimizerConfig {

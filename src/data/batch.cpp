@@ -15,10 +15,34 @@ namespace {
 // The rejected sequence of a pair as an Example of its own.
 Example rejected_of(const Example& pair) { return {pair.rejected_ids, pair.rejected_labels}; }
 
+// N KTO examples: their completions, then their KL sequences; the tags and reference log-probabilities alike.
+Batch make_kto_batch(const std::vector<Example>& examples) {
+  std::vector<Example> sequences;
+  std::vector<double> reference;
+  std::vector<uint8_t> desirable;
+  const bool referenced = !examples.front().reference_logps.empty();
+  for (const Example& e : examples) {
+    MT_ASSERT(e.is_kto() && e.reference_logps.empty() == !referenced,
+              "a batch mixes KTO examples and others, or examples with and without reference log-probabilities");
+    sequences.push_back({e.input_ids, e.labels});
+    desirable.push_back(e.desirable ? 1 : 0);
+    if (referenced) reference.push_back(e.reference_logps[0]);
+  }
+  for (const Example& e : examples) {
+    sequences.push_back({e.kl_ids, e.kl_labels});
+    if (referenced) reference.push_back(e.reference_logps[1]);
+  }
+  Batch batch = make_batch_of_sequences(sequences);
+  batch.reference_logps = std::move(reference);
+  batch.desirable = std::move(desirable);
+  return batch;
+}
+
 }  // namespace
 
 Batch make_batch(const std::vector<Example>& pairs_or_examples) {
   MT_ASSERT(!pairs_or_examples.empty());
+  if (pairs_or_examples.front().is_kto()) return make_kto_batch(pairs_or_examples);
   if (!pairs_or_examples.front().is_pair()) return make_batch_of_sequences(pairs_or_examples);
   std::vector<Example> sequences;
   std::vector<double> reference;
@@ -41,7 +65,7 @@ Batch make_batch_of_sequences(const std::vector<Example>& examples) {
   batch.num_seqs = static_cast<int64_t>(examples.size());
   bool packed = false;
   for (const Example& e : examples) {
-    MT_ASSERT(!e.input_ids.empty() && e.labels.size() == e.input_ids.size() && !e.is_pair());
+    MT_ASSERT(!e.input_ids.empty() && e.labels.size() == e.input_ids.size() && !e.is_pair() && !e.is_kto());
     MT_ASSERT(e.pieces.empty() ||
               std::accumulate(e.pieces.begin(), e.pieces.end(), size_t{0}) == e.input_ids.size());
     batch.seq_len = std::max(batch.seq_len, static_cast<int64_t>(e.input_ids.size()));
@@ -76,6 +100,30 @@ Batch make_batch_of_sequences(const std::vector<Example>& examples) {
     batch.num_tokens += static_cast<int64_t>(len);
   }
   return batch;
+}
+
+Batch batch_rows(const Batch& global, int64_t first, int64_t count) {
+  MT_ASSERT(first >= 0 && count >= 0 && first + count <= global.num_seqs);
+  Batch rows;
+  rows.num_seqs = count;
+  for (int64_t s = first; s < first + count; ++s)
+    rows.seq_len = std::max<int64_t>(rows.seq_len, global.seq_lens[static_cast<size_t>(s)]);
+  const int64_t S = rows.seq_len, G = global.seq_len;
+  const bool segmented = !global.segments.empty();
+  for (int64_t s = first; s < first + count; ++s) {
+    const auto from = static_cast<std::ptrdiff_t>(s * G), to = from + static_cast<std::ptrdiff_t>(S);
+    rows.input_ids.insert(rows.input_ids.end(), global.input_ids.begin() + from, global.input_ids.begin() + to);
+    rows.targets.insert(rows.targets.end(), global.targets.begin() + from, global.targets.begin() + to);
+    rows.positions.insert(rows.positions.end(), global.positions.begin() + from, global.positions.begin() + to);
+    if (segmented)
+      rows.segments.insert(rows.segments.end(), global.segments.begin() + from, global.segments.begin() + to);
+    rows.seq_lens.push_back(global.seq_lens[static_cast<size_t>(s)]);
+    rows.num_tokens += global.seq_lens[static_cast<size_t>(s)];
+    if (!global.reference_logps.empty()) rows.reference_logps.push_back(global.reference_logps[static_cast<size_t>(s)]);
+  }
+  rows.num_target_tokens = std::count_if(rows.targets.begin(), rows.targets.end(),
+                                         [](int32_t t) { return t != kIgnoreIndex; });
+  return rows;
 }
 
 }  // namespace mt

@@ -31,26 +31,16 @@ Batch batch_share(const Batch& global, int parts, int index, int64_t min_seqs) {
     bound[static_cast<size_t>(k)] = best;
   }
   const int64_t first = bound[static_cast<size_t>(index)], count = bound[static_cast<size_t>(index) + 1] - first;
+  return batch_rows(global, first, count);
+}
 
-  Batch share;
-  share.num_seqs = count;
-  for (int64_t s = first; s < first + count; ++s)
-    share.seq_len = std::max<int64_t>(share.seq_len, global.seq_lens[static_cast<size_t>(s)]);
-  const int64_t S = share.seq_len, G = global.seq_len;
-  const bool segmented = !global.segments.empty();
-  for (int64_t s = first; s < first + count; ++s) {
-    const auto from = static_cast<std::ptrdiff_t>(s * G), to = from + static_cast<std::ptrdiff_t>(S);
-    share.input_ids.insert(share.input_ids.end(), global.input_ids.begin() + from, global.input_ids.begin() + to);
-    share.targets.insert(share.targets.end(), global.targets.begin() + from, global.targets.begin() + to);
-    share.positions.insert(share.positions.end(), global.positions.begin() + from, global.positions.begin() + to);
-    if (segmented)
-      share.segments.insert(share.segments.end(), global.segments.begin() + from, global.segments.begin() + to);
-    share.seq_lens.push_back(global.seq_lens[static_cast<size_t>(s)]);
-    share.num_tokens += global.seq_lens[static_cast<size_t>(s)];
-  }
-  share.num_target_tokens = std::count_if(share.targets.begin(), share.targets.end(),
-                                          [](int32_t t) { return t != kIgnoreIndex; });
-  return share;
+ExampleShare example_share(int64_t n, int parts, int index, int64_t min_examples) {
+  MT_REQUIRE(n >= parts * min_examples,
+             "training.batch_size: {} examples do not split into {} data-parallel GPU ranks with {} example(s) each "
+             "(the gradient accumulation passes); raise batch_size to at least {}",
+             n, parts, min_examples, parts * min_examples);
+  const int64_t first = n * index / parts, end = n * (index + 1) / parts;
+  return {first, end - first};
 }
 
 }  // namespace mt

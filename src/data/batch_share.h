@@ -12,4 +12,12 @@ namespace mt {
 // Throws mt::Error when the batch has fewer than parts × min_seqs sequences.
 Batch batch_share(const Batch& global, int parts, int index, int64_t min_seqs);
 
+// Preference stages' split of a global batch's n examples (pairs, KTO examples) over `parts` ranks: share `index` is
+// examples [first, first + count), every share as even as n allows (the same shape whatever the tokens, so each
+// example's terms are those of the one-rank run). Throws mt::Error when a share would hold fewer than min_examples.
+struct ExampleShare {
+  int64_t first = 0, count = 0;
+};
+ExampleShare example_share(int64_t n, int parts, int index, int64_t min_examples);
+
 }  // namespace mt

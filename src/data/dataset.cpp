@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "data/dataset_registry.h"
+#include "data/formats/kto_loader.h"
 #include "data/formats/pairwise_loader.h"
 #include "data/formats/pretrain_loader.h"
 #include "data/formats/text_loader.h"
@@ -106,7 +107,14 @@ std::vector<Example> load_datasets(const DatasetConfig& config, int64_t vocab_si
   std::unique_ptr<TemplateRenderer> renderer;
   for (const std::string& name : dataset_names(config.name)) {
     const DatasetEntry& entry = registry.entry(name);
-    MT_REQUIRE(entry.ranking == text.pairwise,
+    const bool tagged = entry.columns.count("kto_tag") > 0;
+    MT_REQUIRE(!tagged || text.unpaired, "{}: dataset '{}': columns.kto_tag is KTO's unpaired data, which training.stage "
+               "kto trains (not {})", registry.info_file().string(), name, text.pairwise ? "dpo" : "sft or pt");
+    MT_REQUIRE(!text.unpaired || (tagged && !entry.ranking), "{}: dataset '{}': {}", registry.info_file().string(),
+               name, entry.ranking ? "ranking: true is preference pairs, which training.stage dpo trains (not kto)"
+                                   : "training.stage kto trains on examples tagged desirable or not; this entry names "
+                                     "no columns.kto_tag");
+    MT_REQUIRE(text.unpaired || entry.ranking == text.pairwise,
                "{}: dataset '{}': {}", registry.info_file().string(), name,
                entry.ranking ? "ranking: true is preference pairs, which training.stage dpo trains (not sft or pt)"
                              : "training.stage dpo trains on preference pairs; this entry has no \"ranking\": true");
@@ -136,14 +144,17 @@ std::vector<Example> load_datasets(const DatasetConfig& config, int64_t vocab_si
     DatasetStats part;
     const bool tokenized = entry->formatting == "tokenized";
     std::vector<Example> loaded =
-        entry->ranking ? (tokenized ? load_pairwise_tokenized(*entry, vocab_size, config.max_seq_len, &part)
-                                    : load_pairwise_text(*entry, *renderer, limits, &part))
-                       : (tokenized ? load_tokenized(*entry, vocab_size, config.max_seq_len, &part)
-                                    : load_text(*entry, *renderer, limits, &part));
+        text.unpaired  ? (tokenized ? load_kto_tokenized(*entry, vocab_size, config.max_seq_len, &part)
+                                    : load_kto_text(*entry, *renderer, limits, &part))
+        : entry->ranking ? (tokenized ? load_pairwise_tokenized(*entry, vocab_size, config.max_seq_len, &part)
+                                      : load_pairwise_text(*entry, *renderer, limits, &part))
+                         : (tokenized ? load_tokenized(*entry, vocab_size, config.max_seq_len, &part)
+                                      : load_text(*entry, *renderer, limits, &part));
     if (config.max_samples > 0 && static_cast<int64_t>(loaded.size()) > config.max_samples) {
       for (size_t k = static_cast<size_t>(config.max_samples); k < loaded.size(); ++k) {
         --part.examples;
-        part.tokens -= static_cast<int64_t>(loaded[k].input_ids.size() + loaded[k].rejected_ids.size());
+        part.tokens -= static_cast<int64_t>(loaded[k].input_ids.size() + loaded[k].rejected_ids.size() +
+                                            loaded[k].kl_ids.size());
       }
       loaded.resize(static_cast<size_t>(config.max_samples));
       log::info("dataset '{}': dataset.max_samples keeps its first {} examples", entry->name, config.max_samples);

@@ -33,6 +33,7 @@ struct TextOptions {
   bool pretrain = false;                 // training.stage pt: documents cut into blocks (formats/pretrain_loader.h)
   std::filesystem::path tokenizer_dir{}; // where the tokenizer was read: template: jinja reads its chat template
   bool pairwise = false;                 // training.stage dpo: every dataset is preference pairs ("ranking": true)
+  bool unpaired = false;                 // training.stage kto: every dataset is KTO examples (columns.kto_tag)
 };
 
 // The entries a comma-separated dataset.name lists, trimmed; an empty name or list raises mt::Error.

@@ -133,4 +133,16 @@ void all_reduce_sum(const DataParallel& dp, double* values, int n) {
   MT_CHECK_MPI(MPI_Allreduce(MPI_IN_PLACE, values, n, MPI_DOUBLE, MPI_SUM, dp.comm));
 }
 
+std::vector<double> all_gather(const DataParallel& dp, const std::vector<double>& mine) {
+  if (dp.size <= 1) return mine;
+  std::vector<int> counts(static_cast<size_t>(dp.size)), offsets(static_cast<size_t>(dp.size), 0);
+  const int count = static_cast<int>(mine.size());
+  MT_CHECK_MPI(MPI_Allgather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, dp.comm));
+  for (size_t r = 1; r < counts.size(); ++r) offsets[r] = offsets[r - 1] + counts[r - 1];
+  std::vector<double> all(static_cast<size_t>(offsets.back() + counts.back()));
+  MT_CHECK_MPI(MPI_Allgatherv(mine.data(), count, MPI_DOUBLE, all.data(), counts.data(), offsets.data(), MPI_DOUBLE,
+                              dp.comm));
+  return all;
+}
+
 }  // namespace mt::dist

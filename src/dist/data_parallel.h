@@ -46,4 +46,7 @@ std::string describe_gpu_ranks(const DataParallel& dp);
 // Sums `n` doubles over the compute ranks, in place (every compute rank gets the same values).
 void all_reduce_sum(const DataParallel& dp, double* values, int n);
 
+// Every compute rank's `mine` laid end to end in compute-rank order, on every compute rank (any lengths).
+std::vector<double> all_gather(const DataParallel& dp, const std::vector<double>& mine);
+
 }  // namespace mt::dist

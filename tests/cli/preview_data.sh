@@ -2,7 +2,7 @@
 # `megatrain preview-data`: the demo config's first examples rendered with the chatml template, trained spans in
 # «», the counts line; with template: jinja, the tokenizer's own chat_template.jinja (Qwen2.5's: its default system
 # text in every prompt); and one-line errors for a text dataset without a tokenizer, for a template the tokenizer
-# cannot write and for template: jinja without a chat template; a short training run with template: jinja whose
+# cannot write and for template: jinja without a chat template; KTO examples with their tags and KL sequences; a short training run with template: jinja whose
 # final/ keeps that template. Usage: preview_data.sh MEGATRAIN_BINARY SOURCE_DIR
 set -uo pipefail
 bin=$1 src=$2
@@ -23,6 +23,16 @@ elif ! grep -q '«.*<|im_end|>$' "$work/out"; then fail "trained span with <|im_
 elif ! grep -Eq '^=== [0-9]+ examples, [0-9]+ tokens; 0 truncated to 128 tokens, 0 dropped' "$work/out"; then
   fail "counts line"
 else echo "ok   preview-data: $(tail -n 1 "$work/out")"; fi
+
+# KTO examples (stage kto, the kto_en_demo data): each completion with its tag, then its KL sequence.
+"$bin" preview-data --config configs/demo.yaml --set dataset.name=kto_en_demo --set training.stage=kto -n 2 \
+  >"$work/out" 2>"$work/err"
+rc=$?
+if [[ $rc -ne 0 ]]; then fail "preview-data kto exit status $rc"
+elif ! grep -q '^=== example 1 of 303, desirable: ' "$work/out"; then fail "kto: no desirable example"
+elif ! grep -q '^=== example 2 of 303, undesirable: ' "$work/out"; then fail "kto: no undesirable example"
+elif [[ $(grep -c '^=== example [12] of 303, KL sequence: ' "$work/out") -ne 2 ]]; then fail "kto: KL sequences"
+else echo "ok   preview-data kto: $(tail -n 1 "$work/out")"; fi
 
 # expect_error NAME PATTERN ARGS...: exit status 1 and exactly one error line matching PATTERN.
 expect_error() {

@@ -220,6 +220,8 @@ TEST_CASE("config: the accepted keys are frozen", "[config]") {
       "training.pref_ftx",
       "training.dpo_label_smoothing",
       "training.simpo_gamma",
+      "training.kto_chosen_weight",
+      "training.kto_rejected_weight",
       "training.ref_model",
       "optimizer.type",
       "optimizer.beta1",
@@ -235,7 +237,8 @@ TEST_CASE("config: an unknown key names its path and the accepted keys", "[confi
   std::string msg = error_of(with("training", "batch_sise", "8"));
   CHECK(msg.rfind("cfg.yaml: unknown key 'training.batch_sise' (accepted: batch_size, micro_batch_size, ", 0) == 0);
   CHECK(msg.find("resume_from, overwrite_output_dir, max_consecutive_skipped_steps, moe_aux_loss_coef, pref_loss, "
-                 "pref_beta, pref_ftx, dpo_label_smoothing, simpo_gamma, ref_model)") != std::string::npos);
+                 "pref_beta, pref_ftx, dpo_label_smoothing, simpo_gamma, kto_chosen_weight, kto_rejected_weight, "
+                 "ref_model)") != std::string::npos);
   CHECK(msg.find('\n') == std::string::npos);
 }
 
@@ -455,7 +458,7 @@ TEST_CASE("config: evaluation, length and warmup keys are checked together", "[c
                             "dataset.shuffle=false"}) ==
         "cfg.yaml: dataset.sample_by: paragraph: dataset.streaming reads one document per line");
   CHECK(error_of(kMinimal, {"training.stage=rm"}) ==
-        "--set training.stage=rm: training.stage: 'rm' is not one of sft, pt, dpo");
+        "--set training.stage=rm: training.stage: 'rm' is not one of sft, pt, dpo, kto");
   const mt::Config c = mt::parse_config(kMinimal, "cfg.yaml",
                                         {"training.lr_scheduler=cosine_with_min_lr", "dataset.val_size=16",
                                          "training.num_train_epochs=2.5", "training.stage=pt"});
@@ -511,6 +514,16 @@ TEST_CASE("config: preference training keys, with LLaMA-Factory's names and defa
         "simpo");
   CHECK(error_of(kMinimal, {"training.pref_beta=0"}) ==
         "--set training.pref_beta=0: training.pref_beta: '0' is not a number > 0");
+  CHECK(d.training.kto_chosen_weight == 1.0);
+  CHECK(d.training.kto_rejected_weight == 1.0);
+  const mt::Config kto = mt::parse_config(kMinimal, "cfg.yaml",
+                                          {"training.stage=kto", "training.kto_chosen_weight=1.33",
+                                           "training.kto_rejected_weight=0.5"});
+  CHECK(kto.training.stage == "kto");
+  CHECK(mt::parse_config(kto.yaml_text, "again.yaml").training.kto_chosen_weight == 1.33);
+  CHECK(kto.training.kto_rejected_weight == 0.5);
+  CHECK(error_of(kMinimal, {"training.stage=kto", "dataset.packing=true"}) ==
+        "cfg.yaml: dataset.packing: training.stage kto keeps each example's sequences apart; set it to false");
   CHECK(error_of(kMinimal, {"training.dpo_label_smoothing=0.5"}) ==
         "--set training.dpo_label_smoothing=0.5: training.dpo_label_smoothing: '0.5' is not a number in [0, 0.5)");
   CHECK(error_of(kMinimal, {"training.pref_loss=ipo", "training.dpo_label_smoothing=0.1"}) ==
@@ -518,5 +531,5 @@ TEST_CASE("config: preference training keys, with LLaMA-Factory's names and defa
   CHECK(error_of(kMinimal, {"training.pref_loss=orpo", "training.ref_model=/models/ref"}) ==
         "cfg.yaml: training.ref_model: '/models/ref': pref_loss orpo uses no reference model");
   CHECK(error_of(kMinimal, {"training.stage=dpo", "dataset.packing=true"}) ==
-        "cfg.yaml: dataset.packing: training.stage dpo keeps each pair's sequences apart; set it to false");
+        "cfg.yaml: dataset.packing: training.stage dpo keeps each example's sequences apart; set it to false");
 }

@@ -1,7 +1,8 @@
-// Preference training (training.stage dpo) against PyTorch: `train` on tests/fixtures/preference/<case> (one tiny
-// Qwen2 and 12 tokenized pairs, linked into every case) reproduces, for every pref_loss, the per-step loss, pre-clip gradient norm, learning rate, every
-// final parameter (tools/make_preference_fixtures.py's fp32 and float64 runs) and LLaMA-Factory's logged metrics
-// (rewards/chosen, rejected, accuracies, margins, logps/chosen, rejected, sft_loss, odds_ratio_loss) within 1e-4
+// Preference training (training.stage dpo, kto) against PyTorch: `train` on tests/fixtures/preference/<case> (one
+// tiny Qwen2 and 12 tokenized pairs, or 12 tokenized KTO examples, linked into every case) reproduces, for every
+// pref_loss and KTO, the per-step loss, pre-clip gradient norm, learning rate, every final parameter
+// (tools/make_preference_fixtures.py's fp32 and float64 runs) and LLaMA-Factory's logged metrics (rewards/chosen,
+// rejected, accuracies, margins, logps/chosen, rejected, sft_loss, odds_ratio_loss; KTO's kl) within 1e-4
 // (rewards, differences of log-probability sums, within 1e-6 of those sums);
 // the reference pass is written to the run directory and read back, not recomputed, on resume.
 #include <cmath>
@@ -59,6 +60,20 @@ TEST_CASE("IPO (per-token averaged log-probabilities) matches PyTorch", "[parity
 }
 TEST_CASE("ORPO (no reference) matches PyTorch", "[parity][preference]") { check_case("dpo_orpo"); }
 TEST_CASE("SimPO (no reference) matches PyTorch", "[parity][preference]") { check_case("dpo_simpo"); }
+
+TEST_CASE("KTO matches PyTorch and TRL's formula", "[parity][preference][kto]") { check_case("kto"); }
+TEST_CASE("KTO with pref_ftx and both weights matches PyTorch", "[parity][preference][kto]") {
+  check_case("kto_ftx");
+}
+
+TEST_CASE("KTO's reference pass covers each example's completion and KL sequence", "[parity][preference][kto]") {
+  run_fixture("preference/kto", "preference-kto-reference");
+  std::ifstream in(scratch_dir("preference-kto-reference") / "reference_logps.json");
+  const nlohmann::json reference = nlohmann::json::parse(in);
+  REQUIRE(reference["train"].size() == 24);  // 12 examples × (completion, KL sequence)
+  // The first step's policy is the reference: its KL estimate is exactly 0, as PyTorch's.
+  CHECK(metrics_lines(scratch_dir("preference-kto-reference"))[0]["kl"].get<double>() == 0.0);
+}
 
 TEST_CASE("the reference pass is kept in the run directory and not recomputed on resume", "[parity][preference]") {
   std::vector<std::string> inputs = {"training.save_steps=1"};

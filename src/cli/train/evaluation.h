@@ -16,6 +16,7 @@
 #include "data/batch.h"
 #include "dist/data_parallel.h"
 #include "engine/engine.h"
+#include "engine/kto_loss.h"
 #include "engine/preference_loss.h"
 
 namespace mt {
@@ -34,10 +35,11 @@ class Evaluation {
   // batch_size: training.batch_size (global); `weights_ready(step)` makes the store's reads wait for the weights
   // after `step`'s update (the optimizer's version on ranks that do not submit updates themselves).
   // preference: the examples are pairs with their reference log-probabilities, scored by this loss (loss = the
-  // mean pair loss; extra = LLaMA-Factory's eval_ metrics) instead of the mean CE.
+  // mean pair loss; extra = LLaMA-Factory's eval_ metrics) instead of the mean CE. kto: KTO examples likewise, each
+  // evaluation batch with its own KL estimate.
   Evaluation(std::vector<Example> examples, int64_t eval_steps, int64_t last_step, int64_t batch_size,
              const dist::DataParallel& dp, std::function<void(int64_t)> weights_ready,
-             std::optional<PreferenceOptions> preference = std::nullopt);
+             std::optional<PreferenceOptions> preference = std::nullopt, std::optional<KtoOptions> kto = std::nullopt);
   bool enabled() const { return !batches_.empty(); }
   bool due(int64_t step) const;
   // The evaluation after `step` when it is due (or forced), else nullopt.
@@ -50,6 +52,7 @@ class Evaluation {
   const dist::DataParallel& dp_;
   std::function<void(int64_t)> weights_ready_;
   std::optional<PreferenceOptions> preference_;
+  std::optional<KtoOptions> kto_;
 };
 
 }  // namespace mt

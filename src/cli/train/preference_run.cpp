@@ -15,7 +15,8 @@ namespace {
 
 const char* kReferenceFile = "reference_logps.json";
 
-// FNV-1a over every token and label of the pairs, in order: which pairs a reference file belongs to.
+// FNV-1a over every token and label (and KTO tag) of the examples, in order: which examples a reference file
+// belongs to.
 std::string pairs_fingerprint(const std::vector<Example>& pairs) {
   uint64_t h = 1469598103934665603ull;
   const auto mix = [&](const std::vector<int32_t>& v) {
@@ -31,32 +32,43 @@ std::string pairs_fingerprint(const std::vector<Example>& pairs) {
     mix(e.labels);
     mix(e.rejected_ids);
     mix(e.rejected_labels);
+    if (!e.is_kto()) continue;  // a DPO file's print is what it was before KTO
+    mix(e.kl_ids);
+    mix(e.kl_labels);
+    mix({e.desirable ? 1 : 0});
   }
   return fmt::format("{:016x}", h);
 }
 
-// Each pair's (chosen, rejected) log-probabilities, in batches of `batch_pairs` pairs.
-std::vector<double> reference_pass(Engine& engine, const std::vector<Example>& pairs, int64_t batch_pairs) {
+// Each example's two log-probabilities (a pair's chosen and rejected; a KTO example's completion and KL sequence), in
+// batches of `batch_examples` examples.
+std::vector<double> reference_pass(Engine& engine, const std::vector<Example>& examples, int64_t batch_examples) {
   std::vector<double> logps;
-  for (size_t first = 0; first < pairs.size(); first += static_cast<size_t>(batch_pairs)) {
-    const size_t end = std::min(pairs.size(), first + static_cast<size_t>(batch_pairs));
+  for (size_t first = 0; first < examples.size(); first += static_cast<size_t>(batch_examples)) {
+    const size_t end = std::min(examples.size(), first + static_cast<size_t>(batch_examples));
     const std::vector<double> part =
-        engine.sequence_logps(make_batch({pairs.begin() + static_cast<std::ptrdiff_t>(first),
-                                          pairs.begin() + static_cast<std::ptrdiff_t>(end)}));
-    logps.insert(logps.end(), part.begin(), part.end());
+        engine.sequence_logps(make_batch({examples.begin() + static_cast<std::ptrdiff_t>(first),
+                                          examples.begin() + static_cast<std::ptrdiff_t>(end)}));
+    const size_t n = end - first;
+    for (size_t i = 0; i < n; ++i) {  // a KTO batch holds the completions, then the KL sequences
+      const bool kto = examples[first].is_kto();
+      logps.push_back(part[kto ? i : 2 * i]);
+      logps.push_back(part[kto ? n + i : 2 * i + 1]);
+    }
   }
   return logps;
 }
 
-int64_t tokens_of(const std::vector<Example>& pairs) {
+int64_t tokens_of(const std::vector<Example>& examples) {
   int64_t n = 0;
-  for (const Example& e : pairs) n += static_cast<int64_t>(e.input_ids.size() + e.rejected_ids.size());
+  for (const Example& e : examples)
+    n += static_cast<int64_t>(e.input_ids.size() + e.rejected_ids.size() + e.kl_ids.size());
   return n;
 }
 
-void attach(std::vector<Example>& pairs, const std::vector<double>& logps) {
-  MT_ASSERT(logps.size() == 2 * pairs.size());
-  for (size_t i = 0; i < pairs.size(); ++i) pairs[i].reference_logps = {logps[2 * i], logps[2 * i + 1]};
+void attach(std::vector<Example>& examples, const std::vector<double>& logps) {
+  MT_ASSERT(logps.size() == 2 * examples.size());
+  for (size_t i = 0; i < examples.size(); ++i) examples[i].reference_logps = {logps[2 * i], logps[2 * i + 1]};
 }
 
 }  // namespace
@@ -75,8 +87,7 @@ void attach_reference_logps(const Config& config, Engine& engine, std::vector<Ex
                             std::vector<Example>& eval, bool resumed,
                             const std::function<void()>& load_reference_weights,
                             const std::function<void()>& restore_weights) {
-  const PreferenceOptions options = preference_options(config.training);
-  if (!uses_reference(options.type)) {
+  if (config.training.stage != "kto" && !uses_reference(preference_options(config.training).type)) {
     log::info("pref_loss {}: no reference model, no reference pass", config.training.pref_loss);
     return;
   }
@@ -90,11 +101,11 @@ void attach_reference_logps(const Config& config, Engine& engine, std::vector<Ex
     const bool ours = j.is_object() && j.value("train_pairs", "") == train_print &&
                       j.value("eval_pairs", "") == eval_print && j.contains("train") &&
                       j["train"].size() == 2 * train.size() && j.contains("eval") && j["eval"].size() == 2 * eval.size();
-    MT_REQUIRE(ours, "{}: holds no reference log-probabilities of these pairs, and a resumed run cannot recompute "
+    MT_REQUIRE(ours, "{}: holds no reference log-probabilities of these examples, and a resumed run cannot recompute "
                "them (its weights are no longer the starting ones)", file.string());
     attach(train, j["train"].get<std::vector<double>>());
     attach(eval, j["eval"].get<std::vector<double>>());
-    log::info("reference log-probabilities of {} training and {} evaluation pairs read from {} (not recomputed)",
+    log::info("reference log-probabilities of {} training and {} evaluation examples read from {} (not recomputed)",
               train.size(), eval.size(), file.string());
     return;
   }
@@ -107,9 +118,10 @@ void attach_reference_logps(const Config& config, Engine& engine, std::vector<Ex
   attach(train, train_logps);
   attach(eval, eval_logps);
   const int64_t tokens = tokens_of(train) + tokens_of(eval);
-  log::info("reference pass ({}): {} training and {} evaluation pairs, {} tokens in {:.3f} s ({:.0f} tokens/s)",
+  log::info("reference pass ({}): {} training and {} evaluation {}, {} tokens in {:.3f} s ({:.0f} tokens/s)",
             config.training.ref_model.empty() ? "the starting weights" : config.training.ref_model, train.size(),
-            eval.size(), tokens, seconds, static_cast<double>(tokens) / std::max(seconds, 1e-9));
+            eval.size(), config.training.stage == "kto" ? "examples" : "pairs", tokens, seconds,
+            static_cast<double>(tokens) / std::max(seconds, 1e-9));
   std::filesystem::create_directories(file.parent_path());
   const nlohmann::json j = {{"train_pairs", train_print}, {"eval_pairs", eval_print}, {"train", train_logps},
                             {"eval", eval_logps}};

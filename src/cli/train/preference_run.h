@@ -1,8 +1,9 @@
-// Preference training's parts of a run (training.stage dpo): the reference pass before step 1, and each step's
-// objective with the metrics LLaMA-Factory logs.
-// Invariant: every pair's reference log-probabilities come from the weights the run starts from (or
-// training.ref_model), by Engine::sequence_logps in batches of training.batch_size pairs in load order; they are
-// written to <output_dir>/reference_logps.json once and read back, never recomputed, by a resumed run.
+// Preference training's parts of a run (training.stage dpo, kto): the reference pass before step 1, and each DPO
+// step's objective with the metrics LLaMA-Factory logs (KTO's: kto_step.h).
+// Invariant: every example's two reference log-probabilities (a pair's chosen and rejected; a KTO example's
+// completion and KL sequence) come from the weights the run starts from (or training.ref_model), by
+// Engine::sequence_logps in batches of training.batch_size examples in load order; they are written to
+// <output_dir>/reference_logps.json once and read back, never recomputed, by a resumed run.
 #pragma once
 #include <cstdint>
 #include <filesystem>
@@ -20,11 +21,11 @@ namespace mt {
 
 PreferenceOptions preference_options(const TrainingConfig& training);
 
-// The reference log-probabilities of the training and evaluation pairs, attached to each pair (Example::
+// The reference log-probabilities of the training and evaluation examples, attached to each (Example::
 // reference_logps). A `resumed` run reads them from <output_dir>/reference_logps.json (an error where it is missing
 // or was written for other pairs: the weights have moved); a fresh one computes them with `engine` and the weights
 // its store holds between `load_reference_weights` and `restore_weights` (training.ref_model; unset: the store's
-// own) and writes that file. Logged with its own progress line and time. Nothing happens for orpo and simpo.
+// own) and writes that file. Logged with its own progress line and time. Nothing happens for dpo's orpo and simpo.
 void attach_reference_logps(const Config& config, Engine& engine, std::vector<Example>& train,
                             std::vector<Example>& eval, bool resumed,
                             const std::function<void()>& load_reference_weights = {},

@@ -28,6 +28,7 @@
 #include "cli/train/output_lock.h"
 #include "cli/train/output_room.h"
 #include "cli/train/preflight.h"
+#include "cli/train/kto_step.h"
 #include "cli/train/preference_run.h"
 #include "cli/train/resume.h"
 #include "cli/train/run_length.h"
@@ -186,9 +187,9 @@ TrainSummary run_training(const Config& c) {
 TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
   const dist::Context& ctx = dist::context();
   const bool root = ctx.is_root(), leads = dp.leads_node();
-  MT_REQUIRE(c.training.stage != "dpo" || dp.size == 1,
-             "{}: training.stage dpo trains on one GPU rank; data parallelism over {} ranks would split pairs (set "
-             "training.gpus_per_node: 1)", c.source.string(), dp.size);
+  MT_REQUIRE((c.training.stage != "dpo" && c.training.stage != "kto") || dp.size == 1,
+             "{}: training.stage {} trains on one GPU rank; data parallelism over {} ranks would split its examples "
+             "(set training.gpus_per_node: 1)", c.source.string(), c.training.stage, dp.size);
   require_batch_splits(c, dp, std::max<int64_t>(c.training.gradient_accumulation_steps, 1));
   if (root) require_output_dir_resumed_or_overwritten(c);
   std::optional<CheckpointFile> init_from;
@@ -327,8 +328,9 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
   if (root && moe_keep.moe_layers > 0) log::info("MoE: {}", describe_moe_keep(moe_keep));
   Engine engine(*backend, spec, store, eo,
                 make_engine_transfers(*backend, store, 2, dp, dtype, eo.checkpoints, resident.regions));
-  const bool preference = c.training.stage == "dpo";
+  const bool kto = c.training.stage == "kto", preference = c.training.stage == "dpo" || kto;
   const PreferenceOptions preference_opts = preference_options(c.training);
+  const KtoOptions kto_opts = kto_options(c.training);
   if (preference) {
     // training.ref_model: its weights fill the store for the reference pass, then the starting weights again.
     std::optional<SafetensorsModel> ref_weights;
@@ -364,7 +366,8 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
                         [&](int64_t step) {
                           if (!leads) optimizer.expect_updates(step - start_step);  // else submit has set it
                         },
-                        preference ? std::optional<PreferenceOptions>(preference_opts) : std::nullopt);
+                        preference && !kto ? std::optional<PreferenceOptions>(preference_opts) : std::nullopt,
+                        kto ? std::optional<KtoOptions>(kto_opts) : std::nullopt);
   const auto num_examples = static_cast<double>(data.examples.size());  // 0: a stream
   const std::unique_ptr<BatchSource> batches = make_batch_source(c, source, spec, std::move(data.examples));
   if (resume) batches->seek({resume->meta().data_epoch, resume->meta().data_index});
@@ -432,7 +435,8 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
     });
   };
   if (root) log::info("training on the {} backend: {} steps of {} {} ({} pass(es), checkpoint every {} layers)",
-            backend->name(), num_steps, c.training.batch_size, preference ? "preference pairs" : "sequences",
+            backend->name(), num_steps, c.training.batch_size,
+            kto ? "KTO examples (and their KL sequences)" : preference ? "preference pairs" : "sequences",
             eo.passes, eo.checkpoint_interval);
 
   TrainSummary summary;
@@ -457,10 +461,13 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
     const Batch batch = prefetcher.next();
     if (!leads) optimizer.expect_updates(step - 1 - start_step);  // the node's rank 0 submitted step - 1
     std::optional<PreferenceObjective> objective;
-    if (preference) objective.emplace(preference_opts, batch);
-    const StepLoss loss = preference ? engine.forward_backward(batch, *objective)
-                                     : forward_backward_share(engine, dp, batch, eo.passes);
-    const double step_loss = preference ? objective->metrics().loss() : loss.mean();
+    std::optional<KtoStepResult> kto_step;
+    if (preference && !kto) objective.emplace(preference_opts, batch);
+    if (kto) kto_step = kto_forward_backward(engine, dp, batch, kto_opts, eo.passes);
+    const StepLoss loss = kto          ? kto_step->loss
+                          : preference ? engine.forward_backward(batch, *objective)
+                                       : forward_backward_share(engine, dp, batch, eo.passes);
+    const double step_loss = kto ? kto_step->metrics.loss() : preference ? objective->metrics().loss() : loss.mean();
     stopping = stop_agreed(dp) && step < num_steps;
     tokens_seen += batch.num_tokens;
     summary.steps = step;
@@ -484,7 +491,8 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
     r.epoch = epochs_done();
     r.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
     if (eo.moe_aux_loss) r.extra.emplace_back("aux_loss", loss.aux_loss);
-    if (preference) r.extra = preference_metric_values(preference_opts, objective->metrics(), "");
+    if (objective) r.extra = preference_metric_values(preference_opts, objective->metrics(), "");
+    if (kto_step) r.extra = kto_metric_values(kto_opts, kto_step->metrics, "");
     if (report.skipped) log::warn("step {}: gradient norm is not finite; update skipped", step);
     elapsed += seconds;
     const StepFlops flops = step_flops(spec, layout, batch.num_tokens, batch.seq_len);
@@ -498,9 +506,11 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
                 "(6N) {:.2f} (model) | {:.3f} s | ETA {} | optimizer: norm {:.3f} s, previous update {:.3f} s of which "
                 "the forward waited {:.3f} s",
                 step, num_steps, r.loss, r.grad_norm, lr,
-                preference ? fmt::format(" | rewards/accuracies {:.3f} margins {:.4f}",
+                objective  ? fmt::format(" | rewards/accuracies {:.3f} margins {:.4f}",
                                          objective->metrics().rewards_accuracies(),
                                          objective->metrics().rewards_margins())
+                : kto_step ? fmt::format(" | kl {:.4f} rewards/chosen {:.4f} rejected {:.4f}", kto_step->metrics.kl(),
+                                         kto_step->metrics.rewards_chosen(), kto_step->metrics.rewards_rejected())
                            : std::string(),
                 r.tokens_per_s, tflops, model_tflops, seconds, eta, report.norm_seconds, previous_update, waited);
     }

@@ -50,7 +50,7 @@ TrainingData load_training_data(const Config& config, const ModelSource& source,
   if ((!dataset.streaming && needs_tokenizer(dataset)) || eval_text)
     data.tokenizer = load_tokenizer(dataset, source);
   const TextOptions text{data.tokenizer.get(), spec.family, config.training.stage == "pt", source.dir,
-                         config.training.stage == "dpo"};
+                         config.training.stage == "dpo", config.training.stage == "kto"};
   if (!dataset.streaming) data.examples = load_datasets(dataset, spec.vocab_size, text, &data.stats);
   if (!dataset.eval_dataset.empty()) {
     DatasetStats eval_stats;

@@ -6,10 +6,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <map>
 
 #include "core/error.h"
-#include "core/log.h"
+#include "data/formats/record_checks.h"
 #include "data/formats/record_converter.h"
 #include "data/formats/record_files.h"
 #include "data/formats/truncation.h"
@@ -42,16 +41,6 @@ DatasetEntry one_side(const DatasetEntry& entry, const std::string& response_col
 struct RenderedPair {
   std::vector<int32_t> prompt, chosen, rejected;
 };
-
-// Prompt ids (every turn before the last answer) and the last answer's ids, as LLaMA-Factory's encode_oneturn.
-std::pair<std::vector<int32_t>, std::vector<int32_t>> one_turn(const std::vector<EncodedPair>& pairs) {
-  std::vector<int32_t> prompt;
-  for (size_t i = 0; i < pairs.size(); ++i) {
-    prompt.insert(prompt.end(), pairs[i].prompt.begin(), pairs[i].prompt.end());
-    if (i + 1 < pairs.size()) prompt.insert(prompt.end(), pairs[i].response.begin(), pairs[i].response.end());
-  }
-  return {prompt, pairs.back().response};
-}
 
 class PairConverter {
  public:
@@ -115,31 +104,16 @@ class PairConverter {
   RecordConverter chosen_, rejected_;
 };
 
-void add_stats(const DatasetStats& part, DatasetStats* stats) {
-  if (!stats) return;
-  stats->examples += part.examples;
-  stats->tokens += part.tokens;
-  stats->truncated += part.truncated;
-  stats->dropped += part.dropped;
-  stats->skipped += part.skipped;
-}
-
-// The pair's checks and counts; false where it has no trained token left (dropped).
-bool keep_pair(const Example& pair, bool truncated, DatasetStats& part) {
-  if (truncated) ++part.truncated;
-  const auto trained = [](const std::vector<int32_t>& labels) {
-    return labels.size() >= 2 && std::any_of(labels.begin() + 1, labels.end(), [](int32_t l) { return l != kIgnoreIndex; });
-  };
-  if (!trained(pair.labels) || !trained(pair.rejected_labels)) {
-    ++part.dropped;
-    return false;
-  }
-  ++part.examples;
-  part.tokens += static_cast<int64_t>(pair.input_ids.size() + pair.rejected_ids.size());
-  return true;
-}
-
 }  // namespace
+
+std::pair<std::vector<int32_t>, std::vector<int32_t>> one_turn(const std::vector<EncodedPair>& pairs) {
+  std::vector<int32_t> prompt;
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    prompt.insert(prompt.end(), pairs[i].prompt.begin(), pairs[i].prompt.end());
+    if (i + 1 < pairs.size()) prompt.insert(prompt.end(), pairs[i].response.begin(), pairs[i].response.end());
+  }
+  return {prompt, pairs.back().response};
+}
 
 Example assemble_pair(const std::vector<int32_t>& prompt, const std::vector<int32_t>& chosen,
                       const std::vector<int32_t>& rejected, int64_t cutoff, bool* truncated) {
@@ -174,7 +148,7 @@ std::vector<Example> load_pairwise_text(const DatasetEntry& entry, const Templat
   }
   std::vector<Example> pairs;
   DatasetStats part;
-  std::map<std::string, std::pair<int64_t, std::string>> skips;  // category -> (count, first place)
+  SkippedRecords skips;
   for (const JsonRecord& record : records) {
     const std::string where = fmt::format("dataset '{}': {}:{}", entry.name, entry.file.string(), record.line);
     ConvertedRecord skipped;
@@ -195,9 +169,7 @@ std::vector<Example> load_pairwise_text(const DatasetEntry& entry, const Templat
       throw Error(fmt::format("{}: {}", where, e.what()));
     }
     if (chosen.empty()) {
-      auto& [count, first] = skips[skipped.skip_category];
-      if (count++ == 0) first = fmt::format("{}:{} ({})", entry.file.string(), record.line, skipped.skip_detail);
-      ++part.skipped;
+      skips.add(skipped, entry, record.line);
       continue;
     }
     auto [prompt, chosen_ids] = one_turn(chosen);
@@ -209,19 +181,13 @@ std::vector<Example> load_pairwise_text(const DatasetEntry& entry, const Templat
     }
     bool truncated = false;
     Example pair = assemble_pair(prompt, chosen_ids, rejected_ids, limits.max_seq_len, &truncated);
-    for (const auto* ids : {&pair.input_ids, &pair.rejected_ids})
-      for (const int32_t id : *ids)
-        MT_REQUIRE(id >= 0 && id < limits.vocab_size,
-                   "{}: token id {} is outside the model's vocab_size {} (the tokenizer does not belong to this model)",
-                   where, id, limits.vocab_size);
-    if (keep_pair(pair, truncated, part)) pairs.push_back(std::move(pair));
+    require_in_vocab(pair.input_ids, limits.vocab_size, where);
+    require_in_vocab(pair.rejected_ids, limits.vocab_size, where);
+    if (keep_two_sequences(pair.input_ids, pair.labels, pair.rejected_ids, pair.rejected_labels, truncated, part))
+      pairs.push_back(std::move(pair));
   }
-  if (!skips.empty()) {
-    std::string summary;
-    for (const auto& [category, tally] : skips)
-      summary += fmt::format("{}{} {} (first at {})", summary.empty() ? "" : "; ", tally.first, category, tally.second);
-    log::warn("dataset '{}': skipped {} of {} records: {}", entry.name, part.skipped, records.size(), summary);
-  }
+  part.skipped = skips.count();
+  skips.warn(entry, records.size());
   add_stats(part, stats);
   return pairs;
 }
@@ -236,20 +202,7 @@ std::vector<Example> load_pairwise_tokenized(const DatasetEntry& entry, int64_t 
     const std::string where = fmt::format("dataset '{}': {}:{}", entry.name, entry.file.string(), record.line);
     MT_REQUIRE(record.value.is_object(), "{}: expected an object, got {}", where, record.value.type_name());
     auto ids_of = [&](const std::string& role, bool labels) {
-      const std::string key = entry.column(role);
-      const auto it = record.value.find(key);
-      MT_REQUIRE(it != record.value.end() && it->is_array() && !it->empty(),
-                 "{}: \"{}\" must be a non-empty array of token ids", where, key);
-      std::vector<int32_t> ids;
-      for (size_t i = 0; i < it->size(); ++i) {
-        const ordered_json& v = (*it)[i];
-        const bool ok = v.is_number_integer() && ((labels && v.get<int64_t>() == kIgnoreIndex) ||
-                                                  (v.get<int64_t>() >= 0 && v.get<int64_t>() < vocab_size));
-        MT_REQUIRE(ok, "{}: {}[{}] = {} is not a token id below vocab_size {}{}", where, key, i, v.dump(), vocab_size,
-                   labels ? " or -100" : "");
-        ids.push_back(static_cast<int32_t>(v.get<int64_t>()));
-      }
-      return ids;
+      return token_id_column(record.value, entry.column(role), where, vocab_size, labels);
     };
     Example pair;
     pair.input_ids = ids_of("chosen_input_ids", false);
@@ -260,13 +213,10 @@ std::vector<Example> load_pairwise_tokenized(const DatasetEntry& entry, int64_t 
                "{}: each sequence's labels must be as long as its input ids", where);
     MT_REQUIRE(pair.input_ids != pair.rejected_ids || pair.labels != pair.rejected_labels,
                "{}: chosen and rejected are the same sequence", where);
-    bool truncated = false;
-    for (auto* v : {&pair.input_ids, &pair.labels, &pair.rejected_ids, &pair.rejected_labels})
-      if (static_cast<int64_t>(v->size()) > max_seq_len) {
-        v->resize(static_cast<size_t>(max_seq_len));
-        truncated = true;
-      }
-    if (keep_pair(pair, truncated, part)) pairs.push_back(std::move(pair));
+    const bool truncated =
+        cut_to(max_seq_len, {&pair.input_ids, &pair.labels, &pair.rejected_ids, &pair.rejected_labels});
+    if (keep_two_sequences(pair.input_ids, pair.labels, pair.rejected_ids, pair.rejected_labels, truncated, part))
+      pairs.push_back(std::move(pair));
   }
   add_stats(part, stats);
   return pairs;

@@ -8,6 +8,7 @@
 // max_seq_len tokens; a response that is empty or a chosen equal to its rejected raises mt::Error naming file:line.
 #pragma once
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "data/batch.h"
@@ -17,6 +18,9 @@
 #include "data/templates/template_renderer.h"
 
 namespace mt {
+
+// Prompt ids (every turn before the last answer) and the last answer's ids, as LLaMA-Factory's encode_oneturn.
+std::pair<std::vector<int32_t>, std::vector<int32_t>> one_turn(const std::vector<EncodedPair>& pairs);
 
 // LLaMA-Factory's pair truncation: (source, target) = infer_seqlen(|prompt|, max(|chosen|, |rejected|), cutoff);
 // the prompt keeps its first source tokens, each response its first target tokens. *truncated when any was cut.
