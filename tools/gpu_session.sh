@@ -2,7 +2,7 @@
 # One GPU-machine session, run from the repository root with a bundle made by `tools/bundle.sh --tests`
 # in bundle/: the CUDA op table, the PyTorch-parity fixtures on the CUDA backend, pipeline variants, the
 # benchmarks and the PyTorch reference. Logs go to $OUT; a short table is printed last.
-# Usage: tools/gpu_session.sh [quick|full|dp|families|new-families|hybrid|nvme|moe|longseq|attention|softcap|segments|survey|figures|ragged|nondeterministic|tiles|ab]
+# Usage: tools/gpu_session.sh [quick|full|dp|families|new-families|hybrid|nvme|moe|moe-keep|mla|longseq|attention|softcap|segments|survey|figures|ragged|nondeterministic|tiles|ab]
 # (quick: the tests; full: the tests and the one-GPU benchmarks with PyTorch's; dp: the tests and the data-parallel
 # part, on 2 or more GPUs; families: the tests, then Qwen2.5-3B batch 64 and Qwen2.5-7B batch 32 with this build and,
 # where bundle_base/ holds an earlier build, with that one in the same call, then Gemma-2-9B and Phi-4 at batch 32 with
@@ -57,7 +57,12 @@
 # then Qwen2.5-3B packed (2 × 32768 of 2048-16384-token documents, 8 × 4096 of 64-2048-token examples) and unpacked at
 # 2 × 32768; ab: the tests as figures runs them, then, where bundle_base/megatrain holds an earlier build (the
 # libraries of bundle/), Qwen2.5-3B at 32 × 1024, 8 × 8192, 2 × 32768 and 2 × 32768 packed (2048-16384), the earlier
-# build and this one in turn on each shape
+# build and this one in turn on each shape; mla: tests_gpu "[cudnn_graph],[cudnn],[mla]" and the MLA parity fixtures
+# on CUDA, the latent-attention probe (tests_gpu "[.mla_bench]": cuDNN and ours at q/k 192, value 128, against head
+# dim 128), then GLM-4.7-Flash and DeepSeek-V2-Lite (MoE layers 1-4; MLA_SHAPES: shape:layers:first) at 32 × 1024
+# with MEGATRAIN_ATTENTION=ours and =auto; moe-keep: tests_gpu "[moe]" and the [moe-keep] fixtures on CUDA,
+# Qwen3-30B-A3B 10 layers at 64 × 4096 with the plan's MoE layers keeping and with none, and DeepSeek-V3's layers 3-4
+# with 32 of its experts at 32 × 4096 (DSV3_BATCHES)
 set -uo pipefail
 mode=${1:-full}
 out=${OUT:-/tmp/megatrain-gpu}
@@ -75,6 +80,8 @@ if [[ -z ${SKIP_OP_TABLE:-}${SKIP_TESTS:-} ]]; then
   [[ $mode == attention || $mode == softcap || $mode == segments ]] && gpu_tests=("[cudnn],[attention]")
   [[ $mode == figures || $mode == ragged || $mode == nondeterministic || $mode == tiles || $mode == ab ]] &&
     gpu_tests=("[cudnn],[attention],[segments]")
+  [[ $mode == mla ]] && gpu_tests=("[cudnn_graph],[cudnn],[mla]")
+  [[ $mode == moe-keep ]] && gpu_tests=("[moe]")
   if [[ $mode == segments ]]; then
     timeout 120 $b/tests_gpu "[segments]" >"$out/tests_gpu_segments.log" 2>&1
     note "tests_gpu [segments] rc=$? $(tail -n 2 "$out/tests_gpu_segments.log" | tr '\n' ' ')"
@@ -87,8 +94,11 @@ if [[ -z ${SKIP_OP_TABLE:-}${SKIP_TESTS:-} ]]; then
   fi
 fi
 if [[ -z ${SKIP_TESTS:-} ]]; then
-  MEGATRAIN_BACKEND=cuda timeout ${PARITY_TIMEOUT:-300} $b/tests_integration "[parity]" >"$out/parity_cuda.log" 2>&1
-  note "parity on cuda rc=$? $(tail -n 2 "$out/parity_cuda.log" | tr '\n' ' ')"
+  parity=("[parity]")
+  [[ $mode == mla ]] && parity=("[mla]")
+  [[ $mode == moe-keep ]] && parity=("[moe-keep]")
+  MEGATRAIN_BACKEND=cuda timeout ${PARITY_TIMEOUT:-300} $b/tests_integration "${parity[@]}" >"$out/parity_cuda.log" 2>&1
+  note "${parity[*]} on cuda rc=$? $(tail -n 2 "$out/parity_cuda.log" | tr '\n' ' ')"
 fi
 [[ $mode == quick ]] && { printf '%s\n' "${summary[@]}"; exit 0; }
 
@@ -377,6 +387,37 @@ if [[ $mode == softcap ]]; then  # Gemma-2-9B's soft-capped attention: cuDNN's s
       --model configs/models/gemma-2-9b.json --layers 24 --seq 1024 --steps 3 --warmup 1 --batch 32
     note "  $name: $(grep -m 4 -E 'attention plan|attention: MEGATRAIN|attention (forward|backward) batch' \
       "$out/bench_$name.log" | cut -c 1-300 | tr '\n' ' ')"
+  done
+fi
+if [[ $mode == mla ]]; then  # latent attention (q/k 192, value 128) on cuDNN against our kernel
+  timeout 200 $b/tests_gpu "[.mla_bench]" >"$out/mla_probe.log" 2>&1
+  note "mla probe rc=$? $(grep -E '^mla:' "$out/mla_probe.log" | cut -c 1-300 | tr '\n' ';')"
+  for shape in ${MLA_SHAPES:-glm-4.7-flash:4:1 deepseek-v2-lite:4:1}; do
+    IFS=: read -r name layers first <<<"$shape"
+    for impl in ours auto; do
+      MEGATRAIN_ATTENTION=$impl bench "${name}_b32_$impl" 1 --model "configs/models/$name.json" --layers "$layers" \
+        --first-layer "$first" --seq 1024 --steps 3 --warmup 1 --batch 32
+      note "  ${name} $impl: $(grep -m 3 -E 'attention plan|attention: MEGATRAIN|attention (forward|backward) batch' \
+        "$out/bench_${name}_b32_$impl.log" | cut -c 1-240 | tr '\n' ' ')"
+    done
+    note "  ${name} (loss, step, fwd+bwd) ours: $(bench_steps "${name}_b32_ours") auto: $(bench_steps "${name}_b32_auto")"
+  done
+fi
+if [[ $mode == moe-keep ]]; then  # MoE layers keeping their expert activations, and DeepSeek-V3's layers
+  q30=(--model configs/models/qwen3-30b-a3b.json --layers 10 --seq 4096 --steps 4 --warmup 1 --batch 64)
+  bench qwen3_30b_a3b_10l_b64_keep_auto 1 "${q30[@]}"
+  note "  $(grep -m 1 'MoE:' "$out/bench_qwen3_30b_a3b_10l_b64_keep_auto.log" | cut -c 1-300)"
+  bench qwen3_30b_a3b_10l_b64_keep0 1 "${q30[@]}" --moe-keep-layers 0
+  note "  keep auto / keep 0 (loss, step, fwd+bwd): $(bench_steps qwen3_30b_a3b_10l_b64_keep_auto) / $(bench_steps qwen3_30b_a3b_10l_b64_keep0)"
+  # DeepSeek-V3's MoE layers (3 and 4) with 32 of its 256 experts: the same attention and the same work per token
+  # (top 8, one shared expert), in 2 × 1.4 G parameters that 125 GiB of host RAM holds at 16 B/parameter (its own
+  # layers are 11.4 G each).
+  python3 -c "import json; d = json.load(open('configs/models/deepseek-v3.json')); d['n_routed_experts'] = 32; \
+print(json.dumps(d))" >"$out/deepseek-v3-32-experts.json"
+  for batch in ${DSV3_BATCHES:-32}; do
+    bench "deepseek_v3_32e_2l_b${batch}" 1 --model "$out/deepseek-v3-32-experts.json" --layers 2 --first-layer 3 \
+      --seq 4096 --steps 3 --warmup 1 --batch "$batch"
+    note "  $(grep -m 2 -E 'attention plan|MoE:' "$out/bench_deepseek_v3_32e_2l_b${batch}.log" | cut -c 1-240 | tr '\n' ' ')"
   done
 fi
 # Data parallelism on every visible GPU (at least 2): the fixtures against one GPU, then weak scaling of the bench

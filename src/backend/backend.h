@@ -28,6 +28,7 @@ struct AttnShape {
   const SegmentBatch* segment_batch = nullptr;
   const void* sinks = nullptr;           // [n_heads] of dtype(): a per-head logit in every row's softmax denominator
                                          // with no value (GPT-OSS attention sinks); lse includes it; null = none
+  int64_t value_head_dim() const { return v_head_dim > 0 ? v_head_dim : head_dim; }
 };
 
 // Geometry of one gated-delta-rule call over a right-padded batch. qkv rows hold q [n_k_heads·k_head_dim] | k

@@ -34,14 +34,15 @@ std::string cudnn_attention_gap(const AttnShape& s, DType dtype) {
   if (s.segments != nullptr && s.segment_batch == nullptr) return "packed segments without their virtual batch";
   if (s.head_dim % 8 != 0 || s.head_dim > 256) return MT_FORMAT("head_dim {} (a multiple of 8 up to 256)", s.head_dim);
   if (s.seq < 2) return "seq < 2";
-  if (s.v_head_dim > 0 && s.v_head_dim != s.head_dim)
-    return MT_FORMAT("value head_dim {} other than the q/k head_dim {} (latent attention: our kernels)", s.v_head_dim,
-                     s.head_dim);
+  const int64_t dv = s.value_head_dim();
+  if (dv % 8 != 0 || dv > s.head_dim)
+    return MT_FORMAT("value head_dim {} (a multiple of 8 up to the q/k head_dim {})", dv, s.head_dim);
   return "";
 }
 
-std::string cudnn_layer_gap(const AttentionSpec& a, DType dtype) {
-  AttnShape s{.batch = 1, .seq = 2, .n_heads = a.num_heads, .n_kv_heads = a.num_kv_heads, .head_dim = a.head_dim};
+std::string cudnn_layer_gap(const AttentionSpec& a, DType dtype, int64_t v_head_dim) {
+  AttnShape s{.batch = 1, .seq = 2, .n_heads = a.num_heads, .n_kv_heads = a.num_kv_heads, .head_dim = a.head_dim,
+              .v_head_dim = v_head_dim};
   return cudnn_attention_gap(s, dtype);
 }
 
@@ -118,10 +119,12 @@ int64_t cudnn_backward_tile(const AttnShape& s) {
 
 int64_t cudnn_tiled_side_bytes(const AttnShape& s, int64_t T) {
   const int64_t b = s.batch, h = s.n_heads, qw = s.n_heads * s.head_dim, kw = s.n_kv_heads * s.head_dim;
+  const int64_t ow = s.n_heads * s.value_head_dim(), vw = s.n_kv_heads * s.value_head_dim();
   const int64_t rows = (s.seq + T - 1) / T * T;
   const int64_t q_tile = align_up(b * T * qw * 2), kv_tile = align_up(b * T * kw * 2), row = align_up(b * h * T * 4);
-  return 2 * row + 4 * q_tile + 4 * kv_tile + align_up(b * T * qw * 4) + 2 * align_up(b * rows * kw * 4) +
-         2 * align_up(b * 4);
+  const int64_t o_tile = align_up(b * T * ow * 2), v_tile = align_up(b * T * vw * 2);
+  return 2 * row + 2 * q_tile + 2 * o_tile + 2 * kv_tile + 2 * v_tile + align_up(b * T * qw * 4) +
+         align_up(b * rows * kw * 4) + align_up(b * rows * vw * 4) + 2 * align_up(b * 4);
 }
 
 int64_t cudnn_tiled_backward_bytes(const AttnShape& s, int64_t T) {
@@ -133,10 +136,13 @@ namespace {
 
 // The staging copies at the bucket length Sp.
 int64_t staging_at(bool backward, const AttnShape& s, int64_t Sp) {
-  const int64_t b = s.batch, h = s.n_heads, hk = s.n_kv_heads, d = s.head_dim;
+  const int64_t b = s.batch, h = s.n_heads, hk = s.n_kv_heads, d = s.head_dim, dv = s.value_head_dim();
   const int64_t q_bytes = align_up(b * Sp * h * d * 2), kv_bytes = align_up(b * Sp * hk * d * 2);
+  const int64_t o_bytes = align_up(b * Sp * h * dv * 2), v_bytes = align_up(b * Sp * hk * dv * 2);
   const int64_t rest = align_up(b * h * Sp * 4) + align_up(b * 4);
-  return backward ? 4 * q_bytes + 4 * kv_bytes + rest : 2 * q_bytes + 2 * kv_bytes + rest;
+  // forward: q, k, v, o; backward: q, o, dO, dQ, k, v, dK, dV
+  return backward ? 2 * q_bytes + 2 * o_bytes + 2 * kv_bytes + 2 * v_bytes + rest
+                  : q_bytes + o_bytes + kv_bytes + v_bytes + rest;
 }
 
 }  // namespace

@@ -25,15 +25,16 @@ AttentionChoice attention_choice_from_env();
 const char* attention_choice_name(AttentionChoice c);
 
 // Why cuDNN does not cover a shape (empty when it does): packed segments without their virtual batch (segment_batch:
-// the engine sets it), fp32, head_dim (a multiple of 8 up to 256), seq < 2. ALiBi is covered (the slopes' bias in
+// the engine sets it), fp32, head_dim (a multiple of 8 up to 256), a value head dim that is not a multiple of 8 up to
+// the q/k one (latent attention's 128 with 192 is covered: V, O and their gradients at their own width), seq < 2. ALiBi is covered (the slopes' bias in
 // the graph, as cudnn-frontend's alibi_mask). A soft-cap is covered (the graph's score
 // modifier), and so are attention sinks (GPT-OSS: the forward's softmax takes the sink as cudnn-frontend lowers it;
 // the backward is the same graph, lse holding the sink, and d_sinks stays Backend::attention_sinks_backward's); what
 // the loaded cuDNN's version refuses is cudnn_version_gap's.
 std::string cudnn_attention_gap(const AttnShape& s, DType dtype);
 // The same for a model's attention layer in a run of `dtype` (before any batch: packed segments and chunked
-// attention's chunks are the batch's, and run as their virtual batch).
-std::string cudnn_layer_gap(const AttentionSpec& a, DType dtype);
+// attention's chunks are the batch's, and run as their virtual batch); v_head_dim 0: the q/k head dim.
+std::string cudnn_layer_gap(const AttentionSpec& a, DType dtype, int64_t v_head_dim = 0);
 // Why a cuDNN of `version` (cudnnGetVersion(): 91400 is 9.14.0) builds no graph of one direction for a shape that
 // cudnn_attention_gap covers (empty when it builds one): 9.10.0 and 9.10.1 (SDPA bf16 bugs; cudnn-frontend refuses
 // them), a soft-cap before 9.6 (the score modifier), a forward with sinks before 9.13 (the SDPA sink pattern; the

@@ -81,13 +81,15 @@ void plan_activations(const ModelSpec& s, const RunShape& run, int64_t es, GpuPl
   for (const LayerSpec& l : s.layers) {
     if (l.is_deltanet()) continue;
     const AttentionSpec& a = l.attention;
-    // Latent attention's value head dim differs from its q/k one: cuDNN refuses it (cudnn_attention_gap), ours runs.
-    const bool cudnn = run.cudnn_attention && !l.is_mla() && cudnn_layer_gap(a, run.dtype).empty();
+    // Latent attention's value head dim differs from its q/k one (V, O and their gradients are narrower).
+    const int64_t v_head_dim = l.is_mla() ? l.mla.v_head_dim : 0;
+    const bool cudnn = run.cudnn_attention && cudnn_layer_gap(a, run.dtype, v_head_dim).empty();
     if (cudnn) {
       // The micro-batch's call; an ALiBi layer's slopes are marked, not read (its backward never tiles).
       static constexpr float kAlibiMarker = 0.f;
       const AttnShape call{.batch = mb, .seq = run.seq_len, .n_heads = a.num_heads, .n_kv_heads = a.num_kv_heads,
-                           .head_dim = a.head_dim, .alibi_slopes = a.alibi ? &kAlibiMarker : nullptr};
+                           .head_dim = a.head_dim, .v_head_dim = v_head_dim,
+                           .alibi_slopes = a.alibi ? &kAlibiMarker : nullptr};
       const CudnnWorkspace w = cudnn_attention_reserve(call, run.cudnn_call_batch, run.packed);
       cudnn_forward = std::max(cudnn_forward, w.forward);
       if (w.backward > g.cudnn_backward_need) g.cudnn_backward_tile = cudnn_backward_tile(call);

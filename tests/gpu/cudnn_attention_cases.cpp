@@ -25,15 +25,17 @@ std::unique_ptr<cu::CudnnAttention> make_cudnn() {
       [](void* p) { cudaFree(p); });
 }
 
-Inputs inputs(int64_t q_size, int64_t kv_size, uint32_t seed, float magnitude) {
+Inputs inputs(int64_t q_size, int64_t kv_size, uint32_t seed, float magnitude, int64_t v_size, int64_t o_size) {
   return {rounded<bf16>(random_floats(q_size, seed, magnitude)),
-          rounded<bf16>(random_floats(kv_size, seed + 1, magnitude)), rounded<bf16>(random_floats(kv_size, seed + 2)),
-          rounded<bf16>(random_floats(q_size, seed + 3))};
+          rounded<bf16>(random_floats(kv_size, seed + 1, magnitude)),
+          rounded<bf16>(random_floats(v_size < 0 ? kv_size : v_size, seed + 2)),
+          rounded<bf16>(random_floats(o_size < 0 ? q_size : o_size, seed + 3))};
 }
 
 Reference reference(const std::vector<float>& q, const std::vector<float>& k, const std::vector<float>& v,
                     const std::vector<float>& dout, const mt::AttnShape& host) {
-  Reference r{std::vector<float>(q.size()), std::vector<float>(static_cast<size_t>(host.batch * host.n_heads * host.seq)),
+  Reference r{std::vector<float>(dout.size()),
+              std::vector<float>(static_cast<size_t>(host.batch * host.n_heads * host.seq)),
               std::vector<float>(q.size()), std::vector<float>(k.size()), std::vector<float>(v.size()), {}};
   cpu().attention_forward(r.out.data(), r.lse.data(), q.data(), k.data(), v.data(), host);
   cpu().attention_backward(r.dq.data(), r.dk.data(), r.dv.data(), dout.data(), q.data(), k.data(), v.data(),
@@ -58,8 +60,9 @@ Reference through_backend(mt::Backend& be, const std::vector<float>& q, const st
                           const std::vector<int32_t>& lens) {
   const mt::DType dt = mt::DType::bf16;
   const auto q_size = static_cast<int64_t>(q.size()), kv_size = static_cast<int64_t>(k.size());
+  const auto v_size = static_cast<int64_t>(v.size()), o_size = static_cast<int64_t>(dout.size());
   BackendBuffer b_q(be, q, dt), b_k(be, k, dt), b_v(be, v, dt), b_dout(be, dout, dt);
-  BackendBuffer out(be, q_size, dt), dq(be, q_size, dt), dk(be, kv_size, dt), dv(be, kv_size, dt);
+  BackendBuffer out(be, o_size, dt), dq(be, q_size, dt), dk(be, kv_size, dt), dv(be, v_size, dt);
   BackendBuffer lse(be, host.batch * host.n_heads * host.seq, mt::DType::f32);
   const Ints b_lens(be, lens);
   mt::AttnShape dev = host;
@@ -76,6 +79,7 @@ CaseShapes case_shapes(const CudnnCase& c) {
                            .n_heads = c.heads,
                            .n_kv_heads = c.kv_heads,
                            .head_dim = c.head_dim,
+                           .v_head_dim = c.v_head_dim,
                            .window = c.window,
                            .scale = c.scale,
                            .softcap = c.softcap,
@@ -146,6 +150,14 @@ const std::vector<CudnnCase>& cudnn_cases() {
        false, true},
       {"ALiBi: GQA 4, head_dim 64, window 64, odd length 201", 1, 201, 8, 2, 64, 64, {}, 0.f, true, 0.f, 1.f, false,
        true},
+      // Latent attention (DeepSeek-V3: 128 heads, q/k 192 = 128 no-rope + 64 rope, value 128, scale with YaRN's
+      // mscale; fewer heads here): V, O and their gradients at the value head dim.
+      {"MLA: DeepSeek-V3-like 8 heads, q/k 192, value 128, odd length 333, padded 333/200 (staged)", 2, 333, 8, 8, 192,
+       0, {333, 200}, 0.1147f, true, 0.f, 1.f, false, false, 128},
+      {"MLA: 16 heads, q/k 192, value 128, length 1024 (a bucket, in place)", 1, 1024, 16, 16, 192, 0, {}, 0.f, true,
+       0.f, 1.f, false, false, 128},
+      {"MLA: DeepSeek-V2-Lite-like 4 heads, q/k 192, value 128, length 512 padded 512/77", 2, 512, 4, 4, 192, 0,
+       {512, 77}, 0.f, true, 0.f, 1.f, false, false, 128},
   };
   return cases;
 }
@@ -163,14 +175,15 @@ int64_t nonzero_padding(const std::vector<float>& v, const CudnnCase& c, int64_t
 void check_against_reference(cu::CudnnAttention& cudnn, const CudnnCase& c, const mt::AttnShape& host,
                              const mt::AttnShape& dev, uint32_t seed) {
   const int64_t T = c.batch * c.seq, q_size = T * c.heads * c.head_dim, kv_size = T * c.kv_heads * c.head_dim;
+  const int64_t o_size = T * c.heads * c.value_head_dim(), v_size = T * c.kv_heads * c.value_head_dim();
   const int64_t lse_size = c.batch * c.heads * c.seq;
-  const auto [q, k, v, dout] = inputs(q_size, kv_size, seed, c.magnitude);
+  const auto [q, k, v, dout] = inputs(q_size, kv_size, seed, c.magnitude, v_size, o_size);
   const Reference want = reference(q, k, v, dout, host);
 
   auto d_q = upload<bf16>(q), d_k = upload<bf16>(k), d_v = upload<bf16>(v), d_dout = upload<bf16>(dout);
-  DeviceBuffer<bf16> out(q_size), dq(q_size), dk(kv_size), dv(kv_size), dq2(q_size), dk2(kv_size), dv2(kv_size);
-  DeviceBuffer<bf16> out_ours(q_size), dq3(q_size), dk3(kv_size), dv3(kv_size), dq4(q_size), dk4(kv_size),
-      dv4(kv_size);
+  DeviceBuffer<bf16> out(o_size), dq(q_size), dk(kv_size), dv(v_size), dq2(q_size), dk2(kv_size), dv2(v_size);
+  DeviceBuffer<bf16> out_ours(o_size), dq3(q_size), dk3(kv_size), dv3(v_size), dq4(q_size), dk4(kv_size),
+      dv4(v_size);
   DeviceBuffer<float> lse(lse_size), lse_ours(lse_size);
   for (auto* buf : {&out, &dq, &dk, &dv})  // NaN bits: every row the calls should write, and the padding
     MT_CUDA_OK(cudaMemsetAsync(buf->get(), 0xff, buf->size() * 2, test_stream()));
@@ -193,10 +206,10 @@ void check_against_reference(cu::CudnnAttention& cudnn, const CudnnCase& c, cons
   check_close("cudnn attention dq", got_dq, want.dq, tolerance<bf16>);
   check_close("cudnn attention dk", got_dk, want.dk, tolerance<bf16>);
   check_close("cudnn attention dv", got_dv, want.dv, tolerance<bf16>);
-  CHECK(nonzero_padding(got_out, c, c.heads * c.head_dim) == 0);
+  CHECK(nonzero_padding(got_out, c, c.heads * c.value_head_dim()) == 0);
   CHECK(nonzero_padding(got_dq, c, c.heads * c.head_dim) == 0);
   CHECK(nonzero_padding(got_dk, c, c.kv_heads * c.head_dim) == 0);
-  CHECK(nonzero_padding(got_dv, c, c.kv_heads * c.head_dim) == 0);
+  CHECK(nonzero_padding(got_dv, c, c.kv_heads * c.value_head_dim()) == 0);
   if (mt::cudnn_deterministic_backward()) {
     CHECK(same_bits(got_dq, download(dq2)));
     CHECK(same_bits(got_dk, download(dk2)));

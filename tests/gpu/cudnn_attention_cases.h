@@ -23,12 +23,14 @@ using bf16 = __nv_bfloat16;
 // A CudnnAttention on the tests' stream whose workspace comes from cudaMalloc.
 std::unique_ptr<mt::cuda::CudnnAttention> make_cudnn();
 
-// One attention call's inputs rounded to bf16: q and k of `magnitude`, v and dout, from seeds seed .. seed + 3.
+// One attention call's inputs rounded to bf16: q and k of `magnitude`, v and dout, from seeds seed .. seed + 3; v of
+// v_size and dout of o_size elements (-1: kv_size and q_size; latent attention's value head dim makes them smaller).
 struct Inputs {
   std::vector<float> q, k, v, dout;
 };
 
-Inputs inputs(int64_t q_size, int64_t kv_size, uint32_t seed, float magnitude = 1.f);
+Inputs inputs(int64_t q_size, int64_t kv_size, uint32_t seed, float magnitude = 1.f, int64_t v_size = -1,
+              int64_t o_size = -1);
 
 // The CPU reference's forward (out, lse) and backward (dq, dk, dv; d_sinks where the shape has sinks) of one
 // attention call on host data.
@@ -67,6 +69,8 @@ struct CudnnCase {
   float magnitude = 1.f;  // std of the random q and k (larger: logits reach the soft-cap's non-linear range)
   bool sinks = false;     // GPT-OSS's attention sinks: a logit per head, uniform in [0, 2] (bf16)
   bool alibi = false;     // Baichuan 2's ALiBi: model/alibi.h's slopes for the heads (fp32)
+  int64_t v_head_dim = 0;  // latent attention's value head dim (0: head_dim)
+  int64_t value_head_dim() const { return v_head_dim > 0 ? v_head_dim : head_dim; }
 };
 
 // A case's shape with its lengths (and sinks) in host memory (for the reference) and uploaded (for the GPU); empty

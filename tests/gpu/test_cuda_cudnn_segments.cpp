@@ -90,6 +90,22 @@ const std::vector<SegmentCase>& segment_cases() {
         false,
         true},
        {{200, 260, 40}, {321}}},
+      {{"MLA (value head dim 128 of q/k 192, gathered: never ragged): 8/8 heads, padding 600/450",
+        2,
+        600,
+        8,
+        8,
+        192,
+        0,
+        {600, 450},
+        0.f,
+        true,
+        0.f,
+        1.f,
+        false,
+        false,
+        128},
+       {{250, 300, 50}, {200, 250}}},
   };
   return cases;
 }

@@ -32,13 +32,14 @@ void check_tiled_backward(const std::vector<TiledCase>& cases) {
                             << tile << (c.sinks ? " sinks" : "")) {
       INFO(c.name);
       const int64_t T = c.batch * c.seq, q_size = T * c.heads * c.head_dim, kv_size = T * c.kv_heads * c.head_dim;
+      const int64_t o_size = T * c.heads * c.value_head_dim(), v_size = T * c.kv_heads * c.value_head_dim();
       const CaseShapes shapes = case_shapes(c);
       const mt::AttnShape &host = shapes.host, &dev = shapes.dev;
-      const auto [q, k, v, dout] = inputs(q_size, kv_size, 81, c.magnitude);
+      const auto [q, k, v, dout] = inputs(q_size, kv_size, 81, c.magnitude, v_size, o_size);
       const Reference want = reference(q, k, v, dout, host);
       auto d_q = upload<bf16>(q), d_k = upload<bf16>(k), d_v = upload<bf16>(v), d_dout = upload<bf16>(dout);
-      DeviceBuffer<bf16> out(q_size), dq(q_size), dk(kv_size), dv(kv_size), dq2(q_size), dk2(kv_size), dv2(kv_size);
-      DeviceBuffer<bf16> dq1(q_size), dk1(kv_size), dv1(kv_size);
+      DeviceBuffer<bf16> out(o_size), dq(q_size), dk(kv_size), dv(v_size), dq2(q_size), dk2(kv_size), dv2(v_size);
+      DeviceBuffer<bf16> dq1(q_size), dk1(kv_size), dv1(v_size);
       DeviceBuffer<float> lse(c.batch * c.heads * c.seq);
       REQUIRE(cudnn->forward(out.get(), lse.get(), d_q->get(), d_k->get(), d_v->get(), dev));
       check_close("cudnn forward out", download(out), want.out, tolerance<bf16>);
@@ -72,7 +73,7 @@ void check_tiled_backward(const std::vector<TiledCase>& cases) {
       CHECK(same_bits(got_dv, download(dv2)));
       CHECK(nonzero_padding(got_dq, c, c.heads * c.head_dim) == 0);
       CHECK(nonzero_padding(got_dk, c, c.kv_heads * c.head_dim) == 0);
-      CHECK(nonzero_padding(got_dv, c, c.kv_heads * c.head_dim) == 0);
+      CHECK(nonzero_padding(got_dv, c, c.kv_heads * c.value_head_dim()) == 0);
       // Against the one graph: both bf16 roundings of the same sums (the tiles round each tile's part once more).
       check_close("tiled dq against one graph", got_dq, download(dq1), 1e-2);
       check_close("tiled dk against one graph", got_dk, download(dk1), 1e-2);
@@ -98,6 +99,9 @@ TEST_CASE("cudnn attention: the deterministic backward in tiles matches the refe
       {{"sinks: GPT-OSS-like 8/1 heads of 64, odd length 1500 (the last tile 476 rows), padded 1500/1001, tiles of "
         "512",
         2, 1500, 8, 1, 64, 0, {1500, 1001}, 0.f, true, 0.f, 1.f, true},
+       "512", 512},
+      {{"MLA: 8 heads, q/k 192, value 128, odd length 1300 (the last tile 276 rows), padded 1300/900, tiles of 512", 2,
+        1300, 8, 8, 192, 0, {1300, 900}, 0.f, true, 0.f, 1.f, false, false, 128},
        "512", 512},
   });
 }

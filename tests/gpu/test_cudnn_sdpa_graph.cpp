@@ -121,6 +121,27 @@ TEST_CASE("cuDNN SDPA graphs: every variant's descriptors finalize without a GPU
   CHECK(built == per_kind * ((version >= 91300 ? 2 : 1) + 2));  // the forward with sinks and without, both backwards
 }
 
+// Latent attention's shapes (DeepSeek-V3: q/k 192, value 128; a value head dim half the q/k one): V, O, dO and dV
+// at the value head dim, every graph training asks for (forward; both backwards, unpadded, padded, a tile below the
+// diagonal) finalizes, and the side tensors are the q/k widths' (dQ's accumulator has Q's head dim).
+TEST_CASE("cuDNN SDPA graphs: a value head dim other than the q/k one finalizes", "[cudnn_graph]") {
+  for (const auto& [d, dv] : {std::pair<int64_t, int64_t>{192, 128}, {128, 64}})
+    for (const bool backward : {false, true})
+      for (const bool deterministic : {true, false})
+        for (const bool padding : {false, true})
+          for (const bool causal : {true, false}) {
+            if (!backward && !deterministic) continue;
+            const Variant v{backward, deterministic, padding, false, causal, false, false, false, false, 8, 8, d};
+            mt::AttnShape s{.batch = 2, .seq = 256, .n_heads = 8, .n_kv_heads = 8, .head_dim = d, .v_head_dim = dv};
+            s.scale = 0.1147f;
+            const Built b = build(v, s);
+            INFO(v.describe() << " value " << dv << ": " << b.errors);
+            REQUIRE(b.ok);
+            CHECK(b.device_uids == expected_device_uids(v));
+            CHECK(b.side.dq_accum_bytes == (backward && !deterministic ? cu::align_up(2 * 8 * 256 * d * 4) : 0));
+          }
+}
+
 namespace {
 
 // A call of the semantic check: heads, window, scale, soft-cap, ALiBi, sinks, lengths (empty: all valid).
@@ -131,6 +152,7 @@ struct SemanticCase {
   float scale = 0.f, softcap = 0.f;
   bool alibi = false, sinks = false;
   std::vector<int32_t> lens;
+  int64_t v_head_dim = 0;  // 0: the q/k head dim (latent attention: narrower; its calls are never ragged)
 };
 
 // The rows of a [batch, seq, width] tensor that are valid (i < lens[b]), in order.
@@ -192,22 +214,30 @@ TEST_CASE("cuDNN SDPA graphs compute the CPU reference's attention (host interpr
        .alibi = true,
        .sinks = true,
        .lens = {40, 35}},
+      {.name = "MLA-like MHA, value head dim 8 of 16, scale 0.3, padded 40/19",
+       .heads = 4,
+       .kv_heads = 4,
+       .scale = 0.3f,
+       .lens = {40, 19},
+       .v_head_dim = 8},
+      {.name = "value head dim 8 of 16, GQA 4:2", .heads = 4, .kv_heads = 2, .lens = {}, .v_head_dim = 8},
   };
 
   for (const SemanticCase& c : cases) {
     if (c.sinks && version < 91300) continue;
     const int64_t h = c.heads, hk = c.kv_heads, T = batch * seq, qw = h * d, kw = hk * d;
+    const int64_t vd = c.v_head_dim > 0 ? c.v_head_dim : d, ow = h * vd, vw = hk * vd;
     const bool padded = !c.lens.empty();
     const std::vector<int32_t> lens = padded ? c.lens : std::vector<int32_t>(batch, static_cast<int32_t>(seq));
     const std::vector<float> q = rounded<bf16>(random_floats(T * qw, 11)), k = rounded<bf16>(random_floats(T * kw, 12));
-    const std::vector<float> v = rounded<bf16>(random_floats(T * kw, 13)),
-                             dout = rounded<bf16>(random_floats(T * qw, 14));
+    const std::vector<float> v = rounded<bf16>(random_floats(T * vw, 13)),
+                             dout = rounded<bf16>(random_floats(T * ow, 14));
     std::vector<float> slopes, sinks;
     for (int64_t i = 0; i < h; ++i) {
       slopes.push_back(0.25f / static_cast<float>(i + 1));
       sinks.push_back(mt::round_to_bf16(0.5f + 0.3f * static_cast<float>(i)));
     }
-    mt::AttnShape s{.batch = batch, .seq = seq, .n_heads = h, .n_kv_heads = hk, .head_dim = d};
+    mt::AttnShape s{.batch = batch, .seq = seq, .n_heads = h, .n_kv_heads = hk, .head_dim = d, .v_head_dim = vd};
     s.window = c.window;
     s.scale = c.scale;
     s.softcap = c.softcap;
@@ -215,7 +245,7 @@ TEST_CASE("cuDNN SDPA graphs compute the CPU reference's attention (host interpr
     s.seq_lens = padded ? lens.data() : nullptr;
     s.sinks = c.sinks ? sinks.data() : nullptr;
     // The reference: fp32 on the rounded inputs; out rounded as the GPU stores it, for the backward's input.
-    std::vector<float> out(static_cast<size_t>(T * qw)), lse(static_cast<size_t>(batch * h * seq));
+    std::vector<float> out(static_cast<size_t>(T * ow)), lse(static_cast<size_t>(batch * h * seq));
     std::vector<float> dq(q.size()), dk(k.size()), dv(v.size());
     cpu().attention_forward(out.data(), lse.data(), q.data(), k.data(), v.data(), s);
     const std::vector<float> out_bf16 = rounded<bf16>(out);
@@ -223,7 +253,7 @@ TEST_CASE("cuDNN SDPA graphs compute the CPU reference's attention (host interpr
                              out_bf16.data(), lse.data(), s);
     const std::vector<float> lens_f(lens.begin(), lens.end());
     for (const bool ragged : {false, true}) {
-      if (ragged && !padded) continue;
+      if (ragged && (!padded || vd != d)) continue;
       // A ragged call's tensors packed back to back, its offsets per sequence in elements.
       auto layout = [&](const std::vector<float>& x, int64_t width) {
         return ragged ? valid_rows(x, lens, seq, width) : x;
@@ -239,8 +269,8 @@ TEST_CASE("cuDNN SDPA graphs compute the CPU reference's attention (host interpr
       auto bind_common = [&](CudnnGraphInterpreter& run, bool backward) {
         run.bind(cu::uid_q, layout(q, qw));
         run.bind(cu::uid_k, layout(k, kw));
-        run.bind(cu::uid_v, layout(v, kw));
-        run.bind(cu::uid_o, backward ? layout(out_bf16, qw) : std::vector<float>(layout(q, qw).size(), 0.f));
+        run.bind(cu::uid_v, layout(v, vw));
+        run.bind(cu::uid_o, backward ? layout(out_bf16, ow) : std::vector<float>(layout(dout, ow).size(), 0.f));
         run.bind(cu::uid_stats, backward ? lse : std::vector<float>(lse.size(), 0.f));
         if (padded) {
           run.bind(cu::uid_seq_q, lens_f);
@@ -265,8 +295,8 @@ TEST_CASE("cuDNN SDPA graphs compute the CPU reference's attention (host interpr
           bind_common(f, false);
           if (c.sinks) f.bind(cu::uid_sinks, sinks);
           f.run();
-          check_close("graph out", valid_rows(back(f.memory(cu::uid_o), qw), lens, seq, qw),
-                      valid_rows(out, lens, seq, qw), tolerance<bf16>);
+          check_close("graph out", valid_rows(back(f.memory(cu::uid_o), ow), lens, seq, ow),
+                      valid_rows(out, lens, seq, ow), tolerance<bf16>);
           check_close("graph lse", valid_lse(f.memory(cu::uid_stats), lens, h, seq), valid_lse(lse, lens, h, seq),
                       1e-5);
           for (const bool deterministic : {true, false}) {
@@ -277,10 +307,10 @@ TEST_CASE("cuDNN SDPA graphs compute the CPU reference's attention (host interpr
             REQUIRE(bwd.ok());
             CudnnGraphInterpreter g(bwd);
             bind_common(g, true);
-            g.bind(cu::uid_do, layout(dout, qw));
+            g.bind(cu::uid_do, layout(dout, ow));
             g.bind(cu::uid_dq, std::vector<float>(layout(q, qw).size(), 0.f));
             g.bind(cu::uid_dk, std::vector<float>(layout(k, kw).size(), 0.f));
-            g.bind(cu::uid_dv, std::vector<float>(layout(v, kw).size(), 0.f));
+            g.bind(cu::uid_dv, std::vector<float>(layout(v, vw).size(), 0.f));
             g.bind(cu::uid_softmax_sum, std::vector<float>(lse.size(), 0.f));
             if (!deterministic)
               g.bind(cu::uid_dq_accum, std::vector<float>(side.ragged_dq_accum ? layout(q, qw).size() : q.size(), 0.f));
@@ -289,8 +319,8 @@ TEST_CASE("cuDNN SDPA graphs compute the CPU reference's attention (host interpr
                         valid_rows(dq, lens, seq, qw), tolerance<bf16>);
             check_close("graph dk", valid_rows(back(g.memory(cu::uid_dk), kw), lens, seq, kw),
                         valid_rows(dk, lens, seq, kw), tolerance<bf16>);
-            check_close("graph dv", valid_rows(back(g.memory(cu::uid_dv), kw), lens, seq, kw),
-                        valid_rows(dv, lens, seq, kw), tolerance<bf16>);
+            check_close("graph dv", valid_rows(back(g.memory(cu::uid_dv), vw), lens, seq, vw),
+                        valid_rows(dv, lens, seq, vw), tolerance<bf16>);
           }
         }
       }

@@ -202,7 +202,9 @@ bool CudnnAttention::bucket_forward(__nv_bfloat16* out, float* lse, const __nv_b
   const Layout l = layout_for(s);
   Graph& g = graph(false, l.shape, l.padded, true);
   const int64_t b = s.batch, S = s.seq, Sp = l.shape.seq, h = s.n_heads, hk = s.n_kv_heads, d = s.head_dim;
+  const int64_t vd = s.value_head_dim();
   const int64_t q_bytes = align_up(b * Sp * h * d * 2), kv_bytes = align_up(b * Sp * hk * d * 2);
+  const int64_t o_bytes = align_up(b * Sp * h * vd * 2), v_bytes = align_up(b * Sp * hk * vd * 2);
   const int64_t stats_bytes = align_up(b * h * Sp * 4);
   const int64_t staging = cudnn_staging_bytes(false, s);
   if (!g.info.ok || !reserve_workspace(g, staging)) return false;
@@ -211,11 +213,11 @@ bool CudnnAttention::bucket_forward(__nv_bfloat16* out, float* lse, const __nv_b
   void *o_out = out, *stats_out = lse;
   if (l.staged) {  // rows [S, Sp) of every sequence are padding: 0 in, masked by the lengths
     char* st = ws + g.info.workspace_bytes;
-    char *sq = st, *sk = sq + q_bytes, *sv = sk + kv_bytes, *so = sv + kv_bytes, *sstats = so + q_bytes;
+    char *sq = st, *sk = sq + q_bytes, *sv = sk + kv_bytes, *so = sv + v_bytes, *sstats = so + o_bytes;
     int32_t* slens = reinterpret_cast<int32_t*>(sstats + stats_bytes);
     restride_rows(sq, q, b, S, Sp, h * d * 2, stream_);
     restride_rows(sk, k, b, S, Sp, hk * d * 2, stream_);
-    restride_rows(sv, v, b, S, Sp, hk * d * 2, stream_);
+    restride_rows(sv, v, b, S, Sp, hk * vd * 2, stream_);
     if (lens == nullptr) {
       fill_ints(slens, b, static_cast<int32_t>(S), stream_);
       lens = slens;
@@ -226,10 +228,10 @@ bool CudnnAttention::bucket_forward(__nv_bfloat16* out, float* lse, const __nv_b
   bind_bias_and_sinks(g, s, ptrs, stream_);
   execute(handle_, g, std::move(ptrs), ws);
   if (l.staged) {
-    restride_rows(out, o_out, b, Sp, S, h * d * 2, stream_);
+    restride_rows(out, o_out, b, Sp, S, h * vd * 2, stream_);
     restride_rows(lse, stats_out, b * h, Sp, S, 4, stream_);
   }
-  if (s.seq_lens != nullptr) zero_padded_attention_rows(out, h * d, lse, s, stream_);
+  if (s.seq_lens != nullptr) zero_padded_attention_rows(out, h * vd, lse, s, stream_);
   return true;
 }
 
@@ -244,10 +246,11 @@ bool CudnnAttention::backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat1
   if (per_call >= s.batch) return backward_call(dq, dk, dv, dout, q, k, v, out, lse, s);
   if (workspace_need(true, s, limit_bytes) < 0) return false;
   const int64_t q_row = s.seq * s.n_heads * s.head_dim, kv_row = s.seq * s.n_kv_heads * s.head_dim;
+  const int64_t o_row = s.seq * s.n_heads * s.value_head_dim(), v_row = s.seq * s.n_kv_heads * s.value_head_dim();
   const int64_t lse_row = s.n_heads * s.seq;
   for (int64_t b0 = 0; b0 < s.batch; b0 += per_call) {
-    const int64_t qo = b0 * q_row, kvo = b0 * kv_row;
-    const bool ran = backward_call(dq + qo, dk + kvo, dv + kvo, dout + qo, q + qo, k + kvo, v + kvo, out + qo,
+    const int64_t qo = b0 * q_row, kvo = b0 * kv_row, oo = b0 * o_row, vo = b0 * v_row;
+    const bool ran = backward_call(dq + qo, dk + kvo, dv + vo, dout + oo, q + qo, k + kvo, v + vo, out + oo,
                                    lse + b0 * lse_row, cudnn_backward_call(s, b0, limit_bytes));
     if (!ran && b0 == 0) return false;  // its workspace could not be allocated: nothing has run
     MT_ASSERT(ran, "cuDNN attention's backward call at sequence {} of {} refused after the first ran", b0, s.batch);
@@ -263,7 +266,9 @@ bool CudnnAttention::backward_call(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bf
   if (l.staged && ragged_batch_backward(dq, dk, dv, dout, q, k, v, out, lse, s, l.shape)) return true;
   Graph& g = graph(true, l.shape, l.padded, cudnn_deterministic_backward());
   const int64_t b = s.batch, S = s.seq, Sp = l.shape.seq, h = s.n_heads, hk = s.n_kv_heads, d = s.head_dim;
+  const int64_t vd = s.value_head_dim();
   const int64_t q_bytes = align_up(b * Sp * h * d * 2), kv_bytes = align_up(b * Sp * hk * d * 2);
+  const int64_t o_bytes = align_up(b * Sp * h * vd * 2), v_bytes = align_up(b * Sp * hk * vd * 2);
   const int64_t stats_bytes = align_up(b * h * Sp * 4);
   const int64_t staging = cudnn_staging_bytes(true, s);
   if (!g.info.ok || !reserve_workspace(g, staging)) return false;
@@ -273,14 +278,14 @@ bool CudnnAttention::backward_call(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bf
   void *dq_out = dq, *dk_out = dk, *dv_out = dv;
   if (l.staged) {  // as forward: inputs into the bucket's layout (pad rows 0, pad lse 0), gradients back out
     char* st = ws + g.info.workspace_bytes;
-    char *sq = st, *so = sq + q_bytes, *sdo = so + q_bytes, *sdq = sdo + q_bytes, *sk = sdq + q_bytes;
-    char *sv = sk + kv_bytes, *sdk = sv + kv_bytes, *sdv = sdk + kv_bytes, *sstats = sdv + kv_bytes;
+    char *sq = st, *so = sq + q_bytes, *sdo = so + o_bytes, *sdq = sdo + o_bytes, *sk = sdq + q_bytes;
+    char *sv = sk + kv_bytes, *sdk = sv + v_bytes, *sdv = sdk + kv_bytes, *sstats = sdv + v_bytes;
     int32_t* slens = reinterpret_cast<int32_t*>(sstats + stats_bytes);
     restride_rows(sq, q, b, S, Sp, h * d * 2, stream_);
-    restride_rows(so, out, b, S, Sp, h * d * 2, stream_);
-    restride_rows(sdo, dout, b, S, Sp, h * d * 2, stream_);
+    restride_rows(so, out, b, S, Sp, h * vd * 2, stream_);
+    restride_rows(sdo, dout, b, S, Sp, h * vd * 2, stream_);
     restride_rows(sk, k, b, S, Sp, hk * d * 2, stream_);
-    restride_rows(sv, v, b, S, Sp, hk * d * 2, stream_);
+    restride_rows(sv, v, b, S, Sp, hk * vd * 2, stream_);
     restride_rows(sstats, lse, b * h, S, Sp, 4, stream_);
     if (s.seq_lens == nullptr) {
       fill_ints(slens, b, static_cast<int32_t>(S), stream_);
@@ -300,7 +305,7 @@ bool CudnnAttention::backward_call(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bf
   if (l.staged) {
     restride_rows(dq, dq_out, b, Sp, S, h * d * 2, stream_);
     restride_rows(dk, dk_out, b, Sp, S, hk * d * 2, stream_);
-    restride_rows(dv, dv_out, b, Sp, S, hk * d * 2, stream_);
+    restride_rows(dv, dv_out, b, Sp, S, hk * vd * 2, stream_);
   }
   zero_padded_gradient_rows(dq, dk, dv, s, stream_);
   return true;

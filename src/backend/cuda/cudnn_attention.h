@@ -3,7 +3,8 @@
 // logit soft-cap (Gemma 2, as a score modifier: cuDNN 9.6 and later), attention sinks (GPT-OSS: in the forward's
 // softmax, cuDNN 9.13 and later, cast per call into an fp32 copy as cuDNN takes them; the backward is the graph without
 // them, lse holding the sink), ALiBi (Baichuan 2: slope_h · (col − row) added after the soft-cap; its backward never
-// tiles), head_dim a multiple of 8 up to 256, packed segments and chunked attention's chunks as their virtual batch
+// tiles), head_dim a multiple of 8 up to 256, a value head dim of its own (latent attention: 128 where q/k have 192;
+// V, O and their gradients are rows of n_heads or n_kv_heads × value_head_dim(); never ragged), packed segments and chunked attention's chunks as their virtual batch
 // (AttnShape::segment_batch: each group's calls gathered from the packed rows into the workspace past the call's graph,
 // run as a padded batch, scattered back; with cudnn_ragged the forward's calls and the backward's untiled ones
 // ragged). Invariants: q/k/v/out and their gradients are read and written in place as token-major rows (BSHD
@@ -114,11 +115,11 @@ class CudnnAttention {
   struct Graph;  // one finalized (or failed) graph: descriptors, plan, scalar values, side tensors
 
  private:
-  // direction, batch, seq, heads, kv heads, head_dim, window, scale bits, soft-cap bits, padded, causal (false: a
-  // tile below the diagonal of the tiled backward, unmasked), sinks (the forward's; the backward's graph has none),
-  // ALiBi, ragged
-  using Key = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, uint32_t, uint32_t, bool, bool,
-                         bool, bool, bool>;
+  // direction, batch, seq, heads, kv heads, head_dim, value head dim, window, scale bits, soft-cap bits, padded,
+  // causal (false: a tile below the diagonal of the tiled backward, unmasked), sinks (the forward's; the backward's
+  // graph has none), ALiBi, ragged
+  using Key = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, uint32_t, uint32_t, bool,
+                         bool, bool, bool, bool>;
   // A shape's graph: its sequence length rounded up to a bucket (cudnn_seq_bucket), padded when it has seq_lens or
   // was rounded up (staged: copied into the bucket's layout and back).
   struct Layout {

@@ -12,10 +12,18 @@
 #include "core/error.h"
 
 namespace mt::cuda {
+namespace {
+
+// A value head dim of its own (latent attention) runs the padded graphs: O's rows would need offsets of their own,
+// where Q and O share one offset tensor here.
+bool ragged_widths(const AttnShape& s) { return s.value_head_dim() == s.head_dim; }
+
+}  // namespace
 
 int64_t CudnnAttention::ragged_forward_bytes(const AttnShape& g_shape, int64_t rows_in_call, bool stats_here) {
   const int64_t width = std::max(g_shape.n_heads, g_shape.n_kv_heads) * g_shape.head_dim;
-  if (!cudnn_ragged() || rows_in_call * width > std::numeric_limits<int32_t>::max()) return -1;
+  if (!cudnn_ragged() || !ragged_widths(g_shape) || rows_in_call * width > std::numeric_limits<int32_t>::max())
+    return -1;
   const Graph& g = graph(false, g_shape, true, true, true, true);
   if (!g.info.ok) return -1;
   return stats_here ? align_up(g_shape.batch * g_shape.n_heads * g_shape.seq * 4) : 0;
@@ -47,7 +55,7 @@ bool CudnnAttention::ragged_batch_forward(__nv_bfloat16* out, float* lse, const 
   float* stats = Sp != S ? static_cast<float*>(workspace_) : lse;
   ragged_forward(out, stats, q, k, v, bucket, nullptr, s.seq_lens, S, b * S);
   if (Sp != S) restride_rows(lse, stats, b * h, Sp, S, 4, stream_);
-  if (s.seq_lens != nullptr) zero_padded_attention_rows(out, h * s.head_dim, lse, s, stream_);
+  if (s.seq_lens != nullptr) zero_padded_attention_rows(out, h * s.value_head_dim(), lse, s, stream_);
   return true;
 }
 
@@ -63,8 +71,8 @@ constexpr int64_t kRaggedBackwardHeadDim = 128;
 
 int64_t CudnnAttention::ragged_backward_bytes(const AttnShape& g_shape, int64_t rows_in_call) {
   const int64_t width = std::max(g_shape.n_heads, g_shape.n_kv_heads) * g_shape.head_dim;
-  if (!cudnn_ragged() || cudnn_backward_tile(g_shape) > 0 || g_shape.head_dim > kRaggedBackwardHeadDim ||
-      rows_in_call * width > std::numeric_limits<int32_t>::max())
+  if (!cudnn_ragged() || !ragged_widths(g_shape) || cudnn_backward_tile(g_shape) > 0 ||
+      g_shape.head_dim > kRaggedBackwardHeadDim || rows_in_call * width > std::numeric_limits<int32_t>::max())
     return -1;
   const Graph& g = ragged_backward_graph(g_shape);
   if (!g.info.ok) return -1;

@@ -271,7 +271,7 @@ void zero_padded_gradient_rows(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat
   if (s.seq_lens == nullptr) return;
   zero_padded_attention_rows(dq, s.n_heads * s.head_dim, nullptr, s, stream);
   zero_padded_attention_rows(dk, s.n_kv_heads * s.head_dim, nullptr, s, stream);
-  zero_padded_attention_rows(dv, s.n_kv_heads * s.head_dim, nullptr, s, stream);
+  zero_padded_attention_rows(dv, s.n_kv_heads * s.value_head_dim(), nullptr, s, stream);
 }
 
 void restride_rows(void* dst, const void* src, int64_t groups, int64_t from_rows, int64_t to_rows, int64_t row_bytes,

@@ -94,6 +94,7 @@ bool CudnnAttention::segment_forward(__nv_bfloat16* out, float* lse, const __nv_
   if (!calls) return false;
   const int64_t rows_in_call = s.batch * s.seq;
   const int64_t qw = s.n_heads * s.head_dim, kw = s.n_kv_heads * s.head_dim, h = s.n_heads;
+  const int64_t ow = s.n_heads * s.value_head_dim(), vw = s.n_kv_heads * s.value_head_dim();
   for (const SegmentCall& c : *calls) {
     const int64_t n = c.shape.batch, L = c.shape.seq, rows = n * L;
     const int32_t* lens = c.shape.seq_lens;
@@ -104,18 +105,18 @@ bool CudnnAttention::segment_forward(__nv_bfloat16* out, float* lse, const __nv_
       continue;
     }
     Carver ws{static_cast<char*>(workspace_) + segment_graph_bytes(false, c.shape)};
-    bf *vq = ws.take<bf>(rows * qw), *vo = ws.take<bf>(rows * qw), *vk = ws.take<bf>(rows * kw);
-    bf* vv = ws.take<bf>(rows * kw);
+    bf *vq = ws.take<bf>(rows * qw), *vo = ws.take<bf>(rows * ow), *vk = ws.take<bf>(rows * kw);
+    bf* vv = ws.take<bf>(rows * vw);
     float* vlse = ws.take<float>(n * h * L);
     gather_segment_rows(vq, q, c.starts, lens, n, L, qw * 2, stream_);
     gather_segment_rows(vk, k, c.starts, lens, n, L, kw * 2, stream_);
-    gather_segment_rows(vv, v, c.starts, lens, n, L, kw * 2, stream_);
+    gather_segment_rows(vv, v, c.starts, lens, n, L, vw * 2, stream_);
     const bool ran = bucket_forward(vo, vlse, vq, vk, vv, c.shape);
     MT_ASSERT(ran, "cuDNN attention's forward of packed segments refused a call after its plan was built");
-    scatter_segment_rows(out, vo, c.starts, lens, n, L, qw * 2, stream_);
+    scatter_segment_rows(out, vo, c.starts, lens, n, L, ow * 2, stream_);
     scatter_segment_lse(lse, vlse, c.starts, lens, n, h, L, s.seq, stream_);
   }
-  if (s.seq_lens != nullptr) zero_padded_attention_rows(out, qw, lse, s, stream_);
+  if (s.seq_lens != nullptr) zero_padded_attention_rows(out, ow, lse, s, stream_);
   return true;
 }
 
@@ -128,6 +129,7 @@ bool CudnnAttention::segment_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv
   if (!calls) return false;
   const int64_t rows_in_call = s.batch * s.seq;
   const int64_t qw = s.n_heads * s.head_dim, kw = s.n_kv_heads * s.head_dim, h = s.n_heads;
+  const int64_t ow = s.n_heads * s.value_head_dim(), vw = s.n_kv_heads * s.value_head_dim();
   for (const SegmentCall& c : *calls) {
     const int64_t n = c.shape.batch, L = c.shape.seq, rows = n * L;
     const int32_t* lens = c.shape.seq_lens;
@@ -137,21 +139,21 @@ bool CudnnAttention::segment_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv
       continue;
     }
     Carver ws{static_cast<char*>(workspace_) + segment_graph_bytes(true, c.shape)};
-    bf *vq = ws.take<bf>(rows * qw), *vo = ws.take<bf>(rows * qw), *vdo = ws.take<bf>(rows * qw);
-    bf *vdq = ws.take<bf>(rows * qw), *vk = ws.take<bf>(rows * kw), *vv = ws.take<bf>(rows * kw);
-    bf *vdk = ws.take<bf>(rows * kw), *vdv = ws.take<bf>(rows * kw);
+    bf *vq = ws.take<bf>(rows * qw), *vo = ws.take<bf>(rows * ow), *vdo = ws.take<bf>(rows * ow);
+    bf *vdq = ws.take<bf>(rows * qw), *vk = ws.take<bf>(rows * kw), *vv = ws.take<bf>(rows * vw);
+    bf *vdk = ws.take<bf>(rows * kw), *vdv = ws.take<bf>(rows * vw);
     float* vlse = ws.take<float>(n * h * L);
     gather_segment_rows(vq, q, c.starts, lens, n, L, qw * 2, stream_);
-    gather_segment_rows(vo, out, c.starts, lens, n, L, qw * 2, stream_);
-    gather_segment_rows(vdo, dout, c.starts, lens, n, L, qw * 2, stream_);
+    gather_segment_rows(vo, out, c.starts, lens, n, L, ow * 2, stream_);
+    gather_segment_rows(vdo, dout, c.starts, lens, n, L, ow * 2, stream_);
     gather_segment_rows(vk, k, c.starts, lens, n, L, kw * 2, stream_);
-    gather_segment_rows(vv, v, c.starts, lens, n, L, kw * 2, stream_);
+    gather_segment_rows(vv, v, c.starts, lens, n, L, vw * 2, stream_);
     gather_segment_lse(vlse, lse, c.starts, lens, n, h, L, s.seq, stream_);
     const bool ran = backward_call(vdq, vdk, vdv, vdo, vq, vk, vv, vo, vlse, c.shape);
     MT_ASSERT(ran, "cuDNN attention's backward of packed segments refused a call after its plan was built");
     scatter_segment_rows(dq, vdq, c.starts, lens, n, L, qw * 2, stream_);
     scatter_segment_rows(dk, vdk, c.starts, lens, n, L, kw * 2, stream_);
-    scatter_segment_rows(dv, vdv, c.starts, lens, n, L, kw * 2, stream_);
+    scatter_segment_rows(dv, vdv, c.starts, lens, n, L, vw * 2, stream_);
   }
   zero_padded_gradient_rows(dq, dk, dv, s, stream_);
   return true;

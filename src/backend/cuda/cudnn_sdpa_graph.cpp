@@ -22,7 +22,7 @@ SdpaSideTensors add_sdpa_graph(CudnnGraphBuilder& B, const AttnShape& s, const S
   const bool backward = spec.backward, deterministic = spec.deterministic, causal = spec.causal;
   const bool ragged = spec.ragged, sinks = spec.sinks, alibi = s.alibi_slopes != nullptr;
   const int64_t ver = spec.version;
-  const int64_t b = s.batch, S = s.seq, h = s.n_heads, hk = s.n_kv_heads, d = s.head_dim;
+  const int64_t b = s.batch, S = s.seq, h = s.n_heads, hk = s.n_kv_heads, d = s.head_dim, dv = s.value_head_dim();
   const int64_t window = sdpa_window(s);
   const float scale = sdpa_scale(s);
   SdpaSideTensors side;
@@ -30,6 +30,10 @@ SdpaSideTensors add_sdpa_graph(CudnnGraphBuilder& B, const AttnShape& s, const S
   const std::vector<int64_t> q_dims{b, h, S, d}, q_strides{S * h * d, d, h * d, 1};
   const std::vector<int64_t> kv_dims{b, hk, S, d}, kv_strides{S * hk * d, d, hk * d, 1};
   const std::vector<int64_t> kt_dims{b, hk, d, S}, kt_strides{S * hk * d, d, 1, hk * d};
+  // V, O and their gradients have the value head dim (latent attention: 128 where Q and K have 192)
+  const std::vector<int64_t> o_dims{b, h, S, dv}, o_strides{S * h * dv, dv, h * dv, 1};
+  const std::vector<int64_t> v_dims{b, hk, S, dv}, v_strides{S * hk * dv, dv, hk * dv, 1};
+  const std::vector<int64_t> vt_dims{b, hk, dv, S}, vt_strides{S * hk * dv, dv, 1, hk * dv};
   const std::vector<int64_t> s_dims{b, h, S, S}, s_strides{h * S * S, S * S, S, 1};
   const std::vector<int64_t> st_strides{h * S * S, S * S, 1, S};  // the transposed view of an S×S tile
   const std::vector<int64_t> row_dims{b, h, S, 1}, row_strides{h * S, S, 1, 1};
@@ -124,8 +128,8 @@ SdpaSideTensors add_sdpa_graph(CudnnGraphBuilder& B, const AttnShape& s, const S
   };
 
   if (!backward) {
-    const int64_t V = B.io(uid_v, "V", bf, kv_dims, kv_strides, kv_ragged);
-    const int64_t O = B.io(uid_o, "O", bf, q_dims, q_strides, q_ragged);
+    const int64_t V = B.io(uid_v, "V", bf, v_dims, v_strides, kv_ragged);
+    const int64_t O = B.io(uid_o, "O", bf, o_dims, o_strides, q_ragged);
     const int64_t x = band_masks(scores("fprop"));
     // With sinks (cudnn-frontend's softmax with a sink): max = MAX(max of the row, sink), and the row's sum of
     // exp(x − max) plus exp(sink − max), so that the stats (lse) hold the sink as ours do.
@@ -161,15 +165,15 @@ SdpaSideTensors add_sdpa_graph(CudnnGraphBuilder& B, const AttnShape& s, const S
     B.pointwise("softmax div", CUDNN_POINTWISE_DIV, e, z, -1, p);
     B.matmul("bmm2 P·V", p, V, O, seq_q, -1, seq_kv);
   } else {
-    const int64_t VT = B.io(uid_v, "V^T", bf, kt_dims, kt_strides, kv_ragged);
-    const int64_t O = B.io(uid_o, "O", bf, q_dims, q_strides, q_ragged);
-    const int64_t dO = B.io(uid_do, "dO", bf, q_dims, q_strides, q_ragged);
+    const int64_t VT = B.io(uid_v, "V^T", bf, vt_dims, vt_strides, kv_ragged);
+    const int64_t O = B.io(uid_o, "O", bf, o_dims, o_strides, q_ragged);
+    const int64_t dO = B.io(uid_do, "dO", bf, o_dims, o_strides, q_ragged);
     const int64_t dQ = B.io(uid_dq, "dQ", bf, q_dims, q_strides, q_ragged);
     const int64_t dK = B.io(uid_dk, "dK", bf, kv_dims, kv_strides, kv_ragged);
-    const int64_t dV = B.io(uid_dv, "dV", bf, kv_dims, kv_strides, kv_ragged);
+    const int64_t dV = B.io(uid_dv, "dV", bf, v_dims, v_strides, kv_ragged);
     const int64_t one = B.scalar_f32("one", 1.f);
     // softmax_sum = Σ_d dO·O per row (non-virtual: it lives in our workspace)
-    const int64_t dOO = B.virt("dO*O", f32, q_dims, {h * S * d, S * d, h * d, 1});
+    const int64_t dOO = B.virt("dO*O", f32, o_dims, {h * S * dv, S * dv, h * dv, 1});
     B.pointwise("mul_dO_O", CUDNN_POINTWISE_MUL, dO, O, -1, dOO);
     const int64_t rsum = B.virt("sum dO*O", f32, row_dims, row_strides);
     B.reduction("reduce_dO_O", CUDNN_REDUCE_TENSOR_ADD, dOO, rsum);
@@ -189,19 +193,20 @@ SdpaSideTensors add_sdpa_graph(CudnnGraphBuilder& B, const AttnShape& s, const S
     const int64_t pT = B.virt("P^T", bf, s_dims, st_strides);
     B.reshape("reshape_p", exp_s, pT);
     const std::vector<int64_t> full_head_strides{h * S * d, S * d, d, 1};
-    // grad = lhs_t·rhs per query head (lhs_t a transposed S×S view), straight into grad where every head has its
-    // own K and V, else into full heads reduced over each GQA group
+    // grad = lhs_t·rhs per query head (lhs_t a transposed S×S view; rows of `width`: the q/k or the value head dim),
+    // straight into grad where every head has its own K and V, else into full heads reduced over each GQA group
     auto kv_gradient = [&](const std::string& matmul, const std::string& name, int64_t lhs_t, int64_t rhs,
-                           int64_t grad) {
+                           int64_t grad, int64_t width) {
       if (h == hk) {
         B.matmul(matmul, lhs_t, rhs, grad, seq_kv, -1, seq_q);
         return;
       }
-      const int64_t full = B.virt(name + " full heads", bf, q_dims, full_head_strides);
+      const int64_t full =
+          B.virt(name + " full heads", bf, {b, h, S, width}, {h * S * width, S * width, width, 1});
       B.matmul(matmul, lhs_t, rhs, full, seq_kv, -1, seq_q);
       B.reduction("red_" + name + "_head", CUDNN_REDUCE_TENSOR_ADD, full, grad);
     };
-    kv_gradient("matmul_pT_dO", "dV", pT, dO, dV);
+    kv_gradient("matmul_pT_dO", "dV", pT, dO, dV, dv);
     // dS = scale · P ⊙ (dO·Vᵀ − softmax_sum), times the soft-cap's derivative 1 − tanh² where capped
     const int64_t dP = B.virt("dP", f32, s_dims, s_strides);
     B.matmul("matmul_dO_VT", dO, VT, dP, seq_q, seq_kv, -1);
@@ -223,7 +228,7 @@ SdpaSideTensors add_sdpa_graph(CudnnGraphBuilder& B, const AttnShape& s, const S
     // dK = dSᵀ·Q (summed over each GQA group)
     const int64_t dST = B.virt("dS^T", bf, s_dims, st_strides);
     B.reshape("reshape_dS", dS, dST);
-    kv_gradient("matmul_dST_Q", "dK", dST, Q, dK);
+    kv_gradient("matmul_dST_Q", "dK", dST, Q, dK, d);
     // dQ = dS·K: straight into dQ (the deterministic graph), or through an fp32 accumulator in the workspace
     // typed as cudnn-frontend leaves it: a virtual view gets the intermediate type
     const int64_t K = B.virt("K", f32, kv_dims, kv_strides, kv_ragged);
