@@ -102,6 +102,14 @@ Batch make_batch_of_sequences(const std::vector<Example>& examples) {
   return batch;
 }
 
+std::vector<int64_t> target_counts(const Batch& batch) {
+  std::vector<int64_t> counts(static_cast<size_t>(batch.num_seqs), 0);
+  for (int64_t s = 0; s < batch.num_seqs; ++s)
+    for (int64_t t = 0; t < batch.seq_len; ++t)
+      counts[static_cast<size_t>(s)] += batch.targets[static_cast<size_t>(s * batch.seq_len + t)] != kIgnoreIndex;
+  return counts;
+}
+
 Batch batch_rows(const Batch& global, int64_t first, int64_t count) {
   MT_ASSERT(first >= 0 && count >= 0 && first + count <= global.num_seqs);
   Batch rows;

@@ -54,6 +54,8 @@ struct Batch {
 Batch make_batch(const std::vector<Example>& examples);
 // make_batch of plain sequences (no pairs).
 Batch make_batch_of_sequences(const std::vector<Example>& examples);
+// Each sequence's targets (targets != −100): a sequence's response tokens.
+std::vector<int64_t> target_counts(const Batch& batch);
 // Sequences [first, first + count) of `batch` as a batch of their own, padded to their longest (no KTO tags, the
 // rows' reference log-probabilities where the batch has them).
 Batch batch_rows(const Batch& batch, int64_t first, int64_t count);

@@ -63,6 +63,25 @@ void KtoMetrics::add(const KtoExample& e, const KtoTerms& t, const KtoBatchShape
 
 void KtoMetrics::add_kl(double kl, const KtoBatchShape& shape) { kl_ += kl * static_cast<double>(shape.examples); }
 
+std::vector<double> KtoMetrics::totals() const {
+  return {static_cast<double>(examples_), static_cast<double>(desirable_), loss_, kl_, chosen_reward_,
+          rejected_reward_, chosen_logp_, rejected_logp_, sft_loss_};
+}
+
+KtoMetrics KtoMetrics::from_totals(const double* t) {
+  KtoMetrics m;
+  m.examples_ = static_cast<int64_t>(t[0]);
+  m.desirable_ = static_cast<int64_t>(t[1]);
+  m.loss_ = t[2];
+  m.kl_ = t[3];
+  m.chosen_reward_ = t[4];
+  m.rejected_reward_ = t[5];
+  m.chosen_logp_ = t[6];
+  m.rejected_logp_ = t[7];
+  m.sft_loss_ = t[8];
+  return m;
+}
+
 void KtoMetrics::merge(const KtoMetrics& o) {
   examples_ += o.examples_;
   desirable_ += o.desirable_;

@@ -6,6 +6,7 @@
 // the batch's counts (examples, desirable ones), so the batch loss is the sum of its examples' terms whatever
 // micro-batches or ranks hold them. The KL estimate carries no gradient (LLaMA-Factory computes it under no_grad).
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -55,6 +56,10 @@ class KtoMetrics {
   void add(const KtoExample& example, const KtoTerms& terms, const KtoBatchShape& shape);
   void add_kl(double kl, const KtoBatchShape& shape);
   void merge(const KtoMetrics& other);
+  // Its sums as numbers (to gather them over ranks) and back.
+  std::vector<double> totals() const;
+  static KtoMetrics from_totals(const double* totals);
+  static constexpr size_t kTotals = 9;
   int64_t examples() const { return examples_; }
   int64_t desirable() const { return desirable_; }
   int64_t undesirable() const { return examples_ - desirable_; }

@@ -109,6 +109,25 @@ void PreferenceMetrics::add(const PairTerms& p) {
   odds_ratio_loss_ += p.odds_ratio_loss;
 }
 
+std::vector<double> PreferenceMetrics::totals() const {
+  return {static_cast<double>(pairs_), loss_, chosen_reward_, rejected_reward_, accurate_, chosen_logp_, rejected_logp_,
+          sft_loss_, odds_ratio_loss_};
+}
+
+PreferenceMetrics PreferenceMetrics::from_totals(const double* t) {
+  PreferenceMetrics m;
+  m.pairs_ = static_cast<int64_t>(t[0]);
+  m.loss_ = t[1];
+  m.chosen_reward_ = t[2];
+  m.rejected_reward_ = t[3];
+  m.accurate_ = t[4];
+  m.chosen_logp_ = t[5];
+  m.rejected_logp_ = t[6];
+  m.sft_loss_ = t[7];
+  m.odds_ratio_loss_ = t[8];
+  return m;
+}
+
 void PreferenceMetrics::merge(const PreferenceMetrics& other) {
   pairs_ += other.pairs_;
   loss_ += other.loss_;

@@ -4,8 +4,10 @@
 // Invariant: everything is fp64 on the host and depends only on the pair itself, so a global batch's loss (the mean
 // over its pairs) is the sum of its pairs' terms over the pair count, whatever micro-batches hold them.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace mt {
 
@@ -54,6 +56,10 @@ class PreferenceMetrics {
  public:
   void add(const PairTerms& pair);
   void merge(const PreferenceMetrics& other);
+  // Its sums as numbers (to gather them over ranks) and back.
+  std::vector<double> totals() const;
+  static PreferenceMetrics from_totals(const double* totals);
+  static constexpr size_t kTotals = 9;
   int64_t pairs() const { return pairs_; }
   double loss() const { return mean(loss_); }
   double rewards_chosen() const { return mean(chosen_reward_); }

@@ -54,4 +54,33 @@ TEST_CASE("a batch too small for the ranks and passes is refused, naming batch_s
                     mt_test::contains("training.batch_size: 3 sequences do not split into 2 data-parallel GPU ranks"));
 }
 
+TEST_CASE("preference examples split evenly over the ranks, whole examples each", "[data][batch]") {
+  // 7 examples over 3 ranks: 2, 2, 3 (the one-rank run's examples laid end to end).
+  int64_t next = 0;
+  for (int r = 0; r < 3; ++r) {
+    const ExampleShare share = example_share(7, 3, r, 2);
+    CHECK(share.first == next);
+    CHECK(share.count == (r == 2 ? 3 : 2));
+    next += share.count;
+  }
+  CHECK(next == 7);
+  CHECK(example_share(1, 2, 0, 0).count == 0);  // a short last batch: a rank may hold none (reference pass)
+  CHECK_THROWS_WITH(example_share(5, 3, 0, 2),
+                    mt_test::contains("training.batch_size: 5 examples do not split into 3 data-parallel GPU ranks "
+                                      "with 2 example(s) each"));
+  // batch_rows keeps each row's reference log-probability; a KTO batch's KL half is rows N..2N-1.
+  Example kto = sequence(1, 3);
+  kto.kl_ids = {1, 2, 9, 9};
+  kto.kl_labels = {-100, 2, 9, 9};
+  kto.desirable = true;
+  kto.reference_logps = {-1.5, -4.0};
+  const Batch batch = make_batch({kto});
+  REQUIRE(batch.num_seqs == 2);
+  const Batch kl = batch_rows(batch, 1, 1);
+  CHECK(kl.seq_len == 4);
+  CHECK(kl.input_ids == kto.kl_ids);
+  CHECK(kl.reference_logps == std::vector<double>{-4.0});
+  CHECK(target_counts(batch) == std::vector<int64_t>{2, 3});
+}
+
 }  // namespace mt

@@ -4,7 +4,9 @@
 // after the last.
 // Invariant: every compute rank calls after_step with the same steps; each evaluates its own batches of the set
 // (batch k on data-parallel rank k mod ranks) of at most its share of a training batch, so activations fit the
-// training plan; the loss is summed over the ranks and is the same whatever their number (up to summation order).
+// training plan (KTO: every rank takes every batch of a whole training batch, shared over the ranks as in training,
+// each with its own KL estimate); the loss and a preference stage's metrics are summed over the ranks and are the
+// same whatever their number (up to summation order).
 #pragma once
 #include <cstdint>
 #include <functional>

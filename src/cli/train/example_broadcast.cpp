@@ -26,29 +26,51 @@ void broadcast_examples(std::vector<Example>& examples, MPI_Comm comm) {
   MT_CHECK_MPI(MPI_Comm_rank(comm, &rank));
   MT_CHECK_MPI(MPI_Comm_size(comm, &size));
   if (size <= 1) return;
-  // Per example: its token count and piece count; then every token, label and piece length.
-  std::vector<int32_t> shape, tokens, labels, pieces;
+  // Per example: its token, piece, rejected and KL token counts and its KTO tag; then every token, label and piece
+  // length, every rejected token and label, every KL token and label.
+  constexpr size_t kShape = 5;
+  std::vector<int32_t> shape, tokens, labels, pieces, rejected, rejected_labels, kl, kl_labels;
+  const auto append = [](std::vector<int32_t>& to, const std::vector<int32_t>& from) {
+    to.insert(to.end(), from.begin(), from.end());
+  };
   if (rank == 0) {
     for (const Example& e : examples) {
-      shape.push_back(static_cast<int32_t>(e.input_ids.size()));
-      shape.push_back(static_cast<int32_t>(e.pieces.size()));
-      tokens.insert(tokens.end(), e.input_ids.begin(), e.input_ids.end());
-      labels.insert(labels.end(), e.labels.begin(), e.labels.end());
-      pieces.insert(pieces.end(), e.pieces.begin(), e.pieces.end());
+      shape.insert(shape.end(), {static_cast<int32_t>(e.input_ids.size()), static_cast<int32_t>(e.pieces.size()),
+                                 static_cast<int32_t>(e.rejected_ids.size()), static_cast<int32_t>(e.kl_ids.size()),
+                                 e.desirable ? 1 : 0});
+      append(tokens, e.input_ids);
+      append(labels, e.labels);
+      append(pieces, e.pieces);
+      append(rejected, e.rejected_ids);
+      append(rejected_labels, e.rejected_labels);
+      append(kl, e.kl_ids);
+      append(kl_labels, e.kl_labels);
     }
   }
-  for (auto* v : {&shape, &tokens, &labels, &pieces}) broadcast_ints(*v, comm);
+  for (auto* v : {&shape, &tokens, &labels, &pieces, &rejected, &rejected_labels, &kl, &kl_labels})
+    broadcast_ints(*v, comm);
   if (rank == 0) return;
-  examples.assign(shape.size() / 2, {});
-  size_t t = 0, p = 0;
-  for (size_t k = 0; k < examples.size(); ++k) {
-    const auto n = static_cast<size_t>(shape[2 * k]), np = static_cast<size_t>(shape[2 * k + 1]);
-    Example& e = examples[k];
-    e.input_ids.assign(tokens.begin() + static_cast<std::ptrdiff_t>(t), tokens.begin() + static_cast<std::ptrdiff_t>(t + n));
-    e.labels.assign(labels.begin() + static_cast<std::ptrdiff_t>(t), labels.begin() + static_cast<std::ptrdiff_t>(t + n));
-    e.pieces.assign(pieces.begin() + static_cast<std::ptrdiff_t>(p), pieces.begin() + static_cast<std::ptrdiff_t>(p + np));
-    t += n;
-    p += np;
+  examples.assign(shape.size() / kShape, {});
+  size_t t = 0, p = 0, r = 0, k = 0;
+  // The next n values of `from` from position `at` (moved on).
+  const auto take = [](const std::vector<int32_t>& from, size_t& at, size_t n) {
+    std::vector<int32_t> part(from.begin() + static_cast<std::ptrdiff_t>(at),
+                              from.begin() + static_cast<std::ptrdiff_t>(at + n));
+    at += n;
+    return part;
+  };
+  for (size_t i = 0; i < examples.size(); ++i) {
+    const int32_t* s = &shape[kShape * i];
+    Example& e = examples[i];
+    size_t t_labels = t, r_labels = r, k_labels = k;
+    e.input_ids = take(tokens, t, static_cast<size_t>(s[0]));
+    e.labels = take(labels, t_labels, static_cast<size_t>(s[0]));
+    e.pieces = take(pieces, p, static_cast<size_t>(s[1]));
+    e.rejected_ids = take(rejected, r, static_cast<size_t>(s[2]));
+    e.rejected_labels = take(rejected_labels, r_labels, static_cast<size_t>(s[2]));
+    e.kl_ids = take(kl, k, static_cast<size_t>(s[3]));
+    e.kl_labels = take(kl_labels, k_labels, static_cast<size_t>(s[3]));
+    e.desirable = s[4] != 0;
   }
 }
 

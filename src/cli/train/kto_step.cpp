@@ -7,15 +7,6 @@
 namespace mt {
 namespace {
 
-// Each sequence's targets (labels != −100 after the shift).
-std::vector<int64_t> response_tokens(const Batch& batch) {
-  std::vector<int64_t> tokens(static_cast<size_t>(batch.num_seqs), 0);
-  for (int64_t s = 0; s < batch.num_seqs; ++s)
-    for (int64_t t = 0; t < batch.seq_len; ++t)
-      tokens[static_cast<size_t>(s)] += batch.targets[static_cast<size_t>(s * batch.seq_len + t)] != kIgnoreIndex;
-  return tokens;
-}
-
 KtoBatchShape shape_of(const Batch& batch) {
   KtoBatchShape shape{batch.num_seqs / 2, 0};
   for (const uint8_t d : batch.desirable) shape.desirable += d;
@@ -32,7 +23,7 @@ KtoExample example_of(const Batch& batch, const std::vector<int64_t>& tokens, in
 class KtoObjective final : public SequenceObjective {
  public:
   KtoObjective(const KtoOptions& options, const Batch& batch, int64_t first, double kl)
-      : options_(options), batch_(batch), tokens_(response_tokens(batch)), shape_(shape_of(batch)), first_(first),
+      : options_(options), batch_(batch), tokens_(target_counts(batch)), shape_(shape_of(batch)), first_(first),
         kl_(kl) {}
   int64_t group_size() const override { return 1; }
   void weigh(int64_t first_seq, const std::vector<double>& logps, std::vector<double>& d_logp) override {
@@ -72,7 +63,7 @@ KtoMetrics score_kto(const KtoOptions& options, const Batch& batch, const std::v
   MT_ASSERT(!batch.desirable.empty() && batch.reference_logps.size() == static_cast<size_t>(batch.num_seqs) &&
             completion_logps.size() == static_cast<size_t>(shape.examples) &&
             kl_logps.size() == completion_logps.size());
-  const std::vector<int64_t> tokens = response_tokens(batch);
+  const std::vector<int64_t> tokens = target_counts(batch);
   const double kl = kto_kl(kl_logps, reference_kl(batch));
   KtoMetrics metrics;
   metrics.add_kl(kl, shape);
@@ -81,6 +72,17 @@ KtoMetrics score_kto(const KtoOptions& options, const Batch& batch, const std::v
     metrics.add(e, kto_example_terms(options, e, kl, shape), shape);
   }
   return metrics;
+}
+
+KtoMetrics kto_evaluate(Engine& engine, const dist::DataParallel& dp, const Batch& batch, const KtoOptions& options) {
+  const int64_t n = batch.num_seqs / 2;
+  const ExampleShare share = example_share(n, std::max(dp.size, 1), std::max(dp.rank, 0), 0);
+  std::vector<double> completions, kl;
+  if (share.count > 0) {
+    completions = engine.sequence_logps(batch_rows(batch, share.first, share.count));
+    kl = engine.sequence_logps(batch_rows(batch, n + share.first, share.count));
+  }
+  return score_kto(options, batch, dist::all_gather(dp, completions), dist::all_gather(dp, kl));
 }
 
 KtoStepResult kto_forward_backward(Engine& engine, const dist::DataParallel& dp, const Batch& batch,

@@ -34,6 +34,10 @@ struct KtoStepResult {
 KtoStepResult kto_forward_backward(Engine& engine, const dist::DataParallel& dp, const Batch& batch,
                                    const KtoOptions& options, int64_t passes);
 
+// The metrics of `batch` under the weights the store holds now, without a gradient (evaluation): its examples shared
+// over dp's ranks, the log-probabilities gathered, the same on every rank. Collective over the compute ranks.
+KtoMetrics kto_evaluate(Engine& engine, const dist::DataParallel& dp, const Batch& batch, const KtoOptions& options);
+
 // The metrics as (name, value) in LLaMA-Factory's names with `prefix` ("" or "eval_"): rewards and logps of the
 // desirable examples (where the batch has any) and the undesirable ones, their margin where it has both, kl, and
 // sft_loss where pref_ftx adds it.

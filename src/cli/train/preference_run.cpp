@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "data/batch_share.h"
 
 namespace mt {
 namespace {
@@ -41,21 +42,38 @@ std::string pairs_fingerprint(const std::vector<Example>& pairs) {
 }
 
 // Each example's two log-probabilities (a pair's chosen and rejected; a KTO example's completion and KL sequence), in
-// batches of `batch_examples` examples.
-std::vector<double> reference_pass(Engine& engine, const std::vector<Example>& examples, int64_t batch_examples) {
-  std::vector<double> logps;
-  for (size_t first = 0; first < examples.size(); first += static_cast<size_t>(batch_examples)) {
-    const size_t end = std::min(examples.size(), first + static_cast<size_t>(batch_examples));
+// batches of `batch_examples` examples, each batch shared over the data-parallel ranks as a training batch is (each
+// rank's activations as in training), gathered into load order on every rank.
+std::vector<double> reference_pass(Engine& engine, const std::vector<Example>& examples, int64_t batch_examples,
+                                   const dist::DataParallel& dp) {
+  const auto n = static_cast<int64_t>(examples.size());
+  const int ranks = std::max(dp.size, 1);
+  std::vector<double> mine;
+  for (int64_t first = 0; first < n; first += batch_examples) {
+    const ExampleShare share = example_share(std::min(batch_examples, n - first), ranks, std::max(dp.rank, 0), 0);
+    if (share.count == 0) continue;
+    const auto begin = examples.begin() + static_cast<std::ptrdiff_t>(first + share.first);
     const std::vector<double> part =
-        engine.sequence_logps(make_batch({examples.begin() + static_cast<std::ptrdiff_t>(first),
-                                          examples.begin() + static_cast<std::ptrdiff_t>(end)}));
-    const size_t n = end - first;
-    for (size_t i = 0; i < n; ++i) {  // a KTO batch holds the completions, then the KL sequences
-      const bool kto = examples[first].is_kto();
-      logps.push_back(part[kto ? i : 2 * i]);
-      logps.push_back(part[kto ? n + i : 2 * i + 1]);
+        engine.sequence_logps(make_batch({begin, begin + static_cast<std::ptrdiff_t>(share.count)}));
+    const auto count = static_cast<size_t>(share.count);
+    for (size_t i = 0; i < count; ++i) {  // a KTO batch holds the completions, then the KL sequences
+      const bool kto = begin->is_kto();
+      mine.push_back(part[kto ? i : 2 * i]);
+      mine.push_back(part[kto ? count + i : 2 * i + 1]);
     }
   }
+  const std::vector<double> gathered = dist::all_gather(dp, mine);
+  std::vector<double> logps(2 * examples.size());
+  size_t at = 0;  // the gathered values: rank 0's shares of every batch in order, then rank 1's, ...
+  for (int r = 0; r < ranks; ++r)
+    for (int64_t first = 0; first < n; first += batch_examples) {
+      const ExampleShare share = example_share(std::min(batch_examples, n - first), ranks, r, 0);
+      const auto values = static_cast<size_t>(2 * share.count);
+      std::copy_n(gathered.begin() + static_cast<std::ptrdiff_t>(at), values,
+                  logps.begin() + static_cast<std::ptrdiff_t>(2 * (first + share.first)));
+      at += values;
+    }
+  MT_ASSERT(at == gathered.size());
   return logps;
 }
 
@@ -84,7 +102,7 @@ PreferenceOptions preference_options(const TrainingConfig& t) {
 }
 
 void attach_reference_logps(const Config& config, Engine& engine, std::vector<Example>& train,
-                            std::vector<Example>& eval, bool resumed,
+                            std::vector<Example>& eval, bool resumed, const dist::DataParallel& dp,
                             const std::function<void()>& load_reference_weights,
                             const std::function<void()>& restore_weights) {
   if (config.training.stage != "kto" && !uses_reference(preference_options(config.training).type)) {
@@ -111,17 +129,19 @@ void attach_reference_logps(const Config& config, Engine& engine, std::vector<Ex
   }
   if (load_reference_weights) load_reference_weights();
   const auto t0 = std::chrono::steady_clock::now();
-  const std::vector<double> train_logps = reference_pass(engine, train, config.training.batch_size);
-  const std::vector<double> eval_logps = reference_pass(engine, eval, config.training.batch_size);
+  const std::vector<double> train_logps = reference_pass(engine, train, config.training.batch_size, dp);
+  const std::vector<double> eval_logps = reference_pass(engine, eval, config.training.batch_size, dp);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (restore_weights) restore_weights();
   attach(train, train_logps);
   attach(eval, eval_logps);
+  if (dp.rank > 0) return;  // compute rank 0 logs and writes
   const int64_t tokens = tokens_of(train) + tokens_of(eval);
-  log::info("reference pass ({}): {} training and {} evaluation {}, {} tokens in {:.3f} s ({:.0f} tokens/s)",
+  log::info("reference pass ({}): {} training and {} evaluation {}, {} tokens in {:.3f} s ({:.0f} tokens/s{})",
             config.training.ref_model.empty() ? "the starting weights" : config.training.ref_model, train.size(),
             eval.size(), config.training.stage == "kto" ? "examples" : "pairs", tokens, seconds,
-            static_cast<double>(tokens) / std::max(seconds, 1e-9));
+            static_cast<double>(tokens) / std::max(seconds, 1e-9),
+            dp.size > 1 ? fmt::format(", each batch shared over {} GPU ranks", dp.size) : std::string());
   std::filesystem::create_directories(file.parent_path());
   const nlohmann::json j = {{"train_pairs", train_print}, {"eval_pairs", eval_print}, {"train", train_logps},
                             {"eval", eval_logps}};
@@ -134,19 +154,19 @@ void attach_reference_logps(const Config& config, Engine& engine, std::vector<Ex
   std::filesystem::rename(tmp, file);
 }
 
-PreferenceObjective::PreferenceObjective(const PreferenceOptions& options, const Batch& batch)
-    : options_(options), batch_(batch) {
+PreferenceObjective::PreferenceObjective(const PreferenceOptions& options, const Batch& batch, int64_t loss_pairs)
+    : options_(options),
+      batch_(batch),
+      loss_pairs_(static_cast<double>(loss_pairs > 0 ? loss_pairs : batch.num_seqs / 2)),
+      response_tokens_(target_counts(batch)) {
   MT_ASSERT(batch.num_seqs % 2 == 0);
   MT_ASSERT(!uses_reference(options.type) || batch.reference_logps.size() == static_cast<size_t>(batch.num_seqs));
-  response_tokens_.assign(static_cast<size_t>(batch.num_seqs), 0);
-  for (int64_t s = 0; s < batch.num_seqs; ++s)
-    for (int64_t t = 0; t < batch.seq_len; ++t)
-      response_tokens_[static_cast<size_t>(s)] += batch.targets[static_cast<size_t>(s * batch.seq_len + t)] != kIgnoreIndex;
 }
 
 void PreferenceObjective::weigh(int64_t first_seq, const std::vector<double>& logps, std::vector<double>& d_logp) {
-  MT_ASSERT(first_seq % 2 == 0 && logps.size() % 2 == 0);
-  const double pairs = static_cast<double>(batch_.num_seqs / 2);
+  MT_ASSERT(first_seq % 2 == 0 && logps.size() % 2 == 0 && static_cast<size_t>(first_seq) == logps_.size());
+  logps_.insert(logps_.end(), logps.begin(), logps.end());
+  const double pairs = loss_pairs_;
   const bool referenced = uses_reference(options_.type);
   for (size_t i = 0; i < logps.size(); i += 2) {
     const auto s = static_cast<size_t>(first_seq) + i;
@@ -158,6 +178,18 @@ void PreferenceObjective::weigh(int64_t first_seq, const std::vector<double>& lo
     d_logp[i + 1] = terms.d_rejected / pairs;
     metrics_.add(terms);
   }
+}
+
+PreferenceStepResult preference_forward_backward(Engine& engine, const dist::DataParallel& dp, const Batch& batch,
+                                                 const PreferenceOptions& options, int64_t passes) {
+  const int64_t pairs = batch.num_seqs / 2;
+  const ExampleShare share = example_share(pairs, std::max(dp.size, 1), std::max(dp.rank, 0), passes);
+  const Batch mine = batch_rows(batch, 2 * share.first, 2 * share.count);
+  PreferenceObjective objective(options, mine, pairs);
+  PreferenceStepResult result;
+  result.loss = engine.forward_backward(mine, objective);
+  result.metrics = score_pairs(options, batch, dist::all_gather(dp, objective.logps()));
+  return result;
 }
 
 std::vector<std::pair<std::string, double>> preference_metric_values(const PreferenceOptions& options,

@@ -187,9 +187,6 @@ TrainSummary run_training(const Config& c) {
 TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
   const dist::Context& ctx = dist::context();
   const bool root = ctx.is_root(), leads = dp.leads_node();
-  MT_REQUIRE((c.training.stage != "dpo" && c.training.stage != "kto") || dp.size == 1,
-             "{}: training.stage {} trains on one GPU rank; data parallelism over {} ranks would split its examples "
-             "(set training.gpus_per_node: 1)", c.source.string(), c.training.stage, dp.size);
   require_batch_splits(c, dp, std::max<int64_t>(c.training.gradient_accumulation_steps, 1));
   if (root) require_output_dir_resumed_or_overwritten(c);
   std::optional<CheckpointFile> init_from;
@@ -347,13 +344,16 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
       ref_weights.emplace(ref_source.dir);
       Config ref_config = c;
       ref_config.model.init = "pretrained";
-      fill_master_weights(ref_config, spec, std::nullopt, &*ref_weights, store);
+      if (leads) fill_master_weights(ref_config, spec, std::nullopt, &*ref_weights, store);
+      MT_CHECK_MPI(MPI_Barrier(dp.node_comm));  // the node's store holds them before any of its ranks streams it
     };
     const auto use_starting_weights = [&] {
+      MT_CHECK_MPI(MPI_Barrier(dp.node_comm));  // every rank of the node has finished its reference batches
       ref_weights.reset();
-      fill_master_weights(c, spec, init_from, weights ? &*weights : nullptr, store);
+      if (leads) fill_master_weights(c, spec, init_from, weights ? &*weights : nullptr, store);
+      MT_CHECK_MPI(MPI_Barrier(dp.node_comm));
     };
-    attach_reference_logps(c, engine, data.examples, data.eval_examples, resume.has_value(),
+    attach_reference_logps(c, engine, data.examples, data.eval_examples, resume.has_value(), dp,
                            c.training.ref_model.empty() ? std::function<void()>{} : use_ref_model,
                            c.training.ref_model.empty() ? std::function<void()>{} : use_starting_weights);
   }
@@ -460,14 +460,14 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
     const double waited_before = store.waited_seconds();
     const Batch batch = prefetcher.next();
     if (!leads) optimizer.expect_updates(step - 1 - start_step);  // the node's rank 0 submitted step - 1
-    std::optional<PreferenceObjective> objective;
+    std::optional<PreferenceStepResult> pair_step;
     std::optional<KtoStepResult> kto_step;
-    if (preference && !kto) objective.emplace(preference_opts, batch);
+    if (preference && !kto) pair_step = preference_forward_backward(engine, dp, batch, preference_opts, eo.passes);
     if (kto) kto_step = kto_forward_backward(engine, dp, batch, kto_opts, eo.passes);
-    const StepLoss loss = kto          ? kto_step->loss
-                          : preference ? engine.forward_backward(batch, *objective)
-                                       : forward_backward_share(engine, dp, batch, eo.passes);
-    const double step_loss = kto ? kto_step->metrics.loss() : preference ? objective->metrics().loss() : loss.mean();
+    const StepLoss loss = kto_step    ? kto_step->loss
+                          : pair_step ? pair_step->loss
+                                      : forward_backward_share(engine, dp, batch, eo.passes);
+    const double step_loss = kto_step ? kto_step->metrics.loss() : pair_step ? pair_step->metrics.loss() : loss.mean();
     stopping = stop_agreed(dp) && step < num_steps;
     tokens_seen += batch.num_tokens;
     summary.steps = step;
@@ -491,7 +491,7 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
     r.epoch = epochs_done();
     r.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
     if (eo.moe_aux_loss) r.extra.emplace_back("aux_loss", loss.aux_loss);
-    if (objective) r.extra = preference_metric_values(preference_opts, objective->metrics(), "");
+    if (pair_step) r.extra = preference_metric_values(preference_opts, pair_step->metrics, "");
     if (kto_step) r.extra = kto_metric_values(kto_opts, kto_step->metrics, "");
     if (report.skipped) log::warn("step {}: gradient norm is not finite; update skipped", step);
     elapsed += seconds;
@@ -506,9 +506,8 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
                 "(6N) {:.2f} (model) | {:.3f} s | ETA {} | optimizer: norm {:.3f} s, previous update {:.3f} s of which "
                 "the forward waited {:.3f} s",
                 step, num_steps, r.loss, r.grad_norm, lr,
-                objective  ? fmt::format(" | rewards/accuracies {:.3f} margins {:.4f}",
-                                         objective->metrics().rewards_accuracies(),
-                                         objective->metrics().rewards_margins())
+                pair_step  ? fmt::format(" | rewards/accuracies {:.3f} margins {:.4f}",
+                                         pair_step->metrics.rewards_accuracies(), pair_step->metrics.rewards_margins())
                 : kto_step ? fmt::format(" | kl {:.4f} rewards/chosen {:.4f} rejected {:.4f}", kto_step->metrics.kl(),
                                          kto_step->metrics.rewards_chosen(), kto_step->metrics.rewards_rejected())
                            : std::string(),
