@@ -15,11 +15,11 @@
 // src/backend/gated_delta_rule_scratch.h.
 // Invariant: the CPU reference's semantics (state zero at every sequence and segment start, o = 0 and no gradient on
 // padding); no atomics, every sum in a fixed order (deterministic).
-#include <cstdlib>
 #include <string>
 #include <type_traits>
 
 #include "backend/gated_delta_rule_scratch.h"
+#include "core/runtime_switches.h"
 #include "kernels/async_copy.cuh"
 #include "kernels/block_mm.cuh"
 #include "kernels/device_util.cuh"
@@ -1014,10 +1014,8 @@ void forward_states(T* o, const Bufs<T>& s, const T* qkv, const float* g, const 
 }  // namespace
 
 DeltaRuleKernel delta_rule_kernel_from_env() {
-  const char* v = std::getenv("MEGATRAIN_DELTA_RULE");
-  if (v == nullptr || std::string(v).empty() || std::string(v) == "chunked") return DeltaRuleKernel::chunked;
-  MT_REQUIRE(std::string(v) == "recurrent", "MEGATRAIN_DELTA_RULE must be chunked or recurrent, not '{}'", v);
-  return DeltaRuleKernel::recurrent;
+  return environment_switches().delta_rule == DeltaRuleChoice::recurrent ? DeltaRuleKernel::recurrent
+                                                                         : DeltaRuleKernel::chunked;
 }
 
 template <typename T>

@@ -2,7 +2,6 @@
 #include "plan/cudnn_attention_plan.h"
 
 #include <algorithm>
-#include <cstdlib>
 
 #include "core/error.h"
 
@@ -16,18 +15,7 @@ std::string mib(int64_t bytes) { return MT_FORMAT("{:.1f} MiB", static_cast<doub
 
 }  // namespace
 
-AttentionChoice attention_choice_from_env() {
-  const char* v = std::getenv("MEGATRAIN_ATTENTION");
-  const std::string s = v == nullptr ? "" : v;
-  if (s.empty() || s == "auto") return AttentionChoice::automatic;
-  if (s == "ours") return AttentionChoice::ours;
-  MT_REQUIRE(s == "cudnn", "MEGATRAIN_ATTENTION must be ours, cudnn or auto, not '{}'", s);
-  return AttentionChoice::cudnn;
-}
-
-const char* attention_choice_name(AttentionChoice c) {
-  return c == AttentionChoice::ours ? "ours" : c == AttentionChoice::cudnn ? "cudnn" : "auto";
-}
+AttentionChoice attention_choice_from_env() { return environment_switches().attention; }
 
 std::string cudnn_attention_gap(const AttnShape& s, DType dtype) {
   if (dtype != DType::bf16) return "fp32 (cuDNN's fused attention is bf16/fp16 only)";
@@ -58,27 +46,16 @@ std::string cudnn_version_gap(const AttnShape& s, bool backward, int64_t version
 }
 
 int64_t cudnn_seq_bucket(int64_t seq) {
-  const char* env = std::getenv("MEGATRAIN_CUDNN_SEQ_BUCKETS");
-  if (env != nullptr && std::string(env) == "0") return seq;
+  if (!environment_switches().cudnn_seq_buckets) return seq;
   int64_t octave = 1;
   while (octave * 2 <= seq) octave *= 2;
   const int64_t step = std::max<int64_t>(64, octave / 8);
   return (seq + step - 1) / step * step;
 }
 
-namespace {
-// A switch variable: 1 on, 0 off, unset or empty `unset`; anything else one error line naming it.
-bool env_switch(const char* name, bool unset) {
-  const char* env = std::getenv(name);
-  if (env == nullptr || *env == '\0') return unset;
-  MT_REQUIRE(std::string(env) == "0" || std::string(env) == "1", "{} must be 0 or 1, not '{}'", name, env);
-  return std::string(env) == "1";
-}
-}  // namespace
+bool cudnn_ragged() { return environment_switches().cudnn_ragged; }
 
-bool cudnn_ragged() { return env_switch("MEGATRAIN_CUDNN_RAGGED", true); }
-
-bool cudnn_deterministic_backward() { return env_switch("MEGATRAIN_ATTENTION_DETERMINISTIC", true); }
+bool cudnn_deterministic_backward() { return environment_switches().attention_deterministic; }
 
 const char* cudnn_backward_name() {
   return cudnn_deterministic_backward() ? "deterministic backward"
@@ -94,15 +71,7 @@ int64_t cudnn_backward_graph_bytes(int64_t batch, int64_t bucket_seq, int64_t n_
   return align_up(dp + dq) + softmax_sum + kCudnnGraphUnit;
 }
 
-int64_t cudnn_backward_tile_setting() {
-  const char* env = std::getenv("MEGATRAIN_CUDNN_BACKWARD_TILE");
-  if (env == nullptr || *env == '\0') return kCudnnBackwardTile;
-  char* end = nullptr;
-  const long long v = std::strtoll(env, &end, 10);
-  MT_REQUIRE(*end == '\0' && (v == 0 || (v >= 128 && (v & (v - 1)) == 0)),
-             "MEGATRAIN_CUDNN_BACKWARD_TILE must be 0 or a power of two of at least 128, not '{}'", env);
-  return v;
-}
+int64_t cudnn_backward_tile_setting() { return environment_switches().cudnn_backward_tile; }
 
 namespace {
 // ALiBi's bias depends on the tile's place (its graph indexes within the tile): it runs as one graph.
@@ -246,12 +215,7 @@ CudnnWorkspace cudnn_attention_reserve(const AttnShape& longest, int64_t call_ba
 }
 
 int64_t cudnn_workspace_limit(AttentionChoice c, int64_t planned_bytes) {
-  if (const char* env = std::getenv("MEGATRAIN_CUDNN_WORKSPACE_MIB"); env != nullptr && *env != '\0') {
-    char* end = nullptr;
-    const long long mib_value = std::strtoll(env, &end, 10);
-    MT_REQUIRE(*end == '\0' && mib_value >= 0, "MEGATRAIN_CUDNN_WORKSPACE_MIB must be a count of MiB, not '{}'", env);
-    return static_cast<int64_t>(mib_value) << 20;
-  }
+  if (const int64_t mib_value = environment_switches().cudnn_workspace_mib; mib_value >= 0) return mib_value << 20;
   return c == AttentionChoice::automatic ? planned_bytes : -1;
 }
 
@@ -262,8 +226,8 @@ AttentionDecision choose_attention(AttentionChoice c, bool backward, const std::
   if (limit_bytes >= 0 && workspace_bytes > limit_bytes)
     return {false, MT_FORMAT("cuDNN's {} workspace {} is over the {} allowed ({})",
                              backward ? cudnn_backward_name() : "forward", mib(workspace_bytes), mib(limit_bytes),
-                             std::getenv("MEGATRAIN_CUDNN_WORKSPACE_MIB") != nullptr ? "MEGATRAIN_CUDNN_WORKSPACE_MIB"
-                                                                                     : "the memory plan's reserve")};
+                             environment_switches().cudnn_workspace_mib >= 0 ? "MEGATRAIN_CUDNN_WORKSPACE_MIB"
+                                                                             : "the memory plan's reserve")};
   return {true, backward ? MT_FORMAT("cuDNN {}", cudnn_backward_name()) : "cuDNN forward"};
 }
 

@@ -11,18 +11,17 @@
 
 #include "backend/backend.h"
 #include "core/dtype.h"
+#include "core/runtime_switches.h"
 #include "model/layer_spec.h"
 #include "plan/memory_plan.h"
 
 namespace mt {
 
-// MEGATRAIN_ATTENTION: ours (kernels/attention.cu always), cudnn (cuDNN wherever it covers the case, whatever its
-// workspace), auto (the default: per direction, from the H200 measurements in docs/PERFORMANCE.md: forward cuDNN
-// wherever covered; backward cuDNN's graph (cudnn_deterministic_backward) where its workspace fits what the memory
-// plan reserved, else ours). Anything else: one error line naming the variable.
-enum class AttentionChoice { ours, cudnn, automatic };
+// MEGATRAIN_ATTENTION (AttentionChoice, core/runtime_switches.h): ours (kernels/attention.cu always), cudnn (cuDNN
+// wherever it covers the case, whatever its workspace), auto (the default: per direction, from the H200 measurements
+// in docs/PERFORMANCE.md: forward cuDNN wherever covered; backward cuDNN's graph (cudnn_deterministic_backward) where
+// its workspace fits what the memory plan reserved, else ours). Anything else: one error line naming the variable.
 AttentionChoice attention_choice_from_env();
-const char* attention_choice_name(AttentionChoice c);
 
 // Why cuDNN does not cover a shape (empty when it does): packed segments without their virtual batch (segment_batch:
 // the engine sets it), fp32, head_dim (a multiple of 8 up to 256), a value head dim that is not a multiple of 8 up to

@@ -2,7 +2,6 @@
 // completions are reaped while submitting (when the ring is full) and in wait(); a short transfer resubmits its rest.
 // Without liburing at build time, or where the kernel refuses a ring, create() returns the thread pool.
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -11,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/os_error.h"
+#include "core/runtime_switches.h"
 #include "store/tier_io.h"
 
 #if MEGATRAIN_HAVE_LIBURING
@@ -130,8 +130,7 @@ class UringTierIo final : public TierIo {
 }  // namespace
 
 std::unique_ptr<TierIo> TierIo::create() {
-  const char* forced = std::getenv("MEGATRAIN_TIER_IO");
-  if (forced && std::string(forced) == "threads")
+  if (environment_switches().tier_io == TierIoChoice::threads)
     return make_thread_tier_io(kThreads, "MEGATRAIN_TIER_IO=threads");
 #if MEGATRAIN_HAVE_LIBURING
   io_uring ring;

@@ -3,12 +3,12 @@
 #include "backend/cuda/grouped_gemm.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include "backend/cuda/cuda_check.h"
 #include "core/error.h"
+#include "core/runtime_switches.h"
 #include "plan/gemm_workspace.h"
 
 #define MT_CHECK_CUBLAS_V2(call) \
@@ -32,26 +32,14 @@ std::vector<ExpertRows> experts_with_rows(const int64_t* offsets, int64_t E) {
   return out;
 }
 
-int lane_count_from_env() {
-  const char* v = std::getenv("MEGATRAIN_MOE_GEMM_STREAMS");
-  if (v == nullptr || std::string(v).empty()) return kExpertGemmStreams;
-  const int n = std::atoi(v);
-  MT_REQUIRE(n >= 1 && n <= kExpertGemmStreams, "MEGATRAIN_MOE_GEMM_STREAMS must be 1 to {}, not '{}'",
-             kExpertGemmStreams, v);
-  return n;
-}
-
 }  // namespace
 
 GroupedGemmMode grouped_gemm_mode_from_env() {
-  const char* v = std::getenv("MEGATRAIN_MOE_GEMM");
-  if (v == nullptr || std::string(v).empty() || std::string(v) == "loop") return GroupedGemmMode::loop;
-  MT_REQUIRE(std::string(v) == "grouped", "MEGATRAIN_MOE_GEMM must be loop or grouped, not '{}'", v);
-  return GroupedGemmMode::grouped;
+  return environment_switches().moe_gemm == MoeGemmChoice::grouped ? GroupedGemmMode::grouped : GroupedGemmMode::loop;
 }
 
 GroupedGemm::GroupedGemm(cudaStream_t stream, GroupedGemmMode mode)
-    : stream_(stream), lane_count_(lane_count_from_env()), mode_(mode) {
+    : stream_(stream), lane_count_(environment_switches().moe_gemm_streams), mode_(mode) {
   if (mode_ != GroupedGemmMode::grouped) return;
   MT_CHECK_CUBLAS_V2(cublasCreate(&handle_));
   MT_CHECK_CUBLAS_V2(cublasSetStream(handle_, stream_));

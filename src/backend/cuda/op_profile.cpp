@@ -2,19 +2,15 @@
 #include "backend/cuda/op_profile.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <string_view>
 
 #include <fmt/format.h>
 
 #include "backend/cuda/cuda_check.h"
+#include "core/runtime_switches.h"
 
 namespace mt::cuda {
 
-OpProfile::OpProfile() {
-  const char* env = std::getenv("MEGATRAIN_PROFILE_OPS");
-  enabled_ = env && *env && std::string_view(env) != "0";
-}
+OpProfile::OpProfile() : enabled_(environment_switches().profile_ops) {}
 
 OpProfile::~OpProfile() {
   for (auto& [a, b] : events_) {

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -15,6 +14,7 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/runtime_switches.h"
 #include "engine/deltanet_block.h"
 #include "model/model_source.h"
 
@@ -63,8 +63,7 @@ ChunkFlops chunk_flops(const DeltaRuleShape& s, int64_t C) {
 // The kernel the backend runs for s (the CUDA backend's choice: kernels/kernels.h, delta_rule_kernel_from_env).
 std::string kernel_name(const Backend& be, const DeltaRuleShape& s) {
   if (be.host_memory() || !delta_rule_chunked_supports(s)) return "recurrent";
-  const char* v = std::getenv("MEGATRAIN_DELTA_RULE");
-  return v != nullptr && std::string(v) == "recurrent" ? "recurrent" : "chunked";
+  return environment_switches().delta_rule == DeltaRuleChoice::recurrent ? "recurrent" : "chunked";
 }
 
 }  // namespace

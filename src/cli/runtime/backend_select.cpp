@@ -2,10 +2,9 @@
 #include "cli/runtime/backend_select.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <string>
 
 #include "core/error.h"
+#include "core/runtime_switches.h"
 #include "engine/host_gradient_reducer.h"
 #ifdef MEGATRAIN_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -19,23 +18,20 @@
 namespace mt {
 
 std::unique_ptr<Backend> select_backend(DType dtype, int device) {
-  const char* env = std::getenv("MEGATRAIN_BACKEND");
-  const std::string wanted = env ? env : "";
-  MT_REQUIRE(wanted.empty() || wanted == "cpu" || wanted == "cuda",
-             "MEGATRAIN_BACKEND='{}': expected cpu or cuda", wanted);
-  if (wanted == "cpu") return make_cpu_backend();
+  const BackendChoice wanted = environment_switches().backend;
+  if (wanted == BackendChoice::cpu) return make_cpu_backend();
 #ifdef MEGATRAIN_HAVE_CUDA
-  if (wanted == "cuda" || cuda_device_count() > 0) return make_cuda_backend(dtype, device);
+  if (wanted == BackendChoice::cuda || cuda_device_count() > 0) return make_cuda_backend(dtype, device);
 #else
   (void)device;
-  MT_REQUIRE(wanted != "cuda", "MEGATRAIN_BACKEND=cuda: this build has no CUDA backend (nvcc was not found)");
+  MT_REQUIRE(wanted != BackendChoice::cuda,
+             "MEGATRAIN_BACKEND=cuda: this build has no CUDA backend (nvcc was not found)");
 #endif
   return make_cpu_backend();
 }
 
 int visible_gpus() {
-  const char* env = std::getenv("MEGATRAIN_BACKEND");
-  if (env && std::string(env) == "cpu") return 0;
+  if (environment_switches().backend == BackendChoice::cpu) return 0;
 #ifdef MEGATRAIN_HAVE_CUDA
   return cuda_device_count();
 #else

@@ -1,0 +1,94 @@
+// Tests of the runtime switches: the environment variables over the defaults, and bad values.
+// Invariant: every variable a test sets is unset again before it ends (EnvVar); nothing else is read.
+#include <cstdlib>
+#include <string>
+
+#include "catch.h"
+#include "core/error.h"
+#include "core/runtime_switches.h"
+
+namespace {
+
+// Sets one variable for the scope.
+struct EnvVar {
+  std::string name;
+  EnvVar(std::string n, const char* value) : name(std::move(n)) { setenv(name.c_str(), value, 1); }
+  ~EnvVar() { unsetenv(name.c_str()); }
+};
+
+std::string env_error(const char* variable, const char* value) {
+  EnvVar v(variable, value);
+  try {
+    mt::with_environment({});
+  } catch (const mt::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("runtime switches: the defaults", "[runtime_switches]") {
+  for (const mt::SwitchVariable& sv : mt::switch_variables()) unsetenv(std::string(sv.variable).c_str());
+  const mt::RuntimeSwitches s = mt::environment_switches();
+  CHECK(s.attention == mt::AttentionChoice::automatic);
+  CHECK(s.cudnn_seq_buckets);
+  CHECK(s.cudnn_ragged);
+  CHECK(s.attention_deterministic);
+  CHECK(s.cudnn_backward_tile == 8192);
+  CHECK(s.cudnn_workspace_mib == -1);
+  CHECK(s.moe_gemm == mt::MoeGemmChoice::loop);
+  CHECK(s.moe_gemm_streams == 4);
+  CHECK(s.delta_rule == mt::DeltaRuleChoice::chunked);
+  CHECK_FALSE(s.profile_ops);
+  CHECK(s.tier_io == mt::TierIoChoice::automatic);
+  CHECK(s.backend == mt::BackendChoice::automatic);
+  CHECK(mt::switch_variables().size() == 12);
+}
+
+TEST_CASE("runtime switches: environment variables override the base", "[runtime_switches]") {
+  for (const mt::SwitchVariable& sv : mt::switch_variables()) unsetenv(std::string(sv.variable).c_str());
+  mt::RuntimeSwitches from_config;  // a base other than the defaults
+  from_config.attention = mt::AttentionChoice::ours;
+  from_config.cudnn_backward_tile = 0;
+  CHECK(mt::with_environment(from_config).attention == mt::AttentionChoice::ours);
+  {
+    EnvVar attention("MEGATRAIN_ATTENTION", "cudnn"), tile("MEGATRAIN_CUDNN_BACKWARD_TILE", "1024"),
+        ragged("MEGATRAIN_CUDNN_RAGGED", "0"), mib("MEGATRAIN_CUDNN_WORKSPACE_MIB", "0"),
+        streams("MEGATRAIN_MOE_GEMM_STREAMS", "1"), profile("MEGATRAIN_PROFILE_OPS", "1"),
+        backend("MEGATRAIN_BACKEND", "cpu"), tier("MEGATRAIN_TIER_IO", "threads"),
+        delta("MEGATRAIN_DELTA_RULE", "recurrent"), gemm("MEGATRAIN_MOE_GEMM", "grouped"),
+        buckets("MEGATRAIN_CUDNN_SEQ_BUCKETS", "0"), det("MEGATRAIN_ATTENTION_DETERMINISTIC", "0");
+    const mt::RuntimeSwitches s = mt::with_environment(from_config);
+    CHECK(s.attention == mt::AttentionChoice::cudnn);
+    CHECK(s.cudnn_backward_tile == 1024);
+    CHECK_FALSE(s.cudnn_ragged);
+    CHECK(s.cudnn_workspace_mib == 0);
+    CHECK(s.moe_gemm_streams == 1);
+    CHECK(s.profile_ops);
+    CHECK(s.backend == mt::BackendChoice::cpu);
+    CHECK(s.tier_io == mt::TierIoChoice::threads);
+    CHECK(s.delta_rule == mt::DeltaRuleChoice::recurrent);
+    CHECK(s.moe_gemm == mt::MoeGemmChoice::grouped);
+    CHECK_FALSE(s.cudnn_seq_buckets);
+    CHECK_FALSE(s.attention_deterministic);
+  }
+  EnvVar empty("MEGATRAIN_ATTENTION", "");  // set but empty: the base's value stands
+  CHECK(mt::with_environment(from_config).attention == mt::AttentionChoice::ours);
+}
+
+TEST_CASE("runtime switches: a bad variable is one line naming it and the value", "[runtime_switches]") {
+  CHECK(env_error("MEGATRAIN_ATTENTION", "flash") == "MEGATRAIN_ATTENTION must be ours, cudnn or auto, not 'flash'");
+  CHECK(env_error("MEGATRAIN_CUDNN_RAGGED", "yes") == "MEGATRAIN_CUDNN_RAGGED must be 0 or 1, not 'yes'");
+  CHECK(env_error("MEGATRAIN_ATTENTION_DETERMINISTIC", "2") ==
+        "MEGATRAIN_ATTENTION_DETERMINISTIC must be 0 or 1, not '2'");
+  CHECK(env_error("MEGATRAIN_CUDNN_BACKWARD_TILE", "100") ==
+        "MEGATRAIN_CUDNN_BACKWARD_TILE must be 0 or a power of two of at least 128, not '100'");
+  CHECK(env_error("MEGATRAIN_CUDNN_WORKSPACE_MIB", "-1") ==
+        "MEGATRAIN_CUDNN_WORKSPACE_MIB must be a count of MiB, not '-1'");
+  CHECK(env_error("MEGATRAIN_MOE_GEMM", "batched") == "MEGATRAIN_MOE_GEMM must be loop or grouped, not 'batched'");
+  CHECK(env_error("MEGATRAIN_MOE_GEMM_STREAMS", "5") == "MEGATRAIN_MOE_GEMM_STREAMS must be 1 to 4, not '5'");
+  CHECK(env_error("MEGATRAIN_DELTA_RULE", "fast") == "MEGATRAIN_DELTA_RULE must be chunked or recurrent, not 'fast'");
+  CHECK(env_error("MEGATRAIN_BACKEND", "rocm") == "MEGATRAIN_BACKEND='rocm': expected cpu or cuda");
+  CHECK(env_error("MEGATRAIN_TIER_IO", "aio") == "MEGATRAIN_TIER_IO must be threads or auto, not 'aio'");
+}
