@@ -25,6 +25,7 @@
 #include "core/tensor_checksum.h"
 #include "checkpoint/tensor_selection.h"
 #include "core/error.h"
+#include "core/fault_hooks.h"
 #include "core/log.h"
 #include "core/os_error.h"
 #include "core/stop_signal.h"
@@ -326,12 +327,11 @@ SaveReport save_checkpoint(const std::filesystem::path& path, const CheckpointSo
   }
   MT_CHECK_MPI(MPI_Barrier(ctx.node));
   if (ctx.is_root()) {
-    // Test hook (not documented for users): rank 0 dies between writing the .tmp and renaming it.
-    const char* kill_at = std::getenv("MEGATRAIN_TEST_KILL_IN_SAVE");
-    if (kill_at && *kill_at && std::atoll(kill_at) == m.step) std::raise(SIGKILL);
-    // Test hook (not documented for users): rank 0 waits this many seconds with the complete .tmp before renaming.
-    if (const char* slow = std::getenv("MEGATRAIN_TEST_SLOW_RENAME"); slow && *slow)
-      std::this_thread::sleep_for(std::chrono::duration<double>(std::atof(slow)));
+    // Test hooks (core/fault_hooks.h): rank 0 dies between writing the .tmp and renaming it, or waits this many
+    // seconds with the complete .tmp before renaming.
+    if (fault_hooks().kill_in_save_step == m.step) std::raise(SIGKILL);
+    if (const double slow = fault_hooks().slow_rename_seconds; slow > 0)
+      std::this_thread::sleep_for(std::chrono::duration<double>(slow));
     std::filesystem::rename(tmp, final_path);
     prune_checkpoints(final_path.parent_path(), keep);
   }

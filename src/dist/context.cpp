@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 
+#include "core/fault_hooks.h"
 #include "dist/check.h"
 
 namespace mt::dist {
@@ -44,11 +45,10 @@ void init(int* argc, char*** argv) {
     abort_job("the MPI library grants thread level " + std::to_string(provided) +
               "; megatrain needs MPI_THREAD_MULTIPLE (" + std::to_string(MPI_THREAD_MULTIPLE) +
               "): use an MPI built with thread support (Open MPI 4 and MPICH 4 have it)");
-  // Test hook (not documented for users): MEGATRAIN_TEST_RANKS_PER_NODE=k makes every k consecutive ranks one
-  // "node" (a sub-communicator of the shared-memory one), so multi-node replicas are testable on one machine.
-  const char* per_node = std::getenv("MEGATRAIN_TEST_RANKS_PER_NODE");
-  if (per_node && std::atoi(per_node) > 0)
-    MT_CHECK_MPI(MPI_Comm_split(c.world, c.rank / std::atoi(per_node), c.rank, &c.node));
+  // Test hook (core/fault_hooks.h): every k consecutive ranks one "node" (a sub-communicator of the shared-memory
+  // one), so multi-node replicas are testable on one machine.
+  if (const int per_node = fault_hooks().ranks_per_node; per_node > 0)
+    MT_CHECK_MPI(MPI_Comm_split(c.world, c.rank / per_node, c.rank, &c.node));
   else
     MT_CHECK_MPI(MPI_Comm_split_type(c.world, MPI_COMM_TYPE_SHARED, c.rank, MPI_INFO_NULL, &c.node));
   MT_CHECK_MPI(MPI_Comm_rank(c.node, &c.node_rank));

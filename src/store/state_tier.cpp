@@ -12,6 +12,7 @@
 
 #include "core/error.h"
 #include "core/exit_cleanup.h"
+#include "core/fault_hooks.h"
 #include "core/log.h"
 #include "core/tensor_checksum.h"
 #include "core/os_error.h"
@@ -102,7 +103,7 @@ StateTier::StateTier(const ParamLayout& layout, const TierSettings& settings, in
   part_known_.assign(part_sums_.size(), 0);
   if (!locked && rank == 0)
     log::info("state tier: staging buffers not page-locked (RLIMIT_MEMLOCK); they stay in RAM unless it runs short");
-  if (const char* n = std::getenv("MEGATRAIN_TEST_TIER_FULL_AFTER_WRITES"); n && *n) fill_after_writes_ = std::atoll(n);
+  fill_after_writes_ = fault_hooks().tier_full_after_writes;
 }
 
 StateTier::~StateTier() {

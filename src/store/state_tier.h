@@ -89,7 +89,7 @@ class StateTier {
   float* sync_ = nullptr;
   int64_t sync_elements_ = 0;
   int64_t bytes_read_ = 0, bytes_written_ = 0;
-  int64_t writes_ = 0, fill_after_writes_ = -1;  // test hook (MEGATRAIN_TEST_TIER_FULL_AFTER_WRITES)
+  int64_t writes_ = 0, fill_after_writes_ = -1;  // test hook (fault_hooks().tier_full_after_writes)
 };
 
 }  // namespace mt

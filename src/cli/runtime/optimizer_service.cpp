@@ -8,6 +8,7 @@
 #include <exception>
 
 #include "core/error.h"
+#include "core/fault_hooks.h"
 #include "dist/check.h"
 #include "dist/shared_flags.h"
 
@@ -106,10 +107,9 @@ void OptimizerService::serve(const std::function<void()>& on_checkpoint,
 }
 
 void OptimizerService::loop(const std::function<void()>& on_checkpoint, const std::function<void()>& before_test_kill) {
-  // Test hook (not documented for users): world rank 1 kills itself with SIGKILL when it receives step k (once a
+  // Test hook (core/fault_hooks.h): world rank 1 kills itself with SIGKILL when it receives step k (once a
   // checkpoint written in the background has completed, so the test knows which checkpoints exist).
-  const char* die = std::getenv("MEGATRAIN_TEST_DIE_AT_STEP");
-  const int64_t die_at = die && dist::context().rank == 1 ? std::atoll(die) : -1;
+  const int64_t die_at = dist::context().rank == 1 ? fault_hooks().die_at_step : -1;
   try {
     for (int64_t seen = 0;;) {
       const int64_t& sequence = mailbox_->sequence;

@@ -13,6 +13,7 @@
 
 #include "checkpoint/checkpoint_writer.h"
 #include "core/error.h"
+#include "core/fault_hooks.h"
 #include "core/log.h"
 #include "dist/check.h"
 #include "dist/context.h"
@@ -49,12 +50,11 @@ void CheckpointSaver::save(const std::filesystem::path& path, const CheckpointMe
   store_.sync_resident();  // GPU-resident regions' state into the store (every optimizer is idle)
   const dist::Context& ctx = dist::context();
   // The node's snapshots together: 12 bytes per parameter (one node per job); the margin leaves room for the
-  // page cache and everything else. Test hook (not documented for users): MEGATRAIN_TEST_SYNC_SAVE=1.
+  // page cache and everything else. Test hook: fault_hooks().sync_save.
   const int64_t need = store_.layout().total_numel * 12;
   const int64_t available = meminfo_bytes("MemAvailable"), total = meminfo_bytes("MemTotal");
   const int64_t margin = std::max<int64_t>(int64_t{1} << 30, total / 10);
-  const char* sync_env = std::getenv("MEGATRAIN_TEST_SYNC_SAVE");
-  const bool forced_sync = sync_env && *sync_env && std::string(sync_env) != "0";
+  const bool forced_sync = fault_hooks().sync_save;
   const bool fits = available >= 0 && need <= available - margin;
   int go = background && !forced_sync && fits ? 1 : 0, all_go = 0;
   MT_CHECK_MPI(MPI_Allreduce(&go, &all_go, 1, MPI_INT, MPI_MIN, ctx.node));
@@ -89,9 +89,9 @@ void CheckpointSaver::save(const std::filesystem::path& path, const CheckpointMe
               path.string());
   thread_ = std::thread([snapshot = std::move(snapshot), path, meta, keep]() mutable {
     try {
-      // Test hook (not documented for users): the background write starts this many seconds late.
-      if (const char* slow = std::getenv("MEGATRAIN_TEST_SLOW_SAVE"); slow && *slow)
-        std::this_thread::sleep_for(std::chrono::duration<double>(std::atof(slow)));
+      // Test hook (core/fault_hooks.h): the background write starts this many seconds late.
+      if (const double slow = fault_hooks().slow_save_seconds; slow > 0)
+        std::this_thread::sleep_for(std::chrono::duration<double>(slow));
       const SaveReport saved = save_checkpoint(path, snapshot->source(), meta, keep);
       snapshot.reset();
       if (dist::context().is_root())
