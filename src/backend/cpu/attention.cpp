@@ -34,9 +34,6 @@ void check_shape(const AttnShape& s) {
   }
 }
 
-// The value (and output) head dim: head_dim unless the shape gives another.
-int64_t value_dim(const AttnShape& s) { return s.v_head_dim > 0 ? s.v_head_dim : s.head_dim; }
-
 int64_t valid_len(const AttnShape& s, int64_t b) { return s.seq_lens != nullptr ? s.seq_lens[b] : s.seq; }
 
 // First key position query i may see (the window bound); keys run from here to i.
@@ -78,7 +75,7 @@ float final_logit(const AttnShape& s, float raw, float slope, int64_t i, int64_t
 
 template <bool Ext>
 void forward_impl(float* out, float* lse, const float* q, const float* k, const float* v, const AttnShape& s) {
-  const int64_t hd = s.head_dim, vd = value_dim(s), group = s.n_heads / s.n_kv_heads;
+  const int64_t hd = s.head_dim, vd = s.value_head_dim(), group = s.n_heads / s.n_kv_heads;
   const int64_t q_stride = s.n_heads * hd, kv_stride = s.n_kv_heads * hd;
   const int64_t o_stride = s.n_heads * vd, v_stride = s.n_kv_heads * vd;
   const float scale = softmax_scale(s);
@@ -140,7 +137,7 @@ struct PairGrad {
 template <bool Ext>
 PairGrad pair_grad(const AttnShape& s, const float* qi, const float* doi, float di, float lse_i, const float* kj,
                    const float* vj, float scale, float slope, int64_t i, int64_t j) {
-  const int64_t hd = s.head_dim, vd = value_dim(s);
+  const int64_t hd = s.head_dim, vd = s.value_head_dim();
   if constexpr (Ext) {
     float dcap;
     const float logit = final_logit(s, dot(qi, kj, hd) * scale, slope, i, j, &dcap);
@@ -156,7 +153,7 @@ PairGrad pair_grad(const AttnShape& s, const float* qi, const float* doi, float 
 template <bool Ext>
 void backward_by_kv_head(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
                          const float* v, const float* out, const float* lse, const AttnShape& s) {
-  const int64_t hd = s.head_dim, vd = value_dim(s), group = s.n_heads / s.n_kv_heads;
+  const int64_t hd = s.head_dim, vd = s.value_head_dim(), group = s.n_heads / s.n_kv_heads;
   const int64_t q_stride = s.n_heads * hd, kv_stride = s.n_kv_heads * hd;
   const int64_t o_stride = s.n_heads * vd, v_stride = s.n_kv_heads * vd;
   const float scale = softmax_scale(s);
@@ -197,7 +194,7 @@ void backward_by_kv_head(float* dq, float* dk, float* dv, const float* dout, con
 template <bool Ext>
 void backward_by_rows(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
                       const float* v, const float* out, const float* lse, const AttnShape& s) {
-  const int64_t hd = s.head_dim, vd = value_dim(s), group = s.n_heads / s.n_kv_heads;
+  const int64_t hd = s.head_dim, vd = s.value_head_dim(), group = s.n_heads / s.n_kv_heads;
   const int64_t q_stride = s.n_heads * hd, kv_stride = s.n_kv_heads * hd;
   const int64_t o_stride = s.n_heads * vd, v_stride = s.n_kv_heads * vd;
   const float scale = softmax_scale(s);
@@ -272,7 +269,7 @@ void attention_sinks_backward(float* d_sinks, const float* dout, const float* ou
   check_shape(s);
   MT_ASSERT(s.sinks != nullptr, "attention_sinks_backward without sinks");
   const auto* sinks = static_cast<const float*>(s.sinks);
-  const int64_t vd = value_dim(s), o_stride = s.n_heads * vd;
+  const int64_t vd = s.value_head_dim(), o_stride = s.n_heads * vd;
 #pragma omp parallel for schedule(static)
   for (int64_t h = 0; h < s.n_heads; ++h) {
     double acc = 0.0;
