@@ -15,27 +15,19 @@ if [[ -z ${MEGATRAIN_RANKS:-} ]]; then
   if ((${gpus:-0} > MEGATRAIN_RANKS)); then MEGATRAIN_RANKS=$gpus; fi
 fi
 
-# A stop signal for this shell (SIGTERM from a scheduler or `kill`, SIGUSR1, Ctrl-C) reaches every rank as SIGUSR1,
-# which mpirun passes on: the ranks finish their step, write a checkpoint and exit 75, and so does this function.
-# (SIGTERM sent to mpirun itself makes Open MPI end the job with status 1 whatever the ranks return.) mpirun runs in
-# the background so that the shell can take signals while it waits.
-megatrain_mpirun_pid=
-megatrain_mpirun_stop() {
-  echo "megatrain on $(hostname): SIG$1 received; asking every rank to checkpoint and stop"
-  [[ -n $megatrain_mpirun_pid ]] && kill -USR1 "$megatrain_mpirun_pid" 2>/dev/null
-  return 0
-}
+# A stop signal for this shell (SIGTERM from a scheduler or `kill`, SIGUSR1, Ctrl-C) reaches every rank as SIGUSR1
+# through jobs/megatrain-mpirun: the ranks finish their step, write a checkpoint and exit 75, and so does this function.
 megatrain_mpirun() {
   echo "megatrain on $(hostname): $MEGATRAIN_RANKS rank(s) over the NUMA domains: $*"
-  local s status=0
-  for s in USR1 TERM INT; do trap "megatrain_mpirun_stop $s" "$s"; done
-  "$MEGATRAIN_MPIRUN" -np "$MEGATRAIN_RANKS" --map-by numa --bind-to numa --report-bindings "$MEGATRAIN_BIN" "$@" &
-  megatrain_mpirun_pid=$!
-  while kill -0 "$megatrain_mpirun_pid" 2>/dev/null; do
-    wait "$megatrain_mpirun_pid" && status=0 || status=$?  # returns early (>128) when a signal interrupts the wait
+  MEGATRAIN_MPIRUN=$MEGATRAIN_MPIRUN "$MEGATRAIN_HOME/jobs/megatrain-mpirun" -np "$MEGATRAIN_RANKS" --map-by numa \
+    --bind-to numa --report-bindings "$MEGATRAIN_BIN" "$@" &
+  local pid=$! status=0
+  # The launcher turns a stop signal into SIGUSR1 for mpirun; this shell passes on one sent to it.
+  for s in USR1 TERM INT; do trap "kill -$s $pid 2>/dev/null" "$s"; done
+  while kill -0 "$pid" 2>/dev/null; do
+    wait "$pid" && status=0 || status=$?
   done
-  wait "$megatrain_mpirun_pid" && status=0 || status=$?  # the exit status of the finished mpirun
-  megatrain_mpirun_pid=
+  wait "$pid" && status=0 || status=$?
   trap - USR1 TERM INT
   return "$status"
 }

@@ -9,7 +9,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $1"; tail -n 20 "$work/log"; exit 1; }
 cmake --install "$build" --prefix "$work/prefix" >"$work/log" 2>&1 || fail "cmake --install"
-for f in bin/megatrain share/megatrain/jobs/smoke.sh share/megatrain/slurm/megatrain_job.sh \
+for f in bin/megatrain bin/megatrain-mpirun share/megatrain/jobs/smoke.sh share/megatrain/slurm/megatrain_job.sh \
          share/megatrain/configs/demo.yaml share/megatrain/data/dataset_info.json; do
   [[ -e $work/prefix/$f ]] || fail "the install lacks $f"
 done

@@ -2,8 +2,8 @@
 # Graceful stop (core/stop_signal.h): a run signalled mid-training finishes its step, writes the checkpoint of that
 # step, exits with status 75 and writes no final model; resumed with resume_from auto it ends bitwise equal to the
 # uninterrupted run (every step's metrics, the final model). On 1 rank (SIGTERM to the process), on 2 ranks
-# (SIGUSR1 to mpiexec, which passes it to both; rank 1 serves the optimizer) and on 2 data-parallel compute ranks
-# (SIGUSR1), on the README demo. A second signal ends a run at once: SIGTERM and SIGINT both pending while the process is stopped.
+# (SIGUSR1 to mpiexec, which passes it to both; rank 1 serves the optimizer; and SIGTERM to jobs/megatrain-mpirun in
+# front of mpiexec, which exits 75 with the ranks) and on 2 data-parallel compute ranks (SIGUSR1), on the README demo. A second signal ends a run at once: SIGTERM and SIGINT both pending while the process is stopped.
 # Usage: graceful_stop.sh MEGATRAIN MPIEXEC COMPARE SOURCE_DIR
 set -uo pipefail
 bin=$1 mpiexec=$2 compare=$3 src=$4
@@ -26,6 +26,8 @@ start() {  # start NP OUT [more]: in the background; sets pid (the process or mp
   shift 2
   if [[ $np -eq 1 ]]; then
     "$bin" $(args "$out" "$@") >>"$out.log" 2>&1 &
+  elif [[ -n ${launcher:-} ]]; then  # jobs/megatrain-mpirun in front of mpiexec
+    MEGATRAIN_MPIRUN=$mpiexec "$launcher" -x HDF5_USE_FILE_LOCKING -np "$np" "$bin" $(args "$out" "$@") >>"$out.log" 2>&1 &
   else
     "$mpiexec" -x HDF5_USE_FILE_LOCKING -np "$np" "$bin" $(args "$out" "$@") >>"$out.log" 2>&1 &
   fi
@@ -54,8 +56,8 @@ run() {  # run NP OUT [more]: in the foreground
 stop_and_resume() {
   local name=$1 np=$2 sig=$3
   shift 3
-  local out=$work/$name
-  run "$np" "$work/$name.ref" "$@" || fail "$name: the uninterrupted run"
+  local out=$work/$name ref=$work/${reference:-$name}.ref
+  [[ -d $ref ]] || run "$np" "$ref" "$@" || fail "$name: the uninterrupted run"
   start "$np" "$out" "$@"
   wait_steps "$out" 3
   kill "-$sig" "$pid"
@@ -71,11 +73,13 @@ stop_and_resume() {
   [[ ! -e $out/final ]] || fail "$name: a stopped run wrote final/"
   run "$np" "$out" --set training.resume_from=auto "$@" || fail "$name: resume"
   grep -q "resuming from .*step-0*$k.h5 at step $k" "$out.log" || fail "$name: did not resume from step $k"
-  "$compare" "$work/$name.ref" "$out" || fail "$name: stopped at step $k and resumed differs from the uninterrupted run"
+  "$compare" "$ref" "$out" || fail "$name: stopped at step $k and resumed differs from the uninterrupted run"
   echo "ok   $name: SIG$sig after step $k of $steps, exit 75, checkpoint, resumed: bitwise equal to the uninterrupted run"
 }
 stop_and_resume one_rank 1 TERM
 stop_and_resume two_ranks 2 USR1
+# SIGTERM, as a scheduler sends it, to jobs/megatrain-mpirun in front of mpiexec: 75 all the same.
+launcher=$src/jobs/megatrain-mpirun reference=two_ranks stop_and_resume two_ranks_launcher 2 TERM
 stop_and_resume two_compute_ranks 2 USR1 --set training.gpus_per_node=2
 
 # A second signal: both pending while the process is stopped, delivered together; the run ends at once.
