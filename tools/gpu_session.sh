@@ -2,7 +2,7 @@
 # One GPU-machine session, run from the repository root with a bundle made by `tools/bundle.sh --tests`
 # in bundle/: the CUDA op table, the PyTorch-parity fixtures on the CUDA backend, pipeline variants, the
 # benchmarks and the PyTorch reference. Logs go to $OUT; a short table is printed last.
-# Usage: tools/gpu_session.sh [quick|full|dp|families|new-families|hybrid|nvme|moe|moe-keep|mla|longseq|attention|softcap|segments|survey|figures|ragged|nondeterministic|tiles|ab]
+# Usage: tools/gpu_session.sh [quick|full|dp|families|new-families|hybrid|nvme|moe|moe-keep|mla|pref|longseq|attention|softcap|segments|survey|figures|ragged|nondeterministic|tiles|ab]
 # (quick: the tests; full: the tests and the one-GPU benchmarks with PyTorch's; dp: the tests and the data-parallel
 # part, on 2 or more GPUs; families: the tests, then Qwen2.5-3B batch 64 and Qwen2.5-7B batch 32 with this build and,
 # where bundle_base/ holds an earlier build, with that one in the same call, then Gemma-2-9B and Phi-4 at batch 32 with
@@ -62,7 +62,11 @@
 # dim 128), then GLM-4.7-Flash and DeepSeek-V2-Lite (MoE layers 1-4; MLA_SHAPES: shape:layers:first) at 32 × 1024
 # with MEGATRAIN_ATTENTION=ours and =auto; moe-keep: tests_gpu "[moe]" and the [moe-keep] fixtures on CUDA,
 # Qwen3-30B-A3B 10 layers at 64 × 4096 with the plan's MoE layers keeping and with none, and DeepSeek-V3's layers 3-4
-# with 32 of its experts at 32 × 4096 (DSV3_BATCHES)
+# with 32 of its experts at 32 × 4096 (DSV3_BATCHES); pref: tests_gpu "[cross_entropy]" and the [preference]
+# fixtures on CUDA, then Qwen2.5-7B's SFT step at 64 × 1024, its DPO step at 32 pairs × 2 × 1024 (`bench --stage dpo`,
+# after the reference pass over the bench's batches) and, unless PREF_SKIP_KTO=1, its KTO step at 32 × (1 + KL) × 1024,
+# in the same call, with the preference issue's two ratios: the DPO step's tokens/s over SFT's (target >= 0.95) and
+# the reference pass's tokens/s over the DPO step's (target >= 2.5)
 set -uo pipefail
 mode=${1:-full}
 out=${OUT:-/tmp/megatrain-gpu}
@@ -82,6 +86,7 @@ if [[ -z ${SKIP_OP_TABLE:-}${SKIP_TESTS:-} ]]; then
     gpu_tests=("[cudnn],[attention],[segments]")
   [[ $mode == mla ]] && gpu_tests=("[cudnn_graph],[cudnn],[mla]")
   [[ $mode == moe-keep ]] && gpu_tests=("[moe]")
+  [[ $mode == pref ]] && gpu_tests=("[cross_entropy]")
   if [[ $mode == segments ]]; then
     timeout 120 $b/tests_gpu "[segments]" >"$out/tests_gpu_segments.log" 2>&1
     note "tests_gpu [segments] rc=$? $(tail -n 2 "$out/tests_gpu_segments.log" | tr '\n' ' ')"
@@ -97,6 +102,7 @@ if [[ -z ${SKIP_TESTS:-} ]]; then
   parity=("[parity]")
   [[ $mode == mla ]] && parity=("[mla]")
   [[ $mode == moe-keep ]] && parity=("[moe-keep]")
+  [[ $mode == pref ]] && parity=("[preference]")
   MEGATRAIN_BACKEND=cuda timeout ${PARITY_TIMEOUT:-300} $b/tests_integration "${parity[@]}" >"$out/parity_cuda.log" 2>&1
   note "${parity[*]} on cuda rc=$? $(tail -n 2 "$out/parity_cuda.log" | tr '\n' ' ')"
 fi
@@ -418,6 +424,19 @@ print(json.dumps(d))" >"$out/deepseek-v3-32-experts.json"
     bench "deepseek_v3_32e_2l_b${batch}" 1 --model "$out/deepseek-v3-32-experts.json" --layers 2 --first-layer 3 \
       --seq 4096 --steps 3 --warmup 1 --batch "$batch"
     note "  $(grep -m 2 -E 'attention plan|MoE:' "$out/bench_deepseek_v3_32e_2l_b${batch}.log" | cut -c 1-240 | tr '\n' ' ')"
+  done
+fi
+if [[ $mode == pref ]]; then  # the preference issue's figures: the same tokens per step, SFT then DPO (then KTO)
+  qwen7b=(--model configs/models/qwen2.5-7b.json --seq 1024 --steps 3 --warmup 1)
+  BENCH_TIMEOUT=${BENCH_TIMEOUT:-300} bench qwen7b_sft_b64 1 "${qwen7b[@]}" --batch 64
+  BENCH_TIMEOUT=${BENCH_TIMEOUT:-300} bench qwen7b_dpo_p32 1 "${qwen7b[@]}" --stage dpo --batch 32
+  [[ -n ${PREF_SKIP_KTO:-} ]] || BENCH_TIMEOUT=${BENCH_TIMEOUT:-300} bench qwen7b_kto_e32 1 "${qwen7b[@]}" --stage kto --batch 32
+  for stage in dpo_p32 kto_e32; do
+    [[ -f $out/bench_qwen7b_$stage.json ]] || continue
+    note "  $stage: $(python3 -c "import json; s=json.load(open('$out/bench_qwen7b_sft_b64.json')); p=json.load(open('$out/bench_qwen7b_$stage.json')); \
+print('step %.0f tok/s = %.3f of SFT %.0f (target >= 0.95); reference pass %.3f s, %.0f tok/s = %.2fx the step (target >= 2.5); tokens per step %d / SFT %d; losses %s' % \
+(p['median_tokens_per_s'], p['median_tokens_per_s'] / s['median_tokens_per_s'], s['median_tokens_per_s'], p['reference_pass_s'], p['reference_tokens_per_s'], \
+p['reference_to_step_tokens_per_s'], p['steps'][0]['tokens'], s['steps'][0]['tokens'], [round(x['loss'], 5) for x in p['steps']]))" 2>&1 | tail -n 1)"
   done
 fi
 # Data parallelism on every visible GPU (at least 2): the fixtures against one GPU, then weak scaling of the bench

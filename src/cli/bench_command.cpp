@@ -17,7 +17,14 @@ void add_bench_command(CLI::App& root, std::vector<Command>& commands) {
                   "weights in host RAM that cross PCIe: float32 (the fp32 master, cast on the GPU, 16 B/parameter) or "
                   "bfloat16 (a bf16 copy, 18 B/parameter, half the H2D bytes)")
       ->capture_default_str();
-  app->add_option("--batch", o->batch, "sequences per step")->capture_default_str()->check(integer_in(1));
+  app->add_option("--stage", o->stage,
+                  "the training step to time: sft, dpo (--batch pairs of a chosen and a rejected sequence of --seq "
+                  "tokens sharing a prompt of half of them, after the reference pass) or kto (--batch examples, each "
+                  "with its KL sequence, after the reference pass)")
+      ->capture_default_str()->check(CLI::IsMember({"sft", "dpo", "kto"}));
+  app->add_option("--pref-loss", o->pref_loss, "dpo: training.pref_loss")
+      ->capture_default_str()->check(CLI::IsMember({"sigmoid", "hinge", "ipo", "orpo", "simpo"}));
+  app->add_option("--batch", o->batch, "sequences per step (pairs for dpo, examples for kto)")->capture_default_str()->check(integer_in(1));
   app->add_option("--seq", o->seq, "tokens per sequence")->capture_default_str()->check(integer_in(1));
   app->add_option("--pack", o->pack,
                   "LO-HI: pack each sequence with random examples of LO to HI tokens, as data.packing does (attention "

@@ -5,8 +5,8 @@
 #include <chrono>
 #include <cstdio>
 #include <nlohmann/json.hpp>
-#include <random>
 
+#include "cli/bench/stage_steps.h"
 #include "cli/runtime/backend_select.h"
 #include "cli/runtime/data_parallel_step.h"
 #include "cli/runtime/optimizer_service.h"
@@ -45,40 +45,10 @@ double median(std::vector<double> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
-// --pack: the example lengths [lo, hi], or {0, 0} where unset; one error line naming the flag if malformed.
-struct PackLengths {
-  int64_t lo = 0, hi = 0;
-};
-PackLengths pack_lengths(const std::string& text) {
-  if (text.empty()) return {};
-  long long lo = 0, hi = 0;
-  char tail = 0;
-  MT_REQUIRE(std::sscanf(text.c_str(), "%lld-%lld%c", &lo, &hi, &tail) == 2 && lo >= 1 && lo <= hi,
-             "--pack must be LO-HI with 1 <= LO <= HI (example lengths in tokens), not '{}'", text);
-  return {lo, hi};
-}
-
-Batch random_batch(int64_t batch, int64_t seq, int64_t vocab, PackLengths pack, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<Example> ex(static_cast<size_t>(batch));
-  for (auto& e : ex) {
-    e.input_ids.resize(static_cast<size_t>(seq));
-    for (auto& id : e.input_ids) id = static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab));
-    e.labels = e.input_ids;
-    for (int64_t left = pack.lo > 0 ? seq : 0; left > 0;) {
-      const int64_t len =
-          std::min<int64_t>(left, pack.lo + static_cast<int64_t>(rng() % static_cast<uint64_t>(pack.hi - pack.lo + 1)));
-      e.pieces.push_back(static_cast<int32_t>(len));
-      left -= len;
-    }
-  }
-  return make_batch(ex);
-}
-
 // The keys a token of the batch attends over on average, as the model FLOPs count them (flops.h: per token, linear
 // in its keys): the sequence length, or for packed examples Σ len² / Σ len over them.
-int64_t attention_keys(const Batch& batch, const PackLengths& pack) {
-  if (pack.lo == 0) return batch.seq_len;
+int64_t attention_keys(const Batch& batch) {
+  if (batch.segments.empty()) return batch.seq_len;
   double squares = 0, tokens = 0;
   for (int64_t b = 0; b < batch.num_seqs; ++b) {
     int64_t run = 0;
@@ -98,9 +68,9 @@ int64_t attention_keys(const Batch& batch, const PackLengths& pack) {
 }  // namespace
 
 void run_bench(const BenchOptions& o) {
-  const PackLengths pack = pack_lengths(o.pack);
   const ModelSource source = resolve_model_source(o.model);
   ModelSpec spec = load_model_spec(source.config_json, true);  // a shape to measure: no modeling code runs
+  StageSteps stage(o, spec.vocab_size, o.warmup + o.steps);  // the batches, checked before anything runs
   MT_REQUIRE(o.first_layer == 0 || (o.layers > 0 && o.first_layer + o.layers <= spec.num_layers),
              "bench: --first-layer {} needs --layers, and the {} layers from it must be among the shape's {}",
              o.first_layer, o.layers, spec.num_layers);
@@ -155,7 +125,7 @@ void run_bench(const BenchOptions& o) {
   run.dtype = dtype;
   run.stream_dtype = stream;
   run.seq_len = o.seq;
-  run.batch_size = (o.batch + dp.size - 1) / dp.size;
+  run.batch_size = (o.batch + dp.size - 1) / dp.size * stage.sequences_per_example();  // as train's preflight
   run.passes = o.passes;
   run.checkpoint_interval = o.checkpoint_interval;
   run.weight_slots = o.slots;
@@ -166,8 +136,12 @@ void run_bench(const BenchOptions& o) {
   if (o.moe_keep_layers >= 0) run.moe_keep_layers = o.moe_keep_layers;  // auto: plan_moe_keep below
   run.checkpoints = checkpoint_placement_from_name(o.activation_checkpoints);
   run.cudnn_attention = cudnn_attention_for(run.dtype, backend->device_memory_bytes());
-  run.packed = pack.lo > 0;
+  run.packed = !o.pack.empty();
   resolve_auto(spec, run, backend->device_memory_bytes(), o.recompute_layers < 0);
+  MT_REQUIRE(stage.stage() == BenchStage::sft || o.batch >= dp.size * run.passes,
+             "bench: --batch {} ({} of a step) does not split into {} GPU rank(s) × {} gradient accumulation passes; "
+             "raise it to at least {}", o.batch, o.stage == "dpo" ? "pairs" : "examples", dp.size, run.passes,
+             dp.size * run.passes);
   const MoeKeepPlan moe_keep = plan_moe_keep(spec, run, backend->device_memory_bytes(), dp.size,
                                              o.optimizer_on_gpu == "auto" && !o.skip_update, o.moe_keep_layers);
   const ResidentPlan& resident = moe_keep.resident;
@@ -191,10 +165,20 @@ void run_bench(const BenchOptions& o) {
   Engine engine(*backend, spec, store, eo,
                 make_engine_transfers(*backend, store, o.slots, dp, dtype, eo.checkpoints, resident.regions));
   const double params = static_cast<double>(layout.total_numel);
-  log::info("bench: {} ({:.3f} B parameters, {} layers, {} recompute in backward) on {} ({}), batch {} x {} tokens "
-            "in {} pass(es) of micro-batches of {}, {} slots, {} GPU rank(s) per node on {} node(s)", o.model,
-            params / 1e9, spec.num_layers, eo.recompute_layers, backend->name(), o.dtype, o.batch, o.seq, eo.passes,
-            micro_batch, o.slots, dp.per_node, dp.nodes);
+  log::info("bench: {} ({:.3f} B parameters, {} layers, {} recompute in backward) on {} ({}), stage {}, batch {} {} x "
+            "{} tokens in {} pass(es) of micro-batches of {} sequences, {} slots, {} GPU rank(s) per node on {} node(s)",
+            o.model, params / 1e9, spec.num_layers, eo.recompute_layers, backend->name(), o.dtype, o.stage, o.batch,
+            stage.stage() == BenchStage::dpo   ? MT_FORMAT("pairs ({})", o.pref_loss)
+            : stage.stage() == BenchStage::kto ? std::string("examples (and their KL sequences)")
+                                               : std::string("sequences"),
+            o.seq, eo.passes, micro_batch, o.slots, dp.per_node, dp.nodes);
+  // The reference pass first, as train runs it before step 1: forward only, the starting weights.
+  const ReferenceTiming reference = stage.reference_pass(engine, dp);
+  const double reference_tokens_per_s =
+      reference.seconds > 0 ? static_cast<double>(reference.tokens) / reference.seconds : 0.0;
+  if (stage.has_reference() && !o.json)
+    log::info("reference pass: {} tokens of {} steps' {} in {:.3f} s ({:.0f} tokens/s)", reference.tokens, o.warmup + o.steps,
+              o.stage == "dpo" ? "pairs" : "examples", reference.seconds, reference_tokens_per_s);
 
   // As in training, the update of step k runs while step k+1's forward streams each region as soon as it is
   // updated: a step's time is from its forward's start to the next forward's start (the last step's update is
@@ -202,18 +186,15 @@ void run_bench(const BenchOptions& o) {
   nlohmann::json steps = nlohmann::json::array();
   std::vector<StepFigures> figures;
   const int64_t total = o.warmup + o.steps;
-  std::vector<Batch> batches;
-  for (int64_t step = 1; step <= total; ++step)
-    batches.push_back(random_batch(o.batch, o.seq, spec.vocab_size, pack, static_cast<uint64_t>(step)));
   auto t0 = std::chrono::steady_clock::now();
   ExpertOccupancy occupancy;  // the timed steps' MoE forwards
   int64_t checkpoint_bytes_per_step = 0;  // host placement: the checkpoints' D2H + H2D bytes of the last step
   for (int64_t step = 1; step <= total; ++step) {
-    const Batch& batch = batches[static_cast<size_t>(step - 1)];
+    const Batch& batch = stage.batch(step);
     engine.take_transfer_stats();
     const int64_t checkpoint_bytes_before = engine.checkpoint_bytes_moved();
     if (!dp.leads_node() && !o.skip_update) optimizer.expect_updates(step - 1);
-    const StepLoss loss = forward_backward_share(engine, dp, batch, eo.passes);
+    const StageStepLoss loss = stage.forward_backward(engine, dp, step, eo.passes);
     const auto t1 = std::chrono::steady_clock::now();
     // The previous step's update has finished: this backward waited for its last moments.
     const bool updated_before = step > 1 && !o.skip_update;
@@ -240,9 +221,12 @@ void run_bench(const BenchOptions& o) {
     t0 = t2;
     const double tokens = static_cast<double>(batch.num_tokens);
     f.tokens_per_s = tokens / f.step_s;
-    const StepFlops flops = step_flops(spec, layout, batch.num_tokens, attention_keys(batch, pack));
-    f.tflops = flops.six_n / f.step_s / 1e12;
-    f.model_tflops = flops.model / f.step_s / 1e12;
+    // A KTO batch's KL sequences run forward only: a third of a trained token's FLOPs.
+    const int64_t forward_only = stage.forward_only_tokens(step);
+    const StepFlops trained = step_flops(spec, layout, batch.num_tokens - forward_only, attention_keys(batch));
+    const StepFlops forward = step_flops(spec, layout, forward_only, attention_keys(batch));
+    f.tflops = (trained.six_n + forward.six_n / 3) / f.step_s / 1e12;
+    f.model_tflops = (trained.model + forward.model / 3) / f.step_s / 1e12;
     f.h2d_gbs = ts.h2d_seconds > 0 ? static_cast<double>(ts.h2d_bytes) / ts.h2d_seconds / 1e9 : 0.0;
     f.d2h_gbs = ts.d2h_seconds > 0 ? static_cast<double>(ts.d2h_bytes) / ts.d2h_seconds / 1e9 : 0.0;
     f.compute_busy = 1.0 - ts.compute_wait_seconds / f.step_s;
@@ -252,7 +236,7 @@ void run_bench(const BenchOptions& o) {
     if (!o.json)
       log::info("{} {:>3} | loss {:.4f} | step {:.3f} s (fwd+bwd {:.3f}, optimizer {:.3f}) | {:.0f} tokens/s | "
                 "{:.1f} TFLOP/s (6N) {:.1f} (model) | H2D {:.1f} GB/s ({:.2f} GB) | D2H {:.1f} GB/s | compute busy {:.1f}%{}",
-                measured ? "step  " : "warmup", step, loss.mean(), f.step_s, f.fb_s, f.optim_s, f.tokens_per_s,
+                measured ? "step  " : "warmup", step, loss.objective, f.step_s, f.fb_s, f.optim_s, f.tokens_per_s,
                 f.tflops, f.model_tflops, f.h2d_gbs, ts.h2d_bytes / 1e9, f.d2h_gbs, 100 * f.compute_busy,
                 checkpoint_bytes_per_step > 0
                     ? MT_FORMAT(" | checkpoints {:.2f} GB to and from host RAM", checkpoint_bytes_per_step / 1e9)
@@ -260,9 +244,9 @@ void run_bench(const BenchOptions& o) {
     if (!measured) continue;
     occupancy.merge(step_occupancy);
     figures.push_back(f);
-    steps.push_back({{"step_s", f.step_s}, {"fwd_bwd_s", f.fb_s}, {"optimizer_s", f.optim_s},
+    steps.push_back({{"step_s", f.step_s}, {"tokens", batch.num_tokens}, {"fwd_bwd_s", f.fb_s}, {"optimizer_s", f.optim_s},
                      {"tokens_per_s", f.tokens_per_s}, {"tflops", f.tflops}, {"model_tflops", f.model_tflops}, {"h2d_gbs", f.h2d_gbs},
-                     {"d2h_gbs", f.d2h_gbs}, {"compute_busy", f.compute_busy}, {"loss", loss.mean()},
+                     {"d2h_gbs", f.d2h_gbs}, {"compute_busy", f.compute_busy}, {"loss", loss.objective},
                      {"parameters_pass_s", f.parameters_pass_s}, {"moments_pass_s", f.moments_pass_s}});
   }
   if (!ctx.is_root()) return;
@@ -272,7 +256,8 @@ void run_bench(const BenchOptions& o) {
   Machine machine;
   machine.nvme_gbs = disk.mixed_gbs();
   machine.gpu_tflops = o.gpu_tflops;
-  const NvmeTiming timing = nvme_timing(host, step_flops(spec, layout, 1, o.seq).model, o.batch, o.seq,
+  const NvmeTiming timing = nvme_timing(host, step_flops(spec, layout, 1, o.seq).model,
+                                        o.batch * stage.sequences_per_example(), o.seq,
                                         forward_share(spec, run), machine);
   const double plan_gpu_s = timing.gpu_seconds, plan_nvme_s = timing.nvme_seconds;
   const double predicted_s = timing.predicted_seconds;
@@ -305,7 +290,11 @@ void run_bench(const BenchOptions& o) {
   const double parameters_pass_s = median(parameters_passes), moments_pass_s = median(moments_passes);
   const double host_parameters = static_cast<double>(layout.total_numel - resident.parameters);
   const double parameters_pass_rate = parameters_pass_s > 0 ? host_parameters / parameters_pass_s / 1e9 : 0.0;
+  const double step_tokens_per_s = med(&StepFigures::tokens_per_s);
+  const double reference_ratio = step_tokens_per_s > 0 ? reference_tokens_per_s / step_tokens_per_s : 0.0;
   nlohmann::json summary = {{"model", o.model},
+                            {"stage", o.stage},
+                            {"pref_loss", stage.stage() == BenchStage::dpo ? o.pref_loss : std::string()},
                             {"backend", backend->name()},
                             {"dtype", o.dtype},
                             {"stream_dtype", dtype_name(stream)},
@@ -328,7 +317,11 @@ void run_bench(const BenchOptions& o) {
                             {"median_optimizer_s", med(&StepFigures::optim_s)},
                             {"skip_update", o.skip_update},
                             {"gpu_resident_parameters", resident.parameters},
-                            {"median_tokens_per_s", med(&StepFigures::tokens_per_s)},
+                            {"median_tokens_per_s", step_tokens_per_s},
+                            {"reference_pass_s", reference.seconds},
+                            {"reference_tokens", reference.tokens},
+                            {"reference_tokens_per_s", reference_tokens_per_s},
+                            {"reference_to_step_tokens_per_s", reference_ratio},
                             {"median_tflops", med(&StepFigures::tflops)},
                             {"median_model_tflops", med(&StepFigures::model_tflops)},
                             {"median_h2d_gbs", med(&StepFigures::h2d_gbs)},
@@ -361,6 +354,9 @@ void run_bench(const BenchOptions& o) {
               med(&StepFigures::model_tflops),
               med(&StepFigures::h2d_gbs), med(&StepFigures::d2h_gbs), 100 * med(&StepFigures::compute_busy),
               summary["peak_gpu_memory_gib"].get<double>(), store.bytes_per_parameter());
+    if (stage.has_reference())
+      log::info("reference pass: {:.0f} tokens/s in {:.3f} s, {:.2f}x the {} step's {:.0f} tokens/s", reference_tokens_per_s,
+                reference.seconds, reference_ratio, o.stage, step_tokens_per_s);
     log::info("steady step: compute waited {:.3f} s for weights; the plan puts the first pass's wait for the "
               "optimizer's parameters pass at {:.3f} s, and recommends {} sequences of {} a pass", steady_wait_s,
               plan_wait_s, bound.recommended_batch, o.seq);

@@ -9,6 +9,9 @@
 // --offload puts the optimizer state on the NVMe tier (--offload-paths); a disk probe measures the paths' ceiling
 // first, and the plan's predicted step time (the slower of the GPU's model FLOPs at --gpu-tflops and the state traffic
 // at the probed bandwidth) is printed next to the measured median.
+// --stage dpo|kto times train's preference step (cli/bench/stage_steps.h): the reference pass over the bench's batches
+// first (forward only, the starting weights), reported with its own time and tokens/s, then the steps; tokens count
+// every sequence (a pair's chosen and rejected, a KTO example's completion and KL sequence).
 // Invariant: measures, never asserts.
 #pragma once
 #include <cstdint>
@@ -23,6 +26,8 @@ struct BenchOptions {
   std::string stream_dtype = "float32";  // weights crossing PCIe: the fp32 master (16 B/parameter) or a bf16 copy (18)
   int64_t batch = 8;             // sequences per step (the global batch, over every GPU)
   int64_t seq = 1024;
+  std::string stage = "sft";     // sft | dpo (--batch pairs) | kto (--batch examples, each with its KL sequence)
+  std::string pref_loss = "sigmoid";  // dpo: training.pref_loss
   std::string pack;              // "LO-HI": each sequence packed with examples of LO..HI tokens (uniform); "": one each
   int64_t steps = 5;
   int64_t warmup = 2;

@@ -41,10 +41,21 @@ std::string pairs_fingerprint(const std::vector<Example>& pairs) {
   return fmt::format("{:016x}", h);
 }
 
-// Each example's two log-probabilities (a pair's chosen and rejected; a KTO example's completion and KL sequence), in
-// batches of `batch_examples` examples, each batch shared over the data-parallel ranks as a training batch is (each
-// rank's activations as in training), gathered into load order on every rank.
-std::vector<double> reference_pass(Engine& engine, const std::vector<Example>& examples, int64_t batch_examples,
+int64_t tokens_of(const std::vector<Example>& examples) {
+  int64_t n = 0;
+  for (const Example& e : examples)
+    n += static_cast<int64_t>(e.input_ids.size() + e.rejected_ids.size() + e.kl_ids.size());
+  return n;
+}
+
+void attach(std::vector<Example>& examples, const std::vector<double>& logps) {
+  MT_ASSERT(logps.size() == 2 * examples.size());
+  for (size_t i = 0; i < examples.size(); ++i) examples[i].reference_logps = {logps[2 * i], logps[2 * i + 1]};
+}
+
+}  // namespace
+
+std::vector<double> reference_pass(Engine& engine, std::vector<Example>& examples, int64_t batch_examples,
                                    const dist::DataParallel& dp) {
   const auto n = static_cast<int64_t>(examples.size());
   const int ranks = std::max(dp.size, 1);
@@ -74,22 +85,9 @@ std::vector<double> reference_pass(Engine& engine, const std::vector<Example>& e
       at += values;
     }
   MT_ASSERT(at == gathered.size());
+  attach(examples, logps);
   return logps;
 }
-
-int64_t tokens_of(const std::vector<Example>& examples) {
-  int64_t n = 0;
-  for (const Example& e : examples)
-    n += static_cast<int64_t>(e.input_ids.size() + e.rejected_ids.size() + e.kl_ids.size());
-  return n;
-}
-
-void attach(std::vector<Example>& examples, const std::vector<double>& logps) {
-  MT_ASSERT(logps.size() == 2 * examples.size());
-  for (size_t i = 0; i < examples.size(); ++i) examples[i].reference_logps = {logps[2 * i], logps[2 * i + 1]};
-}
-
-}  // namespace
 
 PreferenceOptions preference_options(const TrainingConfig& t) {
   PreferenceOptions o;
@@ -133,8 +131,6 @@ void attach_reference_logps(const Config& config, Engine& engine, std::vector<Ex
   const std::vector<double> eval_logps = reference_pass(engine, eval, config.training.batch_size, dp);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (restore_weights) restore_weights();
-  attach(train, train_logps);
-  attach(eval, eval_logps);
   if (dp.rank > 0) return;  // compute rank 0 logs and writes
   const int64_t tokens = tokens_of(train) + tokens_of(eval);
   log::info("reference pass ({}): {} training and {} evaluation {}, {} tokens in {:.3f} s ({:.0f} tokens/s{})",

@@ -22,6 +22,14 @@ namespace mt {
 
 PreferenceOptions preference_options(const TrainingConfig& training);
 
+// The reference pass itself: each example's two log-probabilities under the weights the store holds now (a pair's
+// chosen and rejected; a KTO example's completion and KL sequence), by Engine::sequence_logps in batches of
+// `batch_examples` examples in order, each batch shared over dp's compute ranks as a training batch is and gathered
+// on every rank; attached to each example (Example::reference_logps) and returned in order, two per example. What
+// attach_reference_logps and `bench --stage dpo|kto` run. Collective over dp's compute ranks.
+std::vector<double> reference_pass(Engine& engine, std::vector<Example>& examples, int64_t batch_examples,
+                                   const dist::DataParallel& dp);
+
 // The reference log-probabilities of the training and evaluation examples, attached to each (Example::
 // reference_logps). A `resumed` run reads them from <output_dir>/reference_logps.json (an error where it is missing
 // or was written for other pairs: the weights have moved); a fresh one computes them with `engine` and the weights
