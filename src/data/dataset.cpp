@@ -140,12 +140,26 @@ std::vector<Example> load_datasets(const DatasetConfig& config, int64_t vocab_si
   }
   if (text.pretrain) return load_pretrain_blocks(config, entries, vocab_size, text, stats);
   const TextLimits limits{config.max_seq_len, config.train_on_prompt, vocab_size};
-  for (const DatasetEntry* entry : entries) {
-    DatasetStats part;
+  // KTO text datasets: every one's records first, merged in order, for the KL shift over them (kto_loader.h).
+  std::vector<KtoRecord> kto_records;
+  std::vector<size_t> kto_first(entries.size(), 0), kto_count(entries.size(), 0);
+  std::vector<DatasetStats> parts(entries.size());
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (!text.unpaired || entries[i]->formatting == "tokenized") continue;
+    std::vector<KtoRecord> records = read_kto_records(*entries[i], config.max_samples, &parts[i]);
+    kto_first[i] = kto_records.size();
+    kto_count[i] = records.size();
+    kto_records.insert(kto_records.end(), std::make_move_iterator(records.begin()),
+                       std::make_move_iterator(records.end()));
+  }
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const DatasetEntry* entry = entries[i];
+    DatasetStats& part = parts[i];
     const bool tokenized = entry->formatting == "tokenized";
     std::vector<Example> loaded =
         text.unpaired  ? (tokenized ? load_kto_tokenized(*entry, vocab_size, config.max_seq_len, &part)
-                                    : load_kto_text(*entry, *renderer, limits, &part))
+                                    : shifted_kto_examples(kto_records, kto_first[i], kto_count[i], *renderer, limits,
+                                                           &part))
         : entry->ranking ? (tokenized ? load_pairwise_tokenized(*entry, vocab_size, config.max_seq_len, &part)
                                       : load_pairwise_text(*entry, *renderer, limits, &part))
                          : (tokenized ? load_tokenized(*entry, vocab_size, config.max_seq_len, &part)

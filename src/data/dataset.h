@@ -45,7 +45,8 @@ bool needs_tokenizer(const DatasetConfig& config);
 // Loads every dataset named in config.name (comma-separated) in order, rendering text datasets with
 // config.template_name and truncating to max_seq_len (see data/formats/truncation.h). Never packs. With
 // text.pretrain, the documents of every dataset are concatenated and cut into max_seq_len blocks instead.
-// config.max_samples > 0 keeps the first max_samples examples (documents for pt) of each dataset.
+// config.max_samples > 0 keeps the first max_samples examples (documents for pt; records for KTO text, which are
+// merged over every dataset before their KL shift, as LLaMA-Factory does) of each dataset.
 std::vector<Example> load_datasets(const DatasetConfig& config, int64_t vocab_size, const TextOptions& text,
                                    DatasetStats* stats);
 

@@ -1,8 +1,13 @@
 // KTO's unpaired data (data/formats/kto_loader.h): alpaca and sharegpt records with a kto_tag render their completion
 // exactly as the supervised path renders the record, and their KL sequence as the supervised path renders the same
-// prompt with the previous record's answer (the first record takes the last: LLaMA-Factory's +1 offset); tokenized
+// prompt with the previous record's answer (the first record takes the last: LLaMA-Factory's +1 offset), over every
+// dataset's records merged in order (each dataset's first max_samples) and in blocks of kKtoShiftBlock; tokenized
 // records carry LLaMA-Factory's processed columns; a batch holds the completions, then the KL sequences; and every
 // bad-input rule is one line naming the file:line, the column or the value.
+#include <fmt/format.h>
+
+#include <algorithm>
+
 #include "catch.h"
 #include "data/dataset.h"
 #include "data/formats/kto_loader.h"
@@ -89,6 +94,73 @@ TEST_CASE("KTO records render as supervised examples, each KL sequence with the 
   CHECK(tokenizer->decode(shared[0].kl_ids) == "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n3<|im_end|>\n");
   CHECK(tokenizer->decode(shared[1].kl_ids) ==
         "<|im_start|>user\nAdd.<|im_end|>\n<|im_start|>assistant\nHello!<|im_end|>\n");
+}
+
+TEST_CASE("the KL shift runs over every dataset's records merged, in blocks, as LLaMA-Factory's", "[data][kto]") {
+  const auto tokenizer = Tokenizer::from_directory(kSource + "/configs/models/demo");
+  test::TempDir dir;
+  dir.write("dataset_info.json", R"({
+    "a": {"file_name": "a.jsonl", "columns": {"prompt": "instruction", "response": "output", "kto_tag": "label"}},
+    "b": {"file_name": "b.jsonl", "columns": {"prompt": "instruction", "response": "output", "kto_tag": "label"}},
+    "kl": {"file_name": "kl.jsonl", "columns": {"prompt": "instruction", "response": "output"}}})");
+  const TextOptions kto = kto_text(tokenizer.get()), sft{tokenizer.get(), "llama"};
+  const int64_t V = tokenizer->vocab_size();
+  // Merged records: `a` then `b`, each record's KL answer the previous merged record's, a block's first taking the
+  // block's last. The expected KL sequences are rendered as SFT records of that prompt and answer.
+  const auto record = [](int64_t k) {
+    return fmt::format("{{\"instruction\": \"Question {}.\", \"output\": \"Answer {}.\", \"label\": {}}}\n", k, k,
+                       k % 3 == 0 ? "true" : "false");
+  };
+  // `a` holds records 0.., `b` the next b_records; the first b_kept of b are merged (dataset.max_samples).
+  const auto expect = [&](int64_t a_records, int64_t b_records, int64_t b_kept) {
+    std::string a, b, kl;
+    for (int64_t k = 0; k < a_records + b_records; ++k) (k < a_records ? a : b) += record(k);
+    dir.write("a.jsonl", a);
+    dir.write("b.jsonl", b);
+    const int64_t n = a_records + b_kept, block = kKtoShiftBlock;
+    for (int64_t m = 0; m < n; ++m) {
+      const int64_t first = m / block * block, last = std::min(n, first + block) - 1;
+      kl += fmt::format("{{\"instruction\": \"Question {}.\", \"output\": \"Answer {}.\"}}\n", m,
+                        m == first ? last : m - 1);
+    }
+    dir.write("kl.jsonl", kl);
+  };
+  SECTION("a block over both datasets: a's first record takes b's last answer, b's first a's last") {
+    expect(3, 2, 2);
+    DatasetStats stats;
+    const std::vector<Example> examples = load_datasets(config_for(dir, "a,b"), V, kto, &stats);
+    const std::vector<Example> kl = load_datasets(config_for(dir, "kl"), V, sft, nullptr);
+    REQUIRE(examples.size() == 5);
+    CHECK(stats.examples == 5);
+    for (size_t i = 0; i < examples.size(); ++i) {
+      INFO("merged record " << i);
+      CHECK(examples[i].kl_ids == kl[i].input_ids);
+      CHECK(examples[i].kl_labels == kl[i].labels);
+      CHECK(examples[i].desirable == (i % 3 == 0));
+    }
+  }
+  SECTION("dataset.max_samples selects each dataset's records before the shift") {
+    expect(2, 3, 2);  // b's third record takes no part: a's first takes b's second answer
+    DatasetConfig config = config_for(dir, "a,b");
+    config.max_samples = 2;
+    const std::vector<Example> examples = load_datasets(config, V, kto, nullptr);
+    const std::vector<Example> kl = load_datasets(config_for(dir, "kl"), V, sft, nullptr);
+    REQUIRE(examples.size() == 4);
+    for (size_t i = 0; i < examples.size(); ++i) {
+      INFO("merged record " << i);
+      CHECK(examples[i].kl_ids == kl[i].input_ids);
+    }
+  }
+  SECTION("blocks of kKtoShiftBlock records straddle the datasets") {
+    expect(600, 500, 500);  // block 0: a's 600 and b's first 400; block 1: b's last 100
+    const std::vector<Example> examples = load_datasets(config_for(dir, "a,b"), V, kto, nullptr);
+    const std::vector<Example> kl = load_datasets(config_for(dir, "kl"), V, sft, nullptr);
+    REQUIRE(examples.size() == 1100);
+    for (const size_t i : {size_t{0}, size_t{1}, size_t{599}, size_t{600}, size_t{999}, size_t{1000}, size_t{1099}}) {
+      INFO("merged record " << i);
+      CHECK(examples[i].kl_ids == kl[i].input_ids);
+    }
+  }
 }
 
 TEST_CASE("tokenized KTO records carry LLaMA-Factory's processed columns", "[data][kto]") {

@@ -49,66 +49,68 @@ void assemble(const std::vector<int32_t>& prompt, const std::vector<int32_t>& re
   labels.insert(labels.end(), response.begin(), response.begin() + static_cast<std::ptrdiff_t>(n_target));
 }
 
-struct Converted {
-  Conversation conversation;
-  bool desirable = false;
-  std::string where;
-};
-
 }  // namespace
 
-std::vector<Example> load_kto_text(const DatasetEntry& entry, const TemplateRenderer& renderer,
-                                   const TextLimits& limits, DatasetStats* stats) {
-  MT_ASSERT(limits.max_seq_len > 0 && limits.vocab_size > 0);
+std::vector<KtoRecord> read_kto_records(const DatasetEntry& entry, int64_t max_records, DatasetStats* stats) {
   const std::string tag = tag_column(entry);
   DatasetEntry sft = entry;  // the record as an SFT record: the tag is read here
   sft.columns.erase("kto_tag");
   const RecordConverter converter(sft);
-  const std::vector<JsonRecord> records = read_records(entry.file, entry.name);
-  DatasetStats part;
+  std::vector<JsonRecord> records = read_records(entry.file, entry.name);
+  if (max_records > 0 && static_cast<int64_t>(records.size()) > max_records)
+    records.resize(static_cast<size_t>(max_records));
   SkippedRecords skips;
-  std::vector<Example> examples;
-  for (size_t block = 0; block < records.size(); block += static_cast<size_t>(kKtoShiftBlock)) {
-    std::vector<Converted> converted;
-    for (size_t k = block; k < std::min(records.size(), block + static_cast<size_t>(kKtoShiftBlock)); ++k) {
-      const JsonRecord& record = records[k];
-      const std::string where = fmt::format("dataset '{}': {}:{}", entry.name, entry.file.string(), record.line);
-      try {
-        const bool desirable = kto_tag_of(record.value, tag);
-        ConvertedRecord c = converter.convert(record.value);
-        if (!c.conversation) {
-          skips.add(c, entry, record.line);
-          continue;
-        }
-        MT_REQUIRE(!c.conversation->turns.back().content.empty(), "the answer is empty");
-        converted.push_back({std::move(*c.conversation), desirable, where});
-      } catch (const Error& e) {
-        throw Error(fmt::format("{}: {}", where, e.what()));
+  std::vector<KtoRecord> converted;
+  for (const JsonRecord& record : records) {
+    const std::string where = fmt::format("dataset '{}': {}:{}", entry.name, entry.file.string(), record.line);
+    try {
+      const bool desirable = kto_tag_of(record.value, tag);
+      ConvertedRecord c = converter.convert(record.value);
+      if (!c.conversation) {
+        skips.add(c, entry, record.line);
+        continue;
       }
-    }
-    for (size_t i = 0; i < converted.size(); ++i) {
-      const Converted& c = converted[i];
-      Conversation kl = c.conversation;  // the same prompt, the previous record's answer
-      kl.turns.back() = converted[(i + converted.size() - 1) % converted.size()].conversation.turns.back();
-      auto [prompt, response] = one_turn(renderer.encode(c.conversation));
-      auto [kl_prompt, kl_response] = one_turn(renderer.encode(kl));
-      if (const std::optional<int32_t> eos = renderer.efficient_eos()) {  // LLaMA-Factory appends it before cutting
-        response.push_back(*eos);
-        kl_response.push_back(*eos);
-      }
-      Example e;
-      e.desirable = c.desirable;
-      bool truncated = false;
-      assemble(prompt, response, limits.max_seq_len, e.input_ids, e.labels, truncated);
-      assemble(kl_prompt, kl_response, limits.max_seq_len, e.kl_ids, e.kl_labels, truncated);
-      require_in_vocab(e.input_ids, limits.vocab_size, c.where);
-      require_in_vocab(e.kl_ids, limits.vocab_size, c.where);
-      if (keep_two_sequences(e.input_ids, e.labels, e.kl_ids, e.kl_labels, truncated, part))
-      examples.push_back(std::move(e));
+      MT_REQUIRE(!c.conversation->turns.back().content.empty(), "the answer is empty");
+      converted.push_back({std::move(*c.conversation), desirable, where});
+    } catch (const Error& e) {
+      throw Error(fmt::format("{}: {}", where, e.what()));
     }
   }
+  DatasetStats part;
   part.skipped = skips.count();
   skips.warn(entry, records.size());
+  add_stats(part, stats);
+  return converted;
+}
+
+std::vector<Example> shifted_kto_examples(const std::vector<KtoRecord>& merged, size_t first, size_t count,
+                                          const TemplateRenderer& renderer, const TextLimits& limits,
+                                          DatasetStats* stats) {
+  MT_ASSERT(limits.max_seq_len > 0 && limits.vocab_size > 0 && first + count <= merged.size());
+  const auto block = static_cast<size_t>(kKtoShiftBlock);
+  DatasetStats part;
+  std::vector<Example> examples;
+  for (size_t i = first; i < first + count; ++i) {
+    const KtoRecord& r = merged[i];
+    const size_t block_first = i / block * block, block_last = std::min(merged.size(), block_first + block) - 1;
+    Conversation kl = r.conversation;  // the same prompt, the previous record's answer
+    kl.turns.back() = merged[i == block_first ? block_last : i - 1].conversation.turns.back();
+    auto [prompt, response] = one_turn(renderer.encode(r.conversation));
+    auto [kl_prompt, kl_response] = one_turn(renderer.encode(kl));
+    if (const std::optional<int32_t> eos = renderer.efficient_eos()) {  // LLaMA-Factory appends it before cutting
+      response.push_back(*eos);
+      kl_response.push_back(*eos);
+    }
+    Example e;
+    e.desirable = r.desirable;
+    bool truncated = false;
+    assemble(prompt, response, limits.max_seq_len, e.input_ids, e.labels, truncated);
+    assemble(kl_prompt, kl_response, limits.max_seq_len, e.kl_ids, e.kl_labels, truncated);
+    require_in_vocab(e.input_ids, limits.vocab_size, r.where);
+    require_in_vocab(e.kl_ids, limits.vocab_size, r.where);
+    if (keep_two_sequences(e.input_ids, e.labels, e.kl_ids, e.kl_labels, truncated, part))
+      examples.push_back(std::move(e));
+  }
   add_stats(part, stats);
   return examples;
 }
