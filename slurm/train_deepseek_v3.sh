@@ -6,7 +6,8 @@
 # batch 64 x 4096 with 50 GB/s of NVMe (322 s of state traffic against 164 s of GPU compute at 450 TFLOP/s; the NVMe
 # hidden from batch 504 x 4096). Until MoE layers stream in groups of experts the preflight refuses the H200: one MoE
 # layer's weight slots and gradient buffers (135.5 GiB) do not fit beside the rest (see the config's header).
-# Convert the FP8 checkpoint to bf16 first (DeepSeek's inference/fp8_cast_bf16.py) and set model.name to it.
+# The config names the hub's FP8 checkpoint (deepseek-ai/DeepSeek-V3 in the Hugging Face cache), dequantised on load:
+# no conversion step.
 # One task per socket bound to its NUMA domain, one GPU, all the node's memory; requeue-safe: a requeued job resumes
 # from the newest checkpoint in $MEGATRAIN_OUTPUT_DIR/checkpoints. Submit from the repository root (or set
 # MEGATRAIN_HOME). Environment (defaults): MEGATRAIN_CONFIG (configs/deepseek_v3.yaml), MEGATRAIN_OFFLOAD_PATHS (the

@@ -8,15 +8,10 @@
 #include "core/tensor_checksum.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "io/safetensors.h"
 
 namespace mt {
 namespace {
-
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string t = "[";
-  for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
-  return t + "]";
-}
 
 int64_t read_int(hid_t group, const char* name, const std::string& file) {
   h5::Handle attr(h5::check(H5Aopen(group, name, H5P_DEFAULT), file, std::string("/meta attribute ") + name));

@@ -45,8 +45,8 @@ void export_checkpoint(const std::string& file, const std::string& out, const st
                file, spec.architecture, ckpt.meta().model_name);
     weights.emplace(ckpt.meta().model_name);
   }
-  const std::vector<const StTensor*> carried = weights ? carried_tensors(spec, layout, *weights)
-                                                       : std::vector<const StTensor*>{};
+  const std::vector<CarriedTensor> carried = weights ? carried_tensors(spec, layout, *weights)
+                                                     : std::vector<CarriedTensor>{};
   // One region at a time from the checkpoint: the export holds one region's fp32 values, not the model's.
   std::vector<float> buffer;
   int64_t buffered = -1;

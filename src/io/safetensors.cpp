@@ -38,7 +38,7 @@ struct StDTypeInfo {
 };
 constexpr StDTypeInfo kDTypes[] = {
     {"F32", StDType::F32, 4}, {"F64", StDType::F64, 8}, {"BF16", StDType::BF16, 2}, {"F16", StDType::F16, 2},
-    {"I32", StDType::I32, 4}, {"I64", StDType::I64, 8}, {"U8", StDType::U8, 1},
+    {"I32", StDType::I32, 4}, {"I64", StDType::I64, 8}, {"U8", StDType::U8, 1}, {"F8_E4M3", StDType::F8_E4M3, 1},
 };
 
 const StDTypeInfo& dtype_info(StDType t) {
@@ -76,7 +76,7 @@ StTensor parse_entry(const std::string& name, const nlohmann::json& entry, const
   const auto info = std::find_if(std::begin(kDTypes), std::end(kDTypes),
                                  [&](const StDTypeInfo& d) { return d.name == dt->get<std::string>(); });
   MT_REQUIRE(info != std::end(kDTypes),
-             "safetensors file {}: tensor '{}' has unsupported dtype {} (F32, F64, BF16, F16, I32, I64, U8)", path.string(),
+             "safetensors file {}: tensor '{}' has unsupported dtype {} (F32, F64, BF16, F16, I32, I64, U8, F8_E4M3)", path.string(),
              name, dt->get<std::string>());
   t.dtype = info->dtype;
 
@@ -168,6 +168,14 @@ void fsync_dir(const fs::path& dir) {
 }
 
 }  // namespace
+
+const char* st_dtype_name(StDType t) { return dtype_info(t).name; }
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
 
 int64_t StTensor::numel() const {
   int64_t n = 1;
@@ -323,7 +331,7 @@ void read_floats(const StTensor& t, T* dst) {
       return;
     }
     default:
-      MT_REQUIRE(false, "safetensors file {}: tensor '{}' has integer dtype {}, expected F32, F64, BF16 or F16",
+      MT_REQUIRE(false, "safetensors file {}: tensor '{}' has dtype {}, expected F32, F64, BF16 or F16",
                  t.file.string(), t.name, dtype_info(t.dtype).name);
   }
 }

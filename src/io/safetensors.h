@@ -14,7 +14,13 @@
 
 namespace mt {
 
-enum class StDType { F32, F64, BF16, F16, I32, I64, U8 };  // U8: MXFP4 blocks and scales (model/mxfp4.h)
+// U8: MXFP4 blocks and scales (model/mxfp4.h); F8_E4M3: FP8 block-quantised weights (model/fp8_blocks.h)
+enum class StDType { F32, F64, BF16, F16, I32, I64, U8, F8_E4M3 };
+
+// The dtype's name in a safetensors header ("F8_E4M3").
+const char* st_dtype_name(StDType t);
+// A tensor shape as messages write it: "[2, 3]".
+std::string shape_text(const std::vector<int64_t>& shape);
 
 struct StTensor {
   std::string name;
@@ -57,7 +63,8 @@ class SafetensorsModel {
   std::map<std::string, const StTensor*> index_;
 };
 
-// Converts t's elements (F32, F64, BF16 or F16) to fp32 into dst[t.numel()] (F64 rounded to nearest).
+// Converts t's elements (F32, F64, BF16 or F16) to fp32 into dst[t.numel()] (F64 rounded to nearest); other dtypes
+// (integers, F8_E4M3, which needs its block scales) are refused naming the file, the tensor and the dtype.
 void read_as_f32(const StTensor& t, float* dst);
 // The same into fp64, exactly (the parity tests' float64 references).
 void read_as_f64(const StTensor& t, double* dst);

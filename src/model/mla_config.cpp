@@ -46,15 +46,6 @@ void parse_mla_model(const ConfigKeys& top, const MlaDefaults& d, ModelSpec& s) 
   MT_REQUIRE(m.q_lora_rank >= 0, "model config {}: key 'q_lora_rank' must be positive or null, got {}", top.origin,
              m.q_lora_rank);
   m.bias = top.boolean("attention_bias", false);
-  // DeepSeek publishes V3/R1 and Kimi K2 with FP8 block-quantised weights (weight_scale_inv per 128×128 block).
-  if (top.has("quantization_config")) {
-    const ConfigKeys q = top.object("quantization_config");
-    MT_REQUIRE(false,
-               "model config {}: key 'quantization_config.quant_method' is '{}'; train from bf16 weights (DeepSeek's "
-               "inference/fp8_cast_bf16.py converts them) and drop quantization_config from config.json",
-               top.origin, q.string("quant_method", ""));
-  }
-
   // transformers sets head_dim = qk_rope_head_dim: the rope table's, and hidden_size need not divide by the heads.
   nlohmann::json config = top.j;
   config["head_dim"] = m.qk_rope_head_dim;

@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "core/log.h"
 #include "io/safetensors.h"
+#include "model/fp8_blocks.h"
 #include "model/mxfp4.h"
 
 namespace mt {
@@ -66,12 +67,6 @@ fs::path pick_snapshot(const fs::path& repo) {
     }
   }
   return best;
-}
-
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
 }
 
 uint64_t splitmix64(uint64_t x) {
@@ -136,7 +131,7 @@ void write_shards(const fs::path& dir, const std::vector<StWriteTensor>& tensors
 }
 
 void write_export(const fs::path& dir, const ModelSpec& spec, const ParamLayout& layout, const RegionSource& region,
-                  DType dtype, const fs::path& tokenizer_from, const std::vector<const StTensor*>& carried,
+                  DType dtype, const fs::path& tokenizer_from, const std::vector<CarriedTensor>& carried,
                   int64_t max_shard_bytes) {
   nlohmann::ordered_json config;
   try {
@@ -146,10 +141,12 @@ void write_export(const fs::path& dir, const ModelSpec& spec, const ParamLayout&
   }
   config["torch_dtype"] = dtype_name(dtype);
   config["dtype"] = dtype_name(dtype);
-  // Tensors loaded from MXFP4 blocks were dequantised: the export holds them unquantised under their plain names.
-  if (config.contains("quantization_config") && config["quantization_config"].is_object() &&
-      config["quantization_config"].value("quant_method", "") == "mxfp4")
-    config.erase("quantization_config");
+  // Tensors loaded from MXFP4 or FP8 blocks were dequantised: the export holds them unquantised under their plain
+  // names, which transformers loads without quantization_config.
+  if (config.contains("quantization_config") && config["quantization_config"].is_object()) {
+    const std::string method = config["quantization_config"].value("quant_method", "");
+    if (method == "mxfp4" || method == "fp8") config.erase("quantization_config");
+  }
   write_file_durably(dir / "config.json", config.dump(2) + "\n");
 
   // Each tensor is made when its turn comes (regrouped slots back in the HF row order), so the writer asks for the
@@ -164,7 +161,14 @@ void write_export(const fs::path& dir, const ModelSpec& spec, const ParamLayout&
       };
       tensors.push_back({slot.hf_name, slot.shape, nullptr, nullptr, fill});
     }
-  for (const StTensor* t : carried) tensors.push_back({t->name, t->shape, nullptr, t});
+  for (const CarriedTensor& c : carried) {
+    if (!c.scale_inv) {
+      tensors.push_back({c.tensor->name, c.tensor->shape, nullptr, c.tensor});
+      continue;
+    }
+    tensors.push_back({c.tensor->name, c.tensor->shape, nullptr, nullptr,
+                       [c](float* dst) { dequantise_fp8_blocks(*c.tensor, *c.scale_inv, dst); }});
+  }
   write_shards(dir, tensors, dtype, max_shard_bytes);
 
   if (tokenizer_from.empty()) return;
@@ -239,7 +243,7 @@ ModelSource resolve_model_source(const std::string& name) {
   return {};
 }
 
-void load_region(const Region& region, const SafetensorsModel& weights, float* dst) {
+void load_region(const Region& region, const SafetensorsModel& weights, float* dst, bool fp8_block_weights) {
   for (const ParamSlot& slot : region.params) {
     const StTensor* t = weights.find(slot.hf_name);
     if (t == nullptr && slot.expert_columns.experts > 0 && slot.shape.size() == 3 && has_mxfp4(weights, slot.hf_name)) {
@@ -253,24 +257,31 @@ void load_region(const Region& region, const SafetensorsModel& weights, float* d
                weights.dir().string(), slot.hf_name, t->file.filename().string(), shape_text(t->shape),
                shape_text(slot.shape));
     if (!slot.reordered()) {
-      read_as_f32(*t, dst + slot.offset);
+      read_weight_f32(weights, *t, fp8_block_weights, dst + slot.offset);
     } else {  // rows regrouped into the store's order (param_layout.h)
       std::vector<float> hf(static_cast<size_t>(slot.numel));
-      read_as_f32(*t, hf.data());
+      read_weight_f32(weights, *t, fp8_block_weights, hf.data());
       hf_rows_to_store(slot, hf.data(), dst + slot.offset);
     }
   }
 }
 
-std::vector<const StTensor*> carried_tensors(const ModelSpec& spec, const ParamLayout& layout,
-                                             const SafetensorsModel& weights) {
-  std::vector<const StTensor*> out;
+std::vector<CarriedTensor> carried_tensors(const ModelSpec& spec, const ParamLayout& layout,
+                                           const SafetensorsModel& weights) {
+  std::vector<CarriedTensor> out;
   if (!spec.carries_other_tensors) return out;
   std::set<std::string> held;
   for (const Region& r : layout.regions)
     for (const ParamSlot& slot : r.params) held.insert(slot.hf_name);
+  // An F8_E4M3 tensor's scales travel with it (a held one's are spent on load).
+  std::set<std::string> scales;
   for (const std::string& name : weights.names())
-    if (!held.count(name)) out.push_back(weights.find(name));
+    if (weights.find(name)->dtype == StDType::F8_E4M3) scales.insert(fp8_scale_name(name));
+  for (const std::string& name : weights.names()) {
+    if (held.count(name) || scales.count(name)) continue;
+    const StTensor* t = weights.find(name);
+    out.push_back({t, fp8_scale_of(weights, *t, spec.fp8_block_weights)});
+  }
   return out;
 }
 
@@ -302,7 +313,7 @@ void init_region_random(const Region& region, double initializer_range, uint64_t
 
 void export_hf_directory(const fs::path& out, const ModelSpec& spec, const ParamLayout& layout,
                          const RegionSource& region, DType dtype, const fs::path& tokenizer_from,
-                         const std::vector<const StTensor*>& carried, int64_t max_shard_bytes, Replace replace,
+                         const std::vector<CarriedTensor>& carried, int64_t max_shard_bytes, Replace replace,
                          const std::function<void(const fs::path& dir)>& add_files) {
   write_owned_directory(out, replace, "export", [&](const fs::path& dir) {
     write_export(dir, spec, layout, region, dtype, tokenizer_from, carried, max_shard_bytes);
@@ -312,7 +323,7 @@ void export_hf_directory(const fs::path& out, const ModelSpec& spec, const Param
 
 void export_hf_directory(const fs::path& out, const ModelSpec& spec, const ParamLayout& layout,
                          const std::vector<const float*>& region_data, DType dtype, const fs::path& tokenizer_from,
-                         const std::vector<const StTensor*>& carried, int64_t max_shard_bytes, Replace replace,
+                         const std::vector<CarriedTensor>& carried, int64_t max_shard_bytes, Replace replace,
                          const std::function<void(const fs::path& dir)>& add_files) {
   MT_ASSERT(region_data.size() == layout.regions.size(), "{} region pointers for {} regions", region_data.size(),
             layout.regions.size());

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/json_depth.h"
 #include "model/families.h"
+#include "model/fp8_blocks.h"
 #include "model/param_layout.h"
 
 namespace mt {
@@ -59,6 +60,7 @@ ModelSpec parse_model_spec(const json& config, const std::string& origin, bool t
   s.architecture = family.architecture;
   s.family = family.model_type;
   s.trust_remote_code = family.trust_remote_code;
+  s.fp8_block_weights = parse_fp8_quantization(top);  // any family's: the loader dequantises
   family.parse(top, s);
   validate_model_spec(s, origin);
   s.config_json = config.dump(2);

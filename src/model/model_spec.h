@@ -134,6 +134,9 @@ struct ModelSpec {
   // The checkpoint holds more than the text model (a vision tower, a projector): those tensors stay frozen and are
   // carried through export unchanged.
   bool carries_other_tensors = false;
+  // config.json's quantization_config says quant_method fp8: F8_E4M3 tensors come with 128×128 block scales and are
+  // dequantised on load (model/fp8_blocks.h); export writes them unquantised without quantization_config.
+  bool fp8_block_weights = false;
   TensorNames names;
   std::string config_json;               // the original config.json text
 

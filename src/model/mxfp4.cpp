@@ -12,12 +12,6 @@ namespace {
 constexpr float kFp4Values[16] = {+0.0f, +0.5f, +1.0f, +1.5f, +2.0f, +3.0f, +4.0f, +6.0f,
                                   -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f};
 
-std::string shape_text(const std::vector<int64_t>& shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
-  return s + "]";
-}
-
 const StTensor& mxfp4_part(const SafetensorsModel& weights, const std::string& name, const std::string& part,
                            const std::vector<int64_t>& expected, const std::vector<int64_t>& shape) {
   const StTensor* t = weights.find(name + part);

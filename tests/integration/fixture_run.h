@@ -62,10 +62,12 @@ UpdateReferences read_update_references(const std::string& name, const std::file
 // A fixture whose float64 run was not finite (reference.json says so) keeps the fp32 rule: every final tensor
 // within 1e-4 of PyTorch fp32's (‖Δ‖/‖ref‖). A missing fp64 file or tensor fails (read_update_references).
 void check_final_tensors(const std::string& name, const TrainSummary& summary);
-// Runs the fixture and checks per-step loss and gradient norm (1e-4 relative), learning rate (1e-12), the router
-// loss (1e-4; logged exactly where the reference has one) and every final tensor (check_final_tensors).
+// Runs the fixture and checks its metrics (check_metrics) and every final tensor (check_final_tensors).
 void check_against_reference(const std::string& name, const std::string& run,
                              const std::vector<std::string>& overrides = {});
+// Run `run`'s per-step loss and gradient norm (1e-4 relative), learning rate (1e-12) and router loss (1e-4; logged
+// exactly where the reference has one) against the fixture's reference.json.
+void check_metrics(const std::string& name, const std::string& run);
 // Runs the fixture in bfloat16 (run "parity-bf16-<name>") and checks every step's loss within 2e-2 relative of
 // PyTorch's fp32 loss.
 void check_bf16_losses(const std::string& name);

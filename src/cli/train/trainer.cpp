@@ -90,7 +90,7 @@ void fill_master_weights(const Config& c, const ModelSpec& spec, const std::opti
     } else if (c.model.init == "random") {
       init_region_random(region, spec.initializer_range, c.training.seed, master);
     } else {
-      load_region(region, *weights, master);
+      load_region(region, *weights, master, spec.fp8_block_weights);
     }
     if (!staged.empty()) store.write_region_state(r, StateKind::master, master);
     store.refresh_stream_copy(r, master);
@@ -216,8 +216,8 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
              "directory is gone",
              c.model.name, spec.architecture);
   const ParamLayout layout = make_param_layout(spec);
-  const std::vector<const StTensor*> carried = weights ? carried_tensors(spec, layout, *weights)
-                                                       : std::vector<const StTensor*>{};
+  const std::vector<CarriedTensor> carried = weights ? carried_tensors(spec, layout, *weights)
+                                                     : std::vector<CarriedTensor>{};
   const DType dtype = dtype_from_name(c.model.dtype);
   std::string banner;
   for (size_t at = 0; at < c.yaml_text.size();) {
@@ -231,14 +231,16 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
                       spec.architecture, spec.num_layers, describe_layers(spec), spec.hidden_size, spec.vocab_size,
                       static_cast<double>(layout.total_numel) / 1e6);
   if (root && !carried.empty()) {
-    int64_t frozen = 0;
+    int64_t frozen = 0, fp8 = 0;
     std::set<std::string> groups;
-    for (const StTensor* t : carried) {
-      frozen += t->numel();
-      groups.insert(t->name.substr(0, t->name.find('.', t->name.find('.') + 1)));
+    for (const CarriedTensor& c : carried) {
+      frozen += c.tensor->numel();
+      fp8 += c.scale_inv != nullptr;
+      groups.insert(c.tensor->name.substr(0, c.tensor->name.find('.', c.tensor->name.find('.') + 1)));
     }
-    log::info("left frozen and carried through export unchanged: {} tensors, {:.3f} M parameters ({})", carried.size(),
-              static_cast<double>(frozen) / 1e6, fmt::format("{}", fmt::join(groups, ", ")));
+    log::info("left frozen and carried through export unchanged: {} tensors, {:.3f} M parameters ({}){}",
+              carried.size(), static_cast<double>(frozen) / 1e6, fmt::format("{}", fmt::join(groups, ", ")),
+              fp8 ? fmt::format("; {} of them FP8 blocks, exported dequantised", fp8) : "");
   }
 
   // The node's leading GPU rank reads and tokenizes the data; the node's other GPU ranks receive its examples.
