@@ -28,7 +28,8 @@ bool parse_fp8_quantization(const ConfigKeys& top) {
   if (q.string("quant_method", "") != "fp8") return false;
   require_text(q, "fmt", {"e4m3", "float8_e4m3fn"}, "FP8 weights are read as e4m3 (fmt e4m3)");
   require_text(q, "activation_scheme", {"dynamic"},
-               "FP8 weights are dequantised on load, which reads activation_scheme dynamic only (no activation scales)");
+               "FP8 weights are dequantised on load, which reads activation_scheme dynamic only (no activation "
+               "scales)");
   require_text(q, "scale_fmt", {"float"}, "FP8 block scales are read as floats (scale_fmt float)");
   require_text(q, "expert_dtype", {"fp8"}, "experts are read as FP8 (expert_dtype fp8)");
   if (q.has("weight_block_size")) {
@@ -72,8 +73,13 @@ float e4m3fn_to_f32(uint8_t code) {
 std::string fp8_scale_name(const std::string& weight_name) { return weight_name + "_scale_inv"; }
 
 const StTensor* fp8_scale_of(const SafetensorsModel& weights, const StTensor& t, bool fp8_blocks) {
-  if (t.dtype != StDType::F8_E4M3) return nullptr;
   const std::string file = t.file.filename().string();
+  if (t.dtype != StDType::F8_E4M3) {  // transformers would scale it all the same: a checkpoint we do not read exactly
+    const StTensor* stray = fp8_blocks ? weights.find(fp8_scale_name(t.name)) : nullptr;
+    MT_REQUIRE(stray == nullptr, "model dir {}: tensor '{}' in {} has block scales '{}' but is {}, not F8_E4M3",
+               weights.dir().string(), t.name, file, fp8_scale_name(t.name), st_dtype_name(t.dtype));
+    return nullptr;
+  }
   MT_REQUIRE(fp8_blocks,
              "model dir {}: tensor '{}' in {} is F8_E4M3, but config.json has no quantization_config with quant_method "
              "fp8 to say how to dequantise it", weights.dir().string(), t.name, file);
@@ -102,21 +108,26 @@ void dequantise_fp8_blocks(const StTensor& t, const StTensor& scale_inv, float* 
   std::vector<float> scale(static_cast<size_t>(scale_inv.numel()));
   read_as_f32(scale_inv, scale.data());
   for (size_t s = 0; s < scale.size(); ++s)
-    MT_REQUIRE(std::isfinite(scale[s]), "safetensors file {}: tensor '{}' element {} is {}: a block scale must be finite",
+    MT_REQUIRE(std::isfinite(scale[s]),
+               "safetensors file {}: tensor '{}' element {} is {}: a block scale must be finite",
                scale_inv.file.string(), scale_inv.name, s, scale[s]);
   const auto* code = reinterpret_cast<const uint8_t*>(t.data);
-  const auto nan = std::find_if(code, code + t.numel(), [](uint8_t c) { return (c & 0x7f) == 0x7f; });
-  MT_REQUIRE(nan == code + t.numel(), "safetensors file {}: tensor '{}' element {} is the e4m3 NaN code 0x{:02x}",
-             t.file.string(), t.name, nan - code, *nan);
   float value[256];
   for (int c = 0; c < 256; ++c) value[c] = e4m3fn_to_f32(static_cast<uint8_t>(c));
-  const int64_t matrix_rows = t.numel() / std::max<int64_t>(cols, 1);  // rows of every matrix, one after another
-#pragma omp parallel for schedule(static) if (t.numel() > (int64_t{1} << 16))
+  const int64_t n = t.numel(), matrix_rows = n / std::max<int64_t>(cols, 1);  // every matrix's rows in turn
+  int64_t first_nan = n;
+#pragma omp parallel for schedule(static) reduction(min : first_nan) if (n > (int64_t{1} << 16))
   for (int64_t r = 0; r < matrix_rows; ++r) {
     const int64_t m = r / rows, i = r % rows;
     const float* row_scale = scale.data() + (m * row_blocks + i / kFp8BlockSize) * col_blocks;
-    for (int64_t j = 0; j < cols; ++j) dst[r * cols + j] = value[code[r * cols + j]] * row_scale[j / kFp8BlockSize];
+    for (int64_t j = 0; j < cols; ++j) {
+      const uint8_t c = code[r * cols + j];
+      if ((c & 0x7f) == 0x7f) first_nan = std::min(first_nan, r * cols + j);
+      dst[r * cols + j] = value[c] * row_scale[j / kFp8BlockSize];
+    }
   }
+  MT_REQUIRE(first_nan == n, "safetensors file {}: tensor '{}' element {} is the e4m3 NaN code 0x{:02x}",
+             t.file.string(), t.name, first_nan, first_nan < n ? code[first_nan] : 0);
 }
 
 void read_weight_f32(const SafetensorsModel& weights, const StTensor& t, bool fp8_blocks, float* dst) {

@@ -5,8 +5,9 @@
 // (DeepSeek's weight_dequant, transformers' _dequantize_fp8_weight). Tensors stored in another dtype (norms,
 // embeddings, lm_head, the router, modules_to_not_convert) are read as they are.
 // Invariant: a dequantised value is exactly that product; a NaN code, a non-finite scale, an F8 tensor without its
-// scale (or in a model whose config does not say fp8), a scale of another shape or dtype, and a quantization_config
-// we do not read exactly are refused in one line naming the file, the tensor or key, and the value.
+// scale (or in a model whose config does not say fp8), a scale of another shape or dtype or beside a tensor that is
+// not F8, and a quantization_config we do not read exactly are refused in one line naming the file, the tensor or
+// key, and the value.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -31,7 +32,7 @@ float e4m3fn_to_f32(uint8_t code);
 std::string fp8_scale_name(const std::string& weight_name);  // "<weight_name>_scale_inv"
 
 // The validated scale tensor of `t`, a tensor of `weights`, when t is F8_E4M3 (refused unless fp8_blocks, the
-// model's parse_fp8_quantization); nullptr for any other dtype.
+// model's parse_fp8_quantization); nullptr for any other dtype (refused where fp8_blocks and t has a scale tensor).
 const StTensor* fp8_scale_of(const SafetensorsModel& weights, const StTensor& t, bool fp8_blocks);
 
 // dst[t.numel()] = t dequantised with its scale tensor (F8_E4M3 `t`, `scale_inv` from fp8_scale_of).

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 #include "catch.h"
 #include "io/safetensors.h"
@@ -165,4 +166,84 @@ TEST_CASE("any family reads quantization_config fp8", "[fp8]") {
   nlohmann::json bad = llama;
   bad["quantization_config"]["activation_scheme"] = "static";
   CHECK_THROWS_WITH(parse(bad), mt_test::contains("key 'quantization_config.activation_scheme' is 'static'"));
+}
+
+namespace {
+
+struct TempDir {
+  fs::path path;
+  TempDir() : path(fs::temp_directory_path() / ("mt_test_fp8_" + std::to_string(::getpid()))) {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+// An in-memory tensor handed to write_safetensors as raw bytes of its own dtype.
+mt::StTensor raw_tensor(const std::string& name, mt::StDType dtype, std::vector<int64_t> shape,
+                        const std::vector<std::byte>& bytes) {
+  mt::StTensor t;
+  t.name = name;
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  t.data = bytes.data();
+  t.nbytes = bytes.size();
+  return t;
+}
+
+template <typename T>
+std::vector<std::byte> as_bytes(const std::vector<T>& v) {
+  std::vector<std::byte> out(v.size() * sizeof(T));
+  std::memcpy(out.data(), v.data(), out.size());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("FP8 blocks of a stacked tensor: each matrix its own scales, partial blocks in both dimensions", "[fp8]") {
+  TempDir tmp;
+  const int64_t E = 2, rows = 130, cols = 129;  // blocks of 128 and 2, 128 and 1
+  std::vector<uint8_t> codes(static_cast<size_t>(E * rows * cols));
+  for (size_t k = 0; k < codes.size(); ++k) {  // every code but the two NaNs
+    const auto c = static_cast<uint8_t>((k * 37 + 11) % 256);
+    codes[k] = (c & 0x7f) == 0x7f ? static_cast<uint8_t>(c - 1) : c;
+  }
+  const std::vector<float> scales = {0.5f, 3.0f, 1e-3f, 7.25f, -2.0f, 0.1f, 1e30f, 6e-8f};  // [2, 2, 2]
+  const auto code_bytes = as_bytes(codes), scale_bytes = as_bytes(scales);
+  const mt::StTensor w = raw_tensor("w", mt::StDType::F8_E4M3, {E, rows, cols}, code_bytes);
+  const mt::StTensor s = raw_tensor("w_scale_inv", mt::StDType::F32, {E, 2, 2}, scale_bytes);
+  mt::write_safetensors(tmp.path / "model.safetensors",
+                        {{w.name, w.shape, nullptr, &w}, {s.name, s.shape, nullptr, &s}}, mt::DType::f32);
+  const mt::SafetensorsModel weights(tmp.path);
+  std::vector<float> dst(codes.size());
+  mt::read_weight_f32(weights, *weights.find("w"), true, dst.data());
+  size_t mismatched = 0;
+  for (int64_t e = 0; e < E; ++e)
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) {
+        const size_t k = static_cast<size_t>((e * rows + i) * cols + j);
+        const size_t block = static_cast<size_t>((e * 2 + i / 128) * 2 + j / 128);
+        const float expected = mt::e4m3fn_to_f32(codes[k]) * scales[block];
+        mismatched += bits(dst[k]) != bits(expected);
+      }
+  CHECK(mismatched == 0);
+}
+
+TEST_CASE("FP8 tensors the loader cannot read exactly are refused in one line", "[fp8]") {
+  TempDir tmp;
+  const std::vector<uint16_t> bf16(4, 0x3f80);  // 1.0
+  const std::vector<float> scale = {2.0f};
+  const auto bf16_bytes = as_bytes(bf16), scale_bytes = as_bytes(scale);
+  const mt::StTensor w = raw_tensor("w.weight", mt::StDType::BF16, {2, 2}, bf16_bytes);
+  const mt::StTensor s = raw_tensor("w.weight_scale_inv", mt::StDType::F32, {1, 1}, scale_bytes);
+  mt::write_safetensors(tmp.path / "model.safetensors",
+                        {{w.name, w.shape, nullptr, &w}, {s.name, s.shape, nullptr, &s}}, mt::DType::f32);
+  const mt::SafetensorsModel weights(tmp.path);
+  std::vector<float> dst(4);
+  // A scale beside a BF16 weight: transformers would multiply it in; we refuse rather than guess.
+  CHECK_THROWS_WITH(mt::read_weight_f32(weights, *weights.find("w.weight"), true, dst.data()),
+                    "model dir " + tmp.path.string() + ": tensor 'w.weight' in model.safetensors has block scales "
+                    "'w.weight_scale_inv' but is BF16, not F8_E4M3");
+  mt::read_weight_f32(weights, *weights.find("w.weight"), false, dst.data());  // not an FP8 model: read as it is
+  CHECK(dst == std::vector<float>(4, 1.0f));
 }
