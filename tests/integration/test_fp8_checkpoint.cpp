@@ -42,3 +42,7 @@ TEST_CASE("deepseek_v3_fp8 trains from its FP8 blocks as PyTorch from the dequan
   REQUIRE(ours.at(mtp).size() == reference.at(mtp).size());
   CHECK(std::memcmp(ours.at(mtp).data(), reference.at(mtp).data(), ours.at(mtp).size() * 4) == 0);
 }
+
+TEST_CASE("deepseek_v3_fp8 in bfloat16: every step's loss within 2e-2 of PyTorch's fp32", "[fp8][bf16]") {
+  check_bf16_losses("deepseek_v3_fp8");
+}
