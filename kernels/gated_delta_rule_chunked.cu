@@ -19,7 +19,6 @@
 #include <type_traits>
 
 #include "backend/gated_delta_rule_scratch.h"
-#include "core/runtime_switches.h"
 #include "kernels/async_copy.cuh"
 #include "kernels/block_mm.cuh"
 #include "kernels/device_util.cuh"
@@ -1012,11 +1011,6 @@ void forward_states(T* o, const Bufs<T>& s, const T* qkv, const float* g, const 
 }
 
 }  // namespace
-
-DeltaRuleKernel delta_rule_kernel_from_env() {
-  return environment_switches().delta_rule == DeltaRuleChoice::recurrent ? DeltaRuleKernel::recurrent
-                                                                         : DeltaRuleKernel::chunked;
-}
 
 template <typename T>
 void gated_delta_rule_chunked_forward(T* o, const T* qkv, const float* g, const float* beta,

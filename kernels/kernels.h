@@ -81,9 +81,7 @@ template <typename T> void gated_delta_rule_forward(T* o, const T* qkv, const fl
 template <typename T> void gated_delta_rule_backward(T* d_qkv, float* dg, float* dbeta, const T* d_o, const T* qkv, const float* g, const float* beta, const DeltaRuleShape& shape, cudaStream_t s);
 // The gated delta rule in chunked (WY) form, the same semantics on tensor cores for bf16 (head dims <= 128:
 // delta_rule_chunked_supports in backend/gated_delta_rule_scratch.h); the CUDA backend runs it where it applies
-// unless MEGATRAIN_DELTA_RULE=recurrent picks the recurrent kernels above (to compare them).
-enum class DeltaRuleKernel { chunked, recurrent };
-DeltaRuleKernel delta_rule_kernel_from_env();
+// unless the delta_rule switch picks the recurrent kernels above (to compare them).
 template <typename T> void gated_delta_rule_chunked_forward(T* o, const T* qkv, const float* g, const float* beta, const DeltaRuleShape& shape, cudaStream_t s);
 template <typename T> void gated_delta_rule_chunked_backward(T* d_qkv, float* dg, float* dbeta, const T* d_o, const T* qkv, const float* g, const float* beta, const DeltaRuleShape& shape, cudaStream_t s);
 template <typename T> void gated_rmsnorm_forward(T* y, const T* x, const T* z, const T* w, int64_t N, int64_t D, float eps, cudaStream_t s);

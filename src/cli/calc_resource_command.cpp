@@ -374,7 +374,7 @@ void print_text(const std::string& model, const ModelSpec& spec, const Machine& 
             << MT_FORMAT("  saved activations of {} layers {}\n", spec.num_layers - recompute, b(g.saved_layers))
             << MT_FORMAT("  layer workspace {} | head logits {} | batch arrays {} | cuBLASLt workspace {}\n",
                          b(g.layer_workspace), b(g.head), b(g.batch_arrays), b(g.gemm_workspace))
-            << (a.run.cudnn_attention ? MT_FORMAT("  attention: {} (cuDNN workspace {})\n", describe_attention_plan(g),
+            << (a.run.cudnn_attention ? MT_FORMAT("  attention: {} (cuDNN workspace {})\n", CudnnAttentionPlan(a.run.runtime).describe_plan(g),
                                                   b(g.attention_workspace))
                                       : std::string())
             << [&] {  // training.optimizer_on_gpu auto, on one GPU rank
@@ -445,7 +445,7 @@ void print_text(const std::string& model, const ModelSpec& spec, const Machine& 
                                                 : "");
   if (a.run.cudnn_attention && seq.memory_tokens > 0)
     std::cout << MT_FORMAT(
-        "  cuDNN's attention {} fits up to {} tokens{}\n", cudnn_backward_name(), seq.cudnn_backward_tokens,
+        "  cuDNN's attention {} fits up to {} tokens{}\n", CudnnAttentionPlan(a.run.runtime).backward_name(), seq.cudnn_backward_tokens,
         seq.cudnn_backward_tokens < seq.memory_tokens ? "; longer sequences plan (and run) our attention backward"
                                                       : "");
   std::cout << "verdict: "
@@ -464,6 +464,7 @@ void run_calc_resource(Inputs in, bool interactive_allowed) {
   validate(in);
   const ModelSpec spec = load_model_spec(find_model(*in.model), true);  // sizes only: no modeling code runs
   RunShape run;
+  run.runtime = environment_switches();  // calc-resource reads no config: the variables alone
   run.dtype = dtype_from_name(in.dtype);
   run.stream_dtype = dtype_from_name(in.stream_dtype);
   MT_REQUIRE(!(run.dtype == DType::f32 && run.stream_dtype == DType::bf16),
@@ -480,7 +481,7 @@ void run_calc_resource(Inputs in, bool interactive_allowed) {
   if (in.recompute >= 0) run.recompute_layers = in.recompute;
   run.checkpoints = checkpoint_placement_from_name(in.checkpoints);
   run.packed = in.packing;
-  run.cudnn_attention = cudnn_attention_for(run.dtype, static_cast<int64_t>(*in.gpu_gib * (1 << 30)));
+  run.cudnn_attention = cudnn_attention_for(run.dtype, static_cast<int64_t>(*in.gpu_gib * (1 << 30)), run.runtime);
   const Machine m{static_cast<int64_t>(*in.gpu_gib * (1 << 30)), static_cast<int64_t>(*in.ram_gib * (1 << 30)),
                   in.nvme_gb > 0 ? static_cast<int64_t>(in.nvme_gb * 1e9) : -1, in.nvme_gbs, in.gpu_tflops};
   const SequenceLimit seq = longest_trainable_sequence(spec, run, m);

@@ -137,6 +137,24 @@ Field real_or_auto(std::string_view section, std::string_view key, At at) {
           [=](const Config& c) { return at(c) < 0 ? std::string("auto") : real_to_text(at(c)); }};
 }
 
+// One of a switch's spellings (core/runtime_switches.h), read into its enum.
+template <typename E, size_t N, typename At>
+Field named(std::string_view section, std::string_view key, const SwitchName<E> (&names)[N], At at) {
+  std::vector<std::string_view> choices;
+  for (const SwitchName<E>& n : names) choices.push_back(n.name);
+  return {section, key,
+          [=](Config& c, const YAML::Node& n, const YamlPlace& p) {
+            const std::string text = read_choice(n, p, choices);
+            for (const SwitchName<E>& name : names)
+              if (name.name == text) at(c) = name.value;
+          },
+          [=](const Config& c) {
+            for (const SwitchName<E>& name : names)
+              if (name.value == at(c)) return std::string(name.name);
+            return std::string();
+          }};
+}
+
 #define MT_AT(member) [](auto& c) -> auto& { return c.member; }
 
 // The schema: every section and key, in order, with its type and bounds (defaults live in config.h).
@@ -217,6 +235,18 @@ const std::vector<Field>& schema() {
 
       choice("store", "offload", {"none", "optimizer", "optimizer+master"}, MT_AT(store.offload)),
       path_list("store", "offload_paths", MT_AT(store.offload_paths)),
+
+      named("runtime", "attention", kAttentionNames, MT_AT(runtime.attention)),
+      flag("runtime", "cudnn_seq_buckets", MT_AT(runtime.cudnn_seq_buckets)),
+      flag("runtime", "cudnn_ragged", MT_AT(runtime.cudnn_ragged)),
+      flag("runtime", "attention_deterministic", MT_AT(runtime.attention_deterministic)),
+      integer("runtime", "cudnn_backward_tile", 0, MT_AT(runtime.cudnn_backward_tile)),
+      integer_or_auto("runtime", "cudnn_workspace_mib", 0, MT_AT(runtime.cudnn_workspace_mib)),
+      named("runtime", "moe_gemm", kMoeGemmNames, MT_AT(runtime.moe_gemm)),
+      integer("runtime", "moe_gemm_streams", 1, MT_AT(runtime.moe_gemm_streams)),
+      named("runtime", "delta_rule", kDeltaRuleNames, MT_AT(runtime.delta_rule)),
+      flag("runtime", "profile_ops", MT_AT(runtime.profile_ops)),
+      named("runtime", "tier_io", kTierIoNames, MT_AT(runtime.tier_io)),
   };
   return fields;
 }
@@ -312,6 +342,12 @@ void validate(const Config& config, const std::string& origin) {
   MT_REQUIRE(config.store.offload != "optimizer+master" || config.model.dtype != "float32",
              "{}: model.dtype: store.offload optimizer+master streams bf16 weights, which cannot feed model.dtype "
              "float32 (use store.offload optimizer)", origin);
+  MT_REQUIRE(valid_cudnn_backward_tile(config.runtime.cudnn_backward_tile),
+             "{}: runtime.cudnn_backward_tile: {} is not 0 or a power of two of at least 128", origin,
+             config.runtime.cudnn_backward_tile);
+  MT_REQUIRE(config.runtime.moe_gemm_streams <= kMaxMoeGemmStreams,
+             "{}: runtime.moe_gemm_streams: {} is not 1 to {}", origin, config.runtime.moe_gemm_streams,
+             kMaxMoeGemmStreams);
   const TrainingConfig& t = config.training;
   const DatasetConfig& d = config.dataset;
   MT_REQUIRE(d.val_size == 0.0 || d.val_size < 1.0 || d.val_size == static_cast<double>(static_cast<int64_t>(d.val_size)),
@@ -375,6 +411,7 @@ Config parse_config(const std::string& yaml_text, const std::string& origin,
   apply_document(config, root, origin);
   for (const std::string& assignment : overrides) apply_override(config, assignment);
   validate(config, origin);
+  config.runtime = with_environment(config.runtime);  // the switches' variables over the file's runtime: section
   config.yaml_text = config_to_yaml(config);
   return config;
 }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/runtime_switches.h"
 
 namespace mt {
 
@@ -114,6 +115,8 @@ struct Config {
   TrainingConfig training;
   OptimizerConfig optimizer;
   StoreConfig store;
+  RuntimeSwitches runtime;               // `runtime:` with the MEGATRAIN_* variables over it (read once, here);
+                                         // backend is the environment's alone (ranks pick it before the config)
   std::string yaml_text;                 // the effective configuration, as YAML (overrides applied)
   std::filesystem::path source;          // the file it came from ("" when built in code)
 };

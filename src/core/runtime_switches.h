@@ -59,6 +59,8 @@ struct RuntimeSwitches {
   bool profile_ops = false;              // the GPU time of every op in bench's report
   TierIoChoice tier_io = TierIoChoice::automatic;
   BackendChoice backend = BackendChoice::automatic;
+
+  bool operator==(const RuntimeSwitches&) const = default;
 };
 
 bool valid_cudnn_backward_tile(int64_t tile);  // 0, or a power of two of at least 128
@@ -74,7 +76,8 @@ const std::vector<SwitchVariable>& switch_variables();
 // `base` with each set, non-empty environment variable of switch_variables() over it; a bad value throws mt::Error
 // naming the variable and the value (e.g. "MEGATRAIN_ATTENTION must be ours, cudnn or auto, not 'x'").
 RuntimeSwitches with_environment(RuntimeSwitches base);
-// The defaults with the environment over them, read at each call (a variable a test sets takes effect at once).
+// The defaults with the environment over them: what the commands that read no config (bench, bench-optim,
+// bench-delta-rule, calc-resource) take, once at their start. Config::runtime is the config's section with them over it.
 RuntimeSwitches environment_switches();
 
 }  // namespace mt

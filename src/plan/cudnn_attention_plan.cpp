@@ -15,8 +15,6 @@ std::string mib(int64_t bytes) { return MT_FORMAT("{:.1f} MiB", static_cast<doub
 
 }  // namespace
 
-AttentionChoice attention_choice_from_env() { return environment_switches().attention; }
-
 std::string cudnn_attention_gap(const AttnShape& s, DType dtype) {
   if (dtype != DType::bf16) return "fp32 (cuDNN's fused attention is bf16/fp16 only)";
   if (s.segments != nullptr && s.segment_batch == nullptr) return "packed segments without their virtual batch";
@@ -45,33 +43,28 @@ std::string cudnn_version_gap(const AttnShape& s, bool backward, int64_t version
   return "";
 }
 
-int64_t cudnn_seq_bucket(int64_t seq) {
-  if (!environment_switches().cudnn_seq_buckets) return seq;
+int64_t CudnnAttentionPlan::seq_bucket(int64_t seq) const {
+  if (!switches_.cudnn_seq_buckets) return seq;
   int64_t octave = 1;
   while (octave * 2 <= seq) octave *= 2;
   const int64_t step = std::max<int64_t>(64, octave / 8);
   return (seq + step - 1) / step * step;
 }
 
-bool cudnn_ragged() { return environment_switches().cudnn_ragged; }
-
-bool cudnn_deterministic_backward() { return environment_switches().attention_deterministic; }
-
-const char* cudnn_backward_name() {
-  return cudnn_deterministic_backward() ? "deterministic backward"
-                                        : "non-deterministic backward (MEGATRAIN_ATTENTION_DETERMINISTIC=0)";
+const char* CudnnAttentionPlan::backward_name() const {
+  return deterministic_backward() ? "deterministic backward"
+                                  : "non-deterministic backward (MEGATRAIN_ATTENTION_DETERMINISTIC=0)";
 }
 
-int64_t cudnn_backward_graph_bytes(int64_t batch, int64_t bucket_seq, int64_t n_heads, int64_t head_dim) {
+int64_t CudnnAttentionPlan::backward_graph_bytes(int64_t batch, int64_t bucket_seq, int64_t n_heads,
+                                                 int64_t head_dim) const {
   const int64_t rows = round_up(bucket_seq, 64), cols = round_up(bucket_seq, 128);
   const int64_t dq = batch * n_heads * rows * head_dim * 4, softmax_sum = align_up(batch * n_heads * bucket_seq * 4);
-  if (!cudnn_deterministic_backward())
+  if (!deterministic_backward())
     return align_up(dq) + align_up(batch * n_heads * bucket_seq * head_dim * 4) + softmax_sum + kCudnnGraphUnit;
   const int64_t dp = batch * n_heads * rows * cols * 2;
   return align_up(dp + dq) + softmax_sum + kCudnnGraphUnit;
 }
-
-int64_t cudnn_backward_tile_setting() { return environment_switches().cudnn_backward_tile; }
 
 namespace {
 // ALiBi's bias depends on the tile's place (its graph indexes within the tile): it runs as one graph.
@@ -80,9 +73,9 @@ bool tiles_at(const AttnShape& s, int64_t tile) {
 }
 }  // namespace
 
-int64_t cudnn_backward_tile(const AttnShape& s) {
-  if (!cudnn_deterministic_backward()) return 0;
-  const int64_t tile = cudnn_backward_tile_setting();
+int64_t CudnnAttentionPlan::backward_tile(const AttnShape& s) const {
+  if (!deterministic_backward()) return 0;
+  const int64_t tile = switches_.cudnn_backward_tile;
   return tiles_at(s, tile) ? tile : 0;
 }
 
@@ -96,9 +89,9 @@ int64_t cudnn_tiled_side_bytes(const AttnShape& s, int64_t T) {
          align_up(b * rows * kw * 4) + align_up(b * rows * vw * 4) + 2 * align_up(b * 4);
 }
 
-int64_t cudnn_tiled_backward_bytes(const AttnShape& s, int64_t T) {
+int64_t CudnnAttentionPlan::tiled_backward_bytes(const AttnShape& s, int64_t T) const {
   const int64_t softmax_sum = align_up(s.batch * s.n_heads * T * 4);
-  return cudnn_backward_graph_bytes(s.batch, T, s.n_heads, s.head_dim) - softmax_sum + cudnn_tiled_side_bytes(s, T);
+  return backward_graph_bytes(s.batch, T, s.n_heads, s.head_dim) - softmax_sum + cudnn_tiled_side_bytes(s, T);
 }
 
 namespace {
@@ -116,21 +109,21 @@ int64_t staging_at(bool backward, const AttnShape& s, int64_t Sp) {
 
 }  // namespace
 
-int64_t cudnn_backward_call_bytes(const AttnShape& s, int64_t n) {
+int64_t CudnnAttentionPlan::backward_call_bytes(const AttnShape& s, int64_t n) const {
   AttnShape c = s;
   c.batch = n;
-  if (const int64_t tile = cudnn_backward_tile(s); tile > 0) return cudnn_tiled_backward_bytes(c, tile);
-  const int64_t Sp = cudnn_seq_bucket(s.seq);
-  return cudnn_backward_graph_bytes(n, Sp, s.n_heads, s.head_dim) + (cudnn_seq_bucket(1) != 1 ? staging_at(true, c, Sp) : 0);
+  if (const int64_t tile = backward_tile(s); tile > 0) return tiled_backward_bytes(c, tile);
+  const int64_t Sp = seq_bucket(s.seq);
+  return backward_graph_bytes(n, Sp, s.n_heads, s.head_dim) + (seq_bucket(1) != 1 ? staging_at(true, c, Sp) : 0);
 }
 
-int64_t cudnn_backward_batch(const AttnShape& s, int64_t limit_bytes) {
+int64_t CudnnAttentionPlan::backward_batch(const AttnShape& s, int64_t limit_bytes) const {
   const int64_t batch = std::max<int64_t>(s.batch, 1);
-  if (limit_bytes < 0 || cudnn_backward_call_bytes(s, batch) <= limit_bytes) return batch;
+  if (limit_bytes < 0 || backward_call_bytes(s, batch) <= limit_bytes) return batch;
   int64_t lo = 1, hi = batch - 1;  // the bytes grow with n: the most that fit, at least one
   while (lo < hi) {
     const int64_t mid = (lo + hi + 1) / 2;
-    if (cudnn_backward_call_bytes(s, mid) <= limit_bytes)
+    if (backward_call_bytes(s, mid) <= limit_bytes)
       lo = mid;
     else
       hi = mid - 1;
@@ -138,22 +131,22 @@ int64_t cudnn_backward_batch(const AttnShape& s, int64_t limit_bytes) {
   return lo;
 }
 
-AttnShape cudnn_backward_call(const AttnShape& s, int64_t b0, int64_t limit_bytes) {
+AttnShape CudnnAttentionPlan::backward_call(const AttnShape& s, int64_t b0, int64_t limit_bytes) const {
   AttnShape c = s;
-  c.batch = std::min(cudnn_backward_batch(s, limit_bytes), s.batch - b0);
+  c.batch = std::min(backward_batch(s, limit_bytes), s.batch - b0);
   if (s.seq_lens != nullptr) c.seq_lens = s.seq_lens + b0;
   return c;
 }
 
-int64_t cudnn_staging_bytes(bool backward, const AttnShape& s) {
-  const int64_t Sp = cudnn_seq_bucket(s.seq);
+int64_t CudnnAttentionPlan::staging_bytes(bool backward, const AttnShape& s) const {
+  const int64_t Sp = seq_bucket(s.seq);
   return Sp == s.seq ? 0 : staging_at(backward, s, Sp);
 }
 
-AttnShape cudnn_segment_group_shape(const AttnShape& s, const SegmentGroup& g) {
+AttnShape CudnnAttentionPlan::segment_group_shape(const AttnShape& s, const SegmentGroup& g) const {
   AttnShape v = s;
   v.batch = g.sequences;
-  v.seq = cudnn_seq_bucket(std::max<int64_t>(std::min(g.bound, s.seq), 2));
+  v.seq = seq_bucket(std::max<int64_t>(std::min(g.bound, s.seq), 2));
   v.seq_lens = s.segment_batch->lens + g.first;
   v.segments = nullptr;
   v.segment_batch = nullptr;
@@ -162,22 +155,22 @@ AttnShape cudnn_segment_group_shape(const AttnShape& s, const SegmentGroup& g) {
 
 int64_t cudnn_segment_staging_bytes(bool backward, const AttnShape& v) { return staging_at(backward, v, v.seq); }
 
-int64_t cudnn_segment_call_bytes(bool backward, const AttnShape& v, int64_t n) {
+int64_t CudnnAttentionPlan::segment_call_bytes(bool backward, const AttnShape& v, int64_t n) const {
   AttnShape c = v;
   c.batch = n;
   const int64_t staging = cudnn_segment_staging_bytes(backward, c);
   if (!backward) return kCudnnGraphUnit + staging;
-  if (const int64_t tile = cudnn_backward_tile(v); tile > 0) return cudnn_tiled_backward_bytes(c, tile) + staging;
-  return cudnn_backward_graph_bytes(n, v.seq, v.n_heads, v.head_dim) + staging;
+  if (const int64_t tile = backward_tile(v); tile > 0) return tiled_backward_bytes(c, tile) + staging;
+  return backward_graph_bytes(n, v.seq, v.n_heads, v.head_dim) + staging;
 }
 
-int64_t cudnn_segment_call_batch(bool backward, const AttnShape& v, int64_t limit_bytes) {
+int64_t CudnnAttentionPlan::segment_call_batch(bool backward, const AttnShape& v, int64_t limit_bytes) const {
   const int64_t batch = std::max<int64_t>(v.batch, 1);
-  if (limit_bytes < 0 || cudnn_segment_call_bytes(backward, v, batch) <= limit_bytes) return batch;
+  if (limit_bytes < 0 || segment_call_bytes(backward, v, batch) <= limit_bytes) return batch;
   int64_t lo = 1, hi = batch - 1;  // the bytes grow with n: the most that fit, at least one
   while (lo < hi) {
     const int64_t mid = (lo + hi + 1) / 2;
-    if (cudnn_segment_call_bytes(backward, v, mid) <= limit_bytes)
+    if (segment_call_bytes(backward, v, mid) <= limit_bytes)
       lo = mid;
     else
       hi = mid - 1;
@@ -185,69 +178,69 @@ int64_t cudnn_segment_call_batch(bool backward, const AttnShape& v, int64_t limi
   return lo;
 }
 
-CudnnWorkspace cudnn_attention_workspace(const AttnShape& s, int64_t limit_bytes) {
-  const AttnShape c = cudnn_backward_call(s, 0, limit_bytes);
-  const int64_t Sp = cudnn_seq_bucket(s.seq), tile = cudnn_backward_tile(s);
-  return {kCudnnGraphUnit + cudnn_staging_bytes(false, s),
-          tile > 0 ? cudnn_tiled_backward_bytes(c, tile)
-                   : cudnn_backward_graph_bytes(c.batch, Sp, c.n_heads, c.head_dim) + cudnn_staging_bytes(true, c)};
+CudnnWorkspace CudnnAttentionPlan::workspace(const AttnShape& s, int64_t limit_bytes) const {
+  const AttnShape c = backward_call(s, 0, limit_bytes);
+  const int64_t Sp = seq_bucket(s.seq), tile = backward_tile(s);
+  return {kCudnnGraphUnit + staging_bytes(false, s),
+          tile > 0 ? tiled_backward_bytes(c, tile)
+                   : backward_graph_bytes(c.batch, Sp, c.n_heads, c.head_dim) + staging_bytes(true, c)};
 }
 
-CudnnWorkspace cudnn_attention_reserve(const AttnShape& longest, int64_t call_batch, bool packed) {
+CudnnWorkspace CudnnAttentionPlan::reserve(const AttnShape& longest, int64_t call_batch, bool packed) const {
   if (packed) {
     AttnShape one = longest;
     one.batch = 1;
-    one.seq = cudnn_seq_bucket(longest.seq);
-    const CudnnWorkspace w = cudnn_attention_reserve(longest, call_batch);
-    return {std::max(w.forward, cudnn_segment_call_bytes(false, one, 1)),
-            std::max(w.backward, cudnn_segment_call_bytes(true, one, 1))};
+    one.seq = seq_bucket(longest.seq);
+    const CudnnWorkspace w = reserve(longest, call_batch);
+    return {std::max(w.forward, segment_call_bytes(false, one, 1)),
+            std::max(w.backward, segment_call_bytes(true, one, 1))};
   }
-  const bool buckets = cudnn_seq_bucket(1) != 1;  // off (MEGATRAIN_CUDNN_SEQ_BUCKETS=0): nothing is ever staged
+  const bool buckets = seq_bucket(1) != 1;  // off (MEGATRAIN_CUDNN_SEQ_BUCKETS=0): nothing is ever staged
   const int64_t n = call_batch > 0 ? std::min(call_batch, longest.batch) : longest.batch;
-  const int64_t forward = kCudnnGraphUnit + (buckets ? staging_at(false, longest, cudnn_seq_bucket(longest.seq)) : 0);
-  const int64_t tile = cudnn_backward_tile(longest);
-  if (tile == 0) return {forward, cudnn_backward_call_bytes(longest, n)};
+  const int64_t forward = kCudnnGraphUnit + (buckets ? staging_at(false, longest, seq_bucket(longest.seq)) : 0);
+  const int64_t tile = backward_tile(longest);
+  if (tile == 0) return {forward, backward_call_bytes(longest, n)};
   // Past the tile: the forward as one graph; the backward in tiles (their side tensors grow with the length), or
   // for batches no longer than the tile one graph of it.
   AttnShape at_tile = longest;
   at_tile.seq = tile;
-  return {forward, std::max(cudnn_backward_call_bytes(longest, n), cudnn_backward_call_bytes(at_tile, n))};
+  return {forward, std::max(backward_call_bytes(longest, n), backward_call_bytes(at_tile, n))};
 }
 
-int64_t cudnn_workspace_limit(AttentionChoice c, int64_t planned_bytes) {
-  if (const int64_t mib_value = environment_switches().cudnn_workspace_mib; mib_value >= 0) return mib_value << 20;
-  return c == AttentionChoice::automatic ? planned_bytes : -1;
+int64_t CudnnAttentionPlan::workspace_limit(int64_t planned_bytes) const {
+  if (const int64_t mib_value = switches_.cudnn_workspace_mib; mib_value >= 0) return mib_value << 20;
+  return choice() == AttentionChoice::automatic ? planned_bytes : -1;
 }
 
-AttentionDecision choose_attention(AttentionChoice c, bool backward, const std::string& gap, int64_t workspace_bytes,
-                                   int64_t limit_bytes) {
-  if (c == AttentionChoice::ours) return {false, "MEGATRAIN_ATTENTION=ours"};
+AttentionDecision CudnnAttentionPlan::choose(bool backward, const std::string& gap, int64_t workspace_bytes,
+                                             int64_t limit_bytes) const {
+  if (choice() == AttentionChoice::ours) return {false, "MEGATRAIN_ATTENTION=ours"};
   if (!gap.empty()) return {false, "not covered by cuDNN: " + gap};
   if (limit_bytes >= 0 && workspace_bytes > limit_bytes)
     return {false, MT_FORMAT("cuDNN's {} workspace {} is over the {} allowed ({})",
-                             backward ? cudnn_backward_name() : "forward", mib(workspace_bytes), mib(limit_bytes),
-                             environment_switches().cudnn_workspace_mib >= 0 ? "MEGATRAIN_CUDNN_WORKSPACE_MIB"
-                                                                             : "the memory plan's reserve")};
-  return {true, backward ? MT_FORMAT("cuDNN {}", cudnn_backward_name()) : "cuDNN forward"};
+                             backward ? backward_name() : "forward", mib(workspace_bytes), mib(limit_bytes),
+                             switches_.cudnn_workspace_mib >= 0 ? "MEGATRAIN_CUDNN_WORKSPACE_MIB"
+                                                                 : "the memory plan's reserve")};
+  return {true, backward ? MT_FORMAT("cuDNN {}", backward_name()) : "cuDNN forward"};
 }
 
-std::string describe_attention_choice(AttentionChoice c, int64_t limit_bytes) {
-  if (c == AttentionChoice::ours) return "MEGATRAIN_ATTENTION=ours: our kernel in both directions";
-  const int64_t tile = cudnn_deterministic_backward() ? cudnn_backward_tile_setting() : 0;
+std::string CudnnAttentionPlan::describe_choice(int64_t limit_bytes) const {
+  if (choice() == AttentionChoice::ours) return "MEGATRAIN_ATTENTION=ours: our kernel in both directions";
+  const int64_t tile = deterministic_backward() ? switches_.cudnn_backward_tile : 0;
   return MT_FORMAT(
       "MEGATRAIN_ATTENTION={}: forward cuDNN where it covers the case (bf16, soft-capped or not, sinks from cuDNN "
       "9.13, ALiBi, packed segments and chunks as a virtual batch); backward cuDNN's {}{} {}; our kernel elsewhere "
       "and wherever a plan does not finalize",
-      attention_choice_name(c), cudnn_backward_name(),
+      attention_choice_name(choice()), backward_name(),
       tile > 0 ? MT_FORMAT(" (past {} tokens in tiles of that length, no window)", tile) : std::string(),
       limit_bytes >= 0 ? MT_FORMAT("where its workspace and staging fit {}", mib(limit_bytes))
                        : std::string("wherever the GPU can hold its workspace"));
 }
 
-std::string describe_attention_plan(const GpuPlan& g) {
+std::string CudnnAttentionPlan::describe_plan(const GpuPlan& g) const {
   if (g.cudnn_backward)
     return MT_FORMAT("cuDNN forward and {}{}; {} of cuDNN workspace reserved at the micro-batch of {}{}",
-                     cudnn_backward_name(),
+                     backward_name(),
                      g.cudnn_backward_tile > 0 ? MT_FORMAT(" (in tiles of {} tokens)", g.cudnn_backward_tile) : "",
                      mib(g.attention_workspace), g.micro_batch_size,
                      g.cudnn_call_batch < g.micro_batch_size
@@ -257,7 +250,7 @@ std::string describe_attention_plan(const GpuPlan& g) {
     return MT_FORMAT(
         "cuDNN forward ({} of staging reserved), our backward: cuDNN's {} would need {} at the "
         "micro-batch of {}, which the GPU does not hold beside the rest of the plan",
-        mib(g.attention_workspace), cudnn_backward_name(), mib(g.cudnn_backward_need), g.micro_batch_size);
+        mib(g.attention_workspace), backward_name(), mib(g.cudnn_backward_need), g.micro_batch_size);
   return "our kernel in both directions (no attention layer that cuDNN covers)";
 }
 

@@ -76,6 +76,7 @@ void plan_activations(const ModelSpec& s, const RunShape& run, int64_t es, GpuPl
   // CudnnAttention's workspace over the covered layers; kernels/attention.cu's fp32 dk/dv partials of a GQA group
   // over the layers whose backward is ours (the widest layer's).
   int64_t attention_partials = 0, cudnn_forward = 0;
+  const CudnnAttentionPlan cudnn_plan(run.runtime);
   g.cudnn_backward_need = 0;
   g.cudnn_backward_tile = 0;
   for (const LayerSpec& l : s.layers) {
@@ -90,9 +91,9 @@ void plan_activations(const ModelSpec& s, const RunShape& run, int64_t es, GpuPl
       const AttnShape call{.batch = mb, .seq = run.seq_len, .n_heads = a.num_heads, .n_kv_heads = a.num_kv_heads,
                            .head_dim = a.head_dim, .v_head_dim = v_head_dim,
                            .alibi_slopes = a.alibi ? &kAlibiMarker : nullptr};
-      const CudnnWorkspace w = cudnn_attention_reserve(call, run.cudnn_call_batch, run.packed);
+      const CudnnWorkspace w = cudnn_plan.reserve(call, run.cudnn_call_batch, run.packed);
       cudnn_forward = std::max(cudnn_forward, w.forward);
-      if (w.backward > g.cudnn_backward_need) g.cudnn_backward_tile = cudnn_backward_tile(call);
+      if (w.backward > g.cudnn_backward_need) g.cudnn_backward_tile = cudnn_plan.backward_tile(call);
       g.cudnn_backward_need = std::max(g.cudnn_backward_need, w.backward);
     }
     const int64_t group = a.num_heads / std::max<int64_t>(a.num_kv_heads, 1);
@@ -235,8 +236,8 @@ void resolve_auto(const ModelSpec& spec, RunShape& run, int64_t gpu_bytes, bool 
   if (!resolve(CheckpointPlacement::host)) run = on_gpu;
 }
 
-bool cudnn_attention_for(DType dtype, int64_t gpu_bytes) {
-  return gpu_bytes > 0 && dtype == DType::bf16 && attention_choice_from_env() != AttentionChoice::ours;
+bool cudnn_attention_for(DType dtype, int64_t gpu_bytes, const RuntimeSwitches& switches) {
+  return gpu_bytes > 0 && dtype == DType::bf16 && switches.attention != AttentionChoice::ours;
 }
 
 int64_t resolve_micro_batch(const RunShape& run) {

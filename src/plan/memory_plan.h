@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/runtime_switches.h"
 #include "engine/checkpoint_placement.h"
 #include "model/model_spec.h"
 #include "store/offload_mode.h"
@@ -34,13 +35,15 @@ struct RunShape {
   int ranks = 1;                        // ranks of the node sharing the store
   OffloadMode offload = OffloadMode::none;  // store.offload: state kinds on the NVMe tier instead of RAM
   int64_t token_chunk = 0;              // tokens per feed-forward chunk, as EngineOptions (0 = the default)
+  // How the run executes (core/runtime_switches.h): the plan sizes cuDNN attention by its attention switches.
+  RuntimeSwitches runtime;
   // Attention through cuDNN where it covers the layer (plan/cudnn_attention_plan.h): the CUDA backend in bf16 with
-  // MEGATRAIN_ATTENTION auto or cudnn (cudnn_attention_for). cudnn_backward: cuDNN's backward's
+  // runtime.attention auto or cudnn (cudnn_attention_for). cudnn_backward: cuDNN's backward's
   // workspace is reserved (resolve_auto sets it where the plan fits with it; otherwise our backward runs).
   bool cudnn_attention = false;
   bool cudnn_backward = false;
   bool packed = false;                  // batches of packed examples (data.packing, bench --pack): the cuDNN reserve
-                                        // also holds one segment's gathered rows (cudnn_attention_reserve)
+                                        // also holds one segment's gathered rows (CudnnAttentionPlan::reserve)
   // training.activation_checkpoints: gpu, host (page-locked host slots, two staging buffers on the GPU), or
   // automatic until resolve_auto (plan_gpu reads automatic as gpu).
   CheckpointPlacement checkpoints = CheckpointPlacement::gpu;
@@ -53,9 +56,9 @@ struct RunShape {
   int64_t cudnn_call_batch = 0;
 };
 
-// Whether a run's attention goes through cuDNN where covered: a GPU backend (gpu_bytes > 0), bf16, and
-// MEGATRAIN_ATTENTION auto or cudnn.
-bool cudnn_attention_for(DType dtype, int64_t gpu_bytes);
+// Whether a run's attention goes through cuDNN where covered: a GPU backend (gpu_bytes > 0), bf16, and the
+// attention switch auto or cudnn.
+bool cudnn_attention_for(DType dtype, int64_t gpu_bytes, const RuntimeSwitches& switches);
 
 struct HostPlan {
   int64_t parameters = 0;
@@ -101,12 +104,12 @@ struct GpuPlan {
                                         // segments' virtual batches (int32)
   int64_t gemm_workspace = 0;           // cuBLASLt's (plan/gemm_workspace.h)
   int64_t rope_tables = 0;              // fp32 cos and sin of every RoPE table over max(positions, seq_len)
-  // CudnnAttention's workspace (plan/cudnn_attention_plan.h: cudnn_attention_reserve, any batch length up to
+  // CudnnAttention's workspace (plan/cudnn_attention_plan.h: CudnnAttentionPlan::reserve, any batch length up to
   // seq_len) at the micro-batch shape, the widest covered layer's:
   // cuDNN's backward's graph and staging where run.cudnn_backward, else the forward's staging; 0 without
   // run.cudnn_attention. cudnn_backward_need: what cuDNN's backward would take (reported when it does
   // not fit and our backward runs instead). cudnn_backward_tile: the tile that backward runs in at seq_len
-  // (cudnn_backward_tile of the widest covered layer's shape; 0: one graph, or no cuDNN).
+  // (CudnnAttentionPlan::backward_tile of the widest covered layer's shape; 0: one graph, or no cuDNN).
   int64_t attention_workspace = 0;
   int64_t cudnn_backward_need = 0;
   bool cudnn_backward = false;

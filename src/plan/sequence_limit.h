@@ -32,7 +32,7 @@ struct SequenceLimit {
   int64_t gpu_bytes = 0;              // its plan's GPU total
   // With run.cudnn_attention: the longest multiple of kSequenceStep at which cuDNN's backward's
   // workspace fits too (0: at none); longer sequences, up to memory_tokens, plan (and run) our backward. In tiles
-  // (cudnn_backward_tile) cuDNN's backward holds less than ours (our GQA partials), so it usually sets memory_tokens.
+  // (CudnnAttentionPlan::backward_tile) cuDNN's backward holds less than ours (our GQA partials), so it usually sets memory_tokens.
   int64_t cudnn_backward_tokens = 0;
   bool host_fits = false;             // the host store fits the RAM, its NVMe tier the NVMe (batch 1 needs nothing
                                       // else of the host)

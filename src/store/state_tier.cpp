@@ -46,7 +46,7 @@ int open_tier_file(const std::string& name, bool create, bool& direct) {
 }  // namespace
 
 StateTier::StateTier(const ParamLayout& layout, const TierSettings& settings, int rank, int ranks)
-    : param_layout_(layout), settings_(settings), rank_(rank), ranks_(ranks), io_(TierIo::create()) {
+    : param_layout_(layout), settings_(settings), rank_(rank), ranks_(ranks), io_(TierIo::create(settings.io)) {
   MT_ASSERT(settings.mode != OffloadMode::none);
   if (rank == 0) remove_files_of_absent_ranks();
   own_.layout = make_tier_layout(layout, settings, rank, ranks);

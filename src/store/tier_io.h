@@ -10,6 +10,8 @@
 #include <memory>
 #include <string>
 
+#include "core/runtime_switches.h"
+
 namespace mt {
 
 struct TierOp {
@@ -30,8 +32,8 @@ struct TierBatch {
 class TierIo {
  public:
   static constexpr int64_t kChunkBytes = int64_t{4} << 20;
-  // io_uring unless the build lacks liburing, the kernel refuses a ring, or MEGATRAIN_TIER_IO=threads.
-  static std::unique_ptr<TierIo> create();
+  // io_uring unless the build lacks liburing, the kernel refuses a ring, or `choice` is threads (the tier_io switch).
+  static std::unique_ptr<TierIo> create(TierIoChoice choice);
   virtual ~TierIo() = default;
   virtual const char* name() const = 0;   // "io_uring" or "threads"
   virtual std::string fallback_reason() const { return {}; }  // why not io_uring, where it is not

@@ -10,7 +10,6 @@
 
 #include "core/error.h"
 #include "core/os_error.h"
-#include "core/runtime_switches.h"
 #include "store/tier_io.h"
 
 #if MEGATRAIN_HAVE_LIBURING
@@ -129,8 +128,8 @@ class UringTierIo final : public TierIo {
 
 }  // namespace
 
-std::unique_ptr<TierIo> TierIo::create() {
-  if (environment_switches().tier_io == TierIoChoice::threads)
+std::unique_ptr<TierIo> TierIo::create(TierIoChoice choice) {
+  if (choice == TierIoChoice::threads)
     return make_thread_tier_io(kThreads, "MEGATRAIN_TIER_IO=threads");
 #if MEGATRAIN_HAVE_LIBURING
   io_uring ring;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/runtime_switches.h"
 #include "model/param_layout.h"
 #include "store/offload_mode.h"
 
@@ -19,6 +20,7 @@ struct TierSettings {
   OffloadMode mode = OffloadMode::none;
   std::vector<std::string> paths;   // store.offload_paths
   std::string tag = "run";          // names the files (one run's restart finds its own stale files)
+  TierIoChoice io = TierIoChoice::automatic;  // the tier_io switch (TierIo::create)
 };
 
 struct TierUnit {

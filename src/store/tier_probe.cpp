@@ -17,13 +17,14 @@
 
 namespace mt {
 
-DiskCeiling measure_disk_ceiling(const std::vector<std::string>& paths, int64_t bytes_per_path) {
+DiskCeiling measure_disk_ceiling(const std::vector<std::string>& paths, int64_t bytes_per_path,
+                                 TierIoChoice io_choice) {
   // One buffer written and read again and again (the device, not RAM, is timed): 64 MiB, or less for a small probe.
   constexpr int64_t kMiB = int64_t{1} << 20;
   const int64_t kBuffer = std::clamp<int64_t>((bytes_per_path + kMiB - 1) / kMiB * kMiB, kMiB, 64 * kMiB);
   const int64_t bytes = (std::max(bytes_per_path, kBuffer) + kBuffer - 1) / kBuffer * kBuffer;
   DiskCeiling c;
-  std::unique_ptr<TierIo> io = TierIo::create();
+  std::unique_ptr<TierIo> io = TierIo::create(io_choice);
   c.io = io->name();
   void* buffer = mmap(nullptr, kBuffer, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   MT_REQUIRE(buffer != MAP_FAILED, "disk probe: cannot map {} bytes", kBuffer);

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "core/runtime_switches.h"
+
 namespace mt {
 
 struct DiskCeiling {
@@ -16,6 +18,6 @@ struct DiskCeiling {
   double mixed_gbs() const { return write_gbs > 0 && read_gbs > 0 ? 2.0 / (1.0 / write_gbs + 1.0 / read_gbs) : 0.0; }
 };
 
-DiskCeiling measure_disk_ceiling(const std::vector<std::string>& paths, int64_t bytes_per_path);
+DiskCeiling measure_disk_ceiling(const std::vector<std::string>& paths, int64_t bytes_per_path, TierIoChoice io);
 
 }  // namespace mt

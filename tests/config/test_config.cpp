@@ -229,6 +229,17 @@ TEST_CASE("config: the accepted keys are frozen", "[config]") {
       "optimizer.eps",
       "store.offload",
       "store.offload_paths",
+      "runtime.attention",
+      "runtime.cudnn_seq_buckets",
+      "runtime.cudnn_ragged",
+      "runtime.attention_deterministic",
+      "runtime.cudnn_backward_tile",
+      "runtime.cudnn_workspace_mib",
+      "runtime.moe_gemm",
+      "runtime.moe_gemm_streams",
+      "runtime.delta_rule",
+      "runtime.profile_ops",
+      "runtime.tier_io",
   };
   CHECK(mt::accepted_config_keys() == frozen);
 }
@@ -244,9 +255,9 @@ TEST_CASE("config: an unknown key names its path and the accepted keys", "[confi
 
 TEST_CASE("config: an unknown section is an error", "[config]") {
   CHECK(error_of(kMinimal + "trainng:\n  batch_size: 8\n") ==
-        "cfg.yaml: unknown section 'trainng' (accepted: model, dataset, training, optimizer, store)");
+        "cfg.yaml: unknown section 'trainng' (accepted: model, dataset, training, optimizer, store, runtime)");
   CHECK(error_of(kMinimal + "extras:\n") ==
-        "cfg.yaml: unknown section 'extras' (accepted: model, dataset, training, optimizer, store)");
+        "cfg.yaml: unknown section 'extras' (accepted: model, dataset, training, optimizer, store, runtime)");
 }
 
 TEST_CASE("config: a top level or section that is not a map is an error", "[config]") {

@@ -14,7 +14,7 @@ namespace mt::test {
 
 namespace cu = mt::cuda;
 
-std::unique_ptr<cu::CudnnAttention> make_cudnn() {
+std::unique_ptr<cu::CudnnAttention> make_cudnn(const RuntimeSwitches& switches) {
   return std::make_unique<cu::CudnnAttention>(
       test_stream(),
       [](int64_t bytes) {
@@ -22,7 +22,15 @@ std::unique_ptr<cu::CudnnAttention> make_cudnn() {
         MT_CUDA_OK(cudaMalloc(&p, static_cast<size_t>(bytes)));
         return p;
       },
-      [](void* p) { cudaFree(p); });
+      [](void* p) { cudaFree(p); }, switches);
+}
+
+cu::CudnnAttention& CudnnPerSwitches::current() {
+  const RuntimeSwitches now = environment_switches();
+  for (auto& [switches, cudnn] : made_)
+    if (switches == now) return *cudnn;
+  made_.emplace_back(now, make_cudnn(now));
+  return *made_.back().second;
 }
 
 Inputs inputs(int64_t q_size, int64_t kv_size, uint32_t seed, float magnitude, int64_t v_size, int64_t o_size) {
@@ -210,7 +218,7 @@ void check_against_reference(cu::CudnnAttention& cudnn, const CudnnCase& c, cons
   CHECK(nonzero_padding(got_dq, c, c.heads * c.head_dim) == 0);
   CHECK(nonzero_padding(got_dk, c, c.kv_heads * c.head_dim) == 0);
   CHECK(nonzero_padding(got_dv, c, c.kv_heads * c.value_head_dim()) == 0);
-  if (mt::cudnn_deterministic_backward()) {
+  if (cudnn.plan().deterministic_backward()) {
     CHECK(same_bits(got_dq, download(dq2)));
     CHECK(same_bits(got_dk, download(dk2)));
     CHECK(same_bits(got_dv, download(dv2)));

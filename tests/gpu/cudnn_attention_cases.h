@@ -20,8 +20,18 @@ namespace mt::test {
 
 using bf16 = __nv_bfloat16;
 
-// A CudnnAttention on the tests' stream whose workspace comes from cudaMalloc.
-std::unique_ptr<mt::cuda::CudnnAttention> make_cudnn();
+// A CudnnAttention on the tests' stream whose workspace comes from cudaMalloc, under `switches` (by default the
+// environment's when it is made: a test sets a switch's variable for a scope (Env), then makes the instance).
+std::unique_ptr<mt::cuda::CudnnAttention> make_cudnn(const mt::RuntimeSwitches& switches = mt::environment_switches());
+// One CudnnAttention per set of switches, made on first use: current() is the one of the environment's switches now
+// (a scope's Env), so that each graph is built once per switches however often a test returns to them.
+class CudnnPerSwitches {
+ public:
+  mt::cuda::CudnnAttention& current();
+
+ private:
+  std::vector<std::pair<mt::RuntimeSwitches, std::unique_ptr<mt::cuda::CudnnAttention>>> made_;
+};
 
 // One attention call's inputs rounded to bf16: q and k of `magnitude`, v and dout, from seeds seed .. seed + 3; v of
 // v_size and dout of o_size elements (-1: kv_size and q_size; latent attention's value head dim makes them smaller).

@@ -21,7 +21,8 @@ using namespace mt::test;
 TEST_CASE("cudnn attention forward and backward (deterministic or not) match the reference",
           "[gpu][attention][cudnn]") {
   MT_REQUIRE_GPU();
-  auto cudnn = make_cudnn();
+  CudnnPerSwitches cudnns;
+  mt::cuda::CudnnAttention* const cudnn = &cudnns.current();
   INFO("cuDNN version " << cudnn->version());
   REQUIRE(cudnn->version() > 0);
   for (const CudnnCase& c : cudnn_cases()) {
@@ -43,22 +44,23 @@ TEST_CASE("cudnn attention forward and backward (deterministic or not) match the
       REQUIRE(fwd.ok);
       REQUIRE(bwd.ok);
       // The memory plan's figure (plan/cudnn_attention_plan.h) never under-counts what this cuDNN asks for.
-      const int64_t bucket = mt::cudnn_seq_bucket(c.seq);
-      const int64_t planned = mt::cudnn_backward_graph_bytes(c.batch, bucket, c.heads, c.head_dim);
+      const int64_t bucket = cudnn->plan().seq_bucket(c.seq);
+      const int64_t planned = cudnn->plan().backward_graph_bytes(c.batch, bucket, c.heads, c.head_dim);
       INFO("backward workspace: cuDNN " << bwd.workspace_bytes << " B, plan " << planned << " B");
       CHECK(fwd.workspace_bytes <= mt::kCudnnGraphUnit);
       CHECK(bwd.workspace_bytes <= planned);
       // A staged batch's ragged backward holds less than its staging (the default); the padded graph holds both.
       CHECK(cudnn->workspace_need(true, dev) > 0);
-      CHECK(cudnn->workspace_need(true, dev) <= planned + mt::cudnn_staging_bytes(true, dev));
+      CHECK(cudnn->workspace_need(true, dev) <= planned + cudnn->plan().staging_bytes(true, dev));
 
       // The non-deterministic backward (MEGATRAIN_ATTENTION_DETERMINISTIC=0): within the plan's formula for it and
       // the reference's tolerance. Where its graph does not finalize, training runs our backward.
       const auto non_deterministic_rows = [&] {
         const Env non_deterministic("MEGATRAIN_ATTENTION_DETERMINISTIC", "0");
-        const mt::cuda::CudnnPlanInfo nd = cudnn->plan_info(true, dev, false);
-        const int64_t planned_nd = mt::cudnn_backward_graph_bytes(c.batch, bucket, c.heads, c.head_dim);
-        const int64_t staging = mt::cudnn_staging_bytes(true, dev), need = cudnn->workspace_need(true, dev);
+        mt::cuda::CudnnAttention* const nd_cudnn = &cudnns.current();  // this scope's switches
+        const mt::cuda::CudnnPlanInfo nd = nd_cudnn->plan_info(true, dev, false);
+        const int64_t planned_nd = nd_cudnn->plan().backward_graph_bytes(c.batch, bucket, c.heads, c.head_dim);
+        const int64_t staging = nd_cudnn->plan().staging_bytes(true, dev), need = nd_cudnn->workspace_need(true, dev);
         INFO("non-deterministic backward workspace: cuDNN " << nd.workspace_bytes << " B, plan " << planned_nd
                                                             << " B, held " << need << " B");
         if (!nd.ok) {
@@ -67,18 +69,19 @@ TEST_CASE("cudnn attention forward and backward (deterministic or not) match the
         }
         CHECK(nd.workspace_bytes <= planned_nd);
         CHECK(need > 0);
-        if (mt::cudnn_ragged())
+        if (nd_cudnn->plan().ragged())
           CHECK(need <= planned_nd + staging);  // a staged batch's ragged call holds its graph and the lse
         else
           CHECK(need == nd.workspace_bytes + staging);
-        check_against_reference(*cudnn, c, host, dev, 31);
+        check_against_reference(*nd_cudnn, c, host, dev, 31);
       };
 
       check_against_reference(*cudnn, c, host, dev, 31);  // the ragged forward (and a staged batch's backward)
       non_deterministic_rows();
       const Env padded_graph("MEGATRAIN_CUDNN_RAGGED", "0");
-      CHECK(cudnn->workspace_need(true, dev) == bwd.workspace_bytes + mt::cudnn_staging_bytes(true, dev));
-      check_against_reference(*cudnn, c, host, dev, 31);
+      mt::cuda::CudnnAttention* const padded = &cudnns.current();
+      CHECK(padded->workspace_need(true, dev) == bwd.workspace_bytes + padded->plan().staging_bytes(true, dev));
+      check_against_reference(*padded, c, host, dev, 31);
       non_deterministic_rows();
     }
   }

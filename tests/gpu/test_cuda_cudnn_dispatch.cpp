@@ -29,7 +29,7 @@ TEST_CASE("cuda backend attention: MEGATRAIN_ATTENTION=cudnn and =ours both matc
   for (const char* choice : {"cudnn", "ours"}) {
     DYNAMIC_SECTION("MEGATRAIN_ATTENTION=" << choice) {
       setenv("MEGATRAIN_ATTENTION", choice, 1);
-      auto be = mt::make_cuda_backend(mt::DType::bf16);
+      auto be = mt::make_cuda_backend(mt::DType::bf16, 0, mt::environment_switches());
       const Reference got = through_backend(*be, q, k, v, dout, host, lens);
       check_close("backend attention out", got.out, want.out, tolerance<bf16>);
       check_close("backend attention lse", got.lse, want.lse, 1e-4);
@@ -77,7 +77,7 @@ TEST_CASE("cuda backend attention: auto runs cuDNN's forward, and its backward o
   for (const bool reserved : {false, true}) {
     DYNAMIC_SECTION("reserve " << (reserved ? "the deterministic backward's workspace" : "the forward's")) {
       unsetenv("MEGATRAIN_ATTENTION");
-      auto be = mt::make_cuda_backend(mt::DType::bf16);
+      auto be = mt::make_cuda_backend(mt::DType::bf16, 0, mt::environment_switches());
       be->set_attention_workspace(reserved ? backward_need : forward_need);
       const Reference got = through_backend(*be, q, k, v, dout, host, lens);
       CHECK(same_bits(got.out, want_out));  // cuDNN's forward either way
@@ -128,7 +128,7 @@ TEST_CASE("cuda backend attention: auto runs cuDNN both ways for a soft-capped l
   REQUIRE(backward_need > 0);
   mt::test::sync();
   unsetenv("MEGATRAIN_ATTENTION");
-  auto be = mt::make_cuda_backend(mt::DType::bf16);
+  auto be = mt::make_cuda_backend(mt::DType::bf16, 0, mt::environment_switches());
   be->set_attention_workspace(backward_need);
   const Reference got = through_backend(*be, q, k, v, dout, host, lens);
   CHECK(same_bits(got.out, download(out)));

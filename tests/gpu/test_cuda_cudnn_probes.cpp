@@ -97,11 +97,11 @@ struct ProbeBuffers {
 // pairs), backward 2.5 × forward.
 TEST_CASE("attention probe: cuDNN plans and ours-vs-cuDNN TFLOP/s", "[.attention_bench]") {
   MT_REQUIRE_GPU();
-  auto cudnn = make_cudnn();
+  CudnnPerSwitches cudnns;  // the instance of the switches each call is made under
   std::printf(
       "attention probe: cuDNN %lld (in training, auto runs the deterministic backward where the memory plan "
       "reserved its workspace: plan/cudnn_attention_plan.h)\n",
-      static_cast<long long>(cudnn->version()));
+      static_cast<long long>(cudnns.current().version()));
   struct Shape {
     int64_t batch, seq, heads, kv_heads, head_dim, window = 0;
     float scale = 0.f, softcap = 0.f;
@@ -140,7 +140,7 @@ TEST_CASE("attention probe: cuDNN plans and ours-vs-cuDNN TFLOP/s", "[.attention
          {std::tuple{"forward", false, true},
           {"backward deterministic", true, true},
           {"backward non-deterministic (for comparison only)", true, false}}) {
-      const mt::cuda::CudnnPlanInfo info = cudnn->plan_info(backward, s, deterministic);
+      const mt::cuda::CudnnPlanInfo info = cudnns.current().plan_info(backward, s, deterministic);
       const std::string text =
           info.ok
               ? "finalized, engine " + std::to_string(info.engine) + ", workspace " +
@@ -150,7 +150,7 @@ TEST_CASE("attention probe: cuDNN plans and ours-vs-cuDNN TFLOP/s", "[.attention
                     (info.notes.empty() ? "" : ", notes " + info.notes) +
                     (backward && deterministic
                          ? ", plan formula " +
-                               std::to_string(mt::cudnn_backward_graph_bytes(sh.batch, sh.seq, heads, head_dim) >> 20) +
+                               std::to_string(cudnns.current().plan().backward_graph_bytes(sh.batch, sh.seq, heads, head_dim) >> 20) +
                                " MiB"
                          : "")
               : "FAILED: " + info.error;
@@ -158,14 +158,14 @@ TEST_CASE("attention probe: cuDNN plans and ours-vs-cuDNN TFLOP/s", "[.attention
     }
     const auto [ours_fwd, ours_bwd] = buffers.ours_tflops(s, fwd_flops, bwd_flops);
     const double cudnn_fwd =
-        median_tflops([&] { return cudnn->forward(out.get(), lse.get(), q.get(), k.get(), v.get(), s); }, fwd_flops);
+        median_tflops([&] { return cudnns.current().forward(out.get(), lse.get(), q.get(), k.get(), v.get(), s); }, fwd_flops);
     // The deterministic backward as one graph (MEGATRAIN_CUDNN_BACKWARD_TILE=0), then in tiles of each length below
     // the sequence's (the default tile first).
     auto deterministic_at = [&](const char* tile) {
       setenv("MEGATRAIN_CUDNN_BACKWARD_TILE", tile, 1);
       const double tf = median_tflops(
           [&] {
-            return cudnn->backward(dq.get(), dk.get(), dv.get(), dout.get(), q.get(), k.get(), v.get(), out.get(),
+            return cudnns.current().backward(dq.get(), dk.get(), dv.get(), dout.get(), q.get(), k.get(), v.get(), out.get(),
                                    lse.get(), s);
           },
           bwd_flops);
@@ -176,7 +176,7 @@ TEST_CASE("attention probe: cuDNN plans and ours-vs-cuDNN TFLOP/s", "[.attention
     for (const char* tile : {"8192", "4096", "16384"}) {
       if (std::atoll(tile) >= sh.seq || sh.window > 0) continue;
       setenv("MEGATRAIN_CUDNN_BACKWARD_TILE", tile, 1);
-      const int64_t need = cudnn->workspace_need(true, s);
+      const int64_t need = cudnns.current().workspace_need(true, s);
       unsetenv("MEGATRAIN_CUDNN_BACKWARD_TILE");
       std::printf("  cuDNN backward deterministic in tiles of %s: %.1f TFLOP/s, workspace %lld MiB\n", tile,
                   deterministic_at(tile), static_cast<long long>(need >> 20));
@@ -186,10 +186,10 @@ TEST_CASE("attention probe: cuDNN plans and ours-vs-cuDNN TFLOP/s", "[.attention
       for (const int64_t per_call : {int64_t{1}, int64_t{2}, int64_t{4}}) {
         if (per_call >= sh.batch) continue;
         setenv("MEGATRAIN_CUDNN_BACKWARD_TILE", "0", 1);
-        const int64_t limit = mt::cudnn_backward_call_bytes(s, per_call);
+        const int64_t limit = cudnns.current().plan().backward_call_bytes(s, per_call);
         const double tf = median_tflops(
             [&] {
-              return cudnn->backward(dq.get(), dk.get(), dv.get(), dout.get(), q.get(), k.get(), v.get(), out.get(),
+              return cudnns.current().backward(dq.get(), dk.get(), dv.get(), dout.get(), q.get(), k.get(), v.get(), out.get(),
                                      lse.get(), s, limit);
             },
             bwd_flops);
@@ -201,7 +201,7 @@ TEST_CASE("attention probe: cuDNN plans and ours-vs-cuDNN TFLOP/s", "[.attention
     const Env non_deterministic("MEGATRAIN_ATTENTION_DETERMINISTIC", "0");
     const double cudnn_bwd_nd = median_tflops(
         [&] {
-          return cudnn->backward(dq.get(), dk.get(), dv.get(), dout.get(), q.get(), k.get(), v.get(), out.get(),
+          return cudnns.current().backward(dq.get(), dk.get(), dv.get(), dout.get(), q.get(), k.get(), v.get(), out.get(),
                                  lse.get(), s);
         },
         bwd_flops);
@@ -216,11 +216,11 @@ TEST_CASE("attention probe: cuDNN plans and ours-vs-cuDNN TFLOP/s", "[.attention
       cu::attention_forward<bf16>(out.get(), lse.get(), q.get(), k.get(), v.get(), s, test_stream());
       cu::attention_backward<bf16>(dq.get(), dk.get(), dv.get(), dout.get(), q.get(), k.get(), v.get(), out.get(),
                                    lse.get(), s, test_stream());
-      REQUIRE(cudnn->forward(out2.get(), lse2.get(), q.get(), k.get(), v.get(), s));
+      REQUIRE(cudnns.current().forward(out2.get(), lse2.get(), q.get(), k.get(), v.get(), s));
       setenv("MEGATRAIN_CUDNN_BACKWARD_TILE", "0", 1);
-      REQUIRE(cudnn->backward(dq2.get(), dk2.get(), dv2.get(), dout.get(), q.get(), k.get(), v.get(), out2.get(),
+      REQUIRE(cudnns.current().backward(dq2.get(), dk2.get(), dv2.get(), dout.get(), q.get(), k.get(), v.get(), out2.get(),
                               lse2.get(), s));
-      REQUIRE(cudnn->backward(dq3.get(), dk2.get(), dv2.get(), dout.get(), q.get(), k.get(), v.get(), out2.get(),
+      REQUIRE(cudnns.current().backward(dq3.get(), dk2.get(), dv2.get(), dout.get(), q.get(), k.get(), v.get(), out2.get(),
                               lse2.get(), s));
       unsetenv("MEGATRAIN_CUDNN_BACKWARD_TILE");
       const auto got_dq = download(dq2);
@@ -230,18 +230,18 @@ TEST_CASE("attention probe: cuDNN plans and ours-vs-cuDNN TFLOP/s", "[.attention
                   rel_err(download(dv2), download(dv)), same_bits(got_dq, download(dq3)) ? "yes" : "NO");
     }
     // The default tiles against our kernel (where the sequence tiles), and twice: bit for bit.
-    if (mt::cudnn_backward_tile(s) > 0 && sh.window == 0) {
+    if (cudnns.current().plan().backward_tile(s) > 0 && sh.window == 0) {
       DeviceBuffer<bf16> dq2(q_size), dk2(kv_size), dv2(kv_size), dq3(q_size);
       cu::attention_forward<bf16>(out.get(), lse.get(), q.get(), k.get(), v.get(), s, test_stream());
       cu::attention_backward<bf16>(dq.get(), dk.get(), dv.get(), dout.get(), q.get(), k.get(), v.get(), out.get(),
                                    lse.get(), s, test_stream());
-      REQUIRE(cudnn->backward(dq2.get(), dk2.get(), dv2.get(), dout.get(), q.get(), k.get(), v.get(), out.get(),
+      REQUIRE(cudnns.current().backward(dq2.get(), dk2.get(), dv2.get(), dout.get(), q.get(), k.get(), v.get(), out.get(),
                               lse.get(), s));
-      REQUIRE(cudnn->backward(dq3.get(), dk2.get(), dv2.get(), dout.get(), q.get(), k.get(), v.get(), out.get(),
+      REQUIRE(cudnns.current().backward(dq3.get(), dk2.get(), dv2.get(), dout.get(), q.get(), k.get(), v.get(), out.get(),
                               lse.get(), s));
       const auto got_dq = download(dq2);
       std::printf("  cuDNN tiles (%lld) vs ours: dq %.2e dk %.2e dv %.2e; dq bit for bit: %s\n",
-                  static_cast<long long>(mt::cudnn_backward_tile(s)), rel_err(got_dq, download(dq)),
+                  static_cast<long long>(cudnns.current().plan().backward_tile(s)), rel_err(got_dq, download(dq)),
                   rel_err(download(dk2), download(dk)), rel_err(download(dv2), download(dv)),
                   same_bits(got_dq, download(dq3)) ? "yes" : "NO");
     }
@@ -279,23 +279,23 @@ TEST_CASE("attention probe: cuDNN engine configs of the backward", "[.attention_
     const int64_t T = s.batch * s.seq, q_size = T * s.n_heads * s.head_dim;
     ProbeBuffers buffers(q_size, T * s.n_kv_heads * s.head_dim, s.batch * s.n_heads * s.seq, 51);
     DeviceBuffer<bf16> dq2(q_size);
-    auto cudnn = make_cudnn();
+    CudnnPerSwitches cudnns;  // the instance of the switches each call is made under
     std::printf("survey: cuDNN %lld, batch %lld seq %lld heads 16/2 head_dim 128 causal bf16\n",
-                static_cast<long long>(cudnn->version()), static_cast<long long>(s.batch),
+                static_cast<long long>(cudnns.current().version()), static_cast<long long>(s.batch),
                 static_cast<long long>(s.seq));
-    REQUIRE(cudnn->forward(buffers.out.get(), buffers.lse.get(), buffers.q.get(), buffers.k.get(), buffers.v.get(), s));
+    REQUIRE(cudnns.current().forward(buffers.out.get(), buffers.lse.get(), buffers.q.get(), buffers.k.get(), buffers.v.get(), s));
     auto run = [&](bf16* dq) {
-      return cudnn->backward(dq, buffers.dk.get(), buffers.dv.get(), buffers.dout.get(), buffers.q.get(),
+      return cudnns.current().backward(dq, buffers.dk.get(), buffers.dv.get(), buffers.dout.get(), buffers.q.get(),
                              buffers.k.get(), buffers.v.get(), buffers.out.get(), buffers.lse.get(), s);
     };
     for (const bool deterministic : {true, false}) {
       const Env kind("MEGATRAIN_ATTENTION_DETERMINISTIC", deterministic ? "1" : "0");
       const char* graph = deterministic ? "deterministic graph" : "accumulator graph";
-      const std::vector<mt::cuda::CudnnEngineConfig> configs = cudnn->engine_configs(true, s, deterministic);
+      const std::vector<mt::cuda::CudnnEngineConfig> configs = cudnns.current().engine_configs(true, s, deterministic);
       std::string refused;
       for (size_t i = 0; i < configs.size(); ++i) {
         const mt::cuda::CudnnEngineConfig& c = configs[i];
-        if (!cudnn->use_engine_config(true, s, deterministic, c)) {
+        if (!cudnns.current().use_engine_config(true, s, deterministic, c)) {
           refused += " " + std::to_string(c.engine) + " " + c.describe() + ";";
           continue;
         }
@@ -306,7 +306,7 @@ TEST_CASE("attention probe: cuDNN engine configs of the backward", "[.attention_
         bool same = true;
         for (int repeat = 0; repeat < 3; ++repeat) same = same && run(dq2.get()) && same_bits(first, download(dq2));
         std::printf("%.1f TFLOP/s, workspace %lld MiB, dq bit for bit on three repeats: %s\n", tf,
-                    static_cast<long long>(cudnn->plan_info(true, s, deterministic).workspace_bytes >> 20),
+                    static_cast<long long>(cudnns.current().plan_info(true, s, deterministic).workspace_bytes >> 20),
                     same ? "yes" : "NO");
         std::fflush(stdout);
       }
@@ -338,17 +338,17 @@ TEST_CASE("attention probe: cuDNN's backward on GQA and on its heads repeated", 
     }
     MT_CUDA_OK(cudaMemcpyAsync(mha.q.get(), gqa.q.get(), q_size * 2, cudaMemcpyDeviceToDevice, test_stream()));
     MT_CUDA_OK(cudaMemcpyAsync(mha.dout.get(), gqa.dout.get(), q_size * 2, cudaMemcpyDeviceToDevice, test_stream()));
-    auto cudnn = make_cudnn();
+    CudnnPerSwitches cudnns;  // the instance of the switches each call is made under
     auto backward = [&](ProbeBuffers& b, const mt::AttnShape& s, bool deterministic) {
       const Env kind("MEGATRAIN_ATTENTION_DETERMINISTIC", deterministic ? "1" : "0");
-      return cudnn->backward(b.dq.get(), b.dk.get(), b.dv.get(), b.dout.get(), b.q.get(), b.k.get(), b.v.get(),
+      return cudnns.current().backward(b.dq.get(), b.dk.get(), b.dv.get(), b.dout.get(), b.q.get(), b.k.get(), b.v.get(),
                              b.out.get(), b.lse.get(), s);
     };
     for (auto [label, b, s] : {std::tuple{"GQA 16/2", &gqa, gqa_shape}, {"repeated to 16/16", &mha, mha_shape}}) {
-      REQUIRE(cudnn->forward(b->out.get(), b->lse.get(), b->q.get(), b->k.get(), b->v.get(), s));
+      REQUIRE(cudnns.current().forward(b->out.get(), b->lse.get(), b->q.get(), b->k.get(), b->v.get(), s));
       const double det = median_tflops([&] { return backward(*b, s, true); }, bwd_flops);
       const double non_det = median_tflops([&] { return backward(*b, s, false); }, bwd_flops);
-      const mt::cuda::CudnnPlanInfo info = cudnn->plan_info(true, s, true);
+      const mt::cuda::CudnnPlanInfo info = cudnns.current().plan_info(true, s, true);
       std::printf(
           "gqa: %lld x %lld, %s: backward deterministic %.1f TFLOP/s (workspace %lld MiB, engine %lld), "
           "non-deterministic %.1f\n",
@@ -381,7 +381,7 @@ TEST_CASE("attention probe: what padded rows cost cuDNN", "[.attention_padding]"
     const Env whole("MEGATRAIN_CUDNN_BACKWARD_TILE", "0");
     for (const char* ragged : {"1", "0"}) {
       const Env forward_kind("MEGATRAIN_CUDNN_RAGGED", ragged);
-      auto cudnn = make_cudnn();
+      CudnnPerSwitches cudnns;  // the instance of the switches each call is made under
       ProbeBuffers buffers(batch * longest * heads * head_dim, batch * longest * kv_heads * head_dim,
                            batch * heads * longest, 51);
       for (const Rows r : {Rows{longest, longest}, Rows{longest, 8192}, Rows{longest, 9000}, Rows{8192, 8192}}) {
@@ -394,14 +394,14 @@ TEST_CASE("attention probe: what padded rows cost cuDNN", "[.attention_padding]"
                               .seq_lens = r.valid < r.seq ? lens->get() : nullptr};
         const double fwd_ms = 1e3 / median_tflops(
                                         [&] {
-                                          return cudnn->forward(buffers.out.get(), buffers.lse.get(), buffers.q.get(),
+                                          return cudnns.current().forward(buffers.out.get(), buffers.lse.get(), buffers.q.get(),
                                                                 buffers.k.get(), buffers.v.get(), s);
                                         },
                                         1e12);
         const double bwd_ms =
             1e3 / median_tflops(
                       [&] {
-                        return cudnn->backward(buffers.dq.get(), buffers.dk.get(), buffers.dv.get(), buffers.dout.get(),
+                        return cudnns.current().backward(buffers.dq.get(), buffers.dk.get(), buffers.dv.get(), buffers.dout.get(),
                                                buffers.q.get(), buffers.k.get(), buffers.v.get(), buffers.out.get(),
                                                buffers.lse.get(), s);
                       },
@@ -413,7 +413,7 @@ TEST_CASE("attention probe: what padded rows cost cuDNN", "[.attention_padding]"
     }
   }
   const int64_t tiled = 32768;
-  auto cudnn = make_cudnn();
+  CudnnPerSwitches cudnns;  // the instance of the switches each call is made under
   ProbeBuffers buffers(batch * tiled * heads * head_dim, batch * tiled * kv_heads * head_dim, batch * heads * tiled,
                        51);
   for (const int64_t valid : {int64_t{0}, tiled, int64_t{20000}, int64_t{9000}}) {  // 0: unpadded
@@ -424,10 +424,10 @@ TEST_CASE("attention probe: what padded rows cost cuDNN", "[.attention_padding]"
                           .n_kv_heads = kv_heads,
                           .head_dim = head_dim,
                           .seq_lens = valid > 0 ? lens->get() : nullptr};
-    REQUIRE(cudnn->forward(buffers.out.get(), buffers.lse.get(), buffers.q.get(), buffers.k.get(), buffers.v.get(), s));
+    REQUIRE(cudnns.current().forward(buffers.out.get(), buffers.lse.get(), buffers.q.get(), buffers.k.get(), buffers.v.get(), s));
     const double bwd_ms = 1e3 / median_tflops(
                                     [&] {
-                                      return cudnn->backward(buffers.dq.get(), buffers.dk.get(), buffers.dv.get(),
+                                      return cudnns.current().backward(buffers.dq.get(), buffers.dk.get(), buffers.dv.get(),
                                                              buffers.dout.get(), buffers.q.get(), buffers.k.get(),
                                                              buffers.v.get(), buffers.out.get(), buffers.lse.get(), s);
                                     },
@@ -435,7 +435,7 @@ TEST_CASE("attention probe: what padded rows cost cuDNN", "[.attention_padding]"
     std::printf("padding: %lld x %lld rows, %s: deterministic backward in tiles of %lld %.3f ms\n",
                 static_cast<long long>(batch), static_cast<long long>(tiled),
                 valid == 0 ? "unpadded" : (std::to_string(valid) + " valid").c_str(),
-                static_cast<long long>(mt::cudnn_backward_tile(s)), bwd_ms);
+                static_cast<long long>(cudnns.current().plan().backward_tile(s)), bwd_ms);
   }
 }
 
@@ -445,7 +445,7 @@ TEST_CASE("attention probe: what padded rows cost cuDNN", "[.attention_padding]"
 // virtual batch's groups, and how far cuDNN's results are from ours.
 TEST_CASE("attention probe: packed segments on our kernel and on cuDNN's virtual batch", "[.attention_bench]") {
   MT_REQUIRE_GPU();
-  auto cudnn = make_cudnn();
+  CudnnPerSwitches cudnns;  // the instance of the switches each call is made under
   struct Packed {
     const char* name;
     int64_t batch, seq, heads, kv_heads, lo, hi;  // segment lengths uniform in [lo, hi]; lo == hi: fixed chunks
@@ -481,23 +481,23 @@ TEST_CASE("attention probe: packed segments on our kernel and on cuDNN's virtual
     std::string groups;
     for (const mt::SegmentGroup& g : seg->layout.groups)
       groups += " " + std::to_string(g.segments) + "/" + std::to_string(g.sequences) + "x" +
-                std::to_string(mt::cudnn_segment_group_shape(s, g).seq);
+                std::to_string(cudnns.current().plan().segment_group_shape(s, g).seq);
     std::printf("packed: %s, %zu segments, heads %lld/%lld head_dim 128; groups (segments/sequences x length):%s; "
                 "backward workspace %lld MiB\n",
                 p.name, seg->layout.starts.size(), static_cast<long long>(p.heads),
                 static_cast<long long>(p.kv_heads), groups.c_str(),
-                static_cast<long long>(cudnn->workspace_need(true, s) >> 20));
+                static_cast<long long>(cudnns.current().workspace_need(true, s) >> 20));
     const auto [ours_fwd, ours_bwd] = buffers.ours_tflops(s, fwd_flops, bwd_flops);
     const double cudnn_fwd =
-        median_tflops([&] { return cudnn->forward(out2.get(), lse2.get(), q.get(), k.get(), v.get(), s); }, fwd_flops);
+        median_tflops([&] { return cudnns.current().forward(out2.get(), lse2.get(), q.get(), k.get(), v.get(), s); }, fwd_flops);
     const double cudnn_bwd = median_tflops(
         [&] {
-          return cudnn->backward(dq2.get(), dk2.get(), dv2.get(), dout.get(), q.get(), k.get(), v.get(), out.get(),
+          return cudnns.current().backward(dq2.get(), dk2.get(), dv2.get(), dout.get(), q.get(), k.get(), v.get(), out.get(),
                                  lse.get(), s);
         },
         bwd_flops);
     std::printf("  forward: ours %.1f, cuDNN %.1f TFLOP/s; backward: ours %.1f, cuDNN %.1f TFLOP/s (%s)\n", ours_fwd,
-                cudnn_fwd, ours_bwd, cudnn_bwd, mt::cudnn_backward_name());
+                cudnn_fwd, ours_bwd, cudnn_bwd, cudnns.current().plan().backward_name());
     std::printf("  cuDNN vs ours: out %.2e lse %.2e dq %.2e dk %.2e dv %.2e\n", rel_err(download(out2), download(out)),
                 rel_err(download(lse2), download(lse)), rel_err(download(dq2), download(dq)),
                 rel_err(download(dk2), download(dk)), rel_err(download(dv2), download(dv)));
@@ -528,12 +528,12 @@ TEST_CASE("attention probe: latent attention's mixed head dims on cuDNN and ours
       auto q = upload<bf16>(hq), k = upload<bf16>(hk), v = upload<bf16>(hv), dout = upload<bf16>(hdo);
       DeviceBuffer<bf16> out(o_size), dq(q_size), dk(q_size), dvb(o_size);
       DeviceBuffer<float> lse(batch * heads * seq);
-      auto cudnn = make_cudnn();
+      CudnnPerSwitches cudnns;  // the instance of the switches each call is made under
       const double c_fwd = median_tflops(
-          [&] { return cudnn->forward(out.get(), lse.get(), q->get(), k->get(), v->get(), s); }, fwd_flops);
+          [&] { return cudnns.current().forward(out.get(), lse.get(), q->get(), k->get(), v->get(), s); }, fwd_flops);
       const double c_bwd = median_tflops(
           [&] {
-            return cudnn->backward(dq.get(), dk.get(), dvb.get(), dout->get(), q->get(), k->get(), v->get(), out.get(),
+            return cudnns.current().backward(dq.get(), dk.get(), dvb.get(), dout->get(), q->get(), k->get(), v->get(), out.get(),
                                    lse.get(), s);
           },
           bwd_flops);
@@ -550,7 +550,7 @@ TEST_CASE("attention probe: latent attention's mixed head dims on cuDNN and ours
             return true;
           },
           bwd_flops);
-      const mt::cuda::CudnnPlanInfo f = cudnn->plan_info(false, s), b = cudnn->plan_info(true, s);
+      const mt::cuda::CudnnPlanInfo f = cudnns.current().plan_info(false, s), b = cudnns.current().plan_info(true, s);
       const std::string refused = (f.ok ? "" : " [cuDNN forward: " + f.error + "]") +
                                   (b.ok ? "" : " [cuDNN backward: " + b.error + "]");
       std::printf(

@@ -115,8 +115,8 @@ const std::vector<SegmentCase>& segment_cases() {
 TEST_CASE("cudnn attention: packed segments and chunks as a virtual batch match the reference",
           "[gpu][attention][cudnn][segments]") {
   MT_REQUIRE_GPU();
-  auto cudnn = make_cudnn();
-  REQUIRE(cudnn->version() > 0);
+  CudnnPerSwitches cudnns;
+  REQUIRE(cudnns.current().version() > 0);
   for (const SegmentCase& sc : segment_cases()) {
     const CudnnCase& c = sc.c;
     DYNAMIC_SECTION(c.batch << "x" << c.seq << " " << c.heads << "/" << c.kv_heads << " hd" << c.head_dim << " w"
@@ -132,16 +132,17 @@ TEST_CASE("cudnn attention: packed segments and chunks as a virtual batch match 
       // What the calls of the backward the environment selects hold is what the plan's formula counts for them,
       // within a reserve that holds the longest call; then every result against the reference.
       const auto check_rows = [&] {
+        mt::cuda::CudnnAttention& cudnn = cudnns.current();  // the scope's switches
         int64_t planned = 0;
         for (const mt::SegmentGroup& g : seg->layout.groups) {
-          const mt::AttnShape v = mt::cudnn_segment_group_shape(dev, g);
-          planned = std::max(planned, mt::cudnn_segment_call_bytes(true, v, v.batch));
+          const mt::AttnShape v = cudnn.plan().segment_group_shape(dev, g);
+          planned = std::max(planned, cudnn.plan().segment_call_bytes(true, v, v.batch));
         }
-        const int64_t need = cudnn->workspace_need(true, dev);
-        INFO(mt::cudnn_backward_name() << " workspace: cuDNN " << need << " B, plan " << planned << " B");
+        const int64_t need = cudnn.workspace_need(true, dev);
+        INFO(cudnn.plan().backward_name() << " workspace: cuDNN " << need << " B, plan " << planned << " B");
         REQUIRE(need > 0);
         CHECK(need <= planned);
-        check_against_reference(*cudnn, c, host, dev, 91);
+        check_against_reference(cudnn, c, host, dev, 91);
       };
       const auto non_deterministic_rows = [&] {  // never tiled: every group ragged, or gathered
         const Env non_deterministic("MEGATRAIN_ATTENTION_DETERMINISTIC", "0");
@@ -170,10 +171,10 @@ TEST_CASE("cudnn attention: packed segments in calls under a workspace limit giv
   const auto seg = segment_shapes(sc, shapes);
   const mt::AttnShape &host = shapes.host, &dev = shapes.dev;
   REQUIRE(seg->layout.groups.size() == 1);
-  const mt::AttnShape v = mt::cudnn_segment_group_shape(dev, seg->layout.groups[0]);
+  auto cudnn = make_cudnn();
+  const mt::AttnShape v = cudnn->plan().segment_group_shape(dev, seg->layout.groups[0]);
   const int64_t T = len, q_size = T * 8 * 128, kv_size = T * 2 * 128, lse_size = 8 * T;
   const auto [q, k, vv, dout] = inputs(q_size, kv_size, 93);
-  auto cudnn = make_cudnn();
   auto d_q = upload<bf16>(q), d_k = upload<bf16>(k), d_v = upload<bf16>(vv), d_dout = upload<bf16>(dout);
   DeviceBuffer<bf16> out(q_size), dq(q_size), dk(kv_size), dv(kv_size);
   DeviceBuffer<float> lse(lse_size);
@@ -187,8 +188,8 @@ TEST_CASE("cudnn attention: packed segments in calls under a workspace limit giv
   check_close("one call dq", whole_dq, want.dq, tolerance<bf16>);
   for (const int64_t per_call : {1, 3}) {
     INFO(per_call << " a call");
-    const int64_t limit = mt::cudnn_segment_call_bytes(true, v, per_call);
-    REQUIRE(mt::cudnn_segment_call_batch(true, v, limit) == per_call);
+    const int64_t limit = cudnn->plan().segment_call_bytes(true, v, per_call);
+    REQUIRE(cudnn->plan().segment_call_batch(true, v, limit) == per_call);
     const int64_t need = cudnn->workspace_need(true, dev, limit);
     REQUIRE(need > 0);
     CHECK(need <= limit);
@@ -231,7 +232,7 @@ TEST_CASE("cuda backend attention: packed segments run cuDNN with their virtual 
                                out.get(), lse.get(), no_batch, test_stream());
   const auto ours_out = download(out), ours_dq = download(dq);
   const Env choice("MEGATRAIN_ATTENTION", "cudnn");
-  auto be = mt::make_cuda_backend(mt::DType::bf16);
+  auto be = mt::make_cuda_backend(mt::DType::bf16, 0, mt::environment_switches());
   for (const bool with_batch : {true, false}) {
     INFO((with_batch ? "with" : "without") << " the virtual batch");
     const mt::DType dt = mt::DType::bf16;

@@ -25,7 +25,8 @@ struct TiledCase {
 
 void check_tiled_backward(const std::vector<TiledCase>& cases) {
   MT_REQUIRE_GPU();
-  auto cudnn = make_cudnn();
+  CudnnPerSwitches cudnns;
+  mt::cuda::CudnnAttention* const cudnn = &cudnns.current();
   REQUIRE(cudnn->version() > 0);
   for (const auto& [c, tile, want_tile] : cases) {
     DYNAMIC_SECTION(c.batch << "x" << c.seq << " " << c.heads << "/" << c.kv_heads << " hd" << c.head_dim << " tile"
@@ -49,20 +50,22 @@ void check_tiled_backward(const std::vector<TiledCase>& cases) {
                     tolerance<bf16>);
       {
         const Env whole("MEGATRAIN_CUDNN_BACKWARD_TILE", "0");
-        REQUIRE(mt::cudnn_backward_tile(dev) == 0);
-        REQUIRE(cudnn->backward(dq1.get(), dk1.get(), dv1.get(), d_dout->get(), d_q->get(), d_k->get(), d_v->get(),
+        mt::cuda::CudnnAttention* const one_graph = &cudnns.current();
+        REQUIRE(one_graph->plan().backward_tile(dev) == 0);
+        REQUIRE(one_graph->backward(dq1.get(), dk1.get(), dv1.get(), d_dout->get(), d_q->get(), d_k->get(), d_v->get(),
                                 out.get(), lse.get(), dev));
       }
       const Env tiles("MEGATRAIN_CUDNN_BACKWARD_TILE", tile);
-      REQUIRE(mt::cudnn_backward_tile(dev) == want_tile);
-      const int64_t need = cudnn->workspace_need(true, dev);
-      const int64_t planned = mt::cudnn_tiled_backward_bytes(dev, want_tile);
+      mt::cuda::CudnnAttention* const tiled = &cudnns.current();
+      REQUIRE(tiled->plan().backward_tile(dev) == want_tile);
+      const int64_t need = tiled->workspace_need(true, dev);
+      const int64_t planned = tiled->plan().tiled_backward_bytes(dev, want_tile);
       INFO("tiled backward workspace: " << need << " B, plan " << planned << " B");
       REQUIRE(need > 0);
       CHECK(need <= planned);
-      REQUIRE(cudnn->backward(dq.get(), dk.get(), dv.get(), d_dout->get(), d_q->get(), d_k->get(), d_v->get(),
+      REQUIRE(tiled->backward(dq.get(), dk.get(), dv.get(), d_dout->get(), d_q->get(), d_k->get(), d_v->get(),
                               out.get(), lse.get(), dev));
-      REQUIRE(cudnn->backward(dq2.get(), dk2.get(), dv2.get(), d_dout->get(), d_q->get(), d_k->get(), d_v->get(),
+      REQUIRE(tiled->backward(dq2.get(), dk2.get(), dv2.get(), d_dout->get(), d_q->get(), d_k->get(), d_v->get(),
                               out.get(), lse.get(), dev));
       const auto got_dq = download(dq), got_dk = download(dk), got_dv = download(dv);
       check_close("tiled dq", got_dq, want.dq, tolerance<bf16>);
@@ -137,8 +140,8 @@ TEST_CASE("cudnn attention: the backward in calls of a few sequences gives one c
       check_close("one call dk", whole_dk, want.dk, tolerance<bf16>);
       check_close("one call dv", whole_dv, want.dv, tolerance<bf16>);
       for (const int64_t per_call : {1, 2}) {
-        const int64_t limit = mt::cudnn_backward_call_bytes(dev, per_call);
-        REQUIRE(mt::cudnn_backward_batch(dev, limit) == per_call);
+        const int64_t limit = cudnn->plan().backward_call_bytes(dev, per_call);
+        REQUIRE(cudnn->plan().backward_batch(dev, limit) == per_call);
         INFO(per_call << " a call");
         const int64_t need = cudnn->workspace_need(true, dev, limit);
         REQUIRE(need > 0);

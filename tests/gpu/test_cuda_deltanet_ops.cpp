@@ -40,7 +40,7 @@ TEST_CASE("cuda backend sigmoid gate, causal conv1d, deltanet gates and gated rm
   MT_REQUIRE_GPU();
   for (const DType dt : {DType::f32, DType::bf16}) {
     DYNAMIC_SECTION("deltanet elementwise " << dtype_label_of(dt)) {
-      auto be = mt::make_cuda_backend(dt);
+      auto be = mt::make_cuda_backend(dt, 0, mt::environment_switches());
       const double tol = tolerance_of(dt);
       {  // sigmoid gate, dx aliasing dy
         const int64_t n = 5003;
@@ -147,7 +147,7 @@ TEST_CASE("cuda backend gated delta rule matches the CPU recurrence (lengths, he
                       Row{"head dims 256/192 (the recurrent kernel), padded, packed", 2, 90, 1, 2, 256, 192, 17, 40}}) {
     for (const DType dt : {DType::f32, DType::bf16}) {
       DYNAMIC_SECTION(r.name << " " << dtype_label_of(dt)) {
-        auto be = mt::make_cuda_backend(dt);
+        auto be = mt::make_cuda_backend(dt, 0, mt::environment_switches());
         mt::DeltaRuleShape host{.batch = r.batch, .seq = r.seq, .n_k_heads = r.nk, .n_v_heads = r.nv,
                                 .k_head_dim = r.dk, .v_head_dim = r.dv};
         const int64_t T = r.batch * r.seq, R = host.row(), V = host.value_dim();

@@ -36,7 +36,7 @@ TEST_CASE("cuda attention with sinks (forward variant, backward, sinks' gradient
   for (const SinkCase& c : sink_cases)
     for (const DType dt : {DType::f32, DType::bf16}) {
       INFO(c.name << " " << label(dt));
-      auto be = mt::make_cuda_backend(dt);
+      auto be = mt::make_cuda_backend(dt, 0, mt::environment_switches());
       const double tol = tolerance_of(dt);
       const int64_t T = c.batch * c.seq, qs = T * c.heads * c.head_dim, kvs = T * c.kv_heads * c.head_dim;
       const int64_t lse_size = c.batch * c.heads * c.seq;
@@ -81,7 +81,7 @@ TEST_CASE("cuda topk_softmax router (GPT-OSS) forward and backward with the load
   for (const Row& c : {Row{300, 128, 4}, Row{37, 32, 4}, Row{5, 4, 2}, Row{20, 300, 4}})  // 300: one thread a token
     for (const DType dt : {DType::f32, DType::bf16}) {
       INFO("T " << c.T << " E " << c.E << " k " << c.k << " " << label(dt));
-      auto be = mt::make_cuda_backend(dt);
+      auto be = mt::make_cuda_backend(dt, 0, mt::environment_switches());
       mt::MoeRouting r;
       r.experts = c.E, r.top_k = c.k, r.topk_softmax = true;
       const auto logits = rounded_to(dt, random_floats(c.T * c.E, 41, 2.f));
@@ -114,7 +114,7 @@ TEST_CASE("cuda clamped SwiGLU (GPT-OSS) forward and backward match the CPU back
   for (const int64_t n : {int64_t{1}, int64_t{1000}, int64_t{300 * 2880 + 7}})
     for (const DType dt : {DType::f32, DType::bf16}) {
       INFO("n " << n << " " << label(dt));
-      auto be = mt::make_cuda_backend(dt);
+      auto be = mt::make_cuda_backend(dt, 0, mt::environment_switches());
       const float alpha = 1.702f, limit = 7.f;
       // std 6: a good share of the values beyond the clamps on both sides.
       const auto gate = rounded_to(dt, random_floats(n, 51, 6.f)), up = rounded_to(dt, random_floats(n, 52, 6.f));
@@ -149,7 +149,7 @@ TEST_CASE("cuda grouped bias forward and deterministic backward match the CPU ba
       if (c.E == 128) offsets.back() = 2;  // only the last expert has rows
       const int64_t R = offsets.back(), stride = c.O + c.pad;
       INFO("E " << c.E << " O " << c.O << " stride " << stride << " R " << R << " " << label(dt));
-      auto be = mt::make_cuda_backend(dt);
+      auto be = mt::make_cuda_backend(dt, 0, mt::environment_switches());
       const auto b = rounded_to(dt, random_floats(c.E * stride, 61)), y0 = rounded_to(dt, random_floats(R * c.O, 62));
       const auto dy = rounded_to(dt, random_floats(R * c.O, 63));
       BackendBuffer d_b(*be, b, dt), y(*be, y0, dt), d_dy(*be, dy, dt);

@@ -38,7 +38,7 @@ TEST_CASE("cuda head_loss_rows matches the CPU reference", "[gpu][backend][head_
       }
       for (const DType dt : {DType::f32, DType::bf16}) {
         INFO(mt::dtype_name(dt));
-        auto be = mt::make_cuda_backend(dt);
+        auto be = mt::make_cuda_backend(dt, 0, mt::environment_switches());
         const double tol = tolerance_of(dt);
         const auto x = rounded_to(dt, x0), w = rounded_to(dt, w0);
         BackendBuffer d_x(*be, x, dt), d_w(*be, w, dt), dx(*be, c.T * c.H, dt), dw(*be, dw0, DType::f32);

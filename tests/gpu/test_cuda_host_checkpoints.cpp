@@ -25,7 +25,7 @@ struct Run {
 };
 
 Run run(bool cuda, DType dtype, CheckpointPlacement placement, int64_t interval, int64_t micro_batch, int64_t passes) {
-  std::unique_ptr<Backend> be = cuda ? make_cuda_backend(dtype) : make_cpu_backend();
+  std::unique_ptr<Backend> be = cuda ? make_cuda_backend(dtype, 0, mt::environment_switches()) : make_cpu_backend();
   const ModelSpec spec = tiny_spec(3, false);
   const ParamLayout layout = make_param_layout(spec);
   HostStore store(layout, cuda ? dtype : DType::f32);

@@ -27,7 +27,7 @@ TEST_CASE("cuda rms_normalize (Llama 4's q/k L2 norm) forward and backward match
   for (const Case c : {Case{37 * 40, 128}, Case{5, 8}, Case{3, 256}, Case{1, 6}})
     for (const DType dt : {DType::f32, DType::bf16}) {
       INFO("N " << c.N << " D " << c.D << " " << (dt == DType::f32 ? "float32" : "bfloat16"));
-      auto be = mt::make_cuda_backend(dt);
+      auto be = mt::make_cuda_backend(dt, 0, mt::environment_switches());
       const auto x = rounded_to(dt, random_floats(c.N * c.D, 1, 3.f)), dy = rounded_to(dt, random_floats(c.N * c.D, 2));
       BackendBuffer d_x(*be, x, dt), d_dy(*be, dy, dt), y(*be, c.N * c.D, dt), dx(*be, c.N * c.D, dt);
       be->rms_normalize_forward(y.get(), d_x.get(), c.N, c.D, 1e-5f);
@@ -50,7 +50,7 @@ TEST_CASE("cuda attention_temperature scales rows as the CPU backend does", "[gp
   for (const Case c : {Case{3, 20, 32, 4.f, 0.5f}, Case{1, 16500, 40 * 128, 8192.f, 0.1f}})
     for (const DType dt : {DType::f32, DType::bf16}) {
       INFO("seq " << c.seq << " width " << c.width << " " << (dt == DType::f32 ? "float32" : "bfloat16"));
-      auto be = mt::make_cuda_backend(dt);
+      auto be = mt::make_cuda_backend(dt, 0, mt::environment_switches());
       const int64_t T = c.rows * c.seq;
       const auto x = rounded_to(dt, random_floats(T * c.width, 3));
       BackendBuffer d_x(*be, x, dt);
@@ -70,7 +70,7 @@ TEST_CASE("cuda moe_scale_rows (Llama 4's expert input) forward and backward mat
   for (const Case c : {Case{37, 1, 64}, Case{300, 2, 5120 / 40}, Case{1, 1, 16}})
     for (const DType dt : {DType::f32, DType::bf16}) {
       INFO("T " << c.T << " k " << c.k << " H " << c.H << " " << (dt == DType::f32 ? "float32" : "bfloat16"));
-      auto be = mt::make_cuda_backend(dt);
+      auto be = mt::make_cuda_backend(dt, 0, mt::environment_switches());
       const int64_t R = c.T * c.k;
       std::vector<int32_t> source(static_cast<size_t>(R));
       std::iota(source.begin(), source.end(), 0);
@@ -111,7 +111,7 @@ TEST_CASE("cuda chunked attention (chunk ids as segments, window at the chunk) m
   const int64_t T = batch * seq, q_size = T * heads * hd, kv_size = T * kv_heads * hd;
   for (const DType dt : {DType::f32, DType::bf16}) {
     INFO((dt == DType::f32 ? "float32" : "bfloat16"));
-    auto be = mt::make_cuda_backend(dt);
+    auto be = mt::make_cuda_backend(dt, 0, mt::environment_switches());
     const auto q = rounded_to(dt, random_floats(q_size, 7)), k = rounded_to(dt, random_floats(kv_size, 8));
     const auto v = rounded_to(dt, random_floats(kv_size, 9)), dout = rounded_to(dt, random_floats(q_size, 10));
     mt::AttnShape host{.batch = batch, .seq = seq, .n_heads = heads, .n_kv_heads = kv_heads, .head_dim = hd,

@@ -135,7 +135,7 @@ TEST_CASE("cuda backend runs latent attention's mixed head dims (ours in fp32, c
   for (const auto& [hd, vd] : {std::pair<int64_t, int64_t>{24, 16}, {192, 128}}) {
     for (const mt::DType dt : {mt::DType::f32, mt::DType::bf16}) {
       INFO(mt::dtype_name(dt) << " q/k head dim " << hd << ", value " << vd);
-      auto be = mt::make_cuda_backend(dt);
+      auto be = mt::make_cuda_backend(dt, 0, mt::environment_switches());
       const int64_t batch = 2, seq = 70, heads = 4, T = batch * seq;
       const auto q = rounded_to(dt, random_floats(T * heads * hd, 51));
       const auto k = rounded_to(dt, random_floats(T * heads * hd, 52));

@@ -55,7 +55,7 @@ TEST_CASE("cuda MoE router, statistics and permutation match the CPU backend", "
   for (const Shape& c : shapes)
     for (const DType dt : {DType::f32, DType::bf16}) {
       INFO(c.name << " " << (dt == DType::f32 ? "float32" : "bfloat16"));
-      auto be = mt::make_cuda_backend(dt);
+      auto be = mt::make_cuda_backend(dt, 0, mt::environment_switches());
       const double tol = tolerance_of(dt);
       const auto logits = rounded_to(dt, router_logits(c, 1));
       const int64_t R = c.T * c.k;
@@ -109,7 +109,7 @@ TEST_CASE("cuda MoE sigmoid router (GLM-4.5: score bias, group-limited top k, sc
   const int64_t T = 50, E = 16, k = 3;
   for (const DType dt : {DType::f32, DType::bf16}) {
     INFO((dt == DType::f32 ? "float32" : "bfloat16"));
-    auto be = mt::make_cuda_backend(dt);
+    auto be = mt::make_cuda_backend(dt, 0, mt::environment_switches());
     const auto logits = rounded_to(dt, random_floats(T * E, 21, 2.f));
     const auto bias = rounded_to(dt, random_floats(E, 22, 0.3f));
     BackendBuffer d_logits(*be, logits, dt), d_bias(*be, bias, dt);
@@ -144,7 +144,7 @@ TEST_CASE("cuda MoE gather, combine, grouped expert GEMMs (loop and grouped) and
       for (const DType dt : {DType::f32, DType::bf16}) {
         INFO(mode << " " << c.name << " " << (dt == DType::f32 ? "float32" : "bfloat16"));
         setenv("MEGATRAIN_MOE_GEMM", mode, 1);
-        auto be = mt::make_cuda_backend(dt);
+        auto be = mt::make_cuda_backend(dt, 0, mt::environment_switches());
         unsetenv("MEGATRAIN_MOE_GEMM");
         const double tol = tolerance_of(dt);
         const int64_t R = c.T * c.k;
@@ -250,7 +250,7 @@ TEST_CASE("cuda grouped expert GEMMs: row counts that change call to call reuse 
     for (int pass = 0; pass < 2; ++pass) {
       INFO((dt == DType::f32 ? "float32" : "bfloat16") << ", expert streams " << (pass == 0 ? 1 : 4));
       setenv("MEGATRAIN_MOE_GEMM_STREAMS", pass == 0 ? "1" : "4", 1);
-      auto be = mt::make_cuda_backend(dt);
+      auto be = mt::make_cuda_backend(dt, 0, mt::environment_switches());
       unsetenv("MEGATRAIN_MOE_GEMM_STREAMS");
       const double tol = tolerance_of(dt);
       const int64_t stride = I * H + 5;
@@ -303,7 +303,7 @@ TEST_CASE("cuda grouped expert GEMMs over empty, single-row and imbalanced exper
       for (const DType dt : {DType::f32, DType::bf16}) {
         INFO(mode << " " << g.name << " " << (dt == DType::f32 ? "float32" : "bfloat16"));
         setenv("MEGATRAIN_MOE_GEMM", mode, 1);
-        auto be = mt::make_cuda_backend(dt);
+        auto be = mt::make_cuda_backend(dt, 0, mt::environment_switches());
         unsetenv("MEGATRAIN_MOE_GEMM");
         const double tol = tolerance_of(dt);
         const auto E = static_cast<int64_t>(g.rows.size());

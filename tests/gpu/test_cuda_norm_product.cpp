@@ -15,7 +15,7 @@ TEST_CASE("rmsnorm_forward_fp32_product rounds the fp32 weight product once, as 
           "[gpu][backend][dense-families]") {
   MT_REQUIRE_GPU();
   for (const DType dt : {DType::f32, DType::bf16}) {
-    auto be = mt::make_cuda_backend(dt);
+    auto be = mt::make_cuda_backend(dt, 0, mt::environment_switches());
     for (const auto& [N, D] : {std::pair<int64_t, int64_t>{37, 5120}, {65, 48}, {3, 16}}) {
       DYNAMIC_SECTION((dt == DType::f32 ? "float32" : "bfloat16") << " N " << N << " D " << D) {
         const auto x = rounded_to(dt, random_floats(N * D, 80));

@@ -718,7 +718,7 @@ TEST_CASE("cuda backend linear_forward(_add) / linear_backward (cuBLASLt GEMM, b
       const auto dx0 = random_floats(c.T * c.I, 44), dw0 = random_floats(c.O * c.I, 45), db0 = random_floats(c.O, 46);
       for (const DType dt : {DType::f32, DType::bf16}) {
         INFO(dtype_label_of(dt));
-        auto be = mt::make_cuda_backend(dt);
+        auto be = mt::make_cuda_backend(dt, 0, mt::environment_switches());
         const double tol = tolerance_of(dt);
         const auto x = rounded_to(dt, x0), w = rounded_to(dt, w0), b = rounded_to(dt, b0), dy = rounded_to(dt, dy0);
         const auto dx_init = rounded_to(dt, dx0);
@@ -797,7 +797,7 @@ TEST_CASE("cuda backend head_loss (chunked LM head + cross-entropy, optional fin
       }
       for (const DType dt : {DType::f32, DType::bf16}) {
         INFO(dtype_label_of(dt));
-        auto be = mt::make_cuda_backend(dt);
+        auto be = mt::make_cuda_backend(dt, 0, mt::environment_switches());
         const double tol = tolerance_of(dt);
         const auto x = rounded_to(dt, x0), w = rounded_to(dt, w0);
         BackendBuffer d_x(*be, x, dt), d_w(*be, w, dt), dx(*be, c.T * c.H, dt), dw(*be, dw0, DType::f32);
@@ -835,7 +835,7 @@ TEST_CASE("cuda backend dispatches the new ops (rmsnorm offset, normalize_rows, 
   MT_REQUIRE_GPU();
   for (const DType dt : {DType::f32, DType::bf16}) {
     DYNAMIC_SECTION("backend dispatch " << dtype_label_of(dt)) {
-      auto be = mt::make_cuda_backend(dt);
+      auto be = mt::make_cuda_backend(dt, 0, mt::environment_switches());
       const double tol = tolerance_of(dt);
       {  // rmsnorm, Gemma's offset 1
         const int64_t N = 33, D = 256;

@@ -26,7 +26,7 @@ using Run = EngineRun;
 
 Run run_engine(bool tied, bool cuda, int64_t slots, int64_t micro_batch,
                int64_t recompute_layers = std::numeric_limits<int64_t>::max(), int64_t passes = 1) {
-  std::unique_ptr<Backend> be = cuda ? make_cuda_backend(DType::f32) : make_cpu_backend();
+  std::unique_ptr<Backend> be = cuda ? make_cuda_backend(DType::f32, 0, mt::environment_switches()) : make_cpu_backend();
   EngineOptions o;
   o.passes = passes;
   o.checkpoint_interval = 2;
@@ -96,7 +96,7 @@ TEST_CASE("CUDA gradient accumulation: passes summed on the GPU match the CPU, a
 TEST_CASE("CUDA pipeline: copies wait for the optimizer in their streams, not on the engine's thread",
           "[gpu][pipeline]") {
   MT_REQUIRE_GPU();
-  auto be = make_cuda_backend(DType::f32);
+  auto be = make_cuda_backend(DType::f32, 0, mt::environment_switches());
   const ParamLayout layout = make_param_layout(tiny_spec(2, false));
   HostStore store(layout, DType::f32);
   fill_random(store, 5);

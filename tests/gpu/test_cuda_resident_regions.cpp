@@ -42,7 +42,7 @@ struct State {
 };
 
 State train(DType compute, DType stream, bool tied, int64_t passes, int64_t resident) {
-  std::unique_ptr<Backend> be = make_cuda_backend(compute);
+  std::unique_ptr<Backend> be = make_cuda_backend(compute, 0, mt::environment_switches());
   const ModelSpec spec = tiny_spec(3, tied);
   HostStore store(make_param_layout(spec), stream);
   fill_random(store, 5);

@@ -40,6 +40,32 @@ std::string thrown(F&& f) {
   return "";
 }
 
+// The switches the checks plan with: the defaults, or with one switch's variable set for a scope (Switch).
+mt::RuntimeSwitches g_switches;
+mt::CudnnAttentionPlan plan() { return mt::CudnnAttentionPlan(g_switches); }
+// The plan with the attention switch `c` over the current switches.
+mt::CudnnAttentionPlan with_choice(mt::AttentionChoice c) {
+  mt::RuntimeSwitches s = g_switches;
+  s.attention = c;
+  return mt::CudnnAttentionPlan(s);
+}
+
+// One switch's environment variable for a scope, read as a run reads it (with_environment) into g_switches.
+struct Switch {
+  mt::RuntimeSwitches saved = g_switches;
+  Switch(const char* variable, const char* value) {
+    setenv(variable, value, 1);
+    try {
+      g_switches = mt::with_environment(g_switches);
+    } catch (...) {
+      unsetenv(variable);
+      throw;
+    }
+    unsetenv(variable);
+  }
+  ~Switch() { g_switches = saved; }
+};
+
 // A run of batch × seq tokens with cuDNN attention, its passes and micro-batch left to resolve_auto.
 mt::RunShape cudnn_run(int64_t seq, int64_t batch) {
   mt::RunShape run;
@@ -48,56 +74,50 @@ mt::RunShape cudnn_run(int64_t seq, int64_t batch) {
   run.passes = 0;
   run.micro_batch_size = 0;
   run.cudnn_attention = true;
+  run.runtime = g_switches;
   return run;
 }
-
-// Sets an environment variable for one scope.
-struct Env {
-  const char* name;
-  Env(const char* n, const char* value) : name(n) { setenv(n, value, 1); }
-  ~Env() { unsetenv(name); }
-};
 
 }  // namespace
 
 TEST_CASE("cudnn attention workspace: the formula gives what cuDNN reported on the H200", "[plan][cudnn]") {
   // Deterministic backward graphs (plan workspace + our softmax sum), causal bf16, from the probe and the op rows.
-  CHECK(mt::cudnn_backward_graph_bytes(4, 8192, 16, 128) / kMiB == 8450);
-  CHECK(mt::cudnn_backward_graph_bytes(1, 32768, 16, 128) / kMiB == 33026);
-  CHECK(tenths(mt::cudnn_backward_graph_bytes(1, 256, 16, 128)) == 40);
-  CHECK(tenths(mt::cudnn_backward_graph_bytes(1, 256, 4, 128)) == 10);
-  CHECK(tenths(mt::cudnn_backward_graph_bytes(2, 320, 4, 256)) == 44);  // the 2×300 hd256 row, in its 320 bucket
+  CHECK(plan().backward_graph_bytes(4, 8192, 16, 128) / kMiB == 8450);
+  CHECK(plan().backward_graph_bytes(1, 32768, 16, 128) / kMiB == 33026);
+  CHECK(tenths(plan().backward_graph_bytes(1, 256, 16, 128)) == 40);
+  CHECK(tenths(plan().backward_graph_bytes(1, 256, 4, 128)) == 10);
+  CHECK(tenths(plan().backward_graph_bytes(2, 320, 4, 256)) == 44);  // the 2×300 hd256 row, in its 320 bucket
   // At a bucket length nothing is staged and the forward graph takes one unit of workspace.
-  const mt::CudnnWorkspace at_bucket = mt::cudnn_attention_workspace(shape(4, 8192, 16, 2, 128));
+  const mt::CudnnWorkspace at_bucket = plan().workspace(shape(4, 8192, 16, 2, 128));
   CHECK(at_bucket.forward == mt::kCudnnGraphUnit);
-  CHECK(at_bucket.backward == mt::cudnn_backward_graph_bytes(4, 8192, 16, 128));
+  CHECK(at_bucket.backward == plan().backward_graph_bytes(4, 8192, 16, 128));
   // Between buckets: 300 runs the 320 graph, staged: forward q, o, k, v, lse, lengths; backward twice the rows.
   const mt::AttnShape between = shape(2, 300, 4, 2, 256);
   const int64_t q = 2 * 320 * 4 * 256 * 2, kv = 2 * 320 * 2 * 256 * 2, rest = 2 * 4 * 320 * 4 + 256;
-  CHECK(mt::cudnn_staging_bytes(false, between) == 2 * q + 2 * kv + rest);
-  CHECK(mt::cudnn_staging_bytes(true, between) == 4 * q + 4 * kv + rest);
-  const mt::CudnnWorkspace w = mt::cudnn_attention_workspace(between);
+  CHECK(plan().staging_bytes(false, between) == 2 * q + 2 * kv + rest);
+  CHECK(plan().staging_bytes(true, between) == 4 * q + 4 * kv + rest);
+  const mt::CudnnWorkspace w = plan().workspace(between);
   CHECK(w.forward == mt::kCudnnGraphUnit + 2 * q + 2 * kv + rest);
-  CHECK(w.backward == mt::cudnn_backward_graph_bytes(2, 320, 4, 256) + 4 * q + 4 * kv + rest);
+  CHECK(w.backward == plan().backward_graph_bytes(2, 320, 4, 256) + 4 * q + 4 * kv + rest);
 }
 
 TEST_CASE("cudnn attention: sequence buckets round up by at most an eighth, 64 at least", "[plan][cudnn]") {
-  CHECK(mt::cudnn_seq_bucket(2) == 64);
-  CHECK(mt::cudnn_seq_bucket(64) == 64);
-  CHECK(mt::cudnn_seq_bucket(77) == 128);
-  CHECK(mt::cudnn_seq_bucket(192) == 192);
-  CHECK(mt::cudnn_seq_bucket(1000) == 1024);
-  CHECK(mt::cudnn_seq_bucket(5000) == 5120);
-  CHECK(mt::cudnn_seq_bucket(8192) == 8192);
-  CHECK(mt::cudnn_seq_bucket(8193) == 9216);
-  CHECK(mt::cudnn_seq_bucket(32768) == 32768);
+  CHECK(plan().seq_bucket(2) == 64);
+  CHECK(plan().seq_bucket(64) == 64);
+  CHECK(plan().seq_bucket(77) == 128);
+  CHECK(plan().seq_bucket(192) == 192);
+  CHECK(plan().seq_bucket(1000) == 1024);
+  CHECK(plan().seq_bucket(5000) == 5120);
+  CHECK(plan().seq_bucket(8192) == 8192);
+  CHECK(plan().seq_bucket(8193) == 9216);
+  CHECK(plan().seq_bucket(32768) == 32768);
   for (int64_t seq = 2; seq < 70000; seq += 97) {
-    const int64_t b = mt::cudnn_seq_bucket(seq);
+    const int64_t b = plan().seq_bucket(seq);
     CHECK((b >= seq && (b - seq) * 8 <= std::max<int64_t>(seq, 512)));
   }
-  const Env off("MEGATRAIN_CUDNN_SEQ_BUCKETS", "0");
-  CHECK(mt::cudnn_seq_bucket(77) == 77);
-  CHECK(mt::cudnn_staging_bytes(true, shape(1, 77, 4, 2, 64)) == 0);
+  const Switch off("MEGATRAIN_CUDNN_SEQ_BUCKETS", "0");
+  CHECK(plan().seq_bucket(77) == 77);
+  CHECK(plan().staging_bytes(true, shape(1, 77, 4, 2, 64)) == 0);
 }
 
 TEST_CASE("cudnn attention: what only our kernel has is not covered", "[plan][cudnn]") {
@@ -127,10 +147,10 @@ TEST_CASE("cudnn attention: what only our kernel has is not covered", "[plan][cu
   CHECK(mt::cudnn_layer_gap(layer, mt::DType::bf16).empty());  // Baichuan 2: the slopes' bias in the graph
   mt::AttnShape alibi = shape(1, 32768, 40, 40, 128);
   const float slopes[40] = {};
-  CHECK(mt::cudnn_backward_tile(alibi) > 0);
+  CHECK(plan().backward_tile(alibi) > 0);
   alibi.alibi_slopes = slopes;
   CHECK(mt::cudnn_attention_gap(alibi, mt::DType::bf16).empty());
-  CHECK(mt::cudnn_backward_tile(alibi) == 0);  // its bias is the tile's place: one graph
+  CHECK(plan().backward_tile(alibi) == 0);  // its bias is the tile's place: one graph
 }
 
 // Packed segments as their virtual batch: a group's shape (its class's bound, or the call's length where shorter,
@@ -146,7 +166,7 @@ TEST_CASE("cudnn attention: packed segments run as a virtual batch of each lengt
   s.segment_batch = &sb;
   s.window = 700;
   const mt::SegmentGroup g{.first = 3, .sequences = 16, .segments = 9, .longest = 1000, .bound = 1024};
-  const mt::AttnShape v = mt::cudnn_segment_group_shape(s, g);
+  const mt::AttnShape v = plan().segment_group_shape(s, g);
   CHECK(v.batch == 16);
   CHECK(v.seq == 1024);  // the class's bound, whatever the longest segment
   CHECK(v.seq_lens == lens + 3);
@@ -156,40 +176,40 @@ TEST_CASE("cudnn attention: packed segments run as a virtual batch of each lengt
   CHECK(mt::cudnn_attention_gap(v, mt::DType::bf16).empty());
   mt::AttnShape short_call = s;
   short_call.seq = 900;  // a class bound past the call's length: the call's length, bucketed
-  CHECK(mt::cudnn_segment_group_shape(short_call, mt::SegmentGroup{.sequences = 1, .segments = 1, .longest = 900,
+  CHECK(plan().segment_group_shape(short_call, mt::SegmentGroup{.sequences = 1, .segments = 1, .longest = 900,
                                                                    .bound = 1024})
-            .seq == mt::cudnn_seq_bucket(900));
+            .seq == plan().seq_bucket(900));
   // A call holds its graph and its gathered rows; the calls split where the limit asks, at least one sequence.
-  const mt::AttnShape w = mt::cudnn_segment_group_shape(s, g);
-  const int64_t three = mt::cudnn_segment_call_bytes(true, w, 3);
-  CHECK(three == mt::cudnn_backward_graph_bytes(3, w.seq, 16, 128) + mt::cudnn_segment_staging_bytes(true, [&] {
+  const mt::AttnShape w = plan().segment_group_shape(s, g);
+  const int64_t three = plan().segment_call_bytes(true, w, 3);
+  CHECK(three == plan().backward_graph_bytes(3, w.seq, 16, 128) + mt::cudnn_segment_staging_bytes(true, [&] {
           mt::AttnShape c = w;
           c.batch = 3;
           return c;
         }()));
-  CHECK(mt::cudnn_segment_call_batch(true, w, -1) == 16);
-  CHECK(mt::cudnn_segment_call_batch(true, w, three) == 3);
-  CHECK(mt::cudnn_segment_call_batch(true, w, 1) == 1);
-  CHECK(mt::cudnn_segment_call_bytes(false, w, 3) < three);
-  CHECK(mt::cudnn_segment_call_batch(false, w, mt::cudnn_segment_call_bytes(false, w, 4)) == 4);
+  CHECK(plan().segment_call_batch(true, w, -1) == 16);
+  CHECK(plan().segment_call_batch(true, w, three) == 3);
+  CHECK(plan().segment_call_batch(true, w, 1) == 1);
+  CHECK(plan().segment_call_bytes(false, w, 3) < three);
+  CHECK(plan().segment_call_batch(false, w, plan().segment_call_bytes(false, w, 4)) == 4);
   // One sequence of any group fits the reserve of one unsegmented sequence of the call's length.
   mt::AttnShape one = shape(1, 4096, 16, 2, 128);
   const mt::SegmentGroup whole{.first = 0, .sequences = 1, .segments = 1, .longest = 4096, .bound = 4096};
   s.window = 0;
-  CHECK(mt::cudnn_segment_call_bytes(true, mt::cudnn_segment_group_shape(s, whole), 1) <=
-        mt::cudnn_attention_reserve(one).backward);
-  CHECK(mt::cudnn_segment_call_bytes(false, mt::cudnn_segment_group_shape(s, whole), 1) <=
-        mt::cudnn_attention_reserve(one).forward);
-  CHECK(mt::cudnn_attention_reserve(one, 0, true).backward == mt::cudnn_attention_reserve(one).backward);
+  CHECK(plan().segment_call_bytes(true, plan().segment_group_shape(s, whole), 1) <=
+        plan().reserve(one).backward);
+  CHECK(plan().segment_call_bytes(false, plan().segment_group_shape(s, whole), 1) <=
+        plan().reserve(one).forward);
+  CHECK(plan().reserve(one, 0, true).backward == plan().reserve(one).backward);
   // Past the tile the tiled graph gathers nothing, so a packed run's reserve also holds one segment's rows.
   mt::AttnShape long_one = shape(1, 32768, 16, 2, 128);
   mt::AttnShape long_s = long_one;
   long_s.segments = seg;
   long_s.segment_batch = &sb;
   const mt::SegmentGroup longest{.sequences = 1, .segments = 1, .longest = 32768, .bound = 32768};
-  const int64_t segment_call = mt::cudnn_segment_call_bytes(true, mt::cudnn_segment_group_shape(long_s, longest), 1);
-  CHECK(segment_call > mt::cudnn_attention_reserve(long_one).backward);
-  CHECK(mt::cudnn_attention_reserve(long_one, 0, true).backward == segment_call);
+  const int64_t segment_call = plan().segment_call_bytes(true, plan().segment_group_shape(long_s, longest), 1);
+  CHECK(segment_call > plan().reserve(long_one).backward);
+  CHECK(plan().reserve(long_one, 0, true).backward == segment_call);
 }
 
 // GPT-OSS's sinks: covered in both directions (the forward's softmax takes the sink; the backward is the graph
@@ -229,61 +249,55 @@ TEST_CASE("memory plan: GPT-OSS's attention (sinks) reserves cuDNN's determinist
   CHECK(run.cudnn_backward);
   const mt::GpuPlan g = mt::plan_gpu(spec, run);
   CHECK(g.cudnn_backward);
-  CHECK(g.attention_workspace == mt::cudnn_attention_reserve(shape(g.micro_batch_size, 4096, 64, 8, 64)).backward);
-  CHECK(contains(mt::describe_attention_plan(g), "cuDNN forward and deterministic backward"));
+  CHECK(g.attention_workspace == plan().reserve(shape(g.micro_batch_size, 4096, 64, 8, 64)).backward);
+  CHECK(contains(plan().describe_plan(g), "cuDNN forward and deterministic backward"));
 }
 
 TEST_CASE("cudnn attention: auto picks per direction, the backward by the reserved workspace", "[plan][cudnn]") {
   using mt::AttentionChoice;
   const int64_t reserved = 8450 * kMiB;
   // MEGATRAIN_ATTENTION itself.
-  CHECK(mt::attention_choice_from_env() == AttentionChoice::automatic);
+  CHECK(plan().choice() == AttentionChoice::automatic);
   {
-    const Env e("MEGATRAIN_ATTENTION", "ours");
-    CHECK(mt::attention_choice_from_env() == AttentionChoice::ours);
+    const Switch e("MEGATRAIN_ATTENTION", "ours");
+    CHECK(plan().choice() == AttentionChoice::ours);
   }
-  {
-    const Env e("MEGATRAIN_ATTENTION", "flash");
-    CHECK(contains(thrown([] { mt::attention_choice_from_env(); }), "MEGATRAIN_ATTENTION"));
-  }
+  CHECK(contains(thrown([] { const Switch e("MEGATRAIN_ATTENTION", "flash"); }), "MEGATRAIN_ATTENTION"));
   // The limit: the plan's figure under auto, none under cudnn, MEGATRAIN_CUDNN_WORKSPACE_MIB over both.
-  CHECK(mt::cudnn_workspace_limit(AttentionChoice::automatic, reserved) == reserved);
-  CHECK(mt::cudnn_workspace_limit(AttentionChoice::automatic, -1) == -1);
-  CHECK(mt::cudnn_workspace_limit(AttentionChoice::cudnn, reserved) == -1);
+  CHECK(with_choice(AttentionChoice::automatic).workspace_limit(reserved) == reserved);
+  CHECK(with_choice(AttentionChoice::automatic).workspace_limit(-1) == -1);
+  CHECK(with_choice(AttentionChoice::cudnn).workspace_limit(reserved) == -1);
   {
-    const Env e("MEGATRAIN_CUDNN_WORKSPACE_MIB", "1024");
-    CHECK(mt::cudnn_workspace_limit(AttentionChoice::automatic, reserved) == 1024 * kMiB);
-    CHECK(mt::cudnn_workspace_limit(AttentionChoice::cudnn, reserved) == 1024 * kMiB);
+    const Switch e("MEGATRAIN_CUDNN_WORKSPACE_MIB", "1024");
+    CHECK(with_choice(AttentionChoice::automatic).workspace_limit(reserved) == 1024 * kMiB);
+    CHECK(with_choice(AttentionChoice::cudnn).workspace_limit(reserved) == 1024 * kMiB);
   }
-  {
-    const Env e("MEGATRAIN_CUDNN_WORKSPACE_MIB", "lots");
-    CHECK(contains(thrown([&] { mt::cudnn_workspace_limit(AttentionChoice::automatic, reserved); }),
-                   "MEGATRAIN_CUDNN_WORKSPACE_MIB"));
-  }
+  CHECK(contains(thrown([] { const Switch e("MEGATRAIN_CUDNN_WORKSPACE_MIB", "lots"); }),
+                 "MEGATRAIN_CUDNN_WORKSPACE_MIB"));
   // Forward: cuDNN wherever covered (no workspace at a bucket length).
-  CHECK(mt::choose_attention(AttentionChoice::automatic, false, "", 0, 0).cudnn);
-  CHECK(!mt::choose_attention(AttentionChoice::automatic, false, "ALiBi", 0, -1).cudnn);
-  CHECK(!mt::choose_attention(AttentionChoice::ours, false, "", 0, -1).cudnn);
+  CHECK(with_choice(AttentionChoice::automatic).choose(false, "", 0, 0).cudnn);
+  CHECK(!with_choice(AttentionChoice::automatic).choose(false, "ALiBi", 0, -1).cudnn);
+  CHECK(!with_choice(AttentionChoice::ours).choose(false, "", 0, -1).cudnn);
   // Backward: cuDNN's deterministic graph within the reserve, ours past it (and why).
-  CHECK(mt::choose_attention(AttentionChoice::automatic, true, "", reserved, reserved).cudnn);
-  const mt::AttentionDecision over = mt::choose_attention(AttentionChoice::automatic, true, "", 33026 * kMiB, reserved);
+  CHECK(with_choice(AttentionChoice::automatic).choose(true, "", reserved, reserved).cudnn);
+  const mt::AttentionDecision over = with_choice(AttentionChoice::automatic).choose(true, "", 33026 * kMiB, reserved);
   CHECK(!over.cudnn);
   CHECK(contains(over.why, "memory plan"));
-  CHECK(mt::choose_attention(AttentionChoice::cudnn, true, "", 33026 * kMiB, -1).cudnn);
-  CHECK(!mt::choose_attention(AttentionChoice::automatic, true, "packed segments", 0, reserved).cudnn);
-  CHECK(!mt::choose_attention(AttentionChoice::ours, true, "", 0, reserved).cudnn);
+  CHECK(with_choice(AttentionChoice::cudnn).choose(true, "", 33026 * kMiB, -1).cudnn);
+  CHECK(!with_choice(AttentionChoice::automatic).choose(true, "packed segments", 0, reserved).cudnn);
+  CHECK(!with_choice(AttentionChoice::ours).choose(true, "", 0, reserved).cudnn);
 }
 
 TEST_CASE("memory plan: cuDNN's deterministic backward workspace is reserved where it fits", "[plan][cudnn]") {
   const mt::ModelSpec spec = qwen25_3b();
   mt::RunShape run = cudnn_run(8192, 8);
-  REQUIRE(mt::cudnn_attention_for(run.dtype, 139 * kGiB));
+  REQUIRE(mt::cudnn_attention_for(run.dtype, 139 * kGiB, g_switches));
   mt::RunShape on_h200 = run;
   mt::resolve_auto(spec, on_h200, 139 * kGiB, true);
   CHECK(on_h200.cudnn_backward);
   const mt::GpuPlan g = mt::plan_gpu(spec, on_h200);
   const int64_t mb = g.micro_batch_size;
-  const mt::CudnnWorkspace w = mt::cudnn_attention_reserve(shape(mb, 8192, 16, 2, 128));
+  const mt::CudnnWorkspace w = plan().reserve(shape(mb, 8192, 16, 2, 128));
   CHECK(g.cudnn_backward);
   CHECK(g.cudnn_backward_tile == 0);  // 8192 tokens: one graph
   CHECK(g.attention_workspace == w.backward);
@@ -298,16 +312,17 @@ TEST_CASE("memory plan: cuDNN's deterministic backward workspace is reserved whe
   CHECK(o.total() - o.layer_workspace - o.attention_workspace ==
         g.total() - g.layer_workspace - g.attention_workspace);
   // Not bf16, or MEGATRAIN_ATTENTION=ours, or no GPU: no cuDNN at all.
-  CHECK(!mt::cudnn_attention_for(mt::DType::f32, 139 * kGiB));
-  CHECK(!mt::cudnn_attention_for(mt::DType::bf16, 0));
+  CHECK(!mt::cudnn_attention_for(mt::DType::f32, 139 * kGiB, g_switches));
+  CHECK(!mt::cudnn_attention_for(mt::DType::bf16, 0, g_switches));
   {
-    const Env e("MEGATRAIN_ATTENTION", "ours");
-    CHECK(!mt::cudnn_attention_for(mt::DType::bf16, 139 * kGiB));
+    const Switch e("MEGATRAIN_ATTENTION", "ours");
+    CHECK(!mt::cudnn_attention_for(mt::DType::bf16, 139 * kGiB, g_switches));
   }
   // A GPU that does not hold the one-graph workspace beside the leanest plan (2×32768: 33 GiB a sequence on a 48 GiB
   // GPU): the plan assumes our backward and says so.
-  const Env whole("MEGATRAIN_CUDNN_BACKWARD_TILE", "0");
+  const Switch whole("MEGATRAIN_CUDNN_BACKWARD_TILE", "0");
   mt::RunShape small = run;
+  small.runtime = g_switches;
   small.seq_len = 32768;
   small.batch_size = 2;
   const int64_t small_gpu = 48 * kGiB;
@@ -317,10 +332,10 @@ TEST_CASE("memory plan: cuDNN's deterministic backward workspace is reserved whe
   CHECK(!s.cudnn_backward);
   CHECK(s.cudnn_backward_need > 0);
   CHECK(s.attention_workspace ==
-        mt::cudnn_attention_reserve(shape(s.micro_batch_size, 32768, 16, 2, 128)).forward);
+        plan().reserve(shape(s.micro_batch_size, 32768, 16, 2, 128)).forward);
   CHECK(s.total() <= mt::usable_gpu_bytes(small_gpu));
-  CHECK(contains(mt::describe_attention_plan(s), "our backward"));
-  CHECK(contains(mt::describe_attention_plan(g), "deterministic backward"));
+  CHECK(contains(plan().describe_plan(s), "our backward"));
+  CHECK(contains(plan().describe_plan(g), "deterministic backward"));
   // Micro-batches of 2 such sequences on an 80 GiB GPU: one call of both (66 GiB) does not fit, a call a sequence
   // does: cuDNN's backward in calls of 1 rather than ours.
   mt::RunShape pair = small;
@@ -335,9 +350,9 @@ TEST_CASE("memory plan: cuDNN's deterministic backward workspace is reserved whe
   const mt::GpuPlan p = mt::plan_gpu(spec, pair);
   CHECK(pair.cudnn_backward);
   CHECK(p.cudnn_call_batch == 1);
-  CHECK(p.attention_workspace == mt::cudnn_attention_reserve(shape(2, 32768, 16, 2, 128), 1).backward);
+  CHECK(p.attention_workspace == plan().reserve(shape(2, 32768, 16, 2, 128), 1).backward);
   CHECK(p.total() <= mt::usable_gpu_bytes(80 * kGiB));
-  CHECK(contains(mt::describe_attention_plan(p), "in calls of 1 sequence(s)"));
+  CHECK(contains(plan().describe_plan(p), "in calls of 1 sequence(s)"));
   mt::RunShape whole_calls = pair;
   whole_calls.cudnn_call_batch = 0;
   CHECK(mt::plan_gpu(spec, whole_calls).total() > mt::usable_gpu_bytes(80 * kGiB));
@@ -345,20 +360,20 @@ TEST_CASE("memory plan: cuDNN's deterministic backward workspace is reserved whe
 
 TEST_CASE("cudnn attention reserve: the most any batch length up to the longest holds", "[plan][cudnn]") {
   // A batch is as long as its longest sequence: one token short of the bucket stages into it.
-  const mt::CudnnWorkspace at = mt::cudnn_attention_reserve(shape(2, 8192, 16, 2, 128));
-  const mt::CudnnWorkspace short_one = mt::cudnn_attention_workspace(shape(2, 8191, 16, 2, 128));
+  const mt::CudnnWorkspace at = plan().reserve(shape(2, 8192, 16, 2, 128));
+  const mt::CudnnWorkspace short_one = plan().workspace(shape(2, 8191, 16, 2, 128));
   CHECK(at.forward == short_one.forward);
   CHECK(at.backward == short_one.backward);
   for (int64_t seq = 2; seq <= 8192; seq += 37) {
-    const mt::CudnnWorkspace w = mt::cudnn_attention_workspace(shape(2, seq, 16, 2, 128));
+    const mt::CudnnWorkspace w = plan().workspace(shape(2, seq, 16, 2, 128));
     CHECK(w.forward <= at.forward);
     CHECK(w.backward <= at.backward);
   }
   // Without buckets nothing is staged: the longest length's graph is the most.
-  const Env off("MEGATRAIN_CUDNN_SEQ_BUCKETS", "0");
-  const mt::CudnnWorkspace unstaged = mt::cudnn_attention_reserve(shape(2, 8192, 16, 2, 128));
+  const Switch off("MEGATRAIN_CUDNN_SEQ_BUCKETS", "0");
+  const mt::CudnnWorkspace unstaged = plan().reserve(shape(2, 8192, 16, 2, 128));
   CHECK(unstaged.forward == mt::kCudnnGraphUnit);
-  CHECK(unstaged.backward == mt::cudnn_backward_graph_bytes(2, 8192, 16, 128));
+  CHECK(unstaged.backward == plan().backward_graph_bytes(2, 8192, 16, 128));
 }
 
 TEST_CASE("cudnn attention: the deterministic backward runs a batch in calls that fit the workspace limit",
@@ -366,34 +381,34 @@ TEST_CASE("cudnn attention: the deterministic backward runs a batch in calls tha
   // Qwen3-30B-A3B's micro-batch of 8 × 4096 (32 heads): 1 GiB of dP a sequence. No limit, or one the whole call
   // fits: one call; a limit of a sequence's call: a call a sequence, an eighth of the workspace.
   const mt::AttnShape moe = shape(8, 4096, 32, 4, 128);
-  const int64_t one = mt::cudnn_backward_call_bytes(moe, 1), all = mt::cudnn_backward_call_bytes(moe, 8);
+  const int64_t one = plan().backward_call_bytes(moe, 1), all = plan().backward_call_bytes(moe, 8);
   CHECK(all > 8 * kGiB);
-  CHECK(mt::cudnn_backward_batch(moe, -1) == 8);
-  CHECK(mt::cudnn_backward_batch(moe, all) == 8);
-  CHECK(mt::cudnn_backward_batch(moe, one) == 1);
-  CHECK(mt::cudnn_backward_batch(moe, one - 1) == 1);  // at least one (the call is then refused by the limit)
-  CHECK(mt::cudnn_backward_batch(moe, mt::cudnn_backward_call_bytes(moe, 3)) == 3);
-  CHECK(mt::cudnn_attention_workspace(moe, one).backward == mt::cudnn_backward_graph_bytes(1, 4096, 32, 128));
-  CHECK(mt::cudnn_attention_workspace(moe).backward == mt::cudnn_backward_graph_bytes(8, 4096, 32, 128));
+  CHECK(plan().backward_batch(moe, -1) == 8);
+  CHECK(plan().backward_batch(moe, all) == 8);
+  CHECK(plan().backward_batch(moe, one) == 1);
+  CHECK(plan().backward_batch(moe, one - 1) == 1);  // at least one (the call is then refused by the limit)
+  CHECK(plan().backward_batch(moe, plan().backward_call_bytes(moe, 3)) == 3);
+  CHECK(plan().workspace(moe, one).backward == plan().backward_graph_bytes(1, 4096, 32, 128));
+  CHECK(plan().workspace(moe).backward == plan().backward_graph_bytes(8, 4096, 32, 128));
   // Calls of 3: the last holds the 2 left, its lengths from its first sequence's.
   mt::AttnShape padded = moe;
   const int32_t lens[8] = {};
   padded.seq_lens = lens;
-  const int64_t three = mt::cudnn_backward_call_bytes(moe, 3);
-  CHECK(mt::cudnn_backward_call(padded, 0, three).batch == 3);
-  const mt::AttnShape last = mt::cudnn_backward_call(padded, 6, three);
+  const int64_t three = plan().backward_call_bytes(moe, 3);
+  CHECK(plan().backward_call(padded, 0, three).batch == 3);
+  const mt::AttnShape last = plan().backward_call(padded, 6, three);
   CHECK(last.batch == 2);
   CHECK(last.seq_lens == lens + 6);
   // The reserve at calls of n: held to it, the longest length's calls take n sequences and no shorter length's
   // call takes more than it.
   for (const int64_t n : {1, 2, 3, 8}) {
-    const mt::CudnnWorkspace r = mt::cudnn_attention_reserve(moe, n);
-    CHECK(r.backward == mt::cudnn_backward_call_bytes(moe, n));
-    CHECK(mt::cudnn_backward_batch(moe, r.backward) == n);
+    const mt::CudnnWorkspace r = plan().reserve(moe, n);
+    CHECK(r.backward == plan().backward_call_bytes(moe, n));
+    CHECK(plan().backward_batch(moe, r.backward) == n);
     for (int64_t seq = 2; seq <= 4096; seq += 53)
-      CHECK(mt::cudnn_attention_workspace(shape(8, seq, 32, 4, 128), r.backward).backward <= r.backward);
+      CHECK(plan().workspace(shape(8, seq, 32, 4, 128), r.backward).backward <= r.backward);
   }
-  CHECK(mt::cudnn_attention_reserve(moe).backward == mt::cudnn_attention_reserve(moe, 8).backward);
+  CHECK(plan().reserve(moe).backward == plan().reserve(moe, 8).backward);
 }
 
 TEST_CASE("memory plan: a length between buckets reserves the staging copies", "[plan][cudnn]") {
@@ -405,18 +420,19 @@ TEST_CASE("memory plan: a length between buckets reserves the staging copies", "
   run.recompute_layers = spec.num_layers;
   run.cudnn_attention = true;
   const mt::AttnShape s = shape(2, 5000, 16, 2, 128);
-  CHECK(mt::plan_gpu(spec, run).attention_workspace == mt::kCudnnGraphUnit + mt::cudnn_staging_bytes(false, s));
+  CHECK(mt::plan_gpu(spec, run).attention_workspace == mt::kCudnnGraphUnit + plan().staging_bytes(false, s));
   run.cudnn_backward = true;
   CHECK(mt::plan_gpu(spec, run).attention_workspace ==
-        mt::cudnn_backward_graph_bytes(2, 5120, 16, 128) + mt::cudnn_staging_bytes(true, s));
+        plan().backward_graph_bytes(2, 5120, 16, 128) + plan().staging_bytes(true, s));
 }
 
 TEST_CASE("sequence limit: beyond the length cuDNN's backward fits, the plan assumes ours", "[plan][cudnn][longseq]") {
-  const Env whole("MEGATRAIN_CUDNN_BACKWARD_TILE", "0");  // one graph: its workspace is quadratic in the length
+  const Switch whole("MEGATRAIN_CUDNN_BACKWARD_TILE", "0");  // one graph: its workspace is quadratic in the length
   const mt::ModelSpec spec = qwen25_3b();
   const mt::Machine h200{139 * kGiB, 1500 * kGiB};
   mt::RunShape run;
   run.cudnn_attention = true;
+  run.runtime = g_switches;
   const mt::SequenceLimit s = mt::longest_trainable_sequence(spec, run, h200);
   const int64_t usable = mt::usable_gpu_bytes(h200.gpu_bytes);
   REQUIRE(s.memory_tokens >= 524288);  // the issue's target holds with cuDNN's forward
@@ -433,44 +449,41 @@ TEST_CASE("sequence limit: beyond the length cuDNN's backward fits, the plan ass
 }
 
 TEST_CASE("cudnn attention: padded and packed calls are ragged unless MEGATRAIN_CUDNN_RAGGED=0", "[plan][cudnn]") {
-  CHECK(mt::cudnn_ragged());
+  CHECK(plan().ragged());
   {
-    const Env e("MEGATRAIN_CUDNN_RAGGED", "0");
-    CHECK_FALSE(mt::cudnn_ragged());
+    const Switch e("MEGATRAIN_CUDNN_RAGGED", "0");
+    CHECK_FALSE(plan().ragged());
   }
   {
-    const Env e("MEGATRAIN_CUDNN_RAGGED", "1");
-    CHECK(mt::cudnn_ragged());
+    const Switch e("MEGATRAIN_CUDNN_RAGGED", "1");
+    CHECK(plan().ragged());
   }
-  for (const char* bad : {"yes", "2", "off"}) {
-    const Env e("MEGATRAIN_CUDNN_RAGGED", bad);
-    CHECK(contains(thrown([] { mt::cudnn_ragged(); }), "MEGATRAIN_CUDNN_RAGGED must be 0 or 1"));
-  }
+  for (const char* bad : {"yes", "2", "off"})
+    CHECK(contains(thrown([&] { const Switch e("MEGATRAIN_CUDNN_RAGGED", bad); }),
+                   "MEGATRAIN_CUDNN_RAGGED must be 0 or 1"));
 }
 
 TEST_CASE("cudnn attention: past the tile length the deterministic backward runs in tiles", "[plan][cudnn][longseq]") {
   // Which calls tile: longer than the configured tile, without a window.
-  CHECK(mt::cudnn_backward_tile(shape(4, 8192, 16, 2, 128)) == 0);  // one graph up to the tile
-  CHECK(mt::cudnn_backward_tile(shape(1, 8193, 16, 2, 128)) == 8192);
-  CHECK(mt::cudnn_backward_tile(shape(1, 32768, 16, 2, 128)) == 8192);
-  CHECK(mt::cudnn_backward_tile(shape(1, 524288, 16, 2, 128)) == 8192);
+  CHECK(plan().backward_tile(shape(4, 8192, 16, 2, 128)) == 0);  // one graph up to the tile
+  CHECK(plan().backward_tile(shape(1, 8193, 16, 2, 128)) == 8192);
+  CHECK(plan().backward_tile(shape(1, 32768, 16, 2, 128)) == 8192);
+  CHECK(plan().backward_tile(shape(1, 524288, 16, 2, 128)) == 8192);
   mt::AttnShape windowed = shape(1, 32768, 16, 8, 256);
   windowed.window = 4096;
-  CHECK(mt::cudnn_backward_tile(windowed) == 0);  // windows run as one graph
+  CHECK(plan().backward_tile(windowed) == 0);  // windows run as one graph
   {
-    const Env e("MEGATRAIN_CUDNN_BACKWARD_TILE", "0");
-    CHECK(mt::cudnn_backward_tile(shape(1, 524288, 16, 2, 128)) == 0);
+    const Switch e("MEGATRAIN_CUDNN_BACKWARD_TILE", "0");
+    CHECK(plan().backward_tile(shape(1, 524288, 16, 2, 128)) == 0);
   }
   {
-    const Env e("MEGATRAIN_CUDNN_BACKWARD_TILE", "2048");
-    CHECK(mt::cudnn_backward_tile(shape(1, 32768, 16, 2, 128)) == 2048);
-    CHECK(mt::cudnn_backward_tile(shape(1, 2048, 16, 2, 128)) == 0);
+    const Switch e("MEGATRAIN_CUDNN_BACKWARD_TILE", "2048");
+    CHECK(plan().backward_tile(shape(1, 32768, 16, 2, 128)) == 2048);
+    CHECK(plan().backward_tile(shape(1, 2048, 16, 2, 128)) == 0);
   }
-  for (const char* bad : {"1000", "64", "lots"}) {
-    const Env e("MEGATRAIN_CUDNN_BACKWARD_TILE", bad);
-    CHECK(contains(thrown([] { mt::cudnn_backward_tile(shape(1, 32768, 16, 2, 128)); }),
+  for (const char* bad : {"1000", "64", "lots"})
+    CHECK(contains(thrown([&] { const Switch e("MEGATRAIN_CUDNN_BACKWARD_TILE", bad); }),
                    "MEGATRAIN_CUDNN_BACKWARD_TILE"));
-  }
   // The workspace: one tile's graph and the side tensors, O(tile² + sequence), never staged.
   const int64_t T = 8192;
   for (const int64_t seq : {int64_t{524288}, int64_t{500001}}) {
@@ -478,14 +491,14 @@ TEST_CASE("cudnn attention: past the tile length the deterministic backward runs
     const int64_t rows = (seq + T - 1) / T * T, row = 16 * T * 4, q_tile = T * 2048 * 2, kv_tile = T * 256 * 2;
     const int64_t side = 2 * row + 4 * q_tile + 4 * kv_tile + T * 2048 * 4 + 2 * rows * 256 * 4 + 2 * 256;
     CHECK(mt::cudnn_tiled_side_bytes(long_one, T) == side);
-    CHECK(mt::cudnn_tiled_backward_bytes(long_one, T) == mt::cudnn_backward_graph_bytes(1, T, 16, 128) - row + side);
-    CHECK(mt::cudnn_attention_workspace(long_one).backward == mt::cudnn_tiled_backward_bytes(long_one, T));
-    CHECK(mt::cudnn_attention_workspace(long_one).backward < 4 * kGiB);
+    CHECK(plan().tiled_backward_bytes(long_one, T) == plan().backward_graph_bytes(1, T, 16, 128) - row + side);
+    CHECK(plan().workspace(long_one).backward == plan().tiled_backward_bytes(long_one, T));
+    CHECK(plan().workspace(long_one).backward < 4 * kGiB);
   }
   // The reserve bounds every length up to the longest: one graph (staged) up to the tile, tiles past it.
-  const mt::CudnnWorkspace at = mt::cudnn_attention_reserve(shape(2, 40000, 16, 2, 128));
+  const mt::CudnnWorkspace at = plan().reserve(shape(2, 40000, 16, 2, 128));
   for (int64_t seq = 2; seq <= 40000; seq += 97) {
-    const mt::CudnnWorkspace w = mt::cudnn_attention_workspace(shape(2, seq, 16, 2, 128));
+    const mt::CudnnWorkspace w = plan().workspace(shape(2, seq, 16, 2, 128));
     CHECK(w.forward <= at.forward);
     CHECK(w.backward <= at.backward);
   }
@@ -499,7 +512,7 @@ TEST_CASE("memory plan and sequence limit: the tiled backward fits where one gra
   const mt::GpuPlan g = mt::plan_gpu(spec, run);
   CHECK(g.cudnn_backward);
   CHECK(g.cudnn_backward_tile == 8192);
-  CHECK(contains(mt::describe_attention_plan(g), "in tiles of 8192 tokens"));
+  CHECK(contains(plan().describe_plan(g), "in tiles of 8192 tokens"));
   CHECK(g.attention_workspace < 8 * kGiB);
   // The longest sequence with the tiles: past our backward's (whose GQA partials grow with the length).
   const mt::Machine h200{139 * kGiB, 1500 * kGiB};
@@ -515,32 +528,31 @@ TEST_CASE("memory plan and sequence limit: the tiled backward fits where one gra
 
 TEST_CASE("cudnn attention: MEGATRAIN_ATTENTION_DETERMINISTIC=0 plans the non-deterministic backward, never tiled",
           "[plan][cudnn][longseq]") {
-  CHECK(mt::cudnn_deterministic_backward());
-  for (const char* bad : {"yes", "2", "false"}) {
-    const Env e("MEGATRAIN_ATTENTION_DETERMINISTIC", bad);
-    CHECK(contains(thrown([] { mt::cudnn_deterministic_backward(); }),
+  CHECK(plan().deterministic_backward());
+  for (const char* bad : {"yes", "2", "false"})
+    CHECK(contains(thrown([&] { const Switch e("MEGATRAIN_ATTENTION_DETERMINISTIC", bad); }),
                    "MEGATRAIN_ATTENTION_DETERMINISTIC must be 0 or 1"));
-  }
-  const int64_t deterministic_4x8192 = mt::cudnn_backward_graph_bytes(4, 8192, 16, 128);
+  const int64_t deterministic_4x8192 = plan().backward_graph_bytes(4, 8192, 16, 128);
   const mt::ModelSpec spec = qwen25_3b();
   const mt::Machine h200{139 * kGiB, 1500 * kGiB};
   mt::RunShape one;
   one.cudnn_attention = true;
   const int64_t deterministic_longest = mt::longest_trainable_sequence(spec, one, h200).memory_tokens;
   {
-    const Env e("MEGATRAIN_ATTENTION_DETERMINISTIC", "1");
-    CHECK(mt::cudnn_deterministic_backward());
+    const Switch e("MEGATRAIN_ATTENTION_DETERMINISTIC", "1");
+    CHECK(plan().deterministic_backward());
   }
-  const Env e("MEGATRAIN_ATTENTION_DETERMINISTIC", "0");
-  CHECK_FALSE(mt::cudnn_deterministic_backward());
+  const Switch e("MEGATRAIN_ATTENTION_DETERMINISTIC", "0");
+  CHECK_FALSE(plan().deterministic_backward());
+  one.runtime = g_switches;
   // cuDNN's plan (b·h·⌈s⌉₆₄·d·4), our fp32 dQ accumulator and softmax sum: what the H200 reported (514 MiB at both).
-  CHECK(mt::cudnn_backward_graph_bytes(4, 8192, 16, 128) / kMiB == 514);
-  CHECK(mt::cudnn_backward_graph_bytes(1, 32768, 16, 128) / kMiB == 514);
-  CHECK(mt::cudnn_backward_graph_bytes(4, 8192, 16, 128) < deterministic_4x8192 / 16);
+  CHECK(plan().backward_graph_bytes(4, 8192, 16, 128) / kMiB == 514);
+  CHECK(plan().backward_graph_bytes(1, 32768, 16, 128) / kMiB == 514);
+  CHECK(plan().backward_graph_bytes(4, 8192, 16, 128) < deterministic_4x8192 / 16);
   // Linear in the sequence, so it never tiles: one graph at any length.
-  CHECK(mt::cudnn_backward_tile(shape(1, 524288, 16, 2, 128)) == 0);
-  CHECK(mt::cudnn_attention_workspace(shape(1, 32768, 16, 2, 128)).backward ==
-        mt::cudnn_backward_graph_bytes(1, 32768, 16, 128));
+  CHECK(plan().backward_tile(shape(1, 524288, 16, 2, 128)) == 0);
+  CHECK(plan().workspace(shape(1, 32768, 16, 2, 128)).backward ==
+        plan().backward_graph_bytes(1, 32768, 16, 128));
   // The plan reserves it and says so. Its longest sequence on the H200 is shorter than the deterministic tiles' (about
   // a million tokens): its cuDNN plan and our dQ accumulator, fp32 b·h·s·d each, outgrow a tile's dP there.
   mt::RunShape run = cudnn_run(32768, 2);
@@ -548,7 +560,7 @@ TEST_CASE("cudnn attention: MEGATRAIN_ATTENTION_DETERMINISTIC=0 plans the non-de
   const mt::GpuPlan g = mt::plan_gpu(spec, run);
   CHECK(g.cudnn_backward);
   CHECK(g.cudnn_backward_tile == 0);
-  CHECK(contains(mt::describe_attention_plan(g), "non-deterministic backward (MEGATRAIN_ATTENTION_DETERMINISTIC=0)"));
+  CHECK(contains(plan().describe_plan(g), "non-deterministic backward (MEGATRAIN_ATTENTION_DETERMINISTIC=0)"));
   const int64_t longest = mt::longest_trainable_sequence(spec, one, h200).memory_tokens;
   CHECK(longest >= 524288);
   CHECK(longest < deterministic_longest);

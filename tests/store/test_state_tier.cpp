@@ -75,11 +75,10 @@ TEST_CASE("tier layout: aligned units striped over the paths, every kind padded"
 TEST_CASE("tier I/O: both engines write and read back; a short read names the file", "[store][tier]") {
   ScratchDir dir;
   const std::string file = (dir.path / "f.bin").string();
-  for (const char* engine : {"", "threads"}) {
-    if (*engine) setenv("MEGATRAIN_TIER_IO", engine, 1); else unsetenv("MEGATRAIN_TIER_IO");
-    std::unique_ptr<mt::TierIo> io = mt::TierIo::create();
+  for (const mt::TierIoChoice engine : {mt::TierIoChoice::automatic, mt::TierIoChoice::threads}) {
+    std::unique_ptr<mt::TierIo> io = mt::TierIo::create(engine);
     INFO(io->name());
-    if (*engine) CHECK(std::string(io->name()) == "threads");
+    if (engine == mt::TierIoChoice::threads) CHECK(std::string(io->name()) == "threads");
     const int fd = open(file.c_str(), O_CREAT | O_RDWR | O_TRUNC, 0600);
     REQUIRE(fd >= 0);
     const int64_t n = 3 * mt::TierIo::kChunkBytes / 4 + 1024;  // several chunks and a partial one
@@ -101,7 +100,6 @@ TEST_CASE("tier I/O: both engines write and read back; a short read names the fi
     }
     close(fd);
   }
-  unsetenv("MEGATRAIN_TIER_IO");
 }
 
 TEST_CASE("state tier: zeros first, slices round trip for every rank's files, files removed", "[store][tier]") {

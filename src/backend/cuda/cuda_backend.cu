@@ -11,6 +11,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "core/error.h"
+#include "core/runtime_switches.h"
 #ifdef MEGATRAIN_HAVE_CUDNN
 #include "backend/cuda/cudnn_attention.h"
 #endif
@@ -28,7 +29,8 @@ using bf16 = __nv_bfloat16;
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(DType dtype, int device) : dtype_(dtype), device_(device) {
+  CudaBackend(DType dtype, int device, const RuntimeSwitches& switches)
+      : dtype_(dtype), device_(device), switches_(switches), profile_(switches.profile_ops) {
     MT_CHECK_CUDA(cudaSetDevice(device_));
     MT_CHECK_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     // The kernels' stream-ordered scratch (launch_check.h) keeps its pages between calls: with the default release
@@ -39,7 +41,9 @@ class CudaBackend final : public Backend {
     uint64_t keep = UINT64_MAX;
     MT_CHECK_CUDA(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
     gemm_ = std::make_unique<cuda::Gemm>(stream_, kGemmWorkspaceBytes);
-    grouped_ = std::make_unique<cuda::GroupedGemm>(stream_, cuda::grouped_gemm_mode_from_env());
+    grouped_ = std::make_unique<cuda::GroupedGemm>(
+        stream_, switches_.moe_gemm == MoeGemmChoice::grouped ? cuda::GroupedGemmMode::grouped : cuda::GroupedGemmMode::loop,
+        switches_.moe_gemm_streams);
     MT_CHECK_CUDA(cudaMalloc(&scalar_, sizeof(double)));
   }
   ~CudaBackend() override {
@@ -523,7 +527,7 @@ class CudaBackend final : public Backend {
 
  private:
   bool chunked_delta_rule(const DeltaRuleShape& shape) const {
-    return delta_rule_kernel_ == cuda::DeltaRuleKernel::chunked && delta_rule_chunked_supports(shape);
+    return switches_.delta_rule == DeltaRuleChoice::chunked && delta_rule_chunked_supports(shape);
   }
   // Calls f with a typed null pointer naming the element type of dtype_.
   template <typename F>
@@ -549,24 +553,24 @@ class CudaBackend final : public Backend {
   // logged once (again after set_attention_workspace), each refusal of a shape once, each graph once
   // (cudnn_attention.cpp; the graphs, cudnn_attention_graph.cpp).
   cuda::CudnnAttention* cudnn_for(const AttnShape& shape, bool backward) {
+    const CudnnAttentionPlan plan(switches_);
     if (!attention_choice_logged_) {
       attention_choice_logged_ = true;
-      attention_choice_ = attention_choice_from_env();
-      attention_limit_ = cudnn_workspace_limit(attention_choice_, planned_attention_workspace_);
-      cuda::log_attention_choice(attention_choice_, attention_limit_);
+      attention_limit_ = plan.workspace_limit(planned_attention_workspace_);
+      cuda::log_attention_choice(plan, attention_limit_);
     }
-    if (attention_choice_ == AttentionChoice::ours || !cudnn_attention_gap(shape, dtype_).empty()) return nullptr;
+    if (plan.choice() == AttentionChoice::ours || !cudnn_attention_gap(shape, dtype_).empty()) return nullptr;
     if (!cudnn_)
       cudnn_ = std::make_unique<cuda::CudnnAttention>(
-          stream_, [this](int64_t bytes) { return alloc_bytes(bytes); }, [this](void* p) { free_bytes(p); });
-    return cudnn_->chooses(attention_choice_, backward, shape, attention_limit_) ? cudnn_.get() : nullptr;
+          stream_, [this](int64_t bytes) { return alloc_bytes(bytes); }, [this](void* p) { free_bytes(p); },
+          switches_);
+    return cudnn_->chooses(backward, shape, attention_limit_) ? cudnn_.get() : nullptr;
   }
   void set_attention_workspace(int64_t bytes) override {
     planned_attention_workspace_ = bytes;
     attention_choice_logged_ = false;
   }
   std::unique_ptr<cuda::CudnnAttention> cudnn_;
-  AttentionChoice attention_choice_ = AttentionChoice::automatic;
   int64_t planned_attention_workspace_ = -1, attention_limit_ = -1;
   bool attention_choice_logged_ = false;
 #endif
@@ -588,13 +592,13 @@ class CudaBackend final : public Backend {
 
   DType dtype_;
   int device_;
+  const RuntimeSwitches switches_;  // the run's: attention, the experts' GEMMs, the delta rule, op profiling
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<cuda::Gemm> gemm_;
   std::unique_ptr<cuda::GroupedGemm> grouped_;
   static constexpr int64_t kLandingBytes = 64 << 10;
   void* landing_ = nullptr;  // mapped page-locked host memory for small downloads (made at the first)
   void* landing_device_ = nullptr;  // its device address
-  const cuda::DeltaRuleKernel delta_rule_kernel_ = cuda::delta_rule_kernel_from_env();
   void* scalar_ = nullptr;
   float* logits_ = nullptr;
   void* dlogits_ = nullptr;
@@ -634,10 +638,10 @@ std::vector<int> cuda_device_numa_nodes() {
   return nodes;
 }
 
-std::unique_ptr<Backend> make_cuda_backend(DType dtype, int device) {
+std::unique_ptr<Backend> make_cuda_backend(DType dtype, int device, const RuntimeSwitches& switches) {
   const int n = cuda_device_count();
   MT_REQUIRE(n > device, "no usable CUDA GPU (found {} device(s), asked for device {})", n, device);
-  return std::make_unique<CudaBackend>(dtype, device);
+  return std::make_unique<CudaBackend>(dtype, device, switches);
 }
 
 cudaStream_t cuda_compute_stream(Backend& backend) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "core/runtime_switches.h"
 
 namespace mt {
 
@@ -16,8 +17,9 @@ int cuda_device_count();
 // The NUMA node each visible device hangs off (from its PCI bus id in sysfs; -1 where unknown); never throws.
 std::vector<int> cuda_device_numa_nodes();
 
-// dtype: activations and streamed weights (bfloat16 or float32). Throws mt::Error if no GPU is usable.
-std::unique_ptr<Backend> make_cuda_backend(DType dtype, int device = 0);
+// dtype: activations and streamed weights (bfloat16 or float32); switches: the run's (core/runtime_switches.h), which
+// pick its attention, expert GEMM and delta-rule kernels and its op profiling. Throws mt::Error if no GPU is usable.
+std::unique_ptr<Backend> make_cuda_backend(DType dtype, int device, const RuntimeSwitches& switches);
 
 // The compute stream of a backend made by make_cuda_backend (for the pipeline's events).
 cudaStream_t cuda_compute_stream(Backend& backend);

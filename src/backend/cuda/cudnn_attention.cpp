@@ -21,8 +21,8 @@
 
 namespace mt::cuda {
 
-CudnnAttention::CudnnAttention(cudaStream_t stream, Alloc alloc, Free release)
-    : stream_(stream), alloc_(std::move(alloc)), free_(std::move(release)) {}
+CudnnAttention::CudnnAttention(cudaStream_t stream, Alloc alloc, Free release, const RuntimeSwitches& switches)
+    : plan_(switches), stream_(stream), alloc_(std::move(alloc)), free_(std::move(release)) {}
 
 CudnnAttention::~CudnnAttention() {
   graphs_.clear();
@@ -67,9 +67,9 @@ bool CudnnAttention::reserve_bytes(Graph& g, int64_t bytes) {
   return true;
 }
 
-CudnnAttention::Layout CudnnAttention::layout_for(const AttnShape& s) {
+CudnnAttention::Layout CudnnAttention::layout_for(const AttnShape& s) const {
   Layout l{s, s.seq_lens != nullptr, false};
-  const int64_t bucket = cudnn_seq_bucket(s.seq);
+  const int64_t bucket = plan_.seq_bucket(s.seq);
   if (bucket != s.seq) {
     l.shape.seq = bucket;
     l.padded = l.staged = true;
@@ -148,14 +148,14 @@ std::string CudnnEngineConfig::describe() const {
   return out.empty() ? "(no knobs)" : out;
 }
 
-void log_attention_choice(AttentionChoice c, int64_t limit_bytes) {
-  log::info("attention: {}", describe_attention_choice(c, limit_bytes));
+void log_attention_choice(const CudnnAttentionPlan& plan, int64_t limit_bytes) {
+  log::info("attention: {}", plan.describe_choice(limit_bytes));
 }
 
-bool CudnnAttention::chooses(AttentionChoice c, bool backward, const AttnShape& s, int64_t limit_bytes) {
+bool CudnnAttention::chooses(bool backward, const AttnShape& s, int64_t limit_bytes) {
   const int64_t need = workspace_need(backward, s, limit_bytes);
   if (need < 0) return false;  // the plan did not finalize: logged when it was built
-  const AttentionDecision d = choose_attention(c, backward, cudnn_attention_gap(s, DType::bf16), need, limit_bytes);
+  const AttentionDecision d = plan_.choose(backward, cudnn_attention_gap(s, DType::bf16), need, limit_bytes);
   if (!d.cudnn && refusals_logged_.insert({backward, s.batch, s.seq, limit_bytes}).second)
     log::info("attention {} batch {} seq {}: our kernel ({})", backward ? "backward" : "forward", s.batch, s.seq,
               d.why);
@@ -164,12 +164,12 @@ bool CudnnAttention::chooses(AttentionChoice c, bool backward, const AttnShape& 
 
 int64_t CudnnAttention::workspace_need(bool backward, const AttnShape& s, int64_t limit_bytes) {
   if (s.segment_batch != nullptr) return segment_workspace_need(backward, segment_calls(backward, s, limit_bytes));
-  const int64_t n = backward ? cudnn_backward_batch(s, limit_bytes) : s.batch;
+  const int64_t n = backward ? plan_.backward_batch(s, limit_bytes) : s.batch;
   if (n < s.batch) {  // the first call is the largest; the last may be shorter
     const int64_t last = s.batch - (s.batch - 1) / n * n;
-    const int64_t first_need = call_workspace_need(true, cudnn_backward_call(s, 0, limit_bytes));
+    const int64_t first_need = call_workspace_need(true, plan_.backward_call(s, 0, limit_bytes));
     if (first_need < 0 ||
-        (last != n && call_workspace_need(true, cudnn_backward_call(s, s.batch - last, limit_bytes)) < 0))
+        (last != n && call_workspace_need(true, plan_.backward_call(s, s.batch - last, limit_bytes)) < 0))
       return -1;
     return first_need;
   }
@@ -177,7 +177,7 @@ int64_t CudnnAttention::workspace_need(bool backward, const AttnShape& s, int64_
 }
 
 int64_t CudnnAttention::call_workspace_need(bool backward, const AttnShape& s) {
-  if (const int64_t T = backward ? cudnn_backward_tile(s) : 0; T > 0) return tile_graphs(s, T).workspace_bytes;
+  if (const int64_t T = backward ? plan_.backward_tile(s) : 0; T > 0) return tile_graphs(s, T).workspace_bytes;
   const Layout l = layout_for(s);
   const int64_t rows = s.batch * s.seq;
   if (const int64_t ragged = !l.padded  ? -1
@@ -185,8 +185,8 @@ int64_t CudnnAttention::call_workspace_need(bool backward, const AttnShape& s) {
                                         : ragged_forward_bytes(l.shape, rows, l.staged);
       ragged >= 0)
     return ragged;
-  const Graph& g = graph(backward, l.shape, l.padded, cudnn_deterministic_backward());  // the forward's ignores it
-  return g.info.ok ? g.info.workspace_bytes + cudnn_staging_bytes(backward, s) : -1;
+  const Graph& g = graph(backward, l.shape, l.padded, plan_.deterministic_backward());  // the forward's ignores it
+  return g.info.ok ? g.info.workspace_bytes + plan_.staging_bytes(backward, s) : -1;
 }
 
 bool CudnnAttention::forward(__nv_bfloat16* out, float* lse, const __nv_bfloat16* q, const __nv_bfloat16* k,
@@ -206,7 +206,7 @@ bool CudnnAttention::bucket_forward(__nv_bfloat16* out, float* lse, const __nv_b
   const int64_t q_bytes = align_up(b * Sp * h * d * 2), kv_bytes = align_up(b * Sp * hk * d * 2);
   const int64_t o_bytes = align_up(b * Sp * h * vd * 2), v_bytes = align_up(b * Sp * hk * vd * 2);
   const int64_t stats_bytes = align_up(b * h * Sp * 4);
-  const int64_t staging = cudnn_staging_bytes(false, s);
+  const int64_t staging = plan_.staging_bytes(false, s);
   if (!g.info.ok || !reserve_workspace(g, staging)) return false;
   char* ws = static_cast<char*>(workspace_);
   const void *q_in = q, *k_in = k, *v_in = v, *lens = s.seq_lens;
@@ -242,7 +242,7 @@ bool CudnnAttention::backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat1
                               const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
                               const __nv_bfloat16* out, const float* lse, const AttnShape& s, int64_t limit_bytes) {
   if (s.segment_batch != nullptr) return segment_backward(dq, dk, dv, dout, q, k, v, out, lse, s, limit_bytes);
-  const int64_t per_call = cudnn_backward_batch(s, limit_bytes);
+  const int64_t per_call = plan_.backward_batch(s, limit_bytes);
   if (per_call >= s.batch) return backward_call(dq, dk, dv, dout, q, k, v, out, lse, s);
   if (workspace_need(true, s, limit_bytes) < 0) return false;
   const int64_t q_row = s.seq * s.n_heads * s.head_dim, kv_row = s.seq * s.n_kv_heads * s.head_dim;
@@ -251,7 +251,7 @@ bool CudnnAttention::backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat1
   for (int64_t b0 = 0; b0 < s.batch; b0 += per_call) {
     const int64_t qo = b0 * q_row, kvo = b0 * kv_row, oo = b0 * o_row, vo = b0 * v_row;
     const bool ran = backward_call(dq + qo, dk + kvo, dv + vo, dout + oo, q + qo, k + kvo, v + vo, out + oo,
-                                   lse + b0 * lse_row, cudnn_backward_call(s, b0, limit_bytes));
+                                   lse + b0 * lse_row, plan_.backward_call(s, b0, limit_bytes));
     if (!ran && b0 == 0) return false;  // its workspace could not be allocated: nothing has run
     MT_ASSERT(ran, "cuDNN attention's backward call at sequence {} of {} refused after the first ran", b0, s.batch);
   }
@@ -261,16 +261,16 @@ bool CudnnAttention::backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat1
 bool CudnnAttention::backward_call(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, const __nv_bfloat16* dout,
                                    const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
                                    const __nv_bfloat16* out, const float* lse, const AttnShape& s) {
-  if (const int64_t T = cudnn_backward_tile(s); T > 0) return tiled_backward(dq, dk, dv, dout, q, k, v, out, lse, s, T);
+  if (const int64_t T = plan_.backward_tile(s); T > 0) return tiled_backward(dq, dk, dv, dout, q, k, v, out, lse, s, T);
   const Layout l = layout_for(s);
   if (l.staged && ragged_batch_backward(dq, dk, dv, dout, q, k, v, out, lse, s, l.shape)) return true;
-  Graph& g = graph(true, l.shape, l.padded, cudnn_deterministic_backward());
+  Graph& g = graph(true, l.shape, l.padded, plan_.deterministic_backward());
   const int64_t b = s.batch, S = s.seq, Sp = l.shape.seq, h = s.n_heads, hk = s.n_kv_heads, d = s.head_dim;
   const int64_t vd = s.value_head_dim();
   const int64_t q_bytes = align_up(b * Sp * h * d * 2), kv_bytes = align_up(b * Sp * hk * d * 2);
   const int64_t o_bytes = align_up(b * Sp * h * vd * 2), v_bytes = align_up(b * Sp * hk * vd * 2);
   const int64_t stats_bytes = align_up(b * h * Sp * 4);
-  const int64_t staging = cudnn_staging_bytes(true, s);
+  const int64_t staging = plan_.staging_bytes(true, s);
   if (!g.info.ok || !reserve_workspace(g, staging)) return false;
   char* ws = static_cast<char*>(workspace_);
   const void *q_in = q, *k_in = k, *v_in = v, *o_in = out, *do_in = dout, *stats_in = lse;

@@ -41,8 +41,8 @@
 
 namespace mt::cuda {
 
-// One info line: what MEGATRAIN_ATTENTION runs in each direction under this workspace limit (-1: none).
-void log_attention_choice(AttentionChoice c, int64_t limit_bytes);
+// One info line: what the plan's attention switch runs in each direction under this workspace limit (-1: none).
+void log_attention_choice(const CudnnAttentionPlan& plan, int64_t limit_bytes);
 
 // An engine config: cuDNN's engine (CUDNN_ATTR_ENGINE_GLOBAL_INDEX) with knob choices (cudnnBackendKnobType_t, value).
 struct CudnnKnob {
@@ -76,7 +76,9 @@ class CudnnAttention {
  public:
   using Alloc = std::function<void*(int64_t bytes)>;
   using Free = std::function<void(void*)>;
-  CudnnAttention(cudaStream_t stream, Alloc alloc, Free release);
+  // switches: the run's (core/runtime_switches.h); their attention ones decide buckets, ragged calls, the backward
+  // graph, its tiles and the choice (plan()).
+  CudnnAttention(cudaStream_t stream, Alloc alloc, Free release, const RuntimeSwitches& switches);
   ~CudnnAttention();
   CudnnAttention(const CudnnAttention&) = delete;
   CudnnAttention& operator=(const CudnnAttention&) = delete;
@@ -110,7 +112,9 @@ class CudnnAttention {
   int64_t workspace_need(bool backward, const AttnShape& s, int64_t limit_bytes = -1);
   // Whether this call runs here: choose_attention over the shape's gap, workspace_need and limit_bytes (-1: none);
   // a refusal is logged once per direction, shape and limit, a plan that did not finalize when it was built.
-  bool chooses(AttentionChoice c, bool backward, const AttnShape& s, int64_t limit_bytes);
+  bool chooses(bool backward, const AttnShape& s, int64_t limit_bytes);
+  // The figures and choices under this instance's switches (plan/cudnn_attention_plan.h).
+  const CudnnAttentionPlan& plan() const { return plan_; }
 
   struct Graph;  // one finalized (or failed) graph: descriptors, plan, scalar values, side tensors
 
@@ -126,7 +130,7 @@ class CudnnAttention {
     AttnShape shape;
     bool padded, staged;
   };
-  static Layout layout_for(const AttnShape& s);
+  Layout layout_for(const AttnShape& s) const;
   // ragged: sequences that start at per-sequence offsets (ragged_forward, ragged_backward); padded must be set. A
   // ragged non-deterministic backward's fp32 dQ accumulator has dQ's rows and offsets (the call's rows, not the
   // graph's).
@@ -221,6 +225,7 @@ class CudnnAttention {
                         const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
                         const __nv_bfloat16* out, const float* lse, const AttnShape& s, int64_t limit_bytes);
 
+  const CudnnAttentionPlan plan_;
   cudaStream_t stream_;
   Alloc alloc_;
   Free free_;

@@ -22,7 +22,7 @@ bool ragged_widths(const AttnShape& s) { return s.value_head_dim() == s.head_dim
 
 int64_t CudnnAttention::ragged_forward_bytes(const AttnShape& g_shape, int64_t rows_in_call, bool stats_here) {
   const int64_t width = std::max(g_shape.n_heads, g_shape.n_kv_heads) * g_shape.head_dim;
-  if (!cudnn_ragged() || !ragged_widths(g_shape) || rows_in_call * width > std::numeric_limits<int32_t>::max())
+  if (!plan_.ragged() || !ragged_widths(g_shape) || rows_in_call * width > std::numeric_limits<int32_t>::max())
     return -1;
   const Graph& g = graph(false, g_shape, true, true, true, true);
   if (!g.info.ok) return -1;
@@ -60,7 +60,7 @@ bool CudnnAttention::ragged_batch_forward(__nv_bfloat16* out, float* lse, const 
 }
 
 CudnnAttention::Graph& CudnnAttention::ragged_backward_graph(const AttnShape& g_shape) {
-  return graph(true, g_shape, true, cudnn_deterministic_backward(), true, true);
+  return graph(true, g_shape, true, plan_.deterministic_backward(), true, true);
 }
 
 // Past head_dim 128 cuDNN 9.14's ragged backward finalizes but its gradients are wrong (12-71 % relative error in the
@@ -71,7 +71,7 @@ constexpr int64_t kRaggedBackwardHeadDim = 128;
 
 int64_t CudnnAttention::ragged_backward_bytes(const AttnShape& g_shape, int64_t rows_in_call) {
   const int64_t width = std::max(g_shape.n_heads, g_shape.n_kv_heads) * g_shape.head_dim;
-  if (!cudnn_ragged() || !ragged_widths(g_shape) || cudnn_backward_tile(g_shape) > 0 ||
+  if (!plan_.ragged() || !ragged_widths(g_shape) || plan_.backward_tile(g_shape) > 0 ||
       g_shape.head_dim > kRaggedBackwardHeadDim || rows_in_call * width > std::numeric_limits<int32_t>::max())
     return -1;
   const Graph& g = ragged_backward_graph(g_shape);

@@ -32,14 +32,14 @@ std::vector<CudnnAttention::SegmentCall> CudnnAttention::segment_calls(bool back
   std::vector<SegmentCall> calls;
   int64_t planned = 0;  // the most the plan's formula counts for a call
   for (const SegmentGroup& g : s.segment_batch->groups) {
-    const AttnShape v = cudnn_segment_group_shape(s, g);
-    const int64_t per_call = cudnn_segment_call_batch(backward, v, limit_bytes);
+    const AttnShape v = plan_.segment_group_shape(s, g);
+    const int64_t per_call = plan_.segment_call_batch(backward, v, limit_bytes);
     for (int64_t b0 = 0; b0 < v.batch; b0 += per_call) {
       AttnShape c = v;
       c.batch = std::min(per_call, v.batch - b0);
       c.seq_lens = v.seq_lens + b0;
       calls.push_back({c, s.segment_batch->starts + g.first + b0});
-      planned = std::max(planned, cudnn_segment_call_bytes(backward, c, c.batch));
+      planned = std::max(planned, plan_.segment_call_bytes(backward, c, c.batch));
     }
   }
   const int64_t rows_in_call = s.batch * s.seq;
@@ -79,7 +79,7 @@ std::optional<std::vector<CudnnAttention::SegmentCall>> CudnnAttention::reserved
   if (need < 0) return std::nullopt;
   if (!calls.empty()) {  // the plan a failed allocation drops: the first call's (a forward's ignores determinism)
     const bool ragged = calls[0].ragged_bytes >= 0;
-    if (!reserve_bytes(graph(backward, calls[0].shape, true, cudnn_deterministic_backward(), true, ragged), need))
+    if (!reserve_bytes(graph(backward, calls[0].shape, true, plan_.deterministic_backward(), true, ragged), need))
       return std::nullopt;
   }
   return calls;

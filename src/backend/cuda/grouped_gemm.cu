@@ -8,7 +8,6 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "core/error.h"
-#include "core/runtime_switches.h"
 #include "plan/gemm_workspace.h"
 
 #define MT_CHECK_CUBLAS_V2(call) \
@@ -34,12 +33,8 @@ std::vector<ExpertRows> experts_with_rows(const int64_t* offsets, int64_t E) {
 
 }  // namespace
 
-GroupedGemmMode grouped_gemm_mode_from_env() {
-  return environment_switches().moe_gemm == MoeGemmChoice::grouped ? GroupedGemmMode::grouped : GroupedGemmMode::loop;
-}
-
-GroupedGemm::GroupedGemm(cudaStream_t stream, GroupedGemmMode mode)
-    : stream_(stream), lane_count_(environment_switches().moe_gemm_streams), mode_(mode) {
+GroupedGemm::GroupedGemm(cudaStream_t stream, GroupedGemmMode mode, int lanes)
+    : stream_(stream), lane_count_(lanes), mode_(mode) {
   if (mode_ != GroupedGemmMode::grouped) return;
   MT_CHECK_CUBLAS_V2(cublasCreate(&handle_));
   MT_CHECK_CUBLAS_V2(cublasSetStream(handle_, stream_));

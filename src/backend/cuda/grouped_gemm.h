@@ -23,11 +23,10 @@
 namespace mt::cuda {
 
 enum class GroupedGemmMode { loop, grouped };
-GroupedGemmMode grouped_gemm_mode_from_env();
 
 class GroupedGemm {
  public:
-  GroupedGemm(cudaStream_t stream, GroupedGemmMode mode);
+  GroupedGemm(cudaStream_t stream, GroupedGemmMode mode, int lanes);
   ~GroupedGemm();
   GroupedGemm(const GroupedGemm&) = delete;
   GroupedGemm& operator=(const GroupedGemm&) = delete;

@@ -6,11 +6,10 @@
 #include <fmt/format.h>
 
 #include "backend/cuda/cuda_check.h"
-#include "core/runtime_switches.h"
 
 namespace mt::cuda {
 
-OpProfile::OpProfile() : enabled_(environment_switches().profile_ops) {}
+OpProfile::OpProfile(bool enabled) : enabled_(enabled) {}
 
 OpProfile::~OpProfile() {
   for (auto& [a, b] : events_) {

@@ -14,7 +14,7 @@ namespace mt::cuda {
 
 class OpProfile {
  public:
-  OpProfile();
+  explicit OpProfile(bool enabled);
   ~OpProfile();
   OpProfile(const OpProfile&) = delete;
   OpProfile& operator=(const OpProfile&) = delete;

@@ -68,6 +68,7 @@ int64_t attention_keys(const Batch& batch) {
 }  // namespace
 
 void run_bench(const BenchOptions& o) {
+  const RuntimeSwitches switches = environment_switches();  // bench reads no config: the variables alone, once
   const ModelSource source = resolve_model_source(o.model);
   ModelSpec spec = load_model_spec(source.config_json, true);  // a shape to measure: no modeling code runs
   StageSteps stage(o, spec.vocab_size, o.warmup + o.steps);  // the batches, checked before anything runs
@@ -81,7 +82,7 @@ void run_bench(const BenchOptions& o) {
   const dist::DataParallel dp = dist::make_data_parallel(gpus_per_node(o.gpus_per_node), visible_gpu_numa_nodes());
   const DType stream = dtype_from_name(o.stream_dtype);
   MT_REQUIRE(!(dtype == DType::f32 && stream == DType::bf16), "--stream-dtype bfloat16 cannot feed --dtype float32");
-  const TierSettings tier{offload_mode_from_name(o.offload), o.offload_paths, "bench"};
+  const TierSettings tier{offload_mode_from_name(o.offload), o.offload_paths, "bench", switches.tier_io};
   MT_REQUIRE(tier.mode == OffloadMode::none || !o.offload_paths.empty(), "bench: --offload {} needs --offload-paths",
              o.offload);
   MT_REQUIRE(!offloads_master(tier.mode) || stream == DType::bf16,
@@ -92,7 +93,7 @@ void run_bench(const BenchOptions& o) {
   }
   DiskCeiling disk;  // rank 0, before the tier's files take the space
   if (ctx.is_root() && tier.mode != OffloadMode::none)
-    disk = measure_disk_ceiling(o.offload_paths, static_cast<int64_t>(o.probe_gb * 1e9));
+    disk = measure_disk_ceiling(o.offload_paths, static_cast<int64_t>(o.probe_gb * 1e9), switches.tier_io);
   HostStore store(layout, stream, tier);
   OptimizerSettings settings;
   settings.passes = update_passes();
@@ -117,7 +118,7 @@ void run_bench(const BenchOptions& o) {
   MT_CHECK_MPI(MPI_Barrier(ctx.node));  // the store is filled before any rank streams it
   if (!dp.computes()) return optimizer.serve({});
   if (!ctx.is_root()) log::set_level(log::Level::warn);
-  auto backend = select_backend(dtype, dp.device);
+  auto backend = select_backend(dtype, dp.device, switches);
   dist::require_same(dp, "compute backend", backend->name());
   EngineOptions eo;
   eo.checkpoint_interval = o.checkpoint_interval;
@@ -135,7 +136,8 @@ void run_bench(const BenchOptions& o) {
   if (o.recompute_layers >= 0) run.recompute_layers = o.recompute_layers;
   if (o.moe_keep_layers >= 0) run.moe_keep_layers = o.moe_keep_layers;  // auto: plan_moe_keep below
   run.checkpoints = checkpoint_placement_from_name(o.activation_checkpoints);
-  run.cudnn_attention = cudnn_attention_for(run.dtype, backend->device_memory_bytes());
+  run.runtime = switches;
+  run.cudnn_attention = cudnn_attention_for(run.dtype, backend->device_memory_bytes(), switches);
   run.packed = !o.pack.empty();
   resolve_auto(spec, run, backend->device_memory_bytes(), o.recompute_layers < 0);
   MT_REQUIRE(stage.stage() == BenchStage::sft || o.batch >= dp.size * run.passes,
@@ -148,7 +150,7 @@ void run_bench(const BenchOptions& o) {
   run = with_moe_keep(run, moe_keep);
   const GpuPlan planned = plan_gpu(spec, run);
   backend->set_attention_workspace(planned.attention_workspace);  // what the plan reserved for cuDNN, as train
-  if (run.cudnn_attention) log::info("bench: attention plan: {}", describe_attention_plan(planned));
+  if (run.cudnn_attention) log::info("bench: attention plan: {}", CudnnAttentionPlan(switches).describe_plan(planned));
   const int64_t micro_batch = resolve_micro_batch(run);  // as the engine clamps it to the pass
   eo.passes = run.passes;
   eo.micro_batch_size = run.micro_batch_size;

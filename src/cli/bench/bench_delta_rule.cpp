@@ -60,10 +60,10 @@ ChunkFlops chunk_flops(const DeltaRuleShape& s, int64_t C) {
   return {forward, states + state_grad + qk_grad + wy_grad};
 }
 
-// The kernel the backend runs for s (the CUDA backend's choice: kernels/kernels.h, delta_rule_kernel_from_env).
-std::string kernel_name(const Backend& be, const DeltaRuleShape& s) {
+// The kernel the backend runs for s (the CUDA backend's choice by the delta_rule switch).
+std::string kernel_name(const Backend& be, const DeltaRuleShape& s, const RuntimeSwitches& switches) {
   if (be.host_memory() || !delta_rule_chunked_supports(s)) return "recurrent";
-  return environment_switches().delta_rule == DeltaRuleChoice::recurrent ? "recurrent" : "chunked";
+  return switches.delta_rule == DeltaRuleChoice::recurrent ? "recurrent" : "chunked";
 }
 
 }  // namespace
@@ -78,7 +78,8 @@ void run_bench_delta_rule(const BenchDeltaRuleOptions& o) {
   const auto linear_layers = std::count_if(spec.layers.begin(), spec.layers.end(), is_linear);
   const DeltaNetSpec& d = layer->deltanet;
   const DType dtype = dtype_from_name(o.dtype);
-  const std::unique_ptr<Backend> be = select_backend(dtype);
+  const RuntimeSwitches switches = environment_switches();  // no config: the variables alone, once
+  const std::unique_ptr<Backend> be = select_backend(dtype, 0, switches);
   DeltaRuleShape s = delta_rule_shape(d, o.batch, o.seq);
   const DType act = be->dtype();
   const int64_t T = s.batch * s.seq;
@@ -116,7 +117,7 @@ void run_bench_delta_rule(const BenchDeltaRuleOptions& o) {
   const int64_t C = delta_rule_chunk(dtype_size(act));
   const ChunkFlops flops = chunk_flops(s, C);
   const double chunks = static_cast<double>(s.batch * s.n_v_heads * ((s.seq + C - 1) / C));
-  const std::string kernel = kernel_name(*be, s);
+  const std::string kernel = kernel_name(*be, s, switches);
   const nlohmann::json result = {{"backend", be->name()}, {"dtype", dtype_name(act)}, {"kernel", kernel},
                                  {"batch", s.batch}, {"seq", s.seq}, {"k_heads", s.n_k_heads},
                                  {"v_heads", s.n_v_heads}, {"k_head_dim", s.k_head_dim},

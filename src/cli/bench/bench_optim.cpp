@@ -93,7 +93,8 @@ void run_bench_optim(const BenchOptimOptions& o) {
   MT_REQUIRE(ctx.size == ctx.node_size, "bench-optim: the job's ranks span several nodes; run it on one node");
   dist::log_bindings(ctx);
   const DType dtype = dtype_from_name(o.dtype);
-  const TierSettings tier{offload_mode_from_name(o.offload), o.offload_paths, "bench-optim"};
+  const RuntimeSwitches switches = environment_switches();  // no config: the variables alone, once
+  const TierSettings tier{offload_mode_from_name(o.offload), o.offload_paths, "bench-optim", switches.tier_io};
   MT_REQUIRE(tier.mode == OffloadMode::none || !o.offload_paths.empty(),
              "bench-optim: --offload {} needs --offload-paths", o.offload);
   MT_REQUIRE(!offloads_master(tier.mode) || dtype == DType::bf16,
@@ -106,7 +107,7 @@ void run_bench_optim(const BenchOptimOptions& o) {
   // The disk's ceiling first, on rank 0 alone, before the store's files take the space.
   DiskCeiling disk;
   if (ctx.is_root() && tier.mode != OffloadMode::none)
-    disk = measure_disk_ceiling(o.offload_paths, static_cast<int64_t>(o.probe_gb * 1e9));
+    disk = measure_disk_ceiling(o.offload_paths, static_cast<int64_t>(o.probe_gb * 1e9), switches.tier_io);
   MT_CHECK_MPI(MPI_Barrier(ctx.node));
   HostStore store(layout, dtype, tier);
   OptimizerSettings settings;

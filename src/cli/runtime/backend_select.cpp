@@ -17,11 +17,11 @@
 
 namespace mt {
 
-std::unique_ptr<Backend> select_backend(DType dtype, int device) {
-  const BackendChoice wanted = environment_switches().backend;
+std::unique_ptr<Backend> select_backend(DType dtype, int device, const RuntimeSwitches& switches) {
+  const BackendChoice wanted = switches.backend;
   if (wanted == BackendChoice::cpu) return make_cpu_backend();
 #ifdef MEGATRAIN_HAVE_CUDA
-  if (wanted == BackendChoice::cuda || cuda_device_count() > 0) return make_cuda_backend(dtype, device);
+  if (wanted == BackendChoice::cuda || cuda_device_count() > 0) return make_cuda_backend(dtype, device, switches);
 #else
   (void)device;
   MT_REQUIRE(wanted != BackendChoice::cuda,

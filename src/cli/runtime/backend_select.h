@@ -1,5 +1,6 @@
 // Chooses the compute backend of a run: CUDA when this build has it and a GPU is visible, else the CPU
-// reference; MEGATRAIN_BACKEND=cpu|cuda forces one (an unavailable forced backend is an error).
+// reference; the backend switch (MEGATRAIN_BACKEND=cpu|cuda, the environment's alone: ranks count GPUs before any
+// config is read) forces one (an unavailable forced backend is an error).
 // Invariant: the returned backend computes in `dtype` where it can (the CPU reference always uses fp32).
 #pragma once
 #include <memory>
@@ -7,13 +8,16 @@
 
 #include "backend/backend.h"
 #include "core/dtype.h"
+#include "core/runtime_switches.h"
 #include "dist/data_parallel.h"
 #include "engine/engine.h"
 #include "optim/optimizer.h"
 
 namespace mt {
 
-std::unique_ptr<Backend> select_backend(DType dtype, int device = 0);
+// switches: the run's (core/runtime_switches.h: Config::runtime, or environment_switches() where no config is read),
+// read once by the caller; the CUDA backend keeps them.
+std::unique_ptr<Backend> select_backend(DType dtype, int device, const RuntimeSwitches& switches);
 // GPUs the CUDA backend would see (0 when the CPU backend is forced, or without CUDA), and the NUMA node of each.
 int visible_gpus();
 std::vector<int> visible_gpu_numa_nodes();

@@ -77,7 +77,7 @@ std::string numa_shortfall(int64_t store_bytes, int ranks, const MachineLimits& 
 // most), next to the GPU's model FLOPs at the H200's measured rate.
 void log_tier_prediction(const Config& c, const ModelSpec& spec, const RunShape& run, const HostPlan& host, bool gpu) {
   const int64_t probe = std::min<int64_t>(int64_t{64} << 20, host.nvme_bytes / static_cast<int64_t>(c.store.offload_paths.size()));
-  const DiskCeiling disk = measure_disk_ceiling(c.store.offload_paths, probe);
+  const DiskCeiling disk = measure_disk_ceiling(c.store.offload_paths, probe, c.runtime.tier_io);
   Machine m;
   m.nvme_gbs = disk.mixed_gbs();
   const NvmeTiming t = nvme_timing(host, model_flops_per_token(spec, run.seq_len), run.batch_size, run.seq_len,
@@ -96,6 +96,7 @@ void log_tier_prediction(const Config& c, const ModelSpec& spec, const RunShape&
 
 RunShape run_shape(const Config& c, int ranks, int gpus) {
   RunShape r;
+  r.runtime = c.runtime;
   r.dtype = dtype_from_name(c.model.dtype);
   r.stream_dtype = stream_dtype_of(c);
   r.seq_len = c.dataset.max_seq_len;
@@ -199,7 +200,7 @@ RunShape preflight(const Config& c, const ModelSpec& spec, const Backend& backen
   const std::string tier = tier_path_shortfall(make_param_layout(spec), tier_settings_of(c), ranks);
   MT_REQUIRE(tier.empty(), "{}", tier);
   const bool gpu = backend.device_memory_bytes() > 0;
-  run.cudnn_attention = cudnn_attention_for(run.dtype, backend.device_memory_bytes());
+  run.cudnn_attention = cudnn_attention_for(run.dtype, backend.device_memory_bytes(), run.runtime);
   require_sequence_fits(c, spec, run, backend);
   resolve_auto(spec, run, backend.device_memory_bytes(), c.training.recompute_layers < 0);
   MachineLimits limits = read_machine_limits(backend);
@@ -242,7 +243,7 @@ RunShape preflight(const Config& c, const ModelSpec& spec, const Backend& backen
             run.passes, plan.gpu.micro_batch_size, run.recompute_layers, spec.num_layers,
             run.recompute_layers < spec.num_layers
                 ? MT_FORMAT(", the others keep their activations ({})", bytes(plan.gpu.saved_layers)) : "");
-  if (run.cudnn_attention) log::info("attention plan: {}", describe_attention_plan(plan.gpu));
+  if (run.cudnn_attention) log::info("attention plan: {}", CudnnAttentionPlan(run.runtime).describe_plan(plan.gpu));
   if (run.checkpoints == CheckpointPlacement::host && gpu)
     log::info("activation checkpoints in page-locked host RAM: {}, their staging buffers {} on the GPU",
               bytes(plan.gpu.host_checkpoints), bytes(plan.gpu.checkpoints));

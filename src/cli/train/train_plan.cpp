@@ -51,7 +51,7 @@ json to_json(const TrainPlan& p) {
           {"optimizer", {p.optimizer.beta1, p.optimizer.beta2, p.optimizer.eps, p.optimizer.weight_decay,
                          p.optimizer.max_grad_norm, static_cast<double>(p.optimizer.passes)}},
           {"updates_applied", p.updates_applied},
-          {"tier", {static_cast<int>(p.tier.mode), p.tier.paths, p.tier.tag}}};
+          {"tier", {static_cast<int>(p.tier.mode), p.tier.paths, p.tier.tag, static_cast<int>(p.tier.io)}}};
 }
 
 TrainPlan from_json(const json& j) {
@@ -78,7 +78,7 @@ TrainPlan from_json(const json& j) {
   p.optimizer = {o[0], o[1], o[2], o[3], o[4], static_cast<UpdatePasses>(static_cast<int>(o[5]))};
   p.updates_applied = j.at("updates_applied").get<int64_t>();
   p.tier = {static_cast<OffloadMode>(j.at("tier").at(0).get<int>()), j.at("tier").at(1).get<std::vector<std::string>>(),
-            j.at("tier").at(2).get<std::string>()};
+            j.at("tier").at(2).get<std::string>(), static_cast<TierIoChoice>(j.at("tier").at(3).get<int>())};
   return p;
 }
 
@@ -88,6 +88,7 @@ TierSettings tier_settings_of(const Config& c) {
   TierSettings t;
   t.mode = offload_mode_from_name(c.store.offload);
   t.paths = c.store.offload_paths;
+  t.io = c.runtime.tier_io;
   std::error_code ec;
   const std::string out = std::filesystem::absolute(c.training.output_dir, ec).lexically_normal().string();
   t.tag = fmt::format("{:016x}", std::hash<std::string>{}(out));

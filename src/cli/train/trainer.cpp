@@ -257,7 +257,7 @@ TrainSummary run_training(const Config& c, const dist::DataParallel& dp) {
   // Every input is valid: the other ranks of the node join (training_worker.cpp), building the same store
   // and optimizer, and every rank updates its own slices. Every node holds a replica; every compute rank
   // (dist/data_parallel.h) runs this function on its share of each batch.
-  std::unique_ptr<Backend> backend = select_backend(dtype, dp.device);
+  std::unique_ptr<Backend> backend = select_backend(dtype, dp.device, c.runtime);
   dist::require_same(dp, "compute backend", backend->name());  // NCCL and MPI sums cannot mix
   const std::string gpu_ranks = dp.size > 1 && !backend->host_memory() ? dist::describe_gpu_ranks(dp) : "";
   // Before the store and the output directory exist.
