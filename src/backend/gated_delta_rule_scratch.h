@@ -1,6 +1,6 @@
-// The device scratch of the CUDA gated delta rule: the one definition that kernels/gated_delta_rule_chunked.cu
+// The device scratch of the CUDA gated delta rule: the one definition that kernels/ops/gated_delta_rule_chunked.cu
 // carves its allocation by and the memory plan sizes the layer workspace by (plan/memory_plan.cpp), and which kernel
-// runs for a shape (the chunked one for head dims up to 128, the recurrent kernels/gated_delta_rule.cu beyond).
+// runs for a shape (the chunked one for head dims up to 128, the recurrent kernels/ops/gated_delta_rule.cu beyond).
 // Invariant: pure arithmetic on the shape; every array starts on a 256-byte boundary.
 #pragma once
 #include <cstdint>

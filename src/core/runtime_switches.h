@@ -10,7 +10,7 @@
 
 namespace mt {
 
-// MEGATRAIN_ATTENTION: ours (kernels/attention.cu always), cudnn (cuDNN wherever it covers the
+// MEGATRAIN_ATTENTION: ours (kernels/attention/attention.cu always), cudnn (cuDNN wherever it covers the
 // case, whatever its workspace), auto (per direction: plan/cudnn_attention_plan.h).
 enum class AttentionChoice { ours, cudnn, automatic };
 // MEGATRAIN_MOE_GEMM: the experts' GEMMs one per expert, or one grouped call.

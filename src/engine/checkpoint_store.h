@@ -4,7 +4,7 @@
 // memory: checkpoint k is written into and read from staging buffer k % 2, so while the backward works from one
 // the other receives the checkpoint it needs next; its copies go through the backend interface (upload, download),
 // synchronously, so any backend runs the path (the CPU test exercises it). The CUDA backend's asynchronous version
-// (page-locked slots, a copy stream, events) is backend/cuda/host_checkpoints.h.
+// (page-locked slots, a copy stream, events) is kernels/runtime/host_checkpoints.h.
 // Invariants: a pointer from begin_write(k) or acquire(k) stays valid until release(k) or the next
 // begin_write(k + 2); acquire(k) returns checkpoint k exactly as the forward wrote it.
 #pragma once
@@ -82,7 +82,7 @@ class HostCheckpoints final : public CheckpointStore {
 };
 
 // The store for `placement` (gpu or host) on any backend (CUDA's asynchronous host store is
-// backend/cuda/host_checkpoints.h's).
+// kernels/runtime/host_checkpoints.h's).
 std::unique_ptr<CheckpointStore> make_checkpoint_store(Backend& backend, CheckpointPlacement placement);
 
 }  // namespace mt

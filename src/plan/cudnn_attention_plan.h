@@ -1,4 +1,4 @@
-// What cuDNN's fused attention (backend/cuda/cudnn_attention.h) takes on the GPU, and which implementation runs each
+// What cuDNN's fused attention (kernels/attention/cudnn_attention.h) takes on the GPU, and which implementation runs each
 // direction, as pure functions of the shape and the run's switches (CudnnAttentionPlan holds the attention ones of
 // core/runtime_switches.h): the one source the CUDA backend and the memory plan both read, so that what the plan
 // reserves is what the backend allows itself. No cuDNN and no environment here.
@@ -66,7 +66,7 @@ class CudnnAttentionPlan {
  public:
   explicit CudnnAttentionPlan(const RuntimeSwitches& switches) : switches_(switches) {}
 
-  // ours (kernels/attention.cu always), cudnn (cuDNN wherever it covers the case, whatever its workspace), auto (the
+  // ours (kernels/attention/attention.cu always), cudnn (cuDNN wherever it covers the case, whatever its workspace), auto (the
   // default: per direction, from the H200 measurements in docs/PERFORMANCE.md: forward cuDNN wherever covered;
   // backward cuDNN's graph (deterministic_backward) where its workspace fits what the memory plan reserved, else ours).
   AttentionChoice choice() const { return switches_.attention; }

@@ -73,7 +73,7 @@ void plan_activations(const ModelSpec& s, const RunShape& run, int64_t es, GpuPl
   for (int64_t i = 0; i < L; ++i)
     if (moe_layer_keeps(s, i, run.moe_keep_layers))
       g.moe_kept += moe_kept_bytes(s, i, pass_tokens, ceil_div(pass_seqs, mb), es);
-  // CudnnAttention's workspace over the covered layers; kernels/attention.cu's fp32 dk/dv partials of a GQA group
+  // CudnnAttention's workspace over the covered layers; kernels/attention/attention.cu's fp32 dk/dv partials of a GQA group
   // over the layers whose backward is ours (the widest layer's).
   int64_t attention_partials = 0, cudnn_forward = 0;
   const CudnnAttentionPlan cudnn_plan(run.runtime);

@@ -3,8 +3,8 @@
 // that save them instead of recomputing, one micro-batch's layer workspace, the LM head's logits chunk, the
 // cuBLASLt workspace) as pure functions of the shapes.
 // Invariant: every figure mirrors an allocation the code makes — HostStore (store/host_store.h), the CUDA
-// pipeline's slots and gradient buffers (backend/cuda/pipeline.cu), Engine::activations_for and
-// DecoderWorkspace (engine/), the checkpoint stores (engine/checkpoint_store.h, backend/cuda/host_checkpoints.h),
+// pipeline's slots and gradient buffers (kernels/runtime/pipeline.cu), Engine::activations_for and
+// DecoderWorkspace (engine/), the checkpoint stores (engine/checkpoint_store.h, kernels/runtime/host_checkpoints.h),
 // CudaBackend::head_loss and cuda::Gemm — so train's preflight and calc-resource agree with what a run allocates.
 #pragma once
 #include <cstdint>

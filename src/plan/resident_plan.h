@@ -1,4 +1,4 @@
-// The GPU-resident optimizer state of a run (optim/resident_regions.h, backend/cuda/resident_regions.h): how many of
+// The GPU-resident optimizer state of a run (optim/resident_regions.h, kernels/runtime/resident_regions.h): how many of
 // the store's leading regions keep their fp32 master, Adam moments and gradient in the GPU memory that the rest of
 // the plan leaves free, so that the GPU updates them and the CPU's parameters pass, which the next forward waits
 // for, covers only the regions after them.

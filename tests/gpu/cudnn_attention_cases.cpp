@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/kernels.h"
+#include "kernels/ops/kernels.h"
 #include "model/alibi.h"
 #include "plan/cudnn_attention_plan.h"
 

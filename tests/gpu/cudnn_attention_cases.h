@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "backend/cuda/cudnn_attention.h"
+#include "kernels/attention/cudnn_attention.h"
 #include "backend/segment_batch.h"
 #include "gpu/gpu_test_util.h"
 

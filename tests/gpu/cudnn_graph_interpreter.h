@@ -15,7 +15,7 @@
 #include <set>
 #include <vector>
 
-#include "backend/cuda/cudnn_graph_builder.h"
+#include "kernels/attention/cudnn_graph_builder.h"
 
 namespace mt::test {
 

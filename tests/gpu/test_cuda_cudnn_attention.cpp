@@ -1,4 +1,4 @@
-// cuDNN's fused attention (src/backend/cuda/cudnn_attention.h) against the CPU reference: a table of rows (lengths
+// cuDNN's fused attention (kernels/attention/cudnn_attention.h) against the CPU reference: a table of rows (lengths
 // odd and even, GQA ratios, padding, windows, scale, soft-cap, GPT-OSS's sinks, ALiBi, head_dim 64/128/256;
 // cudnn_attention_cases.h), bf16 inputs rounded first and compared with the fp32 reference of the rounded inputs,
 // forward and the deterministic backward (run twice: bit for bit; with sinks, d_sinks from cuDNN's out and lse as
@@ -9,7 +9,7 @@
 #ifdef MEGATRAIN_HAVE_CUDNN
 #include <string>
 
-#include "backend/cuda/cudnn_attention.h"
+#include "kernels/attention/cudnn_attention.h"
 #include "gpu/cudnn_attention_cases.h"
 #include "gpu/gpu_test_util.h"
 #include "plan/cudnn_attention_plan.h"

@@ -5,10 +5,10 @@
 #include <string>
 #include <vector>
 
-#include "backend/cuda/cuda_backend.h"
+#include "kernels/runtime/cuda_backend.h"
 #include "gpu/cudnn_attention_cases.h"
 #include "gpu/gpu_test_util.h"
-#include "kernels/kernels.h"
+#include "kernels/ops/kernels.h"
 #include "plan/cudnn_attention_plan.h"
 
 namespace {

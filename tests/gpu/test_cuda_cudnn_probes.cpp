@@ -12,11 +12,11 @@
 #include <utility>
 #include <vector>
 
-#include "backend/cuda/cudnn_attention.h"
+#include "kernels/attention/cudnn_attention.h"
 #include "backend/segment_batch.h"
 #include "gpu/cudnn_attention_cases.h"
 #include "gpu/gpu_test_util.h"
-#include "kernels/kernels.h"
+#include "kernels/ops/kernels.h"
 #include "plan/cudnn_attention_plan.h"
 
 namespace {

@@ -9,11 +9,11 @@
 #include <algorithm>
 #include <vector>
 
-#include "backend/cuda/cuda_backend.h"
+#include "kernels/runtime/cuda_backend.h"
 #include "backend/segment_batch.h"
 #include "gpu/cudnn_attention_cases.h"
 #include "gpu/gpu_test_util.h"
-#include "kernels/kernels.h"
+#include "kernels/ops/kernels.h"
 #include "plan/cudnn_attention_plan.h"
 
 namespace {

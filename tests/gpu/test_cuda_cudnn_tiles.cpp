@@ -1,10 +1,10 @@
-// cuDNN's backward in tiles and in calls of a few sequences (src/backend/cuda/cudnn_attention_tiles.cpp,
+// cuDNN's backward in tiles and in calls of a few sequences (kernels/attention/cudnn_attention_tiles.cpp,
 // plan/cudnn_attention_plan.h's cudnn_backward_tile and cudnn_backward_batch) against the CPU reference and against
 // one graph's bits.
 #ifdef MEGATRAIN_HAVE_CUDNN
 #include <vector>
 
-#include "backend/cuda/cudnn_attention.h"
+#include "kernels/attention/cudnn_attention.h"
 #include "gpu/cudnn_attention_cases.h"
 #include "gpu/gpu_test_util.h"
 #include "plan/cudnn_attention_plan.h"

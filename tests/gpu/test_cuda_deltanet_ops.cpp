@@ -11,7 +11,7 @@
 #include <string>
 
 #include "backend/backend.h"
-#include "backend/cuda/cuda_backend.h"
+#include "kernels/runtime/cuda_backend.h"
 #include "gpu/gpu_test_util.h"
 
 namespace {

@@ -3,7 +3,7 @@
 #include <random>
 
 #include "backend/backend.h"
-#include "backend/cuda/cuda_backend.h"
+#include "kernels/runtime/cuda_backend.h"
 #include "core/dtype.h"
 #include "gpu/gpu_test_util.h"
 

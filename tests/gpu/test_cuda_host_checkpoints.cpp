@@ -1,4 +1,4 @@
-// Activation checkpoints in page-locked host memory on CUDA (backend/cuda/host_checkpoints.h) against checkpoints in
+// Activation checkpoints in page-locked host memory on CUDA (kernels/runtime/host_checkpoints.h) against checkpoints in
 // device memory, through the weight-streaming pipeline: bitwise the same loss and gradients in fp32 and bf16, for
 // checkpoint intervals 1 (three checkpoints: the backward copies the first back in while the second segment runs)
 // and 2, micro-batches of 1 and auto, one and two passes, two steps on one engine (the slots reused); the CPU
@@ -6,9 +6,9 @@
 #include <cmath>
 #include <limits>
 
-#include "backend/cuda/cuda_backend.h"
-#include "backend/cuda/host_checkpoints.h"
-#include "backend/cuda/pipeline.h"
+#include "kernels/runtime/cuda_backend.h"
+#include "kernels/runtime/host_checkpoints.h"
+#include "kernels/runtime/pipeline.h"
 #include "catch.h"
 #include "engine/tiny_model.h"
 #include "gpu/gpu_test_util.h"

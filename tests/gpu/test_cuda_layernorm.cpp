@@ -1,4 +1,4 @@
-// The LayerNorm op (kernels/layernorm.cu) and the non-gated activation (kernels/glu.cu without u) against the CPU
+// The LayerNorm op (kernels/ops/layernorm.cu) and the non-gated activation (kernels/ops/glu.cu without u) against the CPU
 // reference, as test_cuda_ops.cpp's table does: rows of shapes × options × {fp32, bf16}, ‖out − ref‖/‖ref‖ within
 // tolerance<T>, each run twice and compared bit for bit; the residual fused into the backward (also into dx itself)
 // gives the bits of the backward followed by add.
@@ -6,7 +6,7 @@
 
 #include "backend/backend.h"
 #include "gpu/gpu_test_util.h"
-#include "kernels/kernels.h"
+#include "kernels/ops/kernels.h"
 
 namespace {
 

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "backend/backend.h"
-#include "backend/cuda/cuda_backend.h"
+#include "kernels/runtime/cuda_backend.h"
 #include "gpu/gpu_test_util.h"
-#include "kernels/kernels.h"
+#include "kernels/ops/kernels.h"
 
 using namespace mt::test;
 namespace cu = mt::cuda;

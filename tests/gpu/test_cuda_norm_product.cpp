@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "backend/backend.h"
-#include "backend/cuda/cuda_backend.h"
+#include "kernels/runtime/cuda_backend.h"
 #include "gpu/gpu_test_util.h"
 
 using namespace mt::test;

@@ -1,4 +1,4 @@
-// CUDA kernels (kernels/kernels.h) and the CUDA backend's ops against the CPU reference (the mt::Backend of
+// CUDA kernels (kernels/ops/kernels.h) and the CUDA backend's ops against the CPU reference (the mt::Backend of
 // make_cpu_backend(), or fp64 loops here for ops without one): per op a table of named rows (shapes × options) ×
 // {fp32, bf16}, forward and backward, ‖out − ref‖/‖ref‖ within tolerance<T>; bf16 inputs are rounded first and compared
 // with the fp32 reference of the rounded inputs; deterministic ops run twice, compared bit for bit. Each row is a
@@ -9,10 +9,10 @@
 #include <string>
 
 #include "backend/backend.h"
-#include "backend/cuda/cuda_backend.h"
+#include "kernels/runtime/cuda_backend.h"
 #include "core/activation.h"
 #include "gpu/gpu_test_util.h"
-#include "kernels/kernels.h"
+#include "kernels/ops/kernels.h"
 
 namespace {
 

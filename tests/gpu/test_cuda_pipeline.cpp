@@ -11,8 +11,8 @@
 #include <limits>
 #include <thread>
 
-#include "backend/cuda/cuda_backend.h"
-#include "backend/cuda/pipeline.h"
+#include "kernels/runtime/cuda_backend.h"
+#include "kernels/runtime/pipeline.h"
 #include "catch.h"
 #include "engine/tiny_model.h"
 #include "gpu/gpu_test_util.h"

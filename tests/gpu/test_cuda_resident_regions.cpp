@@ -1,4 +1,4 @@
-// GPU-resident optimizer state (backend/cuda/resident_regions.h): the device AdamW kernel gives the host passes'
+// GPU-resident optimizer state (kernels/runtime/resident_regions.h): the device AdamW kernel gives the host passes'
 // p', m', v' and bf16 copy bit for bit; training a few AdamW steps (weight decay, clipping active, gradient
 // accumulation passes, tied and untied, fp32 and bf16 compute, fp32 and bf16 stores) with any resident prefix of
 // the store — none, the embedding, some layers, every region — leaves the store's master, moments and bf16 copy
@@ -6,12 +6,12 @@
 #include <cstring>
 #include <random>
 
-#include "backend/cuda/cuda_backend.h"
-#include "backend/cuda/pipeline.h"
+#include "kernels/runtime/cuda_backend.h"
+#include "kernels/runtime/pipeline.h"
 #include "catch.h"
 #include "engine/tiny_model.h"
 #include "gpu/gpu_test_util.h"
-#include "kernels/kernels.h"
+#include "kernels/ops/kernels.h"
 #include "optim/adamw.h"
 #include "optim/optimizer.h"
 

@@ -1,4 +1,4 @@
-// cuDNN's SDPA operation graphs (src/backend/cuda/cudnn_sdpa_graph.h) without a GPU. Every variant training can ask
+// cuDNN's SDPA operation graphs (kernels/attention/cudnn_sdpa_graph.h) without a GPU. Every variant training can ask
 // for (forward and backward, deterministic or not, padded, ragged, causal or a tile below the diagonal, sinks, ALiBi,
 // soft-cap, window, MHA and GQA, head_dim 64/128/256) adds its tensors and operations, and each descriptor finalizes
 // in the cuDNN library this build links, with the scalars of rank 1 or 4 as CudnnAttention tries them; the graph
@@ -16,8 +16,8 @@
 #include <utility>
 #include <vector>
 
-#include "backend/cuda/cudnn_graph_builder.h"
-#include "backend/cuda/cudnn_sdpa_graph.h"
+#include "kernels/attention/cudnn_graph_builder.h"
+#include "kernels/attention/cudnn_sdpa_graph.h"
 #include "catch.h"
 #include "gpu/cudnn_graph_interpreter.h"
 #include "gpu/gpu_test_util.h"

@@ -1,4 +1,4 @@
-// Runs kernels/gated_delta_rule_chunked.cu's kernels on the CPU (emu_cuda.h; the kernel source, its launchers cut,
+// Runs kernels/ops/gated_delta_rule_chunked.cu's kernels on the CPU (emu_cuda.h; the kernel source, its launchers cut,
 // is included as kernels_emu.h, which run_chunked_delta_rule.sh writes) the way its launchers do, forward and
 // backward, and prints ‖out − ref‖/‖ref‖ against the CPU backend's recurrent reference for o, d_qkv, dg and dbeta.
 // Usage: chunked_delta_rule SEQ K_HEAD_DIM V_HEAD_DIM SEGMENT f|b [K_HEADS]   (2 sequences, the last 9 tokens

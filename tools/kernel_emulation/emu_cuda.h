@@ -1,4 +1,4 @@
-// Host emulation of the CUDA constructs kernels/gated_delta_rule_chunked.cu uses, for running its kernels without a
+// Host emulation of the CUDA constructs kernels/ops/gated_delta_rule_chunked.cu uses, for running its kernels without a
 // GPU (run_chunked_delta_rule.sh): one std::thread per CUDA thread, std::barrier for __syncthreads and for warp
 // shuffles, shared memory and scratch filled with NaN (a read before a write shows in the results, as does a read
 // of an asynchronous copy before its thread waited for it), and block_mm as
@@ -57,7 +57,7 @@ V __shfl_down_sync(unsigned, V v, int o) {
   return emu_shuffle(v, [o](unsigned t) { return t % 32 + o < 32 ? t + o : t; });
 }
 namespace mt::cuda {
-// kernels/async_copy.cuh: a thread's copies land only when it waits for them (so a read before the wait and the
+// kernels/ops/async_copy.cuh: a thread's copies land only when it waits for them (so a read before the wait and the
 // barrier after it sees shared memory's NaN); global is anything outside the block's shared memory.
 inline unsigned emu_smem_bytes = 0;
 struct EmuCopy {
@@ -118,7 +118,7 @@ void block_mm(float* C, int ldc, const float* A, int lda, const float* B, int ld
   }
   __syncthreads();
 }
-// block_mm2_store's semantics (kernels/block_mm.cuh), with wmma's preconditions for bf16.
+// block_mm2_store's semantics (kernels/ops/block_mm.cuh), with wmma's preconditions for bf16.
 template <typename T>
 void block_mm2_store(T* out, int64_t out_ld, int rows, int64_t cols, int rows_valid, const T* A1, int lda1,
                      const T* B1, int ldb1, int K1, const T* A2, int lda2, const T* B2, int ldb2, int K2, int M, int N,

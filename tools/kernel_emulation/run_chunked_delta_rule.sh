@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the chunked CUDA delta rule's kernels (kernels/gated_delta_rule_chunked.cu) on the CPU through emu_cuda.h and
+# Runs the chunked CUDA delta rule's kernels (kernels/ops/gated_delta_rule_chunked.cu) on the CPU through emu_cuda.h and
 # compares them with the CPU reference, on a machine without a GPU: fp32 (chunks of 32) should agree to about 1e-6,
 # bf16 (chunks of 64) to a few 1e-3. By hand, after editing the kernels; slow (a thread per CUDA thread), never in CI.
 # Usage: tools/kernel_emulation/run_chunked_delta_rule.sh [CPU_BUILD_DIR]   (a CPU build with mt_backend built)
@@ -10,7 +10,7 @@ build=$(cd "${1:-$src/build}" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 # The kernels without their launchers (which enqueue on CUDA streams), shared memory from emu_cuda.h.
-python3 - "$src/kernels/gated_delta_rule_chunked.cu" "$work/kernels_emu.h" <<'PY'
+python3 - "$src/kernels/ops/gated_delta_rule_chunked.cu" "$work/kernels_emu.h" <<'PY'
 import sys
 s = open(sys.argv[1]).read()
 body = s[s.index('namespace mt::cuda {'):]

@@ -1,5 +1,5 @@
 // The gated delta rule in chunked form, forward and backward: the WY / UT-transform representation
-// flash-linear-attention's chunk kernels use, stage by stage as kernels/gated_delta_rule_chunked.cu computes it, so
+// flash-linear-attention's chunk kernels use, stage by stage as kernels/ops/gated_delta_rule_chunked.cu computes it, so
 // the tests check the CUDA kernels' algorithm (its fixed chunks, segment masks and backward) against the recurrent
 // reference. Per sequence, v head and chunk of C tokens (the last one of a sequence shorter), with q̂, k̂ normalised:
 //   γ_r   cumulative log decay from the start of r's segment within the chunk (a segment start restarts it);

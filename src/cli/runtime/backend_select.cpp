@@ -7,12 +7,12 @@
 #include "core/runtime_switches.h"
 #include "engine/host_gradient_reducer.h"
 #ifdef MEGATRAIN_HAVE_CUDA
-#include "backend/cuda/cuda_backend.h"
-#include "backend/cuda/host_checkpoints.h"
-#include "backend/cuda/pipeline.h"
+#include "kernels/runtime/cuda_backend.h"
+#include "kernels/runtime/host_checkpoints.h"
+#include "kernels/runtime/pipeline.h"
 #endif
 #ifdef MEGATRAIN_HAVE_NCCL
-#include "backend/cuda/nccl_reducer.h"
+#include "kernels/runtime/nccl_reducer.h"
 #endif
 
 namespace mt {

@@ -1,0 +1,77 @@
+// The expert GEMMs of a mixture-of-experts layer over rows grouped by expert (offsets [E+1] in host memory):
+// either a loop of cuBLASLt GEMMs, one per expert that has rows, spread round-robin over kExpertGemmStreams
+// streams (plan/gemm_workspace.h; MEGATRAIN_MOE_GEMM_STREAMS=1..that lowers it, to measure), or one
+// cublasGemmGroupedBatchedEx call for all of them. MEGATRAIN_MOE_GEMM=loop|grouped picks one (default loop) so that
+// the two can be measured on the same run. Grouped applies to fp32 problems only: on the H200 with CUDA 13.0, cuBLAS
+// refuses cublasGemmGroupedBatchedEx for our bf16 problems ("the requested functionality is not supported"), so bf16
+// runs as the loop in either mode. One expert's GEMM alone does not fill an H200 (about 1 000 rows of 768 columns
+// per micro-batch at Qwen3-30B-A3B's shape), hence the streams. Never one launch per token.
+// Invariant: every call is ordered on the backend's stream (the expert streams fork from it and join it again
+// before the call returns); experts write disjoint outputs, so the streams change no bits; experts without rows are
+// skipped; fp32 accumulation, dw in fp32 accumulated (beta 1).
+#pragma once
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kernels/runtime/gemm.h"
+#include "core/dtype.h"
+
+namespace mt::cuda {
+
+enum class GroupedGemmMode { loop, grouped };
+
+class GroupedGemm {
+ public:
+  GroupedGemm(cudaStream_t stream, GroupedGemmMode mode, int lanes);
+  ~GroupedGemm();
+  GroupedGemm(const GroupedGemm&) = delete;
+  GroupedGemm& operator=(const GroupedGemm&) = delete;
+  GroupedGemmMode mode() const { return mode_; }
+
+  // y[rows_e, O] = x[rows_e, I] · w_eᵀ, w_e = w + e·w_stride elements ([O, I]).
+  void forward(void* y, const void* x, const void* w, int64_t w_stride, const int64_t* offsets, int64_t E, int64_t I,
+               int64_t O, DType t);
+  // dx[rows_e, I] = dy[rows_e, O] · w_e (+ dx when beta is 1).
+  void backward_data(void* dx, const void* dy, const void* w, int64_t w_stride, const int64_t* offsets, int64_t E,
+                     int64_t I, int64_t O, DType t, float beta);
+  // dw_e[O, I] += dy[rows_e, O]ᵀ · x[rows_e, I] (fp32), dw_e = dw + e·w_stride.
+  void backward_weight(float* dw, const void* dy, const void* x, int64_t w_stride, const int64_t* offsets, int64_t E,
+                       int64_t I, int64_t O, DType t);
+
+ private:
+  // One column-major problem per expert with rows: C = op(A)·op(B), m × n × k, leading dimensions.
+  struct Problem {
+    const void* a;
+    const void* b;
+    void* c;
+    int m, n, k, lda, ldb, ldc;
+  };
+  void grouped(const std::vector<Problem>& problems, bool trans_a, bool trans_b, DType ab, DType c, float beta);
+
+  // An expert stream with its own Gemm (cuBLASLt workspaces cannot be shared by concurrent GEMMs).
+  struct Lane {
+    cudaStream_t stream = nullptr;
+    std::unique_ptr<Gemm> gemm;
+    cudaEvent_t done = nullptr;
+  };
+  // The lanes, made at the first loop call, forked from the backend's stream; f(gemm, i) issues the i-th GEMM.
+  template <typename F>
+  void on_lanes(int64_t count, F f);
+
+  cudaStream_t stream_;
+  std::vector<Lane> lanes_;
+  int lane_count_;
+  cudaEvent_t fork_ = nullptr;
+  // Whether problems of element type t go to cublasGemmGroupedBatchedEx (else the loop of cuBLASLt GEMMs).
+  bool grouped_call(DType t) const { return mode_ == GroupedGemmMode::grouped && t == DType::f32; }
+  GroupedGemmMode mode_;
+  cublasHandle_t handle_ = nullptr;
+  void** device_pointers_ = nullptr;  // A, B, C pointer arrays for the grouped call
+  int64_t pointer_capacity_ = 0;
+};
+
+}  // namespace mt::cuda
