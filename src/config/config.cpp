@@ -355,9 +355,9 @@ void validate(const Config& config, const std::string& origin) {
              real_to_text(d.val_size));
   MT_REQUIRE(d.val_size == 0.0 || d.eval_dataset.empty(),
              "{}: dataset.val_size and dataset.eval_dataset both name an evaluation set; keep one", origin);
-  MT_REQUIRE(d.preprocessing_batch_size == 0 || t.stage == "pt",
-             "{}: dataset.preprocessing_batch_size: {}: only training.stage pt cuts blocks per batch of documents",
-             origin, d.preprocessing_batch_size);
+  MT_REQUIRE(d.preprocessing_batch_size == 0 || t.stage == "pt" || t.stage == "kto",
+             "{}: dataset.preprocessing_batch_size: {}: only training.stage pt (blocks cut per batch of documents) and "
+             "kto (the KL shift's blocks of records) use it", origin, d.preprocessing_batch_size);
   MT_REQUIRE(d.preprocessing_batch_size == 0 || !d.streaming,
              "{}: dataset.preprocessing_batch_size: {}: dataset.streaming cuts the corpus whole; set it to 0", origin,
              d.preprocessing_batch_size);

@@ -34,7 +34,8 @@ struct DatasetConfig {
   int64_t max_samples = 0;               // the first N records of each dataset; 0 = all
   bool streaming = false;                // training.stage pt: blocks read from the files as training goes
   int64_t preprocessing_batch_size = 0;  // training.stage pt: cut blocks per batch of N documents, each batch's
-                                         // remainder dropped (LLaMA-Factory's); 0 = the whole corpus at once
+                                         // remainder dropped (LLaMA-Factory's); 0 = the whole corpus at once.
+                                         // kto: the KL shift's blocks of N records; 0 = LLaMA-Factory's 1000
   std::string sample_by = "line";        // training.stage pt: a .txt file's documents are its lines, its paragraphs
                                          // or the whole file (Hugging Face datasets' text builder's sample_by)
 };

@@ -292,14 +292,18 @@ ConvertedConfig convert_llamafactory_config(const YAML::Node& root, const std::s
     }
   }
   // Stage pt cuts each batch of preprocessing_batch_size documents (1000 by default) on its own; reproduced exactly,
-  // except streamed (our stream cuts the corpus whole). Other stages' examples do not depend on it.
-  const bool pt = root["stage"] && root["stage"].IsScalar() && root["stage"].Scalar() == "pt";
+  // except streamed (our stream cuts the corpus whole). Stage kto's KL shift runs in blocks of as many records (1000
+  // where unset: ours too). Other stages' examples do not depend on it.
+  const auto stage_is = [&](const char* s) { return root["stage"] && root["stage"].IsScalar() && root["stage"].Scalar() == s; };
+  const bool pt = stage_is("pt"), kto = stage_is("kto");
   const bool streaming = root["streaming"] && read_flag(root["streaming"], {origin, "streaming"});
   if (pt && !streaming)
     sections.set("dataset", "preprocessing_batch_size", std::to_string(preprocessing_batch.value_or(1000)));
+  else if (kto && preprocessing_batch)
+    sections.set("dataset", "preprocessing_batch_size", std::to_string(*preprocessing_batch));
   else if (preprocessing_batch)
     out.ignored.push_back(pt ? "preprocessing_batch_size (dataset.streaming cuts the corpus whole)"
-                             : "preprocessing_batch_size (only stage pt's blocks depend on it)");
+                             : "preprocessing_batch_size (only stage pt's blocks and kto's KL shift depend on it)");
   if (!sections.has("dataset", "template"))
     if (const std::string t = unset_template(root); !t.empty()) sections.set("dataset", "template", t);
   sections.set("model", "dtype", precision);

@@ -158,8 +158,11 @@ std::vector<Example> load_datasets(const DatasetConfig& config, int64_t vocab_si
     const bool tokenized = entry->formatting == "tokenized";
     std::vector<Example> loaded =
         text.unpaired  ? (tokenized ? load_kto_tokenized(*entry, vocab_size, config.max_seq_len, &part)
-                                    : shifted_kto_examples(kto_records, kto_first[i], kto_count[i], *renderer, limits,
-                                                           &part))
+                                    : shifted_kto_examples(kto_records, kto_first[i], kto_count[i],
+                                                           config.preprocessing_batch_size > 0
+                                                               ? config.preprocessing_batch_size
+                                                               : kKtoShiftBlock,
+                                                           *renderer, limits, &part))
         : entry->ranking ? (tokenized ? load_pairwise_tokenized(*entry, vocab_size, config.max_seq_len, &part)
                                       : load_pairwise_text(*entry, *renderer, limits, &part))
                          : (tokenized ? load_tokenized(*entry, vocab_size, config.max_seq_len, &part)

@@ -98,6 +98,11 @@ sed 's/^stage: sft/stage: pt/' "$work/lf.yaml" >"$work/lf_pt.yaml"
 "$bin" convert-config "$work/lf_pt.yaml" >"$work/out" 2>"$work/err"
 if [[ $? -ne 0 ]] || ! grep -q '^  preprocessing_batch_size: 1000$' "$work/out"; then fail "convert-config pt batch size"
 else echo "ok   convert-config stage pt: preprocessing_batch_size 1000"; fi
+# A kto YAML: its KL shift runs in blocks of preprocessing_batch_size records; set, it is kept (unset: ours is 1000).
+{ sed 's/^stage: sft/stage: kto/' "$work/lf.yaml"; echo "preprocessing_batch_size: 500"; } >"$work/lf_kto.yaml"
+"$bin" convert-config "$work/lf_kto.yaml" >"$work/out" 2>"$work/err"
+if [[ $? -ne 0 ]] || ! grep -q '^  preprocessing_batch_size: 500$' "$work/out"; then fail "convert-config kto batch size"
+else echo "ok   convert-config stage kto: preprocessing_batch_size 500, the KL shift's blocks"; fi
 
 # Continued pre-training: one document per line of a .txt file, EOS appended, cut into 32-token blocks; a run resumed
 # from its step-2 checkpoint continues with the same blocks (the same losses, bitwise).

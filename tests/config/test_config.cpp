@@ -459,7 +459,10 @@ TEST_CASE("config: evaluation, length and warmup keys are checked together", "[c
         "cfg.yaml: dataset.streaming does not know the corpus length before reading it; set training.num_steps, not "
         "training.num_train_epochs");
   CHECK(error_of(kMinimal, {"dataset.preprocessing_batch_size=1000"}) ==
-        "cfg.yaml: dataset.preprocessing_batch_size: 1000: only training.stage pt cuts blocks per batch of documents");
+        "cfg.yaml: dataset.preprocessing_batch_size: 1000: only training.stage pt (blocks cut per batch of documents) "
+        "and kto (the KL shift's blocks of records) use it");
+  CHECK(mt::parse_config(kMinimal, "cfg.yaml", {"dataset.preprocessing_batch_size=500", "training.stage=kto"})
+            .dataset.preprocessing_batch_size == 500);
   CHECK(error_of(kMinimal, {"dataset.preprocessing_batch_size=1000", "training.stage=pt", "dataset.streaming=true",
                             "dataset.shuffle=false"}) ==
         "cfg.yaml: dataset.preprocessing_batch_size: 1000: dataset.streaming cuts the corpus whole; set it to 0");

@@ -1,7 +1,8 @@
 // KTO's unpaired data (data/formats/kto_loader.h): alpaca and sharegpt records with a kto_tag render their completion
 // exactly as the supervised path renders the record, and their KL sequence as the supervised path renders the same
 // prompt with the previous record's answer (the first record takes the last: LLaMA-Factory's +1 offset), over every
-// dataset's records merged in order (each dataset's first max_samples) and in blocks of kKtoShiftBlock; tokenized
+// dataset's records merged in order (each dataset's first max_samples) and in blocks of kKtoShiftBlock (or
+// dataset.preprocessing_batch_size); tokenized
 // records carry LLaMA-Factory's processed columns; a batch holds the completions, then the KL sequences; and every
 // bad-input rule is one line naming the file:line, the column or the value.
 #include <fmt/format.h>
@@ -112,12 +113,12 @@ TEST_CASE("the KL shift runs over every dataset's records merged, in blocks, as 
                        k % 3 == 0 ? "true" : "false");
   };
   // `a` holds records 0.., `b` the next b_records; the first b_kept of b are merged (dataset.max_samples).
-  const auto expect = [&](int64_t a_records, int64_t b_records, int64_t b_kept) {
+  const auto expect = [&](int64_t a_records, int64_t b_records, int64_t b_kept, int64_t block = kKtoShiftBlock) {
     std::string a, b, kl;
     for (int64_t k = 0; k < a_records + b_records; ++k) (k < a_records ? a : b) += record(k);
     dir.write("a.jsonl", a);
     dir.write("b.jsonl", b);
-    const int64_t n = a_records + b_kept, block = kKtoShiftBlock;
+    const int64_t n = a_records + b_kept;
     for (int64_t m = 0; m < n; ++m) {
       const int64_t first = m / block * block, last = std::min(n, first + block) - 1;
       kl += fmt::format("{{\"instruction\": \"Question {}.\", \"output\": \"Answer {}.\"}}\n", m,
@@ -157,6 +158,18 @@ TEST_CASE("the KL shift runs over every dataset's records merged, in blocks, as 
     const std::vector<Example> kl = load_datasets(config_for(dir, "kl"), V, sft, nullptr);
     REQUIRE(examples.size() == 1100);
     for (const size_t i : {size_t{0}, size_t{1}, size_t{599}, size_t{600}, size_t{999}, size_t{1000}, size_t{1099}}) {
+      INFO("merged record " << i);
+      CHECK(examples[i].kl_ids == kl[i].input_ids);
+    }
+  }
+  SECTION("dataset.preprocessing_batch_size sets the blocks, as LLaMA-Factory's batches") {
+    expect(600, 500, 500, 400);  // blocks of 400: 0-399 in a, 400-799 over both, 800-1099 in b
+    DatasetConfig config = config_for(dir, "a,b");
+    config.preprocessing_batch_size = 400;
+    const std::vector<Example> examples = load_datasets(config, V, kto, nullptr);
+    const std::vector<Example> kl = load_datasets(config_for(dir, "kl"), V, sft, nullptr);
+    REQUIRE(examples.size() == 1100);
+    for (const size_t i : {size_t{0}, size_t{399}, size_t{400}, size_t{600}, size_t{799}, size_t{800}, size_t{1099}}) {
       INFO("merged record " << i);
       CHECK(examples[i].kl_ids == kl[i].input_ids);
     }

@@ -84,10 +84,10 @@ std::vector<KtoRecord> read_kto_records(const DatasetEntry& entry, int64_t max_r
 }
 
 std::vector<Example> shifted_kto_examples(const std::vector<KtoRecord>& merged, size_t first, size_t count,
-                                          const TemplateRenderer& renderer, const TextLimits& limits,
-                                          DatasetStats* stats) {
-  MT_ASSERT(limits.max_seq_len > 0 && limits.vocab_size > 0 && first + count <= merged.size());
-  const auto block = static_cast<size_t>(kKtoShiftBlock);
+                                          int64_t shift_block, const TemplateRenderer& renderer,
+                                          const TextLimits& limits, DatasetStats* stats) {
+  MT_ASSERT(limits.max_seq_len > 0 && limits.vocab_size > 0 && first + count <= merged.size() && shift_block > 0);
+  const auto block = static_cast<size_t>(shift_block);
   DatasetStats part;
   std::vector<Example> examples;
   for (size_t i = first; i < first + count; ++i) {

@@ -26,7 +26,8 @@
 
 namespace mt {
 
-// LLaMA-Factory's preprocessing_batch_size default: the blocks its KL shift runs in.
+// LLaMA-Factory's preprocessing_batch_size default: the blocks its KL shift runs in (dataset.preprocessing_batch_size
+// sets another).
 constexpr int64_t kKtoShiftBlock = 1000;
 
 // A text KTO record converted, before the KL shift: its conversation, its tag and its place ("dataset 'x': file:line").
@@ -41,10 +42,10 @@ struct KtoRecord {
 std::vector<KtoRecord> read_kto_records(const DatasetEntry& entry, int64_t max_records, DatasetStats* stats);
 
 // The KTO examples of records [first, first + count) of `merged` (every text dataset's records, in order): each with its
-// KL sequence from the previous record of `merged` (the block's last for a block's first), rendered and cut; those with
-// no trained token dropped; counted in *stats.
+// KL sequence from the previous record of `merged` (the block's last for a block's first; blocks of `block` records),
+// rendered and cut; those with no trained token dropped; counted in *stats.
 std::vector<Example> shifted_kto_examples(const std::vector<KtoRecord>& merged, size_t first, size_t count,
-                                          const TemplateRenderer& renderer, const TextLimits& limits,
+                                          int64_t block, const TemplateRenderer& renderer, const TextLimits& limits,
                                           DatasetStats* stats);
 std::vector<Example> load_kto_tokenized(const DatasetEntry& entry, int64_t vocab_size, int64_t max_seq_len,
                                         DatasetStats* stats);
