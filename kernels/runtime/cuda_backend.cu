@@ -20,6 +20,7 @@
 #include "kernels/runtime/op_profile.h"
 #include "backend/gated_delta_rule_scratch.h"
 #include "kernels/ops/kernels.h"
+#include "plan/cudnn_attention_plan.h"
 #include "plan/gemm_workspace.h"
 
 namespace mt {
@@ -41,9 +42,7 @@ class CudaBackend final : public Backend {
     uint64_t keep = UINT64_MAX;
     MT_CHECK_CUDA(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
     gemm_ = std::make_unique<cuda::Gemm>(stream_, kGemmWorkspaceBytes);
-    grouped_ = std::make_unique<cuda::GroupedGemm>(
-        stream_, switches_.moe_gemm == MoeGemmChoice::grouped ? cuda::GroupedGemmMode::grouped : cuda::GroupedGemmMode::loop,
-        switches_.moe_gemm_streams);
+    grouped_ = std::make_unique<cuda::GroupedGemm>(stream_, switches_.moe_gemm, switches_.moe_gemm_streams);
     MT_CHECK_CUDA(cudaMalloc(&scalar_, sizeof(double)));
   }
   ~CudaBackend() override {
@@ -553,13 +552,12 @@ class CudaBackend final : public Backend {
   // logged once (again after set_attention_workspace), each refusal of a shape once, each graph once
   // (cudnn_attention.cpp; the graphs, cudnn_attention_graph.cpp).
   cuda::CudnnAttention* cudnn_for(const AttnShape& shape, bool backward) {
-    const CudnnAttentionPlan plan(switches_);
     if (!attention_choice_logged_) {
       attention_choice_logged_ = true;
-      attention_limit_ = plan.workspace_limit(planned_attention_workspace_);
-      cuda::log_attention_choice(plan, attention_limit_);
+      attention_limit_ = attention_plan_.workspace_limit(planned_attention_workspace_);
+      cuda::log_attention_choice(attention_plan_, attention_limit_);
     }
-    if (plan.choice() == AttentionChoice::ours || !cudnn_attention_gap(shape, dtype_).empty()) return nullptr;
+    if (attention_plan_.choice() == AttentionChoice::ours || !cudnn_attention_gap(shape, dtype_).empty()) return nullptr;
     if (!cudnn_)
       cudnn_ = std::make_unique<cuda::CudnnAttention>(
           stream_, [this](int64_t bytes) { return alloc_bytes(bytes); }, [this](void* p) { free_bytes(p); },
@@ -593,6 +591,7 @@ class CudaBackend final : public Backend {
   DType dtype_;
   int device_;
   const RuntimeSwitches switches_;  // the run's: attention, the experts' GEMMs, the delta rule, op profiling
+  const CudnnAttentionPlan attention_plan_{switches_};  // their attention part: the choice and the workspace limit
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<cuda::Gemm> gemm_;
   std::unique_ptr<cuda::GroupedGemm> grouped_;

@@ -33,9 +33,9 @@ std::vector<ExpertRows> experts_with_rows(const int64_t* offsets, int64_t E) {
 
 }  // namespace
 
-GroupedGemm::GroupedGemm(cudaStream_t stream, GroupedGemmMode mode, int lanes)
+GroupedGemm::GroupedGemm(cudaStream_t stream, MoeGemmChoice mode, int lanes)
     : stream_(stream), lane_count_(lanes), mode_(mode) {
-  if (mode_ != GroupedGemmMode::grouped) return;
+  if (mode_ != MoeGemmChoice::grouped) return;
   MT_CHECK_CUBLAS_V2(cublasCreate(&handle_));
   MT_CHECK_CUBLAS_V2(cublasSetStream(handle_, stream_));
 }

@@ -19,18 +19,17 @@
 
 #include "kernels/runtime/gemm.h"
 #include "core/dtype.h"
+#include "core/runtime_switches.h"
 
 namespace mt::cuda {
 
-enum class GroupedGemmMode { loop, grouped };
-
 class GroupedGemm {
  public:
-  GroupedGemm(cudaStream_t stream, GroupedGemmMode mode, int lanes);
+  // mode: the moe_gemm switch (a GEMM per expert, or one grouped call); lanes: moe_gemm_streams.
+  GroupedGemm(cudaStream_t stream, MoeGemmChoice mode, int lanes);
   ~GroupedGemm();
   GroupedGemm(const GroupedGemm&) = delete;
   GroupedGemm& operator=(const GroupedGemm&) = delete;
-  GroupedGemmMode mode() const { return mode_; }
 
   // y[rows_e, O] = x[rows_e, I] · w_eᵀ, w_e = w + e·w_stride elements ([O, I]).
   void forward(void* y, const void* x, const void* w, int64_t w_stride, const int64_t* offsets, int64_t E, int64_t I,
@@ -67,8 +66,8 @@ class GroupedGemm {
   int lane_count_;
   cudaEvent_t fork_ = nullptr;
   // Whether problems of element type t go to cublasGemmGroupedBatchedEx (else the loop of cuBLASLt GEMMs).
-  bool grouped_call(DType t) const { return mode_ == GroupedGemmMode::grouped && t == DType::f32; }
-  GroupedGemmMode mode_;
+  bool grouped_call(DType t) const { return mode_ == MoeGemmChoice::grouped && t == DType::f32; }
+  MoeGemmChoice mode_;
   cublasHandle_t handle_ = nullptr;
   void** device_pointers_ = nullptr;  // A, B, C pointer arrays for the grouped call
   int64_t pointer_capacity_ = 0;
