@@ -1,6 +1,7 @@
 // The op interface every backend implements (cpu/ is the reference; cuda/ joins later).
 // Invariant: ops are stateless functions over memory the backend owns; row-major; T = batch*seq tokens,
-// batch-major. "+=" outputs accumulate, "=" outputs overwrite. fp32 activations and accumulators.
+// batch-major. "+=" outputs accumulate, "=" outputs overwrite. fp32 activations and accumulators (core/real.h: fp64 in
+// the CPU reference's fp64 build).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -9,6 +10,7 @@
 #include "backend/segment_batch.h"
 #include "core/activation.h"
 #include "core/dtype.h"
+#include "core/real.h"
 
 namespace mt {
 
@@ -20,7 +22,7 @@ struct AttnShape {
   int64_t window = 0;                    // sliding window: query i sees keys j with i - window < j <= i; 0 = none
   float scale = 0.0f;                    // logit scale; 0 = 1/sqrt(head_dim)
   float softcap = 0.0f;                  // logits s -> softcap·tanh(s/softcap) (Gemma 2); 0 = none
-  const float* alibi_slopes = nullptr;   // [n_heads] fp32 backend memory: logit += slope_h·(j − i) (ALiBi); null = none
+  const real* alibi_slopes = nullptr;    // [n_heads] fp32 backend memory: logit += slope_h·(j − i) (ALiBi); null = none
   const int32_t* seq_lens = nullptr;     // [batch] valid tokens per sequence; nullptr = all valid
   const int32_t* segments = nullptr;     // [T] packed-example id; keys only from the query's segment; nullptr = one
   // The same segments as a virtual padded batch (segment_batch.h; host memory, set with segments by the engine) for
@@ -56,7 +58,8 @@ struct MoeRouting {
 };
 
 // Tensors named x, y, q, k, v, out, gate, up, dx, dy, ... and weights w, b, table hold elements of dtype()
-// (fp32 on the CPU reference; bf16 or fp32 on CUDA). dw, db, dtable, lse, cos, sin are always fp32.
+// (fp32 on the CPU reference; bf16 or fp32 on CUDA). dw, db, dtable, lse, cos, sin and every other real* are mt::real:
+// fp32 ("fp32" below), fp64 in the CPU reference's fp64 build (core/real.h), whose dtype() is then f64.
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -68,7 +71,7 @@ class Backend {
   virtual void* alloc_bytes(int64_t bytes) = 0;
   virtual void free_bytes(void* p) = 0;
   void* alloc(int64_t n) { return alloc_bytes(n * static_cast<int64_t>(dtype_size(dtype()))); }  // n of dtype()
-  float* alloc_floats(int64_t n) { return static_cast<float*>(alloc_bytes(n * 4)); }
+  real* alloc_reals(int64_t n) { return static_cast<real*>(alloc_bytes(n * static_cast<int64_t>(sizeof(real)))); }
   // Host ↔ backend memory and backend → backend copies, in bytes; download returns when the data has landed.
   virtual void upload(void* dst, const void* host_src, int64_t bytes) = 0;
   virtual void download(void* host_dst, const void* src, int64_t bytes) = 0;
@@ -93,18 +96,18 @@ class Backend {
                                   int64_t I, int64_t O) = 0;
   // dx[T,I] = dy·w (or += when accumulate_dx; dx may be null), dw[O,I] += dyᵀ·x (dw may be null: x is then not
   // read), db[O] += Σ dy (db may be null).
-  virtual void linear_backward(void* dx, float* dw, float* db, const void* dy, const void* x, const void* w,
+  virtual void linear_backward(void* dx, real* dw, real* db, const void* dy, const void* x, const void* w,
                                int64_t T, int64_t I, int64_t O, bool accumulate_dx) = 0;
 
   // y[T,H] = table[ids[t]]; dtable[ids[t]] += dy[t]. ids are checked in range by the data module.
   virtual void embedding_forward(void* y, const void* table, const int32_t* ids, int64_t T, int64_t H) = 0;
-  virtual void embedding_backward(float* dtable, const void* dy, const int32_t* ids, int64_t T, int64_t H) = 0;
+  virtual void embedding_backward(real* dtable, const void* dy, const int32_t* ids, int64_t T, int64_t H) = 0;
 
   // y = x · rsqrt(mean(x²) + eps) · (w + weight_offset) over rows of D (HF LlamaRMSNorm with offset 0, Gemma's
   // (1+w)·x̂ with offset 1); dx =, dw +=.
   virtual void rmsnorm_forward(void* y, const void* x, const void* w, int64_t N, int64_t D, float eps,
                                float weight_offset) = 0;
-  virtual void rmsnorm_backward(void* dx, float* dw, const void* dy, const void* x, const void* w, int64_t N,
+  virtual void rmsnorm_backward(void* dx, real* dw, const void* dy, const void* x, const void* w, int64_t N,
                                 int64_t D, float eps, float weight_offset) = 0;
   // y = x̂·w with the product formed in fp32 and rounded once to dtype() (OLMo 2/3's (w·x̂).to(dtype)), where
   // rmsnorm_forward rounds x̂ first (LlamaRMSNorm); the two differ only below fp32. Its backward is rmsnorm_backward's.
@@ -112,7 +115,7 @@ class Backend {
                                             float eps) = 0;
   // rmsnorm_backward with the residual branch's gradient added: dx = ∂ + residual (bitwise rmsnorm_backward, then
   // add(dx, residual)), in one pass over dx; residual may be dx itself (a parallel-residual layer's dy).
-  virtual void rmsnorm_backward_add(void* dx, float* dw, const void* dy, const void* x, const void* w,
+  virtual void rmsnorm_backward_add(void* dx, real* dw, const void* dy, const void* x, const void* w,
                                     const void* residual, int64_t N, int64_t D, float eps, float weight_offset) = 0;
 
   // LayerNorm over rows of D (nn.LayerNorm, CohereLayerNorm): y = (x − mean)·rsqrt(var + eps)·w_g + b_g, var the
@@ -122,13 +125,13 @@ class Backend {
   // multiple of weight_rows.
   virtual void layernorm_forward(void* y, const void* x, const void* w, const void* b, int64_t N, int64_t D,
                                  int64_t weight_rows, float eps) = 0;
-  virtual void layernorm_backward(void* dx, float* dw, float* db, const void* dy, const void* x, const void* w,
+  virtual void layernorm_backward(void* dx, real* dw, real* db, const void* dy, const void* x, const void* w,
                                   const void* residual, int64_t N, int64_t D, int64_t weight_rows, float eps) = 0;
 
   // y[N,D] = x / max(‖x‖₂, 1e-12) per row (torch.nn.functional.normalize; Baichuan's normalised LM head);
   // backward: dx[N,D] += ∂/∂x of Σ dy·y, dy and dx fp32.
   virtual void normalize_rows_forward(void* y, const void* x, int64_t N, int64_t D) = 0;
-  virtual void normalize_rows_backward(float* dx, const float* dy, const void* x, int64_t N, int64_t D) = 0;
+  virtual void normalize_rows_backward(real* dx, const real* dy, const void* x, int64_t N, int64_t D) = 0;
 
   // Weightless RMS normalisation over rows of D (Llama 4's q/k Llama4TextL2Norm): y = x · rsqrt(mean(x²) + eps);
   // dx = (∂y/∂x)ᵀ·dy.
@@ -144,22 +147,22 @@ class Backend {
   // In-place rotary embedding on x[T, n_heads, head_dim] on the first rot_dim dims; cos/sin are
   // [max_pos, rot_dim/2] tables (frequency i at column i), positions [T]. Pair i is (x[i], x[i + rot_dim/2])
   // (HF rotate_half) or, when interleaved, (x[2i], x[2i+1]) (GLM). backward applies the transpose rotation.
-  virtual void rope_forward(void* x, const float* cos, const float* sin, const int32_t* positions, int64_t T,
+  virtual void rope_forward(void* x, const real* cos, const real* sin, const int32_t* positions, int64_t T,
                             int64_t n_heads, int64_t head_dim, int64_t rot_dim, bool interleaved) = 0;
-  virtual void rope_backward(void* dx, const float* cos, const float* sin, const int32_t* positions, int64_t T,
+  virtual void rope_backward(void* dx, const real* cos, const real* sin, const int32_t* positions, int64_t T,
                              int64_t n_heads, int64_t head_dim, int64_t rot_dim, bool interleaved) = 0;
 
   // Causal (optionally windowed, segmented) softmax attention, GQA. Logit of query i, key j:
   // s = scale·q·k, then s = softcap·tanh(s/softcap) where softcap > 0, then s += slope_h·(j − i) where ALiBi.
   // q [T, n_heads*head_dim], out [T, n_heads*v_head_dim]; k [T, n_kv_heads*head_dim], v [T, n_kv_heads*v_head_dim]; lse [batch, n_heads, seq] (log-sum-exp saved
   // for backward). Rows at padded positions produce zeros. backward: dq, dk, dv =.
-  virtual void attention_forward(void* out, float* lse, const void* q, const void* k, const void* v,
+  virtual void attention_forward(void* out, real* lse, const void* q, const void* k, const void* v,
                                  const AttnShape& shape) = 0;
   virtual void attention_backward(void* dq, void* dk, void* dv, const void* dout, const void* q, const void* k,
-                                  const void* v, const void* out, const float* lse, const AttnShape& shape) = 0;
+                                  const void* v, const void* out, const real* lse, const AttnShape& shape) = 0;
   // The sinks' gradient (shape.sinks set): d_sinks[h] += −Σ over valid rows i of exp(sink_h − lse_i)·(dout_i·out_i),
   // summed in (batch, position) order (fp32). The sink has no value, so attention_backward is unchanged by it.
-  virtual void attention_sinks_backward(float* d_sinks, const void* dout, const void* out, const float* lse,
+  virtual void attention_sinks_backward(real* d_sinks, const void* dout, const void* out, const real* lse,
                                         const AttnShape& shape) = 0;
 
   // Per-head concatenation (multi-head latent attention's queries and keys): y[t, h] = a[t, h] (a_dim values) |
@@ -196,31 +199,31 @@ class Backend {
   // (segments may be null) read zero. backward: dx =, dw +=.
   virtual void causal_conv1d_forward(void* y, const void* x, const void* w, int64_t batch, int64_t seq, int64_t C,
                                      int64_t K, const int32_t* segments) = 0;
-  virtual void causal_conv1d_backward(void* dx, float* dw, const void* dy, const void* x, const void* w,
+  virtual void causal_conv1d_backward(void* dx, real* dw, const void* dy, const void* x, const void* w,
                                       int64_t batch, int64_t seq, int64_t C, int64_t K, const int32_t* segments) = 0;
 
   // Gated DeltaNet gates from ba[T, 2n] (b | a per token): beta = σ(b), g = −exp(A_log)·softplus(a + dt_bias)
   // (fp32 [T, n] each); backward: d_ba =, d_a_log and d_dt_bias += (fp32).
-  virtual void deltanet_gates_forward(float* g, float* beta, const void* ba, const void* a_log, const void* dt_bias,
+  virtual void deltanet_gates_forward(real* g, real* beta, const void* ba, const void* a_log, const void* dt_bias,
                                       int64_t T, int64_t n) = 0;
-  virtual void deltanet_gates_backward(void* d_ba, float* d_a_log, float* d_dt_bias, const float* dg,
-                                       const float* dbeta, const void* ba, const void* a_log, const void* dt_bias,
+  virtual void deltanet_gates_backward(void* d_ba, real* d_a_log, real* d_dt_bias, const real* dg,
+                                       const real* dbeta, const void* ba, const void* a_log, const void* dt_bias,
                                        int64_t T, int64_t n) = 0;
 
   // The gated delta rule with q and k L2-normalised (x·rsqrt(Σx² + 1e-6)) and q scaled by 1/sqrt(k_head_dim), per
   // sequence, v head and token t: S ← exp(g_t)·S; S ← S + k_t·(β_t·(v_t − Sᵀk_t))ᵀ; o_t = Sᵀq_t, S [k_head_dim,
   // v_head_dim] fp32 starting at zero for every sequence and packed segment; padded tokens give o = 0 and no
   // gradient. backward: d_qkv (∂ wrt the raw q, k, v) =, dg, dbeta =.
-  virtual void gated_delta_rule_forward(void* o, const void* qkv, const float* g, const float* beta,
+  virtual void gated_delta_rule_forward(void* o, const void* qkv, const real* g, const real* beta,
                                         const DeltaRuleShape& shape) = 0;
-  virtual void gated_delta_rule_backward(void* d_qkv, float* dg, float* dbeta, const void* d_o, const void* qkv,
-                                         const float* g, const float* beta, const DeltaRuleShape& shape) = 0;
+  virtual void gated_delta_rule_backward(void* d_qkv, real* dg, real* dbeta, const void* d_o, const void* qkv,
+                                         const real* g, const real* beta, const DeltaRuleShape& shape) = 0;
 
   // RMSNorm gated by silu(z) (Qwen3.5's RMSNormGated, norm before gate): y = w·x̂·silu(z) over rows of D,
   // x̂ = x·rsqrt(mean(x²) + eps); dx, dz =, dw +=.
   virtual void gated_rmsnorm_forward(void* y, const void* x, const void* z, const void* w, int64_t N, int64_t D,
                                      float eps) = 0;
-  virtual void gated_rmsnorm_backward(void* dx, void* dz, float* dw, const void* dy, const void* x, const void* z,
+  virtual void gated_rmsnorm_backward(void* dx, void* dz, real* dw, const void* dy, const void* x, const void* z,
                                       const void* w, int64_t N, int64_t D, float eps) = 0;
 
   // y += x; y *= alpha (n elements of dtype()).
@@ -231,7 +234,7 @@ class Backend {
   // softcap > 0 they become softcap·tanh(logits/softcap) before the softmax (Gemma 2's final soft-capping).
   // Returns Σ CE over tokens whose target != -100 (fp64). dx[T,H] = grad_scale · ∂Σ/∂x, dw[V,H] += grad_scale · ∂Σ/∂w.
   // dx and dw both null: the loss only (evaluation), no gradient computed.
-  double head_loss(void* dx, float* dw, const void* x, const void* w, const int32_t* targets, int64_t T, int64_t H,
+  double head_loss(void* dx, real* dw, const void* x, const void* w, const int32_t* targets, int64_t T, int64_t H,
                    int64_t V, float grad_scale, float softcap) {
     return head_loss_rows(dx, dw, x, w, targets, nullptr, nullptr, T, H, V, grad_scale, softcap);
   }
@@ -239,8 +242,8 @@ class Backend {
   // row_weight [T] fp32 backend memory (null = every row 1) weighs each row's CE in the gradient, dx = grad_scale ·
   // ∂(Σ row_weight·CE)/∂x and dw += grad_scale · ∂(Σ row_weight·CE)/∂w; row_loss [T] fp32 backend memory (null = not
   // written) receives each row's CE, 0 where the target is −100. Returns the unweighted Σ CE.
-  virtual double head_loss_rows(void* dx, float* dw, const void* x, const void* w, const int32_t* targets,
-                                const float* row_weight, float* row_loss, int64_t T, int64_t H, int64_t V,
+  virtual double head_loss_rows(void* dx, real* dw, const void* x, const void* w, const int32_t* targets,
+                                const real* row_weight, real* row_loss, int64_t T, int64_t H, int64_t V,
                                 float grad_scale, float softcap) = 0;
 
   // Mixture of experts over T tokens, E experts, k experts per token; R = T·k routed rows. `seq_lens` (null = all
@@ -254,16 +257,16 @@ class Backend {
   // Sigmoid kind (MoeRouting::sigmoid): probs = sigmoid(logits); the k largest of probs + score_bias among the
   // experts of the topk_groups groups (of E / groups experts) whose two largest biased scores sum highest (ties to
   // the lower group); weights their unbiased probs, / (sum + 1e-20) where norm_topk, × scaling.
-  virtual void moe_route_forward(float* probs, int32_t* idx, float* weights, const void* logits, int64_t T,
+  virtual void moe_route_forward(real* probs, int32_t* idx, real* weights, const void* logits, int64_t T,
                                  const MoeRouting& r) = 0;
   // d_logits[T,E] = ∂/∂logits of Σ d_weights·weights + Σ_{valid t, e} aux_grad[e]·probs[t,e] (aux_grad [E] may be
   // null: no auxiliary loss; always null for the sigmoid kind), the selection held fixed.
-  virtual void moe_route_backward(void* d_logits, const float* d_weights, const float* probs, const int32_t* idx,
-                                  const float* weights, const float* aux_grad, const int32_t* seq_lens, int64_t seq,
+  virtual void moe_route_backward(void* d_logits, const real* d_weights, const real* probs, const int32_t* idx,
+                                  const real* weights, const real* aux_grad, const int32_t* seq_lens, int64_t seq,
                                   int64_t T, const MoeRouting& r) = 0;
   // The load-balancing loss's statistics over the valid tokens: counts[E] += rows routed to each expert,
   // prob_sums[E] += Σ_t probs[t,e] (summed in token order).
-  virtual void moe_router_stats(int32_t* counts, float* prob_sums, const float* probs, const int32_t* idx,
+  virtual void moe_router_stats(int32_t* counts, real* prob_sums, const real* probs, const int32_t* idx,
                                 const int32_t* seq_lens, int64_t seq, int64_t T, int64_t E, int64_t k) = 0;
   // Stable grouping of the routed rows by expert: offsets[E+1] (expert e's rows are [offsets[e], offsets[e+1])),
   // source[R] (grouped row r holds routed row t·k + j, rows of one expert in token order), row_of[T·k] its inverse.
@@ -274,14 +277,14 @@ class Backend {
   virtual void moe_gather_backward(void* dx, const void* dxs, const int32_t* row_of, int64_t T, int64_t k, int64_t H,
                                    bool accumulate) = 0;
   // y[t,H] = Σ_j weights[t,j]·ys[row_of[t·k + j]], j in order.
-  virtual void moe_combine_forward(void* y, const void* ys, const float* weights, const int32_t* row_of, int64_t T,
+  virtual void moe_combine_forward(void* y, const void* ys, const real* weights, const int32_t* row_of, int64_t T,
                                    int64_t k, int64_t H) = 0;
   // The combine's backward without the expert outputs ys = act·w_downᵀ (+ b_down), so that a backward need not
   // recompute the down projection. Given u[R,I] = dy[source[r] / k]·w_down_e, the down projection's data gradient of
   // the unweighted output gradient, and the activations act[R,I]: d_weights[source[r]] = u[r]·act[r]
   // (+ dy[source[r] / k]·b_e where down_bias [E, H] is given, e = idx[source[r]]), fp32; then, in place,
   // u[r] *= weights[source[r]]: the activations' gradient.
-  virtual void moe_combine_weights_backward(void* u, float* d_weights, const void* act, const float* weights,
+  virtual void moe_combine_weights_backward(void* u, real* d_weights, const void* act, const real* weights,
                                             const int32_t* source, const int32_t* idx, const void* dy,
                                             const void* down_bias, int64_t R, int64_t k, int64_t I, int64_t H) = 0;
   // Grouped linear: rows [offsets[e], offsets[e+1]) of x[R,I] times expert e's w_e[O,I] (w + e·w_stride elements):
@@ -289,20 +292,20 @@ class Backend {
   // (dw + e·w_stride, fp32). An expert without rows is skipped.
   virtual void grouped_linear_forward(void* y, const void* x, const void* w, int64_t w_stride, const int64_t* offsets,
                                       int64_t E, int64_t I, int64_t O) = 0;
-  virtual void grouped_linear_backward(void* dx, float* dw, const void* dy, const void* x, const void* w,
+  virtual void grouped_linear_backward(void* dx, real* dw, const void* dy, const void* x, const void* w,
                                        int64_t w_stride, const int64_t* offsets, int64_t E, int64_t I, int64_t O,
                                        bool accumulate_dx) = 0;
   // Routed rows scaled by their routing weights (Llama 4 scales the expert's input): xs[r,H] *= weights[source[r]];
   // backward, in place on dxs: d_weights[source[r]] = x[source[r] / k]·dxs[r] (fp32, every routed row written), then
   // dxs[r] *= weights[source[r]].
-  virtual void moe_scale_rows_forward(void* xs, const float* weights, const int32_t* source, int64_t R, int64_t H) = 0;
-  virtual void moe_scale_rows_backward(void* dxs, float* d_weights, const void* x, const float* weights,
+  virtual void moe_scale_rows_forward(void* xs, const real* weights, const int32_t* source, int64_t R, int64_t H) = 0;
+  virtual void moe_scale_rows_backward(void* dxs, real* d_weights, const void* x, const real* weights,
                                        const int32_t* source, int64_t R, int64_t k, int64_t H) = 0;
   // Per-expert bias of grouped rows: y[r, O] += b_e[O] for rows r of expert e (b + e·b_stride); offsets [E+1] in
   // backend memory (moe_permute's). Backward: db_e[O] += Σ of dy over expert e's rows, in row order (fp32).
   virtual void grouped_bias_forward(void* y, const void* b, int64_t b_stride, const int32_t* offsets, int64_t E,
                                     int64_t R, int64_t O) = 0;
-  virtual void grouped_bias_backward(float* db, const void* dy, int64_t b_stride, const int32_t* offsets, int64_t E,
+  virtual void grouped_bias_backward(real* db, const void* dy, int64_t b_stride, const int32_t* offsets, int64_t E,
                                      int64_t R, int64_t O) = 0;
   // y[t,H] += sigmoid(g[t])·x[t] (Qwen2-MoE's shared-expert gate, g [T]); backward: dx[t] = sigmoid(g[t])·dy[t],
   // dg[t] = sigmoid'(g[t])·(x[t]·dy[t]).
@@ -311,7 +314,7 @@ class Backend {
                                      int64_t H) = 0;
 
   // Σ x² in fp64 over n fp32 values.
-  virtual double sum_squares(const float* x, int64_t n) = 0;
+  virtual double sum_squares(const real* x, int64_t n) = 0;
 
   // Device time per op since the start, where the backend measures it (CUDA with MEGATRAIN_PROFILE_OPS=1): a
   // printable table; empty otherwise.

@@ -5,7 +5,9 @@
 
 namespace mt {
 
-std::string_view dtype_name(DType t) { return t == DType::f32 ? "float32" : "bfloat16"; }
+std::string_view dtype_name(DType t) {
+  return t == DType::f32 ? "float32" : t == DType::bf16 ? "bfloat16" : "float64";
+}
 
 DType dtype_from_name(std::string_view name) {
   if (name == "float32" || name == "fp32") return DType::f32;

@@ -8,10 +8,11 @@
 
 namespace mt {
 
-enum class DType { f32, bf16 };
+// f64 is the compute type of the CPU reference's fp64 build alone (core/real.h): never stored, streamed or configured.
+enum class DType { f32, bf16, f64 };
 
-constexpr std::size_t dtype_size(DType t) { return t == DType::f32 ? 4 : 2; }
-std::string_view dtype_name(DType t);          // "float32" / "bfloat16"
+constexpr std::size_t dtype_size(DType t) { return t == DType::f64 ? 8 : t == DType::f32 ? 4 : 2; }
+std::string_view dtype_name(DType t);          // "float32" / "bfloat16" / "float64"
 DType dtype_from_name(std::string_view name);  // accepts float32/fp32/bfloat16/bf16; throws mt::Error otherwise
 
 inline std::uint16_t f32_to_bf16(float x) {

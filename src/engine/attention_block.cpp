@@ -56,7 +56,7 @@ void norm_rows_forward(const LayerContext& ctx, const AttentionSpec& a, const vo
   else
     rmsnorm_forward(ctx, y, x, w, elements / width, width);
 }
-void norm_rows_backward(const LayerContext& ctx, const AttentionSpec& a, const void* w, float* dw, void* dx,
+void norm_rows_backward(const LayerContext& ctx, const AttentionSpec& a, const void* w, real* dw, void* dx,
                         const void* dy, const void* x, int64_t elements, int64_t width, int64_t heads) {
   const auto eps = static_cast<float>(ctx.spec->rms_norm_eps);
   if (a.qk_layer_norm)
@@ -72,7 +72,7 @@ void qk_norm_forward(const LayerContext& ctx, const AttentionSpec& a, const void
   norm_rows_forward(ctx, a, weight_at(ctx, w, o.k_norm), n.k, n.k_raw, T * a.kv_dim(), a.k_norm_width(),
                     a.num_kv_heads);
 }
-void qk_norm_backward(const LayerContext& ctx, const AttentionSpec& a, const void* w, float* dw,
+void qk_norm_backward(const LayerContext& ctx, const AttentionSpec& a, const void* w, real* dw,
                       const AttentionOffsets& o, void* dq_raw, void* dk_raw, const void* dq, const void* dk,
                       const LayerInternals& n, int64_t T) {
   norm_rows_backward(ctx, a, weight_at(ctx, w, o.q_norm), grad_at(dw, o.q_norm), dq_raw, dq, n.q_raw, T * a.q_dim(),
@@ -122,7 +122,7 @@ void attention_block_forward(const LayerContext& ctx, int64_t layer, const void*
 }
 
 void attention_block_backward(const LayerContext& ctx, int64_t layer, const void* w, const void* in,
-                              const void* d_out, void* d_in, float* dw, const MicroBatch& mb, const LayerScratch& s,
+                              const void* d_out, void* d_in, real* dw, const MicroBatch& mb, const LayerScratch& s,
                               const LayerInternals& n) {
   Backend& be = *ctx.backend;
   const AttentionSpec& a = ctx.layer(layer).attention;

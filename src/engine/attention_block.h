@@ -16,7 +16,7 @@ namespace mt {
 void attention_block_forward(const LayerContext& ctx, int64_t layer, const void* w, const void* in, void* out,
                              const void* residual, const MicroBatch& mb, const LayerInternals& n);
 void attention_block_backward(const LayerContext& ctx, int64_t layer, const void* w, const void* in,
-                              const void* d_out, void* d_in, float* dw, const MicroBatch& mb, const LayerScratch& s,
+                              const void* d_out, void* d_in, real* dw, const MicroBatch& mb, const LayerScratch& s,
                               const LayerInternals& n);
 
 }  // namespace mt

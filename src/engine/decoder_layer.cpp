@@ -77,7 +77,7 @@ const void* scaled_gradient(const LayerContext& ctx, int64_t layer, void* dst, c
 
 // dx = d_block + d_residual: a pre-norm's backward with the residual's gradient added, or without the norm the sum.
 // d_residual may be dx itself where the layer has pre-norms (the norm's backward reads it in its pass).
-void input_gradient(const LayerContext& ctx, int64_t layer, const HiddenNorm& norm, void* dx, float* dw,
+void input_gradient(const LayerContext& ctx, int64_t layer, const HiddenNorm& norm, void* dx, real* dw,
                     const void* d_block, const void* x, const void* d_residual, int64_t offset) {
   if (ctx.layer(layer).pre_norms) {
     norm.backward(dx, dw, d_block, x, offset, d_residual);
@@ -124,7 +124,7 @@ DecoderWorkspace::DecoderWorkspace(Backend& be, const ModelSpec& spec, int64_t m
   if (spec.normalized_head) {
     const int64_t n = spec.vocab_size * spec.hidden_size;
     head_weight = backend.alloc(n);
-    head_weight_grad = backend.alloc_floats(n);
+    head_weight_grad = backend.alloc_reals(n);
     buffers_.push_back(head_weight);
     buffers_.push_back(head_weight_grad);
   }
@@ -168,7 +168,7 @@ void decoder_layer_forward(const LayerContext& ctx, int64_t layer, const void* w
 // Backward. A residual multiplier's scaled gradients go to buffers free at that point: the feed-forward's to d_hidden
 // (written only after it), the mixer's to d_norm under a post-norm (whose backward writes d_block), else to d_block.
 void decoder_layer_backward(const LayerContext& ctx, int64_t layer, const void* w, const void* x, const void* dy,
-                            void* dx, float* dw, const MicroBatch& mb, DecoderWorkspace& ws,
+                            void* dx, real* dw, const MicroBatch& mb, DecoderWorkspace& ws,
                             const LayerInternals* saved, const MoeKept* moe_kept) {
   const LayerInternals& n = saved ? *saved : ws.internals;
   const LayerScratch& s = ws.scratch;

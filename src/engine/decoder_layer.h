@@ -37,7 +37,7 @@ class DecoderWorkspace {
   MlpChunk mlp;               // one token chunk's dense feed-forward buffers
   int64_t chunk_tokens = 0;   // tokens per feed-forward chunk
   void* head_weight = nullptr;         // [V, H] normalised LM head rows (normalized_head)
-  float* head_weight_grad = nullptr;   // [V, H] fp32 gradient of those rows
+  real* head_weight_grad = nullptr;    // [V, H] fp32 gradient of those rows
 
  private:
   std::vector<void*> buffers_;
@@ -52,7 +52,7 @@ void decoder_layer_forward(const LayerContext& ctx, int64_t layer, const void* w
                            const MicroBatch& mb, DecoderWorkspace& ws, const LayerInternals* saved = nullptr,
                            const MoeKept* moe_kept = nullptr);
 void decoder_layer_backward(const LayerContext& ctx, int64_t layer, const void* weights, const void* x,
-                            const void* dy, void* dx, float* dweights, const MicroBatch& mb, DecoderWorkspace& ws,
+                            const void* dy, void* dx, real* dweights, const MicroBatch& mb, DecoderWorkspace& ws,
                             const LayerInternals* saved = nullptr, const MoeKept* moe_kept = nullptr);
 
 }  // namespace mt

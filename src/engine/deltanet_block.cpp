@@ -46,7 +46,7 @@ void deltanet_block_forward(const LayerContext& ctx, int64_t layer, const void* 
 }
 
 void deltanet_block_backward(const LayerContext& ctx, int64_t layer, const void* w, const void* in,
-                             const void* d_out, void* d_in, float* dw, const MicroBatch& mb, const LayerScratch& s,
+                             const void* d_out, void* d_in, real* dw, const MicroBatch& mb, const LayerScratch& s,
                              const LayerInternals& n) {
   Backend& be = *ctx.backend;
   const DeltaNetSpec& d = ctx.layer(layer).deltanet;

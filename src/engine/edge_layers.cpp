@@ -30,7 +30,7 @@ void embedding_forward(const LayerContext& ctx, const void* table, void* y, cons
     ctx.backend->scale(y, embedding_multiplier(ctx), mb.tokens() * ctx.spec->hidden_size);
 }
 
-void embedding_backward(const LayerContext& ctx, float* dtable, void* dy, const MicroBatch& mb,
+void embedding_backward(const LayerContext& ctx, real* dtable, void* dy, const MicroBatch& mb,
                         const int32_t* host_ids) {
   const int64_t H = ctx.spec->hidden_size;
   const auto row_bytes = H * static_cast<int64_t>(dtype_size(ctx.backend->dtype()));
@@ -47,10 +47,10 @@ void head_prepare(const LayerContext& ctx, const void* head, DecoderWorkspace& w
   const ModelSpec& s = *ctx.spec;
   ctx.backend->normalize_rows_forward(ws.head_weight, weight_at(ctx, head, ctx.layout->head.lm_head), s.vocab_size,
                                       s.hidden_size);
-  ctx.backend->zero_bytes(ws.head_weight_grad, s.vocab_size * s.hidden_size * 4);
+  ctx.backend->zero_bytes(ws.head_weight_grad, s.vocab_size * s.hidden_size * static_cast<int64_t>(sizeof(real)));
 }
 
-void head_finish(const LayerContext& ctx, const void* head, float* dhead, DecoderWorkspace& ws) {
+void head_finish(const LayerContext& ctx, const void* head, real* dhead, DecoderWorkspace& ws) {
   if (!ctx.spec->normalized_head) return;
   const ModelSpec& s = *ctx.spec;
   const int64_t lm_head = ctx.layout->head.lm_head;
@@ -59,8 +59,8 @@ void head_finish(const LayerContext& ctx, const void* head, float* dhead, Decode
 }
 
 double head_forward_backward(const LayerContext& ctx, const void* head, const void* table, const void* x,
-                             void* dx, float* dhead, float* dtable, const MicroBatch& mb, float grad_scale,
-                             DecoderWorkspace& ws, const float* row_weight) {
+                             void* dx, real* dhead, real* dtable, const MicroBatch& mb, float grad_scale,
+                             DecoderWorkspace& ws, const real* row_weight) {
   Backend& be = *ctx.backend;
   const ModelSpec& s = *ctx.spec;
   const HeadOffsets& o = ctx.layout->head;
@@ -68,7 +68,7 @@ double head_forward_backward(const LayerContext& ctx, const void* head, const vo
   const bool tied = o.lm_head < 0;
   MT_ASSERT(!(tied && s.normalized_head), "a normalised head is never tied");
   const void* w_out = s.normalized_head ? ws.head_weight : tied ? table : weight_at(ctx, head, o.lm_head);
-  float* dw_out = s.normalized_head ? ws.head_weight_grad : tied ? dtable : dhead + o.lm_head;
+  real* dw_out = s.normalized_head ? ws.head_weight_grad : tied ? dtable : dhead + o.lm_head;
   const LayerScratch& sc = ws.scratch;
   const HiddenNorm norm{ctx, head, T};
 
@@ -82,7 +82,7 @@ double head_forward_backward(const LayerContext& ctx, const void* head, const vo
 }
 
 double head_loss_only(const LayerContext& ctx, const void* head, const void* table, const void* x,
-                      const MicroBatch& mb, DecoderWorkspace& ws, float* row_loss) {
+                      const MicroBatch& mb, DecoderWorkspace& ws, real* row_loss) {
   Backend& be = *ctx.backend;
   const ModelSpec& s = *ctx.spec;
   const HeadOffsets& o = ctx.layout->head;

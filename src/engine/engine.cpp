@@ -148,8 +148,8 @@ Engine::Engine(Backend& backend, const ModelSpec& spec, HostStore& store, const 
   for (size_t t = 0; t < spec_.rope_tables.size(); ++t) {
     const int64_t n = options_.max_positions * (spec_.rope_tables[t].rot_dim() / 2);
     RopeBuffers& b = rope_tables_[t];
-    b.cos = backend_.alloc_floats(n);
-    b.sin = backend_.alloc_floats(n);
+    b.cos = backend_.alloc_reals(n);
+    b.sin = backend_.alloc_reals(n);
     ctx_.rope[t] = {b.cos, b.sin, spec_.rope_tables[t].rot_dim(), spec_.rope_tables[t].interleaved};
     upload_rope_table(t, 0);
   }
@@ -162,7 +162,7 @@ Engine::Engine(Backend& backend, const ModelSpec& spec, HostStore& store, const 
     float*& slopes = alibi_slopes_[l.attention.num_heads];
     if (!slopes) {
       const std::vector<float> host = alibi_slopes(l.attention.num_heads);
-      slopes = backend_.alloc_floats(l.attention.num_heads);
+      slopes = backend_.alloc_reals(l.attention.num_heads);
       backend_.upload(slopes, host.data(), l.attention.num_heads * 4);
     }
     ctx_.alibi_slopes.push_back(slopes);
@@ -179,8 +179,8 @@ Engine::Engine(Backend& backend, const ModelSpec& spec, HostStore& store, const 
   }
   if (moe_layers_ > 0) {
     moe_aux_.counts = static_cast<int32_t*>(backend_.alloc_bytes(moe_layers_ * moe_aux_.experts * 4));
-    moe_aux_.prob_sums = backend_.alloc_floats(moe_layers_ * moe_aux_.experts);
-    moe_aux_grad_ = backend_.alloc_floats(moe_aux_.experts);
+    moe_aux_.prob_sums = backend_.alloc_reals(moe_layers_ * moe_aux_.experts);
+    moe_aux_grad_ = backend_.alloc_reals(moe_aux_.experts);
     ctx_.moe_aux = &moe_aux_;
   }
 }
@@ -273,8 +273,8 @@ Engine::Activations& Engine::activations_for(int64_t pass_tokens, int64_t mb_seq
   a.current = backend_.alloc(n);
   a.next = backend_.alloc(n);
   a.grad = backend_.alloc(n);
-  a.row_loss = backend_.alloc_floats(pass_tokens);
-  a.row_weight = backend_.alloc_floats(pass_tokens);
+  a.row_loss = backend_.alloc_reals(pass_tokens);
+  a.row_weight = backend_.alloc_reals(pass_tokens);
   // seq_len bounds every micro-batch's padded length, so lse fits max mb_seqs × heads × seq_len.
   a.ws = std::make_unique<DecoderWorkspace>(backend_, spec_, mb_tokens, mb_seqs, seq_len, options_.token_chunk);
   for (int64_t i = options_.recompute_layers; i < L; ++i) {

@@ -20,7 +20,7 @@ void HiddenNorm::forward(void* y, const void* x, int64_t offset) const {
                                  T, H, 1, eps);
 }
 
-void HiddenNorm::backward(void* dx, float* dw, const void* dy, const void* x, int64_t offset,
+void HiddenNorm::backward(void* dx, real* dw, const void* dy, const void* x, int64_t offset,
                           const void* residual) const {
   const ModelSpec& s = *ctx.spec;
   const int64_t H = s.hidden_size;

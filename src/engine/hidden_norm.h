@@ -15,7 +15,7 @@ struct HiddenNorm {
   const void* w;  // the region's weights
   int64_t T;
   void forward(void* y, const void* x, int64_t offset) const;
-  void backward(void* dx, float* dw, const void* dy, const void* x, int64_t offset,
+  void backward(void* dx, real* dw, const void* dy, const void* x, int64_t offset,
                 const void* residual = nullptr) const;
 };
 

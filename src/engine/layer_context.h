@@ -12,8 +12,8 @@
 namespace mt {
 
 struct RopeTableView {
-  const float* cos = nullptr;  // [max_positions, rot_dim/2], backend memory
-  const float* sin = nullptr;
+  const real* cos = nullptr;   // [max_positions, rot_dim/2], backend memory
+  const real* sin = nullptr;
   int64_t rot_dim = 0;
   bool interleaved = false;
 };
@@ -23,7 +23,7 @@ struct LayerContext {
   const ModelSpec* spec = nullptr;
   const ParamLayout* layout = nullptr;
   std::vector<RopeTableView> rope;            // one per ModelSpec::rope_tables entry
-  std::vector<const float*> alibi_slopes;     // per layer: [num_heads] in backend memory, or null
+  std::vector<const real*> alibi_slopes;      // per layer: [num_heads] in backend memory, or null
   MoeAuxState* moe_aux = nullptr;             // the router loss's statistics (models with MoE layers), or null
   ExpertOccupancy* expert_occupancy = nullptr;  // host counters of the MoE forwards, or null
 
@@ -40,7 +40,7 @@ inline const void* weight_at(const LayerContext& ctx, const void* base, int64_t 
   if (offset < 0) return nullptr;
   return static_cast<const char*>(base) + offset * static_cast<int64_t>(dtype_size(ctx.backend->dtype()));
 }
-inline float* grad_at(float* base, int64_t offset) { return offset < 0 ? nullptr : base + offset; }
+inline real* grad_at(real* base, int64_t offset) { return offset < 0 ? nullptr : base + offset; }
 
 // The model's RMSNorm over N rows of D with weight w, in its norm style (ModelSpec::norm_style): the product rounded
 // as the family's RMSNorm rounds it.

@@ -126,11 +126,11 @@ LayerInternals allocate_internals(Backend& be, const InternalsWidths& w, int64_t
     owned.push_back(be.alloc(T * width));
     p = owned.back();
   });
-  n.lse = be.alloc_floats(T * w.lse_heads);
+  n.lse = be.alloc_reals(T * w.lse_heads);
   owned.push_back(n.lse);
   if (w.dn_heads > 0)
-    for (float** p : {&n.dn_g, &n.dn_beta}) {
-      *p = be.alloc_floats(T * w.dn_heads);
+    for (real** p : {&n.dn_g, &n.dn_beta}) {
+      *p = be.alloc_reals(T * w.dn_heads);
       owned.push_back(*p);
     }
   return n;
@@ -188,8 +188,8 @@ LayerScratch allocate_scratch(Backend& be, const ScratchWidths& w, int64_t token
     p = owned.back();
   });
   if (w.dn_heads > 0)
-    for (float** p : {&s.dn_dg, &s.dn_dbeta}) {
-      *p = be.alloc_floats(tokens * w.dn_heads);
+    for (real** p : {&s.dn_dg, &s.dn_dbeta}) {
+      *p = be.alloc_reals(tokens * w.dn_heads);
       owned.push_back(*p);
     }
   return s;

@@ -20,14 +20,14 @@ struct LayerInternals {
   void* h1 = nullptr;                       // residual stream after attention
   void *gate = nullptr, *up = nullptr;      // MLP projections
   void* mlp_out = nullptr;                  // down projection before its post-norm (post_norms)
-  float* lse = nullptr;                     // [seqs, n_heads, seq_len]
+  real* lse = nullptr;                      // [seqs, n_heads, seq_len]
   // Gated attention (output_gate): the gate before its sigmoid, and attn·σ(gate) (o_proj's input).
   void *out_gate = nullptr, *gated_attn = nullptr;
   // Gated DeltaNet: in_proj q|k|v (the conv's input), the conv's output, z, b|a, the delta rule's output and the
   // gated norm's output (out_proj's input); g and beta in fp32.
   void *dn_qkv_raw = nullptr, *dn_qkv = nullptr, *dn_z = nullptr, *dn_ba = nullptr, *dn_core = nullptr,
        *dn_normed = nullptr;
-  float *dn_g = nullptr, *dn_beta = nullptr;  // [tokens, n_v_heads]
+  real *dn_g = nullptr, *dn_beta = nullptr;   // [tokens, n_v_heads]
   // Multi-head latent attention: the normed low-rank query (q_b_proj's input) and the normed kv latent (kv_b_proj's).
   void *mla_q_latent = nullptr, *mla_kv_latent = nullptr;
 };
@@ -72,7 +72,7 @@ struct LayerScratch {
   // Gated DeltaNet backward: ∂/∂ normed, core, z, conv output, conv input, b|a; dg and dbeta in fp32.
   void *dn_d_normed = nullptr, *dn_d_core = nullptr, *dn_d_z = nullptr, *dn_d_qkv = nullptr, *dn_d_qkv_raw = nullptr,
        *dn_d_ba = nullptr;
-  float *dn_dg = nullptr, *dn_dbeta = nullptr;
+  real *dn_dg = nullptr, *dn_dbeta = nullptr;
   // Multi-head latent attention: forward, the query's no-rope and rope parts, the keys' no-rope part and the shared
   // rotary key (head_concat's inputs); backward, their gradients; and ∂/∂ the latents, normed and raw.
   void *mla_q_nope = nullptr, *mla_q_rope = nullptr, *mla_k_nope = nullptr, *mla_k_rope = nullptr;

@@ -38,7 +38,7 @@ void latent_norm_forward(const LayerContext& ctx, const MlaSpec& m, void* y, con
                          int64_t D) {
   ctx.backend->rmsnorm_forward(y, x, w, T, D, static_cast<float>(m.latent_norm_eps), ctx.spec->norm_weight_offset());
 }
-void latent_norm_backward(const LayerContext& ctx, const MlaSpec& m, void* dx, float* dw, const void* dy,
+void latent_norm_backward(const LayerContext& ctx, const MlaSpec& m, void* dx, real* dw, const void* dy,
                           const void* x, const void* w, int64_t T, int64_t D) {
   ctx.backend->rmsnorm_backward(dx, dw, dy, x, w, T, D, static_cast<float>(m.latent_norm_eps),
                                 ctx.spec->norm_weight_offset());
@@ -82,7 +82,7 @@ void mla_block_forward(const LayerContext& ctx, int64_t layer, const void* w, co
 }
 
 void mla_block_backward(const LayerContext& ctx, int64_t layer, const void* w, const void* in, const void* d_out,
-                        void* d_in, float* dw, const MicroBatch& mb, const LayerScratch& s, const LayerInternals& n) {
+                        void* d_in, real* dw, const MicroBatch& mb, const LayerScratch& s, const LayerInternals& n) {
   Backend& be = *ctx.backend;
   const MlaSpec& m = ctx.layer(layer).mla;
   const MlaOffsets& o = ctx.offsets(layer).mla;

@@ -36,7 +36,7 @@ void mlp_block_output(const LayerContext& ctx, int64_t layer, const void* w, voi
 }
 
 void mlp_block_backward(const LayerContext& ctx, int64_t layer, const void* w, const void* in, const void* d_out,
-                        void* d_in, float* dw, int64_t T, const MlpChunk& b) {
+                        void* d_in, real* dw, int64_t T, const MlpChunk& b) {
   Backend& be = *ctx.backend;
   const MlpSpec& m = ctx.layer(layer).mlp;
   const MlpOffsets& o = ctx.offsets(layer).mlp;

@@ -22,6 +22,6 @@ void mlp_block_inputs(const LayerContext& ctx, int64_t layer, const void* w, con
 void mlp_block_output(const LayerContext& ctx, int64_t layer, const void* w, void* out, const void* residual, int64_t T,
                       const MlpChunk& b);
 void mlp_block_backward(const LayerContext& ctx, int64_t layer, const void* w, const void* in, const void* d_out,
-                        void* d_in, float* dw, int64_t T, const MlpChunk& b);
+                        void* d_in, real* dw, int64_t T, const MlpChunk& b);
 
 }  // namespace mt

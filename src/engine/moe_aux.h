@@ -38,8 +38,8 @@ struct MoeAuxState {
   int64_t experts = 0;           // E, the same on every MoE layer
   std::vector<int64_t> slot;     // per layer: its row of counts / prob_sums, -1 for dense layers
   int32_t* counts = nullptr;     // [MoE layers, E] routed valid rows per expert
-  float* prob_sums = nullptr;    // [MoE layers, E] Σ over valid tokens of the router probabilities
-  const float* grad = nullptr;   // [E] ∂(weighted aux loss)/∂probs[t, e] of each valid token; null = aux loss off
+  real* prob_sums = nullptr;     // [MoE layers, E] Σ over valid tokens of the router probabilities
+  const real* grad = nullptr;    // [E] ∂(weighted aux loss)/∂probs[t, e] of each valid token; null = aux loss off
   bool collect = false;
 };
 

@@ -31,9 +31,9 @@ void each_buffer(MoeScratch& s, const MoeDims& d, int64_t H, F f) {
   const int64_t R = d.k;  // routed rows per token
   f(reinterpret_cast<void*&>(s.logits), d.E, 0);
   f(reinterpret_cast<void*&>(s.d_logits), d.E, 0);
-  f(reinterpret_cast<void*&>(s.probs), d.E, 4);
-  f(reinterpret_cast<void*&>(s.weights), d.k, 4);
-  f(reinterpret_cast<void*&>(s.d_weights), d.k, 4);
+  f(reinterpret_cast<void*&>(s.probs), d.E, sizeof(real));
+  f(reinterpret_cast<void*&>(s.weights), d.k, sizeof(real));
+  f(reinterpret_cast<void*&>(s.d_weights), d.k, sizeof(real));
   f(reinterpret_cast<void*&>(s.idx), d.k, 4);
   f(reinterpret_cast<void*&>(s.source), d.k, 4);
   f(reinterpret_cast<void*&>(s.row_of), d.k, 4);
@@ -49,8 +49,8 @@ void each_buffer(MoeScratch& s, const MoeDims& d, int64_t H, F f) {
 template <typename F>
 void each_kept(MoeKept& k, const LayerSpec& l, int64_t H, F f) {
   const MoeSpec& m = l.moe;
-  f(reinterpret_cast<void*&>(k.probs), m.num_experts, 4);
-  f(reinterpret_cast<void*&>(k.weights), m.top_k, 4);
+  f(reinterpret_cast<void*&>(k.probs), m.num_experts, sizeof(real));
+  f(reinterpret_cast<void*&>(k.weights), m.top_k, sizeof(real));
   f(reinterpret_cast<void*&>(k.idx), m.top_k, 4);
   f(reinterpret_cast<void*&>(k.source), m.top_k, 4);
   f(reinterpret_cast<void*&>(k.row_of), m.top_k, 4);
@@ -316,7 +316,7 @@ void moe_block_forward(const LayerContext& ctx, int64_t layer, const void* w, co
 }
 
 void moe_block_backward(const LayerContext& ctx, int64_t layer, const void* w, const void* in, const void* d_out,
-                        void* d_in, float* dw, const MicroBatch& mb, MoeScratch& scratch, const MoeKept* kept) {
+                        void* d_in, real* dw, const MicroBatch& mb, MoeScratch& scratch, const MoeKept* kept) {
   MT_ASSERT(kept == nullptr || kept->filled, "a MoE backward over kept rows its forward did not fill");
   MoeScratch view;
   MoeScratch& s = kept ? (view = with_kept(scratch, *kept)) : scratch;
@@ -364,7 +364,7 @@ void moe_block_backward(const LayerContext& ctx, int64_t layer, const void* w, c
   if (m.weight_scales_input) be.moe_scale_rows_backward(d_xs, s.d_weights, in, s.weights, s.source, R, k, H);
   be.moe_gather_backward(d_in, d_xs, s.row_of, T, k, H, false);
   // Router: the routing weights' gradient, plus the load-balancing loss's through the probabilities.
-  const float* aux_grad = ctx.moe_aux != nullptr ? ctx.moe_aux->grad : nullptr;
+  const real* aux_grad = ctx.moe_aux != nullptr ? ctx.moe_aux->grad : nullptr;
   be.moe_route_backward(s.d_logits, s.d_weights, s.probs, s.idx, s.weights, aux_grad, mb.seq_lens, mb.seq_len, T,
                         b.routing());
   be.linear_backward(d_in, grad_at(dw, o.router), grad_at(dw, o.router_bias), s.d_logits, in, b.at(o.router), T, H,

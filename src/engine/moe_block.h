@@ -23,7 +23,7 @@ namespace mt {
 // Per-micro-batch buffers of the widest MoE layer (R = tokens · top_k routed rows), in backend memory.
 struct MoeScratch {
   void *logits = nullptr, *d_logits = nullptr;           // [T, E]
-  float *probs = nullptr, *weights = nullptr, *d_weights = nullptr;  // [T, E], [T, k], [T, k] fp32
+  real *probs = nullptr, *weights = nullptr, *d_weights = nullptr;   // [T, E], [T, k], [T, k] fp32
   int32_t *idx = nullptr, *offsets = nullptr, *source = nullptr, *row_of = nullptr;  // [T,k], [E+1], [R], [R]
   std::vector<int64_t> host_offsets;                     // [E+1]
   void *xs = nullptr, *ys = nullptr;                     // [R, H]; backward: ys holds the gathered output gradient
@@ -40,7 +40,7 @@ struct MoeScratch {
 // expert's gate and up (a gated one's output and logit too). The minimal set without expert GEMMs in backward: the
 // gathered inputs xs are one gather from the block input, the activations elementwise from gate and up.
 struct MoeKept {
-  float *probs = nullptr, *weights = nullptr;                    // [T, E], [T, k]
+  real *probs = nullptr, *weights = nullptr;                     // [T, E], [T, k]
   int32_t *idx = nullptr, *source = nullptr, *row_of = nullptr;  // [T, k], [R], [R]
   void *gate = nullptr, *up = nullptr;                           // [R, I]
   void *s_gate = nullptr, *s_up = nullptr;                       // [T, shared I]
@@ -71,6 +71,6 @@ MoeScratch allocate_moe_scratch(Backend& backend, const ModelSpec& spec, int64_t
 void moe_block_forward(const LayerContext& ctx, int64_t layer, const void* w, const void* in, void* out,
                        const MicroBatch& mb, MoeScratch& s, const MoeKept* kept = nullptr);
 void moe_block_backward(const LayerContext& ctx, int64_t layer, const void* w, const void* in, const void* d_out,
-                        void* d_in, float* dw, const MicroBatch& mb, MoeScratch& s, const MoeKept* kept = nullptr);
+                        void* d_in, real* dw, const MicroBatch& mb, MoeScratch& s, const MoeKept* kept = nullptr);
 
 }  // namespace mt

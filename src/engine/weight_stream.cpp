@@ -85,7 +85,7 @@ float* BasicGradientSink::buffer_for(int64_t region) {
   const ParamLayout& layout = store_.layout();
   const size_t kind = region == 0 ? 0 : (region + 1 == static_cast<int64_t>(layout.regions.size()) ? 2 : 1);
   const int64_t n = kind == 1 ? layout.largest_layer_numel : layout.regions[static_cast<size_t>(region)].numel;
-  if (!buffers_[kind]) buffers_[kind] = backend_.alloc_floats(n);
+  if (!buffers_[kind]) buffers_[kind] = backend_.alloc_reals(n);
   return buffers_[kind];
 }
 

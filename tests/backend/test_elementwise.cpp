@@ -11,12 +11,12 @@
 using mt::test::approx_equal;
 using mt::test::random_floats;
 
-TEST_CASE("alloc_floats is 64-byte aligned and zero_bytes, copy_bytes and add work", "[backend][elementwise]") {
+TEST_CASE("alloc_reals is 64-byte aligned and zero_bytes, copy_bytes and add work", "[backend][elementwise]") {
   auto be = mt::make_cpu_backend();
   const int64_t n = 100003;  // above the parallel threshold, not a multiple of anything
-  float* a = be->alloc_floats(n);
-  float* b = be->alloc_floats(n);
-  float* empty = be->alloc_floats(0);
+  float* a = be->alloc_reals(n);
+  float* b = be->alloc_reals(n);
+  float* empty = be->alloc_reals(0);
   CHECK(reinterpret_cast<uintptr_t>(a) % 64 == 0);
   CHECK(reinterpret_cast<uintptr_t>(b) % 64 == 0);
   CHECK(empty != nullptr);

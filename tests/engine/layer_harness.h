@@ -1,7 +1,9 @@
-// A decoder layer of a tiny model bound for gradient checks: random weights, a padded batch of 3 sequences, a layer
-// input x and the random linear functional Σ r·y of the layer's output (r zero on padded rows, which carry no
-// gradient), its central finite difference in one weight or input element, and the check of the layer's backward
-// against it.
+// The layers of a tiny model bound for gradient checks, on the CPU backend in either build of it (core/real.h): random
+// weights per region, every RoPE table of the model and the ALiBi slopes of its layers, a padded batch of 3 sequences,
+// a layer input x and the random linear functional Σ r·y of a layer's output (r zero on padded rows, which carry no
+// gradient); for the fp32 build's loose checks, its central finite difference in one weight or input element and the
+// check of a layer's backward against it.
+// Invariant: owns every buffer the layer templates read; the weights are RandomWeights(5)'s, whatever the build.
 #pragma once
 #include <cmath>
 #include <memory>
@@ -10,7 +12,8 @@
 
 #include "catch.h"
 #include "engine/decoder_layer.h"
-#include "engine/tiny_model.h"
+#include "engine/tiny_spec.h"
+#include "model/alibi.h"
 #include "model/rope.h"
 
 namespace mt::testing {
@@ -18,18 +21,33 @@ namespace mt::testing {
 struct LayerHarness {
   ModelSpec spec;
   ParamLayout layout = make_param_layout(spec);
-  HostStore store{layout, DType::f32};
+  std::vector<std::vector<real>> regions;  // weights: embedding, decoder layers, head (ParamLayout's regions)
   std::unique_ptr<Backend> be = make_cpu_backend();
-  RopeTable rope = make_rope_table(spec.rope_tables.at(0), 32);
-  LayerContext ctx{be.get(), &spec, &layout, {{rope.cos.data(), rope.sin.data(), rope.rot_dim, false}}, {}};
+  std::vector<std::vector<real>> rope_cos, rope_sin, alibi;  // per RoPE table; per layer (empty without ALiBi)
+  LayerContext ctx{be.get(), &spec, &layout, {}, {}};
   Batch batch = tiny_batch(spec.vocab_size, 3);
   MicroBatch mb;
   DecoderWorkspace ws{*be, spec, batch.num_seqs * batch.seq_len, batch.num_seqs, batch.seq_len};
-  std::vector<float> x, r;  // layer input and the random functional's weights
-  float fd_step = 2e-3f;     // the central difference's half step
+  std::vector<real> x, r;  // layer input and the random functional's weights
+  float fd_step = 2e-3f;   // the fp32 central difference's half step
 
   explicit LayerHarness(ModelSpec s = tiny_spec(2, false)) : spec(std::move(s)) {
-    fill_random(store, 5);
+    RandomWeights weights(5);
+    for (const Region& region : layout.regions) {
+      regions.emplace_back(static_cast<size_t>(region.numel));
+      weights.fill(regions.back().data(), region);
+    }
+    for (const RopeSpec& t : spec.rope_tables) {
+      const RopeTable table = make_rope_table(t, 32);
+      rope_cos.emplace_back(table.cos.begin(), table.cos.end());
+      rope_sin.emplace_back(table.sin.begin(), table.sin.end());
+      ctx.rope.push_back({rope_cos.back().data(), rope_sin.back().data(), table.rot_dim, t.interleaved});
+    }
+    for (const LayerSpec& l : spec.layers) {
+      std::vector<float> slopes = l.attention.alibi ? alibi_slopes(l.attention.num_heads) : std::vector<float>{};
+      alibi.emplace_back(slopes.begin(), slopes.end());
+      ctx.alibi_slopes.push_back(alibi.back().empty() ? nullptr : alibi.back().data());
+    }
     mb.seqs = batch.num_seqs;
     mb.seq_len = batch.seq_len;
     mb.input_ids = batch.input_ids.data();
@@ -47,17 +65,21 @@ struct LayerHarness {
         for (int64_t h = 0; h < spec.hidden_size; ++h) r[(b * mb.seq_len + t) * spec.hidden_size + h] = 0;
   }
 
+  real* weights(int64_t region) { return regions[static_cast<size_t>(region)].data(); }
+  int64_t head_region() const { return static_cast<int64_t>(regions.size()) - 1; }
+
+  // Σ r·y of decoder layer `layer`'s output, in fp64.
   double functional(int64_t layer) {
-    std::vector<float> y(x.size());
-    decoder_layer_forward(ctx, layer, store.master(layer + 1), x.data(), y.data(), mb, ws);
+    std::vector<real> y(x.size());
+    decoder_layer_forward(ctx, layer, weights(layer + 1), x.data(), y.data(), mb, ws);
     double s = 0;
     for (size_t i = 0; i < y.size(); ++i) s += double(r[i]) * y[i];
     return s;
   }
 
-  // ∂functional/∂*value by central differences.
-  double fd(int64_t layer, float* value) {
-    const float eps = fd_step, saved = *value;
+  // ∂functional/∂*value by central differences of half step fd_step.
+  double fd(int64_t layer, real* value) {
+    const real eps = fd_step, saved = *value;
     *value = saved + eps;
     const double up = functional(layer);
     *value = saved - eps;
@@ -67,16 +89,17 @@ struct LayerHarness {
   }
 };
 
-// The layer's backward (dx and every weight tensor's gradient, 4 elements each) against h.fd.
+// The layer's backward (dx and every weight tensor's gradient, 4 elements each) against h.fd, within the fp32
+// build's loose bound.
 inline void check_layer_backward(LayerHarness& h, int64_t layer) {
-  std::vector<float> dx(h.x.size()), dw(static_cast<size_t>(h.layout.layer(layer).numel), 0.0f);
-  decoder_layer_backward(h.ctx, layer, h.store.master(layer + 1), h.x.data(), h.r.data(), dx.data(), dw.data(), h.mb,
+  std::vector<real> dx(h.x.size()), dw(static_cast<size_t>(h.layout.layer(layer).numel), 0.0f);
+  decoder_layer_backward(h.ctx, layer, h.weights(layer + 1), h.x.data(), h.r.data(), dx.data(), dw.data(), h.mb,
                          h.ws);
   std::mt19937 pick(11);
   for (const ParamSlot& slot : h.layout.layer(layer).params) {
     for (int k = 0; k < 4; ++k) {
       const int64_t i = slot.offset + static_cast<int64_t>(pick() % slot.numel);
-      const double numeric = h.fd(layer, h.store.master(layer + 1) + i);
+      const double numeric = h.fd(layer, h.weights(layer + 1) + i);
       INFO("layer " << layer << " " << slot.hf_name << " element " << i - slot.offset);
       CHECK(std::abs(dw[i] - numeric) <= 2e-2 * (std::abs(numeric) + 0.05));
     }

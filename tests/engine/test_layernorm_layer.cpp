@@ -53,8 +53,8 @@ TEST_CASE("LayerNorm, the non-gated MLP, the parallel residual and per-head q/k 
     // The engine passes the same buffer as dy and dx: the parallel residual's last norm reads dy as its residual.
     std::vector<float> dx(h.x.size()), in_place = h.r;
     std::vector<float> dw(static_cast<size_t>(h.layout.layer(0).numel), 0.0f), dw_in_place = dw;
-    decoder_layer_backward(h.ctx, 0, h.store.master(1), h.x.data(), h.r.data(), dx.data(), dw.data(), h.mb, h.ws);
-    decoder_layer_backward(h.ctx, 0, h.store.master(1), h.x.data(), in_place.data(), in_place.data(),
+    decoder_layer_backward(h.ctx, 0, h.weights(1), h.x.data(), h.r.data(), dx.data(), dw.data(), h.mb, h.ws);
+    decoder_layer_backward(h.ctx, 0, h.weights(1), h.x.data(), in_place.data(), in_place.data(),
                            dw_in_place.data(), h.mb, h.ws);
     CHECK(in_place == dx);
     CHECK(dw_in_place == dw);

@@ -1,17 +1,12 @@
-// A tiny random model for engine tests: a Qwen3-shaped spec with every optional feature switched on
-// (q/k norm, q/k/v/o bias, sliding window, yarn RoPE), its layout, a filled host store, and a batch.
+// A tiny random model for engine tests: tiny_spec.h's spec, weights and batch in a host store and through the engine.
 #pragma once
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <optional>
-#include <cmath>
-#include <memory>
-#include <nlohmann/json.hpp>
-#include <random>
 
-#include "data/batch.h"
 #include "engine/engine.h"
-#include "model/model_source.h"
+#include "engine/tiny_spec.h"
 #include "model/model_spec.h"
 #include "model/param_layout.h"
 #include "optim/optimizer.h"
@@ -19,38 +14,11 @@
 
 namespace mt::testing {
 
-inline ModelSpec tiny_spec(int64_t layers, bool tied) {
-  nlohmann::json j = {{"architectures", {"Qwen3ForCausalLM"}},
-                      {"model_type", "qwen3"},
-                      {"vocab_size", 40},
-                      {"hidden_size", 16},
-                      {"intermediate_size", 24},
-                      {"num_hidden_layers", layers},
-                      {"num_attention_heads", 4},
-                      {"num_key_value_heads", 2},
-                      {"head_dim", 6},
-                      {"max_position_embeddings", 32},
-                      {"rms_norm_eps", 1e-6},
-                      {"attention_bias", true},
-                      {"tie_word_embeddings", tied},
-                      {"use_sliding_window", true},
-                      {"sliding_window", 3},
-                      {"max_window_layers", 1},
-                      {"rope_theta", 100.0},
-                      {"rope_scaling", {{"rope_type", "yarn"}, {"factor", 2.0}, {"original_max_position_embeddings", 8}}}};
-  return parse_model_spec(j, "tiny_spec");
-}
-
-// Weights with norms near 1 and everything else random, so every path carries signal.
+// Every region's weights from RandomWeights(seed).
 inline void fill_random(HostStore& store, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
+  RandomWeights weights(seed);
   for (int64_t r = 0; r < store.num_regions(); ++r) {
-    for (const ParamSlot& slot : store.layout().regions[static_cast<size_t>(r)].params) {
-      float* p = store.master(r) + slot.offset;
-      const bool norm = slot.init == InitKind::ones;
-      for (int64_t i = 0; i < slot.numel; ++i) p[i] = norm ? 1.0f + 0.1f * d(rng) : 0.2f * d(rng);
-    }
+    weights.fill(store.master(r), store.layout().regions[static_cast<size_t>(r)]);
     store.refresh_stream_copy(r);
   }
 }
@@ -68,19 +36,6 @@ inline double worst_region_difference(const std::vector<std::vector<float>>& a,
     worst = std::max(worst, std::sqrt(diff / norm));
   }
   return worst;
-}
-
-inline Batch tiny_batch(int64_t vocab, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<Example> ex;
-  for (int len : {7, 3, 9, 5}) {
-    Example e;
-    for (int i = 0; i < len; ++i) e.input_ids.push_back(static_cast<int32_t>(rng() % vocab));
-    e.labels = e.input_ids;
-    e.labels[0] = -100;
-    ex.push_back(e);
-  }
-  return make_batch(ex);
 }
 
 // Loss and every region's gradient after one forward_backward of the 3-layer tiny model on tiny_batch.

@@ -45,9 +45,9 @@ bool same_segment(const AttnShape& s, int64_t b, int64_t i, int64_t j) {
 }
 
 // PyTorch multiplies fp32 scores by the Python float head_dim**-0.5, rounded to fp32; a given scale is used as is.
-float softmax_scale(const AttnShape& s) {
+real softmax_scale(const AttnShape& s) {
   if (s.scale != 0.f) return s.scale;
-  return static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
+  return static_cast<real>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
 }
 
 // Whether the logits go through soft-capping or ALiBi (the kernels' Ext instantiation).
@@ -55,54 +55,54 @@ bool extended_logits(const AttnShape& s) { return s.softcap > 0.f || s.alibi_slo
 
 // Head h's ALiBi slope (0 without ALiBi, and in the plain instantiation).
 template <bool Ext>
-float head_slope(const AttnShape& s, int64_t h) {
+real head_slope(const AttnShape& s, int64_t h) {
   return Ext && s.alibi_slopes != nullptr ? s.alibi_slopes[h] : 0.f;
 }
 
 // The final logit of query i, key j from the scaled score `raw`: Gemma 2's softcap·tanh(raw/softcap) (divide, tanh,
 // multiply, as its eager attention), then + slope·(j − i). *dcap gets ∂logit/∂raw = 1 − tanh² (1 without a cap).
-float final_logit(const AttnShape& s, float raw, float slope, int64_t i, int64_t j, float* dcap) {
-  float logit = raw;
+real final_logit(const AttnShape& s, real raw, real slope, int64_t i, int64_t j, real* dcap) {
+  real logit = raw;
   *dcap = 1.f;
   if (s.softcap > 0.f) {
-    const float t = std::tanh(raw / s.softcap);
+    const real t = std::tanh(raw / s.softcap);
     logit = s.softcap * t;
     *dcap = 1.f - t * t;
   }
-  if (s.alibi_slopes != nullptr) logit += slope * static_cast<float>(j - i);
+  if (s.alibi_slopes != nullptr) logit += slope * static_cast<real>(j - i);
   return logit;
 }
 
 template <bool Ext>
-void forward_impl(float* out, float* lse, const float* q, const float* k, const float* v, const AttnShape& s) {
+void forward_impl(real* out, real* lse, const real* q, const real* k, const real* v, const AttnShape& s) {
   const int64_t hd = s.head_dim, vd = s.value_head_dim(), group = s.n_heads / s.n_kv_heads;
   const int64_t q_stride = s.n_heads * hd, kv_stride = s.n_kv_heads * hd;
   const int64_t o_stride = s.n_heads * vd, v_stride = s.n_kv_heads * vd;
-  const float scale = softmax_scale(s);
-  constexpr float neg_inf = -std::numeric_limits<float>::infinity();
+  const real scale = softmax_scale(s);
+  constexpr real neg_inf = -std::numeric_limits<real>::infinity();
 #pragma omp parallel
   {
-    std::vector<float> p(static_cast<size_t>(s.seq));
+    std::vector<real> p(static_cast<size_t>(s.seq));
 #pragma omp for collapse(3) schedule(dynamic, 16)
     for (int64_t b = 0; b < s.batch; ++b) {
       for (int64_t h = 0; h < s.n_heads; ++h) {
         for (int64_t i = 0; i < s.seq; ++i) {
           const int64_t len = valid_len(s, b), kv_off = (h / group) * hd;
-          const float slope = head_slope<Ext>(s, h);
-          const float sink = s.sinks != nullptr ? static_cast<const float*>(s.sinks)[h] : neg_inf;
-          float* o = out + (b * s.seq + i) * o_stride + h * vd;
-          float& l = lse[(b * s.n_heads + h) * s.seq + i];
+          const real slope = head_slope<Ext>(s, h);
+          const real sink = s.sinks != nullptr ? static_cast<const real*>(s.sinks)[h] : neg_inf;
+          real* o = out + (b * s.seq + i) * o_stride + h * vd;
+          real& l = lse[(b * s.n_heads + h) * s.seq + i];
           std::fill(o, o + vd, 0.f);
           if (i >= len) {
             l = 0.f;
             continue;
           }
-          const float* qi = q + (b * s.seq + i) * q_stride + h * hd;
+          const real* qi = q + (b * s.seq + i) * q_stride + h * hd;
           const int64_t lo = first_key(s, i);
-          float m = sink;
+          real m = sink;
           for (int64_t j = lo; j <= i; ++j) {
             if constexpr (Ext) {
-              float dcap;
+              real dcap;
               p[j] = same_segment(s, b, i, j)
                          ? final_logit(s, dot(qi, k + (b * s.seq + j) * kv_stride + kv_off, hd) * scale, slope, i, j,
                                        &dcap)
@@ -118,11 +118,11 @@ void forward_impl(float* out, float* lse, const float* q, const float* k, const 
             p[j] = std::exp(p[j] - m);
             sum += p[j];
           }
-          const float inv = static_cast<float>(1.0 / sum);
+          const real inv = static_cast<real>(1.0 / sum);
           for (int64_t j = lo; j <= i; ++j) {
             if (p[j] != 0.f) axpy(o, p[j] * inv, v + (b * s.seq + j) * v_stride + (h / group) * vd, vd);
           }
-          l = m + static_cast<float>(std::log(sum));
+          l = m + static_cast<real>(std::log(sum));
         }
       }
     }
@@ -132,31 +132,31 @@ void forward_impl(float* out, float* lse, const float* q, const float* k, const 
 // The gradient terms of query i (head h) and key j: p, and ds_raw = p · (dO_i·v_j − D_i) (through the tanh where
 // capped), from the pair's recomputed logit.
 struct PairGrad {
-  float p, ds;
+  real p, ds;
 };
 template <bool Ext>
-PairGrad pair_grad(const AttnShape& s, const float* qi, const float* doi, float di, float lse_i, const float* kj,
-                   const float* vj, float scale, float slope, int64_t i, int64_t j) {
+PairGrad pair_grad(const AttnShape& s, const real* qi, const real* doi, real di, real lse_i, const real* kj,
+                   const real* vj, real scale, real slope, int64_t i, int64_t j) {
   const int64_t hd = s.head_dim, vd = s.value_head_dim();
   if constexpr (Ext) {
-    float dcap;
-    const float logit = final_logit(s, dot(qi, kj, hd) * scale, slope, i, j, &dcap);
-    const float p = std::exp(logit - lse_i);
+    real dcap;
+    const real logit = final_logit(s, dot(qi, kj, hd) * scale, slope, i, j, &dcap);
+    const real p = std::exp(logit - lse_i);
     return {p, p * (dot(doi, vj, vd) - di) * dcap};
   } else {
-    const float p = std::exp(dot(qi, kj, hd) * scale - lse_i);
+    const real p = std::exp(dot(qi, kj, hd) * scale - lse_i);
     return {p, p * (dot(doi, vj, vd) - di)};
   }
 }
 
 // One pass: tasks own (batch, kv head) and the query heads sharing it.
 template <bool Ext>
-void backward_by_kv_head(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
-                         const float* v, const float* out, const float* lse, const AttnShape& s) {
+void backward_by_kv_head(real* dq, real* dk, real* dv, const real* dout, const real* q, const real* k,
+                         const real* v, const real* out, const real* lse, const AttnShape& s) {
   const int64_t hd = s.head_dim, vd = s.value_head_dim(), group = s.n_heads / s.n_kv_heads;
   const int64_t q_stride = s.n_heads * hd, kv_stride = s.n_kv_heads * hd;
   const int64_t o_stride = s.n_heads * vd, v_stride = s.n_kv_heads * vd;
-  const float scale = softmax_scale(s);
+  const real scale = softmax_scale(s);
 #pragma omp parallel for collapse(2) schedule(dynamic)
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t kvh = 0; kvh < s.n_kv_heads; ++kvh) {
@@ -166,16 +166,16 @@ void backward_by_kv_head(float* dq, float* dk, float* dv, const float* dout, con
         std::fill_n(dv + (b * s.seq + j) * v_stride + v_off, vd, 0.f);
       }
       for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
-        const float slope = head_slope<Ext>(s, h);
+        const real slope = head_slope<Ext>(s, h);
         for (int64_t i = 0; i < s.seq; ++i) {
           const int64_t row = (b * s.seq + i) * q_stride + h * hd, o_row = (b * s.seq + i) * o_stride + h * vd;
-          float* dqi = dq + row;
+          real* dqi = dq + row;
           std::fill_n(dqi, hd, 0.f);
           if (i >= len) continue;
-          const float* qi = q + row;
-          const float* doi = dout + o_row;
-          const float di = dot(doi, out + o_row, vd);
-          const float lse_i = lse[(b * s.n_heads + h) * s.seq + i];
+          const real* qi = q + row;
+          const real* doi = dout + o_row;
+          const real di = dot(doi, out + o_row, vd);
+          const real lse_i = lse[(b * s.n_heads + h) * s.seq + i];
           for (int64_t j = first_key(s, i); j <= i; ++j) {
             if (!same_segment(s, b, i, j)) continue;
             const int64_t kv_row = (b * s.seq + j) * kv_stride + kv_off, v_row = (b * s.seq + j) * v_stride + v_off;
@@ -192,13 +192,13 @@ void backward_by_kv_head(float* dq, float* dk, float* dv, const float* dout, con
 
 // Two passes over every (query, key) pair: dq by query row, then dk/dv by key row, in backward_by_kv_head's orders.
 template <bool Ext>
-void backward_by_rows(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
-                      const float* v, const float* out, const float* lse, const AttnShape& s) {
+void backward_by_rows(real* dq, real* dk, real* dv, const real* dout, const real* q, const real* k,
+                      const real* v, const real* out, const real* lse, const AttnShape& s) {
   const int64_t hd = s.head_dim, vd = s.value_head_dim(), group = s.n_heads / s.n_kv_heads;
   const int64_t q_stride = s.n_heads * hd, kv_stride = s.n_kv_heads * hd;
   const int64_t o_stride = s.n_heads * vd, v_stride = s.n_kv_heads * vd;
-  const float scale = softmax_scale(s);
-  std::vector<float> d(static_cast<size_t>(s.batch * s.n_heads * s.seq));  // D_i = dO_i·O_i, [b, h, seq]
+  const real scale = softmax_scale(s);
+  std::vector<real> d(static_cast<size_t>(s.batch * s.n_heads * s.seq));  // D_i = dO_i·O_i, [b, h, seq]
 #pragma omp parallel for collapse(3) schedule(static)
   for (int64_t b = 0; b < s.batch; ++b)
     for (int64_t h = 0; h < s.n_heads; ++h)
@@ -212,10 +212,10 @@ void backward_by_rows(float* dq, float* dk, float* dv, const float* dout, const 
       for (int64_t i = 0; i < s.seq; ++i) {
         const int64_t row = (b * s.seq + i) * q_stride + h * hd, kv_off = (h / group) * hd;
         const int64_t o_row = (b * s.seq + i) * o_stride + h * vd, v_off = (h / group) * vd;
-        float* dqi = dq + row;
+        real* dqi = dq + row;
         std::fill_n(dqi, hd, 0.f);
         if (i >= valid_len(s, b)) continue;
-        const float slope = head_slope<Ext>(s, h);
+        const real slope = head_slope<Ext>(s, h);
         const int64_t at = (b * s.n_heads + h) * s.seq + i;
         for (int64_t j = first_key(s, i); j <= i; ++j) {
           if (!same_segment(s, b, i, j)) continue;
@@ -231,14 +231,14 @@ void backward_by_rows(float* dq, float* dk, float* dv, const float* dout, const 
       for (int64_t j = 0; j < s.seq; ++j) {
         const int64_t kv_row = (b * s.seq + j) * kv_stride + kvh * hd, len = valid_len(s, b);
         const int64_t v_row = (b * s.seq + j) * v_stride + kvh * vd;
-        float* dkj = dk + kv_row;
-        float* dvj = dv + v_row;
+        real* dkj = dk + kv_row;
+        real* dvj = dv + v_row;
         std::fill_n(dkj, hd, 0.f);
         std::fill_n(dvj, vd, 0.f);
         // The queries that see key j: from j up to the window's end, within the valid length.
         const int64_t last = s.window > 0 ? std::min(len, j + s.window) : len;
         for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
-          const float slope = head_slope<Ext>(s, h);
+          const real slope = head_slope<Ext>(s, h);
           for (int64_t i = j; i < last; ++i) {
             if (!same_segment(s, b, i, j)) continue;
             const int64_t row = (b * s.seq + i) * q_stride + h * hd, at = (b * s.n_heads + h) * s.seq + i;
@@ -254,8 +254,8 @@ void backward_by_rows(float* dq, float* dk, float* dv, const float* dout, const 
 
 // backward_by_rows where (batch, kv head) tasks would keep fewer than half the threads busy.
 template <bool Ext>
-void backward_impl(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
-                   const float* v, const float* out, const float* lse, const AttnShape& s) {
+void backward_impl(real* dq, real* dk, real* dv, const real* dout, const real* q, const real* k,
+                   const real* v, const real* out, const real* lse, const AttnShape& s) {
   if (2 * s.batch * s.n_kv_heads < omp_get_max_threads())
     backward_by_rows<Ext>(dq, dk, dv, dout, q, k, v, out, lse, s);
   else
@@ -264,11 +264,11 @@ void backward_impl(float* dq, float* dk, float* dv, const float* dout, const flo
 
 }  // namespace
 
-void attention_sinks_backward(float* d_sinks, const float* dout, const float* out, const float* lse,
+void attention_sinks_backward(real* d_sinks, const real* dout, const real* out, const real* lse,
                               const AttnShape& s) {
   check_shape(s);
   MT_ASSERT(s.sinks != nullptr, "attention_sinks_backward without sinks");
-  const auto* sinks = static_cast<const float*>(s.sinks);
+  const auto* sinks = static_cast<const real*>(s.sinks);
   const int64_t vd = s.value_head_dim(), o_stride = s.n_heads * vd;
 #pragma omp parallel for schedule(static)
   for (int64_t h = 0; h < s.n_heads; ++h) {
@@ -276,14 +276,14 @@ void attention_sinks_backward(float* d_sinks, const float* dout, const float* ou
     for (int64_t b = 0; b < s.batch; ++b)
       for (int64_t i = 0; i < valid_len(s, b); ++i) {
         const int64_t row = (b * s.seq + i) * o_stride + h * vd;
-        const float p = std::exp(sinks[h] - lse[(b * s.n_heads + h) * s.seq + i]);
+        const real p = std::exp(sinks[h] - lse[(b * s.n_heads + h) * s.seq + i]);
         acc += static_cast<double>(p * dot(dout + row, out + row, vd));
       }
-    d_sinks[h] -= static_cast<float>(acc);
+    d_sinks[h] -= static_cast<real>(acc);
   }
 }
 
-void attention_forward(float* out, float* lse, const float* q, const float* k, const float* v,
+void attention_forward(real* out, real* lse, const real* q, const real* k, const real* v,
                        const AttnShape& shape) {
   check_shape(shape);
   if (extended_logits(shape)) {
@@ -293,8 +293,8 @@ void attention_forward(float* out, float* lse, const float* q, const float* k, c
   }
 }
 
-void attention_backward(float* dq, float* dk, float* dv, const float* dout, const float* q, const float* k,
-                        const float* v, const float* out, const float* lse, const AttnShape& shape) {
+void attention_backward(real* dq, real* dk, real* dv, const real* dout, const real* q, const real* k,
+                        const real* v, const real* out, const real* lse, const AttnShape& shape) {
   check_shape(shape);
   if (extended_logits(shape)) {
     backward_impl<true>(dq, dk, dv, dout, q, k, v, out, lse, shape);

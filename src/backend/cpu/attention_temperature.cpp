@@ -9,13 +9,13 @@
 
 namespace mt::cpu {
 
-void attention_temperature(float* x, int64_t T, int64_t seq, int64_t width, float floor_scale, float attn_scale) {
+void attention_temperature(real* x, int64_t T, int64_t seq, int64_t width, real floor_scale, real attn_scale) {
   MT_ASSERT(T >= 0 && seq > 0 && T % seq == 0 && width > 0 && floor_scale > 0.f);
 #pragma omp parallel for if (T * width > parallel_min_elems) schedule(static)
   for (int64_t t = 0; t < T; ++t) {
-    const float p = static_cast<float>(t % seq) + 1.0f;
-    const float factor = std::log1p(std::floor(p / floor_scale)) * attn_scale + 1.0f;
-    float* row = x + t * width;
+    const real p = static_cast<real>(t % seq) + 1.0f;
+    const real factor = std::log1p(std::floor(p / floor_scale)) * attn_scale + 1.0f;
+    real* row = x + t * width;
 #pragma omp simd
     for (int64_t d = 0; d < width; ++d) row[d] *= factor;
   }

@@ -23,39 +23,39 @@ int64_t first_tap(int64_t t, int64_t seq_start, int64_t K, const int32_t* segmen
   return j;
 }
 
-float pre_activation(const float* x, const float* w, int64_t t, int64_t c, int64_t C, int64_t K, int64_t j0) {
-  float acc = 0.f;
+real pre_activation(const real* x, const real* w, int64_t t, int64_t c, int64_t C, int64_t K, int64_t j0) {
+  real acc = 0.f;
   for (int64_t j = j0; j < K; ++j) acc += w[c * K + j] * x[(t - K + 1 + j) * C + c];
   return acc;
 }
 
 }  // namespace
 
-void causal_conv1d_forward(float* y, const float* x, const float* w, int64_t batch, int64_t seq, int64_t C, int64_t K,
+void causal_conv1d_forward(real* y, const real* x, const real* w, int64_t batch, int64_t seq, int64_t C, int64_t K,
                            const int32_t* segments) {
   MT_ASSERT(K >= 1 && C > 0);
 #pragma omp parallel for if (batch * seq * C * K > parallel_min_elems) schedule(static)
   for (int64_t t = 0; t < batch * seq; ++t) {
     const int64_t j0 = first_tap(t, t / seq * seq, K, segments);
     for (int64_t c = 0; c < C; ++c) {
-      const float a = pre_activation(x, w, t, c, C, K, j0);
+      const real a = pre_activation(x, w, t, c, C, K, j0);
       y[t * C + c] = a / (1.f + std::exp(-a));
     }
   }
 }
 
-void causal_conv1d_backward(float* dx, float* dw, const float* dy, const float* x, const float* w, int64_t batch,
+void causal_conv1d_backward(real* dx, real* dw, const real* dy, const real* x, const real* w, int64_t batch,
                             int64_t seq, int64_t C, int64_t K, const int32_t* segments) {
   MT_ASSERT(K >= 1 && C > 0);
   const int64_t T = batch * seq;
-  std::vector<float> da(static_cast<size_t>(T * C));  // ∂/∂ the pre-activation
+  std::vector<real> da(static_cast<size_t>(T * C));  // ∂/∂ the pre-activation
   std::vector<int64_t> j0(static_cast<size_t>(T));
 #pragma omp parallel for if (T * C * K > parallel_min_elems) schedule(static)
   for (int64_t t = 0; t < T; ++t) {
     j0[static_cast<size_t>(t)] = first_tap(t, t / seq * seq, K, segments);
     for (int64_t c = 0; c < C; ++c) {
-      const float a = pre_activation(x, w, t, c, C, K, j0[static_cast<size_t>(t)]);
-      const float s = 1.f / (1.f + std::exp(-a));
+      const real a = pre_activation(x, w, t, c, C, K, j0[static_cast<size_t>(t)]);
+      const real s = 1.f / (1.f + std::exp(-a));
       da[static_cast<size_t>(t * C + c)] = dy[t * C + c] * s * (1.f + a * (1.f - s));
     }
   }
@@ -73,7 +73,7 @@ void causal_conv1d_backward(float* dx, float* dw, const float* dy, const float* 
       for (int64_t t = 0; t < T; ++t)
         if (j >= j0[static_cast<size_t>(t)])
           acc += static_cast<double>(da[static_cast<size_t>(t * C + c)]) * x[(t - K + 1 + j) * C + c];
-      dw[c * K + j] += static_cast<float>(acc);
+      dw[c * K + j] += static_cast<real>(acc);
     }
 }
 

@@ -10,24 +10,24 @@
 
 namespace mt::cpu {
 
-void clamped_swiglu_forward(float* y, const float* gate, const float* up, int64_t n, float alpha, float limit) {
+void clamped_swiglu_forward(real* y, const real* gate, const real* up, int64_t n, real alpha, real limit) {
 #pragma omp parallel for if (n > parallel_min_elems) schedule(static)
   for (int64_t i = 0; i < n; ++i) {
-    const float g = std::min(gate[i], limit), u = std::clamp(up[i], -limit, limit);
-    const float glu = g * (1.f / (1.f + std::exp(-(g * alpha))));
+    const real g = std::min(gate[i], limit), u = std::clamp(up[i], -limit, limit);
+    const real glu = g * (1.f / (1.f + std::exp(-(g * alpha))));
     y[i] = (u + 1.f) * glu;
   }
 }
 
-void clamped_swiglu_backward(float* dgate, float* dup, const float* dy, const float* gate, const float* up, int64_t n,
-                             float alpha, float limit) {
+void clamped_swiglu_backward(real* dgate, real* dup, const real* dy, const real* gate, const real* up, int64_t n,
+                             real alpha, real limit) {
 #pragma omp parallel for if (n > parallel_min_elems) schedule(static)
   for (int64_t i = 0; i < n; ++i) {
-    const float g = std::min(gate[i], limit), u = std::clamp(up[i], -limit, limit);
-    const float sg = 1.f / (1.f + std::exp(-(g * alpha)));
-    const float glu = g * sg;
+    const real g = std::min(gate[i], limit), u = std::clamp(up[i], -limit, limit);
+    const real sg = 1.f / (1.f + std::exp(-(g * alpha)));
+    const real glu = g * sg;
     dup[i] = up[i] >= -limit && up[i] <= limit ? dy[i] * glu : 0.f;
-    const float dglu = dy[i] * (u + 1.f);
+    const real dglu = dy[i] * (u + 1.f);
     dgate[i] = gate[i] <= limit ? dglu * (sg + g * alpha * sg * (1.f - sg)) : 0.f;
   }
 }

@@ -1,6 +1,7 @@
 // mt::Backend on the host: memory from std::aligned_alloc, ops delegated to the mt::cpu reference functions.
-// Invariant: holds no state; dtype() is fp32, so every tensor argument is a float array; every buffer it
-// hands out is 64-byte aligned and freed with std::free; ops complete before they return.
+// Invariant: holds no state; dtype() is mt::real's (fp32; f64 in the fp64 build, core/real.h), so every tensor argument
+// is a real array; every buffer it hands out is 64-byte aligned and freed with std::free; ops complete before they
+// return.
 #include <cstdlib>
 #include <cstring>
 
@@ -10,13 +11,13 @@
 namespace mt {
 namespace {
 
-float* f(void* p) { return static_cast<float*>(p); }
-const float* f(const void* p) { return static_cast<const float*>(p); }
+real* f(void* p) { return static_cast<real*>(p); }
+const real* f(const void* p) { return static_cast<const real*>(p); }
 
 class CpuBackend final : public Backend {
  public:
   std::string name() const override { return "cpu"; }
-  DType dtype() const override { return DType::f32; }
+  DType dtype() const override { return real_dtype; }
 
   void* alloc_bytes(int64_t bytes) override {
     MT_ASSERT(bytes >= 0);
@@ -31,12 +32,12 @@ class CpuBackend final : public Backend {
   void upload(void* dst, const void* src, int64_t bytes) override { copy_bytes(dst, src, bytes); }
   void download(void* dst, const void* src, int64_t bytes) override { copy_bytes(dst, src, bytes); }
   void copy_bytes(void* dst, const void* src, int64_t bytes) override {
-    MT_ASSERT(bytes % 4 == 0);
-    cpu::copy(f(dst), f(src), bytes / 4);
+    MT_ASSERT(bytes >= 0 && bytes % 4 == 0);
+    if (bytes > 0 && dst != src) std::memmove(dst, src, static_cast<size_t>(bytes));
   }
   void zero_bytes(void* p, int64_t bytes) override {
-    MT_ASSERT(bytes % 4 == 0);
-    cpu::zero(f(p), bytes / 4);
+    MT_ASSERT(bytes >= 0 && bytes % 4 == 0);
+    if (bytes > 0) std::memset(p, 0, static_cast<size_t>(bytes));
   }
   void synchronize() override {}
   int64_t peak_memory_bytes() const override { return 0; }
@@ -51,7 +52,7 @@ class CpuBackend final : public Backend {
     cpu::linear_forward(f(y), f(x), f(w), f(b), T, I, O);
     cpu::add(f(y), f(residual), T * O);
   }
-  void linear_backward(void* dx, float* dw, float* db, const void* dy, const void* x, const void* w, int64_t T,
+  void linear_backward(void* dx, real* dw, real* db, const void* dy, const void* x, const void* w, int64_t T,
                        int64_t I, int64_t O, bool accumulate_dx) override {
     cpu::linear_backward(f(dx), dw, db, f(dy), f(x), f(w), T, I, O, accumulate_dx);
   }
@@ -59,7 +60,7 @@ class CpuBackend final : public Backend {
   void embedding_forward(void* y, const void* table, const int32_t* ids, int64_t T, int64_t H) override {
     cpu::embedding_forward(f(y), f(table), ids, T, H);
   }
-  void embedding_backward(float* dtable, const void* dy, const int32_t* ids, int64_t T, int64_t H) override {
+  void embedding_backward(real* dtable, const void* dy, const int32_t* ids, int64_t T, int64_t H) override {
     cpu::embedding_backward(dtable, f(dy), ids, T, H);
   }
 
@@ -71,11 +72,11 @@ class CpuBackend final : public Backend {
                        float weight_offset) override {
     cpu::rmsnorm_forward(f(y), f(x), f(w), N, D, eps, weight_offset);
   }
-  void rmsnorm_backward(void* dx, float* dw, const void* dy, const void* x, const void* w, int64_t N, int64_t D,
+  void rmsnorm_backward(void* dx, real* dw, const void* dy, const void* x, const void* w, int64_t N, int64_t D,
                         float eps, float weight_offset) override {
     cpu::rmsnorm_backward(f(dx), dw, f(dy), f(x), f(w), nullptr, N, D, eps, weight_offset);
   }
-  void rmsnorm_backward_add(void* dx, float* dw, const void* dy, const void* x, const void* w, const void* residual,
+  void rmsnorm_backward_add(void* dx, real* dw, const void* dy, const void* x, const void* w, const void* residual,
                             int64_t N, int64_t D, float eps, float weight_offset) override {
     cpu::rmsnorm_backward(f(dx), dw, f(dy), f(x), f(w), f(residual), N, D, eps, weight_offset);
   }
@@ -84,7 +85,7 @@ class CpuBackend final : public Backend {
                          int64_t weight_rows, float eps) override {
     cpu::layernorm_forward(f(y), f(x), f(w), f(b), N, D, weight_rows, eps);
   }
-  void layernorm_backward(void* dx, float* dw, float* db, const void* dy, const void* x, const void* w,
+  void layernorm_backward(void* dx, real* dw, real* db, const void* dy, const void* x, const void* w,
                           const void* residual, int64_t N, int64_t D, int64_t weight_rows, float eps) override {
     cpu::layernorm_backward(f(dx), dw, db, f(dy), f(x), f(w), f(residual), N, D, weight_rows, eps);
   }
@@ -102,29 +103,29 @@ class CpuBackend final : public Backend {
   void normalize_rows_forward(void* y, const void* x, int64_t N, int64_t D) override {
     cpu::normalize_rows_forward(f(y), f(x), N, D);
   }
-  void normalize_rows_backward(float* dx, const float* dy, const void* x, int64_t N, int64_t D) override {
+  void normalize_rows_backward(real* dx, const real* dy, const void* x, int64_t N, int64_t D) override {
     cpu::normalize_rows_backward(dx, dy, f(x), N, D);
   }
 
-  void rope_forward(void* x, const float* cos, const float* sin, const int32_t* positions, int64_t T,
+  void rope_forward(void* x, const real* cos, const real* sin, const int32_t* positions, int64_t T,
                     int64_t n_heads, int64_t head_dim, int64_t rot_dim, bool interleaved) override {
     cpu::rope_forward(f(x), cos, sin, positions, T, n_heads, head_dim, rot_dim, interleaved);
   }
-  void rope_backward(void* dx, const float* cos, const float* sin, const int32_t* positions, int64_t T,
+  void rope_backward(void* dx, const real* cos, const real* sin, const int32_t* positions, int64_t T,
                      int64_t n_heads, int64_t head_dim, int64_t rot_dim, bool interleaved) override {
     cpu::rope_backward(f(dx), cos, sin, positions, T, n_heads, head_dim, rot_dim, interleaved);
   }
 
-  void attention_forward(void* out, float* lse, const void* q, const void* k, const void* v,
+  void attention_forward(void* out, real* lse, const void* q, const void* k, const void* v,
                          const AttnShape& shape) override {
     cpu::attention_forward(f(out), lse, f(q), f(k), f(v), shape);
   }
   void attention_backward(void* dq, void* dk, void* dv, const void* dout, const void* q, const void* k,
-                          const void* v, const void* out, const float* lse, const AttnShape& shape) override {
+                          const void* v, const void* out, const real* lse, const AttnShape& shape) override {
     cpu::attention_backward(f(dq), f(dk), f(dv), f(dout), f(q), f(k), f(v), f(out), lse, shape);
   }
 
-  void attention_sinks_backward(float* d_sinks, const void* dout, const void* out, const float* lse,
+  void attention_sinks_backward(real* d_sinks, const void* dout, const void* out, const real* lse,
                                 const AttnShape& shape) override {
     cpu::attention_sinks_backward(d_sinks, f(dout), f(out), lse, shape);
   }
@@ -140,7 +141,7 @@ class CpuBackend final : public Backend {
                             int64_t O) override {
     cpu::grouped_bias_forward(f(y), f(b), b_stride, offsets, E, R, O);
   }
-  void grouped_bias_backward(float* db, const void* dy, int64_t b_stride, const int32_t* offsets, int64_t E,
+  void grouped_bias_backward(real* db, const void* dy, int64_t b_stride, const int32_t* offsets, int64_t E,
                              int64_t R, int64_t O) override {
     cpu::grouped_bias_backward(db, f(dy), b_stride, offsets, E, R, O);
   }
@@ -172,26 +173,26 @@ class CpuBackend final : public Backend {
                              const int32_t* segments) override {
     cpu::causal_conv1d_forward(f(y), f(x), f(w), batch, seq, C, K, segments);
   }
-  void causal_conv1d_backward(void* dx, float* dw, const void* dy, const void* x, const void* w, int64_t batch,
+  void causal_conv1d_backward(void* dx, real* dw, const void* dy, const void* x, const void* w, int64_t batch,
                               int64_t seq, int64_t C, int64_t K, const int32_t* segments) override {
     cpu::causal_conv1d_backward(f(dx), dw, f(dy), f(x), f(w), batch, seq, C, K, segments);
   }
 
-  void deltanet_gates_forward(float* g, float* beta, const void* ba, const void* a_log, const void* dt_bias,
+  void deltanet_gates_forward(real* g, real* beta, const void* ba, const void* a_log, const void* dt_bias,
                               int64_t T, int64_t n) override {
     cpu::deltanet_gates_forward(g, beta, f(ba), f(a_log), f(dt_bias), T, n);
   }
-  void deltanet_gates_backward(void* d_ba, float* d_a_log, float* d_dt_bias, const float* dg, const float* dbeta,
+  void deltanet_gates_backward(void* d_ba, real* d_a_log, real* d_dt_bias, const real* dg, const real* dbeta,
                                const void* ba, const void* a_log, const void* dt_bias, int64_t T, int64_t n) override {
     cpu::deltanet_gates_backward(f(d_ba), d_a_log, d_dt_bias, dg, dbeta, f(ba), f(a_log), f(dt_bias), T, n);
   }
 
-  void gated_delta_rule_forward(void* o, const void* qkv, const float* g, const float* beta,
+  void gated_delta_rule_forward(void* o, const void* qkv, const real* g, const real* beta,
                                 const DeltaRuleShape& shape) override {
     cpu::gated_delta_rule_forward(f(o), f(qkv), g, beta, shape);
   }
-  void gated_delta_rule_backward(void* d_qkv, float* dg, float* dbeta, const void* d_o, const void* qkv,
-                                 const float* g, const float* beta, const DeltaRuleShape& shape) override {
+  void gated_delta_rule_backward(void* d_qkv, real* dg, real* dbeta, const void* d_o, const void* qkv,
+                                 const real* g, const real* beta, const DeltaRuleShape& shape) override {
     cpu::gated_delta_rule_backward(f(d_qkv), dg, dbeta, f(d_o), f(qkv), g, beta, shape);
   }
 
@@ -199,7 +200,7 @@ class CpuBackend final : public Backend {
                              float eps) override {
     cpu::gated_rmsnorm_forward(f(y), f(x), f(z), f(w), N, D, eps);
   }
-  void gated_rmsnorm_backward(void* dx, void* dz, float* dw, const void* dy, const void* x, const void* z,
+  void gated_rmsnorm_backward(void* dx, void* dz, real* dw, const void* dy, const void* x, const void* z,
                               const void* w, int64_t N, int64_t D, float eps) override {
     cpu::gated_rmsnorm_backward(f(dx), f(dz), dw, f(dy), f(x), f(z), f(w), N, D, eps);
   }
@@ -207,22 +208,22 @@ class CpuBackend final : public Backend {
   void add(void* y, const void* x, int64_t n) override { cpu::add(f(y), f(x), n); }
   void scale(void* y, float alpha, int64_t n) override { cpu::scale(f(y), alpha, n); }
 
-  double head_loss_rows(void* dx, float* dw, const void* x, const void* w, const int32_t* targets,
-                        const float* row_weight, float* row_loss, int64_t T, int64_t H, int64_t V, float grad_scale,
+  double head_loss_rows(void* dx, real* dw, const void* x, const void* w, const int32_t* targets,
+                        const real* row_weight, real* row_loss, int64_t T, int64_t H, int64_t V, float grad_scale,
                         float softcap) override {
     return cpu::head_loss(f(dx), dw, f(x), f(w), targets, row_weight, row_loss, T, H, V, grad_scale, softcap);
   }
 
-  void moe_route_forward(float* probs, int32_t* idx, float* weights, const void* logits, int64_t T,
+  void moe_route_forward(real* probs, int32_t* idx, real* weights, const void* logits, int64_t T,
                          const MoeRouting& r) override {
     cpu::moe_route_forward(probs, idx, weights, f(logits), T, r);
   }
-  void moe_route_backward(void* d_logits, const float* d_weights, const float* probs, const int32_t* idx,
-                          const float* weights, const float* aux_grad, const int32_t* seq_lens, int64_t seq, int64_t T,
+  void moe_route_backward(void* d_logits, const real* d_weights, const real* probs, const int32_t* idx,
+                          const real* weights, const real* aux_grad, const int32_t* seq_lens, int64_t seq, int64_t T,
                           const MoeRouting& r) override {
     cpu::moe_route_backward(f(d_logits), d_weights, probs, idx, weights, aux_grad, seq_lens, seq, T, r);
   }
-  void moe_router_stats(int32_t* counts, float* prob_sums, const float* probs, const int32_t* idx,
+  void moe_router_stats(int32_t* counts, real* prob_sums, const real* probs, const int32_t* idx,
                         const int32_t* seq_lens, int64_t seq, int64_t T, int64_t E, int64_t k) override {
     cpu::moe_router_stats(counts, prob_sums, probs, idx, seq_lens, seq, T, E, k);
   }
@@ -237,11 +238,11 @@ class CpuBackend final : public Backend {
                            bool accumulate) override {
     cpu::moe_gather_backward(f(dx), f(dxs), row_of, T, k, H, accumulate);
   }
-  void moe_combine_forward(void* y, const void* ys, const float* weights, const int32_t* row_of, int64_t T, int64_t k,
+  void moe_combine_forward(void* y, const void* ys, const real* weights, const int32_t* row_of, int64_t T, int64_t k,
                            int64_t H) override {
     cpu::moe_combine_forward(f(y), f(ys), weights, row_of, T, k, H);
   }
-  void moe_combine_weights_backward(void* u, float* d_weights, const void* act, const float* weights,
+  void moe_combine_weights_backward(void* u, real* d_weights, const void* act, const real* weights,
                                     const int32_t* source, const int32_t* idx, const void* dy, const void* down_bias,
                                     int64_t R, int64_t k, int64_t I, int64_t H) override {
     cpu::moe_combine_weights_backward(f(u), d_weights, f(act), weights, source, idx, f(dy), f(down_bias), R, k, I, H);
@@ -250,14 +251,14 @@ class CpuBackend final : public Backend {
                               int64_t E, int64_t I, int64_t O) override {
     cpu::grouped_linear_forward(f(y), f(x), f(w), w_stride, offsets, E, I, O);
   }
-  void grouped_linear_backward(void* dx, float* dw, const void* dy, const void* x, const void* w, int64_t w_stride,
+  void grouped_linear_backward(void* dx, real* dw, const void* dy, const void* x, const void* w, int64_t w_stride,
                                const int64_t* offsets, int64_t E, int64_t I, int64_t O, bool accumulate_dx) override {
     cpu::grouped_linear_backward(f(dx), dw, f(dy), f(x), f(w), w_stride, offsets, E, I, O, accumulate_dx);
   }
-  void moe_scale_rows_forward(void* xs, const float* weights, const int32_t* source, int64_t R, int64_t H) override {
+  void moe_scale_rows_forward(void* xs, const real* weights, const int32_t* source, int64_t R, int64_t H) override {
     cpu::moe_scale_rows_forward(f(xs), weights, source, R, H);
   }
-  void moe_scale_rows_backward(void* dxs, float* d_weights, const void* x, const float* weights, const int32_t* source,
+  void moe_scale_rows_backward(void* dxs, real* d_weights, const void* x, const real* weights, const int32_t* source,
                                int64_t R, int64_t k, int64_t H) override {
     cpu::moe_scale_rows_backward(f(dxs), d_weights, f(x), weights, source, R, k, H);
   }
@@ -269,7 +270,7 @@ class CpuBackend final : public Backend {
     cpu::row_sigmoid_gate_backward(f(dx), f(dg), f(dy), f(x), f(g), T, H);
   }
 
-  double sum_squares(const float* x, int64_t n) override { return cpu::sum_squares(x, n); }
+  double sum_squares(const real* x, int64_t n) override { return cpu::sum_squares(x, n); }
 };
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Helpers shared by the CPU ops: dot/axpy (`omp simd` lets the compiler vectorise fp32 sums), a row's RMS, and BLAS
+// Helpers shared by the CPU ops: dot/axpy (`omp simd` lets the compiler vectorise the sums), a row's RMS, and BLAS
 // dimension casts.
 // Invariant: results depend only on the inputs and the build, never on the thread count.
 #pragma once
@@ -7,29 +7,30 @@
 #include <limits>
 
 #include "core/error.h"
+#include "core/real.h"
 
 namespace mt::cpu {
 
-inline float dot(const float* a, const float* b, int64_t n) {
-  float s = 0.f;
+inline real dot(const real* a, const real* b, int64_t n) {
+  real s = 0.f;
 #pragma omp simd reduction(+ : s)
   for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
   return s;
 }
 
 // y += a * x
-inline void axpy(float* y, float a, const float* x, int64_t n) {
+inline void axpy(real* y, real a, const real* x, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
 // 1 / sqrt(mean(x²) + eps) of a row of D, mean(x²) accumulated in fp64 and rounded once (rmsnorm.cpp,
 // rms_normalize.cpp, gated_rmsnorm.cpp).
-inline float row_rstd(const float* x, int64_t D, float eps) {
+inline real row_rstd(const real* x, int64_t D, real eps) {
   double ss = 0.0;
 #pragma omp simd reduction(+ : ss)
   for (int64_t d = 0; d < D; ++d) ss += static_cast<double>(x[d]) * x[d];
-  return 1.f / std::sqrt(static_cast<float>(ss / static_cast<double>(D)) + eps);
+  return 1.f / std::sqrt(static_cast<real>(ss / static_cast<double>(D)) + eps);
 }
 
 // A matrix dimension as the int that cblas takes.

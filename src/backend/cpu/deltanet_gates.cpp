@@ -8,11 +8,11 @@
 namespace mt::cpu {
 
 namespace {
-float softplus(float x) { return x > 20.f ? x : std::log1p(std::exp(x)); }
-float sigmoid(float x) { return 1.f / (1.f + std::exp(-x)); }
+real softplus(real x) { return x > 20.f ? x : std::log1p(std::exp(x)); }
+real sigmoid(real x) { return 1.f / (1.f + std::exp(-x)); }
 }  // namespace
 
-void deltanet_gates_forward(float* g, float* beta, const float* ba, const float* a_log, const float* dt_bias,
+void deltanet_gates_forward(real* g, real* beta, const real* ba, const real* a_log, const real* dt_bias,
                             int64_t T, int64_t n) {
   for (int64_t t = 0; t < T; ++t)
     for (int64_t h = 0; h < n; ++h) {
@@ -21,23 +21,23 @@ void deltanet_gates_forward(float* g, float* beta, const float* ba, const float*
     }
 }
 
-void deltanet_gates_backward(float* d_ba, float* d_a_log, float* d_dt_bias, const float* dg, const float* dbeta,
-                             const float* ba, const float* a_log, const float* dt_bias, int64_t T, int64_t n) {
+void deltanet_gates_backward(real* d_ba, real* d_a_log, real* d_dt_bias, const real* dg, const real* dbeta,
+                             const real* ba, const real* a_log, const real* dt_bias, int64_t T, int64_t n) {
   for (int64_t h = 0; h < n; ++h) {
-    const float A = std::exp(a_log[h]);
+    const real A = std::exp(a_log[h]);
     double acc_a_log = 0.0, acc_dt = 0.0;
     for (int64_t t = 0; t < T; ++t) {
-      const float b = sigmoid(ba[t * 2 * n + h]);
+      const real b = sigmoid(ba[t * 2 * n + h]);
       d_ba[t * 2 * n + h] = dbeta[t * n + h] * b * (1.f - b);
-      const float x = ba[t * 2 * n + n + h] + dt_bias[h];
-      const float d = dg[t * n + h];
-      const float dx = -A * (x > 20.f ? 1.f : sigmoid(x)) * d;  // ∂g/∂x = −A·σ(x)
+      const real x = ba[t * 2 * n + n + h] + dt_bias[h];
+      const real d = dg[t * n + h];
+      const real dx = -A * (x > 20.f ? 1.f : sigmoid(x)) * d;  // ∂g/∂x = −A·σ(x)
       d_ba[t * 2 * n + n + h] = dx;
       acc_dt += dx;
       acc_a_log += static_cast<double>(d) * (-A * softplus(x));  // ∂g/∂A_log = g
     }
-    d_a_log[h] += static_cast<float>(acc_a_log);
-    d_dt_bias[h] += static_cast<float>(acc_dt);
+    d_a_log[h] += static_cast<real>(acc_a_log);
+    d_dt_bias[h] += static_cast<real>(acc_dt);
   }
 }
 

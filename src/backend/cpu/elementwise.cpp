@@ -1,4 +1,4 @@
-// zero, copy, add, scale and the fp64 sum of squares over flat fp32 buffers.
+// zero, copy, add, scale and the fp64 sum of squares over flat buffers of mt::real.
 // Invariant: sum_squares adds fixed-size block partials in block order, so it is bitwise independent of thread count.
 #include <algorithm>
 #include <cstring>
@@ -10,27 +10,27 @@
 
 namespace mt::cpu {
 
-void zero(float* p, int64_t n) {
+void zero(real* p, int64_t n) {
   MT_ASSERT(n >= 0);
-  if (n > 0) std::memset(p, 0, sizeof(float) * static_cast<size_t>(n));
+  if (n > 0) std::memset(p, 0, sizeof(real) * static_cast<size_t>(n));
 }
 
-void copy(float* dst, const float* src, int64_t n) {
+void copy(real* dst, const real* src, int64_t n) {
   MT_ASSERT(n >= 0);
-  if (n > 0 && dst != src) std::memmove(dst, src, sizeof(float) * static_cast<size_t>(n));
+  if (n > 0 && dst != src) std::memmove(dst, src, sizeof(real) * static_cast<size_t>(n));
 }
 
-void add(float* y, const float* x, int64_t n) {
+void add(real* y, const real* x, int64_t n) {
 #pragma omp parallel for simd if (n > parallel_min_elems) schedule(static)
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
 
-void scale(float* y, float alpha, int64_t n) {
+void scale(real* y, real alpha, int64_t n) {
 #pragma omp parallel for simd if (n > parallel_min_elems) schedule(static)
   for (int64_t i = 0; i < n; ++i) y[i] *= alpha;
 }
 
-double sum_squares(const float* x, int64_t n) {
+double sum_squares(const real* x, int64_t n) {
   constexpr int64_t block = 4096;
   const int64_t n_blocks = (n + block - 1) / block;
   std::vector<double> partial(static_cast<size_t>(n_blocks));

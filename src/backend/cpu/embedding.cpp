@@ -8,16 +8,16 @@
 
 namespace mt::cpu {
 
-void embedding_forward(float* y, const float* table, const int32_t* ids, int64_t T, int64_t H) {
+void embedding_forward(real* y, const real* table, const int32_t* ids, int64_t T, int64_t H) {
   MT_ASSERT(T >= 0 && H > 0);
 #pragma omp parallel for if (T * H > parallel_min_elems) schedule(static)
   for (int64_t t = 0; t < T; ++t) {
-    const float* row = table + static_cast<int64_t>(ids[t]) * H;
+    const real* row = table + static_cast<int64_t>(ids[t]) * H;
     std::copy(row, row + H, y + t * H);
   }
 }
 
-void embedding_backward(float* dtable, const float* dy, const int32_t* ids, int64_t T, int64_t H) {
+void embedding_backward(real* dtable, const real* dy, const int32_t* ids, int64_t T, int64_t H) {
   MT_ASSERT(T >= 0 && H > 0);
   constexpr int64_t block = 256;
   const int64_t n_blocks = (H + block - 1) / block;

@@ -26,19 +26,19 @@ namespace mt::cpu {
 
 namespace {
 
-using Mat = std::vector<float>;
+using Mat = std::vector<real>;
 
-float inv_norm(const float* x, int64_t n) {
+real inv_norm(const real* x, int64_t n) {
   double ss = 0.0;
   for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
-  return 1.f / std::sqrt(static_cast<float>(ss) + 1e-6f);
+  return 1.f / std::sqrt(static_cast<real>(ss) + 1e-6f);
 }
 
 // C[M, N] (+)= op(A)·op(B), row-major: A is [M, K] ([K, M] when ta), B is [K, N] ([N, K] when tb).
-void mm(float* C, const float* A, const float* B, int64_t M, int64_t N, int64_t K, bool ta, bool tb, bool acc) {
+void mm(real* C, const real* A, const real* B, int64_t M, int64_t N, int64_t K, bool ta, bool tb, bool acc) {
   for (int64_t m = 0; m < M; ++m)
     for (int64_t n = 0; n < N; ++n) {
-      float s = acc ? C[m * N + n] : 0.f;
+      real s = acc ? C[m * N + n] : 0.f;
       for (int64_t k = 0; k < K; ++k) s += (ta ? A[k * M + m] : A[m * K + k]) * (tb ? B[n * K + k] : B[k * N + n]);
       C[m * N + n] = s;
     }
@@ -49,12 +49,12 @@ struct ChunkGates {
   int64_t t0 = 0, n = 0;
   bool carries = false;                   // the incoming state reaches the chunk's first segment
   std::vector<int> seg;                   // segment index within the chunk, 0 for the first; padding its own
-  std::vector<float> beta, gam, Gam, e;   // [C]
-  float Gam_last = 0.f;
-  float D(int64_t r, int64_t s) const { return seg[r] == seg[s] ? std::exp(gam[r] - gam[s]) : 0.f; }
+  std::vector<real> beta, gam, Gam, e;   // [C]
+  real Gam_last = 0.f;
+  real D(int64_t r, int64_t s) const { return seg[r] == seg[s] ? std::exp(gam[r] - gam[s]) : 0.f; }
 };
 
-ChunkGates chunk_gates(const float* g, const float* beta, const DeltaRuleShape& s, int64_t b, int64_t h, int64_t c,
+ChunkGates chunk_gates(const real* g, const real* beta, const DeltaRuleShape& s, int64_t b, int64_t h, int64_t c,
                        int64_t C) {
   ChunkGates q;
   const int64_t L = s.seq_lens ? s.seq_lens[b] : s.seq, nv = s.n_v_heads;
@@ -88,17 +88,17 @@ ChunkGates chunk_gates(const float* g, const float* beta, const DeltaRuleShape& 
 }
 
 // The chunk's q̂ (scaled), k̂ [C, dk] and v [C, dv] of v head h, zero past n.
-void load_chunk(const float* qkv, const DeltaRuleShape& s, int64_t b, int64_t h, const ChunkGates& q, int64_t C,
+void load_chunk(const real* qkv, const DeltaRuleShape& s, int64_t b, int64_t h, const ChunkGates& q, int64_t C,
                 Mat& Q, Mat& K, Mat& V) {
   const int64_t dk = s.k_head_dim, dv = s.v_head_dim, kh = h / (s.n_v_heads / s.n_k_heads);
   Q.assign(C * dk, 0.f);
   K.assign(C * dk, 0.f);
   V.assign(C * dv, 0.f);
   for (int64_t r = 0; r < q.n; ++r) {
-    const float* qr = qkv + (b * s.seq + q.t0 + r) * s.row() + kh * dk;
-    const float* kr = qr + s.key_dim();
-    const float* vr = qkv + (b * s.seq + q.t0 + r) * s.row() + 2 * s.key_dim() + h * dv;
-    const float rq = inv_norm(qr, dk) / std::sqrt(static_cast<float>(dk)), rk = inv_norm(kr, dk);
+    const real* qr = qkv + (b * s.seq + q.t0 + r) * s.row() + kh * dk;
+    const real* kr = qr + s.key_dim();
+    const real* vr = qkv + (b * s.seq + q.t0 + r) * s.row() + 2 * s.key_dim() + h * dv;
+    const real rq = inv_norm(qr, dk) / std::sqrt(static_cast<real>(dk)), rk = inv_norm(kr, dk);
     for (int64_t i = 0; i < dk; ++i) {
       Q[r * dk + i] = qr[i] * rq;
       K[r * dk + i] = kr[i] * rk;
@@ -117,7 +117,7 @@ void wy(const Mat& K, const Mat& V, const ChunkGates& q, int64_t C, int64_t dk, 
   for (int64_t r = 0; r < C; ++r) {
     Tm[r * C + r] = 1.f;
     for (int64_t s = 0; s < r; ++s) {
-      float acc = 0.f;
+      real acc = 0.f;
       for (int64_t m = s; m < r; ++m) acc += A[r * C + m] * Tm[m * C + s];
       Tm[r * C + s] = -acc;
     }
@@ -143,7 +143,7 @@ Mat causal_scores(const Mat& Q, const Mat& K, const ChunkGates& q, int64_t C, in
 }
 
 // Row-scaled copy: out[r, :] = a[r]·X[r, :].
-Mat row_scaled(const Mat& X, const std::vector<float>& a, int64_t C, int64_t d) {
+Mat row_scaled(const Mat& X, const std::vector<real>& a, int64_t C, int64_t d) {
   Mat out(X);
   for (int64_t r = 0; r < C; ++r)
     for (int64_t i = 0; i < d; ++i) out[r * d + i] *= a[r];
@@ -157,7 +157,7 @@ struct Chunk {
 };
 
 // The forward over one sequence's v head: every chunk's values and the output rows.
-std::vector<Chunk> forward_head(float* o, const float* qkv, const float* g, const float* beta, const DeltaRuleShape& s,
+std::vector<Chunk> forward_head(real* o, const real* qkv, const real* g, const real* beta, const DeltaRuleShape& s,
                                 int64_t b, int64_t h, int64_t C) {
   const int64_t dk = s.k_head_dim, dv = s.v_head_dim, L = s.seq_lens ? s.seq_lens[b] : s.seq;
   std::vector<Chunk> chunks(static_cast<size_t>((L + C - 1) / C));
@@ -180,24 +180,24 @@ std::vector<Chunk> forward_head(float* o, const float* qkv, const float* g, cons
       for (int64_t r = 0; r < k.q.n; ++r)
         std::copy(O.begin() + r * dv, O.begin() + (r + 1) * dv, o + (b * s.seq + k.q.t0 + r) * s.value_dim() + h * dv);
     }
-    for (float& x : S) x *= k.q.Gam_last;
+    for (real& x : S) x *= k.q.Gam_last;
     mm(S.data(), row_scaled(k.K, k.q.e, C, dk).data(), k.Vn.data(), dk, dv, C, true, false, true);
   }
   return chunks;
 }
 
 // dx of y = x·r (r = 1/sqrt(Σx² + eps)) given dy, times `scale`.
-void l2norm_backward(float* dx, const float* x, const float* dy, int64_t n, float scale) {
-  const float r = inv_norm(x, n);
+void l2norm_backward(real* dx, const real* x, const real* dy, int64_t n, real scale) {
+  const real r = inv_norm(x, n);
   double xdy = 0.0;
   for (int64_t i = 0; i < n; ++i) xdy += static_cast<double>(x[i]) * dy[i];
-  const float c = static_cast<float>(xdy) * r * r * r;
+  const real c = static_cast<real>(xdy) * r * r * r;
   for (int64_t i = 0; i < n; ++i) dx[i] = scale * (r * dy[i] - x[i] * c);
 }
 
 }  // namespace
 
-void gated_delta_rule_chunked_forward(float* o, const float* qkv, const float* g, const float* beta,
+void gated_delta_rule_chunked_forward(real* o, const real* qkv, const real* g, const real* beta,
                                       const DeltaRuleShape& s, int64_t chunk) {
   MT_ASSERT(chunk > 0 && s.n_k_heads > 0 && s.n_v_heads % s.n_k_heads == 0);
   zero(o, s.batch * s.seq * s.value_dim());
@@ -206,14 +206,14 @@ void gated_delta_rule_chunked_forward(float* o, const float* qkv, const float* g
     for (int64_t h = 0; h < s.n_v_heads; ++h) forward_head(o, qkv, g, beta, s, b, h, chunk);
 }
 
-void gated_delta_rule_chunked_backward(float* d_qkv, float* dg, float* dbeta, const float* d_o, const float* qkv,
-                                       const float* g, const float* beta, const DeltaRuleShape& s, int64_t chunk) {
+void gated_delta_rule_chunked_backward(real* d_qkv, real* dg, real* dbeta, const real* d_o, const real* qkv,
+                                       const real* g, const real* beta, const DeltaRuleShape& s, int64_t chunk) {
   MT_ASSERT(chunk > 0 && s.n_k_heads > 0 && s.n_v_heads % s.n_k_heads == 0);
   const int64_t C = chunk, dk = s.k_head_dim, dv = s.v_head_dim, nv = s.n_v_heads, R = s.row(), T = s.batch * s.seq;
   zero(d_qkv, T * R);
   zero(dg, T * nv);
   zero(dbeta, T * nv);
-  std::vector<float> dq_part(T * nv * dk, 0.f), dk_part(T * nv * dk, 0.f);  // per token and v head
+  std::vector<real> dq_part(T * nv * dk, 0.f), dk_part(T * nv * dk, 0.f);  // per token and v head
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < s.batch; ++b)
     for (int64_t h = 0; h < nv; ++h) {
@@ -226,31 +226,31 @@ void gated_delta_rule_chunked_backward(float* d_qkv, float* dg, float* dbeta, co
         const Chunk& k = chunks[c];
         dO[c].assign(C * dv, 0.f);
         for (int64_t r = 0; r < k.q.n; ++r) {
-          const float* src = d_o + (b * s.seq + k.q.t0 + r) * s.value_dim() + h * dv;
+          const real* src = d_o + (b * s.seq + k.q.t0 + r) * s.value_dim() + h * dv;
           std::copy(src, src + dv, dO[c].begin() + r * dv);
         }
         dSn[c] = dS;
         dVn[c].assign(C * dv, 0.f);
         mm(dVn[c].data(), causal_scores(k.Q, k.K, k.q, C, dk).data(), dO[c].data(), C, dv, C, true, false, false);
         mm(dVn[c].data(), row_scaled(k.K, k.q.e, C, dk).data(), dS.data(), C, dv, dk, false, false, true);
-        for (float& x : dS) x *= k.q.Gam_last;
+        for (real& x : dS) x *= k.q.Gam_last;
         mm(dS.data(), row_scaled(k.Q, k.q.Gam, C, dk).data(), dO[c].data(), dk, dv, C, true, false, true);
         Mat Wn(k.W);
-        for (float& x : Wn) x = -x;
+        for (real& x : Wn) x = -x;
         mm(dS.data(), Wn.data(), dVn[c].data(), dk, dv, C, true, false, true);
         if (!k.q.carries) std::fill(dS.begin(), dS.end(), 0.f);
       }
       for (int64_t c = 0; c < n_chunks; ++c) {
         const Chunk& k = chunks[c];
         const ChunkGates& q = k.q;
-        std::vector<float> dgam(C, 0.f), db(C, 0.f);
+        std::vector<real> dgam(C, 0.f), db(C, 0.f);
         // dq̂, dk̂ through the output and the state; dW.
         Mat dP(C * C), QK(C * C), KK(C * C), Pt(C * C, 0.f);
         mm(dP.data(), dO[c].data(), k.Vn.data(), C, C, dv, false, true, false);
         mm(QK.data(), k.Q.data(), k.K.data(), C, C, dk, false, true, false);
         for (int64_t r = 0; r < C; ++r)
           for (int64_t t = 0; t <= r; ++t) {
-            const float d = q.D(r, t), z = dP[r * C + t] * QK[r * C + t] * d;
+            const real d = q.D(r, t), z = dP[r * C + t] * QK[r * C + t] * d;
             Pt[r * C + t] = dP[r * C + t] * d;
             if (t == r) continue;  // D[r, r] = 1 has no gate gradient: adding z and taking it back would round
             dgam[r] += z;
@@ -261,11 +261,11 @@ void gated_delta_rule_chunked_backward(float* d_qkv, float* dg, float* dbeta, co
         for (int64_t r = 0; r < C; ++r) dgam[r] += dot(&k.Q[r * dk], &dQ[r * dk], dk);
         mm(dQ.data(), Pt.data(), k.K.data(), C, dk, C, false, false, true);
         mm(dW.data(), dVn[c].data(), k.S.data(), C, dk, dv, false, true, false);
-        for (float& x : dW) x = -x;
+        for (real& x : dW) x = -x;
         mm(dK.data(), k.Vn.data(), dSn[c].data(), C, dk, dv, false, true, false);
         double y_sum = 0.0;
         for (int64_t r = 0; r < C; ++r) {
-          const float y = q.e[r] * dot(&k.K[r * dk], &dK[r * dk], dk);
+          const real y = q.e[r] * dot(&k.K[r * dk], &dK[r * dk], dk);
           dgam[r] -= y;
           y_sum += y;
         }
@@ -274,7 +274,7 @@ void gated_delta_rule_chunked_backward(float* d_qkv, float* dg, float* dbeta, co
         if (q.n > 0) {
           double hs = 0.0;
           for (int64_t i = 0; i < dk * dv; ++i) hs += static_cast<double>(dSn[c][i]) * k.S[i];
-          dgam[q.n - 1] += static_cast<float>(y_sum) + q.Gam_last * static_cast<float>(hs);
+          dgam[q.n - 1] += static_cast<real>(y_sum) + q.Gam_last * static_cast<real>(hs);
         }
         // Through the WY representation: dX_U = Tᵀ·dV', dX_W = Tᵀ·dW, dA = −(dX_U·Uᵀ + dX_W·Wᵀ).
         Mat dXU(C * dv), dXW(C * dk), dA(C * C), E(C * C, 0.f);
@@ -282,7 +282,7 @@ void gated_delta_rule_chunked_backward(float* d_qkv, float* dg, float* dbeta, co
         mm(dXW.data(), k.Tm.data(), dW.data(), C, dk, C, true, false, false);
         for (int64_t r = 0; r < C; ++r) {
           db[r] += dot(&dXU[r * dv], &k.V[r * dv], dv);
-          const float xk = dot(&dXW[r * dk], &k.K[r * dk], dk);
+          const real xk = dot(&dXW[r * dk], &k.K[r * dk], dk);
           db[r] += q.Gam[r] * xk;
           dgam[r] += q.beta[r] * q.Gam[r] * xk;
         }
@@ -291,7 +291,7 @@ void gated_delta_rule_chunked_backward(float* d_qkv, float* dg, float* dbeta, co
         mm(KK.data(), k.K.data(), k.K.data(), C, C, dk, false, true, false);
         for (int64_t r = 0; r < C; ++r)
           for (int64_t t = 0; t < r; ++t) {
-            const float d = q.D(r, t), da = -dA[r * C + t], z = da * q.beta[r] * KK[r * C + t] * d;
+            const real d = q.D(r, t), da = -dA[r * C + t], z = da * q.beta[r] * KK[r * C + t] * d;
             db[r] += da * KK[r * C + t] * d;
             E[r * C + t] = da * q.beta[r] * d;
             dgam[r] += z;
@@ -302,7 +302,7 @@ void gated_delta_rule_chunked_backward(float* d_qkv, float* dg, float* dbeta, co
         mm(dK.data(), E.data(), k.K.data(), C, dk, C, false, false, true);
         mm(dK.data(), E.data(), k.K.data(), C, dk, C, true, false, true);
         // Write the chunk's rows: dv, dβ, dg (γ's gradient summed to the segment's end), the dq̂, dk̂ parts.
-        float run = 0.f;
+        real run = 0.f;
         for (int64_t r = q.n - 1; r >= 0; --r) {
           run = (r == q.n - 1 || q.seg[r + 1] != q.seg[r] ? 0.f : run) + dgam[r];
           const int64_t row = b * s.seq + q.t0 + r;
@@ -318,7 +318,7 @@ void gated_delta_rule_chunked_backward(float* d_qkv, float* dg, float* dbeta, co
   const int64_t group = nv / s.n_k_heads;
 #pragma omp parallel for schedule(static)
   for (int64_t row = 0; row < T; ++row) {
-    std::vector<float> dqh(dk), dkh(dk);
+    std::vector<real> dqh(dk), dkh(dk);
     for (int64_t kh = 0; kh < s.n_k_heads; ++kh) {
       std::fill(dqh.begin(), dqh.end(), 0.f);
       std::fill(dkh.begin(), dkh.end(), 0.f);
@@ -326,8 +326,8 @@ void gated_delta_rule_chunked_backward(float* d_qkv, float* dg, float* dbeta, co
         axpy(dqh.data(), 1.f, &dq_part[(row * nv + h) * dk], dk);
         axpy(dkh.data(), 1.f, &dk_part[(row * nv + h) * dk], dk);
       }
-      const float* q = qkv + row * R + kh * dk;
-      l2norm_backward(d_qkv + row * R + kh * dk, q, dqh.data(), dk, 1.f / std::sqrt(static_cast<float>(dk)));
+      const real* q = qkv + row * R + kh * dk;
+      l2norm_backward(d_qkv + row * R + kh * dk, q, dqh.data(), dk, 1.f / std::sqrt(static_cast<real>(dk)));
       l2norm_backward(d_qkv + row * R + s.key_dim() + kh * dk, q + s.key_dim(), dkh.data(), dk, 1.f);
     }
   }

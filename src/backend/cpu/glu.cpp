@@ -15,67 +15,67 @@ namespace mt::cpu {
 namespace {
 
 // torch's kBeta = M_SQRT2 · M_2_SQRTPI · 0.5 = √(2/π), formed in double and rounded to fp32, and kKappa.
-constexpr float gelu_beta = static_cast<float>(1.41421356237309504880 * 1.12837916709551257390 * 0.5);
-constexpr float gelu_kappa = 0.044715f;
+constexpr real gelu_beta = static_cast<real>(1.41421356237309504880 * 1.12837916709551257390 * 0.5);
+constexpr real gelu_kappa = 0.044715f;
 
-inline float gelu_tanh(float x) {
-  const float x_cube = x * x * x;
-  const float inner = gelu_beta * (x + gelu_kappa * x_cube);
+inline real gelu_tanh(real x) {
+  const real x_cube = x * x * x;
+  const real inner = gelu_beta * (x + gelu_kappa * x_cube);
   return 0.5f * x * (1.f + std::tanh(inner));
 }
 
 // d gelu_tanh / dx, in torch's order of operations.
-inline float gelu_tanh_grad(float x) {
-  const float x_sq = x * x;
-  const float x_cube = x_sq * x;
-  const float inner = gelu_beta * (x + gelu_kappa * x_cube);
-  const float tanh_inner = std::tanh(inner);
-  const float left = 0.5f * x;
-  const float right = 1.f + tanh_inner;
-  const float left_derivative = 0.5f * right;
-  const float tanh_derivative = 1.f - tanh_inner * tanh_inner;
-  const float inner_derivative = gelu_beta * (1.f + 3.f * gelu_kappa * x_sq);
-  const float right_derivative = left * tanh_derivative * inner_derivative;
+inline real gelu_tanh_grad(real x) {
+  const real x_sq = x * x;
+  const real x_cube = x_sq * x;
+  const real inner = gelu_beta * (x + gelu_kappa * x_cube);
+  const real tanh_inner = std::tanh(inner);
+  const real left = 0.5f * x;
+  const real right = 1.f + tanh_inner;
+  const real left_derivative = 0.5f * right;
+  const real tanh_derivative = 1.f - tanh_inner * tanh_inner;
+  const real inner_derivative = gelu_beta * (1.f + 3.f * gelu_kappa * x_sq);
+  const real right_derivative = left * tanh_derivative * inner_derivative;
   return left_derivative + right_derivative;
 }
 
-inline float silu(float g) { return g / (1.f + std::exp(-g)); }
+inline real silu(real g) { return g / (1.f + std::exp(-g)); }
 
 // The gating factor of element i: up[i], or 1 for the non-gated activation (up null).
-inline float up_at(const float* up, int64_t i) { return up ? up[i] : 1.f; }
+inline real up_at(const real* up, int64_t i) { return up ? up[i] : 1.f; }
 
-void swiglu_forward(float* y, const float* gate, const float* up, int64_t n) {
+void swiglu_forward(real* y, const real* gate, const real* up, int64_t n) {
 #pragma omp parallel for if (n > parallel_min_elems) schedule(static)
   for (int64_t i = 0; i < n; ++i) y[i] = silu(gate[i]) * up_at(up, i);
 }
 
-void swiglu_backward(float* dgate, float* dup, float* y, const float* dy, const float* gate, const float* up,
+void swiglu_backward(real* dgate, real* dup, real* y, const real* dy, const real* gate, const real* up,
                      int64_t n) {
 #pragma omp parallel for if (n > parallel_min_elems) schedule(static)
   for (int64_t i = 0; i < n; ++i) {
-    const float g = gate[i];
-    const float sig = 1.f / (1.f + std::exp(-g));
-    const float value = silu(g);
-    const float u = up_at(up, i);
+    const real g = gate[i];
+    const real sig = 1.f / (1.f + std::exp(-g));
+    const real value = silu(g);
+    const real u = up_at(up, i);
     dgate[i] = dy[i] * u * (sig * (1.f + g * (1.f - sig)));
     if (dup) dup[i] = dy[i] * value;
     if (y) y[i] = value * u;
   }
 }
 
-void geglu_forward(float* y, const float* gate, const float* up, int64_t n) {
+void geglu_forward(real* y, const real* gate, const real* up, int64_t n) {
 #pragma omp parallel for if (n > parallel_min_elems) schedule(static)
   for (int64_t i = 0; i < n; ++i) y[i] = gelu_tanh(gate[i]) * up_at(up, i);
 }
 
 // torch: the product's gradient dy·up goes through gelu_backward(dy·up, gate).
-void geglu_backward(float* dgate, float* dup, float* y, const float* dy, const float* gate, const float* up,
+void geglu_backward(real* dgate, real* dup, real* y, const real* dy, const real* gate, const real* up,
                     int64_t n) {
 #pragma omp parallel for if (n > parallel_min_elems) schedule(static)
   for (int64_t i = 0; i < n; ++i) {
-    const float g = gate[i];
-    const float value = gelu_tanh(g);
-    const float u = up_at(up, i);
+    const real g = gate[i];
+    const real value = gelu_tanh(g);
+    const real u = up_at(up, i);
     dgate[i] = (dy[i] * u) * gelu_tanh_grad(g);
     if (dup) dup[i] = dy[i] * value;
     if (y) y[i] = value * u;
@@ -84,7 +84,7 @@ void geglu_backward(float* dgate, float* dup, float* y, const float* dy, const f
 
 }  // namespace
 
-void glu_forward(float* y, const float* gate, const float* up, int64_t n, Activation act) {
+void glu_forward(real* y, const real* gate, const real* up, int64_t n, Activation act) {
   switch (act) {
     case Activation::silu: return swiglu_forward(y, gate, up, n);
     case Activation::gelu_tanh: return geglu_forward(y, gate, up, n);
@@ -92,7 +92,7 @@ void glu_forward(float* y, const float* gate, const float* up, int64_t n, Activa
   MT_ASSERT(false, "unknown activation {}", static_cast<int>(act));
 }
 
-void glu_backward(float* dgate, float* dup, float* y, const float* dy, const float* gate, const float* up, int64_t n,
+void glu_backward(real* dgate, real* dup, real* y, const real* dy, const real* gate, const real* up, int64_t n,
                   Activation act) {
   switch (act) {
     case Activation::silu: return swiglu_backward(dgate, dup, y, dy, gate, up, n);

@@ -7,22 +7,22 @@
 
 namespace mt::cpu {
 
-void head_concat_forward(float* y, const float* a, const float* b, int64_t T, int64_t H, int64_t a_dim, int64_t b_dim,
+void head_concat_forward(real* y, const real* a, const real* b, int64_t T, int64_t H, int64_t a_dim, int64_t b_dim,
                          bool shared_b) {
   MT_ASSERT(T >= 0 && H > 0 && a_dim >= 0 && b_dim >= 0);
   const int64_t d = a_dim + b_dim, b_stride = shared_b ? b_dim : H * b_dim;
 #pragma omp parallel for schedule(static)
   for (int64_t t = 0; t < T; ++t)
     for (int64_t h = 0; h < H; ++h) {
-      float* yh = y + (t * H + h) * d;
-      const float* ah = a + (t * H + h) * a_dim;
-      const float* bh = b + t * b_stride + (shared_b ? 0 : h * b_dim);
+      real* yh = y + (t * H + h) * d;
+      const real* ah = a + (t * H + h) * a_dim;
+      const real* bh = b + t * b_stride + (shared_b ? 0 : h * b_dim);
       std::copy(ah, ah + a_dim, yh);
       std::copy(bh, bh + b_dim, yh + a_dim);
     }
 }
 
-void head_concat_backward(float* da, float* db, const float* dy, int64_t T, int64_t H, int64_t a_dim, int64_t b_dim,
+void head_concat_backward(real* da, real* db, const real* dy, int64_t T, int64_t H, int64_t a_dim, int64_t b_dim,
                           bool shared_b) {
   MT_ASSERT(T >= 0 && H > 0 && a_dim >= 0 && b_dim >= 0);
   const int64_t d = a_dim + b_dim;
@@ -30,10 +30,10 @@ void head_concat_backward(float* da, float* db, const float* dy, int64_t T, int6
   for (int64_t t = 0; t < T; ++t) {
     if (shared_b) std::fill_n(db + t * b_dim, b_dim, 0.f);
     for (int64_t h = 0; h < H; ++h) {
-      const float* dyh = dy + (t * H + h) * d;
+      const real* dyh = dy + (t * H + h) * d;
       std::copy(dyh, dyh + a_dim, da + (t * H + h) * a_dim);
       if (shared_b) {
-        float* dbt = db + t * b_dim;
+        real* dbt = db + t * b_dim;
         for (int64_t i = 0; i < b_dim; ++i) dbt[i] += dyh[a_dim + i];
       } else {
         std::copy(dyh + a_dim, dyh + d, db + (t * H + h) * b_dim);

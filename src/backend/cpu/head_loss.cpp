@@ -22,21 +22,21 @@ constexpr int32_t ignore_index = -100;
 int64_t chunk_rows(int64_t V) { return std::clamp<int64_t>((int64_t{1} << 23) / V, 1, 128); }
 
 // Turns one row of logits into its gradient scale·(softmax − onehot) in place; returns the row's CE.
-double softmax_ce_row(float* logits, int64_t V, int32_t target, float scale) {
-  const float m = *std::max_element(logits, logits + V);
+double softmax_ce_row(real* logits, int64_t V, int32_t target, real scale) {
+  const real m = *std::max_element(logits, logits + V);
   double sum = 0.0;
   for (int64_t c = 0; c < V; ++c) sum += std::exp(static_cast<double>(logits[c] - m));
   const double lse = static_cast<double>(m) + std::log(sum);
   const double ce = lse - static_cast<double>(logits[target]);
-  for (int64_t c = 0; c < V; ++c) logits[c] = scale * static_cast<float>(std::exp(logits[c] - lse));
+  for (int64_t c = 0; c < V; ++c) logits[c] = scale * static_cast<real>(std::exp(logits[c] - lse));
   logits[target] -= scale;
   return ce;
 }
 
 // Soft-caps one row of logits in place; dcap[c] gets ∂capped/∂logit = 1 − tanh².
-void softcap_row(float* logits, float* dcap, int64_t V, float softcap) {
+void softcap_row(real* logits, real* dcap, int64_t V, real softcap) {
   for (int64_t c = 0; c < V; ++c) {
-    const float t = std::tanh(logits[c] / softcap);
+    const real t = std::tanh(logits[c] / softcap);
     logits[c] = softcap * t;
     dcap[c] = 1.f - t * t;
   }
@@ -44,9 +44,9 @@ void softcap_row(float* logits, float* dcap, int64_t V, float softcap) {
 
 }  // namespace
 
-double head_loss(float* dx, float* dw, const float* x, const float* w, const int32_t* targets,
-                 const float* row_weight, float* row_loss, int64_t T, int64_t H, int64_t V, float grad_scale,
-                 float softcap) {
+double head_loss(real* dx, real* dw, const real* x, const real* w, const int32_t* targets,
+                 const real* row_weight, real* row_loss, int64_t T, int64_t H, int64_t V, real grad_scale,
+                 real softcap) {
   MT_ASSERT(T >= 0 && H > 0 && V > 0);
   MT_ASSERT((dx == nullptr) == (dw == nullptr), "head_loss: dx and dw are both set or both null");
   MT_ASSERT(std::isfinite(softcap) && softcap >= 0.f, "head softcap {}", softcap);
@@ -55,8 +55,8 @@ double head_loss(float* dx, float* dw, const float* x, const float* w, const int
               targets[t], t, V);
   }
   const int64_t chunk = chunk_rows(V);
-  std::vector<float> logits(static_cast<size_t>(std::min(chunk, T) * V));
-  std::vector<float> dcap(softcap > 0.f ? logits.size() : 0);  // the tanh's derivative, where soft-capped
+  std::vector<real> logits(static_cast<size_t>(std::min(chunk, T) * V));
+  std::vector<real> dcap(softcap > 0.f ? logits.size() : 0);  // the tanh's derivative, where soft-capped
   std::vector<double> chunk_loss(static_cast<size_t>(chunk));
   double total = 0.0;
   for (int64_t t0 = 0; t0 < T; t0 += chunk) {
@@ -67,16 +67,16 @@ double head_loss(float* dx, float* dw, const float* x, const float* w, const int
       if (row_loss) std::fill_n(row_loss + t0, rows, 0.f);
       continue;
     }
-    sgemm_row_blocks(false, true, rows, V, H, x + t0 * H, H, w, H, 0.f, logits.data(), V);
+    gemm_row_blocks(false, true, rows, V, H, x + t0 * H, H, w, H, 0.f, logits.data(), V);
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
-      float* row = logits.data() + r * V;
-      const float scale = row_weight ? grad_scale * row_weight[t0 + r] : grad_scale;
+      real* row = logits.data() + r * V;
+      const real scale = row_weight ? grad_scale * row_weight[t0 + r] : grad_scale;
       if (tg[r] == ignore_index) {
         std::fill_n(row, V, 0.f);
         chunk_loss[static_cast<size_t>(r)] = 0.0;
       } else if (softcap > 0.f) {
-        float* dc = dcap.data() + r * V;
+        real* dc = dcap.data() + r * V;
         softcap_row(row, dc, V, softcap);
         chunk_loss[static_cast<size_t>(r)] = softmax_ce_row(row, V, tg[r], scale);
         for (int64_t c = 0; c < V; ++c) row[c] *= dc[c];
@@ -86,10 +86,10 @@ double head_loss(float* dx, float* dw, const float* x, const float* w, const int
     }
     for (int64_t r = 0; r < rows; ++r) total += chunk_loss[static_cast<size_t>(r)];
     if (row_loss)
-      for (int64_t r = 0; r < rows; ++r) row_loss[t0 + r] = static_cast<float>(chunk_loss[static_cast<size_t>(r)]);
+      for (int64_t r = 0; r < rows; ++r) row_loss[t0 + r] = static_cast<real>(chunk_loss[static_cast<size_t>(r)]);
     if (!dx) continue;  // the loss only
-    sgemm_row_blocks(false, false, rows, H, V, logits.data(), V, w, H, 0.f, dx + t0 * H, H);
-    sgemm_row_blocks(true, false, V, H, rows, logits.data(), V, x + t0 * H, H, 1.f, dw, H);
+    gemm_row_blocks(false, false, rows, H, V, logits.data(), V, w, H, 0.f, dx + t0 * H, H);
+    gemm_row_blocks(true, false, V, H, rows, logits.data(), V, x + t0 * H, H, 1.f, dw, H);
   }
   return total;
 }

@@ -15,37 +15,37 @@ namespace mt::cpu {
 namespace {
 
 struct RowStats {
-  float mean = 0.f, rstd = 0.f;
+  real mean = 0.f, rstd = 0.f;
 };
 
-RowStats row_stats(const float* x, int64_t D, float eps) {
+RowStats row_stats(const real* x, int64_t D, real eps) {
   double sum = 0.0;
 #pragma omp simd reduction(+ : sum)
   for (int64_t d = 0; d < D; ++d) sum += x[d];
-  const auto mean = static_cast<float>(sum / static_cast<double>(D));
+  const auto mean = static_cast<real>(sum / static_cast<double>(D));
   double ss = 0.0;
 #pragma omp simd reduction(+ : ss)
   for (int64_t d = 0; d < D; ++d) {
     const double c = static_cast<double>(x[d] - mean);
     ss += c * c;
   }
-  return {mean, 1.f / std::sqrt(static_cast<float>(ss / static_cast<double>(D)) + eps)};
+  return {mean, 1.f / std::sqrt(static_cast<real>(ss / static_cast<double>(D)) + eps)};
 }
 
 }  // namespace
 
-void layernorm_forward(float* y, const float* x, const float* w, const float* b, int64_t N, int64_t D,
-                       int64_t weight_rows, float eps) {
+void layernorm_forward(real* y, const real* x, const real* w, const real* b, int64_t N, int64_t D,
+                       int64_t weight_rows, real eps) {
   MT_ASSERT(N >= 0 && D > 0 && weight_rows > 0 && N % weight_rows == 0, "layernorm_forward: N {} D {} weight_rows {}",
             N, D, weight_rows);
 #pragma omp parallel for if (N * D > parallel_min_elems) schedule(static)
   for (int64_t n = 0; n < N; ++n) {
-    const float* xr = x + n * D;
-    float* yr = y + n * D;
-    const float* wr = w + (n % weight_rows) * D;
+    const real* xr = x + n * D;
+    real* yr = y + n * D;
+    const real* wr = w + (n % weight_rows) * D;
     const RowStats s = row_stats(xr, D, eps);
     if (b) {
-      const float* br = b + (n % weight_rows) * D;
+      const real* br = b + (n % weight_rows) * D;
 #pragma omp simd
       for (int64_t d = 0; d < D; ++d) yr[d] = ((xr[d] - s.mean) * s.rstd) * wr[d] + br[d];
     } else {
@@ -55,33 +55,33 @@ void layernorm_forward(float* y, const float* x, const float* w, const float* b,
   }
 }
 
-void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w,
-                        const float* residual, int64_t N, int64_t D, int64_t weight_rows, float eps) {
+void layernorm_backward(real* dx, real* dw, real* db, const real* dy, const real* x, const real* w,
+                        const real* residual, int64_t N, int64_t D, int64_t weight_rows, real eps) {
   MT_ASSERT(N >= 0 && D > 0 && weight_rows > 0 && N % weight_rows == 0, "layernorm_backward: N {} D {} weight_rows {}",
             N, D, weight_rows);
   std::vector<RowStats> stats(static_cast<size_t>(N));
   // With x̂ = (x − mean)·rstd and g = w·dy: dx = rstd·(g − mean(g) − x̂·mean(g·x̂)).
 #pragma omp parallel for if (N * D > parallel_min_elems) schedule(static)
   for (int64_t n = 0; n < N; ++n) {
-    const float* xr = x + n * D;
-    const float* dyr = dy + n * D;
-    const float* wr = w + (n % weight_rows) * D;
-    float* dxr = dx + n * D;
+    const real* xr = x + n * D;
+    const real* dyr = dy + n * D;
+    const real* wr = w + (n % weight_rows) * D;
+    real* dxr = dx + n * D;
     const RowStats s = row_stats(xr, D, eps);
     stats[static_cast<size_t>(n)] = s;
     double sum_g = 0.0, sum_gx = 0.0;
 #pragma omp simd reduction(+ : sum_g, sum_gx)
     for (int64_t d = 0; d < D; ++d) {
-      const float g = wr[d] * dyr[d];
+      const real g = wr[d] * dyr[d];
       sum_g += g;
       sum_gx += static_cast<double>(g) * ((xr[d] - s.mean) * s.rstd);
     }
-    const auto mean_g = static_cast<float>(sum_g / static_cast<double>(D));
-    const auto mean_gx = static_cast<float>(sum_gx / static_cast<double>(D));
-    const float* res = residual ? residual + n * D : nullptr;  // read element by element before dx: may be dx
+    const auto mean_g = static_cast<real>(sum_g / static_cast<double>(D));
+    const auto mean_gx = static_cast<real>(sum_gx / static_cast<double>(D));
+    const real* res = residual ? residual + n * D : nullptr;  // read element by element before dx: may be dx
 #pragma omp simd
     for (int64_t d = 0; d < D; ++d) {
-      const float v = s.rstd * ((wr[d] * dyr[d] - mean_g) - ((xr[d] - s.mean) * s.rstd) * mean_gx);
+      const real v = s.rstd * ((wr[d] * dyr[d] - mean_g) - ((xr[d] - s.mean) * s.rstd) * mean_gx);
       dxr[d] = res ? v + res[d] : v;
     }
   }
@@ -97,13 +97,13 @@ void layernorm_backward(float* dx, float* dw, float* db, const float* dy, const 
       for (int64_t c = c0; c < c1; ++c) {
         const int64_t n = r * weight_rows + c / D;
         const RowStats& s = stats[static_cast<size_t>(n)];
-        const float g = dy[r * width + c];
+        const real g = dy[r * width + c];
         acc_w[c - c0] += static_cast<double>(g * ((x[r * width + c] - s.mean) * s.rstd));
         acc_b[c - c0] += g;
       }
     for (int64_t c = c0; c < c1; ++c) {
-      dw[c] += static_cast<float>(acc_w[c - c0]);
-      if (db) db[c] += static_cast<float>(acc_b[c - c0]);
+      dw[c] += static_cast<real>(acc_w[c - c0]);
+      if (db) db[c] += static_cast<real>(acc_b[c - c0]);
     }
   }
 }

@@ -1,4 +1,4 @@
-// Dense layer y = x·wᵀ + b and its backward, on OpenBLAS sgemm (row-major, w stored [O, I] as in PyTorch).
+// Dense layer y = x·wᵀ + b and its backward, on OpenBLAS GEMMs (row-major, w stored [O, I] as in PyTorch).
 // Invariant: dw and db accumulate (beta = 1); dx overwrites unless accumulate_dx; db column sums run in row order;
 // every product's sums run in one order whatever the OpenMP thread count.
 #include <algorithm>
@@ -9,18 +9,18 @@
 
 namespace mt::cpu {
 
-void linear_forward(float* y, const float* x, const float* w, const float* b, int64_t T, int64_t I, int64_t O) {
+void linear_forward(real* y, const real* x, const real* w, const real* b, int64_t T, int64_t I, int64_t O) {
   MT_ASSERT(T >= 0 && I > 0 && O > 0);
   if (T == 0) return;
   if (b != nullptr) {
 #pragma omp parallel for if (T * O > parallel_min_elems) schedule(static)
     for (int64_t t = 0; t < T; ++t) std::copy(b, b + O, y + t * O);
   }
-  sgemm_row_blocks(false, true, T, O, I, x, I, w, I, b != nullptr ? 1.f : 0.f, y, O);
+  gemm_row_blocks(false, true, T, O, I, x, I, w, I, b != nullptr ? 1.f : 0.f, y, O);
 }
 
 // db[O] += Σ_t dy[t, :], parallel over column blocks so each db element has one writer.
-static void column_sums_accumulate(float* db, const float* dy, int64_t T, int64_t O) {
+static void column_sums_accumulate(real* db, const real* dy, int64_t T, int64_t O) {
   constexpr int64_t block = 256;
   const int64_t n_blocks = (O + block - 1) / block;
 #pragma omp parallel for if (T * O > parallel_min_elems) schedule(static)
@@ -28,21 +28,21 @@ static void column_sums_accumulate(float* db, const float* dy, int64_t T, int64_
     const int64_t o0 = cb * block, o1 = std::min(O, o0 + block);
     double acc[block] = {};
     for (int64_t t = 0; t < T; ++t) {
-      const float* row = dy + t * O;
+      const real* row = dy + t * O;
       for (int64_t o = o0; o < o1; ++o) acc[o - o0] += row[o];
     }
-    for (int64_t o = o0; o < o1; ++o) db[o] += static_cast<float>(acc[o - o0]);
+    for (int64_t o = o0; o < o1; ++o) db[o] += static_cast<real>(acc[o - o0]);
   }
 }
 
-void linear_backward(float* dx, float* dw, float* db, const float* dy, const float* x, const float* w, int64_t T,
+void linear_backward(real* dx, real* dw, real* db, const real* dy, const real* x, const real* w, int64_t T,
                      int64_t I, int64_t O, bool accumulate_dx) {
   MT_ASSERT(T >= 0 && I > 0 && O > 0);
   if (T == 0) return;
   if (dx != nullptr) {
-    sgemm_row_blocks(false, false, T, I, O, dy, O, w, I, accumulate_dx ? 1.f : 0.f, dx, I);
+    gemm_row_blocks(false, false, T, I, O, dy, O, w, I, accumulate_dx ? 1.f : 0.f, dx, I);
   }
-  if (dw != nullptr) sgemm_row_blocks(true, false, O, I, T, dy, O, x, I, 1.f, dw, I);  // dw = dyᵀ·x
+  if (dw != nullptr) gemm_row_blocks(true, false, O, I, T, dy, O, x, I, 1.f, dw, I);  // dw = dyᵀ·x
   if (db != nullptr) column_sums_accumulate(db, dy, T, O);
 }
 

@@ -6,30 +6,30 @@
 
 namespace mt::cpu {
 
-void moe_scale_rows_forward(float* xs, const float* weights, const int32_t* source, int64_t R, int64_t H) {
+void moe_scale_rows_forward(real* xs, const real* weights, const int32_t* source, int64_t R, int64_t H) {
   MT_ASSERT(R >= 0 && H > 0);
 #pragma omp parallel for if (R * H > parallel_min_elems) schedule(static)
   for (int64_t r = 0; r < R; ++r) {
-    const float w = weights[source[r]];
-    float* row = xs + r * H;
+    const real w = weights[source[r]];
+    real* row = xs + r * H;
 #pragma omp simd
     for (int64_t h = 0; h < H; ++h) row[h] *= w;
   }
 }
 
-void moe_scale_rows_backward(float* dxs, float* d_weights, const float* x, const float* weights, const int32_t* source,
+void moe_scale_rows_backward(real* dxs, real* d_weights, const real* x, const real* weights, const int32_t* source,
                              int64_t R, int64_t k, int64_t H) {
   MT_ASSERT(R >= 0 && k > 0 && H > 0);
 #pragma omp parallel for if (R * H > parallel_min_elems) schedule(static)
   for (int64_t r = 0; r < R; ++r) {
     const int32_t routed = source[r];
-    const float* xr = x + (routed / k) * H;
-    float* row = dxs + r * H;
+    const real* xr = x + (routed / k) * H;
+    real* row = dxs + r * H;
     double sum = 0.0;
 #pragma omp simd reduction(+ : sum)
     for (int64_t h = 0; h < H; ++h) sum += static_cast<double>(xr[h]) * row[h];
-    d_weights[routed] = static_cast<float>(sum);
-    const float w = weights[routed];
+    d_weights[routed] = static_cast<real>(sum);
+    const real w = weights[routed];
 #pragma omp simd
     for (int64_t h = 0; h < H; ++h) row[h] *= w;
   }

@@ -11,24 +11,24 @@
 namespace mt::cpu {
 namespace {
 
-constexpr float norm_eps = 1e-12f;  // torch's default eps, compared with the fp32 norm
+constexpr real norm_eps = 1e-12f;  // torch's default eps, compared with the fp32 norm
 
-float row_norm(const float* x, int64_t D) {
+real row_norm(const real* x, int64_t D) {
   double ss = 0.0;
 #pragma omp simd reduction(+ : ss)
   for (int64_t d = 0; d < D; ++d) ss += static_cast<double>(x[d]) * x[d];
-  return static_cast<float>(std::sqrt(ss));
+  return static_cast<real>(std::sqrt(ss));
 }
 
 }  // namespace
 
-void normalize_rows_forward(float* y, const float* x, int64_t N, int64_t D) {
+void normalize_rows_forward(real* y, const real* x, int64_t N, int64_t D) {
   MT_ASSERT(N >= 0 && D > 0);
 #pragma omp parallel for if (N * D > parallel_min_elems) schedule(static)
   for (int64_t n = 0; n < N; ++n) {
-    const float* xr = x + n * D;
-    float* yr = y + n * D;
-    const float denom = std::max(row_norm(xr, D), norm_eps);
+    const real* xr = x + n * D;
+    real* yr = y + n * D;
+    const real denom = std::max(row_norm(xr, D), norm_eps);
 #pragma omp simd
     for (int64_t d = 0; d < D; ++d) yr[d] = xr[d] / denom;
   }
@@ -36,17 +36,17 @@ void normalize_rows_forward(float* y, const float* x, int64_t N, int64_t D) {
 
 // Unclamped (‖x‖ ≥ 1e-12, torch's clamp_min passes the gradient at equality): dx += (dy − y·(y·dy)) / ‖x‖.
 // Clamped: y = x / 1e-12 and dx += dy / 1e-12.
-void normalize_rows_backward(float* dx, const float* dy, const float* x, int64_t N, int64_t D) {
+void normalize_rows_backward(real* dx, const real* dy, const real* x, int64_t N, int64_t D) {
   MT_ASSERT(N >= 0 && D > 0);
 #pragma omp parallel for if (N * D > parallel_min_elems) schedule(static)
   for (int64_t n = 0; n < N; ++n) {
-    const float* xr = x + n * D;
-    const float* dyr = dy + n * D;
-    float* dxr = dx + n * D;
-    const float norm = row_norm(xr, D);
+    const real* xr = x + n * D;
+    const real* dyr = dy + n * D;
+    real* dxr = dx + n * D;
+    const real norm = row_norm(xr, D);
     if (norm < norm_eps) {
       const double inv = 1.0 / static_cast<double>(norm_eps);
-      for (int64_t d = 0; d < D; ++d) dxr[d] += static_cast<float>(dyr[d] * inv);
+      for (int64_t d = 0; d < D; ++d) dxr[d] += static_cast<real>(dyr[d] * inv);
       continue;
     }
     const double inv = 1.0 / static_cast<double>(norm);
@@ -56,7 +56,7 @@ void normalize_rows_backward(float* dx, const float* dy, const float* x, int64_t
     y_dy *= inv;
     for (int64_t d = 0; d < D; ++d) {
       const double yd = static_cast<double>(xr[d]) * inv;
-      dxr[d] += static_cast<float>((dyr[d] - yd * y_dy) * inv);
+      dxr[d] += static_cast<real>((dyr[d] - yd * y_dy) * inv);
     }
   }
 }

@@ -8,31 +8,31 @@
 
 namespace mt::cpu {
 
-void rms_normalize_forward(float* y, const float* x, int64_t N, int64_t D, float eps) {
+void rms_normalize_forward(real* y, const real* x, int64_t N, int64_t D, real eps) {
   MT_ASSERT(N >= 0 && D > 0 && eps >= 0.f);
 #pragma omp parallel for if (N * D > parallel_min_elems) schedule(static)
   for (int64_t n = 0; n < N; ++n) {
-    const float* xr = x + n * D;
-    float* yr = y + n * D;
-    const float r = row_rstd(xr, D, eps);
+    const real* xr = x + n * D;
+    real* yr = y + n * D;
+    const real r = row_rstd(xr, D, eps);
 #pragma omp simd
     for (int64_t d = 0; d < D; ++d) yr[d] = xr[d] * r;
   }
 }
 
 // dx = r·dy − x·r³/D·Σ_d dy·x
-void rms_normalize_backward(float* dx, const float* dy, const float* x, int64_t N, int64_t D, float eps) {
+void rms_normalize_backward(real* dx, const real* dy, const real* x, int64_t N, int64_t D, real eps) {
   MT_ASSERT(N >= 0 && D > 0 && eps >= 0.f);
 #pragma omp parallel for if (N * D > parallel_min_elems) schedule(static)
   for (int64_t n = 0; n < N; ++n) {
-    const float* xr = x + n * D;
-    const float* dyr = dy + n * D;
-    float* dxr = dx + n * D;
-    const float r = row_rstd(xr, D, eps);
+    const real* xr = x + n * D;
+    const real* dyr = dy + n * D;
+    real* dxr = dx + n * D;
+    const real r = row_rstd(xr, D, eps);
     double proj = 0.0;
 #pragma omp simd reduction(+ : proj)
     for (int64_t d = 0; d < D; ++d) proj += static_cast<double>(dyr[d]) * xr[d];
-    const float c = static_cast<float>(proj * r * r * r / static_cast<double>(D));
+    const real c = static_cast<real>(proj * r * r * r / static_cast<double>(D));
 #pragma omp simd
     for (int64_t d = 0; d < D; ++d) dxr[d] = r * dyr[d] - xr[d] * c;
   }

@@ -9,18 +9,18 @@
 namespace mt::cpu {
 
 namespace {
-float sigmoid(float x) { return 1.f / (1.f + std::exp(-x)); }
+real sigmoid(real x) { return 1.f / (1.f + std::exp(-x)); }
 }  // namespace
 
-void sigmoid_gate_forward(float* y, const float* x, const float* gate, int64_t n) {
+void sigmoid_gate_forward(real* y, const real* x, const real* gate, int64_t n) {
 #pragma omp parallel for if (n > parallel_min_elems) schedule(static)
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * sigmoid(gate[i]);
 }
 
-void sigmoid_gate_backward(float* dx, float* dgate, const float* dy, const float* x, const float* gate, int64_t n) {
+void sigmoid_gate_backward(real* dx, real* dgate, const real* dy, const real* x, const real* gate, int64_t n) {
 #pragma omp parallel for if (n > parallel_min_elems) schedule(static)
   for (int64_t i = 0; i < n; ++i) {
-    const float s = sigmoid(gate[i]), d = dy[i];
+    const real s = sigmoid(gate[i]), d = dy[i];
     dgate[i] = d * x[i] * s * (1.f - s);
     dx[i] = d * s;
   }

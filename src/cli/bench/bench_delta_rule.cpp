@@ -89,8 +89,8 @@ void run_bench_delta_rule(const BenchDeltaRuleOptions& o) {
   auto* beta = static_cast<float*>(random_buffer(*be, DType::f32, T * s.n_v_heads, 0.05f, 0.95f, 4));
   void* o_buf = be->alloc(T * s.value_dim());
   void* d_qkv = be->alloc(T * s.row());
-  float* dg = be->alloc_floats(T * s.n_v_heads);
-  float* dbeta = be->alloc_floats(T * s.n_v_heads);
+  float* dg = be->alloc_reals(T * s.n_v_heads);
+  float* dbeta = be->alloc_reals(T * s.n_v_heads);
   using clock = std::chrono::steady_clock;
   const auto seconds = [](clock::time_point a, clock::time_point b) {
     return std::chrono::duration<double>(b - a).count();
