@@ -1,16 +1,13 @@
-// The layers of a tiny model bound for gradient checks, on the CPU backend in either build of it (core/real.h): random
-// weights per region, every RoPE table of the model and the ALiBi slopes of its layers, a padded batch of 3 sequences,
-// a layer input x and the random linear functional Σ r·y of a layer's output (r zero on padded rows, which carry no
-// gradient); for the fp32 build's loose checks, its central finite difference in one weight or input element and the
-// check of a layer's backward against it.
+// The layers of a tiny model bound for gradient checks (tests/grad64/fd_check.h) and backward calls, on the CPU
+// backend in either build of it (core/real.h): random weights per region, every RoPE table of the model and the ALiBi
+// slopes of its layers, a padded batch of 3 sequences, a layer input x and the random linear functional Σ r·y of a
+// layer's output (r zero on padded rows, which carry no gradient).
 // Invariant: owns every buffer the layer templates read; the weights are RandomWeights(5)'s, whatever the build.
 #pragma once
-#include <cmath>
 #include <memory>
 #include <random>
 #include <vector>
 
-#include "catch.h"
 #include "engine/decoder_layer.h"
 #include "engine/tiny_spec.h"
 #include "model/alibi.h"
@@ -29,7 +26,6 @@ struct LayerHarness {
   MicroBatch mb;
   DecoderWorkspace ws{*be, spec, batch.num_seqs * batch.seq_len, batch.num_seqs, batch.seq_len};
   std::vector<real> x, r;  // layer input and the random functional's weights
-  float fd_step = 2e-3f;   // the fp32 central difference's half step
 
   explicit LayerHarness(ModelSpec s = tiny_spec(2, false)) : spec(std::move(s)) {
     RandomWeights weights(5);
@@ -76,41 +72,6 @@ struct LayerHarness {
     for (size_t i = 0; i < y.size(); ++i) s += double(r[i]) * y[i];
     return s;
   }
-
-  // ∂functional/∂*value by central differences of half step fd_step.
-  double fd(int64_t layer, real* value) {
-    const real eps = fd_step, saved = *value;
-    *value = saved + eps;
-    const double up = functional(layer);
-    *value = saved - eps;
-    const double down = functional(layer);
-    *value = saved;
-    return (up - down) / (2.0 * eps);
-  }
 };
-
-// The layer's backward (dx and every weight tensor's gradient, 4 elements each) against h.fd, within the fp32
-// build's loose bound.
-inline void check_layer_backward(LayerHarness& h, int64_t layer) {
-  std::vector<real> dx(h.x.size()), dw(static_cast<size_t>(h.layout.layer(layer).numel), 0.0f);
-  decoder_layer_backward(h.ctx, layer, h.weights(layer + 1), h.x.data(), h.r.data(), dx.data(), dw.data(), h.mb,
-                         h.ws);
-  std::mt19937 pick(11);
-  for (const ParamSlot& slot : h.layout.layer(layer).params) {
-    for (int k = 0; k < 4; ++k) {
-      const int64_t i = slot.offset + static_cast<int64_t>(pick() % slot.numel);
-      const double numeric = h.fd(layer, h.weights(layer + 1) + i);
-      INFO("layer " << layer << " " << slot.hf_name << " element " << i - slot.offset);
-      CHECK(std::abs(dw[i] - numeric) <= 2e-2 * (std::abs(numeric) + 0.05));
-    }
-  }
-  for (int k = 0; k < 12; ++k) {
-    const int64_t b = k % h.mb.seqs, t = static_cast<int64_t>(pick() % h.batch.seq_lens[b]);
-    const int64_t i = (b * h.mb.seq_len + t) * h.spec.hidden_size + static_cast<int64_t>(pick() % 16);
-    const double numeric = h.fd(layer, h.x.data() + i);
-    INFO("layer " << layer << " input element " << i);
-    CHECK(std::abs(dx[i] - numeric) <= 2e-2 * (std::abs(numeric) + 0.05));
-  }
-}
 
 }  // namespace mt::testing
