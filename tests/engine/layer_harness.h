@@ -1,13 +1,15 @@
 // The layers of a tiny model bound for gradient checks (tests/grad64/fd_check.h) and backward calls, on the CPU
 // backend in either build of it (core/real.h): random weights per region, every RoPE table of the model and the ALiBi
-// slopes of its layers, a padded batch of 3 sequences, a layer input x and the random linear functional Σ r·y of a
-// layer's output (r zero on padded rows, which carry no gradient).
+// slopes of its layers, tiny_batch's 4 sequences (packed or not) with their segments and chunked attention's key groups
+// where the model has them, a layer input x and the random linear functional Σ r·y of a layer's output (r zero on
+// padded rows, which carry no gradient).
 // Invariant: owns every buffer the layer templates read; the weights are RandomWeights(5)'s, whatever the build.
 #pragma once
 #include <memory>
 #include <random>
 #include <vector>
 
+#include "engine/chunked_attention.h"
 #include "engine/decoder_layer.h"
 #include "engine/tiny_spec.h"
 #include "model/alibi.h"
@@ -22,12 +24,14 @@ struct LayerHarness {
   std::unique_ptr<Backend> be = make_cpu_backend();
   std::vector<std::vector<real>> rope_cos, rope_sin, alibi;  // per RoPE table; per layer (empty without ALiBi)
   LayerContext ctx{be.get(), &spec, &layout, {}, {}};
-  Batch batch = tiny_batch(spec.vocab_size, 3);
+  Batch batch;
+  std::vector<int32_t> chunk_ids;  // chunked_attention.h's, or empty
   MicroBatch mb;
   DecoderWorkspace ws{*be, spec, batch.num_seqs * batch.seq_len, batch.num_seqs, batch.seq_len};
   std::vector<real> x, r;  // layer input and the random functional's weights
 
-  explicit LayerHarness(ModelSpec s = tiny_spec(2, false)) : spec(std::move(s)) {
+  explicit LayerHarness(ModelSpec s = tiny_spec(2, false), bool packed = false)
+      : spec(std::move(s)), batch(tiny_batch(spec.vocab_size, 3, packed)) {
     RandomWeights weights(5);
     for (const Region& region : layout.regions) {
       regions.emplace_back(static_cast<size_t>(region.numel));
@@ -50,6 +54,10 @@ struct LayerHarness {
     mb.targets = batch.targets.data();
     mb.positions = batch.positions.data();
     mb.seq_lens = batch.seq_lens.data();
+    mb.segments = batch.segments.empty() ? nullptr : batch.segments.data();
+    if (const int64_t chunk = attention_chunk(spec); chunk > 0)
+      chunk_ids = chunk_segment_ids(batch.positions, batch.seq_len, chunk);
+    mb.chunk_segments = chunk_ids.empty() ? nullptr : chunk_ids.data();
     std::mt19937 rng(9);
     std::normal_distribution<float> d(0.0f, 1.0f);
     x.resize(static_cast<size_t>(mb.tokens() * spec.hidden_size));

@@ -1,6 +1,6 @@
 // A tiny model's pieces that need no host store nor engine (the layer harness builds on them in every build of the
 // CPU reference, core/real.h): a Qwen3-shaped spec with every optional feature switched on (q/k norm, q/k/v/o bias,
-// sliding window, yarn RoPE), random weights for a region, and a padded batch.
+// sliding window, yarn RoPE), random weights for a region, and a padded batch, packed or not.
 // Invariant: deterministic for a given seed; the weights are the same values in the fp32 and the fp64 build.
 #pragma once
 #include <cstdint>
@@ -55,7 +55,9 @@ class RandomWeights {
   std::normal_distribution<float> d_{0.0f, 1.0f};
 };
 
-inline Batch tiny_batch(int64_t vocab, uint32_t seed) {
+// Four sequences of 7, 3, 9 and 5 random tokens, right-padded; packed: the 7 and the 5 hold two examples each (3 + 4,
+// 2 + 3: positions restart, segments separate them), the 9 one example (its last position crosses a chunk of 8).
+inline Batch tiny_batch(int64_t vocab, uint32_t seed, bool packed = false) {
   std::mt19937 rng(seed);
   std::vector<Example> ex;
   for (int len : {7, 3, 9, 5}) {
@@ -63,6 +65,8 @@ inline Batch tiny_batch(int64_t vocab, uint32_t seed) {
     for (int i = 0; i < len; ++i) e.input_ids.push_back(static_cast<int32_t>(rng() % vocab));
     e.labels = e.input_ids;
     e.labels[0] = -100;
+    if (packed && len == 7) e.pieces = {3, 4};
+    if (packed && len == 5) e.pieces = {2, 3};
     ex.push_back(e);
   }
   return make_batch(ex);

@@ -6,11 +6,11 @@
 // truncation O(h⁴), rounding about 1e-16·|f|/h. Each tensor is compared on up to 6 elements (every element of smaller
 // tensors): ‖analytic − numeric‖ within 1e-8·‖numeric‖ + 1e-10 (the floor for a gradient that vanishes, a selection
 // bias's), and the analytic gradient 1e-4 off (relative L2, in a seeded random direction) must fail that.
-// Measured over the 2298 tensors of the fixtures and the variants: 2.8e-9 relative at worst (the rounding term; the
-// same under OpenBLAS's Prescott, Sandy Bridge, Haswell and Skylake-X kernels), median 5e-11; a plain central
-// difference reaches 3e-8 at best (h 1e-5: truncation on the DeltaNet layers' norms and convolutions; 3e-7 at h 1e-6:
-// rounding); any fp32 rounding left in the fp64 path fails it (one in RMSNorm's row statistics: 941 of the fixtures'
-// 3687 assertions).
+// Measured over the 2705 tensors of the fixtures (padded and packed) and the variants: 2.8e-9 relative at worst (the
+// rounding term; the same under OpenBLAS's Prescott, Sandy Bridge, Haswell and Skylake-X kernels), median 5e-11; a
+// plain central difference reaches 3e-8 at best (h 1e-5: truncation on the DeltaNet layers' norms and convolutions;
+// 3e-7 at h 1e-6: rounding); any fp32 rounding left in the fp64 path fails it (one in RMSNorm's row statistics: 941 of
+// the fixtures' 3687 assertions).
 // Invariant: every check is deterministic (seeded samples) and restores every value it perturbs.
 #pragma once
 #include <cmath>
@@ -134,6 +134,7 @@ inline void check_embedding(const std::string& name, LayerHarness& h) {
   check_tensor(name + " embedding", h.weights(0), dtable.data(), idx, f);
 }
 
+// Every decoder layer: each parameter tensor and the layer input, against Σ r·y of the layer's output.
 inline void check_layers(const std::string& name, LayerHarness& h) {
   for (int64_t layer = 0; layer < static_cast<int64_t>(h.spec.layers.size()); ++layer) {
     std::vector<real> dx(h.x.size()), dy(h.r), dw(static_cast<size_t>(h.layout.layer(layer).numel), 0.0);

@@ -2,9 +2,9 @@
 // (tests/fixtures/<case>/model/config.json: attention with GQA, biases, q/k RMS and LayerNorms, sliding windows,
 // soft-caps, sinks, ALiBi, output gates and partial / interleaved RoPE; multi-head latent attention; GLU and plain
 // MLPs; MoE with shared experts and clamped SwiGLU; Gated DeltaNet; RMS norms with w and (1 + w), LayerNorms,
-// sandwich norms, parallel residuals): its embedding, every decoder layer and its head. MoE layers route to every
-// expert and GPT-OSS's clamp is out of reach here (smooth()): finite differences across a choice or a corner measure
-// a jump.
+// sandwich norms, parallel residuals): its embedding, every decoder layer and its head on a padded batch, and the
+// decoder layers of one fixture per kind of token mixer on packed sequences. MoE layers route to every expert and
+// GPT-OSS's clamp is out of reach here (smooth()): finite differences across a choice or a corner measure a jump.
 #include <filesystem>
 #include <string>
 
@@ -33,9 +33,12 @@ ModelSpec smooth(ModelSpec spec) {
   return spec;
 }
 
+// The fixture's spec, smooth.
+ModelSpec fixture_spec(const std::string& name) { return smooth(load_model_spec(fixture_config(name), true)); }
+
 void check_model(const std::string& name) {
   const OneThread one;
-  LayerHarness h(smooth(load_model_spec(fixture_config(name), true)));
+  LayerHarness h(fixture_spec(name));
   check_embedding(name, h);
   check_layers(name, h);
   check_head(name, h);
@@ -59,11 +62,22 @@ TEST_CASE("every block's backward matches fp64 finite differences: LayerNorm fam
 }
 
 // Softmax-routed experts with and without a gated shared expert, sigmoid group routing, biased SwiGLU experts with
-// attention sinks, Llama 4's input-scaled experts and NoPE layers; Gated DeltaNet with gated attention, both fused
-// layouts, dense and MoE; multi-head latent attention with and without a q LoRA, dense and MoE.
+// attention sinks, Llama 4's input-scaled experts, NoPE layers and chunked attention; Gated DeltaNet with gated
+// attention, both fused layouts, dense and MoE; multi-head latent attention with and without a q LoRA, dense and MoE.
 TEST_CASE("every block's backward matches fp64 finite differences: MoE, hybrid and MLA families", "[grad64][moe]") {
   for (const std::string name : {"mixtral", "qwen2_moe", "qwen3_moe", "gpt_oss", "glm4_moe", "llama4", "qwen3_5",
                                  "qwen3_next", "qwen3_5_moe", "qwen3_next_moe", "deepseek_v2", "deepseek_v3",
                                  "glm4_moe_lite"})
     check_model(name);
+}
+
+// Packed examples (tiny_batch's: positions restart, segments separate them) through every kind of token mixer:
+// attention's segment masks (plain, windowed and soft-capped, with sinks, chunked, latent), the delta rule's and the
+// causal convolution's restarts (Gated DeltaNet, dense and MoE).
+TEST_CASE("every decoder layer's backward matches fp64 finite differences on packed sequences", "[grad64][packed]") {
+  const OneThread one;
+  for (const std::string name : {"llama", "gemma2", "gpt_oss", "llama4", "deepseek_v3", "qwen3_5", "qwen3_next_moe"}) {
+    LayerHarness h(fixture_spec(name), true);
+    check_layers(name + " packed", h);
+  }
 }
