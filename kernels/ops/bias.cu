@@ -1,4 +1,5 @@
-// Bias add y[t, o] += b[o] over [tokens, O], and its backward db[o] += Σ_t dy[t, o] (fp32 output).
+// Bias add y[t, o] += b[o] over [tokens, O], and its backward db[o] += scale·Σ_t dy[t, o] (fp32 output; scale: the
+// gradient's residual multiplier, 1 elsewhere).
 // Invariant: forward is elementwise (16-byte accesses when O and the pointers allow); backward sums in fp64 in a fixed
 // order through column_sum.cuh, so db is deterministic.
 #include "kernels/ops/column_sum.cuh"
@@ -28,7 +29,8 @@ template <typename T>
 struct bias_summand {
   const T* dy;
   int64_t O;
-  __device__ double operator()(int64_t t, int64_t o) const { return static_cast<double>(to_f32(dy[t * O + o])); }
+  double scale;
+  __device__ double operator()(int64_t t, int64_t o) const { return scale * static_cast<double>(to_f32(dy[t * O + o])); }
 };
 
 }  // namespace
@@ -48,14 +50,14 @@ void bias_forward(T* y, const T* b, int64_t tokens, int64_t O, cudaStream_t s) {
 }
 
 template <typename T>
-void bias_backward(float* db, const T* dy, int64_t tokens, int64_t O, cudaStream_t s) {
+void bias_backward(float* db, const T* dy, int64_t tokens, int64_t O, float scale, cudaStream_t s) {
   MT_ASSERT(tokens >= 0 && O > 0, "bias_backward: tokens {} O {}", tokens, O);
-  column_sum_accumulate("bias_backward", db, tokens, O, bias_summand<T>{dy, O}, s);
+  column_sum_accumulate("bias_backward", db, tokens, O, bias_summand<T>{dy, O, scale}, s);
 }
 
 template void bias_forward<float>(float*, const float*, int64_t, int64_t, cudaStream_t);
 template void bias_forward<__nv_bfloat16>(__nv_bfloat16*, const __nv_bfloat16*, int64_t, int64_t, cudaStream_t);
-template void bias_backward<float>(float*, const float*, int64_t, int64_t, cudaStream_t);
-template void bias_backward<__nv_bfloat16>(float*, const __nv_bfloat16*, int64_t, int64_t, cudaStream_t);
+template void bias_backward<float>(float*, const float*, int64_t, int64_t, float, cudaStream_t);
+template void bias_backward<__nv_bfloat16>(float*, const __nv_bfloat16*, int64_t, int64_t, float, cudaStream_t);
 
 }  // namespace mt::cuda

@@ -92,7 +92,7 @@ template <typename T> void add(T* y, const T* x, int64_t n, cudaStream_t s);
 template <typename T> void scale(T* y, float alpha, int64_t n, cudaStream_t s);
 // y[t, o] += b[o]; db[o] += Σ_t dy[t, o] (fp32, deterministic).
 template <typename T> void bias_forward(T* y, const T* b, int64_t tokens, int64_t O, cudaStream_t s);
-template <typename T> void bias_backward(float* db, const T* dy, int64_t tokens, int64_t O, cudaStream_t s);
+template <typename T> void bias_backward(float* db, const T* dy, int64_t tokens, int64_t O, float scale, cudaStream_t s);
 
 // Flash-style attention (never materialises S×S): causal, GQA, sliding window, per-sequence valid lengths
 // (no work on padding), packed segments, logit scale, soft-capping, ALiBi (slopes in device memory); semantics exactly

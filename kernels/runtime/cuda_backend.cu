@@ -128,25 +128,26 @@ class CudaBackend final : public Backend {
   void linear_forward(void* y, const void* x, const void* w, const void* b, int64_t T, int64_t I,
                       int64_t O) override {
     const cuda::OpProfile::Span span(profile_, "linear_forward", stream_);
-    gemm_->run(y, dtype_, x, w, dtype_, true, T, O, I, 0.0f);
+    gemm_->run(y, dtype_, x, w, dtype_, true, T, O, I, 1.0f, 0.0f);
     if (b) dispatch([&](auto* t) { cuda::bias_forward(cast(t, y), cast(t, b), T, O, stream_); });
   }
   void linear_forward_add(void* y, const void* x, const void* w, const void* b, const void* residual, int64_t T,
-                          int64_t I, int64_t O) override {
-    if (b) {  // the bias is a pass of its own, so the residual is one too: (x·wᵀ + b) + residual, as the CPU's order
+                          int64_t I, int64_t O, float scale) override {
+    if (b) {  // the bias is a pass of its own, so the residual is one too: scale·(x·wᵀ + b) + residual, as the CPU's
       linear_forward(y, x, w, b, T, I, O);
+      if (scale != 1.0f) this->scale(y, scale, T * O);
       add(y, residual, T * O);
       return;
     }
     const cuda::OpProfile::Span span(profile_, "linear_forward", stream_);
-    gemm_->run_add(y, residual, x, w, dtype_, T, O, I);
+    gemm_->run_add(y, residual, x, w, dtype_, T, O, I, scale);
   }
   void linear_backward(void* dx, float* dw, float* db, const void* dy, const void* x, const void* w, int64_t T,
-                       int64_t I, int64_t O, bool accumulate_dx) override {
+                       int64_t I, int64_t O, bool accumulate_dx, float dy_scale) override {
     const cuda::OpProfile::Span span(profile_, "linear_backward", stream_);
-    if (dx) gemm_->run(dx, dtype_, dy, w, dtype_, false, T, I, O, accumulate_dx ? 1.0f : 0.0f);
-    if (dw) gemm_->run_at_b(dw, dy, x, dtype_, O, I, T, 1.0f);
-    if (db) dispatch([&](auto* t) { cuda::bias_backward(db, cast(t, dy), T, O, stream_); });
+    if (dx) gemm_->run(dx, dtype_, dy, w, dtype_, false, T, I, O, dy_scale, accumulate_dx ? 1.0f : 0.0f);
+    if (dw) gemm_->run_at_b(dw, dy, x, dtype_, O, I, T, dy_scale, 1.0f);
+    if (db) dispatch([&](auto* t) { cuda::bias_backward(db, cast(t, dy), T, O, dy_scale, stream_); });
   }
 
   void embedding_forward(void* y, const void* table, const int32_t* ids, int64_t T, int64_t H) override {
@@ -409,15 +410,15 @@ class CudaBackend final : public Backend {
     for (int64_t r0 = 0; r0 < T; r0 += chunk) {
       const int64_t rows = std::min(chunk, T - r0);
       const char* xr = static_cast<const char*>(x) + r0 * H * es;
-      gemm_->run(logits_, DType::f32, xr, w, dtype_, true, rows, V, H, 0.0f);
+      gemm_->run(logits_, DType::f32, xr, w, dtype_, true, rows, V, H, 1.0f, 0.0f);
       dispatch([&](auto* t) {
         cuda::cross_entropy(cast(t, dlogits_), row_loss_ + r0, logits_, targets + r0,
                             row_weight ? row_weight + r0 : nullptr, rows, V, grad_scale, softcap, stream_);
       });
       if (!dx) continue;  // the loss only (evaluation)
       char* dxr = static_cast<char*>(dx) + r0 * H * es;
-      gemm_->run(dxr, dtype_, dlogits_, w, dtype_, false, rows, H, V, 0.0f);
-      gemm_->run_at_b(dw, dlogits_, xr, dtype_, V, H, rows, 1.0f);
+      gemm_->run(dxr, dtype_, dlogits_, w, dtype_, false, rows, H, V, 1.0f, 0.0f);
+      gemm_->run_at_b(dw, dlogits_, xr, dtype_, V, H, rows, 1.0f, 1.0f);
     }
     cuda::sum(static_cast<double*>(scalar_), row_loss_, T, stream_);
     if (row_loss && T > 0) copy_bytes(row_loss, row_loss_, T * 4);

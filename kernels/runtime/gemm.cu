@@ -99,13 +99,12 @@ Gemm::Plan& Gemm::plan_for(const Shape& shape) {
 }
 
 void Gemm::matmul(void* D, const void* C, DType d, const void* colA, bool transA, const void* colB, bool transB,
-                  DType ab, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldd, float beta,
-                  Varying varying) {
+                  DType ab, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldd, float alpha,
+                  float beta, Varying varying) {
   if (m == 0 || n == 0) return;
   MT_ASSERT(k > 0, "gemm with k = 0");
   if (!C) C = D;
   const int alignment = common_alignment({colA, colB, C, D});
-  const float alpha = 1.0f;
   const auto launch = [&](const Plan& plan) {
     return cublasLtMatmul(handle_, plan.op, &alpha, colA, plan.a, colB, plan.b, &beta, C, plan.d, D, plan.d,
                           &plan.algo, workspace_, workspace_bytes_, stream_);
@@ -127,19 +126,20 @@ void Gemm::matmul(void* D, const void* C, DType d, const void* colA, bool transA
 }
 
 void Gemm::run(void* C, DType c, const void* A, const void* B, DType ab, bool b_transposed, int64_t M, int64_t N,
-               int64_t K, float beta, bool rows_vary) {
-  matmul(C, nullptr, c, B, b_transposed, A, false, ab, N, M, K, b_transposed ? K : N, K, N, beta,
+               int64_t K, float alpha, float beta, bool rows_vary) {
+  matmul(C, nullptr, c, B, b_transposed, A, false, ab, N, M, K, b_transposed ? K : N, K, N, alpha, beta,
          rows_vary ? Varying::n : Varying::none);
 }
 
-void Gemm::run_add(void* D, const void* R, const void* A, const void* B, DType ab, int64_t M, int64_t N, int64_t K) {
+void Gemm::run_add(void* D, const void* R, const void* A, const void* B, DType ab, int64_t M, int64_t N, int64_t K,
+                   float alpha) {
   MT_ASSERT(R != D, "gemm: the residual aliases the output");
-  matmul(D, R, ab, B, true, A, false, ab, N, M, K, K, K, N, 1.0f, Varying::none);
+  matmul(D, R, ab, B, true, A, false, ab, N, M, K, K, K, N, alpha, 1.0f, Varying::none);
 }
 
-void Gemm::run_at_b(float* C, const void* A, const void* B, DType ab, int64_t M, int64_t N, int64_t K, float beta,
-                    bool rows_vary) {
-  matmul(C, nullptr, DType::f32, B, false, A, true, ab, N, M, K, N, M, N, beta,
+void Gemm::run_at_b(float* C, const void* A, const void* B, DType ab, int64_t M, int64_t N, int64_t K, float alpha,
+                    float beta, bool rows_vary) {
+  matmul(C, nullptr, DType::f32, B, false, A, true, ab, N, M, K, N, M, N, alpha, beta,
          rows_vary ? Varying::k : Varying::none);
 }
 

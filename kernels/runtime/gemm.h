@@ -29,14 +29,15 @@ class Gemm {
   // "x · wᵀ" of a linear layer) and B[K,N] otherwise. A, B in `ab`; C in `c` (`ab` or f32). rows_vary: M is an
   // expert's row count (plans shared per power-of-two bucket of M).
   void run(void* C, DType c, const void* A, const void* B, DType ab, bool b_transposed, int64_t M, int64_t N,
-           int64_t K, float beta, bool rows_vary = false);
-  // Row-major D[M,N] = A[M,K] · B[N,K]ᵀ + R[M,N], all in `ab`, R not aliasing D: a linear layer with its residual
-  // added in the epilogue (the fp32 sum rounds once; no separate pass over D).
-  void run_add(void* D, const void* R, const void* A, const void* B, DType ab, int64_t M, int64_t N, int64_t K);
-  // Row-major C[M,N] (+)= A[K,M]ᵀ · B[K,N]: the weight gradient dyᵀ·x, accumulated in fp32 C. rows_vary: K is an
-  // expert's row count.
-  void run_at_b(float* C, const void* A, const void* B, DType ab, int64_t M, int64_t N, int64_t K, float beta,
-                bool rows_vary = false);
+           int64_t K, float alpha, float beta, bool rows_vary = false);
+  // Row-major D[M,N] = alpha · A[M,K] · B[N,K]ᵀ + R[M,N], all in `ab`, R not aliasing D: a linear layer with its
+  // residual (and a residual multiplier) added in the epilogue (the fp32 sum rounds once; no separate pass over D).
+  void run_add(void* D, const void* R, const void* A, const void* B, DType ab, int64_t M, int64_t N, int64_t K,
+               float alpha);
+  // Row-major C[M,N] = alpha · A[K,M]ᵀ · B[K,N] + beta · C: the weight gradient dyᵀ·x, accumulated in fp32 C.
+  // rows_vary: K is an expert's row count.
+  void run_at_b(float* C, const void* A, const void* B, DType ab, int64_t M, int64_t N, int64_t K, float alpha,
+                float beta, bool rows_vary = false);
 
  private:
   // One column-major problem: descriptors and the heuristic's algorithm, built on first use.
@@ -46,9 +47,10 @@ class Gemm {
   Plan& plan_for(const Shape& shape);
   // Which column-major dimension is an expert's row count: its plan is the bucket's, resized per call.
   enum class Varying { none, n, k };
-  // D = op(A)·op(B) + beta·C, column-major; C has D's layout and is D itself where null.
+  // D = alpha·op(A)·op(B) + beta·C, column-major; C has D's layout and is D itself where null.
   void matmul(void* D, const void* C, DType d, const void* colA, bool transA, const void* colB, bool transB, DType ab,
-              int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldd, float beta, Varying varying);
+              int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldd, float alpha, float beta,
+              Varying varying);
   cudaStream_t stream_;
   std::map<Shape, std::unique_ptr<Plan>> plans_;
   cublasLtHandle_t handle_ = nullptr;

@@ -114,7 +114,7 @@ void GroupedGemm::forward(void* y, const void* x, const void* w, int64_t w_strid
   if (!grouped_call(t)) {
     on_lanes(static_cast<int64_t>(ex.size()), [&](Gemm& g, int64_t i) {
       const ExpertRows& r = ex[static_cast<size_t>(i)];
-      g.run(y_of(r), t, at(x, r.r0 * I, t), at(w, r.e * w_stride, t), t, true, r.rows, O, I, 0.0f, true);
+      g.run(y_of(r), t, at(x, r.r0 * I, t), at(w, r.e * w_stride, t), t, true, r.rows, O, I, 1.0f, 0.0f, true);
     });
     return;
   }
@@ -133,7 +133,7 @@ void GroupedGemm::backward_data(void* dx, const void* dy, const void* w, int64_t
   if (!grouped_call(t)) {
     on_lanes(static_cast<int64_t>(ex.size()), [&](Gemm& g, int64_t i) {
       const ExpertRows& r = ex[static_cast<size_t>(i)];
-      g.run(dx_of(r), t, at(dy, r.r0 * O, t), at(w, r.e * w_stride, t), t, false, r.rows, I, O, beta, true);
+      g.run(dx_of(r), t, at(dy, r.r0 * O, t), at(w, r.e * w_stride, t), t, false, r.rows, I, O, 1.0f, beta, true);
     });
     return;
   }
@@ -151,7 +151,7 @@ void GroupedGemm::backward_weight(float* dw, const void* dy, const void* x, int6
   if (!grouped_call(t)) {
     on_lanes(static_cast<int64_t>(ex.size()), [&](Gemm& g, int64_t i) {
       const ExpertRows& r = ex[static_cast<size_t>(i)];
-      g.run_at_b(dw + r.e * w_stride, at(dy, r.r0 * O, t), at(x, r.r0 * I, t), t, O, I, r.rows, 1.0f, true);
+      g.run_at_b(dw + r.e * w_stride, at(dy, r.r0 * O, t), at(x, r.r0 * I, t), t, O, I, r.rows, 1.0f, 1.0f, true);
     });
     return;
   }

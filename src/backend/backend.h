@@ -90,14 +90,16 @@ class Backend {
   // y[T,O] = x[T,I] · w[O,I]ᵀ + b[O] (b may be null).
   virtual void linear_forward(void* y, const void* x, const void* w, const void* b, int64_t T, int64_t I,
                               int64_t O) = 0;
-  // y[T,O] = x·wᵀ + b + residual[T,O] (residual does not alias y): the residual connection in the projection's pass
-  // (on CUDA without a bias it is the GEMM's epilogue input, one rounding of the fp32 sum).
+  // y[T,O] = scale·(x·wᵀ + b) + residual[T,O] (residual does not alias y): the residual connection in the
+  // projection's pass, scale a residual multiplier (Granite; 1 elsewhere). On CUDA without a bias it is the GEMM's
+  // alpha and epilogue input, one rounding of the fp32 sum.
   virtual void linear_forward_add(void* y, const void* x, const void* w, const void* b, const void* residual, int64_t T,
-                                  int64_t I, int64_t O) = 0;
-  // dx[T,I] = dy·w (or += when accumulate_dx; dx may be null), dw[O,I] += dyᵀ·x (dw may be null: x is then not
-  // read), db[O] += Σ dy (db may be null).
+                                  int64_t I, int64_t O, float scale) = 0;
+  // The backward of y = x·wᵀ + b reached by dy_scale·dy (a residual multiplier's gradient, scaled in the GEMMs'
+  // alpha; 1 elsewhere): dx[T,I] = dy_scale·dy·w (or += when accumulate_dx; dx may be null), dw[O,I] +=
+  // dy_scale·dyᵀ·x (dw may be null: x is then not read), db[O] += dy_scale·Σ dy (db may be null).
   virtual void linear_backward(void* dx, real* dw, real* db, const void* dy, const void* x, const void* w,
-                               int64_t T, int64_t I, int64_t O, bool accumulate_dx) = 0;
+                               int64_t T, int64_t I, int64_t O, bool accumulate_dx, float dy_scale) = 0;
 
   // y[T,H] = table[ids[t]]; dtable[ids[t]] += dy[t]. ids are checked in range by the data module.
   virtual void embedding_forward(void* y, const void* table, const int32_t* ids, int64_t T, int64_t H) = 0;

@@ -118,7 +118,7 @@ void attention_block_forward(const LayerContext& ctx, int64_t layer, const void*
     be.sigmoid_gate_forward(n.gated_attn, n.attn, n.out_gate, T * a.q_dim());
     o_in = n.gated_attn;
   }
-  output_projection(ctx, out, o_in, weight_at(ctx, w, o.o), weight_at(ctx, w, o.o_bias), residual, T, a.q_dim(), H);
+  output_projection(ctx, layer, out, o_in, weight_at(ctx, w, o.o), weight_at(ctx, w, o.o_bias), residual, T, a.q_dim(), H);
 }
 
 void attention_block_backward(const LayerContext& ctx, int64_t layer, const void* w, const void* in,
@@ -130,7 +130,7 @@ void attention_block_backward(const LayerContext& ctx, int64_t layer, const void
   const int64_t T = mb.tokens(), H = ctx.spec->hidden_size;
 
   be.linear_backward(s.d_attn, grad_at(dw, o.o), grad_at(dw, o.o_bias), d_out, a.output_gate ? n.gated_attn : n.attn,
-                     weight_at(ctx, w, o.o), T, a.q_dim(), H, false);
+                     weight_at(ctx, w, o.o), T, a.q_dim(), H, false, ctx.layer(layer).projection_scale());
   if (a.output_gate) be.sigmoid_gate_backward(s.d_attn, s.d_out_gate, s.d_attn, n.attn, n.out_gate, T * a.q_dim());
   const AttnShape shape = attn_shape(ctx, layer, w, mb);
   be.attention_backward(s.dq, s.dk, s.dv, s.d_attn, n.q, n.k, n.v, n.attn, n.lse, shape);
@@ -146,14 +146,14 @@ void attention_block_backward(const LayerContext& ctx, int64_t layer, const void
   rope(ctx, a, norm_after_rope ? dk_lin : s.dk, a.num_kv_heads, mb, false);
   if (a.normed_qk() && !norm_after_rope) qk_norm_backward(ctx, a, w, dw, o, dq_lin, dk_lin, s.dq, s.dk, n, T);
   be.linear_backward(d_in, grad_at(dw, o.q), grad_at(dw, o.q_bias), dq_lin, in, weight_at(ctx, w, o.q), T, H,
-                     a.q_dim(), false);
+                     a.q_dim(), false, 1.0f);
   be.linear_backward(d_in, grad_at(dw, o.k), grad_at(dw, o.k_bias), dk_lin, in, weight_at(ctx, w, o.k), T, H,
-                     a.kv_dim(), true);
+                     a.kv_dim(), true, 1.0f);
   be.linear_backward(d_in, grad_at(dw, o.v), grad_at(dw, o.v_bias), s.dv, in, weight_at(ctx, w, o.v), T, H,
-                     a.kv_dim(), true);
+                     a.kv_dim(), true, 1.0f);
   if (a.output_gate)
     be.linear_backward(d_in, grad_at(dw, o.out_gate), grad_at(dw, o.out_gate_bias), s.d_out_gate, in,
-                       weight_at(ctx, w, o.out_gate), T, H, a.q_dim(), true);
+                       weight_at(ctx, w, o.out_gate), T, H, a.q_dim(), true, 1.0f);
 }
 
 }  // namespace mt

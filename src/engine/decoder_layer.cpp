@@ -88,17 +88,17 @@ void input_gradient(const LayerContext& ctx, int64_t layer, const HiddenNorm& no
   ctx.backend->add(dx, d_residual, n);
 }
 
-// Everything up to the feed-forward: norm1, the mixer block, h1, norm2 (none with a parallel residual). With neither
-// post-norms nor a residual multiplier the residual x enters h1 in the block's output projection; otherwise it is
-// added after them.
+// Everything up to the feed-forward: norm1, the mixer block, h1, norm2 (none with a parallel residual). Without
+// post-norms the residual x enters h1 in the block's output projection (with the residual multiplier as the
+// projection's scale); with them it is added after the post-norm.
 void layer_inputs(const LayerContext& ctx, int64_t layer, const void* w, const void* x, const MicroBatch& mb,
                   const LayerScratch& s, const LayerInternals& n) {
   const LayerSpec& l = ctx.layer(layer);
-  const bool post = l.post_norms, separate_residual = l.post_norms || l.scaled_residual();
+  const bool post = l.post_norms;
   const LayerOffsets& o = ctx.offsets(layer);
   const HiddenNorm norm{ctx, w, mb.tokens()};
   void* block_out = post ? n.attn_out : n.h1;
-  const void* residual = separate_residual ? nullptr : x;
+  const void* residual = post ? nullptr : x;
   if (l.pre_norms) norm.forward(s.norm1, x, o.input_norm);
   const void* in = mixer_input(ctx, layer, x, s);
   if (l.is_deltanet())
@@ -107,8 +107,10 @@ void layer_inputs(const LayerContext& ctx, int64_t layer, const void* w, const v
     mla_block_forward(ctx, layer, w, in, block_out, residual, mb, s, n);
   else
     attention_block_forward(ctx, layer, w, in, block_out, residual, mb, n);
-  if (post) norm.forward(n.h1, n.attn_out, o.attn_out_norm);
-  if (separate_residual) add_scaled_residual(ctx, layer, n.h1, x, mb.tokens());
+  if (post) {
+    norm.forward(n.h1, n.attn_out, o.attn_out_norm);
+    add_scaled_residual(ctx, layer, n.h1, x, mb.tokens());
+  }
   if (l.pre_norms && !l.parallel_residual) norm.forward(s.norm2, n.h1, o.mlp_norm);
 }
 
@@ -139,8 +141,7 @@ void decoder_layer_forward(const LayerContext& ctx, int64_t layer, const void* w
                            const MoeKept* moe_kept) {
   const LayerInternals& n = saved ? *saved : ws.internals;
   const LayerScratch& s = ws.scratch;
-  const LayerSpec& l = ctx.layer(layer);
-  const bool post = l.post_norms, separate_residual = l.post_norms || l.scaled_residual();
+  const bool post = ctx.layer(layer).post_norms;
   const int64_t H = ctx.spec->hidden_size;
   layer_inputs(ctx, layer, w, x, mb, s, n);
   const void* ffn_in = ffn_input(ctx, layer, s, n);
@@ -148,7 +149,7 @@ void decoder_layer_forward(const LayerContext& ctx, int64_t layer, const void* w
     moe_block_forward(ctx, layer, w, ffn_in, post ? n.mlp_out : y, mb, ws.moe, moe_kept);
     if (post) HiddenNorm{ctx, w, mb.tokens()}.forward(y, n.mlp_out, ctx.offsets(layer).mlp_out_norm);
     add_scaled_residual(ctx, layer, y, n.h1, mb.tokens());
-  } else {  // y = h1 + down(...): in the down projection's pass, or after the post-norm and the multiplier
+  } else {  // y = h1 + multiplier · down(...): in the down projection's pass, or after the post-norm
     each_chunk(mb, ws, [&](int64_t t0, int64_t T) {
       const MlpChunk b = chunk_buffers(ctx, layer, ws, saved, t0);
       mlp_block_inputs(ctx, layer, w, rows(ctx, ffn_in, t0, H), T, b);
@@ -156,17 +157,18 @@ void decoder_layer_forward(const LayerContext& ctx, int64_t layer, const void* w
         mlp_block_output(ctx, layer, w, rows(ctx, n.mlp_out, t0, H), nullptr, T, b);
         HiddenNorm{ctx, w, T}.forward(rows(ctx, y, t0, H), rows(ctx, n.mlp_out, t0, H),
                                       ctx.offsets(layer).mlp_out_norm);
+        add_scaled_residual(ctx, layer, rows(ctx, y, t0, H), rows(ctx, n.h1, t0, H), T);
       } else {
-        mlp_block_output(ctx, layer, w, rows(ctx, y, t0, H), separate_residual ? nullptr : rows(ctx, n.h1, t0, H), T,
-                         b);
+        mlp_block_output(ctx, layer, w, rows(ctx, y, t0, H), rows(ctx, n.h1, t0, H), T, b);
       }
-      if (separate_residual) add_scaled_residual(ctx, layer, rows(ctx, y, t0, H), rows(ctx, n.h1, t0, H), T);
     });
   }
 }
 
-// Backward. A residual multiplier's scaled gradients go to buffers free at that point: the feed-forward's to d_hidden
-// (written only after it), the mixer's to d_norm under a post-norm (whose backward writes d_block), else to d_block.
+// Backward. A residual multiplier scales the gradient of a block's output projection in its GEMMs
+// (LayerSpec::projection_scale); where a post-norm or the MoE combine sits between, the scaled gradient goes to a
+// buffer free at that point: the feed-forward's to d_hidden (written only after it), the mixer's to d_norm (whose
+// post-norm backward writes d_block).
 void decoder_layer_backward(const LayerContext& ctx, int64_t layer, const void* w, const void* x, const void* dy,
                             void* dx, real* dw, const MicroBatch& mb, DecoderWorkspace& ws,
                             const LayerInternals* saved, const MoeKept* moe_kept) {
@@ -206,10 +208,11 @@ void decoder_layer_backward(const LayerContext& ctx, int64_t layer, const void* 
           mlp_block_output(ctx, layer, w, rows(ctx, n.mlp_out, t0, H), nullptr, T, b);
         }
       }
-      const void* d_mlp = scaled_gradient(ctx, layer, rows(ctx, s.d_hidden, t0, H), rows(ctx, dy, t0, H), T);
+      const void* d_mlp = rows(ctx, dy, t0, H);
       if (post) {
-        HiddenNorm{ctx, w, T}.backward(rows(ctx, s.d_block, t0, H), dw, d_mlp, rows(ctx, n.mlp_out, t0, H),
-                                       o.mlp_out_norm);
+        HiddenNorm{ctx, w, T}.backward(rows(ctx, s.d_block, t0, H), dw,
+                                       scaled_gradient(ctx, layer, rows(ctx, s.d_hidden, t0, H), d_mlp, T),
+                                       rows(ctx, n.mlp_out, t0, H), o.mlp_out_norm);
         d_mlp = rows(ctx, s.d_block, t0, H);
       }
       mlp_block_backward(ctx, layer, w, rows(ctx, ffn_in, t0, H), d_mlp, rows(ctx, s.d_norm, t0, H), dw, T, b);
@@ -223,9 +226,10 @@ void decoder_layer_backward(const LayerContext& ctx, int64_t layer, const void* 
   }
 
   // Attention: h1 = x + multiplier · [post-norm] o_proj(attn).
-  const void* d_attn_out = scaled_gradient(ctx, layer, post ? s.d_norm : s.d_block, d_h1, mb.tokens());
+  const void* d_attn_out = d_h1;
   if (post) {
-    norm.backward(s.d_block, dw, d_attn_out, n.attn_out, o.attn_out_norm);
+    norm.backward(s.d_block, dw, scaled_gradient(ctx, layer, s.d_norm, d_h1, mb.tokens()), n.attn_out,
+                  o.attn_out_norm);
     d_attn_out = s.d_block;
   }
   // With a parallel residual the feed-forward's gradient of norm1 waits in d_norm while the mixer's lands in d_hidden.

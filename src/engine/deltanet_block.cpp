@@ -42,7 +42,7 @@ void deltanet_block_forward(const LayerContext& ctx, int64_t layer, const void* 
   be.gated_delta_rule_forward(n.dn_core, n.dn_qkv, n.dn_g, n.dn_beta, rule_shape(d, mb));
   be.gated_rmsnorm_forward(n.dn_normed, n.dn_core, n.dn_z, weight_at(ctx, w, o.norm), T * nv, d.v_head_dim,
                            static_cast<float>(ctx.spec->rms_norm_eps));
-  output_projection(ctx, out, n.dn_normed, weight_at(ctx, w, o.out), nullptr, residual, T, d.value_dim(), H);
+  output_projection(ctx, layer, out, n.dn_normed, weight_at(ctx, w, o.out), nullptr, residual, T, d.value_dim(), H);
 }
 
 void deltanet_block_backward(const LayerContext& ctx, int64_t layer, const void* w, const void* in,
@@ -53,7 +53,7 @@ void deltanet_block_backward(const LayerContext& ctx, int64_t layer, const void*
   const DeltaNetOffsets& o = ctx.offsets(layer).deltanet;
   const int64_t T = mb.tokens(), H = ctx.spec->hidden_size, nv = d.num_v_heads;
   be.linear_backward(s.dn_d_normed, grad_at(dw, o.out), nullptr, d_out, n.dn_normed, weight_at(ctx, w, o.out), T,
-                     d.value_dim(), H, false);
+                     d.value_dim(), H, false, ctx.layer(layer).projection_scale());
   be.gated_rmsnorm_backward(s.dn_d_core, s.dn_d_z, grad_at(dw, o.norm), s.dn_d_normed, n.dn_core, n.dn_z,
                             weight_at(ctx, w, o.norm), T * nv, d.v_head_dim, static_cast<float>(ctx.spec->rms_norm_eps));
   be.gated_delta_rule_backward(s.dn_d_qkv, s.dn_dg, s.dn_dbeta, s.dn_d_core, n.dn_qkv, n.dn_g, n.dn_beta,
@@ -63,9 +63,9 @@ void deltanet_block_backward(const LayerContext& ctx, int64_t layer, const void*
   be.causal_conv1d_backward(s.dn_d_qkv_raw, grad_at(dw, o.conv), s.dn_d_qkv, n.dn_qkv_raw, weight_at(ctx, w, o.conv),
                             mb.seqs, mb.seq_len, d.conv_dim(), d.conv_kernel, mb.segments);
   be.linear_backward(d_in, grad_at(dw, o.qkv), nullptr, s.dn_d_qkv_raw, in, weight_at(ctx, w, o.qkv), T, H,
-                     d.conv_dim(), false);
-  be.linear_backward(d_in, grad_at(dw, o.z), nullptr, s.dn_d_z, in, weight_at(ctx, w, o.z), T, H, d.value_dim(), true);
-  be.linear_backward(d_in, grad_at(dw, o.ba), nullptr, s.dn_d_ba, in, weight_at(ctx, w, o.ba), T, H, 2 * nv, true);
+                     d.conv_dim(), false, 1.0f);
+  be.linear_backward(d_in, grad_at(dw, o.z), nullptr, s.dn_d_z, in, weight_at(ctx, w, o.z), T, H, d.value_dim(), true, 1.0f);
+  be.linear_backward(d_in, grad_at(dw, o.ba), nullptr, s.dn_d_ba, in, weight_at(ctx, w, o.ba), T, H, 2 * nv, true, 1.0f);
 }
 
 }  // namespace mt

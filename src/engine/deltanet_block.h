@@ -3,8 +3,8 @@
 // gated delta rule (q, k L2-normalised; state zero per sequence and packed example), the RMSNorm gated by silu(z)
 // and out_proj. Stateless: weights are the layer's region, bound per call. Invariant: forward writes the block's
 // internals (dn_qkv_raw, dn_qkv, dn_z, dn_ba, dn_g, dn_beta, dn_core, dn_normed) and out = out_proj(dn_normed)
-// (+ residual where given);
-// backward writes d_in and ACCUMULATES into the region's fp32 gradient dw.
+// (residual + projection_scale·out_proj(dn_normed) where a residual is given); backward, of out reached by
+// projection_scale·d_out (LayerSpec::projection_scale), writes d_in and ACCUMULATES into the region's fp32 gradient dw.
 #pragma once
 #include <cstdint>
 

@@ -54,11 +54,11 @@ inline void rmsnorm_forward(const LayerContext& ctx, void* y, const void* x, con
 }
 
 // A block's output projection y[T,O] = x·wᵀ + b, with the layer's residual stream added in the same pass where
-// `residual` is given (null: the projection alone).
-inline void output_projection(const LayerContext& ctx, void* y, const void* x, const void* w, const void* b,
-                              const void* residual, int64_t T, int64_t I, int64_t O) {
+// `residual` is given: y = residual + projection_scale·(x·wᵀ + b) (null: the projection alone).
+inline void output_projection(const LayerContext& ctx, int64_t layer, void* y, const void* x, const void* w,
+                              const void* b, const void* residual, int64_t T, int64_t I, int64_t O) {
   if (residual) {
-    ctx.backend->linear_forward_add(y, x, w, b, residual, T, I, O);
+    ctx.backend->linear_forward_add(y, x, w, b, residual, T, I, O, ctx.layer(layer).projection_scale());
   } else {
     ctx.backend->linear_forward(y, x, w, b, T, I, O);
   }

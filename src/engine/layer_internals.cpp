@@ -154,8 +154,8 @@ ScratchWidths scratch_widths(const ModelSpec& spec) {
   const int64_t H = spec.hidden_size;
   for (const LayerSpec& l : spec.layers) {
     const int64_t qd = l.attention.q_dim(), kvd = l.attention.kv_dim();
-    // d_block: a post-norm's input gradient, or a scaled residual's block gradient
-    ScratchWidths w{H, H, H, H, l.post_norms || l.scaled_residual() ? H : 0, qd, qd, kvd, kvd};
+    // d_block: a post-norm's input gradient
+    ScratchWidths w{H, H, H, H, l.post_norms ? H : 0, qd, qd, kvd, kvd};
     w.d_out_gate = l.attention.output_gate ? qd : 0;
     if (l.is_mla()) {
       const MlaSpec& m = l.mla;

@@ -78,7 +78,7 @@ void mla_block_forward(const LayerContext& ctx, int64_t layer, const void* w, co
   be.head_concat_forward(n.q, s.mla_q_nope, s.mla_q_rope, T, heads, nope, rope, false);
   be.head_concat_forward(n.k, s.mla_k_nope, s.mla_k_rope, T, heads, nope, rope, true);
   be.attention_forward(n.attn, n.lse, n.q, n.k, n.v, mla_attn_shape(ctx, layer, mb));
-  output_projection(ctx, out, n.attn, weight_at(ctx, w, o.o), weight_at(ctx, w, o.o_bias), residual, T, m.v_dim(), H);
+  output_projection(ctx, layer, out, n.attn, weight_at(ctx, w, o.o), weight_at(ctx, w, o.o_bias), residual, T, m.v_dim(), H);
 }
 
 void mla_block_backward(const LayerContext& ctx, int64_t layer, const void* w, const void* in, const void* d_out,
@@ -90,7 +90,7 @@ void mla_block_backward(const LayerContext& ctx, int64_t layer, const void* w, c
   const int64_t nope = m.qk_nope_head_dim, rope = m.qk_rope_head_dim, r = m.kv_lora_rank;
 
   be.linear_backward(s.d_attn, grad_at(dw, o.o), grad_at(dw, o.o_bias), d_out, n.attn, weight_at(ctx, w, o.o), T,
-                     m.v_dim(), H, false);
+                     m.v_dim(), H, false, ctx.layer(layer).projection_scale());
   be.attention_backward(s.dq, s.dk, s.dv, s.d_attn, n.q, n.k, n.v, n.attn, n.lse, mla_attn_shape(ctx, layer, mb));
   // The parts' gradients replace their forward values in the scratch.
   be.head_concat_backward(s.mla_q_nope, s.mla_q_rope, s.dq, T, heads, nope, rope, false);
@@ -100,33 +100,33 @@ void mla_block_backward(const LayerContext& ctx, int64_t layer, const void* w, c
 
   // kv_b_proj, the latent's norm, kv_a_proj_with_mqa (d_in written here first).
   be.linear_backward(s.mla_d_kv_latent, grad_at(dw, o.k_nope), nullptr, s.mla_k_nope, n.mla_kv_latent,
-                     weight_at(ctx, w, o.k_nope), T, r, heads * nope, false);
+                     weight_at(ctx, w, o.k_nope), T, r, heads * nope, false, 1.0f);
   be.linear_backward(s.mla_d_kv_latent, grad_at(dw, o.v), nullptr, s.dv, n.mla_kv_latent, weight_at(ctx, w, o.v), T,
-                     r, m.v_dim(), true);
+                     r, m.v_dim(), true, 1.0f);
   latent_norm_backward(ctx, m, s.mla_d_kv_raw, grad_at(dw, o.kv_norm), s.mla_d_kv_latent, n.k_raw,
                        weight_at(ctx, w, o.kv_norm), T, r);
   be.linear_backward(d_in, grad_at(dw, o.kv_latent), grad_at(dw, o.kv_latent_bias), s.mla_d_kv_raw, in,
-                     weight_at(ctx, w, o.kv_latent), T, H, r, false);
+                     weight_at(ctx, w, o.kv_latent), T, H, r, false, 1.0f);
   be.linear_backward(d_in, grad_at(dw, o.kv_rope), grad_at(dw, o.kv_rope_bias), s.mla_k_rope, in,
-                     weight_at(ctx, w, o.kv_rope), T, H, rope, true);
+                     weight_at(ctx, w, o.kv_rope), T, H, rope, true, 1.0f);
 
   // The query's projections (and its low-rank path).
   if (m.q_lora_rank == 0) {
     be.linear_backward(d_in, grad_at(dw, o.q_nope), nullptr, s.mla_q_nope, in, weight_at(ctx, w, o.q_nope), T, H,
-                       heads * nope, true);
+                       heads * nope, true, 1.0f);
     be.linear_backward(d_in, grad_at(dw, o.q_rope), nullptr, s.mla_q_rope, in, weight_at(ctx, w, o.q_rope), T, H,
-                       heads * rope, true);
+                       heads * rope, true, 1.0f);
     return;
   }
   const int64_t q_in = m.q_lora_rank;
   be.linear_backward(s.mla_d_q_latent, grad_at(dw, o.q_nope), nullptr, s.mla_q_nope, n.mla_q_latent,
-                     weight_at(ctx, w, o.q_nope), T, q_in, heads * nope, false);
+                     weight_at(ctx, w, o.q_nope), T, q_in, heads * nope, false, 1.0f);
   be.linear_backward(s.mla_d_q_latent, grad_at(dw, o.q_rope), nullptr, s.mla_q_rope, n.mla_q_latent,
-                     weight_at(ctx, w, o.q_rope), T, q_in, heads * rope, true);
+                     weight_at(ctx, w, o.q_rope), T, q_in, heads * rope, true, 1.0f);
   latent_norm_backward(ctx, m, s.mla_d_q_raw, grad_at(dw, o.q_a_norm), s.mla_d_q_latent, n.q_raw,
                        weight_at(ctx, w, o.q_a_norm), T, q_in);
   be.linear_backward(d_in, grad_at(dw, o.q_a), grad_at(dw, o.q_a_bias), s.mla_d_q_raw, in, weight_at(ctx, w, o.q_a),
-                     T, H, q_in, true);
+                     T, H, q_in, true, 1.0f);
 }
 
 }  // namespace mt

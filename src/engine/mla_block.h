@@ -4,8 +4,9 @@
 // values, RoPE on the rope parts, each head's query and key joined as [nope | rope], softmax attention with the q/k
 // head dim different from the value's, and o_proj. Stateless: weights are the layer's region, bound per call.
 // Invariant: forward writes the block's internals (q_raw and mla_q_latent with a low-rank query, k_raw and
-// mla_kv_latent, q, k, v, attn, lse) and out = o_proj(attn) (+ residual where given), using the scratch's mla parts as
-// its own; backward writes d_in and ACCUMULATES into the region's fp32 gradient dw.
+// mla_kv_latent, q, k, v, attn, lse) and out = o_proj(attn) (residual + projection_scale·o_proj(attn) where a
+// residual is given), using the scratch's mla parts as its own; backward, of out reached by projection_scale·d_out
+// (LayerSpec::projection_scale), writes d_in and ACCUMULATES into the region's fp32 gradient dw.
 #pragma once
 #include <cstdint>
 

@@ -31,7 +31,7 @@ void mlp_block_activation(const LayerContext& ctx, int64_t layer, int64_t T, con
 void mlp_block_output(const LayerContext& ctx, int64_t layer, const void* w, void* out, const void* residual, int64_t T,
                       const MlpChunk& b) {
   const MlpOffsets& o = ctx.offsets(layer).mlp;
-  output_projection(ctx, out, b.act, weight_at(ctx, w, o.down), weight_at(ctx, w, o.down_bias), residual, T,
+  output_projection(ctx, layer, out, b.act, weight_at(ctx, w, o.down), weight_at(ctx, w, o.down_bias), residual, T,
                     ctx.layer(layer).mlp.intermediate_size, ctx.spec->hidden_size);
 }
 
@@ -42,18 +42,20 @@ void mlp_block_backward(const LayerContext& ctx, int64_t layer, const void* w, c
   const MlpOffsets& o = ctx.offsets(layer).mlp;
   const int64_t H = ctx.spec->hidden_size, I = m.intermediate_size;
   const void* w_down = weight_at(ctx, w, o.down);
-  be.linear_backward(b.d_act, nullptr, nullptr, d_out, nullptr, w_down, T, I, H, false);
+  const float d_out_scale = ctx.layer(layer).projection_scale();
+  be.linear_backward(b.d_act, nullptr, nullptr, d_out, nullptr, w_down, T, I, H, false, d_out_scale);
   // The activation's backward also writes act, for down's dw.
   if (m.gated)
     be.glu_backward(b.d_gate, b.d_up, b.act, b.d_act, b.gate, b.up, T * I, m.activation);
   else
     be.glu_backward(b.d_up, nullptr, b.act, b.d_act, b.up, nullptr, T * I, m.activation);
-  be.linear_backward(nullptr, grad_at(dw, o.down), grad_at(dw, o.down_bias), d_out, b.act, w_down, T, I, H, false);
+  be.linear_backward(nullptr, grad_at(dw, o.down), grad_at(dw, o.down_bias), d_out, b.act, w_down, T, I, H, false,
+                     d_out_scale);
   if (m.gated)
     be.linear_backward(d_in, grad_at(dw, o.gate), grad_at(dw, o.gate_bias), b.d_gate, in, weight_at(ctx, w, o.gate),
-                       T, H, I, false);
+                       T, H, I, false, 1.0f);
   be.linear_backward(d_in, grad_at(dw, o.up), grad_at(dw, o.up_bias), b.d_up, in, weight_at(ctx, w, o.up), T, H, I,
-                     m.gated);
+                     m.gated, 1.0f);
 }
 
 }  // namespace mt

@@ -3,8 +3,9 @@
 // tensors are addressed through the layer's offsets. Every function runs over T tokens (one token chunk of a
 // micro-batch; the block is per token) with the chunk's buffers.
 // Invariant: projections writes b.gate and b.up, activation b.act from them, inputs all three; output writes
-// out = down(act) (+ residual where given: the layer's residual stream, added in the projection's pass); backward
-// reads b.gate and b.up, writes b.act (the forward's bits, from the activation's backward pass: it needs no
+// out = down(act) (residual + projection_scale·down(act) where a residual is given: the layer's residual stream, added
+// in the projection's pass); backward, of out reached by projection_scale·d_out (LayerSpec::projection_scale), reads
+// b.gate and b.up, writes b.act (the forward's bits, from the activation's backward pass: it needs no
 // activation kept), d_in (∂/∂ the block's input), and ACCUMULATES into the region's fp32 gradient dw.
 #pragma once
 #include <cstdint>

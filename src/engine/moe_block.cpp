@@ -368,7 +368,7 @@ void moe_block_backward(const LayerContext& ctx, int64_t layer, const void* w, c
   be.moe_route_backward(s.d_logits, s.d_weights, s.probs, s.idx, s.weights, aux_grad, mb.seq_lens, mb.seq_len, T,
                         b.routing());
   be.linear_backward(d_in, grad_at(dw, o.router), grad_at(dw, o.router_bias), s.d_logits, in, b.at(o.router), T, H,
-                     E, true);
+                     E, true, 1.0f);
   if (m.shared_intermediate_size == 0) return;
   // Shared expert: out += [sigmoid(x · w_gate) ·] down(silu(gate(x)) · up(x)).
   const int64_t S = m.shared_intermediate_size;
@@ -376,13 +376,13 @@ void moe_block_backward(const LayerContext& ctx, int64_t layer, const void* w, c
   const void* d_shared = d_out;
   if (m.shared_gate) {
     be.row_sigmoid_gate_backward(s.d_s_out, s.d_s_logit, d_out, s.s_out, s.s_logit, T, H);
-    be.linear_backward(d_in, grad_at(dw, o.shared_gate), nullptr, s.d_s_logit, in, b.at(o.shared_gate), T, H, 1, true);
+    be.linear_backward(d_in, grad_at(dw, o.shared_gate), nullptr, s.d_s_logit, in, b.at(o.shared_gate), T, H, 1, true, 1.0f);
     d_shared = s.d_s_out;
   }
-  be.linear_backward(s.d_s_act, grad_at(dw, sh.down), nullptr, d_shared, s.s_act, b.at(sh.down), T, S, H, false);
+  be.linear_backward(s.d_s_act, grad_at(dw, sh.down), nullptr, d_shared, s.s_act, b.at(sh.down), T, S, H, false, 1.0f);
   be.glu_backward(s.d_s_gate, s.d_s_up, nullptr, s.d_s_act, s.s_gate, s.s_up, T * S, Activation::silu);
-  be.linear_backward(d_in, grad_at(dw, sh.gate), nullptr, s.d_s_gate, in, b.at(sh.gate), T, H, S, true);
-  be.linear_backward(d_in, grad_at(dw, sh.up), nullptr, s.d_s_up, in, b.at(sh.up), T, H, S, true);
+  be.linear_backward(d_in, grad_at(dw, sh.gate), nullptr, s.d_s_gate, in, b.at(sh.gate), T, H, S, true, 1.0f);
+  be.linear_backward(d_in, grad_at(dw, sh.up), nullptr, s.d_s_up, in, b.at(sh.up), T, H, S, true, 1.0f);
 }
 
 }  // namespace mt

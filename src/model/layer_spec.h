@@ -135,6 +135,10 @@ struct LayerSpec {
   // Each block's output (after its post-norm) × residual_multiplier before its residual add (Granite).
   double residual_multiplier = 1.0;
   bool scaled_residual() const { return residual_multiplier != 1.0; }
+  // The factor a block's output projection applies in its own pass: the residual multiplier where the projection
+  // feeds the residual add directly (forward: its GEMM's alpha with the residual as epilogue input; backward: the
+  // scale of the gradient it is reached by), 1 under a post-norm, whose input is the projection unscaled.
+  float projection_scale() const { return post_norms ? 1.0f : static_cast<float>(residual_multiplier); }
   // Parallel residual (Cohere): one norm feeds the mixer and the feed-forward, y = x + attn(norm(x)) + mlp(norm(x));
   // the layer has no norm before its feed-forward.
   bool parallel_residual = false;

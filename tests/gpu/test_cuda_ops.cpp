@@ -386,8 +386,8 @@ TEST_CASE("cuda bias forward and deterministic backward match the reference", "[
       auto d_y = upload<T>(y), d_b = upload<T>(b), d_dy = upload<T>(dy);
       auto db = upload<float>(db0), db_again = upload<float>(db0);
       cu::bias_forward<T>(d_y->get(), d_b->get(), c.T, c.O, test_stream());
-      cu::bias_backward<T>(db->get(), d_dy->get(), c.T, c.O, test_stream());
-      cu::bias_backward<T>(db_again->get(), d_dy->get(), c.T, c.O, test_stream());
+      cu::bias_backward<T>(db->get(), d_dy->get(), c.T, c.O, 1.0f, test_stream());
+      cu::bias_backward<T>(db_again->get(), d_dy->get(), c.T, c.O, 1.0f, test_stream());
       std::vector<float> y_ref = y, db_ref = db0;
       for (int64_t o = 0; o < c.O; ++o) {
         double sum = 0.0;
@@ -727,17 +727,17 @@ TEST_CASE("cuda backend linear_forward(_add) / linear_backward (cuBLASLt GEMM, b
         BackendBuffer dw(*be, dw0, DType::f32), db(*be, db0, DType::f32), dw_only(*be, dw0, DType::f32);
         be->linear_forward(y.get(), d_x.get(), d_w.get(), c.bias ? d_b.get() : nullptr, c.T, c.I, c.O);
         be->linear_backward(dx.get(), dw.floats(), c.bias ? db.floats() : nullptr, d_dy.get(), d_x.get(), d_w.get(),
-                            c.T, c.I, c.O, false);
+                            c.T, c.I, c.O, false, 1.0f);
         be->linear_backward(dx_acc.get(), dw_only.floats(), nullptr, d_dy.get(), d_x.get(), d_w.get(), c.T, c.I, c.O,
-                            true);
+                            true, 1.0f);
 
         std::vector<float> y_ref(c.T * c.O), dx_ref(c.T * c.I), dx_acc_ref = dx_init, dw_ref = dw0, db_ref = db0;
         std::vector<float> dw_only_ref = dw0;
         cpu().linear_forward(y_ref.data(), x.data(), w.data(), c.bias ? b.data() : nullptr, c.T, c.I, c.O);
         cpu().linear_backward(dx_ref.data(), dw_ref.data(), c.bias ? db_ref.data() : nullptr, dy.data(), x.data(),
-                              w.data(), c.T, c.I, c.O, false);
+                              w.data(), c.T, c.I, c.O, false, 1.0f);
         cpu().linear_backward(dx_acc_ref.data(), dw_only_ref.data(), nullptr, dy.data(), x.data(), w.data(), c.T, c.I,
-                              c.O, true);
+                              c.O, true, 1.0f);
         check_close("linear y", y.read(), y_ref, tol);
         check_close("linear dx (=)", dx.read(), dx_ref, tol);
         check_close("linear dx (+=, accumulate_dx)", dx_acc.read(), dx_acc_ref, tol);
@@ -748,18 +748,36 @@ TEST_CASE("cuda backend linear_forward(_add) / linear_backward (cuBLASLt GEMM, b
         // dx may be null: only dw accumulates.
         BackendBuffer dw_no_dx(*be, dw0, DType::f32);
         be->linear_backward(nullptr, dw_no_dx.floats(), nullptr, d_dy.get(), d_x.get(), d_w.get(), c.T, c.I, c.O,
-                            false);
+                            false, 1.0f);
         check_close("linear dw with dx null", dw_no_dx.read(), dw_only_ref, tol);
 
         // The residual in the GEMM's epilogue (without a bias) or after the bias.
         const auto r = rounded_to(dt, random_floats(c.T * c.O, 47));
         BackendBuffer d_r(*be, r, dt), y_add(*be, c.T * c.O, dt);
         be->linear_forward_add(y_add.get(), d_x.get(), d_w.get(), c.bias ? d_b.get() : nullptr, d_r.get(), c.T, c.I,
-                               c.O);
+                               c.O, 1.0f);
         std::vector<float> y_add_ref(c.T * c.O);
         cpu().linear_forward_add(y_add_ref.data(), x.data(), w.data(), c.bias ? b.data() : nullptr, r.data(), c.T, c.I,
-                                 c.O);
+                                 c.O, 1.0f);
         check_close("linear y + residual", y_add.read(), y_add_ref, tol);
+
+        // Granite's residual multiplier: the GEMM's alpha (or a pass after the bias), and the gradient's scale in
+        // both backward GEMMs and the bias sum.
+        const float m = 0.22f;
+        be->linear_forward_add(y_add.get(), d_x.get(), d_w.get(), c.bias ? d_b.get() : nullptr, d_r.get(), c.T, c.I,
+                               c.O, m);
+        cpu().linear_forward_add(y_add_ref.data(), x.data(), w.data(), c.bias ? b.data() : nullptr, r.data(), c.T, c.I,
+                                 c.O, m);
+        check_close("linear y + 0.22 · projection", y_add.read(), y_add_ref, tol);
+        BackendBuffer dx_s(*be, c.T * c.I, dt), dw_s(*be, dw0, DType::f32), db_s(*be, db0, DType::f32);
+        be->linear_backward(dx_s.get(), dw_s.floats(), c.bias ? db_s.floats() : nullptr, d_dy.get(), d_x.get(),
+                            d_w.get(), c.T, c.I, c.O, false, m);
+        std::vector<float> dx_s_ref(c.T * c.I), dw_s_ref = dw0, db_s_ref = db0;
+        cpu().linear_backward(dx_s_ref.data(), dw_s_ref.data(), c.bias ? db_s_ref.data() : nullptr, dy.data(),
+                              x.data(), w.data(), c.T, c.I, c.O, false, m);
+        check_close("linear dx of 0.22 · dy", dx_s.read(), dx_s_ref, tol);
+        check_close("linear dw of 0.22 · dy", dw_s.read(), dw_s_ref, tol);
+        if (c.bias) check_close("linear db of 0.22 · dy", db_s.read(), db_s_ref, tol);
       }
     }
   }

@@ -48,13 +48,14 @@ class CpuBackend final : public Backend {
     cpu::linear_forward(f(y), f(x), f(w), f(b), T, I, O);
   }
   void linear_forward_add(void* y, const void* x, const void* w, const void* b, const void* residual, int64_t T,
-                          int64_t I, int64_t O) override {
+                          int64_t I, int64_t O, float scale) override {
     cpu::linear_forward(f(y), f(x), f(w), f(b), T, I, O);
+    if (scale != 1.0f) cpu::scale(f(y), scale, T * O);
     cpu::add(f(y), f(residual), T * O);
   }
   void linear_backward(void* dx, real* dw, real* db, const void* dy, const void* x, const void* w, int64_t T,
-                       int64_t I, int64_t O, bool accumulate_dx) override {
-    cpu::linear_backward(f(dx), dw, db, f(dy), f(x), f(w), T, I, O, accumulate_dx);
+                       int64_t I, int64_t O, bool accumulate_dx, float dy_scale) override {
+    cpu::linear_backward(f(dx), dw, db, f(dy), f(x), f(w), T, I, O, accumulate_dx, dy_scale);
   }
 
   void embedding_forward(void* y, const void* table, const int32_t* ids, int64_t T, int64_t H) override {

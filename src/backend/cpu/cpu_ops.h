@@ -16,7 +16,7 @@ double sum_squares(const real* x, int64_t n);
 
 void linear_forward(real* y, const real* x, const real* w, const real* b, int64_t T, int64_t I, int64_t O);
 void linear_backward(real* dx, real* dw, real* db, const real* dy, const real* x, const real* w, int64_t T,
-                     int64_t I, int64_t O, bool accumulate_dx);
+                     int64_t I, int64_t O, bool accumulate_dx, real dy_scale);
 
 void embedding_forward(real* y, const real* table, const int32_t* ids, int64_t T, int64_t H);
 void embedding_backward(real* dtable, const real* dy, const int32_t* ids, int64_t T, int64_t H);

@@ -67,7 +67,7 @@ double head_loss(real* dx, real* dw, const real* x, const real* w, const int32_t
       if (row_loss) std::fill_n(row_loss + t0, rows, 0.f);
       continue;
     }
-    gemm_row_blocks(false, true, rows, V, H, x + t0 * H, H, w, H, 0.f, logits.data(), V);
+    gemm_row_blocks(false, true, rows, V, H, 1.f, x + t0 * H, H, w, H, 0.f, logits.data(), V);
 #pragma omp parallel for schedule(static)
     for (int64_t r = 0; r < rows; ++r) {
       real* row = logits.data() + r * V;
@@ -88,8 +88,8 @@ double head_loss(real* dx, real* dw, const real* x, const real* w, const int32_t
     if (row_loss)
       for (int64_t r = 0; r < rows; ++r) row_loss[t0 + r] = static_cast<real>(chunk_loss[static_cast<size_t>(r)]);
     if (!dx) continue;  // the loss only
-    gemm_row_blocks(false, false, rows, H, V, logits.data(), V, w, H, 0.f, dx + t0 * H, H);
-    gemm_row_blocks(true, false, V, H, rows, logits.data(), V, x + t0 * H, H, 1.f, dw, H);
+    gemm_row_blocks(false, false, rows, H, V, 1.f, logits.data(), V, w, H, 0.f, dx + t0 * H, H);
+    gemm_row_blocks(true, false, V, H, rows, 1.f, logits.data(), V, x + t0 * H, H, 1.f, dw, H);
   }
   return total;
 }

@@ -271,7 +271,7 @@ void grouped_linear_backward(real* dx, real* dw, const real* dy, const real* x, 
     const int64_t r0 = offsets[e], rows = offsets[e + 1] - r0;
     if (rows > 0)
       linear_backward(dx ? dx + r0 * I : nullptr, dw + e * w_stride, nullptr, dy + r0 * O, x + r0 * I,
-                      w + e * w_stride, rows, I, O, accumulate_dx);
+                      w + e * w_stride, rows, I, O, accumulate_dx, 1.0f);
   }
 }
 

@@ -10,19 +10,19 @@
 namespace mt::cpu {
 namespace {
 
-// Row-major C = op(A)·op(B) + beta·C through the BLAS routine of the element type.
-[[maybe_unused]] void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, const float* A, int lda,
-                                const float* B, int ldb, float beta, float* C, int ldc) {
-  cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.f, A, lda, B, ldb, beta, C, ldc);
+// Row-major C = alpha·op(A)·op(B) + beta·C through the BLAS routine of the element type.
+[[maybe_unused]] void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, float alpha,
+                                const float* A, int lda, const float* B, int ldb, float beta, float* C, int ldc) {
+  cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
-[[maybe_unused]] void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, const double* A, int lda,
-                                const double* B, int ldb, double beta, double* C, int ldc) {
-  cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, A, lda, B, ldb, beta, C, ldc);
+[[maybe_unused]] void blas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, double alpha,
+                                const double* A, int lda, const double* B, int ldb, double beta, double* C, int ldc) {
+  cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 }  // namespace
 
-void gemm_row_blocks(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, const real* A, int64_t lda,
+void gemm_row_blocks(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, real alpha, const real* A, int64_t lda,
                      const real* B, int64_t ldb, real beta, real* C, int64_t ldc) {
   constexpr int64_t rows = 64;
   const int64_t n_blocks = (M + rows - 1) / rows;
@@ -30,7 +30,7 @@ void gemm_row_blocks(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K
   for (int64_t mb = 0; mb < n_blocks; ++mb) {
     const int64_t m0 = mb * rows, m = std::min(rows, M - m0);
     blas_gemm(trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, blas_int(m), blas_int(N),
-              blas_int(K), trans_a ? A + m0 : A + m0 * lda, blas_int(lda), B, blas_int(ldb), beta, C + m0 * ldc,
+              blas_int(K), alpha, trans_a ? A + m0 : A + m0 * lda, blas_int(lda), B, blas_int(ldb), beta, C + m0 * ldc,
               blas_int(ldc));
   }
 }
