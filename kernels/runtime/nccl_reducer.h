@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "backend/backend.h"
-#include "engine/gradient_reducer.h"
+#include "transfer/gradient_reducer.h"
 
 namespace mt {
 

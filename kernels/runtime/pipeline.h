@@ -10,7 +10,9 @@
 #pragma once
 #include <cstdint>
 
-#include "engine/engine.h"
+#include "backend/backend.h"
+#include "store/host_store.h"
+#include "transfer/engine_transfers.h"
 
 namespace mt {
 

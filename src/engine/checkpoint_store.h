@@ -1,12 +1,12 @@
-// CheckpointStore: where the engine keeps a pass's activation checkpoints between the forward that writes them
-// (ascending k) and the backward that reads them (descending k). DeviceCheckpoints keeps every checkpoint in
-// backend memory. HostCheckpoints keeps them in host slots and holds two pass-sized staging buffers in backend
-// memory: checkpoint k is written into and read from staging buffer k % 2, so while the backward works from one
-// the other receives the checkpoint it needs next; its copies go through the backend interface (upload, download),
-// synchronously, so any backend runs the path (the CPU test exercises it). The CUDA backend's asynchronous version
-// (page-locked slots, a copy stream, events) is kernels/runtime/host_checkpoints.h.
-// Invariants: a pointer from begin_write(k) or acquire(k) stays valid until release(k) or the next
-// begin_write(k + 2); acquire(k) returns checkpoint k exactly as the forward wrote it.
+// The checkpoint stores any backend runs (the interface and its invariants: transfer/checkpoint_store.h): where
+// the engine keeps a pass's activation checkpoints between the forward that writes them (ascending k) and the
+// backward that reads them (descending k). DeviceCheckpoints keeps every checkpoint in backend memory.
+// HostCheckpoints keeps them in host slots and holds two pass-sized staging buffers in backend memory: checkpoint k
+// is written into and read from staging buffer k % 2, so while the backward works from one the other receives the
+// checkpoint it needs next; its copies go through the backend interface (upload, download), synchronously, so any
+// backend runs the path (the CPU test exercises it). The CUDA backend's asynchronous version (page-locked slots, a
+// copy stream, events) is kernels/runtime/host_checkpoints.h.
+// Invariants: the interface's; HostCheckpoints stages checkpoint k in buffer k % kCheckpointStagingBuffers.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -14,28 +14,9 @@
 
 #include "backend/backend.h"
 #include "engine/checkpoint_placement.h"
+#include "transfer/checkpoint_store.h"
 
 namespace mt {
-
-// Staging buffers in backend memory of the host placement: the checkpoint in use and the next one.
-inline constexpr int64_t kCheckpointStagingBuffers = 2;
-
-class CheckpointStore {
- public:
-  virtual ~CheckpointStore() = default;
-  // Room for `count` checkpoints of `bytes` each (reallocated only when either grows).
-  virtual void reserve(int64_t count, int64_t bytes) = 0;
-  // Forward: backend memory that ops issued after this call write checkpoint k (its first `bytes`) into.
-  virtual void* begin_write(int64_t k, int64_t bytes) = 0;
-  // Every op writing checkpoint k has been issued.
-  virtual void end_write(int64_t k) = 0;
-  // Backward: checkpoint k in backend memory, ready for the ops issued after this call.
-  virtual void* acquire(int64_t k) = 0;
-  // Every op reading checkpoint k has been issued.
-  virtual void release(int64_t k) = 0;
-  // Bytes copied between backend and host memory so far (both directions; 0 where checkpoints stay put).
-  virtual int64_t bytes_moved() const = 0;
-};
 
 class DeviceCheckpoints final : public CheckpointStore {
  public:

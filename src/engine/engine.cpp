@@ -11,8 +11,10 @@
 #include <vector>
 
 #include "core/error.h"
+#include "engine/checkpoint_store.h"
 #include "engine/chunked_attention.h"
 #include "engine/edge_layers.h"
+#include "engine/weight_stream.h"
 #include "model/alibi.h"
 #include "model/rope.h"
 

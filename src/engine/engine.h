@@ -19,12 +19,12 @@
 
 #include "backend/backend.h"
 #include "data/batch.h"
-#include "engine/checkpoint_store.h"
+#include "engine/checkpoint_placement.h"
 #include "engine/decoder_layer.h"
 #include "engine/moe_aux.h"
-#include "engine/weight_stream.h"
 #include "model/model_spec.h"
 #include "store/host_store.h"
+#include "transfer/engine_transfers.h"
 
 namespace mt {
 
@@ -76,13 +76,6 @@ class SequenceObjective {
   virtual int64_t group_size() const = 0;
   // logps[i] is sequence first_seq + i's; d_logp (sized like logps) gets ∂loss/∂logps[i].
   virtual void weigh(int64_t first_seq, const std::vector<double>& logps, std::vector<double>& d_logp) = 0;
-};
-
-struct EngineTransfers {
-  std::unique_ptr<WeightStream> weights;  // null: BasicWeightStream
-  std::unique_ptr<GradientSink> grads;    // null: BasicGradientSink
-  std::shared_ptr<PipelineCounters> counters;  // may be null
-  std::unique_ptr<CheckpointStore> checkpoints;  // null: make_checkpoint_store for EngineOptions::checkpoints
 };
 
 class Engine {

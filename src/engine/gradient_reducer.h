@@ -1,23 +1,18 @@
-// Data parallelism in the engine: a GradientReducer sums a finished gradient accumulator over the compute ranks
-// (NCCL on the GPU, or MPI through host memory), and ReducingGradientSink puts it between the engine and the
-// real sink. Invariants: every compute rank reduces the same regions in the same order (the engine's schedule
-// is the same on every rank); only the rank that delivers for its node hands the summed gradient to the store.
+// Data parallelism in the engine: ReducingGradientSink puts a GradientReducer (transfer/gradient_reducer.h: NCCL on
+// the GPU, or MPI through host memory) between the engine and the real sink, summing each finished accumulator
+// over the compute ranks. Invariants: every compute rank reduces the same regions in the same order (the engine's
+// schedule is the same on every rank); only the rank that delivers for its node hands the summed gradient to the
+// store.
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <unordered_map>
 
-#include "engine/weight_stream.h"
+#include "store/host_store.h"
+#include "transfer/gradient_reducer.h"
+#include "transfer/weight_stream.h"
 
 namespace mt {
-
-class GradientReducer {
- public:
-  virtual ~GradientReducer() = default;
-  // In place: data (n fp32 values in backend memory, written by ops already issued) becomes the sum over the
-  // compute ranks; ops issued afterwards see the sum.
-  virtual void all_reduce(float* data, int64_t n) = 0;
-};
 
 class ReducingGradientSink final : public GradientSink {
  public:

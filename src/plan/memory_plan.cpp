@@ -7,7 +7,6 @@
 #include "backend/gated_delta_rule_scratch.h"
 #include "backend/segment_batch.h"
 #include "core/error.h"
-#include "engine/checkpoint_store.h"
 #include "engine/chunked_attention.h"
 #include "engine/layer_internals.h"
 #include "engine/moe_block.h"
@@ -17,6 +16,7 @@
 #include "store/host_store.h"
 #include "store/state_tier.h"
 #include "store/tier_layout.h"
+#include "transfer/checkpoint_store.h"
 
 namespace mt {
 namespace {

@@ -6,6 +6,7 @@
 #include "catch.h"
 #include "engine/engine.h"
 #include "engine/tiny_model.h"
+#include "engine/weight_stream.h"
 
 using namespace mt;
 using namespace mt::testing;

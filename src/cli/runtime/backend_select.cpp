@@ -5,7 +5,10 @@
 
 #include "core/error.h"
 #include "core/runtime_switches.h"
+#include "engine/checkpoint_store.h"
+#include "engine/gradient_reducer.h"
 #include "engine/host_gradient_reducer.h"
+#include "engine/weight_stream.h"
 #ifdef MEGATRAIN_HAVE_CUDA
 #include "kernels/runtime/cuda_backend.h"
 #include "kernels/runtime/host_checkpoints.h"
