@@ -22,6 +22,7 @@ enum class InitKind { normal, zeros, ones, a_log };
 struct RowGrouping {
   int64_t groups = 0;
   std::vector<int64_t> parts;
+  bool operator==(const RowGrouping&) const = default;
 };
 
 // A stacked-experts tensor in x·W form, HF [E, in, out] ([E, out] for a bias: in = 1), as GPT-OSS stores its
@@ -30,6 +31,7 @@ struct RowGrouping {
 struct ExpertColumns {
   int64_t experts = 0;
   bool interleaved = false;
+  bool operator==(const ExpertColumns&) const = default;
 };
 
 struct ParamSlot {
@@ -42,6 +44,7 @@ struct ParamSlot {
   RowGrouping rows;             // how the store orders the HF rows
   ExpertColumns expert_columns{};  // how the store orders a stacked-experts tensor
   bool reordered() const { return !rows.parts.empty() || expert_columns.experts > 0; }  // store order != HF order
+  bool operator==(const ParamSlot&) const = default;
 };
 
 // Offsets (elements) of each tensor inside a decoder region; -1 where the layer has no such tensor.
@@ -50,11 +53,13 @@ struct AttentionOffsets {
   int64_t q_norm = -1, k_norm = -1;
   int64_t sinks = -1;                         // [n_heads] attention sinks (GPT-OSS)
   int64_t out_gate = -1, out_gate_bias = -1;  // output_gate: the gate rows of q_proj
+  bool operator==(const AttentionOffsets&) const = default;
 };
 // Gated DeltaNet: in_proj q|k|v rows, z rows, b rows directly followed by a rows (one [2·n_v, H] matrix), the conv
 // weight [conv_dim, K], A_log and dt_bias [n_v], the gated norm [v_head_dim], out_proj.
 struct DeltaNetOffsets {
   int64_t qkv = -1, z = -1, ba = -1, conv = -1, a_log = -1, dt_bias = -1, norm = -1, out = -1;
+  bool operator==(const DeltaNetOffsets&) const = default;
 };
 // Multi-head latent attention (MlaSpec): the query projection's no-rope rows of every head, then its rope rows
 // (q_proj's, or q_b_proj's after q_a_proj [q_lora_rank, H] and its norm); kv_a_proj_with_mqa's latent rows, then
@@ -66,9 +71,11 @@ struct MlaOffsets {
   int64_t kv_latent = -1, kv_rope = -1, kv_latent_bias = -1, kv_rope_bias = -1, kv_norm = -1;
   int64_t k_nope = -1, v = -1;
   int64_t o = -1, o_bias = -1;
+  bool operator==(const MlaOffsets&) const = default;
 };
 struct MlpOffsets {
   int64_t gate = -1, gate_bias = -1, up = -1, up_bias = -1, down = -1, down_bias = -1;
+  bool operator==(const MlpOffsets&) const = default;
 };
 // A mixture-of-experts feed-forward: the router [E, H] (and its bias [E]); expert e's gate [I, H] and up [I, H] start
 // at experts + e·expert_stride + gate (up), its down [H, I] at experts + e·down_stride + down; expert biases (GPT-OSS)
@@ -86,6 +93,7 @@ struct MoeOffsets {
   int64_t gate_of(int64_t e) const { return experts + e * expert_stride + gate; }
   int64_t up_of(int64_t e) const { return experts + e * expert_stride + up; }
   int64_t down_of(int64_t e) const { return experts + e * down_stride + down; }
+  bool operator==(const MoeOffsets&) const = default;
 };
 struct LayerOffsets {
   int64_t input_norm = -1, attn_out_norm = -1, mlp_norm = -1, mlp_out_norm = -1;
@@ -94,6 +102,7 @@ struct LayerOffsets {
   MoeOffsets moe;   // mixture-of-experts layers
   DeltaNetOffsets deltanet;
   MlaOffsets mla;
+  bool operator==(const LayerOffsets&) const = default;
 };
 
 struct Region {
@@ -102,11 +111,13 @@ struct Region {
   std::vector<ParamSlot> params;
   int64_t numel = 0;
   LayerOffsets offsets;         // decoder layers only
+  bool operator==(const Region&) const = default;
 };
 
 struct HeadOffsets {
   int64_t norm = -1;
   int64_t lm_head = -1;         // -1 when the embedding table is tied to the head
+  bool operator==(const HeadOffsets&) const = default;
 };
 
 struct ParamLayout {
@@ -119,6 +130,7 @@ struct ParamLayout {
   const Region& embedding() const { return regions.front(); }
   const Region& layer(int64_t i) const { return regions[static_cast<size_t>(i) + 1]; }
   const Region& head_region() const { return regions.back(); }
+  bool operator==(const ParamLayout&) const = default;
 };
 
 ParamLayout make_param_layout(const ModelSpec& spec);

@@ -32,6 +32,7 @@ struct OptimizerSettings {
   double weight_decay = 0.0;
   double max_grad_norm = 1.0;   // <= 0: no clipping
   UpdatePasses passes = UpdatePasses::split;
+  bool operator==(const OptimizerSettings&) const = default;
 };
 
 struct OptimizerReport {

@@ -21,6 +21,7 @@ struct TierSettings {
   std::vector<std::string> paths;   // store.offload_paths
   std::string tag = "run";          // names the files (one run's restart finds its own stale files)
   TierIoChoice io = TierIoChoice::automatic;  // the tier_io switch (TierIo::create)
+  bool operator==(const TierSettings&) const = default;
 };
 
 struct TierUnit {

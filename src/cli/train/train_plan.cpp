@@ -1,4 +1,4 @@
-// TrainPlan over MPI: serialised as JSON, broadcast as its length then its bytes (see train_plan.h).
+// TrainPlan over MPI: serialised as JSON by name, broadcast as its length then its bytes (see train_plan.h).
 #include "cli/train/train_plan.h"
 
 #include <mpi.h>
@@ -9,80 +9,118 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <tuple>
 
 #include "dist/check.h"
 #include "dist/context.h"
+#include "io/json_fields.h"
 
 namespace mt {
-namespace {
 
-using nlohmann::json;
-
-// Every offset of a decoder region, in one fixed order (to_json and from_json both use it).
-template <typename O, typename F>
-void each_offset(O& o, F f) {
-  for (auto* v : {&o.input_norm, &o.attn_out_norm, &o.mlp_norm, &o.mlp_out_norm, &o.attention.q, &o.attention.q_bias,
-                  &o.attention.k, &o.attention.k_bias, &o.attention.v, &o.attention.v_bias, &o.attention.o,
-                  &o.attention.o_bias, &o.attention.q_norm, &o.attention.k_norm, &o.mlp.gate, &o.mlp.gate_bias,
-                  &o.mlp.up, &o.mlp.up_bias, &o.mlp.down, &o.mlp.down_bias, &o.attention.out_gate,
-                  &o.attention.out_gate_bias, &o.deltanet.qkv, &o.deltanet.z, &o.deltanet.ba, &o.deltanet.conv,
-                  &o.deltanet.a_log, &o.deltanet.dt_bias, &o.deltanet.norm, &o.deltanet.out, &o.attention.sinks})
-    f(*v);
-}
-
-json to_json(const TrainPlan& p) {
-  const ParamLayout& l = p.layout;
-  json regions = json::array();
-  for (const Region& r : l.regions) {
-    json params = json::array();
-    for (const ParamSlot& s : r.params)
-      params.push_back({s.hf_name, s.shape, s.offset, s.numel, s.weight_decay, static_cast<int>(s.init), s.rows.groups,
-                        s.rows.parts, s.expert_columns.experts, s.expert_columns.interleaved});
-    std::vector<int64_t> offsets;
-    each_offset(r.offsets, [&](int64_t v) { offsets.push_back(v); });
-    regions.push_back({static_cast<int>(r.kind), r.layer, r.numel, params, offsets});
-  }
-  return {{"regions", regions},
-          {"head", {l.head.norm, l.head.lm_head}},
-          {"total_numel", l.total_numel},
-          {"largest_region_numel", l.largest_region_numel},
-          {"largest_layer_numel", l.largest_layer_numel},
-          {"dtype", static_cast<int>(p.dtype)},
-          {"optimizer", {p.optimizer.beta1, p.optimizer.beta2, p.optimizer.eps, p.optimizer.weight_decay,
-                         p.optimizer.max_grad_norm, static_cast<double>(p.optimizer.passes)}},
-          {"updates_applied", p.updates_applied},
-          {"tier", {static_cast<int>(p.tier.mode), p.tier.paths, p.tier.tag, static_cast<int>(p.tier.io)}}};
-}
-
-TrainPlan from_json(const json& j) {
-  TrainPlan p;
-  ParamLayout& l = p.layout;
-  for (const json& r : j.at("regions")) {
-    Region region{static_cast<RegionKind>(r.at(0).get<int>()), r.at(1).get<int64_t>(), {}, r.at(2).get<int64_t>(), {}};
-    for (const json& s : r.at(3))
-      region.params.push_back({s.at(0).get<std::string>(), s.at(1).get<std::vector<int64_t>>(), s.at(2).get<int64_t>(),
-                               s.at(3).get<int64_t>(), s.at(4).get<bool>(), static_cast<InitKind>(s.at(5).get<int>()),
-                               {s.at(6).get<int64_t>(), s.at(7).get<std::vector<int64_t>>()},
-                               {s.at(8).get<int64_t>(), s.at(9).get<bool>()}});
-    const auto offsets = r.at(4).get<std::vector<int64_t>>();
-    size_t k = 0;
-    each_offset(region.offsets, [&](int64_t& v) { v = offsets.at(k++); });
-    l.regions.push_back(std::move(region));
-  }
-  l.head = {j.at("head").at(0).get<int64_t>(), j.at("head").at(1).get<int64_t>()};
-  l.total_numel = j.at("total_numel").get<int64_t>();
-  l.largest_region_numel = j.at("largest_region_numel").get<int64_t>();
-  l.largest_layer_numel = j.at("largest_layer_numel").get<int64_t>();
-  p.dtype = static_cast<DType>(j.at("dtype").get<int>());
-  const auto o = j.at("optimizer").get<std::vector<double>>();
-  p.optimizer = {o[0], o[1], o[2], o[3], o[4], static_cast<UpdatePasses>(static_cast<int>(o[5]))};
-  p.updates_applied = j.at("updates_applied").get<int64_t>();
-  p.tier = {static_cast<OffloadMode>(j.at("tier").at(0).get<int>()), j.at("tier").at(1).get<std::vector<std::string>>(),
-            j.at("tier").at(2).get<std::string>(), static_cast<TierIoChoice>(j.at("tier").at(3).get<int>())};
-  return p;
-}
-
-}  // namespace
+// The plan's wire format: one table per struct, named member by member. The worker ranks read no layer offset
+// (HostStore, the optimizer and the checkpoint saver walk regions and their slots only), but the plan carries the
+// whole layout, MoE and MLA offsets included, so that what a worker holds equals rank 0's layout and a new member
+// missing from a table fails the round-trip test (tests/integration/test_train_plan.cpp) instead of going unsent.
+#define MT_FIELD(S, m) JsonField<S, decltype(S::m)>{#m, &S::m}
+template <>
+struct JsonFields<RowGrouping> {
+  static constexpr auto table = std::make_tuple(MT_FIELD(RowGrouping, groups), MT_FIELD(RowGrouping, parts));
+};
+template <>
+struct JsonFields<ExpertColumns> {
+  static constexpr auto table =
+      std::make_tuple(MT_FIELD(ExpertColumns, experts), MT_FIELD(ExpertColumns, interleaved));
+};
+template <>
+struct JsonFields<ParamSlot> {
+  static constexpr auto table =
+      std::make_tuple(MT_FIELD(ParamSlot, hf_name), MT_FIELD(ParamSlot, shape), MT_FIELD(ParamSlot, offset),
+                      MT_FIELD(ParamSlot, numel), MT_FIELD(ParamSlot, weight_decay), MT_FIELD(ParamSlot, init),
+                      MT_FIELD(ParamSlot, rows), MT_FIELD(ParamSlot, expert_columns));
+};
+template <>
+struct JsonFields<AttentionOffsets> {
+  using O = AttentionOffsets;
+  static constexpr auto table =
+      std::make_tuple(MT_FIELD(O, q), MT_FIELD(O, q_bias), MT_FIELD(O, k), MT_FIELD(O, k_bias), MT_FIELD(O, v),
+                      MT_FIELD(O, v_bias), MT_FIELD(O, o), MT_FIELD(O, o_bias), MT_FIELD(O, q_norm),
+                      MT_FIELD(O, k_norm), MT_FIELD(O, sinks), MT_FIELD(O, out_gate), MT_FIELD(O, out_gate_bias));
+};
+template <>
+struct JsonFields<DeltaNetOffsets> {
+  using O = DeltaNetOffsets;
+  static constexpr auto table =
+      std::make_tuple(MT_FIELD(O, qkv), MT_FIELD(O, z), MT_FIELD(O, ba), MT_FIELD(O, conv), MT_FIELD(O, a_log),
+                      MT_FIELD(O, dt_bias), MT_FIELD(O, norm), MT_FIELD(O, out));
+};
+template <>
+struct JsonFields<MlaOffsets> {
+  using O = MlaOffsets;
+  static constexpr auto table =
+      std::make_tuple(MT_FIELD(O, q_a), MT_FIELD(O, q_a_bias), MT_FIELD(O, q_a_norm), MT_FIELD(O, q_nope),
+                      MT_FIELD(O, q_rope), MT_FIELD(O, kv_latent), MT_FIELD(O, kv_rope), MT_FIELD(O, kv_latent_bias),
+                      MT_FIELD(O, kv_rope_bias), MT_FIELD(O, kv_norm), MT_FIELD(O, k_nope), MT_FIELD(O, v),
+                      MT_FIELD(O, o), MT_FIELD(O, o_bias));
+};
+template <>
+struct JsonFields<MlpOffsets> {
+  using O = MlpOffsets;
+  static constexpr auto table = std::make_tuple(MT_FIELD(O, gate), MT_FIELD(O, gate_bias), MT_FIELD(O, up),
+                                                MT_FIELD(O, up_bias), MT_FIELD(O, down), MT_FIELD(O, down_bias));
+};
+template <>
+struct JsonFields<MoeOffsets> {
+  using O = MoeOffsets;
+  static constexpr auto table =
+      std::make_tuple(MT_FIELD(O, router), MT_FIELD(O, router_bias), MT_FIELD(O, score_bias), MT_FIELD(O, experts),
+                      MT_FIELD(O, expert_stride), MT_FIELD(O, down_stride), MT_FIELD(O, gate), MT_FIELD(O, up),
+                      MT_FIELD(O, down), MT_FIELD(O, gate_bias), MT_FIELD(O, up_bias), MT_FIELD(O, down_bias),
+                      MT_FIELD(O, bias_stride), MT_FIELD(O, shared), MT_FIELD(O, shared_gate));
+};
+template <>
+struct JsonFields<LayerOffsets> {
+  using O = LayerOffsets;
+  static constexpr auto table =
+      std::make_tuple(MT_FIELD(O, input_norm), MT_FIELD(O, attn_out_norm), MT_FIELD(O, mlp_norm),
+                      MT_FIELD(O, mlp_out_norm), MT_FIELD(O, attention), MT_FIELD(O, mlp), MT_FIELD(O, moe),
+                      MT_FIELD(O, deltanet), MT_FIELD(O, mla));
+};
+template <>
+struct JsonFields<Region> {
+  static constexpr auto table = std::make_tuple(MT_FIELD(Region, kind), MT_FIELD(Region, layer),
+                                                MT_FIELD(Region, params), MT_FIELD(Region, numel),
+                                                MT_FIELD(Region, offsets));
+};
+template <>
+struct JsonFields<HeadOffsets> {
+  static constexpr auto table = std::make_tuple(MT_FIELD(HeadOffsets, norm), MT_FIELD(HeadOffsets, lm_head));
+};
+template <>
+struct JsonFields<ParamLayout> {
+  using L = ParamLayout;
+  static constexpr auto table =
+      std::make_tuple(MT_FIELD(L, regions), MT_FIELD(L, head), MT_FIELD(L, total_numel),
+                      MT_FIELD(L, largest_region_numel), MT_FIELD(L, largest_layer_numel));
+};
+template <>
+struct JsonFields<OptimizerSettings> {
+  using O = OptimizerSettings;
+  static constexpr auto table =
+      std::make_tuple(MT_FIELD(O, beta1), MT_FIELD(O, beta2), MT_FIELD(O, eps), MT_FIELD(O, weight_decay),
+                      MT_FIELD(O, max_grad_norm), MT_FIELD(O, passes));
+};
+template <>
+struct JsonFields<TierSettings> {
+  static constexpr auto table = std::make_tuple(MT_FIELD(TierSettings, mode), MT_FIELD(TierSettings, paths),
+                                                MT_FIELD(TierSettings, tag), MT_FIELD(TierSettings, io));
+};
+template <>
+struct JsonFields<TrainPlan> {
+  static constexpr auto table =
+      std::make_tuple(MT_FIELD(TrainPlan, layout), MT_FIELD(TrainPlan, dtype), MT_FIELD(TrainPlan, optimizer),
+                      MT_FIELD(TrainPlan, updates_applied), MT_FIELD(TrainPlan, tier));
+};
+#undef MT_FIELD
 
 TierSettings tier_settings_of(const Config& c) {
   TierSettings t;
@@ -95,8 +133,16 @@ TierSettings tier_settings_of(const Config& c) {
   return t;
 }
 
+std::string serialise_train_plan(const TrainPlan& plan) { return to_named_json(plan).dump(); }
+
+TrainPlan parse_train_plan(const std::string& text) {
+  TrainPlan plan;
+  from_named_json(nlohmann::json::parse(text), "train plan", plan);
+  return plan;
+}
+
 void broadcast_train_plan(const TrainPlan& plan) {
-  const std::string text = to_json(plan).dump();
+  const std::string text = serialise_train_plan(plan);
   unsigned long long size = text.size();
   MT_CHECK_MPI(MPI_Bcast(&size, 1, MPI_UNSIGNED_LONG_LONG, 0, dist::context().node));
   MT_CHECK_MPI(MPI_Bcast(const_cast<char*>(text.data()), static_cast<int>(size), MPI_CHAR, 0, dist::context().node));
@@ -107,7 +153,7 @@ TrainPlan receive_train_plan() {
   MT_CHECK_MPI(MPI_Bcast(&size, 1, MPI_UNSIGNED_LONG_LONG, 0, dist::context().node));
   std::string text(size, '\0');
   MT_CHECK_MPI(MPI_Bcast(text.data(), static_cast<int>(size), MPI_CHAR, 0, dist::context().node));
-  return from_json(json::parse(text));
+  return parse_train_plan(text);
 }
 
 }  // namespace mt
