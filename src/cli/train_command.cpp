@@ -8,6 +8,7 @@
 
 #include "cli/command.h"
 #include "cli/runtime/backend_select.h"
+#include "cli/runtime/run.h"
 #include "cli/train/trainer.h"
 #include "cli/train/training_worker.h"
 #include "config/config.h"
@@ -32,8 +33,9 @@ void add_train_command(CLI::App& root, std::vector<Command>& commands) {
                         if (ctx.is_root()) config = load_config(*config_file, *overrides);
                         const dist::DataParallel dp =
                             dist::make_data_parallel(config ? gpus_per_node(config->training.gpus_per_node) : 0, visible_gpu_numa_nodes());
-                        if (!dp.computes()) return run_training_worker();
-                        if (!ctx.is_root()) {
+                        const RunRoles roles = run_roles(dp);
+                        if (!roles.computes) return run_training_worker();
+                        if (!roles.root) {
                           log::set_level(log::Level::warn);  // world rank 0 tells the story
                           config = load_config(*config_file, *overrides);
                         }

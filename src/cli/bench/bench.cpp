@@ -10,6 +10,7 @@
 #include "cli/runtime/backend_select.h"
 #include "cli/runtime/data_parallel_step.h"
 #include "cli/runtime/optimizer_service.h"
+#include "cli/runtime/run.h"
 #include "model/flops.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -65,144 +66,72 @@ int64_t attention_keys(const Batch& batch) {
   return static_cast<int64_t>(squares / std::max(tokens, 1.0) + 0.5);
 }
 
-}  // namespace
+// What the timed steps measured, on world rank 0 (the other compute ranks take part in the steps only).
+struct Measures {
+  ReferenceTiming reference;
+  double reference_tokens_per_s = 0;
+  std::vector<StepFigures> figures;  // the timed steps' (after the warm-up)
+  nlohmann::json steps = nlohmann::json::array();
+  ExpertOccupancy occupancy;              // the timed steps' MoE forwards
+  int64_t checkpoint_bytes_per_step = 0;  // host placement: the checkpoints' D2H + H2D bytes of the last step
+};
 
-void run_bench(const BenchOptions& o) {
-  const RuntimeSwitches switches = environment_switches();  // bench reads no config: the variables alone, once
-  const ModelSource source = resolve_model_source(o.model);
-  ModelSpec spec = load_model_spec(source.config_json, true);  // a shape to measure: no modeling code runs
-  StageSteps stage(o, spec.vocab_size, o.warmup + o.steps);  // the batches, checked before anything runs
-  MT_REQUIRE(o.first_layer == 0 || (o.layers > 0 && o.first_layer + o.layers <= spec.num_layers),
-             "bench: --first-layer {} needs --layers, and the {} layers from it must be among the shape's {}",
-             o.first_layer, o.layers, spec.num_layers);
-  if (o.layers > 0) spec = layer_range(spec, o.first_layer, o.layers);
-  const ParamLayout layout = make_param_layout(spec);
-  const DType dtype = dtype_from_name(o.dtype);
-  const dist::Context& ctx = dist::context();
-  const dist::DataParallel dp = dist::make_data_parallel(gpus_per_node(o.gpus_per_node), visible_gpu_numa_nodes());
-  const DType stream = dtype_from_name(o.stream_dtype);
-  MT_REQUIRE(!(dtype == DType::f32 && stream == DType::bf16), "--stream-dtype bfloat16 cannot feed --dtype float32");
-  const TierSettings tier{offload_mode_from_name(o.offload), o.offload_paths, "bench", switches.tier_io};
-  MT_REQUIRE(tier.mode == OffloadMode::none || !o.offload_paths.empty(), "bench: --offload {} needs --offload-paths",
-             o.offload);
-  MT_REQUIRE(!offloads_master(tier.mode) || stream == DType::bf16,
-             "bench: --offload optimizer+master streams the bf16 copy: add --stream-dtype bfloat16");
-  if (ctx.is_root() && tier.mode != OffloadMode::none) {
-    const std::string shortfall = tier_path_shortfall(layout, tier, ctx.node_size);
-    MT_REQUIRE(shortfall.empty(), "bench: {}", shortfall);
+// The bench's random weights (seed 1234) into the store's master and its streaming copy (the node's rank 0).
+void fill_random_weights(const Run& run, HostStore& store) {
+  const ParamLayout& layout = run.layout();
+  const ModelSpec& spec = run.spec();
+  // Regions one after another, each tensor's values over every thread (init_region_random): one MoE region can
+  // hold most of the parameters (GPT-OSS-120B's layer: 3.3 B), so threads per region would leave most cores idle.
+  for (int64_t r = 0; r < store.num_regions(); ++r) {
+    if (!store.in_ram(StateKind::master)) continue;
+    init_region_random(layout.regions[static_cast<size_t>(r)], spec.initializer_range, 1234, store.master(r));
+    store.refresh_stream_copy(r);
   }
-  DiskCeiling disk;  // rank 0, before the tier's files take the space
-  if (ctx.is_root() && tier.mode != OffloadMode::none)
-    disk = measure_disk_ceiling(o.offload_paths, static_cast<int64_t>(o.probe_gb * 1e9), switches.tier_io);
-  HostStore store(layout, stream, tier);
-  OptimizerSettings settings;
-  settings.passes = update_passes();
-  OptimizerService optimizer(store, settings, dp.computes());
-  if (store.rank() == 0) {
-    // Regions one after another, each tensor's values over every thread (init_region_random): one MoE region can
-    // hold most of the parameters (GPT-OSS-120B's layer: 3.3 B), so threads per region would leave most cores idle.
+  if (!store.in_ram(StateKind::master)) {  // through one region buffer into the tier
+    std::vector<float> master(static_cast<size_t>(layout.largest_region_numel));
     for (int64_t r = 0; r < store.num_regions(); ++r) {
-      if (!store.in_ram(StateKind::master)) continue;
-      init_region_random(layout.regions[static_cast<size_t>(r)], spec.initializer_range, 1234, store.master(r));
-      store.refresh_stream_copy(r);
-    }
-    if (!store.in_ram(StateKind::master)) {  // through one region buffer into the tier
-      std::vector<float> master(static_cast<size_t>(layout.largest_region_numel));
-      for (int64_t r = 0; r < store.num_regions(); ++r) {
-        init_region_random(layout.regions[static_cast<size_t>(r)], spec.initializer_range, 1234, master.data());
-        store.write_region_state(r, StateKind::master, master.data());
-        store.refresh_stream_copy(r, master.data());
-      }
+      init_region_random(layout.regions[static_cast<size_t>(r)], spec.initializer_range, 1234, master.data());
+      store.write_region_state(r, StateKind::master, master.data());
+      store.refresh_stream_copy(r, master.data());
     }
   }
-  MT_CHECK_MPI(MPI_Barrier(ctx.node));  // the store is filled before any rank streams it
-  if (!dp.computes()) return optimizer.serve({});
-  if (!ctx.is_root()) log::set_level(log::Level::warn);
-  auto backend = select_backend(dtype, dp.device, switches);
-  dist::require_same(dp, "compute backend", backend->name());
-  EngineOptions eo;
-  eo.checkpoint_interval = o.checkpoint_interval;
-  RunShape run;  // one GPU's share of the batch, as preflight plans it
-  run.dtype = dtype;
-  run.stream_dtype = stream;
-  run.seq_len = o.seq;
-  run.batch_size = (o.batch + dp.size - 1) / dp.size * stage.sequences_per_example();  // as train's preflight
-  run.passes = o.passes;
-  run.checkpoint_interval = o.checkpoint_interval;
-  run.weight_slots = o.slots;
-  run.ranks = store.ranks();  // ranks of the node sharing the store
-  run.offload = tier.mode;
-  run.micro_batch_size = o.micro_batch;
-  if (o.recompute_layers >= 0) run.recompute_layers = o.recompute_layers;
-  if (o.moe_keep_layers >= 0) run.moe_keep_layers = o.moe_keep_layers;  // auto: plan_moe_keep below
-  run.checkpoints = checkpoint_placement_from_name(o.activation_checkpoints);
-  run.runtime = switches;
-  run.cudnn_attention = cudnn_attention_for(run.dtype, backend->device_memory_bytes(), switches);
-  run.packed = !o.pack.empty();
-  resolve_auto(spec, run, backend->device_memory_bytes(), o.recompute_layers < 0);
-  MT_REQUIRE(stage.stage() == BenchStage::sft || o.batch >= dp.size * run.passes,
-             "bench: --batch {} ({} of a step) does not split into {} GPU rank(s) × {} gradient accumulation passes; "
-             "raise it to at least {}", o.batch, o.stage == "dpo" ? "pairs" : "examples", dp.size, run.passes,
-             dp.size * run.passes);
-  const MoeKeepPlan moe_keep = plan_moe_keep(spec, run, backend->device_memory_bytes(), dp.size,
-                                             o.optimizer_on_gpu == "auto" && !o.skip_update, o.moe_keep_layers);
-  const ResidentPlan& resident = moe_keep.resident;
-  run = with_moe_keep(run, moe_keep);
-  const GpuPlan planned = plan_gpu(spec, run);
-  backend->set_attention_workspace(planned.attention_workspace);  // what the plan reserved for cuDNN, as train
-  if (run.cudnn_attention) log::info("bench: attention plan: {}", CudnnAttentionPlan(switches).describe_plan(planned));
-  const int64_t micro_batch = resolve_micro_batch(run);  // as the engine clamps it to the pass
-  eo.passes = run.passes;
-  eo.micro_batch_size = run.micro_batch_size;
-  eo.max_positions = std::max(o.seq, spec.max_position_embeddings);
-  eo.recompute_layers = run.recompute_layers;
-  eo.moe_keep_layers = run.moe_keep_layers;
-  eo.checkpoints = run.checkpoints;
-  if (eo.checkpoints == CheckpointPlacement::host)
-    log::info("bench: activation checkpoints in host RAM ({} page-locked), staging {} on the GPU",
-              format_bytes(static_cast<uint64_t>(planned.host_checkpoints)),
-              format_bytes(static_cast<uint64_t>(planned.checkpoints)));
-  if (resident.regions > 0) log::info("bench: {}", describe_resident(resident, layout));
-  if (moe_keep.moe_layers > 0) log::info("bench: MoE: {}", describe_moe_keep(moe_keep));
-  Engine engine(*backend, spec, store, eo,
-                make_engine_transfers(*backend, store, o.slots, dp, dtype, eo.checkpoints, resident.regions));
-  const double params = static_cast<double>(layout.total_numel);
-  log::info("bench: {} ({:.3f} B parameters, {} layers, {} recompute in backward) on {} ({}), stage {}, batch {} {} x "
-            "{} tokens in {} pass(es) of micro-batches of {} sequences, {} slots, {} GPU rank(s) per node on {} node(s)",
-            o.model, params / 1e9, spec.num_layers, eo.recompute_layers, backend->name(), o.dtype, o.stage, o.batch,
-            stage.stage() == BenchStage::dpo   ? MT_FORMAT("pairs ({})", o.pref_loss)
-            : stage.stage() == BenchStage::kto ? std::string("examples (and their KL sequences)")
-                                               : std::string("sequences"),
-            o.seq, eo.passes, micro_batch, o.slots, dp.per_node, dp.nodes);
+}
+
+// The stage's reference pass, then the warm-up and the timed steps. As in training, the update of step k runs while
+// step k+1's forward streams each region as soon as it is updated: a step's time is from its forward's start to the
+// next forward's start (the last step's update is waited for before the clock stops). Every compute rank takes part;
+// world rank 0 logs and keeps the figures.
+Measures time_steps(const BenchOptions& o, Run& run, StageSteps& stage) {
+  Engine& engine = run.engine();
+  const dist::DataParallel& dp = run.dp();
+  const RunRoles& roles = run.roles();
+  OptimizerService& optimizer = run.optimizer();
+  const EngineOptions& eo = run.engine_options();
+  const ModelSpec& spec = run.spec();
+  const ParamLayout& layout = run.layout();
   // The reference pass first, as train runs it before step 1: forward only, the starting weights.
-  const ReferenceTiming reference = stage.reference_pass(engine, dp);
-  const double reference_tokens_per_s =
+  Measures m;
+  const ReferenceTiming& reference = m.reference = stage.reference_pass(engine, dp);
+  m.reference_tokens_per_s =
       reference.seconds > 0 ? static_cast<double>(reference.tokens) / reference.seconds : 0.0;
   if (stage.has_reference() && !o.json)
     log::info("reference pass: {} tokens of {} steps' {} in {:.3f} s ({:.0f} tokens/s)", reference.tokens, o.warmup + o.steps,
-              o.stage == "dpo" ? "pairs" : "examples", reference.seconds, reference_tokens_per_s);
+              o.stage == "dpo" ? "pairs" : "examples", reference.seconds, m.reference_tokens_per_s);
 
-  // As in training, the update of step k runs while step k+1's forward streams each region as soon as it is
-  // updated: a step's time is from its forward's start to the next forward's start (the last step's update is
-  // waited for before the clock stops).
-  nlohmann::json steps = nlohmann::json::array();
-  std::vector<StepFigures> figures;
   const int64_t total = o.warmup + o.steps;
   auto t0 = std::chrono::steady_clock::now();
-  ExpertOccupancy occupancy;  // the timed steps' MoE forwards
-  int64_t checkpoint_bytes_per_step = 0;  // host placement: the checkpoints' D2H + H2D bytes of the last step
   for (int64_t step = 1; step <= total; ++step) {
     const Batch& batch = stage.batch(step);
     engine.take_transfer_stats();
     const int64_t checkpoint_bytes_before = engine.checkpoint_bytes_moved();
-    if (!dp.leads_node() && !o.skip_update) optimizer.expect_updates(step - 1);
+    if (!roles.leads_node && !o.skip_update) optimizer.expect_updates(step - 1);
     const StageStepLoss loss = stage.forward_backward(engine, dp, step, eo.passes);
     const auto t1 = std::chrono::steady_clock::now();
     // The previous step's update has finished: this backward waited for its last moments.
     const bool updated_before = step > 1 && !o.skip_update;
     const double parameters_pass_s = updated_before ? optimizer.last_update_seconds() : 0.0;
     const double moments_pass_s = updated_before ? optimizer.last_moments_seconds() : 0.0;
-    if (dp.leads_node()) {
+    if (roles.leads_node) {
       if (!o.skip_update) {  // --skip-update: the pipeline alone, the weights never change
         optimizer.submit(step, 1e-5, engine.gradient_sum_of_squares());
         optimizer.report();
@@ -214,8 +143,8 @@ void run_bench(const BenchOptions& o) {
     const auto t2 = std::chrono::steady_clock::now();
     const PipelineStats ts = engine.take_transfer_stats();
     const ExpertOccupancy step_occupancy = engine.take_expert_occupancy();
-    checkpoint_bytes_per_step = engine.checkpoint_bytes_moved() - checkpoint_bytes_before;
-    if (!ctx.is_root()) continue;
+    m.checkpoint_bytes_per_step = engine.checkpoint_bytes_moved() - checkpoint_bytes_before;
+    if (!roles.root) continue;
     StepFigures f;
     f.fb_s = std::chrono::duration<double>(t1 - t0).count();
     f.optim_s = std::chrono::duration<double>(t2 - t1).count();
@@ -240,19 +169,35 @@ void run_bench(const BenchOptions& o) {
                 "{:.1f} TFLOP/s (6N) {:.1f} (model) | H2D {:.1f} GB/s ({:.2f} GB) | D2H {:.1f} GB/s | compute busy {:.1f}%{}",
                 measured ? "step  " : "warmup", step, loss.objective, f.step_s, f.fb_s, f.optim_s, f.tokens_per_s,
                 f.tflops, f.model_tflops, f.h2d_gbs, ts.h2d_bytes / 1e9, f.d2h_gbs, 100 * f.compute_busy,
-                checkpoint_bytes_per_step > 0
-                    ? MT_FORMAT(" | checkpoints {:.2f} GB to and from host RAM", checkpoint_bytes_per_step / 1e9)
+                m.checkpoint_bytes_per_step > 0
+                    ? MT_FORMAT(" | checkpoints {:.2f} GB to and from host RAM", m.checkpoint_bytes_per_step / 1e9)
                     : std::string());
     if (!measured) continue;
-    occupancy.merge(step_occupancy);
-    figures.push_back(f);
-    steps.push_back({{"step_s", f.step_s}, {"tokens", batch.num_tokens}, {"fwd_bwd_s", f.fb_s}, {"optimizer_s", f.optim_s},
-                     {"tokens_per_s", f.tokens_per_s}, {"tflops", f.tflops}, {"model_tflops", f.model_tflops}, {"h2d_gbs", f.h2d_gbs},
-                     {"d2h_gbs", f.d2h_gbs}, {"compute_busy", f.compute_busy}, {"loss", loss.objective},
-                     {"parameters_pass_s", f.parameters_pass_s}, {"moments_pass_s", f.moments_pass_s}});
+    m.occupancy.merge(step_occupancy);
+    m.figures.push_back(f);
+    m.steps.push_back({{"step_s", f.step_s}, {"tokens", batch.num_tokens}, {"fwd_bwd_s", f.fb_s}, {"optimizer_s", f.optim_s},
+                       {"tokens_per_s", f.tokens_per_s}, {"tflops", f.tflops}, {"model_tflops", f.model_tflops},
+                       {"h2d_gbs", f.h2d_gbs}, {"d2h_gbs", f.d2h_gbs}, {"compute_busy", f.compute_busy},
+                       {"loss", loss.objective}, {"parameters_pass_s", f.parameters_pass_s},
+                       {"moments_pass_s", f.moments_pass_s}});
   }
-  if (!ctx.is_root()) return;
-  if (const std::string profile = backend->op_profile(); !profile.empty()) log::info("{}", profile);
+  return m;
+}
+
+// World rank 0's report of the timed steps: medians, the steady state, the optimizer's passes, the plan's prediction,
+// as JSON (--json) or lines.
+void report(const BenchOptions& o, Run& run, const StageSteps& stage, const Measures& m, DType stream,
+            const TierSettings& tier, const DiskCeiling& disk) {
+  Backend& backend = run.backend();
+  HostStore& store = run.store();
+  const ModelSpec& spec = run.spec();
+  const ParamLayout& layout = run.layout();
+  const dist::DataParallel& dp = run.dp();
+  const EngineOptions& eo = run.engine_options();
+  const RunShape& shape = run.shape();
+  const ResidentPlan& resident = run.resident();
+  const int64_t micro_batch = resolve_micro_batch(shape);  // as the engine clamps it to the pass
+  if (const std::string profile = backend.op_profile(); !profile.empty()) log::info("{}", profile);
   // The plan's prediction: the slower of the GPU's compute and the state traffic at the probed bandwidth.
   const HostPlan host = plan_host(spec, stream, store.ranks(), tier.mode);
   Machine machine;
@@ -260,31 +205,31 @@ void run_bench(const BenchOptions& o) {
   machine.gpu_tflops = o.gpu_tflops;
   const NvmeTiming timing = nvme_timing(host, step_flops(spec, layout, 1, o.seq).model,
                                         o.batch * stage.sequences_per_example(), o.seq,
-                                        forward_share(spec, run), machine);
+                                        forward_share(spec, shape), machine);
   const double plan_gpu_s = timing.gpu_seconds, plan_nvme_s = timing.nvme_seconds;
   const double predicted_s = timing.predicted_seconds;
   auto med = [&](double StepFigures::*field) {
     std::vector<double> v;
-    for (const auto& f : figures) v.push_back(f.*field);
+    for (const auto& f : m.figures) v.push_back(f.*field);
     return median(v);
   };
   // The steady state: the timed steps whose update the next forward hides, i.e. all but the last, which also waits
   // for the run's final update (the only step when there is one).
   std::vector<double> steady, steady_wait;
-  for (size_t i = 0; i + 1 < figures.size(); ++i) {
-    steady.push_back(figures[i].step_s);
-    steady_wait.push_back((1.0 - figures[i].compute_busy) * figures[i].step_s);
+  for (size_t i = 0; i + 1 < m.figures.size(); ++i) {
+    steady.push_back(m.figures[i].step_s);
+    steady_wait.push_back((1.0 - m.figures[i].compute_busy) * m.figures[i].step_s);
   }
   const double steady_step_s = steady.empty() ? med(&StepFigures::step_s) : median(steady);
   // What the compute stream waited for weights in a steady step, beside the plan's estimate of the first pass's
   // wait for the optimizer (plan/step_bound.h, the H200 node's rates).
   const double steady_wait_s = steady_wait.empty() ? 0.0 : median(steady_wait);
-  const StepBound bound = step_bound(spec, run);
+  const StepBound bound = step_bound(spec, shape);
   const double plan_wait_s = bound.first_pass_wait_seconds;
   // The optimizer's passes in training (rank 0's slices, the updates the timed steps follow), and the parameters
   // pass's rate over the host regions (every rank updates its slices at once).
   std::vector<double> parameters_passes, moments_passes;
-  for (const auto& f : figures)
+  for (const auto& f : m.figures)
     if (f.parameters_pass_s > 0) {
       parameters_passes.push_back(f.parameters_pass_s);
       moments_passes.push_back(f.moments_pass_s);
@@ -293,11 +238,11 @@ void run_bench(const BenchOptions& o) {
   const double host_parameters = static_cast<double>(layout.total_numel - resident.parameters);
   const double parameters_pass_rate = parameters_pass_s > 0 ? host_parameters / parameters_pass_s / 1e9 : 0.0;
   const double step_tokens_per_s = med(&StepFigures::tokens_per_s);
-  const double reference_ratio = step_tokens_per_s > 0 ? reference_tokens_per_s / step_tokens_per_s : 0.0;
+  const double reference_ratio = step_tokens_per_s > 0 ? m.reference_tokens_per_s / step_tokens_per_s : 0.0;
   nlohmann::json summary = {{"model", o.model},
                             {"stage", o.stage},
                             {"pref_loss", stage.stage() == BenchStage::dpo ? o.pref_loss : std::string()},
-                            {"backend", backend->name()},
+                            {"backend", backend.name()},
                             {"dtype", o.dtype},
                             {"stream_dtype", dtype_name(stream)},
                             {"parameters", layout.total_numel},
@@ -312,7 +257,7 @@ void run_bench(const BenchOptions& o) {
                             {"recompute_layers", eo.recompute_layers},
                             {"moe_keep_layers", eo.moe_keep_layers},
                             {"activation_checkpoints", checkpoint_placement_name(eo.checkpoints)},
-                            {"checkpoint_bytes_per_step", checkpoint_bytes_per_step},
+                            {"m.checkpoint_bytes_per_step", m.checkpoint_bytes_per_step},
                             {"median_step_s", med(&StepFigures::step_s)},
                             {"steady_step_s", steady_step_s},
                             {"median_fwd_bwd_s", med(&StepFigures::fb_s)},
@@ -320,9 +265,9 @@ void run_bench(const BenchOptions& o) {
                             {"skip_update", o.skip_update},
                             {"gpu_resident_parameters", resident.parameters},
                             {"median_tokens_per_s", step_tokens_per_s},
-                            {"reference_pass_s", reference.seconds},
-                            {"reference_tokens", reference.tokens},
-                            {"reference_tokens_per_s", reference_tokens_per_s},
+                            {"reference_pass_s", m.reference.seconds},
+                            {"reference_tokens", m.reference.tokens},
+                            {"reference_tokens_per_s", m.reference_tokens_per_s},
                             {"reference_to_step_tokens_per_s", reference_ratio},
                             {"median_tflops", med(&StepFigures::tflops)},
                             {"median_model_tflops", med(&StepFigures::model_tflops)},
@@ -335,9 +280,9 @@ void run_bench(const BenchOptions& o) {
                             {"median_parameters_pass_s", parameters_pass_s},
                             {"median_moments_pass_s", moments_pass_s},
                             {"parameters_pass_gparams_per_s", parameters_pass_rate},
-                            {"moe_expert_occupancy", occupancy.fraction()},
-                            {"moe_lowest_expert_occupancy", occupancy.forwards ? occupancy.lowest : 0.0},
-                            {"peak_gpu_memory_gib", static_cast<double>(backend->peak_memory_bytes()) / (1 << 30)},
+                            {"moe_expert_occupancy", m.occupancy.fraction()},
+                            {"moe_lowest_expert_occupancy", m.occupancy.forwards ? m.occupancy.lowest : 0.0},
+                            {"peak_gpu_memory_gib", static_cast<double>(backend.peak_memory_bytes()) / (1 << 30)},
                             {"host_bytes_per_parameter", store.bytes_per_parameter()},
                             {"offload", offload_mode_name(tier.mode)},
                             {"nvme_bytes", host.nvme_bytes},
@@ -346,7 +291,7 @@ void run_bench(const BenchOptions& o) {
                             {"plan_gpu_step_s", plan_gpu_s},
                             {"plan_nvme_step_s", plan_nvme_s},
                             {"predicted_step_s", predicted_s},
-                            {"steps", steps}};
+                            {"steps", m.steps}};
   if (o.json) {
     std::printf("%s\n", summary.dump().c_str());
   } else {
@@ -357,15 +302,15 @@ void run_bench(const BenchOptions& o) {
               med(&StepFigures::h2d_gbs), med(&StepFigures::d2h_gbs), 100 * med(&StepFigures::compute_busy),
               summary["peak_gpu_memory_gib"].get<double>(), store.bytes_per_parameter());
     if (stage.has_reference())
-      log::info("reference pass: {:.0f} tokens/s in {:.3f} s, {:.2f}x the {} step's {:.0f} tokens/s", reference_tokens_per_s,
-                reference.seconds, reference_ratio, o.stage, step_tokens_per_s);
+      log::info("reference pass: {:.0f} tokens/s in {:.3f} s, {:.2f}x the {} step's {:.0f} tokens/s", m.reference_tokens_per_s,
+                m.reference.seconds, reference_ratio, o.stage, step_tokens_per_s);
     log::info("steady step: compute waited {:.3f} s for weights; the plan puts the first pass's wait for the "
               "optimizer's parameters pass at {:.3f} s, and recommends {} sequences of {} a pass", steady_wait_s,
               plan_wait_s, bound.recommended_batch, o.seq);
-    if (occupancy.forwards > 0)
+    if (m.occupancy.forwards > 0)
       log::info("experts with tokens: {:.2f} % of the {} expert slots of {} MoE layer forwards over a micro-batch "
-                "(the fewest in one: {:.2f} %)", 100 * occupancy.fraction(), occupancy.experts, occupancy.forwards,
-                100 * occupancy.lowest);
+                "(the fewest in one: {:.2f} %)", 100 * m.occupancy.fraction(), m.occupancy.experts, m.occupancy.forwards,
+                100 * m.occupancy.lowest);
     if (parameters_pass_s > 0)
       log::info("optimizer in training: parameters pass {:.3f} s ({:.2f} G parameters/s over {:.3f} B on the host), "
                 "moments pass {:.3f} s", parameters_pass_s, parameters_pass_rate, host_parameters / 1e9,
@@ -380,6 +325,104 @@ void run_bench(const BenchOptions& o) {
                 med(&StepFigures::step_s), 100.0 * (med(&StepFigures::step_s) - predicted_s) / predicted_s);
     }
   }
+}
+
+// The shape one GPU of the bench runs with, as train's preflight plans it: its share of the global batch, the
+// flags' choices, and what they leave to auto resolved for the GPU (resolve_auto).
+RunShape requested_shape(const BenchOptions& o, Run& run, const StageSteps& stage, const TierSettings& tier,
+                         DType dtype, DType stream, const RuntimeSwitches& switches) {
+  const dist::DataParallel& dp = run.dp();
+  const int64_t gpu_bytes = run.backend().device_memory_bytes();
+  RunShape requested;
+  requested.dtype = dtype;
+  requested.stream_dtype = stream;
+  requested.seq_len = o.seq;
+  requested.batch_size = (o.batch + dp.size - 1) / dp.size * stage.sequences_per_example();  // as train's preflight
+  requested.passes = o.passes;
+  requested.checkpoint_interval = o.checkpoint_interval;
+  requested.weight_slots = o.slots;
+  requested.ranks = run.store().ranks();  // ranks of the node sharing the store
+  requested.offload = tier.mode;
+  requested.micro_batch_size = o.micro_batch;
+  if (o.recompute_layers >= 0) requested.recompute_layers = o.recompute_layers;
+  if (o.moe_keep_layers >= 0) requested.moe_keep_layers = o.moe_keep_layers;  // auto: the plan's choice
+  requested.checkpoints = checkpoint_placement_from_name(o.activation_checkpoints);
+  requested.runtime = switches;
+  requested.cudnn_attention = cudnn_attention_for(requested.dtype, gpu_bytes, switches);
+  requested.packed = !o.pack.empty();
+  resolve_auto(run.spec(), requested, gpu_bytes, o.recompute_layers < 0);
+  MT_REQUIRE(stage.stage() == BenchStage::sft || o.batch >= dp.size * requested.passes,
+             "bench: --batch {} ({} of a step) does not split into {} GPU rank(s) × {} gradient accumulation passes; "
+             "raise it to at least {}", o.batch, o.stage == "dpo" ? "pairs" : "examples", dp.size, requested.passes,
+             dp.size * requested.passes);
+  return requested;
+}
+
+}  // namespace
+
+void run_bench(const BenchOptions& o) {
+  const RuntimeSwitches switches = environment_switches();  // bench reads no config: the variables alone, once
+  const ModelSource source = resolve_model_source(o.model);
+  ModelSpec shape_file = load_model_spec(source.config_json, true);  // a shape to measure: no modeling code runs
+  StageSteps stage(o, shape_file.vocab_size, o.warmup + o.steps);  // the batches, checked before anything runs
+  MT_REQUIRE(o.first_layer == 0 || (o.layers > 0 && o.first_layer + o.layers <= shape_file.num_layers),
+             "bench: --first-layer {} needs --layers, and the {} layers from it must be among the shape's {}",
+             o.first_layer, o.layers, shape_file.num_layers);
+  if (o.layers > 0) shape_file = layer_range(shape_file, o.first_layer, o.layers);
+  const dist::DataParallel dp = dist::make_data_parallel(gpus_per_node(o.gpus_per_node), visible_gpu_numa_nodes());
+  Run run(std::move(shape_file), dp);
+  const ModelSpec& spec = run.spec();
+  const ParamLayout& layout = run.layout();
+  const RunRoles& roles = run.roles();
+  const DType dtype = dtype_from_name(o.dtype);
+  const DType stream = dtype_from_name(o.stream_dtype);
+  MT_REQUIRE(!(dtype == DType::f32 && stream == DType::bf16), "--stream-dtype bfloat16 cannot feed --dtype float32");
+  const TierSettings tier{offload_mode_from_name(o.offload), o.offload_paths, "bench", switches.tier_io};
+  MT_REQUIRE(tier.mode == OffloadMode::none || !o.offload_paths.empty(), "bench: --offload {} needs --offload-paths",
+             o.offload);
+  MT_REQUIRE(!offloads_master(tier.mode) || stream == DType::bf16,
+             "bench: --offload optimizer+master streams the bf16 copy: add --stream-dtype bfloat16");
+  if (roles.root && tier.mode != OffloadMode::none) {
+    const std::string shortfall = tier_path_shortfall(layout, tier, dist::context().node_size);
+    MT_REQUIRE(shortfall.empty(), "bench: {}", shortfall);
+  }
+  DiskCeiling disk;  // rank 0, before the tier's files take the space
+  if (roles.root && tier.mode != OffloadMode::none)
+    disk = measure_disk_ceiling(o.offload_paths, static_cast<int64_t>(o.probe_gb * 1e9), switches.tier_io);
+  OptimizerSettings settings;
+  settings.passes = update_passes();
+  run.open_store(stream, tier, settings);
+  HostStore& store = run.store();
+  OptimizerService& optimizer = run.optimizer();
+  if (roles.leads_node) fill_random_weights(run, store);
+  run.store_filled();
+  if (!roles.computes) return optimizer.serve({});
+  if (!roles.root) log::set_level(log::Level::warn);
+  Backend& backend = run.select_backend(dtype, switches);
+  const RunShape& shape = run.plan(requested_shape(o, run, stage, tier, dtype, stream, switches),
+                                   o.optimizer_on_gpu == "auto" && !o.skip_update, o.moe_keep_layers);
+  const ResidentPlan& resident = run.resident();
+  const GpuPlan& planned = run.gpu_plan();
+  if (shape.cudnn_attention) log::info("bench: attention plan: {}", CudnnAttentionPlan(switches).describe_plan(planned));
+  const int64_t micro_batch = resolve_micro_batch(shape);  // as the engine clamps it to the pass
+  if (shape.checkpoints == CheckpointPlacement::host)
+    log::info("bench: activation checkpoints in host RAM ({} page-locked), staging {} on the GPU",
+              format_bytes(static_cast<uint64_t>(planned.host_checkpoints)),
+              format_bytes(static_cast<uint64_t>(planned.checkpoints)));
+  if (resident.regions > 0) log::info("bench: {}", describe_resident(resident, layout));
+  if (run.moe_keep().moe_layers > 0) log::info("bench: MoE: {}", describe_moe_keep(run.moe_keep()));
+  run.start_engine(o.checkpoint_interval, std::max(o.seq, spec.max_position_embeddings), o.slots);
+  const EngineOptions& eo = run.engine_options();
+  const double params = static_cast<double>(layout.total_numel);
+  log::info("bench: {} ({:.3f} B parameters, {} layers, {} recompute in backward) on {} ({}), stage {}, batch {} {} x "
+            "{} tokens in {} pass(es) of micro-batches of {} sequences, {} slots, {} GPU rank(s) per node on {} node(s)",
+            o.model, params / 1e9, spec.num_layers, eo.recompute_layers, backend.name(), o.dtype, o.stage, o.batch,
+            stage.stage() == BenchStage::dpo   ? MT_FORMAT("pairs ({})", o.pref_loss)
+            : stage.stage() == BenchStage::kto ? std::string("examples (and their KL sequences)")
+                                               : std::string("sequences"),
+            o.seq, eo.passes, micro_batch, o.slots, dp.per_node, dp.nodes);
+  const Measures measures = time_steps(o, run, stage);
+  if (roles.root) report(o, run, stage, measures, stream, tier, disk);
 }
 
 }  // namespace mt

@@ -1,0 +1,72 @@
+// A run's parts, built once (see run.h).
+#include "cli/runtime/run.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "cli/runtime/backend_select.h"
+#include "core/error.h"
+#include "dist/check.h"
+#include "dist/context.h"
+#include "plan/resident_plan.h"
+
+namespace mt {
+
+RunRoles run_roles(const dist::DataParallel& dp) {
+  return {dist::context().is_root(), dp.leads_node(), dp.computes()};
+}
+
+Run::Run(ModelSpec spec, const dist::DataParallel& dp)
+    : spec_(std::move(spec)), layout_(make_param_layout(spec_)), dp_(dp), roles_(run_roles(dp)) {}
+
+Run::~Run() = default;
+
+Backend& Run::select_backend(DType dtype, const RuntimeSwitches& switches) {
+  MT_ASSERT(roles_.computes && !backend_, "a backend is selected once, on compute ranks");
+  dtype_ = dtype;
+  backend_ = mt::select_backend(dtype, dp_.device, switches);
+  dist::require_same(dp_, "compute backend", backend_->name());  // NCCL and MPI sums cannot mix
+  return *backend_;
+}
+
+const RunShape& Run::plan(const RunShape& resolved, bool resident_allowed, int64_t moe_keep_layers) {
+  MT_ASSERT(backend_, "the plan is made for the selected backend");
+  moe_keep_ = plan_moe_keep(spec_, resolved, backend_->device_memory_bytes(), dp_.size, resident_allowed,
+                            moe_keep_layers);
+  shape_ = with_moe_keep(resolved, moe_keep_);
+  gpu_plan_ = plan_gpu(spec_, shape_);
+  backend_->set_attention_workspace(gpu_plan_.attention_workspace);  // what the plan reserved for cuDNN
+  return shape_;
+}
+
+void Run::open_store(DType stream, const TierSettings& tier, const OptimizerSettings& optimizer,
+                     std::function<void()> on_checkpoint) {
+  store_ = std::make_unique<HostStore>(layout_, stream, tier);
+  optimizer_ = std::make_unique<OptimizerService>(*store_, optimizer, roles_.computes, std::move(on_checkpoint));
+}
+
+void Run::store_filled() const {
+  MT_CHECK_MPI(MPI_Barrier(dist::context().node));  // the store is filled before any rank of the node streams it
+}
+
+Engine& Run::start_engine(int64_t checkpoint_interval, int64_t max_positions, int64_t slots,
+                          std::optional<double> moe_aux_loss_coef) {
+  MT_ASSERT(backend_ && store_ && !engine_, "one engine, after the plan and the store");
+  EngineOptions& eo = engine_options_;
+  eo.checkpoint_interval = checkpoint_interval;
+  eo.recompute_layers = shape_.recompute_layers;
+  eo.moe_keep_layers = shape_.moe_keep_layers;
+  eo.checkpoints = shape_.checkpoints;
+  eo.micro_batch_size = shape_.micro_batch_size;
+  eo.passes = shape_.passes;
+  eo.max_positions = max_positions;
+  if (moe_aux_loss_coef) set_moe_aux_options(spec_, *moe_aux_loss_coef, eo);
+  engine_ = std::make_unique<Engine>(
+      *backend_, spec_, *store_, eo,
+      make_engine_transfers(*backend_, *store_, slots, dp_, dtype_, eo.checkpoints, moe_keep_.resident.regions));
+  return *engine_;
+}
+
+}  // namespace mt
