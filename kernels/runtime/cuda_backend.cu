@@ -18,6 +18,7 @@
 #include "kernels/runtime/gemm.h"
 #include "kernels/runtime/grouped_gemm.h"
 #include "kernels/runtime/op_profile.h"
+#include "kernels/runtime/rate_probe.h"
 #include "backend/gated_delta_rule_scratch.h"
 #include "kernels/ops/kernels.h"
 #include "plan/cudnn_attention_plan.h"
@@ -64,6 +65,12 @@ class CudaBackend final : public Backend {
   DType dtype() const override { return dtype_; }
   bool host_memory() const override { return false; }
   cudaStream_t stream() const { return stream_; }
+  std::string device_name() const override {
+    cudaDeviceProp prop{};
+    MT_CHECK_CUDA(cudaGetDeviceProperties(&prop, device_));
+    return prop.name;
+  }
+  std::optional<DeviceRates> measure_rates() override { return cuda::measure_device_rates(stream_, *gemm_); }
 
   int64_t peak_memory_bytes() const override { return peak_; }
   int64_t device_memory_bytes() const override {

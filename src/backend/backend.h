@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "backend/segment_batch.h"
@@ -13,6 +14,12 @@
 #include "core/real.h"
 
 namespace mt {
+
+// The rates of the device a backend runs on, as its probe measured them (plan/step_rates.h turns them into the
+// plan's StepRates): a layer-sized bf16 GEMM's FLOP/s and page-locked host-to-device and device-to-host bytes/s.
+struct DeviceRates {
+  double gemm_flops = 0, h2d_bytes = 0, d2h_bytes = 0;
+};
 
 // Geometry of one attention call over a right-padded batch.
 struct AttnShape {
@@ -64,6 +71,8 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
+  // The device the ops run on, as its driver names it ("NVIDIA H100 80GB HBM3"); the backend's name where none.
+  virtual std::string device_name() const { return name(); }
   virtual DType dtype() const = 0;  // element type of activations and of the weights the ops read
   virtual bool host_memory() const = 0;  // true when backend memory is ordinary host memory (CPU backend)
 
@@ -86,6 +95,9 @@ class Backend {
   // backend's cuDNN attention holds itself to it under MEGATRAIN_ATTENTION=auto (plan/cudnn_attention_plan.h).
   // Without a call: no limit (op tests). Other backends have no such workspace.
   virtual void set_attention_workspace(int64_t /*bytes*/) {}
+  // Measures the device's rates (CUDA: kernels/runtime/rate_probe.h, well under a second); none where backend memory
+  // is host memory (the CPU backend), whose plan decides nothing by them.
+  virtual std::optional<DeviceRates> measure_rates() { return std::nullopt; }
 
   // y[T,O] = x[T,I] · w[O,I]ᵀ + b[O] (b may be null).
   virtual void linear_forward(void* y, const void* x, const void* w, const void* b, int64_t T, int64_t I,

@@ -68,7 +68,7 @@ void add_bench_command(CLI::App& root, std::vector<Command>& commands) {
   app->add_option("--probe-gb", o->probe_gb, "GB the disk probe writes then reads per path (default 4)")
       ->check(positive_real());
   app->add_option("--gpu-tflops", o->gpu_tflops,
-                  "the plan's GPU rate in model TFLOP/s for the predicted step time (default 450)");
+                  "the GPU rate in model TFLOP/s for the predicted step time (default: the plan's step rates)");
   app->add_flag("--json", o->json, "one JSON object on stdout");
   commands.push_back({app, [o] { run_bench(*o); }});
 }

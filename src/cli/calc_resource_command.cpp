@@ -31,6 +31,7 @@
 #include "plan/resource_advice.h"
 #include "plan/sequence_limit.h"
 #include "plan/step_bound.h"
+#include "plan/step_rates.h"
 #include "store/shared_memory_check.h"
 
 namespace mt {
@@ -340,6 +341,9 @@ void print_text(const std::string& model, const ModelSpec& spec, const Machine& 
   const ResidentPlan& r = keep.resident;
   const RunShape beside_run = with_moe_keep(a.run, keep);
   std::cout << MT_FORMAT("model {}: {:.3f} B parameters\n", model, static_cast<double>(h.parameters) / 1e9)
+            << MT_FORMAT("step rates: {} (--gpu-tflops and --pcie-gbs as given, else the H200 node's constants: "
+                         "calc-resource runs without a GPU and measures nothing; train and bench probe their machine)\n",
+                         describe_step_rates(rates))
             << MT_FORMAT("host: {} B/parameter (master {}, Adam m {}, Adam v {}, gradient {}, streaming copy {}) = {}"
                          " of {} usable ({} RAM)\n", h.bytes_per_parameter(), h.master, h.exp_avg, h.exp_avg_sq, h.grad,
                          h.stream_copy, b(h.store_bytes), b(a.host_usable_bytes), b(m.ram_bytes));

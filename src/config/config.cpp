@@ -247,6 +247,7 @@ const std::vector<Field>& schema() {
       named("runtime", "delta_rule", kDeltaRuleNames, MT_AT(runtime.delta_rule)),
       flag("runtime", "profile_ops", MT_AT(runtime.profile_ops)),
       named("runtime", "tier_io", kTierIoNames, MT_AT(runtime.tier_io)),
+      named("runtime", "step_rates", kStepRatesNames, MT_AT(runtime.step_rates)),
   };
   return fields;
 }

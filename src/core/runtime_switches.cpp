@@ -58,6 +58,7 @@ const std::vector<SwitchVariable>& switch_variables() {
       {"delta_rule", "MEGATRAIN_DELTA_RULE"},
       {"profile_ops", "MEGATRAIN_PROFILE_OPS"},
       {"tier_io", "MEGATRAIN_TIER_IO"},
+      {"step_rates", "MEGATRAIN_STEP_RATES"},
       {"backend", "MEGATRAIN_BACKEND"},
   };
   return variables;
@@ -97,6 +98,8 @@ RuntimeSwitches with_environment(RuntimeSwitches s) {
       s.profile_ops = zero_or_one(text, var);
     } else if (key == "tier_io") {
       s.tier_io = named<TierIoChoice>(kTierIoNames, text, var, "threads or auto");
+    } else if (key == "step_rates") {
+      s.step_rates = named<StepRatesChoice>(kStepRatesNames, text, var, "cached, probe or constants");
     } else {
       MT_REQUIRE(text == "auto" || text == "cpu" || text == "cuda", "{}='{}': expected cpu or cuda", var, text);
       s.backend = named<BackendChoice>(kBackendNames, text, var, "cpu or cuda");

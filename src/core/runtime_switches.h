@@ -19,6 +19,9 @@ enum class MoeGemmChoice { loop, grouped };
 enum class DeltaRuleChoice { chunked, recurrent };
 // MEGATRAIN_TIER_IO: io_uring where the kernel grants a ring, or always a thread pool.
 enum class TierIoChoice { automatic, threads };
+// MEGATRAIN_STEP_RATES: the plan's rates (plan/step_rates.h) from the machine's cache file, probed where it has
+// none or a bad one; probed again and the file rewritten; or the constants measured on the H200 node.
+enum class StepRatesChoice { cached, probe, constants };
 // MEGATRAIN_BACKEND: CUDA where a GPU is visible, else the CPU reference; or forced.
 enum class BackendChoice { automatic, cpu, cuda };
 
@@ -36,6 +39,9 @@ inline constexpr SwitchName<DeltaRuleChoice> kDeltaRuleNames[] = {{"chunked", De
                                                                   {"recurrent", DeltaRuleChoice::recurrent}};
 inline constexpr SwitchName<TierIoChoice> kTierIoNames[] = {{"auto", TierIoChoice::automatic},
                                                             {"threads", TierIoChoice::threads}};
+inline constexpr SwitchName<StepRatesChoice> kStepRatesNames[] = {{"cached", StepRatesChoice::cached},
+                                                                  {"probe", StepRatesChoice::probe},
+                                                                  {"constants", StepRatesChoice::constants}};
 inline constexpr SwitchName<BackendChoice> kBackendNames[] = {
     {"auto", BackendChoice::automatic}, {"cpu", BackendChoice::cpu}, {"cuda", BackendChoice::cuda}};
 
@@ -58,6 +64,7 @@ struct RuntimeSwitches {
   DeltaRuleChoice delta_rule = DeltaRuleChoice::chunked;
   bool profile_ops = false;              // the GPU time of every op in bench's report
   TierIoChoice tier_io = TierIoChoice::automatic;
+  StepRatesChoice step_rates = StepRatesChoice::cached;
   BackendChoice backend = BackendChoice::automatic;
 
   bool operator==(const RuntimeSwitches&) const = default;

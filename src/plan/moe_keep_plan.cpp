@@ -33,7 +33,7 @@ MoeKeepPlan plan_moe_keep(const ModelSpec& spec, const RunShape& run, int64_t gp
     RunShape with = run;
     with.moe_keep_layers = k;
     p.kept_bytes = plan_gpu(spec, with).moe_kept;
-    p.resident = plan_resident(spec, with, gpu_bytes, gpu_ranks, resident_enabled);
+    p.resident = plan_resident(spec, with, gpu_bytes, gpu_ranks, resident_enabled, rates);
     for (int64_t i = 0; i < spec.num_layers; ++i) {
       const double seconds = moe_recompute_flops_per_token(spec, i) * step_tokens / rates.gpu_flops;
       (moe_layer_keeps(spec, i, k) ? p.saved_seconds : p.recompute_seconds) += seconds;
@@ -43,6 +43,8 @@ MoeKeepPlan plan_moe_keep(const ModelSpec& spec, const RunShape& run, int64_t gp
   };
   if (forced >= 0) return evaluate(std::min(forced, moe_layers));
   MoeKeepPlan best = evaluate(0);
+  const double none_wait = best.wait_seconds;
+  best.none_wait_seconds = none_wait;
   if (gpu_bytes <= 0) return best;
   for (int64_t k = 1; k <= moe_layers; ++k) {
     RunShape with = run;
@@ -51,6 +53,7 @@ MoeKeepPlan plan_moe_keep(const ModelSpec& spec, const RunShape& run, int64_t gp
     const MoeKeepPlan p = evaluate(k);
     if (p.recompute_seconds + p.wait_seconds <= best.recompute_seconds + best.wait_seconds) best = p;
   }
+  best.none_wait_seconds = none_wait;
   return best;
 }
 
@@ -63,9 +66,13 @@ RunShape with_moe_keep(const RunShape& run, const MoeKeepPlan& plan) {
 std::string describe_moe_keep(const MoeKeepPlan& plan) {
   return MT_FORMAT("{} of {} MoE layers keep their expert activations ({} of GPU memory{}); predicted per step: {:.3f} s "
                    "recomputing the other layers' routers and expert GEMMs, {:.3f} s saved, the first pass waiting "
-                   "{:.3f} s for the host optimizer", plan.layers, plan.moe_layers,
+                   "{:.3f} s for the host optimizer{}", plan.layers, plan.moe_layers,
                    format_bytes(static_cast<uint64_t>(plan.kept_bytes)), plan.forced ? ", as asked" : ", the plan's",
-                   plan.recompute_seconds, plan.saved_seconds, plan.wait_seconds);
+                   plan.recompute_seconds, plan.saved_seconds, plan.wait_seconds,
+                   plan.forced || plan.layers == 0
+                       ? std::string()
+                       : MT_FORMAT(" (chosen over keeping none: {:.3f} s saved recomputing against {:.3f} s more "
+                                   "waiting)", plan.saved_seconds, plan.wait_seconds - plan.none_wait_seconds));
 }
 
 }  // namespace mt

@@ -31,6 +31,7 @@ struct MoeKeepPlan {
   double recompute_seconds = 0;   // predicted per step: the recompute of the MoE layers that do not keep
   double wait_seconds = 0;        // predicted: the step's first pass waiting for the host optimizer
   double saved_seconds = 0;       // predicted per step: the recompute the keeping layers save
+  double none_wait_seconds = 0;   // predicted: the first pass's wait had none kept (the plan's choice only)
 };
 
 // The MoE layers that keep for a run resolved by resolve_auto on a GPU of gpu_bytes, and the resident state beside
@@ -39,7 +40,8 @@ MoeKeepPlan plan_moe_keep(const ModelSpec& spec, const RunShape& run, int64_t gp
                           bool resident_enabled, int64_t forced = -1, const StepRates& rates = {});
 // The run with the plan's keeping MoE layers and resident state.
 RunShape with_moe_keep(const RunShape& run, const MoeKeepPlan& plan);
-// One line for the log: how many MoE layers keep, their memory, and the predicted times it was chosen by.
+// One line for the log: how many MoE layers keep, their memory, and the predicted times it was chosen by (the
+// plan's choice: the recompute it saves against the wait it adds over keeping none).
 std::string describe_moe_keep(const MoeKeepPlan& plan);
 
 }  // namespace mt

@@ -17,7 +17,8 @@ ResidentPlan resident_prefix(const ParamLayout& layout, DType dtype, int64_t reg
   return p;
 }
 
-ResidentPlan plan_resident(const ModelSpec& spec, const RunShape& run, int64_t gpu_bytes, int gpu_ranks, bool enabled) {
+ResidentPlan plan_resident(const ModelSpec& spec, const RunShape& run, int64_t gpu_bytes, int gpu_ranks, bool enabled,
+                           const StepRates& rates) {
   if (!enabled || gpu_bytes <= 0 || run.ranks > 1 || gpu_ranks > 1 || run.offload != OffloadMode::none) return {};
   const ParamLayout layout = make_param_layout(spec);
   const int64_t usable = usable_gpu_bytes(gpu_bytes);
@@ -38,7 +39,7 @@ ResidentPlan plan_resident(const ModelSpec& spec, const RunShape& run, int64_t g
   const GpuPlan g = plan_gpu(spec, run);
   if (!g.cudnn_backward) return best;
   for (int64_t n = g.cudnn_call_batch / 2; n >= 1; n /= 2) {
-    if (step_bound(spec, with_resident(run, best)).first_pass_wait_seconds <= 0) break;
+    if (step_bound(spec, with_resident(run, best), rates).first_pass_wait_seconds <= 0) break;
     ResidentPlan p = most(n);
     p.cudnn_call_batch = n;
     if (p.regions > best.regions) best = p;

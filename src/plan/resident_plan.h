@@ -12,6 +12,7 @@
 #include "model/model_spec.h"
 #include "model/param_layout.h"
 #include "plan/memory_plan.h"
+#include "plan/step_bound.h"
 
 namespace mt {
 
@@ -35,8 +36,9 @@ ResidentPlan resident_prefix(const ParamLayout& layout, DType dtype, int64_t reg
 // is split into calls of half as many sequences, then half again, wherever the workspace that frees holds more
 // regions (the largest calls that do; a call of fewer sequences is slower, a region's update on the GPU takes it
 // off the wait). None where `enabled` is false, gpu_bytes is 0, run.ranks > 1, gpu_ranks > 1 or the state tier is
-// on.
-ResidentPlan plan_resident(const ModelSpec& spec, const RunShape& run, int64_t gpu_bytes, int gpu_ranks, bool enabled);
+// on. `rates`: the machine's (plan/step_rates.h), for the first pass's wait.
+ResidentPlan plan_resident(const ModelSpec& spec, const RunShape& run, int64_t gpu_bytes, int gpu_ranks, bool enabled,
+                           const StepRates& rates = {});
 // The run with the plan's regions resident and its cuDNN calls.
 RunShape with_resident(const RunShape& run, const ResidentPlan& plan);
 // One line for the log: which regions, how many of the parameters, how much GPU memory.

@@ -10,7 +10,8 @@
 // tokens hide it. An MoE layer carries num_experts / top_k times more weight bytes per FLOP than a dense one, so it
 // needs that many times more tokens.
 // Invariant: the transfer bytes follow the engine's acquisition order (engine.h pass_region_order) and the plan's
-// stream dtype; the rates are the H200 node's measured ones (docs/PERFORMANCE.md) unless given.
+// stream dtype; the rates are the run's (plan/step_rates.h: measured on its machine, or cached), StepRates' defaults
+// the H200 node's (docs/PERFORMANCE.md) where none are given.
 #pragma once
 #include <cstdint>
 

@@ -10,6 +10,7 @@ allowed=(
   '^src/core/runtime_switches\.cpp:'       # the runtime switches' environment overrides
   '^src/core/fault_hooks\.cpp:'            # the test fault hooks (MEGATRAIN_TEST_*)
   '^src/model/model_source\.cpp:.*getenv\(key\)'  # HF_HUB_CACHE, HF_HOME, HOME: the hub cache, as huggingface_hub finds it
+  '^src/plan/step_rates\.cpp:.*getenv\(base\.key\)'  # XDG_CACHE_HOME, HOME: the user's cache directory (step rates)
   'getenv\("MEGATRAIN_HOME"\)'             # where an installed megatrain's configs and data live
   'getenv\("OMP_NUM_THREADS"\)'            # OpenMP's own thread count, which the NUMA binding honours and reports
   'getenv\("OMPI_MCA_[A-Za-z_]+"\)'        # Open MPI's binding policy and shared-memory directory, checked at start-up

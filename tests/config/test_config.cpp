@@ -240,6 +240,7 @@ TEST_CASE("config: the accepted keys are frozen", "[config]") {
       "runtime.delta_rule",
       "runtime.profile_ops",
       "runtime.tier_io",
+      "runtime.step_rates",
   };
   CHECK(mt::accepted_config_keys() == frozen);
 }

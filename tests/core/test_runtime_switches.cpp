@@ -42,8 +42,9 @@ TEST_CASE("runtime switches: the defaults", "[runtime_switches]") {
   CHECK(s.delta_rule == mt::DeltaRuleChoice::chunked);
   CHECK_FALSE(s.profile_ops);
   CHECK(s.tier_io == mt::TierIoChoice::automatic);
+  CHECK(s.step_rates == mt::StepRatesChoice::cached);
   CHECK(s.backend == mt::BackendChoice::automatic);
-  CHECK(mt::switch_variables().size() == 12);
+  CHECK(mt::switch_variables().size() == 13);
 }
 
 TEST_CASE("runtime switches: environment variables override the base", "[runtime_switches]") {
@@ -58,7 +59,8 @@ TEST_CASE("runtime switches: environment variables override the base", "[runtime
         streams("MEGATRAIN_MOE_GEMM_STREAMS", "1"), profile("MEGATRAIN_PROFILE_OPS", "1"),
         backend("MEGATRAIN_BACKEND", "cpu"), tier("MEGATRAIN_TIER_IO", "threads"),
         delta("MEGATRAIN_DELTA_RULE", "recurrent"), gemm("MEGATRAIN_MOE_GEMM", "grouped"),
-        buckets("MEGATRAIN_CUDNN_SEQ_BUCKETS", "0"), det("MEGATRAIN_ATTENTION_DETERMINISTIC", "0");
+        buckets("MEGATRAIN_CUDNN_SEQ_BUCKETS", "0"), det("MEGATRAIN_ATTENTION_DETERMINISTIC", "0"),
+        rates("MEGATRAIN_STEP_RATES", "probe");
     const mt::RuntimeSwitches s = mt::with_environment(from_config);
     CHECK(s.attention == mt::AttentionChoice::cudnn);
     CHECK(s.cudnn_backward_tile == 1024);
@@ -72,6 +74,7 @@ TEST_CASE("runtime switches: environment variables override the base", "[runtime
     CHECK(s.moe_gemm == mt::MoeGemmChoice::grouped);
     CHECK_FALSE(s.cudnn_seq_buckets);
     CHECK_FALSE(s.attention_deterministic);
+    CHECK(s.step_rates == mt::StepRatesChoice::probe);
   }
   EnvVar empty("MEGATRAIN_ATTENTION", "");  // set but empty: the base's value stands
   CHECK(mt::with_environment(from_config).attention == mt::AttentionChoice::ours);
@@ -91,4 +94,6 @@ TEST_CASE("runtime switches: a bad variable is one line naming it and the value"
   CHECK(env_error("MEGATRAIN_DELTA_RULE", "fast") == "MEGATRAIN_DELTA_RULE must be chunked or recurrent, not 'fast'");
   CHECK(env_error("MEGATRAIN_BACKEND", "rocm") == "MEGATRAIN_BACKEND='rocm': expected cpu or cuda");
   CHECK(env_error("MEGATRAIN_TIER_IO", "aio") == "MEGATRAIN_TIER_IO must be threads or auto, not 'aio'");
+  CHECK(env_error("MEGATRAIN_STEP_RATES", "guess") ==
+        "MEGATRAIN_STEP_RATES must be cached, probe or constants, not 'guess'");
 }

@@ -202,7 +202,7 @@ void report(const BenchOptions& o, Run& run, const StageSteps& stage, const Meas
   const HostPlan host = plan_host(spec, stream, store.ranks(), tier.mode);
   Machine machine;
   machine.nvme_gbs = disk.mixed_gbs();
-  machine.gpu_tflops = o.gpu_tflops;
+  machine.gpu_tflops = o.gpu_tflops > 0 ? o.gpu_tflops : run.rates().gpu_flops / 1e12;  // 0: the plan's rates
   const NvmeTiming timing = nvme_timing(host, step_flops(spec, layout, 1, o.seq).model,
                                         o.batch * stage.sequences_per_example(), o.seq,
                                         forward_share(spec, shape), machine);
@@ -222,9 +222,9 @@ void report(const BenchOptions& o, Run& run, const StageSteps& stage, const Meas
   }
   const double steady_step_s = steady.empty() ? med(&StepFigures::step_s) : median(steady);
   // What the compute stream waited for weights in a steady step, beside the plan's estimate of the first pass's
-  // wait for the optimizer (plan/step_bound.h, the H200 node's rates).
+  // wait for the optimizer (plan/step_bound.h, at the run's rates: Run::rates).
   const double steady_wait_s = steady_wait.empty() ? 0.0 : median(steady_wait);
-  const StepBound bound = step_bound(spec, shape);
+  const StepBound bound = step_bound(spec, shape, run.rates());
   const double plan_wait_s = bound.first_pass_wait_seconds;
   // The optimizer's passes in training (rank 0's slices, the updates the timed steps follow), and the parameters
   // pass's rate over the host regions (every rank updates its slices at once).
@@ -321,7 +321,7 @@ void report(const BenchOptions& o, Run& run, const StageSteps& stage, const Meas
                 "read {:.2f}) = {:.3f} s, GPU model FLOPs at {:.0f} TFLOP/s {:.3f} s of which the forward ({:.3f} s) "
                 "overlaps it: predicted step {:.3f} s, measured {:.3f} s ({:+.1f} %)", offload_mode_name(tier.mode),
                 static_cast<double>(host.nvme_step_bytes()) / 1e9, disk.mixed_gbs(), disk.write_gbs, disk.read_gbs,
-                plan_nvme_s, o.gpu_tflops, plan_gpu_s, timing.forward_seconds, predicted_s,
+                plan_nvme_s, machine.gpu_tflops, plan_gpu_s, timing.forward_seconds, predicted_s,
                 med(&StepFigures::step_s), 100.0 * (med(&StepFigures::step_s) - predicted_s) / predicted_s);
     }
   }

@@ -46,7 +46,7 @@ struct BenchOptions {
   std::string offload = "none";  // store.offload: none | optimizer | optimizer+master
   std::vector<std::string> offload_paths;
   double probe_gb = 4.0;         // GB the disk probe writes then reads per path
-  double gpu_tflops = 450.0;     // the plan's GPU rate for the predicted step time
+  double gpu_tflops = 0.0;       // the GPU rate for the predicted step time; 0: the plan's (Run::rates)
   bool json = false;
 };
 

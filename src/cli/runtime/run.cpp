@@ -7,10 +7,13 @@
 #include <utility>
 
 #include "cli/runtime/backend_select.h"
+#include "cli/runtime/plan_rates.h"
 #include "core/error.h"
+#include "core/log.h"
 #include "dist/check.h"
 #include "dist/context.h"
 #include "plan/resident_plan.h"
+#include "plan/step_rates.h"
 
 namespace mt {
 
@@ -28,13 +31,16 @@ Backend& Run::select_backend(DType dtype, const RuntimeSwitches& switches) {
   dtype_ = dtype;
   backend_ = mt::select_backend(dtype, dp_.device, switches);
   dist::require_same(dp_, "compute backend", backend_->name());  // NCCL and MPI sums cannot mix
+  const PlanRates planned = plan_rates(*backend_, switches.step_rates, step_rates_cache_dir());
+  rates_ = planned.rates;
+  log::info("{}", planned.source);
   return *backend_;
 }
 
 const RunShape& Run::plan(const RunShape& resolved, bool resident_allowed, int64_t moe_keep_layers) {
   MT_ASSERT(backend_, "the plan is made for the selected backend");
   moe_keep_ = plan_moe_keep(spec_, resolved, backend_->device_memory_bytes(), dp_.size, resident_allowed,
-                            moe_keep_layers);
+                            moe_keep_layers, rates_);
   shape_ = with_moe_keep(resolved, moe_keep_);
   gpu_plan_ = plan_gpu(spec_, shape_);
   backend_->set_attention_workspace(gpu_plan_.attention_workspace);  // what the plan reserved for cuDNN

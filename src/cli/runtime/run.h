@@ -46,13 +46,15 @@ class Run {
   const ModelSpec& spec() const { return spec_; }
   const ParamLayout& layout() const { return layout_; }
 
-  // Compute ranks: the backend for `dtype` (select_backend), the same kind on every compute rank (collective).
+  // Compute ranks: the backend for `dtype` (select_backend), the same kind on every compute rank (collective), and
+  // the rates the plan takes on it (plan_rates: cached or probed as switches.step_rates says; logged).
   Backend& select_backend(DType dtype, const RuntimeSwitches& switches);
   Backend& backend() { return *backend_; }
+  const StepRates& rates() const { return rates_; }
 
   // Compute ranks, after select_backend: the plan of the shape the command resolved (train: preflight; bench:
   // resolve_auto), with the MoE layers that keep (moe_keep_layers >= 0 forces the count) and the optimizer state the
-  // GPU keeps where resident_allowed (plan_moe_keep); the backend takes the attention workspace the plan reserves.
+  // GPU keeps where resident_allowed (plan_moe_keep, at rates()); the backend takes the attention workspace the plan reserves.
   const RunShape& plan(const RunShape& resolved, bool resident_allowed, int64_t moe_keep_layers);
   const RunShape& shape() const { return shape_; }
   const GpuPlan& gpu_plan() const { return gpu_plan_; }
@@ -82,6 +84,7 @@ class Run {
   RunRoles roles_;
   DType dtype_ = DType::f32;
   std::unique_ptr<Backend> backend_;
+  StepRates rates_;
   RunShape shape_;
   GpuPlan gpu_plan_;
   MoeKeepPlan moe_keep_;

@@ -194,7 +194,8 @@ void require_sequence_fits(const Config& c, const ModelSpec& spec, const RunShap
                     : std::string()));
 }
 
-RunShape preflight(const Config& c, const ModelSpec& spec, const Backend& backend, int ranks, int gpus) {
+RunShape preflight(const Config& c, const ModelSpec& spec, const Backend& backend, int ranks, int gpus,
+                   const StepRates& rates) {
   RunShape run = run_shape(c, ranks, gpus);
   // The state tier's paths first: each exists, is writable and has room for every rank's files.
   const std::string tier = tier_path_shortfall(make_param_layout(spec), tier_settings_of(c), ranks);
@@ -250,9 +251,9 @@ RunShape preflight(const Config& c, const ModelSpec& spec, const Backend& backen
   else if (run.checkpoints == CheckpointPlacement::host)
     log::info("activation checkpoints in host slots, copied through two staging buffers of the CPU backend");
   if (count_active_parameters(spec) != plan.host.parameters) {  // mixture of experts: memory on all, FLOPs on active
-    const StepBound b = step_bound(spec, run);
+    const StepBound b = step_bound(spec, run, rates);
     const int64_t pass_tokens = run.batch_size / std::max<int64_t>(run.passes, 1) * run.seq_len;
-    log::info("MoE: {:.3f} B parameters in memory, {:.3f} B active per token; on an H200 node a pass below {} tokens "
+    log::info("MoE: {:.3f} B parameters in memory, {:.3f} B active per token; at the plan's step rates a pass below {} tokens "
               "waits for PCIe and a step's first pass below {} tokens for the optimizer (this run: {} per pass, the "
               "first waiting about {:.2f} s with every update on the CPU){}",
               static_cast<double>(plan.host.parameters) / 1e9, static_cast<double>(count_active_parameters(spec)) / 1e9,

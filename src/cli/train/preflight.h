@@ -11,6 +11,7 @@
 #include "config/config.h"
 #include "model/model_spec.h"
 #include "plan/memory_plan.h"
+#include "plan/step_bound.h"
 
 namespace mt {
 
@@ -37,6 +38,8 @@ MachineLimits read_machine_limits(const Backend& backend);
 void require_sequence_fits(const Config& c, const ModelSpec& spec, const RunShape& run, const Backend& backend);
 // Throws mt::Error: the shortfall and `megatrain calc-resource ...` for this model and shape. Returns the
 // checked shape, micro_batch_size and recompute_layers resolved where auto (plan/memory_plan.h: resolve_auto).
-RunShape preflight(const Config& c, const ModelSpec& spec, const Backend& backend, int ranks, int gpus = 1);
+// `rates`: the run's (Run::rates), for the MoE line's step bound.
+RunShape preflight(const Config& c, const ModelSpec& spec, const Backend& backend, int ranks, int gpus = 1,
+                   const StepRates& rates = {});
 
 }  // namespace mt

@@ -243,7 +243,7 @@ void Trainer::plan_and_fill_store() {
   Backend& backend = run_.select_backend(dtype_, c_.runtime);
   const std::string gpu_ranks = dp_.size > 1 && !backend.host_memory() ? dist::describe_gpu_ranks(dp_) : "";
   // Before the store and the output directory exist.
-  const RunShape planned = preflight(c_, run_.spec(), backend, dist::context().node_size, dp_.size);
+  const RunShape planned = preflight(c_, run_.spec(), backend, dist::context().node_size, dp_.size, run_.rates());
   // Every input is checked: the run takes its output directory before anything of it is written (the state tier's
   // files, named after it, among them).
   if (root) output_lock_.emplace(c_.training.output_dir);

@@ -1,0 +1,104 @@
+// The plan's choices under two machines' measured rates (plan/step_rates.h), as a table: the MoE layers that keep
+// (plan/moe_keep_plan.h), the GPU-resident optimizer state (plan/resident_plan.h) and the recommended batch a pass
+// (plan/step_bound.h) for Qwen2.5-3B at 8, 16, 32 and 64 × 1024 and Qwen3-30B-A3B (10 layers, bench's shape) at
+// 64 × 4096, each resolved by resolve_auto as bench resolves it, on:
+// - the H100 80 GB: its figures from this project's bench of Qwen2.5-7B on it (docs/PERFORMANCE.md, issue #49):
+//   cuBLAS's bf16 GEMM at 670-775 TFLOP/s on layer shapes (725, the middle, × kStepFlopsPerGemmFlop = 486 model
+//   TFLOP/s a step; the step measured 487 at 97 % busy), page-locked copies 55 GB/s each way (47 both at once;
+//   41.7 in and 49.7 out during training), the parameters pass 6.6 G parameters/s;
+// - the H200 141 GB: StepRates' constants (400 model TFLOP/s, 55 GB/s, 5.9 G parameters/s; docs/PERFORMANCE.md).
+// A change to the plan's choice shows here as a diff; the failing case prints the table as the plan now makes it.
+#include <iostream>
+#include <vector>
+
+#include "catch.h"
+#include "model/model_spec.h"
+#include "plan/memory_plan.h"
+#include "plan/moe_keep_plan.h"
+#include "plan/step_bound.h"
+#include "plan/step_rates.h"
+
+namespace {
+
+constexpr int64_t kH100 = int64_t{81559} << 20;   // what an H100 80 GB reports
+constexpr int64_t kH200 = int64_t{143771} << 20;  // what the H200 reports
+
+mt::StepRates h100_rates() {
+  mt::MeasuredRates m;
+  m.gemm_flops = 725e12;
+  m.h2d_bytes = 55e9;
+  m.d2h_bytes = 55e9;
+  m.parameters_pass_params = 6.6e9;
+  return mt::step_rates_of(m);
+}
+
+struct Choice {
+  const char* model;
+  int64_t batch, seq;
+  const char* card;
+  int64_t passes, keep, resident, recommended;
+  bool operator==(const Choice&) const = default;
+};
+
+mt::ModelSpec model(const std::string& name) {
+  const mt::ModelSpec spec = mt::load_model_spec(MEGATRAIN_SOURCE_DIR "/configs/models/" + name + ".json");
+  return name == "qwen3-30b-a3b" ? mt::first_layers(spec, 10) : spec;
+}
+
+// `megatrain bench --model M --seq S --batch B` (bf16, the fp32 master streamed, cuDNN attention) on the card.
+Choice plan_choice(const char* name, int64_t batch, int64_t seq, const char* card) {
+  const bool h100 = std::string(card) == "H100";
+  const int64_t bytes = h100 ? kH100 : kH200;
+  const mt::StepRates rates = h100 ? h100_rates() : mt::StepRates{};
+  const mt::ModelSpec spec = model(name);
+  mt::RunShape r;
+  r.dtype = mt::DType::bf16;
+  r.stream_dtype = mt::DType::f32;
+  r.seq_len = seq;
+  r.batch_size = batch;
+  r.passes = 0;
+  r.micro_batch_size = 0;
+  r.checkpoint_interval = 1;
+  r.cudnn_attention = true;
+  mt::resolve_auto(spec, r, bytes, true);
+  const mt::MoeKeepPlan keep = mt::plan_moe_keep(spec, r, bytes, 1, true, -1, rates);
+  const mt::StepBound b = mt::step_bound(spec, mt::with_moe_keep(r, keep), rates);
+  return {name, batch, seq, card, r.passes, keep.layers, keep.resident.regions, b.recommended_batch};
+}
+
+}  // namespace
+
+TEST_CASE("the plan's choices on the H100's and the H200's measured rates", "[plan][step-rates]") {
+  const std::vector<Choice> expected = {
+      // model, batch, seq, card: passes, MoE layers keeping, resident regions, recommended batch a pass.
+      // On the H100 Qwen2.5-3B keeps fewer regions resident as the batch's activations grow (none from 32), and
+      // Qwen3-30B-A3B runs 4 passes with 8 of 10 MoE layers keeping: the choice bench measured 12 % slower than
+      // keeping none (docs/PERFORMANCE.md, twenty-fifth session); the H100's measured rates alone do not change it.
+      {"qwen2.5-3b", 8, 1024, "H100", 1, 0, 35, 14},
+      {"qwen2.5-3b", 16, 1024, "H100", 1, 0, 21, 21},
+      {"qwen2.5-3b", 32, 1024, "H100", 1, 0, 0, 43},
+      {"qwen2.5-3b", 64, 1024, "H100", 1, 0, 0, 43},
+      {"qwen3-30b-a3b", 64, 4096, "H100", 4, 8, 2, 115},
+      {"qwen2.5-3b", 8, 1024, "H200", 1, 0, 38, 12},
+      {"qwen2.5-3b", 16, 1024, "H200", 1, 0, 38, 12},
+      {"qwen2.5-3b", 32, 1024, "H200", 1, 0, 38, 12},
+      {"qwen2.5-3b", 64, 1024, "H200", 1, 0, 0, 39},
+      {"qwen3-30b-a3b", 64, 4096, "H200", 1, 0, 2, 102},
+  };
+  std::vector<Choice> got;
+  for (const Choice& e : expected) got.push_back(plan_choice(e.model, e.batch, e.seq, e.card));
+  if (got != expected) {
+    std::cout << "the plan now chooses (model, batch, seq, card, passes, MoE layers keeping, resident regions, "
+                 "recommended batch):\n";
+    for (const Choice& c : got)
+      std::cout << "    {\"" << c.model << "\", " << c.batch << ", " << c.seq << ", \"" << c.card << "\", " << c.passes
+                << ", " << c.keep << ", " << c.resident << ", " << c.recommended << "},\n";
+  }
+  for (size_t i = 0; i < expected.size(); ++i) {
+    INFO(expected[i].model << " " << expected[i].batch << " x " << expected[i].seq << " on the " << expected[i].card);
+    CHECK(got[i].passes == expected[i].passes);
+    CHECK(got[i].keep == expected[i].keep);
+    CHECK(got[i].resident == expected[i].resident);
+    CHECK(got[i].recommended == expected[i].recommended);
+  }
+}

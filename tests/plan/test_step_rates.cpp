@@ -1,0 +1,119 @@
+// The plan's measured rates (plan/step_rates.h): StepRates from the probe's figures (the step's model FLOP/s a
+// fixed share of the GEMM's, PCIe the slower direction); the cache file per device and host, written and read back
+// equal; a file that is not JSON, lacks or adds a key, is of another probe version, device or host, or holds a rate
+// that is not positive is refused with its reason and probed again (the host's parameters pass, measured here, is
+// the probe's CPU half: positive and finite).
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "catch.h"
+#include "optim/parameters_pass_probe.h"
+#include "plan/step_rates.h"
+
+namespace {
+
+// A directory of its own under the system's temporary one, removed at the end.
+struct TempDir {
+  std::filesystem::path path =
+      std::filesystem::temp_directory_path() / ("megatrain_step_rates_" + std::to_string(getpid()));
+  TempDir() { std::filesystem::create_directories(path); }
+  ~TempDir() { std::filesystem::remove_all(path); }
+};
+
+mt::MeasuredRates h100_figures() {
+  mt::MeasuredRates m;
+  m.device = "NVIDIA H100 80GB HBM3";
+  m.host = "node-7";
+  m.gemm_flops = 725e12;
+  m.h2d_bytes = 55.1e9;
+  m.d2h_bytes = 54.2e9;
+  m.parameters_pass_params = 6.6e9;
+  return m;
+}
+
+void write_text(const std::filesystem::path& p, const std::string& text) { std::ofstream(p) << text; }
+
+}  // namespace
+
+TEST_CASE("step rates from the probe's figures", "[plan][step-rates]") {
+  const mt::StepRates r = mt::step_rates_of(h100_figures());
+  CHECK(r.gpu_flops == Approx(725e12 * mt::kStepFlopsPerGemmFlop));
+  CHECK(r.gpu_flops == Approx(487e12).epsilon(0.01));  // bench's Qwen2.5-7B on the H100, which the factor fits
+  CHECK(r.pcie_bytes == 54.2e9);                       // the slower direction
+  CHECK(r.parameters_pass_params == 6.6e9);
+  CHECK(mt::step_rates_cache_path("/c", "NVIDIA H100 80GB HBM3", "node-7.local") ==
+        "/c/step_rates-NVIDIA-H100-80GB-HBM3-node-7.local.json");
+}
+
+TEST_CASE("the step rates' cache: written, read back equal, anything else refused with its reason",
+          "[plan][step-rates]") {
+  const TempDir dir;
+  const mt::MeasuredRates m = h100_figures();
+  const std::string path = mt::step_rates_cache_path((dir.path / "nested").string(), m.device, m.host);
+  std::string why;
+  CHECK_FALSE(mt::read_step_rates(path, m.device, m.host, why));
+  CHECK(why == "no file " + path);
+  mt::write_step_rates(path, m);  // makes the directory
+  const std::optional<mt::MeasuredRates> back = mt::read_step_rates(path, m.device, m.host, why);
+  REQUIRE(back);
+  CHECK(*back == m);
+  CHECK_FALSE(mt::read_step_rates(path, "NVIDIA H200", m.host, why));
+  CHECK(why == path + ": measured on NVIDIA H100 80GB HBM3 of node-7, not NVIDIA H200 of node-7");
+  CHECK_FALSE(mt::read_step_rates(path, m.device, "node-8", why));
+
+  const auto refused = [&](const std::string& text) {
+    write_text(path, text);
+    std::string reason;
+    CHECK_FALSE(mt::read_step_rates(path, m.device, m.host, reason));
+    return reason;
+  };
+  CHECK(refused("{\"probe\": 1, \"device\": ").rfind(path + ": not JSON", 0) == 0);
+  CHECK(refused(R"({"probe": 1, "device": "NVIDIA H100 80GB HBM3", "host": "node-7", "gemm_flops": 7e14,
+                   "h2d_bytes": 5e10, "d2h_bytes": 5e10})") == path + ": no key 'parameters_pass_params'");
+  CHECK(refused(R"({"probe": 1, "device": "NVIDIA H100 80GB HBM3", "host": "node-7", "gemm_flops": 7e14,
+                   "h2d_bytes": 5e10, "d2h_bytes": 5e10, "parameters_pass_params": 6e9, "pcie": 1})") ==
+        path + ": unknown key 'pcie'");
+  CHECK(refused(R"({"probe": 0, "device": "NVIDIA H100 80GB HBM3", "host": "node-7", "gemm_flops": 7e14,
+                   "h2d_bytes": 5e10, "d2h_bytes": 5e10, "parameters_pass_params": 6e9})") ==
+        path + ": probe version 0, not 1");
+  CHECK(refused(R"({"probe": 1, "device": "NVIDIA H100 80GB HBM3", "host": "node-7", "gemm_flops": 7e14,
+                   "h2d_bytes": -5e10, "d2h_bytes": 5e10, "parameters_pass_params": 6e9})") ==
+        path + ": a rate that is not finite and positive");
+}
+
+TEST_CASE("the host's parameters pass probe, cached once and read by later runs; a corrupt file is probed again",
+          "[plan][step-rates]") {
+  const TempDir dir;
+  mt::MeasuredRates figures = h100_figures();
+  int probes = 0;
+  const auto probe = [&] {
+    ++probes;
+    figures.parameters_pass_params = mt::measure_parameters_pass_rate(int64_t{1} << 20, 0.02);
+    return figures;
+  };
+  const std::string path = mt::step_rates_cache_path(dir.path.string(), figures.device, figures.host);
+  const mt::ProbedRates first = mt::cached_or_probed(path, figures.device, figures.host, false, probe);
+  CHECK(probes == 1);
+  CHECK(std::isfinite(first.rates.parameters_pass_params));
+  CHECK(first.rates.parameters_pass_params > 0);
+  CHECK(first.source == "measured (no file " + path + "; cached in " + path + ")");
+  const mt::ProbedRates second = mt::cached_or_probed(path, figures.device, figures.host, false, probe);
+  CHECK(probes == 1);
+  CHECK(second.rates == first.rates);
+  CHECK(second.source == "cached in " + path);
+  write_text(path, "{ not json");
+  const mt::ProbedRates third = mt::cached_or_probed(path, figures.device, figures.host, false, probe);
+  CHECK(probes == 2);
+  CHECK(third.source.rfind("measured (" + path + ": not JSON", 0) == 0);
+  std::string why;
+  CHECK(mt::read_step_rates(path, figures.device, figures.host, why) == third.rates);  // rewritten
+  CHECK(mt::cached_or_probed(path, figures.device, figures.host, true, probe).source ==
+        "measured (asked to probe again; cached in " + path + ")");
+  CHECK(probes == 3);
+  CHECK(mt::cached_or_probed("", figures.device, figures.host, false, probe).source ==
+        "measured (no cache directory ($XDG_CACHE_HOME, $HOME); not cached)");
+  CHECK(probes == 4);
+}
