@@ -341,8 +341,9 @@ void print_text(const std::string& model, const ModelSpec& spec, const Machine& 
   const ResidentPlan& r = keep.resident;
   const RunShape beside_run = with_moe_keep(a.run, keep);
   std::cout << MT_FORMAT("model {}: {:.3f} B parameters\n", model, static_cast<double>(h.parameters) / 1e9)
-            << MT_FORMAT("step rates: {} (--gpu-tflops and --pcie-gbs as given, else the H200 node's constants: "
-                         "calc-resource runs without a GPU and measures nothing; train and bench probe their machine)\n",
+            << MT_FORMAT("step rates: {} (--gpu-tflops and --pcie-gbs, their defaults the H200's, and the H200 node's "
+                         "parameters pass: calc-resource runs without a GPU and measures nothing; train and bench "
+                         "probe their machine)\n",
                          describe_step_rates(rates))
             << MT_FORMAT("host: {} B/parameter (master {}, Adam m {}, Adam v {}, gradient {}, streaming copy {}) = {}"
                          " of {} usable ({} RAM)\n", h.bytes_per_parameter(), h.master, h.exp_avg, h.exp_avg_sq, h.grad,

@@ -291,6 +291,9 @@ void report(const BenchOptions& o, Run& run, const StageSteps& stage, const Meas
                             {"plan_gpu_step_s", plan_gpu_s},
                             {"plan_nvme_step_s", plan_nvme_s},
                             {"predicted_step_s", predicted_s},
+                            {"plan_gpu_flops", run.rates().gpu_flops},  // the plan's rates (Run::rates)
+                            {"plan_pcie_bytes", run.rates().pcie_bytes},
+                            {"plan_parameters_pass_params", run.rates().parameters_pass_params},
                             {"steps", m.steps}};
   if (o.json) {
     std::printf("%s\n", summary.dump().c_str());
