@@ -23,9 +23,12 @@ struct JsonField {
   M S::*member;
 };
 
-// Specialise for each struct: `static constexpr auto table = std::make_tuple(JsonField<S, int64_t>{"q", &S::q}, ...);`.
+// Specialise for each struct: `static constexpr auto table = std::make_tuple(MT_JSON_FIELD(S, q), ...);`.
 template <class S>
 struct JsonFields;
+
+// The table entry of member m of S, keyed by the member's own name (train_plan.cpp's tables and the step rates' use it).
+#define MT_JSON_FIELD(S, m) ::mt::JsonField<S, decltype(S::m)>{#m, &S::m}
 
 namespace json_fields_detail {
 

@@ -18,15 +18,14 @@
 
 namespace mt {
 
-#define MT_FIELD(S, m) JsonField<S, decltype(S::m)>{#m, &S::m}
 template <>
 struct JsonFields<MeasuredRates> {
   using R = MeasuredRates;
   static constexpr auto table =
-      std::make_tuple(MT_FIELD(R, probe), MT_FIELD(R, device), MT_FIELD(R, host), MT_FIELD(R, gemm_flops),
-                      MT_FIELD(R, h2d_bytes), MT_FIELD(R, d2h_bytes), MT_FIELD(R, parameters_pass_params));
+      std::make_tuple(MT_JSON_FIELD(R, probe), MT_JSON_FIELD(R, device), MT_JSON_FIELD(R, host),
+                      MT_JSON_FIELD(R, gemm_flops), MT_JSON_FIELD(R, h2d_bytes), MT_JSON_FIELD(R, d2h_bytes),
+                      MT_JSON_FIELD(R, parameters_pass_params));
 };
-#undef MT_FIELD
 
 namespace {
 

@@ -21,106 +21,112 @@ namespace mt {
 // (HostStore, the optimizer and the checkpoint saver walk regions and their slots only), but the plan carries the
 // whole layout, MoE and MLA offsets included, so that what a worker holds equals rank 0's layout and a new member
 // missing from a table fails the round-trip test (tests/integration/test_train_plan.cpp) instead of going unsent.
-#define MT_FIELD(S, m) JsonField<S, decltype(S::m)>{#m, &S::m}
 template <>
 struct JsonFields<RowGrouping> {
-  static constexpr auto table = std::make_tuple(MT_FIELD(RowGrouping, groups), MT_FIELD(RowGrouping, parts));
+  static constexpr auto table = std::make_tuple(MT_JSON_FIELD(RowGrouping, groups), MT_JSON_FIELD(RowGrouping, parts));
 };
 template <>
 struct JsonFields<ExpertColumns> {
   static constexpr auto table =
-      std::make_tuple(MT_FIELD(ExpertColumns, experts), MT_FIELD(ExpertColumns, interleaved));
+      std::make_tuple(MT_JSON_FIELD(ExpertColumns, experts), MT_JSON_FIELD(ExpertColumns, interleaved));
 };
 template <>
 struct JsonFields<ParamSlot> {
   static constexpr auto table =
-      std::make_tuple(MT_FIELD(ParamSlot, hf_name), MT_FIELD(ParamSlot, shape), MT_FIELD(ParamSlot, offset),
-                      MT_FIELD(ParamSlot, numel), MT_FIELD(ParamSlot, weight_decay), MT_FIELD(ParamSlot, init),
-                      MT_FIELD(ParamSlot, rows), MT_FIELD(ParamSlot, expert_columns));
+      std::make_tuple(MT_JSON_FIELD(ParamSlot, hf_name), MT_JSON_FIELD(ParamSlot, shape),
+                      MT_JSON_FIELD(ParamSlot, offset), MT_JSON_FIELD(ParamSlot, numel),
+                      MT_JSON_FIELD(ParamSlot, weight_decay), MT_JSON_FIELD(ParamSlot, init),
+                      MT_JSON_FIELD(ParamSlot, rows), MT_JSON_FIELD(ParamSlot, expert_columns));
 };
 template <>
 struct JsonFields<AttentionOffsets> {
   using O = AttentionOffsets;
   static constexpr auto table =
-      std::make_tuple(MT_FIELD(O, q), MT_FIELD(O, q_bias), MT_FIELD(O, k), MT_FIELD(O, k_bias), MT_FIELD(O, v),
-                      MT_FIELD(O, v_bias), MT_FIELD(O, o), MT_FIELD(O, o_bias), MT_FIELD(O, q_norm),
-                      MT_FIELD(O, k_norm), MT_FIELD(O, sinks), MT_FIELD(O, out_gate), MT_FIELD(O, out_gate_bias));
+      std::make_tuple(MT_JSON_FIELD(O, q), MT_JSON_FIELD(O, q_bias), MT_JSON_FIELD(O, k), MT_JSON_FIELD(O, k_bias),
+                      MT_JSON_FIELD(O, v), MT_JSON_FIELD(O, v_bias), MT_JSON_FIELD(O, o), MT_JSON_FIELD(O, o_bias),
+                      MT_JSON_FIELD(O, q_norm), MT_JSON_FIELD(O, k_norm), MT_JSON_FIELD(O, sinks),
+                      MT_JSON_FIELD(O, out_gate), MT_JSON_FIELD(O, out_gate_bias));
 };
 template <>
 struct JsonFields<DeltaNetOffsets> {
   using O = DeltaNetOffsets;
   static constexpr auto table =
-      std::make_tuple(MT_FIELD(O, qkv), MT_FIELD(O, z), MT_FIELD(O, ba), MT_FIELD(O, conv), MT_FIELD(O, a_log),
-                      MT_FIELD(O, dt_bias), MT_FIELD(O, norm), MT_FIELD(O, out));
+      std::make_tuple(MT_JSON_FIELD(O, qkv), MT_JSON_FIELD(O, z), MT_JSON_FIELD(O, ba), MT_JSON_FIELD(O, conv),
+                      MT_JSON_FIELD(O, a_log), MT_JSON_FIELD(O, dt_bias), MT_JSON_FIELD(O, norm),
+                      MT_JSON_FIELD(O, out));
 };
 template <>
 struct JsonFields<MlaOffsets> {
   using O = MlaOffsets;
   static constexpr auto table =
-      std::make_tuple(MT_FIELD(O, q_a), MT_FIELD(O, q_a_bias), MT_FIELD(O, q_a_norm), MT_FIELD(O, q_nope),
-                      MT_FIELD(O, q_rope), MT_FIELD(O, kv_latent), MT_FIELD(O, kv_rope), MT_FIELD(O, kv_latent_bias),
-                      MT_FIELD(O, kv_rope_bias), MT_FIELD(O, kv_norm), MT_FIELD(O, k_nope), MT_FIELD(O, v),
-                      MT_FIELD(O, o), MT_FIELD(O, o_bias));
+      std::make_tuple(MT_JSON_FIELD(O, q_a), MT_JSON_FIELD(O, q_a_bias), MT_JSON_FIELD(O, q_a_norm),
+                      MT_JSON_FIELD(O, q_nope), MT_JSON_FIELD(O, q_rope), MT_JSON_FIELD(O, kv_latent),
+                      MT_JSON_FIELD(O, kv_rope), MT_JSON_FIELD(O, kv_latent_bias), MT_JSON_FIELD(O, kv_rope_bias),
+                      MT_JSON_FIELD(O, kv_norm), MT_JSON_FIELD(O, k_nope), MT_JSON_FIELD(O, v), MT_JSON_FIELD(O, o),
+                      MT_JSON_FIELD(O, o_bias));
 };
 template <>
 struct JsonFields<MlpOffsets> {
   using O = MlpOffsets;
-  static constexpr auto table = std::make_tuple(MT_FIELD(O, gate), MT_FIELD(O, gate_bias), MT_FIELD(O, up),
-                                                MT_FIELD(O, up_bias), MT_FIELD(O, down), MT_FIELD(O, down_bias));
+  static constexpr auto table =
+      std::make_tuple(MT_JSON_FIELD(O, gate), MT_JSON_FIELD(O, gate_bias), MT_JSON_FIELD(O, up),
+                      MT_JSON_FIELD(O, up_bias), MT_JSON_FIELD(O, down), MT_JSON_FIELD(O, down_bias));
 };
 template <>
 struct JsonFields<MoeOffsets> {
   using O = MoeOffsets;
   static constexpr auto table =
-      std::make_tuple(MT_FIELD(O, router), MT_FIELD(O, router_bias), MT_FIELD(O, score_bias), MT_FIELD(O, experts),
-                      MT_FIELD(O, expert_stride), MT_FIELD(O, down_stride), MT_FIELD(O, gate), MT_FIELD(O, up),
-                      MT_FIELD(O, down), MT_FIELD(O, gate_bias), MT_FIELD(O, up_bias), MT_FIELD(O, down_bias),
-                      MT_FIELD(O, bias_stride), MT_FIELD(O, shared), MT_FIELD(O, shared_gate));
+      std::make_tuple(MT_JSON_FIELD(O, router), MT_JSON_FIELD(O, router_bias), MT_JSON_FIELD(O, score_bias),
+                      MT_JSON_FIELD(O, experts), MT_JSON_FIELD(O, expert_stride), MT_JSON_FIELD(O, down_stride),
+                      MT_JSON_FIELD(O, gate), MT_JSON_FIELD(O, up), MT_JSON_FIELD(O, down), MT_JSON_FIELD(O, gate_bias),
+                      MT_JSON_FIELD(O, up_bias), MT_JSON_FIELD(O, down_bias), MT_JSON_FIELD(O, bias_stride),
+                      MT_JSON_FIELD(O, shared), MT_JSON_FIELD(O, shared_gate));
 };
 template <>
 struct JsonFields<LayerOffsets> {
   using O = LayerOffsets;
   static constexpr auto table =
-      std::make_tuple(MT_FIELD(O, input_norm), MT_FIELD(O, attn_out_norm), MT_FIELD(O, mlp_norm),
-                      MT_FIELD(O, mlp_out_norm), MT_FIELD(O, attention), MT_FIELD(O, mlp), MT_FIELD(O, moe),
-                      MT_FIELD(O, deltanet), MT_FIELD(O, mla));
+      std::make_tuple(MT_JSON_FIELD(O, input_norm), MT_JSON_FIELD(O, attn_out_norm), MT_JSON_FIELD(O, mlp_norm),
+                      MT_JSON_FIELD(O, mlp_out_norm), MT_JSON_FIELD(O, attention), MT_JSON_FIELD(O, mlp),
+                      MT_JSON_FIELD(O, moe), MT_JSON_FIELD(O, deltanet), MT_JSON_FIELD(O, mla));
 };
 template <>
 struct JsonFields<Region> {
-  static constexpr auto table = std::make_tuple(MT_FIELD(Region, kind), MT_FIELD(Region, layer),
-                                                MT_FIELD(Region, params), MT_FIELD(Region, numel),
-                                                MT_FIELD(Region, offsets));
+  static constexpr auto table =
+      std::make_tuple(MT_JSON_FIELD(Region, kind), MT_JSON_FIELD(Region, layer), MT_JSON_FIELD(Region, params),
+                      MT_JSON_FIELD(Region, numel), MT_JSON_FIELD(Region, offsets));
 };
 template <>
 struct JsonFields<HeadOffsets> {
-  static constexpr auto table = std::make_tuple(MT_FIELD(HeadOffsets, norm), MT_FIELD(HeadOffsets, lm_head));
+  static constexpr auto table = std::make_tuple(MT_JSON_FIELD(HeadOffsets, norm), MT_JSON_FIELD(HeadOffsets, lm_head));
 };
 template <>
 struct JsonFields<ParamLayout> {
   using L = ParamLayout;
   static constexpr auto table =
-      std::make_tuple(MT_FIELD(L, regions), MT_FIELD(L, head), MT_FIELD(L, total_numel),
-                      MT_FIELD(L, largest_region_numel), MT_FIELD(L, largest_layer_numel));
+      std::make_tuple(MT_JSON_FIELD(L, regions), MT_JSON_FIELD(L, head), MT_JSON_FIELD(L, total_numel),
+                      MT_JSON_FIELD(L, largest_region_numel), MT_JSON_FIELD(L, largest_layer_numel));
 };
 template <>
 struct JsonFields<OptimizerSettings> {
   using O = OptimizerSettings;
   static constexpr auto table =
-      std::make_tuple(MT_FIELD(O, beta1), MT_FIELD(O, beta2), MT_FIELD(O, eps), MT_FIELD(O, weight_decay),
-                      MT_FIELD(O, max_grad_norm), MT_FIELD(O, passes));
+      std::make_tuple(MT_JSON_FIELD(O, beta1), MT_JSON_FIELD(O, beta2), MT_JSON_FIELD(O, eps),
+                      MT_JSON_FIELD(O, weight_decay), MT_JSON_FIELD(O, max_grad_norm), MT_JSON_FIELD(O, passes));
 };
 template <>
 struct JsonFields<TierSettings> {
-  static constexpr auto table = std::make_tuple(MT_FIELD(TierSettings, mode), MT_FIELD(TierSettings, paths),
-                                                MT_FIELD(TierSettings, tag), MT_FIELD(TierSettings, io));
+  static constexpr auto table =
+      std::make_tuple(MT_JSON_FIELD(TierSettings, mode), MT_JSON_FIELD(TierSettings, paths),
+                      MT_JSON_FIELD(TierSettings, tag), MT_JSON_FIELD(TierSettings, io));
 };
 template <>
 struct JsonFields<TrainPlan> {
   static constexpr auto table =
-      std::make_tuple(MT_FIELD(TrainPlan, layout), MT_FIELD(TrainPlan, dtype), MT_FIELD(TrainPlan, optimizer),
-                      MT_FIELD(TrainPlan, updates_applied), MT_FIELD(TrainPlan, tier));
+      std::make_tuple(MT_JSON_FIELD(TrainPlan, layout), MT_JSON_FIELD(TrainPlan, dtype),
+                      MT_JSON_FIELD(TrainPlan, optimizer), MT_JSON_FIELD(TrainPlan, updates_applied),
+                      MT_JSON_FIELD(TrainPlan, tier));
 };
-#undef MT_FIELD
 
 TierSettings tier_settings_of(const Config& c) {
   TierSettings t;
