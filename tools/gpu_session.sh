@@ -2,7 +2,7 @@
 # One GPU-machine session, run from the repository root with a bundle made by `tools/bundle.sh --tests`
 # in bundle/: the CUDA op table, the PyTorch-parity fixtures on the CUDA backend, pipeline variants, the
 # benchmarks and the PyTorch reference. Logs go to $OUT; a short table is printed last.
-# Usage: tools/gpu_session.sh [quick|full|dp|families|new-families|hybrid|nvme|moe|moe-keep|mla|pref|longseq|attention|softcap|segments|survey|figures|ragged|nondeterministic|tiles|ab]
+# Usage: tools/gpu_session.sh [quick|full|dp|families|new-families|hybrid|nvme|moe|moe-keep|mla|pref|steptime|longseq|attention|softcap|segments|survey|figures|ragged|nondeterministic|tiles|ab]
 # (quick: the tests; full: the tests and the one-GPU benchmarks with PyTorch's; dp: the tests and the data-parallel
 # part, on 2 or more GPUs; families: the tests, then Qwen2.5-3B batch 64 and Qwen2.5-7B batch 32 with this build and,
 # where bundle_base/ holds an earlier build, with that one in the same call, then Gemma-2-9B and Phi-4 at batch 32 with
@@ -66,7 +66,11 @@
 # fixtures on CUDA, then Qwen2.5-7B's SFT step at 64 × 1024, its DPO step at 32 pairs × 2 × 1024 (`bench --stage dpo`,
 # after the reference pass over the bench's batches) and, unless PREF_SKIP_KTO=1, its KTO step at 32 × (1 + KL) × 1024,
 # in the same call, with the preference issue's two ratios: the DPO step's tokens/s over SFT's (target >= 0.95) and
-# the reference pass's tokens/s over the DPO step's (target >= 2.5)
+# the reference pass's tokens/s over the DPO step's (target >= 2.5); steptime (about 450 s): tests_gpu "[cuda][rates]" (the
+# step-rate probe), then the plan's predicted step next to the measured one (steady steps) on Qwen2.5-3B at 8-64 × 1024
+# (the first run probes the rates, cached under $OUT/cache, and logs them; the rest plan on MEGATRAIN_STEP_RATES,
+# default constants), Qwen2.5-7B at 32 and 64, Qwen3-30B-A3B 10 layers at 64 × 4096 with the plan's MoE layers keeping
+# and with none, GPT-OSS-120B's layer at 104 × 4096 and DeepSeek-V3's layers 3-4 with 32 experts at 32 × 4096
 set -uo pipefail
 mode=${1:-full}
 out=${OUT:-/tmp/megatrain-gpu}
@@ -424,6 +428,32 @@ print(json.dumps(d))" >"$out/deepseek-v3-32-experts.json"
     bench "deepseek_v3_32e_2l_b${batch}" 1 --model "$out/deepseek-v3-32-experts.json" --layers 2 --first-layer 3 \
       --seq 4096 --steps 3 --warmup 1 --batch "$batch"
     note "  $(grep -m 2 -E 'attention plan|MoE:' "$out/bench_deepseek_v3_32e_2l_b${batch}.log" | cut -c 1-240 | tr '\n' ' ')"
+  done
+fi
+if [[ $mode == steptime ]]; then  # the plan's step-time model against measured steps, on the card it runs on
+  timeout 60 $b/tests_gpu "[cuda][rates]" >"$out/tests_gpu_rates.log" 2>&1
+  note "tests_gpu [cuda][rates] rc=$? $(tail -n 2 "$out/tests_gpu_rates.log" | tr '\n' ' ')"
+  export XDG_CACHE_HOME=$out/cache MEGATRAIN_STEP_RATES=${MEGATRAIN_STEP_RATES:-constants}
+  MEGATRAIN_STEP_RATES=probe bench steptime_qwen3b_b8 1 "${qwen3b[@]}" --batch 8
+  note "  $(grep -m 1 'step rates' "$out/bench_steptime_qwen3b_b8.log" | cut -c 1-300)"
+  for batch in 16 32 64; do bench "steptime_qwen3b_b$batch" 1 "${qwen3b[@]}" --batch $batch; done
+  for batch in 32 64; do
+    bench "steptime_qwen7b_b$batch" 1 --model configs/models/qwen2.5-7b.json --seq 1024 --steps 3 --warmup 1 --batch $batch
+  done
+  q30=(--model configs/models/qwen3-30b-a3b.json --layers 10 --seq 4096 --steps 3 --warmup 1 --batch 64)
+  bench steptime_qwen30b_10l_b64 1 "${q30[@]}"
+  bench steptime_qwen30b_10l_b64_keep0 1 "${q30[@]}" --moe-keep-layers 0
+  bench steptime_gptoss120b_1l_b104 1 --model configs/models/gpt-oss-120b.json --layers 1 --seq 4096 --steps 3 \
+    --warmup 1 --batch 104
+  python3 -c "import json; d = json.load(open('configs/models/deepseek-v3.json')); d['n_routed_experts'] = 32; \
+print(json.dumps(d))" >"$out/deepseek-v3-32-experts.json"
+  bench steptime_dsv3_32e_2l_b32 1 --model "$out/deepseek-v3-32-experts.json" --layers 2 --first-layer 3 --seq 4096 \
+    --steps 3 --warmup 1 --batch 32
+  for f in "$out"/bench_steptime_*.json; do
+    note "  $(python3 -c "import json, sys; d = json.load(open(sys.argv[1])); p, m = d['predicted_step_s'], d['steady_step_s']; \
+print('%-34s batch %3d x %5d mb %d recompute %d keep %d: measured %.3f s, predicted %.3f s (%+.1f %%), busy %.0f %%' % \
+(sys.argv[1].split('bench_')[-1][:-5], d['batch'], d['seq'], d['micro_batch'], d['recompute_layers'], d['moe_keep_layers'], \
+m, p, 100 * (p - m) / m, 100 * d['median_compute_busy']))" "$f" 2>&1 | tail -n 1)"
   done
 fi
 if [[ $mode == pref ]]; then  # the preference issue's figures: the same tokens per step, SFT then DPO (then KTO)
