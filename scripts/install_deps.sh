@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Installs MegaTrain's build and test dependencies from Debian packages (Debian 12 and newer).
-# Invariant: idempotent; installs only what is missing; needs root (or sudo) and the package registry.
+# Installs MegaTrain's build and test dependencies from Debian packages (Debian 12 and newer), and the header-only
+# libraries from pinned PyPI wheels into .deps/ (CUTLASS's headers, for the CUDA backend's grouped expert GEMMs).
+# Invariant: idempotent; installs only what is missing; needs root (or sudo) and the package registry, and PyPI's
+# file host where a pinned header folder is missing.
 set -euo pipefail
 
 packages=(
@@ -14,7 +16,8 @@ packages=(
   libopenblas-openmp-dev
   liburing-dev               # the NVMe state tier (store.offload) reads and writes through io_uring
   patchelf
-  python3                    # tests/cli/bad_input.sh edits fixture configs
+  python3                    # tests/cli/bad_input.sh edits fixture configs; scripts/wheel_headers.py
+  ca-certificates            # scripts/wheel_headers.py: https from files.pythonhosted.org
   python3-jinja2             # tests/data: the exported chat_template rendered by Jinja itself
   libcairo2-dev fonts-dejavu-core  # training.plot_loss: training_loss.png, drawn and lettered by cairo
   slurm-wlm munge            # tests/slurm: a real single-node Slurm on localhost
@@ -35,3 +38,11 @@ if ((${#missing[@]})); then
 else
   echo "install_deps: all dependencies present"
 fi
+
+# CUTLASS 4.2.0.0's headers (cutlass/, cute/), from NVIDIA's wheel on PyPI (the wheel ships them under
+# cutlass_library/source/include/): CMakeLists.txt reads them from .deps/cutlass-4.2.0.0/include where nvcc builds.
+repo=$(cd "$(dirname "$0")/.." && pwd)
+python3 "$repo/scripts/wheel_headers.py" \
+  https://files.pythonhosted.org/packages/21/6b/e86fc2fd536dd4b8bd2209aa31d7002610c501b0802337787eac9c9b328c/nvidia_cutlass-4.2.0.0-py3-none-any.whl \
+  f9599ada45c7bcb6bf53f7d3f0a7d154183e53451c01bfa59eecd37dd4a693f6 \
+  cutlass_library/source/include/ "$repo/.deps/cutlass-4.2.0.0/include"
