@@ -86,7 +86,7 @@ RuntimeSwitches with_environment(RuntimeSwitches s) {
       s.cudnn_workspace_mib = integer(text, ok);
       MT_REQUIRE(ok && s.cudnn_workspace_mib >= 0, "{} must be a count of MiB, not '{}'", var, text);
     } else if (key == "moe_gemm") {
-      s.moe_gemm = named<MoeGemmChoice>(kMoeGemmNames, text, var, "loop or grouped");
+      s.moe_gemm = named<MoeGemmChoice>(kMoeGemmNames, text, var, "loop, grouped or cutlass");
     } else if (key == "moe_gemm_streams") {
       const int64_t n = integer(text, ok);
       MT_REQUIRE(ok && n >= 1 && n <= kMaxMoeGemmStreams, "{} must be 1 to {}, not '{}'", var, kMaxMoeGemmStreams,

@@ -13,8 +13,10 @@ namespace mt {
 // MEGATRAIN_ATTENTION: ours (kernels/attention/attention.cu always), cudnn (cuDNN wherever it covers the
 // case, whatever its workspace), auto (per direction: plan/cudnn_attention_plan.h).
 enum class AttentionChoice { ours, cudnn, automatic };
-// MEGATRAIN_MOE_GEMM: the experts' GEMMs one per expert, or one grouped call.
-enum class MoeGemmChoice { loop, grouped };
+// MEGATRAIN_MOE_GEMM: the experts' GEMMs one per expert (loop), or one grouped call: cuBLAS's (grouped: fp32 problems
+// only, cuBLAS refuses bf16 ones) or CUTLASS's Hopper grouped GEMM (cutlass: bf16 problems only, on sm_90 GPUs; fp32
+// ones, and bf16 ones it cannot take, run as the loop). kernels/runtime/grouped_gemm.h.
+enum class MoeGemmChoice { loop, grouped, cutlass };
 // MEGATRAIN_DELTA_RULE: the chunked gated delta rule kernel, or the token-by-token one.
 enum class DeltaRuleChoice { chunked, recurrent };
 // MEGATRAIN_TIER_IO: io_uring where the kernel grants a ring, or always a thread pool.
@@ -33,8 +35,8 @@ struct SwitchName {
 };
 inline constexpr SwitchName<AttentionChoice> kAttentionNames[] = {
     {"ours", AttentionChoice::ours}, {"cudnn", AttentionChoice::cudnn}, {"auto", AttentionChoice::automatic}};
-inline constexpr SwitchName<MoeGemmChoice> kMoeGemmNames[] = {{"loop", MoeGemmChoice::loop},
-                                                              {"grouped", MoeGemmChoice::grouped}};
+inline constexpr SwitchName<MoeGemmChoice> kMoeGemmNames[] = {
+    {"loop", MoeGemmChoice::loop}, {"grouped", MoeGemmChoice::grouped}, {"cutlass", MoeGemmChoice::cutlass}};
 inline constexpr SwitchName<DeltaRuleChoice> kDeltaRuleNames[] = {{"chunked", DeltaRuleChoice::chunked},
                                                                   {"recurrent", DeltaRuleChoice::recurrent}};
 inline constexpr SwitchName<TierIoChoice> kTierIoNames[] = {{"auto", TierIoChoice::automatic},

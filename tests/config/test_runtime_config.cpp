@@ -67,6 +67,15 @@ TEST_CASE("runtime config: a bad value is one line naming the key and the value"
   CHECK(config_error("  moe_gemm_streams: 5\n") == "cfg.yaml: runtime.moe_gemm_streams: 5 is not 1 to 4");
   CHECK(config_error("  moe_gemm_streams: 0\n") == "cfg.yaml: runtime.moe_gemm_streams: '0' is not an integer >= 1");
   CHECK(config_error("  tier_io: aio\n") == "cfg.yaml: runtime.tier_io: 'aio' is not one of auto, threads");
+  CHECK(config_error("  moe_gemm: fused\n") ==
+        "cfg.yaml: runtime.moe_gemm: 'fused' is not one of loop, grouped, cutlass");
+}
+
+TEST_CASE("runtime config: moe_gemm cutlass read and written back", "[runtime_config]") {
+  const mt::Config c = mt::parse_config(kMinimal + "runtime:\n  moe_gemm: cutlass\n", "cfg.yaml");
+  CHECK(c.runtime.moe_gemm == mt::MoeGemmChoice::cutlass);
+  CHECK(contains_line(c.yaml_text, "  moe_gemm: cutlass"));
+  CHECK(mt::parse_config(c.yaml_text, "back.yaml").runtime.moe_gemm == mt::MoeGemmChoice::cutlass);
 }
 
 TEST_CASE("runtime config: the environment's variables go over the file's section, once, when it loads",
@@ -88,7 +97,7 @@ TEST_CASE("runtime config: the environment's variables go over the file's sectio
   CHECK(c.runtime.cudnn_backward_tile == 0);                  // the variable over the default
   CHECK(mt::parse_config(yaml, "cfg.yaml").runtime.attention == mt::AttentionChoice::cudnn);  // unset again
   const Env bad("MEGATRAIN_MOE_GEMM", "fused");
-  CHECK_THROWS_WITH(mt::parse_config(yaml, "cfg.yaml"), "MEGATRAIN_MOE_GEMM must be loop or grouped, not 'fused'");
+  CHECK_THROWS_WITH(mt::parse_config(yaml, "cfg.yaml"), "MEGATRAIN_MOE_GEMM must be loop, grouped or cutlass, not 'fused'");
 }
 
 TEST_CASE("runtime config: the backend is the environment's alone", "[runtime_config]") {

@@ -1,6 +1,7 @@
-// Tests of the runtime switches: the environment variables over the defaults, and bad values.
-// Invariant: every variable a test sets is unset again before it ends (EnvVar); nothing else is read.
+// Tests of the runtime switches: the environment variables over the defaults, bad values, and README's table of them.
+// Invariant: every variable a test sets is unset again before it ends (EnvVar); nothing else is read but README.md.
 #include <cstdlib>
+#include <fstream>
 #include <string>
 
 #include "catch.h"
@@ -26,7 +27,41 @@ std::string env_error(const char* variable, const char* value) {
   return "";
 }
 
+// README's row of the runtime switch table for variable ("| `VARIABLE` | ..."), or "".
+std::string readme_row(std::string_view variable) {
+  std::ifstream in(std::string(MEGATRAIN_SOURCE_DIR) + "/README.md");
+  const std::string start = "| `" + std::string(variable) + "` |";
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(start, 0) == 0) return line;
+  return "";
+}
+
+template <typename E, size_t N>
+void check_readme_values(std::string_view variable, const mt::SwitchName<E> (&names)[N]) {
+  const std::string row = readme_row(variable);
+  for (const mt::SwitchName<E>& n : names) {
+    INFO(variable << " = " << n.name);
+    CHECK(row.find("`" + std::string(n.name) + "`") != std::string::npos);
+  }
+}
+
 }  // namespace
+
+TEST_CASE("runtime switches: README's table has a row per variable with its key and every named value",
+          "[runtime_switches]") {
+  for (const mt::SwitchVariable& sv : mt::switch_variables()) {
+    INFO(sv.variable);
+    const std::string row = readme_row(sv.variable);
+    REQUIRE_FALSE(row.empty());
+    if (sv.key != "backend") CHECK(row.find("| `" + std::string(sv.key) + "` |") != std::string::npos);
+  }
+  check_readme_values("MEGATRAIN_ATTENTION", mt::kAttentionNames);
+  check_readme_values("MEGATRAIN_MOE_GEMM", mt::kMoeGemmNames);
+  check_readme_values("MEGATRAIN_DELTA_RULE", mt::kDeltaRuleNames);
+  check_readme_values("MEGATRAIN_TIER_IO", mt::kTierIoNames);
+  check_readme_values("MEGATRAIN_STEP_RATES", mt::kStepRatesNames);
+  check_readme_values("MEGATRAIN_BACKEND", mt::kBackendNames);
+}
 
 TEST_CASE("runtime switches: the defaults", "[runtime_switches]") {
   for (const mt::SwitchVariable& sv : mt::switch_variables()) unsetenv(std::string(sv.variable).c_str());
@@ -76,6 +111,10 @@ TEST_CASE("runtime switches: environment variables override the base", "[runtime
     CHECK_FALSE(s.attention_deterministic);
     CHECK(s.step_rates == mt::StepRatesChoice::probe);
   }
+  {
+    EnvVar gemm("MEGATRAIN_MOE_GEMM", "cutlass");
+    CHECK(mt::with_environment(from_config).moe_gemm == mt::MoeGemmChoice::cutlass);
+  }
   EnvVar empty("MEGATRAIN_ATTENTION", "");  // set but empty: the base's value stands
   CHECK(mt::with_environment(from_config).attention == mt::AttentionChoice::ours);
 }
@@ -89,7 +128,8 @@ TEST_CASE("runtime switches: a bad variable is one line naming it and the value"
         "MEGATRAIN_CUDNN_BACKWARD_TILE must be 0 or a power of two of at least 128, not '100'");
   CHECK(env_error("MEGATRAIN_CUDNN_WORKSPACE_MIB", "-1") ==
         "MEGATRAIN_CUDNN_WORKSPACE_MIB must be a count of MiB, not '-1'");
-  CHECK(env_error("MEGATRAIN_MOE_GEMM", "batched") == "MEGATRAIN_MOE_GEMM must be loop or grouped, not 'batched'");
+  CHECK(env_error("MEGATRAIN_MOE_GEMM", "batched") ==
+        "MEGATRAIN_MOE_GEMM must be loop, grouped or cutlass, not 'batched'");
   CHECK(env_error("MEGATRAIN_MOE_GEMM_STREAMS", "5") == "MEGATRAIN_MOE_GEMM_STREAMS must be 1 to 4, not '5'");
   CHECK(env_error("MEGATRAIN_DELTA_RULE", "fast") == "MEGATRAIN_DELTA_RULE must be chunked or recurrent, not 'fast'");
   CHECK(env_error("MEGATRAIN_BACKEND", "rocm") == "MEGATRAIN_BACKEND='rocm': expected cpu or cuda");
