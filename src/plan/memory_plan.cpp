@@ -30,6 +30,13 @@ bool has_moe_layers(const ModelSpec& spec) {
   return std::any_of(spec.layers.begin(), spec.layers.end(), [](const LayerSpec& l) { return l.moe.active(); });
 }
 
+// The most experts of any MoE layer (0: no MoE layer).
+int64_t most_experts(const ModelSpec& spec) {
+  int64_t most = 0;
+  for (const LayerSpec& l : spec.layers) most = std::max(most, l.moe.num_experts);
+  return most;
+}
+
 // Bytes of DecoderWorkspace (engine/decoder_layer.h) for micro-batches of mb sequences of seq_len tokens: the
 // internals of layers that save none, the scratch, one token chunk's dense feed-forward buffers, the MoE layers'
 // buffers, and a normalised head's two [V, H] buffers.
@@ -290,7 +297,8 @@ GpuPlan plan_gpu(const ModelSpec& spec, const RunShape& run) {
                     (buffered(regions - 2) ? 2 * layout.largest_layer_numel : 0)) * 4 +
                    (run.passes > 1 ? kGradientAddChunk : 0);
   plan_activations(spec, run, es, g);
-  g.gemm_workspace = gemm_workspace_bytes(has_moe_layers(spec));
+  g.gemm_workspace = gemm_workspace_bytes(
+      most_experts(spec), run.runtime.moe_gemm == MoeGemmChoice::cutlass && run.dtype == DType::bf16);
   return g;
 }
 

@@ -102,7 +102,7 @@ struct GpuPlan {
   int64_t head = 0;                     // logits chunk (fp32) + dlogits chunk + per-row losses
   int64_t batch_arrays = 0;             // input ids, targets, positions, segments, chunk ids, lengths, the
                                         // segments' virtual batches (int32)
-  int64_t gemm_workspace = 0;           // cuBLASLt's (plan/gemm_workspace.h)
+  int64_t gemm_workspace = 0;           // cuBLASLt's and CUTLASS's (plan/gemm_workspace.h)
   int64_t rope_tables = 0;              // fp32 cos and sin of every RoPE table over max(positions, seq_len)
   // CudnnAttention's workspace (plan/cudnn_attention_plan.h: CudnnAttentionPlan::reserve, any batch length up to
   // seq_len) at the micro-batch shape, the widest covered layer's:

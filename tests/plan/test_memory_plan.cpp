@@ -4,6 +4,7 @@
 
 #include "catch.h"
 #include "model/model_spec.h"
+#include "plan/gemm_workspace.h"
 #include "plan/memory_plan.h"
 
 namespace {
@@ -46,6 +47,20 @@ TEST_CASE("GPU plan terms for Qwen2.5-3B, batch 8, seq 1024, c = 1", "[plan]") {
   CHECK(g.segment == 3 * 8 * 1024 * spec.hidden_size * 2);
   CHECK(g.micro_batch_size == 4);  // auto: 4096 tokens
   CHECK(g.gemm_workspace == 64 << 20);
+}
+
+TEST_CASE("GPU plan: the expert GEMMs' workspaces, the loop's four lanes and CUTLASS's in bf16 with moe_gemm cutlass",
+          "[plan]") {
+  const mt::ModelSpec spec = mt::load_model_spec(MEGATRAIN_SOURCE_DIR "/configs/models/deepseek-v3.json");
+  mt::RunShape run = bench_run(1);
+  const int64_t loop = (int64_t{64} << 20) + 4 * (int64_t{32} << 20);
+  CHECK(mt::plan_gpu(spec, run).gemm_workspace == loop);
+  run.runtime.moe_gemm = mt::MoeGemmChoice::cutlass;
+  // 256 experts: shapes 3 KiB, eight arrays of 2 KiB, in each of 16 slots; the workspace 256 KiB.
+  CHECK(mt::expert_gemm_arrays(256).bytes == 3072 + 8 * 2048);
+  CHECK(mt::plan_gpu(spec, run).gemm_workspace == loop + (int64_t{256} << 10) + 16 * (3072 + 8 * 2048));
+  run.dtype = mt::DType::f32;  // fp32 problems run the loop whatever the switch
+  CHECK(mt::plan_gpu(spec, run).gemm_workspace == loop);
 }
 
 // Peaks of `megatrain bench --seq 1024 --steps 1 --warmup 0 --checkpoint-interval 1 --micro-batch 4 --stream-dtype
