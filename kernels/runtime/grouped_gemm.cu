@@ -7,6 +7,7 @@
 #include <string>
 
 #include "kernels/ops/cuda_check.h"
+#include "kernels/runtime/cutlass_grouped_gemm.h"
 #include "core/error.h"
 #include "plan/gemm_workspace.h"
 
@@ -35,6 +36,7 @@ std::vector<ExpertRows> experts_with_rows(const int64_t* offsets, int64_t E) {
 
 GroupedGemm::GroupedGemm(cudaStream_t stream, MoeGemmChoice mode, int lanes)
     : stream_(stream), lane_count_(lanes), mode_(mode) {
+  if (mode_ == MoeGemmChoice::cutlass) cutlass_device_ = CutlassGroupedGemm::unsupported_device();
   if (mode_ != MoeGemmChoice::grouped) return;
   MT_CHECK_CUBLAS_V2(cublasCreate(&handle_));
   MT_CHECK_CUBLAS_V2(cublasSetStream(handle_, stream_));
@@ -47,6 +49,7 @@ GroupedGemm::~GroupedGemm() {
     cudaEventDestroy(lane.done);
     cudaStreamDestroy(lane.stream);
   }
+  cutlass_.reset();
   if (fork_) cudaEventDestroy(fork_);
   if (device_pointers_) cudaFree(device_pointers_);
   if (handle_) cublasDestroy(handle_);
@@ -107,8 +110,31 @@ void GroupedGemm::grouped(const std::vector<Problem>& problems, bool trans_a, bo
                                                 static_cast<int>(n), size.data(), CUBLAS_COMPUTE_32F));
 }
 
+bool GroupedGemm::through_cutlass(ExpertGemm g, DType t, const void* out, const void* a, const void* b,
+                                  int64_t w_stride, const int64_t* offsets, int64_t E, int64_t I, int64_t O,
+                                  float beta) {
+  if (mode_ != MoeGemmChoice::cutlass || t != DType::bf16) return false;
+  std::string why = cutlass_device_;
+  if (why.empty()) {
+    const auto address = [](const void* p) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p)); };
+    const ExpertGemmProblems p =
+        expert_gemm_problems(g, address(out), address(a), address(b), w_stride, offsets, E, I, O);
+    why = p.unsupported;
+    if (why.empty()) {
+      if (!cutlass_) cutlass_ = std::make_unique<CutlassGroupedGemm>(stream_);
+      why = cutlass_->run(g, p.problems, beta);
+      if (why.empty()) return true;
+    }
+  }
+  bool& logged = fallback_logged_[static_cast<int>(g)];
+  if (!logged) log_expert_gemm_fallback(g, why);
+  logged = true;
+  return false;
+}
+
 void GroupedGemm::forward(void* y, const void* x, const void* w, int64_t w_stride, const int64_t* offsets, int64_t E,
                           int64_t I, int64_t O, DType t) {
+  if (through_cutlass(ExpertGemm::forward, t, y, x, w, w_stride, offsets, E, I, O, 0.0f)) return;
   const std::vector<ExpertRows> ex = experts_with_rows(offsets, E);
   const auto y_of = [&](const ExpertRows& r) { return const_cast<char*>(at(y, r.r0 * O, t)); };
   if (!grouped_call(t)) {
@@ -128,6 +154,7 @@ void GroupedGemm::forward(void* y, const void* x, const void* w, int64_t w_strid
 
 void GroupedGemm::backward_data(void* dx, const void* dy, const void* w, int64_t w_stride, const int64_t* offsets,
                                 int64_t E, int64_t I, int64_t O, DType t, float beta) {
+  if (through_cutlass(ExpertGemm::backward_data, t, dx, dy, w, w_stride, offsets, E, I, O, beta)) return;
   const std::vector<ExpertRows> ex = experts_with_rows(offsets, E);
   const auto dx_of = [&](const ExpertRows& r) { return const_cast<char*>(at(dx, r.r0 * I, t)); };
   if (!grouped_call(t)) {
@@ -147,6 +174,7 @@ void GroupedGemm::backward_data(void* dx, const void* dy, const void* w, int64_t
 
 void GroupedGemm::backward_weight(float* dw, const void* dy, const void* x, int64_t w_stride, const int64_t* offsets,
                                   int64_t E, int64_t I, int64_t O, DType t) {
+  if (through_cutlass(ExpertGemm::backward_weight, t, dw, dy, x, w_stride, offsets, E, I, O, 1.0f)) return;
   const std::vector<ExpertRows> ex = experts_with_rows(offsets, E);
   if (!grouped_call(t)) {
     on_lanes(static_cast<int64_t>(ex.size()), [&](Gemm& g, int64_t i) {
