@@ -2,9 +2,10 @@
 // bf16: the softmax top-k router (forward, backward with the load-balancing term and padding), its statistics, the
 // stable permutation (bit for bit, an expert without rows included), gather / combine and their backwards (the
 // combine's weights from the down projection's data gradient, with and without down biases), the grouped expert
-// GEMMs forward and backward in both modes (MEGATRAIN_MOE_GEMM=loop and grouped), with row counts that change from
-// call to call (the plans of power-of-two row buckets) and over 1 or 4 expert streams, over empty, single-row and
-// imbalanced expert groups (every row in one expert, half the rows in one), the sigmoid gate.
+// GEMMs forward and backward in every mode (MEGATRAIN_MOE_GEMM=loop, grouped and cutlass; cutlass over weights whose
+// experts are 16-byte aligned, which it takes, and misaligned ones, which fall back to the loop), with row counts
+// that change from call to call (the plans of power-of-two row buckets) and over 1 or 4 expert streams, over empty,
+// single-row and imbalanced expert groups (every row in one expert, half the rows in one), the sigmoid gate.
 #include <algorithm>
 #include <cstdlib>
 #include <numeric>
@@ -136,10 +137,10 @@ TEST_CASE("cuda MoE sigmoid router (GLM-4.5: score bias, group-limited top k, sc
   }
 }
 
-TEST_CASE("cuda MoE gather, combine, grouped expert GEMMs (loop and grouped) and sigmoid gate match the CPU backend",
-          "[gpu][moe]") {
+TEST_CASE("cuda MoE gather, combine, grouped expert GEMMs (loop, grouped and cutlass) and sigmoid gate match the CPU "
+          "backend", "[gpu][moe]") {
   MT_REQUIRE_GPU();
-  for (const char* mode : {"loop", "grouped"})
+  for (const char* mode : {"loop", "grouped", "cutlass"})
     for (const Shape& c : shapes)
       for (const DType dt : {DType::f32, DType::bf16}) {
         INFO(mode << " " << c.name << " " << (dt == DType::f32 ? "float32" : "bfloat16"));
@@ -168,8 +169,10 @@ TEST_CASE("cuda MoE gather, combine, grouped expert GEMMs (loop and grouped) and
         std::vector<float> dx_ref(c.T * c.H);
         cpu().moe_gather_backward(dx_ref.data(), dxs.data(), row_of.data(), c.T, c.k, c.H, false);
         check_close("gather backward", dx.read(), dx_ref, tol);
-        // Grouped expert GEMMs: gate [I, H] per expert, stride I·H + 7 (experts are not packed back to back).
-        const int64_t stride = c.I * c.H + 7;
+        // Grouped expert GEMMs: gate [I, H] per expert, stride I·H + 7 (experts are not packed back to back), or
+        // I·H + 8 in cutlass mode (each expert 16-byte aligned, so CUTLASS takes the shapes whose H and I are
+        // multiples of 8).
+        const int64_t stride = c.I * c.H + (std::string(mode) == "cutlass" ? 8 : 7);
         const auto w = rounded_to(dt, random_floats(c.E * stride, 7, 0.1f));
         BackendBuffer d_w(*be, w, dt), y(*be, R * c.I, dt);
         be->grouped_linear_forward(y.get(), xs.get(), d_w.get(), stride, host_offsets.data(), c.E, c.H, c.I);
@@ -284,7 +287,7 @@ TEST_CASE("cuda grouped expert GEMMs: row counts that change call to call reuse 
 }
 
 TEST_CASE("cuda grouped expert GEMMs over empty, single-row and imbalanced expert groups match the CPU backend, "
-          "loop and grouped", "[gpu][moe]") {
+          "loop, grouped and cutlass, experts 16-byte aligned or not", "[gpu][moe]") {
   MT_REQUIRE_GPU();
   const int64_t H = 72, I = 40;
   struct Groups {
@@ -298,41 +301,44 @@ TEST_CASE("cuda grouped expert GEMMs over empty, single-row and imbalanced exper
       {"half the rows to one expert, the rest spread and some empty", {300, 0, 90, 1, 0, 150, 59, 0}},
       {"imbalanced around the bucket edges", {64, 65, 127, 128, 129, 2, 0, 1}},
   };
-  for (const char* mode : {"loop", "grouped"})
+  for (const char* mode : {"loop", "grouped", "cutlass"})
     for (const Groups& g : cases)
-      for (const DType dt : {DType::f32, DType::bf16}) {
-        INFO(mode << " " << g.name << " " << (dt == DType::f32 ? "float32" : "bfloat16"));
-        setenv("MEGATRAIN_MOE_GEMM", mode, 1);
-        auto be = mt::make_cuda_backend(dt, 0, mt::environment_switches());
-        unsetenv("MEGATRAIN_MOE_GEMM");
-        const double tol = tolerance_of(dt);
-        const auto E = static_cast<int64_t>(g.rows.size());
-        const std::vector<int64_t> offsets = offsets_of(g.rows);
-        const int64_t R = offsets.back(), stride = I * H + 3;
-        const auto w = rounded_to(dt, random_floats(E * stride, 71, 0.1f));
-        const auto x = rounded_to(dt, random_floats(R * H, 72));
-        const auto dy = rounded_to(dt, random_floats(R * I, 73));
-        const auto dx0 = rounded_to(dt, random_floats(R * H, 74));
-        const auto dw0 = random_floats(E * stride, 75);
-        BackendBuffer d_w(*be, w, dt), d_x(*be, x, dt), y(*be, R * I, dt), d_dy(*be, dy, dt);
-        be->grouped_linear_forward(y.get(), d_x.get(), d_w.get(), stride, offsets.data(), E, H, I);
-        std::vector<float> y_ref(R * I);
-        cpu().grouped_linear_forward(y_ref.data(), x.data(), w.data(), stride, offsets.data(), E, H, I);
-        check_close("forward", y.read(), y_ref, tol);
-        for (const bool accumulate : {false, true}) {
-          INFO("dx " << (accumulate ? "+=" : "="));
-          BackendBuffer dx(*be, dx0, dt), dw(*be, dw0, DType::f32);
-          be->grouped_linear_backward(dx.get(), dw.floats(), d_dy.get(), d_x.get(), d_w.get(), stride, offsets.data(),
-                                      E, H, I, accumulate);
-          std::vector<float> dx_ref = dx0, dw_ref = dw0;
-          cpu().grouped_linear_backward(dx_ref.data(), dw_ref.data(), dy.data(), x.data(), w.data(), stride,
+      for (const DType dt : {DType::f32, DType::bf16})
+        for (const int64_t pad : {3, 8}) {  // the experts' weights 2- or 16-byte aligned
+          INFO(mode << " " << g.name << " " << (dt == DType::f32 ? "float32" : "bfloat16") << ", stride I·H + "
+                    << pad);
+          setenv("MEGATRAIN_MOE_GEMM", mode, 1);
+          auto be = mt::make_cuda_backend(dt, 0, mt::environment_switches());
+          unsetenv("MEGATRAIN_MOE_GEMM");
+          const double tol = tolerance_of(dt);
+          const auto E = static_cast<int64_t>(g.rows.size());
+          const std::vector<int64_t> offsets = offsets_of(g.rows);
+          const int64_t R = offsets.back(), stride = I * H + pad;
+          const auto w = rounded_to(dt, random_floats(E * stride, 71, 0.1f));
+          const auto x = rounded_to(dt, random_floats(R * H, 72));
+          const auto dy = rounded_to(dt, random_floats(R * I, 73));
+          const auto dx0 = rounded_to(dt, random_floats(R * H, 74));
+          const auto dw0 = random_floats(E * stride, 75);
+          BackendBuffer d_w(*be, w, dt), d_x(*be, x, dt), y(*be, R * I, dt), d_dy(*be, dy, dt);
+          be->grouped_linear_forward(y.get(), d_x.get(), d_w.get(), stride, offsets.data(), E, H, I);
+          std::vector<float> y_ref(R * I);
+          cpu().grouped_linear_forward(y_ref.data(), x.data(), w.data(), stride, offsets.data(), E, H, I);
+          check_close("forward", y.read(), y_ref, tol);
+          for (const bool accumulate : {false, true}) {
+            INFO("dx " << (accumulate ? "+=" : "="));
+            BackendBuffer dx(*be, dx0, dt), dw(*be, dw0, DType::f32);
+            be->grouped_linear_backward(dx.get(), dw.floats(), d_dy.get(), d_x.get(), d_w.get(), stride,
                                         offsets.data(), E, H, I, accumulate);
-          check_close("dx", dx.read(), dx_ref, tol);
-          const auto dwr = dw.read();
-          check_close("dw (+=)", dwr, dw_ref, tol);
-          for (int64_t e = 0; e < E; ++e)  // an empty expert's gradient is untouched, bit for bit
-            if (g.rows[static_cast<size_t>(e)] == 0)
-              CHECK(std::equal(dwr.begin() + e * stride, dwr.begin() + (e + 1) * stride, dw0.begin() + e * stride));
+            std::vector<float> dx_ref = dx0, dw_ref = dw0;
+            cpu().grouped_linear_backward(dx_ref.data(), dw_ref.data(), dy.data(), x.data(), w.data(), stride,
+                                          offsets.data(), E, H, I, accumulate);
+            check_close("dx", dx.read(), dx_ref, tol);
+            const auto dwr = dw.read();
+            check_close("dw (+=)", dwr, dw_ref, tol);
+            for (int64_t e = 0; e < E; ++e)  // an empty expert's gradient is untouched, bit for bit
+              if (g.rows[static_cast<size_t>(e)] == 0)
+                CHECK(std::equal(dwr.begin() + e * stride, dwr.begin() + (e + 1) * stride,
+                                 dw0.begin() + e * stride));
+          }
         }
-      }
 }
