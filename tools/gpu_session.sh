@@ -19,7 +19,8 @@
 # in each mode with the plan's predicted step time next to the measured; SKIP_TESTS=1 skips the op table and parity;
 # moe: the tests, then Qwen3-30B-A3B at 64 × 4096 with and without the optimizer, GPT-OSS-120B's one layer, the
 # Qwen3-30B-A3B and Mixtral-8x7B layer shapes with as many layers as 125 GiB of RAM holds at
-# the plan's recommended batch, the expert GEMMs as a loop and grouped (MEGATRAIN_MOE_GEMM), a step-time sweep over
+# the plan's recommended batch, the expert GEMMs as a loop, grouped and through CUTLASS (MEGATRAIN_MOE_GEMM; and the
+# probe tests_gpu "[.moe_gemm_bench]": each expert GEMM alone against a dense GEMM of its FLOPs), a step-time sweep over
 # tokens per step on the Qwen3-30B-A3B shape, and 2 Llama 4 Scout layers at 16 × 4096 and 4 × 16384 (chunked); longseq: the tests, then Qwen2.5-3B at 8 × 8192 and 2 × 32768, then batch
 # 1 at the longest sequence the plan predicts for Qwen2.5-3B and Qwen2.5-7B on this GPU (`calc-resource`'s
 # longest_sequence.gpu_memory_tokens and its checkpoint interval), capped at the issue's targets, 524 288 and 262 144
@@ -255,6 +256,11 @@ if [[ $mode == moe ]]; then  # most wanted first
   bench mixtral_8x7b_4l_b8_loop 1 --model configs/models/mixtral-8x7b.json --layers 4 "${moe[@]}" --batch 8
   MEGATRAIN_MOE_GEMM=grouped bench mixtral_8x7b_4l_b8_grouped 1 --model configs/models/mixtral-8x7b.json --layers 4 \
     "${moe[@]}" --batch 8
+  MEGATRAIN_MOE_GEMM=cutlass bench qwen3_30b_a3b_10l_b16_cutlass 1 "${q30[@]}" "${moe[@]}" --batch 16
+  MEGATRAIN_MOE_GEMM=cutlass bench mixtral_8x7b_4l_b8_cutlass 1 --model configs/models/mixtral-8x7b.json --layers 4 \
+    "${moe[@]}" --batch 8
+  timeout 300 $b/tests_gpu "[.moe_gemm_bench]" >"$out/moe_gemm_bench.log" 2>&1
+  note "tests_gpu [.moe_gemm_bench] rc=$? $(grep -c '^moe_gemm_bench' "$out/moe_gemm_bench.log") lines"
   for batch in 2 4 8 32; do bench "qwen3_30b_a3b_10l_b${batch}_sweep" 1 "${q30[@]}" "${moe[@]}" --batch $batch; done
   # Llama 4 Scout: 2.2 G parameters a layer (embedding and head 2.07 G), so 2 layers; at 16384 tokens a sequence the
   # chunked layers attend in chunks of 8192 (chunk ids as segments, the window at the chunk).
