@@ -13,8 +13,9 @@ namespace mt {
 inline constexpr int64_t kGemmWorkspaceBytes = int64_t{64} << 20;        // the backend stream's Gemm
 inline constexpr int kExpertGemmStreams = 4;                             // streams the experts' GEMMs spread over
 inline constexpr int64_t kExpertGemmWorkspaceBytes = int64_t{32} << 20;  // each expert stream's Gemm
-// CUTLASS's grouped GEMM workspace: its TMA descriptors, 128 bytes each, at most 5 per SM (two operands, C, D and a
-// spare), so 84 KiB on the 132 SMs of an H100 or H200; the backend checks each launch's need against it.
+// CUTLASS's grouped GEMM workspace: its TMA descriptors, 128 bytes each, 5 per SM (A, B, C and a D per epilogue
+// warp group, two): get_workspace_size gives 84 480 bytes for each of the three kernels on the 132 SMs of an H100 or
+// H200 (a host-side check of the built kernels); the backend grows past it only where a launch asks for more.
 inline constexpr int64_t kCutlassGemmWorkspaceBytes = int64_t{256} << 10;
 // The ring of problem arrays of CUTLASS's grouped launches (page-locked and device copies of each): the host fills
 // a slot only once the copy of the launch kExpertGemmArraySlots launches before it has finished.
