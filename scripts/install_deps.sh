@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs MegaTrain's build and test dependencies from Debian packages (Debian 12 and newer), and the header-only
-# libraries from pinned PyPI wheels into .deps/ (CUTLASS's headers, for the CUDA backend's grouped expert GEMMs).
+# libraries from pinned PyPI wheels into .deps/ (CUTLASS's headers, for the CUDA backend's grouped expert GEMMs;
+# cudnn-frontend's, for its cuDNN attention graphs).
 # Invariant: idempotent; installs only what is missing; needs root (or sudo) and the package registry, and PyPI's
 # file host where a pinned header folder is missing.
 set -euo pipefail
@@ -46,3 +47,11 @@ python3 "$repo/scripts/wheel_headers.py" \
   https://files.pythonhosted.org/packages/21/6b/e86fc2fd536dd4b8bd2209aa31d7002610c501b0802337787eac9c9b328c/nvidia_cutlass-4.2.0.0-py3-none-any.whl \
   f9599ada45c7bcb6bf53f7d3f0a7d154183e53451c01bfa59eecd37dd4a693f6 \
   cutlass_library/source/include/ "$repo/.deps/cutlass-4.2.0.0/include"
+
+# cudnn-frontend 1.32.0's headers (cudnn_frontend.h and cudnn_frontend/, with its bundled nlohmann json), from NVIDIA's
+# nvidia-cudnn-frontend wheel on PyPI (every platform's wheel ships the same include/; this is the CPython 3.11 x86-64
+# one): CMakeLists.txt reads them from .deps/cudnn-frontend-1.32.0/include where cuDNN is found.
+python3 "$repo/scripts/wheel_headers.py" \
+  https://files.pythonhosted.org/packages/11/02/660e2dd9f9d9f940e1641443771730612c3aadaafbc5ef7a93cc313d519d/nvidia_cudnn_frontend-1.32.0-cp311-cp311-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl \
+  c6006556017a4d1c914c52a556c71b1267f2d6a0500f742e7b4edef539878df0 \
+  include/ "$repo/.deps/cudnn-frontend-1.32.0/include"
