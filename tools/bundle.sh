@@ -2,7 +2,8 @@
 # Makes a relocatable directory: the megatrain binary (and, with --tests, the test binaries) at its top and
 # the shared libraries a compute node may lack in lib/ (found with ldd); binaries get rpath $ORIGIN/lib.
 # Left out on purpose: the C/C++ runtime, the GPU driver, the CUDA runtime and libraries (NCCL and cuDNN among them: cuDNN's
-# libcudnn.so.9 loads its engine libraries, ~500 MB, from its own directory at run time), and MPI/hwloc/numa
+# libcudnn.so.9 loads its engine libraries, ~500 MB, from its own directory at run time; NVRTC, 104 MB, which cuDNN
+# compiles its runtime-fusion kernels with and cudnn-frontend's graph links), and MPI/hwloc/numa
 # (a node's MPI must match its launcher). Usage: tools/bundle.sh [--tests] [BUILD_DIR] [OUT_DIR]
 set -euo pipefail
 with_tests=0
@@ -20,7 +21,7 @@ if ((with_tests)); then
 fi
 
 # System, driver, CUDA and MPI libraries stay with the node.
-keep_on_node='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|librt\.|libpthread\.|libstdc\+\+|libgcc_s|libgomp|libcuda\.|libcudart|libcublas|libcudnn|libnccl|libnvidia|libmpi|libopen-(pal|rte)|libhwloc|libnuma|libevent|libpmix|libz\.|libudev|libutil)'
+keep_on_node='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|librt\.|libpthread\.|libstdc\+\+|libgcc_s|libgomp|libcuda\.|libcudart|libcublas|libcudnn|libnvrtc|libnccl|libnvidia|libmpi|libopen-(pal|rte)|libhwloc|libnuma|libevent|libpmix|libz\.|libudev|libutil)'
 for b in "${binaries[@]}"; do
   cp "$b" "$out/"
   patchelf --set-rpath '$ORIGIN/lib' "$out/$(basename "$b")"
