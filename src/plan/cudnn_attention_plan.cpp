@@ -230,11 +230,12 @@ std::string CudnnAttentionPlan::describe_choice(int64_t limit_bytes) const {
   return MT_FORMAT(
       "MEGATRAIN_ATTENTION={}: forward cuDNN where it covers the case (bf16, soft-capped or not, sinks from cuDNN "
       "9.13, ALiBi, packed segments and chunks as a virtual batch); backward cuDNN's {}{} {}; our kernel elsewhere "
-      "and wherever a plan does not finalize",
+      "and wherever a plan does not finalize; graphs by the {} (MEGATRAIN_CUDNN_GRAPHS={})",
       attention_choice_name(choice()), backward_name(),
       tile > 0 ? MT_FORMAT(" (past {} tokens in tiles of that length, no window)", tile) : std::string(),
       limit_bytes >= 0 ? MT_FORMAT("where its workspace and staging fit {}", mib(limit_bytes))
-                       : std::string("wherever the GPU can hold its workspace"));
+                       : std::string("wherever the GPU can hold its workspace"),
+      graphs() == CudnnGraphs::builder ? "hand-built backend API" : "cudnn-frontend", cudnn_graphs_name(graphs()));
 }
 
 std::string CudnnAttentionPlan::describe_plan(const GpuPlan& g) const {

@@ -60,7 +60,7 @@ struct AttentionDecision {
 };
 
 // cuDNN attention under one run's switches (RuntimeSwitches: attention, cudnn_seq_buckets, cudnn_ragged,
-// attention_deterministic, cudnn_backward_tile, cudnn_workspace_mib; their variables and config keys are
+// cudnn_graphs, attention_deterministic, cudnn_backward_tile, cudnn_workspace_mib; their variables and config keys are
 // core/runtime_switches.h's): every figure and choice that depends on them.
 class CudnnAttentionPlan {
  public:
@@ -83,6 +83,10 @@ class CudnnAttentionPlan {
   // non-deterministic one's fp32 dQ accumulator over the call's rows at dQ's offsets). Off: the padded graphs with
   // their staging copies and gathers. The memory plan counts the padded graphs' figures, which hold either.
   bool ragged() const { return switches_.cudnn_ragged; }
+
+  // cudnn_graphs: who builds the graphs (builder, the default: ours on cuDNN's backend API; frontend:
+  // cudnn-frontend's SDPA nodes). Either holds the workspace the figures below count.
+  CudnnGraphs graphs() const { return switches_.cudnn_graphs; }
 
   // attention_deterministic on (the default): cuDNN's backward is its deterministic graph (dQ = dS·K from a dP
   // workspace: a step's bits are the same run to run). Off: its non-deterministic graph, which adds dQ into an fp32

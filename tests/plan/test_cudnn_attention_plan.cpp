@@ -463,6 +463,22 @@ TEST_CASE("cudnn attention: padded and packed calls are ragged unless MEGATRAIN_
                    "MEGATRAIN_CUDNN_RAGGED must be 0 or 1"));
 }
 
+TEST_CASE("cudnn attention: the hand-built graphs unless MEGATRAIN_CUDNN_GRAPHS=frontend, named in the log line",
+          "[plan][cudnn]") {
+  CHECK(plan().graphs() == mt::CudnnGraphs::builder);
+  CHECK(contains(plan().describe_choice(-1), "graphs by the hand-built backend API (MEGATRAIN_CUDNN_GRAPHS=builder)"));
+  {
+    const Switch e("MEGATRAIN_CUDNN_GRAPHS", "frontend");
+    CHECK(plan().graphs() == mt::CudnnGraphs::frontend);
+    CHECK(contains(plan().describe_choice(-1), "graphs by the cudnn-frontend (MEGATRAIN_CUDNN_GRAPHS=frontend)"));
+    // the same workspace figures either way: the frontend's side tensors are those the formula counts
+    CHECK(plan().backward_graph_bytes(4, 8192, 16, 128) ==
+          mt::CudnnAttentionPlan(mt::RuntimeSwitches{}).backward_graph_bytes(4, 8192, 16, 128));
+  }
+  CHECK(contains(thrown([&] { const Switch e("MEGATRAIN_CUDNN_GRAPHS", "raw"); }),
+                 "MEGATRAIN_CUDNN_GRAPHS must be builder or frontend, not 'raw'"));
+}
+
 TEST_CASE("cudnn attention: past the tile length the deterministic backward runs in tiles", "[plan][cudnn][longseq]") {
   // Which calls tile: longer than the configured tile, without a window.
   CHECK(plan().backward_tile(shape(4, 8192, 16, 2, 128)) == 0);  // one graph up to the tile
