@@ -86,7 +86,7 @@ std::vector<CudnnEngineConfig> CudnnAttention::engine_configs(bool backward, con
   const Layout l = layout_for(s);
   Graph& g = graph(backward, l.shape, l.padded, deterministic);
   if (!g.info.ok) return {};
-  return g.sdpa->survey(deterministic || !backward);
+  return g.sdpa ? g.sdpa->survey(deterministic || !backward) : g.builder->survey(deterministic || !backward);
 }
 
 bool CudnnAttention::use_engine_config(bool backward, const AttnShape& s, bool deterministic,
@@ -94,11 +94,30 @@ bool CudnnAttention::use_engine_config(bool backward, const AttnShape& s, bool d
   const Layout l = layout_for(s);
   Graph& g = graph(backward, l.shape, l.padded, deterministic);
   if (!g.info.ok) return false;
-  std::string why;
-  if (!g.sdpa->use_config(c, g.info, why)) {
-    log::debug("attention: engine {} {} does not build: {}", c.engine, c.describe(), why);
+  if (g.sdpa) {
+    std::string why;
+    CudnnPlanInfo info = g.info;
+    if (!g.sdpa->use_config(c, info, why)) {
+      log::debug("attention: engine {} {} does not build: {}", c.engine, c.describe(), why);
+      return false;
+    }
+    g.info = info;
+    g.plan_bytes = align_up(info.workspace_bytes);
+    g.info.workspace_bytes = g.plan_and_side_bytes();
+    return true;
+  }
+  CudnnPlanInfo info;
+  cudnnBackendDescriptor_t plan = g.builder->plan_for(c, info);
+  if (plan == nullptr) {
+    log::debug("attention: engine {} {} does not finalize: {}", c.engine, c.describe(), g.builder->error());
     return false;
   }
+  g.plan = plan;
+  g.plan_bytes = align_up(info.workspace_bytes);
+  g.info.engine = info.engine;
+  g.info.knobs = info.knobs;
+  g.info.notes = info.notes;
+  g.info.workspace_bytes = g.plan_and_side_bytes();
   return true;
 }
 
@@ -267,7 +286,7 @@ bool CudnnAttention::backward_call(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bf
   if (!g.info.ok || !reserve_workspace(g, staging)) return false;
   char* ws = static_cast<char*>(workspace_);
   const void *q_in = q, *k_in = k, *v_in = v, *o_in = out, *do_in = dout, *stats_in = lse;
-  const void* lens = s.seq_lens;
+  const void* lens = s.seq_lens != nullptr ? static_cast<const void*>(s.seq_lens) : g.full_lens;
   void *dq_out = dq, *dk_out = dk, *dv_out = dv;
   if (l.staged) {  // as forward: inputs into the bucket's layout (pad rows 0, pad lse 0), gradients back out
     char* st = ws + g.info.workspace_bytes;
@@ -287,7 +306,8 @@ bool CudnnAttention::backward_call(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bf
     q_in = sq, k_in = sk, v_in = sv, o_in = so, do_in = sdo, stats_in = sstats;
     dq_out = sdq, dk_out = sdk, dv_out = sdv;
   }
-  Bindings ptrs = backward_bindings(q_in, k_in, v_in, o_in, do_in, stats_in, dq_out, dk_out, dv_out);
+  Bindings ptrs = backward_bindings(q_in, k_in, v_in, o_in, do_in, stats_in, dq_out, dk_out, dv_out, ws + g.plan_bytes);
+  bind_dq_accum(g, g.side.dq_accum_bytes, ws, version(), ptrs, stream_);
   if (g.padding) {
     ptrs.add(uid_seq_q, lens);
     ptrs.add(uid_seq_kv, lens);

@@ -1,4 +1,4 @@
-// cuDNN's fused flash attention (the runtime fusion engine's SDPA patterns) as cudnn-frontend's SDPA graphs, for the
+// cuDNN's fused flash attention (the runtime fusion engine's SDPA patterns) through the backend graph API, for the
 // AttnShape cases it covers: bf16, causal, GQA/MQA, sliding window, right padding (per-sequence lengths), any scale,
 // logit soft-cap (Gemma 2, as a score modifier: cuDNN 9.6 and later), attention sinks (GPT-OSS: in the forward's
 // softmax, cuDNN 9.13 and later, cast per call into an fp32 copy as cuDNN takes them; the backward is the graph without
@@ -63,11 +63,11 @@ struct CudnnEngineConfig {
 struct CudnnPlanInfo {
   bool ok = false;
   int64_t engine = -1;          // CUDNN_ATTR_ENGINE_GLOBAL_INDEX of the chosen engine config
-  int64_t workspace_bytes = 0;  // cudnn-frontend's: the plan's and its fp32 side tensors (softmax sum, dQ accumulator)
+  int64_t workspace_bytes = 0;  // the plan's workspace plus our fp32 side tensors (softmax sum, dQ accumulator)
   int64_t candidates = 0;       // engine configs the heuristics offered
-  std::string offered;          // their engines' global indices up to the chosen one, in order
+  std::string offered;          // their engines' global indices up to the chosen one, in order ("n": non-deterministic)
   std::string knobs;            // the chosen config's knob choices (CudnnEngineConfig::describe)
-  std::string notes;            // the chosen plan's name as cudnn-frontend gives it
+  std::string notes;            // the engine's numerical/behaviour notes
   double build_ms = 0;          // graph, heuristics and plan (cuDNN compiles the kernels here)
   std::string error;            // when !ok: "<descriptor> <attribute>: <cuDNN status> (<cuDNN's last message>)"
 };
@@ -131,7 +131,9 @@ class CudnnAttention {
     bool padded, staged;
   };
   Layout layout_for(const AttnShape& s) const;
-  // ragged: sequences that start at per-sequence offsets (ragged_forward, ragged_backward); padded must be set.
+  // ragged: sequences that start at per-sequence offsets (ragged_forward, ragged_backward); padded must be set. A
+  // ragged non-deterministic backward's fp32 dQ accumulator has dQ's rows and offsets (the call's rows, not the
+  // graph's).
   Graph& graph(bool backward, const AttnShape& s, bool padded, bool deterministic, bool causal = true,
                bool ragged = false);
   // The forward as one ragged call of the graph shape g_shape (its seq a bucket) over a call of rows_in_call rows:
@@ -163,14 +165,14 @@ class CudnnAttention {
                             const __nv_bfloat16* v, const AttnShape& s, const AttnShape& bucket);
   // The ragged backward's graph at g_shape: cudnn_deterministic_backward's, deterministic or not.
   Graph& ragged_backward_graph(const AttnShape& g_shape);
-  // What a ragged backward at graph shape g_shape holds in the shared workspace (the frontend's workspace: its plan's,
-  // the softmax sum and, non-deterministic, the fp32 dQ accumulator of the graph's batch × seq rows; then the stats
-  // [batch, heads, seq] of g_shape: ragged_backward_stats), or -1 where it does not run: MEGATRAIN_CUDNN_RAGGED=0, a tiled shape, head_dim
+  // What a ragged backward at graph shape g_shape holds in the shared workspace (its plan's workspace, softmax_sum and,
+  // non-deterministic, the fp32 dQ accumulator of the call's rows_in_call rows, then the stats [batch, heads, seq] of
+  // g_shape: ragged_backward_stats), or -1 where it does not run: MEGATRAIN_CUDNN_RAGGED=0, a tiled shape, head_dim
   // past 128 (cuDNN 9.14's ragged backward is wrong there), offsets of rows_in_call rows past int32, or a graph that
   // does not finalize.
   int64_t ragged_backward_bytes(const AttnShape& g_shape, int64_t rows_in_call);
   // Where the caller places the stats in the workspace.
-  float* ragged_backward_stats(const AttnShape& g_shape);
+  float* ragged_backward_stats(const AttnShape& g_shape, int64_t rows_in_call);
   // The backward as one ragged call, sequences placed as ragged_forward's; the stats already at
   // ragged_backward_stats. The gradients' rows past a sequence's length are not written. Called where
   // ragged_backward_bytes found the graph and the workspace holds it.
