@@ -32,6 +32,7 @@
 #include "plan/sequence_limit.h"
 #include "plan/step_bound.h"
 #include "plan/step_rates.h"
+#include "plan/step_time.h"
 #include "store/shared_memory_check.h"
 
 namespace mt {
@@ -158,6 +159,14 @@ json step_bound_json(const ModelSpec& spec, const RunShape& run, const StepRates
           {"unhidden_wait_seconds", b.unhidden_wait_seconds}, {"first_pass_wait_seconds", b.first_pass_wait_seconds},
           {"pcie_bound_tokens_per_pass", b.pcie_bound_tokens}, {"optimizer_bound_tokens", b.optimizer_bound_tokens},
           {"recommended_pass_batch_size", b.recommended_batch}};
+}
+
+// The predicted step's parts (plan/step_time.h), seconds.
+json step_time_json(const StepTime& t) {
+  return {{"step_seconds", t.step_s}, {"compute_seconds", t.compute_s}, {"dense_seconds", t.dense_s},
+          {"head_seconds", t.head_s}, {"attention_seconds", t.attention_s}, {"experts_seconds", t.experts_s},
+          {"recompute_seconds", t.recompute_s}, {"resident_update_seconds", t.resident_update_s},
+          {"stream_wait_seconds", t.stream_wait_s}, {"optimizer_wait_seconds", t.optimizer_wait_s}};
 }
 
 // What does not fit, one entry per resource.
@@ -315,6 +324,7 @@ json to_json(const std::string& model, const ModelSpec& spec, const Machine& m, 
                            {"checkpoint_interval", a.recommended_interval},
                            {"recompute_layers", a.run.recompute_layers}}},
           {"verdict", a.fits() ? "fits" : a.shortfall}};
+  if (m.gpu_bytes > 0) j["predicted_step"] = step_time_json(predict_step_time(spec, beside_run, rates));
   if (!a.fits()) {
     j["shortfalls"] = shortfalls(a, m);
     json list = json::array();
@@ -326,8 +336,7 @@ json to_json(const std::string& model, const ModelSpec& spec, const Machine& m, 
     j["active_parameters"] = count_active_parameters(spec);
     j["step_bound"] = step_bound_json(spec, beside_run, rates);
     j["moe_keep"] = {{"layers", keep.layers}, {"moe_layers", keep.moe_layers}, {"bytes", keep.kept_bytes},
-                     {"recompute_seconds", keep.recompute_seconds}, {"saved_seconds", keep.saved_seconds},
-                     {"optimizer_wait_seconds", keep.wait_seconds}};
+                     {"predicted_step_seconds_by_layers", keep.steps_by_count}};
   }
   return j;
 }
@@ -396,6 +405,9 @@ void print_text(const std::string& model, const ModelSpec& spec, const Machine& 
                                       : std::string("  training.optimizer_on_gpu auto: nothing fits beside the plan, "
                                                     "every update on the CPU\n");
                }()
+            << (m.gpu_bytes > 0 ? MT_FORMAT("  at the step rates, batch {} × {}: {}\n", a.run.batch_size,
+                                             a.run.seq_len, describe_step_time(predict_step_time(spec, beside_run, rates)))
+                                : std::string())
             << MT_FORMAT("largest trainable model for this RAM: {:.2f} B parameters\n",
                          static_cast<double>(a.largest_parameters) / 1e9);
   std::cout << "largest model by store.offload:";

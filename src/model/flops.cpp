@@ -6,6 +6,19 @@
 
 namespace mt {
 
+double mixer_flops_per_token(const LayerSpec& l, int64_t seq_len) {
+  if (l.is_deltanet()) {
+    const DeltaNetSpec& d = l.deltanet;
+    return 18.0 * static_cast<double>(d.num_v_heads * d.k_head_dim * d.v_head_dim) +
+           6.0 * static_cast<double>(d.conv_dim() * d.conv_kernel);
+  }
+  int64_t keys = l.attention.window > 0 ? std::min(l.attention.window, seq_len) : seq_len;
+  if (l.attention.chunk > 0) keys = std::min(keys, l.attention.chunk);  // chunked attention: the chunk's keys
+  // q·k and p·v over the keys, forward and backward: 6·heads·(q/k head dim + value head dim) per key.
+  const int64_t v_dim = l.is_mla() ? l.mla.v_head_dim : l.attention.head_dim;
+  return 6.0 * static_cast<double>(l.attention.num_heads * (l.attention.head_dim + v_dim) * keys);
+}
+
 std::vector<double> region_flops_per_token(const ModelSpec& spec, const ParamLayout& layout, int64_t seq_len) {
   std::vector<double> flops(layout.regions.size(), 0.0);
   for (size_t r = 1; r < layout.regions.size(); ++r) {
@@ -27,17 +40,7 @@ std::vector<double> region_flops_per_token(const ModelSpec& spec, const ParamLay
     // A token computes with its top_k experts only: the others' matrices leave the count.
     if (l.moe.active())
       f -= 6.0 * static_cast<double>((l.moe.num_experts - l.moe.top_k) * 3 * l.moe.intermediate_size * spec.hidden_size);
-    if (l.is_deltanet()) {
-      const DeltaNetSpec& d = l.deltanet;
-      f += 18.0 * static_cast<double>(d.num_v_heads * d.k_head_dim * d.v_head_dim) +
-           6.0 * static_cast<double>(d.conv_dim() * d.conv_kernel);
-      continue;
-    }
-    int64_t keys = l.attention.window > 0 ? std::min(l.attention.window, seq_len) : seq_len;
-    if (l.attention.chunk > 0) keys = std::min(keys, l.attention.chunk);  // chunked attention: the chunk's keys
-    // q·k and p·v over the keys, forward and backward: 6·heads·(q/k head dim + value head dim) per key.
-    const int64_t v_dim = l.is_mla() ? l.mla.v_head_dim : l.attention.head_dim;
-    f += 6.0 * static_cast<double>(l.attention.num_heads * (l.attention.head_dim + v_dim) * keys);
+    f += mixer_flops_per_token(l, seq_len);
   }
   return flops;
 }

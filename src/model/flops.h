@@ -27,6 +27,8 @@ StepFlops step_flops(const ModelSpec& spec, const ParamLayout& layout, int64_t t
 // The model term per token of each region of the layout (the embedding's 0; a layer's active matrices and its
 // attention or delta-rule term; the head's): step_flops' model term is their sum.
 std::vector<double> region_flops_per_token(const ModelSpec& spec, const ParamLayout& layout, int64_t seq_len);
+// A layer's attention (or delta-rule) term of region_flops_per_token: forward and backward per token at seq_len.
+double mixer_flops_per_token(const LayerSpec& layer, int64_t seq_len);
 // step_flops' model term for one token of sequences of seq_len (the spec's own layout).
 double model_flops_per_token(const ModelSpec& spec, int64_t seq_len);
 

@@ -2,7 +2,7 @@
 #include "plan/resident_plan.h"
 
 #include "core/error.h"
-#include "plan/step_bound.h"
+#include "plan/step_time.h"
 #include "store/shared_memory_check.h"
 
 namespace mt {
@@ -38,11 +38,18 @@ ResidentPlan plan_resident(const ModelSpec& spec, const RunShape& run, int64_t g
   ResidentPlan best = most(run.cudnn_call_batch);
   const GpuPlan g = plan_gpu(spec, run);
   if (!g.cudnn_backward) return best;
+  // cuDNN's backward in calls of half the sequences, then half again, where the workspace that frees holds more
+  // regions and the predicted step is shorter (the calls slower, the regions off the stream and the host's pass).
+  double best_step = predict_step_time(spec, with_resident(run, best), rates).step_s;
   for (int64_t n = g.cudnn_call_batch / 2; n >= 1; n /= 2) {
-    if (step_bound(spec, with_resident(run, best), rates).first_pass_wait_seconds <= 0) break;
     ResidentPlan p = most(n);
     p.cudnn_call_batch = n;
-    if (p.regions > best.regions) best = p;
+    if (p.regions <= best.regions) continue;
+    const double step = predict_step_time(spec, with_resident(run, p), rates).step_s;
+    if (step < best_step) {
+      best = p;
+      best_step = step;
+    }
   }
   return best;
 }

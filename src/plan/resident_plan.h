@@ -32,11 +32,11 @@ struct ResidentPlan {
 ResidentPlan resident_prefix(const ParamLayout& layout, DType dtype, int64_t regions);
 // A run's resident state on a GPU of gpu_bytes, after resolve_auto: the most leading regions whose state fits the
 // usable memory beside plan_gpu of the run with them resident (its slots then serve only the other regions) and
-// kResidentMargin. While the step's first pass waits for the optimizer (step_bound), cuDNN's backward
-// is split into calls of half as many sequences, then half again, wherever the workspace that frees holds more
-// regions (the largest calls that do; a call of fewer sequences is slower, a region's update on the GPU takes it
-// off the wait). None where `enabled` is false, gpu_bytes is 0, run.ranks > 1, gpu_ranks > 1 or the state tier is
-// on. `rates`: the machine's (plan/step_rates.h), for the first pass's wait.
+// kResidentMargin. cuDNN's backward is split into calls of half as many sequences, then half again, where the
+// workspace that frees holds more regions and the predicted step (plan/step_time.h) is shorter: a call of fewer
+// sequences is slower, a region updated on the GPU streams nothing and leaves the host's parameters pass. None where
+// `enabled` is false, gpu_bytes is 0, run.ranks > 1, gpu_ranks > 1 or the state tier is on. `rates`: the machine's
+// (plan/step_rates.h).
 ResidentPlan plan_resident(const ModelSpec& spec, const RunShape& run, int64_t gpu_bytes, int gpu_ranks, bool enabled,
                            const StepRates& rates = {});
 // The run with the plan's regions resident and its cuDNN calls.

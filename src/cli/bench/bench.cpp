@@ -27,6 +27,7 @@
 #include "plan/resident_plan.h"
 #include "plan/resource_advice.h"
 #include "plan/step_bound.h"
+#include "plan/step_time.h"
 #include "store/host_store.h"
 #include "store/shared_memory_check.h"
 #include "store/tier_log.h"
@@ -198,14 +199,18 @@ void report(const BenchOptions& o, Run& run, const StageSteps& stage, const Meas
   const ResidentPlan& resident = run.resident();
   const int64_t micro_batch = resolve_micro_batch(shape);  // as the engine clamps it to the pass
   if (const std::string profile = backend.op_profile(); !profile.empty()) log::info("{}", profile);
-  // The plan's prediction: the slower of the GPU's compute and the state traffic at the probed bandwidth.
+  // The plan's prediction (plan/step_time.h) at the plan's rates (--gpu-tflops: another step rate), and with the
+  // state tier the slower of it and the state traffic at the probed bandwidth beside the forward.
+  StepRates rates = run.rates();
+  if (o.gpu_tflops > 0) rates.gpu_flops = o.gpu_tflops * 1e12;
+  const StepTime predicted = predict_step_time(spec, shape, rates);
   const HostPlan host = plan_host(spec, stream, store.ranks(), tier.mode);
+  const double flops_per_token = step_flops(spec, layout, 1, o.seq).model;
+  const int64_t sequences = o.batch * stage.sequences_per_example();
   Machine machine;
   machine.nvme_gbs = disk.mixed_gbs();
-  machine.gpu_tflops = o.gpu_tflops > 0 ? o.gpu_tflops : run.rates().gpu_flops / 1e12;  // 0: the plan's rates
-  const NvmeTiming timing = nvme_timing(host, step_flops(spec, layout, 1, o.seq).model,
-                                        o.batch * stage.sequences_per_example(), o.seq,
-                                        forward_share(spec, shape), machine);
+  machine.gpu_tflops = flops_per_token * static_cast<double>(sequences * o.seq) / predicted.step_s / 1e12;  // the model's
+  const NvmeTiming timing = nvme_timing(host, flops_per_token, sequences, o.seq, forward_share(spec, shape), machine);
   const double plan_gpu_s = timing.gpu_seconds, plan_nvme_s = timing.nvme_seconds;
   const double predicted_s = timing.predicted_seconds;
   auto med = [&](double StepFigures::*field) {
@@ -291,6 +296,20 @@ void report(const BenchOptions& o, Run& run, const StageSteps& stage, const Meas
                             {"plan_gpu_step_s", plan_gpu_s},
                             {"plan_nvme_step_s", plan_nvme_s},
                             {"predicted_step_s", predicted_s},
+                            {"predicted_error_pct", 100.0 * (steady_step_s - predicted_s) / predicted_s},
+                            {"predicted_compute_s", predicted.compute_s},
+                            {"predicted_dense_s", predicted.dense_s},
+                            {"predicted_head_s", predicted.head_s},
+                            {"predicted_attention_s", predicted.attention_s},
+                            {"predicted_experts_s", predicted.experts_s},
+                            {"predicted_recompute_s", predicted.recompute_s},
+                            {"predicted_resident_update_s", predicted.resident_update_s},
+                            {"predicted_stream_wait_s", predicted.stream_wait_s},
+                            {"predicted_optimizer_wait_s", predicted.optimizer_wait_s},
+                            {"predicted_h2d_bytes", predicted.h2d_bytes},
+                            {"predicted_d2h_bytes", predicted.d2h_bytes},
+                            {"resident_regions", shape.resident_regions},
+                            {"cudnn_call_batch", shape.cudnn_call_batch},
                             {"plan_gpu_flops", run.rates().gpu_flops},  // the plan's rates (Run::rates)
                             {"plan_pcie_bytes", run.rates().pcie_bytes},
                             {"plan_parameters_pass_params", run.rates().parameters_pass_params},
@@ -310,6 +329,9 @@ void report(const BenchOptions& o, Run& run, const StageSteps& stage, const Meas
     log::info("steady step: compute waited {:.3f} s for weights; the plan puts the first pass's wait for the "
               "optimizer's parameters pass at {:.3f} s, and recommends {} sequences of {} a pass", steady_wait_s,
               plan_wait_s, bound.recommended_batch, o.seq);
+    log::info("{}{}; measured steady step {:.3f} s ({:+.1f} %)", describe_step_time(predicted),
+              tier.mode == OffloadMode::none ? std::string() : MT_FORMAT(", {:.3f} s with the state tier", predicted_s),
+              steady_step_s, 100.0 * (steady_step_s - predicted_s) / predicted_s);
     if (m.occupancy.forwards > 0)
       log::info("experts with tokens: {:.2f} % of the {} expert slots of {} MoE layer forwards over a micro-batch "
                 "(the fewest in one: {:.2f} %)", 100 * m.occupancy.fraction(), m.occupancy.experts, m.occupancy.forwards,

@@ -6,9 +6,10 @@
 // time after backward until the optimizer has the norm (the update itself overlaps the next forward), the share of
 // the step its compute stream did not wait for weights, its peak GPU memory and host bytes per parameter.
 // --skip-update times the pipeline alone (no optimizer): the optimizer's cost is the difference.
-// --offload puts the optimizer state on the NVMe tier (--offload-paths); a disk probe measures the paths' ceiling
-// first, and the plan's predicted step time (the slower of the GPU's model FLOPs at --gpu-tflops and the state traffic
-// at the probed bandwidth) is printed next to the measured median.
+// The plan's predicted step (plan/step_time.h, at the plan's rates or --gpu-tflops) and its parts are printed and
+// put in the JSON next to the measured steady step, with the error in %. --offload puts the optimizer state on the
+// NVMe tier (--offload-paths); a disk probe measures the paths' ceiling first, and the prediction is then the slower
+// of that step and the state traffic at the probed bandwidth beside the forward.
 // --stage dpo|kto times train's preference step (cli/bench/stage_steps.h): the reference pass over the bench's batches
 // first (forward only, the starting weights), reported with its own time and tokens/s, then the steps; tokens count
 // every sequence (a pair's chosen and rejected, a KTO example's completion and KL sequence).
@@ -46,7 +47,7 @@ struct BenchOptions {
   std::string offload = "none";  // store.offload: none | optimizer | optimizer+master
   std::vector<std::string> offload_paths;
   double probe_gb = 4.0;         // GB the disk probe writes then reads per path
-  double gpu_tflops = 0.0;       // the GPU rate for the predicted step time; 0: the plan's (Run::rates)
+  double gpu_tflops = 0.0;       // the step rate (StepRates::gpu_flops) for the predicted step; 0: the plan's (Run::rates)
   bool json = false;
 };
 
