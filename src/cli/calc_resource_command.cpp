@@ -26,6 +26,7 @@
 #include "model/model_spec.h"
 #include "plan/cudnn_attention_plan.h"
 #include "plan/moe_keep_plan.h"
+#include "plan/pass_batch_advice.h"
 #include "plan/resident_plan.h"
 #include "model/flops.h"
 #include "plan/resource_advice.h"
@@ -152,13 +153,13 @@ StepRates rates_of(const Machine& m, double pcie_gbs) {
   return r;
 }
 
-json step_bound_json(const ModelSpec& spec, const RunShape& run, const StepRates& rates) {
+json step_bound_json(const ModelSpec& spec, const RunShape& run, const StepRates& rates, const PassBatchAdvice& advice) {
   const StepBound b = step_bound(spec, run, rates);
   return {{"flops_per_token", b.flops_per_token}, {"h2d_bytes_per_pass", b.h2d_bytes_per_pass},
           {"d2h_bytes_per_pass", b.d2h_bytes_per_pass}, {"parameters_pass_seconds", b.parameters_pass_seconds},
           {"unhidden_wait_seconds", b.unhidden_wait_seconds}, {"first_pass_wait_seconds", b.first_pass_wait_seconds},
           {"pcie_bound_tokens_per_pass", b.pcie_bound_tokens}, {"optimizer_bound_tokens", b.optimizer_bound_tokens},
-          {"recommended_pass_batch_size", b.recommended_batch}};
+          {"recommended_pass_batch_size", advice.batch}};
 }
 
 // The predicted step's parts (plan/step_time.h), seconds.
@@ -334,7 +335,7 @@ json to_json(const std::string& model, const ModelSpec& spec, const Machine& m, 
   }
   if (count_active_parameters(spec) != h.parameters) {  // mixture of experts
     j["active_parameters"] = count_active_parameters(spec);
-    j["step_bound"] = step_bound_json(spec, beside_run, rates);
+    j["step_bound"] = step_bound_json(spec, beside_run, rates, advise_pass_batch(spec, a.run, m.gpu_bytes, rates));
     j["moe_keep"] = {{"layers", keep.layers}, {"moe_layers", keep.moe_layers}, {"bytes", keep.kept_bytes},
                      {"predicted_step_seconds_by_layers", keep.steps_by_count}};
   }
@@ -432,21 +433,28 @@ void print_text(const std::string& model, const ModelSpec& spec, const Machine& 
                            a.largest_micro_batch);
   const int64_t active = count_active_parameters(spec);
   const StepBound sb = step_bound(spec, beside_run, rates);
-  if (active != h.parameters)
+  if (active != h.parameters) {
+    const PassBatchAdvice advice = advise_pass_batch(spec, a.run, m.gpu_bytes, rates);
     std::cout << MT_FORMAT("mixture of experts: {:.3f} B parameters in memory, {:.3f} B active per token (FLOPs)\n",
                            static_cast<double>(h.parameters) / 1e9, static_cast<double>(active) / 1e9)
               << MT_FORMAT("  training.moe_keep_layers auto: {}\n", describe_moe_keep(keep))
               << MT_FORMAT("compute-bound from: {} tokens per pass for PCIe ({} in, {} out per pass at {:.0f} GB/s) and {} "
                          "for the optimizer (a step's first pass waits for its parameters pass, {:.2f} s at {:.1f} G "
-                         "parameters/s a rank, region by region), at {:.0f} TFLOP/s of {:.3g} FLOPs per token; recommended {} "
-                         "sequences of {} a pass; this run's first pass waits {:.2f} s ({:.2f} s at any batch: the "
-                         "update and copy of the host regions before any compute)\n",
+                         "parameters/s a rank, region by region), at {:.0f} TFLOP/s of {:.3g} FLOPs per token; this "
+                         "run's first pass waits {:.2f} s ({:.2f} s at any batch: the update and copy of the host "
+                         "regions before any compute)\n",
                          sb.pcie_bound_tokens, b(static_cast<int64_t>(sb.h2d_bytes_per_pass)),
                          b(static_cast<int64_t>(sb.d2h_bytes_per_pass)), rates.pcie_bytes / 1e9,
                          sb.optimizer_bound_tokens, sb.parameters_pass_seconds, rates.parameters_pass_params / 1e9,
-                         rates.gpu_flops / 1e12, sb.flops_per_token,
-                         sb.recommended_batch, a.run.seq_len,
-                         sb.first_pass_wait_seconds, sb.unhidden_wait_seconds);
+                         rates.gpu_flops / 1e12, sb.flops_per_token, sb.first_pass_wait_seconds,
+                         sb.unhidden_wait_seconds)
+              << (advice.batch > 0 ? MT_FORMAT("recommended {} sequences of {} a pass: from there the predicted step "
+                                               "is {:.0f} % compute ({})\n", advice.batch, a.run.seq_len,
+                                               100.0 * advice.step.compute_s / advice.step.step_s,
+                                               describe_step_time(advice.step))
+                                   : std::string("no batch a pass up to 4096 sequences makes the predicted step "
+                                                 "compute-bound\n"));
+  }
   std::cout << MT_FORMAT("longest trainable sequence (batch 1, every layer recomputing): {} tokens; GPU memory holds {}"
                          "{} and the model's positions are {} ({})\n", seq.longest(), seq.memory_tokens,
                          seq.memory_tokens ? MT_FORMAT(" at checkpoint_interval {} ({})", seq.checkpoint_interval,

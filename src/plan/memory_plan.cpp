@@ -138,24 +138,19 @@ void plan_activations(const ModelSpec& s, const RunShape& run, int64_t es, GpuPl
     g.rope_tables += 2 * std::max(s.max_position_embeddings, run.seq_len) * (r.rot_dim() / 2) * 4;
 }
 
+int64_t micro_batch_of(const ModelSpec& spec, const ParamLayout& layout, RunShape run, int64_t gpu_bytes);
+int64_t recompute_layers_of(const ModelSpec& spec, const ParamLayout& layout, RunShape run, int64_t gpu_bytes);
+
 // resolve_auto once the passes are known.
-void resolve_pass_shape(const ModelSpec& spec, RunShape& run, int64_t gpu_bytes, bool auto_recompute) {
-  if (run.micro_batch_size == 0) run.micro_batch_size = auto_micro_batch(spec, run, gpu_bytes);
-  if (auto_recompute) run.recompute_layers = auto_recompute_layers(spec, run, gpu_bytes);
+void resolve_pass_shape(const ModelSpec& spec, const ParamLayout& layout, RunShape& run, int64_t gpu_bytes,
+                        bool auto_recompute) {
+  if (run.micro_batch_size == 0) run.micro_batch_size = micro_batch_of(spec, layout, run, gpu_bytes);
+  if (auto_recompute) run.recompute_layers = recompute_layers_of(spec, layout, run, gpu_bytes);
   run.recompute_layers = std::min(run.recompute_layers, spec.num_layers);
 }
 
-}  // namespace
-
-double nvme_step_seconds(const HostPlan& host, double nvme_gbs) {
-  return nvme_gbs > 0 ? static_cast<double>(host.nvme_step_bytes()) / (nvme_gbs * 1e9) : 0.0;
-}
-
-int64_t usable_gpu_bytes(int64_t gpu_bytes) {
-  return static_cast<int64_t>(static_cast<double>(gpu_bytes) * 0.94) - (int64_t{1} << 30);
-}
-
-int64_t auto_micro_batch(const ModelSpec& spec, RunShape run, int64_t gpu_bytes) {
+// The public functions below over the spec's layout, made once.
+int64_t micro_batch_of(const ModelSpec& spec, const ParamLayout& layout, RunShape run, int64_t gpu_bytes) {
   run.micro_batch_size = 0;
   const int64_t fallback = resolve_micro_batch(run);
   if (gpu_bytes <= 0) return fallback;
@@ -171,31 +166,32 @@ int64_t auto_micro_batch(const ModelSpec& spec, RunShape run, int64_t gpu_bytes)
     run.micro_batch_size = std::max<int64_t>(c.tokens / std::max<int64_t>(run.seq_len, 1), 1);
     const int64_t seqs = resolve_micro_batch(run);
     if (seqs <= fallback) return fallback;
-    if (plan_gpu(spec, run).layer_workspace * c.gpu_share <= usable_gpu_bytes(gpu_bytes)) return seqs;
+    if (plan_gpu(spec, layout, run).layer_workspace * c.gpu_share <= usable_gpu_bytes(gpu_bytes)) return seqs;
   }
   return fallback;
 }
 
-int64_t auto_recompute_layers(const ModelSpec& spec, RunShape run, int64_t gpu_bytes) {
+int64_t recompute_layers_of(const ModelSpec& spec, const ParamLayout& layout, RunShape run, int64_t gpu_bytes) {
   const int64_t L = spec.num_layers;
   if (gpu_bytes <= 0) return L;
   const int64_t usable = usable_gpu_bytes(gpu_bytes);
   for (int64_t r = 0; r < L; ++r) {
     run.recompute_layers = r;
-    if (plan_gpu(spec, run).total() <= usable) return r;
+    if (plan_gpu(spec, layout, run).total() <= usable) return r;
   }
   return L;
 }
 
-int64_t auto_passes(const ModelSpec& spec, RunShape run, int64_t gpu_bytes, bool auto_recompute) {
+int64_t passes_of(const ModelSpec& spec, const ParamLayout& layout, RunShape run, int64_t gpu_bytes,
+                  bool auto_recompute) {
   if (gpu_bytes <= 0) return 1;
   int64_t best = 1, fewest_recomputing = std::numeric_limits<int64_t>::max();
   for (int64_t p = 1; p <= run.batch_size; ++p) {
     if (run.batch_size % p != 0 || (p > 1 && run.batch_size / p * run.seq_len < kAutoPassTokens)) continue;
     RunShape candidate = run;
     candidate.passes = p;
-    resolve_pass_shape(spec, candidate, gpu_bytes, auto_recompute);
-    if (plan_gpu(spec, candidate).total() > usable_gpu_bytes(gpu_bytes)) continue;
+    resolve_pass_shape(spec, layout, candidate, gpu_bytes, auto_recompute);
+    if (plan_gpu(spec, layout, candidate).total() > usable_gpu_bytes(gpu_bytes)) continue;
     if (candidate.recompute_layers < fewest_recomputing) {
       best = p;
       fewest_recomputing = candidate.recompute_layers;
@@ -204,20 +200,43 @@ int64_t auto_passes(const ModelSpec& spec, RunShape run, int64_t gpu_bytes, bool
   return best;
 }
 
+}  // namespace
+
+double nvme_step_seconds(const HostPlan& host, double nvme_gbs) {
+  return nvme_gbs > 0 ? static_cast<double>(host.nvme_step_bytes()) / (nvme_gbs * 1e9) : 0.0;
+}
+
+int64_t usable_gpu_bytes(int64_t gpu_bytes) {
+  return static_cast<int64_t>(static_cast<double>(gpu_bytes) * 0.94) - (int64_t{1} << 30);
+}
+
+int64_t auto_micro_batch(const ModelSpec& spec, RunShape run, int64_t gpu_bytes) {
+  return micro_batch_of(spec, make_param_layout(spec), run, gpu_bytes);
+}
+
+int64_t auto_recompute_layers(const ModelSpec& spec, RunShape run, int64_t gpu_bytes) {
+  return recompute_layers_of(spec, make_param_layout(spec), run, gpu_bytes);
+}
+
+int64_t auto_passes(const ModelSpec& spec, RunShape run, int64_t gpu_bytes, bool auto_recompute) {
+  return passes_of(spec, make_param_layout(spec), run, gpu_bytes, auto_recompute);
+}
+
 void resolve_auto(const ModelSpec& spec, RunShape& run, int64_t gpu_bytes, bool auto_recompute) {
   const RunShape given = run;
+  const ParamLayout layout = make_param_layout(spec);
   const auto resolve = [&](CheckpointPlacement checkpoints) {
     run = given;
     run.checkpoints = checkpoints;
     run.cudnn_backward = run.cudnn_attention && gpu_bytes > 0;
     const auto resolve_shape = [&] {
-      if (run.passes == 0) run.passes = auto_passes(spec, run, gpu_bytes, auto_recompute);
-      resolve_pass_shape(spec, run, gpu_bytes, auto_recompute);
+      if (run.passes == 0) run.passes = passes_of(spec, layout, run, gpu_bytes, auto_recompute);
+      resolve_pass_shape(spec, layout, run, gpu_bytes, auto_recompute);
     };
     resolve_shape();
     // cuDNN's backward in calls of half the sequences, then half again, before our backward (2.6x slower).
     for (int64_t n = resolve_micro_batch(run) / 2; run.cudnn_backward && n >= 1 &&
-                                                   plan_gpu(spec, run).total() > usable_gpu_bytes(gpu_bytes);
+                                                   plan_gpu(spec, layout, run).total() > usable_gpu_bytes(gpu_bytes);
          n /= 2) {
       run = given;
       run.checkpoints = checkpoints;
@@ -225,13 +244,13 @@ void resolve_auto(const ModelSpec& spec, RunShape& run, int64_t gpu_bytes, bool 
       run.cudnn_call_batch = n;
       resolve_shape();
     }
-    if (run.cudnn_backward && plan_gpu(spec, run).total() > usable_gpu_bytes(gpu_bytes)) {
+    if (run.cudnn_backward && plan_gpu(spec, layout, run).total() > usable_gpu_bytes(gpu_bytes)) {
       run = given;
       run.checkpoints = checkpoints;
       run.cudnn_backward = false;
       resolve_shape();
     }
-    return gpu_bytes <= 0 || plan_gpu(spec, run).total() <= usable_gpu_bytes(gpu_bytes);
+    return gpu_bytes <= 0 || plan_gpu(spec, layout, run).total() <= usable_gpu_bytes(gpu_bytes);
   };
   if (given.checkpoints != CheckpointPlacement::automatic) {
     resolve(given.checkpoints);
@@ -279,8 +298,9 @@ HostPlan plan_host(const ModelSpec& spec, DType stream_dtype, int ranks, Offload
   return h;
 }
 
-GpuPlan plan_gpu(const ModelSpec& spec, const RunShape& run) {
-  const ParamLayout layout = make_param_layout(spec);
+GpuPlan plan_gpu(const ModelSpec& spec, const RunShape& run) { return plan_gpu(spec, make_param_layout(spec), run); }
+
+GpuPlan plan_gpu(const ModelSpec& spec, const ParamLayout& layout, const RunShape& run) {
   const auto es = static_cast<int64_t>(dtype_size(run.dtype));
   GpuPlan g;
   // The CUDA pipeline's slots and staging (of the largest streamed region) and its gradient sink's buffers (an own

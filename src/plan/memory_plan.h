@@ -15,6 +15,7 @@
 #include "core/runtime_switches.h"
 #include "engine/checkpoint_placement.h"
 #include "model/model_spec.h"
+#include "model/param_layout.h"
 #include "store/offload_mode.h"
 
 namespace mt {
@@ -128,6 +129,8 @@ struct MemoryPlan {
 
 HostPlan plan_host(const ModelSpec& spec, DType stream_dtype, int ranks, OffloadMode offload = OffloadMode::none);
 GpuPlan plan_gpu(const ModelSpec& spec, const RunShape& run);
+// The same over the spec's layout (make_param_layout(spec)), for loops that plan many shapes of one model.
+GpuPlan plan_gpu(const ModelSpec& spec, const ParamLayout& layout, const RunShape& run);
 MemoryPlan plan_memory(const ModelSpec& spec, const RunShape& run);
 
 // The fewest layers that must recompute for the plan to fit in gpu_bytes less a margin for the CUDA context,

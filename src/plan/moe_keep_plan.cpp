@@ -12,6 +12,7 @@ namespace mt {
 MoeKeepPlan plan_moe_keep(const ModelSpec& spec, const RunShape& run, int64_t gpu_bytes, int gpu_ranks,
                           bool resident_enabled, int64_t forced, const StepRates& rates) {
   const int64_t moe_layers = moe_layer_count(spec);
+  const ParamLayout layout = make_param_layout(spec);
   const auto evaluate = [&](int64_t k) {
     MoeKeepPlan p;
     p.layers = k;
@@ -19,9 +20,9 @@ MoeKeepPlan plan_moe_keep(const ModelSpec& spec, const RunShape& run, int64_t gp
     p.forced = forced >= 0;
     RunShape with = run;
     with.moe_keep_layers = k;
-    p.kept_bytes = plan_gpu(spec, with).moe_kept;
+    p.kept_bytes = plan_gpu(spec, layout, with).moe_kept;
     p.resident = plan_resident(spec, with, gpu_bytes, gpu_ranks, resident_enabled, rates);
-    if (gpu_bytes > 0) p.step = predict_step_time(spec, with_resident(with, p.resident), rates);
+    if (gpu_bytes > 0) p.step = predict_step_time(spec, layout, with_resident(with, p.resident), rates);
     return p;
   };
   if (forced >= 0) return evaluate(std::min(forced, moe_layers));
@@ -31,7 +32,7 @@ MoeKeepPlan plan_moe_keep(const ModelSpec& spec, const RunShape& run, int64_t gp
   for (int64_t k = 1; k <= moe_layers; ++k) {
     RunShape with = run;
     with.moe_keep_layers = k;
-    if (plan_gpu(spec, with).total() > usable_gpu_bytes(gpu_bytes)) break;  // each more layer only adds bytes
+    if (plan_gpu(spec, layout, with).total() > usable_gpu_bytes(gpu_bytes)) break;  // each more layer only adds bytes
     const MoeKeepPlan p = evaluate(k);
     steps.push_back(p.step.step_s);
     if (p.step.step_s <= best.step.step_s) best = p;

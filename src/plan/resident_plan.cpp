@@ -31,21 +31,21 @@ ResidentPlan plan_resident(const ModelSpec& spec, const RunShape& run, int64_t g
       with.resident_regions = k;
       with.cudnn_call_batch = call_batch;
       const ResidentPlan p = resident_prefix(layout, run.dtype, k);
-      if (plan_gpu(spec, with).total() + p.bytes + kResidentMargin <= usable) best = p;
+      if (plan_gpu(spec, layout, with).total() + p.bytes + kResidentMargin <= usable) best = p;
     }
     return best;
   };
   ResidentPlan best = most(run.cudnn_call_batch);
-  const GpuPlan g = plan_gpu(spec, run);
+  const GpuPlan g = plan_gpu(spec, layout, run);
   if (!g.cudnn_backward) return best;
   // cuDNN's backward in calls of half the sequences, then half again, where the workspace that frees holds more
   // regions and the predicted step is shorter (the calls slower, the regions off the stream and the host's pass).
-  double best_step = predict_step_time(spec, with_resident(run, best), rates).step_s;
+  double best_step = predict_step_time(spec, layout, with_resident(run, best), rates).step_s;
   for (int64_t n = g.cudnn_call_batch / 2; n >= 1; n /= 2) {
     ResidentPlan p = most(n);
     p.cudnn_call_batch = n;
     if (p.regions <= best.regions) continue;
-    const double step = predict_step_time(spec, with_resident(run, p), rates).step_s;
+    const double step = predict_step_time(spec, layout, with_resident(run, p), rates).step_s;
     if (step < best_step) {
       best = p;
       best_step = step;

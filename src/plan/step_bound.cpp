@@ -47,9 +47,6 @@ StepBound step_bound(const ModelSpec& spec, const RunShape& run, const StepRates
   }
   b.parameters_pass_seconds = updated;
   b.optimizer_bound_tokens = static_cast<int64_t>(std::ceil(bound_tokens));
-  const double covering = 1.25 * static_cast<double>(std::max(b.pcie_bound_tokens, b.optimizer_bound_tokens));
-  const int64_t seq = std::max<int64_t>(run.seq_len, 1);
-  b.recommended_batch = std::max<int64_t>(1, static_cast<int64_t>(std::ceil(covering / static_cast<double>(seq))));
   return b;
 }
 

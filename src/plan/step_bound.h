@@ -39,7 +39,6 @@ struct StepBound {
   double first_pass_wait_seconds = 0;    // its whole wait at the run's tokens per pass
   int64_t pcie_bound_tokens = 0;       // tokens per pass below which transfers outlast the compute
   int64_t optimizer_bound_tokens = 0;  // tokens per pass from which the first pass waits only unhidden_wait
-  int64_t recommended_batch = 0;       // sequences of run.seq_len per pass covering both (×1.25 margin)
 };
 
 StepBound step_bound(const ModelSpec& spec, const RunShape& run, const StepRates& rates = {});

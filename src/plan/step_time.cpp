@@ -74,9 +74,8 @@ struct Seconds {
 
 class ComputeTimes {
  public:
-  ComputeTimes(const ModelSpec& spec, const RunShape& run, const StepRates& rates)
+  ComputeTimes(const ModelSpec& spec, const ParamLayout& layout, const RunShape& run, const StepRates& rates)
       : spec_(spec), run_(run), gemm_(rates.gpu_flops / kStepFlopsPerGemmFlop) {
-    const ParamLayout layout = make_param_layout(spec);
     const std::vector<double> regions = region_flops_per_token(spec, layout, run.seq_len);
     layers_ = layer_flops(spec, regions, run.seq_len);
     head_flops_ = regions.back();
@@ -267,8 +266,12 @@ double moe_recompute_flops_per_token(const ModelSpec& spec, int64_t layer) {
 }
 
 StepTime predict_step_time(const ModelSpec& spec, const RunShape& run, const StepRates& rates) {
+  return predict_step_time(spec, make_param_layout(spec), run, rates);
+}
+
+StepTime predict_step_time(const ModelSpec& spec, const ParamLayout& layout, const RunShape& run,
+                           const StepRates& rates) {
   StepTime t;
-  const ParamLayout layout = make_param_layout(spec);
   const int64_t L = spec.num_layers;
   const bool tied = layout.head.lm_head < 0;
   const int64_t c = std::max<int64_t>(run.checkpoint_interval, 1);
@@ -283,7 +286,7 @@ StepTime predict_step_time(const ModelSpec& spec, const RunShape& run, const Ste
   }
   const int64_t passes = std::max<int64_t>(run.passes, 1);
   const auto p = static_cast<double>(passes);
-  const ComputeTimes times(spec, run, rates);
+  const ComputeTimes times(spec, layout, run, rates);
   const auto stream = static_cast<double>(dtype_size(run.stream_dtype));
   const auto regions = static_cast<int64_t>(layout.regions.size());
   const auto resident = [&](int64_t r) { return r < run.resident_regions; };

@@ -62,7 +62,6 @@ TEST_CASE("step bound: bytes per pass, thresholds from the rates, MoE against de
   mt::RunShape two = run;
   two.ranks = 2;
   CHECK(mt::step_bound(moe, two).parameters_pass_seconds == Approx(b.parameters_pass_seconds / 2));
-  CHECK(b.recommended_batch * run.seq_len >= 1.25 * std::max(b.pcie_bound_tokens, b.optimizer_bound_tokens));
   // A dense model (Qwen2.5-3B, about Qwen3-30B-A3B's 3.35 B active) is compute-bound from far fewer tokens.
   const mt::StepBound dense = mt::step_bound(shape("qwen2.5-3b"), run);
   CHECK(b.pcie_bound_tokens > 5 * dense.pcie_bound_tokens);

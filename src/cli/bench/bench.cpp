@@ -24,6 +24,7 @@
 #include "plan/cudnn_attention_plan.h"
 #include "plan/memory_plan.h"
 #include "plan/moe_keep_plan.h"
+#include "plan/pass_batch_advice.h"
 #include "plan/resident_plan.h"
 #include "plan/resource_advice.h"
 #include "plan/step_bound.h"
@@ -229,8 +230,8 @@ void report(const BenchOptions& o, Run& run, const StageSteps& stage, const Meas
   // What the compute stream waited for weights in a steady step, beside the plan's estimate of the first pass's
   // wait for the optimizer (plan/step_bound.h, at the run's rates: Run::rates).
   const double steady_wait_s = steady_wait.empty() ? 0.0 : median(steady_wait);
-  const StepBound bound = step_bound(spec, shape, run.rates());
-  const double plan_wait_s = bound.first_pass_wait_seconds;
+  const double plan_wait_s = step_bound(spec, shape, run.rates()).first_pass_wait_seconds;
+  const PassBatchAdvice advice = advise_pass_batch(spec, shape, backend.device_memory_bytes(), run.rates());
   // The optimizer's passes in training (rank 0's slices, the updates the timed steps follow), and the parameters
   // pass's rate over the host regions (every rank updates its slices at once).
   std::vector<double> parameters_passes, moments_passes;
@@ -281,7 +282,7 @@ void report(const BenchOptions& o, Run& run, const StageSteps& stage, const Meas
                             {"median_compute_busy", med(&StepFigures::compute_busy)},
                             {"steady_compute_wait_s", steady_wait_s},
                             {"plan_first_pass_wait_s", plan_wait_s},
-                            {"plan_recommended_pass_batch", bound.recommended_batch},
+                            {"plan_recommended_pass_batch", advice.batch},
                             {"median_parameters_pass_s", parameters_pass_s},
                             {"median_moments_pass_s", moments_pass_s},
                             {"parameters_pass_gparams_per_s", parameters_pass_rate},
@@ -327,8 +328,8 @@ void report(const BenchOptions& o, Run& run, const StageSteps& stage, const Meas
       log::info("reference pass: {:.0f} tokens/s in {:.3f} s, {:.2f}x the {} step's {:.0f} tokens/s", m.reference_tokens_per_s,
                 m.reference.seconds, reference_ratio, o.stage, step_tokens_per_s);
     log::info("steady step: compute waited {:.3f} s for weights; the plan puts the first pass's wait for the "
-              "optimizer's parameters pass at {:.3f} s, and recommends {} sequences of {} a pass", steady_wait_s,
-              plan_wait_s, bound.recommended_batch, o.seq);
+              "optimizer's parameters pass at {:.3f} s, and recommends {} sequences of {} a pass (plan/"
+              "pass_batch_advice.h)", steady_wait_s, plan_wait_s, advice.batch, o.seq);
     log::info("{}{}; measured steady step {:.3f} s ({:+.1f} %)", describe_step_time(predicted),
               tier.mode == OffloadMode::none ? std::string() : MT_FORMAT(", {:.3f} s with the state tier", predicted_s),
               steady_step_s, 100.0 * (steady_step_s - predicted_s) / predicted_s);

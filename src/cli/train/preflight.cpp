@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "plan/pass_batch_advice.h"
 #include "plan/step_bound.h"
 #include "dist/numa_binding.h"
 #include "cli/train/train_plan.h"
@@ -259,7 +260,8 @@ RunShape preflight(const Config& c, const ModelSpec& spec, const Backend& backen
               static_cast<double>(plan.host.parameters) / 1e9, static_cast<double>(count_active_parameters(spec)) / 1e9,
               b.pcie_bound_tokens, b.optimizer_bound_tokens, pass_tokens, b.first_pass_wait_seconds,
               pass_tokens < std::max(b.pcie_bound_tokens, b.optimizer_bound_tokens)
-                  ? MT_FORMAT("; recommended {} sequences a pass", b.recommended_batch)
+                  ? MT_FORMAT("; recommended {} sequences a pass",
+                              advise_pass_batch(spec, run, backend.device_memory_bytes(), rates).batch)
                   : "");
   }
   return run;
