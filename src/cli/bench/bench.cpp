@@ -297,7 +297,7 @@ void report(const BenchOptions& o, Run& run, const StageSteps& stage, const Meas
                             {"plan_gpu_step_s", plan_gpu_s},
                             {"plan_nvme_step_s", plan_nvme_s},
                             {"predicted_step_s", predicted_s},
-                            {"predicted_error_pct", 100.0 * (steady_step_s - predicted_s) / predicted_s},
+                            {"predicted_error_pct", 100.0 * (predicted_s - steady_step_s) / steady_step_s},
                             {"predicted_compute_s", predicted.compute_s},
                             {"predicted_dense_s", predicted.dense_s},
                             {"predicted_head_s", predicted.head_s},
@@ -330,9 +330,9 @@ void report(const BenchOptions& o, Run& run, const StageSteps& stage, const Meas
     log::info("steady step: compute waited {:.3f} s for weights; the plan puts the first pass's wait for the "
               "optimizer's parameters pass at {:.3f} s, and recommends {} sequences of {} a pass (plan/"
               "pass_batch_advice.h)", steady_wait_s, plan_wait_s, advice.batch, o.seq);
-    log::info("{}{}; measured steady step {:.3f} s ({:+.1f} %)", describe_step_time(predicted),
+    log::info("{}{}; measured steady step {:.3f} s: the prediction {:+.1f} % off", describe_step_time(predicted),
               tier.mode == OffloadMode::none ? std::string() : MT_FORMAT(", {:.3f} s with the state tier", predicted_s),
-              steady_step_s, 100.0 * (steady_step_s - predicted_s) / predicted_s);
+              steady_step_s, 100.0 * (predicted_s - steady_step_s) / steady_step_s);
     if (m.occupancy.forwards > 0)
       log::info("experts with tokens: {:.2f} % of the {} expert slots of {} MoE layer forwards over a micro-batch "
                 "(the fewest in one: {:.2f} %)", 100 * m.occupancy.fraction(), m.occupancy.experts, m.occupancy.forwards,
