@@ -2,6 +2,7 @@
 // batch, the card, the rates the machine has, the plan's choices as that run made them, the measured step) and the
 // model's prediction for it must be within 10 %. The MoE keep choice for Qwen3-30B-A3B (10 layers, 64 × 4096) is the
 // count that measured fastest on the H100 (none: keeping 7 ran 12 % slower) and the H200's measured choice (none).
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "catch.h"
 #include "model/model_spec.h"
+#include "model/param_layout.h"
 #include "plan/memory_plan.h"
 #include "plan/moe_keep_plan.h"
 #include "plan/step_rates.h"
@@ -134,4 +136,47 @@ TEST_CASE("the MoE keep choice is what measured fastest: none for Qwen3-30B-A3B 
     // and layer 0 on the H200), as the fastest measured runs had it.
     CHECK(p.resident.regions == (std::string(card) == "H100" ? 3 : 2));
   }
+}
+
+TEST_CASE("the step's copies follow the pipeline: slots reused, resident regions, the passes' gradient sums",
+          "[plan][step-time]") {
+  // Qwen3-30B-A3B, 10 layers, 64 × 4096 on the H100: 4 passes, 3 regions resident.
+  const Row& row = *std::find_if(rows().begin(), rows().end(), [](const Row& r) {
+    return std::string(r.model) == "qwen3-30b-a3b" && std::string(r.card) == "H100" && r.keep == 0;
+  });
+  const mt::ModelSpec spec = model(row);
+  const mt::ParamLayout layout = mt::make_param_layout(spec);
+  mt::RunShape run = bench_run(spec, row);
+  run.resident_regions = 3;
+  const auto n = [&](int64_t r) { return static_cast<double>(layout.regions[static_cast<size_t>(r)].numel); };
+  // A pass copies the streamed regions forward (layers 2-9 and the head: regions 3-11), then backward layers 8 down
+  // to 2 (layer 9 is still in its slot after the head); every pass sends the host regions' fp32 gradients out, and
+  // each after the first brings the host's sum in.
+  double forward = 0, backward = 0, host = 0;
+  for (int64_t r = 3; r <= 11; ++r) {
+    forward += n(r);
+    host += n(r);
+  }
+  for (int64_t r = 3; r <= 9; ++r) backward += n(r);
+  const mt::StepTime t = mt::predict_step_time(spec, run, rates_of(row.rates));
+  CHECK(t.h2d_bytes == Approx(4 * 4.0 * (forward + backward) + 3 * 4.0 * host));
+  CHECK(t.d2h_bytes == Approx(4 * 4.0 * host));
+  // Keeping every MoE layer saves exactly the recompute of their routers and gate and up GEMMs; the copies stay.
+  mt::RunShape keeping = run;
+  keeping.moe_keep_layers = 10;
+  const mt::StepTime k = mt::predict_step_time(spec, keeping, rates_of(row.rates));
+  CHECK(k.recompute_s == 0);
+  CHECK(k.compute_s == Approx(t.compute_s - t.recompute_s));
+  CHECK(k.h2d_bytes == t.h2d_bytes);
+  // Every region resident in one pass: nothing crosses and nothing is waited for.
+  mt::RunShape all = run;
+  all.passes = 1;
+  all.batch_size = 4;
+  all.resident_regions = static_cast<int64_t>(layout.regions.size());
+  const mt::StepTime a = mt::predict_step_time(spec, all, rates_of(row.rates));
+  CHECK(a.h2d_bytes == 0);
+  CHECK(a.d2h_bytes == 0);
+  CHECK(a.stream_wait_s == 0);
+  CHECK(a.optimizer_wait_s == 0);
+  CHECK(a.step_s == Approx(a.compute_s + a.resident_update_s));
 }
