@@ -52,6 +52,7 @@
 #include "optim/optimizer.h"
 #include "plan/moe_keep_plan.h"
 #include "plan/resident_plan.h"
+#include "plan/step_time.h"
 #include "store/host_store.h"
 #include "store/shared_memory_check.h"
 #include "store/tier_log.h"
@@ -297,7 +298,10 @@ void Trainer::start_engine() {
   if (!roles_.root) return;
   if (eo.moe_aux_loss) log::info("MoE router load-balancing loss on, coefficient {}", eo.moe_aux_coef);
   if (run_.resident().regions > 0) log::info("{}", describe_resident(run_.resident(), run_.layout()));
-  if (run_.moe_keep().moe_layers > 0) log::info("MoE: {}", describe_moe_keep(run_.moe_keep()));
+  if (run_.moe_keep().moe_layers > 0)
+    log::info("MoE: {}", describe_moe_keep(run_.moe_keep()));
+  else if (run_.backend().device_memory_bytes() > 0)  // the step the plan was chosen by (plan/step_time.h)
+    log::info("plan: {} at the step rates", describe_step_time(run_.moe_keep().step));
 }
 
 // The preference stages' reference log-probabilities. training.ref_model: its weights fill the store for the
