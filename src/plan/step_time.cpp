@@ -107,13 +107,16 @@ class ComputeTimes {
     const int64_t i = a.region - 1;
     const LayerFlops& f = layers_[static_cast<size_t>(i)];
     const double experts_rate = gemm_ * expert_share(i);
-    const auto forward = [&](Seconds& into) {
+    const bool keeps = moe_layer_keeps(spec_, i, run_.moe_keep_layers);
+    // The layer's forward; its experts' share is `experts` of their three GEMMs (a keeping layer's forward over its
+    // filled rows computes only the down projection).
+    const auto forward = [&](Seconds& into, double experts) {
       into.dense += f.dense / 3.0 * tokens_ / (gemm_ * kDenseShareOfGemm);
       into.attention += f.attention / 3.0 * tokens_ / (gemm_ * attention_forward_);
-      into.experts += f.experts / 3.0 * tokens_ / experts_rate;
+      into.experts += experts * f.experts / 3.0 * tokens_ / experts_rate;
     };
     if (a.use == Use::forward || a.use == Use::rebuild) {
-      forward(s);
+      forward(s, a.use == Use::rebuild && keeps ? 1.0 / 3.0 : 1.0);
       if (a.use == Use::rebuild) s.recompute = s.total();
       return s;
     }
@@ -121,8 +124,8 @@ class ComputeTimes {
     s.attention = 2.0 * f.attention / 3.0 * tokens_ / (gemm_ * attention_backward_);
     s.experts = 2.0 * f.experts / 3.0 * tokens_ / experts_rate;
     const double before = s.total();
-    if (i < run_.recompute_layers) forward(s);
-    if (!moe_layer_keeps(spec_, i, run_.moe_keep_layers)) {
+    if (i < run_.recompute_layers) forward(s, keeps ? 1.0 / 3.0 : 1.0);
+    if (!keeps) {
       s.dense += f.recompute_dense * tokens_ / (gemm_ * kDenseShareOfGemm);
       s.experts += f.recompute_experts * tokens_ / experts_rate;
     }

@@ -6,8 +6,8 @@
 //   expert), the LM head (its forward and backward fused), attention by its model FLOPs at seq_len (model/flops.h:
 //   forward a third, backward two thirds; cuDNN's backward slower in calls of fewer sequences), and the MoE experts'
 //   GEMMs by their rows per expert (a micro-batch's tokens × top_k / experts: smaller groups run slower). Recompute:
-//   a recomputing layer's forward again in its backward, and a non-keeping MoE layer's router and gate and up GEMMs
-//   (moe_recompute_flops_per_token).
+//   a recomputing layer's forward again in its backward (a keeping MoE layer's experts only their down projection,
+//   from the kept rows), and a non-keeping MoE layer's router and gate and up GEMMs (moe_recompute_flops_per_token).
 // - The pipeline, simulated stage by stage in the engine's acquisition order (engine.h pass_region_order) as
 //   kernels/runtime/pipeline.cu runs it: run.weight_slots slots planned per pass (a region still in a slot is not
 //   copied again; a copy starts once the stage that last used its slot is released, and a pass's copies once the
