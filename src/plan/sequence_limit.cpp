@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "model/param_layout.h"
 
 namespace mt {
 
@@ -42,8 +43,8 @@ struct OneSequencePlan {
   int64_t host_checkpoints = 0;
   int64_t interval = 0;
 };
-OneSequencePlan leanest_plan(const ModelSpec& spec, RunShape run, int64_t tokens, CheckpointPlacement placement,
-                             int64_t host_room = std::numeric_limits<int64_t>::max()) {
+OneSequencePlan leanest_plan(const ModelSpec& spec, const ParamLayout& layout, RunShape run, int64_t tokens,
+                             CheckpointPlacement placement, int64_t host_room = std::numeric_limits<int64_t>::max()) {
   run.batch_size = run.passes = run.micro_batch_size = 1;
   run.recompute_layers = spec.num_layers;
   run.seq_len = tokens;
@@ -53,7 +54,7 @@ OneSequencePlan leanest_plan(const ModelSpec& spec, RunShape run, int64_t tokens
   OneSequencePlan best;
   for (int64_t c = first; c <= last; ++c) {
     run.checkpoint_interval = c;
-    const GpuPlan g = plan_gpu(spec, run);
+    const GpuPlan g = plan_gpu(spec, layout, run);
     if (g.host_checkpoints > host_room || g.total() >= best.gpu_bytes) continue;
     best = {g.total(), g.host_checkpoints, c};
   }
@@ -76,15 +77,21 @@ int64_t longest_fitting(Fits fits) {
   return lo * kSequenceStep;
 }
 
-}  // namespace
-
-int64_t one_sequence_gpu_bytes(const ModelSpec& spec, RunShape run, int64_t tokens, int64_t* interval) {
+// The leanest plan of one sequence over the placements run.checkpoints allows.
+OneSequencePlan leanest_placement(const ModelSpec& spec, const ParamLayout& layout, const RunShape& run, int64_t tokens) {
   OneSequencePlan best;
   for (const CheckpointPlacement p : {CheckpointPlacement::gpu, CheckpointPlacement::host}) {
     if (run.checkpoints != CheckpointPlacement::automatic && run.checkpoints != p) continue;
-    const OneSequencePlan plan = leanest_plan(spec, run, tokens, p);
+    const OneSequencePlan plan = leanest_plan(spec, layout, run, tokens, p);
     if (plan.gpu_bytes < best.gpu_bytes) best = plan;
   }
+  return best;
+}
+
+}  // namespace
+
+int64_t one_sequence_gpu_bytes(const ModelSpec& spec, RunShape run, int64_t tokens, int64_t* interval) {
+  const OneSequencePlan best = leanest_placement(spec, make_param_layout(spec), run, tokens);
   if (interval) *interval = best.interval;
   return best.gpu_bytes;
 }
@@ -97,12 +104,14 @@ SequenceLimit longest_trainable_sequence(const ModelSpec& spec, RunShape run, co
   s.host_fits = host.ram_bytes() <= ram_usable && (machine.nvme_bytes < 0 || host.nvme_bytes <= machine.nvme_bytes);
   const int64_t usable = usable_gpu_bytes(machine.gpu_bytes);
   if (machine.gpu_bytes <= 0) return s;
+  const ParamLayout layout = make_param_layout(spec);  // one layout for the whole search (MoE layouts are large)
   run.checkpoints = CheckpointPlacement::gpu;
   // The longest multiple of kSequenceStep whose plan fits, with the backward as `cudnn_backward` says.
   auto longest = [&](bool cudnn_backward) -> int64_t {
     RunShape r = run;
     r.cudnn_backward = cudnn_backward;
-    return longest_fitting([&](int64_t steps) { return one_sequence_gpu_bytes(spec, r, steps * kSequenceStep) <= usable; });
+    return longest_fitting(
+        [&](int64_t steps) { return leanest_placement(spec, layout, r, steps * kSequenceStep).gpu_bytes <= usable; });
   };
   // Ours, or cuDNN's backward where that fits longer (in tiles it holds less than our GQA partials).
   s.memory_tokens = longest(false);
@@ -113,7 +122,9 @@ SequenceLimit longest_trainable_sequence(const ModelSpec& spec, RunShape run, co
   if (s.memory_tokens > 0) {
     RunShape at = run;
     at.cudnn_backward = s.cudnn_backward_tokens >= s.memory_tokens;
-    s.gpu_bytes = one_sequence_gpu_bytes(spec, at, s.memory_tokens, &s.checkpoint_interval);
+    const OneSequencePlan p = leanest_placement(spec, layout, at, s.memory_tokens);
+    s.gpu_bytes = p.gpu_bytes;
+    s.checkpoint_interval = p.interval;
   }
   // The checkpoints in host RAM, beside the host plan (with the backward that fits longer, as memory_tokens).
   const int64_t host_room = machine.ram_bytes > 0 ? ram_usable - host.ram_bytes() : std::numeric_limits<int64_t>::max();
@@ -121,7 +132,7 @@ SequenceLimit longest_trainable_sequence(const ModelSpec& spec, RunShape run, co
   const auto on_host = [&](int64_t tokens, bool cudnn_backward) {
     RunShape r = run;
     r.cudnn_backward = cudnn_backward;
-    return leanest_plan(spec, r, tokens, CheckpointPlacement::host, host_room);
+    return leanest_plan(spec, layout, r, tokens, CheckpointPlacement::host, host_room);
   };
   const auto host_longest = [&](bool cudnn_backward) {
     return longest_fitting(
