@@ -20,6 +20,11 @@ Cases:
                   the sigmoid-gated shared expert; the router loss on from config.json (coefficient 0.05).
   qwen3_next_moe  Qwen3NextForCausalLM with 4 experts (top 2, norm_topk_prob false) on layers 0, 2, 3 and a dense MLP
                   on layer 1 (mlp_only_layers [1]); the router loss off.
+  minimax         MiniMaxForCausalLM, 4 layers (linear, full, linear, linear attention: lightning attention between
+                  softmax layers), residuals from the norms with alpha/beta factors other than 1, 4 experts (top 2)
+                  on every layer, the router loss on; block_size 16, so sequences of 3..200 tokens span many of
+                  transformers' lightning blocks; padded batches.
+  minimax_packed  the same model with dataset.packing: true (max_seq_len 256): the state restarts per example.
 
 The MoE cases add per step the router load-balancing loss to reference.json ("aux_losses", transformers'
 outputs.aux_loss, empty where it is off; "losses" are LM loss + router_aux_loss_coef × aux loss where it is on, as
@@ -52,6 +57,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import make_fixtures as mf  # noqa: E402  (its seeds, threads, determinism, writers and the AdamW loop semantics)
 from safetensors.torch import load_file, save_file  # noqa: E402
 from transformers import (  # noqa: E402
+    MiniMaxConfig,
+    MiniMaxForCausalLM,
     Qwen3_5ForCausalLM,
     Qwen3_5MoeForCausalLM,
     Qwen3_5MoeTextConfig,
@@ -79,6 +86,20 @@ HYBRID_MODEL = dict(
 EXPERTS = dict(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=24, shared_expert_intermediate_size=40)
 HYBRID_MOE_MODEL = {k: v for k, v in HYBRID_MODEL.items() if k != "intermediate_size"}  # Qwen3_5MoeTextConfig: none
 
+# MiniMax: head_dim 8 × 4 heads (the lightning width 32), GQA 4/2 on the full layers, residual factors apart from 1
+# and from each other (the released model's are 3.5566 and 1).
+MINIMAX_MODEL = dict(
+    vocab_size=mf.VOCAB, hidden_size=32, intermediate_size=24, num_hidden_layers=4, max_position_embeddings=MAX_SEQ_LEN,
+    hidden_act="silu", initializer_range=0.02, use_cache=False, pad_token_id=None, bos_token_id=None,
+    eos_token_id=None, num_attention_heads=4, num_key_value_heads=2, head_dim=8, rms_norm_eps=1e-5,
+    tie_word_embeddings=False, num_local_experts=4, num_experts_per_tok=2, block_size=16,
+    layer_types=["linear_attention", "full_attention", "linear_attention", "linear_attention"],
+    full_attn_alpha_factor=1.6, full_attn_beta_factor=0.8, linear_attn_alpha_factor=1.3,
+    linear_attn_beta_factor=1.2, mlp_alpha_factor=1.5, mlp_beta_factor=0.7,
+    output_router_logits=True, router_aux_loss_coef=0.05,
+    rope_parameters={"rope_type": "default", "rope_theta": 1000.0},
+)
+
 CASES = [
     dict(case="qwen3_5", seed=31, model_cls=Qwen3_5ForCausalLM, config=lambda: Qwen3_5TextConfig(**HYBRID_MODEL),
          lengths=(3, 200), packing=False),
@@ -99,6 +120,10 @@ CASES = [
          config=lambda: Qwen3NextConfig(**HYBRID_MODEL, **EXPERTS, decoder_sparse_step=1, mlp_only_layers=[1],
                                         norm_topk_prob=False, output_router_logits=False),
          lengths=(3, 140), packing=False),
+    dict(case="minimax", seed=37, model_cls=MiniMaxForCausalLM, config=lambda: MiniMaxConfig(**MINIMAX_MODEL),
+         lengths=(3, 200), packing=False, norms_around_one=True),
+    dict(case="minimax_packed", seed=38, model_cls=MiniMaxForCausalLM, config=lambda: MiniMaxConfig(**MINIMAX_MODEL),
+         lengths=(20, 150), packing=True, norms_around_one=True),
 ]
 
 
@@ -108,8 +133,8 @@ def is_moe(model):
 
 def build_model(spec):
     """The model under torch.manual_seed(seed), every parameter then redrawn: matrices and the conv N(0, 0.05²) and
-    N(0, 0.3²), (1 + w) norms around 0 and the gated norm around 1 (± 0.1), A_log = log U(1, 4) (log U(spec's
-    a_range)), dt_bias N(0, 0.5²)."""
+    N(0, 0.3²), (1 + w) norms around 0 and the gated norm around 1 (± 0.1; with the spec's norms_around_one, MiniMax's
+    w·x̂ norms, every norm around 1), A_log = log U(1, 4) (log U(spec's a_range)), dt_bias N(0, 0.5²)."""
     torch.manual_seed(spec["seed"])
     config = spec["config"]()
     config._attn_implementation = "eager"
@@ -128,7 +153,7 @@ def build_model(spec):
                 value = torch.log(lo + (hi - lo) * torch.rand(p.shape, generator=gen))
             elif name.endswith("dt_bias"):
                 value = torch.randn(p.shape, generator=gen) * 0.5
-            elif name.endswith("linear_attn.norm.weight"):
+            elif name.endswith("linear_attn.norm.weight") or ("norm" in name and spec.get("norms_around_one")):
                 value = 1.0 + torch.randn(p.shape, generator=gen) * 0.1
             elif "norm" in name:
                 value = torch.randn(p.shape, generator=gen) * 0.1
@@ -294,6 +319,21 @@ def chunked_vs_recurrent(model, batch):
     return ((a - b).norm() / b.norm()).item()
 
 
+def without_buffers(model, tensors):
+    """The checkpoint tensors less the model's persistent buffers: MiniMaxLightningAttention's slope_rate and
+    query/key/diagonal decays are functions of the config that transformers recomputes at load (_init_weights), not
+    weights; MegaTrain neither reads nor exports them."""
+    buffers = {name for name, _ in model.named_buffers()}
+    return {k: v for k, v in tensors.items() if k not in buffers}
+
+
+def save_weights(model, directory):
+    """save_pretrained into directory, its model.safetensors without the persistent buffers."""
+    model.save_pretrained(directory, safe_serialization=True)
+    path = directory / "model.safetensors"
+    save_file(without_buffers(model, load_file(path)), str(path), metadata={"format": "pt"})
+
+
 def write_train_yaml(path, spec, t):
     mf.write_train_yaml(path, spec, t)
     text = path.read_text()
@@ -327,7 +367,7 @@ def make_case(spec):
     batches = step_batches(spec, examples, t)
 
     model = build_model(spec)
-    model.save_pretrained(out / "model", safe_serialization=True)
+    save_weights(model, out / "model")
     (out / "model" / "generation_config.json").unlink(missing_ok=True)
     mf.write_json(out / "data" / "dataset_info.json", {"fixture": {"file_name": "train.jsonl", "formatting": "tokenized"}})
     with open(out / "data" / "train.jsonl", "w") as f:
@@ -344,7 +384,7 @@ def make_case(spec):
     losses, aux_losses, grad_norms, lrs = train(model, batches, t)
     saved_keys = set(load_file(out / "model" / "model.safetensors").keys())
     # save_pretrained writes the checkpoint format (MoE: one tensor per expert); take the final state the same way.
-    model.save_pretrained(out / "reference" / "final", safe_serialization=True)
+    save_weights(model, out / "reference" / "final")
     final = load_file(out / "reference" / "final" / "model.safetensors")
     shutil.rmtree(out / "reference" / "final")
     if set(final) != saved_keys:
@@ -352,7 +392,7 @@ def make_case(spec):
     save_file(final, str(out / "reference" / "final.safetensors"), metadata={"format": "pt"})
     model64 = build_model(spec)  # the same initial weights
     losses64 = mf.fp64_run(model64, lambda m: train(m, batches, t)[0])
-    model64.save_pretrained(out / "reference" / "final64", safe_serialization=True)
+    save_weights(model64, out / "reference" / "final64")
     final64 = load_file(out / "reference" / "final64" / "model.safetensors")
     shutil.rmtree(out / "reference" / "final64")
     reference = {"case": case, "architecture": spec["model_cls"].__name__,
@@ -394,6 +434,14 @@ CASE_TEXT = {
     "qwen3_next_moe": "Qwen3NextForCausalLM with 4 experts of 24 (top 2, **norm_topk_prob false**) and the gated "
                       "shared expert of 40 on layers 0, 2, 3, a **dense MLP on layer 1** (mlp_only_layers [1]); "
                       "**router loss off**; sequences 3..140 tokens.",
+    "minimax": "MiniMaxForCausalLM: 4 layers (layer_types linear, full, linear, linear), hidden 32, lightning attention "
+               "4 heads × 8 (per-layer decay factors, the SiLU'd qkv, the norm over the heads' width, the sigmoid "
+               "output gate), full attention 4 / 2 kv heads × 8 (theta 1000); residuals from the norms with factors "
+               "full 1.6 / 0.8, linear 1.3 / 1.2, mlp 1.5 / 0.7; every feed-forward 4 experts of 24 (softmax top 2, "
+               "renormalised), router weights × 8, **router loss on** (coefficient 0.05); block_size 16: padded "
+               "sequences of 3..200 tokens span up to 13 of transformers' lightning blocks.",
+    "minimax_packed": "The minimax model with dataset.packing: true (max_seq_len 256): several examples per sequence; "
+                      "the reference runs them unpacked (the lightning state must restart per example).",
 }
 
 

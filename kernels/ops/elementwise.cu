@@ -1,4 +1,4 @@
-// Flat elementwise ops: add (y += x in T), scale (y *= alpha in T), cast (y = (Tout) x), accumulate (fp32 y += x).
+// Flat elementwise ops: add (y += x in T), scale (y *= alpha in T), add_scaled (y = y_scale·y + x_scale·x in T), cast (y = (Tout) x), accumulate (fp32 y += x).
 // Invariant: math in fp32, one rounding to the output type; 16-byte accesses when every pointer is 16-byte aligned,
 // scalar otherwise; grid-stride loops, so any n works.
 #include "kernels/ops/device_util.cuh"
@@ -63,7 +63,23 @@ __global__ void scale_kernel(T* y, float alpha, int64_t n) {
   for (int64_t i = n_vec * N + first; i < n; i += stride) y[i] = from_f32<T>(to_f32(y[i]) * alpha);
 }
 
+// y[i] = y_scale·y[i] + x_scale·x[i], one element at a time.
+template <typename T>
+__global__ void add_scaled_kernel(T* y, const T* x, float x_scale, float y_scale, int64_t n) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    y[i] = from_f32<T>(y_scale * to_f32(y[i]) + x_scale * to_f32(x[i]));
+}
+
 }  // namespace
+
+template <typename T>
+void add_scaled(T* y, const T* x, float x_scale, float y_scale, int64_t n, cudaStream_t s) {
+  MT_ASSERT(n >= 0, "add_scaled: n = {}", n);
+  if (n == 0) return;
+  add_scaled_kernel<T><<<grid_for(n, threads), threads, 0, s>>>(y, x, x_scale, y_scale, n);
+  MT_CHECK_LAUNCH("add_scaled", "n={} x_scale={} y_scale={}", n, x_scale, y_scale);
+}
 
 template <typename T>
 void scale(T* y, float alpha, int64_t n, cudaStream_t s) {
@@ -94,6 +110,8 @@ void accumulate(float* y, const float* x, int64_t n, cudaStream_t s) {
 
 template void add<float>(float*, const float*, int64_t, cudaStream_t);
 template void add<__nv_bfloat16>(__nv_bfloat16*, const __nv_bfloat16*, int64_t, cudaStream_t);
+template void add_scaled<float>(float*, const float*, float, float, int64_t, cudaStream_t);
+template void add_scaled<__nv_bfloat16>(__nv_bfloat16*, const __nv_bfloat16*, float, float, int64_t, cudaStream_t);
 template void scale<float>(float*, float, int64_t, cudaStream_t);
 template void scale<__nv_bfloat16>(__nv_bfloat16*, float, int64_t, cudaStream_t);
 template void cast<float, float>(float*, const float*, int64_t, cudaStream_t);

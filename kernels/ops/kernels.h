@@ -87,8 +87,13 @@ template <typename T> void gated_delta_rule_chunked_backward(T* d_qkv, float* dg
 template <typename T> void gated_rmsnorm_forward(T* y, const T* x, const T* z, const T* w, int64_t N, int64_t D, float eps, cudaStream_t s);
 template <typename T> void gated_rmsnorm_backward(T* dx, T* dz, float* dw, const T* dy, const T* x, const T* z, const T* w, int64_t N, int64_t D, float eps, cudaStream_t s);
 
-// y += x; y *= alpha.
+// Lightning attention (MiniMax; semantics as in backend.h): recurrent, state fp32, head_dim <= 256, heads <= 256.
+template <typename T> void lightning_attention_forward(T* o, const T* qkv, const LightningShape& shape, cudaStream_t s);
+template <typename T> void lightning_attention_backward(T* d_qkv, const T* d_o, const T* qkv, const LightningShape& shape, cudaStream_t s);
+
+// y += x; y *= alpha; y = y_scale·y + x_scale·x.
 template <typename T> void add(T* y, const T* x, int64_t n, cudaStream_t s);
+template <typename T> void add_scaled(T* y, const T* x, float x_scale, float y_scale, int64_t n, cudaStream_t s);
 template <typename T> void scale(T* y, float alpha, int64_t n, cudaStream_t s);
 // y[t, o] += b[o]; db[o] += Σ_t dy[t, o] (fp32, deterministic).
 template <typename T> void bias_forward(T* y, const T* b, int64_t tokens, int64_t O, cudaStream_t s);

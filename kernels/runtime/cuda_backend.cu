@@ -395,9 +395,25 @@ class CudaBackend final : public Backend {
                                    eps, stream_);
     });
   }
+  void lightning_attention_forward(void* o, const void* qkv, const LightningShape& shape) override {
+    const cuda::OpProfile::Span span(profile_, "lightning_attention_forward", stream_);
+    dispatch([&](auto* t) { cuda::lightning_attention_forward(cast(t, o), cast(t, qkv), shape, stream_); });
+  }
+  void lightning_attention_backward(void* d_qkv, const void* d_o, const void* qkv,
+                                    const LightningShape& shape) override {
+    const cuda::OpProfile::Span span(profile_, "lightning_attention_backward", stream_);
+    dispatch([&](auto* t) {
+      cuda::lightning_attention_backward(cast(t, d_qkv), cast(t, d_o), cast(t, qkv), shape, stream_);
+    });
+  }
+
   void add(void* y, const void* x, int64_t n) override {
     const cuda::OpProfile::Span span(profile_, "add", stream_);
     dispatch([&](auto* t) { cuda::add(cast(t, y), cast(t, x), n, stream_); });
+  }
+  void add_scaled(void* y, const void* x, float x_scale, float y_scale, int64_t n) override {
+    const cuda::OpProfile::Span span(profile_, "add_scaled", stream_);
+    dispatch([&](auto* t) { cuda::add_scaled(cast(t, y), cast(t, x), x_scale, y_scale, n, stream_); });
   }
   void scale(void* y, float alpha, int64_t n) override {
     const cuda::OpProfile::Span span(profile_, "scale", stream_);

@@ -3,6 +3,7 @@
 // batch-major. "+=" outputs accumulate, "=" outputs overwrite. fp32 activations and accumulators (core/real.h: fp64 in
 // the CPU reference's fp64 build).
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -52,6 +53,24 @@ struct DeltaRuleShape {
   int64_t value_dim() const { return n_v_heads * v_head_dim; }
   int64_t row() const { return 2 * key_dim() + value_dim(); }
 };
+
+// Geometry of one lightning-attention call (MiniMax) over a right-padded batch. qkv rows hold per head h, at h·3·head_dim,
+// its raw q | k | v of head_dim each (qkv_proj's output, before the SiLU the op applies); o [T, n_heads·head_dim].
+// Head h decays by λ_h = 2^(−8(h + 1)/n_heads)·decay_factor per token (lightning_decay_rate).
+struct LightningShape {
+  int64_t batch = 0, seq = 0;            // T = batch * seq
+  int64_t n_heads = 0, head_dim = 0;
+  double decay_factor = 1.0;
+  const int32_t* seq_lens = nullptr;     // [batch] valid tokens per sequence; nullptr = all valid
+  const int32_t* segments = nullptr;     // [T] packed-example id; the state restarts at zero where it changes
+  int64_t row() const { return 3 * n_heads * head_dim; }
+  int64_t width() const { return n_heads * head_dim; }
+};
+// λ_h in fp32 as transformers' get_slope_rate computes it (its buffers are fp32).
+inline float lightning_decay_rate(int64_t head, int64_t n_heads, double decay_factor) {
+  const double base = 1.0 / std::pow(2.0, 8.0 / static_cast<double>(n_heads));
+  return static_cast<float>(static_cast<float>(std::pow(base, static_cast<double>(head + 1))) * decay_factor);
+}
 
 // How an MoE router picks and weighs its experts (backend.h's moe_route_* ops).
 struct MoeRouting {
@@ -240,8 +259,16 @@ class Backend {
   virtual void gated_rmsnorm_backward(void* dx, void* dz, real* dw, const void* dy, const void* x, const void* z,
                                       const void* w, int64_t N, int64_t D, float eps) = 0;
 
-  // y += x; y *= alpha (n elements of dtype()).
+  // Lightning attention (MiniMax), per sequence, head and token, with q, k, v = silu(raw): S ← exp(−λ_h)·S + k·vᵀ,
+  // o = Sᵀq, S [head_dim, head_dim] fp32 starting at zero for every sequence and packed segment; padded tokens give
+  // o = 0 and no gradient. backward: d_qkv (∂ wrt the raw q, k, v) =.
+  virtual void lightning_attention_forward(void* o, const void* qkv, const LightningShape& shape) = 0;
+  virtual void lightning_attention_backward(void* d_qkv, const void* d_o, const void* qkv,
+                                            const LightningShape& shape) = 0;
+
+  // y += x; y *= alpha; y = y_scale·y + x_scale·x (n elements of dtype()).
   virtual void add(void* y, const void* x, int64_t n) = 0;
+  virtual void add_scaled(void* y, const void* x, float x_scale, float y_scale, int64_t n) = 0;
   virtual void scale(void* y, float alpha, int64_t n) = 0;
 
   // Fused, chunked LM head + cross-entropy: logits = x[T,H]·w[V,H]ᵀ are never held for all T at once; where

@@ -10,7 +10,7 @@ namespace mt {
 int64_t attention_chunk(const ModelSpec& spec) {
   int64_t chunk = 0;
   for (const LayerSpec& l : spec.layers) {
-    if (l.attention.chunk == 0 || l.is_deltanet()) continue;
+    if (l.attention.chunk == 0 || l.linear_mixer()) continue;
     MT_ASSERT(chunk == 0 || chunk == l.attention.chunk, "chunked layers of sizes {} and {}", chunk, l.attention.chunk);
     chunk = l.attention.chunk;
   }

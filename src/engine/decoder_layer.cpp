@@ -1,8 +1,9 @@
-// Decoder layer: the composition of blocks (see decoder_layer.h; the mixer is attention, latent attention or Gated
-// DeltaNet by the layer's spec), following transformers' decoder layers —
+// Decoder layer: the composition of blocks (see decoder_layer.h; the mixer is attention, latent attention, Gated
+// DeltaNet or lightning attention by the layer's spec), following transformers' decoder layers —
 // LlamaDecoderLayer's pre-norm residuals, Gemma 2/3's and GLM-4's sandwich norms (post_norms), OLMo 2's norms after
-// each block only (post_norms without pre_norms), Granite's residual_multiplier and Cohere's parallel residual (one
-// norm feeding attention and the MLP, whose outputs both add to the layer input).
+// each block only (post_norms without pre_norms), Granite's residual_multiplier, Cohere's parallel residual (one
+// norm feeding attention and the MLP, whose outputs both add to the layer input) and MiniMax's residuals from the
+// norms' outputs, scaled (normed_residual: h1 = α·norm1(x) + β·mixer(norm1(x)), y = α'·norm2(h1) + β'·ffn(norm2(h1))).
 #include "engine/decoder_layer.h"
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include "engine/attention_block.h"
 #include "engine/deltanet_block.h"
 #include "engine/hidden_norm.h"
+#include "engine/lightning_block.h"
 #include "engine/mla_block.h"
 #include "engine/mlp_block.h"
 
@@ -65,14 +67,25 @@ void add_scaled_residual(const LayerContext& ctx, int64_t layer, void* y, const 
   ctx.backend->add(y, residual, T * ctx.spec->hidden_size);
 }
 
-// dst = multiplier · src (the gradient reaching a block whose output a residual multiplier scales), in dst's rows.
-const void* scaled_gradient(const LayerContext& ctx, int64_t layer, void* dst, const void* src, int64_t T) {
-  const LayerSpec& l = ctx.layer(layer);
-  if (!l.scaled_residual()) return src;
+// dst = factor · src (the gradient reaching a block whose output a factor scales), in dst's rows; src itself where
+// the factor is 1.
+const void* scaled_gradient(const LayerContext& ctx, void* dst, const void* src, int64_t T, double factor) {
+  if (factor == 1.0) return src;
   const int64_t n = T * ctx.spec->hidden_size;
   ctx.backend->copy_bytes(dst, src, n * static_cast<int64_t>(dtype_size(ctx.backend->dtype())));
-  ctx.backend->scale(dst, static_cast<float>(l.residual_multiplier), n);
+  ctx.backend->scale(dst, static_cast<float>(factor), n);
   return dst;
+}
+// The factor on the feed-forward's output: MiniMax's β of a normed residual, or the residual multiplier.
+double ffn_output_factor(const LayerSpec& l) {
+  return l.normed_residual ? l.ffn_residual.beta : l.residual_multiplier;
+}
+
+// y = β·y + α·normed (a normed residual: y holds the block's output, normed the norm's output that fed the block).
+void add_normed_residual(const LayerContext& ctx, void* y, const void* normed, const LayerSpec::ScaledResidual& r,
+                         int64_t T) {
+  ctx.backend->add_scaled(y, normed, static_cast<float>(r.alpha), static_cast<float>(r.beta),
+                          T * ctx.spec->hidden_size);
 }
 
 // dx = d_block + d_residual: a pre-norm's backward with the residual's gradient added, or without the norm the sum.
@@ -90,7 +103,7 @@ void input_gradient(const LayerContext& ctx, int64_t layer, const HiddenNorm& no
 
 // Everything up to the feed-forward: norm1, the mixer block, h1, norm2 (none with a parallel residual). Without
 // post-norms the residual x enters h1 in the block's output projection (with the residual multiplier as the
-// projection's scale); with them it is added after the post-norm.
+// projection's scale); with them it is added after the post-norm; a normed residual adds α·norm1 to β·block.
 void layer_inputs(const LayerContext& ctx, int64_t layer, const void* w, const void* x, const MicroBatch& mb,
                   const LayerScratch& s, const LayerInternals& n) {
   const LayerSpec& l = ctx.layer(layer);
@@ -98,11 +111,13 @@ void layer_inputs(const LayerContext& ctx, int64_t layer, const void* w, const v
   const LayerOffsets& o = ctx.offsets(layer);
   const HiddenNorm norm{ctx, w, mb.tokens()};
   void* block_out = post ? n.attn_out : n.h1;
-  const void* residual = post ? nullptr : x;
+  const void* residual = post || l.normed_residual ? nullptr : x;
   if (l.pre_norms) norm.forward(s.norm1, x, o.input_norm);
   const void* in = mixer_input(ctx, layer, x, s);
   if (l.is_deltanet())
     deltanet_block_forward(ctx, layer, w, in, block_out, residual, mb, n);
+  else if (l.is_lightning())
+    lightning_block_forward(ctx, layer, w, in, block_out, residual, mb, n);
   else if (l.is_mla())
     mla_block_forward(ctx, layer, w, in, block_out, residual, mb, s, n);
   else
@@ -111,6 +126,7 @@ void layer_inputs(const LayerContext& ctx, int64_t layer, const void* w, const v
     norm.forward(n.h1, n.attn_out, o.attn_out_norm);
     add_scaled_residual(ctx, layer, n.h1, x, mb.tokens());
   }
+  if (l.normed_residual) add_normed_residual(ctx, n.h1, s.norm1, l.mixer_residual, mb.tokens());
   if (l.pre_norms && !l.parallel_residual) norm.forward(s.norm2, n.h1, o.mlp_norm);
 }
 
@@ -141,14 +157,18 @@ void decoder_layer_forward(const LayerContext& ctx, int64_t layer, const void* w
                            const MoeKept* moe_kept) {
   const LayerInternals& n = saved ? *saved : ws.internals;
   const LayerScratch& s = ws.scratch;
-  const bool post = ctx.layer(layer).post_norms;
+  const LayerSpec& l = ctx.layer(layer);
+  const bool post = l.post_norms;
   const int64_t H = ctx.spec->hidden_size;
   layer_inputs(ctx, layer, w, x, mb, s, n);
   const void* ffn_in = ffn_input(ctx, layer, s, n);
   if (is_moe(ctx, layer)) {
     moe_block_forward(ctx, layer, w, ffn_in, post ? n.mlp_out : y, mb, ws.moe, moe_kept);
     if (post) HiddenNorm{ctx, w, mb.tokens()}.forward(y, n.mlp_out, ctx.offsets(layer).mlp_out_norm);
-    add_scaled_residual(ctx, layer, y, n.h1, mb.tokens());
+    if (l.normed_residual)
+      add_normed_residual(ctx, y, ffn_in, l.ffn_residual, mb.tokens());
+    else
+      add_scaled_residual(ctx, layer, y, n.h1, mb.tokens());
   } else {  // y = h1 + multiplier · down(...): in the down projection's pass, or after the post-norm
     each_chunk(mb, ws, [&](int64_t t0, int64_t T) {
       const MlpChunk b = chunk_buffers(ctx, layer, ws, saved, t0);
@@ -158,6 +178,9 @@ void decoder_layer_forward(const LayerContext& ctx, int64_t layer, const void* w
         HiddenNorm{ctx, w, T}.forward(rows(ctx, y, t0, H), rows(ctx, n.mlp_out, t0, H),
                                       ctx.offsets(layer).mlp_out_norm);
         add_scaled_residual(ctx, layer, rows(ctx, y, t0, H), rows(ctx, n.h1, t0, H), T);
+      } else if (l.normed_residual) {
+        mlp_block_output(ctx, layer, w, rows(ctx, y, t0, H), nullptr, T, b);
+        add_normed_residual(ctx, rows(ctx, y, t0, H), rows(ctx, ffn_in, t0, H), l.ffn_residual, T);
       } else {
         mlp_block_output(ctx, layer, w, rows(ctx, y, t0, H), rows(ctx, n.h1, t0, H), T, b);
       }
@@ -168,7 +191,9 @@ void decoder_layer_forward(const LayerContext& ctx, int64_t layer, const void* w
 // Backward. A residual multiplier scales the gradient of a block's output projection in its GEMMs
 // (LayerSpec::projection_scale); where a post-norm or the MoE combine sits between, the scaled gradient goes to a
 // buffer free at that point: the feed-forward's to d_hidden (written only after it), the mixer's to d_norm (whose
-// post-norm backward writes d_block).
+// post-norm backward writes d_block). A normed residual's β scales the gradient reaching each block the same way
+// (the mixer's in dx, which is written last and whose dy is read no more), and its α·gradient joins the norm's
+// input gradient before the norm's backward, which then adds no residual.
 void decoder_layer_backward(const LayerContext& ctx, int64_t layer, const void* w, const void* x, const void* dy,
                             void* dx, real* dw, const MicroBatch& mb, DecoderWorkspace& ws,
                             const LayerInternals* saved, const MoeKept* moe_kept) {
@@ -192,7 +217,7 @@ void decoder_layer_backward(const LayerContext& ctx, int64_t layer, const void* 
 
   if (is_moe(ctx, layer)) {  // MoE, whole: y = h1 + multiplier · [post-norm] moe(norm2)
     if (!saved && post) moe_block_forward(ctx, layer, w, ffn_in, n.mlp_out, mb, ws.moe, moe_kept);
-    const void* d_mlp = scaled_gradient(ctx, layer, s.d_hidden, dy, mb.tokens());
+    const void* d_mlp = scaled_gradient(ctx, s.d_hidden, dy, mb.tokens(), ffn_output_factor(l));
     if (post) {
       norm.backward(s.d_block, dw, d_mlp, n.mlp_out, o.mlp_out_norm);
       d_mlp = s.d_block;
@@ -211,37 +236,51 @@ void decoder_layer_backward(const LayerContext& ctx, int64_t layer, const void* 
       const void* d_mlp = rows(ctx, dy, t0, H);
       if (post) {
         HiddenNorm{ctx, w, T}.backward(rows(ctx, s.d_block, t0, H), dw,
-                                       scaled_gradient(ctx, layer, rows(ctx, s.d_hidden, t0, H), d_mlp, T),
+                                       scaled_gradient(ctx, rows(ctx, s.d_hidden, t0, H), d_mlp, T,
+                                                       l.residual_multiplier),
                                        rows(ctx, n.mlp_out, t0, H), o.mlp_out_norm);
         d_mlp = rows(ctx, s.d_block, t0, H);
+      } else if (l.normed_residual) {
+        d_mlp = scaled_gradient(ctx, rows(ctx, s.d_hidden, t0, H), d_mlp, T, l.ffn_residual.beta);
       }
       mlp_block_backward(ctx, layer, w, rows(ctx, ffn_in, t0, H), d_mlp, rows(ctx, s.d_norm, t0, H), dw, T, b);
     });
   }
-  // ∂L/∂h1: through norm2 plus the residual, or with a parallel residual (y = h1 + mlp(norm1)) dy itself.
+  // ∂L/∂h1: through norm2 plus the residual, or with a parallel residual (y = h1 + mlp(norm1)) dy itself; a normed
+  // residual's α·dy reaches norm2's output.
+  const int64_t n_hidden = mb.tokens() * H;
+  if (l.normed_residual) ctx.backend->add_scaled(s.d_norm, dy, static_cast<float>(l.ffn_residual.alpha), 1.f, n_hidden);
   const void* d_h1 = dy;
   if (!parallel) {
-    input_gradient(ctx, layer, norm, s.d_hidden, dw, s.d_norm, n.h1, dy, o.mlp_norm);
+    input_gradient(ctx, layer, norm, s.d_hidden, dw, s.d_norm, n.h1, l.normed_residual ? nullptr : dy, o.mlp_norm);
     d_h1 = s.d_hidden;
   }
 
-  // Attention: h1 = x + multiplier · [post-norm] o_proj(attn).
+  // Attention: h1 = x + multiplier · [post-norm] o_proj(attn), or α·norm1 + β·mixer(norm1).
   const void* d_attn_out = d_h1;
   if (post) {
-    norm.backward(s.d_block, dw, scaled_gradient(ctx, layer, s.d_norm, d_h1, mb.tokens()), n.attn_out,
-                  o.attn_out_norm);
+    norm.backward(s.d_block, dw, scaled_gradient(ctx, s.d_norm, d_h1, mb.tokens(), l.residual_multiplier),
+                  n.attn_out, o.attn_out_norm);
     d_attn_out = s.d_block;
+  } else if (l.normed_residual) {
+    d_attn_out = scaled_gradient(ctx, dx, d_h1, mb.tokens(), l.mixer_residual.beta);
   }
   // With a parallel residual the feed-forward's gradient of norm1 waits in d_norm while the mixer's lands in d_hidden.
   void* d_mixer_in = parallel ? s.d_hidden : s.d_norm;
   const void* in = mixer_input(ctx, layer, x, s);
   if (l.is_deltanet())
     deltanet_block_backward(ctx, layer, w, in, d_attn_out, d_mixer_in, dw, mb, s, n);
+  else if (l.is_lightning())
+    lightning_block_backward(ctx, layer, w, in, d_attn_out, d_mixer_in, dw, mb, s, n);
   else if (l.is_mla())
     mla_block_backward(ctx, layer, w, in, d_attn_out, d_mixer_in, dw, mb, s, n);
   else
     attention_block_backward(ctx, layer, w, in, d_attn_out, d_mixer_in, dw, mb, s, n);
-  if (parallel) ctx.backend->add(s.d_norm, s.d_hidden, mb.tokens() * H);
+  if (parallel) ctx.backend->add(s.d_norm, s.d_hidden, n_hidden);
+  if (l.normed_residual) {
+    ctx.backend->add_scaled(s.d_norm, d_h1, static_cast<float>(l.mixer_residual.alpha), 1.f, n_hidden);
+    d_h1 = nullptr;  // in d_norm
+  }
   input_gradient(ctx, layer, norm, dx, dw, s.d_norm, x, d_h1, o.input_norm);  // d_h1 may be dy, which dx aliases
 }
 

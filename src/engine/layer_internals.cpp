@@ -30,6 +30,8 @@ void each_buffer(I& n, const W& w, F f) {
   f(n.dn_normed, w.dn_normed);
   f(n.mla_q_latent, w.mla_q_latent);
   f(n.mla_kv_latent, w.mla_kv_latent);
+  f(n.lt_qkv, w.lt_qkv);
+  f(n.lt_normed, w.lt_normed);
 }
 
 
@@ -59,6 +61,8 @@ void each_scratch(S& s, const W& w, F f) {
   f(s.mla_d_q_raw, w.mla_d_q_raw);
   f(s.mla_d_kv_latent, w.mla_d_kv_latent);
   f(s.mla_d_kv_raw, w.mla_d_kv_raw);
+  f(s.lt_d_core, w.lt_d_core);
+  f(s.lt_d_qkv, w.lt_d_qkv);
 }
 
 }  // namespace
@@ -76,6 +80,12 @@ InternalsWidths internals_widths(const LayerSpec& l, int64_t H, bool with_raw) {
     w.dn_z = w.dn_core = w.dn_normed = d.value_dim();
     w.dn_ba = 2 * d.num_v_heads;
     w.dn_heads = d.num_v_heads;
+    return w;
+  }
+  if (l.is_lightning()) {
+    const int64_t W = l.lightning.width();
+    w.lt_qkv = 3 * W;
+    w.attn = w.out_gate = w.gated_attn = w.lt_normed = W;
     return w;
   }
   if (l.is_mla()) {
@@ -166,6 +176,12 @@ ScratchWidths scratch_widths(const ModelSpec& spec) {
       w.mla_k_rope = m.qk_rope_head_dim;
       w.mla_d_q_latent = w.mla_d_q_raw = m.q_lora_rank;
       w.mla_d_kv_latent = w.mla_d_kv_raw = m.kv_lora_rank;
+    }
+    if (l.is_lightning()) {
+      const int64_t W = l.lightning.width();
+      w.dq = w.dk = w.dv = 0;
+      w.d_attn = w.d_out_gate = w.lt_d_core = W;
+      w.lt_d_qkv = 3 * W;
     }
     if (l.is_deltanet()) {
       const DeltaNetSpec& d = l.deltanet;

@@ -30,6 +30,9 @@ struct LayerInternals {
   real *dn_g = nullptr, *dn_beta = nullptr;   // [tokens, n_v_heads]
   // Multi-head latent attention: the normed low-rank query (q_b_proj's input) and the normed kv latent (kv_b_proj's).
   void *mla_q_latent = nullptr, *mla_kv_latent = nullptr;
+  // Lightning attention: qkv_proj's output (before the SiLU the op applies) and the norm's output; the attention
+  // output is attn, output_gate's out_gate and σ(out_gate)·normed (out_proj's input) gated_attn.
+  void *lt_qkv = nullptr, *lt_normed = nullptr;
 };
 
 // Per-token widths, in LayerInternals member order; lse_heads: fp32 lse values per token.
@@ -40,9 +43,10 @@ struct InternalsWidths {
   int64_t dn_qkv_raw = 0, dn_qkv = 0, dn_z = 0, dn_ba = 0, dn_core = 0, dn_normed = 0;
   int64_t dn_heads = 0;  // fp32 dn_g and dn_beta values per token, each
   int64_t mla_q_latent = 0, mla_kv_latent = 0;
+  int64_t lt_qkv = 0, lt_normed = 0;
   int64_t elements() const {
     return q_raw + k_raw + q + k + v + attn + attn_out + h1 + gate + up + mlp_out + out_gate + gated_attn +
-           dn_qkv_raw + dn_qkv + dn_z + dn_ba + dn_core + dn_normed + mla_q_latent + mla_kv_latent;
+           dn_qkv_raw + dn_qkv + dn_z + dn_ba + dn_core + dn_normed + mla_q_latent + mla_kv_latent + lt_qkv + lt_normed;
   }
   int64_t fp32_elements() const { return lse_heads + 2 * dn_heads; }  // per token
 };
@@ -77,6 +81,9 @@ struct LayerScratch {
   // rotary key (head_concat's inputs); backward, their gradients; and ∂/∂ the latents, normed and raw.
   void *mla_q_nope = nullptr, *mla_q_rope = nullptr, *mla_k_nope = nullptr, *mla_k_rope = nullptr;
   void *mla_d_q_latent = nullptr, *mla_d_q_raw = nullptr, *mla_d_kv_latent = nullptr, *mla_d_kv_raw = nullptr;
+  // Lightning attention backward: ∂/∂ the attention output and ∂/∂ qkv_proj's output (d_attn holds ∂/∂ out_proj's
+  // input, then ∂/∂ the norm's output; d_out_gate ∂/∂ output_gate's).
+  void *lt_d_core = nullptr, *lt_d_qkv = nullptr;
 };
 struct ScratchWidths {
   int64_t norm1 = 0, norm2 = 0, d_hidden = 0, d_norm = 0, d_block = 0, d_attn = 0;
@@ -86,10 +93,11 @@ struct ScratchWidths {
   int64_t dn_heads = 0;  // fp32 dn_dg and dn_dbeta values per token, each
   int64_t mla_q_nope = 0, mla_q_rope = 0, mla_k_nope = 0, mla_k_rope = 0;
   int64_t mla_d_q_latent = 0, mla_d_q_raw = 0, mla_d_kv_latent = 0, mla_d_kv_raw = 0;
+  int64_t lt_d_core = 0, lt_d_qkv = 0;
   int64_t elements() const {
     return norm1 + norm2 + d_hidden + d_norm + d_block + d_attn + dq + dk + dv + d_out_gate + dn_d_normed + dn_d_core +
            dn_d_z + dn_d_qkv + dn_d_qkv_raw + dn_d_ba + mla_q_nope + mla_q_rope + mla_k_nope + mla_k_rope +
-           mla_d_q_latent + mla_d_q_raw + mla_d_kv_latent + mla_d_kv_raw;
+           mla_d_q_latent + mla_d_q_raw + mla_d_kv_latent + mla_d_kv_raw + lt_d_core + lt_d_qkv;
   }
   int64_t fp32_elements() const { return 2 * dn_heads; }  // per token
 };

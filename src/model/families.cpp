@@ -27,6 +27,7 @@ const std::vector<FamilyEntry>& model_families() {
       {"Qwen3_5MoeForConditionalGeneration", "qwen3_5_moe", parse_qwen3_5_multimodal, false},
       {"Qwen3NextForCausalLM", "qwen3_next", parse_qwen3_next, false},
       {"MixtralForCausalLM", "mixtral", parse_mixtral, false},
+      {"MiniMaxForCausalLM", "minimax", parse_minimax, false},
       {"Qwen2MoeForCausalLM", "qwen2_moe", parse_qwen2_moe, false},
       {"Qwen3MoeForCausalLM", "qwen3_moe", parse_qwen3_moe, false},
       {"Glm4MoeForCausalLM", "glm4_moe", parse_glm4_moe, false},
@@ -171,6 +172,9 @@ void validate_model_spec(const ModelSpec& s, const std::string& origin) {
     MT_REQUIRE(!l.parallel_residual || (l.pre_norms && !l.post_norms && !l.scaled_residual()),
                "model config {}: layer {} has a parallel residual with post-block norms or a residual multiplier",
                origin, i);
+    MT_REQUIRE(!l.normed_residual || (l.pre_norms && !l.post_norms && !l.parallel_residual && !l.scaled_residual()),
+               "model config {}: layer {} has residuals from its norms with post-block norms, a parallel residual or "
+               "a residual multiplier", origin, i);
   }
 }
 

@@ -58,6 +58,7 @@ void parse_cohere2(const ConfigKeys&, ModelSpec&);
 void parse_deepseek_v2(const ConfigKeys&, ModelSpec&);
 void parse_deepseek_v3(const ConfigKeys&, ModelSpec&);
 void parse_glm4_moe_lite(const ConfigKeys&, ModelSpec&);
+void parse_minimax(const ConfigKeys&, ModelSpec&);
 
 // transformers' config class defaults that differ between families.
 struct DenseDefaults {

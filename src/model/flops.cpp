@@ -12,6 +12,10 @@ double mixer_flops_per_token(const LayerSpec& l, int64_t seq_len) {
     return 18.0 * static_cast<double>(d.num_v_heads * d.k_head_dim * d.v_head_dim) +
            6.0 * static_cast<double>(d.conv_dim() * d.conv_kernel);
   }
+  if (l.is_lightning()) {  // per head a rank-1 state update and a state read forward, three such sweeps backward
+    const LightningSpec& t = l.lightning;
+    return 16.0 * static_cast<double>(t.num_heads * t.head_dim * t.head_dim);
+  }
   int64_t keys = l.attention.window > 0 ? std::min(l.attention.window, seq_len) : seq_len;
   if (l.attention.chunk > 0) keys = std::min(keys, l.attention.chunk);  // chunked attention: the chunk's keys
   // q·k and p·v over the keys, forward and backward: 6·heads·(q/k head dim + value head dim) per key.

@@ -1,5 +1,5 @@
-// LayerSpec: what one decoder layer computes — its token mixer (attention, multi-head latent attention or Gated
-// DeltaNet), its feed-forward (a
+// LayerSpec: what one decoder layer computes — its token mixer (attention, multi-head latent attention, Gated
+// DeltaNet or lightning attention), its feed-forward (a
 // gated MLP or a mixture of experts) and where its norms sit. ModelSpec holds one per layer; blocks (src/engine/)
 // size and run themselves from it.
 // Invariant: a LayerSpec in a ModelSpec passed its family parser's checks (heads divide, dims positive and even).
@@ -67,6 +67,18 @@ struct DeltaNetSpec {
   int64_t conv_dim() const { return 2 * key_dim() + value_dim(); }  // q | k | v channels of the conv
 };
 
+// Lightning attention (MiniMax-Text-01's linear-attention layers): qkv_proj → SiLU → per head [q | k | v] of head_dim,
+// the decayed linear attention o_t = Σ_{s≤t} exp(−λ_h·(t − s))·(q_t·k_s)·v_s (no softmax, no 1/sqrt(d); the state
+// zero at every sequence and packed example), RMSNorm over the heads' whole width (eps 1e-6, transformers builds it
+// with the default), × sigmoid(output_gate(x)), out_proj. λ_h = 2^(−8(h + 1)/num_heads) · decay_factor, the factor
+// 1 − layer / (num_layers − 1 + 1e-5) + 1e-5 of the layer's index (MiniMaxLightningAttention.get_slope_rate).
+struct LightningSpec {
+  int64_t num_heads = 0, head_dim = 0;
+  double decay_factor = 1.0;
+  double norm_eps = 1e-6;
+  int64_t width() const { return num_heads * head_dim; }
+};
+
 // Multi-head latent attention (DeepSeek-V2/V3, Kimi K2, GLM-4.7-Flash): the query from q_proj, or low-rank through
 // q_a_proj → RMSNorm → q_b_proj (q_lora_rank > 0); kv_a_proj_with_mqa gives a latent of kv_lora_rank (RMSNorm'd,
 // then kv_b_proj → per head a no-rope key of qk_nope_head_dim and a value of v_head_dim) and one rotary key of
@@ -85,7 +97,7 @@ struct MlaSpec {
 };
 
 // The layer's token mixer.
-enum class MixerKind { attention, gated_deltanet, latent_attention };
+enum class MixerKind { attention, gated_deltanet, latent_attention, lightning_attention };
 
 // How a mixture-of-experts layer picks its experts per token.
 enum class RouterKind {
@@ -139,6 +151,14 @@ struct LayerSpec {
   // feeds the residual add directly (forward: its GEMM's alpha with the residual as epilogue input; backward: the
   // scale of the gradient it is reached by), 1 under a post-norm, whose input is the projection unscaled.
   float projection_scale() const { return post_norms ? 1.0f : static_cast<float>(residual_multiplier); }
+  // MiniMax's residuals: each block's residual is its pre-norm's output, both terms scaled (layernorm_*_alpha / beta):
+  // h1 = mixer_residual.alpha·norm1(x) + mixer_residual.beta·mixer(norm1(x)), y = ffn_residual.alpha·norm2(h1) +
+  // ffn_residual.beta·ffn(norm2(h1)). The blocks' projections run unscaled and without their residual epilogue.
+  struct ScaledResidual {
+    double alpha = 1.0, beta = 1.0;
+  };
+  bool normed_residual = false;
+  ScaledResidual mixer_residual, ffn_residual;
   // Parallel residual (Cohere): one norm feeds the mixer and the feed-forward, y = x + attn(norm(x)) + mlp(norm(x));
   // the layer has no norm before its feed-forward.
   bool parallel_residual = false;
@@ -147,6 +167,10 @@ struct LayerSpec {
   bool is_deltanet() const { return mixer == MixerKind::gated_deltanet; }
   MlaSpec mla;                 // mixer == latent_attention
   bool is_mla() const { return mixer == MixerKind::latent_attention; }
+  LightningSpec lightning;     // mixer == lightning_attention
+  bool is_lightning() const { return mixer == MixerKind::lightning_attention; }
+  // A linear-attention mixer (no softmax attention, no rotary embedding, no attention call).
+  bool linear_mixer() const { return is_deltanet() || is_lightning(); }
   MoeSpec moe;  // active(): the feed-forward is this mixture of experts instead of mlp
 };
 

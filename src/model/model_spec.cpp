@@ -158,23 +158,24 @@ std::string describe_layers(const ModelSpec& spec) {
         l.is_deltanet()
             ? fmt::format("gated deltanet {}/{} heads × {}/{}, conv {}", d.num_k_heads, d.num_v_heads, d.k_head_dim,
                           d.v_head_dim, d.conv_kernel)
+        : l.is_lightning() ? fmt::format("lightning attention {} heads × {}", l.lightning.num_heads, l.lightning.head_dim)
         : l.is_mla() ? fmt::format("latent attention {} heads × {}/{} (kv rank {}{})", l.mla.num_heads,
                                    l.mla.qk_head_dim(), l.mla.v_head_dim, l.mla.kv_lora_rank,
                                    l.mla.q_lora_rank > 0 ? fmt::format(", q rank {}", l.mla.q_lora_rank) : "")
                      : fmt::format("attention {}/{} heads × {}", a.num_heads, a.num_kv_heads, a.head_dim);
     if (a.output_gate) text += ", output gate";
     if (a.window) text += fmt::format(", window {}", a.window);
-    if (a.rope < 0 && !l.is_deltanet()) text += a.alibi ? ", ALiBi" : ", NoPE";
+    if (a.rope < 0 && !l.linear_mixer()) text += a.alibi ? ", ALiBi" : ", NoPE";
     if (a.rope > 0) text += fmt::format(", rope table {}", a.rope);
     if (a.softcap > 0) text += fmt::format(", soft-cap {}", a.softcap);
     if (a.chunk > 0) text += fmt::format(", chunks of {}", a.chunk);
     if (a.qk_l2_norm) text += ", q/k L2 norm";
-    if (a.qk_norm && (a.qk_norm_whole || a.qk_norm_after_rope) && !l.is_deltanet())
+    if (a.qk_norm && (a.qk_norm_whole || a.qk_norm_after_rope) && !l.linear_mixer())
       text += fmt::format(", q/k norm{}{}", a.qk_norm_whole ? " over the projection" : "",
                           a.qk_norm_after_rope ? " after RoPE" : "");
     if (a.qk_layer_norm) text += ", per-head q/k LayerNorm";
     if (a.temperature_floor_scale > 0) text += ", temperature tuning";
-    if (a.sinks && !l.is_deltanet()) text += ", sinks";
+    if (a.sinks && !l.linear_mixer()) text += ", sinks";
     if (l.moe.active()) {
       text += fmt::format(", MoE {} experts × {} top {}{}", l.moe.num_experts, l.moe.intermediate_size, l.moe.top_k,
                           l.moe.norm_topk ? " renormalised" : "");
@@ -193,6 +194,9 @@ std::string describe_layers(const ModelSpec& spec) {
     if (l.post_norms) text += l.pre_norms ? ", sandwich norms" : ", post-block norms";
     if (l.scaled_residual()) text += fmt::format(", residual × {}", l.residual_multiplier);
     if (l.parallel_residual) text += ", parallel residual";
+    if (l.normed_residual)
+      text += fmt::format(", residuals from the norms ({}·x + {}·mixer, {}·x + {}·ffn)", l.mixer_residual.alpha,
+                          l.mixer_residual.beta, l.ffn_residual.alpha, l.ffn_residual.beta);
     return text;
   };
   std::string out;

@@ -78,6 +78,9 @@ struct TensorNames {
   std::string dn_qkvz, dn_ba;                         // fused; "" = the separate tensors above
   std::string dn_conv = "linear_attn.conv1d", dn_a_log = "linear_attn.A_log", dn_dt_bias = "linear_attn.dt_bias";
   std::string dn_norm = "linear_attn.norm", dn_out = "linear_attn.out_proj";
+  // Lightning attention layers (MiniMax): qkv_proj (per head q | k | v), output_gate, the norm, out_proj.
+  std::string lt_qkv = "self_attn.qkv_proj", lt_gate = "self_attn.output_gate", lt_norm = "self_attn.norm",
+              lt_out = "self_attn.out_proj";
   // Mixture-of-experts layers: "<router>.weight", "<experts><e>.<expert_gate>.weight" (and up, down), the shared
   // expert "<shared_gate_proj>.weight" (and up, down) and its gate "<shared_expert_gate>.weight".
   std::string router = "mlp.gate", experts = "mlp.experts.";

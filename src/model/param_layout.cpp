@@ -132,6 +132,14 @@ void deltanet_params(LayerBuilder& l, const DeltaNetSpec& d, const TensorNames& 
   l.linear(n.dn_out, H, d.value_dim(), false, o.out, unused);
 }
 
+void lightning_params(LayerBuilder& l, const LightningSpec& t, const TensorNames& n, LightningOffsets& o) {
+  int64_t unused = -1;
+  l.linear(n.lt_qkv, 3 * t.width(), l.H, false, o.qkv, unused);
+  l.linear(n.lt_gate, t.width(), l.H, false, o.gate, unused);
+  o.norm = add(l.r, l.prefix + n.lt_norm + ".weight", {t.width()}, InitKind::ones);  // a plain w·x̂ norm
+  l.linear(n.lt_out, l.H, t.width(), false, o.out, unused);
+}
+
 // The query's and kv_b_proj's rows come per head ([nope | rope], [k_nope | v]); the store groups each part over
 // the heads, so every part is one contiguous matrix.
 void mla_params(LayerBuilder& l, const MlaSpec& m, const TensorNames& n, MlaOffsets& o) {
@@ -242,6 +250,8 @@ Region decoder_region(const ModelSpec& s, int64_t layer) {
   if (spec.pre_norms) o.input_norm = l.hidden_norm(n.input_norm);
   if (spec.is_deltanet())
     deltanet_params(l, spec.deltanet, n, o.deltanet);
+  else if (spec.is_lightning())
+    lightning_params(l, spec.lightning, n, o.lightning);
   else if (spec.is_mla())
     mla_params(l, spec.mla, n, o.mla);
   else

@@ -61,6 +61,12 @@ struct DeltaNetOffsets {
   int64_t qkv = -1, z = -1, ba = -1, conv = -1, a_log = -1, dt_bias = -1, norm = -1, out = -1;
   bool operator==(const DeltaNetOffsets&) const = default;
 };
+// Lightning attention (LightningSpec): qkv_proj [3·width, H] (per head q | k | v, as the op reads it), output_gate
+// [width, H], the norm [width], out_proj [H, width].
+struct LightningOffsets {
+  int64_t qkv = -1, gate = -1, norm = -1, out = -1;
+  bool operator==(const LightningOffsets&) const = default;
+};
 // Multi-head latent attention (MlaSpec): the query projection's no-rope rows of every head, then its rope rows
 // (q_proj's, or q_b_proj's after q_a_proj [q_lora_rank, H] and its norm); kv_a_proj_with_mqa's latent rows, then
 // its rotary-key rows (and their biases); kv_a_layernorm; kv_b_proj's key rows of every head, then its value rows;
@@ -102,6 +108,7 @@ struct LayerOffsets {
   MoeOffsets moe;   // mixture-of-experts layers
   DeltaNetOffsets deltanet;
   MlaOffsets mla;
+  LightningOffsets lightning;
   bool operator==(const LayerOffsets&) const = default;
 };
 

@@ -87,7 +87,7 @@ void plan_activations(const ModelSpec& s, const RunShape& run, int64_t es, GpuPl
   g.cudnn_backward_need = 0;
   g.cudnn_backward_tile = 0;
   for (const LayerSpec& l : s.layers) {
-    if (l.is_deltanet()) continue;
+    if (l.linear_mixer()) continue;
     const AttentionSpec& a = l.attention;
     // Latent attention's value head dim differs from its q/k one (V, O and their gradients are narrower).
     const int64_t v_head_dim = l.is_mla() ? l.mla.v_head_dim : 0;

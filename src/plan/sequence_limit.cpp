@@ -12,7 +12,7 @@ int64_t model_position_limit(const ModelSpec& spec, std::string* why) {
   int64_t limit = spec.max_position_embeddings;
   std::string source = MT_FORMAT("max_position_embeddings {}", limit);
   bool uses_rope = false;
-  for (const LayerSpec& l : spec.layers) uses_rope |= !l.is_deltanet() && l.attention.rope >= 0;
+  for (const LayerSpec& l : spec.layers) uses_rope |= !l.linear_mixer() && l.attention.rope >= 0;
   if (!uses_rope || spec.rope_tables.empty()) {
     if (why) *why = "no RoPE";
     return kNoPositionLimit;

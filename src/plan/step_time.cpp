@@ -53,8 +53,8 @@ std::vector<LayerFlops> layer_flops(const ModelSpec& spec, const std::vector<dou
   for (int64_t i = 0; i < spec.num_layers; ++i) {
     const LayerSpec& l = spec.layers[static_cast<size_t>(i)];
     LayerFlops& f = out[static_cast<size_t>(i)];
-    // Delta-rule state updates run with the dense work; attention is its own class.
-    f.attention = l.is_deltanet() ? 0.0 : mixer_flops_per_token(l, seq_len);
+    // Linear-attention state updates run with the dense work; attention is its own class.
+    f.attention = l.linear_mixer() ? 0.0 : mixer_flops_per_token(l, seq_len);
     if (l.moe.active()) {
       const double per_expert = 3.0 * H * static_cast<double>(l.moe.intermediate_size);
       f.experts = 6.0 * static_cast<double>(l.moe.top_k) * per_expert;

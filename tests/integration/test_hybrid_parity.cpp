@@ -2,7 +2,8 @@
 // Qwen3.5's Gated DeltaNet and gated-attention layers train as transformers trains them, over sequences shorter
 // than, equal to and longer than its 64-token chunks, padded and packed, in fp32: per-step loss and gradient norm
 // within 1e-4 relative and every parameter's update by the fp64 rule (update_rule.h); the rule rejects the gate
-// tensors of a run whose gate gradient is 1 % off.
+// tensors of a run whose gate gradient is 1 % off. MiniMax's lightning attention between softmax layers, with its
+// residuals from the norms and its experts, trains as transformers trains it, padded and packed.
 #include <cmath>
 
 #include "catch.h"
@@ -50,6 +51,21 @@ TEST_CASE("hybrid fixtures match PyTorch in micro-batches of one sequence and wi
   check_against_reference("qwen3_5", "parity-qwen3_5-mb1", {"training.micro_batch_size=1"});
   // No layer recomputes: backward reads the DeltaNet's and the gated attention's saved internals.
   check_against_reference("qwen3_5_packed", "parity-qwen3_5-saved", {"training.recompute_layers=0"});
+}
+
+TEST_CASE("minimax fixture (lightning attention between softmax layers, residuals from the norms with alpha/beta "
+          "factors, experts with the router loss, sequences across many lightning blocks, padding) matches PyTorch",
+          "[parity][hybrid]") {
+  check_against_reference("minimax", "parity-minimax");
+}
+TEST_CASE("minimax_packed fixture (several examples per packed sequence: the lightning state restarts per example) "
+          "matches PyTorch run on the examples unpacked", "[parity][hybrid]") {
+  check_against_reference("minimax_packed", "parity-minimax_packed");
+}
+TEST_CASE("minimax fixture matches PyTorch in micro-batches of one sequence and with saved internals",
+          "[parity][hybrid]") {
+  check_against_reference("minimax", "parity-minimax-mb1", {"training.micro_batch_size=1"});
+  check_against_reference("minimax_packed", "parity-minimax-saved", {"training.recompute_layers=0"});
 }
 
 TEST_CASE("a Qwen3.5 checkpoint missing A_log or dt_bias is refused in one line, nothing written", "[hybrid]") {

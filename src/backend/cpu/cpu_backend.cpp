@@ -206,7 +206,18 @@ class CpuBackend final : public Backend {
     cpu::gated_rmsnorm_backward(f(dx), f(dz), dw, f(dy), f(x), f(z), f(w), N, D, eps);
   }
 
+  void lightning_attention_forward(void* o, const void* qkv, const LightningShape& shape) override {
+    cpu::lightning_attention_forward(f(o), f(qkv), shape);
+  }
+  void lightning_attention_backward(void* d_qkv, const void* d_o, const void* qkv,
+                                    const LightningShape& shape) override {
+    cpu::lightning_attention_backward(f(d_qkv), f(d_o), f(qkv), shape);
+  }
+
   void add(void* y, const void* x, int64_t n) override { cpu::add(f(y), f(x), n); }
+  void add_scaled(void* y, const void* x, float x_scale, float y_scale, int64_t n) override {
+    cpu::add_scaled(f(y), f(x), x_scale, y_scale, n);
+  }
   void scale(void* y, float alpha, int64_t n) override { cpu::scale(f(y), alpha, n); }
 
   double head_loss_rows(void* dx, real* dw, const void* x, const void* w, const int32_t* targets,

@@ -12,6 +12,7 @@ void zero(real* p, int64_t n);
 void copy(real* dst, const real* src, int64_t n);
 void add(real* y, const real* x, int64_t n);
 void scale(real* y, real alpha, int64_t n);
+void add_scaled(real* y, const real* x, real x_scale, real y_scale, int64_t n);
 double sum_squares(const real* x, int64_t n);
 
 void linear_forward(real* y, const real* x, const real* w, const real* b, int64_t T, int64_t I, int64_t O);
@@ -85,6 +86,9 @@ void gated_delta_rule_chunked_forward(real* o, const real* qkv, const real* g, c
                                       const DeltaRuleShape& s, int64_t chunk);
 void gated_delta_rule_chunked_backward(real* d_qkv, real* dg, real* dbeta, const real* d_o, const real* qkv,
                                        const real* g, const real* beta, const DeltaRuleShape& s, int64_t chunk);
+
+void lightning_attention_forward(real* o, const real* qkv, const LightningShape& s);
+void lightning_attention_backward(real* d_qkv, const real* d_o, const real* qkv, const LightningShape& s);
 
 void gated_rmsnorm_forward(real* y, const real* x, const real* z, const real* w, int64_t N, int64_t D, real eps);
 void gated_rmsnorm_backward(real* dx, real* dz, real* dw, const real* dy, const real* x, const real* z,

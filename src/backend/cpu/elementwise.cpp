@@ -1,4 +1,4 @@
-// zero, copy, add, scale and the fp64 sum of squares over flat buffers of mt::real.
+// zero, copy, add, scale, add_scaled (y = y_scale·y + x_scale·x) and the fp64 sum of squares over flat buffers of mt::real.
 // Invariant: sum_squares adds fixed-size block partials in block order, so it is bitwise independent of thread count.
 #include <algorithm>
 #include <cstring>
@@ -28,6 +28,11 @@ void add(real* y, const real* x, int64_t n) {
 void scale(real* y, real alpha, int64_t n) {
 #pragma omp parallel for simd if (n > parallel_min_elems) schedule(static)
   for (int64_t i = 0; i < n; ++i) y[i] *= alpha;
+}
+
+void add_scaled(real* y, const real* x, real x_scale, real y_scale, int64_t n) {
+#pragma omp parallel for simd if (n > parallel_min_elems) schedule(static)
+  for (int64_t i = 0; i < n; ++i) y[i] = y_scale * y[i] + x_scale * x[i];
 }
 
 double sum_squares(const real* x, int64_t n) {

@@ -56,6 +56,12 @@ struct JsonFields<DeltaNetOffsets> {
                       MT_JSON_FIELD(O, out));
 };
 template <>
+struct JsonFields<LightningOffsets> {
+  using O = LightningOffsets;
+  static constexpr auto table =
+      std::make_tuple(MT_JSON_FIELD(O, qkv), MT_JSON_FIELD(O, gate), MT_JSON_FIELD(O, norm), MT_JSON_FIELD(O, out));
+};
+template <>
 struct JsonFields<MlaOffsets> {
   using O = MlaOffsets;
   static constexpr auto table =
@@ -88,7 +94,8 @@ struct JsonFields<LayerOffsets> {
   static constexpr auto table =
       std::make_tuple(MT_JSON_FIELD(O, input_norm), MT_JSON_FIELD(O, attn_out_norm), MT_JSON_FIELD(O, mlp_norm),
                       MT_JSON_FIELD(O, mlp_out_norm), MT_JSON_FIELD(O, attention), MT_JSON_FIELD(O, mlp),
-                      MT_JSON_FIELD(O, moe), MT_JSON_FIELD(O, deltanet), MT_JSON_FIELD(O, mla));
+                      MT_JSON_FIELD(O, moe), MT_JSON_FIELD(O, deltanet), MT_JSON_FIELD(O, mla),
+                      MT_JSON_FIELD(O, lightning));
 };
 template <>
 struct JsonFields<Region> {
