@@ -227,3 +227,112 @@ TEST_CASE("model FLOPs of a hybrid stack: the DeltaNet layers' state updates and
   CHECK(f.model == 6.0 * matmul * tokens + (6 * deltanet + 2 * attention) * tokens);
   CHECK(f.six_n == 6.0 * static_cast<double>(layout.total_numel) * tokens);
 }
+
+namespace {
+
+json minimax() {
+  return {{"architectures", {"MiniMaxForCausalLM"}}, {"vocab_size", 128},       {"hidden_size", 64},
+          {"intermediate_size", 48},                 {"num_hidden_layers", 4},  {"num_attention_heads", 4},
+          {"num_key_value_heads", 2},                {"head_dim", 16},          {"max_position_embeddings", 256},
+          {"num_local_experts", 4},                  {"num_experts_per_tok", 2}};
+}
+
+}  // namespace
+
+TEST_CASE("MiniMax: lightning attention between softmax layers, residuals from the norms, Mixtral's experts",
+          "[families][hybrid][minimax]") {
+  json j = minimax();
+  j["layer_types"] = {"linear_attention", "linear_attention", "full_attention", "linear_attention"};
+  j["full_attn_alpha_factor"] = 3.5565588200778455;
+  j["linear_attn_beta_factor"] = 0.5;
+  j["mlp_alpha_factor"] = 2.0;
+  const mt::ModelSpec s = mt::parse_model_spec(j, "cfg.json");
+  CHECK(s.family == "minimax");
+  CHECK(s.rope_tables.front().theta == 1e6);  // MiniMaxConfig's default_theta
+  CHECK(s.rope_tables.front().rot_dim() == 16);
+  for (size_t i = 0; i < s.layers.size(); ++i) {
+    INFO("layer " << i);
+    const mt::LayerSpec& l = s.layers[i];
+    CHECK(l.is_lightning() == (i != 2));
+    CHECK(l.normed_residual);
+    CHECK(l.moe.num_experts == 4);
+    CHECK(l.moe.norm_topk);
+    CHECK(l.ffn_residual.alpha == 2.0);
+    CHECK(l.ffn_residual.beta == 1.0);
+    if (l.is_lightning()) {
+      CHECK(l.lightning.width() == 64);
+      CHECK(l.lightning.decay_factor == 1.0 - static_cast<double>(i) / (3.0 + 1e-5) + 1e-5);
+      CHECK(l.mixer_residual.beta == 0.5);
+      CHECK(l.attention.rope == -1);
+    } else {
+      CHECK(l.mixer_residual.alpha == 3.5565588200778455);
+      CHECK(l.attention.num_kv_heads == 2);
+    }
+  }
+  const mt::ParamLayout layout = mt::make_param_layout(s);
+  std::vector<std::string> names;
+  for (const auto& p : layout.layer(0).params) names.push_back(p.hf_name.substr(std::string("model.layers.0.").size()));
+  CHECK(std::vector<std::string>(names.begin(), names.begin() + 7) ==
+        std::vector<std::string>{"input_layernorm.weight", "self_attn.qkv_proj.weight", "self_attn.output_gate.weight",
+                                 "self_attn.norm.weight", "self_attn.out_proj.weight", "post_attention_layernorm.weight",
+                                 "block_sparse_moe.gate.weight"});
+  CHECK(names[7] == "block_sparse_moe.experts.0.w1.weight");
+  CHECK(layout.layer(0).params[1].shape == std::vector<int64_t>{3 * 64, 64});
+  CHECK(layout.layer(0).params[3].init == mt::InitKind::ones);
+  CHECK(layout.layer(2).params[1].hf_name == "model.layers.2.self_attn.q_proj.weight");
+  // Default layer types: MiniMaxConfig's alternation, full attention first.
+  const mt::ModelSpec alternating = mt::parse_model_spec(minimax(), "cfg.json");
+  for (size_t i = 0; i < 4; ++i) CHECK(alternating.layers[i].is_lightning() == (i % 2 == 1));
+}
+
+TEST_CASE("MiniMax: the remote code's keys (attn_type_list, layernorm_* factors, rotary_dim)",
+          "[families][hybrid][minimax]") {
+  json j = minimax();
+  j["attn_type_list"] = {0, 0, 0, 1};
+  j["layernorm_full_attention_alpha"] = 3.5;
+  j["layernorm_mlp_beta"] = 0.25;
+  j["rotary_dim"] = 8;
+  j["postnorm"] = true;
+  const mt::ModelSpec s = mt::parse_model_spec(j, "cfg.json");
+  CHECK(s.layers[3].attention.num_heads == 4);
+  CHECK(s.layers[0].is_lightning());
+  CHECK(s.layers[3].mixer_residual.alpha == 3.5);
+  CHECK(s.layers[0].ffn_residual.beta == 0.25);
+  CHECK(s.rope_tables.front().rot_dim() == 8);  // MiniMax-Text-01 rotates 64 of 128
+}
+
+TEST_CASE("MiniMax: bad configs are refused in one line naming the key", "[families][hybrid][minimax]") {
+  const auto with = [](const char* key, const json& value) {
+    json j = minimax();
+    j[key] = value;
+    return parse_error(j);
+  };
+  CHECK(with("layer_types", json{"linear_attention", "full_attention"}) ==
+        "model config cfg.json: key 'layer_types' must list 4 layer types (num_hidden_layers), got 2");
+  CHECK(with("layer_types", json{"linear_attention", "sliding_attention", "full_attention", "full_attention"}) ==
+        "model config cfg.json: key 'layer_types' entry 1 must be linear_attention or full_attention, got "
+        "\"sliding_attention\"");
+  CHECK(with("attn_type_list", json{0, 2, 1, 1}) ==
+        "model config cfg.json: key 'attn_type_list' entry 1 must be 0 (linear) or 1 (full attention), got 2");
+  CHECK(with("rotary_dim", 7) ==
+        "model config cfg.json: key 'rotary_dim' (7) must be even and at most head_dim (16)");
+  CHECK(with("postnorm", false).find("key 'postnorm' false") != std::string::npos);
+  CHECK(with("shared_intermediate_size", 128) ==
+        "model config cfg.json: key 'shared_intermediate_size' must be 0 (MiniMaxForCausalLM has no shared expert)");
+  CHECK(with("router_jitter_noise", 0.01).find("key 'router_jitter_noise' must be 0") != std::string::npos);
+  CHECK(with("block_size", 0) == "model config cfg.json: key 'block_size' must be positive");
+  CHECK(with("num_experts_per_tok", 5).find("num_experts_per_tok") != std::string::npos);
+  CHECK(with("mlp_alpha_factor", "x") == "model config cfg.json: key 'mlp_alpha_factor' must be a number, got \"x\"");
+  json j = minimax();
+  j["hidden_size"] = 66;
+  j.erase("head_dim");
+  CHECK(parse_error(j).find("hidden_size (66) is not a multiple of num_attention_heads (4)") != std::string::npos);
+}
+
+TEST_CASE("MiniMax: FLOPs count the lightning sweeps", "[families][hybrid][minimax]") {
+  json j = minimax();
+  j["layer_types"] = {"linear_attention", "full_attention", "linear_attention", "linear_attention"};
+  const mt::ModelSpec s = mt::parse_model_spec(j, "cfg.json");
+  CHECK(mt::mixer_flops_per_token(s.layers[0], 4096) == 16.0 * 4 * 16 * 16);  // independent of the length
+  CHECK(mt::mixer_flops_per_token(s.layers[1], 4096) == 6.0 * 4 * (16 + 16) * 4096);
+}
