@@ -1,8 +1,8 @@
 // Every block's backward against fp64 finite differences (fd_check.h) for every family's golden fixture model
 // (tests/fixtures/<case>/model/config.json: attention with GQA, biases, q/k RMS and LayerNorms, sliding windows,
 // soft-caps, sinks, ALiBi, output gates and partial / interleaved RoPE; multi-head latent attention; GLU and plain
-// MLPs; MoE with shared experts and clamped SwiGLU; Gated DeltaNet; RMS norms with w and (1 + w), LayerNorms,
-// sandwich norms, parallel residuals): its embedding, every decoder layer and its head on a padded batch, and the
+// MLPs; MoE with shared experts and clamped SwiGLU; Gated DeltaNet; lightning attention; RMS norms with w and
+// (1 + w), LayerNorms, sandwich norms, parallel residuals, MiniMax's scaled residuals from the norms): its embedding, every decoder layer and its head on a padded batch, and the
 // decoder layers of one fixture per kind of token mixer on packed sequences. MoE layers route to every expert and
 // GPT-OSS's clamp is out of reach here (smooth()): finite differences across a choice or a corner measure a jump.
 #include <filesystem>
@@ -63,20 +63,22 @@ TEST_CASE("every block's backward matches fp64 finite differences: LayerNorm fam
 
 // Softmax-routed experts with and without a gated shared expert, sigmoid group routing, biased SwiGLU experts with
 // attention sinks, Llama 4's input-scaled experts, NoPE layers and chunked attention; Gated DeltaNet with gated
-// attention, both fused layouts, dense and MoE; multi-head latent attention with and without a q LoRA, dense and MoE.
+// attention, both fused layouts, dense and MoE; multi-head latent attention with and without a q LoRA, dense and MoE;
+// MiniMax's lightning attention between softmax layers with residuals from the norms (α, β apart from 1).
 TEST_CASE("every block's backward matches fp64 finite differences: MoE, hybrid and MLA families", "[grad64][moe]") {
   for (const std::string name : {"mixtral", "qwen2_moe", "qwen3_moe", "gpt_oss", "glm4_moe", "llama4", "qwen3_5",
                                  "qwen3_next", "qwen3_5_moe", "qwen3_next_moe", "deepseek_v2", "deepseek_v3",
-                                 "glm4_moe_lite"})
+                                 "glm4_moe_lite", "minimax"})
     check_model(name);
 }
 
 // Packed examples (tiny_batch's: positions restart, segments separate them) through every kind of token mixer:
 // attention's segment masks (plain, windowed and soft-capped, with sinks, chunked, latent), the delta rule's and the
-// causal convolution's restarts (Gated DeltaNet, dense and MoE).
+// causal convolution's restarts (Gated DeltaNet, dense and MoE), lightning attention's restarts (MiniMax).
 TEST_CASE("every decoder layer's backward matches fp64 finite differences on packed sequences", "[grad64][packed]") {
   const OneThread one;
-  for (const std::string name : {"llama", "gemma2", "gpt_oss", "llama4", "deepseek_v3", "qwen3_5", "qwen3_next_moe"}) {
+  for (const std::string name :
+       {"llama", "gemma2", "gpt_oss", "llama4", "deepseek_v3", "qwen3_5", "qwen3_next_moe", "minimax"}) {
     LayerHarness h(fixture_spec(name), true);
     check_layers(name + " packed", h);
   }
