@@ -94,5 +94,6 @@ TEST_CASE("a Qwen3.5 checkpoint missing A_log or dt_bias is refused in one line,
 }
 
 TEST_CASE("hybrid fixtures in bfloat16 stay within 2e-2 of PyTorch's fp32 losses", "[parity][hybrid][bf16]") {
-  for (const std::string name : {"qwen3_5", "qwen3_5_packed", "qwen3_next"}) check_bf16_losses(name);
+  for (const std::string name : {"qwen3_5", "qwen3_5_packed", "qwen3_next", "minimax", "minimax_packed"})
+    check_bf16_losses(name);
 }
