@@ -1,8 +1,6 @@
 // A run's parts, built once (see run.h).
 #include "cli/runtime/run.h"
 
-#include <mpi.h>
-
 #include <algorithm>
 #include <utility>
 
@@ -10,7 +8,6 @@
 #include "cli/runtime/plan_rates.h"
 #include "core/error.h"
 #include "core/log.h"
-#include "dist/check.h"
 #include "dist/context.h"
 #include "plan/resident_plan.h"
 #include "plan/step_rates.h"
@@ -49,17 +46,14 @@ const RunShape& Run::plan(const RunShape& resolved, bool resident_allowed, int64
 
 void Run::open_store(DType stream, const TierSettings& tier, const OptimizerSettings& optimizer,
                      std::function<void()> on_checkpoint) {
-  store_ = std::make_unique<HostStore>(layout_, stream, tier);
-  optimizer_ = std::make_unique<OptimizerService>(*store_, optimizer, roles_.computes, std::move(on_checkpoint));
+  node_store_ = std::make_unique<NodeStore>(layout_, stream, tier, optimizer, roles_.computes, std::move(on_checkpoint));
 }
 
-void Run::store_filled() const {
-  MT_CHECK_MPI(MPI_Barrier(dist::context().node));  // the store is filled before any rank of the node streams it
-}
+void Run::store_filled() const { node_store_->filled(); }
 
 Engine& Run::start_engine(int64_t checkpoint_interval, int64_t max_positions, int64_t slots,
                           std::optional<double> moe_aux_loss_coef) {
-  MT_ASSERT(backend_ && store_ && !engine_, "one engine, after the plan and the store");
+  MT_ASSERT(backend_ && node_store_ && !engine_, "one engine, after the plan and the store");
   EngineOptions& eo = engine_options_;
   eo.checkpoint_interval = checkpoint_interval;
   eo.recompute_layers = shape_.recompute_layers;
@@ -70,8 +64,8 @@ Engine& Run::start_engine(int64_t checkpoint_interval, int64_t max_positions, in
   eo.max_positions = max_positions;
   if (moe_aux_loss_coef) set_moe_aux_options(spec_, *moe_aux_loss_coef, eo);
   engine_ = std::make_unique<Engine>(
-      *backend_, spec_, *store_, eo,
-      make_engine_transfers(*backend_, *store_, slots, dp_, dtype_, eo.checkpoints, moe_keep_.resident.regions));
+      *backend_, spec_, node_store_->store(), eo,
+      make_engine_transfers(*backend_, node_store_->store(), slots, dp_, dtype_, eo.checkpoints, moe_keep_.resident.regions));
   return *engine_;
 }
 

@@ -14,7 +14,7 @@
 #include <optional>
 
 #include "backend/backend.h"
-#include "cli/runtime/optimizer_service.h"
+#include "cli/runtime/node_store.h"
 #include "core/runtime_switches.h"
 #include "dist/data_parallel.h"
 #include "engine/engine.h"
@@ -65,8 +65,8 @@ class Run {
   // compute rank other than the node's rank 0 runs for each checkpoint (OptimizerService).
   void open_store(DType stream, const TierSettings& tier, const OptimizerSettings& optimizer,
                   std::function<void()> on_checkpoint = {});
-  HostStore& store() { return *store_; }
-  OptimizerService& optimizer() { return *optimizer_; }
+  HostStore& store() { return node_store_->store(); }
+  OptimizerService& optimizer() { return node_store_->optimizer(); }
   // Every rank of the node (collective): the node's rank 0 has filled the store; from here any rank may stream it.
   void store_filled() const;
 
@@ -88,8 +88,7 @@ class Run {
   RunShape shape_;
   GpuPlan gpu_plan_;
   MoeKeepPlan moe_keep_;
-  std::unique_ptr<HostStore> store_;
-  std::unique_ptr<OptimizerService> optimizer_;
+  std::unique_ptr<NodeStore> node_store_;
   EngineOptions engine_options_;
   std::unique_ptr<Engine> engine_;
 };
