@@ -41,9 +41,9 @@ std::string file_name_part(std::string s) {
 
 StepRates step_rates_of(const MeasuredRates& m) {
   StepRates r;
-  r.gpu_flops = m.gemm_flops * kStepFlopsPerGemmFlop;
+  r.gpu_flops = m.gemm_flops * kLayerGemmPerProbeGemm * kStepFlopsPerGemmFlop;
   r.pcie_bytes = std::min(m.h2d_bytes, m.d2h_bytes);
-  r.parameters_pass_params = m.parameters_pass_params;
+  r.parameters_pass_params = m.parameters_pass_params * kTrainingPassPerProbePass;
   return r;
 }
 
@@ -131,9 +131,11 @@ ProbedRates cached_or_probed(const std::string& path, const std::string& device,
 }
 
 std::string describe_measured_rates(const MeasuredRates& m) {
-  return MT_FORMAT("GEMM {:.0f} TFLOP/s (a step {:.0f} model TFLOP/s, ×{}), H2D {:.1f} / D2H {:.1f} GB/s, parameters "
-                   "pass {:.2f} G/s", m.gemm_flops / 1e12, m.gemm_flops * kStepFlopsPerGemmFlop / 1e12,
-                   kStepFlopsPerGemmFlop, m.h2d_bytes / 1e9, m.d2h_bytes / 1e9, m.parameters_pass_params / 1e9);
+  const StepRates r = step_rates_of(m);
+  return MT_FORMAT("GEMM {:.0f} TFLOP/s (a step {:.0f} model TFLOP/s), H2D {:.1f} / D2H {:.1f} GB/s, parameters "
+                   "pass {:.2f} G/s ({:.2f} in training)", m.gemm_flops / 1e12, r.gpu_flops / 1e12,
+                   m.h2d_bytes / 1e9, m.d2h_bytes / 1e9, m.parameters_pass_params / 1e9,
+                   r.parameters_pass_params / 1e9);
 }
 
 std::string describe_step_rates(const StepRates& r) {

@@ -2,7 +2,8 @@
 // host's parameters pass, optim/parameters_pass_probe.h), how they become plan/step_bound.h's StepRates, and their
 // cache: one JSON file per device and host, written once and read by later runs.
 // Invariant: StepRates::gpu_flops is the model FLOP/s a whole step sustains, kStepFlopsPerGemmFlop of the probe's
-// GEMM rate; PCIe is the slower direction. A cache file is taken only when it has exactly the fields of this probe
+// GEMM rate taken to layer shapes (kLayerGemmPerProbeGemm); the parameters pass is the probe's taken to training's
+// (kTrainingPassPerProbePass); PCIe is the slower direction. A cache file is taken only when it has exactly the fields of this probe
 // version, this device and host, and finite positive rates; anything else is refused with the reason, never thrown.
 #pragma once
 #include <functional>
@@ -18,6 +19,13 @@ namespace mt {
 // 670-775 TFLOP/s (725 the middle): 487 / 725 = 0.67. The rest of a step (attention, norms, the router, the
 // element-wise ops and their launches) runs below the GEMM's rate.
 inline constexpr double kStepFlopsPerGemmFlop = 0.67;
+// The probe against what training sees, both measured on one H100 80 GB (twenty-ninth session, docs/PERFORMANCE.md):
+// - the probe's GEMM (kernels/runtime/rate_probe.cu: 8192 × 14336 × 4096) ran 906 TFLOP/s there, faster than the
+//   layer-shaped GEMMs (670-775, 725 the middle) that kStepFlopsPerGemmFlop and step_time's shares are fitted on;
+// - the probe's parameters pass (optim/parameters_pass_probe.h: the host alone) ran 11.12 G parameters/s, training's
+//   6.35-7.27 (6.6 as recorded before), its memory shared with the weight stream's copies.
+inline constexpr double kLayerGemmPerProbeGemm = 725.0 / 906.0;
+inline constexpr double kTrainingPassPerProbePass = 6.6 / 11.12;
 // Bumped when what the probe measures changes: a file of another version is re-probed.
 inline constexpr int kStepRatesProbeVersion = 1;
 

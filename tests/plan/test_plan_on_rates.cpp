@@ -3,9 +3,9 @@
 // (plan/pass_batch_advice.h) for Qwen2.5-3B at 8, 16, 32 and 64 × 1024 and Qwen3-30B-A3B (10 layers, bench's shape) at
 // 64 × 4096, each resolved by resolve_auto as bench resolves it, on:
 // - the H100 80 GB: its figures from this project's bench of Qwen2.5-7B on it (docs/PERFORMANCE.md, issue #49):
-//   cuBLAS's bf16 GEMM at 670-775 TFLOP/s on layer shapes (725, the middle, × kStepFlopsPerGemmFlop = 486 model
+//   its probe's GEMM 906 TFLOP/s (layer shapes 670-775, 725 the middle, × kStepFlopsPerGemmFlop = 486 model
 //   TFLOP/s a step; the step measured 487 at 97 % busy), page-locked copies 55 GB/s each way (47 both at once;
-//   41.7 in and 49.7 out during training), the parameters pass 6.6 G parameters/s;
+//   41.7 in and 49.7 out during training), the probe's parameters pass 11.12 G parameters/s (6.6 in training);
 // - the H200 141 GB: StepRates' constants (400 model TFLOP/s, 55 GB/s, 5.9 G parameters/s; docs/PERFORMANCE.md).
 // A change to the plan's choice shows here as a diff; the failing case prints the table as the plan now makes it.
 #include <iostream>
@@ -26,10 +26,10 @@ constexpr int64_t kH200 = int64_t{143771} << 20;  // what the H200 reports
 
 mt::StepRates h100_rates() {
   mt::MeasuredRates m;
-  m.gemm_flops = 725e12;
+  m.gemm_flops = 906e12;
   m.h2d_bytes = 55e9;
   m.d2h_bytes = 55e9;
-  m.parameters_pass_params = 6.6e9;
+  m.parameters_pass_params = 11.12e9;
   return mt::step_rates_of(m);
 }
 

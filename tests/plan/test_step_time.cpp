@@ -24,12 +24,13 @@ constexpr int64_t kH200 = int64_t{143771} << 20;  // what the H200 reports
 struct Rates {
   double gemm_tflops, h2d_gbs, d2h_gbs, parameters_gps;
 };
-// The H100 80 GB: the rates test_plan_on_rates.cpp takes (cuBLAS's layer-shaped bf16 GEMM 725 TFLOP/s, page-locked
-// copies 55 GB/s each way, the parameters pass 6.6 G/s in training; issue #49).
-constexpr Rates kH100Rates{725, 55, 55, 6.6};
-// The H200 141 GB: no probe has run on it; its GEMM is taken as the H100's (the same GH100 compute at the same
-// clocks), its copies and parameters pass as measured on the H200 node (55 GB/s, 5.9 G/s; docs/PERFORMANCE.md).
-constexpr Rates kH200Rates{725, 55, 55, 5.9};
+// The H100 80 GB: the rates test_plan_on_rates.cpp takes, as its probe measured them (GEMM 906 TFLOP/s: layer shapes
+// 725; page-locked copies 55 GB/s each way; the parameters pass 11.12 G/s alone: 6.6 in training; issue #49).
+constexpr Rates kH100Rates{906, 55, 55, 11.12};
+// The H200 141 GB: no probe has run on it; its GEMM is taken as the H100's probe (the same GH100 compute at the same
+// clocks), its copies and parameters pass as measured on the H200 node in training (55 GB/s, 5.9 G/s;
+// docs/PERFORMANCE.md), the pass stated as the probe that gives it.
+constexpr Rates kH200Rates{906, 55, 55, 5.9 / mt::kTrainingPassPerProbePass};
 
 struct Row {
   const char* model;
@@ -53,6 +54,9 @@ const std::vector<Row>& rows() {
       {"qwen2.5-7b", 0, 64, 1024, "H100", kH100Rates, 1, 8, 21, 0, 0, 0, 5.870, "issue #49: 510 TFLOP/s 6N"},
       {"qwen3-30b-a3b", 10, 64, 4096, "H100", kH100Rates, 4, 8, 0, 7, 2, 2, 7.975, "twenty-fifth session"},
       {"qwen3-30b-a3b", 10, 64, 4096, "H100", kH100Rates, 4, 8, 0, 0, 3, 2, 7.115, "twenty-fifth session"},
+      // H100 80 GB, twenty-ninth session (main d27f8d1; the plan chose on the H200's constants there).
+      {"qwen2.5-3b", 0, 16, 1024, "H100", kH100Rates, 1, 16, 0, 0, 21, 0, 0.644, "twenty-ninth session"},
+      {"qwen3-30b-a3b", 10, 64, 4096, "H100", kH100Rates, 4, 8, 0, 0, 3, 2, 7.001, "twenty-ninth session: 7.001-7.100"},
       // H200 141 GB.
       {"qwen3-30b-a3b", 10, 64, 4096, "H200", kH200Rates, 1, 8, 0, 0, 2, 2, 4.35, "fourteenth session: 4.23-4.38"},
       {"gpt-oss-120b", 1, 104, 4096, "H200", kH200Rates, 1, 8, 0, 0, 3, 0, 3.83, "fourteenth session"},
