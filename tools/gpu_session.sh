@@ -70,7 +70,7 @@
 # the reference pass's tokens/s over the DPO step's (target >= 2.5); steptime (about 450 s): tests_gpu "[cuda][rates]" (the
 # step-rate probe), then the plan's predicted step next to the measured one (steady steps) on Qwen2.5-3B at 8-64 × 1024
 # (the first run probes the rates, cached under $OUT/cache, and logs them; the rest plan on MEGATRAIN_STEP_RATES,
-# default constants), Qwen2.5-7B at 32 and 64, Qwen3-30B-A3B 10 layers at 64 × 4096 with the plan's MoE layers keeping
+# default cached: the probed rates, taken to the fitted ones by plan/step_rates.h), Qwen2.5-7B at 32 and 64, Qwen3-30B-A3B 10 layers at 64 × 4096 with the plan's MoE layers keeping
 # and with none, GPT-OSS-120B's layer at 104 × 4096 and DeepSeek-V3's layers 3-4 with 32 experts at 32 × 4096
 set -uo pipefail
 mode=${1:-full}
@@ -439,7 +439,7 @@ fi
 if [[ $mode == steptime ]]; then  # the plan's step-time model against measured steps, on the card it runs on
   timeout 60 $b/tests_gpu "[cuda][rates]" >"$out/tests_gpu_rates.log" 2>&1
   note "tests_gpu [cuda][rates] rc=$? $(tail -n 2 "$out/tests_gpu_rates.log" | tr '\n' ' ')"
-  export XDG_CACHE_HOME=$out/cache MEGATRAIN_STEP_RATES=${MEGATRAIN_STEP_RATES:-constants}
+  export XDG_CACHE_HOME=$out/cache MEGATRAIN_STEP_RATES=${MEGATRAIN_STEP_RATES:-cached}
   MEGATRAIN_STEP_RATES=probe bench steptime_qwen3b_b8 1 "${qwen3b[@]}" --batch 8
   note "  $(grep -m 1 'step rates' "$out/bench_steptime_qwen3b_b8.log" | cut -c 1-300)"
   for batch in 16 32 64; do bench "steptime_qwen3b_b$batch" 1 "${qwen3b[@]}" --batch $batch; done
