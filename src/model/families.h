@@ -102,6 +102,9 @@ MoeSpec parse_moe_spec(const ConfigKeys& top, const char* experts_key, int64_t d
                        int64_t default_top_k);
 // output_router_logits and router_aux_loss_coef (default 0.001, transformers' for every MoE family here).
 void parse_router_aux_loss(const ConfigKeys& top, ModelSpec& spec);
+// Mixtral's expert tensor names (moe_config.cpp): block_sparse_moe.gate, block_sparse_moe.experts.N.w1 (gate), w3 (up),
+// w2 (down); MiniMax-Text uses them too.
+void use_mixtral_expert_names(TensorNames& names);
 // Which layers are sparse under Qwen-MoE's rule: not in mlp_only_layers and (i + 1) % decoder_sparse_step == 0.
 std::vector<bool> qwen_sparse_layers(const ConfigKeys& top, int64_t num_layers);
 

@@ -106,12 +106,7 @@ void parse_minimax(const ConfigKeys& top, ModelSpec& s) {
       l.mixer_residual = full;
     }
   }
-  TensorNames& n = s.names;
-  n.router = "block_sparse_moe.gate";
-  n.experts = "block_sparse_moe.experts.";
-  n.expert_gate = "w1";
-  n.expert_up = "w3";
-  n.expert_down = "w2";
+  use_mixtral_expert_names(s.names);
 }
 
 }  // namespace mt

@@ -18,12 +18,7 @@ void parse_mixtral(const ConfigKeys& top, ModelSpec& s) {
   moe.norm_topk = true;
   for (LayerSpec& l : s.layers) l.moe = moe;
   parse_router_aux_loss(top, s);
-  TensorNames& n = s.names;
-  n.router = "block_sparse_moe.gate";
-  n.experts = "block_sparse_moe.experts.";
-  n.expert_gate = "w1";
-  n.expert_up = "w3";
-  n.expert_down = "w2";
+  use_mixtral_expert_names(s.names);
 }
 
 }  // namespace mt

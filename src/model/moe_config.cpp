@@ -27,6 +27,14 @@ MoeSpec parse_moe_spec(const ConfigKeys& top, const char* experts_key, int64_t d
   return m;
 }
 
+void use_mixtral_expert_names(TensorNames& n) {
+  n.router = "block_sparse_moe.gate";
+  n.experts = "block_sparse_moe.experts.";
+  n.expert_gate = "w1";
+  n.expert_up = "w3";
+  n.expert_down = "w2";
+}
+
 void parse_router_aux_loss(const ConfigKeys& top, ModelSpec& s) {
   s.output_router_logits = top.boolean("output_router_logits", false);
   s.router_aux_loss_coef = top.number("router_aux_loss_coef", 0.001);
