@@ -34,8 +34,8 @@ void add_bench_command(CLI::App& root, std::vector<Command>& commands) {
   app->add_option("--checkpoint-interval", o->checkpoint_interval, "layers per recompute segment")
       ->capture_default_str()->check(integer_in(1));
   app->add_option("--recompute-layers", o->recompute_layers,
-                  "the first layers recompute their activations in backward, the rest keep them (-1 = as few as the "
-                  "GPU's memory allows)")
+                  "the first layers recompute their activations in backward, the rest keep them (-1 = as train's auto: "
+                  "as few as the GPU's memory allows, or more for resident optimizer state where the step is shorter)")
       ->capture_default_str()->check(integer_in(-1));
   app->add_option("--moe-keep-layers", o->moe_keep_layers,
                   "the last MoE layers keep their expert activations for backward instead of recomputing them "

@@ -257,12 +257,12 @@ std::string describe_remedies(const std::vector<Remedy>& list) {
 }
 
 json to_json(const std::string& model, const ModelSpec& spec, const Machine& m, const ResourceAdvice& a,
-             const SequenceLimit& seq, const StepRates& rates, const std::vector<Remedy>& fixes) {
+             const SequenceLimit& seq, const StepRates& rates, const std::vector<Remedy>& fixes, bool choose_recompute) {
   const HostPlan& h = a.plan.host;
   const GpuPlan& g = a.plan.gpu;
   // training.optimizer_on_gpu and moe_keep_layers auto, on one GPU rank: the keeping MoE layers, the resident prefix
-  // and the run beside them (its cuDNN calls).
-  const MoeKeepPlan keep = plan_moe_keep(spec, a.run, m.gpu_bytes, 1, true, -1, rates);
+  // and the run beside them (its cuDNN calls; with --recompute-layers auto, the layers train recomputes).
+  const MoeKeepPlan keep = plan_moe_keep(spec, a.run, m.gpu_bytes, 1, true, -1, rates, choose_recompute);
   const ResidentPlan& r = keep.resident;
   const RunShape beside_run = with_moe_keep(a.run, keep);
   const json positions = seq.position_tokens == kNoPositionLimit ? json(nullptr) : json(seq.position_tokens);
@@ -323,7 +323,7 @@ json to_json(const std::string& model, const ModelSpec& spec, const Machine& m, 
           {"recommended", {{"batch_size", a.run.batch_size}, {"gradient_accumulation_steps", a.run.passes},
                            {"micro_batch_size", g.micro_batch_size},
                            {"checkpoint_interval", a.recommended_interval},
-                           {"recompute_layers", a.run.recompute_layers}}},
+                           {"recompute_layers", beside_run.recompute_layers}}},
           {"verdict", a.fits() ? "fits" : a.shortfall}};
   if (m.gpu_bytes > 0) j["predicted_step"] = step_time_json(predict_step_time(spec, beside_run, rates));
   if (!a.fits()) {
@@ -343,11 +343,12 @@ json to_json(const std::string& model, const ModelSpec& spec, const Machine& m, 
 }
 
 void print_text(const std::string& model, const ModelSpec& spec, const Machine& m, const ResourceAdvice& a,
-                const SequenceLimit& seq, const StepRates& rates, const std::vector<Remedy>& fixes) {
+                const SequenceLimit& seq, const StepRates& rates, const std::vector<Remedy>& fixes,
+                bool choose_recompute) {
   const auto b = [](int64_t v) { return format_bytes(static_cast<uint64_t>(v)); };
   const HostPlan& h = a.plan.host;
   const GpuPlan& g = a.plan.gpu;
-  const MoeKeepPlan keep = plan_moe_keep(spec, a.run, m.gpu_bytes, 1, true, -1, rates);  // as to_json
+  const MoeKeepPlan keep = plan_moe_keep(spec, a.run, m.gpu_bytes, 1, true, -1, rates, choose_recompute);  // as to_json
   const ResidentPlan& r = keep.resident;
   const RunShape beside_run = with_moe_keep(a.run, keep);
   std::cout << MT_FORMAT("model {}: {:.3f} B parameters\n", model, static_cast<double>(h.parameters) / 1e9)
@@ -429,8 +430,8 @@ void print_text(const std::string& model, const ModelSpec& spec, const Machine& 
   if (a.recommended_interval)
     std::cout << MT_FORMAT("recommended: batch_size {}, gradient_accumulation_steps {}, micro_batch_size {}, "
                            "checkpoint_interval {}, recompute_layers {} (the plan's; micro-batches up to {} fit)\n",
-                           a.run.batch_size, a.run.passes, g.micro_batch_size, a.recommended_interval, recompute,
-                           a.largest_micro_batch);
+                           a.run.batch_size, a.run.passes, g.micro_batch_size, a.recommended_interval,
+                           beside_run.recompute_layers, a.largest_micro_batch);
   const int64_t active = count_active_parameters(spec);
   const StepBound sb = step_bound(spec, beside_run, rates);
   if (active != h.parameters) {
@@ -517,9 +518,9 @@ void run_calc_resource(Inputs in, bool interactive_allowed) {
   const StepRates rates = rates_of(m, in.pcie_gbs);
   const std::vector<Remedy> fixes = a.fits() ? std::vector<Remedy>{} : remedies(spec, run, m, in.recompute < 0, a, seq);
   if (in.json)
-    std::cout << to_json(*in.model, spec, m, a, seq, rates, fixes).dump(2) << "\n";
+    std::cout << to_json(*in.model, spec, m, a, seq, rates, fixes, in.recompute < 0).dump(2) << "\n";
   else
-    print_text(*in.model, spec, m, a, seq, rates, fixes);
+    print_text(*in.model, spec, m, a, seq, rates, fixes, in.recompute < 0);
   std::cout << std::flush;
   MT_REQUIRE(a.fits(), "calc-resource: {} does not fit: {}{}; {}", *in.model, a.shortfall,
              a.host_fits && one_sequence_gpu_bytes(spec, run, run.seq_len) > usable_gpu_bytes(m.gpu_bytes)
@@ -547,8 +548,9 @@ void add_calc_resource_command(CLI::App& root, std::vector<Command>& commands) {
                   "of at least 65 536 tokens)");
   app->add_option("--checkpoint-interval", in->interval, "layers per checkpoint (default 0 = choose)");
   app->add_option("--recompute-layers", in->recompute,
-                  "layers that recompute their activations in backward, the first ones (default -1 = as few as the "
-                  "GPU's memory allows)");
+                  "layers that recompute their activations in backward, the first ones (default -1 = as train's "
+                  "auto: as few as the GPU's memory allows, or more for resident optimizer state where the step is "
+                  "shorter)");
   app->add_option("--activation-checkpoints", in->checkpoints,
                   "training.activation_checkpoints: auto (default: in host RAM where they do not fit the GPU), gpu or "
                   "host");

@@ -2,6 +2,7 @@
 #include "plan/moe_keep_plan.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "core/error.h"
 #include "engine/moe_block.h"
@@ -9,10 +10,12 @@
 
 namespace mt {
 
-MoeKeepPlan plan_moe_keep(const ModelSpec& spec, const RunShape& run, int64_t gpu_bytes, int gpu_ranks,
-                          bool resident_enabled, int64_t forced, const StepRates& rates) {
+namespace {
+
+// The keep count of least predicted step for a run whose recompute count is fixed.
+MoeKeepPlan best_keep(const ModelSpec& spec, const ParamLayout& layout, const RunShape& run, int64_t gpu_bytes,
+                      int gpu_ranks, bool resident_enabled, int64_t forced, const StepRates& rates) {
   const int64_t moe_layers = moe_layer_count(spec);
-  const ParamLayout layout = make_param_layout(spec);
   const auto evaluate = [&](int64_t k) {
     MoeKeepPlan p;
     p.layers = k;
@@ -41,9 +44,34 @@ MoeKeepPlan plan_moe_keep(const ModelSpec& spec, const RunShape& run, int64_t gp
   return best;
 }
 
+}  // namespace
+
+MoeKeepPlan plan_moe_keep(const ModelSpec& spec, const RunShape& run, int64_t gpu_bytes, int gpu_ranks,
+                          bool resident_enabled, int64_t forced, const StepRates& rates, bool choose_recompute) {
+  const ParamLayout layout = make_param_layout(spec);
+  const auto at = [&](int64_t recompute) {
+    RunShape with = run;
+    with.recompute_layers = recompute;
+    return best_keep(spec, layout, with, gpu_bytes, gpu_ranks, resident_enabled, forced, rates);
+  };
+  MoeKeepPlan fewest = at(run.recompute_layers);
+  if (!choose_recompute || gpu_bytes <= 0) return fewest;
+  fewest.recompute_layers = run.recompute_layers;
+  std::optional<MoeKeepPlan> more;  // the best of more layers recomputing
+  const int64_t layers = spec.num_layers, stride = std::max<int64_t>(1, layers / 12);
+  for (int64_t r = run.recompute_layers + stride; r < layers + stride; r += stride) {
+    const int64_t recompute = std::min(r, layers);
+    MoeKeepPlan p = at(recompute);
+    p.recompute_layers = recompute;
+    if (!more || p.step.step_s < more->step.step_s) more = std::move(p);
+  }
+  return more && more->step.step_s < (1.0 - kRecomputeGain) * fewest.step.step_s ? *more : fewest;
+}
+
 RunShape with_moe_keep(const RunShape& run, const MoeKeepPlan& plan) {
   RunShape r = with_resident(run, plan.resident);
   r.moe_keep_layers = plan.layers;
+  if (plan.recompute_layers >= 0) r.recompute_layers = plan.recompute_layers;
   return r;
 }
 

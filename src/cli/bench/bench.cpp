@@ -426,7 +426,8 @@ void run_bench(const BenchOptions& o) {
   if (!roles.root) log::set_level(log::Level::warn);
   Backend& backend = run.select_backend(dtype, switches);
   const RunShape& shape = run.plan(requested_shape(o, run, stage, tier, dtype, stream, switches),
-                                   o.optimizer_on_gpu == "auto" && !o.skip_update, o.moe_keep_layers);
+                                   o.optimizer_on_gpu == "auto" && !o.skip_update, o.moe_keep_layers,
+                                   o.recompute_layers < 0);
   const ResidentPlan& resident = run.resident();
   const GpuPlan& planned = run.gpu_plan();
   if (shape.cudnn_attention) log::info("bench: attention plan: {}", CudnnAttentionPlan(switches).describe_plan(planned));

@@ -34,10 +34,11 @@ Backend& Run::select_backend(DType dtype, const RuntimeSwitches& switches) {
   return *backend_;
 }
 
-const RunShape& Run::plan(const RunShape& resolved, bool resident_allowed, int64_t moe_keep_layers) {
+const RunShape& Run::plan(const RunShape& resolved, bool resident_allowed, int64_t moe_keep_layers,
+                          bool choose_recompute) {
   MT_ASSERT(backend_, "the plan is made for the selected backend");
   moe_keep_ = plan_moe_keep(spec_, resolved, backend_->device_memory_bytes(), dp_.size, resident_allowed,
-                            moe_keep_layers, rates_);
+                            moe_keep_layers, rates_, choose_recompute);
   shape_ = with_moe_keep(resolved, moe_keep_);
   gpu_plan_ = plan_gpu(spec_, shape_);
   backend_->set_attention_workspace(gpu_plan_.attention_workspace);  // what the plan reserved for cuDNN

@@ -54,8 +54,9 @@ class Run {
 
   // Compute ranks, after select_backend: the plan of the shape the command resolved (train: preflight; bench:
   // resolve_auto), with the MoE layers that keep (moe_keep_layers >= 0 forces the count) and the optimizer state the
-  // GPU keeps where resident_allowed (plan_moe_keep, at rates()); the backend takes the attention workspace the plan reserves.
-  const RunShape& plan(const RunShape& resolved, bool resident_allowed, int64_t moe_keep_layers);
+  // GPU keeps where resident_allowed, and more layers recomputing where choose_recompute (the run's count is auto) and
+  // the predicted step is shorter (plan_moe_keep, at rates()); the backend takes the attention workspace the plan reserves.
+  const RunShape& plan(const RunShape& resolved, bool resident_allowed, int64_t moe_keep_layers, bool choose_recompute);
   const RunShape& shape() const { return shape_; }
   const GpuPlan& gpu_plan() const { return gpu_plan_; }
   const MoeKeepPlan& moe_keep() const { return moe_keep_; }

@@ -255,11 +255,16 @@ void Trainer::plan_and_fill_store() {
   model_name_ = std::filesystem::exists(c_.model.name)
                     ? std::filesystem::absolute(c_.model.name, absolute_error).lexically_normal().string()
                     : c_.model.name;
-  // The MoE layers that keep their expert activations, chosen with the resident optimizer state.
+  // The MoE layers that keep their expert activations and (auto) the layers that recompute, chosen with the resident
+  // optimizer state by the predicted step.
   const RunShape& shape = run_.plan(planned,
                                     c_.training.optimizer_on_gpu == "auto" &&
                                         c_.training.ref_model.empty(),  // ref_model refills the master
-                                    c_.training.moe_keep_layers);
+                                    c_.training.moe_keep_layers, c_.training.recompute_layers < 0);
+  if (shape.recompute_layers > planned.recompute_layers)
+    log::info("plan: {} of {} layers recompute in backward, not the {} that fit, to hold more optimizer state on the "
+              "GPU (the shorter predicted step)", shape.recompute_layers, run_.spec().num_layers,
+              planned.recompute_layers);
   require_batch_splits(c_, dp_, shape.passes);  // auto passes are known now
   const OptimizerSettings os = optimizer_settings(c_);
   const int64_t updates_applied = resume_ ? resume_->meta().updates_applied : 0;
