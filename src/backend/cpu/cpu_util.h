@@ -11,6 +11,8 @@
 
 namespace mt::cpu {
 
+inline real sigmoid(real x) { return 1.f / (1.f + std::exp(-x)); }
+
 inline real dot(const real* a, const real* b, int64_t n) {
   real s = 0.f;
 #pragma omp simd reduction(+ : s)

@@ -4,12 +4,12 @@
 #include <cmath>
 
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/cpu_util.h"
 
 namespace mt::cpu {
 
 namespace {
 real softplus(real x) { return x > 20.f ? x : std::log1p(std::exp(x)); }
-real sigmoid(real x) { return 1.f / (1.f + std::exp(-x)); }
 }  // namespace
 
 void deltanet_gates_forward(real* g, real* beta, const real* ba, const real* a_log, const real* dt_bias,

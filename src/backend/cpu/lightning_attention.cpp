@@ -19,16 +19,17 @@ namespace mt::cpu {
 
 namespace {
 
-real sigmoid(real x) { return 1.f / (1.f + std::exp(-x)); }
 
-// One (sequence, head): its valid tokens' silu(q), silu(k), silu(v) as [length, d] arrays.
+// One (sequence, head): its valid tokens' silu(q), silu(k), silu(v) as [length, d] arrays, and its decay per token.
 struct HeadRows {
   const LightningShape& s;
   int64_t b, h, length;
+  real w;  // exp(−λ_h)
   std::vector<real> q, k, v;
 
   HeadRows(const LightningShape& shape, const real* qkv, int64_t seq, int64_t head)
-      : s(shape), b(seq), h(head), length(shape.seq_lens ? shape.seq_lens[seq] : shape.seq) {
+      : s(shape), b(seq), h(head), length(shape.seq_lens ? shape.seq_lens[seq] : shape.seq),
+        w(std::exp(-static_cast<real>(lightning_decay_rate(head, shape.n_heads, shape.decay_factor)))) {
     const int64_t d = s.head_dim;
     for (std::vector<real>* p : {&q, &k, &v}) p->resize(static_cast<size_t>(length * d));
     for (int64_t t = 0; t < length; ++t) {
@@ -89,10 +90,9 @@ void lightning_attention_forward(real* o, const real* qkv, const LightningShape&
   for (int64_t b = 0; b < s.batch; ++b)
     for (int64_t h = 0; h < s.n_heads; ++h) {
       const HeadRows r(s, qkv, b, h);
-      const real w = std::exp(-static_cast<real>(lightning_decay_rate(h, s.n_heads, s.decay_factor)));
       std::vector<real> M(static_cast<size_t>(d * d)), y(static_cast<size_t>(r.length * d));
       each_segment(r, [&](int64_t t0, int64_t t1) {
-        decayed_sweep(y.data(), r.q.data(), r.k.data(), r.v.data(), t0, t1, d, w, false, M);
+        decayed_sweep(y.data(), r.q.data(), r.k.data(), r.v.data(), t0, t1, d, r.w, false, M);
       });
       for (int64_t t = 0; t < s.seq; ++t)
         for (int64_t j = 0; j < d; ++j) o[r.row(t) * s.width() + h * d + j] = t < r.length ? y[t * d + j] : 0.f;
@@ -106,15 +106,14 @@ void lightning_attention_backward(real* d_qkv, const real* d_o, const real* qkv,
   for (int64_t b = 0; b < s.batch; ++b)
     for (int64_t h = 0; h < s.n_heads; ++h) {
       const HeadRows r(s, qkv, b, h);
-      const real w = std::exp(-static_cast<real>(lightning_decay_rate(h, s.n_heads, s.decay_factor)));
       const auto n = static_cast<size_t>(r.length * d);
       std::vector<real> M(static_cast<size_t>(d * d)), dout(n), dq(n), dk(n), dv(n);
       for (int64_t t = 0; t < r.length; ++t)
         for (int64_t j = 0; j < d; ++j) dout[t * d + j] = d_o[r.row(t) * s.width() + h * d + j];
       each_segment(r, [&](int64_t t0, int64_t t1) {
-        decayed_sweep(dq.data(), dout.data(), r.v.data(), r.k.data(), t0, t1, d, w, false, M);
-        decayed_sweep(dk.data(), r.v.data(), dout.data(), r.q.data(), t0, t1, d, w, true, M);
-        decayed_sweep(dv.data(), r.k.data(), r.q.data(), dout.data(), t0, t1, d, w, true, M);
+        decayed_sweep(dq.data(), dout.data(), r.v.data(), r.k.data(), t0, t1, d, r.w, false, M);
+        decayed_sweep(dk.data(), r.v.data(), dout.data(), r.q.data(), t0, t1, d, r.w, true, M);
+        decayed_sweep(dv.data(), r.k.data(), r.q.data(), dout.data(), t0, t1, d, r.w, true, M);
       });
       for (int64_t t = 0; t < s.seq; ++t) {
         real* dst = d_qkv + r.row(t) * s.row() + h * 3 * d;

@@ -8,10 +8,6 @@
 
 namespace mt::cpu {
 
-namespace {
-real sigmoid(real x) { return 1.f / (1.f + std::exp(-x)); }
-}  // namespace
-
 void sigmoid_gate_forward(real* y, const real* x, const real* gate, int64_t n) {
 #pragma omp parallel for if (n > parallel_min_elems) schedule(static)
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * sigmoid(gate[i]);
