@@ -68,11 +68,14 @@
 # fixtures on CUDA, then Qwen2.5-7B's SFT step at 64 × 1024, its DPO step at 32 pairs × 2 × 1024 (`bench --stage dpo`,
 # after the reference pass over the bench's batches) and, unless PREF_SKIP_KTO=1, its KTO step at 32 × (1 + KL) × 1024,
 # in the same call, with the preference issue's two ratios: the DPO step's tokens/s over SFT's (target >= 0.95) and
-# the reference pass's tokens/s over the DPO step's (target >= 2.5); steptime (about 450 s): tests_gpu "[cuda][rates]" (the
-# step-rate probe), then the plan's predicted step next to the measured one (steady steps) on Qwen2.5-3B at 8-64 × 1024
-# (the first run probes the rates, cached under $OUT/cache, and logs them; the rest plan on MEGATRAIN_STEP_RATES,
-# default cached: the probed rates, taken to the fitted ones by plan/step_rates.h), Qwen2.5-7B at 32 and 64, Qwen3-30B-A3B 10 layers at 64 × 4096 with the plan's MoE layers keeping
-# and with none, GPT-OSS-120B's layer at 104 × 4096 and DeepSeek-V3's layers 3-4 with 32 experts at 32 × 4096
+# the reference pass's tokens/s over the DPO step's (target >= 2.5); steptime (about 900 s: split it with
+# STEPTIME_GROUPS, which of qwen3b qwen30b qwen7b gptoss dsv3 torch run, default all): tests_gpu "[cuda][rates]" (the
+# step-rate probe), then the plan's predicted step next to the measured one (steady steps) on Qwen2.5-3B at 8-64 × 1024,
+# Qwen3-30B-A3B 10 layers at 64 × 4096 with the plan's MoE layers keeping and with none, Qwen2.5-7B at 32 and 64,
+# GPT-OSS-120B's layer at 104 × 4096 and DeepSeek-V3's layers 3-4 with 32 experts at 32 × 4096 (the call's first bench
+# probes the rates, cached under $OUT/cache, and logs them; the rest plan on them, taken to the fitted ones by
+# plan/step_rates.h; each run whose plan took another pass count than the memory rule's, or more layers recomputing
+# than memory asks, runs again with the memory's), then PyTorch at 8 and 16 × 1024
 set -uo pipefail
 mode=${1:-full}
 out=${OUT:-/tmp/megatrain-gpu}
@@ -145,6 +148,18 @@ flash_cute_bench() {
 # A bench's steps as (loss, step, fwd+bwd) triples.
 bench_steps() {
   python3 -c "import json; print([(round(s['loss'],5), round(s['step_s'],3), round(s['fwd_bwd_s'],3)) for s in json.load(open('$out/bench_$1.json'))['steps']])" 2>&1 | tail -n 1
+}
+# name, bench arguments: where the plan of bench_$name chose another pass count than the memory rule's, the same
+# bench with the memory rule's; else where it chose more layers to recompute than memory asks, the same bench with only
+# those (the step-time choices' A/B, in the same call).
+memory_choice() {
+  local name=$1 memory
+  shift
+  memory=$(python3 -c "import json; d = json.load(open('$out/bench_$name.json')); \
+print('passes %d' % d['memory_passes'] if d['passes'] != d['memory_passes'] else \
+'recompute-layers %d' % d['memory_recompute_layers'] if d['recompute_layers'] > d['memory_recompute_layers'] else '')" \
+    2>/dev/null)
+  [[ -n $memory ]] && bench "${name}_${memory/ /}" 1 "$@" --${memory/ / }
 }
 torch_bench() {  # batch
   timeout 150 python3 tools/bench_torch_train.py --model configs/models/qwen2.5-3b.json --batch "$1" --seq 1024 \
@@ -444,26 +459,48 @@ fi
 if [[ $mode == steptime ]]; then  # the plan's step-time model against measured steps, on the card it runs on
   timeout 60 $b/tests_gpu "[cuda][rates]" >"$out/tests_gpu_rates.log" 2>&1
   note "tests_gpu [cuda][rates] rc=$? $(tail -n 2 "$out/tests_gpu_rates.log" | tr '\n' ' ')"
-  export XDG_CACHE_HOME=$out/cache MEGATRAIN_STEP_RATES=${MEGATRAIN_STEP_RATES:-cached}
-  MEGATRAIN_STEP_RATES=probe bench steptime_qwen3b_b8 1 "${qwen3b[@]}" --batch 8
-  note "  $(grep -m 1 'step rates' "$out/bench_steptime_qwen3b_b8.log" | cut -c 1-300)"
-  for batch in 16 32 64; do bench "steptime_qwen3b_b$batch" 1 "${qwen3b[@]}" --batch $batch; done
-  for batch in 32 64; do
-    bench "steptime_qwen7b_b$batch" 1 --model configs/models/qwen2.5-7b.json --seq 1024 --steps 3 --warmup 1 --batch $batch
-  done
+  export XDG_CACHE_HOME=$out/cache
+  groups=" ${STEPTIME_GROUPS:-qwen3b qwen7b qwen30b gptoss dsv3 torch} "
+  export MEGATRAIN_STEP_RATES=probe  # the call's first bench probes the rates (cached under $out/cache)
+  steptime_bench() {  # the rest plan on them
+    bench "$@"
+    [[ $MEGATRAIN_STEP_RATES == probe ]] && note "  $(grep -m 1 'step rates' "$out/bench_$1.log" | cut -c 1-300)"
+    export MEGATRAIN_STEP_RATES=cached
+  }
+  if [[ $groups == *" qwen3b "* ]]; then
+    steptime_bench steptime_qwen3b_b8 1 "${qwen3b[@]}" --batch 8
+    for batch in 16 32 64; do
+      steptime_bench "steptime_qwen3b_b$batch" 1 "${qwen3b[@]}" --batch $batch
+      memory_choice "steptime_qwen3b_b$batch" "${qwen3b[@]}" --batch $batch
+    done
+  fi
   q30=(--model configs/models/qwen3-30b-a3b.json --layers 10 --seq 4096 --steps 3 --warmup 1 --batch 64)
-  bench steptime_qwen30b_10l_b64 1 "${q30[@]}"
-  bench steptime_qwen30b_10l_b64_keep0 1 "${q30[@]}" --moe-keep-layers 0
-  bench steptime_gptoss120b_1l_b104 1 --model configs/models/gpt-oss-120b.json --layers 1 --seq 4096 --steps 3 \
-    --warmup 1 --batch 104
-  python3 -c "import json; d = json.load(open('configs/models/deepseek-v3.json')); d['n_routed_experts'] = 32; \
+  if [[ $groups == *" qwen30b "* ]]; then
+    steptime_bench steptime_qwen30b_10l_b64 1 "${q30[@]}"
+    memory_choice steptime_qwen30b_10l_b64 "${q30[@]}"
+  fi
+  if [[ $groups == *" qwen7b "* ]]; then
+    for batch in 32 64; do
+      qwen7b=(--model configs/models/qwen2.5-7b.json --seq 1024 --steps 3 --warmup 1 --batch $batch)
+      steptime_bench "steptime_qwen7b_b$batch" 1 "${qwen7b[@]}"
+      memory_choice "steptime_qwen7b_b$batch" "${qwen7b[@]}"
+    done
+  fi
+  [[ $groups == *" qwen30b "* ]] && steptime_bench steptime_qwen30b_10l_b64_keep0 1 "${q30[@]}" --moe-keep-layers 0
+  [[ $groups == *" gptoss "* ]] && steptime_bench steptime_gptoss120b_1l_b104 1 --model configs/models/gpt-oss-120b.json \
+    --layers 1 --seq 4096 --steps 3 --warmup 1 --batch 104
+  if [[ $groups == *" dsv3 "* ]]; then
+    python3 -c "import json; d = json.load(open('configs/models/deepseek-v3.json')); d['n_routed_experts'] = 32; \
 print(json.dumps(d))" >"$out/deepseek-v3-32-experts.json"
-  bench steptime_dsv3_32e_2l_b32 1 --model "$out/deepseek-v3-32-experts.json" --layers 2 --first-layer 3 --seq 4096 \
-    --steps 3 --warmup 1 --batch 32
+    steptime_bench steptime_dsv3_32e_2l_b32 1 --model "$out/deepseek-v3-32-experts.json" --layers 2 --first-layer 3 \
+      --seq 4096 --steps 3 --warmup 1 --batch 32
+  fi
+  [[ $groups == *" torch "* ]] && { torch_bench 8; torch_bench 16; }
   for f in "$out"/bench_steptime_*.json; do
     note "  $(python3 -c "import json, sys; d = json.load(open(sys.argv[1])); p, m = d['predicted_step_s'], d['steady_step_s']; \
-print('%-34s batch %3d x %5d mb %d recompute %d keep %d: measured %.3f s, predicted %.3f s (%+.1f %%), busy %.0f %%' % \
-(sys.argv[1].split('bench_')[-1][:-5], d['batch'], d['seq'], d['micro_batch'], d['recompute_layers'], d['moe_keep_layers'], \
+print('%-40s batch %3d x %5d passes %d (memory %d) mb %d recompute %d (memory %d) keep %d: measured %.3f s, predicted %.3f s (%+.1f %%), busy %.0f %%' % \
+(sys.argv[1].split('bench_')[-1][:-5], d['batch'], d['seq'], d['passes'], d.get('memory_passes', -1), d['micro_batch'], \
+d['recompute_layers'], d.get('memory_recompute_layers', -1), d['moe_keep_layers'], \
 m, p, 100 * (p - m) / m, 100 * d['median_compute_busy']))" "$f" 2>&1 | tail -n 1)"
   done
 fi

@@ -383,6 +383,8 @@ void print_text(const std::string& model, const ModelSpec& spec, const Machine& 
   std::cout << MT_FORMAT("GPU ({} pass(es), checkpoint_interval {}, micro_batch_size {}, {} of {} layers recompute): "
                          "{} of {}\n", a.run.passes, a.run.checkpoint_interval, g.micro_batch_size, recompute,
                          spec.num_layers, b(g.total()), b(m.gpu_bytes))
+            << (describe_pass_choice(a.passes).empty() ? std::string()
+                                                       : MT_FORMAT("  {}\n", describe_pass_choice(a.passes)))
             << MT_FORMAT("  weight slots {} | gradient buffers {} | checkpoints {}{} | segment activations {}\n",
                          b(g.weight_slots), b(g.grad_buffers), b(g.checkpoints),
                          a.run.checkpoints == CheckpointPlacement::host ? " (staging; the checkpoints in host RAM)" : "",
@@ -513,9 +515,9 @@ void run_calc_resource(Inputs in, bool interactive_allowed) {
   const SequenceLimit seq = longest_trainable_sequence(spec, run, m);
   MT_REQUIRE(run.seq_len <= seq.position_tokens, "calc-resource: --seq {} exceeds the {} positions of model {} ({})",
              run.seq_len, seq.position_tokens, *in.model, seq.position_source);
-  ResourceAdvice a = advise(spec, run, m, in.recompute < 0);
-  a.capacities = offload_capacities(dtype_from_name(in.stream_dtype), m);  // none and optimizer as asked
   const StepRates rates = rates_of(m, in.pcie_gbs);
+  ResourceAdvice a = advise(spec, run, m, in.recompute < 0, &rates);
+  a.capacities = offload_capacities(dtype_from_name(in.stream_dtype), m);  // none and optimizer as asked
   const std::vector<Remedy> fixes = a.fits() ? std::vector<Remedy>{} : remedies(spec, run, m, in.recompute < 0, a, seq);
   if (in.json)
     std::cout << to_json(*in.model, spec, m, a, seq, rates, fixes, in.recompute < 0).dump(2) << "\n";
@@ -544,8 +546,8 @@ void add_calc_resource_command(CLI::App& root, std::vector<Command>& commands) {
   app->add_option("--batch", in->batch, "sequences per optimizer step (default 8)");
   app->add_option("--micro-batch", in->micro_batch, "sequences per micro-batch (default 0 = auto)");
   app->add_option("--passes", in->passes,
-                  "gradient accumulation passes per step (default 0 = auto: the fewest recomputing layers, passes "
-                  "of at least 65 536 tokens)");
+                  "gradient accumulation passes per step (default 0 = auto: of the counts leaving passes of at least "
+                  "65 536 tokens, the shortest predicted step)");
   app->add_option("--checkpoint-interval", in->interval, "layers per checkpoint (default 0 = choose)");
   app->add_option("--recompute-layers", in->recompute,
                   "layers that recompute their activations in backward, the first ones (default -1 = as train's "

@@ -43,7 +43,7 @@ struct DatasetConfig {
 struct TrainingConfig {
   int64_t batch_size = 32;               // sequences per optimizer step
   int64_t micro_batch_size = 0;          // 0 = auto (YAML: auto)
-  int64_t gradient_accumulation_steps = 0;  // 0 = auto (YAML: auto): plan/memory_plan.h auto_passes
+  int64_t gradient_accumulation_steps = 0;  // 0 = auto (YAML: auto): plan/pass_choice.h resolve_by_step
   int64_t gpus_per_node = 0;             // data-parallel compute ranks per node; 0 = auto (YAML: auto)
   std::string stage = "sft";             // sft (chat template, answers trained) | pt (plain text, every token trained)
                                          // | dpo (preference pairs: pref_loss over chosen and rejected responses)

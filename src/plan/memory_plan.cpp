@@ -186,8 +186,7 @@ int64_t passes_of(const ModelSpec& spec, const ParamLayout& layout, RunShape run
                   bool auto_recompute) {
   if (gpu_bytes <= 0) return 1;
   int64_t best = 1, fewest_recomputing = std::numeric_limits<int64_t>::max();
-  for (int64_t p = 1; p <= run.batch_size; ++p) {
-    if (run.batch_size % p != 0 || (p > 1 && run.batch_size / p * run.seq_len < kAutoPassTokens)) continue;
+  for (const int64_t p : auto_pass_candidates(run)) {
     RunShape candidate = run;
     candidate.passes = p;
     resolve_pass_shape(spec, layout, candidate, gpu_bytes, auto_recompute);
@@ -208,6 +207,13 @@ double nvme_step_seconds(const HostPlan& host, double nvme_gbs) {
 
 int64_t usable_gpu_bytes(int64_t gpu_bytes) {
   return static_cast<int64_t>(static_cast<double>(gpu_bytes) * 0.94) - (int64_t{1} << 30);
+}
+
+std::vector<int64_t> auto_pass_candidates(const RunShape& run) {
+  std::vector<int64_t> counts = {1};
+  for (int64_t p = 2; p <= run.batch_size; ++p)
+    if (run.batch_size % p == 0 && run.batch_size / p * run.seq_len >= kAutoPassTokens) counts.push_back(p);
+  return counts;
 }
 
 int64_t auto_micro_batch(const ModelSpec& spec, RunShape run, int64_t gpu_bytes) {

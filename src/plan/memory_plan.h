@@ -153,6 +153,9 @@ int64_t usable_gpu_bytes(int64_t gpu_bytes);
 // or where no count fits.
 inline constexpr int64_t kAutoPassTokens = 65536;
 int64_t auto_passes(const ModelSpec& spec, RunShape run, int64_t gpu_bytes, bool auto_recompute);
+// The pass counts auto passes chooses among: 1, and each count that divides the batch and leaves every pass at least
+// kAutoPassTokens tokens, ascending.
+std::vector<int64_t> auto_pass_candidates(const RunShape& run);
 // What a run leaves to the plan, resolved in order for a GPU of gpu_bytes (0: the CPU backend): with
 // run.cudnn_attention, first with cuDNN's backward reserved (cudnn_backward), kept where the resolved
 // plan fits the usable memory (the workspace is reserved before layers keep activations: at 8192 tokens it is worth

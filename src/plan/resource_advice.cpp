@@ -16,7 +16,8 @@ bool gpu_fits(const ModelSpec& spec, const RunShape& run, const Machine& m) { re
 
 }  // namespace
 
-ResourceAdvice advise(const ModelSpec& spec, RunShape run, const Machine& machine, bool choose_recompute) {
+ResourceAdvice advise(const ModelSpec& spec, RunShape run, const Machine& machine, bool choose_recompute,
+                      const StepRates* rates) {
   ResourceAdvice a;
   RunShape given = run;  // auto passes read as one until resolve_auto chooses them, below
   given.passes = std::max<int64_t>(run.passes, 1);
@@ -38,7 +39,10 @@ ResourceAdvice advise(const ModelSpec& spec, RunShape run, const Machine& machin
   if (choose && run.micro_batch_size == 0 && a.largest_micro_batch &&
       resolve_micro_batch(given) > a.largest_micro_batch)
     run.micro_batch_size = a.largest_micro_batch;
-  resolve_auto(spec, run, machine.gpu_bytes, choose_recompute);
+  if (rates)
+    a.passes = resolve_by_step(spec, run, machine.gpu_bytes, choose_recompute, StepChoiceInputs{1, true, -1, *rates});
+  else
+    resolve_auto(spec, run, machine.gpu_bytes, choose_recompute);
   a.largest_micro_batch = std::min(a.largest_micro_batch, run.batch_size / run.passes);  // never above a pass
   a.run = run;
   a.plan = plan_memory(spec, run);

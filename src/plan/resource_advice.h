@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "plan/memory_plan.h"
+#include "plan/pass_choice.h"
 
 namespace mt {
 
@@ -59,12 +60,15 @@ struct ResourceAdvice {
   NvmeTiming nvme;
   std::vector<OffloadCapacity> capacities;
   std::string shortfall;                 // empty when the run fits
+  PassChoice passes;                     // how the pass count was chosen (with rates)
   bool fits() const { return host_fits && gpu_fits && nvme_fits; }
 };
 
 // run.checkpoint_interval 0 = choose: the plan is then evaluated at the recommended interval. The interval and
 // micro-batch are chosen with run.recompute_layers as given; then resolve_auto (choose_recompute: fill the GPU
-// with saved layers).
-ResourceAdvice advise(const ModelSpec& spec, RunShape run, const Machine& machine, bool choose_recompute = false);
+// with saved layers), with the pass count by the predicted step at `rates` where given (plan/pass_choice.h, as one
+// GPU rank of train with optimizer_on_gpu and moe_keep_layers auto plans it).
+ResourceAdvice advise(const ModelSpec& spec, RunShape run, const Machine& machine, bool choose_recompute = false,
+                      const StepRates* rates = nullptr);
 
 }  // namespace mt

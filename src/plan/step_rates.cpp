@@ -24,7 +24,7 @@ struct JsonFields<MeasuredRates> {
   static constexpr auto table =
       std::make_tuple(MT_JSON_FIELD(R, probe), MT_JSON_FIELD(R, device), MT_JSON_FIELD(R, host),
                       MT_JSON_FIELD(R, gemm_flops), MT_JSON_FIELD(R, h2d_bytes), MT_JSON_FIELD(R, d2h_bytes),
-                      MT_JSON_FIELD(R, parameters_pass_params));
+                      MT_JSON_FIELD(R, parameters_pass_params), MT_JSON_FIELD(R, training_parameters_pass_params));
 };
 
 namespace {
@@ -43,7 +43,9 @@ StepRates step_rates_of(const MeasuredRates& m) {
   StepRates r;
   r.gpu_flops = m.gemm_flops * kLayerGemmPerProbeGemm * kStepFlopsPerGemmFlop;
   r.pcie_bytes = std::min(m.h2d_bytes, m.d2h_bytes);
-  r.parameters_pass_params = m.parameters_pass_params * kTrainingPassPerProbePass;
+  r.parameters_pass_params = m.training_parameters_pass_params > 0
+                                 ? m.training_parameters_pass_params
+                                 : m.parameters_pass_params * kTrainingPassPerProbePass;
   return r;
 }
 
@@ -88,7 +90,8 @@ std::optional<MeasuredRates> read_step_rates(const std::string& path, const std:
   else if (m.device != device || m.host != host)
     why = MT_FORMAT("{}: measured on {} of {}, not {} of {}", path, m.device, m.host, device, host);
   else if (!positive_rate(m.gemm_flops) || !positive_rate(m.h2d_bytes) || !positive_rate(m.d2h_bytes) ||
-           !positive_rate(m.parameters_pass_params))
+           !positive_rate(m.parameters_pass_params) ||
+           !(m.training_parameters_pass_params == 0 || positive_rate(m.training_parameters_pass_params)))
     why = MT_FORMAT("{}: a rate that is not finite and positive", path);
   else
     return m;
@@ -109,6 +112,23 @@ void write_step_rates(const std::string& path, const MeasuredRates& m) {
   }
   std::filesystem::rename(temporary, target, ec);
   MT_REQUIRE(!ec, "cannot rename {} to {}: {}", temporary.string(), path, ec.message());
+}
+
+std::string record_training_pass_rate(const std::string& path, const std::string& device, const std::string& host,
+                                      double params_per_s) {
+  if (path.empty()) return "training's parameters pass rate not kept: no cache directory ($XDG_CACHE_HOME, $HOME)";
+  if (!positive_rate(params_per_s)) return "training's parameters pass rate not kept: none measured";
+  std::string why;
+  std::optional<MeasuredRates> m = read_step_rates(path, device, host, why);
+  if (!m) return MT_FORMAT("training's parameters pass rate not kept: {}", why);
+  m->training_parameters_pass_params = params_per_s;
+  try {
+    write_step_rates(path, *m);
+  } catch (const Error& e) {
+    return MT_FORMAT("training's parameters pass rate not kept: {}", e.what());
+  }
+  return MT_FORMAT("training's parameters pass, {:.2f} G parameters/s a store rank, kept in {} for the next plans",
+                   params_per_s / 1e9, path);
 }
 
 ProbedRates cached_or_probed(const std::string& path, const std::string& device, const std::string& host, bool reprobe,
@@ -133,9 +153,9 @@ ProbedRates cached_or_probed(const std::string& path, const std::string& device,
 std::string describe_measured_rates(const MeasuredRates& m) {
   const StepRates r = step_rates_of(m);
   return MT_FORMAT("GEMM {:.0f} TFLOP/s (a step {:.0f} model TFLOP/s), H2D {:.1f} / D2H {:.1f} GB/s, parameters "
-                   "pass {:.2f} G/s ({:.2f} in training)", m.gemm_flops / 1e12, r.gpu_flops / 1e12,
+                   "pass {:.2f} G/s ({:.2f} in training{})", m.gemm_flops / 1e12, r.gpu_flops / 1e12,
                    m.h2d_bytes / 1e9, m.d2h_bytes / 1e9, m.parameters_pass_params / 1e9,
-                   r.parameters_pass_params / 1e9);
+                   r.parameters_pass_params / 1e9, m.training_parameters_pass_params > 0 ? ", as measured" : "");
 }
 
 std::string describe_step_rates(const StepRates& r) {

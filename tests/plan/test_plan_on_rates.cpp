@@ -1,7 +1,8 @@
 // The plan's choices under two machines' measured rates (plan/step_rates.h), as a table: the MoE layers that keep
-// (plan/moe_keep_plan.h), the GPU-resident optimizer state (plan/resident_plan.h) and the recommended batch a pass
+// (plan/moe_keep_plan.h), the GPU-resident optimizer state (plan/resident_plan.h), the pass count
+// (plan/pass_choice.h) and the recommended batch a pass
 // (plan/pass_batch_advice.h) for Qwen2.5-3B at 8, 16, 32 and 64 × 1024 and Qwen3-30B-A3B (10 layers, bench's shape) at
-// 64 × 4096, each resolved by resolve_auto as bench resolves it, on:
+// 64 × 4096, each resolved by resolve_by_step as bench resolves it, on:
 // - the H100 80 GB: its figures from this project's bench of Qwen2.5-7B on it (docs/PERFORMANCE.md, issue #49):
 //   its probe's GEMM 906 TFLOP/s (layer shapes 670-775, 725 the middle, × kStepFlopsPerGemmFlop = 486 model
 //   TFLOP/s a step; the step measured 487 at 97 % busy), page-locked copies 55 GB/s each way (47 both at once;
@@ -16,22 +17,15 @@
 #include "plan/memory_plan.h"
 #include "plan/moe_keep_plan.h"
 #include "plan/pass_batch_advice.h"
+#include "plan/pass_choice.h"
 #include "plan/step_bound.h"
 #include "plan/step_rates.h"
+#include "recorded_machines.h"
 
 namespace {
 
-constexpr int64_t kH100 = int64_t{81559} << 20;   // what an H100 80 GB reports
-constexpr int64_t kH200 = int64_t{143771} << 20;  // what the H200 reports
-
-mt::StepRates h100_rates() {
-  mt::MeasuredRates m;
-  m.gemm_flops = 906e12;
-  m.h2d_bytes = 55e9;
-  m.d2h_bytes = 55e9;
-  m.parameters_pass_params = 11.12e9;
-  return mt::step_rates_of(m);
-}
+using mt_test::kH100;
+using mt_test::kH200;
 
 struct Choice {
   const char* model;
@@ -50,18 +44,10 @@ mt::ModelSpec model(const std::string& name) {
 Choice plan_choice(const char* name, int64_t batch, int64_t seq, const char* card) {
   const bool h100 = std::string(card) == "H100";
   const int64_t bytes = h100 ? kH100 : kH200;
-  const mt::StepRates rates = h100 ? h100_rates() : mt::StepRates{};
+  const mt::StepRates rates = h100 ? mt_test::h100_rates() : mt::StepRates{};
   const mt::ModelSpec spec = model(name);
-  mt::RunShape r;
-  r.dtype = mt::DType::bf16;
-  r.stream_dtype = mt::DType::f32;
-  r.seq_len = seq;
-  r.batch_size = batch;
-  r.passes = 0;
-  r.micro_batch_size = 0;
-  r.checkpoint_interval = 1;
-  r.cudnn_attention = true;
-  mt::resolve_auto(spec, r, bytes, true);
+  mt::RunShape r = mt_test::bench_shape(batch, seq);
+  mt::resolve_by_step(spec, r, bytes, true, mt::StepChoiceInputs{1, true, -1, rates});
   const mt::MoeKeepPlan keep = mt::plan_moe_keep(spec, r, bytes, 1, true, -1, rates, true);
   return {name, batch, seq, card, r.passes, mt::with_moe_keep(r, keep).recompute_layers, keep.layers,
           keep.resident.regions,
@@ -77,14 +63,16 @@ TEST_CASE("the plan's choices on the H100's and the H200's measured rates", "[pl
       // at 8 × 1024 (cuDNN's backward in calls of 4 sequences: nothing streams) and 21 at 16; from 32 the batch's
       // saved activations leave no room, so the plan recomputes more layers than fit (11 of 36 at 32, 24 at 64,
       // where 2 and 21 fit) to hold 10 and 7 regions resident: 1.24 s predicted at 32 against 1.39 s, the host's
-      // parameters pass and the copies it spares worth more than the recompute. Qwen3-30B-A3B runs 4 passes with no
-      // MoE layer keeping (keeping any pushes resident regions off, and they then stream every pass; bench measured
-      // keeping 7 12 % slower than none, twenty-fifth session) and every layer recomputing for 5 regions resident.
+      // parameters pass and the copies it spares worth more than the recompute. Qwen3-30B-A3B runs one pass (the
+      // pass count by the predicted step, plan/pass_choice.h: 4.92 s against 6.83 s for the memory rule's 4, whose
+      // later passes move every streamed gradient both ways; measured on an H100 in the thirtieth session: 4.717 s
+      // against 6.476 s) with 6 layers recomputing, no MoE layer keeping (keeping any pushes resident regions off;
+      // bench measured keeping 7 12 % slower than none, twenty-fifth session) and the embedding resident.
       {"qwen2.5-3b", 8, 1024, "H100", 1, 0, 0, 38, 128},
       {"qwen2.5-3b", 16, 1024, "H100", 1, 0, 0, 21, 128},
       {"qwen2.5-3b", 32, 1024, "H100", 1, 11, 0, 10, 128},
       {"qwen2.5-3b", 64, 1024, "H100", 1, 24, 0, 7, 128},
-      {"qwen3-30b-a3b", 64, 4096, "H100", 4, 10, 0, 5, 128},
+      {"qwen3-30b-a3b", 64, 4096, "H100", 1, 6, 0, 1, 128},
       // The recommended batch a pass is the power of two from which the predicted step is 95 % compute
       // (plan/pass_batch_advice.h): the same for every batch of a model and card. On the H200's constants (a slower
       // GEMM than the H100's measured one) the compute dominates from fewer sequences.

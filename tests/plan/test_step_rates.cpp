@@ -2,7 +2,8 @@
 // fixed share of the GEMM's, PCIe the slower direction); the cache file per device and host, written and read back
 // equal; a file that is not JSON, lacks or adds a key, is of another probe version, device or host, or holds a rate
 // that is not positive is refused with its reason and probed again (the host's parameters pass, measured here, is
-// the probe's CPU half: positive and finite).
+// the probe's CPU half: positive and finite); training's measured parameters pass, kept in the file, replaces the
+// probe's in the rates of later runs.
 #include <unistd.h>
 
 #include <cmath>
@@ -71,17 +72,21 @@ TEST_CASE("the step rates' cache: written, read back equal, anything else refuse
     return reason;
   };
   CHECK(refused("{\"probe\": 1, \"device\": ").rfind(path + ": not JSON", 0) == 0);
-  CHECK(refused(R"({"probe": 1, "device": "NVIDIA H100 80GB HBM3", "host": "node-7", "gemm_flops": 7e14,
+  CHECK(refused(R"({"probe": 2, "device": "NVIDIA H100 80GB HBM3", "host": "node-7", "gemm_flops": 7e14,
                    "h2d_bytes": 5e10, "d2h_bytes": 5e10})") == path + ": no key 'parameters_pass_params'");
-  CHECK(refused(R"({"probe": 1, "device": "NVIDIA H100 80GB HBM3", "host": "node-7", "gemm_flops": 7e14,
-                   "h2d_bytes": 5e10, "d2h_bytes": 5e10, "parameters_pass_params": 6e9, "pcie": 1})") ==
+  CHECK(refused(R"({"probe": 2, "device": "NVIDIA H100 80GB HBM3", "host": "node-7", "gemm_flops": 7e14,
+                   "h2d_bytes": 5e10, "d2h_bytes": 5e10, "parameters_pass_params": 6e9,
+                   "training_parameters_pass_params": 0, "pcie": 1})") ==
         path + ": unknown key 'pcie'");
-  CHECK(refused(R"({"probe": 0, "device": "NVIDIA H100 80GB HBM3", "host": "node-7", "gemm_flops": 7e14,
-                   "h2d_bytes": 5e10, "d2h_bytes": 5e10, "parameters_pass_params": 6e9})") ==
-        path + ": probe version 0, not 1");
   CHECK(refused(R"({"probe": 1, "device": "NVIDIA H100 80GB HBM3", "host": "node-7", "gemm_flops": 7e14,
-                   "h2d_bytes": -5e10, "d2h_bytes": 5e10, "parameters_pass_params": 6e9})") ==
-        path + ": a rate that is not finite and positive");
+                   "h2d_bytes": 5e10, "d2h_bytes": 5e10, "parameters_pass_params": 6e9,
+                   "training_parameters_pass_params": 0})") == path + ": probe version 1, not 2");
+  CHECK(refused(R"({"probe": 2, "device": "NVIDIA H100 80GB HBM3", "host": "node-7", "gemm_flops": 7e14,
+                   "h2d_bytes": -5e10, "d2h_bytes": 5e10, "parameters_pass_params": 6e9,
+                   "training_parameters_pass_params": 0})") == path + ": a rate that is not finite and positive");
+  CHECK(refused(R"({"probe": 2, "device": "NVIDIA H100 80GB HBM3", "host": "node-7", "gemm_flops": 7e14,
+                   "h2d_bytes": 5e10, "d2h_bytes": 5e10, "parameters_pass_params": 6e9,
+                   "training_parameters_pass_params": -1})") == path + ": a rate that is not finite and positive");
 }
 
 TEST_CASE("the host's parameters pass probe, cached once and read by later runs; a corrupt file is probed again",
@@ -116,4 +121,32 @@ TEST_CASE("the host's parameters pass probe, cached once and read by later runs;
   CHECK(mt::cached_or_probed("", figures.device, figures.host, false, probe).source ==
         "measured (no cache directory ($XDG_CACHE_HOME, $HOME); not cached)");
   CHECK(probes == 4);
+}
+
+TEST_CASE("training's parameters pass rate, kept in the machine's file, replaces the probe's", "[plan][step-rates]") {
+  const TempDir dir;
+  const mt::MeasuredRates m = h100_figures();
+  const std::string path = mt::step_rates_cache_path(dir.path.string(), m.device, m.host);
+  // No file yet (the rates were constants, or the cache could not be written): nothing kept, the reason said.
+  CHECK(mt::record_training_pass_rate(path, m.device, m.host, 6.43e9) ==
+        "training's parameters pass rate not kept: no file " + path);
+  mt::write_step_rates(path, m);
+  CHECK(mt::record_training_pass_rate("", m.device, m.host, 6.43e9).find("no cache directory") != std::string::npos);
+  CHECK(mt::record_training_pass_rate(path, m.device, m.host, 0) ==
+        "training's parameters pass rate not kept: none measured");
+  CHECK(mt::record_training_pass_rate(path, m.device, m.host, 6.43e9) ==
+        "training's parameters pass, 6.43 G parameters/s a store rank, kept in " + path + " for the next plans");
+  std::string why;
+  const std::optional<mt::MeasuredRates> back = mt::read_step_rates(path, m.device, m.host, why);
+  REQUIRE(back);
+  CHECK(back->training_parameters_pass_params == 6.43e9);
+  CHECK(back->gemm_flops == m.gemm_flops);  // the probe's figures stay
+  CHECK(back->parameters_pass_params == m.parameters_pass_params);
+  // The plan takes training's rate as it is, not the probe's taken to training (11.12 × 6.6 / 11.12).
+  CHECK(mt::step_rates_of(*back).parameters_pass_params == 6.43e9);
+  CHECK(mt::step_rates_of(m).parameters_pass_params == Approx(6.6e9));
+  CHECK(mt::describe_measured_rates(*back).find("parameters pass 11.12 G/s (6.43 in training, as measured)") !=
+        std::string::npos);
+  // Another device's file is not touched.
+  CHECK(mt::record_training_pass_rate(path, "NVIDIA H200", m.host, 5e9).find("not NVIDIA H200") != std::string::npos);
 }

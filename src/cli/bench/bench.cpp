@@ -78,6 +78,14 @@ struct Measures {
   int64_t checkpoint_bytes_per_step = 0;  // host placement: the checkpoints' D2H + H2D bytes of the last step
 };
 
+// The parameters pass of rank 0's slices over the timed steps that followed an update (0: none did).
+double median_parameters_pass(const Measures& m) {
+  std::vector<double> passes;
+  for (const StepFigures& f : m.figures)
+    if (f.parameters_pass_s > 0) passes.push_back(f.parameters_pass_s);
+  return median(passes);
+}
+
 // The bench's random weights (seed 1234) into the store's master and its streaming copy (the node's rank 0).
 void fill_random_weights(const Run& run, HostStore& store) {
   const ParamLayout& layout = run.layout();
@@ -234,13 +242,10 @@ void report(const BenchOptions& o, Run& run, const StageSteps& stage, const Meas
   const PassBatchAdvice advice = advise_pass_batch(spec, shape, backend.device_memory_bytes(), run.rates());
   // The optimizer's passes in training (rank 0's slices, the updates the timed steps follow), and the parameters
   // pass's rate over the host regions (every rank updates its slices at once).
-  std::vector<double> parameters_passes, moments_passes;
+  std::vector<double> moments_passes;
   for (const auto& f : m.figures)
-    if (f.parameters_pass_s > 0) {
-      parameters_passes.push_back(f.parameters_pass_s);
-      moments_passes.push_back(f.moments_pass_s);
-    }
-  const double parameters_pass_s = median(parameters_passes), moments_pass_s = median(moments_passes);
+    if (f.parameters_pass_s > 0) moments_passes.push_back(f.moments_pass_s);
+  const double parameters_pass_s = median_parameters_pass(m), moments_pass_s = median(moments_passes);
   const double host_parameters = static_cast<double>(layout.total_numel - resident.parameters);
   const double parameters_pass_rate = parameters_pass_s > 0 ? host_parameters / parameters_pass_s / 1e9 : 0.0;
   const double step_tokens_per_s = med(&StepFigures::tokens_per_s);
@@ -261,6 +266,8 @@ void report(const BenchOptions& o, Run& run, const StageSteps& stage, const Meas
                             {"passes", eo.passes},
                             {"micro_batch", micro_batch},
                             {"recompute_layers", eo.recompute_layers},
+                            {"memory_recompute_layers", run.memory_recompute_layers()},
+                            {"memory_passes", run.pass_choice().memory_passes},
                             {"moe_keep_layers", eo.moe_keep_layers},
                             {"activation_checkpoints", checkpoint_placement_name(eo.checkpoints)},
                             {"m.checkpoint_bytes_per_step", m.checkpoint_bytes_per_step},
@@ -354,9 +361,10 @@ void report(const BenchOptions& o, Run& run, const StageSteps& stage, const Meas
 }
 
 // The shape one GPU of the bench runs with, as train's preflight plans it: its share of the global batch, the
-// flags' choices, and what they leave to auto resolved for the GPU (resolve_auto).
+// flags' choices, and what they leave to auto resolved for the GPU (resolve_by_step: resolve_auto, with the pass
+// count by the predicted step).
 RunShape requested_shape(const BenchOptions& o, Run& run, const StageSteps& stage, const TierSettings& tier,
-                         DType dtype, DType stream, const RuntimeSwitches& switches) {
+                         DType dtype, DType stream, const RuntimeSwitches& switches, PassChoice* passes) {
   const dist::DataParallel& dp = run.dp();
   const int64_t gpu_bytes = run.backend().device_memory_bytes();
   RunShape requested;
@@ -376,7 +384,9 @@ RunShape requested_shape(const BenchOptions& o, Run& run, const StageSteps& stag
   requested.runtime = switches;
   requested.cudnn_attention = cudnn_attention_for(requested.dtype, gpu_bytes, switches);
   requested.packed = !o.pack.empty();
-  resolve_auto(run.spec(), requested, gpu_bytes, o.recompute_layers < 0);
+  // The rest as Run::plan weighs it (run_bench's call).
+  const StepChoiceInputs weighed{dp.size, o.optimizer_on_gpu == "auto" && !o.skip_update, o.moe_keep_layers, run.rates()};
+  *passes = resolve_by_step(run.spec(), requested, gpu_bytes, o.recompute_layers < 0, weighed);
   MT_REQUIRE(stage.stage() == BenchStage::sft || o.batch >= dp.size * requested.passes,
              "bench: --batch {} ({} of a step) does not split into {} GPU rank(s) × {} gradient accumulation passes; "
              "raise it to at least {}", o.batch, o.stage == "dpo" ? "pairs" : "examples", dp.size, requested.passes,
@@ -425,9 +435,10 @@ void run_bench(const BenchOptions& o) {
   if (!roles.computes) return optimizer.serve({});
   if (!roles.root) log::set_level(log::Level::warn);
   Backend& backend = run.select_backend(dtype, switches);
-  const RunShape& shape = run.plan(requested_shape(o, run, stage, tier, dtype, stream, switches),
-                                   o.optimizer_on_gpu == "auto" && !o.skip_update, o.moe_keep_layers,
-                                   o.recompute_layers < 0);
+  PassChoice passes;
+  const RunShape requested = requested_shape(o, run, stage, tier, dtype, stream, switches, &passes);
+  const RunShape& shape = run.plan(requested, o.optimizer_on_gpu == "auto" && !o.skip_update, o.moe_keep_layers,
+                                   o.recompute_layers < 0, passes);
   const ResidentPlan& resident = run.resident();
   const GpuPlan& planned = run.gpu_plan();
   if (shape.cudnn_attention) log::info("bench: attention plan: {}", CudnnAttentionPlan(switches).describe_plan(planned));
@@ -449,7 +460,9 @@ void run_bench(const BenchOptions& o) {
                                                : std::string("sequences"),
             o.seq, eo.passes, micro_batch, o.slots, dp.per_node, dp.nodes);
   const Measures measures = time_steps(o, run, stage);
-  if (roles.root) report(o, run, stage, measures, stream, tier, disk);
+  if (!roles.root) return;
+  report(o, run, stage, measures, stream, tier, disk);
+  if (tier.mode == OffloadMode::none) run.keep_parameters_pass(median_parameters_pass(measures));  // the NVMe tier's is its own
 }
 
 }  // namespace mt

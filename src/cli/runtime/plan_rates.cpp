@@ -42,7 +42,8 @@ PlanRates plan_rates(Backend& backend, StepRatesChoice choice, const std::string
     return m;
   });
   return {step_rates_of(p.rates),
-          MT_FORMAT("step rates of {} on {}, {}: {}", device, host, p.source, describe_measured_rates(p.rates))};
+          MT_FORMAT("step rates of {} on {}, {}: {}", device, host, p.source, describe_measured_rates(p.rates)), path,
+          device, host};
 }
 
 }  // namespace mt

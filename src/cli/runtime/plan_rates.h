@@ -15,6 +15,8 @@ namespace mt {
 struct PlanRates {
   StepRates rates;
   std::string source;  // one line for the log: which rates, whence, and the figures
+  // The machine's cache file and the names it is kept under; empty where the rates are the constants or uncached.
+  std::string cache_path, device, host;
 };
 
 // cache_dir: where the machine's file lives (step_rates_cache_dir(); empty: no cache, always probed).

@@ -28,21 +28,34 @@ Backend& Run::select_backend(DType dtype, const RuntimeSwitches& switches) {
   dtype_ = dtype;
   backend_ = mt::select_backend(dtype, dp_.device, switches);
   dist::require_same(dp_, "compute backend", backend_->name());  // NCCL and MPI sums cannot mix
-  const PlanRates planned = plan_rates(*backend_, switches.step_rates, step_rates_cache_dir());
-  rates_ = planned.rates;
-  log::info("{}", planned.source);
+  planned_rates_ = plan_rates(*backend_, switches.step_rates, step_rates_cache_dir());
+  log::info("{}", planned_rates_.source);
   return *backend_;
 }
 
 const RunShape& Run::plan(const RunShape& resolved, bool resident_allowed, int64_t moe_keep_layers,
-                          bool choose_recompute) {
+                          bool choose_recompute, const PassChoice& passes) {
   MT_ASSERT(backend_, "the plan is made for the selected backend");
+  pass_choice_ = passes;
+  if (const std::string why = describe_pass_choice(passes); !why.empty()) log::info("plan: {}", why);
   moe_keep_ = plan_moe_keep(spec_, resolved, backend_->device_memory_bytes(), dp_.size, resident_allowed,
-                            moe_keep_layers, rates_, choose_recompute);
+                            moe_keep_layers, rates(), choose_recompute);
   shape_ = with_moe_keep(resolved, moe_keep_);
+  memory_recompute_layers_ = resolved.recompute_layers;
+  if (shape_.recompute_layers > resolved.recompute_layers)
+    log::info("plan: {} of {} layers recompute in backward, not the {} that fit, to hold more optimizer state on the "
+              "GPU (the shorter predicted step)", shape_.recompute_layers, spec_.num_layers, resolved.recompute_layers);
   gpu_plan_ = plan_gpu(spec_, shape_);
   backend_->set_attention_workspace(gpu_plan_.attention_workspace);  // what the plan reserved for cuDNN
   return shape_;
+}
+
+void Run::keep_parameters_pass(double parameters_pass_s) {
+  if (!roles_.root || planned_rates_.cache_path.empty() || parameters_pass_s <= 0) return;
+  const double host_parameters = static_cast<double>(layout_.total_numel - resident().parameters);
+  const double per_rank = host_parameters / store().ranks() / parameters_pass_s;
+  log::info("{}", record_training_pass_rate(planned_rates_.cache_path, planned_rates_.device, planned_rates_.host,
+                                            per_rank));
 }
 
 void Run::open_store(DType stream, const TierSettings& tier, const OptimizerSettings& optimizer,

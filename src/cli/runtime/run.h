@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "backend/backend.h"
+#include "cli/runtime/plan_rates.h"
 #include "cli/runtime/node_store.h"
 #include "core/runtime_switches.h"
 #include "dist/data_parallel.h"
@@ -22,6 +23,7 @@
 #include "model/param_layout.h"
 #include "plan/memory_plan.h"
 #include "plan/moe_keep_plan.h"
+#include "plan/pass_choice.h"
 #include "store/host_store.h"
 
 namespace mt {
@@ -50,16 +52,25 @@ class Run {
   // the rates the plan takes on it (plan_rates: cached or probed as switches.step_rates says; logged).
   Backend& select_backend(DType dtype, const RuntimeSwitches& switches);
   Backend& backend() { return *backend_; }
-  const StepRates& rates() const { return rates_; }
+  const StepRates& rates() const { return planned_rates_.rates; }
+  // The root rank, after steps on a GPU whose rates came from the machine's cache file: training's parameters pass
+  // (the median seconds of rank 0's slices over the steps) into that file, for the next runs' plans (logged).
+  void keep_parameters_pass(double parameters_pass_s);
 
   // Compute ranks, after select_backend: the plan of the shape the command resolved (train: preflight; bench:
   // resolve_auto), with the MoE layers that keep (moe_keep_layers >= 0 forces the count) and the optimizer state the
   // GPU keeps where resident_allowed, and more layers recomputing where choose_recompute (the run's count is auto) and
   // the predicted step is shorter (plan_moe_keep, at rates()); the backend takes the attention workspace the plan reserves.
-  const RunShape& plan(const RunShape& resolved, bool resident_allowed, int64_t moe_keep_layers, bool choose_recompute);
+  // `passes`: how the command chose the pass count (resolve_by_step), logged where the step chose it.
+  const RunShape& plan(const RunShape& resolved, bool resident_allowed, int64_t moe_keep_layers, bool choose_recompute,
+                       const PassChoice& passes = {});
   const RunShape& shape() const { return shape_; }
   const GpuPlan& gpu_plan() const { return gpu_plan_; }
   const MoeKeepPlan& moe_keep() const { return moe_keep_; }
+  // The layers that recompute because memory asks it, before the plan weighed more (RunShape::recompute_layers of
+  // the shape plan() was given).
+  int64_t memory_recompute_layers() const { return memory_recompute_layers_; }
+  const PassChoice& pass_choice() const { return pass_choice_; }
   const ResidentPlan& resident() const { return moe_keep_.resident; }
 
   // Every rank of the node (collective): the host store and the optimizer service over it; on_checkpoint: what a
@@ -85,8 +96,10 @@ class Run {
   RunRoles roles_;
   DType dtype_ = DType::f32;
   std::unique_ptr<Backend> backend_;
-  StepRates rates_;
+  PlanRates planned_rates_;
   RunShape shape_;
+  int64_t memory_recompute_layers_ = 0;
+  PassChoice pass_choice_;
   GpuPlan gpu_plan_;
   MoeKeepPlan moe_keep_;
   std::unique_ptr<NodeStore> node_store_;

@@ -196,7 +196,7 @@ void require_sequence_fits(const Config& c, const ModelSpec& spec, const RunShap
 }
 
 RunShape preflight(const Config& c, const ModelSpec& spec, const Backend& backend, int ranks, int gpus,
-                   const StepRates& rates) {
+                   const StepRates& rates, PassChoice* passes) {
   RunShape run = run_shape(c, ranks, gpus);
   // The state tier's paths first: each exists, is writable and has room for every rank's files.
   const std::string tier = tier_path_shortfall(make_param_layout(spec), tier_settings_of(c), ranks);
@@ -204,7 +204,11 @@ RunShape preflight(const Config& c, const ModelSpec& spec, const Backend& backen
   const bool gpu = backend.device_memory_bytes() > 0;
   run.cudnn_attention = cudnn_attention_for(run.dtype, backend.device_memory_bytes(), run.runtime);
   require_sequence_fits(c, spec, run, backend);
-  resolve_auto(spec, run, backend.device_memory_bytes(), c.training.recompute_layers < 0);
+  const StepChoiceInputs weighed{gpus, c.training.optimizer_on_gpu == "auto" && c.training.ref_model.empty(),
+                                 c.training.moe_keep_layers, rates};  // as the trainer's Run::plan weighs the rest
+  const PassChoice chosen =
+      resolve_by_step(spec, run, backend.device_memory_bytes(), c.training.recompute_layers < 0, weighed);
+  if (passes) *passes = chosen;
   MachineLimits limits = read_machine_limits(backend);
   // Tier files on a RAM file system (tmpfs, ramfs) take RAM: what is left for the rest is less.
   const int64_t tier_in_ram = tier_bytes_in_memory(make_param_layout(spec), tier_settings_of(c), ranks);

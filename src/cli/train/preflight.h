@@ -11,6 +11,7 @@
 #include "config/config.h"
 #include "model/model_spec.h"
 #include "plan/memory_plan.h"
+#include "plan/pass_choice.h"
 #include "plan/step_bound.h"
 
 namespace mt {
@@ -38,8 +39,9 @@ MachineLimits read_machine_limits(const Backend& backend);
 void require_sequence_fits(const Config& c, const ModelSpec& spec, const RunShape& run, const Backend& backend);
 // Throws mt::Error: the shortfall and `megatrain calc-resource ...` for this model and shape. Returns the
 // checked shape, micro_batch_size and recompute_layers resolved where auto (plan/memory_plan.h: resolve_auto).
-// `rates`: the run's (Run::rates), for the MoE line's step bound.
+// `rates`: the run's (Run::rates), for the MoE line's step bound and the pass count (plan/pass_choice.h:
+// resolve_by_step, where gradient_accumulation_steps is auto), which `passes` receives where given.
 RunShape preflight(const Config& c, const ModelSpec& spec, const Backend& backend, int ranks, int gpus = 1,
-                   const StepRates& rates = {});
+                   const StepRates& rates = {}, PassChoice* passes = nullptr);
 
 }  // namespace mt

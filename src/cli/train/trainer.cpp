@@ -192,6 +192,7 @@ class Trainer {
   int64_t tokens_seen_ = 0;
   TrainSummary summary_;
   double elapsed_ = 0;  // seconds in the steps of this run, for the ETA
+  std::vector<double> parameters_passes_;  // rank 0's parameters pass of each finished update (root), seconds
   std::chrono::steady_clock::time_point run_start_;
   int64_t skipped_in_a_row_ = 0;  // steps whose update was skipped for a non-finite gradient norm, up to this one
   bool stopping_ = false;  // a stop signal: this step is the last one (graceful_stop.h)
@@ -244,7 +245,9 @@ void Trainer::plan_and_fill_store() {
   Backend& backend = run_.select_backend(dtype_, c_.runtime);
   const std::string gpu_ranks = dp_.size > 1 && !backend.host_memory() ? dist::describe_gpu_ranks(dp_) : "";
   // Before the store and the output directory exist.
-  const RunShape planned = preflight(c_, run_.spec(), backend, dist::context().node_size, dp_.size, run_.rates());
+  PassChoice passes;
+  const RunShape planned =
+      preflight(c_, run_.spec(), backend, dist::context().node_size, dp_.size, run_.rates(), &passes);
   // Every input is checked: the run takes its output directory before anything of it is written (the state tier's
   // files, named after it, among them).
   if (root) output_lock_.emplace(c_.training.output_dir);
@@ -260,11 +263,7 @@ void Trainer::plan_and_fill_store() {
   const RunShape& shape = run_.plan(planned,
                                     c_.training.optimizer_on_gpu == "auto" &&
                                         c_.training.ref_model.empty(),  // ref_model refills the master
-                                    c_.training.moe_keep_layers, c_.training.recompute_layers < 0);
-  if (shape.recompute_layers > planned.recompute_layers)
-    log::info("plan: {} of {} layers recompute in backward, not the {} that fit, to hold more optimizer state on the "
-              "GPU (the shorter predicted step)", shape.recompute_layers, run_.spec().num_layers,
-              planned.recompute_layers);
+                                    c_.training.moe_keep_layers, c_.training.recompute_layers < 0, passes);
   require_batch_splits(c_, dp_, shape.passes);  // auto passes are known now
   const OptimizerSettings os = optimizer_settings(c_);
   const int64_t updates_applied = resume_ ? resume_->meta().updates_applied : 0;
@@ -459,6 +458,7 @@ void Trainer::step(int64_t step) {
   const double previous_update = optimizer.last_update_seconds();
   summary_.losses.push_back(step_loss);
   if (!root) return;  // other nodes' ranks 0: a replica, neither logged nor saved
+  if (previous_update > 0) parameters_passes_.push_back(previous_update);
 
   window_.add(step_loss);
   StepRecord r{step, step_loss, report.grad_norm, lr, batch.num_tokens, batch.num_target_tokens, tokens_seen_,
@@ -524,6 +524,11 @@ TrainSummary Trainer::finish() {
     log::info("stopped by signal {} after step {} of {}; checkpoint written, exiting with status {} for a requeue",
               stop_signal::requested(), summary_.steps, length_.steps, stop_signal::kExitStoppedForRequeue);
     return summary_;
+  }
+  if (!parameters_passes_.empty() && tier_settings_of(c_).mode == OffloadMode::none) {  // the NVMe tier's is its own
+    std::nth_element(parameters_passes_.begin(), parameters_passes_.begin() + parameters_passes_.size() / 2,
+                     parameters_passes_.end());
+    run_.keep_parameters_pass(parameters_passes_[parameters_passes_.size() / 2]);
   }
   summary_.final_dir = out_ / "final";
   export_master_weights(summary_.final_dir, run_.store(), run_.spec(), dtype_, carried_, model_files_);
