@@ -53,6 +53,7 @@ const RunShape& Run::plan(const RunShape& resolved, bool resident_allowed, int64
 void Run::keep_parameters_pass(double parameters_pass_s) {
   if (!roles_.root || planned_rates_.cache_path.empty() || parameters_pass_s <= 0) return;
   const double host_parameters = static_cast<double>(layout_.total_numel - resident().parameters);
+  if (host_parameters < kKeptPassMinParameters) return;
   const double per_rank = host_parameters / store().ranks() / parameters_pass_s;
   log::info("{}", record_training_pass_rate(planned_rates_.cache_path, planned_rates_.device, planned_rates_.host,
                                             per_rank));

@@ -54,7 +54,10 @@ class Run {
   Backend& backend() { return *backend_; }
   const StepRates& rates() const { return planned_rates_.rates; }
   // The root rank, after steps on a GPU whose rates came from the machine's cache file: training's parameters pass
-  // (the median seconds of rank 0's slices over the steps) into that file, for the next runs' plans (logged).
+  // (the median seconds of rank 0's slices over the steps) into that file, for the next runs' plans (logged), where
+  // the host held at least kKeptPassMinParameters: a smaller pass runs on fewer threads (H100 node, thirtieth session:
+  // Qwen2.5-3B's head alone, 0.15 B parameters, 3.78 G/s, where passes over 0.3-4.7 B ran 4.2-6.4).
+  static constexpr double kKeptPassMinParameters = 0.25e9;
   void keep_parameters_pass(double parameters_pass_s);
 
   // Compute ranks, after select_backend: the plan of the shape the command resolved (train: preflight; bench:
