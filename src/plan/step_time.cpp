@@ -66,6 +66,15 @@ std::vector<LayerFlops> layer_flops(const ModelSpec& spec, const std::vector<dou
   return out;
 }
 
+}  // namespace
+
+double dense_share_of_gemm(int64_t hidden_size) {
+  const double wide = std::clamp((static_cast<double>(hidden_size) - 2048.0) / (3584.0 - 2048.0), 0.0, 1.0);
+  return kDenseShareOfGemm + wide * (kDenseShareOfGemmWide - kDenseShareOfGemm);
+}
+
+namespace {
+
 // Seconds of each op class for one acquisition over a pass's tokens.
 struct Seconds {
   double dense = 0, head = 0, attention = 0, experts = 0, recompute = 0;
@@ -75,7 +84,8 @@ struct Seconds {
 class ComputeTimes {
  public:
   ComputeTimes(const ModelSpec& spec, const ParamLayout& layout, const RunShape& run, const StepRates& rates)
-      : spec_(spec), run_(run), gemm_(rates.gpu_flops / kStepFlopsPerGemmFlop) {
+      : spec_(spec), run_(run), gemm_(rates.gpu_flops / kStepFlopsPerGemmFlop),
+        dense_gemm_(gemm_ * dense_share_of_gemm(spec.hidden_size)) {
     const std::vector<double> regions = region_flops_per_token(spec, layout, run.seq_len);
     layers_ = layer_flops(spec, regions, run.seq_len);
     head_flops_ = regions.back();
@@ -111,7 +121,7 @@ class ComputeTimes {
     // The layer's forward; its experts' share is `experts` of their three GEMMs (a keeping layer's forward over its
     // filled rows computes only the down projection).
     const auto forward = [&](Seconds& into, double experts) {
-      into.dense += f.dense / 3.0 * tokens_ / (gemm_ * kDenseShareOfGemm);
+      into.dense += f.dense / 3.0 * tokens_ / dense_gemm_;
       into.attention += f.attention / 3.0 * tokens_ / (gemm_ * attention_forward_);
       into.experts += experts * f.experts / 3.0 * tokens_ / experts_rate;
     };
@@ -120,13 +130,13 @@ class ComputeTimes {
       if (a.use == Use::rebuild) s.recompute = s.total();
       return s;
     }
-    s.dense = 2.0 * f.dense / 3.0 * tokens_ / (gemm_ * kDenseShareOfGemm);
+    s.dense = 2.0 * f.dense / 3.0 * tokens_ / dense_gemm_;
     s.attention = 2.0 * f.attention / 3.0 * tokens_ / (gemm_ * attention_backward_);
     s.experts = 2.0 * f.experts / 3.0 * tokens_ / experts_rate;
     const double before = s.total();
     if (i < run_.recompute_layers) forward(s, keeps ? 1.0 / 3.0 : 1.0);
     if (!keeps) {
-      s.dense += f.recompute_dense * tokens_ / (gemm_ * kDenseShareOfGemm);
+      s.dense += f.recompute_dense * tokens_ / dense_gemm_;
       s.experts += f.recompute_experts * tokens_ / experts_rate;
     }
     s.recompute = s.total() - before;
@@ -145,6 +155,7 @@ class ComputeTimes {
   const ModelSpec& spec_;
   const RunShape& run_;
   double gemm_;
+  double dense_gemm_;  // the dense matmuls' rate at the model's width
   std::vector<LayerFlops> layers_;
   double head_flops_ = 0, tokens_ = 0, mb_tokens_ = 0;
   double attention_forward_ = 0, attention_backward_ = 0;

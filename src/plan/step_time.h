@@ -40,8 +40,12 @@ namespace mt {
 // (tests/plan/test_step_time.cpp holds the rows and the model's error on each).
 // Dense matmuls with their norms and element-wise ops: Qwen2.5-3B and -7B at 1024 on the H100 (every layer's
 // projections and SwiGLU; the per-op profile puts GEMMs at 630-650 TFLOP/s of the step's 66 %, SwiGLU, RMSNorm and
-// adds at 11 %).
+// adds at 11 %). Wider layers run closer to the GEMM's rate: 0.80 at Qwen2.5-3B's hidden 2048, 0.86 at
+// Qwen2.5-7B's 3584 (at 0.80 the 7B's steps were predicted 7-8 % long on two H100 nodes, the 3B's within 3 %),
+// linear in the hidden size between them and held outside (dense_share_of_gemm).
 inline constexpr double kDenseShareOfGemm = 0.80;
+inline constexpr double kDenseShareOfGemmWide = 0.86;
+double dense_share_of_gemm(int64_t hidden_size);
 // The LM head with its cross-entropy (logits chunked): 510 TFLOP/s against 630-650 for the layers' GEMMs in the
 // H200's profile of Qwen2.5-3B.
 inline constexpr double kHeadShareOfGemm = 0.72;

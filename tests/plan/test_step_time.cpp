@@ -36,6 +36,10 @@ constexpr Rates kH200Rates{906, 55, 55, 5.9 / mt::kTrainingPassPerProbePass};
 constexpr Rates thirtieth(double training_pass_gps) {
   return {904, 55.5, 55.3, training_pass_gps / mt::kTrainingPassPerProbePass};
 }
+// The thirtieth session's second H100 node (its probe: GEMM 901 TFLOP/s, copies 55.3 / 55.2 GB/s).
+constexpr Rates thirtieth_second(double training_pass_gps) {
+  return {901, 55.3, 55.2, training_pass_gps / mt::kTrainingPassPerProbePass};
+}
 
 struct Row {
   const char* model;
@@ -76,6 +80,11 @@ const std::vector<Row>& rows() {
       {"qwen2.5-3b", 0, 64, 1024, "H100", thirtieth(5.78), 1, 16, 21, 0, 0, 0, 2.680, "thirtieth session"},
       {"qwen3-30b-a3b", 10, 64, 4096, "H100", thirtieth(6.43), 1, 8, 10, 0, 4, 2, 4.717, "thirtieth session"},
       {"qwen3-30b-a3b", 10, 64, 4096, "H100", thirtieth(6.40), 4, 8, 10, 0, 5, 1, 6.476, "thirtieth session"},
+      // The second node: Qwen2.5-7B at 32 × 1024 with the plan's 11 layers recomputing and with 16 and 22 forced.
+      {"qwen2.5-7b", 0, 32, 1024, "H100", thirtieth_second(6.80), 1, 8, 11, 0, 0, 0, 3.176, "thirtieth session"},
+      {"qwen2.5-7b", 0, 32, 1024, "H100", thirtieth_second(8.05), 1, 8, 16, 0, 2, 0, 2.974, "thirtieth session"},
+      {"qwen2.5-7b", 0, 32, 1024, "H100", thirtieth_second(7.81), 1, 8, 22, 0, 7, 0, 2.918, "thirtieth session"},
+      {"qwen2.5-7b", 0, 64, 1024, "H100", thirtieth_second(7.39), 1, 8, 21, 0, 0, 0, 5.867, "thirtieth session"},
   };
   return table;
 }
