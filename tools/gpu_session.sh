@@ -8,7 +8,7 @@
 # where bundle_base/ holds an earlier build, with that one in the same call, then Gemma-2-9B and Phi-4 at batch 32 with
 # as many layers as the host RAM holds; new-families: the tests, then Qwen2.5-7B at batch 32 × 1024 and, at the same
 # batch, each newer family's shape in configs/models/ that NEW_FAMILY_SHAPES names (shape:layers[:first layer], layers 0 = all
-# of them; default the 3-9B dense shapes and the larger ones trimmed to what 125 GiB of host RAM holds); hybrid: the tests, then MiniMax-Text-01's first layer (lightning attention,
+# of them; default the 3-9B dense shapes and the larger ones trimmed to what 125 GiB of host RAM holds); hybrid: the tests, then MiniMax-Text-01's first layer (lightning attention, 8 of its
 # 32 experts) at 8 × 4096, then the Qwen3.5-27B shape with 12 of its 64 layers (9 Gated
 # DeltaNet, 3 gated attention: what 125 GiB of host RAM holds at 16 B/parameter) at batch 32 × 1024 and 8 × 4096, and
 # the same 4096 run with per-op device times, whose gated_delta_rule rows time the delta-rule kernels against the GEMMs
@@ -199,10 +199,17 @@ if [[ $mode == new-families ]]; then  # the Qwen2.5-7B baseline first, in the sa
   done
 fi
 if [[ $mode == hybrid ]]; then
-  # MiniMax-Text-01's first layer (lightning attention, its recurrent kernel; 32 experts): 5.5 G parameters, what
-  # 125 GiB of host RAM holds at 16 B/parameter.
-  bench minimax_text_01_1l_b8_s4096 1 --model configs/models/minimax-text-01.json --layers 1 --batch 8 --seq 4096 \
-    --steps 3 --warmup 1
+  # MiniMax-Text-01's first layer (lightning attention, its recurrent kernel) with 8 of its 32 experts: 4.07 G
+  # parameters with the embedding and head (with all 32, 7.9 G: more than 125 GiB of host RAM at 16 B/parameter; the
+  # thirtieth session's bench was killed), and the same with per-op device times.
+  python3 -c "import json; d = json.load(open('configs/models/minimax-text-01.json')); d['num_local_experts'] = 8; \
+print(json.dumps(d))" >"$out/minimax-text-01-8-experts.json"
+  bench minimax_text_01_8e_1l_b8_s4096 1 --model "$out/minimax-text-01-8-experts.json" --layers 1 --batch 8 \
+    --seq 4096 --steps 3 --warmup 1
+  MEGATRAIN_PROFILE_OPS=1 bench minimax_text_01_8e_1l_b8_s4096_ops 1 --model "$out/minimax-text-01-8-experts.json" \
+    --layers 1 --batch 8 --seq 4096 --steps 3 --warmup 1
+  note "op times (bench_minimax_text_01_8e_1l_b8_s4096_ops.log): $(grep -E 'lightning_attention|grouped_linear' \
+    "$out/bench_minimax_text_01_8e_1l_b8_s4096_ops.log" | head -n 4 | tr -s ' ' | tr '\n' ';')"
   qwen35=(--model configs/models/qwen3.5-27b.json --layers 12 --steps 3 --warmup 1)
   bench qwen35_27b_12l_b32_s1024 1 "${qwen35[@]}" --batch 32 --seq 1024
   bench qwen35_27b_12l_b8_s4096 1 "${qwen35[@]}" --batch 8 --seq 4096
