@@ -1,8 +1,7 @@
 // The plan's choices under two machines' measured rates (plan/step_rates.h), as a table: the MoE layers that keep
 // (plan/moe_keep_plan.h), the GPU-resident optimizer state (plan/resident_plan.h), the pass count
-// (plan/pass_choice.h) and the recommended batch a pass
-// (plan/pass_batch_advice.h) for Qwen2.5-3B at 8, 16, 32 and 64 × 1024 and Qwen3-30B-A3B (10 layers, bench's shape) at
-// 64 × 4096, each resolved by resolve_by_step as bench resolves it, on:
+// (plan/pass_choice.h) and the recommended batch a pass (plan/pass_batch_advice.h) for Qwen2.5-3B at 8, 16, 32 and
+// 64 × 1024, Qwen2.5-7B at 32 and 64 × 1024 (the H100) and Qwen3-30B-A3B (10 layers, bench's shape) at 64 × 4096, each resolved by resolve_by_step as bench resolves it, on:
 // - the H100 80 GB: its figures from this project's bench of Qwen2.5-7B on it (docs/PERFORMANCE.md, issue #49):
 //   its probe's GEMM 906 TFLOP/s (layer shapes 670-775, 725 the middle, × kStepFlopsPerGemmFlop = 486 model
 //   TFLOP/s a step; the step measured 487 at 97 % busy), page-locked copies 55 GB/s each way (47 both at once;
@@ -73,6 +72,11 @@ TEST_CASE("the plan's choices on the H100's and the H200's measured rates", "[pl
       {"qwen2.5-3b", 32, 1024, "H100", 1, 11, 0, 10, 128},
       {"qwen2.5-3b", 64, 1024, "H100", 1, 24, 0, 7, 128},
       {"qwen3-30b-a3b", 64, 4096, "H100", 1, 6, 0, 1, 128},
+      // Qwen2.5-7B at 32 × 1024 recomputes 27 of 28 layers for 11 regions resident, where memory's 11 left none
+      // (thirtieth session, an H100: 11 recomputing 3.176 s, 16 forced 2.974 s, 22 forced 2.918 s, 513.1 TFLOP/s 6N);
+      // at 64 memory's 21 stay (510.4 measured).
+      {"qwen2.5-7b", 32, 1024, "H100", 1, 27, 0, 11, 64},
+      {"qwen2.5-7b", 64, 1024, "H100", 1, 21, 0, 0, 64},
       // The recommended batch a pass is the power of two from which the predicted step is 95 % compute
       // (plan/pass_batch_advice.h): the same for every batch of a model and card. On the H200's constants (a slower
       // GEMM than the H100's measured one) the compute dominates from fewer sequences.
