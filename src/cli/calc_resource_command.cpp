@@ -25,7 +25,7 @@
 #include "model/model_source.h"
 #include "model/model_spec.h"
 #include "plan/cudnn_attention_plan.h"
-#include "plan/moe_keep_plan.h"
+#include "plan/step_plan.h"
 #include "plan/pass_batch_advice.h"
 #include "plan/resident_plan.h"
 #include "model/flops.h"
@@ -262,9 +262,9 @@ json to_json(const std::string& model, const ModelSpec& spec, const Machine& m, 
   const GpuPlan& g = a.plan.gpu;
   // training.optimizer_on_gpu and moe_keep_layers auto, on one GPU rank: the keeping MoE layers, the resident prefix
   // and the run beside them (its cuDNN calls; with --recompute-layers auto, the layers train recomputes).
-  const MoeKeepPlan keep = plan_moe_keep(spec, a.run, m.gpu_bytes, 1, true, -1, rates, choose_recompute);
+  const StepPlan keep = plan_step(spec, a.run, m.gpu_bytes, 1, true, -1, rates, choose_recompute);
   const ResidentPlan& r = keep.resident;
-  const RunShape beside_run = with_moe_keep(a.run, keep);
+  const RunShape beside_run = with_step_plan(a.run, keep);
   const json positions = seq.position_tokens == kNoPositionLimit ? json(nullptr) : json(seq.position_tokens);
   json j = {{"model", model},
           {"longest_sequence", {{"tokens", seq.longest()}, {"gpu_memory_tokens", seq.memory_tokens},
@@ -348,9 +348,9 @@ void print_text(const std::string& model, const ModelSpec& spec, const Machine& 
   const auto b = [](int64_t v) { return format_bytes(static_cast<uint64_t>(v)); };
   const HostPlan& h = a.plan.host;
   const GpuPlan& g = a.plan.gpu;
-  const MoeKeepPlan keep = plan_moe_keep(spec, a.run, m.gpu_bytes, 1, true, -1, rates, choose_recompute);  // as to_json
+  const StepPlan keep = plan_step(spec, a.run, m.gpu_bytes, 1, true, -1, rates, choose_recompute);  // as to_json
   const ResidentPlan& r = keep.resident;
-  const RunShape beside_run = with_moe_keep(a.run, keep);
+  const RunShape beside_run = with_step_plan(a.run, keep);
   std::cout << MT_FORMAT("model {}: {:.3f} B parameters\n", model, static_cast<double>(h.parameters) / 1e9)
             << MT_FORMAT("step rates: {} (--gpu-tflops and --pcie-gbs, their defaults the H200's, and the H200 node's "
                          "parameters pass: calc-resource runs without a GPU and measures nothing; train and bench "
@@ -440,7 +440,7 @@ void print_text(const std::string& model, const ModelSpec& spec, const Machine& 
     const PassBatchAdvice advice = advise_pass_batch(spec, a.run, m.gpu_bytes, rates);
     std::cout << MT_FORMAT("mixture of experts: {:.3f} B parameters in memory, {:.3f} B active per token (FLOPs)\n",
                            static_cast<double>(h.parameters) / 1e9, static_cast<double>(active) / 1e9)
-              << MT_FORMAT("  training.moe_keep_layers auto: {}\n", describe_moe_keep(keep))
+              << MT_FORMAT("  training.moe_keep_layers auto: {}\n", describe_step_plan(keep))
               << MT_FORMAT("compute-bound from: {} tokens per pass for PCIe ({} in, {} out per pass at {:.0f} GB/s) and {} "
                          "for the optimizer (a step's first pass waits for its parameters pass, {:.2f} s at {:.1f} G "
                          "parameters/s a rank, region by region), at {:.0f} TFLOP/s of {:.3g} FLOPs per token; this "

@@ -61,7 +61,7 @@ struct TrainingConfig {
   int64_t recompute_layers = -1;         // the first layers that recompute in backward, the rest save their
                                          // internals; -1 = auto (YAML: auto): as few as GPU memory allows
   int64_t moe_keep_layers = -1;          // the last MoE layers that keep their expert activations instead of
-                                         // recomputing them; -1 = auto (plan/moe_keep_plan.h: by predicted step time)
+                                         // recomputing them; -1 = auto (plan/step_plan.h: by predicted step time)
   std::string activation_checkpoints = "auto";  // auto | gpu | host (engine/checkpoint_placement.h): auto puts them
                                          // in page-locked host RAM where they do not fit the GPU
   std::string optimizer_on_gpu = "auto";  // auto | off (plan/resident_plan.h): auto keeps the leading layers'

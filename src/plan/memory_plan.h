@@ -31,7 +31,7 @@ struct RunShape {
   int64_t checkpoint_interval = 4;
   int64_t recompute_layers = std::numeric_limits<int64_t>::max();  // as EngineOptions: the first ones recompute
   int64_t moe_keep_layers = 0;          // as EngineOptions: the last ones of the MoE layers keep their expert
-                                        // activations (plan/moe_keep_plan.h chooses it where auto)
+                                        // activations (plan/step_plan.h chooses it where auto)
   int64_t weight_slots = 2;
   int ranks = 1;                        // ranks of the node sharing the store
   OffloadMode offload = OffloadMode::none;  // store.offload: state kinds on the NVMe tier instead of RAM

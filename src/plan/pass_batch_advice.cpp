@@ -1,7 +1,7 @@
 // The recommended batch a pass (see pass_batch_advice.h): the first compute-bound power of two.
 #include "plan/pass_batch_advice.h"
 
-#include "plan/moe_keep_plan.h"
+#include "plan/step_plan.h"
 
 namespace mt {
 
@@ -18,7 +18,7 @@ PassBatchAdvice advise_pass_batch(const ModelSpec& spec, const RunShape& run, in
     r.resident_regions = 0;
     r.cudnn_call_batch = 0;
     resolve_auto(spec, r, gpu_bytes, true);
-    return PassBatchAdvice{batch, plan_moe_keep(spec, r, gpu_bytes, 1, true, -1, rates).step};
+    return PassBatchAdvice{batch, plan_step(spec, r, gpu_bytes, 1, true, -1, rates).step};
   };
   const auto bound = [](const PassBatchAdvice& a) {
     return a.step.step_s - a.step.compute_s <= kComputeBoundWaitShare * a.step.step_s;

@@ -1,6 +1,6 @@
 // The batch a pass the plan recommends: the fewest sequences of run.seq_len in one pass, a power of two, from which
 // the predicted step (plan/step_time.h), with the plan's choices at that batch (resolve_auto, then the MoE layers
-// that keep and the resident optimizer state beside them: plan_moe_keep), spends at most kComputeBoundWaitShare of it
+// that keep and the resident optimizer state beside them: plan_step), spends at most kComputeBoundWaitShare of it
 // outside the compute (waiting for copies and the host's optimizer, the resident update): where a run turns
 // compute-bound on the machine. Powers of two: each batch weighed is a whole plan.
 // Invariant: the choices are those train and bench make for such a run; none (0) on the CPU backend (gpu_bytes 0).

@@ -2,7 +2,7 @@
 #include "plan/pass_choice.h"
 
 #include "core/error.h"
-#include "plan/moe_keep_plan.h"
+#include "plan/step_plan.h"
 
 namespace mt {
 
@@ -17,8 +17,8 @@ PassChoice resolve_by_step(const ModelSpec& spec, RunShape& run, int64_t gpu_byt
   if (candidates.size() < 2) return choice;
   const ParamLayout layout = make_param_layout(spec);
   const auto predicted = [&](const RunShape& r) {
-    return plan_moe_keep(spec, r, gpu_bytes, inputs.gpu_ranks, inputs.resident_enabled, inputs.forced_keep,
-                         inputs.rates, auto_recompute).step.step_s;
+    return plan_step(spec, r, gpu_bytes, inputs.gpu_ranks, inputs.resident_enabled, inputs.forced_keep, inputs.rates,
+                     auto_recompute).step.step_s;
   };
   const double memory_step = predicted(run);
   choice.steps_by_passes.emplace_back(run.passes, memory_step);

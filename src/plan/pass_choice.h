@@ -4,7 +4,7 @@
 // the weights again, which a shorter recompute may not repay: Qwen3-30B-A3B, 10 layers, 64 × 4096 on an H100 runs 4
 // passes with no layer recomputing where one pass recomputes 6 (predicted 7.30 s against 4.92 s). With passes auto on a
 // GPU, resolve_by_step resolves every candidate count as resolve_auto does, plans each as the run will
-// (plan_moe_keep: MoE layers keeping, resident state, the recompute count where it is the plan's) and takes the count
+// (plan_step: MoE layers keeping, resident state, the recompute count where it is the plan's) and takes the count
 // of least predicted step where it is kRecomputeGain shorter than the memory rule's (the model's differences below
 // that are within its error). The pass count changes only the rounding of the gradient sums (tests/engine:
 // "micro-batches and passes change only the rounding").
@@ -21,7 +21,7 @@
 
 namespace mt {
 
-// What the run's plan weighs beside the passes (plan_moe_keep's arguments).
+// What the run's plan weighs beside the passes (plan_step's arguments).
 struct StepChoiceInputs {
   int gpu_ranks = 1;
   bool resident_enabled = true;  // training.optimizer_on_gpu auto

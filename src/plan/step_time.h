@@ -1,6 +1,6 @@
 // The predicted time of one steady training step of a resolved run (resolve_auto, then the MoE layers that keep and
 // the resident optimizer state) on a machine's rates (plan/step_rates.h), in named parts. The plan chooses by it
-// (plan_moe_keep, plan_resident) and bench prints it beside the measured step.
+// (plan_step, plan_resident) and bench prints it beside the measured step.
 // - Compute: every pass's forward, backward and recompute, by op class at its own rate over the probe's GEMM rate
 //   (StepRates::gpu_flops / kStepFlopsPerGemmFlop): dense matmuls (projections, dense MLPs, the router, the shared
 //   expert), the LM head (its forward and backward fused), attention by its model FLOPs at seq_len (model/flops.h:

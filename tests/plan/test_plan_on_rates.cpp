@@ -1,5 +1,5 @@
 // The plan's choices under two machines' measured rates (plan/step_rates.h), as a table: the MoE layers that keep
-// (plan/moe_keep_plan.h), the GPU-resident optimizer state (plan/resident_plan.h), the pass count
+// (plan/step_plan.h), the GPU-resident optimizer state (plan/resident_plan.h), the pass count
 // (plan/pass_choice.h) and the recommended batch a pass (plan/pass_batch_advice.h) for Qwen2.5-3B at 8, 16, 32 and
 // 64 × 1024, Qwen2.5-7B at 32 and 64 × 1024 (the H100) and Qwen3-30B-A3B (10 layers, bench's shape) at 64 × 4096, each resolved by resolve_by_step as bench resolves it, on:
 // - the H100 80 GB: its figures from this project's bench of Qwen2.5-7B on it (docs/PERFORMANCE.md, issue #49):
@@ -14,7 +14,7 @@
 #include "catch.h"
 #include "model/model_spec.h"
 #include "plan/memory_plan.h"
-#include "plan/moe_keep_plan.h"
+#include "plan/step_plan.h"
 #include "plan/pass_batch_advice.h"
 #include "plan/pass_choice.h"
 #include "plan/step_bound.h"
@@ -47,8 +47,8 @@ Choice plan_choice(const char* name, int64_t batch, int64_t seq, const char* car
   const mt::ModelSpec spec = model(name);
   mt::RunShape r = mt_test::bench_shape(batch, seq);
   mt::resolve_by_step(spec, r, bytes, true, mt::StepChoiceInputs{1, true, -1, rates});
-  const mt::MoeKeepPlan keep = mt::plan_moe_keep(spec, r, bytes, 1, true, -1, rates, true);
-  return {name, batch, seq, card, r.passes, mt::with_moe_keep(r, keep).recompute_layers, keep.layers,
+  const mt::StepPlan keep = mt::plan_step(spec, r, bytes, 1, true, -1, rates, true);
+  return {name, batch, seq, card, r.passes, mt::with_step_plan(r, keep).recompute_layers, keep.layers,
           keep.resident.regions,
           mt::advise_pass_batch(spec, r, bytes, rates).batch};
 }

@@ -12,7 +12,7 @@
 #include "model/model_spec.h"
 #include "model/param_layout.h"
 #include "plan/memory_plan.h"
-#include "plan/moe_keep_plan.h"
+#include "plan/step_plan.h"
 #include "plan/step_rates.h"
 #include "plan/step_time.h"
 
@@ -131,7 +131,7 @@ TEST_CASE("the predicted step is within 10 % of every recorded steady step", "[p
     INFO(row.model << " " << row.batch << " x " << row.seq << " on the " << row.card << ", " << row.keep
                    << " MoE layers keeping, " << row.resident << " regions resident (" << row.source << ")");
     // The resolved shape is the run's; the recompute count (at least the memory's: from the thirtieth session the
-    // plan may recompute more, plan/moe_keep_plan.h), the MoE keep count, the resident regions and cuDNN's calls as
+    // plan may recompute more, plan/step_plan.h), the MoE keep count, the resident regions and cuDNN's calls as
     // it chose them.
     CHECK(run.micro_batch_size == row.micro_batch);
     CHECK(run.recompute_layers <= row.recompute);
@@ -159,8 +159,8 @@ TEST_CASE("the MoE keep choice is what measured fastest: none for Qwen3-30B-A3B 
     INFO("the " << card);
     const mt::ModelSpec spec = model(row);
     const mt::RunShape run = bench_run(spec, row);
-    const mt::MoeKeepPlan p = mt::plan_moe_keep(spec, run, gpu_bytes(row), 1, true, -1, rates_of(row.rates));
-    INFO(mt::describe_moe_keep(p));
+    const mt::StepPlan p = mt::plan_step(spec, run, gpu_bytes(row), 1, true, -1, rates_of(row.rates));
+    INFO(mt::describe_step_plan(p));
     CHECK(p.layers == 0);
     // Keeping none keeps the most optimizer state on the GPU (the embedding and layers 0-1 on the H100, the embedding
     // and layer 0 on the H200), as the fastest measured runs had it.

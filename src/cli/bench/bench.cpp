@@ -23,7 +23,7 @@
 #include "optim/optimizer.h"
 #include "plan/cudnn_attention_plan.h"
 #include "plan/memory_plan.h"
-#include "plan/moe_keep_plan.h"
+#include "plan/step_plan.h"
 #include "plan/pass_batch_advice.h"
 #include "plan/resident_plan.h"
 #include "plan/resource_advice.h"
@@ -448,7 +448,7 @@ void run_bench(const BenchOptions& o) {
               format_bytes(static_cast<uint64_t>(planned.host_checkpoints)),
               format_bytes(static_cast<uint64_t>(planned.checkpoints)));
   if (resident.regions > 0) log::info("bench: {}", describe_resident(resident, layout));
-  if (run.moe_keep().moe_layers > 0) log::info("bench: MoE: {}", describe_moe_keep(run.moe_keep()));
+  if (run.step_plan().moe_layers > 0) log::info("bench: MoE: {}", describe_step_plan(run.step_plan()));
   run.start_engine(o.checkpoint_interval, std::max(o.seq, spec.max_position_embeddings), o.slots);
   const EngineOptions& eo = run.engine_options();
   const double params = static_cast<double>(layout.total_numel);

@@ -38,9 +38,9 @@ const RunShape& Run::plan(const RunShape& resolved, bool resident_allowed, int64
   MT_ASSERT(backend_, "the plan is made for the selected backend");
   pass_choice_ = passes;
   if (const std::string why = describe_pass_choice(passes); !why.empty()) log::info("plan: {}", why);
-  moe_keep_ = plan_moe_keep(spec_, resolved, backend_->device_memory_bytes(), dp_.size, resident_allowed,
-                            moe_keep_layers, rates(), choose_recompute);
-  shape_ = with_moe_keep(resolved, moe_keep_);
+  step_plan_ = plan_step(spec_, resolved, backend_->device_memory_bytes(), dp_.size, resident_allowed, moe_keep_layers,
+                         rates(), choose_recompute);
+  shape_ = with_step_plan(resolved, step_plan_);
   memory_recompute_layers_ = resolved.recompute_layers;
   if (shape_.recompute_layers > resolved.recompute_layers)
     log::info("plan: {} of {} layers recompute in backward, not the {} that fit, to hold more optimizer state on the "
@@ -80,7 +80,7 @@ Engine& Run::start_engine(int64_t checkpoint_interval, int64_t max_positions, in
   if (moe_aux_loss_coef) set_moe_aux_options(spec_, *moe_aux_loss_coef, eo);
   engine_ = std::make_unique<Engine>(
       *backend_, spec_, node_store_->store(), eo,
-      make_engine_transfers(*backend_, node_store_->store(), slots, dp_, dtype_, eo.checkpoints, moe_keep_.resident.regions));
+      make_engine_transfers(*backend_, node_store_->store(), slots, dp_, dtype_, eo.checkpoints, step_plan_.resident.regions));
   return *engine_;
 }
 

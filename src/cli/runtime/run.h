@@ -22,7 +22,7 @@
 #include "model/model_spec.h"
 #include "model/param_layout.h"
 #include "plan/memory_plan.h"
-#include "plan/moe_keep_plan.h"
+#include "plan/step_plan.h"
 #include "plan/pass_choice.h"
 #include "store/host_store.h"
 
@@ -63,18 +63,18 @@ class Run {
   // Compute ranks, after select_backend: the plan of the shape the command resolved (train: preflight; bench:
   // resolve_auto), with the MoE layers that keep (moe_keep_layers >= 0 forces the count) and the optimizer state the
   // GPU keeps where resident_allowed, and more layers recomputing where choose_recompute (the run's count is auto) and
-  // the predicted step is shorter (plan_moe_keep, at rates()); the backend takes the attention workspace the plan reserves.
+  // the predicted step is shorter (plan_step, at rates()); the backend takes the attention workspace the plan reserves.
   // `passes`: how the command chose the pass count (resolve_by_step), logged where the step chose it.
   const RunShape& plan(const RunShape& resolved, bool resident_allowed, int64_t moe_keep_layers, bool choose_recompute,
                        const PassChoice& passes = {});
   const RunShape& shape() const { return shape_; }
   const GpuPlan& gpu_plan() const { return gpu_plan_; }
-  const MoeKeepPlan& moe_keep() const { return moe_keep_; }
+  const StepPlan& step_plan() const { return step_plan_; }
   // The layers that recompute because memory asks it, before the plan weighed more (RunShape::recompute_layers of
   // the shape plan() was given).
   int64_t memory_recompute_layers() const { return memory_recompute_layers_; }
   const PassChoice& pass_choice() const { return pass_choice_; }
-  const ResidentPlan& resident() const { return moe_keep_.resident; }
+  const ResidentPlan& resident() const { return step_plan_.resident; }
 
   // Every rank of the node (collective): the host store and the optimizer service over it; on_checkpoint: what a
   // compute rank other than the node's rank 0 runs for each checkpoint (OptimizerService).
@@ -104,7 +104,7 @@ class Run {
   int64_t memory_recompute_layers_ = 0;
   PassChoice pass_choice_;
   GpuPlan gpu_plan_;
-  MoeKeepPlan moe_keep_;
+  StepPlan step_plan_;
   std::unique_ptr<NodeStore> node_store_;
   EngineOptions engine_options_;
   std::unique_ptr<Engine> engine_;

@@ -108,7 +108,7 @@ RunShape run_shape(const Config& c, int ranks, int gpus) {
   r.passes = c.training.gradient_accumulation_steps;
   r.checkpoint_interval = c.training.checkpoint_interval;
   if (c.training.recompute_layers >= 0) r.recompute_layers = c.training.recompute_layers;
-  if (c.training.moe_keep_layers >= 0) r.moe_keep_layers = c.training.moe_keep_layers;  // auto: plan_moe_keep
+  if (c.training.moe_keep_layers >= 0) r.moe_keep_layers = c.training.moe_keep_layers;  // auto: plan_step
   r.weight_slots = 2;
   r.ranks = ranks;
   r.offload = offload_mode_from_name(c.store.offload);

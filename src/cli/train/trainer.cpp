@@ -50,7 +50,7 @@
 #include "model/param_layout.h"
 #include "optim/lr_schedule.h"
 #include "optim/optimizer.h"
-#include "plan/moe_keep_plan.h"
+#include "plan/step_plan.h"
 #include "plan/resident_plan.h"
 #include "plan/step_time.h"
 #include "store/host_store.h"
@@ -302,10 +302,10 @@ void Trainer::start_engine() {
   if (!roles_.root) return;
   if (eo.moe_aux_loss) log::info("MoE router load-balancing loss on, coefficient {}", eo.moe_aux_coef);
   if (run_.resident().regions > 0) log::info("{}", describe_resident(run_.resident(), run_.layout()));
-  if (run_.moe_keep().moe_layers > 0)
-    log::info("MoE: {}", describe_moe_keep(run_.moe_keep()));
+  if (run_.step_plan().moe_layers > 0)
+    log::info("MoE: {}", describe_step_plan(run_.step_plan()));
   else if (run_.backend().device_memory_bytes() > 0)  // the step the plan was chosen by (plan/step_time.h)
-    log::info("plan: {} at the step rates", describe_step_time(run_.moe_keep().step));
+    log::info("plan: {} at the step rates", describe_step_time(run_.step_plan().step));
 }
 
 // The preference stages' reference log-probabilities. training.ref_model: its weights fill the store for the

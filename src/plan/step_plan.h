@@ -1,6 +1,7 @@
-// Which MoE layers keep their expert activations from forward to backward (engine/moe_block.h MoeKept) instead of
-// recomputing them, chosen with the GPU-resident optimizer state (plan/resident_plan.h) by the predicted step
-// (plan/step_time.h). A keeping layer saves its backward's recompute (the router, the experts' gate and up GEMMs, the
+// The choices a resolved run leaves to the predicted step (plan/step_time.h), made jointly: which MoE layers keep
+// their expert activations from forward to backward (engine/moe_block.h MoeKept) instead of recomputing them, the
+// GPU-resident optimizer state (plan/resident_plan.h), and (recompute_layers auto) how many layers recompute; the pass
+// count is chosen around it (plan/pass_choice.h). A keeping layer saves its backward's recompute (the router, the experts' gate and up GEMMs, the
 // shared expert's gate and up); it costs its kept bytes (moe_kept_bytes × the pass's tokens), which the resident
 // state may then lack: a region that no longer fits resident streams every pass (and its gradient crosses back),
 // the host's parameters pass covers it, and plan_resident may split cuDNN's backward differently. The predicted step
@@ -29,7 +30,7 @@ namespace mt {
 
 inline constexpr double kRecomputeGain = 0.02;
 
-struct MoeKeepPlan {
+struct StepPlan {
   int64_t layers = 0;             // MoE layers that keep (the last ones)
   int64_t moe_layers = 0;         // of the model's
   bool forced = false;            // training.moe_keep_layers / --moe-keep-layers gave the count
@@ -45,13 +46,13 @@ struct MoeKeepPlan {
 // The MoE layers that keep for a run resolved by resolve_auto on a GPU of gpu_bytes, and the resident state beside
 // them (plan_resident's arguments); `forced` >= 0 takes that count (at most the MoE layers) as given.
 // choose_recompute: run.recompute_layers is resolve_auto's, and more may recompute where the step is shorter.
-MoeKeepPlan plan_moe_keep(const ModelSpec& spec, const RunShape& run, int64_t gpu_bytes, int gpu_ranks,
-                          bool resident_enabled, int64_t forced = -1, const StepRates& rates = {},
-                          bool choose_recompute = false);
+StepPlan plan_step(const ModelSpec& spec, const RunShape& run, int64_t gpu_bytes, int gpu_ranks,
+                   bool resident_enabled, int64_t forced = -1, const StepRates& rates = {},
+                   bool choose_recompute = false);
 // The run with the plan's keeping MoE layers, resident state and (where it chose them) recomputing layers.
-RunShape with_moe_keep(const RunShape& run, const MoeKeepPlan& plan);
+RunShape with_step_plan(const RunShape& run, const StepPlan& plan);
 // One line for the log: how many MoE layers keep, their memory, the predicted step, and (the plan's choice) the
 // predicted steps of the counts it was chosen over.
-std::string describe_moe_keep(const MoeKeepPlan& plan);
+std::string describe_step_plan(const StepPlan& plan);
 
 }  // namespace mt

@@ -1,4 +1,4 @@
-// The MoE layers that keep their expert activations (plan/moe_keep_plan.h): a keeping layer's bytes are its kept
+// The MoE layers that keep their expert activations (plan/step_plan.h): a keeping layer's bytes are its kept
 // tensors per token × the pass's tokens (engine/moe_block.h moe_kept_bytes, as the engine allocates them); the plan's
 // choice for the recorded GPU shape (Qwen3-30B-A3B, 10 layers, 64 × 4096, bench's settings, on an H100 80 GB and an
 // H200 141 GB) fits beside the rest of the plan and is the count of least predicted step (plan/step_time.h); a
@@ -8,7 +8,8 @@
 #include "engine/moe_block.h"
 #include "model/model_spec.h"
 #include "plan/memory_plan.h"
-#include "plan/moe_keep_plan.h"
+#include "plan/step_plan.h"
+#include "recorded_machines.h"
 
 namespace {
 
@@ -19,21 +20,13 @@ mt::ModelSpec qwen3_30b_10_layers() {
 // `megatrain bench --model configs/models/qwen3-30b-a3b.json --layers 10 --seq 4096 --batch 64` (bf16, the fp32
 // master streamed, cuDNN attention), resolved by resolve_auto as bench resolves it.
 mt::RunShape bench_run(int64_t gpu_bytes) {
-  mt::RunShape r;
-  r.dtype = mt::DType::bf16;
-  r.stream_dtype = mt::DType::f32;
-  r.seq_len = 4096;
-  r.batch_size = 64;
-  r.passes = 0;
-  r.micro_batch_size = 0;
-  r.checkpoint_interval = 1;
-  r.cudnn_attention = true;
+  mt::RunShape r = mt_test::bench_shape(64, 4096);
   mt::resolve_auto(qwen3_30b_10_layers(), r, gpu_bytes, true);
   return r;
 }
 
-constexpr int64_t kH100 = int64_t{81559} << 20;  // what an H100 80 GB reports
-constexpr int64_t kH200 = int64_t{143771} << 20;  // what the H200 reports
+using mt_test::kH100;
+using mt_test::kH200;
 
 }  // namespace
 
@@ -70,13 +63,13 @@ TEST_CASE("the plan's MoE keeping on Qwen3-30B-A3B, 10 layers, 64 x 4096: H100 8
     INFO(card.name);
     const mt::RunShape run = bench_run(card.bytes);
     CHECK(run.passes == card.passes);
-    const mt::MoeKeepPlan p = mt::plan_moe_keep(spec, run, card.bytes, 1, true);
+    const mt::StepPlan p = mt::plan_step(spec, run, card.bytes, 1, true);
     CHECK(p.moe_layers == 10);
     CHECK(p.layers == card.keep);
     CHECK(p.resident.regions == card.resident);
     CHECK_FALSE(p.forced);
-    CHECK(mt::plan_gpu(spec, mt::with_moe_keep(run, p)).moe_kept == p.kept_bytes);
-    CHECK(mt::describe_moe_keep(p).find(std::to_string(card.keep) + " of 10 MoE layers keep") == 0);
+    CHECK(mt::plan_gpu(spec, mt::with_step_plan(run, p)).moe_kept == p.kept_bytes);
+    CHECK(mt::describe_step_plan(p).find(std::to_string(card.keep) + " of 10 MoE layers keep") == 0);
     // The least predicted step of the counts whose plan fits (ties to more keeping), each weighed with its own
     // resident state: the counts weighed are those that fit, and each one's step is the forced count's.
     size_t fitting = 0;
@@ -85,7 +78,7 @@ TEST_CASE("the plan's MoE keeping on Qwen3-30B-A3B, 10 layers, 64 x 4096: H100 8
       with.moe_keep_layers = k;
       if (mt::plan_gpu(spec, with).total() > mt::usable_gpu_bytes(card.bytes)) break;
       ++fitting;
-      const mt::MoeKeepPlan other = mt::plan_moe_keep(spec, run, card.bytes, 1, true, k);
+      const mt::StepPlan other = mt::plan_step(spec, run, card.bytes, 1, true, k);
       INFO("moe_keep_layers " << k);
       CHECK(other.forced);
       CHECK(other.steps_by_count.empty());
@@ -99,18 +92,18 @@ TEST_CASE("the plan's MoE keeping on Qwen3-30B-A3B, 10 layers, 64 x 4096: H100 8
 TEST_CASE("a forced count is taken as given; none keep on the CPU backend or in a dense model", "[plan][moe-keep]") {
   const mt::ModelSpec spec = qwen3_30b_10_layers();
   const mt::RunShape run = bench_run(kH200);
-  const mt::MoeKeepPlan forced = mt::plan_moe_keep(spec, run, kH200, 1, true, 4);
+  const mt::StepPlan forced = mt::plan_step(spec, run, kH200, 1, true, 4);
   CHECK(forced.layers == 4);
-  CHECK(mt::with_moe_keep(run, forced).moe_keep_layers == 4);
-  CHECK(mt::plan_moe_keep(spec, run, kH200, 1, true, 99).layers == 10);
-  CHECK(mt::describe_moe_keep(forced).find("4 of 10 MoE layers keep their expert activations (24.6") == 0);
-  CHECK(mt::plan_moe_keep(spec, run, 0, 1, true).layers == 0);  // the CPU backend
-  CHECK(mt::plan_moe_keep(spec, run, 0, 1, true, 3).layers == 3);
+  CHECK(mt::with_step_plan(run, forced).moe_keep_layers == 4);
+  CHECK(mt::plan_step(spec, run, kH200, 1, true, 99).layers == 10);
+  CHECK(mt::describe_step_plan(forced).find("4 of 10 MoE layers keep their expert activations (24.6") == 0);
+  CHECK(mt::plan_step(spec, run, 0, 1, true).layers == 0);  // the CPU backend
+  CHECK(mt::plan_step(spec, run, 0, 1, true, 3).layers == 3);
   const mt::ModelSpec dense = mt::load_model_spec(MEGATRAIN_SOURCE_DIR "/configs/models/qwen2.5-7b.json");
   mt::RunShape dense_run = run;
   dense_run.seq_len = 1024;
   dense_run.batch_size = 32;
-  const mt::MoeKeepPlan d = mt::plan_moe_keep(dense, dense_run, kH200, 1, true);
+  const mt::StepPlan d = mt::plan_step(dense, dense_run, kH200, 1, true);
   CHECK(d.moe_layers == 0);
   CHECK(d.layers == 0);
   CHECK(d.resident.regions == mt::plan_resident(dense, dense_run, kH200, 1, true).regions);
