@@ -27,19 +27,20 @@ struct Rates {
 // The H100 80 GB: the rates test_plan_on_rates.cpp takes, as its probe measured them (GEMM 906 TFLOP/s: layer shapes
 // 725; page-locked copies 55 GB/s each way; the parameters pass 11.12 G/s alone: 6.6 in training; issue #49).
 constexpr Rates kH100Rates{906, 55, 55, 11.12};
+// A probe's figures with the parameters pass as training measured it (G parameters/s), stated as the probe that
+// gives it (plan/step_rates.h takes a probe's pass to training's by kTrainingPassPerProbePass).
+constexpr Rates trained(Rates probe, double training_pass_gps) {
+  probe.parameters_gps = training_pass_gps / mt::kTrainingPassPerProbePass;
+  return probe;
+}
 // The H200 141 GB: no probe has run on it; its GEMM is taken as the H100's probe (the same GH100 compute at the same
 // clocks), its copies and parameters pass as measured on the H200 node in training (55 GB/s, 5.9 G/s;
-// docs/PERFORMANCE.md), the pass stated as the probe that gives it.
-constexpr Rates kH200Rates{906, 55, 55, 5.9 / mt::kTrainingPassPerProbePass};
-// The thirtieth session's H100 node: its probe (GEMM 904 TFLOP/s, copies 55.5 / 55.3 GB/s) and the parameters pass
-// each run measured in training (G parameters/s; the probe's 3.78 did not tell it), stated as the probe that gives it.
-constexpr Rates thirtieth(double training_pass_gps) {
-  return {904, 55.5, 55.3, training_pass_gps / mt::kTrainingPassPerProbePass};
-}
-// The thirtieth session's second H100 node (its probe: GEMM 901 TFLOP/s, copies 55.3 / 55.2 GB/s).
-constexpr Rates thirtieth_second(double training_pass_gps) {
-  return {901, 55.3, 55.2, training_pass_gps / mt::kTrainingPassPerProbePass};
-}
+// docs/PERFORMANCE.md).
+constexpr Rates kH200Rates = trained({906, 55, 55, 0}, 5.9);
+// The thirtieth session's two H100 nodes, as their probes measured them; each row takes the parameters pass its run
+// measured in training (the probes' 3.78 and 14.27 did not tell it).
+constexpr Rates kNodeA{904, 55.5, 55.3, 3.78};
+constexpr Rates kNodeB{901, 55.3, 55.2, 14.27};
 
 struct Row {
   const char* model;
@@ -72,19 +73,19 @@ const std::vector<Row>& rows() {
       {"qwen2.5-3b", 0, 32, 1024, "H200", kH200Rates, 1, 16, 0, 0, 38, 0, 1.18, "thirteenth session"},
       // H100 80 GB, thirtieth session (the plan chose on the probed rates, the passes and the recompute count by the
       // predicted step; each row's parameters pass as its run measured it in training).
-      {"qwen2.5-3b", 0, 16, 1024, "H100", thirtieth(5.37), 1, 16, 18, 0, 33, 0, 0.661, "thirtieth session"},
-      {"qwen2.5-3b", 0, 16, 1024, "H100", thirtieth(5.29), 1, 16, 0, 0, 21, 0, 0.657, "thirtieth session"},
-      {"qwen2.5-3b", 0, 32, 1024, "H100", thirtieth(4.24), 1, 16, 24, 0, 27, 0, 1.320, "thirtieth session"},
-      {"qwen2.5-3b", 0, 32, 1024, "H100", thirtieth(4.79), 1, 16, 3, 0, 0, 0, 1.592, "thirtieth session"},
-      {"qwen2.5-3b", 0, 64, 1024, "H100", thirtieth(5.98), 1, 16, 30, 0, 23, 0, 2.678, "thirtieth session"},
-      {"qwen2.5-3b", 0, 64, 1024, "H100", thirtieth(5.78), 1, 16, 21, 0, 0, 0, 2.680, "thirtieth session"},
-      {"qwen3-30b-a3b", 10, 64, 4096, "H100", thirtieth(6.43), 1, 8, 10, 0, 4, 2, 4.717, "thirtieth session"},
-      {"qwen3-30b-a3b", 10, 64, 4096, "H100", thirtieth(6.40), 4, 8, 10, 0, 5, 1, 6.476, "thirtieth session"},
+      {"qwen2.5-3b", 0, 16, 1024, "H100", trained(kNodeA, 5.37), 1, 16, 18, 0, 33, 0, 0.661, "thirtieth session"},
+      {"qwen2.5-3b", 0, 16, 1024, "H100", trained(kNodeA, 5.29), 1, 16, 0, 0, 21, 0, 0.657, "thirtieth session"},
+      {"qwen2.5-3b", 0, 32, 1024, "H100", trained(kNodeA, 4.24), 1, 16, 24, 0, 27, 0, 1.320, "thirtieth session"},
+      {"qwen2.5-3b", 0, 32, 1024, "H100", trained(kNodeA, 4.79), 1, 16, 3, 0, 0, 0, 1.592, "thirtieth session"},
+      {"qwen2.5-3b", 0, 64, 1024, "H100", trained(kNodeA, 5.98), 1, 16, 30, 0, 23, 0, 2.678, "thirtieth session"},
+      {"qwen2.5-3b", 0, 64, 1024, "H100", trained(kNodeA, 5.78), 1, 16, 21, 0, 0, 0, 2.680, "thirtieth session"},
+      {"qwen3-30b-a3b", 10, 64, 4096, "H100", trained(kNodeA, 6.43), 1, 8, 10, 0, 4, 2, 4.717, "thirtieth session"},
+      {"qwen3-30b-a3b", 10, 64, 4096, "H100", trained(kNodeA, 6.40), 4, 8, 10, 0, 5, 1, 6.476, "thirtieth session"},
       // The second node: Qwen2.5-7B at 32 × 1024 with the plan's 11 layers recomputing and with 16 and 22 forced.
-      {"qwen2.5-7b", 0, 32, 1024, "H100", thirtieth_second(6.80), 1, 8, 11, 0, 0, 0, 3.176, "thirtieth session"},
-      {"qwen2.5-7b", 0, 32, 1024, "H100", thirtieth_second(8.05), 1, 8, 16, 0, 2, 0, 2.974, "thirtieth session"},
-      {"qwen2.5-7b", 0, 32, 1024, "H100", thirtieth_second(7.81), 1, 8, 22, 0, 7, 0, 2.918, "thirtieth session"},
-      {"qwen2.5-7b", 0, 64, 1024, "H100", thirtieth_second(7.39), 1, 8, 21, 0, 0, 0, 5.867, "thirtieth session"},
+      {"qwen2.5-7b", 0, 32, 1024, "H100", trained(kNodeB, 6.80), 1, 8, 11, 0, 0, 0, 3.176, "thirtieth session"},
+      {"qwen2.5-7b", 0, 32, 1024, "H100", trained(kNodeB, 8.05), 1, 8, 16, 0, 2, 0, 2.974, "thirtieth session"},
+      {"qwen2.5-7b", 0, 32, 1024, "H100", trained(kNodeB, 7.81), 1, 8, 22, 0, 7, 0, 2.918, "thirtieth session"},
+      {"qwen2.5-7b", 0, 64, 1024, "H100", trained(kNodeB, 7.39), 1, 8, 21, 0, 0, 0, 5.867, "thirtieth session"},
   };
   return table;
 }
