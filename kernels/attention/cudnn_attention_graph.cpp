@@ -1,8 +1,9 @@
 // CudnnAttention's graphs (see cudnn_attention.h): one per shape and variant, found by its key or built on first use
 // (cudnn_graphs=builder, the default: cudnn_sdpa_graph.h's operations, then the builder's plan, with scalars of rank 1
 // and, should this cuDNN refuse them, of rank 4; cudnn_graphs=frontend: cudnn_sdpa_frontend.h's graph and plan), with
-// the device memory it holds itself. The one place the switch is read. Invariant: a graph that fails is remembered
-// with its first failure and never retried.
+// the device memory it holds itself; with the frontend, a graph cudnn_frontend_gap names is refused before it is
+// built. The one place the switch is read. Invariant: a graph that fails is remembered with its first failure and
+// never retried.
 #include "kernels/attention/cudnn_attention_graph.h"
 
 #include <cudnn.h>
@@ -62,6 +63,9 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
     gr.info.error = handle_error_;
   } else if (const std::string too_old = cudnn_version_gap(s, backward, ver); !too_old.empty()) {
     gr.info.error = too_old;
+  } else if (const std::string refused = cudnn_frontend_gap(s, backward, ragged, ver);
+             plan_.graphs() == CudnnGraphs::frontend && !refused.empty()) {
+    gr.info.error = refused;
   } else {
     const int64_t b = s.batch, S = s.seq, h = s.n_heads;
     const bool frontend = plan_.graphs() == CudnnGraphs::frontend;

@@ -43,6 +43,15 @@ std::string cudnn_version_gap(const AttnShape& s, bool backward, int64_t version
   return "";
 }
 
+std::string cudnn_frontend_gap(const AttnShape& s, bool backward, bool ragged, int64_t version) {
+  if (!backward || ragged || s.seq % 128 == 0 || version > 91500 || (s.softcap <= 0.f && s.alibi_slopes == nullptr))
+    return "";
+  return MT_FORMAT(
+      "{} backward at key length {} (not a multiple of 128) on cuDNN {}.{}.{}: cudnn-frontend 1.32 adds its own "
+      "full-length padding mask there (cuDNN 9.15 and older), which it refuses beside a score modifier",
+      s.softcap > 0.f ? "soft-capped" : "ALiBi", s.seq, version / 10000, version / 100 % 100, version % 100);
+}
+
 int64_t CudnnAttentionPlan::seq_bucket(int64_t seq) const {
   if (!switches_.cudnn_seq_buckets) return seq;
   int64_t octave = 1;

@@ -24,7 +24,7 @@ namespace mt {
 // the graph, as cudnn-frontend's alibi_mask). A soft-cap is covered (the graph's score
 // modifier), and so are attention sinks (GPT-OSS: the forward's softmax takes the sink as cudnn-frontend lowers it;
 // the backward is the same graph, lse holding the sink, and d_sinks stays Backend::attention_sinks_backward's); what
-// the loaded cuDNN's version refuses is cudnn_version_gap's.
+// the loaded cuDNN's version refuses is cudnn_version_gap's, what cudnn-frontend 1.32 refuses cudnn_frontend_gap's.
 std::string cudnn_attention_gap(const AttnShape& s, DType dtype);
 // The same for a model's attention layer in a run of `dtype` (before any batch: packed segments and chunked
 // attention's chunks are the batch's, and run as their virtual batch); v_head_dim 0: the q/k head dim.
@@ -34,6 +34,13 @@ std::string cudnn_layer_gap(const AttentionSpec& a, DType dtype, int64_t v_head_
 // them), a soft-cap before 9.6 (the score modifier), a forward with sinks before 9.13 (the SDPA sink pattern; the
 // backward takes sinks at any version). The graph is refused when it is built, and our kernel runs.
 std::string cudnn_version_gap(const AttnShape& s, bool backward, int64_t version);
+// Why cudnn-frontend 1.32, which builds the graphs, builds no graph of one direction for a shape that the two above
+// let through (empty when it builds one); s is the graph's shape (seq: its key length, a staged call's bucket) and
+// ragged whether the graph is. On cuDNN 9.15 and older the frontend adds a full-length padding mask of its own to a
+// backward whose key length is not a multiple of 128 unless the graph is ragged, and refuses that mask beside a score
+// modifier, which a soft-cap or ALiBi is here (with the masks, padding included, inside it: so a padded graph is
+// refused as well). Refused when the graph is built; our kernel runs that backward.
+std::string cudnn_frontend_gap(const AttnShape& s, bool backward, bool ragged, int64_t version);
 
 inline constexpr int64_t kCudnnGraphUnit = 256;     // what every graph's plan takes beyond its tensors (below)
 inline constexpr int64_t kCudnnBackwardTile = 8192;  // RuntimeSwitches::cudnn_backward_tile's default

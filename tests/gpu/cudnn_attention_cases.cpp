@@ -180,6 +180,19 @@ int64_t nonzero_padding(const std::vector<float>& v, const CudnnCase& c, int64_t
   return bad;
 }
 
+std::string backward_refusal(cu::CudnnAttention& cudnn, const mt::AttnShape& dev) {
+  if (cudnn.plan().graphs() != mt::CudnnGraphs::frontend) return "";
+  const auto refused = [&](mt::AttnShape g) {  // g at its graph's length: the tile's, or its bucket
+    const int64_t tile = cudnn.plan().backward_tile(g);
+    g.seq = tile > 0 ? tile : cudnn.plan().seq_bucket(g.seq);
+    return mt::cudnn_frontend_gap(g, true, false, cudnn.version());
+  };
+  if (dev.segment_batch == nullptr) return refused(dev);
+  for (const mt::SegmentGroup& g : dev.segment_batch->groups)
+    if (std::string why = refused(cudnn.plan().segment_group_shape(dev, g)); !why.empty()) return why;
+  return "";
+}
+
 void check_against_reference(cu::CudnnAttention& cudnn, const CudnnCase& c, const mt::AttnShape& host,
                              const mt::AttnShape& dev, uint32_t seed) {
   const int64_t T = c.batch * c.seq, q_size = T * c.heads * c.head_dim, kv_size = T * c.kv_heads * c.head_dim;
@@ -196,15 +209,27 @@ void check_against_reference(cu::CudnnAttention& cudnn, const CudnnCase& c, cons
   for (auto* buf : {&out, &dq, &dk, &dv})  // NaN bits: every row the calls should write, and the padding
     MT_CUDA_OK(cudaMemsetAsync(buf->get(), 0xff, buf->size() * 2, test_stream()));
   REQUIRE(cudnn.forward(out.get(), lse.get(), d_q->get(), d_k->get(), d_v->get(), dev));
-  REQUIRE(cudnn.backward(dq.get(), dk.get(), dv.get(), d_dout->get(), d_q->get(), d_k->get(), d_v->get(),
-                          out.get(), lse.get(), dev));
-  REQUIRE(cudnn.backward(dq2.get(), dk2.get(), dv2.get(), d_dout->get(), d_q->get(), d_k->get(), d_v->get(),
-                          out.get(), lse.get(), dev));
+  // The backward the dispatch runs: cuDNN's, or where it refuses the call (cudnn-frontend's refusal alone,
+  // backward_refusal) ours, after cuDNN's backward has said so and written nothing.
+  const bool cudnn_backward = cudnn.workspace_need(true, dev) >= 0;
+  const std::string refusal = backward_refusal(cudnn, dev);
+  INFO("cuDNN's backward " << (cudnn_backward ? "runs" : "is refused") << "; cudnn-frontend's refusal: " << refusal);
+  if (!cudnn_backward) REQUIRE_FALSE(refusal.empty());
+  const auto backward = [&](DeviceBuffer<bf16>& gq, DeviceBuffer<bf16>& gk, DeviceBuffer<bf16>& gv,
+                            const DeviceBuffer<bf16>& o, const DeviceBuffer<float>& l) {
+    const bool ran = cudnn.backward(gq.get(), gk.get(), gv.get(), d_dout->get(), d_q->get(), d_k->get(), d_v->get(),
+                                    o.get(), l.get(), dev);
+    REQUIRE(ran == cudnn_backward);
+    if (!ran)
+      cu::attention_backward<bf16>(gq.get(), gk.get(), gv.get(), d_dout->get(), d_q->get(), d_k->get(), d_v->get(),
+                                   o.get(), l.get(), dev, test_stream());
+  };
+  backward(dq, dk, dv, out, lse);
+  backward(dq2, dk2, dv2, out, lse);
   // Our kernel's forward, then cuDNN's backward from its lse: the two implementations pair.
   cu::attention_forward<bf16>(out_ours.get(), lse_ours.get(), d_q->get(), d_k->get(), d_v->get(), dev,
                               test_stream());
-  REQUIRE(cudnn.backward(dq3.get(), dk3.get(), dv3.get(), d_dout->get(), d_q->get(), d_k->get(), d_v->get(),
-                          out_ours.get(), lse_ours.get(), dev));
+  backward(dq3, dk3, dv3, out_ours, lse_ours);
   // cuDNN's forward, then our kernel's backward from its out and lse: the other pairing.
   cu::attention_backward<bf16>(dq4.get(), dk4.get(), dv4.get(), d_dout->get(), d_q->get(), d_k->get(), d_v->get(),
                                out.get(), lse.get(), dev, test_stream());

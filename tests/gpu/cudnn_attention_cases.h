@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backend/backend.h"
@@ -101,10 +102,17 @@ const std::vector<CudnnCase>& cudnn_cases();
 // How many elements of v [batch, seq, row_width] past each sequence's length are not 0.
 int64_t nonzero_padding(const std::vector<float>& v, const CudnnCase& c, int64_t row_width);
 
+// Why cudnn-frontend refuses a graph the backward of dev may run (cudnn_frontend_gap of its padded graph at the
+// bucket or tile length, or of a packed call's group; empty where it refuses none): the one refusal the op table
+// expects. Where it is empty cuDNN runs the backward; where not, our kernel runs whatever call needs that graph (a
+// ragged call does not).
+std::string backward_refusal(mt::cuda::CudnnAttention& cudnn, const mt::AttnShape& dev);
+
 // One case's forward and backward on cuDNN against the CPU reference (inputs from seed): out, lse and the gradients
 // within bf16 tolerance, padded rows exactly 0 (the outputs start as NaN bits), the deterministic backward bit for bit
 // on a repeat, each implementation's forward paired with the other's backward, and with sinks d_sinks from cuDNN's
-// out and lse.
+// out and lse. Where cuDNN refuses the backward (backward_refusal must say why) our kernel's, which the dispatch runs
+// there, takes its place in every check.
 void check_against_reference(mt::cuda::CudnnAttention& cudnn, const CudnnCase& c, const mt::AttnShape& host,
                              const mt::AttnShape& dev, uint32_t seed);
 

@@ -3,8 +3,9 @@
 // soft-cap, sinks, GQA), a segment past the backward's tile, and calls split by a workspace limit; forward and the
 // deterministic backward against the CPU reference with its segments, bit for bit on a repeat and across call
 // splits, the non-deterministic one within tolerance (its groups ragged, or gathered), padded rows 0, each
-// implementation's forward paired with the other's backward, the workspace within the plan's figure; and through the
-// CUDA backend under MEGATRAIN_ATTENTION=cudnn, bit for bit as CudnnAttention runs.
+// implementation's forward paired with the other's backward, the workspace within the plan's figure (where
+// cudnn-frontend refuses a gathered group's backward graph, cuDNN 9.15 and older, our kernel's backward); and
+// through the CUDA backend under MEGATRAIN_ATTENTION=cudnn, bit for bit as CudnnAttention runs.
 #ifdef MEGATRAIN_HAVE_CUDNN
 #include <algorithm>
 #include <vector>
@@ -140,7 +141,7 @@ TEST_CASE("cudnn attention: packed segments and chunks as a virtual batch match 
         }
         const int64_t need = cudnn.workspace_need(true, dev);
         INFO(cudnn.plan().backward_name() << " workspace: cuDNN " << need << " B, plan " << planned << " B");
-        REQUIRE(need > 0);
+        if (backward_refusal(cudnn, dev).empty()) REQUIRE(need > 0);  // else our kernel, unless every group is ragged
         CHECK(need <= planned);
         check_against_reference(cudnn, c, host, dev, 91);
       };

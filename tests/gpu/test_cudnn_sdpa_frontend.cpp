@@ -2,16 +2,20 @@
 // training can ask for (forward and backward, deterministic or not, padded, ragged, causal or a tile below the
 // diagonal, window, soft-cap and ALiBi through our score modifier, sinks, MHA and GQA, head_dim 64/128/256, latent
 // attention's 192/128) passes the frontend's validation for Hopper and lowers into an operation graph that the cuDNN
-// this build links finalizes; a head dim cuDNN cannot take is refused with the frontend's reason. What the graphs
+// this build links finalizes; a head dim cuDNN cannot take is refused with the frontend's reason, and a soft-capped or
+// ALiBi backward whose key length is not a multiple of 128 exactly where cudnn_frontend_gap says. What the graphs
 // compute needs the GPU: the op table (test_cuda_cudnn_attention.cpp and its neighbours) runs them against the CPU
 // reference there.
 #ifdef MEGATRAIN_HAVE_CUDNN
+#include <cudnn.h>
+
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "catch.h"
 #include "kernels/attention/cudnn_sdpa_frontend.h"
+#include "plan/cudnn_attention_plan.h"
 
 namespace {
 
@@ -115,6 +119,29 @@ TEST_CASE("cuDNN SDPA graphs on cudnn-frontend: a head dim cuDNN cannot take is 
     INFO(why);
     CHECK(why.find("multiple of 8") != std::string::npos);
   }
+}
+
+// cudnn-frontend 1.32's own full-length padding mask of a backward whose key length is not a multiple of 128 (cuDNN
+// 9.15 and older), which it refuses beside our score modifier: the frontend refuses exactly the graphs
+// cudnn_frontend_gap (plan/cudnn_attention_plan.h) names at the cuDNN this build loads, so CudnnAttention refuses them
+// before building and runs our kernel.
+TEST_CASE("cuDNN SDPA graphs on cudnn-frontend: a soft-capped or ALiBi backward off 128 as cudnn_frontend_gap says",
+          "[cudnn_graph]") {
+  const auto version = static_cast<int64_t>(cudnnGetVersion());
+  for (const Extra extra : {Extra::softcap, Extra::alibi, Extra::none})
+    for (const int64_t seq : {320, 384})
+      for (const bool padding : {false, true})
+        for (const bool ragged : {false, true}) {
+          if (ragged && !padding) continue;
+          const Variant v{{true, true, padding, true, ragged, false}, extra, 8, 2, 128};
+          mt::AttnShape s = shape_of(v);
+          s.seq = seq;
+          const std::string why = cu::sdpa_lowering_error(s, v.spec, 90);
+          const std::string gap = mt::cudnn_frontend_gap(s, true, ragged, version);
+          INFO(v.describe() << " seq " << seq << " on cuDNN " << version << ": " << why << " / " << gap);
+          CHECK(why.empty() == gap.empty());
+          if (!gap.empty()) CHECK(why.find("score mod") != std::string::npos);
+        }
 }
 
 #endif  // MEGATRAIN_HAVE_CUDNN

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "catch.h"
 #include "model/model_spec.h"
@@ -240,6 +241,52 @@ TEST_CASE("cudnn attention: sinks are covered, the forward from cuDNN 9.13", "[p
   capped.softcap = 50.f;
   CHECK(contains(mt::cudnn_version_gap(capped, true, 90500), "soft-cap needs cuDNN 9.6"));
   CHECK(mt::cudnn_version_gap(capped, true, 90600).empty());
+}
+
+// cudnn-frontend 1.32 on cuDNN 9.15 and older: its own full-length padding mask of a backward whose key length is not
+// a multiple of 128, refused beside our score modifier (a soft-cap or ALiBi), padded or not; a ragged graph, the
+// forward, a key length of a multiple of 128, a shape without a modifier and cuDNN 9.16 on are built.
+TEST_CASE("cudnn attention: cudnn-frontend refuses a soft-capped or ALiBi backward off 128 on cuDNN 9.15 and older",
+          "[plan][cudnn]") {
+  const float slopes[8] = {};
+  struct Row {
+    const char* what;
+    int64_t seq;
+    float softcap;
+    bool alibi, backward, ragged;
+    int64_t version;
+    bool refused;
+  };
+  for (const Row r : {Row{"soft-cap, 701 (a 704 bucket), 9.14", 704, 50.f, false, true, false, 91400, true},
+                      Row{"ALiBi, 320, 9.15", 320, 0.f, true, true, false, 91500, true},
+                      Row{"soft-cap and ALiBi, 192, 9.6", 192, 2.f, true, true, false, 90600, true},
+                      Row{"soft-cap, 704, 9.16", 704, 50.f, false, true, false, 91600, false},
+                      Row{"ALiBi, 320, 9.19", 320, 0.f, true, true, false, 91900, false},
+                      Row{"soft-cap, 704 ragged, 9.14", 704, 50.f, false, true, true, 91400, false},
+                      Row{"soft-cap, 384, 9.14", 384, 50.f, false, true, false, 91400, false},
+                      Row{"ALiBi, 1024, 9.14", 1024, 0.f, true, true, false, 91400, false},
+                      Row{"no modifier, 704, 9.14", 704, 0.f, false, true, false, 91400, false},
+                      Row{"soft-cap forward, 704, 9.14", 704, 50.f, false, false, false, 91400, false}}) {
+    INFO(r.what);
+    mt::AttnShape s = shape(2, r.seq, 8, 8, 128);
+    s.softcap = r.softcap;
+    if (r.alibi) s.alibi_slopes = slopes;
+    const std::string why = mt::cudnn_frontend_gap(s, r.backward, r.ragged, r.version);
+    CHECK(why.empty() == !r.refused);
+    // padded or not: the score modifier builds the padding mask, so the frontend sees none
+    const std::vector<int32_t> lens{static_cast<int32_t>(r.seq), 100};
+    s.seq_lens = lens.data();
+    CHECK(mt::cudnn_frontend_gap(s, r.backward, r.ragged, r.version) == why);
+    if (r.refused) {
+      CHECK(contains(why, "cudnn-frontend 1.32 adds its own full-length padding mask there"));
+      CHECK(contains(why, ("key length " + std::to_string(r.seq) + " ").c_str()));
+    }
+  }
+  mt::AttnShape capped = shape(1, 704, 8, 8, 128);
+  capped.softcap = 50.f;
+  CHECK(mt::cudnn_frontend_gap(capped, true, false, 91401) ==
+        "soft-capped backward at key length 704 (not a multiple of 128) on cuDNN 9.14.1: cudnn-frontend 1.32 adds its "
+        "own full-length padding mask there (cuDNN 9.15 and older), which it refuses beside a score modifier");
 }
 
 TEST_CASE("memory plan: GPT-OSS's attention (sinks) reserves cuDNN's deterministic backward", "[plan][cudnn]") {
