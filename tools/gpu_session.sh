@@ -58,8 +58,9 @@
 # probe (with the tiled backward of 2 × 32768 rows unpadded, padded all valid, 20000 and 9000 valid), the packed probe,
 # then Qwen2.5-3B packed (2 × 32768 of 2048-16384-token documents, 8 × 4096 of 64-2048-token examples) and unpacked at
 # 2 × 32768; ab: the tests as figures runs them, then, where bundle_base/megatrain holds an earlier build (the
-# libraries of bundle/), Qwen2.5-3B at 32 × 1024, 8 × 8192, 2 × 32768 and 2 × 32768 packed (2048-16384), the earlier
-# build and this one in turn on each shape; mla: tests_gpu "[cudnn_graph],[cudnn],[mla]" and the MLA parity fixtures
+# libraries of bundle/), Qwen2.5-3B at 32 × 1024, 8 × 8192, 2 × 32768 and 2 × 32768 packed (2048-16384), Qwen2.5-7B
+# at 32 × 1024 and Qwen3-30B-A3B's 10 layers at 64 × 4096 (AB_SHAPES: "model:layers batch seq steps [--pack L-H]"
+# shapes separated by ";", layers 0 = all), the earlier build and this one in turn on each shape; mla: tests_gpu "[cudnn_graph],[cudnn],[mla]" and the MLA parity fixtures
 # on CUDA, the latent-attention probe (tests_gpu "[.mla_bench]": cuDNN and ours at q/k 192, value 128, against head
 # dim 128), then GLM-4.7-Flash and DeepSeek-V2-Lite (MoE layers 1-4; MLA_SHAPES: shape:layers:first) at 32 × 1024
 # with MEGATRAIN_ATTENTION=ours and =auto; moe-keep: tests_gpu "[moe]" and the [moe-keep] fixtures on CUDA,
@@ -401,12 +402,16 @@ if [[ $mode == tiles ]]; then  # the tiled backward of padded calls: what padded
   done
 fi
 if [[ $mode == ab && -x bundle_base/megatrain ]]; then  # an earlier build against this one, shape by shape
-  for shape in "32 1024 3" "8 8192 2" "2 32768 2" "2 32768 2 --pack 2048-16384"; do
-    read -r batch seq steps pack <<<"$shape"
+  # model:layers batch seq steps [pack] (layers 0: all of them)
+  IFS=';' read -r -a shapes <<<"${AB_SHAPES:-qwen2.5-3b:0 32 1024 3;qwen2.5-3b:0 8 8192 2;qwen2.5-3b:0 2 32768 2;\
+qwen2.5-3b:0 2 32768 2 --pack 2048-16384;qwen2.5-7b:0 32 1024 3;qwen3-30b-a3b:10 64 4096 3}"
+  for shape in "${shapes[@]}"; do
+    read -r model batch seq steps pack <<<"$shape"
+    layers=${model#*:} model=${model%%:*}
     for build in bundle_base bundle; do
-      name="qwen3b_b${batch}_s${seq}${pack:+_pack}_$build"
-      b=$build bench "$name" 1 --model configs/models/qwen2.5-3b.json --batch "$batch" --seq "$seq" --warmup 2 \
-        --steps "$steps" $pack
+      name="${model}_l${layers}_b${batch}_s${seq}${pack:+_pack}_$build"
+      b=$build bench "$name" 1 --model "configs/models/$model.json" $( ((layers > 0)) && echo --layers "$layers") \
+        --batch "$batch" --seq "$seq" --warmup 2 --steps "$steps" $pack
       note "  $name steps (loss, step, fwd+bwd): $(bench_steps "$name")"
     done
   done
