@@ -20,6 +20,16 @@
 #include "core/log.h"
 
 namespace mt::cuda {
+namespace {
+
+// A cuDNN status as text, with cuDNN's last error message where it has one.
+std::string cudnn_message(cudnnStatus_t st) {
+  char last[1024] = {0};
+  cudnnGetLastErrorString(last, sizeof last);
+  return last[0] != 0 ? MT_FORMAT("{} ({})", cudnnGetErrorString(st), last) : std::string(cudnnGetErrorString(st));
+}
+
+}  // namespace
 
 CudnnAttention::CudnnAttention(cudaStream_t stream, Alloc alloc, Free release, const RuntimeSwitches& switches)
     : plan_(switches), stream_(stream), alloc_(std::move(alloc)), free_(std::move(release)) {}
@@ -86,7 +96,7 @@ std::vector<CudnnEngineConfig> CudnnAttention::engine_configs(bool backward, con
   const Layout l = layout_for(s);
   Graph& g = graph(backward, l.shape, l.padded, deterministic);
   if (!g.info.ok) return {};
-  return g.sdpa ? g.sdpa->survey(deterministic || !backward) : g.builder->survey(deterministic || !backward);
+  return g.sdpa->survey(deterministic || !backward);
 }
 
 bool CudnnAttention::use_engine_config(bool backward, const AttnShape& s, bool deterministic,
@@ -94,30 +104,15 @@ bool CudnnAttention::use_engine_config(bool backward, const AttnShape& s, bool d
   const Layout l = layout_for(s);
   Graph& g = graph(backward, l.shape, l.padded, deterministic);
   if (!g.info.ok) return false;
-  if (g.sdpa) {
-    std::string why;
-    CudnnPlanInfo info = g.info;
-    if (!g.sdpa->use_config(c, info, why)) {
-      log::debug("attention: engine {} {} does not build: {}", c.engine, c.describe(), why);
-      return false;
-    }
-    g.info = info;
-    g.plan_bytes = align_up(info.workspace_bytes);
-    g.info.workspace_bytes = g.plan_and_side_bytes();
-    return true;
-  }
-  CudnnPlanInfo info;
-  cudnnBackendDescriptor_t plan = g.builder->plan_for(c, info);
-  if (plan == nullptr) {
-    log::debug("attention: engine {} {} does not finalize: {}", c.engine, c.describe(), g.builder->error());
+  std::string why;
+  CudnnPlanInfo info = g.info;
+  if (!g.sdpa->use_config(c, info, why)) {
+    log::debug("attention: engine {} {} does not build: {}", c.engine, c.describe(), why);
     return false;
   }
-  g.plan = plan;
+  g.info = info;
   g.plan_bytes = align_up(info.workspace_bytes);
-  g.info.engine = info.engine;
-  g.info.knobs = info.knobs;
-  g.info.notes = info.notes;
-  g.info.workspace_bytes = g.plan_and_side_bytes();
+  g.info.workspace_bytes = g.plan_bytes;
   return true;
 }
 
@@ -238,7 +233,7 @@ bool CudnnAttention::bucket_forward(__nv_bfloat16* out, float* lse, const __nv_b
   }
   Bindings ptrs = forward_bindings(q_in, k_in, v_in, o_out, stats_out, g.padding ? lens : nullptr);
   bind_bias_and_sinks(g, s, ptrs, stream_);
-  execute(handle_, g, std::move(ptrs), ws);
+  execute(handle_, g, ptrs, ws);
   if (l.staged) {
     restride_rows(out, o_out, b, Sp, S, h * vd * 2, stream_);
     restride_rows(lse, stats_out, b * h, Sp, S, 4, stream_);
@@ -286,7 +281,7 @@ bool CudnnAttention::backward_call(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bf
   if (!g.info.ok || !reserve_workspace(g, staging)) return false;
   char* ws = static_cast<char*>(workspace_);
   const void *q_in = q, *k_in = k, *v_in = v, *o_in = out, *do_in = dout, *stats_in = lse;
-  const void* lens = s.seq_lens != nullptr ? static_cast<const void*>(s.seq_lens) : g.full_lens;
+  const void* lens = s.seq_lens;
   void *dq_out = dq, *dk_out = dk, *dv_out = dv;
   if (l.staged) {  // as forward: inputs into the bucket's layout (pad rows 0, pad lse 0), gradients back out
     char* st = ws + g.info.workspace_bytes;
@@ -306,14 +301,13 @@ bool CudnnAttention::backward_call(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bf
     q_in = sq, k_in = sk, v_in = sv, o_in = so, do_in = sdo, stats_in = sstats;
     dq_out = sdq, dk_out = sdk, dv_out = sdv;
   }
-  Bindings ptrs = backward_bindings(q_in, k_in, v_in, o_in, do_in, stats_in, dq_out, dk_out, dv_out, ws + g.plan_bytes);
-  bind_dq_accum(g, g.side.dq_accum_bytes, ws, version(), ptrs, stream_);
+  Bindings ptrs = backward_bindings(q_in, k_in, v_in, o_in, do_in, stats_in, dq_out, dk_out, dv_out);
   if (g.padding) {
     ptrs.add(uid_seq_q, lens);
     ptrs.add(uid_seq_kv, lens);
   }
   if (g.alibi) ptrs.add(uid_alibi, s.alibi_slopes);
-  execute(handle_, g, std::move(ptrs), ws);
+  execute(handle_, g, ptrs, ws);
   if (l.staged) {
     restride_rows(dq, dq_out, b, Sp, S, h * d * 2, stream_);
     restride_rows(dk, dk_out, b, Sp, S, hk * d * 2, stream_);

@@ -1,4 +1,4 @@
-// cuDNN's fused flash attention (the runtime fusion engine's SDPA patterns) through the backend graph API, for the
+// cuDNN's fused flash attention (the runtime fusion engine's SDPA patterns) as cudnn-frontend's graphs, for the
 // AttnShape cases it covers: bf16, causal, GQA/MQA, sliding window, right padding (per-sequence lengths), any scale,
 // logit soft-cap (Gemma 2, as a score modifier: cuDNN 9.6 and later), attention sinks (GPT-OSS: in the forward's
 // softmax, cuDNN 9.13 and later, cast per call into an fp32 copy as cuDNN takes them; the backward is the graph without
@@ -7,7 +7,8 @@
 // V, O and their gradients are rows of n_heads or n_kv_heads × value_head_dim(); never ragged), packed segments and chunked attention's chunks as their virtual batch
 // (AttnShape::segment_batch: each group's calls gathered from the packed rows into the workspace past the call's graph,
 // run as a padded batch, scattered back; with cudnn_ragged the forward's calls and the backward's untiled ones
-// ragged). Invariants: q/k/v/out and their gradients are read and written in place as token-major rows (BSHD
+// ragged); what cuDNN or cudnn-frontend 1.32 refuses (plan/cudnn_attention_plan.h's cudnn_version_gap and
+// cudnn_frontend_gap) runs our kernel. Invariants: q/k/v/out and their gradients are read and written in place as token-major rows (BSHD
 // strides) when the sequence length is a bucket length (cudnn_seq_bucket), else staged through a bucket-long copy (pad
 // rows 0, masked); with cudnn_ragged the forward of a padded or staged batch, or of a packed call's segment group, and
 // the backward (deterministic or not) of a staged batch or an untiled segment group (head_dim <= 128), is one ragged
@@ -48,14 +49,10 @@ void log_attention_choice(const CudnnAttentionPlan& plan, int64_t limit_bytes);
 struct CudnnKnob {
   int64_t type = 0, value = 0;
 };
-struct CudnnKnobRange {
-  int64_t type = 0, minimum = 0, maximum = 0, stride = 1;
-};
 struct CudnnEngineConfig {
   int64_t engine = -1;
   std::vector<CudnnKnob> knobs;
-  bool nondeterministic = false;  // the engine's numerical notes say so
-  std::string notes;              // the engine's numerical notes
+  bool nondeterministic = false;  // the frontend deselects it where determinism is asked
   std::string describe() const;   // "TILE_M=128,STAGES=2" (knobs by their cuDNN names)
 };
 
@@ -63,13 +60,13 @@ struct CudnnEngineConfig {
 struct CudnnPlanInfo {
   bool ok = false;
   int64_t engine = -1;          // CUDNN_ATTR_ENGINE_GLOBAL_INDEX of the chosen engine config
-  int64_t workspace_bytes = 0;  // the plan's workspace plus our fp32 side tensors (softmax sum, dQ accumulator)
+  int64_t workspace_bytes = 0;  // the plan's workspace (the frontend's side tensors inside it), 256-aligned
   int64_t candidates = 0;       // engine configs the heuristics offered
   std::string offered;          // their engines' global indices up to the chosen one, in order ("n": non-deterministic)
   std::string knobs;            // the chosen config's knob choices (CudnnEngineConfig::describe)
-  std::string notes;            // the engine's numerical/behaviour notes
+  std::string notes;            // the frontend's name of the chosen plan
   double build_ms = 0;          // graph, heuristics and plan (cuDNN compiles the kernels here)
-  std::string error;            // when !ok: "<descriptor> <attribute>: <cuDNN status> (<cuDNN's last message>)"
+  std::string error;            // when !ok: the frontend's failing step and message, or the gap that refused it
 };
 
 class CudnnAttention {
@@ -105,7 +102,7 @@ class CudnnAttention {
   // Replaces the shape's plan by one of config c (the next calls run it); false, the plan kept, where it does not
   // finalize. The survey's timing of each config; training runs the heuristics' choice.
   bool use_engine_config(bool backward, const AttnShape& s, bool deterministic, const CudnnEngineConfig& c);
-  // The workspace a call of the shape holds (the plan's, our side tensors and the bucket staging:
+  // The workspace a call of the shape holds (the plan's, with the frontend's side tensors, and the bucket staging:
   // cudnn_attention_workspace's terms as this cuDNN reports them), or -1 where the plan does not finalize. Builds the
   // plan on first use; the backward, its first (largest) call of cudnn_backward_batch(s, limit_bytes)
   // sequences, having built the last call's too (-1 where either does not finalize).
@@ -116,7 +113,7 @@ class CudnnAttention {
   // The figures and choices under this instance's switches (plan/cudnn_attention_plan.h).
   const CudnnAttentionPlan& plan() const { return plan_; }
 
-  struct Graph;  // one finalized (or failed) graph: descriptors, plan, scalar values, side tensors
+  struct Graph;  // one finalized (or refused) graph: the frontend's graph and plan, its own device memory
 
  private:
   // direction, batch, seq, heads, kv heads, head_dim, value head dim, window, scale bits, soft-cap bits, padded,
@@ -165,14 +162,13 @@ class CudnnAttention {
                             const __nv_bfloat16* v, const AttnShape& s, const AttnShape& bucket);
   // The ragged backward's graph at g_shape: cudnn_deterministic_backward's, deterministic or not.
   Graph& ragged_backward_graph(const AttnShape& g_shape);
-  // What a ragged backward at graph shape g_shape holds in the shared workspace (its plan's workspace, softmax_sum and,
-  // non-deterministic, the fp32 dQ accumulator of the call's rows_in_call rows, then the stats [batch, heads, seq] of
-  // g_shape: ragged_backward_stats), or -1 where it does not run: MEGATRAIN_CUDNN_RAGGED=0, a tiled shape, head_dim
-  // past 128 (cuDNN 9.14's ragged backward is wrong there), offsets of rows_in_call rows past int32, or a graph that
-  // does not finalize.
+  // What a ragged backward at graph shape g_shape holds in the shared workspace (its plan's workspace, which holds the
+  // frontend's side tensors, then the stats [batch, heads, seq] of g_shape: ragged_backward_stats), or -1 where it
+  // does not run: MEGATRAIN_CUDNN_RAGGED=0, a tiled shape, head_dim past 128 (cuDNN 9.14's ragged backward is wrong
+  // there), offsets of rows_in_call rows past int32, or a graph that does not finalize.
   int64_t ragged_backward_bytes(const AttnShape& g_shape, int64_t rows_in_call);
   // Where the caller places the stats in the workspace.
-  float* ragged_backward_stats(const AttnShape& g_shape, int64_t rows_in_call);
+  float* ragged_backward_stats(const AttnShape& g_shape);
   // The backward as one ragged call, sequences placed as ragged_forward's; the stats already at
   // ragged_backward_stats. The gradients' rows past a sequence's length are not written. Called where
   // ragged_backward_bytes found the graph and the workspace holds it.

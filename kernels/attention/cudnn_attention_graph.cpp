@@ -1,9 +1,7 @@
-// CudnnAttention's graphs (see cudnn_attention.h): one per shape and variant, found by its key or built on first use
-// (cudnn_graphs=builder, the default: cudnn_sdpa_graph.h's operations, then the builder's plan, with scalars of rank 1
-// and, should this cuDNN refuse them, of rank 4; cudnn_graphs=frontend: cudnn_sdpa_frontend.h's graph and plan), with
-// the device memory it holds itself; with the frontend, a graph cudnn_frontend_gap names is refused before it is
-// built. The one place the switch is read. Invariant: a graph that fails is remembered with its first failure and
-// never retried.
+// CudnnAttention's graphs (see cudnn_attention.h): one per shape and variant, found by its key or built on first use as
+// cudnn_sdpa_frontend.h's graph and plan, with the device memory it holds itself; a graph cudnn_version_gap or
+// cudnn_frontend_gap names is refused before it is built. Invariant: a graph that fails is remembered with its first
+// failure and never retried.
 #include "kernels/attention/cudnn_attention_graph.h"
 
 #include <cudnn.h>
@@ -11,9 +9,7 @@
 #include <chrono>
 #include <cstring>
 #include <string>
-#include <vector>
 
-#include "kernels/ops/cuda_check.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -63,65 +59,29 @@ CudnnAttention::Graph& CudnnAttention::graph(bool backward, const AttnShape& s, 
     gr.info.error = handle_error_;
   } else if (const std::string too_old = cudnn_version_gap(s, backward, ver); !too_old.empty()) {
     gr.info.error = too_old;
-  } else if (const std::string refused = cudnn_frontend_gap(s, backward, ragged, ver);
-             plan_.graphs() == CudnnGraphs::frontend && !refused.empty()) {
+  } else if (const std::string refused = cudnn_frontend_gap(s, backward, ragged, ver); !refused.empty()) {
     gr.info.error = refused;
   } else {
-    const int64_t b = s.batch, S = s.seq, h = s.n_heads;
-    const bool frontend = plan_.graphs() == CudnnGraphs::frontend;
-    // cudnn-frontend's workaround (cuDNN <= 9.15, bprop): a padding mask of full lengths when seq % 128 != 0 (the
-    // frontend's graph applies it itself).
-    const bool workaround = !frontend && backward && !padded && S % 128 != 0 && ver <= 91500;
-    gr.padding = padded || workaround;
+    gr.padding = padded;
     gr.alibi = s.alibi_slopes != nullptr;
-    std::string errors;
-    if (frontend) {
-      gr.sdpa = std::make_unique<SdpaGraph>(static_cast<cudnnHandle_t>(handle_), s,
-                                            SdpaGraphSpec{backward, deterministic, padded, causal, ragged, sinks, ver},
-                                            gr.info);
-      gr.info.notes += MT_FORMAT("{}cudnn-frontend", gr.info.notes.empty() ? "" : ", ");
-    } else {
-      // Scalars as cudnn-frontend makes them (dims {1}); should this cuDNN refuse the graph, once more with {1,1,1,1}.
-      for (const int scalar_rank : {1, 4}) {
-        gr.info = CudnnPlanInfo{};
-        gr.builder = std::make_unique<CudnnGraphBuilder>(static_cast<cudnnHandle_t>(handle_), scalar_rank);
-        CudnnGraphBuilder& B = *gr.builder;
-        gr.side = add_sdpa_graph(B, s, {backward, deterministic, gr.padding, causal, ragged, sinks, ver});
-        if (B.ok()) gr.plan = B.plan(deterministic || !backward, gr.info);
-        if (gr.plan != nullptr) {
-          if (scalar_rank != 1)
-            gr.info.notes += MT_FORMAT("{}scalars of rank {}", gr.info.notes.empty() ? "" : ", ", scalar_rank);
-          break;
-        }
-        errors += MT_FORMAT("{}with scalars of rank {}: {}", errors.empty() ? "" : "; ", scalar_rank, B.error());
-      }
-    }
-    if (gr.plan != nullptr || (gr.sdpa != nullptr && gr.info.ok)) {
+    gr.sdpa = std::make_unique<SdpaGraph>(static_cast<cudnnHandle_t>(handle_), s,
+                                          SdpaGraphSpec{backward, deterministic, padded, causal, ragged, sinks}, gr.info);
+    if (gr.info.ok) {
       gr.plan_bytes = align_up(gr.info.workspace_bytes);
-      gr.info.workspace_bytes = gr.plan_and_side_bytes();
-      gr.info.ok = true;
-      if (sinks) gr.sinks = static_cast<float*>(alloc_(h * 4));
+      gr.info.workspace_bytes = gr.plan_bytes;
+      if (sinks) gr.sinks = static_cast<float*>(alloc_(s.n_heads * 4));
       if (ragged && !backward && gr.plan_bytes > kRaggedPlanBytes) {
         gr.info.ok = false;
         gr.info.error = MT_FORMAT("the ragged plan's workspace of {} B is past the {} B a ragged graph holds itself",
                                   gr.plan_bytes, kRaggedPlanBytes);
       } else if (ragged) {  // a backward's plan workspace is the shared one's start, as its unragged graph's
-        const int64_t ints = align_up((3 * b + 2) * 4);
+        const int64_t ints = align_up((3 * s.batch + 2) * 4);
         gr.ragged_ints = static_cast<int32_t*>(alloc_(ints + (backward ? 0 : gr.plan_bytes)));
         if (!backward) {
           gr.ragged_workspace = reinterpret_cast<char*>(gr.ragged_ints) + ints;
           gr.info.workspace_bytes = 0;
         }
       }
-      if (workaround) {
-        std::vector<int32_t> lens(static_cast<size_t>(b), static_cast<int32_t>(S));
-        gr.full_lens = static_cast<int32_t*>(alloc_(b * 4));
-        MT_CHECK_CUDA(
-            cudaMemcpyAsync(gr.full_lens, lens.data(), static_cast<size_t>(b * 4), cudaMemcpyHostToDevice, stream_));
-        MT_CHECK_CUDA(cudaStreamSynchronize(stream_));  // once per graph: lens is about to go
-      }
-    } else if (gr.info.error.empty()) {
-      gr.info.error = errors;
     }
   }
   gr.info.build_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();

@@ -2,40 +2,15 @@
 #include "kernels/attention/cudnn_attention_pack.h"
 
 #include <unordered_map>
-#include <utility>
 
-#include "kernels/ops/cuda_check.h"
-#include "core/error.h"
 #include "kernels/ops/kernels.h"
-
-#define MT_CHECK_CUDNN(call) \
-  MT_CHECK_CALL(throw_error, "cuDNN", call, mt_rc_ == CUDNN_STATUS_SUCCESS, cudnn_message(mt_rc_))
 
 namespace mt::cuda {
 
-void execute(void* handle, const CudnnAttention::Graph& g, Bindings b, void* workspace) {
-  if (g.sdpa) {  // the frontend's graph holds its side tensors in its workspace: our softmax sum's binding is dropped
-    std::unordered_map<int64_t, void*> pack;
-    for (size_t e = 0; e < b.uids.size(); ++e)
-      if (b.uids[e] != uid_softmax_sum) pack[b.uids[e]] = b.ptrs[e];
-    g.sdpa->execute(static_cast<cudnnHandle_t>(handle), pack, workspace);
-    return;
-  }
-  for (const CudnnScalar& sc : g.builder->scalars()) b.add(sc.uid, sc.value);
-  cudnnBackendDescriptor_t pack = nullptr;
-  MT_CHECK_CUDNN(cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack));
-  struct Destroy {
-    cudnnBackendDescriptor_t d;
-    ~Destroy() { cudnnBackendDestroyDescriptor(d); }
-  } destroy{pack};
-  const auto n = static_cast<int64_t>(b.uids.size());
-  MT_CHECK_CUDNN(
-      cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n, b.uids.data()));
-  MT_CHECK_CUDNN(
-      cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n, b.ptrs.data()));
-  MT_CHECK_CUDNN(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace));
-  MT_CHECK_CUDNN(cudnnBackendFinalize(pack));
-  MT_CHECK_CUDNN(cudnnBackendExecute(static_cast<cudnnHandle_t>(handle), g.plan, pack));
+void execute(void* handle, const CudnnAttention::Graph& g, const Bindings& b, void* workspace) {
+  std::unordered_map<int64_t, void*> pack;
+  for (size_t e = 0; e < b.uids.size(); ++e) pack[b.uids[e]] = b.ptrs[e];
+  g.sdpa->execute(static_cast<cudnnHandle_t>(handle), pack, workspace);
 }
 
 Bindings forward_bindings(const void* q, const void* k, const void* v, void* out, void* stats, const void* lens) {
@@ -53,11 +28,11 @@ Bindings forward_bindings(const void* q, const void* k, const void* v, void* out
 }
 
 Bindings backward_bindings(const void* q, const void* k, const void* v, const void* out, const void* dout,
-                           const void* stats, void* dq, void* dk, void* dv, void* softmax_sum) {
+                           const void* stats, void* dq, void* dk, void* dv) {
   Bindings ptrs;
-  const int64_t uids[] = {uid_q, uid_k, uid_v, uid_o, uid_do, uid_stats, uid_dq, uid_dk, uid_dv, uid_softmax_sum};
-  const void* data[] = {q, k, v, out, dout, stats, dq, dk, dv, softmax_sum};
-  for (int e = 0; e < 10; ++e) ptrs.add(uids[e], data[e]);
+  const int64_t uids[] = {uid_q, uid_k, uid_v, uid_o, uid_do, uid_stats, uid_dq, uid_dk, uid_dv};
+  const void* data[] = {q, k, v, out, dout, stats, dq, dk, dv};
+  for (int e = 0; e < 9; ++e) ptrs.add(uids[e], data[e]);
   return ptrs;
 }
 
@@ -67,22 +42,6 @@ void bind_bias_and_sinks(const CudnnAttention::Graph& g, const AttnShape& s, Bin
     cast<float, __nv_bfloat16>(g.sinks, static_cast<const __nv_bfloat16*>(s.sinks), s.n_heads, stream);
     ptrs.add(uid_sinks, g.sinks);
   }
-}
-
-void bind_dq_accum(const CudnnAttention::Graph& g, int64_t bytes, char* ws, int64_t version, Bindings& ptrs,
-                   cudaStream_t stream) {
-  if (bytes == 0) return;
-  void* acc = ws + g.plan_bytes + g.side.softmax_sum_bytes;
-  if (version < 90600) MT_CHECK_CUDA(cudaMemsetAsync(acc, 0, static_cast<size_t>(bytes), stream));
-  ptrs.add(uid_dq_accum, acc);
-}
-
-int64_t ragged_dq_accum_bytes(const CudnnAttention::Graph& g, const AttnShape& g_shape, int64_t rows_in_call) {
-  return g.side.ragged_dq_accum ? align_up(rows_in_call * g_shape.n_heads * g_shape.head_dim * 4) : 0;
-}
-
-int64_t ragged_stats_offset(const CudnnAttention::Graph& g, const AttnShape& g_shape, int64_t rows_in_call) {
-  return g.info.workspace_bytes + ragged_dq_accum_bytes(g, g_shape, rows_in_call);
 }
 
 void bind_ragged(const CudnnAttention::Graph& g, const AttnShape& g_shape, const int32_t* starts, const int32_t* lens,

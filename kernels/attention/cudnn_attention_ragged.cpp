@@ -37,7 +37,7 @@ void CudnnAttention::ragged_forward(__nv_bfloat16* out, float* stats, const __nv
   Bindings ptrs = forward_bindings(q, k, v, out, stats, nullptr);
   bind_ragged(g, g_shape, starts, lens, seq, rows_in_call, ptrs, stream_);
   bind_bias_and_sinks(g, g_shape, ptrs, stream_);
-  execute(handle_, g, std::move(ptrs), g.ragged_workspace);
+  execute(handle_, g, ptrs, g.ragged_workspace);
 }
 
 // A padded or staged batch runs as one ragged call where its graph finalizes: each sequence read and written in
@@ -76,12 +76,11 @@ int64_t CudnnAttention::ragged_backward_bytes(const AttnShape& g_shape, int64_t 
     return -1;
   const Graph& g = ragged_backward_graph(g_shape);
   if (!g.info.ok) return -1;
-  return ragged_stats_offset(g, g_shape, rows_in_call) + align_up(g_shape.batch * g_shape.n_heads * g_shape.seq * 4);
+  return g.info.workspace_bytes + align_up(g_shape.batch * g_shape.n_heads * g_shape.seq * 4);  // the lse past the plan's
 }
 
-float* CudnnAttention::ragged_backward_stats(const AttnShape& g_shape, int64_t rows_in_call) {
-  const int64_t at = ragged_stats_offset(ragged_backward_graph(g_shape), g_shape, rows_in_call);
-  return reinterpret_cast<float*>(static_cast<char*>(workspace_) + at);
+float* CudnnAttention::ragged_backward_stats(const AttnShape& g_shape) {
+  return reinterpret_cast<float*>(static_cast<char*>(workspace_) + ragged_backward_graph(g_shape).info.workspace_bytes);
 }
 
 void CudnnAttention::ragged_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_bfloat16* dv, const __nv_bfloat16* dout,
@@ -91,12 +90,10 @@ void CudnnAttention::ragged_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_
   Graph& g = ragged_backward_graph(g_shape);
   MT_ASSERT(g.info.ok, "a ragged backward without its graph: ragged_backward_bytes refuses it first");
   char* ws = static_cast<char*>(workspace_);
-  Bindings ptrs = backward_bindings(q, k, v, out, dout, ws + ragged_stats_offset(g, g_shape, rows_in_call), dq, dk, dv,
-                                    ws + g.plan_bytes);
+  Bindings ptrs = backward_bindings(q, k, v, out, dout, ws + g.info.workspace_bytes, dq, dk, dv);
   bind_ragged(g, g_shape, starts, lens, seq, rows_in_call, ptrs, stream_);
-  bind_dq_accum(g, ragged_dq_accum_bytes(g, g_shape, rows_in_call), ws, version(), ptrs, stream_);
   if (g.alibi) ptrs.add(uid_alibi, g_shape.alibi_slopes);
-  execute(handle_, g, std::move(ptrs), ws);
+  execute(handle_, g, ptrs, ws);
 }
 
 // A staged batch's backward as one ragged call, as ragged_batch_forward: no staging copies of the eight tensors, only
@@ -108,7 +105,7 @@ bool CudnnAttention::ragged_batch_backward(__nv_bfloat16* dq, __nv_bfloat16* dk,
   const int64_t b = s.batch, S = s.seq;
   const int64_t need = ragged_backward_bytes(bucket, b * S);
   if (need < 0 || !reserve_bytes(ragged_backward_graph(bucket), need)) return false;
-  restride_rows(ragged_backward_stats(bucket, b * S), lse, b * s.n_heads, S, bucket.seq, 4, stream_);
+  restride_rows(ragged_backward_stats(bucket), lse, b * s.n_heads, S, bucket.seq, 4, stream_);
   ragged_backward(dq, dk, dv, dout, q, k, v, out, bucket, nullptr, s.seq_lens, S, b * S);
   zero_padded_gradient_rows(dq, dk, dv, s, stream_);
   return true;

@@ -134,7 +134,7 @@ bool CudnnAttention::segment_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv
     const int64_t n = c.shape.batch, L = c.shape.seq, rows = n * L;
     const int32_t* lens = c.shape.seq_lens;
     if (c.ragged_bytes >= 0) {  // each segment read and written in place
-      gather_segment_lse(ragged_backward_stats(c.shape, rows_in_call), lse, c.starts, lens, n, h, L, s.seq, stream_);
+      gather_segment_lse(ragged_backward_stats(c.shape), lse, c.starts, lens, n, h, L, s.seq, stream_);
       ragged_backward(dq, dk, dv, dout, q, k, v, out, c.shape, c.starts, lens, L, rows_in_call);
       continue;
     }

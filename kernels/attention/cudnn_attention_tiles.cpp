@@ -19,11 +19,8 @@ CudnnAttention::TileGraphs CudnnAttention::tile_graphs(const AttnShape& s, int64
   Graph& diagonal = graph(true, tile, padded, true, true);
   Graph& below = graph(true, tile, padded, true, false);
   const bool ok = diagonal.info.ok && below.info.ok;
-  // the frontend's workspace (plan_bytes) holds the tile's softmax sum, which cudnn_tiled_side_bytes counts as well
-  const int64_t sum_inside = diagonal.sdpa ? align_up(s.batch * s.n_heads * T * 4) : 0;
   return {&diagonal, &below,
-          ok ? std::max(diagonal.plan_bytes, below.plan_bytes) + cudnn_tiled_side_bytes(s, T) - sum_inside
-             : int64_t{-1}};
+          ok ? std::max(diagonal.plan_bytes, below.plan_bytes) + cudnn_tiled_side_bytes(s, T) : int64_t{-1}};
 }
 
 // The tiles in a fixed order: for each row i of query tiles (q, o, dO and lse gathered into tile buffers, rows past
@@ -49,7 +46,6 @@ bool CudnnAttention::tiled_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_b
     at += align_up(bytes);
     return p;
   };
-  auto* softmax_sum = diagonal.sdpa ? nullptr : reinterpret_cast<float*>(take(b * h * T * 4));
   auto* lse_tile = reinterpret_cast<float*>(take(b * h * T * 4));
   using bf = __nv_bfloat16;
   auto *q_tile = reinterpret_cast<bf*>(take(b * T * qw * 2)), *o_tile = reinterpret_cast<bf*>(take(b * T * ow * 2));
@@ -71,14 +67,13 @@ bool CudnnAttention::tiled_backward(__nv_bfloat16* dq, __nv_bfloat16* dk, __nv_b
       const Graph& g = j == i ? diagonal : below;
       gather_rows(k_tile, k, b, S, j * T, T, kw * 2, stream_);
       gather_rows(v_tile, v, b, S, j * T, T, vw * 2, stream_);
-      Bindings ptrs =
-          backward_bindings(q_tile, k_tile, v_tile, o_tile, do_tile, lse_tile, dq_tile, dk_tile, dv_tile, softmax_sum);
+      Bindings ptrs = backward_bindings(q_tile, k_tile, v_tile, o_tile, do_tile, lse_tile, dq_tile, dk_tile, dv_tile);
       if (g.padding) {
         tile_lengths(kv_lens, s.seq_lens, b, j * T, T, stream_);
         ptrs.add(uid_seq_q, q_lens);
         ptrs.add(uid_seq_kv, kv_lens);
       }
-      execute(handle_, g, std::move(ptrs), ws);
+      execute(handle_, g, ptrs, ws);
       accumulate_rows(dq_acc, T * qw, dq_tile, T * qw, b, T, qw, j == 0, stream_);
       accumulate_rows(dk_acc + j * T * kw, kv_rows * kw, dk_tile, T * kw, b, T, kw, i == j, stream_);
       accumulate_rows(dv_acc + j * T * vw, kv_rows * vw, dv_tile, T * vw, b, T, vw, i == j, stream_);

@@ -1,4 +1,4 @@
-// The SDPA graphs on cudnn-frontend (see cudnn_sdpa_graph.h): tensors in BSHD rows (Q [b, h, S, d] at strides
+// The SDPA graphs on cudnn-frontend (see cudnn_sdpa_frontend.h): tensors in BSHD rows (Q [b, h, S, d] at strides
 // {S·h·d, d, h·d, 1}, K and V with the kv heads, V, O and their gradients with the value head dim), one SDPA or
 // SDPA-backward node, then the frontend's validate, operation graph, heuristics, support check and plan build.
 #include "kernels/attention/cudnn_sdpa_frontend.h"
@@ -6,6 +6,7 @@
 #include <cudnn_frontend.h>
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <utility>
 
@@ -13,6 +14,13 @@
 
 namespace mt::cuda {
 namespace fe = cudnn_frontend;
+
+float sdpa_scale(const AttnShape& s) {
+  return s.scale > 0.f ? s.scale : static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
+}
+
+int64_t sdpa_window(const AttnShape& s) { return s.window > 0 && s.window < s.seq ? s.window : 0; }
+
 namespace {
 
 using Tensor = std::shared_ptr<fe::graph::Tensor_attributes>;

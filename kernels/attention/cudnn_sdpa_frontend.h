@@ -11,8 +11,9 @@
 // (scores in, scores out, op for op as the frontend lowers its own): the soft-cap (Gemma 2) and ALiBi with our slopes
 // (Baichuan 2; the frontend's alibi_mask computes slopes of its own), because 1.32 refuses a score modifier beside its
 // causal, window and padding attributes, so that modifier builds those masks too (soft-cap, ALiBi, padding, causal,
-// window, in that order). Invariant: only cudnn_sdpa_frontend.cpp includes cudnn-frontend; a graph that fails keeps its
-// first failure's text and is never run.
+// window, in that order); what it cannot build at all is plan/cudnn_attention_plan.h's cudnn_frontend_gap. The only
+// way CudnnAttention builds a graph. Invariant: only cudnn_sdpa_frontend.cpp includes cudnn-frontend; a graph's
+// non-virtual tensors are the Uid ones below; a graph that fails keeps its first failure's text and is never run.
 #pragma once
 #include <cudnn.h>
 
@@ -24,9 +25,45 @@
 
 #include "backend/backend.h"
 #include "kernels/attention/cudnn_attention.h"
-#include "kernels/attention/cudnn_sdpa_graph.h"
 
 namespace mt::cuda {
+
+// A graph's non-virtual tensors (the variant pack's device pointers).
+enum Uid : int64_t {
+  uid_q = 1,
+  uid_k,
+  uid_v,
+  uid_o,
+  uid_stats,
+  uid_do,
+  uid_dq,
+  uid_dk,
+  uid_dv,
+  uid_seq_q,
+  uid_seq_kv,
+  uid_sinks,
+  uid_alibi,
+  uid_q_ragged,
+  uid_kv_ragged
+};
+
+// Bytes rounded up to the 256-byte unit our workspace is carved in.
+constexpr int64_t align_up(int64_t n) { return (n + 255) / 256 * 256; }
+
+// The scale on the scores (the shape's, else 1/√head_dim) and the sliding window the graph masks (0: none, also where
+// the window covers the sequence).
+float sdpa_scale(const AttnShape& s);
+int64_t sdpa_window(const AttnShape& s);
+
+// Which graph of a shape: CudnnAttention::graph's key beyond the shape.
+struct SdpaGraphSpec {
+  bool backward = false;
+  bool deterministic = true;  // a backward's dQ straight into dQ (false: through an fp32 accumulator by atomics)
+  bool padding = false;       // the padding mask of seq_len_q / seq_len_kv (uid_seq_q, uid_seq_kv)
+  bool causal = true;         // false: a tile below the diagonal of the tiled backward, unmasked
+  bool ragged = false;        // sequences at per-sequence offsets (uid_q_ragged, uid_kv_ragged); padding must be set
+  bool sinks = false;         // the forward's attention sinks (uid_sinks)
+};
 
 // Builds the graph of shape s for compute capability sm_version (90: Hopper) as far as needs no GPU and no handle:
 // the frontend's validation and its lowering into cuDNN's operation graph, which the cuDNN this build links

@@ -242,7 +242,6 @@ const std::vector<Field>& schema() {
       flag("runtime", "attention_deterministic", MT_AT(runtime.attention_deterministic)),
       integer("runtime", "cudnn_backward_tile", 0, MT_AT(runtime.cudnn_backward_tile)),
       integer_or_auto("runtime", "cudnn_workspace_mib", 0, MT_AT(runtime.cudnn_workspace_mib)),
-      named("runtime", "cudnn_graphs", kCudnnGraphsNames, MT_AT(runtime.cudnn_graphs)),
       named("runtime", "moe_gemm", kMoeGemmNames, MT_AT(runtime.moe_gemm)),
       integer("runtime", "moe_gemm_streams", 1, MT_AT(runtime.moe_gemm_streams)),
       named("runtime", "delta_rule", kDeltaRuleNames, MT_AT(runtime.delta_rule)),

@@ -43,8 +43,6 @@ const char* attention_choice_name(AttentionChoice c) {
   return c == AttentionChoice::ours ? "ours" : c == AttentionChoice::cudnn ? "cudnn" : "auto";
 }
 
-const char* cudnn_graphs_name(CudnnGraphs g) { return g == CudnnGraphs::builder ? "builder" : "frontend"; }
-
 bool valid_cudnn_backward_tile(int64_t tile) { return tile == 0 || (tile >= 128 && (tile & (tile - 1)) == 0); }
 
 const std::vector<SwitchVariable>& switch_variables() {
@@ -55,7 +53,6 @@ const std::vector<SwitchVariable>& switch_variables() {
       {"attention_deterministic", "MEGATRAIN_ATTENTION_DETERMINISTIC"},
       {"cudnn_backward_tile", "MEGATRAIN_CUDNN_BACKWARD_TILE"},
       {"cudnn_workspace_mib", "MEGATRAIN_CUDNN_WORKSPACE_MIB"},
-      {"cudnn_graphs", "MEGATRAIN_CUDNN_GRAPHS"},
       {"moe_gemm", "MEGATRAIN_MOE_GEMM"},
       {"moe_gemm_streams", "MEGATRAIN_MOE_GEMM_STREAMS"},
       {"delta_rule", "MEGATRAIN_DELTA_RULE"},
@@ -88,8 +85,6 @@ RuntimeSwitches with_environment(RuntimeSwitches s) {
     } else if (key == "cudnn_workspace_mib") {
       s.cudnn_workspace_mib = integer(text, ok);
       MT_REQUIRE(ok && s.cudnn_workspace_mib >= 0, "{} must be a count of MiB, not '{}'", var, text);
-    } else if (key == "cudnn_graphs") {
-      s.cudnn_graphs = named<CudnnGraphs>(kCudnnGraphsNames, text, var, "builder or frontend");
     } else if (key == "moe_gemm") {
       s.moe_gemm = named<MoeGemmChoice>(kMoeGemmNames, text, var, "loop, grouped or cutlass");
     } else if (key == "moe_gemm_streams") {

@@ -1,5 +1,5 @@
-// The runtime switches: how a run executes (attention kernels, cuDNN's graphs and who builds them, the experts' GEMMs,
-// the delta rule, op profiling, the state tier's I/O, the backend), never what it computes beyond bitwise repeatability.
+// The runtime switches: how a run executes (attention kernels, cuDNN's graphs, the experts' GEMMs, the delta rule, op
+// profiling, the state tier's I/O, the backend), never what it computes beyond bitwise repeatability.
 // Invariant: one typed value per switch; the environment variables of switch_variables() are read here and nowhere
 // else, and a bad value is one error line naming the variable and the value.
 #pragma once
@@ -13,9 +13,6 @@ namespace mt {
 // MEGATRAIN_ATTENTION: ours (kernels/attention/attention.cu always), cudnn (cuDNN wherever it covers the
 // case, whatever its workspace), auto (per direction: plan/cudnn_attention_plan.h).
 enum class AttentionChoice { ours, cudnn, automatic };
-// MEGATRAIN_CUDNN_GRAPHS: cuDNN attention's graphs built by hand on the backend API (builder), or by cudnn-frontend's
-// SDPA nodes (frontend: opt-in until the GPU op table passes on them). kernels/attention/cudnn_attention_graph.cpp.
-enum class CudnnGraphs { builder, frontend };
 // MEGATRAIN_MOE_GEMM: the experts' GEMMs one per expert (loop), or one grouped call: cuBLAS's (grouped: fp32 problems
 // only, cuBLAS refuses bf16 ones) or CUTLASS's Hopper grouped GEMM (cutlass: bf16 problems only, on sm_90 GPUs; fp32
 // ones, and bf16 ones it cannot take, run as the loop). kernels/runtime/grouped_gemm.h.
@@ -38,8 +35,6 @@ struct SwitchName {
 };
 inline constexpr SwitchName<AttentionChoice> kAttentionNames[] = {
     {"ours", AttentionChoice::ours}, {"cudnn", AttentionChoice::cudnn}, {"auto", AttentionChoice::automatic}};
-inline constexpr SwitchName<CudnnGraphs> kCudnnGraphsNames[] = {{"builder", CudnnGraphs::builder},
-                                                               {"frontend", CudnnGraphs::frontend}};
 inline constexpr SwitchName<MoeGemmChoice> kMoeGemmNames[] = {
     {"loop", MoeGemmChoice::loop}, {"grouped", MoeGemmChoice::grouped}, {"cutlass", MoeGemmChoice::cutlass}};
 inline constexpr SwitchName<DeltaRuleChoice> kDeltaRuleNames[] = {{"chunked", DeltaRuleChoice::chunked},
@@ -53,7 +48,6 @@ inline constexpr SwitchName<BackendChoice> kBackendNames[] = {
     {"auto", BackendChoice::automatic}, {"cpu", BackendChoice::cpu}, {"cuda", BackendChoice::cuda}};
 
 const char* attention_choice_name(AttentionChoice c);
-const char* cudnn_graphs_name(CudnnGraphs g);
 
 // The defaults below equal plan/cudnn_attention_plan.h's kCudnnBackwardTile and plan/gemm_workspace.h's
 // kExpertGemmStreams (a test holds them equal).
@@ -67,7 +61,6 @@ struct RuntimeSwitches {
   bool attention_deterministic = true;   // cuDNN's deterministic backward; false: its faster atomic one
   int64_t cudnn_backward_tile = kDefaultCudnnBackwardTile;  // 0: never tiled; else a power of two >= 128
   int64_t cudnn_workspace_mib = -1;      // -1: the memory plan's reserve; else cuDNN's workspace cap in MiB
-  CudnnGraphs cudnn_graphs = CudnnGraphs::builder;
   MoeGemmChoice moe_gemm = MoeGemmChoice::loop;
   int moe_gemm_streams = kMaxMoeGemmStreams;  // 1 to kMaxMoeGemmStreams
   DeltaRuleChoice delta_rule = DeltaRuleChoice::chunked;

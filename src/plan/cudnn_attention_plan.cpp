@@ -94,13 +94,12 @@ int64_t cudnn_tiled_side_bytes(const AttnShape& s, int64_t T) {
   const int64_t rows = (s.seq + T - 1) / T * T;
   const int64_t q_tile = align_up(b * T * qw * 2), kv_tile = align_up(b * T * kw * 2), row = align_up(b * h * T * 4);
   const int64_t o_tile = align_up(b * T * ow * 2), v_tile = align_up(b * T * vw * 2);
-  return 2 * row + 2 * q_tile + 2 * o_tile + 2 * kv_tile + 2 * v_tile + align_up(b * T * qw * 4) +
+  return row + 2 * q_tile + 2 * o_tile + 2 * kv_tile + 2 * v_tile + align_up(b * T * qw * 4) +
          align_up(b * rows * kw * 4) + align_up(b * rows * vw * 4) + 2 * align_up(b * 4);
 }
 
 int64_t CudnnAttentionPlan::tiled_backward_bytes(const AttnShape& s, int64_t T) const {
-  const int64_t softmax_sum = align_up(s.batch * s.n_heads * T * 4);
-  return backward_graph_bytes(s.batch, T, s.n_heads, s.head_dim) - softmax_sum + cudnn_tiled_side_bytes(s, T);
+  return backward_graph_bytes(s.batch, T, s.n_heads, s.head_dim) + cudnn_tiled_side_bytes(s, T);
 }
 
 namespace {
@@ -239,12 +238,11 @@ std::string CudnnAttentionPlan::describe_choice(int64_t limit_bytes) const {
   return MT_FORMAT(
       "MEGATRAIN_ATTENTION={}: forward cuDNN where it covers the case (bf16, soft-capped or not, sinks from cuDNN "
       "9.13, ALiBi, packed segments and chunks as a virtual batch); backward cuDNN's {}{} {}; our kernel elsewhere "
-      "and wherever a plan does not finalize; graphs by the {} (MEGATRAIN_CUDNN_GRAPHS={})",
+      "and wherever a plan does not finalize",
       attention_choice_name(choice()), backward_name(),
       tile > 0 ? MT_FORMAT(" (past {} tokens in tiles of that length, no window)", tile) : std::string(),
       limit_bytes >= 0 ? MT_FORMAT("where its workspace and staging fit {}", mib(limit_bytes))
-                       : std::string("wherever the GPU can hold its workspace"),
-      graphs() == CudnnGraphs::builder ? "hand-built backend API" : "cudnn-frontend", cudnn_graphs_name(graphs()));
+                       : std::string("wherever the GPU can hold its workspace"));
 }
 
 std::string CudnnAttentionPlan::describe_plan(const GpuPlan& g) const {

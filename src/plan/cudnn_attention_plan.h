@@ -2,9 +2,9 @@
 // direction, as pure functions of the shape and the run's switches (CudnnAttentionPlan holds the attention ones of
 // core/runtime_switches.h): the one source the CUDA backend and the memory plan both read, so that what the plan
 // reserves is what the backend allows itself. No cuDNN and no environment here.
-// Invariants: CudnnAttentionPlan::workspace mirrors CudnnAttention::forward / backward byte for byte (the graph's
-// workspace as cuDNN 9.14 reports it on the H200, our fp32 softmax-sum side tensor, the bucket staging copies, each
-// rounded up to 256 B); the backward counted is the one training runs (deterministic_backward(): the deterministic
+// Invariants: CudnnAttentionPlan::workspace holds what CudnnAttention::forward / backward take (the graph's workspace
+// as cudnn-frontend reports it, its fp32 side tensors inside, never above the formula: the op table checks it on the
+// GPU; the bucket staging copies byte for byte; each rounded up to 256 B); the backward counted is the one training runs (deterministic_backward(): the deterministic
 // graph unless the switches say otherwise); forward's graph takes no workspace.
 #pragma once
 #include <cstdint>
@@ -46,7 +46,7 @@ inline constexpr int64_t kCudnnGraphUnit = 256;     // what every graph's plan t
 inline constexpr int64_t kCudnnBackwardTile = 8192;  // RuntimeSwitches::cudnn_backward_tile's default
 inline constexpr float kCudnnPadLse = 1e30f;         // the lse of a tile's padded query rows (backward_tile)
 
-// What the tiled backward holds beside its graphs' plan workspace at tile T: the fp32 softmax sum and lse of a tile,
+// What the tiled backward holds beside its graphs' plan workspace at tile T: the fp32 lse of a tile,
 // the tile's bf16 q, o, dO, k, v and their dq, dk, dv, the fp32 dQ accumulator of a row of tiles, the fp32 dK and
 // dV of the whole sequence (rounded up to tiles), and a padded call's per-sequence query and key lengths in a tile.
 int64_t cudnn_tiled_side_bytes(const AttnShape& s, int64_t T);
@@ -67,7 +67,7 @@ struct AttentionDecision {
 };
 
 // cuDNN attention under one run's switches (RuntimeSwitches: attention, cudnn_seq_buckets, cudnn_ragged,
-// cudnn_graphs, attention_deterministic, cudnn_backward_tile, cudnn_workspace_mib; their variables and config keys are
+// attention_deterministic, cudnn_backward_tile, cudnn_workspace_mib; their variables and config keys are
 // core/runtime_switches.h's): every figure and choice that depends on them.
 class CudnnAttentionPlan {
  public:
@@ -91,10 +91,6 @@ class CudnnAttentionPlan {
   // their staging copies and gathers. The memory plan counts the padded graphs' figures, which hold either.
   bool ragged() const { return switches_.cudnn_ragged; }
 
-  // cudnn_graphs: who builds the graphs (builder, the default: ours on cuDNN's backend API; frontend:
-  // cudnn-frontend's SDPA nodes). Either holds the workspace the figures below count.
-  CudnnGraphs graphs() const { return switches_.cudnn_graphs; }
-
   // attention_deterministic on (the default): cuDNN's backward is its deterministic graph (dQ = dS·K from a dP
   // workspace: a step's bits are the same run to run). Off: its non-deterministic graph, which adds dQ into an fp32
   // buffer by atomics whose order varies (a step's bits change from run to run, so bitwise resume and the -np
@@ -105,14 +101,16 @@ class CudnnAttentionPlan {
   // "deterministic backward", or the non-deterministic one's name with its switch: for the log and the plan's lines.
   const char* backward_name() const;
 
-  // Bytes of the backward graph at a bucket shape (batch, seq = the bucket, heads, head_dim). The deterministic:
-  // cuDNN's plan workspace — the bf16 dP matrix b·h·⌈s⌉₆₄·⌈s⌉₁₂₈·2 (the dP-workspace kernel cudnn-frontend forces for
-  // the deterministic algorithm) and the fp32 dQ b·h·⌈s⌉₆₄·d·4 — plus our fp32 softmax sum b·h·s·4. Measured on the
-  // H200 (cuDNN 9.14): 8450 MiB at 4×8192 16/2 hd128, 33026 MiB at 1×32768, 4.0 MiB at 1×256, 1.0 MiB at 1×256 4/2
-  // padded, 4.4 MiB at 2×320 4/2 hd256 padded; the formula gives each. Every graph's plan also takes kCudnnGraphUnit
-  // more than its tensors (the forward's whole workspace; the op table found each backward 256 B above the tensors'
-  // sum). The non-deterministic: cuDNN's plan workspace b·h·⌈s⌉₆₄·d·4, our fp32 dQ accumulator b·h·s·d·4 and the
-  // softmax sum (514 MiB at 4×8192 and at 1×32768 16/2 hd128).
+  // Bytes of the backward graph at a bucket shape (batch, seq = the bucket, heads, head_dim): cudnn-frontend's plan
+  // workspace, which holds its fp32 side tensors. The deterministic: the bf16 dP matrix b·h·⌈s⌉₆₄·⌈s⌉₁₂₈·2 (the
+  // dP-workspace kernel cudnn-frontend forces for the deterministic algorithm), the fp32 dQ b·h·⌈s⌉₆₄·d·4 and the
+  // fp32 softmax sum b·h·s·4. Measured on the H200 (cuDNN 9.14, with the hand-built graphs of the time: the same
+  // engines, their softmax sum ours; the H100's op table found the frontend's workspace never above the formula):
+  // 8450 MiB at 4×8192 16/2 hd128, 33026 MiB at 1×32768, 4.0 MiB at 1×256, 1.0 MiB at 1×256 4/2 padded, 4.4 MiB at
+  // 2×320 4/2 hd256 padded; the formula gives each. Every graph's plan also takes kCudnnGraphUnit more than its
+  // tensors (the forward's whole workspace; the op table found each backward 256 B above the tensors' sum). The
+  // non-deterministic: b·h·⌈s⌉₆₄·d·4, the fp32 dQ accumulator b·h·s·d·4 and the softmax sum (514 MiB at 4×8192 and
+  // at 1×32768 16/2 hd128).
   int64_t backward_graph_bytes(int64_t batch, int64_t bucket_seq, int64_t n_heads, int64_t head_dim) const;
 
   // The deterministic backward in tiles (the non-deterministic one never tiles): past cudnn_backward_tile tokens
@@ -127,8 +125,8 @@ class CudnnAttentionPlan {
   // graphs given each sequence's rows within the tile, so that its padded rows cost (almost) nothing. Returns the
   // tile, or 0 where the call runs as one graph.
   int64_t backward_tile(const AttnShape& s) const;
-  // The tiled backward's whole workspace: the tile graph's plan as backward_graph_bytes counts it (less its softmax
-  // sum, which the side bytes hold), then cudnn_tiled_side_bytes. Nothing is staged.
+  // The tiled backward's whole workspace: the tile graph's plan as backward_graph_bytes counts it, then
+  // cudnn_tiled_side_bytes. Nothing is staged.
   int64_t tiled_backward_bytes(const AttnShape& s, int64_t T) const;
 
   // The backward runs a batch in calls of backward_batch(s, limit) sequences, the last call the rest: the whole batch

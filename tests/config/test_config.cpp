@@ -235,7 +235,6 @@ TEST_CASE("config: the accepted keys are frozen", "[config]") {
       "runtime.attention_deterministic",
       "runtime.cudnn_backward_tile",
       "runtime.cudnn_workspace_mib",
-      "runtime.cudnn_graphs",
       "runtime.moe_gemm",
       "runtime.moe_gemm_streams",
       "runtime.delta_rule",

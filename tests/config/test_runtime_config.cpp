@@ -38,7 +38,7 @@ TEST_CASE("runtime config: every key read from the config and written back", "[r
   const std::string runtime =
       "runtime:\n  attention: ours\n  cudnn_seq_buckets: false\n  cudnn_ragged: false\n"
       "  attention_deterministic: false\n  cudnn_backward_tile: 512\n  cudnn_workspace_mib: 2048\n"
-      "  cudnn_graphs: frontend\n  moe_gemm: grouped\n  moe_gemm_streams: 2\n  delta_rule: recurrent\n"
+      "  moe_gemm: grouped\n  moe_gemm_streams: 2\n  delta_rule: recurrent\n"
       "  profile_ops: true\n  tier_io: threads\n  step_rates: cached\n";
   const mt::Config c = mt::parse_config(kMinimal + runtime, "cfg.yaml");
   const mt::RuntimeSwitches& s = c.runtime;
@@ -48,7 +48,6 @@ TEST_CASE("runtime config: every key read from the config and written back", "[r
   CHECK_FALSE(s.attention_deterministic);
   CHECK(s.cudnn_backward_tile == 512);
   CHECK(s.cudnn_workspace_mib == 2048);
-  CHECK(s.cudnn_graphs == mt::CudnnGraphs::frontend);
   CHECK(s.moe_gemm == mt::MoeGemmChoice::grouped);
   CHECK(s.moe_gemm_streams == 2);
   CHECK(s.delta_rule == mt::DeltaRuleChoice::recurrent);
@@ -68,10 +67,16 @@ TEST_CASE("runtime config: a bad value is one line naming the key and the value"
   CHECK(config_error("  moe_gemm_streams: 5\n") == "cfg.yaml: runtime.moe_gemm_streams: 5 is not 1 to 4");
   CHECK(config_error("  moe_gemm_streams: 0\n") == "cfg.yaml: runtime.moe_gemm_streams: '0' is not an integer >= 1");
   CHECK(config_error("  tier_io: aio\n") == "cfg.yaml: runtime.tier_io: 'aio' is not one of auto, threads");
-  CHECK(config_error("  cudnn_graphs: raw\n") ==
-        "cfg.yaml: runtime.cudnn_graphs: 'raw' is not one of builder, frontend");
   CHECK(config_error("  moe_gemm: fused\n") ==
         "cfg.yaml: runtime.moe_gemm: 'fused' is not one of loop, grouped, cutlass");
+}
+
+// cudnn_graphs (builder or frontend) is gone: cudnn-frontend builds every cuDNN attention graph. A config that still
+// sets it is refused as any unknown key is.
+TEST_CASE("runtime config: the removed cudnn_graphs is an unknown key", "[runtime_config]") {
+  const std::string why = config_error("  cudnn_graphs: frontend\n");
+  CHECK(why.rfind("cfg.yaml: unknown key 'runtime.cudnn_graphs' (accepted: attention, ", 0) == 0);
+  CHECK(why.find('\n') == std::string::npos);
 }
 
 TEST_CASE("runtime config: moe_gemm cutlass read and written back", "[runtime_config]") {

@@ -56,7 +56,6 @@ TEST_CASE("runtime switches: README's table has a row per variable with its key 
     if (sv.key != "backend") CHECK(row.find("| `" + std::string(sv.key) + "` |") != std::string::npos);
   }
   check_readme_values("MEGATRAIN_ATTENTION", mt::kAttentionNames);
-  check_readme_values("MEGATRAIN_CUDNN_GRAPHS", mt::kCudnnGraphsNames);
   check_readme_values("MEGATRAIN_MOE_GEMM", mt::kMoeGemmNames);
   check_readme_values("MEGATRAIN_DELTA_RULE", mt::kDeltaRuleNames);
   check_readme_values("MEGATRAIN_TIER_IO", mt::kTierIoNames);
@@ -73,7 +72,6 @@ TEST_CASE("runtime switches: the defaults", "[runtime_switches]") {
   CHECK(s.attention_deterministic);
   CHECK(s.cudnn_backward_tile == 8192);
   CHECK(s.cudnn_workspace_mib == -1);
-  CHECK(s.cudnn_graphs == mt::CudnnGraphs::builder);
   CHECK(s.moe_gemm == mt::MoeGemmChoice::loop);
   CHECK(s.moe_gemm_streams == 4);
   CHECK(s.delta_rule == mt::DeltaRuleChoice::chunked);
@@ -81,7 +79,7 @@ TEST_CASE("runtime switches: the defaults", "[runtime_switches]") {
   CHECK(s.tier_io == mt::TierIoChoice::automatic);
   CHECK(s.step_rates == mt::StepRatesChoice::constants);
   CHECK(s.backend == mt::BackendChoice::automatic);
-  CHECK(mt::switch_variables().size() == 14);
+  CHECK(mt::switch_variables().size() == 13);
 }
 
 TEST_CASE("runtime switches: environment variables override the base", "[runtime_switches]") {
@@ -97,7 +95,7 @@ TEST_CASE("runtime switches: environment variables override the base", "[runtime
         backend("MEGATRAIN_BACKEND", "cpu"), tier("MEGATRAIN_TIER_IO", "threads"),
         delta("MEGATRAIN_DELTA_RULE", "recurrent"), gemm("MEGATRAIN_MOE_GEMM", "grouped"),
         buckets("MEGATRAIN_CUDNN_SEQ_BUCKETS", "0"), det("MEGATRAIN_ATTENTION_DETERMINISTIC", "0"),
-        rates("MEGATRAIN_STEP_RATES", "probe"), graphs("MEGATRAIN_CUDNN_GRAPHS", "frontend");
+        rates("MEGATRAIN_STEP_RATES", "probe");
     const mt::RuntimeSwitches s = mt::with_environment(from_config);
     CHECK(s.attention == mt::AttentionChoice::cudnn);
     CHECK(s.cudnn_backward_tile == 1024);
@@ -112,7 +110,6 @@ TEST_CASE("runtime switches: environment variables override the base", "[runtime
     CHECK_FALSE(s.cudnn_seq_buckets);
     CHECK_FALSE(s.attention_deterministic);
     CHECK(s.step_rates == mt::StepRatesChoice::probe);
-    CHECK(s.cudnn_graphs == mt::CudnnGraphs::frontend);
   }
   {
     EnvVar gemm("MEGATRAIN_MOE_GEMM", "cutlass");
@@ -124,8 +121,6 @@ TEST_CASE("runtime switches: environment variables override the base", "[runtime
 
 TEST_CASE("runtime switches: a bad variable is one line naming it and the value", "[runtime_switches]") {
   CHECK(env_error("MEGATRAIN_ATTENTION", "flash") == "MEGATRAIN_ATTENTION must be ours, cudnn or auto, not 'flash'");
-  CHECK(env_error("MEGATRAIN_CUDNN_GRAPHS", "raw") ==
-        "MEGATRAIN_CUDNN_GRAPHS must be builder or frontend, not 'raw'");
   CHECK(env_error("MEGATRAIN_CUDNN_RAGGED", "yes") == "MEGATRAIN_CUDNN_RAGGED must be 0 or 1, not 'yes'");
   CHECK(env_error("MEGATRAIN_ATTENTION_DETERMINISTIC", "2") ==
         "MEGATRAIN_ATTENTION_DETERMINISTIC must be 0 or 1, not '2'");

@@ -181,7 +181,6 @@ int64_t nonzero_padding(const std::vector<float>& v, const CudnnCase& c, int64_t
 }
 
 std::string backward_refusal(cu::CudnnAttention& cudnn, const mt::AttnShape& dev) {
-  if (cudnn.plan().graphs() != mt::CudnnGraphs::frontend) return "";
   const auto refused = [&](mt::AttnShape g) {  // g at its graph's length: the tile's, or its bucket
     const int64_t tile = cudnn.plan().backward_tile(g);
     g.seq = tile > 0 ? tile : cudnn.plan().seq_bucket(g.seq);

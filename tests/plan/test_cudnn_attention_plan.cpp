@@ -82,7 +82,7 @@ mt::RunShape cudnn_run(int64_t seq, int64_t batch) {
 }  // namespace
 
 TEST_CASE("cudnn attention workspace: the formula gives what cuDNN reported on the H200", "[plan][cudnn]") {
-  // Deterministic backward graphs (plan workspace + our softmax sum), causal bf16, from the probe and the op rows.
+  // Deterministic backward graphs (plan workspace with the softmax sum), causal bf16, from the probe and the op rows.
   CHECK(plan().backward_graph_bytes(4, 8192, 16, 128) / kMiB == 8450);
   CHECK(plan().backward_graph_bytes(1, 32768, 16, 128) / kMiB == 33026);
   CHECK(tenths(plan().backward_graph_bytes(1, 256, 16, 128)) == 40);
@@ -510,22 +510,6 @@ TEST_CASE("cudnn attention: padded and packed calls are ragged unless MEGATRAIN_
                    "MEGATRAIN_CUDNN_RAGGED must be 0 or 1"));
 }
 
-TEST_CASE("cudnn attention: the hand-built graphs unless MEGATRAIN_CUDNN_GRAPHS=frontend, named in the log line",
-          "[plan][cudnn]") {
-  CHECK(plan().graphs() == mt::CudnnGraphs::builder);
-  CHECK(contains(plan().describe_choice(-1), "graphs by the hand-built backend API (MEGATRAIN_CUDNN_GRAPHS=builder)"));
-  {
-    const Switch e("MEGATRAIN_CUDNN_GRAPHS", "frontend");
-    CHECK(plan().graphs() == mt::CudnnGraphs::frontend);
-    CHECK(contains(plan().describe_choice(-1), "graphs by the cudnn-frontend (MEGATRAIN_CUDNN_GRAPHS=frontend)"));
-    // the same workspace figures either way: the frontend's side tensors are those the formula counts
-    CHECK(plan().backward_graph_bytes(4, 8192, 16, 128) ==
-          mt::CudnnAttentionPlan(mt::RuntimeSwitches{}).backward_graph_bytes(4, 8192, 16, 128));
-  }
-  CHECK(contains(thrown([&] { const Switch e("MEGATRAIN_CUDNN_GRAPHS", "raw"); }),
-                 "MEGATRAIN_CUDNN_GRAPHS must be builder or frontend, not 'raw'"));
-}
-
 TEST_CASE("cudnn attention: past the tile length the deterministic backward runs in tiles", "[plan][cudnn][longseq]") {
   // Which calls tile: longer than the configured tile, without a window.
   CHECK(plan().backward_tile(shape(4, 8192, 16, 2, 128)) == 0);  // one graph up to the tile
@@ -552,9 +536,9 @@ TEST_CASE("cudnn attention: past the tile length the deterministic backward runs
   for (const int64_t seq : {int64_t{524288}, int64_t{500001}}) {
     const mt::AttnShape long_one = shape(1, seq, 16, 2, 128);
     const int64_t rows = (seq + T - 1) / T * T, row = 16 * T * 4, q_tile = T * 2048 * 2, kv_tile = T * 256 * 2;
-    const int64_t side = 2 * row + 4 * q_tile + 4 * kv_tile + T * 2048 * 4 + 2 * rows * 256 * 4 + 2 * 256;
+    const int64_t side = row + 4 * q_tile + 4 * kv_tile + T * 2048 * 4 + 2 * rows * 256 * 4 + 2 * 256;
     CHECK(mt::cudnn_tiled_side_bytes(long_one, T) == side);
-    CHECK(plan().tiled_backward_bytes(long_one, T) == plan().backward_graph_bytes(1, T, 16, 128) - row + side);
+    CHECK(plan().tiled_backward_bytes(long_one, T) == plan().backward_graph_bytes(1, T, 16, 128) + side);
     CHECK(plan().workspace(long_one).backward == plan().tiled_backward_bytes(long_one, T));
     CHECK(plan().workspace(long_one).backward < 4 * kGiB);
   }
