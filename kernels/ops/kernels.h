@@ -90,6 +90,13 @@ template <typename T> void gated_rmsnorm_backward(T* dx, T* dz, float* dw, const
 // Lightning attention (MiniMax; semantics as in backend.h): recurrent, state fp32, head_dim <= 256, heads <= 256.
 template <typename T> void lightning_attention_forward(T* o, const T* qkv, const LightningShape& shape, cudaStream_t s);
 template <typename T> void lightning_attention_backward(T* d_qkv, const T* d_o, const T* qkv, const LightningShape& shape, cudaStream_t s);
+// The same in chunks of 64 tokens (kernels/ops/lightning_attention_chunked.cu): bf16 on tensor cores, fp32 by FMA loops
+// (slower than the recurrent kernel; the tests compare it), head_dim <= kLightningChunkedMaxHeadDim, heads <= 256
+// (lightning_attention_chunked_supports); no scratch memory. The CUDA backend runs it for bf16 where it applies.
+inline constexpr int64_t kLightningChunkedMaxHeadDim = 128;
+bool lightning_attention_chunked_supports(const LightningShape& shape);
+template <typename T> void lightning_attention_chunked_forward(T* o, const T* qkv, const LightningShape& shape, cudaStream_t s);
+template <typename T> void lightning_attention_chunked_backward(T* d_qkv, const T* d_o, const T* qkv, const LightningShape& shape, cudaStream_t s);
 
 // y += x; y *= alpha; y = y_scale·y + x_scale·x.
 template <typename T> void add(T* y, const T* x, int64_t n, cudaStream_t s);

@@ -1,5 +1,5 @@
-// Host emulation of the CUDA constructs kernels/ops/gated_delta_rule_chunked.cu uses, for running its kernels without a
-// GPU (run_chunked_delta_rule.sh): one std::thread per CUDA thread, std::barrier for __syncthreads and for warp
+// Host emulation of the CUDA constructs kernels/ops/gated_delta_rule_chunked.cu and lightning_attention_chunked.cu use,
+// for running their kernels without a GPU (run_chunked_delta_rule.sh, run_lightning_chunked.sh): one std::thread per CUDA thread, std::barrier for __syncthreads and for warp
 // shuffles, shared memory and scratch filled with NaN (a read before a write shows in the results, as does a read
 // of an asynchronous copy before its thread waited for it), and block_mm as
 // one fp32 sum per output element (for bf16 operands after asserting wmma's shape and alignment preconditions).
@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -21,8 +22,9 @@
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
+#define __grid_constant__
 struct __nv_bfloat16 { uint16_t x; };
-struct Dim { unsigned x = 0; };
+struct Dim { unsigned x = 0, y = 0; };
 inline thread_local Dim threadIdx;
 inline Dim blockIdx, blockDim;
 inline unsigned char* emu_smem = nullptr;
@@ -32,6 +34,8 @@ inline float emu_shfl_buf[1024];
 inline void __syncthreads() { emu_bar->arrive_and_wait(); }
 inline void __syncwarp(unsigned = 0xffffffffu) { emu_warp_bars[threadIdx.x / 32]->arrive_and_wait(); }
 inline float rsqrtf(float x) { return 1.f / std::sqrt(x); }
+inline float __expf(float x) { return std::exp(x); }
+inline int __clzll(long long x) { return __builtin_clzll(static_cast<unsigned long long>(x)); }
 // A warp shuffle: every lane publishes v, then reads lane source(t)'s (its own where source(t) == t).
 template <typename V, typename Source>
 V emu_shuffle(V v, Source source) {
@@ -56,7 +60,25 @@ template <typename V>
 V __shfl_down_sync(unsigned, V v, int o) {
   return emu_shuffle(v, [o](unsigned t) { return t % 32 + o < 32 ? t + o : t; });
 }
+// Bit l of the result: lane l's predicate.
+inline unsigned __ballot_sync(unsigned, bool p) {
+  unsigned bits = 0;
+  for (unsigned l = 0; l < 32; ++l) {
+    const unsigned lane = l;
+    const float got = emu_shuffle(p ? 1.f : 0.f, [lane](unsigned t) { return t / 32 * 32 + lane; });
+    if (got != 0.f) bits |= 1u << l;
+  }
+  return bits;
+}
 namespace mt::cuda {
+// launch_check.h's vec_ok: every pointer 16-byte aligned and each count a multiple of n.
+inline bool vec_ok(int64_t n, std::initializer_list<int64_t> counts, std::initializer_list<const void*> ptrs) {
+  for (int64_t c : counts)
+    if (c % n != 0) return false;
+  for (const void* p : ptrs)
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+  return true;
+}
 // kernels/ops/async_copy.cuh: a thread's copies land only when it waits for them (so a read before the wait and the
 // barrier after it sees shared memory's NaN); global is anything outside the block's shared memory.
 inline unsigned emu_smem_bytes = 0;
@@ -96,7 +118,7 @@ template <typename A> A warp_sum(A x) {
 template <bool TA, bool TB>
 void block_mm(float* C, int ldc, const __nv_bfloat16* A, int lda, const __nv_bfloat16* B, int ldb, int M, int N, int K,
               bool acc) {
-  MT_ASSERT(M % 16 == 0 && N % 16 == 0 && K % 16 == 0 && lda % 8 == 0 && ldb % 8 == 0 && ldc % 8 == 0, "wmma shape");
+  MT_ASSERT(M % 16 == 0 && N % 16 == 0 && K % 16 == 0 && lda % 8 == 0 && ldb % 8 == 0 && ldc % 4 == 0, "wmma shape");
   MT_ASSERT(reinterpret_cast<uintptr_t>(A) % 32 == 0 && reinterpret_cast<uintptr_t>(B) % 32 == 0 &&
             reinterpret_cast<uintptr_t>(C) % 32 == 0, "wmma alignment");
   for (int e = threadIdx.x; e < M * N; e += blockDim.x) {
@@ -137,17 +159,20 @@ void block_mm2_store(T* out, int64_t out_ld, int rows, int64_t cols, int rows_va
   __syncthreads();
 }
 }  // namespace mt::cuda
-// Runs kernel body f() for every block with `threads` threads and `smem` bytes of NaN-filled shared memory.
-inline void emu_launch(unsigned blocks, unsigned threads, int smem, const std::function<void()>& f) {
+// Runs kernel body f() for every block (blocks × blocks_y) with `threads` threads and `smem` bytes of NaN-filled
+// shared memory.
+inline void emu_launch(unsigned blocks, unsigned threads, int smem, const std::function<void()>& f,
+                       unsigned blocks_y = 1) {
   std::vector<unsigned char> storage(static_cast<size_t>(smem) + 256);
   unsigned char* base = storage.data() + (128 - reinterpret_cast<uintptr_t>(storage.data()) % 128) % 128;
   blockDim.x = threads;
-  for (unsigned b = 0; b < blocks; ++b) {
+  for (unsigned b = 0; b < blocks * blocks_y; ++b) {
     const float nan = std::nanf("");
     for (size_t i = 0; i + 4 <= static_cast<size_t>(smem); i += 4) std::memcpy(&base[i], &nan, 4);
     emu_smem = base;
     mt::cuda::emu_smem_bytes = static_cast<unsigned>(smem);
-    blockIdx.x = b;
+    blockIdx.x = b % blocks;
+    blockIdx.y = b / blocks;
     std::barrier<> bar(threads);
     emu_bar = &bar;
     emu_warp_bars.clear();
