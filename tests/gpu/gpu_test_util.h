@@ -1,6 +1,6 @@
 // Helpers for the CUDA op tests: GPU detection (skip without one), device buffers round-tripping fp32 host data as fp32
 // or bf16 (on the tests' stream, or in a Backend's memory), int32 arrays in a Backend's memory, the CPU reference
-// backend, the dtype loop, tolerances. Invariant: fresh buffers hold
+// backend, the dtype loop, tolerances, event timing. Invariant: fresh buffers hold
 // NaN bytes, so unwritten outputs show; every copy, fill and launch of the kernel tests goes through one stream
 // (test_stream), so they run in program order; a BackendBuffer's copies go through its backend (which orders them
 // with the backend's ops) and return once the data has landed.
@@ -252,6 +252,24 @@ void check_close(const std::string& what, const std::vector<A>& got, const std::
   const double err = rel_err(got, want);
   INFO(what << ": relative error " << err << " (tolerance " << tol << ", " << got.size() << " elements)");
   CHECK(err <= tol);  // false for NaN: catches elements an op never wrote
+}
+
+// Milliseconds per call of f (work on test_stream) over `calls` calls after one untimed call, by events.
+template <typename F>
+double milliseconds_per_call(int calls, F f) {
+  f();
+  cudaEvent_t start, stop;
+  MT_CUDA_OK(cudaEventCreate(&start));
+  MT_CUDA_OK(cudaEventCreate(&stop));
+  MT_CUDA_OK(cudaEventRecord(start, test_stream()));
+  for (int i = 0; i < calls; ++i) f();
+  MT_CUDA_OK(cudaEventRecord(stop, test_stream()));
+  MT_CUDA_OK(cudaEventSynchronize(stop));
+  float ms = 0.f;
+  MT_CUDA_OK(cudaEventElapsedTime(&ms, start, stop));
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return static_cast<double>(ms) / calls;
 }
 
 }  // namespace mt::test

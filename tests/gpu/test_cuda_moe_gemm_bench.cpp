@@ -59,19 +59,7 @@ void fill_random(bf16* p, int64_t n) {
 // Milliseconds per call of f after one untimed call.
 template <typename F>
 double milliseconds(F f) {
-  f();
-  cudaEvent_t start, stop;
-  MT_CUDA_OK(cudaEventCreate(&start));
-  MT_CUDA_OK(cudaEventCreate(&stop));
-  MT_CUDA_OK(cudaEventRecord(start, test_stream()));
-  for (int i = 0; i < kTimedCalls; ++i) f();
-  MT_CUDA_OK(cudaEventRecord(stop, test_stream()));
-  MT_CUDA_OK(cudaEventSynchronize(stop));
-  float ms = 0.f;
-  MT_CUDA_OK(cudaEventElapsedTime(&ms, start, stop));
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return static_cast<double>(ms) / kTimedCalls;
+  return milliseconds_per_call(kTimedCalls, f);
 }
 
 }  // namespace
