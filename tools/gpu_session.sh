@@ -3,8 +3,8 @@
 # in bundle/: the CUDA op table, the PyTorch-parity fixtures on the CUDA backend, pipeline variants, the
 # benchmarks and the PyTorch reference. Logs go to $OUT; a short table is printed last.
 # Usage: tools/gpu_session.sh [quick|full|dp|families|new-families|hybrid|nvme|moe|moe-keep|mla|pref|steptime|longseq|attention|softcap|segments|survey|figures|ragged|nondeterministic|tiles|ab]
-# (quick: the tests; full: the tests and the one-GPU benchmarks with PyTorch's; dp: the tests and the data-parallel
-# part, on 2 or more GPUs; families: the tests, then Qwen2.5-3B batch 64 and Qwen2.5-7B batch 32 with this build and,
+# (quick: the tests, with BF16_REPORT_S=N then tools/bf16_report.py on each bf16 parity run for up to N seconds;
+# full: the tests and the one-GPU benchmarks with PyTorch's; dp: the tests and the data-parallel part, on 2 or more GPUs; families: the tests, then Qwen2.5-3B batch 64 and Qwen2.5-7B batch 32 with this build and,
 # where bundle_base/ holds an earlier build, with that one in the same call, then Gemma-2-9B and Phi-4 at batch 32 with
 # as many layers as the host RAM holds; new-families: the tests, then Qwen2.5-7B at batch 32 × 1024 and, at the same
 # batch, each newer family's shape in configs/models/ that NEW_FAMILY_SHAPES names (shape:layers[:first layer], layers 0 = all
@@ -60,7 +60,9 @@
 # 2 × 32768; ab: the tests as figures runs them, then, where bundle_base/megatrain holds an earlier build (the
 # libraries of bundle/), Qwen2.5-3B at 32 × 1024, 8 × 8192, 2 × 32768 and 2 × 32768 packed (2048-16384), Qwen2.5-7B
 # at 32 × 1024 and Qwen3-30B-A3B's 10 layers at 64 × 4096 (AB_SHAPES: "model:layers batch seq steps [--pack L-H]"
-# shapes separated by ";", layers 0 = all), the earlier build and this one in turn on each shape; mla: tests_gpu "[cudnn_graph],[cudnn],[mla]" and the MLA parity fixtures
+# shapes separated by ";", layers 0 = all), the earlier build and this one in turn on each shape, AB_ROUNDS times
+# (default 1), then each build's median fwd+bwd and step over its measured steps and their ratio; mla: tests_gpu
+# "[cudnn_graph],[cudnn],[mla]" and the MLA parity fixtures
 # on CUDA, the latent-attention probe (tests_gpu "[.mla_bench]": cuDNN and ours at q/k 192, value 128, against head
 # dim 128), then GLM-4.7-Flash and DeepSeek-V2-Lite (MoE layers 1-4; MLA_SHAPES: shape:layers:first) at 32 × 1024
 # with MEGATRAIN_ATTENTION=ours and =auto; moe-keep: tests_gpu "[moe]" and the [moe-keep] fixtures on CUDA,
@@ -115,6 +117,16 @@ if [[ -z ${SKIP_TESTS:-} ]]; then
   [[ $mode == pref ]] && parity=("[preference]")
   MEGATRAIN_BACKEND=cuda timeout ${PARITY_TIMEOUT:-300} $b/tests_integration "${parity[@]}" >"$out/parity_cuda.log" 2>&1
   note "${parity[*]} on cuda rc=$? $(tail -n 2 "$out/parity_cuda.log" | tr '\n' ' ')"
+  if [[ -n ${BF16_REPORT_S:-} ]]; then  # tools/bf16_report.py over the bf16 runs the parity fixtures left, for that long
+    mkdir -p "$out/scratch" && ln -sf "$PWD/$b/megatrain" "$out/scratch/megatrain"
+    report_end=$(($(date +%s) + BF16_REPORT_S))
+    for run in "$out"/scratch/test-scratch/parity-bf16-*; do
+      [[ -d $run && $(date +%s) -lt $report_end ]] || continue
+      case=${run##*/parity-bf16-}
+      timeout 60 python3 tools/bf16_report.py "$case" --build "$out/scratch" >"$out/bf16_$case.log" 2>&1
+      note "  bf16 $case: $(grep -E 'median ratio|not covered' "$out/bf16_$case.log" | tail -n 1)"
+    done
+  fi
 fi
 [[ $mode == quick ]] && { printf '%s\n' "${summary[@]}"; exit 0; }
 
@@ -402,18 +414,31 @@ if [[ $mode == tiles ]]; then  # the tiled backward of padded calls: what padded
   done
 fi
 if [[ $mode == ab && -x bundle_base/megatrain ]]; then  # an earlier build against this one, shape by shape
-  # model:layers batch seq steps [pack] (layers 0: all of them)
+  # model:layers batch seq steps [pack] (layers 0: all of them); AB_ROUNDS rounds of base then this build per shape
+  # (alternating, so that the node's drift falls on both), then each build's median fwd+bwd and step over its rounds'
+  # measured steps and this build's ratio to the earlier one's.
   IFS=';' read -r -a shapes <<<"${AB_SHAPES:-qwen2.5-3b:0 32 1024 3;qwen2.5-3b:0 8 8192 2;qwen2.5-3b:0 2 32768 2;\
 qwen2.5-3b:0 2 32768 2 --pack 2048-16384;qwen2.5-7b:0 32 1024 3;qwen3-30b-a3b:10 64 4096 3}"
   for shape in "${shapes[@]}"; do
     read -r model batch seq steps pack <<<"$shape"
     layers=${model#*:} model=${model%%:*}
-    for build in bundle_base bundle; do
-      name="${model}_l${layers}_b${batch}_s${seq}${pack:+_pack}_$build"
-      b=$build bench "$name" 1 --model "configs/models/$model.json" $( ((layers > 0)) && echo --layers "$layers") \
-        --batch "$batch" --seq "$seq" --warmup 2 --steps "$steps" $pack
-      note "  $name steps (loss, step, fwd+bwd): $(bench_steps "$name")"
+    for round in $(seq 1 "${AB_ROUNDS:-1}"); do
+      for build in bundle_base bundle; do
+        name="${model}_l${layers}_b${batch}_s${seq}${pack:+_pack}_${build}_r$round"
+        b=$build bench "$name" 1 --model "configs/models/$model.json" $( ((layers > 0)) && echo --layers "$layers") \
+          --batch "$batch" --seq "$seq" --warmup 2 --steps "$steps" $pack
+        note "  $name steps (loss, step, fwd+bwd): $(bench_steps "$name")"
+      done
     done
+    tag="${model}_l${layers}_b${batch}_s${seq}${pack:+_pack}"
+    note "  $tag: $(python3 -c "import glob, json, statistics as st, sys
+def steps(build):
+    return [s for f in sorted(glob.glob('$out/bench_${tag}_%s_r*.json' % build)) for s in json.load(open(f))['steps']]
+base, new = steps('bundle_base'), steps('bundle')
+med = lambda xs, k: st.median(s[k] for s in xs)
+print('median fwd+bwd %.3f s -> %.3f s (%.3fx), step %.3f s -> %.3f s (%.3fx) over %d and %d steps' % (
+    med(base, 'fwd_bwd_s'), med(new, 'fwd_bwd_s'), med(new, 'fwd_bwd_s') / med(base, 'fwd_bwd_s'),
+    med(base, 'step_s'), med(new, 'step_s'), med(new, 'step_s') / med(base, 'step_s'), len(base), len(new)))" 2>&1 | tail -n 1)"
   done
 fi
 if [[ $mode == nondeterministic ]]; then  # MEGATRAIN_ATTENTION_DETERMINISTIC=0 against the default, side by side
