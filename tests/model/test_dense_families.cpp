@@ -198,12 +198,23 @@ TEST_CASE("EXAONE 4: post-block norms, per-head q/k norm, global layers without 
   CHECK(parse_error(j) == "model config cfg.json: key 'sliding_window_pattern' must be positive, got 0");
 }
 
-TEST_CASE("the shipped shapes of OLMo-2-32B, Granite-3.3-8B and SmolLM3-3B parse to their published sizes",
-          "[families][dense-families]") {
-  const auto params = [](const char* name) {
-    return mt::count_parameters(mt::load_model_spec(std::string(MEGATRAIN_SOURCE_DIR "/configs/models/") + name));
+TEST_CASE("the shipped shapes of OLMo-2-32B, OLMo-3-7B, Granite-3.3-8B, SmolLM3-3B, Hunyuan-7B and EXAONE-4.0-32B parse "
+          "to their published sizes and layer kinds", "[families][dense-families]") {
+  const auto spec = [](const char* name) {
+    return mt::load_model_spec(std::string(MEGATRAIN_SOURCE_DIR "/configs/models/") + name);
   };
+  const auto params = [&](const char* name) { return mt::count_parameters(spec(name)); };
   CHECK(params("olmo-2-0325-32b.json") == Approx(32.2e9).epsilon(0.01));
+  CHECK(params("olmo-3-1025-7b.json") == Approx(7.298e9).epsilon(0.001));
   CHECK(params("granite-3.3-8b-base.json") == Approx(8.17e9).epsilon(0.01));
   CHECK(params("smollm3-3b.json") == Approx(3.08e9).epsilon(0.01));
+  CHECK(params("hunyuan-7b-instruct.json") == Approx(7.5e9).epsilon(0.01));
+  CHECK(params("exaone-4.0-32b.json") == Approx(32.0e9).epsilon(0.01));
+  const mt::ModelSpec olmo3 = spec("olmo-3-1025-7b.json"), exaone = spec("exaone-4.0-32b.json");
+  for (int64_t i = 0; i < 8; ++i) {  // three sliding layers, then a full one; EXAONE's full layers without RoPE
+    CHECK(olmo3.layers[i].attention.window == (i % 4 == 3 ? 0 : 4096));
+    CHECK(exaone.layers[i].attention.window == (i % 4 == 3 ? 0 : 4096));
+    CHECK(exaone.layers[i].attention.rope == (i % 4 == 3 ? -1 : 0));
+  }
+  CHECK(spec("hunyuan-7b-instruct.json").layers[0].attention.qk_norm_after_rope);
 }
