@@ -204,7 +204,7 @@ if [[ $mode == new-families ]]; then  # the Qwen2.5-7B baseline first, in the sa
   steps=(--seq 1024 --steps 3 --warmup 1 --batch 32)
   bench qwen7b_b32 1 --model configs/models/qwen2.5-7b.json "${steps[@]}"
   for shape in ${NEW_FAMILY_SHAPES:-granite-3.3-8b-base:0 c4ai-command-r7b-12-2024:0 olmo-3-1025-7b:0 hunyuan-7b-instruct:0 \
-    exaone-4.0-32b:10 smollm3-3b:0 olmo-2-0325-32b:12}; do
+    exaone-4.0-32b:10 seed-oss-36b-instruct:10 smollm3-3b:0 olmo-2-0325-32b:12}; do
     IFS=: read -r name layers first <<<"$shape"
     picked=()
     [[ $layers != 0 ]] && picked=(--layers "$layers")

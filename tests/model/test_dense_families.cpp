@@ -198,8 +198,8 @@ TEST_CASE("EXAONE 4: post-block norms, per-head q/k norm, global layers without 
   CHECK(parse_error(j) == "model config cfg.json: key 'sliding_window_pattern' must be positive, got 0");
 }
 
-TEST_CASE("the shipped shapes of OLMo-2-32B, OLMo-3-7B, Granite-3.3-8B, SmolLM3-3B, Hunyuan-7B and EXAONE-4.0-32B parse "
-          "to their published sizes and layer kinds", "[families][dense-families]") {
+TEST_CASE("the shipped shapes of OLMo-2-32B, OLMo-3-7B, Granite-3.3-8B, SmolLM3-3B, Hunyuan-7B, EXAONE-4.0-32B and "
+          "Seed-OSS-36B parse to their published sizes and layer kinds", "[families][dense-families]") {
   const auto spec = [](const char* name) {
     return mt::load_model_spec(std::string(MEGATRAIN_SOURCE_DIR "/configs/models/") + name);
   };
@@ -210,6 +210,7 @@ TEST_CASE("the shipped shapes of OLMo-2-32B, OLMo-3-7B, Granite-3.3-8B, SmolLM3-
   CHECK(params("smollm3-3b.json") == Approx(3.08e9).epsilon(0.01));
   CHECK(params("hunyuan-7b-instruct.json") == Approx(7.5e9).epsilon(0.01));
   CHECK(params("exaone-4.0-32b.json") == Approx(32.0e9).epsilon(0.01));
+  CHECK(params("seed-oss-36b-instruct.json") == Approx(36.15e9).epsilon(0.01));
   const mt::ModelSpec olmo3 = spec("olmo-3-1025-7b.json"), exaone = spec("exaone-4.0-32b.json");
   for (int64_t i = 0; i < 8; ++i) {  // three sliding layers, then a full one; EXAONE's full layers without RoPE
     CHECK(olmo3.layers[i].attention.window == (i % 4 == 3 ? 0 : 4096));
