@@ -14,6 +14,7 @@
 #include "model/flops.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/median.h"
 #include "data/batch.h"
 #include "dist/check.h"
 #include "dist/data_parallel.h"
@@ -42,11 +43,6 @@ struct StepFigures {
   double compute_busy = 0;
   double parameters_pass_s = 0, moments_pass_s = 0;  // the update before this step's (0 for the first)
 };
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
 
 // The keys a token of the batch attends over on average, as the model FLOPs count them (flops.h: per token, linear
 // in its keys): the sequence length, or for packed examples Σ len² / Σ len over them.

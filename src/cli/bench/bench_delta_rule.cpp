@@ -14,17 +14,13 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/median.h"
 #include "core/runtime_switches.h"
 #include "engine/deltanet_block.h"
 #include "model/model_source.h"
 
 namespace mt {
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // Device buffer of n random values in [lo, hi) as `dtype`, owned by the backend until freed.
 void* random_buffer(Backend& be, DType dtype, int64_t n, float lo, float hi, uint64_t seed) {

@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "core/log.h"
+#include "core/median.h"
 #include "dist/check.h"
 #include "dist/context.h"
 #include "dist/numa_binding.h"
@@ -50,11 +51,6 @@ double max_over_ranks(double v) {
   double m = 0;
   MT_CHECK_MPI(MPI_Allreduce(&v, &m, 1, MPI_DOUBLE, MPI_MAX, dist::context().node));
   return m;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 // Medians over the timed steps, the slowest rank's each time.

@@ -37,6 +37,7 @@
 #include "config/yaml_fields.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/median.h"
 #include "core/stop_signal.h"
 #include "data/dataset.h"
 #include "data/prefetcher.h"
@@ -525,11 +526,8 @@ TrainSummary Trainer::finish() {
               stop_signal::requested(), summary_.steps, length_.steps, stop_signal::kExitStoppedForRequeue);
     return summary_;
   }
-  if (!parameters_passes_.empty() && tier_settings_of(c_).mode == OffloadMode::none) {  // the NVMe tier's is its own
-    std::nth_element(parameters_passes_.begin(), parameters_passes_.begin() + parameters_passes_.size() / 2,
-                     parameters_passes_.end());
-    run_.keep_parameters_pass(parameters_passes_[parameters_passes_.size() / 2]);
-  }
+  if (tier_settings_of(c_).mode == OffloadMode::none)  // the NVMe tier's is its own; none measured: nothing kept
+    run_.keep_parameters_pass(median(parameters_passes_));
   summary_.final_dir = out_ / "final";
   export_master_weights(summary_.final_dir, run_.store(), run_.spec(), dtype_, carried_, model_files_);
   totals_.epoch = epochs_done();
