@@ -5,6 +5,8 @@
 // compile-time switch; 16-byte accesses when every pointer is 16-byte aligned, scalar otherwise; grid-stride, any n; the
 // backward's y (where given) is the forward's expression, act_forward(g)·u, so the forward's bits. Without u (null: a
 // non-gated MLP's activation) u reads as 1 and du is not written: the same expressions, bitwise act(g) and dy·act'(g).
+// y and dy are [rows, cols]; g, u, dg and du rows lie ld apart (ld = 2·cols: one [g | u] buffer); vectors of N need N
+// to divide cols and ld (rows × cols where ld = cols), so that a vector never straddles a row's end.
 #include <cmath>
 #include <type_traits>
 
@@ -52,11 +54,16 @@ __device__ __forceinline__ void act_backward(float g, float& derivative, float& 
   }
 }
 
-// The N gating factors of vector v: u's, or 1 without u.
+// Where element i of the dense [rows, cols] operands sits in the strided ones.
+__device__ __forceinline__ int64_t strided_at(int64_t i, int64_t cols, int64_t ld) {
+  return ld == cols ? i : i / cols * ld + i % cols;
+}
+
+// The N gating factors at j: u's, or 1 without u.
 template <typename T, int N>
-__device__ __forceinline__ void load_up(float (&uv)[N], const T* u, int64_t v) {
+__device__ __forceinline__ void load_up(float (&uv)[N], const T* u, int64_t j) {
   if (u) {
-    load_f32<T, N>(uv, u + v * N);
+    load_f32<T, N>(uv, u + j);
   } else {
 #pragma unroll
     for (int i = 0; i < N; ++i) uv[i] = 1.f;
@@ -64,12 +71,14 @@ __device__ __forceinline__ void load_up(float (&uv)[N], const T* u, int64_t v) {
 }
 
 template <typename T, int N, Activation A>
-__global__ void glu_forward_kernel(T* __restrict__ y, const T* __restrict__ g, const T* __restrict__ u, int64_t n) {
+__global__ void glu_forward_kernel(T* __restrict__ y, const T* __restrict__ g, const T* __restrict__ u, int64_t n,
+                                   int64_t cols, int64_t ld) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t v = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; v * N < n; v += stride) {
+    const int64_t j = strided_at(v * N, cols, ld);
     float gv[N], uv[N], yv[N];
-    load_f32<T, N>(gv, g + v * N);
-    load_up<T, N>(uv, u, v);
+    load_f32<T, N>(gv, g + j);
+    load_up<T, N>(uv, u, j);
 #pragma unroll
     for (int i = 0; i < N; ++i) yv[i] = act_forward<A>(gv[i]) * uv[i];
     store_f32<T, N>(y + v * N, yv);
@@ -79,13 +88,14 @@ __global__ void glu_forward_kernel(T* __restrict__ y, const T* __restrict__ g, c
 template <typename T, int N, Activation A>
 __global__ void glu_backward_kernel(T* __restrict__ dg, T* __restrict__ du, T* __restrict__ y,
                                     const T* __restrict__ dy, const T* __restrict__ g, const T* __restrict__ u,
-                                    int64_t n) {
+                                    int64_t n, int64_t cols, int64_t ld) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t v = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; v * N < n; v += stride) {
+    const int64_t j = strided_at(v * N, cols, ld);
     float dyv[N], gv[N], uv[N], dgv[N], duv[N];
     load_f32<T, N>(dyv, dy + v * N);
-    load_f32<T, N>(gv, g + v * N);
-    load_up<T, N>(uv, u, v);
+    load_f32<T, N>(gv, g + j);
+    load_up<T, N>(uv, u, j);
 #pragma unroll
     for (int i = 0; i < N; ++i) {
       float derivative, value;
@@ -93,8 +103,8 @@ __global__ void glu_backward_kernel(T* __restrict__ dg, T* __restrict__ du, T* _
       dgv[i] = dyv[i] * uv[i] * derivative;
       duv[i] = dyv[i] * value;
     }
-    store_f32<T, N>(dg + v * N, dgv);
-    if (du) store_f32<T, N>(du + v * N, duv);
+    store_f32<T, N>(dg + j, dgv);
+    if (du) store_f32<T, N>(du + j, duv);
     if (y) {
       float yv[N];
 #pragma unroll
@@ -119,47 +129,54 @@ void with_activation(const char* op, Activation act, F&& f) {
 }  // namespace
 
 template <typename T>
-void glu_forward(T* y, const T* g, const T* u, int64_t n, Activation act, cudaStream_t s) {
-  MT_ASSERT(n >= 0, "glu_forward: n = {}", n);
+void glu_forward(T* y, const T* g, const T* u, int64_t rows, int64_t cols, int64_t ld, Activation act,
+                 cudaStream_t s) {
+  MT_ASSERT(rows >= 0 && cols >= 0 && ld >= cols, "glu_forward: rows {} cols {} ld {}", rows, cols, ld);
+  const int64_t n = rows * cols;
   if (n == 0) return;
   constexpr int N = vec16<T>;
-  const bool vec = vec_ok(N, {n}, {y, g, u ? u : g});
+  const bool vec = vec_ok(N, {ld == cols ? n : cols, ld}, {y, g, u ? u : g});
   with_activation("glu_forward", act, [&](auto a) {
     constexpr Activation A = decltype(a)::value;
     if (vec) {
-      glu_forward_kernel<T, N, A><<<grid_for(n / N, threads), threads, 0, s>>>(y, g, u, n);
+      glu_forward_kernel<T, N, A><<<grid_for(n / N, threads), threads, 0, s>>>(y, g, u, n, cols, ld);
     } else {
-      glu_forward_kernel<T, 1, A><<<grid_for(n, threads), threads, 0, s>>>(y, g, u, n);
+      glu_forward_kernel<T, 1, A><<<grid_for(n, threads), threads, 0, s>>>(y, g, u, n, cols, ld);
     }
   });
-  MT_CHECK_LAUNCH("glu_forward", "n={} act={} gated {}", n, act_name(act), u != nullptr);
+  MT_CHECK_LAUNCH("glu_forward", "rows={} cols={} ld={} act={} gated {}", rows, cols, ld, act_name(act),
+                  u != nullptr);
 }
 
 template <typename T>
-void glu_backward(T* dg, T* du, T* y, const T* dy, const T* g, const T* u, int64_t n, Activation act, cudaStream_t s) {
-  MT_ASSERT(n >= 0, "glu_backward: n = {}", n);
+void glu_backward(T* dg, T* du, T* y, const T* dy, const T* g, const T* u, int64_t rows, int64_t cols, int64_t ld,
+                  Activation act, cudaStream_t s) {
+  MT_ASSERT(rows >= 0 && cols >= 0 && ld >= cols, "glu_backward: rows {} cols {} ld {}", rows, cols, ld);
+  const int64_t n = rows * cols;
   if (n == 0) return;
   constexpr int N = vec16<T>;
   MT_ASSERT((u == nullptr) == (du == nullptr), "glu_backward: u and du must both be given or both null");
-  const bool vec = vec_ok(N, {n}, {dg, du ? du : dg, y ? y : dg, dy, g, u ? u : g});
+  const bool vec = vec_ok(N, {ld == cols ? n : cols, ld}, {dg, du ? du : dg, y ? y : dg, dy, g, u ? u : g});
   with_activation("glu_backward", act, [&](auto a) {
     constexpr Activation A = decltype(a)::value;
     if (vec) {
-      glu_backward_kernel<T, N, A><<<grid_for(n / N, threads), threads, 0, s>>>(dg, du, y, dy, g, u, n);
+      glu_backward_kernel<T, N, A><<<grid_for(n / N, threads), threads, 0, s>>>(dg, du, y, dy, g, u, n, cols, ld);
     } else {
-      glu_backward_kernel<T, 1, A><<<grid_for(n, threads), threads, 0, s>>>(dg, du, y, dy, g, u, n);
+      glu_backward_kernel<T, 1, A><<<grid_for(n, threads), threads, 0, s>>>(dg, du, y, dy, g, u, n, cols, ld);
     }
   });
-  MT_CHECK_LAUNCH("glu_backward", "n={} act={} with y {} gated {}", n, act_name(act), y != nullptr, u != nullptr);
+  MT_CHECK_LAUNCH("glu_backward", "rows={} cols={} ld={} act={} with y {} gated {}", rows, cols, ld, act_name(act),
+                  y != nullptr, u != nullptr);
 }
 
-template void glu_forward<float>(float*, const float*, const float*, int64_t, Activation, cudaStream_t);
-template void glu_forward<__nv_bfloat16>(__nv_bfloat16*, const __nv_bfloat16*, const __nv_bfloat16*, int64_t,
-                                         Activation, cudaStream_t);
-template void glu_backward<float>(float*, float*, float*, const float*, const float*, const float*, int64_t, Activation,
-                                  cudaStream_t);
+template void glu_forward<float>(float*, const float*, const float*, int64_t, int64_t, int64_t, Activation,
+                                 cudaStream_t);
+template void glu_forward<__nv_bfloat16>(__nv_bfloat16*, const __nv_bfloat16*, const __nv_bfloat16*, int64_t, int64_t,
+                                         int64_t, Activation, cudaStream_t);
+template void glu_backward<float>(float*, float*, float*, const float*, const float*, const float*, int64_t, int64_t,
+                                  int64_t, Activation, cudaStream_t);
 template void glu_backward<__nv_bfloat16>(__nv_bfloat16*, __nv_bfloat16*, __nv_bfloat16*, const __nv_bfloat16*,
-                                          const __nv_bfloat16*, const __nv_bfloat16*, int64_t, Activation,
-                                          cudaStream_t);
+                                          const __nv_bfloat16*, const __nv_bfloat16*, int64_t, int64_t, int64_t,
+                                          Activation, cudaStream_t);
 
 }  // namespace mt::cuda

@@ -52,14 +52,15 @@ template <typename T> void rope_forward(T* x, const float* cos, const float* sin
 template <typename T> void rope_backward(T* dx, const float* cos, const float* sin, const int32_t* positions, int64_t tokens, int64_t n_heads, int64_t head_dim, int64_t rot_dim, bool interleaved, cudaStream_t s);
 
 // y = act(g)·u (silu: SwiGLU; gelu_tanh: GeGLU, torch's tanh approximation); dg, du =, and y = glu_forward's bits where
-// the backward's y is not null. u null: y = act(g) (a non-gated MLP), dg = act'(g)·dy, du null.
-template <typename T> void glu_forward(T* y, const T* g, const T* u, int64_t n, Activation act, cudaStream_t s);
-template <typename T> void glu_backward(T* dg, T* du, T* y, const T* dy, const T* g, const T* u, int64_t n, Activation act, cudaStream_t s);
+// the backward's y is not null. u null: y = act(g) (a non-gated MLP), dg = act'(g)·dy, du null. y, dy [rows, cols];
+// g, u, dg, du rows ld ≥ cols apart (ld = 2·cols, u = g + cols: one [g | u] buffer).
+template <typename T> void glu_forward(T* y, const T* g, const T* u, int64_t rows, int64_t cols, int64_t ld, Activation act, cudaStream_t s);
+template <typename T> void glu_backward(T* dg, T* du, T* y, const T* dy, const T* g, const T* u, int64_t rows, int64_t cols, int64_t ld, Activation act, cudaStream_t s);
 
 // GPT-OSS's clamped SwiGLU y = (clamp(u, ±limit) + 1)·g'·σ(alpha·g'), g' = min(g, limit); dg, du = (zero where
-// clamped).
-template <typename T> void clamped_swiglu_forward(T* y, const T* g, const T* u, int64_t n, float alpha, float limit, cudaStream_t s);
-template <typename T> void clamped_swiglu_backward(T* dg, T* du, const T* dy, const T* g, const T* u, int64_t n, float alpha, float limit, cudaStream_t s);
+// clamped). Rows as glu_forward's.
+template <typename T> void clamped_swiglu_forward(T* y, const T* g, const T* u, int64_t rows, int64_t cols, int64_t ld, float alpha, float limit, cudaStream_t s);
+template <typename T> void clamped_swiglu_backward(T* dg, T* du, const T* dy, const T* g, const T* u, int64_t rows, int64_t cols, int64_t ld, float alpha, float limit, cudaStream_t s);
 
 // Per-head concatenation y[t, h] = a[t, h] | b[t, h] (b[t] for every head where shared_b); backward da, db = dy's parts
 // (shared_b: db summed over heads in order, fp32).

@@ -276,31 +276,34 @@ class CudaBackend final : public Backend {
     const cuda::OpProfile::Span span(profile_, "attention_sinks_backward", stream_);
     dispatch([&](auto* t) { cuda::attention_sinks_backward(d_sinks, cast(t, dout), cast(t, out), lse, shape, stream_); });
   }
-  void clamped_swiglu_forward(void* y, const void* gate, const void* up, int64_t n, float alpha,
-                              float limit) override {
+  void clamped_swiglu_forward(void* y, const void* gate, const void* up, int64_t rows, int64_t cols, int64_t ld,
+                              float alpha, float limit) override {
     const cuda::OpProfile::Span span(profile_, "clamped_swiglu_forward", stream_);
     dispatch([&](auto* t) {
-      cuda::clamped_swiglu_forward(cast(t, y), cast(t, gate), cast(t, up), n, alpha, limit, stream_);
+      cuda::clamped_swiglu_forward(cast(t, y), cast(t, gate), cast(t, up), rows, cols, ld, alpha, limit, stream_);
     });
   }
-  void clamped_swiglu_backward(void* dgate, void* dup, const void* dy, const void* gate, const void* up, int64_t n,
-                               float alpha, float limit) override {
+  void clamped_swiglu_backward(void* dgate, void* dup, const void* dy, const void* gate, const void* up, int64_t rows,
+                               int64_t cols, int64_t ld, float alpha, float limit) override {
     const cuda::OpProfile::Span span(profile_, "clamped_swiglu_backward", stream_);
     dispatch([&](auto* t) {
-      cuda::clamped_swiglu_backward(cast(t, dgate), cast(t, dup), cast(t, dy), cast(t, gate), cast(t, up), n, alpha,
-                                    limit, stream_);
+      cuda::clamped_swiglu_backward(cast(t, dgate), cast(t, dup), cast(t, dy), cast(t, gate), cast(t, up), rows, cols,
+                                    ld, alpha, limit, stream_);
     });
   }
-  void glu_forward(void* y, const void* gate, const void* up, int64_t n, Activation act) override {
+  void glu_forward(void* y, const void* gate, const void* up, int64_t rows, int64_t cols, int64_t ld,
+                   Activation act) override {
     const cuda::OpProfile::Span span(profile_, "glu_forward", stream_);
-    dispatch([&](auto* t) { cuda::glu_forward(cast(t, y), cast(t, gate), cast(t, up), n, act, stream_); });
+    dispatch([&](auto* t) {
+      cuda::glu_forward(cast(t, y), cast(t, gate), cast(t, up), rows, cols, ld, act, stream_);
+    });
   }
-  void glu_backward(void* dgate, void* dup, void* y, const void* dy, const void* gate, const void* up, int64_t n,
-                    Activation act) override {
+  void glu_backward(void* dgate, void* dup, void* y, const void* dy, const void* gate, const void* up, int64_t rows,
+                    int64_t cols, int64_t ld, Activation act) override {
     const cuda::OpProfile::Span span(profile_, "glu_backward", stream_);
     dispatch([&](auto* t) {
-      cuda::glu_backward(cast(t, dgate), cast(t, dup), cast(t, y), cast(t, dy), cast(t, gate), cast(t, up), n, act,
-                         stream_);
+      cuda::glu_backward(cast(t, dgate), cast(t, dup), cast(t, y), cast(t, dy), cast(t, gate), cast(t, up), rows, cols,
+                         ld, act, stream_);
     });
   }
   void head_concat_forward(void* y, const void* a, const void* b, int64_t T, int64_t H, int64_t a_dim, int64_t b_dim,

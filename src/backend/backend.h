@@ -207,20 +207,24 @@ class Backend {
   virtual void head_concat_backward(void* da, void* db, const void* dy, int64_t T, int64_t H, int64_t a_dim,
                                     int64_t b_dim, bool shared_b) = 0;
 
-  // y = act(gate) · up elementwise (silu: SwiGLU; gelu_tanh: GeGLU with torch's tanh approximation); dgate, dup =,
-  // and, where y is not null, y = glu_forward's bits from the same pass (a backward that did not keep the activation
-  // gets it without another pass over gate and up). up null: the non-gated activation y = act(gate) (StarCoder2's
-  // MLP), dgate = act'(gate)·dy, dup null.
-  virtual void glu_forward(void* y, const void* gate, const void* up, int64_t n, Activation act) = 0;
+  // y = act(gate) · up elementwise over rows × cols (silu: SwiGLU; gelu_tanh: GeGLU with torch's tanh approximation);
+  // dgate, dup =, and, where y is not null, y = glu_forward's bits from the same pass (a backward that did not keep
+  // the activation gets it without another pass over gate and up). y and dy are [rows, cols]; gate, up, dgate and dup
+  // rows lie ld ≥ cols elements apart (ld = cols: dense; ld = 2·cols with up = gate + cols: one [rows, 2·cols]
+  // buffer whose row is [gate | up], as one GEMM of the stacked [W_gate; W_up] writes it). up null: the non-gated
+  // activation y = act(gate) (StarCoder2's MLP), dgate = act'(gate)·dy, dup null.
+  virtual void glu_forward(void* y, const void* gate, const void* up, int64_t rows, int64_t cols, int64_t ld,
+                           Activation act) = 0;
   virtual void glu_backward(void* dgate, void* dup, void* y, const void* dy, const void* gate, const void* up,
-                            int64_t n, Activation act) = 0;
+                            int64_t rows, int64_t cols, int64_t ld, Activation act) = 0;
 
   // GPT-OSS's clamped SwiGLU: g = min(gate, limit), u = clamp(up, −limit, limit), y = (u + 1)·g·σ(alpha·g);
-  // backward dgate, dup = (zero where the clamp holds the input, as torch.clamp's gradient).
-  virtual void clamped_swiglu_forward(void* y, const void* gate, const void* up, int64_t n, float alpha,
-                                      float limit) = 0;
+  // backward dgate, dup = (zero where the clamp holds the input, as torch.clamp's gradient). Rows as glu_forward's:
+  // y, dy [rows, cols]; gate, up, dgate, dup rows ld apart.
+  virtual void clamped_swiglu_forward(void* y, const void* gate, const void* up, int64_t rows, int64_t cols,
+                                      int64_t ld, float alpha, float limit) = 0;
   virtual void clamped_swiglu_backward(void* dgate, void* dup, const void* dy, const void* gate, const void* up,
-                                       int64_t n, float alpha, float limit) = 0;
+                                       int64_t rows, int64_t cols, int64_t ld, float alpha, float limit) = 0;
 
   // Sigmoid output gate (Qwen3.5 attention): y = x·σ(gate); dx, dgate = (dx may alias dy).
   virtual void sigmoid_gate_forward(void* y, const void* x, const void* gate, int64_t n) = 0;

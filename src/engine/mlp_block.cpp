@@ -23,9 +23,9 @@ void mlp_block_inputs(const LayerContext& ctx, int64_t layer, const void* w, con
 void mlp_block_activation(const LayerContext& ctx, int64_t layer, int64_t T, const MlpChunk& b) {
   const MlpSpec& m = ctx.layer(layer).mlp;
   if (m.gated)
-    ctx.backend->glu_forward(b.act, b.gate, b.up, T * m.intermediate_size, m.activation);
+    ctx.backend->glu_forward(b.act, b.gate, b.up, T, m.intermediate_size, m.intermediate_size, m.activation);
   else
-    ctx.backend->glu_forward(b.act, b.up, nullptr, T * m.intermediate_size, m.activation);
+    ctx.backend->glu_forward(b.act, b.up, nullptr, T, m.intermediate_size, m.intermediate_size, m.activation);
 }
 
 void mlp_block_output(const LayerContext& ctx, int64_t layer, const void* w, void* out, const void* residual, int64_t T,
@@ -46,9 +46,9 @@ void mlp_block_backward(const LayerContext& ctx, int64_t layer, const void* w, c
   be.linear_backward(b.d_act, nullptr, nullptr, d_out, nullptr, w_down, T, I, H, false, d_out_scale);
   // The activation's backward also writes act, for down's dw.
   if (m.gated)
-    be.glu_backward(b.d_gate, b.d_up, b.act, b.d_act, b.gate, b.up, T * I, m.activation);
+    be.glu_backward(b.d_gate, b.d_up, b.act, b.d_act, b.gate, b.up, T, I, I, m.activation);
   else
-    be.glu_backward(b.d_up, nullptr, b.act, b.d_act, b.up, nullptr, T * I, m.activation);
+    be.glu_backward(b.d_up, nullptr, b.act, b.d_act, b.up, nullptr, T, I, I, m.activation);
   be.linear_backward(nullptr, grad_at(dw, o.down), grad_at(dw, o.down_bias), d_out, b.act, w_down, T, I, H, false,
                      d_out_scale);
   if (m.gated)

@@ -38,8 +38,10 @@ void each_buffer(MoeScratch& s, const MoeDims& d, int64_t H, F f) {
   f(reinterpret_cast<void*&>(s.source), d.k, 4);
   f(reinterpret_cast<void*&>(s.row_of), d.k, 4);
   for (void** p : {&s.xs, &s.ys}) f(*p, R * H, 0);
-  for (void** p : {&s.gate, &s.up, &s.act, &s.d_act, &s.d_gate, &s.d_up}) f(*p, R * d.I, 0);
-  for (void** p : {&s.s_gate, &s.s_up, &s.s_act, &s.d_s_act, &s.d_s_gate, &s.d_s_up}) f(*p, d.S, 0);
+  for (void** p : {&s.gate_up, &s.d_gate_up}) f(*p, R * 2 * d.I, 0);
+  for (void** p : {&s.act, &s.d_act}) f(*p, R * d.I, 0);
+  for (void** p : {&s.s_gate_up, &s.d_s_gate_up}) f(*p, 2 * d.S, 0);
+  for (void** p : {&s.s_act, &s.d_s_act}) f(*p, d.S, 0);
   for (void** p : {&s.s_out, &s.d_s_out}) f(*p, d.S > 0 ? H : 0, 0);
   for (void** p : {&s.s_logit, &s.d_s_logit}) f(*p, d.S > 0 ? 1 : 0, 0);
 }
@@ -54,10 +56,8 @@ void each_kept(MoeKept& k, const LayerSpec& l, int64_t H, F f) {
   f(reinterpret_cast<void*&>(k.idx), m.top_k, 4);
   f(reinterpret_cast<void*&>(k.source), m.top_k, 4);
   f(reinterpret_cast<void*&>(k.row_of), m.top_k, 4);
-  f(k.gate, m.top_k * m.intermediate_size, 0);
-  f(k.up, m.top_k * m.intermediate_size, 0);
-  f(k.s_gate, m.shared_intermediate_size, 0);
-  f(k.s_up, m.shared_intermediate_size, 0);
+  f(k.gate_up, m.top_k * 2 * m.intermediate_size, 0);
+  f(k.s_gate_up, 2 * m.shared_intermediate_size, 0);
   const bool gated = m.shared_intermediate_size > 0 && m.shared_gate;
   f(k.s_out, gated ? H : 0, 0);
   f(k.s_logit, gated ? 1 : 0, 0);
@@ -72,12 +72,8 @@ MoeScratch with_kept(const MoeScratch& scratch, const MoeKept& k) {
   v.source = k.source;
   v.row_of = k.row_of;
   v.offsets = k.offsets;
-  v.gate = k.gate;
-  v.up = k.up;
-  if (k.s_gate) {
-    v.s_gate = k.s_gate;
-    v.s_up = k.s_up;
-  }
+  v.gate_up = k.gate_up;
+  if (k.s_gate_up) v.s_gate_up = k.s_gate_up;
   if (k.s_out) {
     v.s_out = k.s_out;
     v.s_logit = k.s_logit;
@@ -100,6 +96,10 @@ struct Block {
   int64_t H() const { return ctx.spec->hidden_size; }
   int64_t R() const { return mb.tokens() * m().top_k; }
   const void* at(int64_t offset) const { return weight_at(ctx, w, offset); }
+  // p + n elements of the compute dtype (the up half of a gate_up row).
+  void* plus(void* p, int64_t n) const {
+    return static_cast<char*>(p) + n * static_cast<int64_t>(dtype_size(be().dtype()));
+  }
   MoeRouting routing() const {
     const MoeSpec& spec = m();
     MoeRouting r;
@@ -114,23 +114,40 @@ struct Block {
     r.topk_softmax = spec.router == RouterKind::topk_softmax;
     return r;
   }
-  // The experts' activation: SwiGLU, or GPT-OSS's clamped SwiGLU.
-  void expert_act(void* act, const void* gate, const void* up, int64_t n) const {
+  // The experts' activation act [R, I] from gate_up [R, 2I]: SwiGLU, or GPT-OSS's clamped SwiGLU.
+  void expert_act() const {
     const MoeSpec& spec = m();
+    const int64_t I = spec.intermediate_size;
     if (spec.clamped_swiglu())
-      be().clamped_swiglu_forward(act, gate, up, n, static_cast<float>(spec.swiglu_alpha),
-                                  static_cast<float>(spec.swiglu_limit));
+      be().clamped_swiglu_forward(s.act, s.gate_up, plus(s.gate_up, I), R(), I, 2 * I,
+                                  static_cast<float>(spec.swiglu_alpha), static_cast<float>(spec.swiglu_limit));
     else
-      be().glu_forward(act, gate, up, n, Activation::silu);
+      be().glu_forward(s.act, s.gate_up, plus(s.gate_up, I), R(), I, 2 * I, Activation::silu);
   }
-  void expert_act_backward(void* d_gate, void* d_up, const void* d_act, const void* gate, const void* up,
-                           int64_t n) const {
+  // d_gate_up [R, 2I] from d_act.
+  void expert_act_backward() const {
     const MoeSpec& spec = m();
+    const int64_t I = spec.intermediate_size;
     if (spec.clamped_swiglu())
-      be().clamped_swiglu_backward(d_gate, d_up, d_act, gate, up, n, static_cast<float>(spec.swiglu_alpha),
-                                   static_cast<float>(spec.swiglu_limit));
+      be().clamped_swiglu_backward(s.d_gate_up, plus(s.d_gate_up, I), s.d_act, s.gate_up, plus(s.gate_up, I), R(), I,
+                                   2 * I, static_cast<float>(spec.swiglu_alpha), static_cast<float>(spec.swiglu_limit));
     else
-      be().glu_backward(d_gate, d_up, nullptr, d_act, gate, up, n, Activation::silu);
+      be().glu_backward(s.d_gate_up, plus(s.d_gate_up, I), nullptr, s.d_act, s.gate_up, plus(s.gate_up, I), R(), I,
+                        2 * I, Activation::silu);
+  }
+  // Expert e's up weight follows its gate weight (and the same for their biases, and for the shared expert's), so
+  // that [W_gate; W_up] is one [2I, H] matrix per expert.
+  void check_gate_up_adjacent() const {
+    const MoeSpec& spec = m();
+    const MoeOffsets& off = o();
+    const int64_t I = spec.intermediate_size, S = spec.shared_intermediate_size;
+    MT_ASSERT(off.up == off.gate + I * H(), "layer {}: the experts' up weight at {}, not after the gate's at {}", layer,
+              off.up, off.gate);
+    MT_ASSERT(!spec.expert_bias || off.up_bias == off.gate_bias + I,
+              "layer {}: the experts' up bias at {}, not after the gate's at {}", layer, off.up_bias, off.gate_bias);
+    MT_ASSERT(S == 0 || off.shared.up == off.shared.gate + S * H(),
+              "layer {}: the shared expert's up weight at {}, not after its gate's at {}", layer, off.shared.up,
+              off.shared.gate);
   }
 
   // Router and permutation: probs, idx, weights, offsets (backend and host), source, row_of; with `collect` the
@@ -156,17 +173,15 @@ struct Block {
     be().moe_gather(s.xs, in, s.source, R(), m().top_k, H());
     if (m().weight_scales_input) be().moe_scale_rows_forward(s.xs, s.weights, s.source, R(), H());
   }
-  // gate and up with their biases.
+  // gate_up = xs·[W_gate; W_up]ᵀ per expert, one grouped GEMM of width 2I, with the [gate_bias | up_bias] row.
   void projections() {
     const MoeSpec& spec = m();
     const int64_t E = spec.num_experts, I = spec.intermediate_size;
-    const int64_t stride = o().expert_stride;
-    be().grouped_linear_forward(s.gate, s.xs, at(o().gate_of(0)), stride, s.host_offsets.data(), E, H(), I);
-    be().grouped_linear_forward(s.up, s.xs, at(o().up_of(0)), stride, s.host_offsets.data(), E, H(), I);
-    if (spec.expert_bias) {
-      be().grouped_bias_forward(s.gate, at(o().gate_bias), o().bias_stride, s.offsets, E, R(), I);
-      be().grouped_bias_forward(s.up, at(o().up_bias), o().bias_stride, s.offsets, E, R(), I);
-    }
+    check_gate_up_adjacent();
+    be().grouped_linear_forward(s.gate_up, s.xs, at(o().gate_of(0)), o().expert_stride, s.host_offsets.data(), E, H(),
+                                2 * I);
+    if (spec.expert_bias)
+      be().grouped_bias_forward(s.gate_up, at(o().gate_bias), o().bias_stride, s.offsets, E, R(), 2 * I);
   }
   // The expert outputs ys from the activations.
   void expert_outputs() {
@@ -175,18 +190,15 @@ struct Block {
     be().grouped_linear_forward(s.ys, s.act, at(o().down_of(0)), o().down_stride, s.host_offsets.data(), E, I, H());
     if (spec.expert_bias) be().grouped_bias_forward(s.ys, at(o().down_bias), H(), s.offsets, E, R(), H());
   }
-  // The shared expert: with `projections` its gate and up, always its activation, with `output` its output and
-  // (gated) logit.
+  // The shared expert: with `projections` its gate_up (one linear of width 2S), always its activation, with `output`
+  // its output and (gated) logit.
   void shared(const void* in, bool projections, bool output) {
     const MoeSpec& spec = m();
     if (spec.shared_intermediate_size == 0) return;
     const int64_t S = spec.shared_intermediate_size;
     const MlpOffsets& sh = o().shared;
-    if (projections) {
-      be().linear_forward(s.s_gate, in, at(sh.gate), nullptr, T(), H(), S);
-      be().linear_forward(s.s_up, in, at(sh.up), nullptr, T(), H(), S);
-    }
-    be().glu_forward(s.s_act, s.s_gate, s.s_up, T() * S, Activation::silu);
+    if (projections) be().linear_forward(s.s_gate_up, in, at(sh.gate), nullptr, T(), H(), 2 * S);
+    be().glu_forward(s.s_act, s.s_gate_up, plus(s.s_gate_up, S), T(), S, 2 * S, Activation::silu);
     if (!output) return;
     be().linear_forward(s.s_out, s.s_act, at(sh.down), nullptr, T(), S, H());
     if (spec.shared_gate) be().linear_forward(s.s_logit, in, at(o().shared_gate), nullptr, T(), H(), 1);
@@ -198,19 +210,20 @@ struct Block {
     route(in, collect);
     gather_inputs(in);
     projections();
-    expert_act(s.act, s.gate, s.up, R() * m().intermediate_size);
+    expert_act();
     if (outputs) expert_outputs();
     shared(in, true, outputs || m().shared_gate);
   }
   // What a keeping layer's backward recomputes (s holds the kept rows): xs, the activations.
   void kept_internals(const void* in) {
+    check_gate_up_adjacent();
     gather_inputs(in);
-    expert_act(s.act, s.gate, s.up, R() * m().intermediate_size);
+    expert_act();
     shared(in, false, false);
   }
   // A forward over filled kept rows: the outputs alone (a gated shared expert's output and logit are kept).
   void kept_outputs(const void* in) {
-    expert_act(s.act, s.gate, s.up, R() * m().intermediate_size);
+    expert_act();
     expert_outputs();
     shared(in, false, !m().shared_gate);
   }
@@ -341,7 +354,7 @@ void moe_block_backward(const LayerContext& ctx, int64_t layer, const void* w, c
     be.grouped_linear_backward(s.d_act, grad_at(dw, o.down_of(0)), g, s.act, b.at(o.down_of(0)), o.down_stride,
                                offsets, E, I, H, false);
   } else {
-    void* weighted_act = s.d_gate;  // free until the activation's backward
+    void* weighted_act = s.d_gate_up;  // free until the activation's backward
     be.copy_bytes(weighted_act, s.act, R * I * static_cast<int64_t>(dtype_size(be.dtype())));
     be.moe_scale_rows_forward(weighted_act, s.weights, s.source, R, I);
     be.grouped_linear_backward(s.d_act, grad_at(dw, o.down_of(0)), g, weighted_act, b.at(o.down_of(0)),
@@ -351,16 +364,12 @@ void moe_block_backward(const LayerContext& ctx, int64_t layer, const void* w, c
     if (m.expert_bias) be.moe_scale_rows_forward(g, s.weights, s.source, R, H);  // the outputs' gradient
   }
   if (m.expert_bias) be.grouped_bias_backward(grad_at(dw, o.down_bias), g, H, s.offsets, E, R, H);
-  b.expert_act_backward(s.d_gate, s.d_up, s.d_act, s.gate, s.up, R * I);
-  if (m.expert_bias) {
-    be.grouped_bias_backward(grad_at(dw, o.gate_bias), s.d_gate, o.bias_stride, s.offsets, E, R, I);
-    be.grouped_bias_backward(grad_at(dw, o.up_bias), s.d_up, o.bias_stride, s.offsets, E, R, I);
-  }
+  b.expert_act_backward();
+  if (m.expert_bias)
+    be.grouped_bias_backward(grad_at(dw, o.gate_bias), s.d_gate_up, o.bias_stride, s.offsets, E, R, 2 * I);
   void* d_xs = s.ys;  // g is spent
-  be.grouped_linear_backward(d_xs, grad_at(dw, o.gate_of(0)), s.d_gate, s.xs, b.at(o.gate_of(0)), stride, offsets, E,
-                             H, I, false);
-  be.grouped_linear_backward(d_xs, grad_at(dw, o.up_of(0)), s.d_up, s.xs, b.at(o.up_of(0)), stride, offsets, E, H, I,
-                             true);
+  be.grouped_linear_backward(d_xs, grad_at(dw, o.gate_of(0)), s.d_gate_up, s.xs, b.at(o.gate_of(0)), stride, offsets,
+                             E, H, 2 * I, false);
   if (m.weight_scales_input) be.moe_scale_rows_backward(d_xs, s.d_weights, in, s.weights, s.source, R, k, H);
   be.moe_gather_backward(d_in, d_xs, s.row_of, T, k, H, false);
   // Router: the routing weights' gradient, plus the load-balancing loss's through the probabilities.
@@ -380,9 +389,9 @@ void moe_block_backward(const LayerContext& ctx, int64_t layer, const void* w, c
     d_shared = s.d_s_out;
   }
   be.linear_backward(s.d_s_act, grad_at(dw, sh.down), nullptr, d_shared, s.s_act, b.at(sh.down), T, S, H, false, 1.0f);
-  be.glu_backward(s.d_s_gate, s.d_s_up, nullptr, s.d_s_act, s.s_gate, s.s_up, T * S, Activation::silu);
-  be.linear_backward(d_in, grad_at(dw, sh.gate), nullptr, s.d_s_gate, in, b.at(sh.gate), T, H, S, true, 1.0f);
-  be.linear_backward(d_in, grad_at(dw, sh.up), nullptr, s.d_s_up, in, b.at(sh.up), T, H, S, true, 1.0f);
+  be.glu_backward(s.d_s_gate_up, b.plus(s.d_s_gate_up, S), nullptr, s.d_s_act, s.s_gate_up, b.plus(s.s_gate_up, S), T,
+                  S, 2 * S, Activation::silu);
+  be.linear_backward(d_in, grad_at(dw, sh.gate), nullptr, s.d_s_gate_up, in, b.at(sh.gate), T, H, 2 * S, true, 1.0f);
 }
 
 }  // namespace mt

@@ -4,9 +4,13 @@
 // with a stable permutation (token order within each expert), grouped SwiGLU (GPT-OSS: clamped, with per-expert
 // biases) expert GEMMs, the weighted combine back to token order (Llama 4: the weights scale the gathered inputs
 // and the outputs add unweighted), and an optional shared expert (sigmoid-gated for Qwen2-MoE).
+// Each expert's up weight follows its gate weight in the region (MoeOffsets), so [W_gate; W_up] is one [2I, H]
+// matrix: one grouped GEMM writes gate_up [R, 2I] (row r = [gate_r | up_r]), the activation reads it at leading
+// dimension 2I, and backward's d_gate_up gives d_xs and d[W_gate; W_up] in one grouped GEMM each; the shared
+// expert's gate and up likewise ([T, 2·shared I], one linear each way).
 // Stateless apart from MoeScratch (per micro-batch) and, for a keeping layer, its MoeKept rows. Backward either
-// recomputes the block's forward from its input up to the expert activations (routing, permutation, gate and up
-// GEMMs), or, where the layer keeps them (MoeKept: what its forward wrote), recomputes only the gather of the
+// recomputes the block's forward from its input up to the expert activations (routing, permutation, the gate_up
+// GEMM), or, where the layer keeps them (MoeKept: what its forward wrote), recomputes only the gather of the
 // experts' inputs and the elementwise activations; both give bitwise the same gradients.
 // Invariant: forward writes out (=); backward writes d_in (=) and ACCUMULATES into the region's fp32 gradient dw;
 // the forward of a pass's first sweep (moe_aux->collect) adds the layer's router statistics; a forward over filled
@@ -27,23 +31,24 @@ struct MoeScratch {
   int32_t *idx = nullptr, *offsets = nullptr, *source = nullptr, *row_of = nullptr;  // [T,k], [E+1], [R], [R]
   std::vector<int64_t> host_offsets;                     // [E+1]
   void *xs = nullptr, *ys = nullptr;                     // [R, H]; backward: ys holds the gathered output gradient
-  void *gate = nullptr, *up = nullptr, *act = nullptr, *d_act = nullptr, *d_gate = nullptr, *d_up = nullptr;  // [R, I]
-  void *s_gate = nullptr, *s_up = nullptr, *s_act = nullptr, *d_s_act = nullptr, *d_s_gate = nullptr,
-       *d_s_up = nullptr;                                // [T, shared I]
+  void *gate_up = nullptr, *d_gate_up = nullptr;        // [R, 2I]: row r = [gate_r | up_r] (their gradients)
+  void *act = nullptr, *d_act = nullptr;                 // [R, I]
+  void *s_gate_up = nullptr, *d_s_gate_up = nullptr;     // [T, 2·shared I]
+  void *s_act = nullptr, *d_s_act = nullptr;             // [T, shared I]
   void *s_out = nullptr, *d_s_out = nullptr;             // [T, H]
   void *s_logit = nullptr, *d_s_logit = nullptr;         // [T]
 };
 
 // What a keeping MoE layer's forward leaves for its backward, over one micro-batch's rows (R = tokens · top_k): the
 // routing (fp32 probabilities and weights, top-k indices), the permutation (source rows, each routed row's place, the
-// experts' offsets on the backend and the host), the experts' gate and up projections (biases added), and the shared
-// expert's gate and up (a gated one's output and logit too). The minimal set without expert GEMMs in backward: the
-// gathered inputs xs are one gather from the block input, the activations elementwise from gate and up.
+// experts' offsets on the backend and the host), the experts' gate and up projections (biases added) as one [R, 2I]
+// gate_up, and the shared expert's gate_up (a gated one's output and logit too). The minimal set without expert GEMMs
+// in backward: the gathered inputs xs are one gather from the block input, the activations elementwise from gate_up.
 struct MoeKept {
   real *probs = nullptr, *weights = nullptr;                     // [T, E], [T, k]
   int32_t *idx = nullptr, *source = nullptr, *row_of = nullptr;  // [T, k], [R], [R]
-  void *gate = nullptr, *up = nullptr;                           // [R, I]
-  void *s_gate = nullptr, *s_up = nullptr;                       // [T, shared I]
+  void* gate_up = nullptr;                                       // [R, 2I]
+  void* s_gate_up = nullptr;                                     // [T, 2·shared I]
   void *s_out = nullptr, *s_logit = nullptr;                     // [T, H], [T]: a gated shared expert's
   int32_t* offsets = nullptr;                                    // [E+1] of this micro-batch, backend memory
   std::vector<int64_t>* host_offsets = nullptr;                  // the same on the host

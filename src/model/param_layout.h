@@ -87,7 +87,9 @@ struct MlpOffsets {
 // at experts + e·expert_stride + gate (up), its down [H, I] at experts + e·down_stride + down; expert biases (GPT-OSS)
 // gate [I] and up [I] at gate_bias (up_bias) + e·bias_stride, down [H] at down_bias + e·H; the shared expert and its
 // gate [1, H]. One slot per expert tensor: gate, up, down adjacent, down_stride == expert_stride; the fused 3-D
-// tensors (names.fused_experts, any FusedExpertLayout): expert_stride 2·I·H, down_stride H·I.
+// tensors (names.fused_experts, any FusedExpertLayout): expert_stride 2·I·H, down_stride H·I. Either way up == gate +
+// I·H (and up_bias == gate_bias + I, the shared expert's up right after its gate): the MoE block reads [W_gate; W_up]
+// as one [2I, H] matrix per expert.
 struct MoeOffsets {
   int64_t router = -1, router_bias = -1;
   int64_t score_bias = -1;  // [E] sigmoid_group routers' e_score_correction_bias (its gradient stays 0)

@@ -1,7 +1,7 @@
 // CPU backend ops GPT-OSS adds: attention sinks (forward against a naive softmax with the sink in the denominator,
 // lse including it; dq/dk/dv and the sinks' gradient against finite differences), the router that takes the softmax
 // of the top-k logits (with the load-balancing term), the clamped SwiGLU on both sides of its clamps, and
-// per-expert biases of grouped rows.
+// per-expert biases of grouped rows (one [gate_bias | up_bias] row on the MoE block's gate_up, bitwise the halves).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -137,16 +137,16 @@ TEST_CASE("clamped SwiGLU: forward, and backward on both sides of the clamps", "
     for (int i = 0; i < 64; ++i)
       if (std::abs(std::abs(v[i]) - limit) < 0.05f) v[i] += 0.1f;
   std::vector<float> y(64);
-  be->clamped_swiglu_forward(y.data(), gate.data(), up.data(), 64, alpha, limit);
+  be->clamped_swiglu_forward(y.data(), gate.data(), up.data(), 8, 8, 8, alpha, limit);
   const float g0 = std::min(gate[0], limit), u0 = std::clamp(up[0], -limit, limit);
   CHECK(approx_equal(y[0], (u0 + 1.0) * g0 / (1.0 + std::exp(-alpha * g0)), 1e-6));
   const auto r = random_floats(64, 16);
   auto loss = [&] {
-    be->clamped_swiglu_forward(y.data(), gate.data(), up.data(), 64, alpha, limit);
+    be->clamped_swiglu_forward(y.data(), gate.data(), up.data(), 8, 8, 8, alpha, limit);
     return project(r, y);
   };
   std::vector<float> dg(64), du(64);
-  be->clamped_swiglu_backward(dg.data(), du.data(), r.data(), gate.data(), up.data(), 64, alpha, limit);
+  be->clamped_swiglu_backward(dg.data(), du.data(), r.data(), gate.data(), up.data(), 8, 8, 8, alpha, limit);
   int clamped_gate = 0, clamped_up = 0;
   for (int i = 0; i < 64; ++i) {
     clamped_gate += gate[i] > limit;
@@ -180,4 +180,33 @@ TEST_CASE("grouped bias adds each expert's bias to its rows; backward sums them,
     CHECK(approx_equal(db[2 * stride + o], 1.0 + dy[2 * O + o] + dy[3 * O + o] + dy[4 * O + o], 1e-6));
   }
   CHECK(db[4] == 1.f);  // outside the bias columns
+}
+
+TEST_CASE("grouped bias over gate_up [R, 2I] with [gate_bias | up_bias] rows is bitwise the two biases on the halves",
+          "[backend][moe]") {
+  auto be = mt::make_cpu_backend();
+  const int64_t E = 3, I = 4, R = 6;
+  const std::vector<int32_t> offsets = {0, 3, 3, 6};
+  const auto b = random_floats(E * 2 * I, 20);  // GPT-OSS's gate_up_proj_bias [E, 2I], de-interleaved
+  const auto gate_up0 = random_floats(R * 2 * I, 21), dy = random_floats(R * 2 * I, 22);
+  std::vector<float> gate(R * I), up(R * I), d_gate(R * I), d_up(R * I);
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t c = 0; c < I; ++c) {
+      gate[r * I + c] = gate_up0[r * 2 * I + c], up[r * I + c] = gate_up0[r * 2 * I + I + c];
+      d_gate[r * I + c] = dy[r * 2 * I + c], d_up[r * I + c] = dy[r * 2 * I + I + c];
+    }
+  auto gate_up = gate_up0;
+  be->grouped_bias_forward(gate_up.data(), b.data(), 2 * I, offsets.data(), E, R, 2 * I);
+  be->grouped_bias_forward(gate.data(), b.data(), 2 * I, offsets.data(), E, R, I);
+  be->grouped_bias_forward(up.data(), b.data() + I, 2 * I, offsets.data(), E, R, I);
+  std::vector<float> db(E * 2 * I, 0.5f), db_halves(E * 2 * I, 0.5f);
+  be->grouped_bias_backward(db.data(), dy.data(), 2 * I, offsets.data(), E, R, 2 * I);
+  be->grouped_bias_backward(db_halves.data(), d_gate.data(), 2 * I, offsets.data(), E, R, I);
+  be->grouped_bias_backward(db_halves.data() + I, d_up.data(), 2 * I, offsets.data(), E, R, I);
+  bool same = true;
+  for (int64_t r = 0; r < R; ++r)
+    for (int64_t c = 0; c < I; ++c)
+      same = same && gate_up[r * 2 * I + c] == gate[r * I + c] && gate_up[r * 2 * I + I + c] == up[r * I + c];
+  CHECK(same);
+  CHECK(db == db_halves);
 }

@@ -87,10 +87,10 @@ TEST_CASE("glu without up is the activation alone, bitwise the gated op with up 
   const std::vector<float> ones(n, 1.f);
   for (const mt::Activation act : {mt::Activation::silu, mt::Activation::gelu_tanh}) {
     std::vector<float> y(n), y1(n), dg(n), dg1(n), du1(n), yb(n), yb1(n);
-    be->glu_forward(y.data(), g.data(), nullptr, n, act);
-    be->glu_forward(y1.data(), g.data(), ones.data(), n, act);
-    be->glu_backward(dg.data(), nullptr, yb.data(), dy.data(), g.data(), nullptr, n, act);
-    be->glu_backward(dg1.data(), du1.data(), yb1.data(), dy.data(), g.data(), ones.data(), n, act);
+    be->glu_forward(y.data(), g.data(), nullptr, 1, n, n, act);
+    be->glu_forward(y1.data(), g.data(), ones.data(), 1, n, n, act);
+    be->glu_backward(dg.data(), nullptr, yb.data(), dy.data(), g.data(), nullptr, 1, n, n, act);
+    be->glu_backward(dg1.data(), du1.data(), yb1.data(), dy.data(), g.data(), ones.data(), 1, n, n, act);
     CHECK(y == y1);
     CHECK(dg == dg1);
     CHECK(yb == y);

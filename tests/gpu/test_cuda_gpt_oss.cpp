@@ -1,7 +1,8 @@
 // The CUDA backend's GPT-OSS ops against the CPU reference, through the Backend interface, in fp32 and bf16:
 // attention with sinks (the Sink forward variant: out and lse; the unchanged backward kernels under the sink-including
 // lse; the sinks' gradient) over GPT-OSS's shapes (head_dim 64, GQA 8, window 128) and small ones, the top-k-logits
-// softmax router with the load-balancing term, the clamped SwiGLU across its clamps, per-expert biases of grouped rows.
+// softmax router with the load-balancing term, the clamped SwiGLU across its clamps (dense, and over one [rows, 2·cols]
+// gate_up buffer), per-expert biases of grouped rows (O 2I: the [gate_bias | up_bias] row).
 #include <algorithm>
 #include <string>
 
@@ -109,27 +110,44 @@ TEST_CASE("cuda topk_softmax router (GPT-OSS) forward and backward with the load
     }
 }
 
-TEST_CASE("cuda clamped SwiGLU (GPT-OSS) forward and backward match the CPU backend", "[gpu][glu]") {
+TEST_CASE("cuda clamped SwiGLU (GPT-OSS) forward and backward match the CPU backend, dense and over gate_up",
+          "[gpu][glu]") {
   MT_REQUIRE_GPU();
-  for (const int64_t n : {int64_t{1}, int64_t{1000}, int64_t{300 * 2880 + 7}})
+  struct Shape {
+    int64_t rows, cols;
+    bool fused;  // gate and up the halves of one [rows, 2·cols] buffer (ld 2·cols), as the MoE block's gate_up
+  };
+  for (const Shape& c : {Shape{1, 1, false}, Shape{1, 1000, false}, Shape{1, 300 * 2880 + 7, false},
+                         Shape{300, 2880, true}, Shape{37, 7, true}, Shape{5, 1, true}})
     for (const DType dt : {DType::f32, DType::bf16}) {
-      INFO("n " << n << " " << label(dt));
+      const int64_t n = c.rows * c.cols, ld = c.fused ? 2 * c.cols : c.cols, stored = c.rows * ld;
+      INFO("rows " << c.rows << " cols " << c.cols << " ld " << ld << " " << label(dt));
       auto be = mt::make_cuda_backend(dt, 0, mt::environment_switches());
       const float alpha = 1.702f, limit = 7.f;
+      const int64_t up_at = c.fused ? c.cols : 0;  // up's first element in its buffer
+      const int64_t es = static_cast<int64_t>(mt::dtype_size(dt));
       // std 6: a good share of the values beyond the clamps on both sides.
-      const auto gate = rounded_to(dt, random_floats(n, 51, 6.f)), up = rounded_to(dt, random_floats(n, 52, 6.f));
+      const auto gate = rounded_to(dt, random_floats(stored, 51, 6.f));
+      const auto up = rounded_to(dt, random_floats(stored, 52, 6.f));
       const auto dy = rounded_to(dt, random_floats(n, 53));
-      BackendBuffer d_gate(*be, gate, dt), d_up(*be, up, dt), d_dy(*be, dy, dt), y(*be, n, dt), dg(*be, n, dt),
-          du(*be, n, dt);
-      be->clamped_swiglu_forward(y.get(), d_gate.get(), d_up.get(), n, alpha, limit);
-      be->clamped_swiglu_backward(dg.get(), du.get(), d_dy.get(), d_gate.get(), d_up.get(), n, alpha, limit);
-      std::vector<float> y_ref(n), dg_ref(n), du_ref(n);
-      cpu().clamped_swiglu_forward(y_ref.data(), gate.data(), up.data(), n, alpha, limit);
-      cpu().clamped_swiglu_backward(dg_ref.data(), du_ref.data(), dy.data(), gate.data(), up.data(), n, alpha, limit);
+      BackendBuffer d_gate(*be, gate, dt), d_up_buf(*be, up, dt), d_dy(*be, dy, dt), y(*be, n, dt),
+          dg(*be, stored, dt), du_buf(*be, stored, dt);
+      // Fused: up and its gradient sit in the gate's buffers, cols along.
+      auto in_gate = [&](const BackendBuffer& b) { return static_cast<char*>(b.get()) + up_at * es; };
+      void* d_up = c.fused ? in_gate(d_gate) : d_up_buf.get();
+      void* du = c.fused ? in_gate(dg) : du_buf.get();
+      be->clamped_swiglu_forward(y.get(), d_gate.get(), d_up, c.rows, c.cols, ld, alpha, limit);
+      be->clamped_swiglu_backward(dg.get(), du, d_dy.get(), d_gate.get(), d_up, c.rows, c.cols, ld, alpha, limit);
+      std::vector<float> y_ref(n), dg_ref(stored), du_ref(stored);
+      const float* up_ref = c.fused ? gate.data() + up_at : up.data();
+      float* du_ref_at = c.fused ? dg_ref.data() + up_at : du_ref.data();
+      cpu().clamped_swiglu_forward(y_ref.data(), gate.data(), up_ref, c.rows, c.cols, ld, alpha, limit);
+      cpu().clamped_swiglu_backward(dg_ref.data(), du_ref_at, dy.data(), gate.data(), up_ref, c.rows, c.cols, ld, alpha,
+                                    limit);
       const double tol = dt == DType::f32 ? 1e-6 : 1e-2;  // one rounding to bf16 per output
       check_close("clamped swiglu y", y.read(), y_ref, tol);
-      check_close("clamped swiglu dgate", dg.read(), dg_ref, tol);
-      check_close("clamped swiglu dup", du.read(), du_ref, tol);
+      check_close(c.fused ? "clamped swiglu d_gate_up" : "clamped swiglu dgate", dg.read(), dg_ref, tol);
+      if (!c.fused) check_close("clamped swiglu dup", du_buf.read(), du_ref, tol);
     }
 }
 
@@ -138,10 +156,11 @@ TEST_CASE("cuda grouped bias forward and deterministic backward match the CPU ba
   struct Row {
     int64_t E, O;
     std::vector<int32_t> rows_per_expert;  // 0: an expert without rows
-    int64_t pad;  // stride O + pad: 3 leaves the rows unaligned (scalar adds); O is the gate or up half of [E, 2I]
-  };
+    int64_t pad;  // stride O + pad: 3 leaves the rows unaligned (scalar adds)
+  };  // O 5760 with pad 0: GPT-OSS's [gate_bias | up_bias] rows [E, 2I] on the MoE block's gate_up [R, 2I]
   for (const Row& c : {Row{4, 64, {3, 0, 5, 1}, 3}, Row{32, 5760, std::vector<int32_t>(32, 9), 3},
                        Row{128, 2880, std::vector<int32_t>(128, 0), 3}, Row{4, 64, {3, 0, 5, 1}, 0},
+                       Row{32, 5760, std::vector<int32_t>(32, 9), 0},
                        Row{16, 2880, {40, 0, 1, 7, 300, 2, 0, 9, 64, 1, 1, 1, 5, 0, 3, 130}, 2880}})
     for (const DType dt : {DType::f32, DType::bf16}) {
       std::vector<int32_t> offsets = {0};

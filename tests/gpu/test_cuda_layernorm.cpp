@@ -83,14 +83,14 @@ TEST_CASE("cuda glu without u (a non-gated MLP's activation) matches the referen
           const auto g = rounded<T>(g0), dy = rounded<T>(dy0);
           auto d_g = upload<T>(g), d_dy = upload<T>(dy);
           DeviceBuffer<T> y(n), dg(n), y_back(n), dg_again(n);
-          cu::glu_forward<T>(y.get(), d_g->get(), nullptr, n, act, test_stream());
-          cu::glu_backward<T>(dg.get(), nullptr, y_back.get(), d_dy->get(), d_g->get(), nullptr, n, act,
+          cu::glu_forward<T>(y.get(), d_g->get(), nullptr, 1, n, n, act, test_stream());
+          cu::glu_backward<T>(dg.get(), nullptr, y_back.get(), d_dy->get(), d_g->get(), nullptr, 1, n, n, act,
                               test_stream());
-          cu::glu_backward<T>(dg_again.get(), nullptr, nullptr, d_dy->get(), d_g->get(), nullptr, n, act,
+          cu::glu_backward<T>(dg_again.get(), nullptr, nullptr, d_dy->get(), d_g->get(), nullptr, 1, n, n, act,
                               test_stream());
           std::vector<float> y_ref(n), dg_ref(n);
-          cpu().glu_forward(y_ref.data(), g.data(), nullptr, n, act);
-          cpu().glu_backward(dg_ref.data(), nullptr, nullptr, dy.data(), g.data(), nullptr, n, act);
+          cpu().glu_forward(y_ref.data(), g.data(), nullptr, 1, n, n, act);
+          cpu().glu_backward(dg_ref.data(), nullptr, nullptr, dy.data(), g.data(), nullptr, 1, n, n, act);
           const auto got_y = download(y), got_dg = download(dg);
           check_close("glu without u y", got_y, y_ref, tolerance<T>);
           check_close("glu without u dg", got_dg, dg_ref, tolerance<T>);

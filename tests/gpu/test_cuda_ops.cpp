@@ -140,19 +140,20 @@ TEST_CASE("cuda glu (silu: SwiGLU, gelu_tanh: GeGLU) forward and backward match 
           const auto g = rounded<T>(g0), u = rounded<T>(u0), dy = rounded<T>(dy0);
           auto d_g = upload<T>(g), d_u = upload<T>(u), d_dy = upload<T>(dy);
           DeviceBuffer<T> y(n), dg(n), du(n);
-          cu::glu_forward<T>(y.get(), d_g->get(), d_u->get(), n, act, test_stream());
-          cu::glu_backward<T>(dg.get(), du.get(), nullptr, d_dy->get(), d_g->get(), d_u->get(), n, act, test_stream());
+          cu::glu_forward<T>(y.get(), d_g->get(), d_u->get(), 1, n, n, act, test_stream());
+          cu::glu_backward<T>(dg.get(), du.get(), nullptr, d_dy->get(), d_g->get(), d_u->get(), 1, n, n, act,
+                              test_stream());
           std::vector<float> y_ref(n), dg_ref(n), du_ref(n);
-          cpu().glu_forward(y_ref.data(), g.data(), u.data(), n, act);
-          cpu().glu_backward(dg_ref.data(), du_ref.data(), nullptr, dy.data(), g.data(), u.data(), n, act);
+          cpu().glu_forward(y_ref.data(), g.data(), u.data(), 1, n, n, act);
+          cpu().glu_backward(dg_ref.data(), du_ref.data(), nullptr, dy.data(), g.data(), u.data(), 1, n, n, act);
           const auto got_y = download(y), got_dg = download(dg), got_du = download(du);
           check_close("glu y", got_y, y_ref, tolerance<T>);
           check_close("glu dgate", got_dg, dg_ref, tolerance<T>);
           check_close("glu dup", got_du, du_ref, tolerance<T>);
           // The backward's activation output: the forward's bits, and the same gradients.
           DeviceBuffer<T> y_again(n), dg_again(n), du_again(n);
-          cu::glu_backward<T>(dg_again.get(), du_again.get(), y_again.get(), d_dy->get(), d_g->get(), d_u->get(), n,
-                              act, test_stream());
+          cu::glu_backward<T>(dg_again.get(), du_again.get(), y_again.get(), d_dy->get(), d_g->get(), d_u->get(), 1, n,
+                              n, act, test_stream());
           CHECK(same_bits(download(y_again), got_y));
           CHECK(same_bits(download(dg_again), got_dg));
           CHECK(same_bits(download(du_again), got_du));
@@ -167,6 +168,59 @@ TEST_CASE("cuda glu (silu: SwiGLU, gelu_tanh: GeGLU) forward and backward match 
             check_close("gelu_tanh dgate vs fp64", got_dg, dg64, tolerance<T>);
             check_close("gelu_tanh dup vs fp64", got_du, du64, tolerance<T>);
           }
+        });
+      }
+    }
+  }
+}
+
+TEST_CASE("cuda glu over one [rows, 2·cols] gate_up buffer matches the reference and the dense op bitwise",
+          "[gpu][glu]") {
+  MT_REQUIRE_GPU();
+  struct Shape {
+    int64_t rows, cols;
+  };
+  // cols 768: Qwen3-30B-A3B's experts (vectors); 7 and 1: the scalar path (a vector would straddle rows).
+  for (const Activation act : {Activation::silu, Activation::gelu_tanh}) {
+    for (const Shape& c : {Shape{1, 8}, Shape{64, 768}, Shape{37, 7}, Shape{5, 1}, Shape{300, 2880}}) {
+      DYNAMIC_SECTION("glu " << act_label(act) << " rows " << c.rows << " cols " << c.cols) {
+        const int64_t n = c.rows * c.cols, ld = 2 * c.cols;
+        const auto gu0 = random_floats(c.rows * ld, 6, 3.f), dy0 = random_floats(n, 7);
+        for_each_dtype([&]<typename T>() {
+          INFO(dtype_label<T>);
+          const auto gu = rounded<T>(gu0), dy = rounded<T>(dy0);
+          std::vector<float> g(n), u(n);  // the halves, dense
+          for (int64_t r = 0; r < c.rows; ++r)
+            for (int64_t j = 0; j < c.cols; ++j) {
+              g[r * c.cols + j] = gu[r * ld + j];
+              u[r * c.cols + j] = gu[r * ld + c.cols + j];
+            }
+          auto d_gu = upload<T>(gu), d_dy = upload<T>(dy), d_g = upload<T>(g), d_u = upload<T>(u);
+          DeviceBuffer<T> y(n), y_back(n), d_gate_up(c.rows * ld), y_dense(n), dg(n), du(n);
+          const T* gate = d_gu->get();
+          cu::glu_forward<T>(y.get(), gate, gate + c.cols, c.rows, c.cols, ld, act, test_stream());
+          cu::glu_backward<T>(d_gate_up.get(), d_gate_up.get() + c.cols, y_back.get(), d_dy->get(), gate,
+                              gate + c.cols, c.rows, c.cols, ld, act, test_stream());
+          cu::glu_forward<T>(y_dense.get(), d_g->get(), d_u->get(), c.rows, c.cols, c.cols, act, test_stream());
+          cu::glu_backward<T>(dg.get(), du.get(), nullptr, d_dy->get(), d_g->get(), d_u->get(), c.rows, c.cols, c.cols,
+                              act, test_stream());
+          std::vector<float> y_ref(n), d_ref(c.rows * ld);
+          cpu().glu_forward(y_ref.data(), gu.data(), gu.data() + c.cols, c.rows, c.cols, ld, act);
+          cpu().glu_backward(d_ref.data(), d_ref.data() + c.cols, nullptr, dy.data(), gu.data(), gu.data() + c.cols,
+                             c.rows, c.cols, ld, act);
+          const auto got_y = download(y), got_d = download(d_gate_up);
+          check_close("glu gate_up y", got_y, y_ref, tolerance<T>);
+          check_close("glu d_gate_up", got_d, d_ref, tolerance<T>);
+          CHECK(same_bits(download(y_back), got_y));
+          CHECK(same_bits(download(y_dense), got_y));  // each element's expression whatever the layout
+          const auto got_dg = download(dg), got_du = download(du);
+          std::vector<float> d_dense(got_d.size());
+          for (int64_t r = 0; r < c.rows; ++r)
+            for (int64_t j = 0; j < c.cols; ++j) {
+              d_dense[r * ld + j] = got_dg[r * c.cols + j];
+              d_dense[r * ld + c.cols + j] = got_du[r * c.cols + j];
+            }
+          CHECK(same_bits(d_dense, got_d));
         });
       }
     }
@@ -907,11 +961,12 @@ TEST_CASE("cuda backend dispatches the new ops (rmsnorm offset, normalize_rows, 
         const auto dy = rounded_to(dt, random_floats(n, 81));
         BackendBuffer d_g(*be, g, dt), d_u(*be, u, dt), d_dy(*be, dy, dt), y(*be, n, dt), dg(*be, n, dt),
             du(*be, n, dt);
-        be->glu_forward(y.get(), d_g.get(), d_u.get(), n, Activation::gelu_tanh);
-        be->glu_backward(dg.get(), du.get(), nullptr, d_dy.get(), d_g.get(), d_u.get(), n, Activation::gelu_tanh);
+        be->glu_forward(y.get(), d_g.get(), d_u.get(), 1, n, n, Activation::gelu_tanh);
+        be->glu_backward(dg.get(), du.get(), nullptr, d_dy.get(), d_g.get(), d_u.get(), 1, n, n, Activation::gelu_tanh);
         std::vector<float> y_ref(n), dg_ref(n), du_ref(n);
-        cpu().glu_forward(y_ref.data(), g.data(), u.data(), n, Activation::gelu_tanh);
-        cpu().glu_backward(dg_ref.data(), du_ref.data(), nullptr, dy.data(), g.data(), u.data(), n, Activation::gelu_tanh);
+        cpu().glu_forward(y_ref.data(), g.data(), u.data(), 1, n, n, Activation::gelu_tanh);
+        cpu().glu_backward(dg_ref.data(), du_ref.data(), nullptr, dy.data(), g.data(), u.data(), 1, n, n,
+                           Activation::gelu_tanh);
         check_close("backend glu gelu_tanh y", y.read(), y_ref, tol);
         check_close("backend glu gelu_tanh dgate", dg.read(), dg_ref, tol);
         check_close("backend glu gelu_tanh dup", du.read(), du_ref, tol);

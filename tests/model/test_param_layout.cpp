@@ -1,7 +1,8 @@
 // ParamLayout: slot order, offsets and counts for tiny Qwen2 (q/k/v biases, tied), Qwen3 (qk norm) and Llama
 // (every bias) models, fused q|k|v and gate|up tensors (Phi-3 style, and InternLM2's wqkv grouped by kv head with
 // its row regrouping), layers of different specs and sandwich norms, and agreement with the tensors transformers
-// saved for the golden fixtures; the runs of slots that decay alike, which AdamW walks.
+// saved for the golden fixtures; the runs of slots that decay alike, which AdamW walks; each expert's up weight (and
+// bias) right after its gate's in every expert layout, as the MoE block's one gate_up GEMM reads them.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -464,4 +465,56 @@ TEST_CASE("layers of different specs get their own slots and offsets", "[param_l
   CHECK(l.largest_region_numel == 688);
   CHECK(l.total_numel == 128 + 496 + 516 + 688 + 8 + 128);
   CHECK(mt::count_parameters(spec) == l.total_numel);
+}
+
+TEST_CASE("every expert layout puts each expert's up weight (and bias) right after its gate's", "[param_layout]") {
+  // The MoE block runs [W_gate; W_up] as one [2I, H] matrix per expert (engine/moe_block.h): the golden MoE fixtures
+  // as their weights name them, and the shipped MoE shapes, each also forced through every fused 3-D layout.
+  const fs::path root = fs::path(MEGATRAIN_SOURCE_DIR);
+  std::vector<std::pair<std::string, mt::ModelSpec>> specs;
+  for (const auto& entry : fs::directory_iterator(root / "tests" / "fixtures")) {
+    const fs::path dir = entry.path() / "model";
+    if (!fs::exists(dir / "config.json")) continue;
+    mt::ModelSpec spec = mt::load_model_spec(dir / "config.json", true);
+    const mt::SafetensorsModel weights(dir);
+    mt::match_tensor_names(spec, [&](const std::string& name) { return weights.find(name) != nullptr; });
+    specs.emplace_back(entry.path().filename().string(), spec);
+  }
+  for (const auto& entry : fs::directory_iterator(root / "configs" / "models"))
+    if (entry.path().extension() == ".json")
+      specs.emplace_back(entry.path().filename().string(), mt::load_model_spec(entry.path(), true));
+  int moe_specs = 0;
+  for (const auto& [name, parsed] : specs) {
+    if (std::none_of(parsed.layers.begin(), parsed.layers.end(), [](const mt::LayerSpec& l) { return l.moe.active(); }))
+      continue;
+    ++moe_specs;
+    std::vector<mt::ModelSpec> variants = {parsed};
+    for (const auto layout : {mt::FusedExpertLayout::rows, mt::FusedExpertLayout::columns,
+                              mt::FusedExpertLayout::interleaved_columns}) {
+      mt::ModelSpec v = mt::first_layers(parsed, std::min<int64_t>(parsed.num_layers, 4));
+      v.names.fused_experts = true;
+      v.names.fused_layout = layout;
+      variants.push_back(v);
+    }
+    for (const mt::ModelSpec& spec : variants) {
+      INFO(name << (spec.names.fused_experts ? " fused layout " : " per-expert tensors ")
+                << static_cast<int>(spec.names.fused_layout));
+      const mt::ParamLayout layout = mt::make_param_layout(spec);
+      for (int64_t i = 0; i < spec.num_layers; ++i) {
+        const mt::MoeSpec& m = spec.layers[static_cast<size_t>(i)].moe;
+        if (!m.active()) continue;
+        const mt::MoeOffsets& o = layout.layer(i).offsets.moe;
+        const int64_t I = m.intermediate_size, H = spec.hidden_size, S = m.shared_intermediate_size;
+        CHECK(o.up_of(0) == o.gate_of(0) + I * H);
+        CHECK(o.up_of(m.num_experts - 1) == o.gate_of(m.num_experts - 1) + I * H);
+        CHECK(o.expert_stride >= 2 * I * H);
+        if (m.expert_bias) {
+          CHECK(o.up_bias == o.gate_bias + I);
+          CHECK(o.bias_stride == 2 * I);
+        }
+        if (S > 0) CHECK(o.shared.up == o.shared.gate + S * H);
+      }
+    }
+  }
+  CHECK(moe_specs >= 20);
 }

@@ -130,13 +130,13 @@ class CpuBackend final : public Backend {
                                 const AttnShape& shape) override {
     cpu::attention_sinks_backward(d_sinks, f(dout), f(out), lse, shape);
   }
-  void clamped_swiglu_forward(void* y, const void* gate, const void* up, int64_t n, float alpha,
-                              float limit) override {
-    cpu::clamped_swiglu_forward(f(y), f(gate), f(up), n, alpha, limit);
+  void clamped_swiglu_forward(void* y, const void* gate, const void* up, int64_t rows, int64_t cols, int64_t ld,
+                              float alpha, float limit) override {
+    cpu::clamped_swiglu_forward(f(y), f(gate), f(up), rows, cols, ld, alpha, limit);
   }
-  void clamped_swiglu_backward(void* dgate, void* dup, const void* dy, const void* gate, const void* up, int64_t n,
-                               float alpha, float limit) override {
-    cpu::clamped_swiglu_backward(f(dgate), f(dup), f(dy), f(gate), f(up), n, alpha, limit);
+  void clamped_swiglu_backward(void* dgate, void* dup, const void* dy, const void* gate, const void* up, int64_t rows,
+                               int64_t cols, int64_t ld, float alpha, float limit) override {
+    cpu::clamped_swiglu_backward(f(dgate), f(dup), f(dy), f(gate), f(up), rows, cols, ld, alpha, limit);
   }
   void grouped_bias_forward(void* y, const void* b, int64_t b_stride, const int32_t* offsets, int64_t E, int64_t R,
                             int64_t O) override {
@@ -146,12 +146,13 @@ class CpuBackend final : public Backend {
                              int64_t R, int64_t O) override {
     cpu::grouped_bias_backward(db, f(dy), b_stride, offsets, E, R, O);
   }
-  void glu_forward(void* y, const void* gate, const void* up, int64_t n, Activation act) override {
-    cpu::glu_forward(f(y), f(gate), f(up), n, act);
+  void glu_forward(void* y, const void* gate, const void* up, int64_t rows, int64_t cols, int64_t ld,
+                   Activation act) override {
+    cpu::glu_forward(f(y), f(gate), f(up), rows, cols, ld, act);
   }
-  void glu_backward(void* dgate, void* dup, void* y, const void* dy, const void* gate, const void* up, int64_t n,
-                    Activation act) override {
-    cpu::glu_backward(f(dgate), f(dup), f(y), f(dy), f(gate), f(up), n, act);
+  void glu_backward(void* dgate, void* dup, void* y, const void* dy, const void* gate, const void* up, int64_t rows,
+                    int64_t cols, int64_t ld, Activation act) override {
+    cpu::glu_backward(f(dgate), f(dup), f(y), f(dy), f(gate), f(up), rows, cols, ld, act);
   }
 
   void head_concat_forward(void* y, const void* a, const void* b, int64_t T, int64_t H, int64_t a_dim, int64_t b_dim,

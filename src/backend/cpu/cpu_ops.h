@@ -51,13 +51,14 @@ void attention_backward(real* dq, real* dk, real* dv, const real* dout, const re
 void attention_sinks_backward(real* d_sinks, const real* dout, const real* out, const real* lse,
                               const AttnShape& shape);
 
-void glu_forward(real* y, const real* gate, const real* up, int64_t n, Activation act);
-void glu_backward(real* dgate, real* dup, real* y, const real* dy, const real* gate, const real* up, int64_t n,
-                  Activation act);
+void glu_forward(real* y, const real* gate, const real* up, int64_t rows, int64_t cols, int64_t ld, Activation act);
+void glu_backward(real* dgate, real* dup, real* y, const real* dy, const real* gate, const real* up, int64_t rows,
+                  int64_t cols, int64_t ld, Activation act);
 
-void clamped_swiglu_forward(real* y, const real* gate, const real* up, int64_t n, real alpha, real limit);
-void clamped_swiglu_backward(real* dgate, real* dup, const real* dy, const real* gate, const real* up, int64_t n,
-                             real alpha, real limit);
+void clamped_swiglu_forward(real* y, const real* gate, const real* up, int64_t rows, int64_t cols, int64_t ld,
+                            real alpha, real limit);
+void clamped_swiglu_backward(real* dgate, real* dup, const real* dy, const real* gate, const real* up, int64_t rows,
+                             int64_t cols, int64_t ld, real alpha, real limit);
 
 void head_concat_forward(real* y, const real* a, const real* b, int64_t T, int64_t H, int64_t a_dim, int64_t b_dim,
                          bool shared_b);

@@ -1,5 +1,5 @@
-// Helpers shared by the CPU ops: dot/axpy (`omp simd` lets the compiler vectorise the sums), a row's RMS, and BLAS
-// dimension casts.
+// Helpers shared by the CPU ops: dot/axpy (`omp simd` lets the compiler vectorise the sums), a row's RMS, BLAS
+// dimension casts, and strided rows of elementwise ops.
 // Invariant: results depend only on the inputs and the build, never on the thread count.
 #pragma once
 #include <cmath>
@@ -43,5 +43,16 @@ inline int blas_int(int64_t n) {
 
 // Elementwise loops only fork threads above this many elements.
 inline constexpr int64_t parallel_min_elems = int64_t{1} << 15;
+
+// rows × cols elements of a dense [rows, cols] operand whose partner operands' rows lie ld ≥ cols apart (the glu ops'
+// gate and up): element i of the dense one sits at at(i) of the strided ones.
+struct StridedRows {
+  int64_t n = 0, cols = 1, ld = 1;
+  StridedRows(const char* op, int64_t rows, int64_t cols_, int64_t ld_) : n(rows * cols_), cols(cols_), ld(ld_) {
+    MT_ASSERT(rows >= 0 && cols_ >= 0 && ld_ >= cols_, "{}: rows {} cols {} ld {}", op, rows, cols_, ld_);
+    if (cols == 0) cols = ld = 1;  // no elements
+  }
+  int64_t at(int64_t i) const { return ld == cols ? i : i / cols * ld + i % cols; }
+};
 
 }  // namespace mt::cpu

@@ -3,8 +3,10 @@
 // torch.nn.functional.gelu(approximate="tanh")) with the derivative of GeluBackwardKernelImpl.
 // Without up (null) the activation alone, y = act(gate), as if up were 1: the same expressions, bitwise act(gate) and
 // dy·act'(gate) (a product by 1 is exact), dup not written.
-// Invariant: dgate and dup are overwritten; the silu path is the former SwiGLU op unchanged; the backward's y (where
-// given) is the forward's expression on the same element, so the same bits.
+// y and dy are [rows, cols]; gate, up, dgate and dup rows lie ld apart (ld = 2·cols: one [gate | up] buffer).
+// Invariant: dgate and dup are overwritten; each element's expressions are the same whatever ld (the silu path's are
+// the former SwiGLU op's); the backward's y (where given) is the forward's expression on the same element, so the
+// same bits.
 #include <cmath>
 
 #include "backend/cpu/cpu_ops.h"
@@ -41,62 +43,63 @@ inline real gelu_tanh_grad(real x) {
 
 inline real silu(real g) { return g / (1.f + std::exp(-g)); }
 
-// The gating factor of element i: up[i], or 1 for the non-gated activation (up null).
-inline real up_at(const real* up, int64_t i) { return up ? up[i] : 1.f; }
-
-void swiglu_forward(real* y, const real* gate, const real* up, int64_t n) {
-#pragma omp parallel for if (n > parallel_min_elems) schedule(static)
-  for (int64_t i = 0; i < n; ++i) y[i] = silu(gate[i]) * up_at(up, i);
-}
-
-void swiglu_backward(real* dgate, real* dup, real* y, const real* dy, const real* gate, const real* up,
-                     int64_t n) {
-#pragma omp parallel for if (n > parallel_min_elems) schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    const real g = gate[i];
+// The activations' value and derivative: SwiGLU's silu with the sigmoid's derivative, GeGLU's gelu_tanh.
+struct Silu {
+  static real value(real g) { return silu(g); }
+  static real derivative(real g) {
     const real sig = 1.f / (1.f + std::exp(-g));
-    const real value = silu(g);
-    const real u = up_at(up, i);
-    dgate[i] = dy[i] * u * (sig * (1.f + g * (1.f - sig)));
-    if (dup) dup[i] = dy[i] * value;
-    if (y) y[i] = value * u;
+    return sig * (1.f + g * (1.f - sig));
+  }
+};
+struct GeluTanh {
+  static real value(real g) { return gelu_tanh(g); }
+  static real derivative(real g) { return gelu_tanh_grad(g); }
+};
+
+// The gating factor at j: up[j], or 1 for the non-gated activation (up null).
+inline real up_at(const real* up, int64_t j) { return up ? up[j] : 1.f; }
+
+template <typename A>
+void forward(real* y, const real* gate, const real* up, StridedRows m) {
+#pragma omp parallel for if (m.n > parallel_min_elems) schedule(static)
+  for (int64_t i = 0; i < m.n; ++i) {
+    const int64_t j = m.at(i);
+    y[i] = A::value(gate[j]) * up_at(up, j);
   }
 }
 
-void geglu_forward(real* y, const real* gate, const real* up, int64_t n) {
-#pragma omp parallel for if (n > parallel_min_elems) schedule(static)
-  for (int64_t i = 0; i < n; ++i) y[i] = gelu_tanh(gate[i]) * up_at(up, i);
-}
-
-// torch: the product's gradient dy·up goes through gelu_backward(dy·up, gate).
-void geglu_backward(real* dgate, real* dup, real* y, const real* dy, const real* gate, const real* up,
-                    int64_t n) {
-#pragma omp parallel for if (n > parallel_min_elems) schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    const real g = gate[i];
-    const real value = gelu_tanh(g);
-    const real u = up_at(up, i);
-    dgate[i] = (dy[i] * u) * gelu_tanh_grad(g);
-    if (dup) dup[i] = dy[i] * value;
+// torch: the product's gradient dy·up goes through the activation's backward (gelu_backward(dy·up, gate)).
+template <typename A>
+void backward(real* dgate, real* dup, real* y, const real* dy, const real* gate, const real* up, StridedRows m) {
+#pragma omp parallel for if (m.n > parallel_min_elems) schedule(static)
+  for (int64_t i = 0; i < m.n; ++i) {
+    const int64_t j = m.at(i);
+    const real g = gate[j];
+    const real value = A::value(g);
+    const real u = up_at(up, j);
+    dgate[j] = (dy[i] * u) * A::derivative(g);
+    if (dup) dup[j] = dy[i] * value;
     if (y) y[i] = value * u;
   }
 }
 
 }  // namespace
 
-void glu_forward(real* y, const real* gate, const real* up, int64_t n, Activation act) {
+void glu_forward(real* y, const real* gate, const real* up, int64_t rows, int64_t cols, int64_t ld, Activation act) {
+  const StridedRows m("glu_forward", rows, cols, ld);
   switch (act) {
-    case Activation::silu: return swiglu_forward(y, gate, up, n);
-    case Activation::gelu_tanh: return geglu_forward(y, gate, up, n);
+    case Activation::silu: return forward<Silu>(y, gate, up, m);
+    case Activation::gelu_tanh: return forward<GeluTanh>(y, gate, up, m);
   }
   MT_ASSERT(false, "unknown activation {}", static_cast<int>(act));
 }
 
-void glu_backward(real* dgate, real* dup, real* y, const real* dy, const real* gate, const real* up, int64_t n,
-                  Activation act) {
+void glu_backward(real* dgate, real* dup, real* y, const real* dy, const real* gate, const real* up, int64_t rows,
+                  int64_t cols, int64_t ld, Activation act) {
+  const StridedRows m("glu_backward", rows, cols, ld);
   switch (act) {
-    case Activation::silu: return swiglu_backward(dgate, dup, y, dy, gate, up, n);
-    case Activation::gelu_tanh: return geglu_backward(dgate, dup, y, dy, gate, up, n);
+    case Activation::silu: return backward<Silu>(dgate, dup, y, dy, gate, up, m);
+    case Activation::gelu_tanh: return backward<GeluTanh>(dgate, dup, y, dy, gate, up, m);
   }
   MT_ASSERT(false, "unknown activation {}", static_cast<int>(act));
 }
