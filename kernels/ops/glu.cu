@@ -135,7 +135,7 @@ void glu_forward(T* y, const T* g, const T* u, int64_t rows, int64_t cols, int64
   const int64_t n = rows * cols;
   if (n == 0) return;
   constexpr int N = vec16<T>;
-  const bool vec = vec_ok(N, {ld == cols ? n : cols, ld}, {y, g, u ? u : g});
+  const bool vec = vec_ok(N, {ld == cols ? n : cols, ld == cols ? n : ld}, {y, g, u ? u : g});
   with_activation("glu_forward", act, [&](auto a) {
     constexpr Activation A = decltype(a)::value;
     if (vec) {
@@ -156,7 +156,8 @@ void glu_backward(T* dg, T* du, T* y, const T* dy, const T* g, const T* u, int64
   if (n == 0) return;
   constexpr int N = vec16<T>;
   MT_ASSERT((u == nullptr) == (du == nullptr), "glu_backward: u and du must both be given or both null");
-  const bool vec = vec_ok(N, {ld == cols ? n : cols, ld}, {dg, du ? du : dg, y ? y : dg, dy, g, u ? u : g});
+  const bool vec = vec_ok(N, {ld == cols ? n : cols, ld == cols ? n : ld},
+                          {dg, du ? du : dg, y ? y : dg, dy, g, u ? u : g});
   with_activation("glu_backward", act, [&](auto a) {
     constexpr Activation A = decltype(a)::value;
     if (vec) {

@@ -1,8 +1,11 @@
-// Host emulation of the CUDA constructs kernels/ops/gated_delta_rule_chunked.cu and lightning_attention_chunked.cu use,
-// for running their kernels without a GPU (run_chunked_delta_rule.sh, run_lightning_chunked.sh): one std::thread per CUDA thread, std::barrier for __syncthreads and for warp
-// shuffles, shared memory and scratch filled with NaN (a read before a write shows in the results, as does a read
-// of an asynchronous copy before its thread waited for it), and block_mm as
-// one fp32 sum per output element (for bf16 operands after asserting wmma's shape and alignment preconditions).
+// Host emulation of the CUDA constructs the kernels it runs use (kernels/ops/gated_delta_rule_chunked.cu,
+// lightning_attention_chunked.cu, glu.cu, clamped_swiglu.cu), for running them without a GPU
+// (run_chunked_delta_rule.sh, run_lightning_chunked.sh, run_glu.sh): one std::thread per CUDA thread, std::barrier for
+// __syncthreads and for warp shuffles, shared memory and scratch filled with NaN (a read before a write shows in the
+// results, as does a read of an asynchronous copy before its thread waited for it), and block_mm as one fp32 sum per
+// output element (for bf16 operands after asserting wmma's shape and alignment preconditions); grid_for caps grids at
+// 8 blocks per emulated multiprocessor (emu_sm_count, 1 by default, so grid-stride loops go round more than once);
+// emu_note_launch records which launch site of a launcher ran (emu_launched).
 // Invariant: a hand-run tool, never part of the build.
 #pragma once
 #include <barrier>
@@ -12,6 +15,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 #include "backend/gated_delta_rule_scratch.h"
@@ -24,9 +28,15 @@
 #define __launch_bounds__(...)
 #define __grid_constant__
 struct __nv_bfloat16 { uint16_t x; };
+inline float __bfloat162float(__nv_bfloat16 x) { return mt::bf16_to_f32(x.x); }
+inline __nv_bfloat16 __float2bfloat16_rn(float x) { return {mt::f32_to_bf16(x)}; }
 struct Dim { unsigned x = 0, y = 0; };
 inline thread_local Dim threadIdx;
-inline Dim blockIdx, blockDim;
+inline Dim blockIdx, blockDim, gridDim;
+// The kernels launched since the driver last cleared it, as their launch sites name them
+// ("glu_forward_kernel<T, N, A>").
+inline std::vector<std::string> emu_launched;
+inline void emu_note_launch(const char* kernel) { emu_launched.emplace_back(kernel); }
 inline unsigned char* emu_smem = nullptr;
 inline std::barrier<>* emu_bar = nullptr;
 inline std::vector<std::unique_ptr<std::barrier<>>> emu_warp_bars;
@@ -71,6 +81,14 @@ inline unsigned __ballot_sync(unsigned, bool p) {
   return bits;
 }
 namespace mt::cuda {
+// launch_check.h's grid_for with emu_sm_count multiprocessors.
+inline int emu_sm_count = 1;
+inline int sm_count() { return emu_sm_count; }
+inline unsigned grid_for(int64_t work, int threads, int blocks_per_sm = 8) {
+  const int64_t need = (work + threads - 1) / threads;
+  const int64_t cap = static_cast<int64_t>(sm_count()) * blocks_per_sm;
+  return static_cast<unsigned>(need < 1 ? 1 : (need < cap ? need : cap));
+}
 // launch_check.h's vec_ok: every pointer 16-byte aligned and each count a multiple of n.
 inline bool vec_ok(int64_t n, std::initializer_list<int64_t> counts, std::initializer_list<const void*> ptrs) {
   for (int64_t c : counts)
@@ -166,6 +184,8 @@ inline void emu_launch(unsigned blocks, unsigned threads, int smem, const std::f
   std::vector<unsigned char> storage(static_cast<size_t>(smem) + 256);
   unsigned char* base = storage.data() + (128 - reinterpret_cast<uintptr_t>(storage.data()) % 128) % 128;
   blockDim.x = threads;
+  gridDim.x = blocks;
+  gridDim.y = blocks_y;
   for (unsigned b = 0; b < blocks * blocks_y; ++b) {
     const float nan = std::nanf("");
     for (size_t i = 0; i + 4 <= static_cast<size_t>(smem); i += 4) std::memcpy(&base[i], &nan, 4);

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Runs the CUDA gated-MLP activations (kernels/ops/glu.cu: SwiGLU, GeGLU, the non-gated activation; clamped_swiglu.cu:
+# GPT-OSS's) forward and backward on the CPU through emu_cuda.h, through their launchers, and compares them with the
+# CPU reference, on a machine without a GPU: fp32 and bf16 should agree bit for bit (the same per-element expressions
+# with the host's expf and tanhf; on a GPU CUDA's expf and tanhf, and nvcc's fused multiply-adds, may move fp32 by a
+# few ulp), every element outside the outputs' rows × cols (the columns between cols and ld, guards before and after)
+# untouched, and each launch on the path its launcher's rule picks (16-byte vectors or scalar). By hand, after editing
+# the kernels; never in CI.
+# Usage: tools/kernel_emulation/run_glu.sh [CPU_BUILD_DIR]   (a CPU build with mt_backend built)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+src=$(cd "$here/../.." && pwd)
+build=$(cd "${1:-$src/build}" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# Each kernel file as a C++ file: device_util.cuh's load_f32 / store_f32, the file from its namespace on with every
+# kernel<<<grid, threads, smem, stream>>>(args) an emu_launch noted by its launch site, launch checks dropped; the
+# launchers' declarations from kernels.h.
+python3 - "$src/kernels/ops" "$work" <<'PY'
+import re, sys
+ops, work = sys.argv[1], sys.argv[2]
+util = open(f'{ops}/device_util.cuh').read()
+a, b = util.index('// N consecutive elements as fp32'), util.index('// Butterfly sum')
+packs = 'namespace mt::cuda {\n' + util[a:b] + '}  // namespace mt::cuda\n'
+head = ('#include <cmath>\n#include <type_traits>\n#include "emu_cuda.h"\n#include "core/activation.h"\n'
+        'using cudaStream_t = void*;\n')
+
+def call_end(s, i):  # index just past the parenthesised group opening at s[i]
+    depth = 0
+    for k in range(i, len(s)):
+        depth += {'(': 1, ')': -1}.get(s[k], 0)
+        if depth == 0:
+            return k + 1
+    raise SystemExit('unbalanced parentheses')
+
+def split_top(s):  # comma-separated at depth 0
+    parts, depth, cur = [], 0, ''
+    for c in s:
+        depth += {'(': 1, ')': -1}.get(c, 0)
+        if c == ',' and depth == 0:
+            parts.append(cur.strip()); cur = ''
+        else:
+            cur += c
+    return parts + [cur.strip()]
+
+def rewrite(s):
+    s = s[s.index('namespace mt::cuda {'):]
+    while (m := re.search(r'MT_CHECK_LAUNCH\(', s)):
+        end = call_end(s, m.end() - 1)
+        s = s[:m.start()] + s[end:].removeprefix(';')
+    out, pos, launches = '', 0, 0
+    for m in re.finditer(r'([A-Za-z_]\w*(?:<[^<>;]*>)?)<<<', s):
+        if m.start() < pos:
+            continue
+        cfg_end = s.index('>>>', m.end())
+        grid, threads, smem, _ = split_top(s[m.end():cfg_end])
+        args_end = call_end(s, cfg_end + 3)
+        assert s[args_end] == ';'
+        k = m.group(1)
+        out += s[pos:m.start()] + (f'{{ emu_note_launch("{k}"); emu_launch({grid}, {threads}, {smem}, [&] {{ {k}'
+                                   f'{s[cfg_end + 3:args_end]}; }}); }}')
+        pos = args_end + 1
+        launches += 1
+    assert launches, 'no launches found'
+    return head + packs + out + s[pos:]
+
+for name in ('glu', 'clamped_swiglu'):
+    open(f'{work}/{name}_emu.cpp', 'w').write(rewrite(open(f'{ops}/{name}.cu').read()))
+decls = [l for l in open(f'{ops}/kernels.h').read().splitlines()
+         if re.match(r'template <typename T> void (glu|clamped_swiglu)_(forward|backward)\(', l)]
+assert len(decls) == 4, decls
+open(f'{work}/kernels_emu.h', 'w').write(
+    head + 'namespace mt::cuda {\n' + '\n'.join(decls) + '\n}  // namespace mt::cuda\n')
+PY
+for f in glu clamped_swiglu; do
+  g++ -O1 -std=c++20 -I"$src/src" -I"$src" -I"$here" -I"$work" -c "$work/${f}_emu.cpp" -o "$work/$f.o" &
+done
+wait
+g++ -O1 -std=c++20 -fopenmp -I"$src/src" -I"$src" -I"$here" -I"$work" "$here/glu.cpp" "$work/glu.o" \
+  "$work/clamped_swiglu.o" "$build/libmt_backend.a" "$build/libmt_core.a" -lfmt -o "$work/glu"
+# Dense (ld = cols) with n odd, n a multiple of the vector width with cols not, and cols one; the fused [g | u]
+# buffer (ld = 2·cols) with cols a multiple of 8 (vectors), of 4 only (fp32 vectors, bf16 scalar) and of neither;
+# separate g, u rows with padding columns (ld = cols + 3: scalar; cols + 8); misaligned pointers; one large enough
+# that the grid-stride loops go round several times; each activation gated and not, and the clamped SwiGLU.
+fail=0
+for dt in f b; do
+  for shape in "7 9 dense" "4 6 dense" "6 16 dense" "5 1 dense" "5 24 fused" "3 12 fused" "4 10 fused" "3 5 fused" \
+    "5 8 pad3" "5 16 pad8" "3 16 shift" "300 64 fused" "70 19 dense"; do
+    for op in silu gelu silu-up0 gelu-up0 clamped; do
+      "$work/glu" $dt $shape $op || fail=1
+    done
+  done
+done
+exit $fail
