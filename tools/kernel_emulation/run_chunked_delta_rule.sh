@@ -16,7 +16,7 @@ s = open(sys.argv[1]).read()
 body = s[s.index('namespace mt::cuda {'):]
 start = body.index('template <typename K, typename S>\nvoid launch(')
 body = body[:start] + body[body.index('}  // namespace\n', start):]
-body = body[:body.index('DeltaRuleKernel delta_rule_kernel_from_env()')] + '}  // namespace mt::cuda\n'
+body = body[:body.index('template <typename T>\nvoid gated_delta_rule_chunked_forward(')] + '}  // namespace mt::cuda\n'
 body = body.replace('extern __shared__ __align__(128) unsigned char smem[];', 'unsigned char* smem = emu_smem;')
 body = body.replace('static_assert(chunk_of<float> <= threads && chunk_of<__nv_bfloat16> <= threads);', '')
 open(sys.argv[2], 'w').write('#include "emu_cuda.h"\n' + body)
