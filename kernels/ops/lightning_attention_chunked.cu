@@ -4,12 +4,13 @@
 // transformers' MiniMaxLightningAttention takes its blocks. Positions count in sweep order (a reverse sweep is a
 // forward one over the reversed tokens); per chunk of rows r, with D[r, s] = w^(r−s) for s ≤ r in r's segment:
 //   y = (A·Bᵀ ⊙ D)·C + diag(α)·A·M,   α_r = w^(r+1) where r's segment began before the chunk, else 0;
-//   M ← γ·M + (diag(β)·B)ᵀ·C,          β_s = w^(n−1−s) in the last row's segment, γ = w^n if the chunk is one segment
+//   M ← γ·M + Bᵀ·diag(β)·C,           β_s = w^(n−1−s) in the last row's segment, γ = w^n if the chunk is one segment
 // carried from before, else 0 (n: the chunk's valid rows). One block runs one (sequence, head, 32 columns of c, y and
-// the state M [head_dim, 32], fp32 in shared memory) through its chunks in turn; the backward's three sweeps are one
-// launch. The products run on kernels/ops/block_mm.cuh: bf16 operands on tensor cores (wmma 16×16×16, fp32
-// accumulation; M is read as bf16, its running sum stays fp32), fp32 operands by FMA loops. Decays are powers of
-// the fp32 w = exp(−λ_h) that the recurrent kernel and the CPU reference multiply by, taken as exp(n·ln w).
+// the state M [head_dim, 32], fp32 in shared memory: 110 KB at head_dim 128, two blocks an SM) through its chunks in
+// turn; the backward's three sweeps are one launch. The products run on kernels/ops/block_mm.cuh: bf16 operands on
+// tensor cores (wmma 16×16×16, fp32 accumulation; M is read as bf16, its running sum stays fp32), fp32 operands by
+// FMA loops. Decays are powers of the fp32 w = exp(−λ_h) that the recurrent kernel and the CPU reference multiply by,
+// taken as exp(n·ln w).
 // Invariant: the CPU reference's semantics (q, k, v = silu(raw); state zero at every sequence and segment start;
 // o = 0 and no gradient on padding); every output element is written once, its sum in a fixed order
 // (deterministic); no memory beyond the operands (the states never leave shared memory).
@@ -68,8 +69,8 @@ struct Params {
 // Shared-memory layout (byte offsets) for head dims padded to dp; strides in elements, padded against bank
 // conflicts and kept to wmma's alignment (rows of 16 start on 32 bytes).
 struct Smem {
-  int ldk, ldn, ldp, lds, ldf;  // A, B (T); C, M as T (T); P (T); S (fp32); Y, M, ΔM (fp32)
-  int a, b, c, p, f, y, m, mb, pw, first, alpha, beta, mask;
+  int ldk, ldn, ldp, lds, ldf;  // A, B (T); C, diag(β)·C, M as T (T); P (T); S (fp32); Y, M, ΔM (fp32)
+  int a, b, c, cb, p, f, y, m, mb, pw, first, alpha, beta, mask;
   int bytes;
 };
 
@@ -90,6 +91,7 @@ Smem smem_of(int dp) {
   L.a = take(chunk * L.ldk * es);
   L.b = take(chunk * L.ldk * es);
   L.c = take(chunk * L.ldn * es);
+  L.cb = take(chunk * L.ldn * es);
   L.p = take(chunk * L.ldp * es);
   L.f = take(4 * (chunk * L.lds > dp * L.ldf ? chunk * L.lds : dp * L.ldf));  // S, then ΔM
   L.y = take(4 * chunk * L.ldf);
@@ -203,6 +205,7 @@ __global__ void __launch_bounds__(threads, 2) chunked_sweep_kernel(const __grid_
   T* A = reinterpret_cast<T*>(smem + L.a);
   T* B = reinterpret_cast<T*>(smem + L.b);
   T* Cc = reinterpret_cast<T*>(smem + L.c);
+  T* Cb = reinterpret_cast<T*>(smem + L.cb);
   T* Pm = reinterpret_cast<T*>(smem + L.p);
   float* F = reinterpret_cast<float*>(smem + L.f);
   float* Y = reinterpret_cast<float*>(smem + L.y);
@@ -243,14 +246,14 @@ __global__ void __launch_bounds__(threads, 2) chunked_sweep_kernel(const __grid_
       const float decay = s <= r && s >= first[r] ? pw[r - s] : 0.f;
       Pm[r * L.ldp + s] = from_f32<T>(F[r * L.lds + s] * decay);
     }
-    for (int e = threadIdx.x; e < chunk * cols; e += blockDim.x) Y[e / cols * L.ldf + e % cols] *= alpha[e / cols];
-    for (int e = threadIdx.x; e < chunk * P.dp; e += blockDim.x) {
-      const int r = e / P.dp, i = e % P.dp;
-      B[r * L.ldk + i] = from_f32<T>(to_f32(B[r * L.ldk + i]) * beta[r]);
+    for (int e = threadIdx.x; e < chunk * cols; e += blockDim.x) {
+      const int r = e / cols, j = e % cols;
+      Y[r * L.ldf + j] *= alpha[r];
+      Cb[r * L.ldn + j] = from_f32<T>(to_f32(Cc[r * L.ldn + j]) * beta[r]);
     }
     __syncthreads();
     block_mm<false, false>(Y, L.ldf, Pm, L.ldp, Cc, L.ldn, chunk, cols, chunk, true);  // + (S ⊙ D)·C
-    block_mm<true, false>(F, L.ldf, B, L.ldk, Cc, L.ldn, P.dp, cols, chunk, false);   // ΔM = (diag(β)·B)ᵀ·C
+    block_mm<true, false>(F, L.ldf, B, L.ldk, Cb, L.ldn, P.dp, cols, chunk, false);   // ΔM = Bᵀ·diag(β)·C
     for (int e0 = threadIdx.x; e0 < n * cols; e0 += in_flight * blockDim.x) {  // the raw values' loads first
       float x[in_flight];
 #pragma unroll
