@@ -17,7 +17,7 @@ __global__ void clamped_swiglu_forward_kernel(T* __restrict__ y, const T* __rest
                                               int64_t n, int64_t cols, int64_t ld, float alpha, float limit) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const int64_t j = ld == cols ? i : i / cols * ld + i % cols;
+    const int64_t j = strided_at(i, cols, ld);
     const float g = fminf(to_f32(gate[j]), limit), u = fminf(fmaxf(to_f32(up[j]), -limit), limit);
     const float glu = g * (1.f / (1.f + expf(-(g * alpha))));
     y[i] = from_f32<T>((u + 1.f) * glu);
@@ -30,7 +30,7 @@ __global__ void clamped_swiglu_backward_kernel(T* __restrict__ dgate, T* __restr
                                                int64_t cols, int64_t ld, float alpha, float limit) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const int64_t j = ld == cols ? i : i / cols * ld + i % cols;
+    const int64_t j = strided_at(i, cols, ld);
     const float gate_in = to_f32(gate[j]), up_in = to_f32(up[j]), d = to_f32(dy[i]);
     const float g = fminf(gate_in, limit), u = fminf(fmaxf(up_in, -limit), limit);
     const float sg = 1.f / (1.f + expf(-(g * alpha)));

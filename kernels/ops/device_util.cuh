@@ -1,4 +1,4 @@
-// Device helpers shared by the kernels: fp32 <-> element conversion, 16-byte packs, warp sums.
+// Device helpers shared by the kernels: fp32 <-> element conversion, 16-byte packs, strided rows, warp sums.
 // Invariant: bf16 results round to nearest even (as torch does); every reduction here has a fixed order.
 #pragma once
 #include <cuda_bf16.h>
@@ -49,6 +49,12 @@ __device__ __forceinline__ void store_f32(T* p, const float (&in)[N]) {
     for (int i = 0; i < c; ++i) pk.v[i] = from_f32<T>(in[j + i]);
     *reinterpret_cast<Pack<T, c>*>(p + j) = pk;
   }
+}
+
+// Where element i of a dense [rows, cols] operand sits in one whose rows lie ld ≥ cols apart (the glu ops' gate and
+// up in one [gate | up] buffer).
+__device__ __forceinline__ int64_t strided_at(int64_t i, int64_t cols, int64_t ld) {
+  return ld == cols ? i : i / cols * ld + i % cols;
 }
 
 // Butterfly sum over the 32 lanes; every lane gets the same (order-fixed) result.

@@ -54,11 +54,6 @@ __device__ __forceinline__ void act_backward(float g, float& derivative, float& 
   }
 }
 
-// Where element i of the dense [rows, cols] operands sits in the strided ones.
-__device__ __forceinline__ int64_t strided_at(int64_t i, int64_t cols, int64_t ld) {
-  return ld == cols ? i : i / cols * ld + i % cols;
-}
-
 // The N gating factors at j: u's, or 1 without u.
 template <typename T, int N>
 __device__ __forceinline__ void load_up(float (&uv)[N], const T* u, int64_t j) {

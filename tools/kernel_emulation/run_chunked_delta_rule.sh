@@ -4,11 +4,7 @@
 # bf16 (chunks of 64) to a few 1e-3. By hand, after editing the kernels; slow (a thread per CUDA thread), never in CI.
 # Usage: tools/kernel_emulation/run_chunked_delta_rule.sh [CPU_BUILD_DIR]   (a CPU build with mt_backend built)
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-src=$(cd "$here/../.." && pwd)
-build=$(cd "${1:-$src/build}" && pwd)
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+source "$(dirname "$0")/emu_env.sh"
 # The kernels without their launchers (which enqueue on CUDA streams), shared memory from emu_cuda.h.
 python3 - "$src/kernels/ops/gated_delta_rule_chunked.cu" "$work/kernels_emu.h" <<'PY'
 import sys

@@ -8,11 +8,7 @@
 # the kernels; never in CI.
 # Usage: tools/kernel_emulation/run_glu.sh [CPU_BUILD_DIR]   (a CPU build with mt_backend built)
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-src=$(cd "$here/../.." && pwd)
-build=$(cd "${1:-$src/build}" && pwd)
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+source "$(dirname "$0")/emu_env.sh"
 # Each kernel file as a C++ file: device_util.cuh's load_f32 / store_f32, the file from its namespace on with every
 # kernel<<<grid, threads, smem, stream>>>(args) an emu_launch noted by its launch site, launch checks dropped; the
 # launchers' declarations from kernels.h.

@@ -4,11 +4,7 @@
 # 1e-3. By hand, after editing the kernel; slow (a thread per CUDA thread), never in CI.
 # Usage: tools/kernel_emulation/run_lightning_chunked.sh [CPU_BUILD_DIR]   (a CPU build with mt_backend built)
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-src=$(cd "$here/../.." && pwd)
-build=$(cd "${1:-$src/build}" && pwd)
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+source "$(dirname "$0")/emu_env.sh"
 # The kernel with its launch made an emu_launch, shared memory from emu_cuda.h, kernels.h's declarations.
 python3 - "$src/kernels/ops/lightning_attention_chunked.cu" "$src/kernels/ops/kernels.h" "$work/kernels_emu.h" <<'PY'
 import re, sys
