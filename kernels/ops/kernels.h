@@ -115,12 +115,13 @@ template <typename T> void attention_forward(T* out, float* lse, const T* q, con
 template <typename T> void attention_backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v, const T* out, const float* lse, const AttnShape& shape, cudaStream_t s);
 template <typename T> void attention_sinks_backward(float* d_sinks, const T* dout, const T* out, const float* lse, const AttnShape& shape, cudaStream_t s);
 
-// Cross-entropy on one chunk of fp32 logits [rows, V] (in place allowed for dlogits when T = float), each logit x first
+// Cross-entropy on one chunk of fp32 logits [rows, V], rows ld >= V elements apart, dlogits alike (its columns from V to
+// ld untouched; in place allowed for dlogits when T = float), each logit x first
 // soft-capped to z = softcap·tanh(x/softcap) where softcap > 0 (z = x otherwise):
 // row_loss[r] = logsumexp(z) − z[target] (0 where target == -100); dlogits = scale·row_weight[r]·(softmax(z) −
 // onehot)·∂z/∂x (row_weight [rows] null: 1), 0 on ignored rows; a target outside [0, V) other than -100 gives NaN
 // loss and gradient for its row.
-template <typename T> void cross_entropy(T* dlogits, float* row_loss, const float* logits, const int32_t* targets, const float* row_weight, int64_t rows, int64_t V, float scale, float softcap, cudaStream_t s);
+template <typename T> void cross_entropy(T* dlogits, float* row_loss, const float* logits, const int32_t* targets, const float* row_weight, int64_t rows, int64_t V, int64_t ld, float scale, float softcap, cudaStream_t s);
 
 // Mixture of experts (kernels/ops/moe.cu), semantics of the Backend ops of the same names; probs, weights, d_weights,
 // aux_grad, prob_sums fp32; counts, idx, offsets [E+1], source, row_of int32.

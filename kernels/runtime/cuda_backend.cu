@@ -20,6 +20,7 @@
 #include "kernels/runtime/op_profile.h"
 #include "kernels/runtime/rate_probe.h"
 #include "backend/gated_delta_rule_scratch.h"
+#include "backend/head_chunk.h"
 #include "kernels/ops/kernels.h"
 #include "plan/cudnn_attention_plan.h"
 #include "plan/gemm_workspace.h"
@@ -438,21 +439,21 @@ class CudaBackend final : public Backend {
                         const float* row_weight, float* row_loss, int64_t T, int64_t H, int64_t V, float grad_scale,
                         float softcap) override {
     const cuda::OpProfile::Span span(profile_, "head_loss", stream_);
-    const int64_t chunk = std::clamp<int64_t>((int64_t{1} << 28) / std::max<int64_t>(V, 1), 16, 4096);
-    ensure_head_buffers(std::min(chunk, T), V, T);
+    const int64_t chunk = head_chunk_rows(V), ld = head_logits_stride(V);
+    ensure_head_buffers(std::min(chunk, T), ld, T);
     const auto es = static_cast<int64_t>(dtype_size(dtype_));
     for (int64_t r0 = 0; r0 < T; r0 += chunk) {
       const int64_t rows = std::min(chunk, T - r0);
       const char* xr = static_cast<const char*>(x) + r0 * H * es;
-      gemm_->run(logits_, DType::f32, xr, w, dtype_, true, rows, V, H, 1.0f, 0.0f);
+      gemm_->run(logits_, DType::f32, xr, w, dtype_, true, rows, V, H, 1.0f, 0.0f, false, {.c = ld});
       dispatch([&](auto* t) {
         cuda::cross_entropy(cast(t, dlogits_), row_loss_ + r0, logits_, targets + r0,
-                            row_weight ? row_weight + r0 : nullptr, rows, V, grad_scale, softcap, stream_);
+                            row_weight ? row_weight + r0 : nullptr, rows, V, ld, grad_scale, softcap, stream_);
       });
       if (!dx) continue;  // the loss only (evaluation)
       char* dxr = static_cast<char*>(dx) + r0 * H * es;
-      gemm_->run(dxr, dtype_, dlogits_, w, dtype_, false, rows, H, V, 1.0f, 0.0f);
-      gemm_->run_at_b(dw, dlogits_, xr, dtype_, V, H, rows, 1.0f, 1.0f);
+      gemm_->run(dxr, dtype_, dlogits_, w, dtype_, false, rows, H, V, 1.0f, 0.0f, false, {.a = ld});
+      gemm_->run_at_b(dw, dlogits_, xr, dtype_, V, H, rows, 1.0f, 1.0f, false, {.a = ld});
     }
     cuda::sum(static_cast<double*>(scalar_), row_loss_, T, stream_);
     if (row_loss && T > 0) copy_bytes(row_loss, row_loss_, T * 4);
@@ -613,13 +614,14 @@ class CudaBackend final : public Backend {
   bool attention_choice_logged_ = false;
 #endif
 
-  void ensure_head_buffers(int64_t rows, int64_t V, int64_t T) {
-    if (rows * V > head_capacity_) {
+  // Logits and dlogits of `rows` rows `ld` apart (head_chunk.h), and T per-row losses.
+  void ensure_head_buffers(int64_t rows, int64_t ld, int64_t T) {
+    if (rows * ld > head_capacity_) {
       free_bytes(logits_);
       free_bytes(dlogits_);
-      logits_ = static_cast<float*>(alloc_bytes(rows * V * 4));
-      dlogits_ = alloc_bytes(rows * V * static_cast<int64_t>(dtype_size(dtype_)));
-      head_capacity_ = rows * V;
+      logits_ = static_cast<float*>(alloc_bytes(rows * ld * 4));
+      dlogits_ = alloc_bytes(rows * ld * static_cast<int64_t>(dtype_size(dtype_)));
+      head_capacity_ = rows * ld;
     }
     if (T > row_capacity_) {
       free_bytes(row_loss_);

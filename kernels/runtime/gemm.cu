@@ -126,9 +126,9 @@ void Gemm::matmul(void* D, const void* C, DType d, const void* colA, bool transA
 }
 
 void Gemm::run(void* C, DType c, const void* A, const void* B, DType ab, bool b_transposed, int64_t M, int64_t N,
-               int64_t K, float alpha, float beta, bool rows_vary) {
-  matmul(C, nullptr, c, B, b_transposed, A, false, ab, N, M, K, b_transposed ? K : N, K, N, alpha, beta,
-         rows_vary ? Varying::n : Varying::none);
+               int64_t K, float alpha, float beta, bool rows_vary, RowStrides ld) {
+  matmul(C, nullptr, c, B, b_transposed, A, false, ab, N, M, K, b_transposed ? K : N, ld.a ? ld.a : K, ld.c ? ld.c : N,
+         alpha, beta, rows_vary ? Varying::n : Varying::none);
 }
 
 void Gemm::run_add(void* D, const void* R, const void* A, const void* B, DType ab, int64_t M, int64_t N, int64_t K,
@@ -138,8 +138,8 @@ void Gemm::run_add(void* D, const void* R, const void* A, const void* B, DType a
 }
 
 void Gemm::run_at_b(float* C, const void* A, const void* B, DType ab, int64_t M, int64_t N, int64_t K, float alpha,
-                    float beta, bool rows_vary) {
-  matmul(C, nullptr, DType::f32, B, false, A, true, ab, N, M, K, N, M, N, alpha, beta,
+                    float beta, bool rows_vary, RowStrides ld) {
+  matmul(C, nullptr, DType::f32, B, false, A, true, ab, N, M, K, N, ld.a ? ld.a : M, ld.c ? ld.c : N, alpha, beta,
          rows_vary ? Varying::k : Varying::none);
 }
 

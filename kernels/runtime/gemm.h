@@ -18,6 +18,12 @@
 
 namespace mt::cuda {
 
+// Elements from one row to the next of a call's row-major A and C (or D) where they are not packed (0: packed, the
+// row's length): the LM head's logits rows, padded to an aligned stride.
+struct RowStrides {
+  int64_t a = 0, c = 0;
+};
+
 class Gemm {
  public:
   Gemm(cudaStream_t stream, int64_t workspace_bytes);
@@ -29,7 +35,7 @@ class Gemm {
   // "x · wᵀ" of a linear layer) and B[K,N] otherwise. A, B in `ab`; C in `c` (`ab` or f32). rows_vary: M is an
   // expert's row count (plans shared per power-of-two bucket of M).
   void run(void* C, DType c, const void* A, const void* B, DType ab, bool b_transposed, int64_t M, int64_t N,
-           int64_t K, float alpha, float beta, bool rows_vary = false);
+           int64_t K, float alpha, float beta, bool rows_vary = false, RowStrides ld = {});
   // Row-major D[M,N] = alpha · A[M,K] · B[N,K]ᵀ + R[M,N], all in `ab`, R not aliasing D: a linear layer with its
   // residual (and a residual multiplier) added in the epilogue (the fp32 sum rounds once; no separate pass over D).
   void run_add(void* D, const void* R, const void* A, const void* B, DType ab, int64_t M, int64_t N, int64_t K,
@@ -37,7 +43,7 @@ class Gemm {
   // Row-major C[M,N] = alpha · A[K,M]ᵀ · B[K,N] + beta · C: the weight gradient dyᵀ·x, accumulated in fp32 C.
   // rows_vary: K is an expert's row count.
   void run_at_b(float* C, const void* A, const void* B, DType ab, int64_t M, int64_t N, int64_t K, float alpha,
-                float beta, bool rows_vary = false);
+                float beta, bool rows_vary = false, RowStrides ld = {});
 
  private:
   // One column-major problem: descriptors and the heuristic's algorithm, built on first use.

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "backend/gated_delta_rule_scratch.h"
+#include "backend/head_chunk.h"
 #include "backend/segment_batch.h"
 #include "core/error.h"
 #include "engine/chunked_attention.h"
@@ -125,8 +126,8 @@ void plan_activations(const ModelSpec& s, const RunShape& run, int64_t es, GpuPl
     deltanet_scratch = std::max(deltanet_scratch, delta_rule_scratch_bytes(shape, es));
   }
   g.layer_workspace = decoder_workspace_bytes(s, mb, run.seq_len, run.token_chunk, es) + std::max(attention_partials, deltanet_scratch);
-  const int64_t chunk = std::min(std::clamp<int64_t>((int64_t{1} << 28) / std::max<int64_t>(V, 1), 16, 4096), mb_tokens);
-  g.head = chunk * V * 4 + chunk * V * es + mb_tokens * 4;
+  const int64_t chunk = std::min(head_chunk_rows(V), mb_tokens);
+  g.head = chunk * head_logits_stride(V) * (4 + es) + mb_tokens * 4;
   const int64_t token_arrays = attention_chunk(s) > 0 ? 5 : 4;  // + chunked attention's ids (chunked_attention.h)
   // and the virtual batches of packed examples and of chunks: starts and lengths (backend/segment_batch.h)
   const int64_t segment_batches = (run.packed ? 1 : 0) + (attention_chunk(s) > 0 ? 1 : 0);

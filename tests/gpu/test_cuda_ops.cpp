@@ -5,6 +5,7 @@
 // DYNAMIC_SECTION named after what it covers, so `tests_gpu "<case>" -c "<row>"` runs one row.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <string>
 
@@ -641,22 +642,29 @@ TEST_CASE("cuda attention: scale given as 1/sqrt(head_dim) is bit for bit the de
 TEST_CASE("cuda cross_entropy (optionally soft-capped) matches an fp64 softmax, in place too", "[gpu][cross_entropy]") {
   MT_REQUIRE_GPU();
   struct Shape {
-    int64_t rows, V;
+    int64_t rows, V, ld = 0;  // ld: elements from row to row (0: V); the columns past V hold NaN and must stay so
   };
   const float scale = 0.37f;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
   for (const float softcap : {0.f, 30.f, 5.f}) {  // none; Gemma 2's final_logit_softcapping; strongly non-linear
-    for (const Shape c : {Shape{1, 5}, Shape{3, 4}, Shape{7, 1001}, Shape{64, 32000}, Shape{4, 151936}}) {
-      DYNAMIC_SECTION("cross_entropy softcap " << softcap << " rows = " << c.rows << " V = " << c.V
-                                               << (c.V % 4 != 0 ? " (scalar path)" : "")) {
-        const auto logits = random_floats(c.rows * c.V, 25, softcap > 0.f ? 12.f : 4.f);
+    for (const Shape c : {Shape{1, 5}, Shape{3, 4}, Shape{7, 1001}, Shape{64, 32000}, Shape{4, 151936},
+                          Shape{3, 5, 64}, Shape{7, 1001, 1024}, Shape{2, 128167, 128192}}) {
+      const int64_t ld = c.ld > 0 ? c.ld : c.V;
+      DYNAMIC_SECTION("cross_entropy softcap " << softcap << " rows = " << c.rows << " V = " << c.V << " ld = " << ld
+                                               << (ld % 4 != 0 ? " (scalar path)" : "")) {
+        const auto packed = random_floats(c.rows * c.V, 25, softcap > 0.f ? 12.f : 4.f);
+        std::vector<float> logits(c.rows * ld, nan);
+        for (int64_t r = 0; r < c.rows; ++r)
+          std::copy_n(packed.begin() + r * c.V, c.V, logits.begin() + r * ld);
         auto targets = random_ints(c.rows, 0, static_cast<int32_t>(c.V - 1), 26);
         for (int64_t r = 1; r < c.rows; r += 3) targets[r] = -100;
-        std::vector<float> loss_ref(c.rows, 0.f), grad_ref(c.rows * c.V, 0.f);
+        std::vector<float> loss_ref(c.rows, 0.f), grad_ref(c.rows * ld, nan);
         for (int64_t r = 0; r < c.rows; ++r) {
+          for (int64_t j = 0; j < c.V; ++j) grad_ref[r * ld + j] = 0.f;
           if (targets[r] == -100) continue;
           std::vector<double> z(c.V), chain(c.V, 1.0);
           for (int64_t j = 0; j < c.V; ++j) {
-            const double x = logits[r * c.V + j];
+            const double x = logits[r * ld + j];
             if (softcap > 0.f) {
               const double t = std::tanh(x / softcap);
               z[j] = softcap * t;
@@ -671,26 +679,40 @@ TEST_CASE("cuda cross_entropy (optionally soft-capped) matches an fp64 softmax, 
           const double lse = m + std::log(sum);
           loss_ref[r] = static_cast<float>(lse - z[targets[r]]);
           for (int64_t j = 0; j < c.V; ++j) {
-            grad_ref[r * c.V + j] =
+            grad_ref[r * ld + j] =
                 static_cast<float>(scale * (std::exp(z[j] - lse) - (j == targets[r] ? 1.0 : 0.0)) * chain[j]);
           }
         }
+        // The padding columns: NaN in, NaN out (check_close compares NaN with NaN as equal only bit for bit).
+        const auto padding_untouched = [&](const std::vector<float>& got) {
+          bool untouched = true;
+          for (int64_t r = 0; r < c.rows; ++r)
+            for (int64_t j = c.V; j < ld; ++j) untouched = untouched && std::isnan(got[r * ld + j]);
+          return untouched;
+        };
+        const auto valid = [&](const std::vector<float>& a) {
+          std::vector<float> out;
+          for (int64_t r = 0; r < c.rows; ++r) out.insert(out.end(), a.begin() + r * ld, a.begin() + r * ld + c.V);
+          return out;
+        };
         auto d_targets = upload_ints(targets);
         for_each_dtype([&]<typename T>() {
           INFO(dtype_label<T>);
           auto d_logits = upload<float>(logits);
-          DeviceBuffer<T> dlogits(c.rows * c.V);
+          auto d_dlogits = upload<T>(std::vector<float>(c.rows * ld, nan));
           DeviceBuffer<float> loss(c.rows);
-          cu::cross_entropy<T>(dlogits.get(), loss.get(), d_logits->get(), d_targets->get(), nullptr, c.rows, c.V, scale,
-                               softcap, test_stream());
-          const auto got_grad = download(dlogits), got_loss = download(loss);
+          cu::cross_entropy<T>(d_dlogits->get(), loss.get(), d_logits->get(), d_targets->get(), nullptr, c.rows, c.V, ld,
+                               scale, softcap, test_stream());
+          const auto got_grad = download(*d_dlogits), got_loss = download(loss);
           check_close("cross_entropy row_loss", got_loss, loss_ref, 1e-5);
-          check_close("cross_entropy dlogits", got_grad, grad_ref, tolerance<T>);
+          check_close("cross_entropy dlogits", valid(got_grad), valid(grad_ref), tolerance<T>);
+          CHECK(padding_untouched(got_grad));
           if constexpr (is_f32<T>) {
             DeviceBuffer<float> loss_in_place(c.rows);
             cu::cross_entropy<float>(d_logits->get(), loss_in_place.get(), d_logits->get(), d_targets->get(), nullptr,
-                                     c.rows, c.V, scale, softcap, test_stream());
-            CHECK(same_bits(download(*d_logits), got_grad));
+                                     c.rows, c.V, ld, scale, softcap, test_stream());
+            CHECK(same_bits(valid(download(*d_logits)), valid(got_grad)));
+            CHECK(padding_untouched(download(*d_logits)));
             CHECK(same_bits(download(loss_in_place), got_loss));
           }
         });
@@ -706,7 +728,7 @@ TEST_CASE("cuda cross_entropy marks out-of-range targets with NaN", "[gpu][cross
     auto d_logits = upload<float>(random_floats(2 * 8, 27));
     auto d_targets = upload_ints({8, -100});
     DeviceBuffer<float> dlogits(2 * 8), loss(2);
-    cu::cross_entropy<float>(dlogits.get(), loss.get(), d_logits->get(), d_targets->get(), nullptr, 2, 8, 1.f, softcap,
+    cu::cross_entropy<float>(dlogits.get(), loss.get(), d_logits->get(), d_targets->get(), nullptr, 2, 8, 8, 1.f, softcap,
                              test_stream());
     const auto got = download(loss);
     CHECK(std::isnan(got[0]));
@@ -846,10 +868,11 @@ TEST_CASE("cuda backend head_loss (chunked LM head + cross-entropy, optional fin
     float softcap;
     bool all_ignored = false;
   };
-  // The CUDA head runs chunks of clamp(2^28 / V, 16, 4096) rows.
+  // The CUDA head runs chunks of clamp(2^28 / V, 16, 4096) rows, logits rows V rounded up to 64 apart (head_chunk.h).
   const std::vector<Row> rows = {
       {"tiny T 1 H 8 V 5", 1, 8, 5, 0.f},
-      {"odd T 37 H 24 V 1001 (scalar cross-entropy path)", 37, 24, 1001, 0.f},
+      {"odd T 37 H 24 V 1001 (logits rows 1024 apart)", 37, 24, 1001, 0.f},
+      {"Hunyuan's odd V 128167 (logits rows 128192 apart), two chunks", 2100, 16, 128167, 0.f},
       {"Qwen vocabulary V 151936, one chunk", 64, 128, 151936, 0.f},
       {"two chunks, the second of 6 rows (V 262144: 1024 rows per chunk)", 1030, 16, 262144, 0.f},
       {"every target ignored (-100): loss 0, dx 0, dw unchanged", 20, 32, 777, 0.f, true},
