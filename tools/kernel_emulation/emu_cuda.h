@@ -1,11 +1,12 @@
 // Host emulation of the CUDA constructs the kernels it runs use (kernels/ops/gated_delta_rule_chunked.cu,
-// lightning_attention_chunked.cu, glu.cu, clamped_swiglu.cu), for running them without a GPU
-// (run_chunked_delta_rule.sh, run_lightning_chunked.sh, run_glu.sh): one std::thread per CUDA thread, std::barrier for
-// __syncthreads and for warp shuffles, shared memory and scratch filled with NaN (a read before a write shows in the
-// results, as does a read of an asynchronous copy before its thread waited for it), and block_mm as one fp32 sum per
-// output element (for bf16 operands after asserting wmma's shape and alignment preconditions); grid_for caps grids at
-// 8 blocks per emulated multiprocessor (emu_sm_count, 1 by default, so grid-stride loops go round more than once);
-// emu_note_launch records which launch site of a launcher ran (emu_launched).
+// lightning_attention_chunked.cu, glu.cu, clamped_swiglu.cu, cross_entropy.cu), for running them without a GPU
+// (run_chunked_delta_rule.sh, run_lightning_chunked.sh, run_glu.sh, run_cross_entropy.sh): one std::thread per CUDA
+// thread, std::barrier for __syncthreads and for warp shuffles (of 4- and 8-byte values), shared memory and scratch
+// filled with NaN (a read before a write shows in the results, as does a read of an asynchronous copy before its
+// thread waited for it), and block_mm as one fp32 sum per output element (for bf16 operands after asserting wmma's
+// shape and alignment preconditions); grid_for caps grids at 8 blocks per emulated multiprocessor (emu_sm_count, 1 by
+// default, so grid-stride loops go round more than once); emu_note_launch records which launch site of a launcher ran
+// (emu_launched).
 // Invariant: a hand-run tool, never part of the build.
 #pragma once
 #include <barrier>
@@ -40,7 +41,7 @@ inline void emu_note_launch(const char* kernel) { emu_launched.emplace_back(kern
 inline unsigned char* emu_smem = nullptr;
 inline std::barrier<>* emu_bar = nullptr;
 inline std::vector<std::unique_ptr<std::barrier<>>> emu_warp_bars;
-inline float emu_shfl_buf[1024];
+inline uint64_t emu_shfl_buf[1024];
 inline void __syncthreads() { emu_bar->arrive_and_wait(); }
 inline void __syncwarp(unsigned = 0xffffffffu) { emu_warp_bars[threadIdx.x / 32]->arrive_and_wait(); }
 inline float rsqrtf(float x) { return 1.f / std::sqrt(x); }
@@ -49,18 +50,24 @@ inline int __clzll(long long x) { return __builtin_clzll(static_cast<unsigned lo
 // A warp shuffle: every lane publishes v, then reads lane source(t)'s (its own where source(t) == t).
 template <typename V, typename Source>
 V emu_shuffle(V v, Source source) {
-  static_assert(sizeof(V) == 4);
+  static_assert(sizeof(V) == 4 || sizeof(V) == 8);
   const unsigned t = threadIdx.x;
   auto& wb = *emu_warp_bars[t / 32];
-  std::memcpy(&emu_shfl_buf[t], &v, 4);
+  std::memcpy(&emu_shfl_buf[t], &v, sizeof(V));
   wb.arrive_and_wait();
   V r;
-  std::memcpy(&r, &emu_shfl_buf[source(t)], 4);
+  std::memcpy(&r, &emu_shfl_buf[source(t)], sizeof(V));
   wb.arrive_and_wait();
   return r;
 }
-inline float __shfl_xor_sync(unsigned, float v, int o) {
+template <typename V>
+V __shfl_xor_sync(unsigned, V v, int o) {
   return emu_shuffle(v, [o](unsigned t) { return t ^ static_cast<unsigned>(o); });
+}
+inline float __int_as_float(int i) {
+  float f;
+  std::memcpy(&f, &i, 4);
+  return f;
 }
 template <typename V>
 V __shfl_up_sync(unsigned, V v, int o) {
@@ -89,6 +96,8 @@ inline unsigned grid_for(int64_t work, int threads, int blocks_per_sm = 8) {
   const int64_t cap = static_cast<int64_t>(sm_count()) * blocks_per_sm;
   return static_cast<unsigned>(need < 1 ? 1 : (need < cap ? need : cap));
 }
+// launch_check.h's is_aligned.
+inline bool is_aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 // launch_check.h's vec_ok: every pointer 16-byte aligned and each count a multiple of n.
 inline bool vec_ok(int64_t n, std::initializer_list<int64_t> counts, std::initializer_list<const void*> ptrs) {
   for (int64_t c : counts)

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "backend/cpu/cpu_ops.h"
+#include "emu_compare.h"
 #include "kernels_emu.h"
 
 using namespace mt;
@@ -27,29 +28,6 @@ namespace {
 
 constexpr int64_t guard = 16;  // elements before and after every allocation (keeps 16-byte alignment)
 
-template <typename E>
-uint32_t bits(E x) {
-  if constexpr (sizeof(E) == 4) {
-    uint32_t b;
-    std::memcpy(&b, &x, 4);
-    return b;
-  } else {
-    return x.x;
-  }
-}
-
-// Distance in representable values of E; huge for a NaN on either side.
-template <typename E>
-int64_t ulps(E a, E b) {
-  const float fa = to_f32(a), fb = to_f32(b);
-  if (std::isnan(fa) || std::isnan(fb)) return std::isnan(fa) && std::isnan(fb) && bits(a) == bits(b) ? 0 : 1 << 30;
-  const auto ordered = [](uint32_t u, int w) {
-    const uint32_t sign = 1u << (w - 1);
-    return u & sign ? -static_cast<int64_t>(u & (sign - 1)) : static_cast<int64_t>(u);
-  };
-  const int w = 8 * static_cast<int>(sizeof(E));
-  return std::llabs(ordered(bits(a), w) - ordered(bits(b), w));
-}
 
 template <typename E>
 E sentinel(int64_t k) {

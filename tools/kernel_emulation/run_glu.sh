@@ -9,64 +9,19 @@
 # Usage: tools/kernel_emulation/run_glu.sh [CPU_BUILD_DIR]   (a CPU build with mt_backend built)
 set -euo pipefail
 source "$(dirname "$0")/emu_env.sh"
-# Each kernel file as a C++ file: device_util.cuh's load_f32 / store_f32, the file from its namespace on with every
-# kernel<<<grid, threads, smem, stream>>>(args) an emu_launch noted by its launch site, launch checks dropped; the
-# launchers' declarations from kernels.h.
-python3 - "$src/kernels/ops" "$work" <<'PY'
+# Each kernel file as a C++ file (emu_rewrite.py); the launchers' declarations from kernels.h.
+python3 - "$src/kernels/ops" "$work" "$here" <<'PY'
 import re, sys
 ops, work = sys.argv[1], sys.argv[2]
-util = open(f'{ops}/device_util.cuh').read()
-a, b = util.index('// N consecutive elements as fp32'), util.index('// Butterfly sum')
-packs = 'namespace mt::cuda {\n' + util[a:b] + '}  // namespace mt::cuda\n'
-head = ('#include <cmath>\n#include <type_traits>\n#include "emu_cuda.h"\n#include "core/activation.h"\n'
-        'using cudaStream_t = void*;\n')
-
-def call_end(s, i):  # index just past the parenthesised group opening at s[i]
-    depth = 0
-    for k in range(i, len(s)):
-        depth += {'(': 1, ')': -1}.get(s[k], 0)
-        if depth == 0:
-            return k + 1
-    raise SystemExit('unbalanced parentheses')
-
-def split_top(s):  # comma-separated at depth 0
-    parts, depth, cur = [], 0, ''
-    for c in s:
-        depth += {'(': 1, ')': -1}.get(c, 0)
-        if c == ',' and depth == 0:
-            parts.append(cur.strip()); cur = ''
-        else:
-            cur += c
-    return parts + [cur.strip()]
-
-def rewrite(s):
-    s = s[s.index('namespace mt::cuda {'):]
-    while (m := re.search(r'MT_CHECK_LAUNCH\(', s)):
-        end = call_end(s, m.end() - 1)
-        s = s[:m.start()] + s[end:].removeprefix(';')
-    out, pos, launches = '', 0, 0
-    for m in re.finditer(r'([A-Za-z_]\w*(?:<[^<>;]*>)?)<<<', s):
-        if m.start() < pos:
-            continue
-        cfg_end = s.index('>>>', m.end())
-        grid, threads, smem, _ = split_top(s[m.end():cfg_end])
-        args_end = call_end(s, cfg_end + 3)
-        assert s[args_end] == ';'
-        k = m.group(1)
-        out += s[pos:m.start()] + (f'{{ emu_note_launch("{k}"); emu_launch({grid}, {threads}, {smem}, [&] {{ {k}'
-                                   f'{s[cfg_end + 3:args_end]}; }}); }}')
-        pos = args_end + 1
-        launches += 1
-    assert launches, 'no launches found'
-    return head + packs + out + s[pos:]
-
+sys.path.insert(0, sys.argv[3])
+from emu_rewrite import HEAD, rewrite
 for name in ('glu', 'clamped_swiglu'):
-    open(f'{work}/{name}_emu.cpp', 'w').write(rewrite(open(f'{ops}/{name}.cu').read()))
+    open(f'{work}/{name}_emu.cpp', 'w').write(rewrite(open(f'{ops}/{name}.cu').read(), ops))
 decls = [l for l in open(f'{ops}/kernels.h').read().splitlines()
          if re.match(r'template <typename T> void (glu|clamped_swiglu)_(forward|backward)\(', l)]
 assert len(decls) == 4, decls
 open(f'{work}/kernels_emu.h', 'w').write(
-    head + 'namespace mt::cuda {\n' + '\n'.join(decls) + '\n}  // namespace mt::cuda\n')
+    HEAD + 'namespace mt::cuda {\n' + '\n'.join(decls) + '\n}  // namespace mt::cuda\n')
 PY
 for f in glu clamped_swiglu; do
   g++ -O1 -std=c++20 -I"$src/src" -I"$src" -I"$here" -I"$work" -c "$work/${f}_emu.cpp" -o "$work/$f.o" &
