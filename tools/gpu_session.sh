@@ -8,7 +8,8 @@
 # where bundle_base/ holds an earlier build, with that one in the same call, then Gemma-2-9B and Phi-4 at batch 32 with
 # as many layers as the host RAM holds; new-families: the tests, then Qwen2.5-7B at batch 32 × 1024 and, at the same
 # batch, each newer family's shape in configs/models/ that NEW_FAMILY_SHAPES names (shape:layers[:first layer], layers 0 = all
-# of them; default the 3-9B dense shapes and the larger ones trimmed to what 125 GiB of host RAM holds); hybrid: the tests, then MiniMax-Text-01's first layer (lightning attention, 8 of its
+# of them; default the 3-9B dense shapes and the larger ones trimmed to what 125 GiB of host RAM holds), each also with
+# bundle_base/'s build where it holds one; hybrid: the tests, then MiniMax-Text-01's first layer (lightning attention, 8 of its
 # 32 experts) at 8 × 4096, then the Qwen3.5-27B shape with 12 of its 64 layers (9 Gated
 # DeltaNet, 3 gated attention: what 125 GiB of host RAM holds at 16 B/parameter) at batch 32 × 1024 and 8 × 4096, and
 # the same 4096 run with per-op device times, whose gated_delta_rule rows time the delta-rule kernels against the GEMMs
@@ -210,7 +211,16 @@ if [[ $mode == new-families ]]; then  # the Qwen2.5-7B baseline first, in the sa
     [[ $layers != 0 ]] && picked=(--layers "$layers")
     [[ -n $first ]] && picked+=(--first-layer "$first")
     bench "${name}_b32" 1 --model "configs/models/$name.json" "${picked[@]}" "${steps[@]}"
+    # An earlier build beside it where bundle_base/ holds one (the LM head's logits rows unpadded before 1c60e2d: the
+    # vocabularies that are not multiples of 64 show what the padding gives).
+    [[ -x bundle_base/megatrain ]] &&
+      b=bundle_base bench "${name}_b32_base" 1 --model "configs/models/$name.json" "${picked[@]}" "${steps[@]}"
   done
+  note "new families at 32 x 1024 (step, TFLOP/s 6N, model): $(python3 -c "import glob, json, os
+for f in sorted(glob.glob('$out/bench_*_b32*.json')):
+    try: d = json.load(open(f))
+    except Exception: continue
+    print('%s %.3f s %.1f %.1f;' % (os.path.basename(f)[6:-5], d['steady_step_s'], d['median_tflops'], d['median_model_tflops']), end=' ')")"
 fi
 if [[ $mode == hybrid ]]; then
   # MiniMax-Text-01's first layer (lightning attention, its recurrent kernel) with 8 of its 32 experts: 4.07 G
