@@ -1,5 +1,6 @@
 // Comparing an emulated kernel's fp32 or bf16 elements with a reference's, for the drivers of this folder (glu.cpp,
-// cross_entropy.cpp): an element's bits, and the distance of two in representable values.
+// cross_entropy.cpp): an element's bits, the distance of two in representable values, and NaN sentinels for the
+// elements a kernel must not write.
 // Invariant: a hand-run tool, never part of the build.
 #pragma once
 #include <cmath>
@@ -31,4 +32,17 @@ int64_t ulps(E a, E b) {
   };
   const int w = 8 * static_cast<int>(sizeof(E));
   return std::llabs(ordered(bits(a), w) - ordered(bits(b), w));
+}
+
+// A quiet NaN whose payload is k (distinct sentinels tell which element a stray write came from).
+template <typename E>
+E sentinel(int64_t k) {
+  if constexpr (sizeof(E) == 4) {
+    const uint32_t b = 0x7fc00000u | static_cast<uint32_t>(k & 0x3fffff);
+    float f;
+    std::memcpy(&f, &b, 4);
+    return f;
+  } else {
+    return {static_cast<uint16_t>(0x7fc0u | (k & 0x3f))};
+  }
 }

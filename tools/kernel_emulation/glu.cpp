@@ -28,19 +28,6 @@ namespace {
 
 constexpr int64_t guard = 16;  // elements before and after every allocation (keeps 16-byte alignment)
 
-
-template <typename E>
-E sentinel(int64_t k) {
-  if constexpr (sizeof(E) == 4) {
-    const uint32_t b = 0x7fc00000u | static_cast<uint32_t>(k & 0x3fffff);
-    float f;
-    std::memcpy(&f, &b, 4);
-    return f;
-  } else {
-    return {static_cast<uint16_t>(0x7fc0u | (k & 0x3f))};
-  }
-}
-
 // One allocation of `body` elements between guards, 64-byte aligned, every element a distinct NaN sentinel; the
 // regions (offset, rows, cols, ld) a call writes; its fp32 twin for the reference.
 template <typename E>
