@@ -66,8 +66,8 @@ struct RuntimeSwitches {
   DeltaRuleChoice delta_rule = DeltaRuleChoice::chunked;
   bool profile_ops = false;              // the GPU time of every op in bench's report
   TierIoChoice tier_io = TierIoChoice::automatic;
-  // constants until the probe's figures are checked against measured steps on the GPU machine (the 80 GB issue)
-  StepRatesChoice step_rates = StepRatesChoice::constants;
+  // the machine's probe, cached (plan/step_rates.h); constants: the H200 node's figures on any card
+  StepRatesChoice step_rates = StepRatesChoice::cached;
   BackendChoice backend = BackendChoice::automatic;
 
   bool operator==(const RuntimeSwitches&) const = default;

@@ -49,6 +49,17 @@ StepRates step_rates_of(const MeasuredRates& m) {
   return r;
 }
 
+StepRates slowest_rates(const std::vector<StepRates>& all) {
+  MT_ASSERT(!all.empty(), "the slowest of no rates");
+  StepRates r = all.front();
+  for (const StepRates& s : all) {
+    r.gpu_flops = std::min(r.gpu_flops, s.gpu_flops);
+    r.pcie_bytes = std::min(r.pcie_bytes, s.pcie_bytes);
+    r.parameters_pass_params = std::min(r.parameters_pass_params, s.parameters_pass_params);
+  }
+  return r;
+}
+
 std::string step_rates_cache_dir() {
   struct Base {
     const char* key;

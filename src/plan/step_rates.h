@@ -10,6 +10,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "plan/step_bound.h"
 
@@ -45,6 +46,9 @@ struct MeasuredRates {
 };
 
 StepRates step_rates_of(const MeasuredRates& m);
+// What every data-parallel GPU rank plans on: each rate the slowest rank's (the step waits for the slowest), so the
+// ranks' plans are one plan whatever their machines measured. `all` is not empty.
+StepRates slowest_rates(const std::vector<StepRates>& all);
 
 // The cache's directory: $XDG_CACHE_HOME/megatrain, else $HOME/.cache/megatrain; empty where neither is set.
 std::string step_rates_cache_dir();

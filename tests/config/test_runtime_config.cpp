@@ -39,7 +39,7 @@ TEST_CASE("runtime config: every key read from the config and written back", "[r
       "runtime:\n  attention: ours\n  cudnn_seq_buckets: false\n  cudnn_ragged: false\n"
       "  attention_deterministic: false\n  cudnn_backward_tile: 512\n  cudnn_workspace_mib: 2048\n"
       "  moe_gemm: grouped\n  moe_gemm_streams: 2\n  delta_rule: recurrent\n"
-      "  profile_ops: true\n  tier_io: threads\n  step_rates: cached\n";
+      "  profile_ops: true\n  tier_io: threads\n  step_rates: constants\n";
   const mt::Config c = mt::parse_config(kMinimal + runtime, "cfg.yaml");
   const mt::RuntimeSwitches& s = c.runtime;
   CHECK(s.attention == mt::AttentionChoice::ours);
@@ -53,7 +53,7 @@ TEST_CASE("runtime config: every key read from the config and written back", "[r
   CHECK(s.delta_rule == mt::DeltaRuleChoice::recurrent);
   CHECK(s.profile_ops);
   CHECK(s.tier_io == mt::TierIoChoice::threads);
-  CHECK(s.step_rates == mt::StepRatesChoice::cached);
+  CHECK(s.step_rates == mt::StepRatesChoice::constants);  // not the default (cached)
   const mt::Config back = mt::parse_config(c.yaml_text, "back.yaml");
   CHECK(back.yaml_text == c.yaml_text);
   CHECK(mt::parse_config(kMinimal, "cfg.yaml", {"runtime.cudnn_backward_tile=0"}).runtime.cudnn_backward_tile == 0);

@@ -77,7 +77,7 @@ TEST_CASE("runtime switches: the defaults", "[runtime_switches]") {
   CHECK(s.delta_rule == mt::DeltaRuleChoice::chunked);
   CHECK_FALSE(s.profile_ops);
   CHECK(s.tier_io == mt::TierIoChoice::automatic);
-  CHECK(s.step_rates == mt::StepRatesChoice::constants);
+  CHECK(s.step_rates == mt::StepRatesChoice::cached);
   CHECK(s.backend == mt::BackendChoice::automatic);
   CHECK(mt::switch_variables().size() == 13);
 }

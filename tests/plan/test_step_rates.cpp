@@ -49,6 +49,17 @@ TEST_CASE("step rates from the probe's figures", "[plan][step-rates]") {
         "/c/step_rates-NVIDIA-H100-80GB-HBM3-node-7.local.json");
 }
 
+TEST_CASE("data-parallel ranks plan on the slowest rank's rates, each rate on its own", "[plan][step-rates]") {
+  const mt::StepRates a{700e12, 55e9, 6.4e9}, b{720e12, 41e9, 7.1e9}, c{690e12, 56e9, 4.2e9};
+  const mt::StepRates s = mt::slowest_rates({a, b, c});
+  CHECK(s.gpu_flops == 690e12);
+  CHECK(s.pcie_bytes == 41e9);
+  CHECK(s.parameters_pass_params == 4.2e9);
+  const mt::StepRates one = mt::slowest_rates({b});
+  CHECK((one.gpu_flops == b.gpu_flops && one.pcie_bytes == b.pcie_bytes &&
+         one.parameters_pass_params == b.parameters_pass_params));
+}
+
 TEST_CASE("the step rates' cache: written, read back equal, anything else refused with its reason",
           "[plan][step-rates]") {
   const TempDir dir;

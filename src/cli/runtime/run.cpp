@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "cli/runtime/backend_select.h"
 #include "cli/runtime/plan_rates.h"
@@ -30,7 +31,22 @@ Backend& Run::select_backend(DType dtype, const RuntimeSwitches& switches) {
   dist::require_same(dp_, "compute backend", backend_->name());  // NCCL and MPI sums cannot mix
   planned_rates_ = plan_rates(*backend_, switches.step_rates, step_rates_cache_dir());
   log::info("{}", planned_rates_.source);
+  plan_on_slowest_rates();
   return *backend_;
+}
+
+void Run::plan_on_slowest_rates() {
+  if (dp_.size <= 1) return;
+  const StepRates& mine = planned_rates_.rates;
+  const std::vector<double> all =
+      dist::all_gather(dp_, {mine.gpu_flops, mine.pcie_bytes, mine.parameters_pass_params});
+  std::vector<StepRates> ranks;
+  for (size_t i = 0; i + 2 < all.size(); i += 3) ranks.push_back({all[i], all[i + 1], all[i + 2]});
+  const StepRates slowest = slowest_rates(ranks);
+  if (slowest.gpu_flops != mine.gpu_flops || slowest.pcie_bytes != mine.pcie_bytes ||
+      slowest.parameters_pass_params != mine.parameters_pass_params)
+    log::info("step rates: the plan takes the slowest data-parallel rank's, {}", describe_step_rates(slowest));
+  planned_rates_.rates = slowest;
 }
 
 const RunShape& Run::plan(const RunShape& resolved, bool resident_allowed, int64_t moe_keep_layers,

@@ -49,7 +49,8 @@ class Run {
   const ParamLayout& layout() const { return layout_; }
 
   // Compute ranks: the backend for `dtype` (select_backend), the same kind on every compute rank (collective), and
-  // the rates the plan takes on it (plan_rates: cached or probed as switches.step_rates says; logged).
+  // the rates the plan takes on it (plan_rates: cached or probed as switches.step_rates says; logged), each the
+  // slowest data-parallel rank's (collective), so that every rank makes the same plan.
   Backend& select_backend(DType dtype, const RuntimeSwitches& switches);
   Backend& backend() { return *backend_; }
   const StepRates& rates() const { return planned_rates_.rates; }
@@ -93,6 +94,8 @@ class Run {
   const EngineOptions& engine_options() const { return engine_options_; }
 
  private:
+  void plan_on_slowest_rates();  // planned_rates_.rates: each the slowest data-parallel rank's
+
   ModelSpec spec_;
   ParamLayout layout_;
   const dist::DataParallel& dp_;
