@@ -87,6 +87,10 @@ mkdir -p "$out"
 export LD_LIBRARY_PATH=$PWD/bundle/lib:${LD_LIBRARY_PATH:-}
 export MEGATRAIN_SOURCE_DIR=$PWD MEGATRAIN_BINARY_DIR=$out/scratch OMP_NUM_THREADS=16
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Every bench plans on the card's rates, probed by the first and cached under $out/cache (runtime.step_rates'
+# default since 183625f); named here so that an earlier build in bundle_base/, whose default may be the H200's
+# constants, plans on the same rates and an A/B compares builds, not plans.
+export XDG_CACHE_HOME=$out/cache MEGATRAIN_STEP_RATES=${MEGATRAIN_STEP_RATES:-cached}
 b=bundle
 summary=()
 note() { summary+=("$1"); echo "== $1"; }
@@ -507,7 +511,6 @@ fi
 if [[ $mode == steptime ]]; then  # the plan's step-time model against measured steps, on the card it runs on
   timeout 60 $b/tests_gpu "[cuda][rates]" >"$out/tests_gpu_rates.log" 2>&1
   note "tests_gpu [cuda][rates] rc=$? $(tail -n 2 "$out/tests_gpu_rates.log" | tr '\n' ' ')"
-  export XDG_CACHE_HOME=$out/cache
   groups=" ${STEPTIME_GROUPS:-qwen3b qwen7b qwen30b gptoss dsv3 torch} "
   export MEGATRAIN_STEP_RATES=probe  # the call's first bench probes the rates (cached under $out/cache)
   steptime_bench() {  # the rest plan on them

@@ -86,6 +86,11 @@ const std::vector<Row>& rows() {
       {"qwen2.5-7b", 0, 32, 1024, "H100", trained(kNodeB, 8.05), 1, 8, 16, 0, 2, 0, 2.974, "thirtieth session"},
       {"qwen2.5-7b", 0, 32, 1024, "H100", trained(kNodeB, 7.81), 1, 8, 22, 0, 7, 0, 2.918, "thirtieth session"},
       {"qwen2.5-7b", 0, 64, 1024, "H100", trained(kNodeB, 7.39), 1, 8, 21, 0, 0, 0, 5.867, "thirtieth session"},
+      // H100 80 GB, thirty-fourth session (main 282da38: the experts' gate and up as one GEMM; the plan chose on the
+      // H200's constants, then runtime.step_rates' default, and no probe ran: the GEMM and copies as kH100Rates', the
+      // parameters pass as each run measured it in training).
+      {"qwen2.5-7b", 0, 32, 1024, "H100", trained(kH100Rates, 4.89), 1, 8, 11, 0, 0, 0, 3.610, "thirty-fourth session"},
+      {"qwen3-30b-a3b", 10, 64, 4096, "H100", trained(kH100Rates, 4.78), 1, 8, 6, 0, 1, 2, 5.042, "thirty-fourth session"},
   };
   return table;
 }
