@@ -90,7 +90,8 @@ const std::vector<Row>& rows() {
       // H200's constants, then runtime.step_rates' default, and no probe ran: the GEMM and copies as kH100Rates', the
       // parameters pass as each run measured it in training).
       {"qwen2.5-7b", 0, 32, 1024, "H100", trained(kH100Rates, 4.89), 1, 8, 11, 0, 0, 0, 3.610, "thirty-fourth session"},
-      {"qwen3-30b-a3b", 10, 64, 4096, "H100", trained(kH100Rates, 4.78), 1, 8, 6, 0, 1, 2, 5.042, "thirty-fourth session"},
+      {"qwen3-30b-a3b", 10, 64, 4096, "H100", trained(kH100Rates, 4.78), 1, 8, 6, 0, 1, 2, 5.042,
+       "thirty-fourth session"},
   };
   return table;
 }
