@@ -28,6 +28,8 @@ struct StepRates {
   // parameters, 5.5 over Qwen2.5-3B's 2.8 B. Per NUMA domain: the store's ranks (run.ranks) each update their
   // slice on their own.
   double parameters_pass_params = 5.9e9;
+
+  bool operator==(const StepRates&) const = default;
 };
 
 struct StepBound {

@@ -43,8 +43,7 @@ void Run::plan_on_slowest_rates() {
   std::vector<StepRates> ranks;
   for (size_t i = 0; i + 2 < all.size(); i += 3) ranks.push_back({all[i], all[i + 1], all[i + 2]});
   const StepRates slowest = slowest_rates(ranks);
-  if (slowest.gpu_flops != mine.gpu_flops || slowest.pcie_bytes != mine.pcie_bytes ||
-      slowest.parameters_pass_params != mine.parameters_pass_params)
+  if (slowest != mine)
     log::info("step rates: the plan takes the slowest data-parallel rank's, {}", describe_step_rates(slowest));
   planned_rates_.rates = slowest;
 }
