@@ -131,6 +131,7 @@ TEST_CASE("shipped LayerNorm-family shapes have transformers' parameter counts",
   CHECK(mt::count_parameters(shipped("c4ai-command-r-v01")) == 34980831232);
   CHECK(mt::count_parameters(shipped("c4ai-command-r-plus")) == 103810674688);
   CHECK(mt::count_parameters(shipped("c4ai-command-r7b-12-2024")) == 8028033024);
+  CHECK(mt::count_parameters(shipped("aya-expanse-8b")) == 8028033024);  // Cohere v1 at R7B's shape, RoPE everywhere
   const mt::ModelSpec r7b = shipped("c4ai-command-r7b-12-2024");
   CHECK(r7b.layers[2].attention.window == 4096);
   CHECK(r7b.layers[3].attention.rope == -1);
