@@ -2,7 +2,7 @@
 # One GPU-machine session, run from the repository root with a bundle made by `tools/bundle.sh --tests`
 # in bundle/: the CUDA op table, the PyTorch-parity fixtures on the CUDA backend, pipeline variants, the
 # benchmarks and the PyTorch reference. Logs go to $OUT; a short table is printed last.
-# Usage: tools/gpu_session.sh [quick|full|dp|families|new-families|hybrid|nvme|moe|moe-keep|mla|pref|steptime|longseq|attention|softcap|segments|survey|figures|ragged|nondeterministic|tiles|ab]
+# Usage: tools/gpu_session.sh [quick|full|dp|families|new-families|hybrid|nvme|moe|moe-keep|moe-imbalance|mla|pref|steptime|longseq|attention|softcap|segments|survey|figures|ragged|nondeterministic|tiles|ab]
 # (quick: the tests, with BF16_REPORT_S=N then tools/bf16_report.py on each bf16 parity run for up to N seconds;
 # full: the tests and the one-GPU benchmarks with PyTorch's; dp: the tests and the data-parallel part, on 2 or more GPUs; families: the tests, then Qwen2.5-3B batch 64 and Qwen2.5-7B batch 32 with this build and,
 # where bundle_base/ holds an earlier build, with that one in the same call, then Gemma-2-9B and Phi-4 at batch 32 with
@@ -68,7 +68,9 @@
 # dim 128), then GLM-4.7-Flash and DeepSeek-V2-Lite (MoE layers 1-4; MLA_SHAPES: shape:layers:first) at 32 × 1024
 # with MEGATRAIN_ATTENTION=ours and =auto; moe-keep: tests_gpu "[moe]" and the [moe-keep] fixtures on CUDA,
 # Qwen3-30B-A3B 10 layers at 64 × 4096 with the plan's MoE layers keeping and with none, and DeepSeek-V3's layers 3-4
-# with 32 of its experts at 32 × 4096 (DSV3_BATCHES); pref: tests_gpu "[cross_entropy]" and the [preference]
+# with 32 of its experts at 32 × 4096 (DSV3_BATCHES); moe-imbalance: Qwen3-30B-A3B 10 layers at 64 × 4096 balanced,
+# then with `bench --moe-hot-expert` (expert 0 of every layer chosen by about half of the tokens), the hot run's
+# speed over the balanced one's and each one's busiest expert (SKIP_TESTS=1 for these alone); pref: tests_gpu "[cross_entropy]" and the [preference]
 # fixtures on CUDA, then Qwen2.5-7B's SFT step at 64 × 1024, its DPO step at 32 pairs × 2 × 1024 (`bench --stage dpo`,
 # after the reference pass over the bench's batches) and, unless PREF_SKIP_KTO=1, its KTO step at 32 × (1 + KL) × 1024,
 # in the same call, with the preference issue's two ratios: the DPO step's tokens/s over SFT's (target >= 0.95) and
@@ -507,6 +509,15 @@ print(json.dumps(d))" >"$out/deepseek-v3-32-experts.json"
       --seq 4096 --steps 3 --warmup 1 --batch "$batch"
     note "  $(grep -m 2 -E 'attention plan|MoE:' "$out/bench_deepseek_v3_32e_2l_b${batch}.log" | cut -c 1-240 | tr '\n' ' ')"
   done
+fi
+if [[ $mode == moe-imbalance ]]; then  # issue #46's imbalanced batch: one expert chosen by half of the tokens
+  q30=(--model configs/models/qwen3-30b-a3b.json --layers 10 --seq 4096 --steps 3 --warmup 1 --batch 64)
+  bench qwen3_30b_a3b_10l_b64_balanced 1 "${q30[@]}"
+  bench qwen3_30b_a3b_10l_b64_hot 1 "${q30[@]}" --moe-hot-expert
+  note "  hot / balanced: $(python3 -c "import json; b, h = (json.load(open('$out/bench_qwen3_30b_a3b_10l_b64_%s.json' % k)) \
+for k in ('balanced', 'hot')); print('steady step %.3f s / %.3f s: %.3f of the balanced speed; busiest expert %.3f / %.3f of the tokens' % \
+(h['steady_step_s'], b['steady_step_s'], b['steady_step_s'] / h['steady_step_s'], h['moe_busiest_expert_share'], \
+b['moe_busiest_expert_share']))" 2>&1 | tail -n 1)"
 fi
 if [[ $mode == steptime ]]; then  # the plan's step-time model against measured steps, on the card it runs on
   timeout 60 $b/tests_gpu "[cuda][rates]" >"$out/tests_gpu_rates.log" 2>&1

@@ -41,6 +41,9 @@ void add_bench_command(CLI::App& root, std::vector<Command>& commands) {
                   "the last MoE layers keep their expert activations for backward instead of recomputing them "
                   "(training.moe_keep_layers; -1 = the plan's choice by predicted step time)")
       ->capture_default_str()->check(integer_in(-1));
+  app->add_flag("--moe-hot-expert", o->moe_hot_expert,
+               "imbalanced routing: every MoE layer's router row of expert 0 scaled by 1000 after the random init, so "
+               "that about half of the tokens choose it (every token still reaches its top-k experts)");
   app->add_option("--activation-checkpoints", o->activation_checkpoints,
                   "where the activation checkpoints live: auto (host RAM where they do not fit the GPU), gpu or host "
                   "(page-locked host RAM, copied asynchronously)")

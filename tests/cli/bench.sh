@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # `megatrain bench` on the CPU backend: a tiny shape runs its steps and prints one JSON object with the
-# documented medians (16 B/parameter by default, 18 with a bf16 streaming copy); --moe-keep-layers on a MoE shape; a
-# bad shape path fails with one error line.
+# documented medians (16 B/parameter by default, 18 with a bf16 streaming copy); --moe-keep-layers on a MoE shape;
+# --moe-hot-expert sends about half of the tokens to one expert (of 16, top 2); a bad shape path fails with one error line.
 # Usage: bench.sh MEGATRAIN_BINARY SOURCE_DIR
 set -uo pipefail
 bin=$1 src=$2
-work_err=$(mktemp)
-trap 'rm -f "$work_err"' EXIT
+work_err=$(mktemp) work_dir=$(mktemp -d)
+trap 'rm -rf "$work_err" "$work_dir"' EXIT
 json=$(MEGATRAIN_BACKEND=cpu "$bin" bench --model "$src/configs/models/demo-tiny.json" --batch 2 --seq 32 --steps 2 \
   --warmup 1 --json 2>/dev/null) || { echo "FAIL: bench exited non-zero"; exit 1; }
 for key in median_step_s steady_step_s median_tokens_per_s median_tflops median_h2d_gbs median_d2h_gbs median_compute_busy \
@@ -38,6 +38,22 @@ for keep in auto 1; do
   grep -q "\"moe_keep_layers\":$want" <<<"$moe" && grep -q "bench: MoE: $want of 3 MoE layers keep" "$work_err" \
     || { echo "FAIL: --moe-keep-layers $keep: $(grep MoE "$work_err") $moe" | cut -c1-400; exit 1; }
 done
+# --moe-hot-expert: Mixtral's fixture shape with 16 experts (top 2: 1/8 of the tokens each when balanced); the busiest
+# expert's share of a forward's tokens near a half with the flag, far below it without, and said on the log line.
+python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); d["num_local_experts"] = 16; json.dump(d, open(sys.argv[2], "w"))' \
+  "$src/tests/fixtures/mixtral/model/config.json" "$work_dir/config.json"
+for hot in 0 1; do
+  flag=(); ((hot)) && flag=(--moe-hot-expert)
+  share[$hot]=$(MEGATRAIN_BACKEND=cpu "$bin" bench --model "$work_dir/config.json" --batch 4 --seq 32 --steps 1 --warmup 0 \
+    "${flag[@]}" --json 2>"$work_err" | python3 -c 'import json, sys; print(json.load(sys.stdin)["moe_busiest_expert_share"])') \
+    || { echo "FAIL: bench ${flag[*]} on 16 experts exited non-zero: $(tail -n 2 "$work_err")"; exit 1; }
+done
+python3 -c 'import sys; cold, hot = map(float, sys.argv[1:]); assert 0.4 <= hot <= 0.7 and cold < hot - 0.2, (cold, hot)' "${share[0]}" "${share[1]}" \
+  || { echo "FAIL: --moe-hot-expert: the busiest expert's share ${share[1]} (balanced ${share[0]})"; exit 1; }
+MEGATRAIN_BACKEND=cpu "$bin" bench --model "$work_dir/config.json" --batch 4 --seq 32 --steps 1 --warmup 0 --moe-hot-expert \
+  >/dev/null 2>"$work_err" || { echo "FAIL: bench --moe-hot-expert without --json exited non-zero"; exit 1; }
+grep -q "the busiest expert took .* of a forward's tokens on average (--moe-hot-expert)" "$work_err" \
+  || { echo "FAIL: --moe-hot-expert: no log line: $(grep 'experts with tokens' "$work_err")"; exit 1; }
 err=$("$bin" bench --model "$src/configs/models/absent.json" 2>&1 >/dev/null)
 [[ $? -eq 1 && $(grep -c '^megatrain: error: ' <<<"$err") -eq 1 ]] || { echo "FAIL: bad shape: $err"; exit 1; }
 echo "ok: $json" | cut -c1-200

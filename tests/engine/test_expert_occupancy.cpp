@@ -1,6 +1,7 @@
 // The engine's expert occupancy (engine/moe_aux.h ExpertOccupancy): one count per MoE layer forward over a
 // micro-batch, not per recomputing forward; a top-k of every expert gives each one rows; two tokens routed top-2 of
-// 8 reach at most 4; take_expert_occupancy starts the counts again; dense models count nothing.
+// 8 reach at most 4; take_expert_occupancy starts the counts again; dense models count nothing; the busiest expert's
+// share of a forward's tokens.
 #include "catch.h"
 #include "engine/engine.h"
 #include "engine/tiny_model.h"
@@ -51,6 +52,7 @@ TEST_CASE("expert occupancy: a count per MoE forward over a micro-batch, of the 
   CHECK(all.experts_with_rows == 8);
   CHECK(all.fraction() == 1.0);
   CHECK(all.lowest == 1.0);
+  CHECK(all.busiest() == 1.0);  // top 4 of 4: every token reaches every expert
 
   const ExpertOccupancy two_tokens = occupancy_of(8, 2, {2});
   CHECK(two_tokens.forwards == 1);
@@ -58,8 +60,26 @@ TEST_CASE("expert occupancy: a count per MoE forward over a micro-batch, of the 
   CHECK(two_tokens.experts_with_rows >= 2);
   CHECK(two_tokens.experts_with_rows <= 4);
   CHECK(two_tokens.lowest == Approx(two_tokens.fraction()));
+  CHECK((two_tokens.busiest() == 0.5 || two_tokens.busiest() == 1.0));  // one or both of the two tokens
 
   const ExpertOccupancy dense = occupancy_of(0, 0, {12}, false);
   CHECK(dense.forwards == 0);
   CHECK(dense.fraction() == 0.0);
+  CHECK(dense.busiest() == 0.0);
+}
+
+TEST_CASE("expert occupancy: the busiest expert's share of a forward's tokens, on average over forwards",
+          "[engine][moe]") {
+  ExpertOccupancy o;
+  const std::vector<int64_t> balanced{0, 3, 6, 9, 12};  // 6 tokens top 2 over 4 experts, 3 rows each
+  o.add(balanced.data(), 4, 2);
+  CHECK(o.busiest() == 0.5);
+  const std::vector<int64_t> hot{0, 6, 8, 8, 12};  // every token's first choice expert 0; expert 2 none
+  ExpertOccupancy h;
+  h.add(hot.data(), 4, 2);
+  CHECK(h.busiest() == 1.0);
+  CHECK(h.lowest == 0.75);
+  o.merge(h);
+  CHECK(o.busiest() == 0.75);
+  CHECK(o.forwards == 2);
 }

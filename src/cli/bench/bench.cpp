@@ -82,21 +82,34 @@ double median_parameters_pass(const Measures& m) {
   return median(passes);
 }
 
+// --moe-hot-expert: a MoE layer's router row of expert 0 (its logit over the hidden state) × 1000, so that the tokens
+// whose logit is positive rank it first whatever the others' (softmax, sigmoid and grouped routers alike).
+void make_expert_hot(const Region& region, int64_t hidden, float* master) {
+  if (region.kind != RegionKind::decoder_layer || region.offsets.moe.router < 0) return;
+  float* row = master + region.offsets.moe.router;
+  for (int64_t i = 0; i < hidden; ++i) row[i] *= 1000.0f;
+}
+
 // The bench's random weights (seed 1234) into the store's master and its streaming copy (the node's rank 0).
-void fill_random_weights(const Run& run, HostStore& store) {
+void fill_random_weights(const Run& run, HostStore& store, bool hot_expert) {
   const ParamLayout& layout = run.layout();
   const ModelSpec& spec = run.spec();
+  const auto init = [&](int64_t r, float* master) {
+    const Region& region = layout.regions[static_cast<size_t>(r)];
+    init_region_random(region, spec.initializer_range, 1234, master);
+    if (hot_expert) make_expert_hot(region, spec.hidden_size, master);
+  };
   // Regions one after another, each tensor's values over every thread (init_region_random): one MoE region can
   // hold most of the parameters (GPT-OSS-120B's layer: 3.3 B), so threads per region would leave most cores idle.
   for (int64_t r = 0; r < store.num_regions(); ++r) {
     if (!store.in_ram(StateKind::master)) continue;
-    init_region_random(layout.regions[static_cast<size_t>(r)], spec.initializer_range, 1234, store.master(r));
+    init(r, store.master(r));
     store.refresh_stream_copy(r);
   }
   if (!store.in_ram(StateKind::master)) {  // through one region buffer into the tier
     std::vector<float> master(static_cast<size_t>(layout.largest_region_numel));
     for (int64_t r = 0; r < store.num_regions(); ++r) {
-      init_region_random(layout.regions[static_cast<size_t>(r)], spec.initializer_range, 1234, master.data());
+      init(r, master.data());
       store.write_region_state(r, StateKind::master, master.data());
       store.refresh_stream_copy(r, master.data());
     }
@@ -291,6 +304,8 @@ void report(const BenchOptions& o, Run& run, const StageSteps& stage, const Meas
                             {"parameters_pass_gparams_per_s", parameters_pass_rate},
                             {"moe_expert_occupancy", m.occupancy.fraction()},
                             {"moe_lowest_expert_occupancy", m.occupancy.forwards ? m.occupancy.lowest : 0.0},
+                            {"moe_busiest_expert_share", m.occupancy.busiest()},
+                            {"moe_hot_expert", o.moe_hot_expert},
                             {"peak_gpu_memory_gib", static_cast<double>(backend.peak_memory_bytes()) / (1 << 30)},
                             {"host_bytes_per_parameter", store.bytes_per_parameter()},
                             {"offload", offload_mode_name(tier.mode)},
@@ -338,8 +353,9 @@ void report(const BenchOptions& o, Run& run, const StageSteps& stage, const Meas
               steady_step_s, 100.0 * (predicted_s - steady_step_s) / steady_step_s);
     if (m.occupancy.forwards > 0)
       log::info("experts with tokens: {:.2f} % of the {} expert slots of {} MoE layer forwards over a micro-batch "
-                "(the fewest in one: {:.2f} %)", 100 * m.occupancy.fraction(), m.occupancy.experts, m.occupancy.forwards,
-                100 * m.occupancy.lowest);
+                "(the fewest in one: {:.2f} %); the busiest expert took {:.1f} % of a forward's tokens on average{}",
+                100 * m.occupancy.fraction(), m.occupancy.experts, m.occupancy.forwards, 100 * m.occupancy.lowest,
+                100 * m.occupancy.busiest(), o.moe_hot_expert ? " (--moe-hot-expert)" : "");
     if (parameters_pass_s > 0)
       log::info("optimizer in training: parameters pass {:.3f} s ({:.2f} G parameters/s over {:.3f} B on the host), "
                 "moments pass {:.3f} s", parameters_pass_s, parameters_pass_rate, host_parameters / 1e9,
@@ -426,7 +442,7 @@ void run_bench(const BenchOptions& o) {
   run.open_store(stream, tier, settings);
   HostStore& store = run.store();
   OptimizerService& optimizer = run.optimizer();
-  if (roles.leads_node) fill_random_weights(run, store);
+  if (roles.leads_node) fill_random_weights(run, store, o.moe_hot_expert);
   run.store_filled();
   if (!roles.computes) return optimizer.serve({});
   if (!roles.root) log::set_level(log::Level::warn);
