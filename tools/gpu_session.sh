@@ -62,7 +62,9 @@
 # libraries of bundle/), Qwen2.5-3B at 32 × 1024, 8 × 8192, 2 × 32768 and 2 × 32768 packed (2048-16384), Qwen2.5-7B
 # at 32 × 1024 and Qwen3-30B-A3B's 10 layers at 64 × 4096 (AB_SHAPES: "model:layers batch seq steps [--pack L-H]"
 # shapes separated by ";", layers 0 = all), the earlier build and this one in turn on each shape, AB_ROUNDS times
-# (default 1), then each build's median fwd+bwd and step over its measured steps and their ratio; mla: tests_gpu
+# (default 1), then each build's median fwd+bwd and step over its measured steps (each run's last left out: it waits
+# for the final update) and their ratio, then, where bundle_base/tests_gpu holds the earlier build's op table, the
+# packed attention probe on both builds AB_PROBE_ROUNDS times (default 2); mla: tests_gpu
 # "[cudnn_graph],[cudnn],[mla]" and the MLA parity fixtures
 # on CUDA, the latent-attention probe (tests_gpu "[.mla_bench]": cuDNN and ours at q/k 192, value 128, against head
 # dim 128), then GLM-4.7-Flash and DeepSeek-V2-Lite (MoE layers 1-4; MLA_SHAPES: shape:layers:first) at 32 × 1024
@@ -449,14 +451,26 @@ qwen2.5-3b:0 2 32768 2 --pack 2048-16384;qwen2.5-7b:0 32 1024 3;qwen3-30b-a3b:10
     done
     tag="${model}_l${layers}_b${batch}_s${seq}${pack:+_pack}"
     note "  $tag: $(python3 -c "import glob, json, statistics as st, sys
-def steps(build):
-    return [s for f in sorted(glob.glob('$out/bench_${tag}_%s_r*.json' % build)) for s in json.load(open(f))['steps']]
+def steps(build):  # each run's measured steps but its last, which waits for the final update (bench's steady step)
+    runs = [json.load(open(f))['steps'] for f in sorted(glob.glob('$out/bench_${tag}_%s_r*.json' % build))]
+    return [s for r in runs for s in (r[:-1] if len(r) > 1 else r)]
 base, new = steps('bundle_base'), steps('bundle')
 med = lambda xs, k: st.median(s[k] for s in xs)
 print('median fwd+bwd %.3f s -> %.3f s (%.3fx), step %.3f s -> %.3f s (%.3fx) over %d and %d steps' % (
     med(base, 'fwd_bwd_s'), med(new, 'fwd_bwd_s'), med(new, 'fwd_bwd_s') / med(base, 'fwd_bwd_s'),
     med(base, 'step_s'), med(new, 'step_s'), med(new, 'step_s') / med(base, 'step_s'), len(base), len(new)))" 2>&1 | tail -n 1)"
   done
+  # The packed attention probe on both builds where bundle_base/ holds the earlier tests_gpu: AB_PROBE_ROUNDS rounds
+  # (default 2) of the earlier then this one, each case's forward and backward TFLOP/s.
+  if [[ -x bundle_base/tests_gpu ]]; then
+    for round in $(seq 1 "${AB_PROBE_ROUNDS:-2}"); do
+      for build in bundle_base bundle; do
+        timeout 150 $build/tests_gpu "attention probe: packed segments on our kernel and on cuDNN's virtual batch" \
+          >"$out/probe_packed_${build}_r$round.log" 2>&1
+        note "  packed probe $build round $round rc=$?: $(grep -E 'forward:' "$out/probe_packed_${build}_r$round.log" | tr -s ' ' | tr '\n' ';')"
+      done
+    done
+  fi
 fi
 if [[ $mode == nondeterministic ]]; then  # MEGATRAIN_ATTENTION_DETERMINISTIC=0 against the default, side by side
   for shape in "8 8192" "2 32768"; do
