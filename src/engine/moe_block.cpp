@@ -314,7 +314,8 @@ void moe_block_forward(const LayerContext& ctx, int64_t layer, const void* w, co
     b.kept_outputs(in);
   } else {
     b.internals(in, ctx.moe_aux != nullptr && ctx.moe_aux->collect, true);
-    if (ctx.expert_occupancy != nullptr) ctx.expert_occupancy->add(s.host_offsets.data(), b.m().num_experts, b.m().top_k);
+    if (ctx.expert_occupancy != nullptr)
+      ctx.expert_occupancy->add(s.host_offsets.data(), b.m().num_experts, b.m().top_k);
     if (kept) *kept->host_offsets = s.host_offsets;
   }
   if (b.m().weight_scales_input)  // the weights scaled the inputs: the outputs add unweighted

@@ -95,12 +95,13 @@ const std::vector<Row>& rows() {
       {"qwen3-30b-a3b", 10, 64, 4096, "H100", trained(kH100Rates, 4.78), 1, 8, 6, 0, 1, 2, 5.042,
        "thirty-fourth session"},
       // H100 80 GB, thirty-fifth session (the plan on the card's cached probe): Qwen2.5-7B beside the Cohere families'
-      // 8B shapes at 32 × 1024, every layer recomputing for resident state.
+      // 8B shapes at 32 × 1024, all or nearly all layers recomputing to hold 9-12 regions' state on the GPU.
       {"qwen2.5-7b", 0, 32, 1024, "H100", trained(kNodeC, 6.21), 1, 8, 28, 0, 12, 0, 3.033, "thirty-fifth session"},
       {"aya-expanse-8b", 0, 32, 1024, "H100", trained(kNodeC, 5.80), 1, 8, 29, 0, 9, 0, 3.529, "thirty-fifth session"},
       {"c4ai-command-r7b-12-2024", 0, 32, 1024, "H100", trained(kNodeC, 5.53), 1, 8, 32, 0, 11, 0, 3.427,
        "thirty-fifth session"},
-      // GPT-OSS-120B's layer 0 (128 experts, top 4, its 128-token window) at 104 × 4096: 2 passes of micro-batches of 2.
+      // GPT-OSS-120B's layer 0 (128 experts, top 4, its 128-token window) at 104 × 4096: 2 passes of micro-batches
+      // of 2.
       {"gpt-oss-120b", 1, 104, 4096, "H100", trained(kNodeC, 5.81), 2, 2, 0, 0, 0, 0, 6.807, "thirty-fifth session"},
   };
   return table;

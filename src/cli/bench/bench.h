@@ -10,9 +10,9 @@
 // put in the JSON next to the measured steady step, with the error in %. --offload puts the optimizer state on the
 // NVMe tier (--offload-paths); a disk probe measures the paths' ceiling first, and the prediction is then the slower
 // of that step and the state traffic at the probed bandwidth beside the forward.
-// --moe-hot-expert makes routing imbalanced: every MoE layer's router row of expert 0 is scaled by 1000 after the random
-// init, so that the tokens whose logit for it is positive (about half) all choose it; the busiest expert's share of a
-// forward's tokens is reported either way.
+// --moe-hot-expert makes routing imbalanced: every MoE layer's router row of expert 0 is scaled by 1000 after the
+// random init, so that the tokens whose logit for it is positive (about half) all choose it; the busiest expert's share
+// of a forward's tokens is reported either way.
 // --stage dpo|kto times train's preference step (cli/bench/stage_steps.h): the reference pass over the bench's batches
 // first (forward only, the starting weights), reported with its own time and tokens/s, then the steps; tokens count
 // every sequence (a pair's chosen and rejected, a KTO example's completion and KL sequence).
