@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `megatrain bench` on the CPU backend: a tiny shape runs its steps and prints one JSON object with the
 # documented medians (16 B/parameter by default, 18 with a bf16 streaming copy); --moe-keep-layers on a MoE shape;
-# --moe-hot-expert sends about half of the tokens to one expert (of 16, top 2); a bad shape path fails with one error line.
+# --moe-hot-expert sends about half of the tokens to one expert (of 16, top 2) and is refused on a dense shape; a bad
+# shape path fails with one error line.
 # Usage: bench.sh MEGATRAIN_BINARY SOURCE_DIR
 set -uo pipefail
 bin=$1 src=$2
@@ -54,6 +55,9 @@ MEGATRAIN_BACKEND=cpu "$bin" bench --model "$work_dir/config.json" --batch 4 --s
   >/dev/null 2>"$work_err" || { echo "FAIL: bench --moe-hot-expert without --json exited non-zero"; exit 1; }
 grep -q "the busiest expert took .* of a forward's tokens on average (--moe-hot-expert)" "$work_err" \
   || { echo "FAIL: --moe-hot-expert: no log line: $(grep 'experts with tokens' "$work_err")"; exit 1; }
+err=$(MEGATRAIN_BACKEND=cpu "$bin" bench --model "$src/configs/models/demo-tiny.json" --moe-hot-expert 2>&1 >/dev/null)
+[[ $? -eq 1 && $(grep -c '^megatrain: error: bench: --moe-hot-expert needs mixture-of-experts layers' <<<"$err") -eq 1 ]] \
+  || { echo "FAIL: --moe-hot-expert on a dense shape: $err"; exit 1; }
 err=$("$bin" bench --model "$src/configs/models/absent.json" 2>&1 >/dev/null)
 [[ $? -eq 1 && $(grep -c '^megatrain: error: ' <<<"$err") -eq 1 ]] || { echo "FAIL: bad shape: $err"; exit 1; }
 echo "ok: $json" | cut -c1-200

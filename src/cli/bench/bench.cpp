@@ -425,6 +425,9 @@ void run_bench(const BenchOptions& o) {
   const DType dtype = dtype_from_name(o.dtype);
   const DType stream = dtype_from_name(o.stream_dtype);
   MT_REQUIRE(!(dtype == DType::f32 && stream == DType::bf16), "--stream-dtype bfloat16 cannot feed --dtype float32");
+  MT_REQUIRE(!o.moe_hot_expert ||
+                 std::any_of(spec.layers.begin(), spec.layers.end(), [](const LayerSpec& l) { return l.moe.active(); }),
+             "bench: --moe-hot-expert needs mixture-of-experts layers, and the layers of {} it runs have none", o.model);
   const TierSettings tier{offload_mode_from_name(o.offload), o.offload_paths, "bench", switches.tier_io};
   MT_REQUIRE(tier.mode == OffloadMode::none || !o.offload_paths.empty(), "bench: --offload {} needs --offload-paths",
              o.offload);
