@@ -2,9 +2,9 @@
 // layer's projections (forward, backward data, backward weight; bf16, fp32 accumulation) through the loop of cuBLASLt
 // GEMMs and through CUTLASS's grouped GEMM (kernels/runtime/grouped_gemm.h), at the shapes of Qwen3-30B-A3B (128
 // experts, hidden 2048, expert 768, 32768 tokens top 8), GPT-OSS-120B (128 experts, 2880, top 4, 32768 tokens) and
-// DeepSeek-V3 (256 experts, hidden 7168, expert 2048, top 8, 16384 tokens), with the rows spread evenly over the
-// experts or half of them in one expert, against one dense cuBLASLt GEMM of the same FLOPs (all the rows against one
-// expert's weight). One line per projection, spread, mode and GEMM: milliseconds, TFLOP/s and the ratio to the dense
+// DeepSeek-V3 (256 experts, hidden 7168, expert 2048, top 8, 16384 tokens; and 32 of its experts over 4096 tokens,
+// as bench runs its layers), with the rows spread evenly over the experts or half of them in one expert, against one
+// dense cuBLASLt GEMM of the same FLOPs (all the rows against one expert's weight). One line per projection, spread, mode and GEMM: milliseconds, TFLOP/s and the ratio to the dense
 // GEMM (issue #46's bar: 0.8).
 // Invariant: every launch is on the test stream and timed by events around kTimedCalls calls after one untimed call.
 #include <algorithm>
@@ -73,6 +73,10 @@ TEST_CASE("expert GEMMs probe: loop and CUTLASS against a dense GEMM of the same
       {"GPT-OSS-120B", "down", 128, 2880, 2880, 32768 * 4},
       {"DeepSeek-V3", "gate+up", 256, 7168, 2 * 2048, 16384 * 8},
       {"DeepSeek-V3", "down", 256, 2048, 7168, 16384 * 8},
+      // The bench's DeepSeek-V3 layers (32 of the experts; one 4096-token sequence a micro-batch): what the step
+      // model's experts' share is judged on (docs/PERFORMANCE.md, thirty-fifth session).
+      {"DeepSeek-V3, 32 experts", "gate+up", 32, 7168, 2 * 2048, 4096 * 8},
+      {"DeepSeek-V3, 32 experts", "down", 32, 2048, 7168, 4096 * 8},
   };
   const char* gemm_names[] = {"forward", "backward data", "backward weight"};
   for (const Projection& p : projections) {
