@@ -65,7 +65,9 @@ StepPlan plan_step(const ModelSpec& spec, const RunShape& run, int64_t gpu_bytes
     p.recompute_layers = recompute;
     if (!more || p.step.step_s < more->step.step_s) more = std::move(p);
   }
-  return more && more->step.step_s < (1.0 - kRecomputeGain) * fewest.step.step_s ? *more : fewest;
+  if (!more || more->step.step_s >= (1.0 - kRecomputeGain) * fewest.step.step_s) return fewest;
+  more->memory_recompute_step_s = fewest.step.step_s;
+  return *more;
 }
 
 RunShape with_step_plan(const RunShape& run, const StepPlan& plan) {

@@ -38,6 +38,9 @@ struct StepPlan {
   ResidentPlan resident;          // the resident optimizer state beside them
   int64_t recompute_layers = -1;  // the layers recomputing with them (-1: the run's, where not the plan's to choose)
   StepTime step;                  // the predicted step with them (none on the CPU backend: gpu_bytes 0)
+  // Where the plan chose more layers recomputing than the run's (memory's): the predicted step with the run's count
+  // and its own best keep and resident state, which `step` beat by kRecomputeGain or more (0 otherwise).
+  double memory_recompute_step_s = 0;
   // The predicted step of each count the plan weighed, from 0 (keeping none) to the last that fits; the plan's
   // choice only.
   std::vector<double> steps_by_count;

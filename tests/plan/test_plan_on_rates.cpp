@@ -8,6 +8,7 @@
 //   41.7 in and 49.7 out during training), the probe's parameters pass 11.12 G parameters/s (6.6 in training);
 // - the H200 141 GB: StepRates' constants (400 model TFLOP/s, 55 GB/s, 5.9 G parameters/s; docs/PERFORMANCE.md).
 // A change to the plan's choice shows here as a diff; the failing case prints the table as the plan now makes it.
+// Where the plan recomputes more layers than fit, it keeps the predicted step of the count that fits (for the log).
 #include <iostream>
 #include <vector>
 
@@ -102,5 +103,29 @@ TEST_CASE("the plan's choices on the H100's and the H200's measured rates", "[pl
     CHECK(got[i].keep == expected[i].keep);
     CHECK(got[i].resident == expected[i].resident);
     CHECK(got[i].recommended == expected[i].recommended);
+  }
+}
+
+TEST_CASE("where the plan recomputes more layers than fit, it keeps the predicted step of the count that fits",
+          "[plan][step-rates]") {
+  // Qwen2.5-3B on the H100: at 32 × 1024 more layers recompute than fit (11, where 2 fit), and the step with memory's
+  // count is the longer by kRecomputeGain or more; at 16 memory's count stands and nothing is kept.
+  const mt::StepRates rates = mt_test::h100_rates();
+  const mt::ModelSpec spec = model("qwen2.5-3b");
+  for (const int64_t batch : {16, 32}) {
+    INFO("batch " << batch);
+    mt::RunShape r = mt_test::bench_shape(batch, 1024);
+    mt::resolve_by_step(spec, r, kH100, true, mt::StepChoiceInputs{1, true, -1, rates});
+    const mt::StepPlan p = mt::plan_step(spec, r, kH100, 1, true, -1, rates, true);
+    if (batch == 16) {
+      CHECK(p.recompute_layers == r.recompute_layers);
+      CHECK(p.memory_recompute_step_s == 0.0);
+      continue;
+    }
+    CHECK(p.recompute_layers > r.recompute_layers);
+    mt::RunShape memory = r;
+    const mt::StepPlan fewest = mt::plan_step(spec, memory, kH100, 1, true, -1, rates, false);
+    CHECK(p.memory_recompute_step_s == fewest.step.step_s);
+    CHECK(p.step.step_s < (1.0 - mt::kRecomputeGain) * p.memory_recompute_step_s);
   }
 }

@@ -276,6 +276,7 @@ void report(const BenchOptions& o, Run& run, const StageSteps& stage, const Meas
                             {"micro_batch", micro_batch},
                             {"recompute_layers", eo.recompute_layers},
                             {"memory_recompute_layers", run.memory_recompute_layers()},
+                            {"memory_recompute_predicted_step_s", run.step_plan().memory_recompute_step_s},
                             {"memory_passes", run.pass_choice().memory_passes},
                             {"moe_keep_layers", eo.moe_keep_layers},
                             {"activation_checkpoints", checkpoint_placement_name(eo.checkpoints)},

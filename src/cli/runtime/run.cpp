@@ -58,8 +58,10 @@ const RunShape& Run::plan(const RunShape& resolved, bool resident_allowed, int64
   shape_ = with_step_plan(resolved, step_plan_);
   memory_recompute_layers_ = resolved.recompute_layers;
   if (shape_.recompute_layers > resolved.recompute_layers)
-    log::info("plan: {} of {} layers recompute in backward, not the {} that fit, to hold more optimizer state on the "
-              "GPU (the shorter predicted step)", shape_.recompute_layers, spec_.num_layers, resolved.recompute_layers);
+    log::info("plan: {} of {} layers recompute in backward, not the {} that fit, to hold more on the GPU ({} regions' "
+              "optimizer state, {} MoE layers keeping): predicted step {:.3f} s against {:.3f} s",
+              shape_.recompute_layers, spec_.num_layers, resolved.recompute_layers, step_plan_.resident.regions,
+              step_plan_.layers, step_plan_.step.step_s, step_plan_.memory_recompute_step_s);
   gpu_plan_ = plan_gpu(spec_, shape_);
   backend_->set_attention_workspace(gpu_plan_.attention_workspace);  // what the plan reserved for cuDNN
   return shape_;
