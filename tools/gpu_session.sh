@@ -59,7 +59,7 @@
 # probe (with the tiled backward of 2 × 32768 rows unpadded, padded all valid, 20000 and 9000 valid), the packed probe,
 # then Qwen2.5-3B packed (2 × 32768 of 2048-16384-token documents, 8 × 4096 of 64-2048-token examples) and unpacked at
 # 2 × 32768; ab: the tests as figures runs them, then, where bundle_base/megatrain holds an earlier build (the
-# libraries of bundle/), Qwen2.5-3B at 32 × 1024, 8 × 8192, 2 × 32768 and 2 × 32768 packed (2048-16384), Qwen2.5-7B
+# libraries of bundle/; tools/bundle_base.sh COMMIT makes it), Qwen2.5-3B at 32 × 1024, 8 × 8192, 2 × 32768 and 2 × 32768 packed (2048-16384), Qwen2.5-7B
 # at 32 × 1024 and Qwen3-30B-A3B's 10 layers at 64 × 4096 (AB_SHAPES: "model:layers batch seq steps [--pack L-H]"
 # shapes separated by ";", layers 0 = all), the earlier build and this one in turn on each shape, AB_ROUNDS times
 # (default 1), then each build's median fwd+bwd and step over its measured steps (each run's last left out: it waits
