@@ -189,6 +189,7 @@ torch_bench() {  # batch
   note "torch qwen3b_b$1 rc=$? $(tail -c 300 "$out/torch_qwen3b_b$1.json" 2>/dev/null)"
 }
 qwen3b=(--model configs/models/qwen2.5-3b.json --seq 1024 --steps 3 --warmup 1)
+q30=(--model configs/models/qwen3-30b-a3b.json --layers 10 --seq 4096 --steps 3 --warmup 1 --batch 64)
 
 if [[ $mode == full ]]; then
   for batch in 16 32 64; do bench "qwen3b_b$batch" 1 "${qwen3b[@]}" --batch $batch; done
@@ -525,7 +526,6 @@ print(json.dumps(d))" >"$out/deepseek-v3-32-experts.json"
   done
 fi
 if [[ $mode == moe-imbalance ]]; then  # issue #46's imbalanced batch: one expert chosen by half of the tokens
-  q30=(--model configs/models/qwen3-30b-a3b.json --layers 10 --seq 4096 --steps 3 --warmup 1 --batch 64)
   bench qwen3_30b_a3b_10l_b64_balanced 1 "${q30[@]}"
   bench qwen3_30b_a3b_10l_b64_hot 1 "${q30[@]}" --moe-hot-expert
   note "  hot / balanced: $(python3 -c "import json; b, h = (json.load(open('$out/bench_qwen3_30b_a3b_10l_b64_%s.json' % k)) \
@@ -550,7 +550,6 @@ if [[ $mode == steptime ]]; then  # the plan's step-time model against measured 
       memory_choice "steptime_qwen3b_b$batch" "${qwen3b[@]}" --batch $batch
     done
   fi
-  q30=(--model configs/models/qwen3-30b-a3b.json --layers 10 --seq 4096 --steps 3 --warmup 1 --batch 64)
   if [[ $groups == *" qwen30b "* ]]; then
     steptime_bench steptime_qwen30b_10l_b64 1 "${q30[@]}"
     memory_choice steptime_qwen30b_10l_b64 "${q30[@]}"

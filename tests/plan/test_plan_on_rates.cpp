@@ -123,8 +123,7 @@ TEST_CASE("where the plan recomputes more layers than fit, it keeps the predicte
       continue;
     }
     CHECK(p.recompute_layers > r.recompute_layers);
-    mt::RunShape memory = r;
-    const mt::StepPlan fewest = mt::plan_step(spec, memory, kH100, 1, true, -1, rates, false);
+    const mt::StepPlan fewest = mt::plan_step(spec, r, kH100, 1, true, -1, rates, false);
     CHECK(p.memory_recompute_step_s == fewest.step.step_s);
     CHECK(p.step.step_s < (1.0 - mt::kRecomputeGain) * p.memory_recompute_step_s);
   }
